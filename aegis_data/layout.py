@@ -1,0 +1,22 @@
+"""Names and paths of a frozen split on disk (SPEC §4). Declared once; every stage reads them from here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+MANIFEST_NAME = "manifest.json"
+ANNOTATIONS_DIR = "annotations"
+SPLIT_NAMES = ("test", "val", "train")
+PERSON_CATEGORY = {"id": 1, "name": "person", "supercategory": "person"}
+
+
+def annotation_path(root: str | Path, split: str = "test") -> Path:
+    return Path(root) / ANNOTATIONS_DIR / f"{split}.json"
+
+
+def condition_dir(root: str | Path, split: str, condition: str) -> Path:
+    return Path(root) / split / condition
+
+
+def image_file_name(image_id: str) -> str:
+    return f"{image_id}.png"

@@ -1,0 +1,1 @@
+"""AegisBench evaluation side: prediction loading, the shared scorer, robustness summaries, runners, reports."""
