@@ -3,31 +3,36 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
-STAMP  := $(VENV)/.aegis-installed
+STAMP_CORE := $(VENV)/.aegis-core-installed
+STAMP_ALL  := $(VENV)/.aegis-all-installed
 DEMO_OUT ?= aegis-splits/synthetic-c
 
 .PHONY: demo test install venv bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade "pip>=23"
 
-# Reinstall only when the dependency declaration changes.
-$(STAMP): pyproject.toml constraints.txt | $(PY)
+# Reinstall only when the dependency declaration changes. The demo needs only the light core; the tests
+# need everything, including the torch/ultralytics runner extra (pinned in constraints.txt).
+$(STAMP_CORE): pyproject.toml constraints.txt | $(PY)
+	$(PIP) install -q -c constraints.txt -e .
+	touch $(STAMP_CORE)
+
+$(STAMP_ALL): pyproject.toml constraints.txt | $(PY)
 	$(PIP) install -q -c constraints.txt -e ".[runners,report,dev]"
-	touch $(STAMP)
+	touch $(STAMP_ALL) $(STAMP_CORE)
 
 venv: $(PY)
-install: $(STAMP)
+install: $(STAMP_ALL)
 
-demo: $(STAMP)
+demo: $(STAMP_CORE)
 	$(VENV)/bin/aegis build-splits --out $(DEMO_OUT)
 	$(VENV)/bin/aegis verify $(DEMO_OUT)
 
-test: $(STAMP)
+test: $(STAMP_ALL)
 	$(PY) -m pytest -q
 
-bench: $(STAMP)
+bench: $(STAMP_ALL)
 	$(PY) benchmarks/bench_corruptions.py
 	$(PY) benchmarks/bench_build.py
 	$(PY) benchmarks/bench_score.py

@@ -1,7 +1,213 @@
-"""CLI commands (filled in by the owner of this command group)."""
+"""``aegis baseline predict | train | sweep``: the reference runners' command line (SPEC §7).
+
+Every setting can come from ``--config configs/baselines/<dataset>-<model>.yaml``; a flag given on the command
+line overrides the config, which overrides the built-in defaults (aegis_eval.runners.config).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
+from rich.table import Table
+
+from aegis_data.errors import AegisError
+from cli.common import err, handle_errors, out, warn
+
+baseline_app = typer.Typer(help="Reference detectors (YOLO11, RT-DETR, Faster R-CNN): predict, train, sweep.",
+                           no_args_is_help=True, pretty_exceptions_show_locals=False)
+
+# Shared option declarations (None = not given: the config file or the default decides).
+ModelOpt = Annotated[Optional[str], typer.Option("--model", help="yolo11 | rtdetr | fasterrcnn.")]
+WeightsOpt = Annotated[Optional[str], typer.Option(
+    "--weights", help="Local weights file; for Ultralytics also a model yaml (yolo11n.yaml: random init); "
+                      "'none' = random Faster R-CNN.")]
+SplitOpt = Annotated[Path, typer.Option("--split", help="Split folder written by `aegis build-splits`.")]
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Baseline config yaml "
+                                                   "(configs/baselines/*.yaml); flags override it.")]
+ArchOpt = Annotated[Optional[str], typer.Option("--arch", help="Faster R-CNN backbone: resnet50_v2 (default) | "
+                                                "mobilenet_v3.")]
+ImgszOpt = Annotated[Optional[int], typer.Option("--imgsz", help="Network input size in px (config default 1024).")]
+DeviceOpt = Annotated[Optional[str], typer.Option("--device", help="auto (CUDA when available) | cpu | cuda | "
+                                                  "cuda:N.")]
+SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="Seed for torch and data order (default 0).")]
+DownloadOpt = Annotated[bool, typer.Option("--allow-download", help="Let the backend library download a named "
+                                           "weights file (e.g. yolo11m.pt). Off by default: nothing downloads.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Recompute finished conditions (and, for sweep, "
+                                        "re-freeze the threshold).")]
+ConditionsOpt = Annotated[str, typer.Option("--conditions", help="'all' or a comma list (clean,low_light_s3).")]
+TileOpt = Annotated[Optional[bool], typer.Option("--tile/--no-tile", help="Tiled inference of large frames "
+                                                 "(default on).")]
+TileSizeOpt = Annotated[Optional[int], typer.Option("--tile-size", help="Tile side in px (default 1024).")]
+OverlapOpt = Annotated[Optional[int], typer.Option("--overlap", help="Tile overlap in px (default 256).")]
+LimitOpt = Annotated[Optional[int], typer.Option("--limit", help="Only the first N images (by GT id).")]
+BatchOpt = Annotated[Optional[int], typer.Option("--batch", help="Images (tiles) per forward pass (default 8).")]
+FloorOpt = Annotated[Optional[float], typer.Option("--score-floor", help="Lowest score kept (default 0.001).")]
+MaxDetOpt = Annotated[Optional[int], typer.Option("--max-det", help="Detections kept per image (default 300).")]
+NmsOpt = Annotated[Optional[float], typer.Option("--nms-iou", help="IoU of the class-agnostic NMS merging tiles "
+                                                 "(default 0.5).")]
+
+
+def _settings(config: Optional[Path], **overrides: Any) -> dict[str, Any]:
+    from aegis_eval.runners.config import resolve_settings
+
+    cfg = resolve_settings(config, overrides)
+    if not cfg.get("model"):
+        raise AegisError("no model given: pass --model yolo11|rtdetr|fasterrcnn, or a --config that names one")
+    if not cfg.get("weights"):
+        raise AegisError(f"no weights given for {cfg['model']}: pass --weights (a local file; for Ultralytics also "
+                         f"a model yaml for random init; 'none' for a random Faster R-CNN)")
+    return cfg
+
+
+def _predict_settings(cfg: dict[str, Any], tile: Optional[bool], limit: Optional[int], split_name: str,
+                      allow_download: bool):
+    from aegis_eval.runners.predict import PredictSettings
+
+    return PredictSettings(model=cfg["model"], weights=cfg["weights"], arch=cfg.get("arch"), imgsz=cfg.get("imgsz"),
+                           tiled=True if tile is None else tile, tile=cfg["tile"], overlap=cfg["overlap"],
+                           nms_iou=cfg["nms_iou"], score_floor=cfg["score_floor"], max_det=cfg["max_det"],
+                           batch=cfg["batch"], limit=limit, split_name=split_name, device=cfg["device"],
+                           seed=cfg["seed"], allow_download=allow_download)
+
+
+def _progress(stage: str, status: str) -> None:
+    err.print(f"{stage}: {status}", highlight=False)
+
+
+def _run_table(record: dict, title: str) -> Table:
+    table = Table(title=title)
+    for col in ("condition", "images", "detections", "seconds", "images/s"):
+        table.add_column(col, justify="left" if col == "condition" else "right")
+    for cond, e in record["conditions"].items():
+        table.add_row(cond, str(e.get("n_images")), str(e.get("n_detections")), f"{e.get('seconds', 0):.2f}",
+                      f"{e['images_per_s']:.2f}" if e.get("images_per_s") else "–")
+    return table
+
+
+@baseline_app.command("predict")
+@handle_errors
+def predict_cmd(
+    split: SplitOpt,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for <condition>.json files and run.json.")],
+    model: ModelOpt = None,
+    weights: WeightsOpt = None,
+    config: ConfigOpt = None,
+    conditions: ConditionsOpt = "all",
+    split_name: Annotated[str, typer.Option("--split-name", help="test | val (val has only clean).")] = "test",
+    tile: TileOpt = None,
+    tile_size: TileSizeOpt = None,
+    overlap: OverlapOpt = None,
+    limit: LimitOpt = None,
+    batch: BatchOpt = None,
+    score_floor: FloorOpt = None,
+    max_det: MaxDetOpt = None,
+    nms_iou: NmsOpt = None,
+    imgsz: ImgszOpt = None,
+    arch: ArchOpt = None,
+    device: DeviceOpt = None,
+    seed: SeedOpt = None,
+    force: ForceOpt = False,
+    allow_download: DownloadOpt = False,
+) -> None:
+    """Predict every condition of a split: one COCO results file per condition, resumable."""
+    from aegis_eval.runners.predict import predict_split
+
+    cfg = _settings(config, model=model, weights=weights, tile=tile_size, overlap=overlap, batch=batch,
+                    score_floor=score_floor, max_det=max_det, nms_iou=nms_iou, imgsz=imgsz, arch=arch,
+                    device=device, seed=seed)
+    settings = _predict_settings(cfg, tile, limit, split_name, allow_download)
+    record = predict_split(settings, split, out_dir, conditions=conditions, force=force, progress=_progress)
+    out.print(_run_table(record, f"{settings.model} predictions ({record['device']}) → {out_dir}"))
+
+
+@baseline_app.command("train")
+@handle_errors
+def train_cmd(
+    split: SplitOpt,
+    out_dir: Annotated[Path, typer.Option("--out", help="Run folder (config.yaml, data/, weights).")],
+    model: ModelOpt = None,
+    weights: WeightsOpt = None,
+    config: ConfigOpt = None,
+    epochs: Annotated[Optional[int], typer.Option("--epochs", help="Training epochs.")] = None,
+    imgsz: ImgszOpt = None,
+    batch: BatchOpt = None,
+    seed: SeedOpt = None,
+    lr0: Annotated[Optional[float], typer.Option("--lr0", help="Initial learning rate.")] = None,
+    optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="SGD | AdamW.")] = None,
+    device: DeviceOpt = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", help="Data-loader workers (0 = deterministic, "
+                                                   "default).")] = None,
+    arch: ArchOpt = None,
+    tile_size: TileSizeOpt = None,
+    overlap: OverlapOpt = None,
+    min_visibility: Annotated[Optional[float], typer.Option(
+        "--min-visibility", help="Share of a box's area a tile must show to keep it (default 0.5).")] = None,
+    allow_download: DownloadOpt = False,
+) -> None:
+    """Fine-tune on the split's clean train images (tiled), validating on clean val; resumes a stopped run."""
+    from aegis_eval.runners.train import TrainSettings, train_baseline
+
+    cfg = _settings(config, model=model, weights=weights, epochs=epochs, imgsz=imgsz, batch=batch, seed=seed,
+                    lr0=lr0, optimizer=optimizer, device=device, workers=workers, arch=arch, tile=tile_size,
+                    overlap=overlap, min_visibility=min_visibility)
+    keys = ("arch", "epochs", "imgsz", "batch", "seed", "lr0", "optimizer", "momentum", "weight_decay", "device",
+            "workers", "tile", "overlap", "min_visibility", "score_floor", "nms_iou", "max_det")
+    settings = TrainSettings(model=cfg["model"], weights=cfg["weights"], allow_download=allow_download,
+                             **{k: cfg[k] for k in keys})
+    result = train_baseline(settings, split, out_dir, log=lambda line: err.print(line, highlight=False))
+    out.print(f"{settings.model}: {result['status']}; best weights: {result['best']}", highlight=False)
+    out.print(f"last checkpoint: {result['last']}; config: {result['config']}", highlight=False)
+
+
+@baseline_app.command("sweep")
+@handle_errors
+def sweep_cmd(
+    split: SplitOpt,
+    out_dir: Annotated[Path, typer.Option("--out", help="Results folder (val/, threshold.json, predictions/, "
+                                          "score.json, score.csv).")],
+    model: ModelOpt = None,
+    weights: WeightsOpt = None,
+    config: ConfigOpt = None,
+    bootstrap: Annotated[Optional[int], typer.Option("--bootstrap", help="Bootstrap resamples (default 1000).")] = None,
+    conditions: ConditionsOpt = "all",
+    label: Annotated[Optional[str], typer.Option("--label", help="Label in score.json (default: config name or "
+                                                 "model).")] = None,
+    tile: TileOpt = None,
+    tile_size: TileSizeOpt = None,
+    overlap: OverlapOpt = None,
+    limit: LimitOpt = None,
+    batch: BatchOpt = None,
+    score_floor: FloorOpt = None,
+    max_det: MaxDetOpt = None,
+    nms_iou: NmsOpt = None,
+    imgsz: ImgszOpt = None,
+    arch: ArchOpt = None,
+    device: DeviceOpt = None,
+    seed: SeedOpt = None,
+    force: ForceOpt = False,
+    allow_download: DownloadOpt = False,
+) -> None:
+    """Predict clean val, freeze the threshold once, predict all test conditions, score with bootstrap CIs."""
+    from aegis_eval.runners.sweep import run_sweep
+    from cli.scoring import conditions_table, recall_matrix
+
+    cfg = _settings(config, model=model, weights=weights, bootstrap=bootstrap, tile=tile_size, overlap=overlap,
+                    batch=batch, score_floor=score_floor, max_det=max_det, nms_iou=nms_iou, imgsz=imgsz, arch=arch,
+                    device=device, seed=seed)
+    settings = _predict_settings(cfg, tile, limit, "test", allow_download)
+    result = run_sweep(settings, split, out_dir, bootstrap=cfg["bootstrap"], seed=cfg["seed"],
+                       rule=cfg["threshold_rule"], label=label or cfg.get("name") or settings.model,
+                       conditions=conditions, force=force, progress=_progress, on_warning=warn)
+    out.print(conditions_table(result))
+    matrix = recall_matrix(result)
+    if matrix is not None:
+        out.print(matrix)
+    out.print(f"score: {Path(out_dir) / 'score.json'}  threshold: {Path(out_dir) / 'threshold.json'}",
+              highlight=False)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this group's commands to the root app."""
+    """Add the ``baseline`` command group to the root app."""
+    app.add_typer(baseline_app, name="baseline")

@@ -1,7 +1,198 @@
-"""CLI commands (filled in by the owner of this command group)."""
+"""Commands around the corruption engine: ``list``, ``corrupt``, ``grid`` and ``calibrate``.
+
+Parsing and rendering only: the work is done by ``aegis_data.corruptions`` (the engine) and
+``aegis_data.calibration`` (statistics, calibration tables, the severity grid), which the tests call directly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
+from rich.table import Table
+
+from aegis_data.config import SEVERITIES, load_config
+from aegis_data.errors import AegisError
+from cli.common import fail, handle_errors, out
+
+
+def _split_names(values: Optional[list[str]]) -> Optional[list[str]]:
+    """Repeated and/or comma-separated ``--corruptions`` values, flattened; None when not given."""
+    if not values:
+        return None
+    names = [n.strip() for v in values for n in v.split(",") if n.strip()]
+    return names or None
+
+
+def _fmt_num(v) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def _fmt_value(v) -> str:
+    if isinstance(v, (tuple, list)):
+        return "(" + ", ".join(_fmt_num(x) for x in v) + ")"
+    return _fmt_num(v)
+
+
+def suite_description() -> dict:
+    """The suite as plain data: seed, config hash, families and every corruption's declaration."""
+    cfg = load_config()
+    return {
+        "suite": cfg.suite,
+        "seed": cfg.seed,
+        "config_hash": cfg.config_hash,
+        "config_sha256": cfg.config_sha256,
+        "families": {k: list(v) for k, v in cfg.families.items()},
+        "corruptions": [
+            {
+                "name": s.name,
+                "family": s.family,
+                "statistic": s.statistic,
+                "direction": s.direction,
+                "severities": {k: list(v) for k, v in s.severities.items()},
+                "fixed": {k: (list(v) if isinstance(v, tuple) else v) for k, v in s.fixed.items()},
+            }
+            for s in cfg.corruptions.values()
+        ],
+    }
+
+
+@handle_errors
+def list_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the suite as JSON instead of a table.")] = False,
+) -> None:
+    """List the corruptions of the suite: family, calibration statistic, direction and parameters."""
+    desc = suite_description()
+    if as_json:
+        out.print_json(json.dumps(desc))
+        return
+    arrow = {"increase": "↑", "decrease": "↓"}
+    table = Table(title=f"{desc['suite']}  seed {desc['seed']}  config {desc['config_hash']}", show_lines=True)
+    for col in ("corruption", "family", "statistic", "dir"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("severity 1 / 2 / 3", overflow="fold")
+    table.add_column("fixed", overflow="fold")
+    for c in desc["corruptions"]:
+        sev = "\n".join(f"{k} {' / '.join(_fmt_num(x) for x in v)}" for k, v in c["severities"].items())
+        fixed = "\n".join(f"{k} {_fmt_value(v)}" for k, v in c["fixed"].items()) or "-"
+        table.add_row(c["name"], c["family"], c["statistic"], arrow.get(c["direction"], c["direction"]), sev, fixed)
+    out.print(table)
+
+
+@handle_errors
+def corrupt_cmd(
+    image: Annotated[Path, typer.Argument(help="Input image (any format OpenCV decodes).")],
+    corruption: Annotated[str, typer.Option("--corruption", "-c", help="Corruption name (see `aegis list`).")],
+    severity: Annotated[int, typer.Option("--severity", "-s", help="Severity 1, 2 or 3.")],
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="Output PNG path (written atomically).")],
+    image_id: Annotated[
+        Optional[str], typer.Option("--image-id", help="Id keying the random draws; default: the file stem.")
+    ] = None,
+) -> None:
+    """Apply one corruption at one severity to one image and write a lossless PNG."""
+    from aegis_data.corruptions import apply_corruption
+    from aegis_data.imageio import pixel_sha256, read_rgb, write_png_atomic
+
+    cfg = load_config()
+    if corruption not in cfg.corruptions:
+        raise AegisError(f"unknown corruption {corruption!r}; expected one of {', '.join(cfg.names)}")
+    if severity not in SEVERITIES:
+        raise AegisError(f"--severity must be 1, 2 or 3, got {severity}")
+    if out_path.suffix.lower() != ".png":
+        raise AegisError(f"--out must be a .png file (lossless), got {str(out_path)!r}")
+    rgb = read_rgb(image)
+    result = apply_corruption(rgb, corruption, severity, image_id if image_id is not None else image.stem)
+    write_png_atomic(out_path, result)
+    out.print(f"{out_path}\tpixel-sha256 {pixel_sha256(result)}", highlight=False, soft_wrap=True)
+
+
+@handle_errors
+def grid_cmd(
+    image: Annotated[Path, typer.Argument(help="Input image.")],
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="Output PNG path for the grid.")],
+    width: Annotated[int, typer.Option("--width", "-w", help="Grid width in px (3 severity columns).")] = 1536,
+    image_id: Annotated[
+        Optional[str], typer.Option("--image-id", help="Id keying the random draws; default: the file stem.")
+    ] = None,
+) -> None:
+    """Render clean + every corruption at severities 1-3 as one labelled PNG (a visual check of the ladder)."""
+    from aegis_data.calibration import severity_grid
+    from aegis_data.imageio import read_rgb, write_png_atomic
+
+    if out_path.suffix.lower() != ".png":
+        raise AegisError(f"--out must be a .png file, got {str(out_path)!r}")
+    if width < 480:
+        raise AegisError(f"--width must be at least 480 px, got {width}")
+    rgb = read_rgb(image)
+    sheet = severity_grid(rgb, image_id if image_id is not None else image.stem, width)
+    write_png_atomic(out_path, sheet)
+    out.print(f"{out_path}\t{sheet.shape[1]}x{sheet.shape[0]}", highlight=False, soft_wrap=True)
+
+
+def _fmt_stat(v: float) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
+
+
+@handle_errors
+def calibrate_cmd(
+    path: Annotated[Path, typer.Argument(help="A folder of images, or a split directory from `aegis build-splits`.")],
+    corruptions: Annotated[
+        Optional[list[str]],
+        typer.Option("--corruptions", "-c", help="Corruptions to check (repeat or comma-separate); default all."),
+    ] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", "-n", help="Use at most N images (sorted by name).")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the table as JSON to this file.")] = None,
+) -> None:
+    """Check that every corruption's statistic moves strictly monotonically with severity (exit 1 if not).
+
+    A plain folder is corrupted in memory (image id = file stem); a split directory (has manifest.json) is read
+    from test/clean and test/<corruption>_s<k>, skipping conditions that are absent.
+    """
+    from aegis_data.calibration import calibrate_path, check_monotone
+    from aegis_data.imageio import write_bytes_atomic
+
+    table = calibrate_path(path, _split_names(corruptions), limit)
+    violations = check_monotone(table)
+    bad = {v.corruption for v in violations}
+    arrow = {"increase": "↑", "decrease": "↓"}
+    rt = Table(title=f"calibration on {table.n_images} image(s)  config {table.config_hash}  seed {table.seed}")
+    for col, just in (("corruption", "left"), ("sev", "right"), ("statistic", "left"), ("mean", "right"),
+                      ("std", "right"), ("clean", "right"), ("n", "right"), ("monotone", "center")):
+        rt.add_column(col, justify=just)
+    for name in table.corruptions:
+        ladder = table.ladder(name)
+        for i, r in enumerate(ladder):
+            first = i == 0
+            mark = ("[red]✗[/]" if name in bad else "[green]✓[/]") if first else ""
+            rt.add_row(
+                name if first else "",
+                str(r.severity),
+                f"{r.statistic} {arrow.get(r.direction, '')}" if first else "",
+                _fmt_stat(r.mean),
+                _fmt_stat(r.std),
+                _fmt_stat(r.clean_mean) if first else "",
+                str(r.n),
+                mark,
+                end_section=i == len(ladder) - 1,
+            )
+    out.print(rt)
+    if json_out is not None:
+        write_bytes_atomic(json_out, (json.dumps(table.to_dict(), indent=2) + "\n").encode())
+    if violations:
+        for v in violations:
+            out.print(f"[red]✗[/] {v.corruption}: {v.message}", highlight=False, soft_wrap=True)
+        names = ", ".join(sorted(bad))
+        raise fail(f"{len(bad)} severity ladder(s) not strictly monotone: {names}")
 
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
+    app.command("list")(list_cmd)
+    app.command("corrupt")(corrupt_cmd)
+    app.command("grid")(grid_cmd)
+    app.command("calibrate")(calibrate_cmd)

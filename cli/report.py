@@ -1,7 +1,75 @@
-"""CLI commands (filled in by the owner of this command group)."""
+"""``aegis report`` (figures and tables from score JSONs) and ``aegis gallery`` (worst recall drops, drawn)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
+from rich.table import Table
+
+from cli.common import handle_errors, out, warn
+
+
+@handle_errors
+def report(
+    results: Annotated[list[Path], typer.Argument(help="Score JSONs written by `aegis score --json` (one per model "
+                                                       "and dataset).", show_default=False)],
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the report, its figures/ and tables.",
+                                          show_default=False)],
+    formats: Annotated[str, typer.Option("--format", help="Comma-separated subset of md, html, latex.")] = "md,html,latex",
+    metric: Annotated[str, typer.Option("--metric", help="Metric whose relative drop the figures and the main "
+                                                         "table show (recall, precision, f1, map50, ...).")] = "recall",
+) -> None:
+    """Render heatmaps, severity curves, family bars, localization plots and report.md/html/tex from score JSONs."""
+    from aegis_eval.report import build_report, load_results
+
+    files = build_report(load_results(results), out_dir, formats=formats, metric=metric)
+    for note in files.notes:
+        warn(note)
+    table = Table(title=f"aegis report → {files.out}")
+    table.add_column("file")
+    table.add_column("bytes", justify="right")
+    for path in files.files:
+        table.add_row(str(path.relative_to(files.out)), f"{path.stat().st_size:,}")
+    out.print(table)
+
+
+@handle_errors
+def gallery(
+    split_dir: Annotated[Path, typer.Argument(help="A frozen split directory (annotations/test.json, test/<condition>/).",
+                                              show_default=False)],
+    preds: Annotated[Path, typer.Option("--preds", help="Folder with clean.json and <condition>.json COCO results.",
+                                        show_default=False)],
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for pairs/*.png, index.md and index.html.",
+                                          show_default=False)],
+    threshold: Annotated[Optional[float], typer.Option("--threshold", help="Frozen confidence threshold in [0, 1].",
+                                                       show_default=False)] = None,
+    threshold_file: Annotated[Optional[Path], typer.Option("--threshold-file", help="Threshold JSON written by "
+                                                           "`aegis freeze-threshold`.", show_default=False)] = None,
+    conditions: Annotated[str, typer.Option("--conditions", help="'all' or a comma-separated list of condition "
+                                                                  "ids, e.g. low_light_s3,smoke_haze_s2.")] = "all",
+    n: Annotated[int, typer.Option("--n", help="How many (image, condition) pairs to draw.")] = 8,
+    max_width: Annotated[int, typer.Option("--max-width", help="Width limit of each side-by-side picture, px.")] = 1600,
+) -> None:
+    """Draw the (image, condition) pairs whose recall drops most vs clean: clean | corrupted, GT and predictions."""
+    from aegis_eval.report.gallery import build_gallery
+
+    files = build_gallery(split_dir, preds, out_dir, threshold=threshold, threshold_file=threshold_file,
+                          conditions=conditions, n=n, max_width=max_width)
+    for note in files.notes:
+        warn(note)
+    table = Table(title=f"aegis gallery → {files.out} (threshold {files.threshold:g})")
+    for col in ("rank", "image", "condition", "recall clean → cond.", "drop"):
+        table.add_column(col, justify="left" if col in ("image", "condition") else "right")
+    for p in files.pairs:
+        table.add_row(str(p.rank), p.file_name, p.condition, f"{p.recall_clean:.2f} → {p.recall_condition:.2f}",
+                      f"{p.drop:.2f}")
+    out.print(table)
+    out.print(f"index: {files.index_html}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this group's commands to the root app."""
+    """Add ``report`` and ``gallery`` to the root app."""
+    app.command("report")(report)
+    app.command("gallery")(gallery)

@@ -1,7 +1,97 @@
-"""CLI commands (filled in by the owner of this command group)."""
+"""``aegis audit``: what a source dataset holds, and whether its splits leak."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Mapping, Optional
 
 import typer
+from rich.table import Table
+
+from cli.common import handle_errors, out, warn
+
+_ADAPTER = "Source adapter options"
+
+
+def _q(stats: Mapping[str, Any] | None, key: str) -> str:
+    return "-" if not stats else f"{stats[key]:.1f}"
+
+
+def render_audit(report: Mapping[str, Any]) -> list[Table]:
+    """Rich tables for an audit report: per-split counts and sizes, then leakage findings."""
+    main = Table(title=f"audit of {report['dataset']}")
+    for col in ("split", "images", "boxes", "empty", "small/medium/large", "sqrt(area) p5/p50/p95", "resolutions"):
+        main.add_column(col, overflow="fold")
+    rows = list(report["splits"].items()) + [("all", report["all"])]
+    for name, s in rows:
+        bins = s["size_bins"]
+        q = s["box_sqrt_area"]
+        res = ", ".join(f"{k}: {v}" for k, v in list(s["resolutions"].items())[:4])
+        if len(s["resolutions"]) > 4:
+            res += f", ... ({len(s['resolutions'])} sizes)"
+        main.add_row(
+            name, str(s["images"]), str(s["boxes"]),
+            f"{s['empty_images']} ({100 * (s['empty_share'] or 0):.0f}%)",
+            f"{bins['small']}/{bins['medium']}/{bins['large']}",
+            f"{_q(q, 'p5')}/{_q(q, 'p50')}/{_q(q, 'p95')}", res,
+        )
+    findings = Table(title="duplicates and leakage")
+    findings.add_column("check")
+    findings.add_column("result", overflow="fold")
+    dup = report["duplicates"]
+    leak = report["leakage_details"]
+    findings.add_row("duplicate content", f"{dup['sets']} set(s), {dup['images_in_sets']} image(s)" if dup["checked"] else "not checked (--no-hash)")
+    findings.add_row("groups in several splits", str(leak["groups_in_several_splits"]) + (
+        " (e.g. " + ", ".join(f"{g['group']}: {'+'.join(g['splits'])}" for g in leak["group_examples"][:3]) + ")"
+        if leak["group_examples"] else ""))
+    findings.add_row("duplicates in several splits", str(leak["duplicates_in_several_splits"]) + (
+        " (e.g. " + ", ".join("=".join(d["images"][:2]) for d in leak["duplicate_examples"][:3]) + ")"
+        if leak["duplicate_examples"] else ""))
+    findings.add_row("leakage", "[bold red]YES[/]" if report["leakage"] else "[green]none[/]")
+    return [main, findings]
+
+
+@handle_errors
+def audit_command(
+    dataset: Annotated[str, typer.Option(help="Source adapter: synthetic, heridal, sard, coco, yolo, voc, hf.")],
+    source: Annotated[Optional[Path], typer.Option(help="Root of the source dataset (or a HF dataset path/id for hf).")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the report as JSON to this file.")] = None,
+    no_hash: Annotated[bool, typer.Option("--no-hash", help="Skip content hashing (no duplicate check; faster).")] = False,
+    n: Annotated[Optional[int], typer.Option(help="synthetic: number of images.", rich_help_panel=_ADAPTER)] = None,
+    size: Annotated[Optional[str], typer.Option(help="synthetic: frame size, N or WxH (comma list cycles per image).", rich_help_panel=_ADAPTER)] = None,
+    images: Annotated[Optional[Path], typer.Option(help="Image folder (yolo, voc).", rich_help_panel=_ADAPTER)] = None,
+    labels: Annotated[Optional[Path], typer.Option(help="Label folder (yolo).", rich_help_panel=_ADAPTER)] = None,
+    annotations: Annotated[Optional[Path], typer.Option(help="COCO JSON file (coco) or XML folder (voc).", rich_help_panel=_ADAPTER)] = None,
+    classes: Annotated[Optional[str], typer.Option(help="Class ids/names counted as person (yolo, voc, sard; categories for coco, hf).", rich_help_panel=_ADAPTER)] = None,
+    groups: Annotated[Optional[str], typer.Option(help="sard: CSV (stem,group) or JSON {stem: group} file declaring sequence groups.", rich_help_panel=_ADAPTER)] = None,
+    hf_split: Annotated[Optional[str], typer.Option(help="Split of the Hugging Face dataset to read (hf).", rich_help_panel=_ADAPTER)] = None,
+    max_pixels: Annotated[Optional[int], typer.Option(help="Refuse source images larger than this many pixels.", rich_help_panel=_ADAPTER)] = None,
+    option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Any adapter option as key=value (repeatable), e.g. -o val_fraction=0.1.", rich_help_panel=_ADAPTER)] = None,
+) -> None:
+    """Audit a source dataset: counts, box sizes, resolutions, duplicates and leakage between splits.
+
+    Exits 1 when leakage is found (a group or a duplicate image in more than one split).
+    """
+    from aegis_data.audit import audit_dataset
+    from aegis_data.imageio import write_bytes_atomic
+    from aegis_data.sources import load_source
+    from cli.splits import adapter_options
+
+    options = adapter_options(dataset, option, n=n, size=size, images=images, labels=labels, annotations=annotations,
+                              classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels)
+    ds = load_source(dataset, source=source, **options)
+    report = audit_dataset(ds, hash_files=not no_hash)
+    report["source"] = ds.description
+    if json_out is not None:
+        write_bytes_atomic(json_out, (json.dumps(report, indent=2, sort_keys=True, default=str) + "\n").encode())
+    for table in render_audit(report):
+        out.print(table)
+    if report["leakage"]:
+        warn("leakage between splits: the same group or image content appears in more than one split")
+        raise typer.Exit(code=1)
 
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
+    app.command("audit")(audit_command)

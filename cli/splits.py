@@ -1,7 +1,176 @@
-"""CLI commands (filled in by the owner of this command group)."""
+"""``aegis build-splits``, ``aegis verify`` and ``aegis export-hf``: build, check and publish a frozen split."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from cli.common import err, handle_errors, out
+
+_ADAPTER = "Source adapter options"
+
+
+def parse_csv(value: str | None, what: str) -> list[str] | None:
+    """``'a, b'`` -> ``['a', 'b']``; None stays None."""
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        from aegis_data.errors import AegisError
+
+        raise AegisError(f"{what}: expected a comma-separated list, got {value!r}")
+    return items
+
+
+def parse_severities(value: str) -> list[int]:
+    from aegis_data.errors import AegisError
+
+    items = parse_csv(value, "--severities") or []
+    try:
+        return [int(v) for v in items]
+    except ValueError:
+        raise AegisError(f"--severities: expected integers among 1,2,3 like '1,2,3', got {value!r}") from None
+
+
+def adapter_options(dataset: str, pairs: list[str] | None, **given: Any) -> dict[str, Any]:
+    """Only the adapter options the user actually passed (each adapter applies its own defaults).
+
+    ``--classes`` is the adapter's ``classes`` or ``categories`` option, ``--hf-split`` the hf adapter's
+    ``split``; ``--option key=value`` pairs pass through unchanged and win. An option the adapter does not
+    know is left in, so the adapter rejects it with its own message.
+    """
+    from aegis_data.sources import adapter_options as known_options, parse_option_pairs
+
+    known = set(known_options(dataset))
+    opts = {k: v for k, v in given.items() if v is not None}
+    if "classes" in opts and "classes" not in known and "categories" in known:
+        opts["categories"] = opts.pop("classes")
+    if "hf_split" in opts and dataset == "hf":
+        opts["split"] = opts.pop("hf_split")
+    opts.update(parse_option_pairs(pairs))
+    return opts
+
+
+def build_command(
+    dataset: Annotated[str, typer.Option(help="Source adapter: synthetic (default), heridal, sard, coco, yolo, voc, hf.")] = "synthetic",
+    source: Annotated[Optional[Path], typer.Option(help="Root of the source dataset on disk (or a HF dataset path/id for --dataset hf).")] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Output directory (default: ./aegis-splits/<dataset>-c).")] = None,
+    corruptions: Annotated[Optional[str], typer.Option(help="Comma-separated corruption names (default: all nine).")] = None,
+    severities: Annotated[str, typer.Option(help="Comma-separated severities among 1,2,3.")] = "1,2,3",
+    workers: Annotated[Optional[int], typer.Option(help="Worker processes (default: all cores).")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N images (by image id) of each split.")] = None,
+    with_train: Annotated[bool, typer.Option("--with-train", help="Also write train/clean and annotations/train.json.")] = False,
+    n: Annotated[Optional[int], typer.Option(help="synthetic: number of images.", rich_help_panel=_ADAPTER)] = None,
+    size: Annotated[Optional[str], typer.Option(help="synthetic: frame size, N or WxH (comma list cycles per image).", rich_help_panel=_ADAPTER)] = None,
+    images: Annotated[Optional[Path], typer.Option(help="Image folder (yolo, voc).", rich_help_panel=_ADAPTER)] = None,
+    labels: Annotated[Optional[Path], typer.Option(help="Label folder (yolo).", rich_help_panel=_ADAPTER)] = None,
+    annotations: Annotated[Optional[Path], typer.Option(help="COCO JSON file (coco) or XML folder (voc).", rich_help_panel=_ADAPTER)] = None,
+    classes: Annotated[Optional[str], typer.Option(help="Class ids/names counted as person (yolo, voc, sard; categories for coco, hf).", rich_help_panel=_ADAPTER)] = None,
+    groups: Annotated[Optional[str], typer.Option(help="Grouping rule for group-aware splits (sard).", rich_help_panel=_ADAPTER)] = None,
+    hf_split: Annotated[Optional[str], typer.Option(help="Split of the Hugging Face dataset to read (hf).", rich_help_panel=_ADAPTER)] = None,
+    max_pixels: Annotated[Optional[int], typer.Option(help="Refuse source images larger than this many pixels.", rich_help_panel=_ADAPTER)] = None,
+    option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Any adapter option as key=value (repeatable), e.g. -o val_fraction=0.1.", rich_help_panel=_ADAPTER)] = None,
+) -> None:
+    """Build the frozen corrupted benchmark (clean + 27 conditions) with its SHA-256 manifest."""
+    from aegis_data.imageio import DEFAULT_MAX_PIXELS
+    from aegis_data.sources import load_source
+    from aegis_data.splits import build_splits
+
+    options = adapter_options(dataset, option, n=n, size=size, images=images, labels=labels, annotations=annotations,
+                              classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels)
+    ds = load_source(dataset, source=source, **options)
+    target = out_dir or Path("aegis-splits") / f"{dataset}-c"
+    with Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err, transient=False,
+    ) as bar:
+        task = bar.add_task(f"building {target}", total=None, rate="")
+
+        def on_progress(p) -> None:
+            elapsed = bar.tasks[0].elapsed or 0.0
+            rate = f"{p.done / elapsed:.2f} img/s  {p.megapixels / elapsed:.1f} MP/s" if elapsed > 0 else ""
+            bar.update(task, completed=p.done, total=p.total, rate=rate)
+
+        result = build_splits(
+            ds, target, corruptions=parse_csv(corruptions, "--corruptions"), severities=parse_severities(severities),
+            workers=workers, limit=limit, with_train=with_train, progress=on_progress,
+            max_pixels=max_pixels or DEFAULT_MAX_PIXELS,
+        )
+    table = Table(title=f"{ds.name}-C written to {result.out}")
+    table.add_column("item")
+    table.add_column("value", overflow="fold")
+    table.add_row("conditions", f"{len(result.conditions)} ({', '.join(result.conditions[:3])}{', ...' if len(result.conditions) > 3 else ''})")
+    table.add_row("source images", ", ".join(f"{s}: {k}" for s, k in result.images.items()))
+    table.add_row("files written / skipped", f"{result.files_written} / {result.files_skipped}")
+    table.add_row("time", f"{result.seconds:.1f} s ({result.images_per_s:.2f} files/s, {result.mp_per_s:.1f} MP/s)")
+    table.add_row("manifest", str(result.manifest_path))
+    table.add_row("root hash", result.root_hash)
+    out.print(table)
+
+
+def verify_command(
+    directory: Annotated[Path, typer.Argument(help="A frozen split written by build-splits.")],
+    against: Annotated[Optional[Path], typer.Option(help="Reference manifest to check the files against (e.g. manifests/synthetic-c.json).")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the report as JSON to this file.")] = None,
+    pixels_only: Annotated[bool, typer.Option("--pixels-only", help="Accept files whose bytes differ but whose decoded pixels match.")] = False,
+    workers: Annotated[Optional[int], typer.Option(help="Hashing threads (default: all cores).")] = None,
+) -> None:
+    """Recompute every hash of a frozen split; exit 0 only if everything matches."""
+    from aegis_data.imageio import write_bytes_atomic
+    from aegis_data.verify import verify_split
+
+    report = verify_split(directory, against, accept_bytes_only=pixels_only, workers=workers)
+    if json_out is not None:
+        write_bytes_atomic(json_out, (json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n").encode())
+    if report.ok:
+        extra = f" ({report.counts().get('bytes-only', 0)} re-encoded, pixels identical)" if report.findings else ""
+        out.print(f"[green]OK[/] {report.checked} files match {report.reference} (root {report.expected_root_hash}){extra}",
+                  highlight=False)
+        return
+    table = Table(title=f"{directory}: {len(report.findings)} difference(s) against {report.reference}")
+    for col in ("kind", "path", "pixels differing", "max |Δ|", "detail"):
+        table.add_column(col, overflow="fold")
+    for f in report.findings[:200]:
+        table.add_row(f.kind, f.path, "" if f.pixels_differing is None else str(f.pixels_differing),
+                      "" if f.max_abs_delta is None else str(f.max_abs_delta), f.detail)
+    out.print(table)
+    if len(report.findings) > 200:
+        out.print(f"... and {len(report.findings) - 200} more (use --json for all)")
+    summary = ", ".join(f"{k}: {v}" for k, v in sorted(report.counts().items()))
+    err.print(f"[bold red]verify failed:[/] {summary}", highlight=False)
+    raise typer.Exit(code=1)
+
+
+def export_command(
+    directory: Annotated[Path, typer.Argument(help="A frozen split written by build-splits.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Where to write the Hugging Face dataset (save_to_disk + parquet).")],
+    push: Annotated[Optional[str], typer.Option(help="Also upload the parquet files to this Hugging Face dataset repo id.")] = None,
+) -> None:
+    """Export a verified frozen split as a Hugging Face `datasets` dataset with embedded images."""
+    from aegis_data.export_hf import export_split, push_split
+
+    result = export_split(directory, out_dir)
+    table = Table(title=f"Hugging Face export of {directory}")
+    table.add_column("split")
+    table.add_column("rows")
+    for split, rows in result.rows.items():
+        table.add_row(split, str(rows))
+    out.print(table)
+    out.print(f"save_to_disk: {result.dataset_dir}\nparquet: {result.parquet_dir}", highlight=False)
+    if push:
+        from huggingface_hub import HfApi
+
+        url = push_split(result.out, push, HfApi())
+        out.print(f"pushed to {url}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this group's commands to the root app."""
+    """Add build-splits, verify and export-hf to the root app."""
+    app.command("build-splits")(handle_errors(build_command))
+    app.command("verify")(handle_errors(verify_command))
+    app.command("export-hf")(handle_errors(export_command))

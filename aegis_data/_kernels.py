@@ -1,0 +1,276 @@
+"""Exact numeric building blocks of the aegis-v1 corruptions (private; used by ``aegis_data.corruptions``).
+
+Bit-identity rules followed throughout (see docs/CORRUPTIONS.md, "Determinism design"):
+
+* Only IEEE-754 float64/float32 ``+ - * /`` and ``sqrt`` (correctly rounded, so identical on every CPU and
+  SIMD path) in element-wise NumPy code, in a fixed order; no ``exp/log/pow/sin`` on pixel data. Sines and
+  Bessel series are evaluated here with those basic operations.
+* Convolutions run in OpenCV on float64 arrays holding *integers* with *integer* kernels: every product and
+  partial sum is an exact integer below 2**53, so the result cannot depend on summation order, FMA or SIMD.
+* Resampling uses OpenCV's fixed-point ``INTER_LINEAR_EXACT`` on uint16, or exact integer block sums.
+* Noise fields and masks are carried as uint16 fixed point (value / 65535).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterator
+
+import cv2
+import numpy as np
+
+U16 = 65535.0
+TWO_PI = 2.0 * math.pi  # the float64 constant; only ever multiplied, never passed to libm
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Rounding and strips
+# ----------------------------------------------------------------------------------------------------------
+def to_uint8(x: np.ndarray) -> np.ndarray:
+    """SPEC rounding ``floor(clip(x, 0, 1) * 255 + 0.5)`` for x in the [0, 1] domain.
+
+    Implemented as a clip of ``x*255 + 0.5`` to [0, 255] followed by truncation, which equals the SPEC
+    formula for every x (truncation is floor for non-negative values).
+    """
+    y = x * 255.0
+    y += 0.5
+    np.clip(y, 0.0, 255.0, out=y)
+    return y.astype(np.uint8)
+
+
+def row_strips(height: int, width: int, target_pixels: int = 1 << 17) -> Iterator[slice]:
+    """Row slices covering ``height`` rows, each about ``target_pixels`` pixels (keeps temporaries in cache)."""
+    rows = max(1, target_pixels // max(1, width))
+    for r0 in range(0, height, rows):
+        yield slice(r0, min(height, r0 + rows))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Exact elementary functions (basic IEEE operations only)
+# ----------------------------------------------------------------------------------------------------------
+def sin_cos_turns(turns):
+    """(sin, cos) of an angle given in turns (1 turn = 2*pi rad), float64, |error| < 1e-16.
+
+    Range reduction ``r - floor(r)`` is exact; the reduced angle |x| <= pi/4 is fed to Taylor polynomials
+    (terms to x**17 / x**16) evaluated with Horner's rule, so the result is bit-identical on any machine.
+    """
+    r = np.asarray(turns, dtype=np.float64)
+    r = r - np.floor(r)
+    quadrant = np.floor(r * 4.0 + 0.5)
+    x = (r - quadrant * 0.25) * TWO_PI
+    x2 = x * x
+    # Horner from the highest term: sin x = x (1 - x2/6 (1 - x2/20 (1 - x2/42 (...)))), cos likewise.
+    s = np.ones_like(x2)
+    c = np.ones_like(x2)
+    for k in range(8, 0, -1):
+        s = 1.0 - (x2 / float((2 * k) * (2 * k + 1))) * s
+        c = 1.0 - (x2 / float((2 * k - 1) * (2 * k))) * c
+    s = x * s
+    q = quadrant.astype(np.int64) % 4
+    sin = np.select([q == 0, q == 1, q == 2], [s, c, -s], -c)
+    cos = np.select([q == 0, q == 1, q == 2], [c, -s, -c], s)
+    if np.ndim(turns) == 0:
+        return float(sin), float(cos)
+    return sin, cos
+
+
+def discrete_gaussian(sigma: float, radius: int | None = None, scale: int = 1 << 16) -> np.ndarray:
+    """Integer 1-D kernel (int64, length 2R+1) approximating a Gaussian of standard deviation ``sigma`` px.
+
+    Lindeberg's discrete Gaussian ``T(n, t) = exp(-t) I_n(t)`` with ``t = sigma**2`` has variance exactly
+    ``sigma**2`` on the integer grid and stays a true blur for any sigma > 0 (neighbour weight ~ sigma**2/2),
+    unlike a sampled Gaussian that collapses to a 1x1 identity below ~1/3 px. The Bessel values come from their
+    power series (basic operations only; the ``exp(-t)`` factor cancels in the normalisation). Weights are
+    normalised over ``|n| <= R`` (default ``R = max(1, ceil(4 sigma))``) and rounded to integers summing to
+    about ``scale``; the first neighbour is kept >= 1 so a positive sigma never rounds to the identity.
+    """
+    if not sigma > 0:
+        raise ValueError(f"sigma must be > 0, got {sigma}")
+    t = float(sigma) * float(sigma)
+    r = max(1, int(math.ceil(4.0 * sigma))) if radius is None else int(radius)
+    half = t / 2.0
+    q = half * half
+    vals = []
+    for n in range(r + 1):
+        term = 1.0
+        for i in range(1, n + 1):
+            term = term * half / i
+        total = term
+        m = 0
+        while m < 400:
+            m += 1
+            term = term * q / (m * (m + n))
+            total += term
+            if term < total * 1e-18:
+                break
+        vals.append(total)
+    norm = vals[0] + 2.0 * sum(vals[1:])
+    w = [math.floor(v / norm * scale + 0.5) for v in vals]
+    w[1] = max(w[1], 1)
+    return np.array(w[:0:-1] + w, dtype=np.int64)
+
+
+def convolve_exact(arr: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """Separable 2-D convolution of an integer-valued array with an integer kernel, reflect border.
+
+    ``arr`` holds integers (any numeric dtype); the result is float64 integers (not normalised). Every partial
+    sum is an integer < 2**53 for the sizes used here, so OpenCV's SIMD/FMA/threading cannot change a bit.
+    """
+    k = np.asarray(kernel, dtype=np.float64).reshape(-1, 1)
+    src = np.ascontiguousarray(arr, dtype=np.float64)
+    return cv2.sepFilter2D(src, cv2.CV_64F, k, k, borderType=cv2.BORDER_REFLECT)
+
+
+def upsample_u16(field: np.ndarray, factor: int, height: int, width: int) -> np.ndarray:
+    """Bilinear upsampling of a uint16 field by an integer factor, cropped to (height, width).
+
+    Sample i of ``field`` sits at full-resolution coordinate ``(i + 0.5) * factor - 0.5`` (the pixel-centre
+    convention of ``block_sum``), which is OpenCV's resize geometry; ``INTER_LINEAR_EXACT`` is fixed-point.
+    """
+    if factor == 1:
+        return np.ascontiguousarray(field[:height, :width])
+    h, w = field.shape
+    up = cv2.resize(field, (w * factor, h * factor), interpolation=cv2.INTER_LINEAR_EXACT)
+    return np.ascontiguousarray(up[:height, :width])
+
+
+def block_sum(mask: np.ndarray, factor: int) -> np.ndarray:
+    """Sums over ``factor x factor`` blocks (int64); edges padded by mirroring to a whole number of blocks."""
+    h, w = mask.shape
+    hb, wb = -(-h // factor), -(-w // factor)
+    a = mask.astype(np.int32)
+    if hb * factor != h or wb * factor != w:
+        a = np.pad(a, ((0, hb * factor - h), (0, wb * factor - w)), mode="symmetric")
+    return a.reshape(hb, factor, wb, factor).sum(axis=(1, 3), dtype=np.int64)
+
+
+def blur_mask(mask: np.ndarray, sigma: float) -> np.ndarray:
+    """Gaussian blur (std ``sigma`` px) of a 0/1 mask, as a uint16 field (value / 65535), same shape.
+
+    For sigma >= 6 px the mask is first summed over ``f x f`` blocks, f = floor(sigma / 3); the small field is
+    blurred with a discrete Gaussian of std ``sqrt(sigma**2 - (f**2 - 1)/4) / f`` and upsampled bilinearly. The
+    block average (variance (f**2-1)/12) and the bilinear upsampling (about (f**2-1)/6) add their variances,
+    so the total is sigma**2; the shape is box * Gaussian * tent, within a few percent of a Gaussian's profile.
+    """
+    h, w = mask.shape
+    f = max(1, int(sigma // 3.0))
+    small = block_sum(mask, f) if f > 1 else mask.astype(np.int64)
+    s_lr = math.sqrt(max(sigma * sigma - (f * f - 1) / 4.0, 0.25 * f * f)) / f
+    k = discrete_gaussian(s_lr)
+    blurred = convolve_exact(small, k)
+    denom = float(f * f) * float(k.sum()) ** 2
+    q = np.floor(blurred * (U16 / denom) + 0.5).astype(np.uint16)
+    return upsample_u16(q, f, h, w)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Value noise
+# ----------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NoiseSpec:
+    """``noise(octaves, base)`` of SPEC §2."""
+
+    octaves: int
+    base: float
+
+
+def noise_grid_shapes(height: int, width: int, spec: NoiseSpec) -> list[tuple[int, int]]:
+    """Node-grid shape (rows, cols) per octave: ``round(base * 2**o)`` cells on the long side, the short side
+    in proportion, at least 2 cells per axis, plus one node."""
+    long_side = max(height, width)
+    shapes = []
+    for o in range(spec.octaves):
+        cells = spec.base * (2**o)
+        cy = max(2, int(math.floor(cells * height / long_side + 0.5)))
+        cx = max(2, int(math.floor(cells * width / long_side + 0.5)))
+        shapes.append((cy + 1, cx + 1))
+    return shapes
+
+
+def noise_work_factor(height: int, width: int, spec: NoiseSpec) -> int:
+    """Integer factor between the frame and the grid on which the cubic is evaluated exactly.
+
+    The finest octave keeps at least 8 evaluated samples per cell; in between, bilinear upsampling of the
+    smooth field deviates from the bicubic by well under 1% of the field's range.
+    """
+    finest = spec.base * 2 ** (spec.octaves - 1)
+    return max(1, int(max(height, width) // (8.0 * finest)))
+
+
+def _cubic_taps(positions: np.ndarray, cells: int):
+    """Catmull-Rom (Keys a = -1/2) tap indices (4, n) and weights (4, n) for grid coordinates in [0, cells]."""
+    j = np.minimum(np.floor(positions), cells - 1).astype(np.int64)
+    t = positions - j
+    t2 = t * t
+    t3 = t2 * t
+    w = np.stack(
+        [
+            (-0.5 * t3 + t2) - 0.5 * t,
+            (1.5 * t3 - 2.5 * t2) + 1.0,
+            (-1.5 * t3 + 2.0 * t2) + 0.5 * t,
+            0.5 * t3 - 0.5 * t2,
+        ]
+    )
+    idx = np.clip(np.stack([j - 1, j, j + 1, j + 2]), 0, cells)
+    return idx, w, j
+
+
+def _grid_positions(n_work: int, factor: int, n_full: int, cells: int) -> np.ndarray:
+    """Grid coordinate of each work sample: its full-resolution pixel centre mapped so pixel 0 is node 0
+    and pixel n_full-1 is the last node."""
+    x = (np.arange(n_work, dtype=np.float64) + 0.5) * factor - 0.5
+    return np.clip(x * (cells / max(n_full - 1, 1)), 0.0, float(cells))
+
+
+def value_noise(height: int, width: int, spec: NoiseSpec, grids: tuple[np.ndarray, ...]) -> np.ndarray:
+    """SPEC value noise from pre-drawn uniform node grids: uint16 field (H, W), value / 65535 in [0, 1].
+
+    Octave o's grid is upsampled with separable Catmull-Rom cubic interpolation in float64 (fixed operation
+    order), weighted 0.55**o and summed; the sum is min-max normalised. (SPEC's division by the weight sum
+    cancels under the min-max normalisation and is omitted.) A constant field maps to 0.5.
+    """
+    f = noise_work_factor(height, width, spec)
+    hw, ww = -(-height // f), -(-width // f)
+    total = np.zeros((hw, ww), dtype=np.float32)
+    weight = 1.0
+    for grid in grids:
+        gy, gx = grid.shape
+        cy, cx = gy - 1, gx - 1
+        xi, xw, _ = _cubic_taps(_grid_positions(ww, f, width, cx), cx)
+        rows = (((grid[:, xi[0]] * xw[0] + grid[:, xi[1]] * xw[1]) + grid[:, xi[2]] * xw[2]) + grid[:, xi[3]] * xw[3])
+        rows = (rows * weight).astype(np.float32)  # the full-size pass runs in float32 (exact ops, half the bytes)
+        yi, yw, yj = _cubic_taps(_grid_positions(hw, f, height, cy), cy)
+        yw = yw.astype(np.float32)
+        # Rows that share a grid interval read the same four node rows: one broadcast block per interval.
+        bounds = np.flatnonzero(np.diff(yj)) + 1
+        starts = np.concatenate([[0], bounds])
+        ends = np.concatenate([bounds, [hw]])
+        for r0, r1 in zip(starts.tolist(), ends.tolist()):
+            i0, i1, i2, i3 = (int(yi[k, r0]) for k in range(4))
+            block = rows[i0] * yw[0, r0:r1, None]
+            block += rows[i1] * yw[1, r0:r1, None]
+            block += rows[i2] * yw[2, r0:r1, None]
+            block += rows[i3] * yw[3, r0:r1, None]
+            total[r0:r1] += block
+        weight *= 0.55
+    lo, hi = float(total.min()), float(total.max())
+    if hi > lo:
+        q = np.floor((total.astype(np.float64) - lo) * (U16 / (hi - lo)) + 0.5).astype(np.uint16)
+    else:
+        q = np.full(total.shape, 32768, dtype=np.uint16)
+    return upsample_u16(q, f, height, width)
+
+
+def top_fraction_mask(field: np.ndarray, coverage: float) -> np.ndarray:
+    """``mask(f, c)``: True where a uint16 field is at or above its (1 - c) quantile (bool, same shape).
+
+    The threshold is the ``ceil(c * N)``-th largest value, found exactly from the integer histogram; ties at
+    the threshold are included, so at least that many pixels are set.
+    """
+    n = field.size
+    k = max(1, int(math.ceil(coverage * n)))
+    counts = np.bincount(field.ravel(), minlength=65536)
+    from_top = np.cumsum(counts[::-1])
+    threshold = 65535 - int(np.searchsorted(from_top, k))
+    return field >= threshold

@@ -1,0 +1,572 @@
+"""Severity calibration (SPEC §2): one statistic per corruption, and the check that its ladder is monotone.
+
+Every statistic is a pure function of uint8 RGB arrays and is computed in float64 on values in [0, 1], with
+luma ``Y = 0.299 R + 0.587 G + 0.114 B``. Which statistic a corruption uses, and in which direction it must
+move with severity, is declared in ``configs/corruptions.yaml``; nothing here hard-codes that mapping.
+
+Statistics (direction as declared for the corruptions that use them):
+
+- ``saturated_fraction = mean(Y > 0.94)`` (glare, up)
+- ``rms_contrast = std(Y)`` (turbidity, smoke, dust; down)
+- ``occluded_fraction = mean(|Y - Y_clean| > 0.08)`` (inundation, up; needs the clean image)
+- ``red_blue_ratio = mean(R) / mean(B)`` (fire, up)
+- ``streak_density`` (rain, up; needs the clean image) - see :func:`streak_density`
+- ``edge_strength = mean Sobel magnitude of Y`` (motion, down)
+- ``mean_luminance = mean(Y)`` (low light, down)
+
+A ladder passes :func:`check_monotone` when the mean statistic over the image set moves strictly in the
+declared direction from severity 1 to 3 *and* severity 1 already lies strictly beyond the clean value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import cv2
+import numpy as np
+
+from aegis_data.config import SEVERITIES, condition_id, load_config
+from aegis_data.errors import AegisError
+from aegis_data.imageio import read_rgb
+from aegis_data.layout import MANIFEST_NAME, condition_dir, image_file_name
+
+# Defaults for the two thresholds the config also declares (``calibration_threshold``); the config wins.
+SATURATED_LUMA = 0.94
+OCCLUDED_DELTA = 0.08
+# streak_density: a pixel counts as a streak when its luma exceeds the veil-only bound by this much. Streaks
+# add screen(., 0.15..0.45) before a 3x3 blur, i.e. well over 0.03 at their cores, while uint8 rounding and
+# the veil-gain estimate stay under ~0.01.
+STREAK_MARGIN = 0.03
+# The veil's blur sigma bound, per 1000 px of the long side, used when the config has no rain entry.
+_VEIL_SIGMA_FALLBACK = 1.2
+
+Image = np.ndarray  # HxWx3 uint8 RGB
+Corruptor = Callable[[np.ndarray, str, int, str], "np.ndarray | None"]
+
+
+# --- input checks and luma ------------------------------------------------------------------------------
+def _check_image(rgb: object, what: str) -> np.ndarray:
+    if not isinstance(rgb, np.ndarray) or rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.size == 0:
+        shape = getattr(rgb, "shape", None)
+        dtype = getattr(rgb, "dtype", type(rgb).__name__)
+        raise AegisError(f"{what}: expected a non-empty HxWx3 uint8 RGB array, got shape {shape} dtype {dtype}")
+    return rgb
+
+
+def _check_pair(corrupted: object, clean: object) -> tuple[np.ndarray, np.ndarray]:
+    a = _check_image(corrupted, "corrupted image")
+    b = _check_image(clean, "clean image")
+    if a.shape != b.shape:
+        raise AegisError(f"corrupted and clean images differ in shape: {a.shape} vs {b.shape}")
+    return a, b
+
+
+def luma(rgb: np.ndarray) -> np.ndarray:
+    """HxW float64 luma in [0, 1]: ``(0.299 R + 0.587 G + 0.114 B) / 255``."""
+    _check_image(rgb, "image")
+    r = rgb[:, :, 0].astype(np.float64)
+    g = rgb[:, :, 1].astype(np.float64)
+    b = rgb[:, :, 2].astype(np.float64)
+    return (0.299 * r + 0.587 * g + 0.114 * b) / 255.0
+
+
+# --- the statistics ------------------------------------------------------------------------------------
+def saturated_fraction(rgb: np.ndarray, threshold: float = SATURATED_LUMA) -> float:
+    """Fraction of pixels whose luma is strictly above ``threshold`` (0.94): blown-out glare."""
+    return float(np.mean(luma(rgb) > threshold))
+
+
+def rms_contrast(rgb: np.ndarray) -> float:
+    """Population standard deviation of luma (ddof=0), in [0, 0.5]."""
+    return float(np.std(luma(rgb)))
+
+
+def occluded_fraction(rgb: np.ndarray, clean: np.ndarray, delta: float = OCCLUDED_DELTA) -> float:
+    """Fraction of pixels whose luma moved by more than ``delta`` (0.08) from the clean image."""
+    a, b = _check_pair(rgb, clean)
+    return float(np.mean(np.abs(luma(a) - luma(b)) > delta))
+
+
+def red_blue_ratio(rgb: np.ndarray) -> float:
+    """``mean(R) / mean(B)``; +inf when the blue channel is all zero (nan when red is too)."""
+    _check_image(rgb, "image")
+    r = float(np.mean(rgb[:, :, 0], dtype=np.float64))
+    b = float(np.mean(rgb[:, :, 2], dtype=np.float64))
+    if b == 0.0:
+        return math.inf if r > 0.0 else math.nan
+    return r / b
+
+
+def edge_strength(rgb: np.ndarray) -> float:
+    """Mean 3x3 Sobel gradient magnitude ``sqrt(Gx^2 + Gy^2)`` of luma over the interior (H-2)x(W-2) pixels.
+
+    The kernels are the unnormalised [1 2 1] x [-1 0 1] pair, so a unit luma step scores 4. Computed in float64
+    NumPy (not cv2's float path, whose bytes depend on the SIMD target). 0.0 for images under 3x3.
+    """
+    y = luma(rgb)
+    if y.shape[0] < 3 or y.shape[1] < 3:
+        return 0.0
+    # Separable Sobel: smooth [1 2 1] across, difference [-1 0 1] along.
+    sv = y[:-2, :] + 2.0 * y[1:-1, :] + y[2:, :]  # vertical smoothing, (H-2)xW
+    gx = sv[:, 2:] - sv[:, :-2]
+    sh = y[:, :-2] + 2.0 * y[:, 1:-1] + y[:, 2:]  # horizontal smoothing, Hx(W-2)
+    gy = sh[2:, :] - sh[:-2, :]
+    return float(np.mean(np.sqrt(gx * gx + gy * gy)))
+
+
+def mean_luminance(rgb: np.ndarray) -> float:
+    """Mean luma in [0, 1]."""
+    return float(np.mean(luma(rgb)))
+
+
+def veil_radius(width: int, height: int, sigma_per_1000: float | None = None) -> int:
+    """Radius (px) of the local-max window that bounds the rain veil's blur: ceil(3 sigma), at least 1.
+
+    ``sigma_per_1000`` defaults to the largest ``veil_sigma_px`` the config declares for ``rain_streaks``.
+    """
+    if sigma_per_1000 is None:
+        spec = load_config().corruptions.get("rain_streaks")
+        sigmas = spec.severities.get("veil_sigma_px") if spec is not None else None
+        sigma_per_1000 = max(sigmas) if sigmas else _VEIL_SIGMA_FALLBACK
+    sigma_px = float(sigma_per_1000) * max(width, height) / 1000.0
+    return max(1, math.ceil(3.0 * sigma_px))
+
+
+def streak_density(rgb: np.ndarray, clean: np.ndarray, margin: float = STREAK_MARGIN, radius: int | None = None) -> float:
+    """Fraction of pixels brighter than the veil-only image by more than ``margin`` (0.03 luma).
+
+    The rain model is a veil (a small Gaussian blur, a gain ``brightness <= 1`` and a desaturation, which keeps
+    luma) with streaks screen-blended on top; screen only ever brightens. The veil-only luma is not observable
+    from outside the engine, so it is bounded from the (corrupted, clean) pair:
+
+        V = g * maxfilter(Y_clean, (2r+1) x (2r+1))
+
+    where the local max over radius ``r`` (default :func:`veil_radius`, 3 sigma of the largest veil blur)
+    bounds any blur of the clean image, and ``g`` is the veil's gain, estimated robustly as the median of
+    ``Y / Y_clean`` over pixels with ``Y_clean > 0.05`` (streaks cover a small minority of pixels), capped at 1.
+    A pixel is a streak pixel when ``Y > V + margin``. On the clean image itself the value is exactly 0.
+    """
+    a, b = _check_pair(rgb, clean)
+    y = luma(a)
+    yc = luma(b)
+    if radius is None:
+        radius = veil_radius(a.shape[1], a.shape[0])
+    k = 2 * int(radius) + 1
+    # A max filter is exact in any arithmetic, so the float64 dilation is SIMD-independent.
+    bound = cv2.dilate(yc, np.ones((k, k), np.uint8), borderType=cv2.BORDER_REPLICATE)
+    lit = yc > 0.05
+    gain = float(np.median(y[lit] / yc[lit])) if np.any(lit) else 1.0
+    gain = min(gain, 1.0)
+    return float(np.mean(y > gain * bound + margin))
+
+
+# Statistic name -> (function, needs the clean image).
+STATISTICS: dict[str, tuple[Callable[..., float], bool]] = {
+    "saturated_fraction": (saturated_fraction, False),
+    "rms_contrast": (rms_contrast, False),
+    "occluded_fraction": (occluded_fraction, True),
+    "red_blue_ratio": (red_blue_ratio, False),
+    "streak_density": (streak_density, True),
+    "edge_strength": (edge_strength, False),
+    "mean_luminance": (mean_luminance, False),
+}
+
+
+def compute_statistic(stat: str, corrupted: np.ndarray, clean: np.ndarray | None = None) -> float:
+    """Value of the named statistic (a key of :data:`STATISTICS`) for one image.
+
+    ``clean`` is required by the paired statistics (occluded_fraction, streak_density) and ignored otherwise.
+    The thresholds come from the config's ``calibration_threshold`` block where it declares them.
+    """
+    try:
+        fn, paired = STATISTICS[stat]
+    except KeyError:
+        raise AegisError(f"unknown calibration statistic {stat!r}; expected one of {', '.join(STATISTICS)}") from None
+    thresholds = load_config().calibration_threshold
+    kwargs = {}
+    if stat == "saturated_fraction":
+        kwargs["threshold"] = float(thresholds.get("saturated_luma", SATURATED_LUMA))
+    elif stat == "occluded_fraction":
+        kwargs["delta"] = float(thresholds.get("occluded_delta", OCCLUDED_DELTA))
+    if paired:
+        if clean is None:
+            raise AegisError(f"statistic {stat!r} compares against the clean image, but none was given")
+        return fn(corrupted, clean, **kwargs)
+    return fn(corrupted, **kwargs)
+
+
+def _spec(name: str):
+    cfg = load_config()
+    try:
+        return cfg.corruptions[name]
+    except KeyError:
+        raise AegisError(f"unknown corruption {name!r}; expected one of {', '.join(cfg.names)}") from None
+
+
+def statistic(name: str, corrupted: np.ndarray, clean: np.ndarray) -> float:
+    """The calibration statistic the config declares for corruption ``name``, on one (corrupted, clean) pair."""
+    return compute_statistic(_spec(name).statistic, corrupted, clean)
+
+
+# --- calibration table ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CalibrationRow:
+    """One corruption x severity: the statistic's mean/std (ddof=0) over ``n`` images, and the clean value."""
+
+    corruption: str
+    family: str
+    statistic: str
+    direction: str  # "increase" | "decrease"
+    severity: int
+    condition: str
+    n: int
+    mean: float
+    std: float
+    clean_mean: float
+    clean_std: float
+
+
+@dataclass(frozen=True)
+class CalibrationTable:
+    """Rows in config order (corruption, then severity); ``n_images`` is how many clean images were read."""
+
+    rows: tuple[CalibrationRow, ...]
+    n_images: int
+    config_hash: str
+    seed: int
+
+    def ladder(self, corruption: str) -> list[CalibrationRow]:
+        return [r for r in self.rows if r.corruption == corruption]
+
+    @property
+    def corruptions(self) -> list[str]:
+        return list(dict.fromkeys(r.corruption for r in self.rows))
+
+    def to_dict(self) -> dict:
+        """JSON-ready form; a non-finite value becomes null."""
+
+        def clean_num(v):
+            return v if isinstance(v, (int, str)) or (isinstance(v, float) and math.isfinite(v)) else None
+
+        return {
+            "n_images": self.n_images,
+            "config_hash": self.config_hash,
+            "seed": self.seed,
+            "rows": [{k: clean_num(v) for k, v in asdict(r).items()} for r in self.rows],
+            "violations": [asdict(v) for v in check_monotone(self)],
+        }
+
+
+@dataclass(frozen=True)
+class Violation:
+    corruption: str
+    message: str
+
+
+def _mean_std(values: Sequence[float]) -> tuple[float, float]:
+    if not values:
+        return math.nan, math.nan
+    arr = np.asarray(values, dtype=np.float64)
+    return float(arr.mean()), float(arr.std())
+
+
+def _default_corruptor(seed: int | None) -> Corruptor:
+    from aegis_data.corruptions import apply_corruption  # the engine; imported on use
+
+    def corrupt(image: np.ndarray, name: str, severity: int, image_id: str) -> np.ndarray:
+        if seed is None:
+            return apply_corruption(image, name, severity, image_id)
+        return apply_corruption(image, name, severity, image_id, seed=seed)
+
+    return corrupt
+
+
+def resolve_corruptions(corruptions: Iterable[str] | None) -> tuple[str, ...]:
+    """Validate corruption names against the config (None = all, in config order)."""
+    cfg = load_config()
+    if corruptions is None:
+        return cfg.names
+    names = tuple(corruptions)
+    unknown = [n for n in names if n not in cfg.corruptions]
+    if unknown:
+        raise AegisError(f"unknown corruption {unknown[0]!r}; expected one of {', '.join(cfg.names)}")
+    if not names:
+        raise AegisError("no corruptions selected; name at least one of " + ", ".join(cfg.names))
+    return tuple(dict.fromkeys(names))
+
+
+def calibrate(
+    images: Iterable[tuple[str, np.ndarray]],
+    corruptions: Iterable[str] | None = None,
+    severities: Sequence[int] = SEVERITIES,
+    *,
+    seed: int | None = None,
+    corrupt: Corruptor | None = None,
+) -> CalibrationTable:
+    """Mean/std of each corruption's statistic per severity over a stream of ``(image_id, clean_rgb)``.
+
+    ``corrupt(image, name, severity, image_id)`` produces the corrupted image, or None when that condition is
+    unavailable (it is then left out of that row's ``n``). The default applies the aegis-v1 engine in memory
+    with ``seed`` (None = the config's global seed). Images are consumed one at a time; only floats are kept.
+    """
+    cfg = load_config()
+    names = resolve_corruptions(corruptions)
+    sevs = tuple(int(s) for s in severities)
+    bad = [s for s in sevs if s not in SEVERITIES]
+    if bad or not sevs:
+        raise AegisError(f"severities must be a non-empty subset of 1, 2, 3; got {list(severities)}")
+    if corrupt is None:
+        corrupt = _default_corruptor(seed)
+    stats_needed = sorted({cfg.corruptions[n].statistic for n in names})
+    clean_vals: dict[str, list[float]] = {s: [] for s in stats_needed}
+    vals: dict[tuple[str, int], list[float]] = {(n, s): [] for n in names for s in sevs}
+    n_images = 0
+    for image_id, clean in images:
+        _check_image(clean, f"clean image {image_id!r}")
+        n_images += 1
+        for stat in stats_needed:
+            clean_vals[stat].append(compute_statistic(stat, clean, clean))
+        for name in names:
+            stat = cfg.corruptions[name].statistic
+            for sev in sevs:
+                corrupted = corrupt(clean, name, sev, str(image_id))
+                if corrupted is None:
+                    continue
+                vals[(name, sev)].append(compute_statistic(stat, corrupted, clean))
+    if n_images == 0:
+        raise AegisError("calibration needs at least one image; none were given")
+    rows = []
+    for name in names:
+        spec = cfg.corruptions[name]
+        cm, cs = _mean_std(clean_vals[spec.statistic])
+        for sev in sevs:
+            m, s = _mean_std(vals[(name, sev)])
+            rows.append(
+                CalibrationRow(
+                    corruption=name,
+                    family=spec.family,
+                    statistic=spec.statistic,
+                    direction=spec.direction,
+                    severity=sev,
+                    condition=condition_id(name, sev),
+                    n=len(vals[(name, sev)]),
+                    mean=m,
+                    std=s,
+                    clean_mean=cm,
+                    clean_std=cs,
+                )
+            )
+    return CalibrationTable(rows=tuple(rows), n_images=n_images, config_hash=cfg.config_hash,
+                            seed=cfg.seed if seed is None else int(seed))
+
+
+def _moves(a: float, b: float, direction: str) -> bool:
+    """True when ``b`` lies strictly beyond ``a`` in ``direction`` (False for nan)."""
+    return b > a if direction == "increase" else b < a
+
+
+def check_monotone(table: CalibrationTable) -> list[Violation]:
+    """Ladders that are not strictly monotone in their declared direction.
+
+    For each corruption, over the severities that have data (``n > 0``) in ascending order: severity-to-severity
+    steps must move strictly in the declared direction, and the lowest severity must lie strictly beyond the
+    clean value. A corruption with no data at all is not judged (nothing to check), and is not a violation.
+    """
+    out: list[Violation] = []
+    for name in table.corruptions:
+        ladder = sorted((r for r in table.ladder(name) if r.n > 0), key=lambda r: r.severity)
+        if not ladder:
+            continue
+        direction = ladder[0].direction
+        if direction not in ("increase", "decrease"):
+            out.append(Violation(name, f"direction must be 'increase' or 'decrease', got {direction!r}"))
+            continue
+        word = "above" if direction == "increase" else "below"
+        first = ladder[0]
+        if not _moves(first.clean_mean, first.mean, direction):
+            out.append(Violation(name, f"{first.statistic} at severity {first.severity} ({first.mean:.6g}) is not "
+                                       f"strictly {word} clean ({first.clean_mean:.6g})"))
+        for lo, hi in zip(ladder, ladder[1:]):
+            if not _moves(lo.mean, hi.mean, direction):
+                out.append(Violation(name, f"{lo.statistic} at severity {hi.severity} ({hi.mean:.6g}) is not strictly "
+                                           f"{word} severity {lo.severity} ({lo.mean:.6g})"))
+    return out
+
+
+def is_monotone(table: CalibrationTable, corruption: str) -> bool:
+    return not any(v.corruption == corruption for v in check_monotone(table))
+
+
+# --- image sets on disk (the I/O edge used by `aegis calibrate`) ----------------------------------------
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+
+
+def list_images(folder: str | Path, limit: int | None = None) -> list[Path]:
+    """Image files directly inside ``folder`` (by suffix, case-insensitive), sorted by name, at most ``limit``."""
+    p = Path(folder)
+    if not p.exists():
+        raise AegisError(f"path not found: {p}")
+    if p.is_file():
+        files = [p]
+    else:
+        files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise AegisError(f"no images in {p} (looked for {', '.join(IMAGE_SUFFIXES)})")
+    return files if limit is None else files[:limit]
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and limit < 1:
+        raise AegisError(f"--limit must be at least 1, got {limit}")
+
+
+def is_split_dir(path: str | Path) -> bool:
+    """True for a directory written by ``aegis build-splits`` (it holds a manifest)."""
+    return (Path(path) / MANIFEST_NAME).is_file()
+
+
+def calibrate_folder(
+    folder: str | Path,
+    corruptions: Iterable[str] | None = None,
+    limit: int | None = None,
+    *,
+    seed: int | None = None,
+) -> CalibrationTable:
+    """Calibrate on a folder of images (image id = file stem), corrupting each in memory with the engine."""
+    _check_limit(limit)
+    names = resolve_corruptions(corruptions)
+    files = list_images(folder, limit)
+    images = ((f.stem, read_rgb(f)) for f in files)
+    return calibrate(images, names, seed=seed)
+
+
+def calibrate_split(root: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None) -> CalibrationTable:
+    """Calibrate on a frozen split: ``test/clean/<stem>.png`` against ``test/<corruption>_s<k>/<stem>.png``.
+
+    Conditions that are not on disk for an image are skipped (the row's ``n`` counts what was found).
+    """
+    _check_limit(limit)
+    names = resolve_corruptions(corruptions)
+    clean_dir = condition_dir(root, "test", "clean")
+    if not clean_dir.is_dir():
+        raise AegisError(f"{root} has a manifest but no {clean_dir.relative_to(root)} folder of clean test images")
+    stems = sorted(f.stem for f in clean_dir.glob("*.png"))
+    if not stems:
+        raise AegisError(f"no clean test images (*.png) in {clean_dir}")
+    if limit is not None:
+        stems = stems[:limit]
+
+    def from_disk(_clean: np.ndarray, name: str, severity: int, image_id: str) -> np.ndarray | None:
+        f = condition_dir(root, "test", condition_id(name, severity)) / image_file_name(image_id)
+        return read_rgb(f) if f.is_file() else None
+
+    images = ((s, read_rgb(clean_dir / image_file_name(s))) for s in stems)
+    return calibrate(images, names, corrupt=from_disk)
+
+
+def calibrate_path(path: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None) -> CalibrationTable:
+    """:func:`calibrate_split` for a split directory (has ``manifest.json``), else :func:`calibrate_folder`."""
+    if is_split_dir(path):
+        return calibrate_split(path, corruptions, limit)
+    return calibrate_folder(path, corruptions, limit)
+
+
+# --- the severity contact sheet (`aegis grid`) ----------------------------------------------------------
+_BG = (24, 24, 28)
+_FG = (235, 235, 235)
+_MUTED = (160, 160, 170)
+_FONT = cv2.FONT_HERSHEY_SIMPLEX
+
+
+def fit_width(rgb: np.ndarray, width: int) -> np.ndarray:
+    """Resize to ``width`` px wide keeping the aspect ratio (uint8 INTER_AREA down, INTER_LINEAR up).
+
+    Both are OpenCV's fixed-point uint8 paths, so the result does not depend on the CPU's SIMD target.
+    """
+    _check_image(rgb, "image")
+    h, w = rgb.shape[:2]
+    if w == width:
+        return rgb.copy()
+    height = max(1, round(h * width / w))
+    interp = cv2.INTER_AREA if width < w else cv2.INTER_LINEAR
+    return cv2.resize(rgb, (width, height), interpolation=interp)
+
+
+def _text(img: np.ndarray, text: str, org: tuple[int, int], scale: float, color=_FG, thick: int = 1) -> None:
+    cv2.putText(img, text, org, _FONT, scale, color, thick, cv2.LINE_AA)
+
+
+def _label(cell: np.ndarray, text: str, scale: float) -> None:
+    """Draw ``text`` on a darkened band across the top of ``cell`` (in place)."""
+    (tw, th), base = cv2.getTextSize(text, _FONT, scale, 1)
+    band_h = min(cell.shape[0], th + base + 8)
+    band = cell[:band_h, : min(cell.shape[1], tw + 12)]
+    band[...] = (band.astype(np.uint16) * 90 // 256).astype(np.uint8)  # ~35% brightness, integer only
+    _text(cell, text, (6, th + 4), scale)
+
+
+def severity_grid(
+    image: np.ndarray,
+    image_id: str,
+    width: int = 1536,
+    corruptions: Iterable[str] | None = None,
+    *,
+    seed: int | None = None,
+    corrupt: Corruptor | None = None,
+) -> np.ndarray:
+    """A contact sheet of the suite on one image: HxWx3 uint8 RGB, ``width`` px wide.
+
+    The first row shows the clean image and a legend (suite, seed, config hash, families); then one row per
+    corruption in config order, columns severity 1-3, every cell labelled with its condition id. The input is
+    first resized to the cell width and then corrupted at that size with ``image_id``, so a grid is
+    deterministic and cheap even for 12 MP frames.
+    """
+    if width < 480:
+        raise AegisError(f"grid width must be at least 480 px, got {width}")
+    _check_image(image, "image")
+    cfg = load_config()
+    names = resolve_corruptions(corruptions)
+    if corrupt is None:
+        corrupt = _default_corruptor(seed)
+    pad = max(4, width // 256)
+    cw = (width - 4 * pad) // 3
+    small = fit_width(image, cw)
+    ch = small.shape[0]
+    scale = max(0.35, cw / 900)
+    title_h = int(44 * scale / 0.55)
+    rows = 1 + len(names)
+    height = title_h + rows * (ch + pad) + pad
+    sheet = np.empty((height, width, 3), np.uint8)
+    sheet[...] = _BG
+    used_seed = cfg.seed if seed is None else int(seed)
+    _text(sheet, f"{cfg.suite}  |  image {image_id}  |  seed {used_seed}  |  config {cfg.config_hash}",
+          (pad, int(title_h * 0.62)), scale * 1.25, _FG, 2 if scale > 0.6 else 1)
+
+    def place(r: int, c: int, tile: np.ndarray, text: str) -> None:
+        y0 = title_h + r * (ch + pad)
+        x0 = pad + c * (cw + pad)
+        cell = sheet[y0 : y0 + ch, x0 : x0 + cw]
+        cell[...] = tile
+        _label(cell, text, scale)
+
+    place(0, 0, small, "clean")
+    # Legend in the two cells beside the clean image.
+    lx = pad + (cw + pad) + pad
+    line_h = int(30 * scale / 0.55)
+    legend = ["rows: corruption   columns: severity 1, 2, 3", ""]
+    legend += [f"{fam}: {', '.join(ms)}" for fam, ms in cfg.families.items()]
+    for i, line in enumerate(legend):
+        y = title_h + line_h * (i + 1)
+        if y > title_h + ch:
+            break
+        _text(sheet, line, (lx, y), scale, _MUTED if i == 0 else _FG)
+    for r, name in enumerate(names, start=1):
+        for c, sev in enumerate(SEVERITIES):
+            out = corrupt(small, name, sev, str(image_id))
+            if out is None:
+                raise AegisError(f"no image for condition {condition_id(name, sev)}")
+            place(r, c, out, condition_id(name, sev))
+    return sheet

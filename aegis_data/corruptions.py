@@ -1,0 +1,708 @@
+"""The aegis-v1 corruption engine (SPEC §2, §3): nine disaster-imaging corruptions, bit-identical anywhere.
+
+Three layers, as in torchvision's transforms: for each corruption a frozen **parameter record** filled from
+``configs/corruptions.yaml``; a **draw** function that takes every random value it needs (noise node grids,
+angles, streaks, noise indices) from a keyed stream (``aegis_data.seeding``) into a frozen draw record; and a
+pure **kernel** ``<name>(image, params, draw) -> image`` that tests can drive with fixed values. The single
+entry point :func:`apply_corruption` validates, draws and dispatches.
+
+Images are HxWx3 uint8 RGB in and out; the conceptual domain is [0, 1] and every output is rounded
+``floor(clip(x, 0, 1) * 255 + 0.5)``. Pixel-unit parameters (``*_px``) are per 1000 px of the long side.
+Numerics are exact by construction (see ``aegis_data._kernels`` and docs/CORRUPTIONS.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Callable, Mapping, NamedTuple, Union
+
+import cv2
+import numpy as np
+
+from aegis_data import _kernels as K
+from aegis_data.config import SEVERITIES, load_config
+from aegis_data.errors import AegisError
+from aegis_data.seeding import NORMAL_FRAC_BITS, KeyedRandom, normal_table, stream_key
+
+DEFAULT_SEED = 20260707
+LUMA = (0.299, 0.587, 0.114)
+
+ImageId = Union[str, int]
+
+
+def _px(value: float, height: int, width: int) -> float:
+    """SPEC pixel unit: ``value`` per 1000 px of the long side."""
+    return float(value) * max(height, width) / 1000.0
+
+
+def _unit(image: np.ndarray) -> np.ndarray:
+    """uint8 -> float32 in [0, 1] (one correctly rounded multiply: the same bits everywhere)."""
+    x = image.astype(np.float32)
+    x *= np.float32(1.0 / 255.0)
+    return x
+
+
+def _luma(x: np.ndarray) -> np.ndarray:
+    return (x[..., 0] * np.float32(LUMA[0]) + x[..., 1] * np.float32(LUMA[1])) + x[..., 2] * np.float32(LUMA[2])
+
+
+def _saturate(x: np.ndarray, s: float) -> np.ndarray:
+    """SPEC ``sat(I, s) = clip(Y + s (I - Y))`` on float32 (..., 3)."""
+    y = _luma(x)[..., None]
+    out = (x - y) * np.float32(s)
+    out += y
+    return np.clip(out, 0.0, 1.0, out=out)
+
+
+def _screen(base: np.ndarray, layer: np.ndarray) -> np.ndarray:
+    """SPEC ``screen(B, L) = 1 - (1 - B)(1 - L)``."""
+    return 1.0 - (1.0 - base) * (1.0 - layer)
+
+
+def _draw_noise(rng: KeyedRandom, label: str, height: int, width: int, spec: K.NoiseSpec) -> tuple:
+    """Uniform node grids for one value-noise field; octave o comes from sub-stream ``<label>|octave=o``."""
+    return tuple(
+        rng.child(f"{label}|octave={o}").uniform(shape)
+        for o, shape in enumerate(K.noise_grid_shapes(height, width, spec))
+    )
+
+
+def _haze_blend(x: np.ndarray, noise_field: np.ndarray, mean_t: float, amplitude: float, airlight) -> np.ndarray:
+    """Koschmieder haze ``I t + A (1 - t)``, ``t = clip(t_mean + a (2 f - 1), 0.02, 1)``; float32 in and out.
+
+    ``t`` is tabulated over the 65536 levels of the uint16 noise field (float64 then float32).
+    """
+    f = np.arange(65536, dtype=np.float64) / K.U16
+    t_table = np.clip(mean_t + amplitude * (2.0 * f - 1.0), 0.02, 1.0).astype(np.float32)
+    t = t_table[noise_field][..., None]
+    a = np.asarray(airlight, dtype=np.float32)
+    out = x - a
+    out *= t
+    out += a
+    return out
+
+
+# ==========================================================================================================
+# Parameter and draw records
+# ==========================================================================================================
+@dataclass(frozen=True)
+class WaterGlareParams:
+    coverage: float
+    intensity: float
+    bloom_sigma_px: float
+    noise_octaves: int
+    noise_base: float
+    bloom_weight: float
+    tint: tuple
+
+
+@dataclass(frozen=True)
+class TurbidityCastParams:
+    alpha: float
+    contrast: float
+    saturation: float
+    cast: tuple
+
+
+@dataclass(frozen=True)
+class InundationParams:
+    coverage: float
+    opacity: float
+    ripple_amplitude_px: float
+    noise_octaves: int
+    noise_base: float
+    feather_sigma_px: float
+    water: tuple
+    ripple_wavelength_px: float
+    sparkle_octaves: int
+    sparkle_base: float
+    sparkle_coverage: float
+    sparkle_strength: float
+
+
+@dataclass(frozen=True)
+class HazeParams:
+    """smoke_haze and (with ``grain``) dust_haze; fire_warm_tint adds channel gains."""
+
+    transmission: float
+    noise_octaves: int
+    noise_base: float
+    amplitude: float
+    airlight: tuple
+
+
+@dataclass(frozen=True)
+class SmokeHazeParams(HazeParams):
+    pass
+
+
+@dataclass(frozen=True)
+class FireWarmTintParams(HazeParams):
+    red_gain: float = 1.0
+    blue_gain: float = 1.0
+
+
+@dataclass(frozen=True)
+class DustHazeParams(HazeParams):
+    grain: float = 0.0
+    grain_octaves: int = 2
+    grain_base: float = 220
+
+
+@dataclass(frozen=True)
+class RainStreaksParams:
+    density_per_mp: float
+    length_px: float
+    veil_sigma_px: float
+    brightness: float
+    saturation: float
+    angle_deg: float
+    angle_jitter_image_deg: float
+    angle_jitter_streak_deg: float
+    length_jitter: tuple
+    intensity: tuple
+    streak_blur_ksize: int
+    streak_blur_sigma: float
+
+
+@dataclass(frozen=True)
+class MotionBlurParams:
+    length_px: float
+    min_length: int
+    angle_range_deg: tuple
+
+
+@dataclass(frozen=True)
+class LowLightParams:
+    gain: float
+    k_shot: float
+    sigma_read: float
+    gamma: float
+    red_gain: float
+    blue_gain: float
+
+
+@dataclass(frozen=True)
+class NoDraw:
+    """turbidity_cast draws nothing."""
+
+
+@dataclass(frozen=True)
+class GlareDraw:
+    glints: tuple  # value-noise node grids, one float64 array per octave
+
+
+@dataclass(frozen=True)
+class InundationDraw:
+    water: tuple
+    sparkle: tuple
+    phase_turns: float  # ripple phase phi / (2 pi), in [0, 1)
+
+
+@dataclass(frozen=True)
+class HazeDraw:
+    density: tuple
+    grain: tuple = ()
+
+
+@dataclass(frozen=True)
+class RainDraw:
+    """Streaks in frame pixels: centre (x, y), angle from the +x axis (deg, y down), length, intensity."""
+
+    image_angle_deg: float
+    x: np.ndarray
+    y: np.ndarray
+    angle_deg: np.ndarray
+    length: np.ndarray
+    intensity: np.ndarray
+
+
+@dataclass(frozen=True)
+class MotionDraw:
+    angle_deg: float  # direction of the blur line from the +x axis (y down), in [0, 180)
+
+
+@dataclass(frozen=True)
+class LowLightDraw:
+    noise: np.ndarray  # (H, W, 3) uint16 indices into seeding.normal_table()
+
+
+# ==========================================================================================================
+# Kernels (pure: image + parameters + draws -> image) and their draw functions
+# ==========================================================================================================
+def water_glare(image: np.ndarray, params: WaterGlareParams, draw: GlareDraw) -> np.ndarray:
+    """Specular sun glint on flood water: bright cores from the top ``coverage`` of a value-noise field,
+    a Gaussian bloom around them, screen-blended with a slightly warm tint."""
+    h, w = image.shape[:2]
+    q = K.value_noise(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base), draw.glints)
+    cores = K.top_fraction_mask(q, params.coverage)
+    bloom = K.blur_mask(cores, _px(params.bloom_sigma_px, h, w))
+    # g = clip(cores + bw * bloom) * intensity; bw * bloom tabulated over the uint16 levels.
+    bloom_table = (np.arange(65536, dtype=np.float64) * (params.bloom_weight / K.U16)).astype(np.float32)
+    tint = np.asarray(params.tint, dtype=np.float32) * np.float32(params.intensity)
+    out = np.empty_like(image)
+    for rows in K.row_strips(h, w):
+        x = _unit(image[rows])
+        g = bloom_table[bloom[rows]]
+        g += cores[rows]
+        np.minimum(g, 1.0, out=g)
+        out[rows] = K.to_uint8(_screen(x, g[..., None] * tint))
+    return out
+
+
+def _draw_water_glare(params: WaterGlareParams, h: int, w: int, rng: KeyedRandom) -> GlareDraw:
+    return GlareDraw(_draw_noise(rng, "glints", h, w, K.NoiseSpec(params.noise_octaves, params.noise_base)))
+
+
+def turbidity_cast(image: np.ndarray, params: TurbidityCastParams, draw: NoDraw) -> np.ndarray:
+    """Suspended sediment: mix toward a muddy cast colour, compress contrast toward the per-channel mean,
+    then desaturate. No randomness."""
+    h, w = image.shape[:2]
+    a, k = params.alpha, params.contrast
+    cast = np.asarray(params.cast, dtype=np.float64)
+    # Per-channel mean of J = (1-a) I + a M, from exact integer sums.
+    sums = image.reshape(-1, 3).sum(axis=0, dtype=np.int64).astype(np.float64)
+    mu = (1.0 - a) * (sums / (255.0 * h * w)) + a * cast
+    # mu + k (J - mu) = k(1-a) I + (mu + k (a M - mu)): one scale and a per-channel offset.
+    scale = np.float32(k * (1.0 - a))
+    offset = (mu + k * (a * cast - mu)).astype(np.float32)
+    out = np.empty_like(image)
+    for rows in K.row_strips(h, w):
+        x = _unit(image[rows]) * scale
+        x += offset
+        out[rows] = K.to_uint8(_saturate(x, params.saturation))
+    return out
+
+
+def _draw_none(params, h: int, w: int, rng: KeyedRandom) -> NoDraw:
+    return NoDraw()
+
+
+def ripple(image: np.ndarray, dx: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    """Bilinear resampling at (x + dx[y], y + dy[x]) with clamped edges; uint8 (H, W, 3).
+
+    Offsets are quantised here to 1/32 px (exact integer maps in OpenCV's fixed-point format:
+    CV_16SC2 integer parts + CV_16UC1 fraction index), and ``cv2.remap`` interpolates 8-bit data in integer
+    arithmetic, so no float rounding is involved.
+    """
+    h, w = image.shape[:2]
+    if max(h, w) > 32000:
+        raise AegisError(f"inundation supports frames up to 32000 px per side, got {w}x{h}")
+    qx = np.floor(np.asarray(dx, dtype=np.float64) * 32.0 + 0.5).astype(np.int32)  # per row, 1/32 px
+    qy = np.floor(np.asarray(dy, dtype=np.float64) * 32.0 + 0.5).astype(np.int32)  # per column
+    fx = qx[:, None] + (np.arange(w, dtype=np.int32) << 5)[None, :]
+    fy = qy[None, :] + (np.arange(h, dtype=np.int32) << 5)[:, None]
+    maps = np.empty((h, w, 2), dtype=np.int16)
+    maps[..., 0] = fx >> 5
+    maps[..., 1] = fy >> 5
+    frac = ((fy & 31) << 5 | (fx & 31)).astype(np.uint16)
+    return cv2.remap(image, maps, frac, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+
+
+def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw) -> np.ndarray:
+    """Standing flood water: a feathered water mask over a rippled, water-tinted copy of the scene, with
+    sparse sparkles. The ripple moves content by at most ``ripple_amplitude_px`` (<= 1.4 px at 4000 px)."""
+    h, w = image.shape[:2]
+    water = K.value_noise(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base), draw.water)
+    mask = K.blur_mask(K.top_fraction_mask(water, params.coverage), _px(params.feather_sigma_px, h, w))
+    sparkle_field = K.value_noise(h, w, K.NoiseSpec(params.sparkle_octaves, params.sparkle_base), draw.sparkle)
+    sparkle = K.top_fraction_mask(sparkle_field, params.sparkle_coverage)
+    amp = _px(params.ripple_amplitude_px, h, w)
+    wavelength = _px(params.ripple_wavelength_px, h, w)
+    sin_y, _ = K.sin_cos_turns(np.arange(h, dtype=np.float64) / wavelength + draw.phase_turns)
+    _, cos_x = K.sin_cos_turns(np.arange(w, dtype=np.float64) / wavelength + draw.phase_turns)
+    o = np.float32(params.opacity)
+    water_tone = (np.float32(params.opacity) * np.asarray(params.water, dtype=np.float32))
+    strength = np.float32(params.sparkle_strength)
+    m_table = (np.arange(65536, dtype=np.float64) / K.U16).astype(np.float32)
+    rippled = ripple(image, amp * sin_y, amp * cos_x)
+    out = np.empty_like(image)
+    for rows in K.row_strips(h, w):
+        x = _unit(image[rows])
+        wet = _unit(rippled[rows])
+        wet *= np.float32(1.0) - o
+        wet += water_tone
+        wet = _screen(wet, sparkle[rows][..., None].astype(np.float32) * strength)
+        m = m_table[mask[rows]][..., None]
+        wet -= x
+        wet *= m
+        wet += x  # (1 - m) I + m W
+        out[rows] = K.to_uint8(wet)
+    return out
+
+
+def _draw_inundation(params: InundationParams, h: int, w: int, rng: KeyedRandom) -> InundationDraw:
+    return InundationDraw(
+        water=_draw_noise(rng, "water", h, w, K.NoiseSpec(params.noise_octaves, params.noise_base)),
+        sparkle=_draw_noise(rng, "sparkle", h, w, K.NoiseSpec(params.sparkle_octaves, params.sparkle_base)),
+        phase_turns=float(rng.child("ripple_phase").uniform(1)[0]),
+    )
+
+
+def _haze(image: np.ndarray, params: HazeParams, draw: HazeDraw, gains=None, grain: float = 0.0,
+          grain_spec: K.NoiseSpec | None = None) -> np.ndarray:
+    h, w = image.shape[:2]
+    density = K.value_noise(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base), draw.density)
+    grain_table = None
+    if grain_spec is not None:
+        g_field = K.value_noise(h, w, grain_spec, draw.grain)
+        grain_table = (grain * (2.0 * (np.arange(65536, dtype=np.float64) / K.U16) - 1.0)).astype(np.float32)
+    gain = None if gains is None else np.asarray(gains, dtype=np.float32)
+    out = np.empty_like(image)
+    for rows in K.row_strips(h, w):
+        x = _unit(image[rows])
+        if gain is not None:
+            x *= gain
+            np.clip(x, 0.0, 1.0, out=x)
+        x = _haze_blend(x, density[rows], params.transmission, params.amplitude, params.airlight)
+        if grain_table is not None:
+            x += grain_table[g_field[rows]][..., None]
+        out[rows] = K.to_uint8(x)
+    return out
+
+
+def smoke_haze(image: np.ndarray, params: SmokeHazeParams, draw: HazeDraw) -> np.ndarray:
+    """Wildfire smoke: Koschmieder haze with a patchy transmission map and a neutral grey airlight."""
+    return _haze(image, params, draw)
+
+
+def fire_warm_tint(image: np.ndarray, params: FireWarmTintParams, draw: HazeDraw) -> np.ndarray:
+    """Fire light: red up, blue down (clipped), then a warm orange haze."""
+    return _haze(image, params, draw, gains=(params.red_gain, 1.0, params.blue_gain))
+
+
+def dust_haze(image: np.ndarray, params: DustHazeParams, draw: HazeDraw) -> np.ndarray:
+    """Collapse dust: a dense fine-structured brown haze plus grain shared by all channels."""
+    return _haze(image, params, draw, grain=params.grain,
+                 grain_spec=K.NoiseSpec(params.grain_octaves, params.grain_base))
+
+
+def _draw_haze(params: HazeParams, h: int, w: int, rng: KeyedRandom) -> HazeDraw:
+    density = _draw_noise(rng, "density", h, w, K.NoiseSpec(params.noise_octaves, params.noise_base))
+    grain = ()
+    if isinstance(params, DustHazeParams):
+        grain = _draw_noise(rng, "grain", h, w, K.NoiseSpec(params.grain_octaves, params.grain_base))
+    return HazeDraw(density, grain)
+
+
+def _veil_blur(image: np.ndarray, sigma: float) -> np.ndarray:
+    """Gaussian blur of the image for the rain veil, float32 (H, W, 3) in [0, 1].
+
+    sigma >= 1 px: OpenCV's 8-bit GaussianBlur (fixed-point, kernel built in soft-float: bit-exact), kernel
+    size 2 ceil(3 sigma) + 1. sigma < 1 px: the exact integer discrete Gaussian (``K.discrete_gaussian``), so
+    even a tiny sigma still blurs (a sampled 3-tap Gaussian would round to the identity below ~1/3 px).
+    """
+    if sigma >= 1.0:
+        ksize = 2 * int(math.ceil(3.0 * sigma)) + 1
+        return _unit(cv2.GaussianBlur(image, (ksize, ksize), sigmaX=sigma, sigmaY=sigma,
+                                      borderType=cv2.BORDER_REFLECT))
+    k = K.discrete_gaussian(sigma)
+    return (K.convolve_exact(image, k) * (1.0 / (float(k.sum()) ** 2 * 255.0))).astype(np.float32)
+
+
+def rain_veil(image: np.ndarray, params: RainStreaksParams) -> np.ndarray:
+    """The veil of rain_streaks alone, rounded to uint8: Gaussian blur, times brightness, desaturated.
+
+    ``rain_streaks`` output minus this image is the streak contribution (never negative).
+    """
+    h, w = image.shape[:2]
+    veil = _veil_blur(image, _px(params.veil_sigma_px, h, w))
+    veil *= np.float32(params.brightness)
+    return K.to_uint8(_saturate(veil, params.saturation))
+
+
+def rasterize_streaks(h: int, w: int, draw: RainDraw, blur_ksize: int, blur_sigma: float) -> np.ndarray:
+    """Anti-aliased 1-px streak layer (float32 (H, W) in [0, 1]) from drawn streak geometry.
+
+    Each streak is a segment through its centre; it is walked one pixel row (steep lines: the rain angles
+    are 59-81 deg) or column at a time, and each step's coverage is split between the two pixels straddling
+    the exact line in proportion to distance (Xiaolin Wu), with fractional coverage at the end rows. Weights
+    are accumulated in 1/4096 units (exact integers), overlapping streaks add, the layer is blurred with an
+    integer ``blur_ksize`` kernel of std ``blur_sigma`` and clipped to 1.
+    """
+    n = draw.x.size
+    if n == 0:
+        return np.zeros((h, w), dtype=np.float32)
+    sin, cos = K.sin_cos_turns(draw.angle_deg / 360.0)
+    half = draw.length * 0.5
+    steep = np.abs(sin) >= np.abs(cos)
+    # Parametrise along the major axis: major coordinate m, minor = c + (m - m_c) * slope.
+    major_c = np.where(steep, draw.y, draw.x)
+    minor_c = np.where(steep, draw.x, draw.y)
+    slope = np.where(steep, cos / np.where(steep, sin, 1.0), sin / np.where(steep, 1.0, cos))
+    extent = half * np.where(steep, np.abs(sin), np.abs(cos))
+    lo, hi = major_c - extent, major_c + extent
+    first = np.floor(lo + 0.5).astype(np.int64)
+    last = np.floor(hi + 0.5).astype(np.int64)
+    counts = last - first + 1
+    sid = np.repeat(np.arange(n), counts)
+    step = np.arange(sid.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    m = first[sid] + step
+    mf = m.astype(np.float64)
+    coverage = np.minimum(mf + 0.5, hi[sid]) - np.maximum(mf - 0.5, lo[sid])  # end rows partially covered
+    minor = minor_c[sid] + (mf - major_c[sid]) * slope[sid]
+    base = np.floor(minor)
+    frac = minor - base
+    weight = coverage * draw.intensity[sid]
+    minor0 = base.astype(np.int64)
+    is_steep = steep[sid]
+    layer = np.zeros(h * w, dtype=np.float64)
+    for offset, share in ((0, 1.0 - frac), (1, frac)):
+        mi = minor0 + offset
+        px_x = np.where(is_steep, mi, m)
+        px_y = np.where(is_steep, m, mi)
+        ok = (px_x >= 0) & (px_x < w) & (px_y >= 0) & (px_y < h)
+        wq = np.floor(weight[ok] * share[ok] * 4096.0 + 0.5)
+        layer += np.bincount(px_y[ok] * w + px_x[ok], weights=wq, minlength=h * w)
+    k = K.discrete_gaussian(blur_sigma, radius=blur_ksize // 2)
+    blurred = K.convolve_exact(layer.reshape(h, w), k)
+    return np.minimum(blurred * (1.0 / (4096.0 * float(k.sum()) ** 2)), 1.0).astype(np.float32)
+
+
+def rain_streaks(image: np.ndarray, params: RainStreaksParams, draw: RainDraw) -> np.ndarray:
+    """Storm rain: a soft, darker, desaturated veil, then thin bright anti-aliased streaks screen-blended.
+
+    Streak pixels are those where the output is brighter than :func:`rain_veil` (rounded); calibration's
+    ``streak_density`` measures them (fraction with luma above the veil's by more than 2/255).
+    """
+    h, w = image.shape[:2]
+    blurred = _veil_blur(image, _px(params.veil_sigma_px, h, w))
+    layer = rasterize_streaks(h, w, draw, params.streak_blur_ksize, params.streak_blur_sigma)
+    out = np.empty_like(image)
+    for rows in K.row_strips(h, w):
+        veil = blurred[rows] * np.float32(params.brightness)
+        veil = _saturate(veil, params.saturation)
+        out[rows] = K.to_uint8(_screen(veil, layer[rows][..., None]))
+    return out
+
+
+def _draw_rain_streaks(params: RainStreaksParams, h: int, w: int, rng: KeyedRandom) -> RainDraw:
+    n = int(math.floor(params.density_per_mp * h * w / 1e6 + 0.5))
+    jit = params.angle_jitter_image_deg
+    image_angle = params.angle_deg + jit * (2.0 * float(rng.child("image_angle").uniform(1)[0]) - 1.0)
+    u = rng.child("streaks").uniform((5, n))
+    lj, it = params.length_jitter, params.intensity
+    return RainDraw(
+        image_angle_deg=image_angle,
+        x=u[0] * w - 0.5,
+        y=u[1] * h - 0.5,
+        angle_deg=image_angle + params.angle_jitter_streak_deg * (2.0 * u[2] - 1.0),
+        length=_px(params.length_px, h, w) * (lj[0] + (lj[1] - lj[0]) * u[3]),
+        intensity=it[0] + (it[1] - it[0]) * u[4],
+    )
+
+
+def motion_kernel_length(params: MotionBlurParams, h: int, w: int) -> int:
+    """Odd kernel length ``max(min_length, round(px(length)))``, bumped to the next odd number (centred)."""
+    n = max(int(params.min_length), int(math.floor(_px(params.length_px, h, w) + 0.5)))
+    return n if n % 2 == 1 else n + 1
+
+
+def _shear_box(image: np.ndarray, length: int, slope: float) -> np.ndarray:
+    """Mean over the digital line of ``length`` pixels through each pixel, |slope| <= 1 (rows follow
+    ``round(x * slope)``): shear the columns, sum along rows with an integer box filter, unshear."""
+    h, w = image.shape[:2]
+    r = length // 2
+    pad_y = int(math.ceil(r * abs(slope))) + 1
+    padded = cv2.copyMakeBorder(image, pad_y, pad_y, r, r, cv2.BORDER_REFLECT)
+    hp, wp = padded.shape[:2]
+    off = np.floor((np.arange(wp, dtype=np.float64) - r) * slope + 0.5).astype(np.int64)
+    e = off - off.min()
+    span = int(e.max())
+    # sheared[v, X] = padded[v - span + e[X], X]; copied in runs of columns with the same shift.
+    sheared = np.zeros((hp + span, wp, 3), dtype=np.uint8)
+    cuts = np.flatnonzero(np.diff(e)) + 1
+    for c0, c1 in zip(np.concatenate([[0], cuts]).tolist(), np.concatenate([cuts, [wp]]).tolist()):
+        top = span - int(e[c0])
+        sheared[top: top + hp, c0:c1] = padded[:, c0:c1]
+    sums = cv2.boxFilter(sheared, cv2.CV_16U, (length, 1), normalize=False, borderType=cv2.BORDER_CONSTANT)
+    out = np.empty((h, w, 3), dtype=np.uint16)
+    # out[y, x] = sums[y + pad_y + span - e[x + r], x + r]
+    start = pad_y + span - e[r: r + w]
+    cuts = np.flatnonzero(np.diff(start)) + 1
+    for c0, c1 in zip(np.concatenate([[0], cuts]).tolist(), np.concatenate([cuts, [w]]).tolist()):
+        s = int(start[c0])
+        out[:, c0:c1] = sums[s: s + h, c0 + r: c1 + r]
+    return ((out.astype(np.uint32) + length // 2) // length).astype(np.uint8)
+
+
+def motion_blur(image: np.ndarray, params: MotionBlurParams, draw: MotionDraw) -> np.ndarray:
+    """Camera or platform motion: the mean along a centred straight line of odd length at the drawn angle.
+
+    The line is digital (one pixel per column, or per row when steeper than 45 deg), rounded from the exact
+    line through each pixel, so every sample lies within 1 px of it; weights 1/L, mirrored border, result
+    rounded half up in integers.
+    """
+    h, w = image.shape[:2]
+    length = motion_kernel_length(params, h, w)
+    sin, cos = K.sin_cos_turns(draw.angle_deg / 360.0)
+    if abs(cos) >= abs(sin):
+        return _shear_box(image, length, sin / cos)
+    transposed = np.ascontiguousarray(image.transpose(1, 0, 2))
+    return np.ascontiguousarray(_shear_box(transposed, length, cos / sin).transpose(1, 0, 2))
+
+
+def _draw_motion_blur(params: MotionBlurParams, h: int, w: int, rng: KeyedRandom) -> MotionDraw:
+    lo, hi = params.angle_range_deg
+    return MotionDraw(float(lo + (hi - lo) * rng.child("angle").uniform(1)[0]))
+
+
+_LIN_FRAC_BITS = 24
+_ENC_BITS = 20
+
+
+def _pow_table_margin(values: np.ndarray, what: str) -> None:
+    frac = values - np.floor(values)
+    if np.abs(frac - 0.5).min() < 1e-6:  # pragma: no cover - property of the constants
+        raise RuntimeError(f"{what}: an entry is too close to a rounding boundary")
+
+
+def linear_table(gamma: float) -> np.ndarray:
+    """``(v / 255) ** gamma`` for v = 0..255, rounded to multiples of 2**-24 (float64, exact values).
+
+    ``**`` goes through libm; the rounding is checked to have margin, so an ulp of libm error cannot show.
+    """
+    scaled = (np.arange(256, dtype=np.float64) / 255.0) ** gamma * float(1 << _LIN_FRAC_BITS)
+    _pow_table_margin(scaled[1:-1], "linear table")
+    return np.floor(scaled + 0.5) * 2.0**-_LIN_FRAC_BITS
+
+
+def encode_table(gamma: float) -> np.ndarray:
+    """uint8 ``floor(x ** (1/gamma) * 255 + 0.5)`` for x = q / 2**20, q = 0..2**20.
+
+    Built from the 255 decision thresholds ``((k - 0.5) / 255) ** gamma`` (each checked for margin against
+    the 2**-20 grid), so no rounding decision rests on a libm last bit.
+    """
+    k = np.arange(1, 256, dtype=np.float64)
+    thresholds = ((k - 0.5) / 255.0) ** gamma * float(1 << _ENC_BITS)
+    _pow_table_margin(thresholds + 0.5, "encode table")  # boundaries must sit clear of grid points
+    q = np.arange((1 << _ENC_BITS) + 1, dtype=np.float64)
+    return np.searchsorted(thresholds, q, side="right").astype(np.uint8)
+
+
+def low_light(image: np.ndarray, params: LowLightParams, draw: LowLightDraw) -> np.ndarray:
+    """Dusk: linearise, cut the exposure (slightly red-poor, blue-rich), add shot + read noise, re-encode.
+
+    ``out = clip(L gain + N(0,1) (sqrt(k_shot clip(L gain)) + sigma_read)) ** (1/gamma)`` per channel.
+    """
+    h, w = image.shape[:2]
+    lin = linear_table(params.gamma)
+    gains = np.array([params.red_gain, 1.0, params.blue_gain]) * params.gain
+    dark = lin[:, None] * gains[None, :]  # (256, 3) float64
+    sd = np.sqrt(params.k_shot * np.clip(dark, 0.0, 1.0)) + params.sigma_read
+    grid = float(1 << _ENC_BITS)
+    # In units of 2**-20: signal, and noise per normal-table unit (the table is in 2**-20 units too).
+    dark_q = (dark * grid).astype(np.float32)
+    sd_q = sd.astype(np.float32) * np.float32(grid / (1 << NORMAL_FRAC_BITS))
+    enc = encode_table(params.gamma)
+    table = normal_table().astype(np.float32)
+    ch = np.arange(3)
+    out = np.empty_like(image)
+    for rows in K.row_strips(h, w):
+        v = image[rows]
+        x = table[draw.noise[rows]] * sd_q[v, ch]
+        x += dark_q[v, ch]
+        x += np.float32(0.5)
+        np.clip(x, 0.0, grid, out=x)
+        out[rows] = enc[x.astype(np.int32)]
+    return out
+
+
+def _draw_low_light(params: LowLightParams, h: int, w: int, rng: KeyedRandom) -> LowLightDraw:
+    return LowLightDraw(rng.child("sensor_noise").normal_indices((h, w, 3)))
+
+
+# ==========================================================================================================
+# Registry and entry point
+# ==========================================================================================================
+class Corruption(NamedTuple):
+    kernel: Callable[..., np.ndarray]
+    params_type: type
+    draw: Callable[..., object]
+
+
+_KERNELS: tuple[Corruption, ...] = (
+    Corruption(water_glare, WaterGlareParams, _draw_water_glare),
+    Corruption(turbidity_cast, TurbidityCastParams, _draw_none),
+    Corruption(inundation, InundationParams, _draw_inundation),
+    Corruption(smoke_haze, SmokeHazeParams, _draw_haze),
+    Corruption(fire_warm_tint, FireWarmTintParams, _draw_haze),
+    Corruption(rain_streaks, RainStreaksParams, _draw_rain_streaks),
+    Corruption(motion_blur, MotionBlurParams, _draw_motion_blur),
+    Corruption(low_light, LowLightParams, _draw_low_light),
+    Corruption(dust_haze, DustHazeParams, _draw_haze),
+)
+_BY_NAME: dict[str, Corruption] = {c.kernel.__name__: c for c in _KERNELS}
+
+
+def _check_registry() -> tuple[tuple[str, ...], Mapping[str, tuple[str, ...]]]:
+    cfg = load_config()
+    if set(cfg.names) != set(_BY_NAME):
+        raise AegisError(
+            f"{cfg.path}: corruptions {sorted(cfg.names)} do not match the engine's {sorted(_BY_NAME)}"
+        )
+    return cfg.names, {k: tuple(v) for k, v in cfg.families.items()}
+
+
+CORRUPTIONS, FAMILIES = _check_registry()
+
+
+def corruption_params(name: str, severity: int):
+    """The frozen parameter record of ``name`` at ``severity``, filled from the suite config."""
+    _check_name(name)
+    _check_severity(severity)
+    spec = load_config().corruptions[name]
+    ptype = _BY_NAME[name].params_type
+    values = spec.params(int(severity))
+    known = {f.name for f in fields(ptype)}
+    unknown = set(values) - known
+    if unknown:
+        raise AegisError(f"{name}: config keys {sorted(unknown)} are not parameters of {ptype.__name__}")
+    return ptype(**values)
+
+
+def draw_params(name: str, params, height: int, width: int, rng: KeyedRandom):
+    """Every random value ``name`` needs for a ``height x width`` frame, from stream ``rng``."""
+    _check_name(name)
+    return _BY_NAME[name].draw(params, int(height), int(width), rng)
+
+
+def _check_name(name) -> None:
+    if name not in _BY_NAME:
+        raise AegisError(f"unknown corruption {name!r}; expected one of: {', '.join(CORRUPTIONS)}")
+
+
+def _check_severity(severity) -> None:
+    if isinstance(severity, bool) or not isinstance(severity, (int, np.integer)) or severity not in SEVERITIES:
+        raise AegisError(f"severity must be 1, 2 or 3, got {severity!r}")
+
+
+def _check_image(image) -> None:
+    if not isinstance(image, np.ndarray):
+        raise AegisError(f"image must be a numpy array (HxWx3 uint8 RGB), got {type(image).__name__}")
+    if image.dtype != np.uint8:
+        raise AegisError(f"image must have dtype uint8 (HxWx3 RGB), got {image.dtype}")
+    if image.ndim != 3 or image.shape[2] != 3:
+        raise AegisError(f"image must be HxWx3 RGB, got shape {image.shape}")
+    if image.shape[0] == 0 or image.shape[1] == 0:
+        raise AegisError(f"image must not be empty, got shape {image.shape}")
+
+
+def apply_corruption(
+    image: np.ndarray, name: str, severity: int, image_id: ImageId, seed: int = DEFAULT_SEED
+) -> np.ndarray:
+    """Corrupt one image: HxWx3 uint8 RGB in, a new array of the same shape and dtype out.
+
+    Deterministic in (pixels, name, severity, image_id, seed) alone: the draws come from the stream keyed
+    ``stream_key(image_id, name, severity, seed)``, so any image can be regenerated alone, in any order or
+    process, with identical bytes on any machine. Raises AegisError for bad input.
+    """
+    _check_image(image)
+    _check_name(name)
+    _check_severity(severity)
+    key = stream_key(image_id, name, int(severity), seed)
+    params = corruption_params(name, int(severity))
+    h, w = image.shape[:2]
+    draw = _BY_NAME[name].draw(params, h, w, KeyedRandom(key))
+    return _BY_NAME[name].kernel(np.ascontiguousarray(image), params, draw)

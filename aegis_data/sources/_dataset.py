@@ -1,0 +1,60 @@
+"""The adapters' common result type and its invariants."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping
+
+from aegis_data.errors import AegisError
+from aegis_data.records import Record
+from aegis_data.sources._common import SPLITS
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class SourceDataset:
+    """A loaded source: records per split plus a JSON-serialisable description for the manifest.
+
+    name: adapter name ("heridal", "synthetic", ...).
+    description: adapter, root path, options, counts and the rules applied (JSON-serialisable).
+    splits: keys among "train", "val", "test"; each list sorted by image_id. Image ids are unique across
+        the whole dataset and match ``[A-Za-z0-9._-]+`` without a leading dot.
+    """
+
+    name: str
+    description: Mapping[str, Any]
+    splits: Mapping[str, list[Record]]
+
+    def records(self) -> list[Record]:
+        """All records, split by split in the order test, val, train."""
+        return [r for s in ("test", "val", "train") for r in self.splits.get(s, [])]
+
+
+def build_dataset(name: str, description: dict[str, Any], records: Iterable[Record]) -> SourceDataset:
+    """Group records by their ``split``, sort by image id, and enforce the id invariants."""
+    by_split: dict[str, list[Record]] = {}
+    seen: dict[str, str] = {}
+    for r in records:
+        if r.split not in SPLITS:
+            raise AegisError(f"record {r.image_id!r} has split {r.split!r}; expected one of {', '.join(SPLITS)}")
+        if not _SAFE_ID.match(r.image_id):
+            raise AegisError(f"image id {r.image_id!r} is not filesystem-safe (expected [A-Za-z0-9._-], no leading dot)")
+        if r.image_id in seen:
+            raise AegisError(
+                f"image id {r.image_id!r} occurs twice ({seen[r.image_id]} and {r.path}); image ids must be unique"
+            )
+        seen[r.image_id] = r.path
+        by_split.setdefault(r.split, []).append(r)
+    splits = {s: sorted(by_split[s], key=lambda r: r.image_id) for s in SPLITS if s in by_split}
+    desc = dict(description)
+    desc.setdefault("adapter", name)
+    desc["counts"] = {
+        s: {"images": len(rs), "boxes": sum(len(r.boxes) for r in rs)} for s, rs in splits.items()
+    }
+    return SourceDataset(name=name, description=desc, splits=splits)
+
+
+def with_split(record: Record, split: str) -> Record:
+    return replace(record, split=split)

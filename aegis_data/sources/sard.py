@@ -1,0 +1,276 @@
+"""SARD (search-and-rescue frames from drone video) with a group-aware split.
+
+Two layouts are accepted under ``ROOT``:
+- original frames ``gssNNNN.jpg`` with VOC XML (beside the images or anywhere below ROOT, matched by stem);
+- a Roboflow export ``{train,valid,test}/{images,labels}`` of YOLO txt, file names
+  ``<stem>_jpg.rf.<hash>.jpg``. The Roboflow suffix is stripped to recover the original frame stem; copies of
+  one frame (augmentations, or the same frame in two Roboflow splits) share that stem and therefore a group.
+  Roboflow's own split is ignored (it leaks such copies) and recorded in the description.
+
+Groups (declared rule). With ``groups=FILE`` (CSV ``stem,group`` or JSON ``{stem: group}``) every image's
+original stem must be listed. Otherwise the frame number is the trailing digits of the original stem;
+frames with the same prefix whose numbers differ by at most ``gap`` (default 2, so a sequence survives one
+dropped frame) chain into one sequence; sequences longer than ``max_group`` distinct frames (default 50) are
+cut into consecutive chunks, and at a cut whose two chunks land in different splits the frames within
+``gap`` of the cut are purged from the lower-priority side (train, then val) so that no near-duplicate pair
+straddles splits. Names without a frame number and no groups file -> AegisError.
+
+Split: groups in SHA-256 order of ``sard-split|<group>`` fill test to ``test_fraction`` (default 0.2) of the
+images, then val to ``val_fraction`` (default 0.1); the rest is train.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, Mapping
+
+from aegis_data.errors import AegisError
+from aegis_data.records import Record
+from aegis_data.sources._common import (
+    check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, require_dir, safe_id,
+)
+from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
+from aegis_data.sources._labels import split_stats, xml_record
+from aegis_data.sources._split import assign_groups
+from aegis_data.sources.yolo import class_stats, yolo_boxes
+from aegis_data.sources._common import frame_size
+
+NAME = "sard"
+OPTIONS = ("groups", "gap", "max_group", "test_fraction", "val_fraction", "classes", "max_pixels")
+ROBOFLOW_SPLITS = ("train", "valid", "test")
+_ROBOFLOW = re.compile(r"^(?P<stem>.+)_(?:jpe?g|png|bmp|tiff?)\.rf\.[0-9A-Za-z]+$")
+_FRAME = re.compile(r"^(?P<prefix>.*?)(?P<num>\d+)$")
+_PRIORITY = {"test": 2, "val": 1, "train": 0}
+
+
+def original_stem(file_stem: str) -> str:
+    """``gss123_jpg.rf.abc`` -> ``gss123``; names without a Roboflow suffix are returned unchanged."""
+    m = _ROBOFLOW.match(file_stem)
+    return m.group("stem") if m else file_stem
+
+
+def read_groups_file(path: Path) -> dict[str, str]:
+    """stem -> group from CSV (``stem,group``; header optional) or JSON (``{stem: group}``)."""
+    if not path.is_file():
+        raise AegisError(f"groups file not found: {path}")
+    text = path.read_text(encoding="utf-8")
+    out: dict[str, str] = {}
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise AegisError(f"groups file {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(data, dict):
+            raise AegisError(f"groups file {path}: expected a JSON object {{stem: group}}, got {type(data).__name__}")
+        for k, v in data.items():
+            out[Path(str(k)).stem if "." in str(k) and not str(k).startswith(".") else str(k)] = str(v)
+    else:
+        for n, row in enumerate(csv.reader(text.splitlines()), start=1):
+            if not row or not "".join(row).strip():
+                continue
+            if len(row) < 2:
+                raise AegisError(f"groups file {path}:{n}: expected 'stem,group', got {','.join(row)!r}")
+            stem, group = row[0].strip(), row[1].strip()
+            if n == 1 and stem.lower() in ("stem", "image", "file", "file_name", "image_id") and group.lower() in ("group", "sequence", "video"):
+                continue
+            out[Path(stem).stem if Path(stem).suffix else stem] = group
+    if not out:
+        raise AegisError(f"groups file {path} lists no images")
+    return out
+
+
+def _roboflow_records(root: Path, classes, max_pixels: int, stats: Counter) -> tuple[list[Record], dict]:
+    records = []
+    layout: dict[str, Any] = {}
+    for rs in ROBOFLOW_SPLITS:
+        img_dir = root / rs / "images"
+        if not img_dir.is_dir():
+            continue
+        lab_dir = root / rs / "labels"
+        labels = {p.stem: p for p in lab_dir.glob("*.txt")} if lab_dir.is_dir() else {}
+        images = list_images(img_dir)
+        no_label = 0
+        for img in images:
+            w, h = frame_size(img, max_pixels)
+            txt = labels.get(img.stem)
+            if txt is None:
+                no_label += 1
+            boxes = yolo_boxes(txt, w, h, classes, stats) if txt is not None else ()
+            orig = original_stem(img.stem)
+            records.append(Record(safe_id(img.stem), str(img), w, h, boxes,
+                                  meta={"file": img.name, "original_stem": orig, "source_split": rs}))
+        stems = {p.stem for p in images}
+        layout[rs] = {"images_found": len(images), "images_without_label_file_negative": no_label,
+                      "label_files_without_image_skipped": sum(1 for s in labels if s not in stems)}
+    return records, layout
+
+
+def _original_records(root: Path, max_pixels: int, stats: Counter) -> tuple[list[Record], dict]:
+    images = list_images(root, recursive=True)
+    xmls: dict[str, Path] = {}
+    for p in sorted(root.rglob("*.xml")):
+        if p.is_file() and not p.name.startswith("."):
+            xmls.setdefault(p.stem, p)
+    stems = {p.stem for p in images}
+    records = []
+    skipped = []
+    for img in images:
+        if img.stem not in xmls:
+            skipped.append(img.name)
+            continue
+        records.append(xml_record(img, xmls[img.stem], split="test", max_pixels=max_pixels, stats=stats,
+                                  meta={"original_stem": img.stem}))
+    orphans = sorted(s for s in xmls if s not in stems)
+    layout = {"images_found": len(images), "images_without_xml_skipped": len(skipped),
+              "xml_without_image_skipped": len(orphans),
+              "examples_skipped": skipped[:5] + [f"{s}.xml" for s in orphans[:5]]}
+    return records, layout
+
+
+def sequence_groups(stems: list[str], gap: int, max_group: int) -> tuple[dict[str, str], dict[str, tuple[str, int, int]]]:
+    """Frame-number grouping. Returns (stem -> group key, group key -> (chain key, first, last frame)).
+
+    AegisError listing examples when a stem has no trailing frame number.
+    """
+    parsed: dict[str, tuple[str, int]] = {}
+    bad = []
+    for s in stems:
+        m = _FRAME.match(s)
+        if m is None:
+            bad.append(s)
+        else:
+            parsed[s] = (m.group("prefix"), int(m.group("num")))
+    if bad:
+        raise AegisError(
+            f"cannot form SARD sequence groups: {len(bad)} image name(s) have no trailing frame number "
+            f"(e.g. {', '.join(sorted(bad)[:3])}); pass groups=FILE (CSV stem,group or JSON) to declare them"
+        )
+    by_prefix: dict[str, set[int]] = defaultdict(set)
+    for prefix, num in parsed.values():
+        by_prefix[prefix].add(num)
+    frame_group: dict[tuple[str, int], str] = {}
+    chunks: dict[str, tuple[str, int, int]] = {}
+    for prefix in sorted(by_prefix):
+        nums = sorted(by_prefix[prefix])
+        chains: list[list[int]] = [[nums[0]]]
+        for a in nums[1:]:
+            if a - chains[-1][-1] <= gap:
+                chains[-1].append(a)
+            else:
+                chains.append([a])
+        for chain in chains:
+            chain_key = f"{prefix}{chain[0]}"
+            for i in range(0, len(chain), max_group):
+                part = chain[i : i + max_group]
+                key = f"{prefix}{part[0]}-{part[-1]}"
+                chunks[key] = (chain_key, part[0], part[-1])
+                for a in part:
+                    frame_group[(prefix, a)] = key
+    return {s: frame_group[parsed[s]] for s in stems}, chunks
+
+
+def _purge_cuts(records: list[Record], chunks: dict[str, tuple[str, int, int]], gap: int) -> tuple[list[Record], list[str]]:
+    """Drop frames within ``gap`` of a chunk cut whose neighbour chunk went to another split (lower priority side)."""
+    split_of = {r.group: r.split for r in records}
+    by_chain: dict[str, list[str]] = defaultdict(list)
+    for key, (chain, first, _last) in chunks.items():
+        by_chain[chain].append(key)
+    drop: set[tuple[str, int, int]] = set()  # (group, lo, hi) frame ranges to purge
+    for keys in by_chain.values():
+        keys.sort(key=lambda k: chunks[k][1])
+        for a, b in zip(keys, keys[1:]):
+            sa, sb = split_of.get(a), split_of.get(b)
+            if sa is None or sb is None or sa == sb:
+                continue
+            a_last, b_first = chunks[a][2], chunks[b][1]
+            if _PRIORITY[sa] >= _PRIORITY[sb]:
+                drop.add((b, b_first, a_last + gap))
+            else:
+                drop.add((a, b_first - gap, a_last))
+    kept, purged = [], []
+    for r in records:
+        num = int(_FRAME.match(r.meta["original_stem"]).group("num"))
+        if any(r.group == g and lo <= num <= hi for g, lo, hi in drop):
+            purged.append(r.image_id)
+        else:
+            kept.append(r)
+    return kept, purged
+
+
+def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
+    check_options(NAME, options, OPTIONS)
+    root = require_dir(Path(source).expanduser(), "SARD root")
+    gap = opt_int(options, "gap", 2, minimum=1)
+    max_group = opt_int(options, "max_group", 50, minimum=1)
+    f_test = opt_fraction(options, "test_fraction", 0.2)
+    f_val = opt_fraction(options, "val_fraction", 0.1)
+    classes = opt_ids(options, "classes")
+    max_pixels = opt_max_pixels(options)
+    groups_path = opt_path(options, "groups", base=root)
+    stats: Counter = Counter()
+    roboflow = any((root / s / "images").is_dir() for s in ROBOFLOW_SPLITS)
+    if roboflow:
+        records, layout = _roboflow_records(root, classes, max_pixels, stats)
+    else:
+        records, layout = _original_records(root, max_pixels, stats)
+    if not records:
+        raise AegisError(
+            f"no labelled images found under {root} (expected gssNNNN.jpg frames with VOC XML, or a Roboflow "
+            "export train/, valid/, test/ each with images/ and labels/)"
+        )
+    stems = sorted({r.meta["original_stem"] for r in records})
+    chunks: dict[str, tuple[str, int, int]] = {}
+    if groups_path is not None:
+        mapping = read_groups_file(groups_path)
+        missing = [s for s in stems if s not in mapping]
+        if missing:
+            raise AegisError(
+                f"groups file {groups_path} does not list {len(missing)} of {len(stems)} image(s) "
+                f"(e.g. {', '.join(missing[:3])}); every image stem needs a group"
+            )
+        group_of = {s: mapping[s] for s in stems}
+        rule = f"groups from {groups_path}"
+    else:
+        group_of, chunks = sequence_groups(stems, gap, max_group)
+        rule = (f"trailing frame number; same prefix and number gap <= {gap} chain into a sequence; sequences cut "
+                f"into chunks of <= {max_group} frames, frames within {gap} of a cut between splits purged")
+    records = [Record(r.image_id, r.path, r.width, r.height, r.boxes, group_of[r.meta["original_stem"]], r.split, r.meta)
+               for r in records]
+    sizes = Counter(r.group for r in records)
+    to = assign_groups(sizes, [("test", f_test), ("val", f_val)], "train", salt="sard-split")
+    records = [with_split(r, to[r.group]) for r in records]
+    purged: list[str] = []
+    if chunks:
+        records, purged = _purge_cuts(records, chunks, gap)
+    source_leak = 0
+    if roboflow:
+        seen: dict[str, set] = defaultdict(set)
+        for r in records:
+            seen[r.meta["original_stem"]].add(r.meta["source_split"])
+        source_leak = sum(1 for v in seen.values() if len(v) > 1)
+    description = {
+        "adapter": NAME,
+        "root": str(root),
+        "layout_kind": "roboflow" if roboflow else "original",
+        "options": {"groups": str(groups_path) if groups_path else None, "gap": gap, "max_group": max_group,
+                    "test_fraction": f_test, "val_fraction": f_val,
+                    "classes": sorted(classes) if classes else None, "max_pixels": max_pixels},
+        "layout": layout,
+        "groups": len(sizes),
+        "purged_at_cuts": len(purged),
+        "purged_examples": purged[:10],
+        "roboflow_stems_in_several_source_splits": source_leak,
+        **(class_stats(stats) if roboflow else split_stats(stats)),
+        "rules": {
+            "groups": rule,
+            "split": "groups in SHA-256 order of 'sard-split|<group>' fill test, then val, to their fractions of "
+                     "the images; the rest -> train; no group straddles splits",
+            "roboflow": "the '_<ext>.rf.<hash>' suffix is stripped to find the original frame; Roboflow's own "
+                        "split is ignored",
+        },
+    }
+    return build_dataset(NAME, description, records)

@@ -1,0 +1,85 @@
+"""Pascal VOC: images plus one XML per image.
+
+``source`` is the root. Images: option ``images`` or ``ROOT/JPEGImages`` or ``ROOT/images`` or ROOT.
+XML: option ``annotations`` or ``ROOT/Annotations`` or ``ROOT/labels``, else beside the images; matched by
+stem. Person classes: names person/human/people/pedestrian (any case), or option ``classes`` ("person,rider").
+Images without XML are skipped and counted. Everything -> ``split`` (default "test"); ``val_fraction`` carves.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any, Mapping
+
+from aegis_data.errors import AegisError
+from aegis_data.records import Record
+from aegis_data.sources import _labels
+from aegis_data.sources._common import (
+    check_box, check_options, frame_size, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path,
+    require_dir, safe_id,
+)
+from aegis_data.sources._dataset import SourceDataset, build_dataset
+from aegis_data.sources._xml import parse_voc_xml
+from aegis_data.sources.yolo import carve_val, opt_split
+
+NAME = "voc"
+OPTIONS = ("images", "annotations", "classes", "split", "val_fraction", "max_pixels")
+
+
+def _first_dir(*cands: Path) -> Path | None:
+    return next((c for c in cands if c.is_dir()), None)
+
+
+def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
+    check_options(NAME, options, OPTIONS)
+    root = require_dir(Path(source).expanduser(), "VOC root")
+    images_dir = opt_path(options, "images", base=root) or _first_dir(root / "JPEGImages", root / "images") or root
+    require_dir(images_dir, "VOC images directory")
+    ann_dir = opt_path(options, "annotations", base=root) or _first_dir(root / "Annotations", root / "labels") or images_dir
+    require_dir(ann_dir, "VOC annotations directory")
+    classes = opt_ids(options, "classes")
+    names = {c.lower() for c in classes} if classes else None
+    split = opt_split(options)
+    val_fraction = opt_fraction(options, "val_fraction", 0.0)
+    max_pixels = opt_max_pixels(options)
+    xmls = {p.stem: p for p in sorted(ann_dir.glob("*.xml")) if p.is_file()}
+    images = list_images(images_dir)
+    stats: Counter = Counter()
+    records = []
+    skipped = []
+    for img in images:
+        xml = xmls.get(img.stem)
+        if xml is None:
+            skipped.append(img.name)
+            continue
+        if names is None:
+            records.append(_labels.xml_record(img, xml, split=split, max_pixels=max_pixels, stats=stats))
+            continue
+        w, h = frame_size(img, max_pixels)
+        label = parse_voc_xml(xml)
+        boxes = []
+        for k, obj in enumerate(label.objects):
+            if obj.name.lower() in names:
+                boxes.append(check_box(*obj.box, w, h, f"{xml} (object {k})"))
+            else:
+                stats[f"ignored_class:{obj.name}"] += 1
+        records.append(Record(safe_id(img.stem), str(img), w, h, tuple(boxes), split=split, meta={"file": img.name}))
+    if not records:
+        raise AegisError(f"no images with VOC XML found (images in {images_dir}, XML in {ann_dir})")
+    stems = {p.stem for p in images}
+    records = carve_val(records, val_fraction, salt="voc-val")
+    description = {
+        "adapter": NAME,
+        "root": str(root),
+        "options": {"images": str(images_dir), "annotations": str(ann_dir), "classes": sorted(classes) if classes else None,
+                    "split": split, "val_fraction": val_fraction, "max_pixels": max_pixels},
+        "layout": {"images_found": len(images), "images_without_xml_skipped": len(skipped),
+                   "xml_without_image_skipped": sum(1 for s in xmls if s not in stems)},
+        **_labels.split_stats(stats),
+        "rules": {
+            "classes": "person/human/people/pedestrian" if names is None else f"classes {sorted(classes)}",
+            "split": f"all images -> {split}" + ("; val carved by SHA-256 order of 'voc-val|<image id>'" if val_fraction else ""),
+        },
+    }
+    return build_dataset(NAME, description, records)

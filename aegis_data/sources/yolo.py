@@ -1,0 +1,145 @@
+"""YOLO txt labels: ``images`` directory plus ``labels`` directory of ``<stem>.txt`` files.
+
+Each line is ``class cx cy w h`` normalised to [0, 1]. Any class id is accepted; option ``classes`` ("0" or
+"1,2") picks the person ids, default: every class is a person (recorded in the description). An image
+without a label file is a negative (the YOLO convention) and counted; a label file without an image is
+skipped and counted. Everything goes to ``split`` (default "test"); ``val_fraction`` carves val from it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any, Mapping
+
+from aegis_data.errors import AegisError
+from aegis_data.records import Box, Record
+from aegis_data.sources._common import (
+    SPLITS, check_box, check_options, frame_size, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path,
+    require_dir, safe_id,
+)
+from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
+from aegis_data.sources._split import assign_groups
+
+NAME = "yolo"
+OPTIONS = ("images", "labels", "classes", "split", "val_fraction", "max_pixels")
+
+
+def yolo_boxes(path: Path, width: int, height: int, classes: frozenset[str] | None, stats: Counter) -> tuple[Box, ...]:
+    """Person boxes (absolute xyxy) from one YOLO label file; AegisError naming file:line for bad lines."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AegisError(f"cannot read label file {path}: {exc}") from None
+    boxes = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        parts = line.split()
+        if not parts:
+            continue
+        where = f"{path}:{n}"
+        if len(parts) != 5:
+            raise AegisError(f"{where}: expected 5 values 'class cx cy w h', got {len(parts)} ({line.strip()[:60]!r})")
+        try:
+            cls = int(float(parts[0]))
+            cx, cy, bw, bh = (float(v) for v in parts[1:])
+        except ValueError:
+            raise AegisError(f"{where}: expected numbers 'class cx cy w h', got {line.strip()[:60]!r}") from None
+        if classes is not None and str(cls) not in classes:
+            stats[f"ignored_class:{cls}"] += 1
+            continue
+        if bw < 0 or bh < 0:
+            raise AegisError(f"{where}: box 'cx={cx:g} cy={cy:g} w={bw:g} h={bh:g}' has a negative size")
+        x0, x1 = (cx - bw / 2) * width, (cx + bw / 2) * width
+        y0, y1 = (cy - bh / 2) * height, (cy + bh / 2) * height
+        boxes.append(check_box(x0, y0, x1, y1, width, height, where))
+        stats[f"class:{cls}"] += 1
+    return tuple(boxes)
+
+
+def yolo_records(
+    images_dir: Path, labels_dir: Path, *, split: str, classes, max_pixels: int, stats: Counter,
+) -> tuple[list[Record], dict]:
+    images = list_images(images_dir)
+    labels = {p.stem: p for p in labels_dir.glob("*.txt") if p.is_file()} if labels_dir.is_dir() else {}
+    stems = {p.stem for p in images}
+    records = []
+    without_label = 0
+    for img in images:
+        w, h = frame_size(img, max_pixels)
+        txt = labels.get(img.stem)
+        if txt is None:
+            without_label += 1
+            boxes: tuple = ()
+        else:
+            boxes = yolo_boxes(txt, w, h, classes, stats)
+        records.append(Record(safe_id(img.stem), str(img), w, h, boxes, split=split, meta={"file": img.name}))
+    orphans = sorted(s for s in labels if s not in stems)
+    layout = {
+        "images": str(images_dir), "labels": str(labels_dir), "images_found": len(images),
+        "images_without_label_file_negative": without_label, "label_files_without_image_skipped": len(orphans),
+    }
+    return records, layout
+
+
+def class_stats(stats: Counter) -> dict:
+    return {
+        "boxes_by_class": {k.split(":", 1)[1]: v for k, v in sorted(stats.items()) if k.startswith("class:")},
+        "ignored_boxes_by_class": {k.split(":", 1)[1]: v for k, v in sorted(stats.items()) if k.startswith("ignored_class:")},
+    }
+
+
+def carve_val(records: list[Record], val_fraction: float, salt: str) -> list[Record]:
+    """Move round(val_fraction * n) records of the target split (hash order of group keys) to val."""
+    if not val_fraction:
+        return records
+    sizes: Counter = Counter(r.group_key for r in records)
+    remainder = records[0].split if records else "test"
+    if remainder == "val":
+        raise AegisError("val_fraction cannot carve validation images out of split=val")
+    to = assign_groups(sizes, [("val", val_fraction)], remainder, salt=salt)
+    return [with_split(r, to[r.group_key]) for r in records]
+
+
+def opt_split(options: Mapping[str, Any]) -> str:
+    split = str(options.get("split", "test"))
+    if split not in SPLITS:
+        raise AegisError(f"option split={split!r}: expected one of {', '.join(SPLITS)}")
+    return split
+
+
+def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
+    check_options(NAME, options, OPTIONS)
+    root = Path(source).expanduser()
+    images_dir = opt_path(options, "images", base=root)
+    if images_dir is None:
+        images_dir = root / "images" if (root / "images").is_dir() else root
+    require_dir(images_dir, "YOLO images directory")
+    labels_dir = opt_path(options, "labels", base=root)
+    if labels_dir is None:
+        sibling = images_dir.parent / "labels" if images_dir.name == "images" else root / "labels"
+        labels_dir = sibling if sibling.is_dir() else images_dir
+    else:
+        require_dir(labels_dir, "YOLO labels directory")
+    classes = opt_ids(options, "classes")
+    split = opt_split(options)
+    val_fraction = opt_fraction(options, "val_fraction", 0.0)
+    max_pixels = opt_max_pixels(options)
+    stats: Counter = Counter()
+    records, layout = yolo_records(images_dir, labels_dir, split=split, classes=classes, max_pixels=max_pixels, stats=stats)
+    if not records:
+        raise AegisError(f"no images found in {images_dir} (expected .jpg/.png/... files)")
+    records = carve_val(records, val_fraction, salt="yolo-val")
+    description = {
+        "adapter": NAME,
+        "root": str(root),
+        "options": {"classes": sorted(classes) if classes else None, "split": split, "val_fraction": val_fraction,
+                    "max_pixels": max_pixels},
+        "layout": layout,
+        **class_stats(stats),
+        "rules": {
+            "classes": "every class id is a person" if classes is None else f"class ids {sorted(classes)} are persons",
+            "split": f"all images -> {split}" + (f"; val carved by SHA-256 order of 'yolo-val|<image id>'" if val_fraction else ""),
+            "negatives": "an image without a label file has no persons",
+        },
+    }
+    return build_dataset(NAME, description, records)

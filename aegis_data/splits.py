@@ -1,0 +1,728 @@
+"""Building a frozen split on disk (SPEC §4): records -> decoded source -> corruption engine -> PNG files.
+
+Flow: ``build_splits`` validates and plans (pure), then renders one *unit* per source image -- decode once,
+write ``clean`` and every corrupted condition -- in worker processes; the parent collects each unit's file
+hashes into a journal, writes the COCO/YOLO annotation files, and writes ``manifest.json`` last. A directory
+without a manifest is therefore always an unfinished build.
+
+Resume: ``<out>/.aegis-build/journal.jsonl`` holds one JSON line per finished unit (file hashes), appended
+and fsynced by the parent only after the unit's files are on disk. A re-run skips every file whose bytes
+still hash to the journalled value and re-renders the rest; each file is written atomically (temp file +
+rename), so a build killed at any point (even ``kill -9``) and re-run produces the same files and manifest
+as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import time
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from aegis_data import __version__
+from aegis_data.config import SEVERITIES, SuiteConfig, load_config, parse_condition
+from aegis_data.errors import AegisError
+from aegis_data.imageio import (
+    DEFAULT_MAX_PIXELS,
+    file_sha256,
+    pixel_sha256,
+    write_bytes_atomic,
+    write_png_atomic,
+)
+from aegis_data.layout import ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SPLIT_NAMES, image_file_name
+from aegis_data.manifest import (
+    build_manifest,
+    canonical_json,
+    gt_digest,
+    identity_of,
+    load_manifest,
+    write_manifest,
+)
+from aegis_data.records import Record
+
+JOURNAL_DIR = ".aegis-build"
+STATE_NAME = "state.json"
+JOURNAL_NAME = "journal.jsonl"
+YOLO_DIR = "yolo"
+_SAFE_STEM = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")  # same rule as the source adapters
+_BOX_TOLERANCE = 1e-6  # boxes may touch the frame edge up to float noise
+
+ReadImage = Callable[..., np.ndarray]  # (record, max_pixels) -> HxWx3 uint8 RGB
+Corrupt = Callable[..., np.ndarray]  # (image, name, severity, image_id, seed) -> HxWx3 uint8 RGB
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Plan (pure)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One source image and the condition files to produce from it."""
+
+    split: str
+    record: Record
+    coco_id: int
+    conditions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    dataset: str
+    source: Mapping[str, Any]
+    suite: str
+    config_hash: str
+    seed: int
+    conditions: tuple[str, ...]  # test-split conditions, canonical order
+    records: Mapping[str, tuple[Record, ...]]  # split -> records in image_id order (after limit)
+    units: tuple[Unit, ...]
+
+    @property
+    def identity(self) -> dict:
+        return json.loads(canonical_json(identity_of(self.__dict__)))
+
+
+@dataclass(frozen=True)
+class BuildProgress:
+    """Passed to the progress callback after each finished source image."""
+
+    done: int  # source images finished
+    total: int
+    files_written: int
+    files_skipped: int
+    megapixels: float  # pixels rendered so far (all conditions), in MP
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    out: Path
+    manifest_path: Path
+    root_hash: str
+    conditions: tuple[str, ...]
+    images: Mapping[str, int]  # split -> number of source images
+    files_written: int
+    files_skipped: int
+    seconds: float
+    megapixels: float  # pixels of every rendered (not skipped) image file, MP
+    seconds_corrupt: float  # summed over workers
+    seconds_encode: float  # PNG encode + hash + write, summed over workers
+    seconds_read: float  # source decode, summed over workers
+
+    @property
+    def images_per_s(self) -> float:
+        return self.files_written / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def mp_per_s(self) -> float:
+        return self.megapixels / self.seconds if self.seconds > 0 else 0.0
+
+
+def resolve_selection(
+    config: SuiteConfig, corruptions: Sequence[str] | None, severities: Iterable[int]
+) -> tuple[str, ...]:
+    """Validate the corruption/severity selection and return the test conditions in canonical order."""
+    names = config.names
+    if corruptions is not None:
+        wanted = [c.strip() for c in corruptions if c.strip()]
+        unknown = [c for c in wanted if c not in names]
+        if unknown or not wanted:
+            raise AegisError(
+                f"unknown corruption(s) {', '.join(unknown) or '(none given)'}; expected some of: {', '.join(names)}"
+            )
+        names = tuple(n for n in names if n in wanted)  # canonical order, duplicates dropped
+    sev = sorted(set(int(s) for s in severities))
+    if not sev or any(s not in SEVERITIES for s in sev):
+        raise AegisError(f"severities must be a non-empty subset of 1, 2, 3; got {list(severities)!r}")
+    return tuple(config.conditions(names, sev))
+
+
+def _check_record(r: Record, split: str) -> None:
+    if not isinstance(r.image_id, str) or not _SAFE_STEM.match(r.image_id):
+        raise AegisError(
+            f"{split} image id {r.image_id!r} is not a safe file stem (expected letters, digits, '.', '_', '-')"
+        )
+    if int(r.width) <= 0 or int(r.height) <= 0:
+        raise AegisError(f"{split} image {r.image_id}: size {r.width}x{r.height}; expected positive width and height")
+    for b in r.boxes:
+        x0, y0, x1, y1 = (float(v) for v in b)
+        if not all(np.isfinite((x0, y0, x1, y1))) or not (x1 > x0 and y1 > y0):
+            raise AegisError(f"{split} image {r.image_id}: box {list(b)} is empty or not finite; expected x1>x0, y1>y0")
+        t = _BOX_TOLERANCE
+        if x0 < -t or y0 < -t or x1 > r.width + t or y1 > r.height + t:
+            raise AegisError(
+                f"{split} image {r.image_id}: box {list(b)} leaves the {r.width}x{r.height} frame"
+            )
+
+
+def plan_build(
+    dataset: Any,
+    config: SuiteConfig,
+    *,
+    corruptions: Sequence[str] | None = None,
+    severities: Iterable[int] = SEVERITIES,
+    limit: int | None = None,
+    with_train: bool = False,
+    seed: int | None = None,
+) -> BuildPlan:
+    """Decide what to write (pure). ``dataset`` is a SourceDataset (name, description, splits)."""
+    conditions = resolve_selection(config, corruptions, severities)
+    if limit is not None and int(limit) < 1:
+        raise AegisError(f"--limit must be at least 1, got {limit}")
+    splits_in = dict(getattr(dataset, "splits", {}) or {})
+    unknown = [s for s in splits_in if s not in SPLIT_NAMES]
+    if unknown:
+        raise AegisError(f"dataset {dataset.name!r} has split(s) {unknown}; expected only {SPLIT_NAMES}")
+    if not splits_in.get("test"):
+        raise AegisError(f"dataset {dataset.name!r} has no test images; nothing to build")
+    wanted = ["test", "val"] + (["train"] if with_train else [])
+    if with_train and not splits_in.get("train"):
+        raise AegisError(f"--with-train was given but dataset {dataset.name!r} has no train images")
+    records: dict[str, tuple[Record, ...]] = {}
+    units: list[Unit] = []
+    for split in wanted:
+        recs = sorted(splits_in.get(split) or (), key=lambda r: r.image_id)
+        if not recs:
+            continue
+        seen: set[str] = set()
+        for r in recs:
+            _check_record(r, split)
+            if r.image_id in seen:
+                raise AegisError(f"{split} image id {r.image_id!r} occurs twice in dataset {dataset.name!r}")
+            seen.add(r.image_id)
+        if limit is not None:
+            recs = recs[: int(limit)]
+        records[split] = tuple(recs)
+        conds = conditions if split == "test" else ("clean",)
+        units.extend(Unit(split, r, i, conds) for i, r in enumerate(recs, start=1))
+    return BuildPlan(
+        dataset=str(dataset.name),
+        source=json.loads(canonical_json(dict(getattr(dataset, "description", {}) or {}))),
+        suite=config.suite,
+        config_hash=config.config_hash,
+        seed=int(config.seed if seed is None else seed),
+        conditions=conditions,
+        records=records,
+        units=tuple(units),
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Annotation files (pure: records -> bytes)
+
+
+def _xywh(box) -> list[float]:
+    x0, y0, x1, y1 = (float(v) for v in box)
+    return [x0, y0, x1 - x0, y1 - y0]
+
+
+def coco_ground_truth(plan: BuildPlan, split: str) -> dict:
+    """COCO GT dict for one split: image ids 1..N in image_id order, person = category 1.
+
+    Each image carries ``stem`` and ``group`` besides the COCO fields; ``area`` is w*h; ``iscrowd`` is 0.
+    """
+    images, anns = [], []
+    ann_id = 0
+    for coco_id, r in enumerate(plan.records[split], start=1):
+        images.append({
+            "id": coco_id, "file_name": image_file_name(r.image_id), "width": int(r.width),
+            "height": int(r.height), "stem": r.image_id, "group": r.group_key,
+        })
+        for box in r.boxes:
+            ann_id += 1
+            x, y, w, h = _xywh(box)
+            anns.append({
+                "id": ann_id, "image_id": coco_id, "category_id": PERSON_CATEGORY["id"],
+                "bbox": [x, y, w, h], "area": w * h, "iscrowd": 0,
+            })
+    info = {
+        "description": f"AegisBench {plan.dataset}-C, {split} split",
+        "dataset": plan.dataset, "split": split, "suite": plan.suite, "config_hash": plan.config_hash,
+        "seed": plan.seed, "version": __version__,
+        "conditions": list(plan.conditions) if split == "test" else ["clean"],
+    }
+    return {"info": info, "licenses": [], "categories": [dict(PERSON_CATEGORY)], "images": images, "annotations": anns}
+
+
+def coco_bytes(gt: Mapping[str, Any]) -> bytes:
+    return (json.dumps(gt, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+def yolo_label_text(record: Record) -> str:
+    """Ultralytics label lines ``0 cx cy w h`` (normalised to [0,1], 6 decimals); '' for an image without boxes."""
+    lines = []
+    for box in record.boxes:
+        x0, y0, x1, y1 = (float(v) for v in box)
+        cx, cy = (x0 + x1) / 2 / record.width, (y0 + y1) / 2 / record.height
+        w, h = (x1 - x0) / record.width, (y1 - y0) / record.height
+        lines.append(f"0 {cx:.6f} {cy:.6f} {w:.6f} {h:.6f}")
+    return "".join(line + "\n" for line in lines)
+
+
+def yolo_files(plan: BuildPlan) -> dict[str, bytes]:
+    """Relative path -> bytes of every regular YOLO file (labels of clean images, image lists, data yamls).
+
+    Ultralytics derives a label path from an image path by replacing its last ``/images/`` component with
+    ``/labels/``. The lists therefore name images through ``yolo/images/<split>`` (a symlink to ``<split>``),
+    so ``yolo/images/test/fog_s1/a.png`` finds ``yolo/labels/test/fog_s1/a.txt``; ``yolo/labels/<split>/<cond>``
+    are symlinks to ``clean`` (see ``link_yolo_dirs``), so labels are stored once per split.
+    """
+    files: dict[str, bytes] = {}
+    for split, recs in plan.records.items():
+        for r in recs:
+            files[f"{YOLO_DIR}/labels/{split}/clean/{r.image_id}.txt"] = yolo_label_text(r).encode()
+        conds = plan.conditions if split == "test" else ("clean",)
+        for cond in conds:
+            lines = "".join(f"./images/{split}/{cond}/{image_file_name(r.image_id)}\n" for r in recs)
+            files[f"{YOLO_DIR}/{split}_{cond}.txt"] = lines.encode()
+    train_list = "train_clean.txt" if "train" in plan.records else ("val_clean.txt" if "val" in plan.records else None)
+    for split in plan.records:
+        conds = plan.conditions if split == "test" else ("clean",)
+        for cond in conds:
+            own = f"{split}_{cond}.txt"
+            train = train_list or own
+            note = "" if train_list == "train_clean.txt" else "  # no train split built (--with-train); clean images only"
+            text = (
+                f"# AegisBench {plan.dataset}-C, split {split}, condition {cond} (suite {plan.suite}, "
+                f"config {plan.config_hash}).\n"
+                f"# Usage: yolo val data=<this file>   (paths resolve relative to this file)\n"
+                f"train: {train}{note}\n"
+                f"val: {own}\n"
+                f"test: {own}\n"
+                f"nc: 1\n"
+                f"names:\n  0: person\n"
+            )
+            files[f"{YOLO_DIR}/{split}_{cond}.yaml"] = text.encode()
+    return files
+
+
+def link_yolo_dirs(out: Path, plan: BuildPlan) -> None:
+    """Create the relative symlinks the YOLO lists rely on (idempotent); copies labels where links fail."""
+    for split in plan.records:
+        _ensure_link(out / YOLO_DIR / "images" / split, Path("..") / ".." / split, copy_from=None)
+        conds = plan.conditions if split == "test" else ("clean",)
+        for cond in conds:
+            if cond != "clean":
+                _ensure_link(
+                    out / YOLO_DIR / "labels" / split / cond, Path("clean"),
+                    copy_from=out / YOLO_DIR / "labels" / split / "clean",
+                )
+
+
+def _ensure_link(link: Path, target: Path, copy_from: Path | None) -> None:
+    if link.is_symlink():
+        if Path(os.readlink(link)) == target:
+            return
+        link.unlink()
+    elif link.is_dir():
+        shutil.rmtree(link)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.symlink(target, link, target_is_directory=True)
+    except OSError:
+        if copy_from is None:
+            raise AegisError(f"cannot create symlink {link}; the YOLO lists need it (filesystem without symlinks?)")
+        shutil.copytree(copy_from, link)  # e.g. Windows without symlink rights
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Rendering one source image (runs in worker processes; must stay importable and picklable)
+
+
+@dataclass(frozen=True)
+class UnitTask:
+    unit: Unit
+    out: str
+    seed: int
+    max_pixels: int
+    known: Mapping[str, Mapping[str, str]]  # relative path -> {"sha256", "pixel_sha256"} from the journal
+    known_source: str | None
+    read_image: ReadImage | None
+    corrupt: Corrupt | None
+
+
+@dataclass
+class UnitResult:
+    split: str
+    image_id: str
+    source_pixel_sha256: str
+    files: dict[str, dict[str, str]] = field(default_factory=dict)  # path -> {condition, sha256, pixel_sha256}
+    written: int = 0
+    skipped: int = 0
+    megapixels: float = 0.0
+    seconds_corrupt: float = 0.0
+    seconds_encode: float = 0.0
+    seconds_read: float = 0.0
+
+
+def image_relpath(split: str, condition: str, image_id: str) -> str:
+    return f"{split}/{condition}/{image_file_name(image_id)}"
+
+
+def _default_read(record: Record, max_pixels: int) -> np.ndarray:
+    from aegis_data.sources import read_rgb
+
+    return read_rgb(record, max_pixels=max_pixels)
+
+
+def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int) -> np.ndarray:
+    from aegis_data.corruptions import apply_corruption
+
+    return apply_corruption(image, name, severity, image_id, seed=seed)
+
+
+def render_unit(task: UnitTask) -> UnitResult:
+    """Write the unit's condition files that are missing or changed; return every file's hashes.
+
+    Files whose bytes still hash to the journalled value are kept untouched; when all are, the source is not
+    even decoded. The corruption always sees the full decoded frame (never a tile).
+    """
+    u, root = task.unit, Path(task.out)
+    rec = u.record
+    res = UnitResult(u.split, rec.image_id, task.known_source or "")
+    todo: list[str] = []
+    for cond in u.conditions:
+        rel = image_relpath(u.split, cond, rec.image_id)
+        k = task.known.get(rel)
+        p = root / rel
+        if k and task.known_source and p.is_file() and file_sha256(p) == k["sha256"]:
+            res.files[rel] = {"condition": cond, "sha256": k["sha256"], "pixel_sha256": k["pixel_sha256"]}
+            res.skipped += 1
+        else:
+            todo.append(cond)
+    if not todo:
+        return res
+    read = task.read_image or _default_read
+    corrupt = task.corrupt or _default_corrupt
+    t_read = time.perf_counter()
+    source = read(rec, task.max_pixels)
+    res.seconds_read = time.perf_counter() - t_read
+    if not (isinstance(source, np.ndarray) and source.dtype == np.uint8 and source.ndim == 3 and source.shape[2] == 3):
+        raise AegisError(f"source image {rec.image_id}: the reader returned {getattr(source, 'shape', type(source))}, expected HxWx3 uint8")
+    if source.shape[:2] != (rec.height, rec.width):
+        raise AegisError(
+            f"source image {rec.image_id} decodes to {source.shape[1]}x{source.shape[0]} but its record says "
+            f"{rec.width}x{rec.height}"
+        )
+    res.source_pixel_sha256 = pixel_sha256(source)
+    if task.known_source and res.source_pixel_sha256 != task.known_source and res.skipped:
+        # The source changed since those files were written: none of them can be trusted.
+        todo, res.files, res.skipped = list(u.conditions), {}, 0
+    mp = source.shape[0] * source.shape[1] / 1e6
+    for cond in todo:
+        name, severity = parse_condition(cond)
+        t0 = time.perf_counter()
+        if name is None:
+            img = source  # clean: the decoded source, re-encoded losslessly
+        else:
+            img = corrupt(source, name, severity, rec.image_id, task.seed)
+            if not (isinstance(img, np.ndarray) and img.dtype == np.uint8 and img.shape == source.shape):
+                raise AegisError(f"corruption {name} returned {getattr(img, 'shape', None)} "
+                                 f"{getattr(img, 'dtype', type(img))} for {rec.image_id}; expected {source.shape} uint8")
+        t1 = time.perf_counter()
+        rel = image_relpath(u.split, cond, rec.image_id)
+        sha = write_png_atomic(root / rel, img)
+        res.files[rel] = {"condition": cond, "sha256": sha, "pixel_sha256": pixel_sha256(img)}
+        res.seconds_corrupt += t1 - t0
+        res.seconds_encode += time.perf_counter() - t1
+        res.written += 1
+        res.megapixels += mp
+    return res
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Journal (parent only)
+
+
+def _journal_key(split: str, image_id: str) -> str:
+    return f"{split}/{image_id}"
+
+
+def read_journal(out: Path) -> dict[str, dict]:
+    """``split/image_id`` -> {"source_pixel_sha256", "files": {path: {...}}}; later lines win; a torn last line
+    (a crash mid-append) is ignored."""
+    path = out / JOURNAL_DIR / JOURNAL_NAME
+    known: dict[str, dict] = {}
+    if not path.is_file():
+        return known
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            item = json.loads(line)
+            key = _journal_key(item["split"], item["image_id"])
+            entry = known.setdefault(key, {"source_pixel_sha256": item["source_pixel_sha256"], "files": {}})
+            entry["source_pixel_sha256"] = item["source_pixel_sha256"]
+            entry["files"].update(item["files"])
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+    return known
+
+
+def _known_from_manifest(out: Path) -> dict[str, dict]:
+    """Resume knowledge from a finished build's manifest (used when the journal was deleted)."""
+    try:
+        m = load_manifest(out / MANIFEST_NAME)
+    except AegisError:
+        return {}
+    known: dict[str, dict] = {}
+    for e in m.images():
+        entry = known.setdefault(_journal_key(e["split"], e["image_id"]),
+                                 {"source_pixel_sha256": e["source_pixel_sha256"], "files": {}})
+        entry["files"][e["path"]] = {"condition": e["condition"], "sha256": e["sha256"], "pixel_sha256": e["pixel_sha256"]}
+    return known
+
+
+class _Journal:
+    def __init__(self, out: Path):
+        self.path = out / JOURNAL_DIR / JOURNAL_NAME
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "a", encoding="utf-8")
+        # Start on a fresh line in case a crash left a torn one.
+        if self._fh.tell() > 0:
+            self._fh.write("\n")
+
+    def append(self, res: UnitResult) -> None:
+        line = json.dumps({"split": res.split, "image_id": res.image_id,
+                           "source_pixel_sha256": res.source_pixel_sha256, "files": res.files}, sort_keys=True)
+        self._fh.write(line + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Output directory checks
+
+
+def _describe(identity: Mapping[str, Any]) -> str:
+    return (f"dataset {identity.get('dataset')!r} (suite {identity.get('suite')}, config {identity.get('config_hash')}, "
+            f"seed {identity.get('seed')}, source {json.dumps(identity.get('source'), sort_keys=True)})")
+
+
+def check_output_dir(out: Path, identity: Mapping[str, Any]) -> None:
+    """Refuse a directory that holds something else: another dataset's split, or unrelated files."""
+    if out.exists() and not out.is_dir():
+        raise AegisError(f"--out {out} exists and is not a directory")
+    if not out.exists() or not any(out.iterdir()):
+        return
+    found = None
+    manifest = out / MANIFEST_NAME
+    state = out / JOURNAL_DIR / STATE_NAME
+    for p in (state, manifest):
+        if p.is_file():
+            try:
+                found = json.loads(canonical_json(identity_of(json.loads(p.read_text(encoding="utf-8")))))
+            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+                raise AegisError(f"{p} is unreadable; refusing to build into {out} (remove it or choose another --out)") from None
+            if found != identity:
+                raise AegisError(
+                    f"refusing to build into {out}: it holds a split of {_describe(found)}, but this build is "
+                    f"{_describe(identity)}; choose another --out or remove that directory"
+                )
+    if found is None:
+        raise AegisError(
+            f"refusing to build into {out}: the directory is not empty and holds no AegisBench build "
+            f"(no {MANIFEST_NAME} or {JOURNAL_DIR}/); choose an empty or new --out"
+        )
+
+
+def _remove_stale_temp_files(out: Path) -> None:
+    """Delete temp files left by a killed build (``.<name>.<random>.tmp``, see imageio.write_bytes_atomic)."""
+    for top in (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR):
+        d = out / top
+        if d.is_dir():
+            for p in d.rglob(".*.tmp"):
+                if p.is_file() and not p.is_symlink():
+                    p.unlink()
+    for p in out.glob(".*.tmp"):
+        p.unlink()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The build
+
+
+def _default_audit(dataset: Any) -> Mapping[str, Any]:
+    from aegis_data.audit import audit_dataset
+
+    return audit_dataset(dataset)
+
+
+def _leak_summary(report: Mapping[str, Any]) -> str:
+    """One phrase from the audit's ``leakage_details`` (see aegis_data.audit)."""
+    d = report.get("leakage_details") or {}
+    parts = []
+    if d.get("groups_in_several_splits"):
+        ex = d.get("group_examples") or [{}]
+        parts.append(f"{d['groups_in_several_splits']} group(s) in several splits, e.g. {ex[0].get('group')!r} in "
+                     f"{', '.join(ex[0].get('splits', []))}")
+    if d.get("duplicates_in_several_splits"):
+        ex = d.get("duplicate_examples") or [{}]
+        parts.append(f"{d['duplicates_in_several_splits']} identical image set(s) across splits, e.g. "
+                     f"{', '.join(ex[0].get('images', [])[:3])}")
+    return "; ".join(parts) or "details in the audit report"
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def _pool_context():
+    # Never fork a process that may hold threads (OpenCV, rich); forkserver is cheaper than spawn where it exists.
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def build_splits(
+    dataset: Any,
+    out: str | Path,
+    *,
+    corruptions: Sequence[str] | None = None,
+    severities: Iterable[int] = SEVERITIES,
+    workers: int | None = None,
+    limit: int | None = None,
+    with_train: bool = False,
+    seed: int | None = None,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    progress: Callable[[BuildProgress], None] | None = None,
+    config: SuiteConfig | None = None,
+    read_image: ReadImage | None = None,
+    corrupt: Corrupt | None = None,
+    audit: Callable[[Any], Mapping[str, Any]] | None = None,
+) -> BuildResult:
+    """Write the frozen split of ``dataset`` (a SourceDataset) under ``out`` and return a summary.
+
+    corruptions: names to build (default all of the suite); severities: subset of 1, 2, 3.
+    limit: first N images (by image_id) of each written split. workers: processes (default: all cores).
+    read_image(record, max_pixels) / corrupt(image, name, severity, image_id, seed) / audit(dataset) default
+    to ``aegis_data.sources.read_rgb``, ``aegis_data.corruptions.apply_corruption`` and
+    ``aegis_data.audit.audit_dataset``; replacements must be module-level functions when workers > 1.
+    AegisError: empty source, leakage found by the audit, bad selection, or ``out`` holding something else.
+    """
+    t_start = time.perf_counter()
+    config = config or load_config()
+    out = Path(out)
+    if workers is not None and int(workers) < 1:
+        raise AegisError(f"--workers must be at least 1, got {workers}")
+    plan = plan_build(dataset, config, corruptions=corruptions, severities=severities, limit=limit,
+                      with_train=with_train, seed=seed)
+    report = (audit or _default_audit)(dataset)
+    if report.get("leakage"):
+        raise AegisError(
+            f"refusing to build {plan.dataset!r}: the audit found leakage between splits ({_leak_summary(report)}); "
+            f"fix the source split first"
+        )
+
+    identity = plan.identity
+    check_output_dir(out, identity)
+    out.mkdir(parents=True, exist_ok=True)
+    # From here on the directory is a build in progress: no manifest until the end.
+    known = _known_from_manifest(out)
+    for key, val in read_journal(out).items():
+        known.setdefault(key, {"source_pixel_sha256": val["source_pixel_sha256"], "files": {}})
+        known[key]["source_pixel_sha256"] = val["source_pixel_sha256"]
+        known[key]["files"].update(val["files"])
+    write_bytes_atomic(out / JOURNAL_DIR / STATE_NAME, (json.dumps(identity, sort_keys=True, indent=2) + "\n").encode())
+    (out / MANIFEST_NAME).unlink(missing_ok=True)
+    _remove_stale_temp_files(out)
+
+    tasks = []
+    for u in plan.units:
+        k = known.get(_journal_key(u.split, u.record.image_id), {})
+        tasks.append(UnitTask(u, str(out), plan.seed, int(max_pixels), k.get("files", {}),
+                              k.get("source_pixel_sha256"), read_image, corrupt))
+
+    results: list[UnitResult] = []
+    journal = _Journal(out)
+    counters = {"written": 0, "skipped": 0, "mp": 0.0}
+
+    def collect(res: UnitResult) -> None:
+        journal.append(res)
+        results.append(res)
+        counters["written"] += res.written
+        counters["skipped"] += res.skipped
+        counters["mp"] += res.megapixels
+        if progress is not None:
+            progress(BuildProgress(len(results), len(tasks), counters["written"], counters["skipped"], counters["mp"]))
+
+    n_workers = min(int(workers or default_workers()), max(1, len(tasks)))
+    try:
+        if n_workers == 1:
+            for t in tasks:
+                collect(render_unit(t))
+        else:
+            with ProcessPoolExecutor(max_workers=n_workers, mp_context=_pool_context()) as pool:
+                pending = {pool.submit(render_unit, t) for t in tasks}
+                while pending:
+                    done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                    for f in done:
+                        exc = f.exception()
+                        if exc is not None:
+                            for p in pending:
+                                p.cancel()
+                            raise exc
+                        collect(f.result())
+    finally:
+        journal.close()
+
+    entries = _finish(out, plan, results)
+    manifest = build_manifest(
+        dataset=plan.dataset, source=plan.source, suite=plan.suite, config_hash=plan.config_hash, seed=plan.seed,
+        conditions=plan.conditions, splits={s: len(r) for s, r in plan.records.items()}, entries=entries,
+    )
+    write_manifest(out / MANIFEST_NAME, manifest)  # last: its presence means the build is complete
+    seconds = time.perf_counter() - t_start
+    return BuildResult(
+        out=out, manifest_path=out / MANIFEST_NAME, root_hash=manifest["root_hash"], conditions=plan.conditions,
+        images={s: len(r) for s, r in plan.records.items()}, files_written=counters["written"],
+        files_skipped=counters["skipped"], seconds=seconds, megapixels=counters["mp"],
+        seconds_corrupt=sum(r.seconds_corrupt for r in results), seconds_encode=sum(r.seconds_encode for r in results),
+        seconds_read=sum(r.seconds_read for r in results),
+    )
+
+
+def _write_if_changed(path: Path, data: bytes) -> None:
+    try:
+        if path.read_bytes() == data:
+            return
+    except FileNotFoundError:
+        pass
+    write_bytes_atomic(path, data)
+
+
+def _finish(out: Path, plan: BuildPlan, results: list[UnitResult]) -> list[dict]:
+    """Write annotation and YOLO files; return every manifest entry."""
+    import hashlib
+
+    by_key = {_journal_key(r.split, r.image_id): r for r in results}
+    entries: list[dict] = []
+    for split, recs in plan.records.items():
+        for coco_id, rec in enumerate(recs, start=1):
+            res = by_key[_journal_key(split, rec.image_id)]
+            for rel, f in res.files.items():
+                entries.append({
+                    "path": rel, "kind": "image", "split": split, "condition": f["condition"],
+                    "image_id": rec.image_id, "coco_id": coco_id, "width": int(rec.width), "height": int(rec.height),
+                    "sha256": f["sha256"], "pixel_sha256": f["pixel_sha256"],
+                    "source_pixel_sha256": res.source_pixel_sha256,
+                })
+        gt = coco_ground_truth(plan, split)
+        data = coco_bytes(gt)
+        rel = f"{ANNOTATIONS_DIR}/{split}.json"
+        _write_if_changed(out / rel, data)
+        entries.append({
+            "path": rel, "kind": "annotations", "split": split, "sha256": hashlib.sha256(data).hexdigest(),
+            "gt": {r.image_id: gt_digest(_xywh(b) for b in r.boxes) for r in recs},
+        })
+    for rel, data in yolo_files(plan).items():
+        _write_if_changed(out / rel, data)
+        entries.append({"path": rel, "kind": "yolo", "sha256": hashlib.sha256(data).hexdigest()})
+    link_yolo_dirs(out, plan)
+    return entries

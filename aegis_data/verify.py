@@ -1,0 +1,252 @@
+"""Checking a frozen split against its manifest, or against a reference manifest from another machine.
+
+``verify_split`` recomputes the SHA-256 of every file the manifest lists and classifies each difference:
+
+    missing      listed in the manifest, not on disk
+    extra        on disk under a split directory or annotations/, not listed (includes temp files of a crash)
+    bytes-only   file bytes differ but the decoded pixels are identical (another PNG encoder or settings)
+    pixels       decoded pixels differ; with the count of differing pixels and max |delta| where the expected
+                 image can be regenerated: the clean image of the split is the decoded source, so a corrupted
+                 condition is re-run from it with the suite's corruption function
+    source       the decoded *source* pixels differ from the reference's (``source_pixel_sha256``): this
+                 machine's image decoder produced different pixels; the corrupted files of that image then
+                 differ as a consequence, not because the corruption drifted
+    annotations  a GT file changed; names the images whose boxes changed
+    yolo         a YOLO label/list/data.yaml file changed
+    manifest     the reference describes another benchmark (dataset, config hash, seed)
+
+Only reading happens here; the caller renders the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from aegis_data.config import load_config, parse_condition
+from aegis_data.errors import AegisError
+from aegis_data.imageio import DEFAULT_MAX_PIXELS, file_sha256, pixel_sha256, read_rgb
+from aegis_data.layout import ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES
+from aegis_data.manifest import Manifest, gt_digest, identity_of, load_manifest
+
+FINDING_KINDS = ("missing", "extra", "bytes-only", "pixels", "source", "annotations", "yolo", "manifest")
+
+Corrupt = Callable[..., np.ndarray]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One difference. ``pixels_differing``/``max_abs_delta`` are None when no expected pixels are available."""
+
+    path: str
+    kind: str
+    detail: str
+    pixels_differing: int | None = None
+    max_abs_delta: int | None = None
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    root: str
+    reference: str  # the manifest file the files were checked against
+    expected_root_hash: str
+    local_root_hash: str
+    checked: int  # files listed in the reference
+    findings: tuple[Finding, ...] = field(default_factory=tuple)
+    accepted_bytes_only: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not [f for f in self.findings if not (self.accepted_bytes_only and f.kind == "bytes-only")]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self.findings:
+            out[f.kind] = out.get(f.kind, 0) + 1
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok, "root": self.root, "reference": self.reference,
+            "expected_root_hash": self.expected_root_hash, "local_root_hash": self.local_root_hash,
+            "checked": self.checked, "counts": self.counts(), "findings": [asdict(f) for f in self.findings],
+        }
+
+
+def pixel_difference(actual: np.ndarray, expected: np.ndarray) -> tuple[int, int]:
+    """(pixels where any channel differs, max |delta| over all channels); shapes must match."""
+    if actual.shape != expected.shape:
+        raise AegisError(f"cannot compare pixels of shapes {actual.shape} and {expected.shape}")
+    delta = np.abs(actual.astype(np.int16) - expected.astype(np.int16))
+    return int(np.count_nonzero(delta.max(axis=2))), int(delta.max())
+
+
+def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int) -> np.ndarray:
+    from aegis_data.corruptions import apply_corruption
+
+    return apply_corruption(image, name, severity, image_id, seed=seed)
+
+
+def _walk_files(root: Path) -> list[str]:
+    """Relative POSIX paths of every file (or file-like link) under the split dirs and annotations/."""
+    found = []
+    for top in (*SPLIT_NAMES, ANNOTATIONS_DIR):
+        d = root / top
+        if not d.is_dir():
+            continue
+        for dirpath, _dirs, files in os.walk(d):
+            for name in files:
+                found.append(Path(dirpath, name).relative_to(root).as_posix())
+    return found
+
+
+def _annotation_finding(path: Path, rel: str, expected: Mapping[str, Any]) -> Finding:
+    try:
+        gt = json.loads(path.read_text(encoding="utf-8"))
+        id_to_stem = {im["id"]: im.get("stem") or Path(im["file_name"]).stem for im in gt["images"]}
+        boxes: dict[str, list] = {s: [] for s in id_to_stem.values()}
+        for a in gt["annotations"]:
+            boxes[id_to_stem[a["image_id"]]].append(a["bbox"])
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
+        return Finding(rel, "annotations", f"not a readable COCO GT file ({type(exc).__name__})")
+    want: Mapping[str, str] = expected.get("gt") or {}
+    changed = sorted(s for s in want if s in boxes and gt_digest(boxes[s]) != want[s])
+    lost = sorted(s for s in want if s not in boxes)
+    added = sorted(s for s in boxes if s not in want)
+    parts = []
+    for label, items in (("boxes changed", changed), ("images removed", lost), ("images added", added)):
+        if items:
+            shown = ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
+            parts.append(f"{label} for {len(items)}: {shown}" if label == "boxes changed" else f"{label}: {shown}")
+    return Finding(rel, "annotations", "; ".join(parts) or "file bytes differ, boxes identical (formatting/metadata)")
+
+
+def verify_split(
+    root: str | Path,
+    against: str | Path | None = None,
+    *,
+    accept_bytes_only: bool = False,
+    regenerate: bool = True,
+    corrupt: Corrupt | None = None,
+    workers: int | None = None,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+) -> VerifyReport:
+    """Check every file of the split under ``root`` against its manifest (or ``against``, a reference manifest).
+
+    The local ``manifest.json`` must exist (a build without one is unfinished). ``regenerate`` re-runs the
+    corruption (``corrupt``, default ``apply_corruption``) from the split's clean image to count differing
+    pixels of a corrupted file; it is skipped when the local suite config differs from the manifest's.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise AegisError(f"split directory not found: {root}")
+    local: Manifest = load_manifest(root / MANIFEST_NAME)
+    ref: Manifest = load_manifest(against) if against is not None else local
+    findings: list[Finding] = []
+    # The source description may hold machine-specific paths, so it is not compared across machines.
+    a, b = identity_of(ref.data), identity_of(local.data)
+    diffs = [k for k in ("dataset", "suite", "config_hash", "seed") if a[k] != b[k]]
+    if ref is not local and diffs:
+        findings.append(Finding(MANIFEST_NAME, "manifest", "reference and local manifest describe different builds: "
+                                + ", ".join(f"{k} {b[k]!r} here vs {a[k]!r} in the reference" for k in diffs)))
+
+    # File hashes in parallel: SHA-256 releases the GIL.
+    paths = sorted(ref.entries)
+    present = {p for p in paths if (root / p).is_file()}
+    with ThreadPoolExecutor(max_workers=max(1, int(workers or os.cpu_count() or 1))) as pool:
+        hashes = dict(zip(sorted(present), pool.map(lambda p: file_sha256(root / p), sorted(present))))
+
+    # Source identity per (split, image_id): the local manifest's record vs the reference's.
+    local_src = {(e["split"], e["image_id"]): e.get("source_pixel_sha256") for e in local.images()}
+    ref_src = {(e["split"], e["image_id"]): e.get("source_pixel_sha256") for e in ref.images()}
+    src_differs = {k for k, v in ref_src.items() if k in local_src and local_src[k] != v}
+
+    config = load_config()
+    can_regenerate = regenerate and config.config_hash == ref.data.get("config_hash")
+    corrupt = corrupt or _default_corrupt
+    clean_cache: dict[tuple[str, str], np.ndarray | None] = {}
+
+    def clean_pixels(split: str, image_id: str, expected_hash: str) -> np.ndarray | None:
+        key = (split, image_id)
+        if key not in clean_cache:
+            p = root / split / "clean" / f"{image_id}.png"
+            img = None
+            try:
+                img = read_rgb(p, max_pixels=max_pixels)
+            except AegisError:
+                pass
+            clean_cache[key] = img if img is not None and pixel_sha256(img) == expected_hash else None
+        return clean_cache[key]
+
+    for rel in paths:
+        e = ref.entries[rel]
+        if rel not in present:
+            findings.append(Finding(rel, "missing", "listed in the manifest, not on disk"))
+            continue
+        if hashes[rel] == e["sha256"]:
+            continue
+        kind = e.get("kind")
+        if kind == "annotations":
+            findings.append(_annotation_finding(root / rel, rel, e))
+            continue
+        if kind != "image":
+            findings.append(Finding(rel, "yolo" if kind == "yolo" else str(kind), "file content differs"))
+            continue
+        try:
+            actual = read_rgb(root / rel, max_pixels=max_pixels)
+        except AegisError as exc:
+            findings.append(Finding(rel, "pixels", f"does not decode: {exc}"))
+            continue
+        if pixel_sha256(actual) == e["pixel_sha256"]:
+            findings.append(Finding(rel, "bytes-only", "pixels identical, file bytes differ (another PNG encoder or settings)"))
+            continue
+        key = (e["split"], e["image_id"])
+        name, severity = parse_condition(e["condition"])
+        if key in src_differs:
+            if name is None:
+                findings.append(Finding(rel, "source",
+                                        "your decoder produced different source pixels for this image than the "
+                                        "reference (source_pixel_sha256 differs); not a corruption drift"))
+            else:
+                findings.append(Finding(rel, "pixels", "differs because the decoded source differs (see the source row)"))
+            continue
+        if name is None:
+            findings.append(Finding(rel, "pixels", "clean pixels differ from the manifest; no reference copy to count against"))
+            continue
+        if not can_regenerate:
+            why = "regeneration off" if not regenerate else (
+                f"local suite config {config.config_hash} differs from the manifest's {ref.data.get('config_hash')}")
+            findings.append(Finding(rel, "pixels", f"pixels differ ({why}; no expected pixels to count against)"))
+            continue
+        clean = clean_pixels(e["split"], e["image_id"], e["source_pixel_sha256"])
+        if clean is None:
+            findings.append(Finding(rel, "pixels", "pixels differ; the clean image is missing or changed, so the "
+                                                   "expected pixels cannot be regenerated"))
+            continue
+        expected = corrupt(clean, name, severity, e["image_id"], int(ref.data["seed"]))
+        if actual.shape != expected.shape:
+            findings.append(Finding(rel, "pixels", f"size {actual.shape[1]}x{actual.shape[0]}, expected "
+                                                   f"{expected.shape[1]}x{expected.shape[0]}"))
+            continue
+        n, dmax = pixel_difference(actual, expected)
+        if pixel_sha256(expected) == e["pixel_sha256"]:
+            detail = f"{n} pixels differ, max |delta| {dmax}"
+        else:
+            detail = (f"{n} pixels differ from this machine's regeneration (max |delta| {dmax}); this machine does not "
+                      f"reproduce the expected pixels either: corruption drift")
+        findings.append(Finding(rel, "pixels", detail, n, dmax))
+
+    listed = set(ref.entries)
+    for rel in sorted(set(_walk_files(root)) - listed):
+        findings.append(Finding(rel, "extra", "on disk, not in the manifest"))
+
+    return VerifyReport(
+        root=str(root), reference=ref.path, expected_root_hash=ref.root_hash, local_root_hash=local.root_hash,
+        checked=len(paths), findings=tuple(findings), accepted_bytes_only=accept_bytes_only,
+    )

@@ -1,0 +1,456 @@
+"""Loading and validating COCO ground truth and COCO-results predictions (SPEC §6).
+
+Every rejection is an :class:`AegisError` whose one-line message starts with a stable finding code in
+brackets (``[bbox_negative] ...``), names what was received and what was expected. Findings that do not
+invalidate the file (duplicate detections, zero-size boxes, other-category detections dropped) are returned
+as warning lines in ``Detections.source["warnings"]``; the CLI prints them.
+
+Image id resolution (predictions -> GT rows), in this order:
+
+* an ``int`` id that is a GT image id resolves to that image;
+* an id (int or string) equal to the ``file_name`` stem of a GT image resolves to it; this covers Ultralytics
+  ``save_json`` output, whose ``image_id`` is the file stem, converted to ``int`` when all digits
+  (``"000123"`` -> ``123``, so numeric stems are also matched by their integer value);
+* a digit string equal to a GT image id resolves to it.
+
+An id that resolves to two *different* images (an int that is the id of one image and the numeric stem of
+another) is ambiguous and refused, unless the entry carries a ``file_name`` (Ultralytics writes one) whose stem
+names one of the candidates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path, PurePath
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from aegis_data.errors import AegisError
+from aegis_data.layout import MANIFEST_NAME, annotation_path
+from aegis_eval.types import Detections, GroundTruth
+
+REQUIRED_DET_KEYS = ("image_id", "category_id", "bbox", "score")
+_STANDARD_IMAGE_KEYS = ("id", "file_name", "width", "height")
+
+
+# --- small helpers -------------------------------------------------------------------------------------
+def _read_json_file(path: Path, what: str, code_prefix: str = "") -> tuple[Any, str]:
+    """(parsed JSON, SHA-256 of the bytes); AegisError for missing, unreadable or malformed files."""
+    if not path.exists():
+        raise AegisError(f"[{code_prefix}not_found] {what} file not found: {path}")
+    if path.is_dir():
+        raise AegisError(f"[{code_prefix}wrong_type] {what} path is a directory, expected a JSON file: {path}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise AegisError(f"[{code_prefix}unreadable] cannot read {what} file {path}: {exc.strerror}") from None
+    try:
+        obj = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+        hint = " (the file looks truncated)" if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(data.rstrip()) - 1 else ""
+        raise AegisError(f"[{code_prefix}not_json] {what} file {path} is not valid JSON{where}{hint}") from None
+    return obj, hashlib.sha256(data).hexdigest()
+
+
+def _first(items: Sequence, n: int = 3) -> str:
+    shown = ", ".join(repr(x) for x in list(items)[:n])
+    return shown + (", ..." if len(items) > n else "")
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+# --- ground truth --------------------------------------------------------------------------------------
+def _person_category(categories: Any, where: str) -> tuple[int, tuple[int, ...]]:
+    if not isinstance(categories, list) or not categories:
+        raise AegisError(f"[gt_no_category] {where}: 'categories' must be a non-empty list; got {categories!r:.60}")
+    ids = []
+    person = []
+    for k, c in enumerate(categories):
+        if not isinstance(c, dict) or not isinstance(c.get("id"), int) or isinstance(c.get("id"), bool):
+            raise AegisError(f"[gt_bad_category] {where}: categories[{k}] must be an object with an integer 'id'")
+        ids.append(int(c["id"]))
+        if str(c.get("name", "")).strip().lower() == "person":
+            person.append(int(c["id"]))
+    if len(person) == 1:
+        return person[0], tuple(ids)
+    if not person and len(ids) == 1:
+        return ids[0], tuple(ids)
+    names = [c.get("name") for c in categories]
+    raise AegisError(f"[gt_no_person_category] {where}: expected one category named 'person' or a single category; "
+                     f"got {len(ids)} categories ({_first(names, 5)})")
+
+
+def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None) -> GroundTruth:
+    """A GroundTruth from a parsed COCO GT dict, keeping the person category only.
+
+    Images are sorted by id; annotations keep their file order within each image (the matching tie rule
+    uses it). ``area`` comes from the annotation (COCO's size field) and falls back to w*h.
+    """
+    source = dict(source or {})
+    where = str(source.get("path", "ground truth"))
+    if not isinstance(coco, dict):
+        raise AegisError(f"[gt_wrong_type] {where}: expected a COCO object with 'images', 'annotations' and "
+                         f"'categories'; got a JSON {type(coco).__name__}")
+    missing = [k for k in ("images", "annotations", "categories") if k not in coco]
+    if missing:
+        raise AegisError(f"[gt_missing_key] {where}: COCO ground truth lacks {', '.join(map(repr, missing))}")
+    cat_id, all_cats = _person_category(coco["categories"], where)
+    images, anns = coco["images"], coco["annotations"]
+    if not isinstance(images, list) or not isinstance(anns, list):
+        raise AegisError(f"[gt_wrong_type] {where}: 'images' and 'annotations' must be lists")
+
+    rows = []
+    for k, im in enumerate(images):
+        if not isinstance(im, dict) or "id" not in im:
+            raise AegisError(f"[gt_missing_key] {where}: images[{k}] lacks 'id'")
+        if not isinstance(im["id"], int) or isinstance(im["id"], bool):
+            raise AegisError(f"[gt_image_id_type] {where}: images[{k}].id must be an integer; got {im['id']!r}")
+        rows.append(im)
+    rows.sort(key=lambda im: im["id"])
+    image_ids = np.array([im["id"] for im in rows], dtype=np.int64)
+    if len(image_ids) != len(np.unique(image_ids)):
+        dup = image_ids[1:][np.diff(image_ids) == 0]
+        raise AegisError(f"[gt_duplicate_image_id] {where}: image ids repeat ({_first(dup.tolist())})")
+    row_of = {int(i): r for r, i in enumerate(image_ids)}
+    file_names = tuple(str(im.get("file_name", im["id"])) for im in rows)
+    widths = np.array([int(im.get("width") or 0) for im in rows], dtype=np.int64)
+    heights = np.array([int(im.get("height") or 0) for im in rows], dtype=np.int64)
+    attributes = tuple({k: v for k, v in im.items() if k not in _STANDARD_IMAGE_KEYS} for im in rows)
+
+    box_image, boxes, areas, crowd, ann_ids = [], [], [], [], []
+    for k, a in enumerate(anns):
+        if not isinstance(a, dict):
+            raise AegisError(f"[gt_wrong_type] {where}: annotations[{k}] is not an object")
+        if a.get("category_id", cat_id) != cat_id:
+            continue
+        miss = [key for key in ("image_id", "bbox") if key not in a]
+        if miss:
+            raise AegisError(f"[gt_missing_key] {where}: annotations[{k}] lacks {', '.join(map(repr, miss))}")
+        if a["image_id"] not in row_of:
+            raise AegisError(f"[gt_unknown_image] {where}: annotations[{k}].image_id {a['image_id']!r} "
+                             "is not in 'images'")
+        b = a["bbox"]
+        if (not isinstance(b, list) or len(b) != 4 or not all(_is_number(v) for v in b)
+                or not np.all(np.isfinite(b)) or b[2] < 0 or b[3] < 0):
+            raise AegisError(f"[gt_bbox_invalid] {where}: annotations[{k}].bbox must be 4 finite numbers "
+                             f"[x, y, w, h] with w, h >= 0; got {b!r:.80}")
+        area = a.get("area")
+        box_image.append(row_of[a["image_id"]])
+        boxes.append([float(v) for v in b])
+        areas.append(float(area) if _is_number(area) else float(b[2]) * float(b[3]))
+        crowd.append(bool(a.get("iscrowd", 0)))
+        ann_ids.append(int(a["id"]) if isinstance(a.get("id"), int) else k + 1)
+
+    # Group boxes by image row but keep file order inside each image (stable).
+    box_image_arr = np.array(box_image, dtype=np.int64)
+    order = np.argsort(box_image_arr, kind="stable")
+    source.setdefault("category_ids", all_cats)
+    return GroundTruth(
+        image_ids=image_ids,
+        file_names=file_names,
+        widths=widths,
+        heights=heights,
+        box_image=box_image_arr[order],
+        boxes=np.array(boxes, dtype=np.float64).reshape(-1, 4)[order],
+        areas=np.array(areas, dtype=np.float64)[order],
+        iscrowd=np.array(crowd, dtype=bool)[order],
+        ann_ids=np.array(ann_ids, dtype=np.int64)[order],
+        category_id=cat_id,
+        attributes=attributes,
+        source=source,
+    )
+
+
+def _read_manifest(root: Path) -> dict[str, Any]:
+    """Provenance fields of a split directory's manifest (empty when there is none)."""
+    path = root / MANIFEST_NAME
+    if not path.is_file():
+        return {}
+    obj, sha = _read_json_file(path, "split manifest", "manifest_")
+    if not isinstance(obj, dict):
+        raise AegisError(f"[manifest_wrong_type] {path}: expected a JSON object")
+    dataset = obj.get("dataset")
+    if isinstance(dataset, dict):
+        dataset = dataset.get("name")
+    return {
+        "manifest": str(path),
+        "manifest_sha256": sha,
+        "config_hash": obj.get("config_hash"),
+        "manifest_root_hash": obj.get("root_hash"),
+        "dataset": dataset,
+    }
+
+
+def resolve_gt_path(path: str | Path, split: str = "test") -> tuple[Path, Path | None]:
+    """(annotation file, split root or None) for a COCO file or a split directory."""
+    path = Path(path)
+    if path.is_dir():
+        ann = annotation_path(path, split)
+        if not ann.is_file():
+            raise AegisError(f"[gt_not_found] {path} is a directory but has no annotations/{split}.json; "
+                             "expected a split directory from 'aegis build-splits' or a COCO JSON file")
+        return ann, path
+    if not path.exists():
+        raise AegisError(f"[gt_not_found] ground truth not found: {path}")
+    return path, None
+
+
+def load_ground_truth(path: str | Path, split: str = "test") -> GroundTruth:
+    """Ground truth from a COCO JSON file, or from a split directory (``annotations/<split>.json``, with the
+    split's manifest read for provenance: config_hash, manifest_root_hash, dataset)."""
+    ann, root = resolve_gt_path(path, split)
+    coco, sha = _read_json_file(ann, "ground truth", "gt_")
+    source: dict[str, Any] = {"path": str(ann), "sha256": sha, "split": split if root else None}
+    if root is not None:
+        source["split_dir"] = str(root)
+        source.update(_read_manifest(root))
+    return ground_truth_from_coco(coco, source)
+
+
+# --- predictions ---------------------------------------------------------------------------------------
+class _IdResolver:
+    """Maps prediction image ids (int or str) to GT rows, following the module docstring's rules."""
+
+    def __init__(self, gt: GroundTruth):
+        self.by_id = {int(i): r for r, i in enumerate(gt.image_ids)}
+        self.by_stem: dict[str, int] = {}
+        self.by_num_stem: dict[int, int] = {}
+        clashing: set[int] = set()
+        for r, name in enumerate(gt.file_names):
+            stem = PurePath(name).stem
+            self.by_stem.setdefault(stem, r)
+            if stem.isdigit():
+                n = int(stem)
+                if n in self.by_num_stem and self.by_num_stem[n] != r:
+                    clashing.add(n)  # "1" and "01" both map to 1
+                self.by_num_stem.setdefault(n, r)
+        self.clashing = clashing
+        self.file_names = gt.file_names
+
+    def candidates(self, image_id: Any) -> set[int]:
+        found: set[int] = set()
+        if isinstance(image_id, int):
+            if image_id in self.by_id:
+                found.add(self.by_id[image_id])
+            if image_id in self.by_num_stem:
+                found.add(self.by_num_stem[image_id])
+                if image_id in self.clashing:
+                    found.add(-2)  # marks a stem clash: always ambiguous
+        else:
+            if image_id in self.by_stem:
+                found.add(self.by_stem[image_id])
+            if image_id.isdigit():
+                n = int(image_id)
+                if n in self.by_id:
+                    found.add(self.by_id[n])
+                if n in self.by_num_stem and not found:
+                    found.add(self.by_num_stem[n])
+        return found
+
+
+def detections_from_results(obj: Any, gt: GroundTruth, source: Mapping[str, Any] | None = None) -> Detections:
+    """Validate a parsed COCO results list (or ``{"annotations": [...]}``) and resolve it against ``gt``.
+
+    Raises AegisError with a finding code on the first invalid finding; returns warnings in
+    ``source["warnings"]``. An empty list is valid (zero detections).
+    """
+    source = dict(source or {})
+    where = str(source.get("path", "predictions"))
+    if isinstance(obj, dict) and "annotations" in obj:
+        obj = obj["annotations"]
+    if not isinstance(obj, list):
+        got = f"an object with keys {_first(sorted(obj), 4)}" if isinstance(obj, dict) else f"a JSON {type(obj).__name__}"
+        raise AegisError(f"[wrong_type] {where}: expected a COCO results list "
+                         f"[{{image_id, category_id, bbox, score}}, ...] or {{\"annotations\": [...]}}; got {got}")
+    warnings: list[str] = []
+    n = len(obj)
+    try:  # the fast path: one comprehension per key (files hold millions of detections)
+        image_keys = [e["image_id"] for e in obj]
+        cats = [e["category_id"] for e in obj]
+        bboxes = [e["bbox"] for e in obj]
+        scores = [e["score"] for e in obj]
+    except (KeyError, TypeError):
+        _raise_entry_problem(obj, where)
+    boxes = _numeric_array(bboxes, where, "bbox", (4,))
+    score_arr = _numeric_array(scores, where, "score", ())
+    cat_arr = _category_array(cats, where)
+    bad = np.flatnonzero(~np.isfinite(boxes).all(axis=1)) if n else []
+    if len(bad):
+        raise AegisError(f"[bbox_nonfinite] {where}: {len(bad)} boxes have NaN/inf values "
+                         f"(first at entry {bad[0]}: {bboxes[bad[0]]!r})")
+    bad = np.flatnonzero((boxes[:, 2] < 0) | (boxes[:, 3] < 0)) if n else []
+    if len(bad):
+        raise AegisError(f"[bbox_negative] {where}: {len(bad)} boxes have negative width or height "
+                         f"(first at entry {bad[0]}: {bboxes[bad[0]]!r}); expected [x, y, w, h] with w, h >= 0")
+    bad = np.flatnonzero(~np.isfinite(score_arr) | (score_arr < 0) | (score_arr > 1)) if n else []
+    if len(bad):
+        raise AegisError(f"[score_out_of_range] {where}: {len(bad)} scores are outside [0, 1] "
+                         f"(first at entry {bad[0]}: {scores[bad[0]]!r})")
+    zero = int(((boxes[:, 2] == 0) | (boxes[:, 3] == 0)).sum()) if n else 0
+    if zero:
+        warnings.append(f"[bbox_degenerate] {zero} boxes have zero width or height; they can never match")
+
+    keep, offset = _resolve_categories(cat_arr, gt, where, warnings)
+    det_image = _resolve_image_ids(obj, image_keys, gt, where)
+    det_image, boxes, score_arr = det_image[keep], boxes[keep], score_arr[keep]
+
+    if len(score_arr):
+        # Rows as opaque 48-byte records: one sort finds identical detections (bitwise equal floats).
+        table = np.ascontiguousarray(np.column_stack([det_image.astype(np.float64), boxes, score_arr]))
+        n_unique = len(np.unique(table.view(np.dtype((np.void, table.shape[1] * 8))).ravel()))
+        if n_unique < len(table):
+            warnings.append(f"[duplicate_detection] {len(table) - n_unique} detections repeat an identical "
+                            "detection (same image, box and score); kept as given")
+    source.update(warnings=warnings, n_detections=int(len(score_arr)), category_offset=offset)
+    return Detections(det_image=det_image, boxes=boxes, scores=score_arr, source=source)
+
+
+def _raise_entry_problem(obj: list, where: str) -> None:
+    """Find and report the first entry that is not an object or lacks a required key."""
+    for k, e in enumerate(obj):
+        if not isinstance(e, dict):
+            raise AegisError(f"[entry_type] {where}: entry {k} is a {type(e).__name__}, expected an object")
+        missing = [key for key in REQUIRED_DET_KEYS if key not in e]
+        if missing:
+            count = sum(1 for x in obj if isinstance(x, dict) and any(key not in x for key in REQUIRED_DET_KEYS))
+            raise AegisError(f"[missing_key] {where}: entry {k} lacks {', '.join(map(repr, missing))} "
+                             f"({count} entries incomplete; each needs {', '.join(REQUIRED_DET_KEYS)})")
+    raise AegisError(f"[entry_type] {where}: malformed entries")  # pragma: no cover - the loop always finds one
+
+
+def _numeric_array(values: list, where: str, key: str, shape: tuple[int, ...]) -> np.ndarray:
+    """values as a float64 array of shape (n, *shape), or AegisError naming the first bad entry."""
+    n = len(values)
+    if n == 0:
+        return np.zeros((0, *shape), dtype=np.float64)
+    try:
+        arr = np.array(values)
+    except (ValueError, TypeError):
+        arr = None
+    # np.array silently turns True into 1.0 next to floats; JSON booleans are not numbers here.
+    if (arr is not None and arr.shape == (n, *shape) and arr.dtype.kind in "iuf"
+            and (shape or bool not in set(map(type, values)))):
+        return arr.astype(np.float64)
+    for k, v in enumerate(values):
+        ok = (all(_is_number(x) for x in v) and len(v) == shape[0]) if shape and isinstance(v, list) else (
+            not shape and _is_number(v))
+        if not ok:
+            code = "bbox_invalid" if key == "bbox" else "score_not_numeric"
+            want = "a list of 4 numbers [x, y, w, h]" if key == "bbox" else "a number in [0, 1]"
+            raise AegisError(f"[{code}] {where}: entry {k} has {key} {v!r:.80}; expected {want}")
+    return np.array(values, dtype=np.float64)  # pragma: no cover - unreachable when the loop found no bad entry
+
+
+def _category_array(cats: list, where: str) -> np.ndarray:
+    try:
+        arr = np.array(cats)
+    except (ValueError, TypeError, OverflowError):
+        arr = None
+    if arr is not None and arr.shape == (len(cats),) and arr.dtype.kind in "iu":
+        return arr.astype(np.int64)
+    if arr is not None and len(cats) == 0:
+        return np.zeros(0, dtype=np.int64)
+    for k, c in enumerate(cats):
+        if not isinstance(c, int) or isinstance(c, bool):
+            raise AegisError(f"[category_invalid] {where}: entry {k} has category_id {c!r}; expected an integer")
+    return np.array(cats, dtype=np.int64)  # pragma: no cover - reached only for ints numpy could not hold
+
+
+def _resolve_categories(cats: np.ndarray, gt: GroundTruth, where: str, warnings: list[str]) -> tuple[np.ndarray, int]:
+    """(keep mask, offset applied): person detections kept; 0-based single-class ids accepted; others refused."""
+    if len(cats) == 0:
+        return np.ones(0, dtype=bool), 0
+    person = int(gt.category_id)
+    known = set(int(c) for c in gt.source.get("category_ids", (person,)))
+    present = set(np.unique(cats).tolist())
+    if present == {person}:
+        return np.ones(len(cats), dtype=bool), 0
+    if present == {0} and person == 1 and 0 not in known:
+        warnings.append("[category_zero_based] all detections have category_id 0 and the GT person id is 1; "
+                        "read as 0-based class indices")
+        return np.ones(len(cats), dtype=bool), 1
+    if person == 1 and 0 not in known and 0 in present and person in present:
+        raise AegisError(f"[category_mixed] {where}: detections mix category_id 0 and 1; expected all {person} "
+                         "(the GT person id) or all 0 (0-based class index)")
+    unknown = sorted(present - known)
+    if unknown:
+        raise AegisError(f"[category_unknown] {where}: category_id {_first(unknown)} not in the ground truth "
+                         f"(known: {_first(sorted(known), 5)}; person is {person})")
+    keep = cats == person
+    warnings.append(f"[category_other] dropped {int((~keep).sum())} detections of non-person GT categories "
+                    f"{_first(sorted(present - {person}))}")
+    return keep, 0
+
+
+def _resolve_image_ids(entries: list, keys: list, gt: GroundTruth, where: str) -> np.ndarray:
+    """(D,) GT rows of the detections' image ids; resolves each distinct id once."""
+    resolver = _IdResolver(gt)
+    rows = np.empty(len(keys), dtype=np.int64)
+    if not keys:
+        return rows
+    # Group entries by their distinct id; (type, value) so that 7 and "7" stay apart.
+    first_of: dict[tuple[type, Any], int] = {}
+    types = set(map(type, keys))
+    if len(types) == 1 and types <= {int, str}:  # the common case, vectorised
+        kind = types.pop()
+        values, group = np.unique(np.array(keys, dtype=np.int64 if kind is int else str), return_inverse=True)
+        group = group.reshape(-1).astype(np.int64)
+        first_of = {(kind, kind(v)): g for g, v in enumerate(values.tolist())}
+    else:
+        group = np.empty(len(keys), dtype=np.int64)
+        for k, key in enumerate(keys):
+            if isinstance(key, bool) or not isinstance(key, (int, str)):
+                raise AegisError(f"[image_id_type] {where}: entry {k} has image_id {key!r}; expected an integer "
+                                 "id or a file-name stem string")
+            group[k] = first_of.setdefault((type(key), key), len(first_of))
+    resolved = np.empty(len(first_of), dtype=np.int64)
+    unknown: list[Any] = []
+    ambiguous: list[int] = []
+    for (_, key), g in first_of.items():
+        found = resolver.candidates(key)
+        if len(found) == 1 and -2 not in found:
+            resolved[g] = found.pop()
+        elif not found:
+            unknown.append(key)
+            resolved[g] = -1
+        else:
+            ambiguous.append(g)
+            resolved[g] = -2
+    if unknown:
+        unknown_set = {first_of[(type(key), key)] for key in unknown}
+        n_dets = int(np.isin(group, list(unknown_set)).sum())
+        raise AegisError(f"[image_id_unknown] {where}: {n_dets} detections reference {len(unknown)} image ids not "
+                         f"in the ground truth (first: {_first(unknown)}); expected GT image ids or "
+                         "file-name stems")
+    rows[:] = resolved[group]
+    for k in np.flatnonzero(rows == -2):  # only entries with an ambiguous id need their file_name
+        key = keys[k]
+        rows[k] = _disambiguate(entries[k], key, resolver.candidates(key), resolver, where, int(k))
+    return rows
+
+
+def _disambiguate(entry: Mapping, key: Any, found: set[int], resolver: _IdResolver, where: str, k: int) -> int:
+    found.discard(-2)
+    name = entry.get("file_name")
+    if isinstance(name, str):
+        row = resolver.by_stem.get(PurePath(name).stem)
+        if row is not None and row in found:
+            return row
+    names = sorted(resolver.file_names[r] for r in found)
+    raise AegisError(f"[image_id_ambiguous] {where}: entry {k} has image_id {key!r}, which matches several GT "
+                     f"images ({_first(names)}) by id and by file-name stem; use the GT integer ids")
+
+
+def load_predictions(path: str | Path, gt: GroundTruth) -> Detections:
+    """Detections from a COCO results JSON file, validated and resolved against ``gt``.
+
+    ``source`` carries path, sha256 and warnings for provenance.
+    """
+    path = Path(path)
+    obj, sha = _read_json_file(path, "predictions")
+    return detections_from_results(obj, gt, {"path": str(path), "sha256": sha})

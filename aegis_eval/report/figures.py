@@ -1,0 +1,352 @@
+"""The report's figures, each a pure function ``DatasetGroup -> PNG bytes``.
+
+matplotlib is used through ``Figure`` objects with an explicit Agg canvas, never pyplot, so no global figure
+state exists and nothing needs closing. Rendering runs inside ``rc_context(RC_PARAMS)``, which restores the
+caller's settings afterwards. Sizes are fixed in pixels at ``DPI`` and saved without ``bbox_inches="tight"``,
+so each PNG's pixel size follows from the number of models and corruptions alone (see ``*_size`` below). PNGs
+are written without the "Software" text chunk, and Agg embeds no date, so the same input gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Callable
+
+import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import FuncFormatter
+
+from aegis_data.config import condition_id
+from aegis_eval.report import palette
+from aegis_eval.report.results import (
+    DatasetGroup,
+    confidence_interval,
+    degradation,
+    localization,
+    metric_value,
+    per_family_drop,
+)
+from aegis_eval.result_keys import LOWER_IS_BETTER
+
+# Metrics bounded to [0, 1]; the others (fp_per_image) get an automatic upper limit.
+_UNBOUNDED = ("fp_per_image",)
+_PANEL_COLS = 3
+
+# Heatmap geometry, pixels.
+_HM_LEFT, _HM_RIGHT, _HM_TOP, _HM_BOTTOM = 215, 100, 78, 46
+_HM_CELL_W, _HM_CELL_H = 46, 34
+# Small-multiple geometry, pixels.
+_PANEL_W, _PANEL_H, _SM_EXTRA_W, _SM_EXTRA_H = 300, 210, 60, 100
+
+
+def heatmap_size(n_models: int, n_corruptions: int, n_severities: int = 3) -> tuple[int, int]:
+    """(width, height) in pixels of the heatmap PNG."""
+    return (_HM_LEFT + _HM_CELL_W * n_severities * n_models + _HM_RIGHT,
+            _HM_TOP + _HM_CELL_H * n_corruptions + _HM_BOTTOM)
+
+
+def small_multiples_size(n_corruptions: int) -> tuple[int, int]:
+    """(width, height) in pixels of the severity-curve and localization PNGs (3 panels per row)."""
+    rows = max(1, math.ceil(n_corruptions / _PANEL_COLS))
+    return _PANEL_COLS * _PANEL_W + _SM_EXTRA_W, rows * _PANEL_H + _SM_EXTRA_H
+
+
+def family_bars_size(n_models: int, n_families: int) -> tuple[int, int]:
+    """(width, height) in pixels of the family bar chart PNG."""
+    return 160 + n_families * (70 + 36 * n_models), 420
+
+
+def _render(width: int, height: int, draw: Callable[[Figure], None], layout: str | None = None) -> bytes:
+    with matplotlib.rc_context(palette.RC_PARAMS):
+        fig = Figure(figsize=(width / palette.DPI, height / palette.DPI), dpi=palette.DPI, layout=layout)
+        FigureCanvasAgg(fig)
+        draw(fig)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=palette.DPI, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _short(label: str, limit: int) -> str:
+    return label if len(label) <= limit else label[: limit - 1] + "…"
+
+
+def _percent(v, _pos=None) -> str:
+    return f"{100 * v:.0f}"
+
+
+def _drop_phrase(metric: str) -> str:
+    if metric in LOWER_IS_BETTER:
+        return f"relative increase of {metric} vs clean (%)"
+    return f"relative drop of {metric} vs clean (%)"
+
+
+# --- heatmap -----------------------------------------------------------------------------------------------
+
+def heatmap_png(group: DatasetGroup, metric: str) -> bytes:
+    """Rows = corruptions grouped by family, columns = models x severities, cell = degradation (%).
+
+    Missing conditions are hatched; an undefined drop (clean value 0 or null) reads "n/a".
+    """
+    rows, sevs, runs = group.corruptions, group.severities, group.runs
+    n_r, n_s, n_m = len(rows), len(sevs), len(runs)
+    values = np.full((n_r, n_m * n_s), np.nan)
+    state = np.zeros((n_r, n_m * n_s), dtype=np.int8)  # 0 value, 1 missing condition, 2 undefined drop
+    for i, c in enumerate(rows):
+        for j, run in enumerate(runs):
+            for k, s in enumerate(sevs):
+                cond = condition_id(c, s)
+                if not run.has(cond):
+                    state[i, j * n_s + k] = 1
+                    continue
+                v = degradation(run.result, cond, metric)
+                if v is None:
+                    state[i, j * n_s + k] = 2
+                else:
+                    values[i, j * n_s + k] = v
+    finite = values[np.isfinite(values)]
+    vmin = min(0.0, math.floor(finite.min() * 10) / 10) if finite.size else 0.0
+    vmax = max(0.1, math.ceil(finite.max() * 10) / 10) if finite.size else 1.0
+    width, height = heatmap_size(n_m, n_r, n_s)
+    grid_w, grid_h = _HM_CELL_W * n_s * n_m, _HM_CELL_H * n_r
+
+    def draw(fig: Figure) -> None:
+        ax = fig.add_axes((_HM_LEFT / width, _HM_BOTTOM / height, grid_w / width, grid_h / height))
+        cmap = matplotlib.colormaps[palette.HEATMAP_CMAP].with_extremes(bad="white")
+        norm = matplotlib.colors.Normalize(vmin=vmin, vmax=vmax)
+        im = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
+        for (i, col), st in np.ndenumerate(state):
+            if st == 1:
+                ax.add_patch(Rectangle((col - 0.5, i - 0.5), 1, 1, fill=False, hatch=palette.MISSING_HATCH,
+                                       edgecolor=palette.MISSING_EDGE, linewidth=0))
+            elif st == 2:
+                ax.text(col, i, "n/a", ha="center", va="center", fontsize=7, color="#555555")
+            else:
+                v = values[i, col]
+                r, g, b, _ = cmap(norm(v))
+                dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
+                ax.text(col, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=7.5,
+                        color="white" if dark else "black")
+        for j in range(1, n_m):
+            ax.axvline(j * n_s - 0.5, color="white", linewidth=3)
+        start = 0
+        for fam in group.family_order:
+            members = group.family_members(fam)
+            centre = start + (len(members) - 1) / 2
+            ax.annotate(fam, xy=(0, centre), xycoords=("axes fraction", "data"), xytext=(-150, 0),
+                        textcoords="offset pixels", ha="left", va="center", fontsize=8.5, fontweight="bold")
+            start += len(members)
+            if start < n_r:
+                ax.axhline(start - 0.5, color="white", linewidth=3)
+                ax.annotate("", xy=(0, start - 0.5), xycoords=("axes fraction", "data"), xytext=(-205, 0),
+                            textcoords="offset pixels",
+                            arrowprops={"arrowstyle": "-", "color": "#bbbbbb", "linewidth": 0.8})
+        ax.set_yticks(range(n_r), [c.replace("_", " ") for c in rows])
+        ax.set_xticks(range(n_m * n_s), [f"s{s}" for _ in runs for s in sevs])
+        ax.xaxis.tick_top()
+        ax.tick_params(length=0, pad=3)
+        for spine in ax.spines.values():
+            spine.set_visible(False)
+        for j, run in enumerate(runs):
+            ax.annotate(_short(run.label, 7 * n_s), xy=(j * n_s + (n_s - 1) / 2, 1), xycoords=("data", "axes fraction"),
+                        xytext=(0, 20), textcoords="offset pixels", ha="center", va="bottom", fontsize=8.5,
+                        fontweight="bold")
+        cax = fig.add_axes(((_HM_LEFT + grid_w + 18) / width, _HM_BOTTOM / height, 14 / width, grid_h / height))
+        cbar = fig.colorbar(im, cax=cax, format=FuncFormatter(_percent))
+        cbar.outline.set_linewidth(0.5)
+        cbar.set_label("%", rotation=0, labelpad=8)
+        fig.text(8 / width, 1 - 8 / height, f"{group.name}: {_drop_phrase(metric)}", ha="left", va="top",
+                 fontsize=10, fontweight="bold")
+        notes = []
+        if (state == 1).any():
+            notes.append(f"hatched: condition missing from the input ({int((state == 1).sum())} cells)")
+        if (state == 2).any():
+            notes.append("n/a: drop undefined (clean value 0 or null)")
+        if metric in LOWER_IS_BETTER:
+            notes.append(f"larger = more {metric}")
+        if notes:
+            fig.text(8 / width, 8 / height, "; ".join(notes), ha="left", va="bottom", fontsize=7.5, color="#333333")
+
+    return _render(width, height, draw)
+
+
+# --- severity curves and localization: one panel per corruption -----------------------------------------
+
+def _legend_handles(group: DatasetGroup) -> list[Line2D]:
+    handles = []
+    for j, run in enumerate(group.runs):
+        st = palette.model_style(j)
+        handles.append(Line2D([], [], color=st.colour, marker=st.marker, linestyle=st.dash, linewidth=1.6,
+                              markersize=5, label=_short(run.label, 40)))
+    return handles
+
+
+def _panels(fig: Figure, n: int):
+    rows = max(1, math.ceil(n / _PANEL_COLS))
+    axes = fig.subplots(rows, _PANEL_COLS, sharex=True, sharey=True, squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    for idx, ax in enumerate(flat[:n]):
+        if idx % _PANEL_COLS == 0:
+            ax.tick_params(labelleft=True)
+        ax.tick_params(labelbottom=True)
+        ax.grid(axis="y")
+    return flat[:n]
+
+
+def severity_curves_png(group: DatasetGroup, metric: str) -> bytes:
+    """Metric vs severity (0 = clean, 1-3), one panel per corruption, one line per model, CI bands when
+    the scorer wrote ``ci`` for the metric."""
+    sevs = (0,) + tuple(group.severities)
+    width, height = small_multiples_size(len(group.corruptions))
+    any_band = False
+    ymax = 0.0
+    series = {}
+    for c in group.corruptions:
+        conds = ["clean"] + [condition_id(c, s) for s in group.severities]
+        for j, run in enumerate(group.runs):
+            ys = np.array([np.nan if (v := metric_value(run.result, k, metric)) is None else v for k in conds])
+            cis = [confidence_interval(run.result, k, metric) for k in conds]
+            lo = np.array([np.nan if ci is None else ci[0] for ci in cis])
+            hi = np.array([np.nan if ci is None else ci[1] for ci in cis])
+            any_band = any_band or bool(np.isfinite(hi).any())
+            ymax = max(ymax, float(np.nanmax(np.concatenate([ys, hi, [0.0]]))))
+            series[c, j] = (ys, lo, hi)
+
+    def draw(fig: Figure) -> None:
+        axes = _panels(fig, len(group.corruptions))
+        for ax, c in zip(axes, group.corruptions):
+            for j, _run in enumerate(group.runs):
+                st = palette.model_style(j)
+                ys, lo, hi = series[c, j]
+                band = np.isfinite(lo) & np.isfinite(hi)
+                if band.any():
+                    ax.fill_between(sevs, np.where(band, lo, 0), np.where(band, hi, 0), where=band,
+                                    color=st.colour, alpha=0.16, linewidth=0)
+                ax.plot(sevs, ys, color=st.colour, marker=st.marker, linestyle=st.dash, linewidth=1.6,
+                        markersize=5)
+            if all(not np.isfinite(series[c, j][0][1:]).any() for j in range(len(group.runs))):
+                ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="#777777")
+            ax.set_title(f"{c.replace('_', ' ')}  ·  {group.families[c]}")
+            ax.set_xticks(sevs, ["clean"] + [str(s) for s in group.severities])
+            ax.set_xlim(-0.25, sevs[-1] + 0.25)
+        top = 1.02 if metric not in _UNBOUNDED else max(ymax * 1.08, 0.1)
+        axes[0].set_ylim(0, top)
+        for idx, ax in enumerate(axes):
+            if idx % _PANEL_COLS == 0:
+                ax.set_ylabel(metric)
+            if idx >= len(axes) - _PANEL_COLS:
+                ax.set_xlabel("severity")
+        title = f"{group.name}: {metric} vs severity"
+        if any_band:
+            title += " (bands: bootstrap 95% CI)"
+        fig.suptitle(title, fontsize=10.5, fontweight="bold")
+        fig.legend(handles=_legend_handles(group), loc="outside lower center", ncols=min(len(group.runs), 6),
+                   frameon=False)
+
+    return _render(width, height, draw, layout="constrained")
+
+
+def has_localization(group: DatasetGroup) -> bool:
+    return any(localization(run.result, k) is not None for run in group.runs for k in group.present_conditions)
+
+
+def localization_png(group: DatasetGroup) -> bytes:
+    """Mean IoU between a GT's clean and corrupted matched boxes vs severity; point area ∝ matched count."""
+    sevs = (0,) + tuple(group.severities)
+    width, height = small_multiples_size(len(group.corruptions))
+    n_m = len(group.runs)
+    points = {}
+    n_max, y_min = 1, 1.0
+    for c in group.corruptions:
+        conds = ["clean"] + [condition_id(c, s) for s in group.severities]
+        for j, run in enumerate(group.runs):
+            locs = [localization(run.result, k) for k in conds]
+            ys = np.array([np.nan if loc is None else loc[0] for loc in locs])
+            ns = np.array([0 if loc is None else loc[1] for loc in locs])
+            n_max = max(n_max, int(ns.max()))
+            if np.isfinite(ys).any():
+                y_min = min(y_min, float(np.nanmin(ys)))
+            points[c, j] = (ys, ns)
+    bottom = max(0.0, math.floor((y_min - 0.02) * 20) / 20)
+
+    def draw(fig: Figure) -> None:
+        axes = _panels(fig, len(group.corruptions))
+        for ax, c in zip(axes, group.corruptions):
+            for j in range(n_m):
+                st = palette.model_style(j)
+                ys, ns = points[c, j]
+                xs = np.array(sevs, dtype=float) + (j - (n_m - 1) / 2) * 0.07  # side by side, not on top
+                ax.plot(xs, ys, color=st.colour, linestyle=st.dash, linewidth=1.2)
+                ok = np.isfinite(ys)
+                ax.scatter(xs[ok], ys[ok], s=10 + 190 * ns[ok] / n_max, color=st.colour, marker=st.marker,
+                           edgecolors="white", linewidths=0.5, zorder=3)
+            if all(not np.isfinite(points[c, j][0][1:]).any() for j in range(n_m)):
+                ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="#777777")
+            ax.set_title(f"{c.replace('_', ' ')}  ·  {group.families[c]}")
+            ax.set_xticks(sevs, ["clean"] + [str(s) for s in group.severities])
+            ax.set_xlim(-0.3, sevs[-1] + 0.3)
+        axes[0].set_ylim(bottom, 1.01)
+        for idx, ax in enumerate(axes):
+            if idx % _PANEL_COLS == 0:
+                ax.set_ylabel("IoU(clean box, corrupted box)")
+            if idx >= len(axes) - _PANEL_COLS:
+                ax.set_xlabel("severity")
+        fig.suptitle(f"{group.name}: localization stability (point area ∝ GT matched in both, max {n_max})",
+                     fontsize=10.5, fontweight="bold")
+        fig.legend(handles=_legend_handles(group), loc="outside lower center", ncols=min(n_m, 6), frameon=False)
+
+    return _render(width, height, draw, layout="constrained")
+
+
+# --- family summary -----------------------------------------------------------------------------------------
+
+def family_bars_png(group: DatasetGroup, metric: str) -> bytes:
+    """Mean degradation per family, one bar per model (colour and hatch), value labels in %."""
+    fams = group.family_order
+    n_m = len(group.runs)
+    flip = -1.0 if metric in LOWER_IS_BETTER else 1.0
+    vals = []
+    for run in group.runs:
+        fam_drop = per_family_drop(group, run, metric)
+        vals.append([None if fam_drop[f] is None else flip * fam_drop[f] for f in fams])
+    width, height = family_bars_size(n_m, len(fams))
+    bar_w = 0.8 / n_m
+
+    def draw(fig: Figure) -> None:
+        ax = fig.add_subplot()
+        x = np.arange(len(fams), dtype=float)
+        handles = []
+        for j, run in enumerate(group.runs):
+            st = palette.model_style(j)
+            pos = x + (j - (n_m - 1) / 2) * bar_w
+            heights = np.array([0.0 if v is None else v for v in vals[j]])
+            ax.bar(pos, heights, width=bar_w * 0.92, color=st.colour, hatch=st.hatch, edgecolor="black",
+                   linewidth=0.6)
+            for p, v in zip(pos, vals[j]):
+                text = "n/a" if v is None else f"{100 * v:.0f}"
+                y = 0.0 if v is None else v
+                ax.annotate(text, xy=(p, y), xytext=(0, 3 if y >= 0 else -3), textcoords="offset points",
+                            ha="center", va="bottom" if y >= 0 else "top", fontsize=7.5)
+            handles.append(Patch(facecolor=st.colour, hatch=st.hatch, edgecolor="black", linewidth=0.6,
+                                 label=_short(run.label, 40)))
+        ax.axhline(0, color="black", linewidth=0.8)
+        counts = [len(group.family_members(f)) for f in fams]
+        ax.set_xticks(x, [f"{f}\n({n} corruption{'s' if n != 1 else ''})" for f, n in zip(fams, counts)])
+        ax.yaxis.set_major_formatter(FuncFormatter(_percent))
+        ax.set_ylabel(f"mean {_drop_phrase(metric)}")
+        finite = [v for row in vals for v in row if v is not None]
+        lo = min([0.0] + finite)
+        hi = max([0.05] + finite)
+        ax.set_ylim(lo * 1.15 if lo < 0 else 0, hi * 1.15)
+        ax.grid(axis="y")
+        ax.set_axisbelow(True)
+        ax.set_title(f"{group.name}: mean {_drop_phrase(metric)} per family", fontsize=10.5, fontweight="bold")
+        ax.legend(handles=handles, loc="upper left", frameon=False)
+
+    return _render(width, height, draw, layout="constrained")

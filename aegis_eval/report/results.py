@@ -1,0 +1,344 @@
+"""Reading ``aegis score`` JSONs (schema ``aegis-score/1``) and arranging them for the report.
+
+Pure data: nothing here draws or writes. A *run* is one score JSON (one model on one dataset); runs are
+grouped by dataset (``null`` -> ``"unknown"``) and identified inside a group by their ``label``.
+
+Value conventions used by every figure and table:
+
+- ``metric_value`` is ``None`` when the condition is absent, the value is ``null``, or an AP is ``-1``
+  (pycocotools' "no GT in this size range").
+- ``relative_drop`` is ``(clean - condition) / clean`` as written by the scorer (``rel_drop``), recomputed
+  from the two values when the field is absent; ``None`` when undefined (clean value 0 or missing).
+- ``degradation`` is the relative drop oriented so that larger is worse for every metric: for metrics in
+  ``LOWER_IS_BETTER`` (false alarms) the sign is flipped. Figures and the heatmap use it; tables print the
+  drop as stored and say so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from aegis_data.config import SEVERITIES, condition_id, load_config, parse_condition
+from aegis_data.errors import AegisError
+from aegis_eval.result_keys import AP_METRICS, LOWER_IS_BETTER, SCHEMA, THRESHOLD_METRICS
+
+METRICS = THRESHOLD_METRICS + AP_METRICS
+UNKNOWN_DATASET = "unknown"
+SOURCE_KEY = "_source"  # added by load_results so messages and the provenance table can name the file
+
+
+def _fail(where: str, message: str) -> AegisError:
+    return AegisError(f"{where}: {message}")
+
+
+def validate_result(obj: Any, where: str = "<result>") -> dict:
+    """Check the parts of a score JSON the report relies on; returns it unchanged.
+
+    Raises AegisError naming ``where`` and the first problem found.
+    """
+    if not isinstance(obj, dict):
+        raise _fail(where, f"expected a JSON object written by `aegis score --json` (schema {SCHEMA!r}), "
+                           f"got a JSON {type(obj).__name__}")
+    schema = obj.get("schema")
+    if schema != SCHEMA:
+        raise _fail(where, f"expected an `aegis score` JSON with schema {SCHEMA!r}, got schema {schema!r}")
+    label = obj.get("label")
+    if not isinstance(label, str) or not label.strip():
+        raise _fail(where, f"'label' must be a non-empty string, got {label!r}")
+    dataset = obj.get("dataset")
+    if dataset is not None and not isinstance(dataset, str):
+        raise _fail(where, f"'dataset' must be a string or null, got {dataset!r}")
+    conditions = obj.get("conditions")
+    if not isinstance(conditions, dict) or not conditions:
+        raise _fail(where, "'conditions' must be a non-empty object of condition id -> metrics")
+    for cond, block in conditions.items():
+        try:
+            parse_condition(cond)
+        except AegisError as exc:
+            raise _fail(where, str(exc)) from None
+        if not isinstance(block, dict):
+            raise _fail(where, f"conditions[{cond!r}] must be an object, got {type(block).__name__}")
+    for key in ("summary", "provenance", "threshold"):
+        if key in obj and obj[key] is not None and not isinstance(obj[key], dict):
+            raise _fail(where, f"'{key}' must be an object, got {type(obj[key]).__name__}")
+    return obj
+
+
+def load_results(paths: Iterable[str | Path]) -> list[dict]:
+    """Read and validate score JSON files, in the order given.
+
+    Each returned dict is the file's JSON with one extra key, ``"_source"`` (the path as given). Raises
+    AegisError (one line naming the file) for a missing, unreadable, non-JSON or wrong-schema file, or when
+    no path is given.
+    """
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise AegisError("no score JSON given (expected one or more files written by `aegis score --json`)")
+    results = []
+    for p in paths:
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise AegisError(f"score JSON not found: {p}") from None
+        except IsADirectoryError:
+            raise AegisError(f"expected a score JSON file, got a directory: {p}") from None
+        except UnicodeDecodeError:
+            raise AegisError(f"{p}: not a text file (expected an `aegis score` JSON)") from None
+        except OSError as exc:
+            raise AegisError(f"cannot read {p}: {exc.strerror}") from None
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise AegisError(f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        validate_result(obj, str(p))
+        results.append({**obj, SOURCE_KEY: str(p)})
+    return results
+
+
+def check_metric(metric: str) -> str:
+    if metric not in METRICS:
+        raise AegisError(f"unknown metric {metric!r}; expected one of: {', '.join(METRICS)}")
+    return metric
+
+
+# --- values ------------------------------------------------------------------------------------------------
+
+def _number(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def metric_value(result: Mapping, condition: str, metric: str) -> float | None:
+    """The metric for one condition, or None (absent condition, null value, or AP = -1)."""
+    block = result["conditions"].get(condition)
+    if block is None:
+        return None
+    v = _number(block.get(metric))
+    if v is not None and metric in AP_METRICS and v < 0:
+        return None
+    return v
+
+
+def relative_drop(result: Mapping, condition: str, metric: str) -> float | None:
+    """``(clean - condition) / clean``: the scorer's ``rel_drop`` when written, else recomputed; None if undefined."""
+    block = result["conditions"].get(condition)
+    if block is None:
+        return None
+    stored = block.get("rel_drop")
+    if isinstance(stored, dict) and metric in stored:
+        return _number(stored[metric])
+    clean = metric_value(result, "clean", metric)
+    value = metric_value(result, condition, metric)
+    if clean is None or value is None or clean == 0:
+        return None
+    return (clean - value) / clean
+
+
+def degradation(result: Mapping, condition: str, metric: str) -> float | None:
+    """Relative drop with larger = worse for every metric (sign flipped for ``LOWER_IS_BETTER``)."""
+    d = relative_drop(result, condition, metric)
+    if d is None:
+        return None
+    return -d if metric in LOWER_IS_BETTER else d
+
+
+def confidence_interval(result: Mapping, condition: str, metric: str) -> tuple[float, float] | None:
+    """The bootstrap percentile interval ``ci[metric]`` of a condition, or None when absent."""
+    block = result["conditions"].get(condition)
+    ci = block.get("ci") if block else None
+    if not isinstance(ci, dict):
+        return None
+    pair = ci.get(metric)
+    if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+        return None
+    lo, hi = _number(pair[0]), _number(pair[1])
+    if lo is None or hi is None:
+        return None
+    return lo, hi
+
+
+def localization(result: Mapping, condition: str) -> tuple[float, int] | None:
+    """(mean IoU clean-vs-condition box, matched count) for a condition, or None when absent."""
+    block = result["conditions"].get(condition)
+    loc = block.get("localization") if block else None
+    if not isinstance(loc, dict):
+        return None
+    iou = _number(loc.get("iou_clean_vs_condition"))
+    n = loc.get("n_matched")
+    if iou is None or isinstance(n, bool) or not isinstance(n, int):
+        return None
+    return iou, n
+
+
+def summary_value(result: Mapping, section: str, metric: str, key: str | None = None) -> float | None:
+    """``summary[section][metric]`` (or ``summary[section][key][metric]``) when present, else None."""
+    node = result.get("summary") or {}
+    node = node.get(section)
+    if key is not None:
+        node = node.get(key) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        return None
+    return _number(node.get(metric))
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+# --- grouping ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Run:
+    """One model's score JSON inside a dataset group."""
+
+    label: str
+    result: Mapping[str, Any]
+
+    @property
+    def source(self) -> str:
+        return str(self.result.get(SOURCE_KEY, ""))
+
+    def has(self, condition: str) -> bool:
+        return condition in self.result["conditions"]
+
+
+@dataclass(frozen=True)
+class DatasetGroup:
+    """All runs on one dataset, with the corruption rows every figure and table share.
+
+    corruptions: row order — families in config order, corruptions in config order inside a family; every
+        canonical corruption is listed (a partial sweep shows it as missing), then any unknown ones.
+    families: corruption -> family.
+    severities: (1, 2, 3).
+    """
+
+    name: str
+    runs: tuple[Run, ...]
+    corruptions: tuple[str, ...]
+    families: Mapping[str, str]
+    severities: tuple[int, ...] = SEVERITIES
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(r.label for r in self.runs)
+
+    @property
+    def family_order(self) -> tuple[str, ...]:
+        seen: list[str] = []
+        for c in self.corruptions:
+            if self.families[c] not in seen:
+                seen.append(self.families[c])
+        return tuple(seen)
+
+    def family_members(self, family: str) -> tuple[str, ...]:
+        return tuple(c for c in self.corruptions if self.families[c] == family)
+
+    @property
+    def grid_conditions(self) -> tuple[str, ...]:
+        """Every corrupted condition of the grid, row-major (corruption, then severity)."""
+        return tuple(condition_id(c, s) for c in self.corruptions for s in self.severities)
+
+    @property
+    def present_conditions(self) -> tuple[str, ...]:
+        """``clean`` (when any run has it) and the grid conditions at least one run has, in grid order."""
+        conds = (["clean"] if any(r.has("clean") for r in self.runs) else []) + list(self.grid_conditions)
+        return tuple(c for c in conds if any(r.has(c) for r in self.runs))
+
+    def missing(self, run: Run) -> tuple[str, ...]:
+        """Conditions of the full grid (clean included) this run lacks."""
+        return tuple(c for c in ("clean",) + self.grid_conditions if not run.has(c))
+
+
+def _corruption_rows(results: Sequence[Mapping]) -> tuple[tuple[str, ...], dict[str, str]]:
+    cfg = load_config()
+    family_of = {name: spec.family for name, spec in cfg.corruptions.items()}
+    extra: list[str] = []
+    for res in results:
+        for cond, block in res["conditions"].items():
+            name, _ = parse_condition(cond)
+            if name is None:
+                continue
+            fam = block.get("family")
+            if name not in family_of:
+                family_of[name] = fam if isinstance(fam, str) and fam else "other"
+                extra.append(name)
+    families = list(cfg.families) + [f for f in dict.fromkeys(family_of[c] for c in extra) if f not in cfg.families]
+    order = [c for fam in families for c in list(cfg.families.get(fam, ())) + [e for e in extra if family_of[e] == fam]]
+    return tuple(order), {c: family_of[c] for c in order}
+
+
+def group_by_dataset(results: Sequence[Mapping]) -> list[DatasetGroup]:
+    """Group validated results by dataset (first-seen order); AegisError on a duplicate (dataset, label)."""
+    corruptions, families = _corruption_rows(results)
+    groups: dict[str, list[Run]] = {}
+    for res in results:
+        name = res.get("dataset") or UNKNOWN_DATASET
+        runs = groups.setdefault(name, [])
+        label = res["label"]
+        for other in runs:
+            if other.label == label:
+                raise AegisError(
+                    f"two results for model {label!r} on dataset {name!r} ({other.source or '?'} and "
+                    f"{res.get(SOURCE_KEY) or '?'}); give each run a distinct label (`aegis score --label`)"
+                )
+        runs.append(Run(label, res))
+    return [DatasetGroup(name, tuple(runs), corruptions, families) for name, runs in groups.items()]
+
+
+def per_family_drop(group: DatasetGroup, run: Run, metric: str) -> dict[str, float | None]:
+    """Mean relative drop per family: the scorer's ``summary.per_family`` when written, else the mean of the
+    family's present conditions."""
+    out = {}
+    for fam in group.family_order:
+        v = summary_value(run.result, "per_family", metric, key=fam)
+        if v is None:
+            v = _mean([relative_drop(run.result, condition_id(c, s), metric)
+                       for c in group.family_members(fam) for s in group.severities])
+        out[fam] = v
+    return out
+
+
+def per_corruption_drop(group: DatasetGroup, run: Run, metric: str) -> dict[str, float | None]:
+    """Mean relative drop over a corruption's severities (``summary.per_corruption`` when written)."""
+    out = {}
+    for c in group.corruptions:
+        v = summary_value(run.result, "per_corruption", metric, key=c)
+        if v is None:
+            v = _mean([relative_drop(run.result, condition_id(c, s), metric) for s in group.severities])
+        out[c] = v
+    return out
+
+
+@dataclass(frozen=True)
+class RobustnessSummary:
+    """Clean value, mPC (mean over present corrupted conditions), rPC = mPC / clean, mean relative drop."""
+
+    clean: float | None
+    mpc: float | None
+    rpc: float | None
+    mean_rel_drop: float | None
+    n_corrupted: int
+    n_missing: int
+
+
+def robustness_summary(group: DatasetGroup, run: Run, metric: str) -> RobustnessSummary:
+    """The scorer's summary values when written, else recomputed from the conditions present."""
+    corrupted = [c for c in group.grid_conditions if run.has(c)]
+    clean = metric_value(run.result, "clean", metric)
+    mpc = summary_value(run.result, "mpc", metric)
+    if mpc is None:
+        mpc = _mean([metric_value(run.result, c, metric) for c in corrupted])
+    rpc = summary_value(run.result, "rpc", metric)
+    if rpc is None and mpc is not None and clean:
+        rpc = mpc / clean
+    mrd = summary_value(run.result, "mean_rel_drop", metric)
+    if mrd is None:
+        mrd = _mean([relative_drop(run.result, c, metric) for c in corrupted])
+    return RobustnessSummary(clean, mpc, rpc, mrd, len(corrupted), len(group.missing(run)))

@@ -1,0 +1,93 @@
+"""The whole baseline protocol in one call (SPEC §6–§7): predict clean val → freeze the threshold once →
+predict all test conditions → score with bootstrap intervals.
+
+Results folder::
+
+    RESULTS/val/clean.json, RESULTS/val/run.json      # clean validation predictions
+    RESULTS/threshold.json                            # frozen once; reused on every re-run
+    RESULTS/predictions/<condition>.json, run.json    # the 28 test conditions
+    RESULTS/score.json, RESULTS/score.csv             # schema aegis-score/1
+
+Every stage is resumable: predictions skip finished conditions, and an existing threshold file is reused as
+long as it was frozen on the same validation predictions and GT (else it is refused unless ``force``, which
+re-freezes and re-predicts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+from aegis_data.errors import AegisError
+from aegis_data.imageio import file_sha256
+from aegis_eval.predictions import load_ground_truth, load_predictions
+from aegis_eval.runners.predict import LazyDetector, PredictSettings, predict_split
+from aegis_eval.scoring import score_paths, write_score_csv, write_score_json
+from aegis_eval.threshold import DEFAULT_RULE, freeze_threshold, read_threshold_file, write_threshold_file
+
+THRESHOLD_FILE = "threshold.json"
+
+
+def freeze_or_reuse_threshold(val_preds: Path, split_dir: Path, path: Path, *, rule: str = DEFAULT_RULE,
+                              force: bool = False) -> tuple[float, str]:
+    """Return (threshold, "frozen" | "reused"). An existing file is reused only if it was frozen on these
+    exact validation predictions and GT with the same rule; otherwise AegisError unless ``force``."""
+    gt_file = split_dir / "annotations" / "val.json"
+    if path.is_file() and not force:
+        value, info = read_threshold_file(path)
+        recorded_preds = (info.get("predictions") or {}).get("sha256")
+        recorded_gt = (info.get("gt") or {}).get("sha256")
+        if recorded_preds != file_sha256(val_preds) or recorded_gt != file_sha256(gt_file) or info.get("rule") != rule:
+            raise AegisError(f"{path} was frozen on different inputs (validation predictions, GT or rule differ); "
+                             f"keep it by restoring those inputs, or pass --force to freeze a new threshold")
+        return value, "reused"
+    gt = load_ground_truth(split_dir, "val")
+    frozen = freeze_threshold(gt, load_predictions(val_preds, gt), rule=rule)
+    write_threshold_file(frozen, path, val_preds, split_dir, split="val")
+    return frozen.value, "frozen"
+
+
+def run_sweep(settings: PredictSettings, split_dir: str | Path, results_dir: str | Path, *,
+              bootstrap: int = 1000, seed: int = 0, rule: str = DEFAULT_RULE, label: str | None = None,
+              conditions: str = "all", force: bool = False, detector=None,
+              progress: Callable[[str, str], None] | None = None,
+              on_warning: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run the protocol; return the score result (also written to RESULTS/score.json and score.csv).
+
+    ``settings.split_name`` is ignored: validation uses ``val``, the sweep ``test``. The detector is loaded at
+    most once (lazily, only when something must be predicted) and shared by both prediction stages.
+    """
+    split = Path(split_dir)
+    out = Path(results_dir)
+    if out.exists() and not out.is_dir():
+        raise AegisError(f"--out {out} exists and is not a folder")
+    if bootstrap < 1:
+        raise AegisError(f"bootstrap must be >= 1 resamples, got {bootstrap}")
+    out.mkdir(parents=True, exist_ok=True)
+    lazy = LazyDetector(settings, detector)  # loaded at most once, shared by the val and test stages
+
+    def stage(name: str) -> Callable[[str, str], None]:
+        def report(cond: str, status: str) -> None:
+            if progress:
+                progress(f"{name}/{cond}", status)
+        return report
+
+    predict_split(replace(settings, split_name="val"), split, out / "val", conditions="clean", force=force,
+                  detector=lazy, progress=stage("val"))
+    value, how = freeze_or_reuse_threshold(out / "val" / "clean.json", split, out / THRESHOLD_FILE, rule=rule,
+                                           force=force)
+    if progress:
+        progress(f"threshold {value:g}", how)
+    predict_split(replace(settings, split_name="test"), split, out / "predictions", conditions=conditions,
+                  force=force, detector=lazy, progress=stage("test"))
+
+    def warn(msg: str) -> None:  # run.json sits beside the condition files by design
+        if on_warning and "run.json" not in msg:
+            on_warning(msg)
+
+    result = score_paths(out / "predictions", split, threshold_file=out / THRESHOLD_FILE, bootstrap=bootstrap,
+                         seed=seed, label=label or settings.model, split="test", on_warning=warn)
+    write_score_json(result, out / "score.json")
+    write_score_csv(result, out / "score.csv")
+    return result

@@ -1,0 +1,405 @@
+"""Fine-tuning the reference detectors on a split's clean train images, validated on clean val (SPEC §7).
+
+Run folder::
+
+    RUN/config.yaml                 # every resolved setting, written before training starts
+    RUN/data/data.yaml              # YOLO dataset (absolute paths), built from the COCO GT
+    RUN/data/images/{train,val}/    # frames, or 1024-px tiles of large frames (overlap 256)
+    RUN/data/labels/{train,val}/    # YOLO txt, class 0 = person
+    RUN/train/weights/{best,last}.pt   # Ultralytics
+    RUN/best.pt, RUN/last.pt           # Faster R-CNN (last.pt keeps the optimizer state for resume)
+
+Both backends train on the same tiles: a frame larger than a tile is cut with ``tile_grid`` and a box goes to
+every tile that shows at least ``min_visibility`` of its area (``assign_boxes``), clipped to the tile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import yaml
+
+from aegis_data.errors import AegisError
+from aegis_data.imageio import file_sha256, read_rgb, write_bytes_atomic, write_png_atomic
+from aegis_data.layout import annotation_path, condition_dir
+from aegis_data.tiling import assign_boxes, crop, tile_grid
+from aegis_eval.runners import MODELS, resolve_device, resolve_weights, seed_torch
+from aegis_eval.runners.config import OPTIMIZERS, check_values
+
+DATA_STAMP = "dataset.json"
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """All settings of a fine-tuning run; copied to RUN/config.yaml."""
+
+    model: str
+    weights: str | None
+    arch: str | None = None
+    epochs: int = 100
+    imgsz: int = 1024
+    batch: int = 8
+    seed: int = 0
+    lr0: float = 0.01
+    optimizer: str = "SGD"
+    momentum: float = 0.9
+    weight_decay: float = 0.0005
+    device: str = "auto"
+    workers: int = 0
+    tile: int = 1024
+    overlap: int = 256
+    min_visibility: float = 0.5
+    score_floor: float = 0.001   # Faster R-CNN validation predictions
+    nms_iou: float = 0.5         # merge of tiled validation predictions
+    max_det: int = 300
+    allow_download: bool = False
+
+    def validate(self) -> "TrainSettings":
+        if self.model not in MODELS:
+            raise AegisError(f"unknown model {self.model!r}; expected one of {', '.join(MODELS)}")
+        if self.optimizer not in OPTIMIZERS:
+            raise AegisError(f"optimizer={self.optimizer!r} is invalid; expected {' or '.join(OPTIMIZERS)}")
+        check_values({k: v for k, v in asdict(self).items() if k not in ("model", "weights", "arch", "device",
+                                                                           "allow_download")}, "train settings")
+        return self
+
+
+# --- dataset ------------------------------------------------------------------------------------------
+def _read_coco(path: Path) -> dict:
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise AegisError(f"cannot read COCO ground truth {path}: {exc}") from None
+
+
+def _boxes_by_image(coco: dict) -> dict[int, np.ndarray]:
+    """Non-crowd person boxes per image id, xyxy float64."""
+    cats = {int(c["id"]) for c in coco.get("categories", []) if str(c.get("name", "")).lower() == "person"}
+    out: dict[int, list] = {}
+    for a in coco.get("annotations", []):
+        if a.get("iscrowd", 0) or (cats and int(a["category_id"]) not in cats):
+            continue
+        x, y, w, h = (float(v) for v in a["bbox"])
+        if w > 0 and h > 0:
+            out.setdefault(int(a["image_id"]), []).append((x, y, x + w, y + h))
+    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
+
+
+def _yolo_lines(boxes: np.ndarray, width: int, height: int) -> str:
+    lines = []
+    for x0, y0, x1, y1 in boxes:
+        cx, cy = (x0 + x1) / 2 / width, (y0 + y1) / 2 / height
+        lines.append(f"0 {cx:.6f} {cy:.6f} {(x1 - x0) / width:.6f} {(y1 - y0) / height:.6f}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def write_yolo_dataset(split_dir: str | Path, data_dir: str | Path, *, tile: int = 1024, overlap: int = 256,
+                       min_visibility: float = 0.5) -> Path:
+    """Write the clean train and val images of a split as a YOLO dataset; return ``data.yaml``'s path.
+
+    Frames that fit in one tile are written as they are; larger ones as tiles named
+    ``<stem>_x<x0>_y<y0>.png``. Tiles without a visible person are kept as negatives. Reuses an existing
+    dataset written from the same GT files with the same tiling (``dataset.json`` records that).
+    """
+    root = Path(split_dir)
+    data = Path(data_dir)
+    gts = {}
+    for s in ("train", "val"):
+        p = annotation_path(root, s)
+        if not p.is_file():
+            hint = ("the split was built without --with-train; rebuild it with `aegis build-splits --with-train`"
+                    if s == "train" else "the split has no clean validation set")
+            raise AegisError(f"{root} has no {p.relative_to(root)}: {hint}")
+        gts[s] = p
+    stamp = {"gt_sha256": {s: file_sha256(p) for s, p in gts.items()}, "tile": tile, "overlap": overlap,
+             "min_visibility": min_visibility}
+    yaml_path = data / "data.yaml"
+    stamp_path = data / DATA_STAMP
+    if yaml_path.is_file() and stamp_path.is_file():
+        try:
+            old = json.loads(stamp_path.read_bytes())
+            if {k: v for k, v in old.items() if k != "counts"} == stamp:
+                return yaml_path
+        except ValueError:
+            pass
+    counts = {}
+    for s, gt_path in gts.items():
+        coco = _read_coco(gt_path)
+        boxes = _boxes_by_image(coco)
+        img_dir, lbl_dir = data / "images" / s, data / "labels" / s
+        img_dir.mkdir(parents=True, exist_ok=True)
+        lbl_dir.mkdir(parents=True, exist_ok=True)
+        n_files = n_boxes = 0
+        for im in sorted(coco["images"], key=lambda r: int(r["id"])):
+            src = condition_dir(root, s, "clean") / im["file_name"]
+            rgb = read_rgb(src)
+            h, w = rgb.shape[:2]
+            stem = Path(im["file_name"]).stem
+            b = boxes.get(int(im["id"]), np.zeros((0, 4)))
+            for t in tile_grid(w, h, tile, overlap):
+                name = stem if (t.width == w and t.height == h) else f"{stem}_x{t.x0}_y{t.y0}"
+                tb, _ = assign_boxes(b, t, min_visibility)
+                write_png_atomic(img_dir / f"{name}.png", np.ascontiguousarray(crop(rgb, t)))
+                write_bytes_atomic(lbl_dir / f"{name}.txt", _yolo_lines(tb, t.width, t.height).encode())
+                n_files += 1
+                n_boxes += len(tb)
+        counts[s] = {"images": n_files, "boxes": n_boxes}
+    spec = {"path": str(data.resolve()), "train": str((data / "images" / "train").resolve()),
+            "val": str((data / "images" / "val").resolve()), "names": {0: "person"}}
+    write_bytes_atomic(yaml_path, yaml.safe_dump(spec, sort_keys=False).encode())
+    write_bytes_atomic(stamp_path, json.dumps({**stamp, "counts": counts}, indent=2).encode())
+    return yaml_path
+
+
+def read_yolo_folder(images_dir: Path) -> list[tuple[Path, np.ndarray]]:
+    """(image path, boxes xyxy pixels) for every PNG of a YOLO image folder, sorted by name."""
+    labels_dir = images_dir.parent.parent / "labels" / images_dir.name
+    items = []
+    for img in sorted(images_dir.glob("*.png")):
+        from aegis_data.imageio import image_size
+
+        w, h = image_size(img)
+        rows = []
+        txt = labels_dir / f"{img.stem}.txt"
+        for line in (txt.read_text().splitlines() if txt.is_file() else []):
+            _, cx, cy, bw, bh = (float(v) for v in line.split())
+            rows.append(((cx - bw / 2) * w, (cy - bh / 2) * h, (cx + bw / 2) * w, (cy + bh / 2) * h))
+        items.append((img, np.asarray(rows, dtype=np.float64).reshape(-1, 4)))
+    return items
+
+
+# --- entry point --------------------------------------------------------------------------------------
+def write_run_config(settings: TrainSettings, split_dir: Path, run_dir: Path, extra: dict | None = None) -> Path:
+    cfg = {"settings": asdict(settings), "split": str(split_dir.resolve()), "run": str(run_dir.resolve()),
+           "weights_sha256": file_sha256(settings.weights) if settings.weights and Path(settings.weights).is_file()
+           else None, **(extra or {})}
+    path = run_dir / "config.yaml"
+    write_bytes_atomic(path, yaml.safe_dump(cfg, sort_keys=False).encode())
+    return path
+
+
+def train_baseline(settings: TrainSettings, split_dir: str | Path, run_dir: str | Path,
+                   log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Fine-tune ``settings.model`` on the split's clean train, validate on clean val; resume when possible.
+
+    Returns ``{"best": path, "last": path, "config": path, "data": data.yaml, "resumed": bool, ...}``.
+    """
+    settings = settings.validate()
+    split = Path(split_dir)
+    if not split.is_dir():
+        raise AegisError(f"split folder not found: {split}")
+    run = Path(run_dir)
+    if run.exists() and not run.is_dir():
+        raise AegisError(f"--out {run} exists and is not a folder")
+    weights = resolve_weights(settings.model, settings.weights, allow_download=settings.allow_download)
+    device = resolve_device(settings.device)
+    run.mkdir(parents=True, exist_ok=True)
+    data_yaml = write_yolo_dataset(split, run / "data", tile=settings.tile, overlap=settings.overlap,
+                                   min_visibility=settings.min_visibility)
+    from aegis_eval.runners.predict import library_versions
+
+    cfg_path = write_run_config(settings, split, run, {"device_resolved": device, "versions": library_versions()})
+    seed_torch(settings.seed)
+    if settings.model == "fasterrcnn":
+        result = _train_fasterrcnn(settings, weights, device, split, run, data_yaml, log or (lambda s: None))
+    else:
+        result = _train_ultralytics(settings, weights, device, run, data_yaml)
+    result.update(config=str(cfg_path), data=str(data_yaml))
+    return result
+
+
+# --- Ultralytics --------------------------------------------------------------------------------------
+def _train_ultralytics(settings: TrainSettings, weights: str, device: str, run: Path, data_yaml: Path) -> dict[str, Any]:
+    import torch
+    from ultralytics import RTDETR, YOLO
+
+    cls = RTDETR if settings.model == "rtdetr" else YOLO
+    weights_dir = run / "train" / "weights"
+    last = weights_dir / "last.pt"
+    resumed = False
+    if last.is_file():
+        ckpt = torch.load(str(last), map_location="cpu", weights_only=False)
+        if int(ckpt.get("epoch", -1)) == -1:  # ultralytics marks a finished run's checkpoint with epoch -1
+            return {"best": str(weights_dir / "best.pt"), "last": str(last), "resumed": False,
+                    "status": "already finished", "train_dir": str(run / "train")}
+        cls(str(last)).train(resume=True, device=device, workers=settings.workers, plots=False)
+        resumed = True
+    else:
+        net = cls(weights)
+        net.train(data=str(data_yaml), epochs=settings.epochs, imgsz=settings.imgsz, batch=settings.batch,
+                  seed=settings.seed, deterministic=True, workers=settings.workers, optimizer=settings.optimizer,
+                  lr0=settings.lr0, momentum=settings.momentum, weight_decay=settings.weight_decay, device=device,
+                  project=str(run.resolve()), name="train", exist_ok=True, plots=False, val=True, verbose=False,
+                  max_det=settings.max_det)
+    best = weights_dir / "best.pt"
+    if not best.is_file():
+        raise AegisError(f"ultralytics finished without writing {best}")
+    return {"best": str(best), "last": str(last), "resumed": resumed, "status": "trained",
+            "train_dir": str(run / "train")}
+
+
+# --- Faster R-CNN -------------------------------------------------------------------------------------
+def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    """Deterministic shuffle of ``range(n)``: sort by SHA-256 of (seed, epoch, index); no RNG state involved."""
+    def key(i: int) -> bytes:
+        return hashlib.sha256(f"aegis-train-order|{seed}|{epoch}|{i}".encode()).digest()
+
+    return sorted(range(n), key=key)
+
+
+def _save_atomic(obj: dict, path: Path) -> None:
+    import torch
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(obj, str(tmp))
+    os.replace(tmp, path)
+
+
+def _build_optimizer(net, settings: TrainSettings):
+    import torch
+
+    params = [p for p in net.parameters() if p.requires_grad]
+    if settings.optimizer == "AdamW":
+        return torch.optim.AdamW(params, lr=settings.lr0, weight_decay=settings.weight_decay)
+    return torch.optim.SGD(params, lr=settings.lr0, momentum=settings.momentum, weight_decay=settings.weight_decay)
+
+
+def _targets(boxes: np.ndarray, device: str):
+    import torch
+
+    return {"boxes": torch.as_tensor(boxes, dtype=torch.float32, device=device).reshape(-1, 4),
+            "labels": torch.ones(len(boxes), dtype=torch.int64, device=device)}
+
+
+def validate_ap50(detector, split_dir: Path, settings: TrainSettings) -> float:
+    """AP50 of ``detector`` on the split's clean val frames (tiled as in the sweep), by the shared evaluator."""
+    from aegis_eval.runners.predict import coco_results, read_split_images
+    from aegis_eval.runners.tiled import predict_images
+
+    split = read_split_images(split_dir, "val")
+    folder = condition_dir(split_dir, "val", "clean")
+    rows: list[dict] = []
+    for k in range(0, len(split.image_ids), settings.batch):
+        frames = [read_rgb(folder / n) for n in split.file_names[k:k + settings.batch]]
+        preds = predict_images(detector, frames, settings.score_floor, tiled=True, tile=settings.tile,
+                               overlap=settings.overlap, nms_iou=settings.nms_iou, batch=settings.batch)
+        for image_id, frame, pred in zip(split.image_ids[k:k + settings.batch], frames, preds):
+            rows.extend(coco_results(image_id, pred, frame.shape[1], frame.shape[0]))
+    return coco_ap50(split.gt_path, rows)
+
+
+def coco_ap50(gt_path: Path, rows: list[dict]) -> float:
+    """COCO AP@0.5 (person) of a results list against a GT file; 0.0 when there are no detections.
+
+    Uses the toolkit's evaluator (aegis_eval.metrics.coco_ap, pycocotools-identical) when it is importable,
+    else faster-coco-eval's COCOeval directly (measured bit-identical to pycocotools, ENVIRONMENT.md §6).
+    """
+    if not rows:
+        return 0.0
+    try:
+        from aegis_eval.metrics import coco_ap
+    except ImportError:
+        coco_ap = None
+    if coco_ap is not None:
+        from aegis_eval.predictions import detections_from_results, load_ground_truth
+
+        gt = load_ground_truth(gt_path)
+        if gt.n_boxes == 0:
+            return 0.0
+        value = coco_ap(gt, detections_from_results(rows, gt, {"file": "<validation>"}))["map50"]
+    else:
+        value = _faster_coco_ap50(gt_path, rows)
+    return float(value) if value is not None and value >= 0 else 0.0
+
+
+def _faster_coco_ap50(gt_path: Path, rows: list[dict]) -> float:
+    import contextlib
+    import io
+
+    from faster_coco_eval import COCO, COCOeval_faster
+
+    with contextlib.redirect_stdout(io.StringIO()):  # the library prints its summary table
+        gt = COCO(str(gt_path))
+        dt = gt.loadRes(rows)
+        ev = COCOeval_faster(gt, dt, "bbox")
+        ev.evaluate()
+        ev.accumulate()
+        ev.summarize()
+    return float(ev.stats[1])
+
+
+def _train_fasterrcnn(settings: TrainSettings, weights: str | None, device: str, split_dir: Path, run: Path, data_yaml: Path,
+                      log: Callable[[str], None]) -> dict[str, Any]:
+    import torch
+
+    from aegis_eval.runners.torchvision_runner import (DEFAULT_ARCH, FasterRCNNDetector, build_fasterrcnn,
+                                                       load_state, read_checkpoint)
+
+    last_path, best_path = run / "last.pt", run / "best.pt"
+    resume = last_path.is_file()
+    ckpt = read_checkpoint(last_path) if resume else None
+    init = read_checkpoint(weights) if (not resume and weights is not None) else None
+    arch = settings.arch or (ckpt or init or {}).get("arch") or DEFAULT_ARCH
+    torch.manual_seed(settings.seed)  # the random initialisation of heads (and of everything with weights none)
+    net = build_fasterrcnn(arch, max_det=settings.max_det, imgsz=settings.imgsz)
+    if init is not None:
+        load_state(net, init["model"], str(weights), arch)
+    net.to(device)
+    opt = _build_optimizer(net, settings)
+    start_epoch, best_ap, history = 0, -1.0, []
+    if ckpt is not None:
+        if ckpt.get("arch") not in (None, arch):
+            raise AegisError(f"{last_path} was trained with arch {ckpt.get('arch')}, not {arch}")
+        load_state(net, ckpt["model"], str(last_path), arch)
+        if ckpt.get("optimizer"):
+            opt.load_state_dict(ckpt["optimizer"])
+        start_epoch = int(ckpt.get("epoch", 0))
+        best_ap = float(ckpt.get("best_ap50", -1.0))
+        history = list(ckpt.get("history", []))
+    items = read_yolo_folder(data_yaml.parent / "images" / "train")
+    if not items:
+        raise AegisError(f"no training images in {data_yaml.parent / 'images' / 'train'}")
+    detector = FasterRCNNDetector.wrap(net, device, arch=arch, max_det=settings.max_det, imgsz=settings.imgsz)
+    meta = {"arch": arch, "imgsz": settings.imgsz, "settings": asdict(settings)}
+    for epoch in range(start_epoch, settings.epochs):
+        t0 = time.perf_counter()
+        net.train()
+        order = epoch_order(len(items), settings.seed, epoch)
+        losses = []
+        for k in range(0, len(order), settings.batch):
+            chunk = [items[i] for i in order[k:k + settings.batch]]
+            imgs = [torch.from_numpy(read_rgb(p)).to(device).permute(2, 0, 1).float().div_(255.0) for p, _ in chunk]
+            loss_dict = net(imgs, [_targets(b, device) for _, b in chunk])
+            loss = sum(loss_dict.values())
+            if not torch.isfinite(loss):
+                raise AegisError(f"training loss became {loss.item()} at epoch {epoch + 1}; lower --lr0 "
+                                 f"(now {settings.lr0})")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.item()))
+        net.eval()
+        ap50 = validate_ap50(detector, split_dir, settings)
+        entry = {"epoch": epoch + 1, "loss": float(np.mean(losses)), "val_ap50": ap50,
+                 "seconds": round(time.perf_counter() - t0, 3)}
+        history.append(entry)
+        log(f"epoch {epoch + 1}/{settings.epochs}: loss {entry['loss']:.4f}, val AP50 {ap50:.4f}")
+        state = {k: v.detach().cpu() for k, v in net.state_dict().items()}
+        if ap50 > best_ap:  # ties keep the earlier epoch
+            best_ap = ap50
+            _save_atomic({"model": state, **meta, "epoch": epoch + 1, "val_ap50": ap50}, best_path)
+        _save_atomic({"model": state, "optimizer": opt.state_dict(), **meta, "epoch": epoch + 1,
+                      "best_ap50": best_ap, "history": history}, last_path)
+    if not last_path.is_file():
+        raise AegisError(f"nothing was trained: epochs={settings.epochs}")
+    status = "trained" if start_epoch < settings.epochs else "already finished"
+    return {"best": str(best_path), "last": str(last_path), "resumed": resume, "status": status,
+            "history": history, "best_val_ap50": best_ap if math.isfinite(best_ap) else None}

@@ -1,0 +1,120 @@
+"""Build throughput: files/s and MP/s of a full 28-condition build, 1 vs 2 workers, SARD-like and HERIDAL-like frames.
+
+Sources are synthetic scenes rendered once and stored as PNG, so the build decodes a file like a real source
+(the synthetic renderer itself is not timed). Each configuration builds the test split only, with every
+corruption and severity. The per-source-image wall time is extrapolated to the full HERIDAL-C
+(101 frames of 4000x3000) and SARD-C (862 frames of 640x640) builds.
+
+    python benchmarks/bench_build.py                     # 8 x 640 and 2 x 4000x3000, prints a markdown section
+    python benchmarks/bench_build.py --write docs/perf/build.md
+    python benchmarks/bench_build.py --quick             # 4 x 640 and 1 x 2000x1500 (smoke run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import os
+import platform
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import cv2  # noqa: E402
+import numpy as np  # noqa: E402
+
+from aegis_data.imageio import write_png_atomic  # noqa: E402
+from aegis_data.sources import SourceDataset, load_source, read_rgb  # noqa: E402
+from aegis_data.splits import build_splits  # noqa: E402
+
+FULL = {"HERIDAL-C": (101, 4000, 3000), "SARD-C": (862, 640, 640)}
+
+
+def staged_source(n_test: int, size: str, where: Path) -> SourceDataset:
+    """The synthetic test split with its frames pre-rendered to PNG files (read like a real source)."""
+    ds = load_source("synthetic", n=2 * n_test, size=size, test_fraction=0.5, val_fraction=0.0)
+    recs = []
+    for r in ds.splits["test"][:n_test]:
+        p = where / f"{r.image_id}.png"
+        write_png_atomic(p, read_rgb(r))
+        recs.append(dataclasses.replace(r, path=str(p)))
+    return SourceDataset(name=f"bench-{size}", description={"bench": size, "n": n_test}, splits={"test": recs})
+
+
+def measure(ds: SourceDataset, workers: int, out: Path) -> dict:
+    r = build_splits(ds, out, workers=workers)
+    n = len(ds.splits["test"])
+    return {
+        "workers": workers, "images": n, "files": r.files_written, "seconds": r.seconds,
+        "files_per_s": r.files_written / r.seconds, "mp_per_s": r.megapixels / r.seconds,
+        "s_per_source": r.seconds / n, "corrupt_s": r.seconds_corrupt, "encode_s": r.seconds_encode,
+        "read_s": r.seconds_read,
+    }
+
+
+def markdown(rows: list[dict], loadavg: tuple[float, ...]) -> str:
+    import numpy
+
+    lines = [
+        "## Split build (`benchmarks/bench_build.py`)",
+        "",
+        f"Date {datetime.date.today().isoformat()}; machine: {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
+        f"Python {platform.python_version()}, numpy {numpy.__version__}, OpenCV {cv2.__version__}; "
+        f"load average before the run {loadavg[0]:.1f} (the machine was shared with other jobs, so figures are noisy).",
+        "",
+        "| frames | workers | source images | files | wall s | files/s | MP/s | s per source image | corrupt s (sum) | encode+write s (sum) | decode s (sum) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['size']} | {r['workers']} | {r['images']} | {r['files']} | {r['seconds']:.1f} | {r['files_per_s']:.2f} | "
+            f"{r['mp_per_s']:.1f} | {r['s_per_source']:.1f} | {r['corrupt_s']:.1f} | {r['encode_s']:.1f} | {r['read_s']:.1f} |"
+        )
+    lines += ["", "Extrapolated full builds (per-source-image wall time x number of frames):", "",
+              "| split | frames | workers | estimated minutes | 2-worker speed-up |", "|---|---:|---:|---:|---:|"]
+    for name, (count, w, h) in FULL.items():
+        size = f"{w}x{h}" if w != h else str(w)
+        by_w = {r["workers"]: r for r in rows if r["frame_px"] == (w, h)}
+        if not by_w:
+            continue
+        speed = by_w[1]["seconds"] / by_w[2]["seconds"] if 1 in by_w and 2 in by_w else float("nan")
+        for k, r in sorted(by_w.items()):
+            lines.append(f"| {name} ({size}) | {count} | {k} | {r['s_per_source'] * count / 60:.1f} | "
+                         f"{speed:.2f}x |" if k == 2 else f"| {name} ({size}) | {count} | {k} | {r['s_per_source'] * count / 60:.1f} | |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small smoke run")
+    ap.add_argument("--write", type=Path, help="write the markdown section to this file")
+    args = ap.parse_args()
+    configs = [(4, 640, 640), (1, 2000, 1500)] if args.quick else [(8, 640, 640), (2, 4000, 3000)]
+    loadavg = os.getloadavg()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="aegis-bench-build-") as tmp:
+        tmp = Path(tmp)
+        for n, w, h in configs:
+            size = f"{w}x{h}"
+            src_dir = tmp / f"src-{size}"
+            src_dir.mkdir()
+            ds = staged_source(n, size, src_dir)
+            for workers in (1, 2):
+                r = measure(ds, workers, tmp / f"out-{size}-{workers}")
+                r.update(size=size, frame_px=(w, h))
+                rows.append(r)
+                print(f"{size} workers={workers}: {r['seconds']:.1f} s, {r['files_per_s']:.2f} files/s, "
+                      f"{r['mp_per_s']:.1f} MP/s (corrupt {r['corrupt_s']:.1f} s, encode {r['encode_s']:.1f} s, "
+                      f"decode {r['read_s']:.1f} s summed)", file=sys.stderr, flush=True)
+    text = markdown(rows, loadavg)
+    print(text)
+    if args.write:
+        args.write.parent.mkdir(parents=True, exist_ok=True)
+        args.write.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""Throughput and peak memory of the aegis-v1 corruption engine on one core.
+
+    .venv/bin/python benchmarks/bench_corruptions.py [--repeat-small 5] [--repeat-large 3] [--out docs/perf/corruptions.md]
+
+Measures, for every corruption x severity, the best-of-N wall time of ``apply_corruption`` on a 640x640 and a
+4000x3000 (12 MP) frame, reported as megapixels per second; then, per corruption at severity 3 on the 12 MP
+frame, the peak memory in a fresh subprocess: tracemalloc's peak (NumPy buffers, which NumPy reports to
+tracemalloc) and the process's peak RSS (``resource.getrusage(...).ru_maxrss``) minus the RSS before the call.
+Writes a Markdown section to ``docs/perf/corruptions.md``. Targets: >= 30 MP/s at 12 MP and < 1.5 GB.
+
+Everything runs single-threaded (OpenCV, OpenMP and BLAS pools pinned to 1) so the numbers mean "one core".
+"""
+
+from __future__ import annotations
+
+import os
+
+# Pin every thread pool before NumPy/OpenCV load, so the measurement is of one core.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import datetime as _dt  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import resource  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import tracemalloc  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import cv2  # noqa: E402
+import numpy as np  # noqa: E402
+
+cv2.setNumThreads(1)
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from aegis_data.config import SEVERITIES, load_config  # noqa: E402
+from aegis_data.corruptions import apply_corruption  # noqa: E402
+
+TARGET_MPS = 30.0
+TARGET_MEM_MB = 1536.0
+SIZES = ((640, 640), (4000, 3000))  # (width, height)
+
+
+def bench_frame(width: int, height: int) -> np.ndarray:
+    """A deterministic aerial-looking test frame: smooth terrain colours plus fine texture and a few bright spots.
+
+    Drawn from a PCG64 keyed by a SHA-256 of the frame size, so every run times the same pixels.
+    """
+    key = int.from_bytes(hashlib.sha256(f"aegis-bench|frame|{width}x{height}".encode()).digest()[:8], "little")
+    rng = np.random.Generator(np.random.PCG64(key))
+    coarse = rng.integers(40, 200, size=(12, 16, 3), dtype=np.uint8)
+    terrain = cv2.resize(coarse, (width, height), interpolation=cv2.INTER_CUBIC).astype(np.int16)
+    grain = rng.integers(-18, 19, size=(height, width, 1), dtype=np.int16)
+    frame = np.clip(terrain + grain, 0, 255).astype(np.uint8)
+    for _ in range(40):  # small bright objects (people-sized at 12 MP)
+        x, y = int(rng.integers(0, width - 30)), int(rng.integers(0, height - 30))
+        frame[y : y + 20, x : x + 10] = (230, 60, 50)
+    return frame
+
+
+def best_time(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def rss_mb() -> float:
+    """Current resident set size in MB (Linux /proc)."""
+    with open("/proc/self/statm") as fh:
+        pages = int(fh.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def memory_probe(name: str, severity: int) -> dict:
+    """Run in a fresh process: peak memory of one 12 MP corruption call."""
+    width, height = SIZES[-1]
+    frame = bench_frame(width, height)
+    apply_corruption(frame[:64, :64].copy(), name, severity, "warmup")  # load lazy tables outside the window
+    before = rss_mb()
+    tracemalloc.start()
+    out = apply_corruption(frame, name, severity, "bench")
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # kB on Linux
+    del out
+    return {"tracemalloc_peak_mb": peak / 1e6, "maxrss_mb": maxrss, "rss_before_mb": before,
+            "delta_mb": maxrss - before}
+
+
+def machine() -> dict:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "opencv": cv2.__version__,
+        "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def render(results: list[dict], memory: dict[str, dict], info: dict, load_after: str, repeats: tuple[int, int]) -> str:
+    cfg = load_config()
+    lines = [
+        "## Corruption engine throughput (benchmarks/bench_corruptions.py)",
+        "",
+        f"- Machine: {info['cpu']}, {info['cores']} cores; **shared with other jobs during the run** "
+        f"(load average {info['load']} at start, {load_after} at end), so these are conservative numbers.",
+        f"- Versions: Python {info['python']}, NumPy {info['numpy']}, OpenCV {info['opencv']}; "
+        f"suite {cfg.suite}, config {cfg.config_hash}. Date: {info['date']}.",
+        "- One core: `cv2.setNumThreads(1)`, OMP/OPENBLAS/MKL threads = 1. Best of "
+        f"{repeats[0]} (640x640) / {repeats[1]} (4000x3000) calls of `apply_corruption`, wall clock.",
+        f"- Targets: >= {TARGET_MPS:.0f} MP/s at 4000x3000 on one core; peak memory < {TARGET_MEM_MB / 1024:.1f} GB.",
+        "",
+        "| corruption | sev | 640x640 ms | 640x640 MP/s | 4000x3000 ms | 4000x3000 MP/s | >= 30 MP/s |",
+        "|---|---:|---:|---:|---:|---:|:---:|",
+    ]
+    for r in results:
+        ok = "yes" if r["mps_large"] >= TARGET_MPS else "**no**"
+        lines.append(
+            f"| {r['corruption']} | {r['severity']} | {r['ms_small']:.1f} | {r['mps_small']:.1f} | "
+            f"{r['ms_large']:.0f} | {r['mps_large']:.1f} | {ok} |"
+        )
+    lines += [
+        "",
+        "Peak memory of one 4000x3000 call at severity 3, each in a fresh process (input frame 36 MB, output 36 MB):",
+        "",
+        "| corruption | tracemalloc peak MB (NumPy) | peak RSS MB (process) | peak RSS - RSS before call, MB | < 1.5 GB |",
+        "|---|---:|---:|---:|:---:|",
+    ]
+    for name, m in memory.items():
+        if "error" in m:
+            lines.append(f"| {name} | error: {m['error']} | | | |")
+            continue
+        ok = "yes" if m["maxrss_mb"] < TARGET_MEM_MB else "**no**"
+        lines.append(f"| {name} | {m['tracemalloc_peak_mb']:.0f} | {m['maxrss_mb']:.0f} | {m['delta_mb']:.0f} | {ok} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat-small", type=int, default=5, help="timed calls per cell at 640x640 (best is kept)")
+    ap.add_argument("--repeat-large", type=int, default=3, help="timed calls per cell at 4000x3000 (best is kept)")
+    ap.add_argument("--corruptions", default="", help="comma-separated subset (default: all)")
+    ap.add_argument("--out", type=Path, default=REPO / "docs" / "perf" / "corruptions.md")
+    ap.add_argument("--memory-probe", nargs=2, metavar=("NAME", "SEV"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.memory_probe:
+        print(json.dumps(memory_probe(args.memory_probe[0], int(args.memory_probe[1]))))
+        return 0
+
+    cfg = load_config()
+    names = [n for n in args.corruptions.split(",") if n] or list(cfg.names)
+    info = machine()
+    frames = {size: bench_frame(*size) for size in SIZES}
+    results = []
+    for name in names:
+        for sev in SEVERITIES:
+            row = {"corruption": name, "severity": sev}
+            for (w, h), label, rep in ((SIZES[0], "small", args.repeat_small), (SIZES[1], "large", args.repeat_large)):
+                frame = frames[(w, h)]
+                apply_corruption(frame, name, sev, "bench")  # warm-up (lazy tables, page faults)
+                t = best_time(lambda: apply_corruption(frame, name, sev, "bench"), rep)
+                row[f"ms_{label}"] = t * 1e3
+                row[f"mps_{label}"] = w * h / 1e6 / t
+            results.append(row)
+            print(f"{name} s{sev}: {row['mps_small']:.1f} MP/s @640, {row['mps_large']:.1f} MP/s @12MP", flush=True)
+    memory = {}
+    for name in names:
+        proc = subprocess.run([sys.executable, __file__, "--memory-probe", name, "3"], capture_output=True, text=True)
+        if proc.returncode != 0:
+            memory[name] = {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:120]}
+        else:
+            memory[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(f"{name} memory: {memory[name]}", flush=True)
+    load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    text = render(results, memory, info, load_after, (args.repeat_small, args.repeat_large))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

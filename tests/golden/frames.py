@@ -1,0 +1,83 @@
+"""Deterministic synthetic frames for the corruption golden hashes, and the hash computation itself.
+
+The frames are built with integer arithmetic only (no RNG, no floats), so they are identical everywhere:
+a smooth colour ramp, a hashed fine texture, flat dark / bright / mid-grey patches, hard-edged stripes and
+small bright "person-sized" dots, so that every corruption has something to act on.
+
+Run ``python tests/golden/frames.py [--small]`` to print the pixel hashes of every corruption x severity x
+frame as JSON (used by the determinism matrix in subprocesses); ``tests/golden/regen.py`` rewrites
+``hashes.json`` deliberately.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+GOLDEN_SIZES = ((240, 320), (479, 641), (750, 1000))  # (height, width)
+HASHES_PATH = Path(__file__).with_name("hashes.json")
+
+
+def golden_frame(height: int, width: int) -> np.ndarray:
+    """An HxWx3 uint8 RGB test frame (integer arithmetic only)."""
+    y = np.arange(height, dtype=np.int64)[:, None]
+    x = np.arange(width, dtype=np.int64)[None, :]
+    # Smooth ramps with a hashed fine texture (Knuth multiplicative hash, kept in 32 bits).
+    hsh = ((x * 2654435761 + y * 40503 * 2246822519) & 0xFFFFFFFF) >> 27  # 0..31
+    r = 40 + (x * 150) // max(width - 1, 1) + hsh
+    g = 60 + (y * 120) // max(height - 1, 1) + (hsh >> 1)
+    b = 90 + ((x + y) * 60) // max(width + height - 2, 1) + (31 - hsh)
+    img = np.stack(np.broadcast_arrays(r, g, b), axis=-1)
+    # Hard-edged stripes in the lower right quarter.
+    stripes = ((x // 6) % 2 == 0) & (y > height // 2) & (x > width // 2)
+    img = np.where(stripes[..., None], np.array([235, 230, 220]), img)
+    # Flat patches: near-black, near-white, mid grey.
+    img[height // 8: height // 8 + height // 5, width // 10: width // 10 + width // 6] = (8, 10, 12)
+    img[height // 8: height // 8 + height // 5, width // 2: width // 2 + width // 6] = (250, 250, 248)
+    img[height * 5 // 8: height * 5 // 8 + height // 6, width // 10: width // 10 + width // 5] = (128, 128, 128)
+    # Small bright dots (3x3) on a coarse lattice, like distant people in an aerial frame.
+    for cy in range(height // 12, height, max(height // 6, 1)):
+        for cx in range(width // 14, width, max(width // 7, 1)):
+            img[max(cy - 1, 0): cy + 2, max(cx - 1, 0): cx + 2] = (255, 200, 40)
+    return np.ascontiguousarray(img.astype(np.uint8))
+
+
+def pixel_hash(rgb: np.ndarray) -> str:
+    """SHA-256 of the shape header and the contiguous uint8 bytes (same rule as aegis_data.imageio)."""
+    h, w, c = rgb.shape
+    return hashlib.sha256(b"%dx%dx%d:" % (h, w, c) + np.ascontiguousarray(rgb).tobytes()).hexdigest()
+
+
+def compute_hashes(sizes=GOLDEN_SIZES) -> dict[str, str]:
+    """``{"<H>x<W>/<corruption>_s<k>": sha256}`` for every golden frame, corruption and severity."""
+    from aegis_data.corruptions import CORRUPTIONS, apply_corruption
+
+    out = {}
+    for h, w in sizes:
+        frame = golden_frame(h, w)
+        image_id = f"golden-{h}x{w}"
+        for name in CORRUPTIONS:
+            for sev in (1, 2, 3):
+                out[f"{h}x{w}/{name}_s{sev}"] = pixel_hash(apply_corruption(frame, name, sev, image_id))
+    return out
+
+
+def load_golden() -> dict[str, str]:
+    return json.loads(HASHES_PATH.read_text())["hashes"]
+
+
+if __name__ == "__main__":
+    sizes = GOLDEN_SIZES[:1] if "--small" in sys.argv[1:] else GOLDEN_SIZES
+    setup = [a for a in sys.argv[1:] if a.startswith("--cv2-")]
+    import cv2
+
+    if "--cv2-noopt" in setup:
+        cv2.setUseOptimized(False)
+    for a in setup:
+        if a.startswith("--cv2-threads="):
+            cv2.setNumThreads(int(a.split("=", 1)[1]))
+    print(json.dumps(compute_hashes(sizes), sort_keys=True))

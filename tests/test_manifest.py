@@ -1,0 +1,111 @@
+"""The manifest: canonical hashing, root hash over sorted entries, environment kept out of it, loading checks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from aegis_data.errors import AegisError
+from aegis_data.manifest import (
+    build_manifest,
+    canonical_json,
+    gt_digest,
+    identity_of,
+    load_manifest,
+    manifest_bytes,
+    root_hash,
+    write_manifest,
+)
+
+ENTRIES = [
+    {"path": "test/clean/b.png", "kind": "image", "sha256": "1" * 64, "pixel_sha256": "2" * 64},
+    {"path": "annotations/test.json", "kind": "annotations", "sha256": "3" * 64, "gt": {"b": "4" * 64}},
+    {"path": "test/clean/a.png", "kind": "image", "sha256": "5" * 64, "pixel_sha256": "6" * 64},
+]
+
+
+def _manifest(entries=ENTRIES, environment=None, **over):
+    kw = dict(dataset="synthetic", source={"n": 2}, suite="aegis-v1", config_hash="abc123abc123", seed=20260707,
+              conditions=["clean"], splits={"test": 2}, entries=entries, environment=environment)
+    kw.update(over)
+    return build_manifest(**kw)
+
+
+def test_canonical_json_is_key_order_independent():
+    assert canonical_json({"b": 1, "a": [1.5, "é"]}) == canonical_json({"a": [1.5, "é"], "b": 1})
+    assert canonical_json({"a": 1}) == b'{"a":1}'
+    with pytest.raises(ValueError):
+        canonical_json({"a": float("nan")})
+
+
+def test_root_hash_ignores_entry_order_but_not_content():
+    assert root_hash(ENTRIES) == root_hash(list(reversed(ENTRIES)))
+    changed = [dict(e) for e in ENTRIES]
+    changed[0]["sha256"] = "9" * 64
+    assert root_hash(changed) != root_hash(ENTRIES)
+    with pytest.raises(AegisError, match="twice"):
+        root_hash(ENTRIES + [ENTRIES[0]])
+
+
+def test_environment_is_recorded_but_outside_the_root_hash():
+    a = _manifest(environment={"numpy": "2.4.6"})
+    b = _manifest(environment={"numpy": "1.26.4"})
+    assert a["root_hash"] == b["root_hash"] and a["environment"] != b["environment"]
+    real = _manifest()
+    assert {"python", "numpy", "opencv", "aegisbench"} <= set(real["environment"])
+
+
+def test_manifest_is_deterministic_and_sorted():
+    a = _manifest(environment={})
+    b = _manifest(entries=list(reversed(ENTRIES)), environment={})
+    assert manifest_bytes(a) == manifest_bytes(b)
+    assert [e["path"] for e in a["entries"]] == sorted(e["path"] for e in ENTRIES)
+    assert a["root_hash"] == root_hash(ENTRIES) and a["format"] == "aegis-manifest/1"
+    assert "created" not in manifest_bytes(a).decode()
+
+
+def test_unknown_entry_kind_is_refused():
+    with pytest.raises(AegisError, match="kind 'weird'"):
+        _manifest(entries=[{"path": "x", "kind": "weird"}])
+
+
+def test_write_and_load_round_trip(tmp_path):
+    m = _manifest()
+    write_manifest(tmp_path / "manifest.json", m)
+    loaded = load_manifest(tmp_path)  # a directory means its manifest.json
+    assert loaded.root_hash == m["root_hash"] and set(loaded.entries) == {e["path"] for e in ENTRIES}
+    assert [e["path"] for e in loaded.images()] == ["test/clean/a.png", "test/clean/b.png"]
+    assert identity_of(loaded.data) == {"dataset": "synthetic", "source": {"n": 2}, "suite": "aegis-v1",
+                                        "config_hash": "abc123abc123", "seed": 20260707}
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "no manifest at .*not a finished build"),
+        (b"{not json", "not valid JSON"),
+        (b'{"format": "other"}', "not an AegisBench manifest"),
+        (b'{"format": "aegis-manifest/1", "entries": 3}', "'entries' must be a list"),
+    ],
+)
+def test_bad_manifest_files_are_one_clear_error(tmp_path, content, message):
+    p = tmp_path / "manifest.json"
+    if content is not None:
+        p.write_bytes(content)
+    with pytest.raises(AegisError, match=message):
+        load_manifest(p)
+
+
+def test_a_tampered_manifest_is_detected(tmp_path):
+    m = _manifest()
+    m["entries"][0]["sha256"] = "0" * 64
+    (tmp_path / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(AegisError, match="internally inconsistent"):
+        load_manifest(tmp_path / "manifest.json")
+
+
+def test_gt_digest_depends_on_boxes():
+    assert gt_digest([[1, 2, 3, 4]]) == gt_digest([[1.0, 2.0, 3.0, 4.0]])
+    assert gt_digest([[1, 2, 3, 4]]) != gt_digest([[1, 2, 3, 4.5]])
+    assert gt_digest([]) != gt_digest([[0, 0, 1, 1]])

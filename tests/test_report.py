@@ -1,0 +1,330 @@
+"""`aegis report`: figures, Markdown/HTML/LaTeX from hand-written score JSON fixtures (docs/SCORE_JSON.md).
+
+Fixtures: heridal with three models (yolo11n and rtdetr-l full sweeps, rtdetr-l without bootstrap intervals;
+fasterrcnn_v2 a partial sweep of 15 of 28 conditions) and sard with one model.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+from pathlib import Path
+
+import cv2
+import matplotlib
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from aegis_data.errors import AegisError
+from aegis_eval.report import build_report, load_results, parse_formats
+from aegis_eval.report import figures as F
+from aegis_eval.report.render import latex_escape
+from aegis_eval.report.results import (
+    degradation,
+    group_by_dataset,
+    relative_drop,
+    robustness_summary,
+)
+from cli import report as report_cli
+
+FIXTURES = Path(__file__).parent / "fixtures"
+YOLO = FIXTURES / "score_heridal_yolo11n.json"
+RTDETR = FIXTURES / "score_heridal_rtdetr_l.json"
+PARTIAL = FIXTURES / "score_heridal_fasterrcnn_partial.json"
+SARD = FIXTURES / "score_sard_yolo11n.json"
+ALL = [YOLO, RTDETR, PARTIAL, SARD]
+PARTIAL_MISSING = 13  # conditions absent from the partial fixture
+
+
+def _png_shape(path: Path) -> tuple[int, int]:
+    img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    assert img is not None, f"{path} is not a decodable image"
+    return img.shape[1], img.shape[0]
+
+
+@pytest.fixture(scope="module")
+def full_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    return build_report(load_results(ALL), out)
+
+
+# --- figures -----------------------------------------------------------------------------------------------
+
+def test_every_figure_is_a_png_of_the_declared_size(full_report):
+    names = sorted(p.name for p in full_report.figures)
+    assert names == sorted([
+        "heridal_heatmap_recall.png", "heridal_curves_recall.png", "heridal_families_recall.png",
+        "heridal_localization.png", "sard_heatmap_recall.png", "sard_curves_recall.png",
+        "sard_families_recall.png", "sard_localization.png",
+    ])
+    fig_dir = full_report.out / "figures"
+    # Explicit numbers, so a silent geometry change fails here and not only in the helper functions.
+    assert _png_shape(fig_dir / "heridal_heatmap_recall.png") == (729, 430)  # 3 models x 3 severities, 9 rows
+    assert _png_shape(fig_dir / "sard_heatmap_recall.png") == (453, 430)
+    assert _png_shape(fig_dir / "heridal_curves_recall.png") == (960, 730)  # 3 x 3 panels
+    assert _png_shape(fig_dir / "heridal_localization.png") == (960, 730)
+    assert _png_shape(fig_dir / "heridal_families_recall.png") == (160 + 4 * (70 + 36 * 3), 420)
+    assert _png_shape(fig_dir / "sard_families_recall.png") == F.family_bars_size(1, 4)
+    for p in full_report.figures:
+        assert p.stat().st_size > 5_000
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert b"Software" not in p.read_bytes()[:4096]  # no version text chunk
+
+
+def test_partial_sweep_renders_with_missing_cells_hatched():
+    res = load_results([PARTIAL])
+    (group,) = group_by_dataset(res)
+    assert len(group.missing(group.runs[0])) == PARTIAL_MISSING
+    hm = F.heatmap_png(group, "recall")
+    img = cv2.imdecode(np.frombuffer(hm, np.uint8), cv2.IMREAD_COLOR)
+    assert (img.shape[1], img.shape[0]) == F.heatmap_size(1, 9) == (453, 430)
+    # Row "fire warm tint" (row 4) is entirely missing: its cells are white with grey hatching, not colour.
+    x0, y0 = 215, 78 + 34 * 4
+    cell = img[y0 + 4 : y0 + 30, x0 + 4 : x0 + 130]
+    saturation = cell.max(axis=2).astype(int) - cell.min(axis=2).astype(int)
+    assert saturation.max() < 12, "a missing condition must not get a colour"
+    assert (cell < 200).any() and (cell > 240).any(), "expected grey hatch lines on white"
+    # Row "low light" (row 7) is present: coloured cells.
+    y1 = 78 + 34 * 7
+    present = img[y1 + 4 : y1 + 30, x0 + 4 : x0 + 40]
+    assert (present.max(axis=2).astype(int) - present.min(axis=2).astype(int)).max() > 40
+
+
+def test_same_input_gives_same_bytes(tmp_path, full_report):
+    again = build_report(load_results(ALL), tmp_path)
+    ours = sorted(p.relative_to(full_report.out) for p in full_report.files)
+    theirs = sorted(p.relative_to(again.out) for p in again.files)
+    assert ours == theirs
+    for rel in ours:
+        assert (full_report.out / rel).read_bytes() == (again.out / rel).read_bytes(), rel
+
+
+def test_rendering_leaves_matplotlib_state_alone():
+    import matplotlib.pyplot as plt
+
+    before = dict(matplotlib.rcParams)
+    (group,) = group_by_dataset(load_results([SARD]))
+    F.family_bars_png(group, "recall")
+    assert plt.get_fignums() == []
+    changed = {k for k in before if before[k] != matplotlib.rcParams[k]}
+    assert not changed
+
+
+# --- documents ---------------------------------------------------------------------------------------------
+
+def test_html_is_self_contained_and_embeds_every_figure(full_report):
+    html = full_report.html.read_text(encoding="utf-8")
+    srcs = re.findall(r'src="([^"]*)"', html)
+    assert len(srcs) == len(full_report.figures)
+    assert all(s.startswith("data:image/png;base64,") for s in srcs)
+    embedded = {base64.b64decode(s.split(",", 1)[1]) for s in srcs}
+    assert embedded == {p.read_bytes() for p in full_report.figures}
+    assert "<script" not in html and "<link" not in html and "http://" not in html and "https://" not in html
+    assert re.findall(r'href="([^"]*)"', html) and all(h.startswith("#") for h in re.findall(r'href="([^"]*)"', html))
+    for text in ("Frozen confidence thresholds", "Provenance", "robustness summary", "mPC", "rPC", "0.45", "0.38"):
+        assert text in html
+
+
+def test_markdown_references_every_figure_and_the_tables(full_report):
+    md = full_report.markdown.read_text(encoding="utf-8")
+    refs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    assert sorted(refs) == sorted(str(p.relative_to(full_report.out)) for p in full_report.figures)
+    assert all((full_report.out / r).is_file() for r in refs)
+    assert "## heridal" in md and "## sard" in md
+    assert "| yolo11n | 0.770 | 0.588 | 0.764 | 23.6 | 27/27 |" in md  # summary row from the fixture's summary
+    assert f"fasterrcnn_v2: {PARTIAL_MISSING} of 28 conditions missing" in md
+    # Partial sweep: a missing condition's cells are blank, a present one's are not.
+    fire = next(line for line in md.splitlines() if line.startswith("|  | fire_warm_tint | 1 |"))
+    cells = [c.strip() for c in fire.strip("|").split("|")]
+    assert cells[7:9] == ["", ""]  # fasterrcnn_v2 (third model) lacks fire_warm_tint_s1
+    assert cells[3] and cells[5]
+
+
+def _latex_rows(tex: str) -> list[list[str]]:
+    """Data rows of the tabulars: lines ending in \\\\ minus the two header lines per table."""
+    rows = []
+    for line in tex.splitlines():
+        if line.endswith("\\\\") and not line.startswith(" & & ") and not line.startswith("Family &"):
+            rows.append([c.strip() for c in line[:-2].split(" & ")])
+    return rows
+
+
+def _balanced(tex: str) -> bool:
+    depth = 0
+    for ch in re.sub(r"\\[{}]", "", tex):
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def test_latex_full_sweep_has_27_rows_plus_clean(tmp_path):
+    files = build_report(load_results([SARD]), tmp_path, formats=["latex"])
+    assert files.markdown is None and files.html is None
+    tex = files.latex.read_text(encoding="utf-8")
+    assert _balanced(tex)
+    assert tex.count("\\toprule") == 1 and tex.count("\\bottomrule") == 1
+    assert tex.count("\\midrule") == 1 + 1 + 3  # header, after clean, between the 4 families
+    rows = _latex_rows(tex)
+    assert len(rows) == 28
+    assert rows[0][1:3] == ["clean", "0"]
+    keys = [(r[1], r[2]) for r in rows[1:]]
+    assert len(set(keys)) == 27 and all(s in ("1", "2", "3") for _, s in keys)
+    assert ("low\\_light", "3") in keys
+
+
+def test_latex_partial_sweep_blank_cells_and_escaping(full_report, tmp_path):
+    tex = full_report.latex.read_text(encoding="utf-8")
+    assert _balanced(tex)
+    assert "fasterrcnn\\_v2" in tex and "fasterrcnn_v2" not in tex.replace("fasterrcnn\\_v2", "")
+    body = "\n".join(l for l in tex.splitlines() if not l.startswith("%"))
+    assert not re.search(r"(?<!\\)_", body), "unescaped underscore in LaTeX body"
+    heridal = tex.split("\\begin{table}")[1]
+    rows = _latex_rows(heridal)
+    assert len(rows) == 28  # the two full sweeps cover every condition
+    fire = next(r for r in rows if r[1] == "fire\\_warm\\_tint" and r[2] == "1")
+    assert fire[7:9] == ["", ""] and fire[3] and fire[5]
+    assert "13 of 28 conditions missing" in heridal
+    # Only the partial run: rows are the 15 conditions it has.
+    files = build_report(load_results([PARTIAL]), tmp_path, formats="latex")
+    assert any(f"{PARTIAL_MISSING} of 28 conditions missing" in n for n in files.notes)
+    only = files.latex.read_text(encoding="utf-8")
+    assert len(_latex_rows(only)) == 28 - PARTIAL_MISSING
+    assert "those rows are omitted" in only
+
+
+def test_latex_escape_covers_special_characters():
+    assert latex_escape("a_b&c%d$e#f{g}h~i^j\\k") == (
+        "a\\_b\\&c\\%d\\$e\\#f\\{g\\}h\\textasciitilde{}i\\textasciicircum{}j\\textbackslash{}k")
+
+
+# --- values ------------------------------------------------------------------------------------------------
+
+def test_relative_drop_recomputed_when_not_stored_and_sign_of_lower_is_better():
+    (res,) = load_results([SARD])
+    cond = "low_light_s3"
+    stored = relative_drop(res, cond, "recall")
+    stripped = copy.deepcopy(res)
+    for block in stripped["conditions"].values():
+        block.pop("rel_drop")
+    clean = res["conditions"]["clean"]["recall"]
+    value = res["conditions"][cond]["recall"]
+    assert relative_drop(stripped, cond, "recall") == pytest.approx((clean - value) / clean)
+    assert relative_drop(stripped, cond, "recall") == pytest.approx(stored, abs=1e-4)
+    fp_drop = relative_drop(res, cond, "fp_per_image")
+    assert fp_drop is not None and degradation(res, cond, "fp_per_image") == -fp_drop
+    assert degradation(res, cond, "recall") == stored
+    assert relative_drop(res, "not_there_s1", "recall") is None
+
+
+def test_summary_recomputed_when_absent_matches_scorer_summary():
+    (res,) = load_results([SARD])
+    (group,) = group_by_dataset([res])
+    written = robustness_summary(group, group.runs[0], "recall")
+    bare = copy.deepcopy(res)
+    bare.pop("summary")
+    (bare_group,) = group_by_dataset([bare])
+    recomputed = robustness_summary(bare_group, bare_group.runs[0], "recall")
+    assert recomputed.mpc == pytest.approx(written.mpc, abs=1e-4)
+    assert recomputed.rpc == pytest.approx(written.rpc, abs=1e-3)
+    assert recomputed.mean_rel_drop == pytest.approx(written.mean_rel_drop, abs=1e-4)
+    assert recomputed.n_corrupted == 27 and recomputed.n_missing == 0
+
+
+def test_grouping_null_dataset_and_duplicate_labels():
+    (res,) = load_results([SARD])
+    anon = {**res, "dataset": None}
+    groups = group_by_dataset([res, anon])
+    assert [g.name for g in groups] == ["sard", "unknown"]
+    with pytest.raises(AegisError, match="two results for model 'yolo11n' on dataset 'sard'"):
+        group_by_dataset([res, res])
+
+
+# --- bad input -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"schema": "aegis-threshold/1", "value": 0.5}', "schema 'aegis-score/1', got schema 'aegis-threshold/1'"),
+        ('{"schema": "aegis-score/1", "label": "", "conditions": {"clean": {}}}', "'label' must be a non-empty"),
+        ('{"schema": "aegis-score/1", "label": "m", "conditions": {}}', "'conditions' must be a non-empty"),
+        ('{"schema": "aegis-score/1", "label": "m", "conditions": {"fog": {}}}', "not a condition id: 'fog'"),
+    ],
+)
+def test_load_results_rejects_bad_files(tmp_path, content, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    with pytest.raises(AegisError, match=re.escape(message)) as exc:
+        load_results([bad])
+    assert str(bad) in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_load_results_missing_file_directory_and_empty(tmp_path):
+    with pytest.raises(AegisError, match="score JSON not found"):
+        load_results([tmp_path / "nope.json"])
+    with pytest.raises(AegisError, match="got a directory"):
+        load_results([tmp_path])
+    with pytest.raises(AegisError, match="no score JSON given"):
+        load_results([])
+
+
+def test_bad_metric_and_format(tmp_path):
+    res = load_results([SARD])
+    with pytest.raises(AegisError, match="unknown metric 'mAP'"):
+        build_report(res, tmp_path, metric="mAP")
+    with pytest.raises(AegisError, match="unknown report format 'pdf'"):
+        build_report(res, tmp_path, formats="md,pdf")
+    assert parse_formats("tex, md,md") == ("latex", "md")
+    assert not any(tmp_path.iterdir()), "a rejected call must write nothing"
+
+
+# --- CLI -----------------------------------------------------------------------------------------------------
+
+def _app() -> typer.Typer:
+    app = typer.Typer(pretty_exceptions_show_locals=False)
+    report_cli.register(app)
+
+    @app.callback()
+    def _root() -> None:
+        """test root"""
+
+    return app
+
+
+runner = CliRunner()
+
+
+def test_cli_report_writes_files_and_lists_them(tmp_path):
+    result = runner.invoke(_app(), ["report", str(SARD), "--out", str(tmp_path / "r"),
+                                    "--format", "md,latex", "--metric", "f1"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "r" / "report.md").is_file() and (tmp_path / "r" / "report_table.tex").is_file()
+    assert not (tmp_path / "r" / "report.html").exists()
+    assert (tmp_path / "r" / "figures" / "sard_heatmap_f1.png").is_file()
+    assert "report_table.tex" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "make_args, message",
+    [
+        (lambda d: [str(d / "missing.json")], "score JSON not found"),
+        (lambda d: [str(d / "bad.json")], "not valid JSON"),
+        (lambda d: [str(SARD), "--metric", "accuracy"], "unknown metric 'accuracy'"),
+        (lambda d: [str(SARD), "--format", "docx"], "unknown report format 'docx'"),
+        (lambda d: [str(SARD), str(SARD)], "two results for model 'yolo11n'"),
+    ],
+)
+def test_cli_report_errors_are_one_line(tmp_path, make_args, message):
+    (tmp_path / "bad.json").write_text("{oops")
+    result = runner.invoke(_app(), ["report", *make_args(tmp_path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    lines = [l for l in result.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], result.stderr
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,134 @@
+"""The build-splits / verify / export-hf commands: results on stdout, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import aegis_data.splits as splits_mod
+from cli import splits as splits_cli
+from test_splits_doubles import fake_corrupt, no_leak
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def app() -> typer.Typer:
+    # Only this group's commands: the test does not depend on the other groups being importable.
+    a = typer.Typer(pretty_exceptions_show_locals=False)
+    splits_cli.register(a)
+
+    @a.callback()
+    def _root() -> None:
+        pass
+
+    return a
+
+
+@pytest.fixture
+def doubles(monkeypatch):
+    """The real synthetic source, with the corruption and the audit replaced (in-process, --workers 1)."""
+    monkeypatch.setattr(splits_mod, "_default_corrupt", fake_corrupt)
+    monkeypatch.setattr(splits_mod, "_default_audit", no_leak)
+
+
+def _one_line_error(result, *needles: str) -> None:
+    assert result.exit_code == 1, result.output
+    text = result.stderr if hasattr(result, "stderr") else result.output
+    assert "Traceback" not in result.output and "Traceback" not in text
+    assert "error:" in text
+    for n in needles:
+        assert n in " ".join(text.split()), text
+
+
+SMALL = ["--n", "4", "--size", "64", "--corruptions", "motion_blur", "--severities", "2", "--workers", "1"]
+
+
+def test_build_verify_export_round_trip(app, doubles, tmp_path):
+    out = tmp_path / "syn"
+    r = runner.invoke(app, ["build-splits", "--out", str(out), *SMALL])
+    assert r.exit_code == 0, r.output
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["dataset"] == "synthetic" and m["conditions"] == ["clean", "motion_blur_s2"]
+    assert m["root_hash"] in " ".join(r.stdout.split()).replace(" ", "") or m["root_hash"][:20] in r.stdout
+    assert sorted(p.name for p in (out / "test").iterdir()) == ["clean", "motion_blur_s2"]
+
+    r = runner.invoke(app, ["verify", str(out), "--json", str(tmp_path / "v.json")])
+    assert r.exit_code == 0, r.output
+    assert "OK" in r.stdout and json.loads((tmp_path / "v.json").read_text())["ok"] is True
+
+    victim = next((out / "test" / "motion_blur_s2").iterdir())
+    victim.unlink()
+    r = runner.invoke(app, ["verify", str(out), "--json", str(tmp_path / "v2.json")])
+    assert r.exit_code == 1 and "missing" in r.stdout and "Traceback" not in r.output
+    assert json.loads((tmp_path / "v2.json").read_text())["counts"] == {"missing": 1}
+
+    r = runner.invoke(app, ["build-splits", "--out", str(out), *SMALL])  # resumes: rewrites the one file
+    assert r.exit_code == 0 and "1 / " in r.stdout
+    r = runner.invoke(app, ["export-hf", str(out), "--out", str(tmp_path / "hf")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "hf" / "dataset").is_dir() and (tmp_path / "hf" / "data" / "test-clean.parquet").is_file()
+
+
+def test_verify_against_another_manifest(app, doubles, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert runner.invoke(app, ["build-splits", "--out", str(a), *SMALL]).exit_code == 0
+    assert runner.invoke(app, ["build-splits", "--out", str(b), *SMALL, "--n", "6"]).exit_code == 0
+    assert runner.invoke(app, ["verify", str(a), "--against", str(a / "manifest.json")]).exit_code == 0
+    r = runner.invoke(app, ["verify", str(a), "--against", str(b / "manifest.json")])
+    assert r.exit_code == 1 and "verify failed" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["build-splits", "--dataset", "heridal", "--source", "/nonexistent/heridal"], ["/nonexistent/heridal"]),
+        (["build-splits", "--dataset", "heridal"], ["needs a source"]),
+        (["build-splits", "--dataset", "nope"], ["unknown dataset 'nope'"]),
+        (["build-splits", "--corruptions", "fog", "--n", "2", "--size", "64"], ["unknown corruption(s) fog"]),
+        (["build-splits", "--severities", "1,x", "--n", "2", "--size", "64"], ["--severities"]),
+        (["build-splits", "--severities", "4", "--n", "2", "--size", "64"], ["subset of 1, 2, 3"]),
+        (["build-splits", "--n", "2", "--size", "64", "--labels", "x"], ["unknown option 'labels'"]),
+        (["build-splits", "--n", "2", "--size", "banana"], ["size='banana'"]),
+        (["verify", "/nonexistent/split"], ["split directory not found"]),
+        (["export-hf", "/nonexistent/split", "--out", "/tmp/x-never"], ["no manifest"]),
+    ],
+)
+def test_bad_input_is_one_line(app, doubles, tmp_path, args, needles):
+    r = runner.invoke(app, [*args, "--out", str(tmp_path / "o")] if args[0] == "build-splits" else args)
+    _one_line_error(r, *needles)
+
+
+def test_wrong_layout_surfaces_the_adapter_error(app, doubles, tmp_path):
+    root = tmp_path / "heridal"
+    (root / "somewhere").mkdir(parents=True)
+    r = runner.invoke(app, ["build-splits", "--dataset", "heridal", "--source", str(root), "--out", str(tmp_path / "o")])
+    _one_line_error(r)
+    assert not (tmp_path / "o").exists()
+
+
+def test_refusing_another_dataset_dir_is_one_line(app, doubles, tmp_path):
+    out = tmp_path / "o"
+    assert runner.invoke(app, ["build-splits", "--out", str(out), *SMALL]).exit_code == 0
+    r = runner.invoke(app, ["build-splits", "--out", str(out), *SMALL[:2], "--size", "96", *SMALL[4:]])
+    _one_line_error(r, "holds a split of dataset 'synthetic'")
+
+
+def test_verify_an_unfinished_build_is_one_line(app, doubles, tmp_path):
+    out = tmp_path / "o"
+    assert runner.invoke(app, ["build-splits", "--out", str(out), *SMALL]).exit_code == 0
+    (out / "manifest.json").unlink()
+    _one_line_error(runner.invoke(app, ["verify", str(out)]), "not a finished build")
+
+
+def test_console_script_lists_the_commands():
+    exe = Path(sys.executable).with_name("aegis")
+    r = subprocess.run([str(exe), "verify", "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "--against" in r.stdout

@@ -1,0 +1,160 @@
+"""The synthetic aerial set: determinism (golden hashes, order, process, SIMD path), exact boxes, coverage."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+import pytest
+
+from aegis_data.errors import AegisError
+from aegis_data.imageio import pixel_sha256
+from aegis_data.sources import load_source, read_rgb
+from aegis_data.sources import synthetic as syn
+
+# pixel_sha256 of render_scene(index, w, h, seed=20260707).rgb; a change here means every synthetic
+# benchmark built before it is different: bump synthetic.VERSION and update these on purpose.
+GOLDEN = {
+    (0, 160, 120): None,
+    (5, 96, 64): None,  # a negative (index % 6 == 5)
+    (2, 200, 200): None,
+}
+
+
+def _hash(index, w, h):
+    return pixel_sha256(syn.render_scene(index, w, h).rgb)
+
+
+@pytest.mark.parametrize("key", sorted(GOLDEN))
+def test_golden_pixel_hashes(key):
+    assert _hash(*key) == GOLDEN[key]
+
+
+def test_same_bytes_in_any_order_and_with_cv2_unoptimised():
+    forward = [_hash(i, 128, 96) for i in (0, 1, 2)]
+    backward = [_hash(i, 128, 96) for i in (2, 1, 0)][::-1]
+    assert forward == backward
+    assert len(set(forward)) == 3  # different indices are different images
+    was = cv2.useOptimized()
+    try:
+        cv2.setUseOptimized(False)
+        assert [_hash(i, 128, 96) for i in (0, 1, 2)] == forward
+    finally:
+        cv2.setUseOptimized(was)
+
+
+def test_same_bytes_in_another_process_with_simd_paths_disabled():
+    # A fresh process with OpenCV's and NumPy's wide-vector kernels switched off (SPEC §3 test matrix).
+    code = (
+        "from aegis_data.sources import synthetic as s; from aegis_data.imageio import pixel_sha256;"
+        "print(pixel_sha256(s.render_scene(4, 150, 110).rgb)); print(pixel_sha256(s.render_scene(1, 640, 360).rgb))"
+    )
+    env = dict(os.environ, OPENCV_CPU_DISABLE="AVX512-SKX,AVX2,FMA3,AVX,FP16",
+               NPY_DISABLE_CPU_FEATURES="X86_V3 X86_V4 AVX512_ICL AVX512_SPR")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if proc.returncode != 0 and "NPY_DISABLE_CPU_FEATURES" in proc.stderr:  # a CPU without those features
+        env.pop("NPY_DISABLE_CPU_FEATURES")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [_hash(4, 150, 110), _hash(1, 640, 360)]
+
+
+def test_seed_and_size_change_the_image():
+    base = _hash(0, 128, 96)
+    assert pixel_sha256(syn.render_scene(0, 128, 96, seed=1).rgb) != base
+    assert _hash(0, 96, 128) != base
+
+
+@pytest.mark.parametrize("index,size", [(0, (640, 640)), (1, (640, 640)), (3, (1280, 720)), (7, (400, 300))])
+def test_boxes_are_the_painted_extent_of_each_person(index, size):
+    scene = syn.render_scene(index, *size)
+    bare = syn.render_scene(index, *size, persons=False)
+    assert scene.boxes, "these indices hold persons"
+    for k, box in enumerate(scene.boxes):
+        ys, xs = np.nonzero(scene.person_labels == k + 1)
+        # tight: the painted extent touches all four sides of its box
+        assert (xs.min(), ys.min(), xs.max() + 1, ys.max() + 1) == box
+        x0, y0, x1, y1 = (int(v) for v in box)
+        assert (scene.rgb[y0:y1, x0:x1] != bare.rgb[y0:y1, x0:x1]).any()
+        assert 0 <= x0 < x1 <= size[0] and 0 <= y0 < y1 <= size[1]
+    # outside persons and their (blurred) shadows, the scene is untouched by the persons
+    changed = (scene.rgb != bare.rgb).any(axis=2)
+    shadow_reach = cv2.dilate(scene.shadow_mask.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+    assert not (changed & ~(scene.person_labels > 0) & ~shadow_reach).any()
+    # and the shadow is not part of any box's person pixels
+    assert scene.shadow_mask.any()
+
+
+def test_boxes_without_painting_match_render():
+    for index in range(6):
+        boxes, kinds = syn.synthetic_boxes(index, 320, 240)
+        scene = syn.render_scene(index, 320, 240)
+        assert boxes == scene.boxes and kinds == scene.kinds
+
+
+def test_default_set_has_splits_negatives_and_size_bins():
+    ds = load_source("synthetic")
+    assert {s: len(r) for s, r in ds.splits.items()} == {"test": 16, "val": 8, "train": 8}
+    for split in ("test", "val"):
+        assert any(not r.boxes for r in ds.splits[split]), f"{split} needs negatives"
+    areas = [(b[2] - b[0]) * (b[3] - b[1]) for r in ds.records() for b in r.boxes]
+    assert any(a < 32**2 for a in areas) and any(32**2 <= a < 96**2 for a in areas)
+    assert all(r.path.startswith("synthetic:") for r in ds.records())
+    assert ds.description["options"]["n"] == 32
+
+
+def test_read_rgb_regenerates_the_record_pixels():
+    ds = load_source("synthetic", n=3, size="128x96")
+    rec = ds.splits["test"][0]
+    rgb = read_rgb(rec)
+    assert rgb.shape == (96, 128, 3) and rgb.dtype == np.uint8
+    assert pixel_sha256(rgb) == _hash(0, 128, 96)
+    with pytest.raises(AegisError, match="record says"):
+        read_rgb(dataclasses.replace(rec, width=100))
+    with pytest.raises(AegisError, match="above the limit"):
+        read_rgb(rec, max_pixels=1000)
+
+
+def test_options_sizes_and_fractions():
+    ds = load_source("synthetic", n="7", size="128,160x96", test_fraction="0.4", val_fraction=0.2)
+    sizes = [(r.width, r.height) for r in sorted(ds.records(), key=lambda r: r.image_id)]
+    assert sizes == [(128, 128), (160, 96)] * 3 + [(128, 128)]
+    assert {s: len(r) for s, r in ds.splits.items()} == {"test": 3, "val": 1, "train": 3}
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"size": "big"}, "expected N, WxH"),
+        ({"size": "32"}, "between 64 and 8192"),
+        ({"n": "0"}, "integer >= 1"),
+        ({"n": "two"}, "expected an integer"),
+        ({"val_fraction": "1.5"}, r"number in \[0, 1\)"),
+        ({"test_fraction": 0.8, "val_fraction": 0.5}, "exceed 1"),
+        ({"sise": "640"}, "did you mean 'size'"),
+    ],
+)
+def test_bad_options(options, message):
+    with pytest.raises(AegisError, match=message):
+        load_source("synthetic", **options)
+
+
+def test_uri_round_trip_and_rejections():
+    uri = syn.image_uri(12, 640, 480, 7)
+    assert syn.parse_uri(uri) == (12, 640, 480, 7)
+    with pytest.raises(AegisError, match="not a synthetic image reference"):
+        syn.parse_uri("synthetic:v1/x/640x480/1")
+    with pytest.raises(AegisError, match="made by generator v0"):
+        syn.parse_uri("synthetic:v0/7/640x480/1")
+
+
+def test_cosine_table_is_exact_and_margined():
+    import math
+
+    for d in range(0, 360, 7):
+        assert abs(syn._COS[d] - math.cos(math.radians(d)) * 65536) <= 0.5
+    assert syn._COS[0] == 65536 and syn._COS[90] == 0 and syn._COS[180] == -65536

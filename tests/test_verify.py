@@ -1,0 +1,169 @@
+"""verify_split: every kind of difference is found, classified, and measured where possible."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from aegis_data.errors import AegisError
+from aegis_data.imageio import read_rgb, write_png_atomic
+from aegis_data.manifest import build_manifest, load_manifest, write_manifest
+from aegis_data.splits import build_splits
+from aegis_data.verify import pixel_difference, verify_split
+from test_splits_doubles import build_kwargs, fake_corrupt, fake_dataset
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("verify") / "fake-c"
+    build_splits(fake_dataset(n_test=3, n_val=1), out, **build_kwargs())
+    return out
+
+
+@pytest.fixture
+def split(pristine, tmp_path) -> Path:
+    dst = tmp_path / "copy"
+    shutil.copytree(pristine, dst, symlinks=True)
+    return dst
+
+
+def _verify(root, **kw):
+    return verify_split(root, corrupt=fake_corrupt, **kw)
+
+
+def _kinds(report) -> dict[str, str]:
+    return {f.path: f.kind for f in report.findings}
+
+
+def test_an_untouched_split_verifies(split):
+    report = _verify(split)
+    assert report.ok and report.findings == () and report.checked == len(load_manifest(split).entries)
+    assert report.expected_root_hash == report.local_root_hash
+
+
+def test_a_flipped_byte_in_any_image_is_found(split):
+    p = split / "test" / "water_glare_s2" / "img001.png"
+    data = bytearray(p.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    p.write_bytes(bytes(data))
+    report = _verify(split)
+    assert not report.ok and _kinds(report) == {"test/water_glare_s2/img001.png": "pixels"}
+
+
+def test_a_deleted_file_and_an_extra_file_are_found(split):
+    (split / "val" / "clean" / "img100.png").unlink()
+    (split / "test" / "clean" / "stray.png").write_bytes(b"x")
+    (split / "annotations" / "notes.json").write_text("{}")
+    report = _verify(split)
+    assert _kinds(report) == {
+        "val/clean/img100.png": "missing",
+        "test/clean/stray.png": "extra",
+        "annotations/notes.json": "extra",
+    }
+
+
+def test_a_changed_gt_box_names_the_image(split):
+    p = split / "annotations" / "test.json"
+    gt = json.loads(p.read_text())
+    gt["annotations"][2]["bbox"][0] += 1.0  # the box of the second image (img001)
+    p.write_text(json.dumps(gt))
+    report = _verify(split)
+    (f,) = report.findings
+    assert f.kind == "annotations" and f.path == "annotations/test.json"
+    assert "boxes changed for 1: img001" in f.detail
+
+
+def test_a_reencoded_png_is_bytes_only(split):
+    p = split / "test" / "low_light_s1" / "img000.png"
+    rgb = read_rgb(p)
+    ok, buf = cv2.imencode(".png", rgb[:, :, ::-1].copy(), [cv2.IMWRITE_PNG_COMPRESSION, 9])
+    assert ok and buf.tobytes() != p.read_bytes()
+    p.write_bytes(buf.tobytes())
+    report = _verify(split)
+    assert _kinds(report) == {"test/low_light_s1/img000.png": "bytes-only"} and not report.ok
+    assert _verify(split, accept_bytes_only=True).ok
+
+
+def test_changed_pixels_are_counted_against_the_regenerated_image(split):
+    p = split / "test" / "water_glare_s1" / "img002.png"
+    rgb = read_rgb(p)
+    rgb[0, 0, 0] = (int(rgb[0, 0, 0]) + 5) % 256
+    rgb[3, 7, :] = (rgb[3, 7, :].astype(int) + 2) % 256
+    rgb[10, 1, 2] = (int(rgb[10, 1, 2]) + 1) % 256
+    write_png_atomic(p, rgb)
+    (f,) = _verify(split).findings
+    assert (f.kind, f.pixels_differing, f.max_abs_delta) == ("pixels", 3, 5)
+    assert f.detail == "3 pixels differ, max |delta| 5"
+
+
+def test_without_a_clean_reference_pixels_are_reported_uncounted(split):
+    p = split / "test" / "clean" / "img002.png"
+    rgb = read_rgb(p)
+    rgb[1, 1] = 255 - rgb[1, 1]
+    write_png_atomic(p, rgb)
+    (f,) = _verify(split).findings
+    assert f.kind == "pixels" and f.pixels_differing is None and "no reference copy" in f.detail
+
+
+def test_against_a_reference_with_other_source_pixels_reports_a_source_difference(split, tmp_path):
+    m = load_manifest(split).data
+    # A reference whose image img001 came from a differently decoded source (as if another machine's decoder).
+    entries = []
+    for e in m["entries"]:
+        e = dict(e)
+        if e.get("image_id") == "img001":
+            e["source_pixel_sha256"] = "0" * 64
+            e["pixel_sha256"] = "1" * 64
+            e["sha256"] = "2" * 64
+        entries.append(e)
+    ref = build_manifest(dataset=m["dataset"], source=m["source"], suite=m["suite"], config_hash=m["config_hash"],
+                         seed=m["seed"], conditions=m["conditions"], splits=m["splits"], entries=entries)
+    write_manifest(tmp_path / "ref.json", ref)
+    report = _verify(split, against=tmp_path / "ref.json")
+    kinds = _kinds(report)
+    assert kinds["test/clean/img001.png"] == "source"
+    assert {k for p, k in kinds.items() if p != "test/clean/img001.png"} == {"pixels"}
+    assert all("img001" in p for p in kinds)
+    assert "decoder" in next(f.detail for f in report.findings if f.kind == "source")
+
+
+def test_against_a_reference_of_another_benchmark_says_so(split, tmp_path):
+    m = load_manifest(split).data
+    ref = build_manifest(dataset=m["dataset"], source=m["source"], suite=m["suite"], config_hash=m["config_hash"],
+                         seed=m["seed"] + 1, conditions=m["conditions"], splits=m["splits"], entries=m["entries"])
+    write_manifest(tmp_path / "ref.json", ref)
+    report = _verify(split, against=tmp_path / "ref.json")
+    assert [f.kind for f in report.findings] == ["manifest"] and "seed" in report.findings[0].detail
+
+
+def test_an_unfinished_build_cannot_verify(split):
+    (split / "manifest.json").unlink()
+    with pytest.raises(AegisError, match="not a finished build"):
+        verify_split(split)
+
+
+def test_an_edited_manifest_is_refused(split):
+    p = split / "manifest.json"
+    data = json.loads(p.read_text())
+    data["entries"][0]["sha256"] = "f" * 64
+    p.write_text(json.dumps(data))
+    with pytest.raises(AegisError, match="internally inconsistent"):
+        verify_split(split)
+
+
+def test_pixel_difference_counts_positions_and_max_delta():
+    a = np.zeros((2, 3, 3), np.uint8)
+    b = a.copy()
+    b[1, 2, 1] = 9
+    assert pixel_difference(a, b) == (1, 9)
+
+
+def test_report_json_round_trip(split):
+    (split / "test" / "clean" / "img000.png").unlink()
+    d = _verify(split).to_dict()
+    assert json.loads(json.dumps(d))["counts"] == {"missing": 1} and d["ok"] is False
