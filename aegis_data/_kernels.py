@@ -88,7 +88,7 @@ def discrete_gaussian(sigma: float, radius: int | None = None, scale: int = 1 <<
     if not sigma > 0:
         raise ValueError(f"sigma must be > 0, got {sigma}")
     t = float(sigma) * float(sigma)
-    r = max(1, int(math.ceil(4.0 * sigma))) if radius is None else int(radius)
+    r = max(1, int(math.ceil(4.0 * sigma))) if radius is None else max(0, int(radius))
     half = t / 2.0
     q = half * half
     vals = []
@@ -107,7 +107,8 @@ def discrete_gaussian(sigma: float, radius: int | None = None, scale: int = 1 <<
         vals.append(total)
     norm = vals[0] + 2.0 * sum(vals[1:])
     w = [math.floor(v / norm * scale + 0.5) for v in vals]
-    w[1] = max(w[1], 1)
+    if r >= 1:
+        w[1] = max(w[1], 1)
     return np.array(w[:0:-1] + w, dtype=np.int64)
 
 
@@ -191,11 +192,11 @@ def noise_grid_shapes(height: int, width: int, spec: NoiseSpec) -> list[tuple[in
 def noise_work_factor(height: int, width: int, spec: NoiseSpec) -> int:
     """Integer factor between the frame and the grid on which the cubic is evaluated exactly.
 
-    The finest octave keeps at least 8 evaluated samples per cell; in between, bilinear upsampling of the
-    smooth field deviates from the bicubic by well under 1% of the field's range.
+    The finest octave keeps at least 4 evaluated samples per cell; in between, bilinear upsampling of the
+    smooth field deviates from the bicubic by about 1% of the field's range at most.
     """
     finest = spec.base * 2 ** (spec.octaves - 1)
-    return max(1, int(max(height, width) // (8.0 * finest)))
+    return max(1, int(max(height, width) // (4.0 * finest)))
 
 
 def _cubic_taps(positions: np.ndarray, cells: int):
@@ -228,7 +229,8 @@ def value_noise(height: int, width: int, spec: NoiseSpec, grids: tuple[np.ndarra
 
     Octave o's grid is upsampled with separable Catmull-Rom cubic interpolation in float64 (fixed operation
     order), weighted 0.55**o and summed; the sum is min-max normalised. (SPEC's division by the weight sum
-    cancels under the min-max normalisation and is omitted.) A constant field maps to 0.5.
+    cancels under the min-max normalisation and is omitted.) A constant field (range below 1e-5 of its
+    magnitude) maps to 0.5.
     """
     f = noise_work_factor(height, width, spec)
     hw, ww = -(-height // f), -(-width // f)
@@ -255,7 +257,9 @@ def value_noise(height: int, width: int, spec: NoiseSpec, grids: tuple[np.ndarra
             total[r0:r1] += block
         weight *= 0.55
     lo, hi = float(total.min()), float(total.max())
-    if hi > lo:
+    # A range at float32 rounding level means a constant field (only possible with hand-made grids):
+    # normalising it would blow rounding noise up to [0, 1].
+    if hi - lo > 1e-5 * max(abs(hi), abs(lo), 1e-30):
         q = np.floor((total.astype(np.float64) - lo) * (U16 / (hi - lo)) + 0.5).astype(np.uint16)
     else:
         q = np.full(total.shape, 32768, dtype=np.uint16)
@@ -270,7 +274,9 @@ def top_fraction_mask(field: np.ndarray, coverage: float) -> np.ndarray:
     """
     n = field.size
     k = max(1, int(math.ceil(coverage * n)))
-    counts = np.bincount(field.ravel(), minlength=65536)
+    counts = np.zeros(65536, dtype=np.int64)
+    for rows in row_strips(field.shape[0], field.shape[1], 1 << 18):  # strips: no full-size int64 copy
+        counts += np.bincount(field[rows].ravel(), minlength=65536)
     from_top = np.cumsum(counts[::-1])
     threshold = 65535 - int(np.searchsorted(from_top, k))
     return field >= threshold

@@ -262,7 +262,7 @@ def turbidity_cast(image: np.ndarray, params: TurbidityCastParams, draw: NoDraw)
     a, k = params.alpha, params.contrast
     cast = np.asarray(params.cast, dtype=np.float64)
     # Per-channel mean of J = (1-a) I + a M, from exact integer sums.
-    sums = image.reshape(-1, 3).sum(axis=0, dtype=np.int64).astype(np.float64)
+    sums = np.array(cv2.sumElems(image)[:3], dtype=np.float64)  # integer sums < 2**53: exact in float64
     mu = (1.0 - a) * (sums / (255.0 * h * w)) + a * cast
     # mu + k (J - mu) = k(1-a) I + (mu + k (a M - mu)): one scale and a per-channel offset.
     scale = np.float32(k * (1.0 - a))
@@ -291,13 +291,19 @@ def ripple(image: np.ndarray, dx: np.ndarray, dy: np.ndarray) -> np.ndarray:
         raise AegisError(f"inundation supports frames up to 32000 px per side, got {w}x{h}")
     qx = np.floor(np.asarray(dx, dtype=np.float64) * 32.0 + 0.5).astype(np.int32)  # per row, 1/32 px
     qy = np.floor(np.asarray(dy, dtype=np.float64) * 32.0 + 0.5).astype(np.int32)  # per column
-    fx = qx[:, None] + (np.arange(w, dtype=np.int32) << 5)[None, :]
-    fy = qy[None, :] + (np.arange(h, dtype=np.int32) << 5)[:, None]
-    maps = np.empty((h, w, 2), dtype=np.int16)
-    maps[..., 0] = fx >> 5
-    maps[..., 1] = fy >> 5
-    frac = ((fy & 31) << 5 | (fx & 31)).astype(np.uint16)
-    return cv2.remap(image, maps, frac, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    # The x offset is constant along a row and the y offset along a column, so each map is a broadcast sum.
+    shift_x, frac_x = (qx >> 5).astype(np.int16), (qx & 31).astype(np.uint16)
+    shift_y, frac_y = (qy >> 5).astype(np.int16), ((qy & 31) << 5).astype(np.uint16)
+    cols = np.arange(w, dtype=np.int16)
+    out = np.empty_like(image)
+    for rows in K.row_strips(h, w, 1 << 16):
+        n = rows.stop - rows.start
+        maps = np.empty((n, w, 2), dtype=np.int16)
+        np.add(cols[None, :], shift_x[rows, None], out=maps[..., 0])
+        np.add(np.arange(rows.start, rows.stop, dtype=np.int16)[:, None], shift_y[None, :], out=maps[..., 1])
+        frac = frac_y[None, :] | frac_x[rows, None]
+        out[rows] = cv2.remap(image, maps, frac, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    return out
 
 
 def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw) -> np.ndarray:
@@ -447,17 +453,20 @@ def rasterize_streaks(h: int, w: int, draw: RainDraw, blur_ksize: int, blur_sigm
     weight = coverage * draw.intensity[sid]
     minor0 = base.astype(np.int64)
     is_steep = steep[sid]
-    layer = np.zeros(h * w, dtype=np.float64)
-    for offset, share in ((0, 1.0 - frac), (1, frac)):
-        mi = minor0 + offset
-        px_x = np.where(is_steep, mi, m)
-        px_y = np.where(is_steep, m, mi)
-        ok = (px_x >= 0) & (px_x < w) & (px_y >= 0) & (px_y < h)
-        wq = np.floor(weight[ok] * share[ok] * 4096.0 + 0.5)
-        layer += np.bincount(px_y[ok] * w + px_x[ok], weights=wq, minlength=h * w)
+    # Both pixels of every step in one exact accumulation (integer weights in 1/4096 units).
+    minor_px = np.concatenate([minor0, minor0 + 1])
+    major_px = np.concatenate([m, m])
+    steep2 = np.concatenate([is_steep, is_steep])
+    px_x = np.where(steep2, minor_px, major_px)
+    px_y = np.where(steep2, major_px, minor_px)
+    wq = np.floor(np.concatenate([weight * (1.0 - frac), weight * frac]) * 4096.0 + 0.5)
+    ok = (px_x >= 0) & (px_x < w) & (px_y >= 0) & (px_y < h)
+    layer = np.bincount(px_y[ok] * w + px_x[ok], weights=wq[ok], minlength=h * w)
     k = K.discrete_gaussian(blur_sigma, radius=blur_ksize // 2)
     blurred = K.convolve_exact(layer.reshape(h, w), k)
-    return np.minimum(blurred * (1.0 / (4096.0 * float(k.sum()) ** 2)), 1.0).astype(np.float32)
+    blurred *= 1.0 / (4096.0 * float(k.sum()) ** 2)
+    np.minimum(blurred, 1.0, out=blurred)
+    return blurred.astype(np.float32)
 
 
 def rain_streaks(image: np.ndarray, params: RainStreaksParams, draw: RainDraw) -> np.ndarray:
@@ -597,12 +606,16 @@ def low_light(image: np.ndarray, params: LowLightParams, draw: LowLightDraw) -> 
     sd_q = sd.astype(np.float32) * np.float32(grid / (1 << NORMAL_FRAC_BITS))
     enc = encode_table(params.gamma)
     table = normal_table().astype(np.float32)
-    ch = np.arange(3)
+    # (256, 3) tables flattened so one index ``3 v + c`` reads both per-pixel values.
+    sd_flat, dark_flat = sd_q.ravel(), dark_q.ravel()
+    channel = np.arange(3, dtype=np.intp)
     out = np.empty_like(image)
     for rows in K.row_strips(h, w):
-        v = image[rows]
-        x = table[draw.noise[rows]] * sd_q[v, ch]
-        x += dark_q[v, ch]
+        vi = image[rows].astype(np.intp) * 3
+        vi += channel
+        x = table[draw.noise[rows]]
+        x *= sd_flat[vi]
+        x += dark_flat[vi]
         x += np.float32(0.5)
         np.clip(x, 0.0, grid, out=x)
         out[rows] = enc[x.astype(np.int32)]

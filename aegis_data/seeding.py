@@ -33,7 +33,7 @@ SUITE_TAG = "aegis-v1"
 
 # Normal deviates come from a 2**16-entry table of standard-normal quantiles at the cell midpoints
 # (i + 0.5) / 2**16, stored as integers in units of 2**-NORMAL_FRAC_BITS. The tails are therefore truncated
-# at +-4.17 sigma, which is immaterial for sensor noise.
+# at +-4.33 sigma, which is immaterial for sensor noise.
 NORMAL_TABLE_BITS = 16
 NORMAL_FRAC_BITS = 20
 # Every table entry must lie at least this far (in table units) from a rounding boundary, so a 1-ulp

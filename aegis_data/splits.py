@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 import time
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -625,7 +625,8 @@ def build_splits(
     out.mkdir(parents=True, exist_ok=True)
     # From here on the directory is a build in progress: no manifest until the end.
     known = _known_from_manifest(out)
-    for key, val in read_journal(out).items():
+    journalled = read_journal(out)
+    for key, val in journalled.items():
         known.setdefault(key, {"source_pixel_sha256": val["source_pixel_sha256"], "files": {}})
         known[key]["source_pixel_sha256"] = val["source_pixel_sha256"]
         known[key]["files"].update(val["files"])
@@ -644,7 +645,8 @@ def build_splits(
     counters = {"written": 0, "skipped": 0, "mp": 0.0}
 
     def collect(res: UnitResult) -> None:
-        journal.append(res)
+        if res.written or _journal_key(res.split, res.image_id) not in journalled:
+            journal.append(res)  # a fully skipped unit is already in the journal: keep it from growing
         results.append(res)
         counters["written"] += res.written
         counters["skipped"] += res.skipped
@@ -661,7 +663,7 @@ def build_splits(
             with ProcessPoolExecutor(max_workers=n_workers, mp_context=_pool_context()) as pool:
                 pending = {pool.submit(render_unit, t) for t in tasks}
                 while pending:
-                    done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
                     for f in done:
                         exc = f.exception()
                         if exc is not None:

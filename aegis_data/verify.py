@@ -35,6 +35,7 @@ from aegis_data.imageio import DEFAULT_MAX_PIXELS, file_sha256, pixel_sha256, re
 from aegis_data.layout import ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES
 from aegis_data.manifest import Manifest, gt_digest, identity_of, load_manifest
 
+_UNCHANGED_GT = "file bytes differ, boxes identical (formatting/metadata)"
 FINDING_KINDS = ("missing", "extra", "bytes-only", "pixels", "source", "annotations", "yolo", "manifest")
 
 Corrupt = Callable[..., np.ndarray]
@@ -124,7 +125,7 @@ def _annotation_finding(path: Path, rel: str, expected: Mapping[str, Any]) -> Fi
         if items:
             shown = ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
             parts.append(f"{label} for {len(items)}: {shown}" if label == "boxes changed" else f"{label}: {shown}")
-    return Finding(rel, "annotations", "; ".join(parts) or "file bytes differ, boxes identical (formatting/metadata)")
+    return Finding(rel, "annotations", "; ".join(parts) or _UNCHANGED_GT)
 
 
 def verify_split(
@@ -136,12 +137,15 @@ def verify_split(
     corrupt: Corrupt | None = None,
     workers: int | None = None,
     max_pixels: int = DEFAULT_MAX_PIXELS,
+    subset: bool = False,
 ) -> VerifyReport:
     """Check every file of the split under ``root`` against its manifest (or ``against``, a reference manifest).
 
     The local ``manifest.json`` must exist (a build without one is unfinished). ``regenerate`` re-runs the
     corruption (``corrupt``, default ``apply_corruption``) from the split's clean image to count differing
     pixels of a corrupted file; it is skipped when the local suite config differs from the manifest's.
+    ``subset`` (with ``against``): check only the images the local manifest lists, and the GT of those images,
+    so a partial build (``--limit``, ``--corruptions``) can be checked against a full reference.
     """
     root = Path(root)
     if not root.is_dir():
@@ -156,9 +160,26 @@ def verify_split(
         findings.append(Finding(MANIFEST_NAME, "manifest", "reference and local manifest describe different builds: "
                                 + ", ".join(f"{k} {b[k]!r} here vs {a[k]!r} in the reference" for k in diffs)))
 
-    # File hashes in parallel: SHA-256 releases the GIL.
-    paths = sorted(ref.entries)
+    if subset and ref is not local:
+        # Partial build: its own images, and its GT files compared per image (their bytes differ by design).
+        for rel, e in sorted(local.entries.items()):
+            if e["kind"] == "annotations" and rel in ref.entries:
+                want = ref.entries[rel].get("gt") or {}
+                changed = sorted(s for s, d in (e.get("gt") or {}).items() if want.get(s) != d)
+                if changed:
+                    findings.append(Finding(rel, "annotations", f"boxes differ from the reference for {len(changed)}: "
+                                                                f"{', '.join(changed[:5])}"))
+                if not (root / rel).is_file():
+                    findings.append(Finding(rel, "missing", "listed in the local manifest, not on disk"))
+                elif file_sha256(root / rel) != e["sha256"]:
+                    findings.append(_annotation_finding(root / rel, rel, e))  # edited since the build
+        paths = sorted(p for p in local.entries if p in ref.entries and ref.entries[p]["kind"] == "image")
+        findings.extend(Finding(p, "extra", "listed in the local manifest, not in the reference")
+                        for p in sorted(local.entries) if local.entries[p]["kind"] == "image" and p not in ref.entries)
+    else:
+        paths = sorted(ref.entries)
     present = {p for p in paths if (root / p).is_file()}
+    # File hashes in parallel threads: hashlib releases the GIL on large buffers.
     with ThreadPoolExecutor(max_workers=max(1, int(workers or os.cpu_count() or 1))) as pool:
         hashes = dict(zip(sorted(present), pool.map(lambda p: file_sha256(root / p), sorted(present))))
 
@@ -242,7 +263,7 @@ def verify_split(
                       f"reproduce the expected pixels either: corruption drift")
         findings.append(Finding(rel, "pixels", detail, n, dmax))
 
-    listed = set(ref.entries)
+    listed = set(ref.entries) | (set(local.entries) if subset else set())
     for rel in sorted(set(_walk_files(root)) - listed):
         findings.append(Finding(rel, "extra", "on disk, not in the manifest"))
 

@@ -4,9 +4,9 @@ A resample is a row of image multiplicities (how many times each image is drawn)
 comes from tables computed once per condition: thresholded metrics from per-image counts, AP from the
 :class:`~aegis_eval.metrics.ApTable`. No COCO evaluation is re-run per resample.
 
-Randomness: one generator keyed by a stable hash of (seed, "bootstrap", number of images, B, cluster
-structure); raw 64-bit words are turned into indices with our own unbiased rejection rule, so the draws do not
-depend on NumPy's distribution methods, and the same options give the same resamples on any machine.
+Randomness: one ``aegis_data.seeding.KeyedRandom`` stream keyed by (seed, "bootstrap", number of images, B,
+cluster partition); its raw 64-bit words become indices by an unbiased rejection rule of our own, so the draws
+do not depend on NumPy's distribution methods and the same options give the same resamples on any machine.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Mapping
 import numpy as np
 
 from aegis_data.errors import AegisError
+from aegis_data.seeding import KeyedRandom
 from aegis_eval.metrics import IOU_THRESHOLDS, RECALL_THRESHOLDS, ApTable
 from aegis_eval.result_keys import CI_METRICS
 
@@ -73,19 +74,18 @@ def _cluster_structure(n_images: int, clusters: np.ndarray | None) -> tuple[np.n
 
 
 def _keyed_indices(key: str, n: int, count: int) -> np.ndarray:
-    """``count`` uniform integers in [0, n) from a PCG64 stream seeded by SHA-256 of ``key``.
+    """``count`` uniform integers in [0, n) from the keyed stream ``key`` (``aegis_data.seeding``).
 
-    Raw words are reduced with ``% n`` after rejecting the top ``2**64 mod n`` values, so every index is equally
-    likely and the result depends only on the PCG64 stream (a documented, version-stable bit generator).
+    Raw 64-bit words are reduced with ``% n`` after rejecting the top ``2**64 mod n`` values, so every index is
+    exactly equally likely and the result depends only on the raw stream.
     """
-    digest = hashlib.sha256(key.encode("utf-8")).digest()
-    bits = np.random.PCG64(int.from_bytes(digest, "little"))
+    stream = KeyedRandom(key)
     span = 2**64
     limit = (span // n) * n
     parts: list[np.ndarray] = []
     got = 0
     while got < count:
-        raw = bits.random_raw(count - got)
+        raw = stream.bits(count - got)
         if limit < span:
             raw = raw[raw < np.uint64(limit)]
         parts.append((raw % np.uint64(n)).astype(np.int64))
@@ -109,7 +109,7 @@ def resample_weights(n_images: int, options: BootstrapOptions, clusters: np.ndar
     b = int(options.n_bootstrap)
     if b == 1:
         return np.ones((1, n_images), dtype=np.int32)
-    key = f"{_KEY_VERSION}|seed={int(options.seed)}|bootstrap|n_images={n_images}|B={b}|clusters={signature}"
+    key = f"{_KEY_VERSION}|{int(options.seed)}|bootstrap|{n_images}|{b}|{signature}"
     draws = _keyed_indices(key, n_units, b * n_units).reshape(b, n_units)
     flat = draws + (np.arange(b, dtype=np.int64) * n_units)[:, None]
     unit_counts = np.bincount(flat.ravel(), minlength=b * n_units).reshape(b, n_units)

@@ -47,8 +47,8 @@ DEFAULT_MAX_DETS = 100
 
 # The reference clamps the starting IoU to just below 1 so a perfect overlap still matches.
 _MAX_IOU_START = 1.0 - 1e-10
-# Image rows per chunk when forming (detection, GT) pairs, to bound memory at about 2M pairs per chunk.
-_PAIR_CHUNK = 2_000_000
+# (detection, GT) pairs per chunk when computing IoU, to bound memory (a few arrays of this many float64).
+_PAIR_CHUNK = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -136,39 +136,54 @@ def _segment_starts(sorted_keys: np.ndarray, n_groups: int) -> np.ndarray:
 
 
 def _candidate_pairs(gt: GroundTruth, gt_order: np.ndarray, gt_start: np.ndarray, det_boxes: np.ndarray,
-                     det_image: np.ndarray, det_start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     det_start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All (kept detection, GT of the same image) pairs whose IoU reaches the lowest IoU threshold.
 
-    Returns (det row, GT index into gt arrays, IoU), built image-chunk by image-chunk to bound memory.
+    Images are processed in chunks as padded (images, detections, GT) blocks, sorted by GT count so that
+    padding stays small. Returns (det row, GT index into gt arrays, IoU).
     """
-    n_img = gt.n_images
     n_det_img = np.diff(det_start)
     n_gt_img = np.diff(gt_start)
-    pairs_img = n_det_img * n_gt_img
-    cum_pairs = np.concatenate([[0], np.cumsum(pairs_img)])
+    both = np.flatnonzero((n_det_img > 0) & (n_gt_img > 0))
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+    if len(both) == 0:
+        return empty
+    imgs_sorted = both[np.argsort(n_gt_img[both], kind="stable")]
+    # Corner columns once; the sums are the C code's x + w, evaluated identically.
+    d_x0, d_y0 = det_boxes[:, 0], det_boxes[:, 1]
+    d_x1, d_y1 = det_boxes[:, 2] + d_x0, det_boxes[:, 3] + d_y0
+    d_area = det_boxes[:, 2] * det_boxes[:, 3]
+    g_boxes = gt.boxes[gt_order]
+    g_x0, g_y0 = g_boxes[:, 0], g_boxes[:, 1]
+    g_x1, g_y1 = g_boxes[:, 2] + g_x0, g_boxes[:, 3] + g_y0
+    g_area = g_boxes[:, 2] * g_boxes[:, 3]
+    g_crowd = np.asarray(gt.iscrowd, bool)[gt_order]
     floor = IOU_THRESHOLDS.min()
+    d_max = int(n_det_img.max())
     out_d, out_g, out_iou = [], [], []
-    lo = 0
-    while lo < n_img:
-        hi = int(np.searchsorted(cum_pairs, cum_pairs[lo] + _PAIR_CHUNK, side="right")) - 1
-        hi = min(max(hi, lo + 1), n_img)
-        d0, d1 = det_start[lo], det_start[hi]
-        if cum_pairs[hi] > cum_pairs[lo]:
-            rows = np.arange(d0, d1)
-            reps = n_gt_img[det_image[rows]]
-            d_rows = np.repeat(rows, reps)
-            # position of each pair within its detection's run of GT boxes
-            run_start = np.repeat(np.cumsum(reps) - reps, reps)
-            within = np.arange(len(d_rows)) - run_start
-            g_idx = gt_order[gt_start[det_image[d_rows]] + within]
-            iou = box_iou_coco(det_boxes[d_rows], gt.boxes[g_idx], gt.iscrowd[g_idx])
-            keep = iou >= floor
-            out_d.append(d_rows[keep])
-            out_g.append(g_idx[keep])
-            out_iou.append(iou[keep])
+    lo, n = 0, len(imgs_sorted)
+    while lo < n:
+        hi = min(n, lo + max(1, _PAIR_CHUNK // (d_max * int(n_gt_img[imgs_sorted[lo]]))))
+        hi = min(hi, lo + max(1, _PAIR_CHUNK // (d_max * int(n_gt_img[imgs_sorted[hi - 1]]))))
+        imgs = imgs_sorted[lo:hi]
+        nd, ng = n_det_img[imgs], n_gt_img[imgs]
+        d_valid = np.arange(int(nd.max()))[None, :] < nd[:, None]
+        g_valid = np.arange(int(ng.max()))[None, :] < ng[:, None]
+        d_idx = np.where(d_valid, det_start[imgs][:, None] + np.arange(d_valid.shape[1]), 0)[:, :, None]
+        g_idx = np.where(g_valid, gt_start[imgs][:, None] + np.arange(g_valid.shape[1]), 0)[:, None, :]
+        w = np.minimum(d_x1[d_idx], g_x1[g_idx]) - np.maximum(d_x0[d_idx], g_x0[g_idx])
+        h = np.minimum(d_y1[d_idx], g_y1[g_idx]) - np.maximum(d_y0[d_idx], g_y0[g_idx])
+        inter = w * h
+        da = d_area[d_idx]
+        union = np.where(g_crowd[g_idx], da, da + g_area[g_idx] - inter)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            iou = inter / union
+        keep = (w > 0) & (h > 0) & (iou >= floor) & d_valid[:, :, None] & g_valid[:, None, :]
+        c, i, j = np.nonzero(keep)
+        out_d.append(d_idx[c, i, 0])
+        out_g.append(gt_order[g_idx[c, 0, j]])
+        out_iou.append(iou[c, i, j])
         lo = hi
-    if not out_d:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
     return np.concatenate(out_d), np.concatenate(out_g), np.concatenate(out_iou)
 
 
@@ -243,7 +258,7 @@ def evaluate_images(gt: GroundTruth, dets: Detections, max_dets: int = DEFAULT_M
     box_image = np.asarray(gt.box_image, dtype=np.int64)
     gt_order = np.argsort(box_image, kind="stable")
     gt_start = _segment_starts(box_image[gt_order], n_img)
-    pair_det, pair_gt, pair_iou = _candidate_pairs(gt, gt_order, gt_start, det_boxes, det_image, det_start)
+    pair_det, pair_gt, pair_iou = _candidate_pairs(gt, gt_order, gt_start, det_boxes, det_start)
 
     areas = np.asarray(gt.areas, dtype=np.float64)
     crowd = np.asarray(gt.iscrowd, dtype=bool)
@@ -281,20 +296,27 @@ def precision_at_recall(tp: np.ndarray, fp: np.ndarray, n_pos: int) -> np.ndarra
 
     tp, fp: (T, N) bool flags over detections in accumulation order (ignored detections have neither).
     n_pos: number of regular GT (> 0).
+
+    The reference evaluates precision and recall after every detection; we evaluate them after every TP only.
+    That is the same result: the first detection whose recall reaches a threshold is a TP, and a point after
+    an FP has the recall of the point before it with lower precision, so it never raises the right-to-left
+    maximum. The values at TP points are the same integer ratios, hence bit-identical.
     """
-    n_thr, nd = tp.shape
+    n_thr = tp.shape[0]
     q = np.zeros((n_thr, len(RECALL_THRESHOLDS)))
-    if nd == 0:
-        return q
-    tp_sum = np.cumsum(tp, axis=1).astype(np.float64)
-    fp_sum = np.cumsum(fp, axis=1).astype(np.float64)
-    rc = tp_sum / n_pos
-    pr = tp_sum / (fp_sum + tp_sum + np.spacing(1))
-    envelope = np.maximum.accumulate(pr[:, ::-1], axis=1)[:, ::-1]
     for t in range(n_thr):
-        idx = np.searchsorted(rc[t], RECALL_THRESHOLDS, side="left")
-        reached = idx < nd
-        q[t, reached] = envelope[t, idx[reached]]
+        tp_pos = np.flatnonzero(tp[t])
+        n_tp = len(tp_pos)
+        if n_tp == 0:
+            continue
+        tp_sum = np.arange(1, n_tp + 1, dtype=np.float64)
+        fp_sum = np.searchsorted(np.flatnonzero(fp[t]), tp_pos).astype(np.float64)
+        rc = tp_sum / n_pos
+        pr = tp_sum / (fp_sum + tp_sum + np.spacing(1))
+        envelope = np.maximum.accumulate(pr[::-1])[::-1]
+        idx = np.searchsorted(rc, RECALL_THRESHOLDS, side="left")
+        reached = idx < n_tp
+        q[t, reached] = envelope[idx[reached]]
     return q
 
 

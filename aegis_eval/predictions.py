@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path, PurePath
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NoReturn, Sequence
 
 import numpy as np
 
@@ -62,6 +62,10 @@ def _first(items: Sequence, n: int = 3) -> str:
 
 def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_int64(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and -2**63 <= x < 2**63
 
 
 # --- ground truth --------------------------------------------------------------------------------------
@@ -108,8 +112,13 @@ def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None) -
     for k, im in enumerate(images):
         if not isinstance(im, dict) or "id" not in im:
             raise AegisError(f"[gt_missing_key] {where}: images[{k}] lacks 'id'")
-        if not isinstance(im["id"], int) or isinstance(im["id"], bool):
-            raise AegisError(f"[gt_image_id_type] {where}: images[{k}].id must be an integer; got {im['id']!r}")
+        if not _is_int64(im["id"]):
+            raise AegisError(f"[gt_image_id_type] {where}: images[{k}].id must be an integer; got {im['id']!r:.40}")
+        for key in ("width", "height"):
+            v = im.get(key)
+            if v is not None and not (_is_number(v) and 0 <= v < 2**31):  # NaN fails the range test too
+                raise AegisError(f"[gt_image_size] {where}: images[{k}].{key} must be a non-negative number; "
+                                 f"got {v!r:.40}")
         rows.append(im)
     rows.sort(key=lambda im: im["id"])
     image_ids = np.array([im["id"] for im in rows], dtype=np.int64)
@@ -131,9 +140,11 @@ def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None) -
         miss = [key for key in ("image_id", "bbox") if key not in a]
         if miss:
             raise AegisError(f"[gt_missing_key] {where}: annotations[{k}] lacks {', '.join(map(repr, miss))}")
-        if a["image_id"] not in row_of:
-            raise AegisError(f"[gt_unknown_image] {where}: annotations[{k}].image_id {a['image_id']!r} "
-                             "is not in 'images'")
+        if not _is_int64(a["image_id"]) or a["image_id"] not in row_of:
+            raise AegisError(f"[gt_unknown_image] {where}: annotations[{k}].image_id {a['image_id']!r:.40} "
+                             "is not an id in 'images'")
+        if "id" in a and not _is_int64(a["id"]):
+            raise AegisError(f"[gt_annotation_id] {where}: annotations[{k}].id must be an integer; got {a['id']!r:.40}")
         b = a["bbox"]
         if (not isinstance(b, list) or len(b) != 4 or not all(_is_number(v) for v in b)
                 or not np.all(np.isfinite(b)) or b[2] < 0 or b[3] < 0):
@@ -144,7 +155,7 @@ def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None) -
         boxes.append([float(v) for v in b])
         areas.append(float(area) if _is_number(area) else float(b[2]) * float(b[3]))
         crowd.append(bool(a.get("iscrowd", 0)))
-        ann_ids.append(int(a["id"]) if isinstance(a.get("id"), int) else k + 1)
+        ann_ids.append(int(a["id"]) if "id" in a else k + 1)
 
     # Group boxes by image row but keep file order inside each image (stable).
     box_image_arr = np.array(box_image, dtype=np.int64)
@@ -310,7 +321,7 @@ def detections_from_results(obj: Any, gt: GroundTruth, source: Mapping[str, Any]
     return Detections(det_image=det_image, boxes=boxes, scores=score_arr, source=source)
 
 
-def _raise_entry_problem(obj: list, where: str) -> None:
+def _raise_entry_problem(obj: list, where: str) -> NoReturn:
     """Find and report the first entry that is not an object or lacks a required key."""
     for k, e in enumerate(obj):
         if not isinstance(e, dict):
@@ -343,7 +354,7 @@ def _numeric_array(values: list, where: str, key: str, shape: tuple[int, ...]) -
             code = "bbox_invalid" if key == "bbox" else "score_not_numeric"
             want = "a list of 4 numbers [x, y, w, h]" if key == "bbox" else "a number in [0, 1]"
             raise AegisError(f"[{code}] {where}: entry {k} has {key} {v!r:.80}; expected {want}")
-    return np.array(values, dtype=np.float64)  # pragma: no cover - unreachable when the loop found no bad entry
+    return np.array(values, dtype=np.float64)  # numbers numpy first kept as objects (e.g. very large ints)
 
 
 def _category_array(cats: list, where: str) -> np.ndarray:
@@ -356,9 +367,9 @@ def _category_array(cats: list, where: str) -> np.ndarray:
     if arr is not None and len(cats) == 0:
         return np.zeros(0, dtype=np.int64)
     for k, c in enumerate(cats):
-        if not isinstance(c, int) or isinstance(c, bool):
-            raise AegisError(f"[category_invalid] {where}: entry {k} has category_id {c!r}; expected an integer")
-    return np.array(cats, dtype=np.int64)  # pragma: no cover - reached only for ints numpy could not hold
+        if not isinstance(c, int) or isinstance(c, bool) or not -2**63 <= c < 2**63:
+            raise AegisError(f"[category_invalid] {where}: entry {k} has category_id {c!r:.40}; expected an integer")
+    return np.array(cats, dtype=np.int64)
 
 
 def _resolve_categories(cats: np.ndarray, gt: GroundTruth, where: str, warnings: list[str]) -> tuple[np.ndarray, int]:
@@ -396,9 +407,15 @@ def _resolve_image_ids(entries: list, keys: list, gt: GroundTruth, where: str) -
     # Group entries by their distinct id; (type, value) so that 7 and "7" stay apart.
     first_of: dict[tuple[type, Any], int] = {}
     types = set(map(type, keys))
+    key_array = None
     if len(types) == 1 and types <= {int, str}:  # the common case, vectorised
         kind = types.pop()
-        values, group = np.unique(np.array(keys, dtype=np.int64 if kind is int else str), return_inverse=True)
+        try:
+            key_array = np.array(keys, dtype=np.int64 if kind is int else str)
+        except OverflowError:  # ints beyond int64 cannot be GT ids; the loop below reports them as unknown
+            key_array = None
+    if key_array is not None:
+        values, group = np.unique(key_array, return_inverse=True)
         group = group.reshape(-1).astype(np.int64)
         first_of = {(kind, kind(v)): g for g, v in enumerate(values.tolist())}
     else:

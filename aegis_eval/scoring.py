@@ -103,19 +103,21 @@ def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], thr
         for key in THRESHOLD_METRICS[:3] + COUNT_KEYS + THRESHOLD_METRICS[3:]:
             entry[key] = tm[key]
         samples[cond] = bootstrap_samples(weights, table, match.counts)
-        entry["ci"] = {m: _interval(v) for m, v in intervals(samples[cond], bootstrap.confidence).items()}
         matches[cond] = match
         conditions[cond] = entry
 
     clean = conditions.get("clean")
     for cond in names:
         entry = conditions[cond]
+        ci = {m: _interval(v) for m, v in intervals(samples[cond], bootstrap.confidence).items()}
         if clean is None:
             entry["rel_drop"] = {m: None for m in ROBUSTNESS_METRICS}
+            entry["ci"] = ci
             entry["ci_drop"] = {m: [None, None] for m in CI_METRICS}
             entry["localization"] = {k: None for k in LOCALIZATION_KEYS}
             continue
         entry["rel_drop"] = relative_drops(clean, entry)
+        entry["ci"] = ci
         drops = paired_drop_intervals(samples["clean"], samples[cond], bootstrap.confidence)
         entry["ci_drop"] = {m: _interval(v) for m, v in drops.items()}
         entry["localization"] = localization_stability(gt, predictions["clean"], matches["clean"],
@@ -209,6 +211,10 @@ def score_paths(preds: str | Path, gt: str | Path, *, threshold: float | None = 
                          "(--threshold-file, written by 'aegis freeze-threshold')")
     if threshold_file is not None:
         value, info = read_threshold_file(threshold_file)
+        frozen_iou = info.get("iou")
+        if on_warning and isinstance(frozen_iou, (int, float)) and float(frozen_iou) != float(iou):
+            on_warning(f"[iou_mismatch] the threshold was frozen with IoU {frozen_iou:g} but scoring uses "
+                       f"IoU {iou:g}")
     else:
         value, info = float(threshold), {}
     options = BootstrapOptions(n_bootstrap=bootstrap, seed=seed)

@@ -1,120 +1,270 @@
-"""Benchmark of `aegis score` on a synthetic 28-condition sweep (not a test: timings are recorded, not asserted).
+"""Scoring benchmark: our COCO AP engine vs pycocotools and faster-coco-eval, and the bootstrap.
 
-Default size mirrors HERIDAL-scale evaluation: 862 test images, ~1,100 GT boxes, 100 detections per image per
-condition (2.4 M detections in all), B = 1000 bootstrap resamples. The predictions are written as COCO
-results files and scored through ``score_paths`` (what the CLI runs), then the stages are timed separately
-on the loaded data.
+Generates one single-class condition (default 5,000 images × 20 GT × 100 detections: jittered copies of
+the GT plus clutter, scores rounded to 5 decimals as ultralytics writes them), then times in one run:
 
-    .venv/bin/python benchmarks/bench_score.py [--images 862] [--per-image 100] [--bootstrap 1000]
+  (a) ours: ``evaluate_images`` + ``accumulate``, plus thresholded matching (``match_at_threshold`` +
+      ``threshold_metrics``);
+  (b) pycocotools ``COCOeval`` evaluate + accumulate + summarize;
+  (c) faster-coco-eval ``COCOeval_faster`` evaluate + accumulate + summarize;
+  (d) the bootstrap: ``resample_weights`` + ``bootstrap_samples`` with B = 1000 on an 862-image condition.
+
+The six AP values of (a), (b) and (c) are printed side by side and must agree (exit status 1 otherwise).
+Usage: ``python benchmarks/bench_score.py [--images N] [--skip-pycocotools] [--write docs/perf/score.md]``.
+Timings are wall-clock seconds from ``time.perf_counter``; run it on a quiet machine.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
+import datetime
+import io
 import os
 import platform
-import tempfile
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from numpy.random import PCG64, Generator
 
-from aegis_data.config import load_config
-from aegis_eval import metrics
-from aegis_eval.bootstrap import BootstrapOptions, bootstrap_samples, resample_weights
-from aegis_eval.matching import match_at_threshold
-from aegis_eval.predictions import load_ground_truth, load_predictions
-from aegis_eval.scoring import score_paths
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from aegis_eval.bootstrap import BootstrapOptions, bootstrap_samples, resample_weights  # noqa: E402
+from aegis_eval.matching import match_at_threshold, threshold_metrics  # noqa: E402
+from aegis_eval.metrics import accumulate, evaluate_images  # noqa: E402
+from aegis_eval.result_keys import AP_METRICS  # noqa: E402
+from aegis_eval.types import Detections, GroundTruth  # noqa: E402
 
-def make_sweep(root: Path, n_images: int, per_image: int, seed: int = 20260707) -> None:
-    """GT with ~1.28 boxes per image (sizes across COCO's three bins) and a detector degrading with severity."""
-    rng = np.random.Generator(np.random.PCG64(seed))  # explicitly seeded bit generator; benchmark data only
-    images, anns = [], []
-    for i in range(n_images):
-        images.append({"id": i + 1, "file_name": f"img_{i:05d}.png", "width": 4000, "height": 3000})
-        for _ in range(int(rng.choice([0, 1, 1, 2, 2, 3], p=[0.3, 0.2, 0.2, 0.12, 0.1, 0.08]))):
-            w = float(rng.uniform(12, 140))
-            h = w * float(rng.uniform(0.8, 2.0))
-            x, y = float(rng.uniform(0, 3800)), float(rng.uniform(0, 2800))
-            anns.append({"id": len(anns) + 1, "image_id": i + 1, "category_id": 1, "bbox": [x, y, w, h],
-                         "area": w * h, "iscrowd": 0})
-    (root / "gt.json").write_text(json.dumps({"images": images, "annotations": anns,
-                                              "categories": [{"id": 1, "name": "person"}]}))
-    by_image: dict[int, list] = {}
-    for a in anns:
-        by_image.setdefault(a["image_id"], []).append(a["bbox"])
-    preds = root / "preds"
-    preds.mkdir()
-    for cond in load_config().conditions():
-        sev = 0 if cond == "clean" else int(cond[-1])
-        out = []
-        for im in images:
-            rows = []
-            for b in by_image.get(im["id"], []):
-                if rng.random() < 0.92 - 0.2 * sev:
-                    j = rng.normal(0, 0.04 + 0.03 * sev, 4)
-                    rows.append([b[0] + j[0] * b[2], b[1] + j[1] * b[3], b[2] * (1 + j[2]), b[3] * (1 + j[3]),
-                                 float(rng.uniform(0.4, 1.0))])
-            n_fp = per_image - len(rows)
-            xy = rng.uniform(0, 3900, (n_fp, 2))
-            wh = rng.uniform(10, 120, (n_fp, 2))
-            sc = rng.beta(1.2, 6.0, n_fp)
-            rows += np.column_stack([xy, wh, sc]).tolist()
-            out += [{"image_id": im["id"], "category_id": 1, "bbox": [round(v, 2) for v in r[:4]],
-                     "score": round(r[4], 5)} for r in rows]
-        (preds / f"{cond}.json").write_text(json.dumps(out))
+THRESHOLD = 0.25
 
 
-def main() -> None:
+def make_condition(n_images: int, n_gt: int, n_dets: int, key: int) -> tuple[GroundTruth, Detections]:
+    """n_images frames of 2000×1200 with n_gt persons (8-220 px, all three COCO size ranges) and n_dets
+    detections each: half jittered copies of GT boxes (scores 0.2-1), half clutter (scores 0-0.7)."""
+    rng = Generator(PCG64(key))
+    g = n_images * n_gt
+    box_image = np.repeat(np.arange(n_images, dtype=np.int64), n_gt)
+    w = rng.uniform(8, 220, g)
+    h = w * rng.uniform(0.6, 1.6, g)
+    gt_boxes = np.column_stack([rng.uniform(0, 1800, g), rng.uniform(0, 1000, g), w, h])
+    gt = GroundTruth(image_ids=np.arange(1, n_images + 1, dtype=np.int64),
+                     file_names=tuple(f"{i:06d}.png" for i in range(n_images)),
+                     widths=np.full(n_images, 2000), heights=np.full(n_images, 1200), box_image=box_image,
+                     boxes=gt_boxes, areas=w * h, iscrowd=np.zeros(g, bool), ann_ids=np.arange(1, g + 1))
+    d = n_images * n_dets
+    det_image = np.repeat(np.arange(n_images, dtype=np.int64), n_dets)
+    source = det_image * n_gt + rng.integers(0, n_gt, d)
+    scale = np.column_stack([w[source], h[source], w[source], h[source]])
+    boxes = gt_boxes[source] + rng.normal(0, 1, (d, 4)) * rng.uniform(0, 0.15, (d, 1)) * scale
+    boxes[:, 2:] = np.abs(boxes[:, 2:]) + 1.0
+    clutter = (np.arange(d) % n_dets) >= n_dets // 2
+    boxes[clutter] = np.column_stack([rng.uniform(0, 1800, d), rng.uniform(0, 1000, d),
+                                      rng.uniform(8, 220, d), rng.uniform(8, 220, d)])[clutter]
+    scores = np.round(np.where(clutter, rng.uniform(0, 0.7, d), rng.uniform(0.2, 1.0, d)), 5)
+    return gt, Detections(det_image=det_image, boxes=boxes, scores=scores)
+
+
+def coco_dicts(gt: GroundTruth, dets: Detections) -> tuple[dict, list]:
+    images = [{"id": int(i), "width": 2000, "height": 1200, "file_name": f} for i, f in zip(gt.image_ids, gt.file_names)]
+    anns = [{"id": int(a), "image_id": int(gt.image_ids[r]), "category_id": 1, "bbox": b.tolist(), "area": float(s),
+             "iscrowd": 0} for a, r, b, s in zip(gt.ann_ids, gt.box_image, gt.boxes, gt.areas)]
+    results = [{"image_id": int(gt.image_ids[r]), "category_id": 1, "bbox": b.tolist(), "score": float(s)}
+               for r, b, s in zip(dets.det_image, dets.boxes, dets.scores)]
+    return {"images": images, "annotations": anns, "categories": [{"id": 1, "name": "person"}]}, results
+
+
+def timed(fn):
+    """(result, Seconds): wall-clock seconds carrying the CPU seconds of all threads of this process."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    out = fn()
+    wall = time.perf_counter() - t0
+    return out, Seconds(wall, time.process_time() - c0)
+
+
+class Seconds(float):
+    """A wall-clock duration that also carries the CPU seconds spent in it."""
+
+    def __new__(cls, wall: float, cpu: float):
+        obj = super().__new__(cls, wall)
+        obj.cpu = cpu
+        return obj
+
+    def __add__(self, other):
+        return Seconds(float(self) + float(other), self.cpu + getattr(other, "cpu", 0.0))
+
+    __radd__ = __add__
+
+    def cell(self) -> str:
+        return f"{float(self):.2f} | {self.cpu:.2f}"
+
+
+def run_ours(gt, dets):
+    table, t_eval = timed(lambda: evaluate_images(gt, dets))
+    ap, t_acc = timed(lambda: accumulate(table))
+    _, t_thr = timed(lambda: threshold_metrics(match_at_threshold(gt, dets, THRESHOLD)))
+    return ap, {"evaluate_images": t_eval, "accumulate": t_acc, "thresholded": t_thr}
+
+
+def run_pycocotools(gt_dict, results):
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        def load():
+            coco_gt = COCO()
+            coco_gt.dataset = gt_dict
+            coco_gt.createIndex()
+            return coco_gt, coco_gt.loadRes(results)
+        (coco_gt, coco_dt), t_load = timed(load)
+        ev = COCOeval(coco_gt, coco_dt, "bbox")
+        _, t_eval = timed(ev.evaluate)
+        _, t_acc = timed(ev.accumulate)
+        _, t_sum = timed(ev.summarize)
+    return dict(zip(AP_METRICS, ev.stats[:6].tolist())), {"load": t_load, "evaluate": t_eval, "accumulate": t_acc,
+                                                        "summarize": t_sum}
+
+
+def run_faster(gt_dict, results):
+    from faster_coco_eval import COCO, COCOeval_faster
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        def load():
+            coco_gt = COCO(gt_dict)
+            return coco_gt, coco_gt.loadRes(results)
+        (coco_gt, coco_dt), t_load = timed(load)
+        ev = COCOeval_faster(coco_gt, coco_dt, "bbox", print_function=lambda *a, **k: None)
+        _, t_eval = timed(ev.evaluate)
+        _, t_acc = timed(ev.accumulate)
+        _, t_sum = timed(ev.summarize)
+    return dict(zip(AP_METRICS, list(ev.stats[:6]))), {"load": t_load, "evaluate": t_eval, "accumulate": t_acc,
+                                                     "summarize": t_sum}
+
+
+def run_bootstrap(n_images, n_gt, n_dets, n_boot):
+    gt, dets = make_condition(n_images, n_gt, n_dets, key=2 + n_gt)
+    table = evaluate_images(gt, dets)
+    counts = match_at_threshold(gt, dets, THRESHOLD).counts
+    weights, t_w = timed(lambda: resample_weights(gt.n_images, BootstrapOptions(n_bootstrap=n_boot, seed=0)))
+    samples, t_s = timed(lambda: bootstrap_samples(weights, table, counts))
+    return samples, {"resample_weights": t_w, "bootstrap_samples": t_s}
+
+
+def versions() -> dict[str, str]:
+    import faster_coco_eval
+    import pycocotools
+
+    try:
+        from importlib.metadata import version
+        pycoco = version("pycocotools")
+    except Exception:  # metadata missing in odd installs; the module has no __version__
+        pycoco = getattr(pycocotools, "__version__", "?")
+    return {"python": platform.python_version(), "numpy": np.__version__, "pycocotools": pycoco,
+            "faster-coco-eval": faster_coco_eval.__version__}
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--images", type=int, default=862)
-    ap.add_argument("--per-image", type=int, default=100)
-    ap.add_argument("--bootstrap", type=int, default=1000)
-    args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="aegis-bench-score-") as tmp:
-        root = Path(tmp)
-        t0 = time.perf_counter()
-        make_sweep(root, args.images, args.per_image)
-        t_make = time.perf_counter() - t0
+    ap.add_argument("--images", type=int, default=5000)
+    ap.add_argument("--gt", type=int, default=20)
+    ap.add_argument("--dets", type=int, default=100)
+    ap.add_argument("--boot-images", type=int, default=862)
+    ap.add_argument("--boot-b", type=int, default=1000)
+    ap.add_argument("--boot-gt", type=int, nargs="+", default=[7, 20],
+                    help="GT per image of the bootstrap conditions (SARD averages about 7)")
+    ap.add_argument("--skip-pycocotools", action="store_true", help="pycocotools takes minutes at full size")
+    ap.add_argument("--write", type=Path, help="write the markdown results section to this file")
+    args = ap.parse_args(argv)
 
-        t0 = time.perf_counter()
-        result = score_paths(root / "preds", root / "gt.json", threshold=0.5, bootstrap=args.bootstrap, seed=0)
-        t_total = time.perf_counter() - t0
+    load_before = os.getloadavg()
+    gt, dets = make_condition(args.images, args.gt, args.dets, key=1)
+    gt_dict, results = coco_dicts(gt, dets)
+    rows = {}
+    values = {}
+    values["aegis"], rows["aegis"] = run_ours(gt, dets)
+    print("aegis", rows["aegis"], flush=True)
+    values["faster-coco-eval"], rows["faster-coco-eval"] = run_faster(gt_dict, results)
+    print("faster-coco-eval", rows["faster-coco-eval"], flush=True)
+    if not args.skip_pycocotools:
+        values["pycocotools"], rows["pycocotools"] = run_pycocotools(gt_dict, results)
+        print("pycocotools", rows["pycocotools"], flush=True)
+    boots = {}
+    for n_gt in args.boot_gt:
+        _, boots[n_gt] = run_bootstrap(args.boot_images, n_gt, args.dets, args.boot_b)
+        print("bootstrap", n_gt, boots[n_gt], flush=True)
+    load_after = os.getloadavg()
 
-        # Stage breakdown on the loaded data.
-        t0 = time.perf_counter()
-        gt = load_ground_truth(root / "gt.json")
-        dets = {c: load_predictions(root / "preds" / f"{c}.json", gt) for c in load_config().conditions()}
-        t_load = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        matches = {c: match_at_threshold(gt, d, 0.5) for c, d in dets.items()}
-        t_match = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        tables = {c: metrics.evaluate_images(gt, d) for c, d in dets.items()}
-        aps = {c: metrics.accumulate(t) for c, t in tables.items()}
-        t_ap = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        w = resample_weights(gt.n_images, BootstrapOptions(n_bootstrap=args.bootstrap))
-        for c in dets:
-            bootstrap_samples(w, tables[c], matches[c].counts)
-        t_boot = time.perf_counter() - t0
+    ref = values.get("pycocotools", values["faster-coco-eval"])
+    agree = {name: max(abs(v[k] - ref[k]) for k in AP_METRICS) for name, v in values.items()}
+    ours_ap = rows["aegis"]["evaluate_images"] + rows["aegis"]["accumulate"]
 
-    n_dets = sum(d.n for d in dets.values())
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-          f"python {platform.python_version()}, numpy {np.__version__}")
-    print(f"sweep: {len(dets)} conditions, {gt.n_images} images, {gt.n_boxes} GT boxes, {n_dets} detections, "
-          f"B = {args.bootstrap}")
-    print(f"clean recall {result['conditions']['clean']['recall']:.3f}, AP50 {result['conditions']['clean']['map50']:.3f}")
-    print(f"| stage | seconds |\n|---|---|")
-    print(f"| make synthetic files (not part of scoring) | {t_make:.1f} |")
-    print(f"| **score_paths end to end (load + validate + match + AP + bootstrap + summary)** | **{t_total:.1f}** |")
-    print(f"| load + validate 28 files | {t_load:.1f} |")
-    print(f"| thresholded matching, 28 conditions | {t_match:.1f} |")
-    print(f"| COCO AP (evaluate_images + accumulate), 28 conditions | {t_ap:.1f} |")
-    print(f"| bootstrap samples, 28 conditions x B | {t_boot:.1f} |")
+    def total(name):  # evaluate + accumulate + summarize, excluding building the COCO objects
+        r = rows[name]
+        return r["evaluate"] + r["accumulate"] + r["summarize"]
+
+    lines = [
+        f"## Scoring (`benchmarks/bench_score.py`) — {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+        "",
+        f"Condition: {args.images:,} images × {args.gt} GT × {args.dets} detections = "
+        f"{args.images * args.dets:,} detections, one class; bootstrap on {args.boot_images} images × "
+        f"{args.dets} detections × ({', '.join(map(str, args.boot_gt))}) GT, B = {args.boot_b}.",
+        "",
+        "| step | wall s | CPU s | wall vs ours (AP) |",
+        "|---|---:|---:|---:|",
+        f"| ours: `evaluate_images` | {rows['aegis']['evaluate_images'].cell()} | |",
+        f"| ours: `accumulate` | {rows['aegis']['accumulate'].cell()} | |",
+        f"| **ours: AP total** | {ours_ap.cell()} | 1.0× |",
+        f"| ours: thresholded matching + metrics (t = {THRESHOLD}) | {rows['aegis']['thresholded'].cell()} | |",
+    ]
+    for name in ("pycocotools", "faster-coco-eval"):
+        if name in rows:
+            r = rows[name]
+            lines.append(f"| {name}: evaluate | {r['evaluate'].cell()} | |")
+            lines.append(f"| {name}: accumulate + summarize | {(r['accumulate'] + r['summarize']).cell()} | |")
+            lines.append(f"| **{name}: total** (building COCO objects + loadRes, {r['load']:.2f} s, excluded) | "
+                         f"{total(name).cell()} | **{total(name) / ours_ap:.1f}×** |")
+    for n_gt, boot in boots.items():
+        lines += [
+            f"| bootstrap {n_gt} GT/image: `resample_weights` (B = {args.boot_b}) | {boot['resample_weights'].cell()} | |",
+            f"| **bootstrap {n_gt} GT/image: `bootstrap_samples`** (6 CI metrics × {args.boot_b}) | "
+            f"{boot['bootstrap_samples'].cell()} | |",
+        ]
+    lines += [
+        "",
+        "AP values (must agree; max |Δ| vs " + ("pycocotools" if "pycocotools" in values else "faster-coco-eval")
+        + "):",
+        "",
+        "| engine | " + " | ".join(AP_METRICS) + " | max abs diff |",
+        "|---|" + "---:|" * (len(AP_METRICS) + 1),
+    ]
+    for name, v in values.items():
+        lines.append(f"| {name} | " + " | ".join(f"{v[k]:.6f}" for k in AP_METRICS) + f" | {agree[name]:.1e} |")
+    lines += [
+        "",
+        f"Machine: {os.cpu_count()} cores ({cpu_name()}), {platform.system()} {platform.machine()}; "
+        + ", ".join(f"{k} {v}" for k, v in versions().items()) + ".",
+        f"Load average before / after: {load_before[0]:.1f} / {load_after[0]:.1f} — the machine was shared with "
+        "other jobs, so absolute times are inflated and noisy; ratios from the same run are more meaningful.",
+        "",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if args.write:
+        args.write.parent.mkdir(parents=True, exist_ok=True)
+        args.write.write_text(text)
+    return 0 if max(agree.values()) <= 1e-9 else 1
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -140,6 +140,8 @@ def train_cmd(
     workers: Annotated[Optional[int], typer.Option("--workers", help="Data-loader workers (0 = deterministic, "
                                                    "default).")] = None,
     arch: ArchOpt = None,
+    amp: Annotated[Optional[bool], typer.Option("--amp/--no-amp", help="Ultralytics mixed precision on GPU (default "
+                                                "off: its self-check downloads a model).")] = None,
     tile_size: TileSizeOpt = None,
     overlap: OverlapOpt = None,
     min_visibility: Annotated[Optional[float], typer.Option(
@@ -150,10 +152,10 @@ def train_cmd(
     from aegis_eval.runners.train import TrainSettings, train_baseline
 
     cfg = _settings(config, model=model, weights=weights, epochs=epochs, imgsz=imgsz, batch=batch, seed=seed,
-                    lr0=lr0, optimizer=optimizer, device=device, workers=workers, arch=arch, tile=tile_size,
+                    lr0=lr0, optimizer=optimizer, device=device, workers=workers, arch=arch, amp=amp, tile=tile_size,
                     overlap=overlap, min_visibility=min_visibility)
     keys = ("arch", "epochs", "imgsz", "batch", "seed", "lr0", "optimizer", "momentum", "weight_decay", "device",
-            "workers", "tile", "overlap", "min_visibility", "score_floor", "nms_iou", "max_det")
+            "workers", "amp", "tile", "overlap", "min_visibility", "score_floor", "nms_iou", "max_det")
     settings = TrainSettings(model=cfg["model"], weights=cfg["weights"], allow_download=allow_download,
                              **{k: cfg[k] for k in keys})
     result = train_baseline(settings, split, out_dir, log=lambda line: err.print(line, highlight=False))

@@ -118,13 +118,18 @@ def verify_command(
     against: Annotated[Optional[Path], typer.Option(help="Reference manifest to check the files against (e.g. manifests/synthetic-c.json).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the report as JSON to this file.")] = None,
     pixels_only: Annotated[bool, typer.Option("--pixels-only", help="Accept files whose bytes differ but whose decoded pixels match.")] = False,
+    subset: Annotated[bool, typer.Option("--subset", help="With --against: check only the images this build has (a --limit or --corruptions build).")] = False,
     workers: Annotated[Optional[int], typer.Option(help="Hashing threads (default: all cores).")] = None,
 ) -> None:
     """Recompute every hash of a frozen split; exit 0 only if everything matches."""
     from aegis_data.imageio import write_bytes_atomic
     from aegis_data.verify import verify_split
 
-    report = verify_split(directory, against, accept_bytes_only=pixels_only, workers=workers)
+    if subset and against is None:
+        from aegis_data.errors import AegisError
+
+        raise AegisError("--subset needs --against (a reference manifest to take the subset of)")
+    report = verify_split(directory, against, accept_bytes_only=pixels_only, workers=workers, subset=subset)
     if json_out is not None:
         write_bytes_atomic(json_out, (json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n").encode())
     if report.ok:

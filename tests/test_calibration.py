@@ -99,16 +99,16 @@ def test_streak_density_counts_only_pixels_brighter_than_the_veil():
 
 
 def test_streak_density_ignores_the_veil_blur_of_a_textured_image():
-    # Long side 1000 px: the config's strongest veil blur is sigma 1.2 px, bounded by a radius-4 local max.
-    assert cal.veil_radius(1000, 240) == 4
+    # Long side 1000 px: the config's veil blurs are sigma 0.4 / 0.8 / 1.2 px.
+    assert cal.veil_sigmas(1000, 240) == pytest.approx((0.4, 0.8, 1.2))
     yy, xx = np.mgrid[0:240, 0:1000]
     checker = (((xx // 5) + (yy // 5)) % 2 * 200 + 20).astype(np.uint8)
     clean = np.repeat(checker[:, :, None], 3, axis=2)
     blurred = cv2.GaussianBlur(clean, (0, 0), 1.2)
     veil = (blurred.astype(np.uint16) * 230 // 255).astype(np.uint8)
     assert cal.streak_density(veil, clean) == 0.0
-    # The same veil judged with too small a window would count blurred-in pixels as streaks.
-    assert cal.streak_density(veil, clean, radius=0) > 0.01
+    # Judged without the blur bracket, the blurred-in pixels next to bright squares would count as streaks.
+    assert cal.streak_density(veil, clean, sigmas=()) > 0.01
     # A plain local-contrast detector would count the checker's bright squares; this one does not.
     assert cal.streak_density(clean, clean) == 0.0
 
@@ -198,3 +198,48 @@ def test_check_monotone(direction, clean, means, n_bad):
     violations = check_monotone(_table(direction, clean, means))
     assert len(violations) == n_bad, violations
     assert all(v.corruption == "x" for v in violations)
+
+
+# --- every real ladder, on the engine's output over the golden frames ------------------------------------
+@pytest.fixture(scope="module")
+def golden_table() -> CalibrationTable:
+    from golden.frames import GOLDEN_SIZES, golden_frame
+
+    images = [(f"golden-{h}x{w}", golden_frame(h, w)) for h, w in GOLDEN_SIZES]
+    return calibrate(images)
+
+
+def test_every_ladder_is_strictly_monotone_on_the_golden_frames(golden_table):
+    assert golden_table.n_images == 3
+    assert [r.condition for r in golden_table.rows] == load_config().conditions()[1:]
+    assert check_monotone(golden_table) == []
+    for row in golden_table.rows:  # every severity, not only the first, is away from clean
+        assert row.n == 3 and row.mean != row.clean_mean, row
+
+
+def test_dust_and_smoke_are_told_apart_by_colour(golden_table):
+    # Both lower rms_contrast; dust's airlight is brown (R > B), smoke's is a cool grey (R < B).
+    from golden.frames import golden_frame
+
+    frame = golden_frame(240, 320)
+    from aegis_data.corruptions import apply_corruption
+
+    dust = cal.red_blue_ratio(apply_corruption(frame, "dust_haze", 3, "golden-240x320"))
+    smoke = cal.red_blue_ratio(apply_corruption(frame, "smoke_haze", 3, "golden-240x320"))
+    assert dust > 1.25 > 1.0 > smoke, (dust, smoke)
+
+
+def test_streak_density_tracks_the_engines_own_veil():
+    # The engine can show its veil alone; the true streak fraction is output minus veil > margin. The pair
+    # estimate (which never sees the veil) must agree within 20%.
+    from aegis_data.corruptions import apply_corruption, corruption_params, rain_veil
+    from golden.frames import golden_frame
+
+    frame = golden_frame(479, 641)
+    for sev in (1, 2, 3):
+        rain = apply_corruption(frame, "rain_streaks", sev, "golden-479x641")
+        veil = rain_veil(frame, corruption_params("rain_streaks", sev))
+        truth = float(np.mean(cal.luma(rain) - cal.luma(veil) > cal.STREAK_MARGIN))
+        assert truth > 0
+        assert cal.streak_density(rain, frame) == pytest.approx(truth, rel=0.2), sev
+        assert cal.streak_density(veil, frame) < 0.1 * truth

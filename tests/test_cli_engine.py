@@ -15,20 +15,15 @@ from aegis_data.config import load_config
 from aegis_data.corruptions import apply_corruption
 from aegis_data.imageio import pixel_sha256, read_rgb, write_png_atomic
 from cli.main import app
+from golden.frames import golden_frame
 
 runner = CliRunner()
 CFG = load_config()
 
 
-def frame(h: int = 72, w: int = 96, phase: int = 0) -> np.ndarray:
-    """A small deterministic scene: colour gradients, a bright patch and a dark block (no RNG needed)."""
-    yy, xx = np.mgrid[0:h, 0:w]
-    img = np.stack(
-        [60 + (xx * 150) // w, 50 + (yy * 140) // h, 40 + ((xx + yy + phase * 7) % 64) * 2], axis=2
-    ).astype(np.uint8)
-    img[h // 4 : h // 4 + 10, w // 3 : w // 3 + 6] = (235, 235, 230)
-    img[h // 2 :, w // 2 : w // 2 + 12] = (20, 30, 25)
-    return img
+def frame(h: int = 240, w: int = 320, phase: int = 0) -> np.ndarray:
+    """Helper A's golden test frame (integer-built), optionally shifted so two images differ."""
+    return np.ascontiguousarray(np.roll(golden_frame(h, w), phase * 17, axis=1))
 
 
 @pytest.fixture(scope="module")
@@ -164,16 +159,17 @@ def test_calibrate_folder_passes_and_writes_json(image_dir, tmp_path):
 
 def test_calibrate_subset_and_limit(image_dir, tmp_path):
     js = tmp_path / "cal.json"
-    result = runner.invoke(app, ["calibrate", str(image_dir), "-c", "low_light,smoke_haze", "-c", "motion_blur",
+    result = runner.invoke(app, ["calibrate", str(image_dir), "-c", "low_light,smoke_haze", "-c", "fire_warm_tint",
                                  "--limit", "1", "--json", str(js)])
     assert result.exit_code == 0, result.output
     data = json.loads(js.read_text())
     assert data["n_images"] == 1
-    assert [r["condition"] for r in data["rows"]][::3] == ["low_light_s1", "smoke_haze_s1", "motion_blur_s1"]
+    assert [r["condition"] for r in data["rows"]][::3] == ["low_light_s1", "smoke_haze_s1", "fire_warm_tint_s1"]
 
 
 def _split(root: Path, conditions: dict[str, callable]) -> Path:
     """A minimal frozen-split layout: manifest + test/clean + the given conditions (condition -> fn(img, stem))."""
+    root.mkdir(parents=True, exist_ok=True)
     (root / "manifest.json").write_text("{}")
     for phase, stem in ((0, "img_a"), (5, "img_b")):
         img = frame(phase=phase)

@@ -147,6 +147,16 @@ def test_score_single_file_with_threshold_and_cluster(files):
     assert "recall by corruption" not in result.stdout  # no sweep, no matrix
 
 
+def test_score_warns_when_threshold_iou_differs(files, tmp_path):
+    tfile = tmp_path / "t.json"
+    assert runner.invoke(app, ["freeze-threshold", str(files["val"]), "--gt", str(files["split"]), "--iou", "0.6",
+                               "--out", str(tfile)]).exit_code == 0
+    result = runner.invoke(app, ["score", str(files["preds"] / "clean.json"), "--gt", str(files["gt"]),
+                                 "--threshold-file", str(tfile), "--bootstrap", "5"])
+    assert result.exit_code == 0, result.output
+    assert "[iou_mismatch]" in result.stderr
+
+
 def test_score_prints_loader_warnings(files, tmp_path):
     p = tmp_path / "clean.json"
     rows = preds_doc(10, 5)
@@ -170,6 +180,8 @@ def test_score_errors(files, tmp_path):
     assert_one_line_error(runner.invoke(app, base + ["--threshold-file", str(bad_t)]), "[threshold_value]")
     assert_one_line_error(runner.invoke(app, base + ["--threshold", "0.5", "--cluster-by", "flight"]),
                           "[cluster_missing]", "'flight'")
+    assert_one_line_error(runner.invoke(app, base + ["--threshold", "0.5", "--bootstrap", "0"]), "n_bootstrap")
+    assert_one_line_error(runner.invoke(app, base + ["--threshold", "0.5", "--iou", "0"]), "iou must be in (0, 1]")
     assert_one_line_error(runner.invoke(app, ["score", str(files["preds"]), "--gt", str(tmp_path / "x.json"),
                                               "--threshold", "0.5"]), "[gt_not_found]")
     assert_one_line_error(runner.invoke(app, ["score", str(tmp_path / "none"), "--gt", str(files["gt"]),

@@ -162,7 +162,11 @@ def test_scale_and_condition_selection_errors():
     assert panel_scale(500, 1600) == 1.0
     with pytest.raises(AegisError, match="max width"):
         panel_scale(100, 300)
-    assert select_conditions(["smoke_haze_s2", "clean", "low_light_s3"]) == ["smoke_haze_s2", "low_light_s3"]
+    assert select_conditions(["low_light_s3", "clean", "smoke_haze_s2"]) == ["smoke_haze_s2", "low_light_s3"]
+    assert select_conditions(["clean", "low_light_s3", "smoke_haze_s2"], "low_light_s3, smoke_haze_s2") == [
+        "smoke_haze_s2", "low_light_s3"]  # canonical (config) order, whatever order was asked
+    with pytest.raises(AegisError, match="'clean' is implicit"):
+        select_conditions(["clean", "low_light_s3"], ["clean"])
     with pytest.raises(AegisError, match="no predictions for condition 'dust_haze_s1'"):
         select_conditions(["clean", "low_light_s3"], "dust_haze_s1")
     with pytest.raises(AegisError, match="no corrupted-condition predictions"):
@@ -225,3 +229,23 @@ def test_cli_gallery_without_clean_predictions(tiny, tmp_path):
                                     "--out", str(tmp_path / "g")])
     assert result.exit_code == 1
     assert "has no clean.json" in result.stderr and "Traceback" not in result.output
+
+
+def test_report_reads_real_scorer_output(tiny, tmp_path):
+    """The contract between `aegis score --json` and `aegis report`, on the same tiny split."""
+    from aegis_eval.report import build_report, load_results
+    from aegis_eval.scoring import score_paths, write_score_json
+
+    split, preds, thr = tiny
+    scored = score_paths(preds, split, threshold_file=thr, bootstrap=20, label="tiny_model")
+    write_score_json(scored, tmp_path / "score.json")
+    files = build_report(load_results([tmp_path / "score.json"]), tmp_path / "report")
+    tex = files.latex.read_text(encoding="utf-8")
+    rows = [l for l in tex.splitlines() if l.endswith("\\\\") and l[:1] not in (" ", "F")]
+    assert [r.split(" & ")[1:3] for r in rows] == [["clean", "0"], ["smoke\\_haze", "2"], ["low\\_light", "3"]]
+    # recall: clean 7/7; low_light_s3 3/7 found -> drop 4/7 = 57.1 %
+    low = next(r for r in rows if "low\\_light" in r)[:-2].strip().split(" & ")
+    assert low[3:5] == ["0.429", "57.1"]
+    assert any("25 of 28 conditions missing" in n for n in files.notes)
+    md = files.markdown.read_text(encoding="utf-8")
+    assert "tiny_model" in md and "figures/unknown_heatmap_recall.png" in md

@@ -268,6 +268,7 @@ def test_match_is_prefix_consistent_across_thresholds():
             above = dets.scores >= t
             assert (high.is_tp == (low.is_tp & above)).all()
             assert (high.matched_gt == np.where(above, low.matched_gt, -1)).all()
+            assert (high.ignored == (low.ignored & above)).all()
 
 
 def test_match_is_pure_and_returns_threshold_match():

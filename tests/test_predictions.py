@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -74,6 +73,10 @@ def test_ground_truth_keeps_person_only_and_extra_attributes():
     (coco([img(1)], [ann(1, 9, [0, 0, 1, 1])]), "gt_unknown_image"),
     (coco([img(1)], [ann(1, 1, [0, 0, -1, 1])]), "gt_bbox_invalid"),
     (coco([img(1)], [{"id": 1, "image_id": 1, "category_id": 1}]), "gt_missing_key"),
+    (coco([img(1, width="wide")]), "gt_image_size"),
+    (coco([img(2**70)]), "gt_image_id_type"),
+    (coco([img(1)], [ann(1, [1], [0, 0, 1, 1])]), "gt_unknown_image"),
+    (coco([img(1)], [ann("a", 1, [0, 0, 1, 1])]), "gt_annotation_id"),
 ])
 def test_ground_truth_findings(doc, code):
     assert f"[{code}]" in error_of(ground_truth_from_coco, doc)
@@ -164,6 +167,8 @@ def test_missing_key_names_key_and_first_index(gt):
     (det(1, score="0.5"), "score_not_numeric", "entry 1"),
     (det(1, score=True), "score_not_numeric", "entry 1"),
     (det(1, cat="1"), "category_invalid", "entry 1"),
+    (det(1, cat=2**70), "category_invalid", "entry 1"),
+    (det(2**70), "image_id_unknown", "1 detections"),
     (det(1.0), "image_id_type", "entry 1"),
     (det(None), "image_id_type", "entry 1"),
 ])

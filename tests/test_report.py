@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import json
 import re
 from pathlib import Path
 
@@ -274,6 +273,13 @@ def test_load_results_missing_file_directory_and_empty(tmp_path):
         load_results([])
 
 
+def test_cli_report_out_is_a_file(tmp_path):
+    (tmp_path / "taken").write_text("x")
+    result = runner.invoke(_app(), ["report", str(SARD), "--out", str(tmp_path / "taken")])
+    assert result.exit_code == 1 and "--out must be a directory" in result.stderr
+    assert (tmp_path / "taken").read_text() == "x"
+
+
 def test_bad_metric_and_format(tmp_path):
     res = load_results([SARD])
     with pytest.raises(AegisError, match="unknown metric 'mAP'"):
@@ -318,13 +324,27 @@ def test_cli_report_writes_files_and_lists_them(tmp_path):
         (lambda d: [str(SARD), "--metric", "accuracy"], "unknown metric 'accuracy'"),
         (lambda d: [str(SARD), "--format", "docx"], "unknown report format 'docx'"),
         (lambda d: [str(SARD), str(SARD)], "two results for model 'yolo11n'"),
+        (lambda d: [str(d / "thr.json")], "expected an `aegis score` JSON with schema 'aegis-score/1'"),
+        (lambda d: [str(d)], "expected a score JSON file, got a directory"),
     ],
 )
 def test_cli_report_errors_are_one_line(tmp_path, make_args, message):
     (tmp_path / "bad.json").write_text("{oops")
+    (tmp_path / "thr.json").write_text('{"schema": "aegis-threshold/1", "value": 0.4}')
     result = runner.invoke(_app(), ["report", *make_args(tmp_path), "--out", str(tmp_path / "out")])
     assert result.exit_code == 1
     lines = [l for l in result.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], result.stderr
     assert "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_unknown_corruption_gets_its_own_row_after_the_suite():
+    (res,) = load_results([SARD])
+    extra = copy.deepcopy(res)
+    extra["conditions"]["fog_s2"] = {**res["conditions"]["low_light_s2"], "corruption": "fog", "family": "weather"}
+    (group,) = group_by_dataset([extra])
+    assert group.corruptions[-1] == "fog" and group.families["fog"] == "weather"
+    assert group.family_order == ("flood", "wildfire", "storm", "earthquake", "weather")
+    assert group.corruptions[:3] == ("water_glare", "turbidity_cast", "inundation")
+    assert "fog_s2" in group.present_conditions and "fog_s1" in group.missing(group.runs[0])

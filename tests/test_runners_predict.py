@@ -108,3 +108,19 @@ def test_predict_config_with_unknown_key(split, tmp_path):
     result = runner.invoke(app, ["baseline", "predict", "--split", str(split), "--out", str(tmp_path / "o"),
                                  "--config", str(cfg)])
     _one_line_error(result, "did you mean 'max_det'?")
+
+
+def test_baseline_help_lists_the_commands():
+    result = runner.invoke(app, ["baseline", "--help"])
+    assert result.exit_code == 0
+    assert all(cmd in result.stdout for cmd in ("predict", "train", "sweep"))
+
+
+def test_predict_refuses_frames_that_do_not_match_the_gt(tmp_path):
+    root = make_split(tmp_path / "s", n_test=1, n_val=1, conditions=["clean"])
+    gt_path = root / "annotations" / "test.json"
+    gt = json.loads(gt_path.read_text())
+    gt["images"][0]["width"] = 500
+    gt_path.write_text(json.dumps(gt))
+    result = runner.invoke(app, ["baseline", "predict", "--split", str(root), "--out", str(tmp_path / "o"), *FAST])
+    _one_line_error(result, "but the GT says 500x80")

@@ -39,6 +39,9 @@ def test_yolo_dataset_tiles_large_frames(tmp_path):
         assert np.all(boxes >= 0) and np.all(boxes <= 1024)
     again = write_yolo_dataset(root, tmp_path / "data", tile=1024, overlap=256)
     assert again == data_yaml
+    # Other tiling: the old tiles are removed, not mixed with the new frames.
+    write_yolo_dataset(root, tmp_path / "data", tile=2048, overlap=256)
+    assert [p.name for p, _ in read_yolo_folder(tmp_path / "data" / "images" / "train")] == ["train_000.png"]
 
 
 def test_train_without_train_split_is_a_clear_error(tmp_path):
@@ -63,8 +66,8 @@ def test_yolo_train_honours_explicit_optimizer_and_copies_config(split, tmp_path
     assert result["status"] == "trained"
     assert (run / "train" / "weights" / "best.pt").is_file() and (run / "train" / "weights" / "last.pt").is_file()
     args = yaml.safe_load((run / "train" / "args.yaml").read_text())
-    assert (args["optimizer"], args["lr0"], args["seed"], args["deterministic"], args["workers"]) == \
-        ("AdamW", 0.0123, 3, True, 0)
+    assert (args["optimizer"], args["lr0"], args["seed"], args["deterministic"], args["workers"], args["amp"]) == \
+        ("AdamW", 0.0123, 3, True, 0, False)
     cfg = yaml.safe_load((run / "config.yaml").read_text())
     assert cfg["settings"]["lr0"] == 0.0123 and cfg["settings"]["optimizer"] == "AdamW"
     assert cfg["versions"]["ultralytics"] and cfg["device_resolved"] == "cpu"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -20,16 +21,26 @@ from aegis_eval.scoring import (csv_columns, score_conditions, score_json_bytes,
                                 write_score_json)
 from aegis_eval.threshold import freeze_threshold, write_threshold_file
 
-# Keys as documented in docs/SCORE_JSON.md.
-TOP_KEYS = {"schema", "label", "dataset", "iou", "threshold", "conditions", "summary", "provenance"}
-THRESHOLD_KEYS = {"value", "rule", "file", "file_sha256"}
-CONDITION_KEYS = ({"corruption", "family", "severity", "rel_drop", "ci", "ci_drop", "localization"}
-                  | set(AP_METRICS) | set(THRESHOLD_METRICS) | set(COUNT_KEYS))
-SUMMARY_KEYS = {"clean", "mpc", "rpc", "mean_rel_drop", "per_corruption", "per_family", "n_conditions",
-                "missing_conditions"}
-PROVENANCE_KEYS = {"toolkit_version", "git_sha", "git_dirty", "config_hash", "manifest_root_hash", "gt_file",
-                   "gt_sha256", "predictions", "threshold_sha256", "seed", "bootstrap", "cluster_by", "iou",
-                   "timestamp"}
+def documented_example() -> dict:
+    """The jsonc example of docs/SCORE_JSON.md, comments stripped: the schema the scorer must produce."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "SCORE_JSON.md").read_text()
+    block = text.split("```jsonc", 1)[1].split("```", 1)[0]
+    return json.loads(re.sub(r"//[^\n]*", "", block))
+
+
+DOC = documented_example()
+THRESHOLD_KEYS = set(DOC["threshold"])
+CONDITION_KEYS = set(DOC["conditions"]["clean"])
+LOCALIZATION_DOC_KEYS = set(DOC["conditions"]["clean"]["localization"])
+SUMMARY_KEYS = set(DOC["summary"])
+PROVENANCE_KEYS = set(DOC["provenance"])
+
+
+def test_documented_keys_agree_with_result_keys():
+    assert CONDITION_KEYS == ({"corruption", "family", "severity", "rel_drop", "ci", "ci_drop", "localization"}
+                              | set(AP_METRICS) | set(THRESHOLD_METRICS) | set(COUNT_KEYS))
+    assert LOCALIZATION_DOC_KEYS == set(LOCALIZATION_KEYS)
+    assert DOC["schema"] == SCHEMA
 
 
 def synthetic_gt(n_images: int, seed: int = 1):
@@ -103,13 +114,13 @@ def sweep_result(sweep):
 
 def test_sweep_json_matches_the_documented_schema(sweep_result):
     result, frozen, tfile = sweep_result
-    assert set(result) == TOP_KEYS and result["schema"] == SCHEMA
+    assert list(result) == list(DOC) and result["schema"] == SCHEMA
     assert set(result["threshold"]) == THRESHOLD_KEYS
     assert result["threshold"]["value"] == frozen.value and result["threshold"]["rule"] == "max-f1"
     assert result["threshold"]["file"] == str(tfile) and len(result["threshold"]["file_sha256"]) == 64
     assert list(result["conditions"]) == load_config().conditions()  # canonical order
     for cond, e in result["conditions"].items():
-        assert set(e) == CONDITION_KEYS, cond
+        assert list(e) == list(DOC["conditions"]["clean"]), cond  # same keys, documented order
         assert set(e["ci"]) == set(CI_METRICS) and set(e["ci_drop"]) == set(CI_METRICS)
         assert set(e["localization"]) == set(LOCALIZATION_KEYS)
         for m, (lo, hi) in e["ci"].items():
@@ -303,3 +314,11 @@ def test_cluster_by_attribute_and_mapping_file(sweep, tmp_path):
 def test_bad_threshold_value_is_refused(sweep):
     with pytest.raises(AegisError, match="threshold"):
         score_paths(sweep["preds"], sweep["split"], threshold=1.5)
+
+
+def test_git_state_fails_soft_outside_a_checkout(tmp_path):
+    from aegis_eval.provenance import git_state
+
+    assert git_state(tmp_path) == (None, None)
+    sha, dirty = git_state()  # the toolkit's own checkout
+    assert sha is None or (len(sha) == 40 and isinstance(dirty, bool))

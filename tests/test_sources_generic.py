@@ -76,6 +76,7 @@ def test_coco_loads_persons_only(coco):
     assert recs["sub__b"].boxes == ((0.0, 0.0, 64.0, 48.0),)
     assert recs["c"].boxes == ()
     d = ds.description
+    json.dumps(d)
     assert d["crowd_annotations_left_out"] == 1 and d["ignored_non_person_annotations"] == 1
     assert d["json_size_disagrees_with_image"] == 1
     assert read_rgb(recs["sub__b"]).shape == (48, 64, 3)
@@ -141,6 +142,7 @@ def test_yolo_classes_and_negatives(yolo: Path):
     assert ds.description["layout"]["images_without_label_file_negative"] == 1
     assert ds.description["layout"]["label_files_without_image_skipped"] == 1
     assert ds.description["rules"]["classes"] == "every class id is a person"
+    json.dumps(ds.description)
     only3 = load_source("yolo", source=yolo, classes="3")
     assert np.allclose({r.image_id: r for r in only3.records()}["f1"].boxes, [(20, 10, 30, 15)])
     assert only3.description["ignored_boxes_by_class"] == {"0": 1}
@@ -194,6 +196,7 @@ def test_voc_layout_and_classes(tmp_path: Path):
     assert set(recs) == {"x1", "x2"}  # x3 has no XML
     assert recs["x1"].boxes == ((10.0, 5.0, 30.0, 35.0),) and recs["x2"].boxes == ()
     assert ds.description["layout"]["images_without_xml_skipped"] == 1
+    json.dumps(ds.description)
     riders = load_source("voc", source=root, classes="person,rider")
     assert len({r.image_id: r for r in riders.records()}["x1"].boxes) == 2
     with pytest.raises(AegisError, match="no images with VOC XML"):
@@ -225,6 +228,7 @@ def test_hf_save_to_disk_round_trip(tmp_path: Path):
     shutil.rmtree(tmp_path / "src")  # the saved dataset embeds the image bytes
     ds = load_source("hf", source=str(target))
     assert {s: len(v) for s, v in ds.splits.items()} == {"train": 4, "test": 2}
+    json.dumps(ds.description)
     rec = next(r for r in ds.splits["train"] if r.boxes)
     assert rec.boxes == ((1.0, 2.0, 11.0, 14.0), (3.0, 3.0, 7.0, 7.0))
     assert rec.image_id == "train-img0"  # file stems repeat across the HF splits: prefixed
@@ -252,3 +256,17 @@ def test_hf_errors(tmp_path: Path):
         load_source("hf", source=str(tmp_path / "one"), objects_column="labels")
     with pytest.raises(AegisError, match="cannot load Hugging Face dataset 'someone/aerial'"):
         load_source("hf", source="someone/aerial")  # a hub id while offline: one clear line, no network
+
+
+def test_hf_local_imagefolder_with_metadata(tmp_path: Path):
+    folder = tmp_path / "imgf" / "test"
+    lines = []
+    for k in range(3):
+        write_image(folder / f"frame{k}.png", 48, 32, 40 * k)
+        objs = {"bbox": [[2.0, 3.0, 10.0, 8.0]] if k else [], "category": [0] if k else []}
+        lines.append(json.dumps({"file_name": f"frame{k}.png", "image_id": f"frame-{k}", "objects": objs}))
+    (folder / "metadata.jsonl").write_text("\n".join(lines) + "\n")
+    ds = load_source("hf", source=str(tmp_path / "imgf"))
+    assert [r.image_id for r in ds.splits["test"]] == ["frame-0", "frame-1", "frame-2"]
+    assert ds.splits["test"][1].boxes == ((2.0, 3.0, 12.0, 11.0),)
+    assert int(read_rgb(ds.splits["test"][2])[0, 0, 0]) == 80

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import cv2
@@ -81,6 +82,7 @@ def test_layout_quirks_and_counts(heridal: Path):
     assert layout["trainImages"]["ignored_objects_by_class"] == {"dog": 1}
     assert layout["trainImages"]["xml_without_size"] >= 1
     assert layout["testImages"]["xml_size_disagrees_with_image"] == 1
+    json.dumps(ds.description)  # goes into the manifest
     assert layout["trainImages"]["empty_label_files"] == 7  # 003 (zero bytes) and 004..009
 
 

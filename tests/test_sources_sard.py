@@ -73,6 +73,7 @@ def test_original_layout_sequences_stay_together(tmp_path: Path):
     assert_no_near_duplicates_straddle(ds, gap=2)
     assert audit_dataset(ds)["leakage"] is False
     assert ds.description["layout_kind"] == "original"
+    json.dumps(ds.description)
     # boxes from the XML; frames with k % 3 == 0 are negatives
     rec = next(r for r in ds.records() if r.image_id == "gss1")
     assert rec.boxes == ((2.0, 2.0, 12.0, 20.0),)
@@ -141,6 +142,7 @@ def test_roboflow_export_groups_copies_of_one_frame(tmp_path: Path):
     ds = load_source("sard", source=root)
     assert ds.description["layout_kind"] == "roboflow"
     assert ds.description["roboflow_stems_in_several_source_splits"] == 1
+    json.dumps(ds.description)
     by_stem = defaultdict(set)
     for r in ds.records():
         by_stem[original_stem(r.image_id)].add(r.split)
@@ -172,3 +174,20 @@ def test_bad_yolo_line_in_roboflow_export(tmp_path: Path):
     (root / "test" / "labels" / "gss160_jpg.rf.2c2c2c.txt").write_text("0 0.5 0.5 0.2\n")
     with pytest.raises(AegisError, match=r"gss160_jpg.rf.2c2c2c.txt:1: expected 5 values"):
         load_source("sard", source=root)
+
+
+def test_same_frame_in_several_folders_shares_a_group(tmp_path: Path):
+    root = tmp_path / "mirror"
+    for folder in ("train", "test"):
+        write_image(root / folder / "gss7.jpg", value=7)
+        (root / folder / "gss7.xml").write_text(voc([("human", 1, 1, 9, 9)] if folder == "train" else []))
+    write_image(root / "train" / "gss40.jpg", value=40)
+    (root / "train" / "gss40.xml").write_text(voc([]))
+    ds = load_source("sard", source=root)
+    recs = {r.image_id: r for r in ds.records()}
+    assert set(recs) == {"train__gss7", "test__gss7", "gss40"}
+    assert recs["train__gss7"].boxes == ((1.0, 1.0, 9.0, 9.0),) and recs["test__gss7"].boxes == ()  # own XML
+    assert recs["train__gss7"].split == recs["test__gss7"].split
+    assert ds.description["layout"]["stems_in_several_folders"] == 1
+    report = audit_dataset(ds)
+    assert report["duplicates"]["sets"] == 1 and report["leakage"] is False

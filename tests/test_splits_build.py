@@ -165,7 +165,7 @@ def test_a_finished_build_reruns_without_writing(tmp_path):
 
 
 def test_a_build_killed_with_sigkill_resumes_to_the_same_manifest(tmp_path):
-    ds_args = "fake_dataset(n_test=6, n_val=1)"
+    ds_args = "fake_dataset(n_test=10, n_val=1)"
     code = (
         "from aegis_data.splits import build_splits\n"
         "from test_splits_doubles import *\n"
@@ -186,9 +186,9 @@ def test_a_build_killed_with_sigkill_resumes_to_the_same_manifest(tmp_path):
         proc.wait(timeout=30)
     killed = tmp_path / "killed"
     assert not (killed / "manifest.json").exists()  # a half-built dir has no manifest
-    resumed = build_splits(fake_dataset(n_test=6, n_val=1), killed, **build_kwargs())
-    assert resumed.files_skipped >= 2 * len(EXPECTED_CONDS) - 1
-    build_splits(fake_dataset(n_test=6, n_val=1), tmp_path / "straight", **build_kwargs())
+    resumed = build_splits(fake_dataset(n_test=10, n_val=1), killed, **build_kwargs())
+    assert resumed.files_skipped >= len(EXPECTED_CONDS) and resumed.files_written > 0  # a real resume
+    build_splits(fake_dataset(n_test=10, n_val=1), tmp_path / "straight", **build_kwargs())
     assert (killed / "manifest.json").read_bytes() == (tmp_path / "straight" / "manifest.json").read_bytes()
 
 
@@ -283,3 +283,18 @@ def test_the_real_audit_refuses_a_group_in_two_splits(tmp_path):
     with pytest.raises(AegisError, match="leakage between splits .*synthetic-00000"):
         build_splits(bad, tmp_path / "o", corruptions=FEW, severities=(1,), workers=1)
     assert not (tmp_path / "o").exists()
+
+
+def test_a_changed_source_invalidates_all_files_of_that_image(tmp_path):
+    ds = fake_dataset(n_test=2, n_val=0)
+    build_splits(ds, tmp_path / "o", **build_kwargs())
+    (tmp_path / "o" / "test" / "low_light_s1" / "img001.png").unlink()
+
+    def read_changed(rec, max_pixels):
+        img = fake_read(rec, max_pixels)
+        return 255 - img if rec.image_id == "img001" else img
+
+    again = build_splits(ds, tmp_path / "o", **build_kwargs(read_image=read_changed))
+    assert again.files_written == len(EXPECTED_CONDS)  # every file of img001, none of img000
+    clean = read_rgb(tmp_path / "o" / "test" / "clean" / "img001.png")
+    assert np.array_equal(clean, 255 - fake_read(record(1), 10**9))

@@ -97,6 +97,7 @@ def test_verify_against_another_manifest(app, doubles, tmp_path):
         (["build-splits", "--n", "2", "--size", "64", "--labels", "x"], ["unknown option 'labels'"]),
         (["build-splits", "--n", "2", "--size", "banana"], ["size='banana'"]),
         (["verify", "/nonexistent/split"], ["split directory not found"]),
+        (["verify", "/nonexistent/split", "--subset"], ["--subset needs --against"]),
         (["export-hf", "/nonexistent/split", "--out", "/tmp/x-never"], ["no manifest"]),
     ],
 )
@@ -132,3 +133,64 @@ def test_console_script_lists_the_commands():
     r = subprocess.run([str(exe), "verify", "--help"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "--against" in r.stdout
+
+
+def test_export_push_goes_through_hfapi(app, doubles, tmp_path, monkeypatch):
+    import huggingface_hub
+
+    calls = []
+
+    class FakeApi:
+        def create_repo(self, repo_id, **kw):
+            calls.append(("create_repo", repo_id))
+
+        def upload_folder(self, **kw):
+            calls.append(("upload_folder", kw["repo_id"]))
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    out = tmp_path / "syn"
+    assert runner.invoke(app, ["build-splits", "--out", str(out), *SMALL]).exit_code == 0
+    r = runner.invoke(app, ["export-hf", str(out), "--out", str(tmp_path / "hf"), "--push", "me/syn-c"])
+    assert r.exit_code == 0, r.output
+    assert calls == [("create_repo", "me/syn-c"), ("upload_folder", "me/syn-c")]
+    assert "https://huggingface.co/datasets/me/syn-c" in r.stdout
+
+
+def _heridal_tree(root: Path, value: int = 90) -> Path:
+    """A tiny HERIDAL-like source: JPEG frames with VOC XML beside them."""
+    import cv2
+    import numpy as np
+
+    for k, (folder, names) in enumerate((("trainImages", ["tr_0", "tr_1", "tr_2", "tr_3"]), ("testImages", ["te_0", "te_1"]))):
+        for i, name in enumerate(names):
+            (root / folder).mkdir(parents=True, exist_ok=True)
+            img = np.full((48, 64, 3), value + 10 * i + 50 * k, np.uint8)  # all frames distinct (the audit checks)
+            img[:24, :32] = (value + 60 + i) % 256
+            assert cv2.imwrite(str(root / folder / f"{name}.jpg"), img)
+            box = "<bndbox><xmin>10</xmin><xmax>20</xmax><ymin>5</ymin><ymax>25</ymax></bndbox>"
+            (root / folder / f"{name}.xml").write_text(
+                f"<annotation><size><width>64</width><height>48</height></size>"
+                f"<object><name>human</name>{box}</object></annotation>")
+    return root
+
+
+def test_heridal_like_source_end_to_end_and_a_source_decode_difference(app, tmp_path):
+    import cv2
+
+    src = _heridal_tree(tmp_path / "HERIDAL")
+    args = ["--dataset", "heridal", "--source", str(src), "--corruptions", "smoke_haze", "--severities", "1",
+            "--workers", "2"]
+    r = runner.invoke(app, ["build-splits", *args, "--out", str(tmp_path / "a")])
+    assert r.exit_code == 0, r.output
+    assert runner.invoke(app, ["verify", str(tmp_path / "a")]).exit_code == 0
+    # Another machine whose JPEG decoder gives other pixels for te_1: simulated by re-encoding that source.
+    img = cv2.imread(str(src / "testImages" / "te_1.jpg"))
+    assert cv2.imwrite(str(src / "testImages" / "te_1.jpg"), img, [cv2.IMWRITE_JPEG_QUALITY, 60])
+    r = runner.invoke(app, ["build-splits", *args, "--out", str(tmp_path / "b")])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["verify", str(tmp_path / "b"), "--against", str(tmp_path / "a" / "manifest.json"),
+                            "--json", str(tmp_path / "v.json")])
+    assert r.exit_code == 1
+    report = json.loads((tmp_path / "v.json").read_text())
+    kinds = {f["path"]: f["kind"] for f in report["findings"]}
+    assert kinds == {"test/clean/te_1.png": "source", "test/smoke_haze_s1/te_1.png": "pixels"}

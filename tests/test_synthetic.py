@@ -19,9 +19,9 @@ from aegis_data.sources import synthetic as syn
 # pixel_sha256 of render_scene(index, w, h, seed=20260707).rgb; a change here means every synthetic
 # benchmark built before it is different: bump synthetic.VERSION and update these on purpose.
 GOLDEN = {
-    (0, 160, 120): None,
-    (5, 96, 64): None,  # a negative (index % 6 == 5)
-    (2, 200, 200): None,
+    (0, 160, 120): "3803bab89850572aa1f7117addbef40474e58600aeef55d7a51a4db9ad4b8862",
+    (5, 96, 64): "533a96cf75f1d9b314ddc451e9aa1717beda9c2183d3bee045cf90bf9c7b3301",  # a negative (index % 6 == 5)
+    (2, 200, 200): "02217496a65a42bce6ddecdee62a15477478d0372ea0266f28b9ab9d578bd84a",
 }
 
 
@@ -34,17 +34,19 @@ def test_golden_pixel_hashes(key):
     assert _hash(*key) == GOLDEN[key]
 
 
-def test_same_bytes_in_any_order_and_with_cv2_unoptimised():
+def test_same_bytes_in_any_order_unoptimised_and_single_threaded():
     forward = [_hash(i, 128, 96) for i in (0, 1, 2)]
     backward = [_hash(i, 128, 96) for i in (2, 1, 0)][::-1]
     assert forward == backward
     assert len(set(forward)) == 3  # different indices are different images
-    was = cv2.useOptimized()
+    was, threads = cv2.useOptimized(), cv2.getNumThreads()
     try:
         cv2.setUseOptimized(False)
+        cv2.setNumThreads(1)
         assert [_hash(i, 128, 96) for i in (0, 1, 2)] == forward
     finally:
         cv2.setUseOptimized(was)
+        cv2.setNumThreads(threads)
 
 
 def test_same_bytes_in_another_process_with_simd_paths_disabled():
@@ -105,6 +107,9 @@ def test_default_set_has_splits_negatives_and_size_bins():
     assert any(a < 32**2 for a in areas) and any(32**2 <= a < 96**2 for a in areas)
     assert all(r.path.startswith("synthetic:") for r in ds.records())
     assert ds.description["options"]["n"] == 32
+    sizes = {r.image_id: (r.width, r.height) for r in ds.records()}
+    assert sizes["synthetic-00003"] == (1280, 720) and sizes["synthetic-00000"] == (640, 640)
+    assert sum(1 for v in sizes.values() if v == (1280, 720)) == 4
 
 
 def test_read_rgb_regenerates_the_record_pixels():
@@ -136,6 +141,7 @@ def test_options_sizes_and_fractions():
         ({"val_fraction": "1.5"}, r"number in \[0, 1\)"),
         ({"test_fraction": 0.8, "val_fraction": 0.5}, "exceed 1"),
         ({"sise": "640"}, "did you mean 'size'"),
+        ({"size": "640", "max_pixels": 1000}, "above max_pixels=1,000"),
     ],
 )
 def test_bad_options(options, message):

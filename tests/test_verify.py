@@ -167,3 +167,18 @@ def test_report_json_round_trip(split):
     (split / "test" / "clean" / "img000.png").unlink()
     d = _verify(split).to_dict()
     assert json.loads(json.dumps(d))["counts"] == {"missing": 1} and d["ok"] is False
+
+
+def test_a_partial_build_checks_against_a_full_reference_with_subset(pristine, tmp_path):
+    part = tmp_path / "part"
+    build_splits(fake_dataset(n_test=3, n_val=1), part, limit=2, **build_kwargs(severities=(1,)))
+    ref = pristine / "manifest.json"
+    assert _verify(part, against=ref, subset=True).ok
+    full = _verify(part, against=ref)
+    assert not full.ok and {f.kind for f in full.findings} >= {"missing", "annotations"}
+    p = part / "annotations" / "test.json"
+    gt = json.loads(p.read_text())
+    gt["annotations"][0]["bbox"][3] += 1.0
+    p.write_text(json.dumps(gt))
+    (f,) = _verify(part, against=ref, subset=True).findings
+    assert f.kind == "annotations" and "img000" in f.detail

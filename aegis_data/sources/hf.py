@@ -103,6 +103,15 @@ def _category_names(feature: Any) -> list[str] | None:
     return list(cat.names) if hasattr(cat, "names") else None
 
 
+@functools.lru_cache(maxsize=16)
+def _raw_split(source: str, split: str, column: str):
+    """One split with its image column left undecoded; cached per process."""
+    splits = _splits_of(_open(source))
+    if split not in splits:
+        raise AegisError(f"HF dataset {source} has no split {split!r}")
+    return _raw_images(splits[split], column)
+
+
 def image_bytes(uri: str) -> bytes:
     """The stored (encoded) image bytes of an ``hf:<source>::<split>::<row>::<column>`` record path."""
     try:
@@ -110,10 +119,7 @@ def image_bytes(uri: str) -> bytes:
         row_i = int(row)
     except ValueError:
         raise AegisError(f"not an HF image reference: {uri!r} (expected hf:<source>::<split>::<row>::<column>)") from None
-    splits = _splits_of(_open(source))
-    if split not in splits:
-        raise AegisError(f"{uri}: the dataset has no split {split!r}")
-    ds = _raw_images(splits[split], column)
+    ds = _raw_split(source, split, column)
     if not 0 <= row_i < len(ds):
         raise AegisError(f"{uri}: row {row_i} is outside the split (0..{len(ds) - 1})")
     return _image_bytes(ds[row_i][column], uri)

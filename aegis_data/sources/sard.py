@@ -31,13 +31,13 @@ from typing import Any, Mapping
 from aegis_data.errors import AegisError
 from aegis_data.records import Record
 from aegis_data.sources._common import (
-    check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, require_dir, safe_id,
+    check_options, frame_size, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, require_dir,
+    safe_id,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
 from aegis_data.sources._labels import split_stats, xml_record
 from aegis_data.sources._split import assign_groups
 from aegis_data.sources.yolo import class_stats, yolo_boxes
-from aegis_data.sources._common import frame_size
 
 NAME = "sard"
 OPTIONS = ("groups", "gap", "max_group", "test_fraction", "val_fraction", "classes", "max_pixels")
@@ -110,23 +110,33 @@ def _roboflow_records(root: Path, classes, max_pixels: int, stats: Counter) -> t
 
 
 def _original_records(root: Path, max_pixels: int, stats: Counter) -> tuple[list[Record], dict]:
+    """Frames and VOC XML anywhere below ROOT. An XML in the image's own folder wins over one elsewhere;
+    when one stem occurs in several folders (e.g. a mirror's own train/test folders), the ids carry the
+    folder path, and the copies share the frame's group."""
     images = list_images(root, recursive=True)
-    xmls: dict[str, Path] = {}
+    xml_by_stem: dict[str, Path] = {}
+    xml_by_place: dict[tuple[Path, str], Path] = {}
     for p in sorted(root.rglob("*.xml")):
         if p.is_file() and not p.name.startswith("."):
-            xmls.setdefault(p.stem, p)
-    stems = {p.stem for p in images}
+            xml_by_stem.setdefault(p.stem, p)
+            xml_by_place[(p.parent, p.stem)] = p
+    stem_count = Counter(p.stem for p in images)
     records = []
     skipped = []
     for img in images:
-        if img.stem not in xmls:
+        xml = xml_by_place.get((img.parent, img.stem)) or xml_by_stem.get(img.stem)
+        if xml is None:
             skipped.append(img.name)
             continue
-        records.append(xml_record(img, xmls[img.stem], split="test", max_pixels=max_pixels, stats=stats,
+        rel = img.relative_to(root).with_suffix("").as_posix()
+        image_id = safe_id(rel.replace("/", "__")) if stem_count[img.stem] > 1 else None
+        records.append(xml_record(img, xml, split="test", image_id=image_id, max_pixels=max_pixels, stats=stats,
                                   meta={"original_stem": img.stem}))
-    orphans = sorted(s for s in xmls if s not in stems)
+    stems = set(stem_count)
+    orphans = sorted(s for s in xml_by_stem if s not in stems)
     layout = {"images_found": len(images), "images_without_xml_skipped": len(skipped),
               "xml_without_image_skipped": len(orphans),
+              "stems_in_several_folders": sum(1 for c in stem_count.values() if c > 1),
               "examples_skipped": skipped[:5] + [f"{s}.xml" for s in orphans[:5]]}
     return records, layout
 

@@ -7,8 +7,8 @@ colours) with cast shadows. Some images hold no person (negatives).
 
 Determinism. An image is a pure function of ``(index, width, height, seed)``. Every random draw comes from a
 keyed stream of ``aegis_data.seeding`` (Philox keyed by the SHA-256 of the generation key plus a label per
-scene element, no global RNG); only raw 64-bit words are used, converted by this module's own integer code. Pixel work is
-integer: uint8 ``cv2.resize`` (INTER_LINEAR) and ``cv2.GaussianBlur`` (fixed-point, measured bit-exact
+scene element, no global RNG); only raw 64-bit words are used, converted by this module's own integer code.
+Pixel work is integer: uint8 ``cv2.resize`` (INTER_LINEAR) and ``cv2.GaussianBlur`` (fixed-point, measured bit-exact
 across SIMD paths and OpenCV 4.14/5.0), cv2 integer drawing primitives with integer coordinates, lookup
 tables and integer blending. Directions use an integer cosine table (see ``_COS``), never float trig on
 pixel data.
@@ -29,16 +29,17 @@ import cv2
 import numpy as np
 
 from aegis_data.errors import AegisError
-from aegis_data.seeding import KeyedRandom
 from aegis_data.records import Record
-from aegis_data.sources._common import check_options, opt_fraction, opt_int
+from aegis_data.seeding import KeyedRandom
+from aegis_data.sources._common import check_options, opt_fraction, opt_int, opt_max_pixels
 from aegis_data.sources._dataset import SourceDataset, build_dataset
 
 NAME = "synthetic"
 VERSION = "v1"  # bump when the generator's output changes; it is part of every generation key
 DEFAULT_SEED = 20260707
 DEFAULT_N = 32
-DEFAULT_SIZE = "640"
+# Mostly 640x640, with every 8th frame (index % 8 == 3) 1280x720 so large-frame tiling is exercised too.
+DEFAULT_SIZE = "640,640,640,1280x720,640,640,640,640"
 DEFAULT_TEST_FRACTION = 0.5
 DEFAULT_VAL_FRACTION = 0.25
 NEGATIVE_EVERY = 6  # image index i is a negative (no persons) when i % 6 == 5
@@ -244,16 +245,31 @@ def _ramp_lut(stops) -> np.ndarray:
 
 
 def _blend(img: np.ndarray, colour: np.ndarray, alpha: np.ndarray) -> np.ndarray:
-    """(img*(255-a) + colour*a + 127) // 255 per pixel, exact integer; alpha HxW uint8."""
-    a = alpha.astype(np.uint16)[:, :, None]
-    out = img.astype(np.uint16) * (255 - a) + colour.astype(np.uint16) * a + 127
-    return (out // 255).astype(np.uint8)
+    """(img*(255-a) + colour*a + 127) // 255 per pixel, exact integer; alpha HxW uint8; colour HxWx3 or (3,).
+
+    Only pixels with a > 0 are computed (the formula leaves a = 0 pixels unchanged), which keeps large
+    frames cheap when water or paths cover little of them.
+    """
+    sel = alpha > 0
+    out = img.copy()
+    if not sel.any():
+        return out
+    a = alpha[sel].astype(np.uint16)[:, None]
+    col = colour[sel] if colour.ndim == 3 else colour
+    mixed = img[sel].astype(np.uint16) * (255 - a) + np.asarray(col, np.uint16) * a + 127
+    out[sel] = (mixed // 255).astype(np.uint8)
+    return out
 
 
 def _darken(img: np.ndarray, mask: np.ndarray, strength: int) -> np.ndarray:
-    """Multiply by (1 - strength/256 * mask/255), integer."""
-    f = 256 - (mask.astype(np.uint32) * strength // 255)
-    return ((img.astype(np.uint32) * f[:, :, None] + 128) >> 8).astype(np.uint8)
+    """Multiply by (1 - strength/256 * mask/255), integer; only where mask > 0 (elsewhere the factor is 1)."""
+    sel = mask > 0
+    out = img.copy()
+    if not sel.any():
+        return out
+    f = (256 - (mask[sel].astype(np.uint32) * strength // 255)).astype(np.uint16)[:, None]
+    out[sel] = ((img[sel].astype(np.uint16) * f + 128) >> 8).astype(np.uint8)
+    return out
 
 
 def _pt(x: float, y: float) -> tuple[int, int]:
@@ -437,7 +453,7 @@ def render_scene(index: int, width: int, height: int, seed: int = DEFAULT_SEED, 
         wf, level = plan.water_field, plan.level
         shore = ((wf.astype(np.int16) - (level - 14)) * 24).clip(0, 255).astype(np.uint8)
         shore_col = biome["stops"][0] if plan.biome == "beach" else (150, 138, 108)
-        img = _blend(img, np.broadcast_to(np.array(shore_col, np.uint8), img.shape), shore // 2)
+        img = _blend(img, np.array(shore_col, np.uint8), shore // 2)
         depth = (wf.astype(np.int16) - level).clip(0, 63).astype(np.uint8) * 4
         water = _ramp_lut((_WATER_SHALLOW, _WATER_DEEP))[depth]
         img = _blend(img, water, plan.water_alpha)
@@ -456,7 +472,7 @@ def render_scene(index: int, width: int, height: int, seed: int = DEFAULT_SEED, 
             x, y = x + dx / 16, y + dy / 16
         cv2.polylines(path_mask, [np.array(pts, np.int32)], False, 255, max(2, int(1.4 * scale)), cv2.LINE_8, _SHIFT)
     path_mask = cv2.GaussianBlur(path_mask, (5, 5), 1.5) // 4 * 3
-    img = _blend(img, np.broadcast_to(np.array(_PATH, np.uint8), img.shape), path_mask)
+    img = _blend(img, np.array(_PATH, np.uint8), path_mask)
 
     shadow = np.zeros((h, w), np.uint8)
     objects_layer: list[tuple] = []
@@ -559,6 +575,10 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     n = opt_int(options, "n", DEFAULT_N, minimum=1)
     seed = opt_int(options, "seed", DEFAULT_SEED, minimum=0)
     sizes = parse_sizes(options.get("size", DEFAULT_SIZE))
+    max_pixels = opt_max_pixels(options)
+    for w, h in sizes:
+        if w * h > max_pixels:
+            raise AegisError(f"option size: {w}x{h} = {w * h:,} pixels is above max_pixels={max_pixels:,}")
     f_test = opt_fraction(options, "test_fraction", DEFAULT_TEST_FRACTION)
     f_val = opt_fraction(options, "val_fraction", DEFAULT_VAL_FRACTION)
     if f_test + f_val > 1.0:

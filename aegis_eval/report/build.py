@@ -1,7 +1,7 @@
 """``build_report``: score JSONs in, figures + report.md / report.html / report_table.tex out.
 
-The only module of the report that writes files. Every file is written atomically (temp file + rename), so an
-interrupted run never leaves a half-written artefact.
+The report's only writer (the gallery has its own). Every file is written atomically (temp file + rename), so
+an interrupted run never leaves a half-written artefact.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ REPORT_MD, REPORT_HTML, REPORT_TEX = "report.md", "report.html", "report_table.t
 
 @dataclass(frozen=True)
 class ReportFiles:
-    """What ``build_report`` wrote. Paths are absolute-or-as-given under ``out``; None for formats not asked."""
+    """What ``build_report`` wrote: paths under ``out`` (as given, not resolved); None for formats not asked."""
 
     out: Path
     figures: tuple[Path, ...]

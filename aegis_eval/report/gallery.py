@@ -1,8 +1,7 @@
 """The failure gallery: the (image, condition) pairs whose recall drops most versus clean, drawn side by side.
 
-Per pair one PNG: clean | corrupted, each with the ground truth (bluish green; solid = found at the frozen
-threshold, dashed and thicker = missed) and the predictions kept at that threshold (vermillion, thin), under a
-header naming the image, the condition and both recalls. Drawn with OpenCV on uint8 arrays (integer
+Per pair one PNG: clean | corrupted, each with the predictions kept at the frozen threshold (vermillion) and
+the ground truth on top (bluish green; solid = found, dashed and thicker = missed), under a header naming the image, the condition and both recalls. Drawn with OpenCV on uint8 arrays (integer
 rasterisation, so the same inputs give the same bytes), then indexed in ``index.md`` and ``index.html``.
 
 Ranking (pure, see ``rank_pairs``): per-image recall = matched GT / GT boxes in that image, at the frozen
@@ -36,6 +35,8 @@ HEADER = 46               # header strip height, pixels
 _FONT = cv2.FONT_HERSHEY_SIMPLEX
 _FONT_BOLD = cv2.FONT_HERSHEY_DUPLEX  # double-stroke: reads as bold without thick, blobby strokes
 _DASH, _DASH_GAP = 8, 7
+LEGEND = ("Pairs ranked by per-image recall drop vs clean. Boxes: thin bluish green = GT found, thick dashed "
+          "bluish green = GT missed (drawn just outside small boxes), vermillion = prediction at or above the threshold.")
 
 
 @dataclass(frozen=True)
@@ -122,15 +123,23 @@ def pair_size(width: int, height: int, max_width: int = DEFAULT_MAX_WIDTH) -> tu
     return 2 * pw + GAP, HEADER + ph
 
 
-def _dashed_rect(img: np.ndarray, p0: tuple[int, int], p1: tuple[int, int], colour, thickness: int) -> None:
+def _dashed_rect(img: np.ndarray, p0: tuple[int, int], p1: tuple[int, int], colour) -> None:
+    """A dashed outline. A small box (a downscaled person is often ~10 px) gets its dashed frame 3 px outside
+    it with thinner dashes, so the gaps stay visible and the person is not painted over; OpenCV's thick lines
+    overhang each dash end by about half the thickness."""
     (x0, y0), (x1, y1) = p0, p1
+    small = min(x1 - x0, y1 - y0) < 24
+    dash, gap, thickness = (5, 4, 2) if small else (_DASH, _DASH_GAP, 3)
+    if small:
+        h, w = img.shape[:2]
+        x0, y0, x1, y1 = max(0, x0 - 3), max(0, y0 - 3), min(w - 1, x1 + 3), min(h - 1, y1 + 3)
     for a, b, fixed, horizontal in ((x0, x1, y0, True), (x0, x1, y1, True), (y0, y1, x0, False), (y0, y1, x1, False)):
         t = a
         while t <= b:
-            e = min(t + _DASH, b)
+            e = min(t + dash, b)
             q0, q1 = ((t, fixed), (e, fixed)) if horizontal else ((fixed, t), (fixed, e))
             cv2.line(img, q0, q1, colour, thickness, cv2.LINE_8)
-            t += _DASH + _DASH_GAP
+            t += dash + gap
 
 
 def _scaled_rects(boxes_xywh: np.ndarray, s: float, w: int, h: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -146,21 +155,22 @@ def _scaled_rects(boxes_xywh: np.ndarray, s: float, w: int, h: int) -> list[tupl
 
 def draw_panel(rgb: np.ndarray, scale: float, gt_boxes: np.ndarray, gt_found: np.ndarray,
                pred_boxes: np.ndarray) -> np.ndarray:
-    """A resized copy of ``rgb`` with boxes drawn: GT in bluish green (solid when found, dashed when missed,
-    both thick), then predictions in thin vermillion on top. Boxes are COCO xywh in the frame's pixels."""
+    """A resized copy of ``rgb`` with boxes drawn: predictions in vermillion (2 px), then GT in bluish green on
+    top (found: solid 1 px; missed: dashed 3 px, so it reads in greyscale too). Boxes are COCO xywh in the
+    frame's pixels."""
     h, w = rgb.shape[:2]
     size = (max(1, round(w * scale)), max(1, round(h * scale)))
     interp = cv2.INTER_AREA if scale < 1 else cv2.INTER_NEAREST
     img = np.ascontiguousarray(rgb if scale == 1 else cv2.resize(rgb, size, interpolation=interp))
     ph, pw = img.shape[:2]
+    # Predictions first: where one sits exactly on its GT box, the GT outline (the reference) stays visible.
+    for p0, p1 in _scaled_rects(pred_boxes, scale, pw, ph):
+        cv2.rectangle(img, p0, p1, palette.PRED_RGB, 2, cv2.LINE_8)
     for (p0, p1), found in zip(_scaled_rects(gt_boxes, scale, pw, ph), np.asarray(gt_found, dtype=bool)):
         if found:
-            cv2.rectangle(img, p0, p1, palette.GT_RGB, 3, cv2.LINE_8)
+            cv2.rectangle(img, p0, p1, palette.GT_RGB, 1, cv2.LINE_8)
         else:
-            _dashed_rect(img, p0, p1, palette.GT_MISSED_RGB, 3)
-    # Predictions last and thinner, so a prediction on top of its GT box leaves the GT's outer ring visible.
-    for p0, p1 in _scaled_rects(pred_boxes, scale, pw, ph):
-        cv2.rectangle(img, p0, p1, palette.PRED_RGB, 1, cv2.LINE_8)
+            _dashed_rect(img, p0, p1, palette.GT_MISSED_RGB)
     return img
 
 
@@ -240,25 +250,24 @@ def resolve_threshold(threshold: float | None, threshold_file: str | Path | None
 
 
 def select_conditions(available: Sequence[str], requested: str | Sequence[str] = "all") -> list[str]:
-    """Corrupted conditions to rank, in canonical order; ``"all"`` = every one with a predictions file."""
-    canonical = load_config().conditions()
-    order = {c: i for i, c in enumerate(canonical)}
+    """Corrupted conditions to rank, in canonical order (which also breaks ranking ties).
+
+    available: condition ids with a predictions file; requested: ``"all"``, a comma-separated string or a list.
+    """
+    order = {c: i for i, c in enumerate(load_config().conditions())}
     avail = sorted((c for c in available if c != "clean"), key=lambda c: (order.get(c, len(order)), c))
     if isinstance(requested, str):
         if requested.strip().lower() == "all":
-            chosen = avail
+            requested = avail
         else:
             requested = [r.strip() for r in requested.split(",") if r.strip()]
-    if not isinstance(requested, str):
-        chosen = []
-        for r in requested:
-            parse_condition(r)
-            if r == "clean":
-                raise AegisError("--conditions lists the corrupted conditions to compare with clean; 'clean' is implicit")
-            if r not in avail:
-                raise AegisError(f"no predictions for condition {r!r}; available: {', '.join(avail) or 'none'}")
-            if r not in chosen:
-                chosen.append(r)
+    for r in requested:
+        parse_condition(r)
+        if r == "clean":
+            raise AegisError("--conditions lists the corrupted conditions to compare with clean; 'clean' is implicit")
+        if r not in avail:
+            raise AegisError(f"no predictions for condition {r!r}; available: {', '.join(avail) or 'none'}")
+    chosen = [c for c in avail if c in set(requested)]
     if not chosen:
         raise AegisError("no corrupted-condition predictions to compare with clean "
                          "(expected <corruption>_s<k>.json beside clean.json)")
@@ -268,9 +277,8 @@ def select_conditions(available: Sequence[str], requested: str | Sequence[str] =
 def _index_md(files: Sequence[tuple[GalleryPair, str]], threshold_text: str, split_dir: Path, notes: Sequence[str]) -> str:
     lines = ["# Failure gallery", "",
              f"Split `{split_dir}`; frozen threshold {threshold_text}; one-to-one matching at IoU {DEFAULT_IOU:g}.",
-             "Pairs ranked by per-image recall drop vs clean. Boxes: bluish green solid = GT found, "
-             "bluish green dashed = GT missed, thin vermillion = prediction at or above the threshold.", ""]
-    lines += [f"*{n}*  " for n in notes]
+             LEGEND, ""]
+    lines += [f"*{n}*  " for n in notes] + ([""] if notes else [])
     lines += ["| rank | image | condition | GT | recall clean | recall condition | drop | picture |",
               "| ---: | :--- | :--- | ---: | ---: | ---: | ---: | :--- |"]
     for p, rel in files:
@@ -303,8 +311,7 @@ th {{ border-bottom: 2px solid #555; }} figure {{ margin: 1.2rem 0; }} img {{ ma
 <body>
 <h1>Failure gallery</h1>
 <p>Split <code>{e(str(split_dir))}</code>; frozen threshold {e(threshold_text)}; one-to-one matching at IoU {DEFAULT_IOU:g}.
-Pairs ranked by per-image recall drop vs clean. Boxes: bluish green solid = GT found, bluish green dashed = GT
-missed, thin vermillion = prediction at or above the threshold.</p>
+{e(LEGEND)}</p>
 {note_html}
 <table><thead><tr><th>rank</th><th>image</th><th>condition</th><th>GT</th><th>recall clean</th><th>recall condition</th><th>drop</th></tr></thead>
 <tbody>

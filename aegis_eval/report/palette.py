@@ -56,8 +56,6 @@ RC_PARAMS = {
     "grid.color": "#d9d9d9",
     "grid.linewidth": 0.6,
     "hatch.linewidth": 0.7,
-    "svg.hashsalt": "aegis",
-    "path.simplify": False,
 }
 
 

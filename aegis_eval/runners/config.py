@@ -30,6 +30,7 @@ KEYS: dict[str, tuple[type | tuple[type, ...], Any]] = {
     "momentum": (float, 0.9),
     "weight_decay": (float, 0.0005),
     "workers": (int, 0),
+    "amp": (bool, False),           # Ultralytics mixed precision on GPU; its self-check downloads yolo26n.pt
     "tile": (int, 1024),
     "overlap": (int, 256),
     "min_visibility": (float, 0.5),
@@ -54,7 +55,7 @@ def _check_type(key: str, value: Any, path: str) -> Any:
         return None
     if typ is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if isinstance(value, bool) or not isinstance(value, typ):
+    if (isinstance(value, bool) and typ is not bool) or not isinstance(value, typ):
         tname = typ.__name__ if isinstance(typ, type) else "/".join(t.__name__ for t in typ)
         raise AegisError(f"{path}: {key}={value!r} must be {tname}")
     return value

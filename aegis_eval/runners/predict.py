@@ -12,7 +12,7 @@ predictions always give the same bytes. Within an image, detections are written 
 
 Resumable: a condition is skipped when its file exists, its SHA-256 matches run.json, and run.json records it
 complete under the same identity (every setting that can change the output, the weights hash and the GT
-hash). ``force`` recomputes everything.
+hash). ``force`` recomputes the requested conditions (entries of other conditions stay in run.json).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from aegis_data.config import load_config
 from aegis_data.errors import AegisError
 from aegis_data.imageio import file_sha256, read_rgb, write_bytes_atomic
 from aegis_data.layout import annotation_path, condition_dir
-from aegis_data.tiling import DEFAULT_OVERLAP, DEFAULT_TILE
+from aegis_data.tiling import DEFAULT_OVERLAP, DEFAULT_TILE, tile_grid
 from aegis_eval.runners import MODELS, Detector, Prediction, load_detector, resolve_device
 from aegis_eval.runners.tiled import DEFAULT_NMS_IOU, predict_images
 
@@ -270,7 +270,8 @@ def predict_split(settings: PredictSettings, split_dir: str | Path, out_dir: str
     """Predict every requested condition of a split; return the run record (also written to run.json).
 
     detector: an already loaded detector, or a LazyDetector to share between calls; by default one is built
-    from ``settings`` only if some condition still needs predicting. progress(condition, status) is called with status ``skipped`` or ``done``.
+    from ``settings`` only if some condition still needs predicting.
+    progress(condition, status) is called with status ``skipped`` or ``done``.
     """
     settings = settings.validate()
     split = read_split_images(split_dir, settings.split_name, settings.limit)
@@ -283,7 +284,12 @@ def predict_split(settings: PredictSettings, split_dir: str | Path, out_dir: str
     device = lazy.device
     identity = run_identity(settings, split, device)
     ident_hash = _identity_hash(identity)
-    run = None if force else read_run_file(out)
+    try:
+        run = read_run_file(out)
+    except AegisError:
+        if not force:
+            raise
+        run = None  # --force starts over from an unreadable run.json
     record = {
         "schema": RUN_SCHEMA,
         "split": str(split.split_dir.resolve()),
@@ -302,7 +308,7 @@ def predict_split(settings: PredictSettings, split_dir: str | Path, out_dir: str
     if run and run.get("identity") == ident_hash:
         record["detector"] = run.get("detector")
     for cond in conds:
-        if condition_is_done(run, out, cond, ident_hash):
+        if not force and condition_is_done(run, out, cond, ident_hash):
             if progress:
                 progress(cond, "skipped")
             continue
@@ -326,10 +332,15 @@ def predict_condition(detector: Detector, settings: PredictSettings, split: Spli
     n_tiles_total = 0
     t0 = time.perf_counter()
     infer_s = 0.0
-    # Read `batch` frames at a time: a 12 MP frame is 36 MB, so a whole HERIDAL condition would not fit.
+    # Read `batch` frames at a time to bound memory (a 12 MP frame is 36 MB decoded).
     for k in range(0, len(split.image_ids), settings.batch):
         ids = split.image_ids[k:k + settings.batch]
-        frames = [read_rgb(folder / name) for name in split.file_names[k:k + settings.batch]]
+        names = split.file_names[k:k + settings.batch]
+        frames = [read_rgb(folder / name) for name in names]
+        for name, frame, (w, h) in zip(names, frames, split.sizes[k:k + settings.batch]):
+            if w and h and frame.shape[:2] != (h, w):
+                raise AegisError(f"{folder / name} is {frame.shape[1]}x{frame.shape[0]} but the GT says {w}x{h}; "
+                                 f"the split folder and {split.gt_path.name} do not belong together")
         t1 = time.perf_counter()
         preds = predict_images(detector, frames, settings.score_floor, tiled=settings.tiled, tile=settings.tile,
                                overlap=settings.overlap, nms_iou=settings.nms_iou, batch=settings.batch)
@@ -337,8 +348,6 @@ def predict_condition(detector: Detector, settings: PredictSettings, split: Spli
         for image_id, frame, pred in zip(ids, frames, preds):
             rows.extend(coco_results(image_id, pred, frame.shape[1], frame.shape[0]))
             if settings.tiled:
-                from aegis_data.tiling import tile_grid
-
                 n_tiles_total += len(tile_grid(frame.shape[1], frame.shape[0], settings.tile, settings.overlap))
     data = encode_results(rows)
     path = out / f"{condition}.json"

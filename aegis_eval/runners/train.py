@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ import numpy as np
 import yaml
 
 from aegis_data.errors import AegisError
-from aegis_data.imageio import file_sha256, read_rgb, write_bytes_atomic, write_png_atomic
+from aegis_data.imageio import file_sha256, image_size, read_rgb, write_bytes_atomic, write_png_atomic
 from aegis_data.layout import annotation_path, condition_dir
 from aegis_data.tiling import assign_boxes, crop, tile_grid
 from aegis_eval.runners import MODELS, resolve_device, resolve_weights, seed_torch
@@ -54,6 +55,7 @@ class TrainSettings:
     weight_decay: float = 0.0005
     device: str = "auto"
     workers: int = 0
+    amp: bool = False            # Ultralytics only; see docs/BASELINES.md (AMP self-check downloads a model)
     tile: int = 1024
     overlap: int = 256
     min_visibility: float = 0.5
@@ -67,8 +69,8 @@ class TrainSettings:
             raise AegisError(f"unknown model {self.model!r}; expected one of {', '.join(MODELS)}")
         if self.optimizer not in OPTIMIZERS:
             raise AegisError(f"optimizer={self.optimizer!r} is invalid; expected {' or '.join(OPTIMIZERS)}")
-        check_values({k: v for k, v in asdict(self).items() if k not in ("model", "weights", "arch", "device",
-                                                                           "allow_download")}, "train settings")
+        skip = ("model", "weights", "arch", "device", "allow_download", "amp")
+        check_values({k: v for k, v in asdict(self).items() if k not in skip}, "train settings")
         return self
 
 
@@ -107,7 +109,8 @@ def write_yolo_dataset(split_dir: str | Path, data_dir: str | Path, *, tile: int
 
     Frames that fit in one tile are written as they are; larger ones as tiles named
     ``<stem>_x<x0>_y<y0>.png``. Tiles without a visible person are kept as negatives. Reuses an existing
-    dataset written from the same GT files with the same tiling (``dataset.json`` records that).
+    dataset written from the same GT files with the same tiling (``dataset.json`` records that); otherwise
+    ``images/`` and ``labels/`` under ``data_dir`` are deleted and rewritten.
     """
     root = Path(split_dir)
     data = Path(data_dir)
@@ -130,6 +133,8 @@ def write_yolo_dataset(split_dir: str | Path, data_dir: str | Path, *, tile: int
                 return yaml_path
         except ValueError:
             pass
+    for sub in ("images", "labels"):  # a dataset from other GT or tiling: start clean, no stale tiles
+        shutil.rmtree(data / sub, ignore_errors=True)
     counts = {}
     for s, gt_path in gts.items():
         coco = _read_coco(gt_path)
@@ -164,8 +169,6 @@ def read_yolo_folder(images_dir: Path) -> list[tuple[Path, np.ndarray]]:
     labels_dir = images_dir.parent.parent / "labels" / images_dir.name
     items = []
     for img in sorted(images_dir.glob("*.png")):
-        from aegis_data.imageio import image_size
-
         w, h = image_size(img)
         rows = []
         txt = labels_dir / f"{img.stem}.txt"
@@ -238,7 +241,7 @@ def _train_ultralytics(settings: TrainSettings, weights: str, device: str, run: 
                   seed=settings.seed, deterministic=True, workers=settings.workers, optimizer=settings.optimizer,
                   lr0=settings.lr0, momentum=settings.momentum, weight_decay=settings.weight_decay, device=device,
                   project=str(run.resolve()), name="train", exist_ok=True, plots=False, val=True, verbose=False,
-                  max_det=settings.max_det)
+                  max_det=settings.max_det, amp=settings.amp)
     best = weights_dir / "best.pt"
     if not best.is_file():
         raise AegisError(f"ultralytics finished without writing {best}")

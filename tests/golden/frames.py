@@ -70,14 +70,48 @@ def load_golden() -> dict[str, str]:
     return json.loads(HASHES_PATH.read_text())["hashes"]
 
 
-if __name__ == "__main__":
-    sizes = GOLDEN_SIZES[:1] if "--small" in sys.argv[1:] else GOLDEN_SIZES
-    setup = [a for a in sys.argv[1:] if a.startswith("--cv2-")]
+def runtime_report() -> dict:
+    """What this process actually runs with (proof that a determinism-matrix setting took effect)."""
     import cv2
 
-    if "--cv2-noopt" in setup:
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as npy
+    except ImportError:  # NumPy 1.x
+        from numpy.core._multiarray_umath import __cpu_features__ as npy
+
+    return {
+        "cv2_version": cv2.__version__,
+        "cv2_optimized": bool(cv2.useOptimized()),
+        "cv2_threads": int(cv2.getNumThreads()),
+        "cv2_avx2": bool(cv2.checkHardwareSupport(11)),  # CV_CPU_AVX2
+        "numpy_version": np.__version__,
+        "numpy_enabled": sorted(k for k, v in npy.items() if v),
+    }
+
+
+def main(argv: list[str]) -> None:
+    """``frames.py [--small] [--only=<HxW/condition>] [--cv2-noopt] [--cv2-threads=N]`` -> JSON on stdout."""
+    import cv2
+
+    if "--cv2-noopt" in argv:
         cv2.setUseOptimized(False)
-    for a in setup:
+    for a in argv:
         if a.startswith("--cv2-threads="):
             cv2.setNumThreads(int(a.split("=", 1)[1]))
-    print(json.dumps(compute_hashes(sizes), sort_keys=True))
+    only = [a.split("=", 1)[1] for a in argv if a.startswith("--only=")]
+    if only:
+        from aegis_data.corruptions import apply_corruption
+
+        hashes = {}
+        for key in only:
+            size, cond = key.split("/")
+            h, w = (int(v) for v in size.split("x"))
+            name, _, sev = cond.rpartition("_s")
+            hashes[key] = pixel_hash(apply_corruption(golden_frame(h, w), name, int(sev), f"golden-{h}x{w}"))
+    else:
+        hashes = compute_hashes(GOLDEN_SIZES[:1] if "--small" in argv else GOLDEN_SIZES)
+    print(json.dumps({"hashes": hashes, "runtime": runtime_report()}, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
