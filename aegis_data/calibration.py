@@ -16,6 +16,11 @@ Statistics (direction as declared for the corruptions that use them):
 
 A ladder passes :func:`check_monotone` when the mean statistic over the image set moves strictly in the
 declared direction from severity 1 to 3 *and* severity 1 already lies strictly beyond the clean value.
+
+Layers: the statistics and :func:`check_monotone` are pure; :func:`calibrate` streams images through an
+injectable ``corrupt`` function (default: the engine, in memory); :func:`calibrate_folder` /
+:func:`calibrate_split` are the disk edge used by ``aegis calibrate``; :func:`severity_grid` renders the
+visual counterpart of a ladder (``aegis grid``).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ STREAK_MARGIN = 0.03
 # The veil's blur sigmas per 1000 px of the long side, used when the config has no rain entry.
 _VEIL_SIGMA_FALLBACK = (0.4, 0.8, 1.2)
 
-Image = np.ndarray  # HxWx3 uint8 RGB
+# corrupt(image, corruption, severity, image_id) -> corrupted HxWx3 uint8, or None when not available.
 Corruptor = Callable[[np.ndarray, str, int, str], "np.ndarray | None"]
 
 
@@ -280,10 +285,10 @@ def _mean_std(values: Sequence[float]) -> tuple[float, float]:
 def _default_corruptor(seed: int | None) -> Corruptor:
     from aegis_data.corruptions import apply_corruption  # the engine; imported on use
 
+    used = load_config().seed if seed is None else int(seed)
+
     def corrupt(image: np.ndarray, name: str, severity: int, image_id: str) -> np.ndarray:
-        if seed is None:
-            return apply_corruption(image, name, severity, image_id)
-        return apply_corruption(image, name, severity, image_id, seed=seed)
+        return apply_corruption(image, name, severity, image_id, seed=used)
 
     return corrupt
 
@@ -447,7 +452,9 @@ def calibrate_folder(
     return calibrate(images, names, seed=seed)
 
 
-def calibrate_split(root: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None) -> CalibrationTable:
+def calibrate_split(
+    root: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None
+) -> CalibrationTable:
     """Calibrate on a frozen split: ``test/clean/<stem>.png`` against ``test/<corruption>_s<k>/<stem>.png``.
 
     Conditions that are not on disk for an image are skipped (the row's ``n`` counts what was found).
@@ -471,7 +478,9 @@ def calibrate_split(root: str | Path, corruptions: Iterable[str] | None = None, 
     return calibrate(images, names, corrupt=from_disk)
 
 
-def calibrate_path(path: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None) -> CalibrationTable:
+def calibrate_path(
+    path: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None
+) -> CalibrationTable:
     """:func:`calibrate_split` for a split directory (has ``manifest.json``), else :func:`calibrate_folder`."""
     if is_split_dir(path):
         return calibrate_split(path, corruptions, limit)

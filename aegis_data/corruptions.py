@@ -68,19 +68,18 @@ def _draw_noise(rng: KeyedRandom, label: str, height: int, width: int, spec: K.N
     )
 
 
-def _haze_blend(x: np.ndarray, noise_field: np.ndarray, mean_t: float, amplitude: float, airlight) -> np.ndarray:
-    """Koschmieder haze ``I t + A (1 - t)``, ``t = clip(t_mean + a (2 f - 1), 0.02, 1)``; float32 in and out.
-
-    ``t`` is tabulated over the 65536 levels of the uint16 noise field (float64 then float32).
-    """
+def _transmission_table(mean_t: float, amplitude: float) -> np.ndarray:
+    """``t = clip(t_mean + a (2 f - 1), 0.02, 1)`` for each of the 65536 levels of a uint16 noise field."""
     f = np.arange(65536, dtype=np.float64) / K.U16
-    t_table = np.clip(mean_t + amplitude * (2.0 * f - 1.0), 0.02, 1.0).astype(np.float32)
-    t = t_table[noise_field][..., None]
-    a = np.asarray(airlight, dtype=np.float32)
-    out = x - a
-    out *= t
-    out += a
-    return out
+    return np.clip(mean_t + amplitude * (2.0 * f - 1.0), 0.02, 1.0).astype(np.float32)
+
+
+def _haze_blend(x: np.ndarray, t: np.ndarray, airlight: np.ndarray) -> np.ndarray:
+    """Koschmieder haze ``I t + A (1 - t)`` = ``A + t (I - A)`` on float32 (..., 3), in place."""
+    x -= airlight
+    x *= t[..., None]
+    x += airlight
+    return x
 
 
 # ==========================================================================================================
@@ -329,7 +328,8 @@ def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw
         wet = _unit(rippled[rows])
         wet *= np.float32(1.0) - o
         wet += water_tone
-        wet = _screen(wet, sparkle[rows][..., None].astype(np.float32) * strength)
+        sp = sparkle[rows]
+        wet[sp] = _screen(wet[sp], strength)  # sparkles are ~2% of pixels; screen(W, 0) is W
         m = m_table[mask[rows]][..., None]
         wet -= x
         wet *= m
@@ -355,13 +355,15 @@ def _haze(image: np.ndarray, params: HazeParams, draw: HazeDraw, gains=None, gra
         g_field = K.value_noise(h, w, grain_spec, draw.grain)
         grain_table = (grain * (2.0 * (np.arange(65536, dtype=np.float64) / K.U16) - 1.0)).astype(np.float32)
     gain = None if gains is None else np.asarray(gains, dtype=np.float32)
+    t_table = _transmission_table(params.transmission, params.amplitude)
+    airlight = np.asarray(params.airlight, dtype=np.float32)
     out = np.empty_like(image)
     for rows in K.row_strips(h, w):
         x = _unit(image[rows])
         if gain is not None:
             x *= gain
             np.clip(x, 0.0, 1.0, out=x)
-        x = _haze_blend(x, density[rows], params.transmission, params.amplitude, params.airlight)
+        x = _haze_blend(x, t_table[density[rows]], airlight)
         if grain_table is not None:
             x += grain_table[g_field[rows]][..., None]
         out[rows] = K.to_uint8(x)
@@ -508,31 +510,41 @@ def motion_kernel_length(params: MotionBlurParams, h: int, w: int) -> int:
     return n if n % 2 == 1 else n + 1
 
 
-def _shear_box(image: np.ndarray, length: int, slope: float) -> np.ndarray:
-    """Mean over the digital line of ``length`` pixels through each pixel, |slope| <= 1 (rows follow
-    ``round(x * slope)``): shear the columns, sum along rows with an integer box filter, unshear."""
+def _runs(values: np.ndarray) -> list[tuple[int, int]]:
+    """[start, stop) index ranges over which ``values`` is constant."""
+    cuts = np.flatnonzero(np.diff(values)) + 1
+    return list(zip(np.concatenate([[0], cuts]).tolist(), np.concatenate([cuts, [values.size]]).tolist()))
+
+
+def _shear_box(image: np.ndarray, length: int, slope: float, band: int = 256) -> np.ndarray:
+    """Mean over the digital line of ``length`` pixels through each pixel, for a near-vertical line
+    (|slope| = |dx/dy| <= 1): the sample at row offset dy sits at column offset
+    ``round((y + dy) slope) - round(y slope)``. Rows are sheared sideways (contiguous copies), summed down
+    columns with OpenCV's integer box filter (8-bit in, 16-bit sums: exact), unsheared, and divided by
+    ``length`` with rounding in integers. Works on bands of ``band`` output rows to stay small at 45 deg.
+    """
     h, w = image.shape[:2]
     r = length // 2
-    pad_y = int(math.ceil(r * abs(slope))) + 1
-    padded = cv2.copyMakeBorder(image, pad_y, pad_y, r, r, cv2.BORDER_REFLECT)
-    hp, wp = padded.shape[:2]
-    off = np.floor((np.arange(wp, dtype=np.float64) - r) * slope + 0.5).astype(np.int64)
-    e = off - off.min()
-    span = int(e.max())
-    # sheared[v, X] = padded[v - span + e[X], X]; copied in runs of columns with the same shift.
-    sheared = np.zeros((hp + span, wp, 3), dtype=np.uint8)
-    cuts = np.flatnonzero(np.diff(e)) + 1
-    for c0, c1 in zip(np.concatenate([[0], cuts]).tolist(), np.concatenate([cuts, [wp]]).tolist()):
-        top = span - int(e[c0])
-        sheared[top: top + hp, c0:c1] = padded[:, c0:c1]
-    sums = cv2.boxFilter(sheared, cv2.CV_16U, (length, 1), normalize=False, borderType=cv2.BORDER_CONSTANT)
+    pad_x = int(math.ceil(r * abs(slope))) + 1
+    padded = cv2.copyMakeBorder(image, r, r, pad_x, pad_x, cv2.BORDER_REFLECT)
+    wp = padded.shape[1]
+    off = np.floor((np.arange(padded.shape[0], dtype=np.float64) - r) * slope + 0.5).astype(np.int64)
     out = np.empty((h, w, 3), dtype=np.uint16)
-    # out[y, x] = sums[y + pad_y + span - e[x + r], x + r]
-    start = pad_y + span - e[r: r + w]
-    cuts = np.flatnonzero(np.diff(start)) + 1
-    for c0, c1 in zip(np.concatenate([[0], cuts]).tolist(), np.concatenate([cuts, [w]]).tolist()):
-        s = int(start[c0])
-        out[:, c0:c1] = sums[s: s + h, c0 + r: c1 + r]
+    for r0 in range(0, h, band):
+        r1 = min(h, r0 + band)
+        e = off[r0: r1 + 2 * r] - off[r0: r1 + 2 * r].min()
+        span = int(e.max())
+        # sheared[v, u] = padded[r0 + v, u - span + e[v]]; rows with the same shift copied together.
+        sheared = np.zeros((e.size, wp + span, 3), dtype=np.uint8)
+        for y0, y1 in _runs(e):
+            left = span - int(e[y0])
+            sheared[y0:y1, left: left + wp] = padded[r0 + y0: r0 + y1]
+        sums = cv2.boxFilter(sheared, cv2.CV_16U, (1, length), normalize=False, borderType=cv2.BORDER_CONSTANT)
+        # out[r0 + y, x] = sums[y + r, x + pad_x + span - e[y + r]]
+        start = pad_x + span - e[r: r + (r1 - r0)]
+        for y0, y1 in _runs(start):
+            s0 = int(start[y0])
+            out[r0 + y0: r0 + y1] = sums[y0 + r: y1 + r, s0: s0 + w]
     return ((out.astype(np.uint32) + length // 2) // length).astype(np.uint8)
 
 
@@ -546,10 +558,10 @@ def motion_blur(image: np.ndarray, params: MotionBlurParams, draw: MotionDraw) -
     h, w = image.shape[:2]
     length = motion_kernel_length(params, h, w)
     sin, cos = K.sin_cos_turns(draw.angle_deg / 360.0)
-    if abs(cos) >= abs(sin):
-        return _shear_box(image, length, sin / cos)
+    if abs(cos) < abs(sin):  # steeper than 45 deg: one sample per row
+        return _shear_box(image, length, cos / sin)
     transposed = np.ascontiguousarray(image.transpose(1, 0, 2))
-    return np.ascontiguousarray(_shear_box(transposed, length, cos / sin).transpose(1, 0, 2))
+    return np.ascontiguousarray(_shear_box(transposed, length, sin / cos).transpose(1, 0, 2))
 
 
 def _draw_motion_blur(params: MotionBlurParams, h: int, w: int, rng: KeyedRandom) -> MotionDraw:

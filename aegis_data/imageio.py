@@ -137,12 +137,25 @@ def encode_png(rgb: np.ndarray) -> bytes:
     return buf.tobytes()
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_umask()
+
+
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory, fsync, then rename over the target."""
+    """Write via a temporary file in the same directory, fsync, then rename over the target.
+
+    The result gets the usual mode for new files (0666 minus the umask), not mkstemp's private 0600.
+    """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
+        os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

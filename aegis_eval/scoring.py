@@ -43,6 +43,8 @@ def _clean_number(x: Any) -> Any:
         return None if math.isnan(float(x)) else float(x)
     if isinstance(x, np.integer):
         return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
     return x
 
 

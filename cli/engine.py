@@ -143,15 +143,17 @@ def calibrate_cmd(
     path: Annotated[Path, typer.Argument(help="A folder of images, or a split directory from `aegis build-splits`.")],
     corruptions: Annotated[
         Optional[list[str]],
-        typer.Option("--corruptions", "-c", help="Corruptions to check (repeat or comma-separate); default all."),
+        typer.Option("--corruptions", "-c", metavar="NAMES",
+                     help="Corruptions to check (repeat or comma-separate); default all."),
     ] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", "-n", help="Use at most N images (sorted by name).")] = None,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the table as JSON to this file.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", "-n", help="Use at most N images (by name).")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the table as JSON here.")] = None,
 ) -> None:
     """Check that every corruption's statistic moves strictly monotonically with severity (exit 1 if not).
 
-    A plain folder is corrupted in memory (image id = file stem); a split directory (has manifest.json) is read
-    from test/clean and test/<corruption>_s<k>, skipping conditions that are absent.
+    A folder is corrupted in memory (image id = file stem); a split (has manifest.json) is read from disk.
+
+    In a split, test/clean is compared with test/<corruption>_s<k>; conditions not on disk are skipped.
     """
     from aegis_data.calibration import calibrate_path, check_monotone
     from aegis_data.imageio import write_bytes_atomic

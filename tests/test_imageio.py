@@ -76,3 +76,12 @@ def test_encode_rejects_non_rgb():
         encode_png(np.zeros((4, 4), np.uint8))
     with pytest.raises(AegisError, match="HxWx3 uint8"):
         encode_png(np.zeros((4, 4, 3), np.float32))
+
+
+def test_atomic_write_uses_normal_file_mode(tmp_path):
+    import os
+
+    write_png_atomic(tmp_path / "m.png", _img())
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (tmp_path / "m.png").stat().st_mode & 0o777 == 0o666 & ~mask

@@ -191,3 +191,28 @@ def test_same_frame_in_several_folders_shares_a_group(tmp_path: Path):
     assert ds.description["layout"]["stems_in_several_folders"] == 1
     report = audit_dataset(ds)
     assert report["duplicates"]["sets"] == 1 and report["leakage"] is False
+
+
+def test_fractions_leaving_no_train_are_refused(tmp_path: Path):
+    root = original_tree(tmp_path / "SARD", [1, 10, 20])
+    with pytest.raises(AegisError, match="add up to 1 or more"):
+        load_source("sard", source=root, test_fraction=0.6, val_fraction=0.4)
+
+
+def test_max_group_shorter_than_gap_is_refused(tmp_path: Path):
+    root = original_tree(tmp_path / "SARD", [1, 2, 3])
+    with pytest.raises(AegisError, match=r"max_group='1': expected an integer >= 2"):
+        load_source("sard", source=root, max_group="1")
+
+
+@pytest.mark.parametrize("gap,max_group", [(1, 1), (1, 3), (2, 2), (2, 5), (3, 4), (3, 7)])
+def test_no_near_duplicate_pair_ever_straddles_splits(tmp_path: Path, gap, max_group):
+    # Runs of consecutive frames with holes of 1..4 frames between them, so some holes are within `gap`.
+    numbers, k = [], 1
+    for run in range(8):
+        numbers += list(range(k, k + 3 + run % 4))
+        k = numbers[-1] + 1 + (run % 4) + 1
+    root = original_tree(tmp_path / "SARD", numbers)
+    ds = load_source("sard", source=root, gap=gap, max_group=max_group, test_fraction=0.3, val_fraction=0.2)
+    assert_no_near_duplicates_straddle(ds, gap=gap)
+    assert sum(len(v) for v in ds.splits.values()) + ds.description["purged_at_cuts"] == len(numbers)

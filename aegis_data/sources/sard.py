@@ -215,7 +215,8 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     check_options(NAME, options, OPTIONS)
     root = require_dir(Path(source).expanduser(), "SARD root")
     gap = opt_int(options, "gap", 2, minimum=1)
-    max_group = opt_int(options, "max_group", 50, minimum=1)
+    # A chunk at least `gap` frames long keeps frames of non-adjacent chunks more than `gap` apart.
+    max_group = opt_int(options, "max_group", 50, minimum=gap)
     f_test = opt_fraction(options, "test_fraction", 0.2)
     f_val = opt_fraction(options, "val_fraction", 0.1)
     classes = opt_ids(options, "classes")

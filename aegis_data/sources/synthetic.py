@@ -211,10 +211,19 @@ class SyntheticScene:
 _OCTAVE_WEIGHTS = (100, 55, 30, 17, 9)  # ~0.55^o, as integers
 
 
-def _noise(d: KeyedDraws, w: int, h: int, cells: int, octaves: int) -> np.ndarray:
-    """Smooth value noise in [0, 255] (uint8 HxW): random grids upsampled at 1/8 resolution, blurred, upsampled."""
+def _grid_to(grid: np.ndarray, mw: int, mh: int) -> np.ndarray:
+    """Upsample a small random grid to mw x mh (uint8, bilinear) without the flat margins that
+    half-pixel-centred resizing leaves at the borders: resize to a larger canvas, keep its centre."""
+    gh, gw = grid.shape
+    px, py = mw // (2 * (gw - 1)) + 1, mh // (2 * (gh - 1)) + 1
+    big = cv2.resize(grid, (mw + 2 * px, mh + 2 * py), interpolation=cv2.INTER_LINEAR)
+    return big[py : py + mh, px : px + mw]
+
+
+def _noise_mid(d: KeyedDraws, w: int, h: int, cells: int, octaves: int) -> np.ndarray:
+    """Value noise at 1/8 resolution, ((h+7)//8 + 1) x ((w+7)//8 + 1) uint8, min-max stretched to [0, 255]."""
     long_side = max(w, h)
-    mw, mh = max(4, -(-w // 8)), max(4, -(-h // 8))
+    mw, mh = -(-w // 8) + 1, -(-h // 8) + 1
     acc = np.zeros((mh, mw), np.uint32)
     wsum = 0
     for o in range(octaves):
@@ -222,13 +231,32 @@ def _noise(d: KeyedDraws, w: int, h: int, cells: int, octaves: int) -> np.ndarra
         gw = max(2, (n * w + long_side // 2) // long_side) + 1
         gh = max(2, (n * h + long_side // 2) // long_side) + 1
         grid = d.bytes(gw * gh).reshape(gh, gw)
-        acc += cv2.resize(grid, (mw, mh), interpolation=cv2.INTER_LINEAR).astype(np.uint32) * _OCTAVE_WEIGHTS[o]
+        acc += _grid_to(grid, mw, mh).astype(np.uint32) * _OCTAVE_WEIGHTS[o]
         wsum += _OCTAVE_WEIGHTS[o]
     f = acc // wsum
     lo, hi = int(f.min()), int(f.max())
     f = ((f - lo) * 255 // max(1, hi - lo)).astype(np.uint8)
-    f = cv2.GaussianBlur(f, (5, 5), 1.2)
-    return cv2.resize(f, (w, h), interpolation=cv2.INTER_LINEAR)
+    return cv2.GaussianBlur(f, (5, 5), 1.2)
+
+
+def _upsample8(mid: np.ndarray, w: int, h: int) -> np.ndarray:
+    """Exact integer bilinear upsampling by 8: full pixel (y, x) interpolates mid cells y//8, x//8 and their
+    next neighbours with weights in eighths. Returns HxW uint16 in units of 1/64 (0..16320), so thresholds
+    on the field have 6 more bits than the uint8 grid and shorelines do not band."""
+    fx = np.tile(np.arange(8, dtype=np.uint16), -(-w // 8))[:w]
+    fy = np.tile(np.arange(8, dtype=np.uint16), -(-h // 8))[:h, None]
+    m = mid.astype(np.uint16)
+    left = np.repeat(m[:, :-1], 8, axis=1)[:, :w]
+    right = np.repeat(m[:, 1:], 8, axis=1)[:, :w]
+    rows = left * (8 - fx) + right * fx  # (mh, w), units of 1/8, at most 2040
+    top = np.repeat(rows[:-1], 8, axis=0)[:h]
+    bottom = np.repeat(rows[1:], 8, axis=0)[:h]
+    return top * (8 - fy) + bottom * fy  # (h, w), units of 1/64, at most 16320
+
+
+def _noise(d: KeyedDraws, w: int, h: int, cells: int, octaves: int) -> np.ndarray:
+    """Smooth value noise in [0, 255] (uint8 HxW); uint8 cv2.resize is fixed-point, hence bit-exact."""
+    return cv2.resize(_noise_mid(d, w, h, cells, octaves), (w, h), interpolation=cv2.INTER_LINEAR)
 
 
 def _ramp_lut(stops) -> np.ndarray:
@@ -350,7 +378,7 @@ class _Plan:
     scale: float  # px per metre
     sun: int  # shadow direction, degrees
     sun_len: float  # shadow length factor
-    water_field: np.ndarray  # HxW uint8
+    water_field: np.ndarray  # HxW uint16, 1/64 units of the 0..255 noise scale
     has_water: bool
     level: int
     water_alpha: np.ndarray  # HxW uint8
@@ -367,10 +395,11 @@ def _plan(index: int, w: int, h: int, seed: int) -> _Plan:
     sun_len = d.uniform(0.35, 1.3)
     has_water = d.unit() < _BIOMES[biome_name]["water"]
     level = d.between(150, 225)
-    water_field = _noise(KeyedDraws(key + "|water"), w, h, cells=2, octaves=3)
+    water_field = _upsample8(_noise_mid(KeyedDraws(key + "|water"), w, h, cells=2, octaves=3), w, h)  # 1/64 units
     water_alpha = np.zeros((h, w), np.uint8)
     if has_water:
-        water_alpha = ((water_field.astype(np.int16) - level) * 48).clip(0, 255).astype(np.uint8)
+        # A 5-level ramp from the water line: 48 alpha steps per level, 3/4 per 1/64 unit.
+        water_alpha = ((water_field.astype(np.int32) - level * 64) * 3 // 4).clip(0, 255).astype(np.uint8)
         water_alpha = cv2.GaussianBlur(water_alpha, (5, 5), 1.5)
 
     # Persons: positions away from water, each other and the frame edge.
@@ -450,11 +479,11 @@ def render_scene(index: int, width: int, height: int, seed: int = DEFAULT_SEED, 
 
     # Water body with a sand/wet shore band.
     if plan.has_water:
-        wf, level = plan.water_field, plan.level
-        shore = ((wf.astype(np.int16) - (level - 14)) * 24).clip(0, 255).astype(np.uint8)
+        wf, level = plan.water_field.astype(np.int32), plan.level
+        shore = ((wf - (level - 14) * 64) * 3 // 8).clip(0, 255).astype(np.uint8)
         shore_col = biome["stops"][0] if plan.biome == "beach" else (150, 138, 108)
         img = _blend(img, np.array(shore_col, np.uint8), shore // 2)
-        depth = (wf.astype(np.int16) - level).clip(0, 63).astype(np.uint8) * 4
+        depth = ((wf - level * 64) // 16).clip(0, 255).astype(np.uint8)
         water = _ramp_lut((_WATER_SHALLOW, _WATER_DEEP))[depth]
         img = _blend(img, water, plan.water_alpha)
 
