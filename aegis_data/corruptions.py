@@ -395,7 +395,7 @@ def _draw_haze(params: HazeParams, h: int, w: int, rng: KeyedRandom) -> HazeDraw
 
 
 def _veil_blur(image: np.ndarray, sigma: float) -> np.ndarray:
-    """Gaussian blur of the image for the rain veil, float32 (H, W, 3) in [0, 1].
+    """Gaussian blur of the image for the rain veil: uint8 (sigma >= 1) or float32 in [0, 1] (sigma < 1).
 
     sigma >= 1 px: OpenCV's 8-bit GaussianBlur (fixed-point, kernel built in soft-float: bit-exact), kernel
     size 2 ceil(3 sigma) + 1. sigma < 1 px: the exact integer discrete Gaussian (``K.discrete_gaussian``), so
@@ -403,10 +403,14 @@ def _veil_blur(image: np.ndarray, sigma: float) -> np.ndarray:
     """
     if sigma >= 1.0:
         ksize = 2 * int(math.ceil(3.0 * sigma)) + 1
-        return _unit(cv2.GaussianBlur(image, (ksize, ksize), sigmaX=sigma, sigmaY=sigma,
-                                      borderType=cv2.BORDER_REFLECT))
+        return cv2.GaussianBlur(image, (ksize, ksize), sigmaX=sigma, sigmaY=sigma, borderType=cv2.BORDER_REFLECT)
     k = K.discrete_gaussian(sigma)
     return (K.convolve_exact(image, k) * (1.0 / (float(k.sum()) ** 2 * 255.0))).astype(np.float32)
+
+
+def _veil_unit(blurred: np.ndarray) -> np.ndarray:
+    """A float32 copy in [0, 1] of a ``_veil_blur`` result (or of a strip of one)."""
+    return _unit(blurred) if blurred.dtype == np.uint8 else blurred.astype(np.float32, copy=True)
 
 
 def rain_veil(image: np.ndarray, params: RainStreaksParams) -> np.ndarray:
@@ -415,7 +419,7 @@ def rain_veil(image: np.ndarray, params: RainStreaksParams) -> np.ndarray:
     ``rain_streaks`` output minus this image is the streak contribution (never negative).
     """
     h, w = image.shape[:2]
-    veil = _veil_blur(image, _px(params.veil_sigma_px, h, w))
+    veil = _veil_unit(_veil_blur(image, _px(params.veil_sigma_px, h, w)))
     veil *= np.float32(params.brightness)
     return K.to_uint8(_saturate(veil, params.saturation))
 
@@ -482,7 +486,8 @@ def rain_streaks(image: np.ndarray, params: RainStreaksParams, draw: RainDraw) -
     layer = rasterize_streaks(h, w, draw, params.streak_blur_ksize, params.streak_blur_sigma)
     out = np.empty_like(image)
     for rows in K.row_strips(h, w):
-        veil = blurred[rows] * np.float32(params.brightness)
+        veil = _veil_unit(blurred[rows])
+        veil *= np.float32(params.brightness)
         veil = _saturate(veil, params.saturation)
         out[rows] = K.to_uint8(_screen(veil, layer[rows][..., None]))
     return out

@@ -8,6 +8,7 @@ from typing import Callable, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from aegis_data.errors import AegisError
 
@@ -20,12 +21,12 @@ F = TypeVar("F", bound=Callable)
 
 def fail(message: str, code: int = 1) -> "typer.Exit":
     """Print one error line to stderr and return the Exit to raise."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code=code)
 
 
 def warn(message: str) -> None:
-    err.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+    err.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def handle_errors(fn: F) -> F:

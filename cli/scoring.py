@@ -84,8 +84,8 @@ def recall_matrix(result: Mapping[str, Any], metric: str = "recall") -> Table | 
     if not names:
         return None
     clean = conds.get("clean", {}).get(metric)
-    table = Table(title=f"{metric} by corruption and severity (clean {_fmt(clean)}; colour = relative drop: "
-                        "green < 5%, yellow < 20%, orange < 50%, red >= 50%)")
+    table = Table(title=f"{metric} by corruption and severity (clean {_fmt(clean)})",
+                  caption="colour = relative drop vs clean: green < 5%, yellow < 20%, orange < 50%, red >= 50%")
     table.add_column("corruption", no_wrap=True)
     table.add_column("family", no_wrap=True)
     for s in SEVERITIES:

@@ -152,7 +152,7 @@ def test_exact_kernels_do_not_depend_on_opencv_optimizations():
         return [
             _sha(K.blur_mask(mask, 2.5)), _sha(K.blur_mask(mask, 13.0)),
             _sha(K.convolve_exact(img, K.discrete_gaussian(0.7))),
-            _sha(C._veil_blur(img, 2.3)),
+            _sha(C._veil_blur(img, 2.3)), _sha(C._veil_blur(img, 0.4)),
             _sha(C.ripple(img, 1.3 * np.sin(np.arange(97) / 7.0), 1.1 * np.cos(np.arange(131) / 5.0))),
             _sha(C._shear_box(img, 9, 0.37)), _sha(C._shear_box(img, 31, -0.93, band=16)),
             _sha(K.upsample_u16(np.arange(48 * 40, dtype=np.uint16).reshape(40, 48) * 31, 7, 270, 330)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 
 import numpy as np
 import pytest
@@ -122,6 +123,28 @@ def test_matches_naive_reference_on_random_fixtures(seed):
         totals = m.counts.totals()
         assert totals["tp"] == sum(tp) and totals["fp"] == sum(fp)
         assert totals["n_gt"] == sum(1 for c in crowd for x in c if not x)
+
+
+def test_matches_naive_reference_exhaustively_on_a_tiny_grid():
+    """Every fixture of one image with up to 2 GT boxes (3 positions) and up to 2 detections (4 positions x 2
+    scores), enumerated with itertools: equal IoUs and equal scores occur throughout."""
+    gt_pos = [[0, 0, 8, 8], [4, 0, 8, 8], [2, 0, 8, 8]]
+    det_opts = [(b, sc) for b in ([2, 0, 8, 8], [0, 0, 8, 8], [3, 0, 8, 8], [1, 0, 8, 9]) for sc in (0.3, 0.6)]
+    n_checked = 0
+    for n_gt in range(3):
+        for gts in itertools.product(gt_pos, repeat=n_gt):
+            gt = make_gt([[list(b) for b in gts]])
+            for n_det in range(3):
+                for chosen in itertools.product(det_opts, repeat=n_det):
+                    rows = [(1, list(b), sc) for b, sc in chosen]
+                    dets = make_dets(gt, rows)
+                    for threshold in (0.0, 0.5):
+                        m = match_at_threshold(gt, dets, threshold)
+                        tp, fp, ref = reference_match([list(gts)], [[False] * n_gt], rows, threshold, 0.5)
+                        assert m.is_tp.tolist() == tp and m.is_fp.tolist() == fp, (gts, rows, threshold)
+                        assert [None if g < 0 else (0, int(g)) for g in m.matched_gt] == ref
+                        n_checked += 1
+    assert n_checked == 2 * 13 * 73
 
 
 @pytest.mark.parametrize("seed", range(25))
