@@ -27,13 +27,18 @@ TWO_PI = 2.0 * math.pi  # the float64 constant; only ever multiplied, never pass
 # ----------------------------------------------------------------------------------------------------------
 # Rounding and strips
 # ----------------------------------------------------------------------------------------------------------
-def to_uint8(x: np.ndarray) -> np.ndarray:
+def to_uint8(x: np.ndarray, scratch: bool = False) -> np.ndarray:
     """SPEC rounding ``floor(clip(x, 0, 1) * 255 + 0.5)`` for x in the [0, 1] domain.
 
     Implemented as a clip of ``x*255 + 0.5`` to [0, 255] followed by truncation, which equals the SPEC
-    formula for every x (truncation is floor for non-negative values).
+    formula for every x (truncation is floor for non-negative values). ``scratch=True`` lets it overwrite
+    ``x`` (a temporary of the caller) instead of allocating.
     """
-    y = x * 255.0
+    if scratch:
+        y = x
+        y *= 255.0
+    else:
+        y = x * 255.0
     y += 0.5
     np.clip(y, 0.0, 255.0, out=y)
     return y.astype(np.uint8)

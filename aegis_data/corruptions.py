@@ -246,7 +246,7 @@ def water_glare(image: np.ndarray, params: WaterGlareParams, draw: GlareDraw) ->
         g = bloom_table[bloom[rows]]
         g += cores[rows]
         np.minimum(g, 1.0, out=g)
-        out[rows] = K.to_uint8(_screen(x, g[..., None] * tint))
+        out[rows] = K.to_uint8(_screen(x, g[..., None] * tint), scratch=True)
     return out
 
 
@@ -270,7 +270,7 @@ def turbidity_cast(image: np.ndarray, params: TurbidityCastParams, draw: NoDraw)
     for rows in K.row_strips(h, w):
         x = _unit(image[rows]) * scale
         x += offset
-        out[rows] = K.to_uint8(_saturate(x, params.saturation))
+        out[rows] = K.to_uint8(_saturate(x, params.saturation), scratch=True)
     return out
 
 
@@ -334,7 +334,7 @@ def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw
         wet -= x
         wet *= m
         wet += x  # (1 - m) I + m W
-        out[rows] = K.to_uint8(wet)
+        out[rows] = K.to_uint8(wet, scratch=True)
     return out
 
 
@@ -366,7 +366,7 @@ def _haze(image: np.ndarray, params: HazeParams, draw: HazeDraw, gains=None, gra
         x = _haze_blend(x, t_table[density[rows]], airlight)
         if grain_table is not None:
             x += grain_table[g_field[rows]][..., None]
-        out[rows] = K.to_uint8(x)
+        out[rows] = K.to_uint8(x, scratch=True)
     return out
 
 
@@ -489,7 +489,7 @@ def rain_streaks(image: np.ndarray, params: RainStreaksParams, draw: RainDraw) -
         veil = _veil_unit(blurred[rows])
         veil *= np.float32(params.brightness)
         veil = _saturate(veil, params.saturation)
-        out[rows] = K.to_uint8(_screen(veil, layer[rows][..., None]))
+        out[rows] = K.to_uint8(_screen(veil, layer[rows][..., None]), scratch=True)
     return out
 
 
@@ -522,19 +522,27 @@ def _runs(values: np.ndarray) -> list[tuple[int, int]]:
 
 
 def _shear_box(image: np.ndarray, length: int, slope: float, band: int = 256) -> np.ndarray:
-    """Mean over the digital line of ``length`` pixels through each pixel, for a near-vertical line
-    (|slope| = |dx/dy| <= 1): the sample at row offset dy sits at column offset
-    ``round((y + dy) slope) - round(y slope)``. Rows are sheared sideways (contiguous copies), summed down
-    columns with OpenCV's integer box filter (8-bit in, 16-bit sums: exact), unsheared, and divided by
-    ``length`` with rounding in integers. Works on bands of ``band`` output rows to stay small at 45 deg.
+    """Mean along a near-vertical line (|slope| = |dx/dy| <= 1) of ``length`` pixels through each pixel.
+
+    Rows are sheared sideways by ``round(y * slope)`` (contiguous copies), summed down columns with OpenCV's
+    integer box filter (8-bit in, 16-bit sums: exact) and unsheared, so each output sums one pixel per row of
+    the digital line. That line's rounding phase ``phi = y slope - round(y slope)`` would shift row y's result
+    by ~phi (a +-0.5 px sawtooth, seen as seams every 1/slope rows), so the unshear reads the sums at
+    ``x - phi`` with 2-tap interpolation (weights in 1/64), and the total is divided by ``64 length`` with
+    rounding - all in integers. Works on bands of ``band`` output rows so the sheared buffer stays small.
     """
     h, w = image.shape[:2]
     r = length // 2
-    pad_x = int(math.ceil(r * abs(slope))) + 1
+    pad_x = int(math.ceil(r * abs(slope))) + 2  # +1 for rounding, +1 for the interpolation neighbour
     padded = cv2.copyMakeBorder(image, r, r, pad_x, pad_x, cv2.BORDER_REFLECT)
     wp = padded.shape[1]
     off = np.floor((np.arange(padded.shape[0], dtype=np.float64) - r) * slope + 0.5).astype(np.int64)
-    out = np.empty((h, w, 3), dtype=np.uint16)
+    rows = np.arange(h, dtype=np.float64)
+    phase = rows * slope - off[r: r + h]  # in [-0.5, 0.5]
+    w_left = np.floor(np.maximum(phase, 0.0) * 64.0 + 0.5).astype(np.uint32)  # weight of column x - 1
+    w_right = np.floor(np.maximum(-phase, 0.0) * 64.0 + 0.5).astype(np.uint32)  # weight of column x + 1
+    w_mid = 64 - w_left - w_right
+    out = np.empty((h, w, 3), dtype=np.uint8)
     for r0 in range(0, h, band):
         r1 = min(h, r0 + band)
         e = off[r0: r1 + 2 * r] - off[r0: r1 + 2 * r].min()
@@ -545,12 +553,18 @@ def _shear_box(image: np.ndarray, length: int, slope: float, band: int = 256) ->
             left = span - int(e[y0])
             sheared[y0:y1, left: left + wp] = padded[r0 + y0: r0 + y1]
         sums = cv2.boxFilter(sheared, cv2.CV_16U, (1, length), normalize=False, borderType=cv2.BORDER_CONSTANT)
-        # out[r0 + y, x] = sums[y + r, x + pad_x + span - e[y + r]]
+        # Unsheared sums for output row y sit at sums[y + r, x + pad_x + span - e[y + r]].
         start = pad_x + span - e[r: r + (r1 - r0)]
         for y0, y1 in _runs(start):
             s0 = int(start[y0])
-            out[r0 + y0: r0 + y1] = sums[y0 + r: y1 + r, s0: s0 + w]
-    return ((out.astype(np.uint32) + length // 2) // length).astype(np.uint8)
+            src = sums[y0 + r: y1 + r]
+            acc = src[:, s0: s0 + w].astype(np.uint32) * w_mid[r0 + y0: r0 + y1, None, None]
+            acc += src[:, s0 - 1: s0 - 1 + w] * w_left[r0 + y0: r0 + y1, None, None]
+            acc += src[:, s0 + 1: s0 + 1 + w] * w_right[r0 + y0: r0 + y1, None, None]
+            acc += 32 * length
+            acc //= 64 * length
+            out[r0 + y0: r0 + y1] = acc
+    return out
 
 
 def motion_blur(image: np.ndarray, params: MotionBlurParams, draw: MotionDraw) -> np.ndarray:

@@ -20,6 +20,7 @@ import numpy as np
 
 from aegis_data.errors import AegisError
 from aegis_data.seeding import KeyedRandom
+from aegis_eval.matching import PerImageCounts, threshold_rates
 from aegis_eval.metrics import IOU_THRESHOLDS, RECALL_THRESHOLDS, ApTable
 from aegis_eval.result_keys import CI_METRICS
 
@@ -148,56 +149,140 @@ def _required_tp(n_pos: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _ThresholdPlan:
-    """Static layout of one IoU threshold's TP detections in accumulation order (shared by all resamples)."""
+    """Static layout of one IoU threshold's detections in accumulation order (shared by all resamples).
+
+    Precision can only peak right after a TP, and inside a run of TPs with no FP between them precision only
+    rises, so only the last TP of each run needs evaluating. A run of TPs is what the reference sees for the
+    copies of one detection, or of a tie block (equal-score detections of one image) holding TPs only, so those
+    need nothing special. A *mixed* tie block (TPs and FPs of one image at one score) is different: the
+    reference repeats the whole block once per copy of its image, so its points are built per copy (``blk_*``).
+    """
 
     tp_image: np.ndarray  # (P,) image row of every TP detection, in order
-    run_end: np.ndarray  # (E,) index into the TP list of the last TP of each run (no FP inside a run)
-    end_position: np.ndarray  # (E,) position of those TP detections in the accumulation order
+    run_end: np.ndarray  # (E,) index into the TP list of the last TP of each run outside mixed blocks
+    end_position: np.ndarray  # (E,) position of those TPs in the accumulation order
     ig_image: np.ndarray  # (Q,) image row of every ignored detection, in order
     ig_before: np.ndarray  # (E,) ignored detections before each run end
+    blk_image: np.ndarray  # (M,) image of each mixed tie block
+    blk_start: np.ndarray  # (M,) position of its first detection
+    blk_tp_before: np.ndarray  # (M,) TP detections before it (index into the TP list)
+    blk_ig_before: np.ndarray  # (M,) ignored detections before it
+    blk_tp: np.ndarray  # (M,) TPs in the block
+    blk_fp: np.ndarray  # (M,) FPs in the block
+    pt_block: np.ndarray  # (L,) block of each in-block point (a TP followed by an FP of the block, or last)
+    pt_tp: np.ndarray  # (L,) TPs of the block up to and including that TP
+    pt_fp: np.ndarray  # (L,) FPs of the block before it
+    pt_last: np.ndarray  # (M,) index into the points of each block's last point
 
 
 def _threshold_plans(table: ApTable) -> list[_ThresholdPlan]:
     order = table.order
     det_img = table.det_image[order]
+    scores = table.scores[order]
+    n = len(order)
+    new_block = np.ones(n, dtype=bool)
+    new_block[1:] = (scores[1:] != scores[:-1]) | (det_img[1:] != det_img[:-1])
+    block_id = np.cumsum(new_block) - 1
+    block_start = np.flatnonzero(new_block)
     plans = []
     for t in range(len(IOU_THRESHOLDS)):
         ignored = table.ignored[0][t][order]
         tp = table.matched[0][t][order] & ~ignored
+        fp = ~table.matched[0][t][order] & ~ignored
+        mixed_block = (np.bincount(block_id, tp, len(block_start)) > 0) & \
+            (np.bincount(block_id, fp, len(block_start)) > 0)
+        in_mixed = mixed_block[block_id]
         counted = np.flatnonzero(~ignored)
-        tp_counted = tp[counted]
-        # Inside a run of TPs with no FP between them precision only rises, so the run's last point
-        # dominates the others (higher recall, higher precision) whatever the weights: keep run ends only.
-        next_is_tp = np.concatenate([tp_counted[1:], [False]])
-        end_position = counted[tp_counted & ~next_is_tp]
+        tp_c, mixed_c, block_c = tp[counted], in_mixed[counted], block_id[counted]
+        nxt_tp = np.concatenate([tp_c[1:], [False]])
+        nxt_mixed = np.concatenate([mixed_c[1:], [False]])
+        end_position = counted[tp_c & ~mixed_c & ~(nxt_tp & ~nxt_mixed)]
+        same_block_next = np.concatenate([block_c[1:] == block_c[:-1], [False]])
+        pt_position = counted[tp_c & mixed_c & ~(nxt_tp & same_block_next)]
+
         tp_position = np.flatnonzero(tp)
         ig_position = np.flatnonzero(ignored)
-        plans.append(_ThresholdPlan(tp_image=det_img[tp_position],
-                                    run_end=np.searchsorted(tp_position, end_position),
-                                    end_position=end_position, ig_image=det_img[ig_position],
-                                    ig_before=np.searchsorted(ig_position, end_position)))
+        blocks = np.flatnonzero(mixed_block)
+        starts = block_start[blocks]
+        cum_tp = np.concatenate([[0], np.cumsum(tp)])  # cum_tp[p] = TPs before position p
+        cum_fp = np.concatenate([[0], np.cumsum(fp)])
+        ends = np.append(block_start, n)[blocks + 1]
+        pt_block = np.searchsorted(blocks, block_id[pt_position])
+        pt_last = np.searchsorted(pt_block, np.arange(len(blocks)), side="right") - 1
+        plans.append(_ThresholdPlan(
+            tp_image=det_img[tp_position], run_end=np.searchsorted(tp_position, end_position),
+            end_position=end_position, ig_image=det_img[ig_position],
+            ig_before=np.searchsorted(ig_position, end_position),
+            blk_image=det_img[starts], blk_start=starts, blk_tp_before=cum_tp[starts],
+            blk_ig_before=np.searchsorted(ig_position, starts), blk_tp=cum_tp[ends] - cum_tp[starts],
+            blk_fp=cum_fp[ends] - cum_fp[starts], pt_block=pt_block,
+            pt_tp=cum_tp[pt_position + 1] - cum_tp[starts][pt_block],
+            pt_fp=cum_fp[pt_position] - cum_fp[starts][pt_block], pt_last=pt_last))
     return plans
+
+
+def _point_order(plan: _ThresholdPlan, copies: int) -> np.ndarray:
+    """Permutation putting [run ends, block points (point, copy)] into sequence order.
+
+    Block points sort at their block's start, then by copy, then by point: the reference's repeated block.
+    """
+    n_pt = len(plan.pt_block)
+    pos = np.concatenate([plan.end_position, np.repeat(plan.blk_start[plan.pt_block], copies)])
+    copy = np.concatenate([np.zeros(len(plan.end_position), np.int64), np.tile(np.arange(copies), n_pt)])
+    point = np.concatenate([np.zeros(len(plan.end_position), np.int64), np.repeat(np.arange(n_pt), copies)])
+    return np.lexsort((point, copy, pos))
+
+
+def _block_points(plan: _ThresholdPlan, w: np.ndarray, cum_tp_full: np.ndarray, all_before: np.ndarray,
+                  cum_ig: np.ndarray | None, copies: int) -> tuple[np.ndarray, np.ndarray]:
+    """(TP, FP) counts (rows, L * copies) at every point of every mixed tie block, copy by copy.
+
+    Copies beyond an image's weight repeat the block's final point (or the state before the block when the
+    weight is 0), which keeps counts monotone and adds no new point. all_before: (rows, M) weighted count of
+    all detections before each block.
+    """
+    rows = w.shape[0]
+    before = plan.blk_tp_before
+    t0 = np.where(before > 0, cum_tp_full[:, np.maximum(before - 1, 0)], 0.0)
+    ig0 = 0.0 if cum_ig is None else cum_ig[:, plan.blk_ig_before]
+    f0 = all_before - t0 - ig0  # (rows, M)
+    k = w[:, plan.blk_image]  # (rows, M) copies of each block's image
+    b = plan.pt_block
+    j = np.arange(copies, dtype=np.float64)[None, None, :]
+    kb = k[:, b][:, :, None]
+    valid = j < kb
+    last = plan.pt_last[b]
+    full_tp = (kb - 1) * plan.blk_tp[b][None, :, None] + plan.pt_tp[last][None, :, None]
+    full_fp = (kb - 1) * plan.blk_fp[b][None, :, None] + plan.pt_fp[last][None, :, None]
+    tp_in = np.where(valid, j * plan.blk_tp[b][None, :, None] + plan.pt_tp[None, :, None], full_tp)
+    fp_in = np.where(valid, j * plan.blk_fp[b][None, :, None] + plan.pt_fp[None, :, None], full_fp)
+    tp_in = np.where(kb > 0, tp_in, 0.0)
+    fp_in = np.where(kb > 0, fp_in, 0.0)
+    tp = t0[:, b][:, :, None] + tp_in
+    fp = f0[:, b][:, :, None] + fp_in
+    return tp.reshape(rows, -1), fp.reshape(rows, -1)
 
 
 def bootstrap_ap(weights: np.ndarray, table: ApTable) -> dict[str, np.ndarray]:
     """Per-resample AP50 and AP (IoU .50:.95), area "all", ``table.max_dets`` detections per image.
 
     weights: (B, I) non-negative ints. Returns {"map50": (B,), "map50_95": (B,)} float64, NaN for a resample
-    without regular GT (where pycocotools reports -1).
+    without regular GT (where pycocotools reports -1). Row b equals
+    ``accumulate(table, weights[b])`` (pycocotools on the data with each image repeated weights[b, i] times).
 
-    Method: a detection of an image with weight k stands for k adjacent copies. Along the score order only
-    the point after the last TP of a run of TPs can carry the interpolated precision (an FP lowers precision
-    at unchanged recall; a further TP raises both), so per resample we need the weighted cumulative TP and FP
-    counts at those run ends only; FP counts come from one weighted cumulative sum over all detections.
-    This equals :func:`aegis_eval.metrics.accumulate` with the same weights whenever no image with weight > 1
-    has two detections of equal score with different outcomes (accumulate repeats such a tie block image
-    copy by image copy; here each detection's copies are adjacent) — a tie-order convention only.
+    Method: along the score order only the points after the last TP of a run of TPs can carry the
+    interpolated precision (an FP lowers precision at unchanged recall; a further TP raises both), so per
+    resample we need the weighted cumulative TP and FP counts at those run ends only (see ``_ThresholdPlan``);
+    FP counts come from one weighted cumulative sum over all detections.
     """
     w_all = _check_weights(weights, table.n_images)
     n_rows = w_all.shape[0]
     n_thr, n_rec = len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS)
     det_img = table.det_image[table.order]
     plans = _threshold_plans(table)
+    # copies to lay out for mixed tie blocks: the largest weight any of their images gets
+    copies = [int(w_all[:, p.blk_image].max()) if len(p.blk_image) and n_rows else 0 for p in plans]
+    orders = [_point_order(p, c) if c else None for p, c in zip(plans, copies)]
     n_pos_all = w_all @ table.n_gt[0]
     t50 = np.flatnonzero(IOU_THRESHOLDS == 0.5)
     eps = np.spacing(1)
@@ -206,8 +291,12 @@ def bootstrap_ap(weights: np.ndarray, table: ApTable) -> dict[str, np.ndarray]:
     out = np.full(n_rows, np.nan)
     # float64 holds every count exactly (< 2**53) and is what the precision formula needs anyway.
     w_float = w_all.astype(np.float64)
-    gathered = np.empty((_ROW_CHUNK, len(det_img)))
-    cum_all = np.empty_like(gathered)
+    # The running count of all detections is read only at run ends and before mixed blocks: keep those columns.
+    wanted = [(p.end_position, np.maximum(p.blk_start - 1, 0)) for p in plans]
+    columns = np.unique(np.concatenate([np.concatenate(pair) for pair in wanted] + [np.zeros(0, np.int64)]))
+    end_col = [np.searchsorted(columns, e) for e, _ in wanted]
+    blk_col = [np.searchsorted(columns, b) for _, b in wanted]
+    running = np.empty((_ROW_CHUNK, len(det_img)))
     for r0 in range(0, n_rows, _ROW_CHUNK):
         n_pos = n_pos_all[r0:r0 + _ROW_CHUNK]
         live = np.flatnonzero(n_pos > 0)
@@ -216,24 +305,32 @@ def bootstrap_ap(weights: np.ndarray, table: ApTable) -> dict[str, np.ndarray]:
         rows = len(live)
         w = w_float[r0 + live]  # (rows, I)
         n_pos = n_pos[live]
-        np.take(w, det_img, axis=1, out=gathered[:rows])
-        np.cumsum(gathered[:rows], axis=1, out=cum_all[:rows])
+        np.take(w, det_img, axis=1, out=running[:rows])
+        np.cumsum(running[:rows], axis=1, out=running[:rows])
+        cum_all = running[:rows][:, columns]
         need = _required_tp(n_pos).astype(np.float64)  # (rows, R)
         span = float(n_pos.max() + 1)
         offset = (np.arange(rows) * span)[:, None]
         q = np.zeros((rows, n_thr, n_rec))
         for t, plan in enumerate(plans):
-            n_e = len(plan.run_end)
-            if n_e == 0:
-                continue
-            tp = np.cumsum(w[:, plan.tp_image], axis=1)[:, plan.run_end]  # (rows, E)
-            fp = cum_all[:rows, plan.end_position] - tp
+            cum_tp_full = np.cumsum(w[:, plan.tp_image], axis=1)
+            tp = cum_tp_full[:, plan.run_end]  # (rows, E)
+            fp = cum_all[:, end_col[t]] - tp
+            cum_ig = None
             if len(plan.ig_image):
                 cum_ig = np.concatenate([np.zeros((rows, 1)), np.cumsum(w[:, plan.ig_image], axis=1)], axis=1)
                 fp -= cum_ig[:, plan.ig_before]
+            if orders[t] is not None:
+                all_before = np.where(plan.blk_start > 0, cum_all[:, blk_col[t]], 0.0)
+                tp_b, fp_b = _block_points(plan, w, cum_tp_full, all_before, cum_ig, copies[t])
+                tp = np.concatenate([tp, tp_b], axis=1)[:, orders[t]]
+                fp = np.concatenate([fp, fp_b], axis=1)[:, orders[t]]
+            n_e = tp.shape[1]
+            if n_e == 0:
+                continue
             pr = tp / (fp + tp + eps)
             envelope = np.maximum.accumulate(pr[:, ::-1], axis=1)[:, ::-1]
-            # first run end reaching the required TP count, per row: shift each row into its own range
+            # first point reaching the required TP count, per row: shift each row into its own range
             idx = np.searchsorted((tp + offset).ravel(), (need + offset).ravel(), side="left").reshape(rows, -1)
             idx -= (np.arange(rows) * n_e)[:, None]
             reached = idx < n_e
@@ -245,15 +342,13 @@ def bootstrap_ap(weights: np.ndarray, table: ApTable) -> dict[str, np.ndarray]:
     return {"map50": out50, "map50_95": out}
 
 
-def bootstrap_samples(weights: np.ndarray, ap_table: ApTable, counts) -> dict[str, np.ndarray]:
+def bootstrap_samples(weights: np.ndarray, ap_table: ApTable, counts: PerImageCounts) -> dict[str, np.ndarray]:
     """Per-resample values (B,) of every CI_METRICS key (precision, recall, f1, fp_per_image, map50, map50_95).
 
     weights: (B, I) from :func:`resample_weights`. ap_table: the condition's ApTable. counts: its
     ``aegis_eval.matching.PerImageCounts`` at the frozen threshold. Thresholded metrics are
     ``threshold_rates`` of the weighted totals (NaN where undefined); AP as :func:`bootstrap_ap`.
     """
-    from aegis_eval.matching import threshold_rates  # the thresholded-metric conventions live there
-
     w = _check_weights(weights, ap_table.n_images)
     if counts.n_images != ap_table.n_images:
         raise AegisError(f"per-image counts cover {counts.n_images} images but the AP table covers "

@@ -67,7 +67,8 @@ def make_condition(n_images: int, n_gt: int, n_dets: int, key: int) -> tuple[Gro
 
 
 def coco_dicts(gt: GroundTruth, dets: Detections) -> tuple[dict, list]:
-    images = [{"id": int(i), "width": 2000, "height": 1200, "file_name": f} for i, f in zip(gt.image_ids, gt.file_names)]
+    images = [{"id": int(i), "width": 2000, "height": 1200, "file_name": f}
+              for i, f in zip(gt.image_ids, gt.file_names)]
     anns = [{"id": int(a), "image_id": int(gt.image_ids[r]), "category_id": 1, "bbox": b.tolist(), "area": float(s),
              "iscrowd": 0} for a, r, b, s in zip(gt.ann_ids, gt.box_image, gt.boxes, gt.areas)]
     results = [{"image_id": int(gt.image_ids[r]), "category_id": 1, "bbox": b.tolist(), "score": float(s)}
@@ -236,7 +237,8 @@ def main(argv=None) -> int:
                          f"{total(name).cell()} | **{total(name) / ours_ap:.1f}×** |")
     for n_gt, boot in boots.items():
         lines += [
-            f"| bootstrap {n_gt} GT/image: `resample_weights` (B = {args.boot_b}) | {boot['resample_weights'].cell()} | |",
+            f"| bootstrap {n_gt} GT/image: `resample_weights` (B = {args.boot_b}) | "
+            f"{boot['resample_weights'].cell()} | |",
             f"| **bootstrap {n_gt} GT/image: `bootstrap_samples`** (6 CI metrics × {args.boot_b}) | "
             f"{boot['bootstrap_samples'].cell()} | |",
         ]
