@@ -21,6 +21,7 @@ import re
 import shutil
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -671,6 +672,11 @@ def build_splits(
                                 p.cancel()
                             raise exc
                         collect(f.result())
+    except BrokenProcessPool:
+        raise AegisError(
+            f"a worker process died while building {out} (killed, or out of memory?); the images finished so far "
+            f"are kept: re-run the same command to resume, with fewer --workers if memory is short"
+        ) from None
     finally:
         journal.close()
 

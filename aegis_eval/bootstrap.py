@@ -282,7 +282,16 @@ def bootstrap_ap(weights: np.ndarray, table: ApTable) -> dict[str, np.ndarray]:
     plans = _threshold_plans(table)
     # copies to lay out for mixed tie blocks: the largest weight any of their images gets
     copies = [int(w_all[:, p.blk_image].max()) if len(p.blk_image) and n_rows else 0 for p in plans]
-    orders = [_point_order(p, c) if c else None for p, c in zip(plans, copies)]
+    # where run ends and block points go in the merged, sequence-ordered point list
+    slots = []
+    for p, c in zip(plans, copies):
+        if not c:
+            slots.append(None)
+            continue
+        order = _point_order(p, c)
+        place = np.empty_like(order)
+        place[order] = np.arange(len(order))
+        slots.append((place[:len(p.end_position)], place[len(p.end_position):]))
     n_pos_all = w_all @ table.n_gt[0]
     t50 = np.flatnonzero(IOU_THRESHOLDS == 0.5)
     eps = np.spacing(1)
@@ -309,29 +318,39 @@ def bootstrap_ap(weights: np.ndarray, table: ApTable) -> dict[str, np.ndarray]:
         np.cumsum(running[:rows], axis=1, out=running[:rows])
         cum_all = running[:rows][:, columns]
         need = _required_tp(n_pos).astype(np.float64)  # (rows, R)
-        span = float(n_pos.max() + 1)
-        offset = (np.arange(rows) * span)[:, None]
+        # row-wise searchsorted below: each row is shifted into its own disjoint range of counts
+        offset = (np.arange(rows) * float(n_pos.max() + 1))[:, None]
+        targets = (need + offset).ravel()
         q = np.zeros((rows, n_thr, n_rec))
         for t, plan in enumerate(plans):
-            cum_tp_full = np.cumsum(w[:, plan.tp_image], axis=1)
+            cum_tp_full = w[:, plan.tp_image]
+            np.cumsum(cum_tp_full, axis=1, out=cum_tp_full)
             tp = cum_tp_full[:, plan.run_end]  # (rows, E)
-            fp = cum_all[:, end_col[t]] - tp
+            fp = cum_all[:, end_col[t]]
+            fp -= tp
             cum_ig = None
             if len(plan.ig_image):
                 cum_ig = np.concatenate([np.zeros((rows, 1)), np.cumsum(w[:, plan.ig_image], axis=1)], axis=1)
                 fp -= cum_ig[:, plan.ig_before]
-            if orders[t] is not None:
+            if slots[t] is not None:
                 all_before = np.where(plan.blk_start > 0, cum_all[:, blk_col[t]], 0.0)
                 tp_b, fp_b = _block_points(plan, w, cum_tp_full, all_before, cum_ig, copies[t])
-                tp = np.concatenate([tp, tp_b], axis=1)[:, orders[t]]
-                fp = np.concatenate([fp, fp_b], axis=1)[:, orders[t]]
+                n_e = tp.shape[1] + tp_b.shape[1]
+                merged_tp, merged_fp = np.empty((rows, n_e)), np.empty((rows, n_e))
+                merged_tp[:, slots[t][0]], merged_tp[:, slots[t][1]] = tp, tp_b
+                merged_fp[:, slots[t][0]], merged_fp[:, slots[t][1]] = fp, fp_b
+                tp, fp = merged_tp, merged_fp
             n_e = tp.shape[1]
             if n_e == 0:
                 continue
-            pr = tp / (fp + tp + eps)
+            # pr = tp / (fp + tp + eps), the reference's expression and order, computed in place
+            pr = np.add(fp, tp, out=fp)
+            pr += eps
+            np.divide(tp, pr, out=pr)
             envelope = np.maximum.accumulate(pr[:, ::-1], axis=1)[:, ::-1]
-            # first point reaching the required TP count, per row: shift each row into its own range
-            idx = np.searchsorted((tp + offset).ravel(), (need + offset).ravel(), side="left").reshape(rows, -1)
+            # first point reaching the required TP count, per row
+            tp += offset
+            idx = np.searchsorted(tp.ravel(), targets, side="left").reshape(rows, -1)
             idx -= (np.arange(rows) * n_e)[:, None]
             reached = idx < n_e
             picked = np.take_along_axis(envelope, np.minimum(idx, n_e - 1), axis=1)

@@ -298,3 +298,11 @@ def test_a_changed_source_invalidates_all_files_of_that_image(tmp_path):
     assert again.files_written == len(EXPECTED_CONDS)  # every file of img001, none of img000
     clean = read_rgb(tmp_path / "o" / "test" / "clean" / "img001.png")
     assert np.array_equal(clean, 255 - fake_read(record(1), 10**9))
+
+
+def test_a_dead_worker_is_one_clear_error(tmp_path):
+    from test_splits_doubles import dying_corrupt
+
+    with pytest.raises(AegisError, match="a worker process died .* re-run the same command to resume"):
+        build_splits(fake_dataset(n_test=2), tmp_path / "o", **build_kwargs(corrupt=dying_corrupt, workers=2))
+    assert not (tmp_path / "o" / "manifest.json").exists()

@@ -77,3 +77,11 @@ def build_kwargs(**over) -> dict:
     kw = dict(corruptions=FEW, severities=(1, 2), workers=1, read_image=fake_read, corrupt=fake_corrupt, audit=no_leak)
     kw.update(over)
     return kw
+
+
+def dying_corrupt(image, name: str, severity: int, image_id: str, seed: int):
+    """Kills its own worker process, as the OOM killer would."""
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
