@@ -118,10 +118,12 @@ class BuildResult:
 
     @property
     def images_per_s(self) -> float:
+        """Image files rendered and written per second of wall time (skipped files not counted)."""
         return self.files_written / self.seconds if self.seconds > 0 else 0.0
 
     @property
     def mp_per_s(self) -> float:
+        """Megapixels of rendered image files per second of wall time."""
         return self.megapixels / self.seconds if self.seconds > 0 else 0.0
 
 

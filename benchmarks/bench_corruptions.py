@@ -5,8 +5,8 @@
 Measures, for every corruption x severity, the best-of-N wall time of ``apply_corruption`` on a 640x640 and a
 4000x3000 (12 MP) frame, reported as megapixels per second; then, per corruption at severity 3 on the 12 MP
 frame, the peak memory in a fresh subprocess: tracemalloc's peak (NumPy buffers, which NumPy reports to
-tracemalloc) and the process's peak RSS (``resource.getrusage(...).ru_maxrss``, with the peak mark reset after
-the input frame is built) minus the RSS before the call.
+tracemalloc) and the process's peak RSS (VmHWM, i.e. what ``getrusage`` reports as ru_maxrss, with the peak
+mark reset after the input frame is built) minus the RSS before the call.
 Writes a Markdown section to ``docs/perf/corruptions.md``. Targets: >= 30 MP/s at 12 MP and < 1.5 GB.
 
 Everything runs single-threaded (OpenCV, OpenMP and BLAS pools pinned to 1) so the numbers mean "one core".
@@ -82,6 +82,21 @@ def rss_mb() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
+def peak_rss_mb() -> float:
+    """Peak RSS of this process in MB: VmHWM from /proc/self/status, else ``getrusage`` ru_maxrss.
+
+    VmHWM is preferred because ``ru_maxrss`` of a freshly exec'd child starts at the *parent's* peak (Linux
+    carries the pre-exec high-water mark over), which hid the probe's own peak under the benchmark's.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1e3  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # kB on Linux
+
+
 def reset_peak_rss() -> bool:
     """Reset the kernel's peak-RSS mark for this process (Linux: write 5 to /proc/self/clear_refs)."""
     try:
@@ -103,7 +118,7 @@ def memory_probe(name: str, severity: int) -> dict:
     out = apply_corruption(frame, name, severity, "bench")
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # kB on Linux
+    maxrss = peak_rss_mb()
     del out
     return {"tracemalloc_peak_mb": peak / 1e6, "maxrss_mb": maxrss, "rss_before_mb": before,
             "delta_mb": maxrss - before, "peak_reset": reset}

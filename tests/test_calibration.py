@@ -267,3 +267,13 @@ def test_severity_grid_layout_is_deterministic_and_uses_the_engine_at_cell_size(
     assert not np.array_equal(cell[:8, :40], expected[:8, :40])  # the label band was drawn
     with pytest.raises(AegisError, match="at least 480"):
         cal.severity_grid(img, "g", width=300)
+
+
+def test_calibrate_seed_reaches_the_engine():
+    from golden.frames import golden_frame
+
+    images = [("s", golden_frame(120, 160))]
+    default = calibrate(images, ["rain_streaks"])
+    other = calibrate(images, ["rain_streaks"], seed=7)
+    assert default.seed == load_config().seed and other.seed == 7
+    assert [r.mean for r in default.rows] != [r.mean for r in other.rows]

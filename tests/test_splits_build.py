@@ -306,3 +306,13 @@ def test_a_dead_worker_is_one_clear_error(tmp_path):
     with pytest.raises(AegisError, match="a worker process died .* re-run the same command to resume"):
         build_splits(fake_dataset(n_test=2), tmp_path / "o", **build_kwargs(corrupt=dying_corrupt, workers=2))
     assert not (tmp_path / "o" / "manifest.json").exists()
+
+
+def test_yolo_val_runs_on_a_condition_offline(built):
+    from ultralytics import YOLO
+
+    model = YOLO("yolo11n.yaml")  # random weights, built from yaml: no download
+    metrics = model.val(data=str(built / "yolo" / "test_water_glare_s2.yaml"), imgsz=64, batch=2, plots=False,
+                        device="cpu", workers=0)
+    gt = json.loads((built / "annotations" / "test.json").read_text())
+    assert int(metrics.nt_per_class.sum()) == len(gt["annotations"]) == 5  # every GT box reached the validator
