@@ -116,7 +116,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     records = carve_val(records, val_fraction, salt="coco-val")
     description = {
         "adapter": NAME,
-        "root": str(root),
+        "root": root.name,  # the folder name only: the manifest must not depend on where a user keeps the data
         "annotations": str(ann_path),
         "options": {"categories": sorted(wanted) if wanted else None, "split": split,
                     "val_fraction": val_fraction, "max_pixels": max_pixels},

@@ -84,7 +84,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         records = [with_split(r, to_val[r.image_id]) if r.split == "train" else r for r in records]
     description = {
         "adapter": NAME,
-        "root": str(root),
+        "root": root.name,  # the folder name only: the manifest must not depend on where a user keeps the data
         "options": {"val_fraction": val_fraction, "max_pixels": max_pixels},
         "layout": per_split,
         "rules": {

@@ -265,7 +265,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         source_leak = sum(1 for v in seen.values() if len(v) > 1)
     description = {
         "adapter": NAME,
-        "root": str(root),
+        "root": root.name,  # the folder name only: the manifest must not depend on where a user keeps the data
         "layout_kind": "roboflow" if roboflow else "original",
         "options": {"groups": str(groups_path) if groups_path else None, "gap": gap, "max_group": max_group,
                     "test_fraction": f_test, "val_fraction": f_val,

@@ -131,7 +131,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     records = carve_val(records, val_fraction, salt="yolo-val")
     description = {
         "adapter": NAME,
-        "root": str(root),
+        "root": root.name,  # the folder name only: the manifest must not depend on where a user keeps the data
         "options": {"classes": sorted(classes) if classes else None, "split": split, "val_fraction": val_fraction,
                     "max_pixels": max_pixels},
         "layout": layout,
