@@ -16,7 +16,11 @@ import yaml
 from aegis_data.errors import AegisError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIG_PATH = REPO_ROOT / "configs" / "corruptions.yaml"
+# In a checkout the config is read from configs/; an installed wheel carries the same bytes inside the package
+# (aegis_data/corruptions.yaml is a symlink to it in the repository, copied as a file into wheels).
+_CHECKOUT_CONFIG = REPO_ROOT / "configs" / "corruptions.yaml"
+_PACKAGED_CONFIG = Path(__file__).resolve().parent / "corruptions.yaml"
+DEFAULT_CONFIG_PATH = _CHECKOUT_CONFIG if _CHECKOUT_CONFIG.is_file() else _PACKAGED_CONFIG
 SEVERITIES = (1, 2, 3)
 
 
