@@ -478,8 +478,9 @@ def rasterize_streaks(h: int, w: int, draw: RainDraw, blur_ksize: int, blur_sigm
 def rain_streaks(image: np.ndarray, params: RainStreaksParams, draw: RainDraw) -> np.ndarray:
     """Storm rain: a soft, darker, desaturated veil, then thin bright anti-aliased streaks screen-blended.
 
-    Streak pixels are those where the output is brighter than :func:`rain_veil` (rounded); calibration's
-    ``streak_density`` measures them (fraction with luma above the veil's by more than 2/255).
+    Streak pixels are those where the output is brighter than :func:`rain_veil` (rounded). Calibration's
+    ``streak_density`` estimates them from (clean, corrupted) pairs alone: pixels whose luma exceeds a bound on
+    the veil-only luma by more than 0.03 (see aegis_data.calibration.streak_density).
     """
     h, w = image.shape[:2]
     blurred = _veil_blur(image, _px(params.veil_sigma_px, h, w))
