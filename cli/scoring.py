@@ -2,38 +2,17 @@
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
-from typing import Annotated, Any, Callable, Mapping, Optional
+from typing import Annotated, Any, Mapping, Optional
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from aegis_data.config import SEVERITIES, load_config
 from aegis_data.errors import AegisError
 from aegis_eval.predictions import load_ground_truth, load_predictions, resolve_gt_path
 from aegis_eval.threshold import DEFAULT_RULE, freeze_threshold, parse_grid, write_threshold_file
-from cli.common import err, handle_errors, out
-
-
-# Our messages quote JSON and start with "[finding_code]"; rich would read both as markup and drop them, so
-# they are escaped here (cli.common.fail/warn print their argument as markup).
-def warn(message: str) -> None:
-    err.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
-
-
-def _verbatim_errors(fn: Callable) -> Callable:
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except AegisError as exc:
-            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-            raise typer.Exit(code=1) from None
-
-    return wrapper
+from cli.common import handle_errors, out, warn
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
@@ -184,5 +163,5 @@ def score_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add ``freeze-threshold`` and ``score`` to the root app."""
-    app.command("freeze-threshold")(handle_errors(_verbatim_errors(freeze_threshold_cmd)))
-    app.command("score")(handle_errors(_verbatim_errors(score_cmd)))
+    app.command("freeze-threshold")(handle_errors(freeze_threshold_cmd))
+    app.command("score")(handle_errors(score_cmd))
