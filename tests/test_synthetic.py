@@ -11,6 +11,8 @@ import cv2
 import numpy as np
 import pytest
 
+from aegis_data.calibration import compute_statistic
+from aegis_data.corruptions import apply_corruption
 from aegis_data.errors import AegisError
 from aegis_data.imageio import pixel_sha256
 from aegis_data.sources import load_source, read_rgb
@@ -19,9 +21,9 @@ from aegis_data.sources import synthetic as syn
 # pixel_sha256 of render_scene(index, w, h, seed=20260707).rgb; a change here means every synthetic
 # benchmark built before it is different: bump synthetic.VERSION and update these on purpose.
 GOLDEN = {
-    (0, 160, 120): "bbdfe2d05f442c0a9aefa245b6350530096d1783e6f157ca4181ec6b396b0d84",
-    (5, 96, 64): "026efd7525614ab301084b850579670d1076aaa35aee362baafc9e85dfccb413",  # a negative (index % 6 == 5)
-    (2, 200, 200): "f2b6e98929ba8e7742c6b03b2f71fe52cfcd29cc2051e82ccae983224faee859",
+    (0, 160, 120): "5f236fc3582203be4b447bbcb077924db064f46fba4d281a30b775724e26432e",
+    (5, 96, 64): "0ef037ad21884b9df5714c1d5a839aff56936cb7acb8d8e34f17e8113f8d0c20",  # a negative (index % 6 == 5)
+    (2, 200, 200): "8ed29b5dac20c081d634ef1f68a608245f969ac454fb2cb7bc09b59b927f1489",
 }
 
 
@@ -91,6 +93,14 @@ def test_boxes_are_the_painted_extent_of_each_person(index, size):
     assert scene.shadow_mask.any()
 
 
+def test_boxes_stay_inside_frames_smaller_than_a_person():
+    # At 44 px/m a lying person spans ~90 px: in a 64 px frame such persons are left out, never cut off.
+    for index in range(12):
+        for w, h in ((64, 64), (96, 64)):
+            boxes, _ = syn.synthetic_boxes(index, w, h)
+            assert all(0 <= b[0] < b[2] <= w and 0 <= b[1] < b[3] <= h for b in boxes), (index, w, h, boxes)
+
+
 def test_boxes_without_painting_match_render():
     for index in range(6):
         boxes, kinds = syn.synthetic_boxes(index, 320, 240)
@@ -110,6 +120,38 @@ def test_default_set_has_splits_negatives_and_size_bins():
     sizes = {r.image_id: (r.width, r.height) for r in ds.records()}
     assert sizes["synthetic-00003"] == (1280, 720) and sizes["synthetic-00000"] == (640, 640)
     assert sum(1 for v in sizes.values() if v == (1280, 720)) == 4
+
+
+@pytest.fixture(scope="module")
+def default_test_split():
+    """(image_id, rgb) of the default set's test split, the images `aegis calibrate` measures."""
+    ds = load_source("synthetic")
+    return [(r.image_id, read_rgb(r)) for r in ds.splits["test"]]
+
+
+def _luma(rgb):
+    return rgb.astype(np.float64) @ np.array([0.299, 0.587, 0.114]) / 255.0
+
+
+def test_default_images_have_bright_ground_that_glare_saturates(default_test_split):
+    # Sunlit limestone, dry sand and pale gravel (luma 0.80-0.93) are common on real SAR imagery; without them
+    # the weakest glare (screen with 0.70) saturates nothing and its calibration ladder cannot leave clean.
+    bright = [float(((y >= 0.80) & (y <= 0.93)).mean()) for y in (_luma(rgb) for _, rgb in default_test_split)]
+    assert np.mean(bright) > 0.02
+    assert sum(b > 0.005 for b in bright) >= 12, bright  # most images, not a single outlier
+    assert max(bright) < 0.25
+    clean_sat = [compute_statistic("saturated_fraction", rgb, rgb) for _, rgb in default_test_split]
+    assert np.mean(clean_sat) < 1e-4  # bright, but not clipped
+    glare = [compute_statistic("saturated_fraction", apply_corruption(rgb, "water_glare", 1, iid), rgb)
+             for iid, rgb in default_test_split]
+    assert np.mean(glare) > np.mean(clean_sat) + 1e-4
+
+
+def test_persons_keep_off_the_cores_of_bright_ground():
+    for index in range(4):
+        plan = syn._plan(index, 640, 640, syn.DEFAULT_SEED)
+        assert all(plan.bright_alpha[p.cy, p.cx] < 96 for p in plan.persons)
+    assert any(syn._plan(i, 640, 640, syn.DEFAULT_SEED).bright_alpha.max() == 255 for i in range(4))
 
 
 def test_read_rgb_regenerates_the_record_pixels():

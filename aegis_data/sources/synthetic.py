@@ -1,9 +1,11 @@
 """A procedurally generated, deterministic aerial search-and-rescue scene set that needs no download.
 
 Each image is a nadir drone view: a terrain texture (meadow, karst, dry grass, field or beach palettes),
-optional water bodies with shore bands, dirt paths, rocks and vegetation clumps with cast shadows, and a few
-small persons (standing: shoulders + head from above; lying: torso, legs, arms and head; in varied clothing
-colours) with cast shadows. Some images hold no person (negatives).
+patches of bright sunlit ground (fissured limestone pavement and gravel, dry sand, bleached soil; clean luma
+mostly 0.80-0.93, never clipped), optional water bodies with shore bands, dirt tracks and pale gravel paths,
+rocks and vegetation clumps with cast shadows, and a few small persons (standing: shoulders + head from
+above; lying: torso, legs, arms and head; in varied clothing colours) with cast shadows. Some images hold no
+person (negatives).
 
 Determinism. An image is a pure function of ``(index, width, height, seed)``. Every random draw comes from a
 keyed stream of ``aegis_data.seeding`` (Philox keyed by the SHA-256 of the generation key plus a label per
@@ -35,7 +37,7 @@ from aegis_data.sources._common import check_options, opt_fraction, opt_int, opt
 from aegis_data.sources._dataset import SourceDataset, build_dataset
 
 NAME = "synthetic"
-VERSION = "v1"  # bump when the generator's output changes; it is part of every generation key
+VERSION = "v2"  # bump when the generator's output changes; it is part of every generation key
 DEFAULT_SEED = 20260707
 DEFAULT_N = 32
 # Mostly 640x640, with every 8th frame (index % 8 == 3) 1280x720 so large-frame tiling is exercised too.
@@ -116,26 +118,41 @@ def _rot(dx: int, dy: int, deg: int) -> tuple[int, int]:
 
 
 # --- palettes (RGB) --------------------------------------------------------------------------------------
+# "bright": a sunlit bright ground material (bare limestone slabs and gravel, dry sand, bleached soil) as
+# (coverage range in per mille of the frame, colour stops). Stop lumas lie at ~0.79-0.88 so that, with the
+# material's own texture and the sensor grain, clean pixels stay below 0.94 (no clipping) while a strong
+# glint on them saturates -- as on real karst and beach imagery. Pale paths are made of the same material.
+# "rock_grey": the grey range of loose rocks (karst limestone is paler). "cracks": fissure darkening /256.
 _BIOMES: dict[str, dict[str, Any]] = {
     "meadow": {
         "stops": ((58, 86, 38), (78, 106, 46), (104, 116, 58), (120, 110, 74)),
         "water": 0.35, "bushes": 1.6, "rocks": 0.2, "bush": ((34, 62, 28), (52, 84, 36)),
+        "bright": ((0, 40), ((206, 204, 192), (216, 214, 202), (222, 218, 206))),
+        "rock_grey": (112, 176), "cracks": 80,
     },
     "karst": {
         "stops": ((104, 104, 92), (128, 124, 106), (96, 102, 64), (150, 146, 130)),
         "water": 0.1, "bushes": 1.2, "rocks": 2.0, "bush": ((40, 58, 32), (62, 80, 44)),
+        "bright": ((80, 200), ((204, 203, 194), (216, 214, 205), (226, 223, 213))),
+        "rock_grey": (136, 196), "cracks": 100,
     },
     "dry": {
         "stops": ((146, 132, 92), (128, 114, 80), (106, 100, 62), (168, 154, 118)),
         "water": 0.15, "bushes": 0.8, "rocks": 0.6, "bush": ((58, 70, 40), (84, 92, 54)),
+        "bright": ((30, 120), ((212, 202, 170), (222, 212, 180), (228, 218, 186))),
+        "rock_grey": (120, 180), "cracks": 40,
     },
     "field": {
         "stops": ((106, 86, 64), (124, 102, 76), (90, 98, 54), (140, 118, 88)),
         "water": 0.25, "bushes": 0.5, "rocks": 0.3, "bush": ((40, 66, 30), (60, 88, 40)),
+        "bright": ((0, 50), ((212, 204, 184), (222, 214, 194), (226, 218, 200))),
+        "rock_grey": (112, 176), "cracks": 0,
     },
     "beach": {
         "stops": ((194, 180, 146), (180, 164, 126), (164, 152, 118), (118, 124, 80)),
         "water": 0.9, "bushes": 0.3, "rocks": 0.5, "bush": ((50, 74, 40), (70, 96, 50)),
+        "bright": ((50, 150), ((214, 202, 170), (226, 214, 182), (232, 220, 188))),
+        "rock_grey": (120, 184), "cracks": 0,
     },
 }
 _BIOME_NAMES = tuple(_BIOMES)
@@ -382,7 +399,42 @@ class _Plan:
     has_water: bool
     level: int
     water_alpha: np.ndarray  # HxW uint8
+    bright_alpha: np.ndarray  # HxW uint8, the bright ground material's cover
     persons: tuple[_Person, ...]
+
+
+def _bright_alpha(d: KeyedDraws, w: int, h: int, coverage: tuple[int, int]) -> np.ndarray:
+    """Cover (HxW uint8) of bright ground patches: a value-noise field thresholded so that about
+    ``coverage`` per mille (drawn in the given range) of the frame lies above it, with a few-pixel soft edge."""
+    permille = d.between(*coverage)
+    if permille == 0:
+        return np.zeros((h, w), np.uint8)
+    mid = _noise_mid(d, w, h, cells=4, octaves=4)
+    # The threshold is the (1 - coverage) quantile of the 1/8-resolution field, found on its integer histogram.
+    above = np.cumsum(np.bincount(mid.ravel(), minlength=256)[::-1])[::-1]  # above[v] = count of cells >= v
+    thr = int(np.nonzero(above * 1000 >= mid.size * permille)[0].max())
+    # Fine noise (up to +-96 field levels) frays the outlines into ragged rock edges and scattered gravel.
+    rough = _noise(d, w, h, cells=max(8, max(w, h) // 10), octaves=2).astype(np.int32)
+    field = _upsample8(mid, w, h).astype(np.int32) + (rough - 128) * 48  # 1/64 units
+    alpha = ((field - thr * 64) * 3 // 4).clip(0, 255).astype(np.uint8)
+    return cv2.GaussianBlur(alpha, (3, 3), 0.8)
+
+
+def _bright_material(d: KeyedDraws, w: int, h: int, stops, cracks: int) -> np.ndarray:
+    """HxWx3 uint8 bright ground: a colour ramp over mottled noise, fine gravel grain (within +-16 levels) and,
+    when ``cracks`` > 0, a network of thin dark fissures (the zero crossings of a noise field, darkened by up
+    to cracks/256) as in weathered limestone pavement."""
+    long_side = max(w, h)
+    mottle = _noise(d, w, h, cells=max(6, long_side // 40), octaves=3)
+    img = _ramp_lut(stops)[mottle]
+    fw, fh = max(4, w // 2), max(4, h // 2)
+    gravel = cv2.resize(cv2.GaussianBlur(d.bytes(fw * fh).reshape(fh, fw), (3, 3), 0.6), (w, h),
+                        interpolation=cv2.INTER_LINEAR)
+    img = np.clip(img.astype(np.int16) + ((gravel.astype(np.int16) - 128) >> 3)[:, :, None], 0, 255).astype(np.uint8)
+    if cracks:
+        ridge = np.abs(_noise(d, w, h, cells=max(8, long_side // 24), octaves=3).astype(np.int16) - 128)
+        img = _darken(img, ((8 - ridge).clip(0, 8) * 31).astype(np.uint8), cracks)
+    return img
 
 
 def _plan(index: int, w: int, h: int, seed: int) -> _Plan:
@@ -402,7 +454,10 @@ def _plan(index: int, w: int, h: int, seed: int) -> _Plan:
         water_alpha = ((water_field.astype(np.int32) - level * 64) * 3 // 4).clip(0, 255).astype(np.uint8)
         water_alpha = cv2.GaussianBlur(water_alpha, (5, 5), 1.5)
 
-    # Persons: positions away from water, each other and the frame edge.
+    bright_alpha = _bright_alpha(KeyedDraws(key + "|bright"), w, h, _BIOMES[biome_name]["bright"][0])
+
+    # Persons: positions away from water, the cores of bright ground (a pale shirt there would all but
+    # vanish), each other and the frame edge.
     dp = KeyedDraws(key + "|persons")
     negative = index % NEGATIVE_EVERY == NEGATIVE_EVERY - 1
     n_persons = 0 if negative else 1 + dp.below(min(10, 3 + int(w * h // 400_000)))
@@ -412,15 +467,18 @@ def _plan(index: int, w: int, h: int, seed: int) -> _Plan:
         kind = "standing" if dp.below(100) < 55 else "lying"
         angle = dp.between(0, 359)
         half = int(_extent_px(kind, scale)) + 1
+        if min(w, h) < 2 * half + 3:  # a frame smaller than the person at this altitude cannot hold it
+            continue
         for _try in range(30):
-            cx = dp.between(half + 1, max(half + 1, w - half - 2))
-            cy = dp.between(half + 1, max(half + 1, h - half - 2))
+            cx = dp.between(half + 1, w - half - 2)
+            cy = dp.between(half + 1, h - half - 2)
             free = all((cx - o.cx) ** 2 + (cy - o.cy) ** 2 > (half + o.half + 4) ** 2 for o in persons)
-            if free and water_alpha[cy, cx] < 40:
+            if free and water_alpha[cy, cx] < 40 and bright_alpha[cy, cx] < 96:
                 parts = _person_parts(kind, half * _ONE, half * _ONE, px_m, angle, dp)
                 persons.append(_Person(kind, cx, cy, half, angle, tuple(parts)))
                 break
-    return _Plan(biome_name, scale, sun, sun_len, water_field, has_water, level, water_alpha, tuple(persons))
+    return _Plan(biome_name, scale, sun, sun_len, water_field, has_water, level, water_alpha, bright_alpha,
+                 tuple(persons))
 
 
 def _person_mask(p: _Person) -> np.ndarray:
@@ -477,6 +535,30 @@ def render_scene(index: int, width: int, height: int, seed: int = DEFAULT_SEED, 
     tex = (texture.astype(np.int16) - 128) // 6 + (fine.astype(np.int16) - 128) // 5
     img = np.clip(img.astype(np.int16) + tex[:, :, None], 0, 255).astype(np.uint8)
 
+    # Paths: random walks across the frame, dirt tracks or pale gravel paths of the bright material (the masks
+    # first, to know whether that material is needed; they are painted over the water below).
+    d = KeyedDraws(key + "|paths")
+    path_mask = np.zeros((h, w), np.uint8)
+    pale_mask = np.zeros((h, w), np.uint8)
+    for _ in range(d.below(3)):
+        target = pale_mask if d.below(2) else path_mask
+        x, y = (d.between(0, w - 1), 0) if d.below(2) else (0, d.between(0, h - 1))
+        heading = d.between(20, 70)
+        pts = []
+        for _step in range(12):
+            pts.append(_pt(x, y))
+            heading = heading + d.between(-25, 25)
+            dx, dy = _rot(int(long_side / 6 * 16), 0, heading)
+            x, y = x + dx / 16, y + dy / 16
+        cv2.polylines(target, [np.array(pts, np.int32)], False, 255, max(2, int(1.4 * scale)), cv2.LINE_8, _SHIFT)
+
+    # Bright ground (limestone slabs and gravel, dry sand, bleached soil); water and shore cover it.
+    bright_ground = np.zeros((1, 1, 3), np.uint8)  # not used when neither patches nor pale paths exist
+    if plan.bright_alpha.any() or pale_mask.any():
+        bright_ground = _bright_material(KeyedDraws(key + "|bright-texture"), w, h, biome["bright"][1],
+                                         biome["cracks"])
+    img = _blend(img, bright_ground, plan.bright_alpha)
+
     # Water body with a sand/wet shore band.
     if plan.has_water:
         wf, level = plan.water_field.astype(np.int32), plan.level
@@ -487,21 +569,10 @@ def render_scene(index: int, width: int, height: int, seed: int = DEFAULT_SEED, 
         water = _ramp_lut((_WATER_SHALLOW, _WATER_DEEP))[depth]
         img = _blend(img, water, plan.water_alpha)
 
-    # Paths: random walks across the frame.
-    d = KeyedDraws(key + "|paths")
-    path_mask = np.zeros((h, w), np.uint8)
-    for _ in range(d.below(3)):
-        x, y = (d.between(0, w - 1), 0) if d.below(2) else (0, d.between(0, h - 1))
-        heading = d.between(20, 70)
-        pts = []
-        for _step in range(12):
-            pts.append(_pt(x, y))
-            heading = heading + d.between(-25, 25)
-            dx, dy = _rot(int(long_side / 6 * 16), 0, heading)
-            x, y = x + dx / 16, y + dy / 16
-        cv2.polylines(path_mask, [np.array(pts, np.int32)], False, 255, max(2, int(1.4 * scale)), cv2.LINE_8, _SHIFT)
+    # Paths over land and water alike (fords, jetties): dirt tracks at 3/4 cover, pale paths at 7/8.
     path_mask = cv2.GaussianBlur(path_mask, (5, 5), 1.5) // 4 * 3
     img = _blend(img, np.array(_PATH, np.uint8), path_mask)
+    img = _blend(img, bright_ground, cv2.GaussianBlur(pale_mask, (5, 5), 1.5) // 8 * 7)
 
     shadow = np.zeros((h, w), np.uint8)
     objects_layer: list[tuple] = []
@@ -522,7 +593,7 @@ def render_scene(index: int, width: int, height: int, seed: int = DEFAULT_SEED, 
         for part in (1, 2):  # the outline swept half and fully along the sun: a shadow attached to the rock
             sx, sy = _rot(int(r * sun_len * part / 2 * _ONE), 0, sun)
             cv2.fillPoly(shadow, [pts_a + np.array([sx, sy], np.int32)], 255, cv2.LINE_8, _SHIFT)
-        grey = d.between(112, 176)
+        grey = d.between(*biome["rock_grey"])
         objects_layer.append(("poly", pts_a, (grey, grey - 4, grey - 12)))
         hx, hy = _rot(int(r * 0.25 * _ONE), 0, sun + 180)
         centre = np.array([cx * _ONE, cy * _ONE], np.int64)
