@@ -144,6 +144,10 @@ def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], thr
 
 
 # --- paths -> result ---------------------------------------------------------------------------------------
+# Files a prediction folder may hold that are not predictions.
+RUN_METADATA_FILES = frozenset({"run.json"})
+
+
 def prediction_files(preds: str | Path, on_warning: Warn | None = None) -> dict[str, Path]:
     """{condition: file}. A file is one condition named after its stem; a directory contributes every
     ``<condition>.json`` whose stem is a condition id (other JSON files are skipped with a warning)."""
@@ -154,6 +158,8 @@ def prediction_files(preds: str | Path, on_warning: Warn | None = None) -> dict[
         raise AegisError(f"[predictions_not_found] predictions not found: {preds}")
     found, skipped = {}, []
     for f in sorted(preds.glob("*.json")):
+        if f.name in RUN_METADATA_FILES:  # written beside the predictions by `aegis baseline predict`
+            continue
         try:
             parse_condition(f.stem)
         except AegisError:

@@ -277,10 +277,12 @@ def test_directory_skips_non_condition_files_with_a_warning(sweep, tmp_path):
     for c in ("clean", "low_light_s2"):
         (d / f"{c}.json").write_text((sweep["preds"] / f"{c}.json").read_text())
     (d / "notes.json").write_text("{}")
+    (d / "run.json").write_text("{}")  # run metadata of `aegis baseline predict`: skipped without a warning
     warnings = []
     r = score_paths(d, sweep["split"], threshold=0.4, bootstrap=10, label="run7", on_warning=warnings.append)
     assert list(r["conditions"]) == ["clean", "low_light_s2"] and r["label"] == "run7"
     assert any("[not_a_condition]" in w and "notes.json" in w for w in warnings)
+    assert not any("run.json" in w for w in warnings)
     assert len(r["summary"]["missing_conditions"]) == 26
 
 

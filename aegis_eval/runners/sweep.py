@@ -82,12 +82,8 @@ def run_sweep(settings: PredictSettings, split_dir: str | Path, results_dir: str
     predict_split(replace(settings, split_name="test"), split, out / "predictions", conditions=conditions,
                   force=force, detector=lazy, progress=stage("test"))
 
-    def warn(msg: str) -> None:  # run.json sits beside the condition files by design
-        if on_warning and "run.json" not in msg:
-            on_warning(msg)
-
     result = score_paths(out / "predictions", split, threshold_file=out / THRESHOLD_FILE, bootstrap=bootstrap,
-                         seed=seed, label=label or settings.model, split="test", on_warning=warn)
+                         seed=seed, label=label or settings.model, split="test", on_warning=on_warning)
     write_score_json(result, out / "score.json")
     write_score_csv(result, out / "score.csv")
     return result
