@@ -32,11 +32,16 @@ demo: $(STAMP_CORE)
 test: $(STAMP_ALL)
 	$(PY) -m pytest -q
 
+# Each benchmark writes its section under docs/perf/; perfdoc.py assembles them into docs/PERFORMANCE.md.
 bench: $(STAMP_ALL)
 	$(PY) benchmarks/bench_corruptions.py
-	$(PY) benchmarks/bench_build.py
-	$(PY) benchmarks/bench_score.py
+	$(PY) benchmarks/bench_sources.py
+	$(PY) benchmarks/bench_build.py --write docs/perf/build.md
+	$(PY) benchmarks/bench_score.py --write docs/perf/score.md
+	$(PY) benchmarks/bench_score_sweep.py
 	$(PY) benchmarks/bench_runners.py
+	$(PY) benchmarks/bench_report.py --write docs/perf/report.md
+	$(PY) benchmarks/perfdoc.py
 
 clean:
 	rm -rf $(VENV) aegis-splits .pytest_cache
