@@ -28,6 +28,7 @@ install: $(STAMP_ALL)
 demo: $(STAMP_CORE)
 	$(VENV)/bin/aegis build-splits --out $(DEMO_OUT)
 	$(VENV)/bin/aegis verify $(DEMO_OUT)
+	$(VENV)/bin/aegis verify $(DEMO_OUT) --against manifests/synthetic-c.json
 
 test: $(STAMP_ALL)
 	$(PY) -m pytest -q
