@@ -62,7 +62,7 @@ def markdown(rows: list[dict], loadavg: tuple[float, ...]) -> str:
         "",
         f"Date {datetime.date.today().isoformat()}; machine: {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
         f"Python {platform.python_version()}, numpy {numpy.__version__}, OpenCV {cv2.__version__}; "
-        f"load average before the run {loadavg[0]:.1f} (the machine was shared with other jobs, so figures are noisy).",
+        f"load average before the run {loadavg[0]:.1f} (on 2 cores, a load above ~1.5 means other jobs competed for the CPU).",
         "",
         "| frames | workers | source images | files | wall s | files/s | MP/s | s per source image | corrupt s (sum) | encode+write s (sum) | decode s (sum) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",

@@ -153,8 +153,8 @@ def render(results: list[dict], memory: dict[str, dict], info: dict, load_after:
     lines = [
         "## Corruption engine throughput (benchmarks/bench_corruptions.py)",
         "",
-        f"- Machine: {info['cpu']}, {info['cores']} cores; **shared with other jobs during the run** "
-        f"(load average {info['load']} at start, {load_after} at end), so these are conservative numbers.",
+        f"- Machine: {info['cpu']}, {info['cores']} cores; load average {info['load']} at start, {load_after} at "
+        "end (a load above ~1 means other jobs competed for the CPU and the numbers are conservative).",
         f"- Versions: Python {info['python']}, NumPy {info['numpy']}, OpenCV {info['opencv']}; "
         f"suite {cfg.suite}, config {cfg.config_hash}. Date: {info['date']}.",
         "- One core: `cv2.setNumThreads(1)`, OMP/OPENBLAS/MKL threads = 1. Best of "
