@@ -504,9 +504,24 @@ class _Journal:
 # Output directory checks
 
 
-def _describe(identity: Mapping[str, Any]) -> str:
-    return (f"dataset {identity.get('dataset')!r} (suite {identity.get('suite')}, config {identity.get('config_hash')}, "
-            f"seed {identity.get('seed')}, source {json.dumps(identity.get('source'), sort_keys=True)})")
+def _differences(found: Mapping[str, Any], wanted: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Dotted paths where two identities differ, e.g. ``source.options.n: 32 != 5`` (leaves only)."""
+    diffs = []
+    for key in sorted(set(found) | set(wanted)):
+        a, b = found.get(key), wanted.get(key)
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            diffs += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            diffs.append(f"{prefix}{key}: {json.dumps(a, sort_keys=True)} here vs {json.dumps(b, sort_keys=True)} now")
+    return diffs
+
+
+def _describe(found: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
+    # Derived counts follow from the settings; name the settings first.
+    diffs = sorted(_differences(found, wanted), key=lambda d: ".counts." in d)
+    shown = "; ".join(d if len(d) <= 120 else d[:117] + "..." for d in diffs[:3])
+    more = f" (+{len(diffs) - 3} more)" if len(diffs) > 3 else ""
+    return f"dataset {found.get('dataset')!r} built with different settings ({shown}{more})"
 
 
 def check_output_dir(out: Path, identity: Mapping[str, Any]) -> None:
@@ -526,8 +541,8 @@ def check_output_dir(out: Path, identity: Mapping[str, Any]) -> None:
                 raise AegisError(f"{p} is unreadable; refusing to build into {out} (remove it or choose another --out)") from None
             if found != identity:
                 raise AegisError(
-                    f"refusing to build into {out}: it holds a split of {_describe(found)}, but this build is "
-                    f"{_describe(identity)}; choose another --out or remove that directory"
+                    f"refusing to build into {out}: it holds a split of {_describe(found, identity)}; "
+                    "choose another --out or remove that directory"
                 )
     if found is None:
         raise AegisError(

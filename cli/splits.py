@@ -85,22 +85,30 @@ def build_command(
                               classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels)
     ds = load_source(dataset, source=source, **options)
     target = out_dir or Path("aegis-splits") / f"{dataset}-c"
-    with Progress(
+    # The bar starts with the first progress report, so a refused build prints only its one error line.
+    bar = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err, transient=False,
-    ) as bar:
-        task = bar.add_task(f"building {target}", total=None, rate="")
+    )
+    tasks: list = []
 
-        def on_progress(p) -> None:
-            elapsed = bar.tasks[0].elapsed or 0.0
-            rate = f"{p.done / elapsed:.2f} img/s  {p.megapixels / elapsed:.1f} MP/s" if elapsed > 0 else ""
-            bar.update(task, completed=p.done, total=p.total, rate=rate)
+    def on_progress(p) -> None:
+        if not tasks:
+            bar.start()
+            tasks.append(bar.add_task(f"building {target}", total=None, rate=""))
+        elapsed = bar.tasks[0].elapsed or 0.0
+        rate = f"{p.done / elapsed:.2f} img/s  {p.megapixels / elapsed:.1f} MP/s" if elapsed > 0 else ""
+        bar.update(tasks[0], completed=p.done, total=p.total, rate=rate)
 
+    try:
         result = build_splits(
             ds, target, corruptions=parse_csv(corruptions, "--corruptions"), severities=parse_severities(severities),
             workers=workers, limit=limit, with_train=with_train, progress=on_progress,
             max_pixels=max_pixels or DEFAULT_MAX_PIXELS,
         )
+    finally:
+        if tasks:
+            bar.stop()
     table = Table(title=f"{ds.name}-C written to {result.out}")
     table.add_column("item")
     table.add_column("value", overflow="fold")

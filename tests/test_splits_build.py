@@ -194,7 +194,7 @@ def test_a_build_killed_with_sigkill_resumes_to_the_same_manifest(tmp_path):
 
 def test_refuses_a_directory_of_another_dataset(tmp_path):
     build_splits(fake_dataset(), tmp_path / "o", **build_kwargs())
-    with pytest.raises(AegisError, match="holds a split of dataset 'fake'.*this build is dataset 'other'"):
+    with pytest.raises(AegisError, match="holds a split of dataset 'fake'.*dataset: \"fake\" here vs \"other\" now"):
         build_splits(fake_dataset(name="other"), tmp_path / "o", **build_kwargs())
     with pytest.raises(AegisError, match="seed"):
         build_splits(fake_dataset(), tmp_path / "o", **build_kwargs(seed=1))
