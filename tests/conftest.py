@@ -103,3 +103,16 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture
 def in_ci() -> bool:
     return IN_CI
+
+
+# --- CLI error contract -----------------------------------------------------------------------------------
+def assert_one_line_error(result, *fragments: str, exit_code: int | None = 1) -> None:
+    """A CliRunner result that failed the way every command must: non-zero exit (``exit_code`` when given),
+    no traceback, exactly one non-empty line on stderr, starting "error:" and containing each fragment."""
+    assert result.exit_code != 0 if exit_code is None else result.exit_code == exit_code, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    for f in fragments:
+        assert f in lines[0], lines[0]

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
+from conftest import assert_one_line_error
 
 runner = CliRunner()
 
@@ -52,14 +53,6 @@ def files(tmp_path_factory) -> dict[str, Path]:
     return {"root": root, "split": split, "val": val, "preds": preds, "gt": split / "annotations" / "test.json"}
 
 
-def assert_one_line_error(result, *fragments: str) -> None:
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, result.stderr
-    for f in fragments:
-        assert f in lines[0], lines[0]
 
 
 def test_console_script_starts():

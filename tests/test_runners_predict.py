@@ -11,6 +11,7 @@ from aegis_data.config import load_config
 from aegis_eval.predictions import load_ground_truth, load_predictions
 from cli.main import app
 from test_runners_fixtures import make_split
+from conftest import assert_one_line_error as _one_line_error
 
 runner = CliRunner()
 FAST = ["--model", "fasterrcnn", "--weights", "none", "--arch", "mobilenet_v3", "--imgsz", "64", "--max-det", "20",
@@ -22,12 +23,6 @@ def split(tmp_path_factory):
     return make_split(tmp_path_factory.mktemp("split"), n_test=3, n_val=2)
 
 
-def _one_line_error(result, needle: str) -> None:
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and needle in lines[0], result.stderr
 
 
 def test_predict_all_28_conditions_then_resume(split, tmp_path):

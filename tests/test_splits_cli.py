@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 import aegis_data.splits as splits_mod
 from cli import splits as splits_cli
 from test_splits_doubles import fake_corrupt, no_leak
+from conftest import assert_one_line_error as _one_line_error
 
 runner = CliRunner()
 
@@ -38,13 +39,6 @@ def doubles(monkeypatch):
     monkeypatch.setattr(splits_mod, "_default_audit", no_leak)
 
 
-def _one_line_error(result, *needles: str) -> None:
-    assert result.exit_code == 1, result.output
-    text = result.stderr if hasattr(result, "stderr") else result.output
-    assert "Traceback" not in result.output and "Traceback" not in text
-    assert "error:" in text
-    for n in needles:
-        assert n in " ".join(text.split()), text
 
 
 SMALL = ["--n", "4", "--size", "64", "--corruptions", "motion_blur", "--severities", "2", "--workers", "1"]
