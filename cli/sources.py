@@ -10,8 +10,10 @@ import typer
 from rich.table import Table
 
 from cli.common import handle_errors, out, warn
-
-_ADAPTER = "Source adapter options"
+from cli.splits import (
+    AnnotationsOpt, ClassesOpt, GroupsOpt, HfSplitOpt, ImagesOpt, LabelsOpt, MaxPixelsOpt, NOpt, OptionOpt, SizeOpt,
+    adapter_options,
+)
 
 
 def _q(stats: Mapping[str, Any] | None, key: str) -> str:
@@ -58,16 +60,16 @@ def audit_command(
     source: Annotated[Optional[Path], typer.Option(help="Root of the source dataset (or a HF dataset path/id for hf).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the report as JSON to this file.")] = None,
     no_hash: Annotated[bool, typer.Option("--no-hash", help="Skip content hashing (no duplicate check; faster).")] = False,
-    n: Annotated[Optional[int], typer.Option(help="synthetic: number of images.", rich_help_panel=_ADAPTER)] = None,
-    size: Annotated[Optional[str], typer.Option(help="synthetic: frame size, N or WxH (comma list cycles per image).", rich_help_panel=_ADAPTER)] = None,
-    images: Annotated[Optional[Path], typer.Option(help="Image folder (yolo, voc).", rich_help_panel=_ADAPTER)] = None,
-    labels: Annotated[Optional[Path], typer.Option(help="Label folder (yolo).", rich_help_panel=_ADAPTER)] = None,
-    annotations: Annotated[Optional[Path], typer.Option(help="COCO JSON file (coco) or XML folder (voc).", rich_help_panel=_ADAPTER)] = None,
-    classes: Annotated[Optional[str], typer.Option(help="Class ids/names counted as person (yolo, voc, sard; categories for coco, hf).", rich_help_panel=_ADAPTER)] = None,
-    groups: Annotated[Optional[str], typer.Option(help="sard: CSV (stem,group) or JSON {stem: group} file declaring sequence groups.", rich_help_panel=_ADAPTER)] = None,
-    hf_split: Annotated[Optional[str], typer.Option(help="Split of the Hugging Face dataset to read (hf).", rich_help_panel=_ADAPTER)] = None,
-    max_pixels: Annotated[Optional[int], typer.Option(help="Refuse source images larger than this many pixels.", rich_help_panel=_ADAPTER)] = None,
-    option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Any adapter option as key=value (repeatable), e.g. -o val_fraction=0.1.", rich_help_panel=_ADAPTER)] = None,
+    n: NOpt = None,
+    size: SizeOpt = None,
+    images: ImagesOpt = None,
+    labels: LabelsOpt = None,
+    annotations: AnnotationsOpt = None,
+    classes: ClassesOpt = None,
+    groups: GroupsOpt = None,
+    hf_split: HfSplitOpt = None,
+    max_pixels: MaxPixelsOpt = None,
+    option: OptionOpt = None,
 ) -> None:
     """Audit a source dataset: counts, box sizes, resolutions, duplicates and leakage between splits.
 
@@ -76,7 +78,6 @@ def audit_command(
     from aegis_data.audit import audit_dataset
     from aegis_data.imageio import write_bytes_atomic
     from aegis_data.sources import load_source
-    from cli.splits import adapter_options
 
     options = adapter_options(dataset, option, n=n, size=size, images=images, labels=labels, annotations=annotations,
                               classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels)

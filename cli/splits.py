@@ -14,6 +14,26 @@ from cli.common import err, handle_errors, out
 
 _ADAPTER = "Source adapter options"
 
+# Adapter options shared by `aegis build-splits` and `aegis audit` (declared once).
+NOpt = Annotated[Optional[int], typer.Option(help="synthetic: number of images.", rich_help_panel=_ADAPTER)]
+SizeOpt = Annotated[Optional[str], typer.Option(
+    help="synthetic: frame size, N or WxH (comma list cycles per image).", rich_help_panel=_ADAPTER)]
+ImagesOpt = Annotated[Optional[Path], typer.Option(help="Image folder (yolo, voc).", rich_help_panel=_ADAPTER)]
+LabelsOpt = Annotated[Optional[Path], typer.Option(help="Label folder (yolo).", rich_help_panel=_ADAPTER)]
+AnnotationsOpt = Annotated[Optional[Path], typer.Option(
+    help="COCO JSON file (coco) or XML folder (voc).", rich_help_panel=_ADAPTER)]
+ClassesOpt = Annotated[Optional[str], typer.Option(
+    help="Class ids/names counted as person (yolo, voc, sard; categories for coco, hf).", rich_help_panel=_ADAPTER)]
+GroupsOpt = Annotated[Optional[str], typer.Option(
+    help="sard: CSV (stem,group) or JSON {stem: group} file declaring sequence groups.", rich_help_panel=_ADAPTER)]
+HfSplitOpt = Annotated[Optional[str], typer.Option(
+    help="Split of the Hugging Face dataset to read (hf).", rich_help_panel=_ADAPTER)]
+MaxPixelsOpt = Annotated[Optional[int], typer.Option(
+    help="Refuse source images larger than this many pixels.", rich_help_panel=_ADAPTER)]
+OptionOpt = Annotated[Optional[list[str]], typer.Option(
+    "--option", "-o", help="Any adapter option as key=value (repeatable), e.g. -o val_fraction=0.1.",
+    rich_help_panel=_ADAPTER)]
+
 
 def parse_csv(value: str | None, what: str) -> list[str] | None:
     """``'a, b'`` -> ``['a', 'b']``; None stays None."""
@@ -65,16 +85,16 @@ def build_command(
     workers: Annotated[Optional[int], typer.Option(help="Worker processes (default: all cores).")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N images (by image id) of each split.")] = None,
     with_train: Annotated[bool, typer.Option("--with-train", help="Also write train/clean and annotations/train.json.")] = False,
-    n: Annotated[Optional[int], typer.Option(help="synthetic: number of images.", rich_help_panel=_ADAPTER)] = None,
-    size: Annotated[Optional[str], typer.Option(help="synthetic: frame size, N or WxH (comma list cycles per image).", rich_help_panel=_ADAPTER)] = None,
-    images: Annotated[Optional[Path], typer.Option(help="Image folder (yolo, voc).", rich_help_panel=_ADAPTER)] = None,
-    labels: Annotated[Optional[Path], typer.Option(help="Label folder (yolo).", rich_help_panel=_ADAPTER)] = None,
-    annotations: Annotated[Optional[Path], typer.Option(help="COCO JSON file (coco) or XML folder (voc).", rich_help_panel=_ADAPTER)] = None,
-    classes: Annotated[Optional[str], typer.Option(help="Class ids/names counted as person (yolo, voc, sard; categories for coco, hf).", rich_help_panel=_ADAPTER)] = None,
-    groups: Annotated[Optional[str], typer.Option(help="Grouping rule for group-aware splits (sard).", rich_help_panel=_ADAPTER)] = None,
-    hf_split: Annotated[Optional[str], typer.Option(help="Split of the Hugging Face dataset to read (hf).", rich_help_panel=_ADAPTER)] = None,
-    max_pixels: Annotated[Optional[int], typer.Option(help="Refuse source images larger than this many pixels.", rich_help_panel=_ADAPTER)] = None,
-    option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Any adapter option as key=value (repeatable), e.g. -o val_fraction=0.1.", rich_help_panel=_ADAPTER)] = None,
+    n: NOpt = None,
+    size: SizeOpt = None,
+    images: ImagesOpt = None,
+    labels: LabelsOpt = None,
+    annotations: AnnotationsOpt = None,
+    classes: ClassesOpt = None,
+    groups: GroupsOpt = None,
+    hf_split: HfSplitOpt = None,
+    max_pixels: MaxPixelsOpt = None,
+    option: OptionOpt = None,
 ) -> None:
     """Build the frozen corrupted benchmark (clean + 27 conditions) with its SHA-256 manifest."""
     from aegis_data.imageio import DEFAULT_MAX_PIXELS
