@@ -27,12 +27,13 @@ TWO_PI = 2.0 * math.pi  # the float64 constant; only ever multiplied, never pass
 # ----------------------------------------------------------------------------------------------------------
 # Rounding and strips
 # ----------------------------------------------------------------------------------------------------------
-def to_uint8(x: np.ndarray, scratch: bool = False) -> np.ndarray:
+def to_uint8(x: np.ndarray, scratch: bool = False, clip: bool = True) -> np.ndarray:
     """SPEC rounding ``floor(clip(x, 0, 1) * 255 + 0.5)`` for x in the [0, 1] domain.
 
     Implemented as a clip of ``x*255 + 0.5`` to [0, 255] followed by truncation, which equals the SPEC
     formula for every x (truncation is floor for non-negative values). ``scratch=True`` lets it overwrite
-    ``x`` (a temporary of the caller) instead of allocating.
+    ``x`` (a temporary of the caller) instead of allocating. ``clip=False`` skips the clip; only for callers
+    that have proven ``x*255 + 0.5`` (float32 ops) lies in [0, 256) for every element, so it is a no-op.
     """
     if scratch:
         y = x
@@ -40,7 +41,8 @@ def to_uint8(x: np.ndarray, scratch: bool = False) -> np.ndarray:
     else:
         y = x * 255.0
     y += 0.5
-    np.clip(y, 0.0, 255.0, out=y)
+    if clip:
+        np.clip(y, 0.0, 255.0, out=y)
     return y.astype(np.uint8)
 
 
@@ -145,10 +147,13 @@ def block_sum(mask: np.ndarray, factor: int) -> np.ndarray:
     """Sums over ``factor x factor`` blocks (int64); edges padded by mirroring to a whole number of blocks."""
     h, w = mask.shape
     hb, wb = -(-h // factor), -(-w // factor)
-    a = mask.astype(np.int32)
+    # A bool mask is summed from its bytes (no int32 copy of the frame); integer sums are exact either way.
+    a = mask.view(np.uint8) if mask.dtype == np.bool_ else mask.astype(np.int32)
     if hb * factor != h or wb * factor != w:
         a = np.pad(a, ((0, hb * factor - h), (0, wb * factor - w)), mode="symmetric")
-    return a.reshape(hb, factor, wb, factor).sum(axis=(1, 3), dtype=np.int64)
+    # Rows of each block band first (contiguous adds), then the columns of each block.
+    band = a.reshape(hb, factor, wb * factor).sum(axis=1, dtype=np.int32 if mask.dtype == np.bool_ else np.int64)
+    return band.reshape(hb, wb, factor).sum(axis=2, dtype=np.int64)
 
 
 def blur_mask(mask: np.ndarray, sigma: float) -> np.ndarray:
@@ -280,8 +285,11 @@ def top_fraction_mask(field: np.ndarray, coverage: float) -> np.ndarray:
     n = field.size
     k = max(1, int(math.ceil(coverage * n)))
     counts = np.zeros(65536, dtype=np.int64)
-    for rows in row_strips(field.shape[0], field.shape[1], 1 << 18):  # strips: no full-size int64 copy
-        counts += np.bincount(field[rows].ravel(), minlength=65536)
+    # OpenCV counts uint16 levels in integers (bin = level exactly for the range [0, 65536)) and returns them
+    # as float32, exact while a strip has fewer than 2**24 pixels.
+    for rows in row_strips(field.shape[0], field.shape[1], 1 << 20):
+        strip = np.ascontiguousarray(field[rows], dtype=np.uint16)
+        counts += cv2.calcHist([strip], [0], None, [65536], [0, 65536]).ravel().astype(np.int64)
     from_top = np.cumsum(counts[::-1])
     threshold = 65535 - int(np.searchsorted(from_top, k))
     return field >= threshold

@@ -47,10 +47,22 @@ def _luma(x: np.ndarray) -> np.ndarray:
     return (x[..., 0] * np.float32(LUMA[0]) + x[..., 1] * np.float32(LUMA[1])) + x[..., 2] * np.float32(LUMA[2])
 
 
+def _channels3(y: np.ndarray) -> np.ndarray:
+    """A contiguous float32 (..., 3) copy of ``y`` (...) repeated over channels.
+
+    Element-wise NumPy ops that broadcast a (..., 1) operand against (..., 3) run three elements per inner
+    loop and are several times slower than on two contiguous operands; values are unaffected.
+    """
+    if y.ndim == 2:
+        return cv2.merge([y, y, y])
+    return np.repeat(y[..., None], 3, axis=-1)
+
+
 def _saturate(x: np.ndarray, s: float) -> np.ndarray:
     """SPEC ``sat(I, s) = clip(Y + s (I - Y))`` on float32 (..., 3)."""
-    y = _luma(x)[..., None]
-    out = (x - y) * np.float32(s)
+    y = _channels3(_luma(x))
+    out = x - y
+    out *= np.float32(s)
     out += y
     return np.clip(out, 0.0, 1.0, out=out)
 
@@ -291,17 +303,25 @@ def ripple(image: np.ndarray, dx: np.ndarray, dy: np.ndarray) -> np.ndarray:
     qx = np.floor(np.asarray(dx, dtype=np.float64) * 32.0 + 0.5).astype(np.int32)  # per row, 1/32 px
     qy = np.floor(np.asarray(dy, dtype=np.float64) * 32.0 + 0.5).astype(np.int32)  # per column
     # The x offset is constant along a row and the y offset along a column, so each map is a broadcast sum.
-    shift_x, frac_x = (qx >> 5).astype(np.int16), (qx & 31).astype(np.uint16)
-    shift_y, frac_y = (qy >> 5).astype(np.int16), ((qy & 31) << 5).astype(np.uint16)
-    cols = np.arange(w, dtype=np.int16)
+    shift_x, frac_x = qx >> 5, (qx & 31).astype(np.uint16)
+    shift_y, frac_y = qy >> 5, ((qy & 31) << 5).astype(np.uint16)
+    # The int16 pair (x, y) = (c + shift_x[r], r + shift_y[c]) read as one little-endian int32 is
+    # y * 65536 + x for x >= 0, the sum of a per-column and a per-row int32: one contiguous add per strip.
+    # Columns where x can be negative (the first few; the borrow would reach y) are rewritten directly.
+    cols = np.arange(w, dtype=np.int32)
+    per_col = cols + shift_y * 65536
+    per_row = shift_x + np.arange(h, dtype=np.int32) * 65536
+    edge = min(w, max(0, -int(shift_x.min())))
     out = np.empty_like(image)
     for rows in K.row_strips(h, w, 1 << 16):
         n = rows.stop - rows.start
-        maps = np.empty((n, w, 2), dtype=np.int16)
-        np.add(cols[None, :], shift_x[rows, None], out=maps[..., 0])
-        np.add(np.arange(rows.start, rows.stop, dtype=np.int16)[:, None], shift_y[None, :], out=maps[..., 1])
+        packed = per_col[None, :] + per_row[rows, None]
+        maps = packed.astype("<i4", copy=False).view("<i2").astype(np.int16, copy=False).reshape(n, w, 2)
+        if edge:
+            maps[:, :edge, 0] = cols[None, :edge] + shift_x[rows, None]
+            maps[:, :edge, 1] = np.arange(rows.start, rows.stop, dtype=np.int32)[:, None] + shift_y[None, :edge]
         frac = frac_y[None, :] | frac_x[rows, None]
-        out[rows] = cv2.remap(image, maps, frac, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        cv2.remap(image, maps, frac, cv2.INTER_LINEAR, dst=out[rows], borderMode=cv2.BORDER_REPLICATE)
     return out
 
 
@@ -317,25 +337,51 @@ def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw
     wavelength = _px(params.ripple_wavelength_px, h, w)
     sin_y, _ = K.sin_cos_turns(np.arange(h, dtype=np.float64) / wavelength + draw.phase_turns)
     _, cos_x = K.sin_cos_turns(np.arange(w, dtype=np.float64) / wavelength + draw.phase_turns)
-    o = np.float32(params.opacity)
-    water_tone = (np.float32(params.opacity) * np.asarray(params.water, dtype=np.float32))
+    keep = np.float32(1.0) - np.float32(params.opacity)
+    water_tone = np.float32(params.opacity) * np.asarray(params.water, dtype=np.float32)
     strength = np.float32(params.sparkle_strength)
-    m_table = (np.arange(65536, dtype=np.float64) / K.U16).astype(np.float32)
     rippled = ripple(image, amp * sin_y, amp * cos_x)
+    # Per-element float32 ops below are those of the SPEC formulas in a fixed order (bit-identical to a
+    # per-pixel evaluation); broadcasts over the channel axis are avoided (NumPy runs them element by element).
+    tone_row = np.tile(water_tone, w)  # (3w,): the tone for one row of interleaved RGB
+    clip = _inundation_needs_clip(keep, water_tone, strength)
     out = np.empty_like(image)
-    for rows in K.row_strips(h, w):
+    for rows in K.row_strips(h, w, 1 << 16):
+        n = rows.stop - rows.start
         x = _unit(image[rows])
         wet = _unit(rippled[rows])
-        wet *= np.float32(1.0) - o
-        wet += water_tone
-        sp = sparkle[rows]
-        wet[sp] = _screen(wet[sp], strength)  # sparkles are ~2% of pixels; screen(W, 0) is W
-        m = m_table[mask[rows]][..., None]
+        wet *= keep
+        wet.reshape(n, 3 * w)[...] += tone_row
+        sp = np.flatnonzero(sparkle[rows])  # ~2% of pixels; screen(W, 0) is W elsewhere
+        if sp.size:
+            flat = wet.reshape(-1, 3)
+            flat[sp] = _screen(flat[sp], strength)
+        m16 = mask[rows]
+        # k / 65535 in float32 division equals float32(float64(k) / 65535) for every uint16 k (correct rounding
+        # of the exact quotient either way; checked exhaustively), the SPEC mask value.
+        m = cv2.merge([m16, m16, m16]).astype(np.float32)
+        m /= np.float32(K.U16)
         wet -= x
         wet *= m
         wet += x  # (1 - m) I + m W
-        out[rows] = K.to_uint8(wet, scratch=True)
+        out[rows] = K.to_uint8(wet, scratch=True, clip=clip)
     return out
+
+
+def _inundation_needs_clip(keep: np.float32, water_tone: np.ndarray, strength: np.float32) -> bool:
+    """Whether the inundation blend can leave [0, 1] (then ``to_uint8`` must clip).
+
+    Each float32 op is correctly rounded, hence monotone, so for fixed wet W and scene I the blend
+    ``(W - I) m + I`` lies between I (m = 0) and ``(W - I) + I`` (m = 1). Checking those end points for all
+    256 x 256 levels per channel, with and without a sparkle, bounds every pixel.
+    """
+    levels = _unit(np.arange(256, dtype=np.uint8))
+    wet = (levels[:, None] * keep) + water_tone[None, :]  # (256, 3)
+    wet = np.concatenate([wet, _screen(wet, strength)])  # (512, 3)
+    end = (wet[:, None, :] - levels[None, :, None]) + levels[None, :, None]
+    ends = np.concatenate([end.ravel(), levels])
+    scaled = ends * np.float32(255.0) + np.float32(0.5)  # the ops of K.to_uint8 before its clip
+    return bool(scaled.min() < 0.0 or scaled.max() >= 256.0)
 
 
 def _draw_inundation(params: InundationParams, h: int, w: int, rng: KeyedRandom) -> InundationDraw:
@@ -490,7 +536,11 @@ def rain_streaks(image: np.ndarray, params: RainStreaksParams, draw: RainDraw) -
         veil = _veil_unit(blurred[rows])
         veil *= np.float32(params.brightness)
         veil = _saturate(veil, params.saturation)
-        out[rows] = K.to_uint8(_screen(veil, layer[rows][..., None]), scratch=True)
+        # screen(V, L) = 1 - (1 - V)(1 - L), with (1 - L) formed per pixel and repeated over channels.
+        veil = np.subtract(1.0, veil, out=veil)
+        veil *= _channels3(1.0 - layer[rows])
+        veil = np.subtract(1.0, veil, out=veil)
+        out[rows] = K.to_uint8(veil, scratch=True)
     return out
 
 
