@@ -161,6 +161,13 @@ def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None) -
     box_image_arr = np.array(box_image, dtype=np.int64)
     order = np.argsort(box_image_arr, kind="stable")
     source.setdefault("category_ids", all_cats)
+    if 0 in ann_ids:
+        # pycocotools marks matches by annotation id, so a match to id 0 reads as "unmatched": that box can be
+        # matched again and its detection counts as a false positive. Our AP reproduces pycocotools exactly,
+        # quirk included; the thresholded metrics do not depend on ids.
+        source.setdefault("warnings", []).append(
+            "[gt_annotation_id_zero] the GT has an annotation with id 0; COCO AP (like pycocotools) treats "
+            "matches to it as misses — renumber annotation ids from 1")
     return GroundTruth(
         image_ids=image_ids,
         file_names=file_names,

@@ -228,6 +228,9 @@ def score_paths(preds: str | Path, gt: str | Path, *, threshold: float | None = 
     options = BootstrapOptions(n_bootstrap=bootstrap, seed=seed)
     files = prediction_files(preds, on_warning)
     ground_truth = load_ground_truth(gt, split)
+    for w in ground_truth.source.get("warnings", ()):
+        if on_warning:
+            on_warning(f"ground truth: {w}")
     detections = {}
     for cond, f in files.items():
         detections[cond] = load_predictions(f, ground_truth)

@@ -269,3 +269,10 @@ def test_without_file_name_the_same_ultralytics_ids_are_refused(tmp_path):
     g = ground_truth_from_coco(coco([img(1, "000000.png"), img(2, "000001.png")]))
     msg = error_of(detections_from_results, [det(0), det(1)], g)
     assert "[image_id_ambiguous]" in msg
+
+
+def test_gt_annotation_id_zero_is_flagged():
+    flagged = ground_truth_from_coco(coco([img(1)], [ann(0, 1, [0, 0, 5, 5]), ann(1, 1, [9, 9, 5, 5])]))
+    assert any("[gt_annotation_id_zero]" in w for w in flagged.source["warnings"])
+    clean = ground_truth_from_coco(coco([img(1)], [ann(1, 1, [0, 0, 5, 5])]))
+    assert not clean.source.get("warnings")
