@@ -125,6 +125,3 @@ def load_config(path: str | Path | None = None) -> SuiteConfig:
     """The suite config (default: the repository's ``configs/corruptions.yaml``), cached per path."""
     return _load_cached(str(Path(path or DEFAULT_CONFIG_PATH).resolve()))
 
-
-def config_hash(path: str | Path | None = None) -> str:
-    return load_config(path).config_hash
