@@ -106,8 +106,8 @@ def read_rgb(path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarr
     return decode_image_bytes(data, what=str(p), max_pixels=max_pixels)
 
 
-def image_size(path: str | Path) -> tuple[int, int]:
-    """(width, height) from the file header when possible, else by decoding."""
+def image_size(path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
+    """(width, height) from the file header when possible, else by decoding (under ``max_pixels``)."""
     p = Path(path)
     try:
         with open(p, "rb") as fh:
@@ -116,7 +116,7 @@ def image_size(path: str | Path) -> tuple[int, int]:
         raise AegisError(f"cannot read image {p}: {exc.strerror}") from None
     size = header_size(head)
     if size is None:
-        rgb = read_rgb(p)
+        rgb = read_rgb(p, max_pixels=max_pixels)
         size = (rgb.shape[1], rgb.shape[0])
     return size
 

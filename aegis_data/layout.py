@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 MANIFEST_NAME = "manifest.json"
 ANNOTATIONS_DIR = "annotations"
 SPLIT_NAMES = ("test", "val", "train")
+# An image id names its file (<id>.png) in every condition folder: no separators, no leading dot.
+SAFE_IMAGE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
 PERSON_CATEGORY = {"id": 1, "name": "person", "supercategory": "person"}
 
 

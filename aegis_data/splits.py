@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import re
 import shutil
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -38,7 +37,9 @@ from aegis_data.imageio import (
     write_bytes_atomic,
     write_png_atomic,
 )
-from aegis_data.layout import ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SPLIT_NAMES, image_file_name
+from aegis_data.layout import (
+    ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SAFE_IMAGE_ID, SPLIT_NAMES, image_file_name,
+)
 from aegis_data.manifest import (
     build_manifest,
     canonical_json,
@@ -53,7 +54,6 @@ JOURNAL_DIR = ".aegis-build"
 STATE_NAME = "state.json"
 JOURNAL_NAME = "journal.jsonl"
 YOLO_DIR = "yolo"
-_SAFE_STEM = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")  # same rule as the source adapters
 _BOX_TOLERANCE = 1e-6  # boxes may touch the frame edge up to float noise
 
 ReadImage = Callable[..., np.ndarray]  # (record, max_pixels) -> HxWx3 uint8 RGB
@@ -70,7 +70,6 @@ class Unit:
 
     split: str
     record: Record
-    coco_id: int
     conditions: tuple[str, ...]
 
 
@@ -146,8 +145,13 @@ def resolve_selection(
     return tuple(config.conditions(names, sev))
 
 
+def split_conditions(split: str, conditions: tuple[str, ...]) -> tuple[str, ...]:
+    """The conditions written for ``split``: all of them for test, the clean image only for val and train."""
+    return conditions if split == "test" else ("clean",)
+
+
 def _check_record(r: Record, split: str) -> None:
-    if not isinstance(r.image_id, str) or not _SAFE_STEM.match(r.image_id):
+    if not isinstance(r.image_id, str) or not SAFE_IMAGE_ID.match(r.image_id):
         raise AegisError(
             f"{split} image id {r.image_id!r} is not a safe file stem (expected letters, digits, '.', '_', '-')"
         )
@@ -202,8 +206,7 @@ def plan_build(
         if limit is not None:
             recs = recs[: int(limit)]
         records[split] = tuple(recs)
-        conds = conditions if split == "test" else ("clean",)
-        units.extend(Unit(split, r, i, conds) for i, r in enumerate(recs, start=1))
+        units.extend(Unit(split, r, split_conditions(split, conditions)) for r in recs)
     return BuildPlan(
         dataset=str(dataset.name),
         source=json.loads(canonical_json(dict(getattr(dataset, "description", {}) or {}))),
@@ -248,7 +251,7 @@ def coco_ground_truth(plan: BuildPlan, split: str) -> dict:
         "description": f"AegisBench {plan.dataset}-C, {split} split",
         "dataset": plan.dataset, "split": split, "suite": plan.suite, "config_hash": plan.config_hash,
         "seed": plan.seed, "version": __version__,
-        "conditions": list(plan.conditions) if split == "test" else ["clean"],
+        "conditions": list(split_conditions(split, plan.conditions)),
     }
     return {"info": info, "licenses": [], "categories": [dict(PERSON_CATEGORY)], "images": images, "annotations": anns}
 
@@ -280,13 +283,13 @@ def yolo_files(plan: BuildPlan) -> dict[str, bytes]:
     for split, recs in plan.records.items():
         for r in recs:
             files[f"{YOLO_DIR}/labels/{split}/clean/{r.image_id}.txt"] = yolo_label_text(r).encode()
-        conds = plan.conditions if split == "test" else ("clean",)
+        conds = split_conditions(split, plan.conditions)
         for cond in conds:
             lines = "".join(f"./images/{split}/{cond}/{image_file_name(r.image_id)}\n" for r in recs)
             files[f"{YOLO_DIR}/{split}_{cond}.txt"] = lines.encode()
     train_list = "train_clean.txt" if "train" in plan.records else ("val_clean.txt" if "val" in plan.records else None)
     for split in plan.records:
-        conds = plan.conditions if split == "test" else ("clean",)
+        conds = split_conditions(split, plan.conditions)
         for cond in conds:
             own = f"{split}_{cond}.txt"
             train = train_list or own
@@ -309,7 +312,7 @@ def link_yolo_dirs(out: Path, plan: BuildPlan) -> None:
     """Create the relative symlinks the YOLO lists rely on (idempotent); copies labels where links fail."""
     for split in plan.records:
         _ensure_link(out / YOLO_DIR / "images" / split, Path("..") / ".." / split, copy_from=None)
-        conds = plan.conditions if split == "test" else ("clean",)
+        conds = split_conditions(split, plan.conditions)
         for cond in conds:
             if cond != "clean":
                 _ensure_link(
@@ -431,7 +434,8 @@ def render_unit(task: UnitTask) -> UnitResult:
         t1 = time.perf_counter()
         rel = image_relpath(u.split, cond, rec.image_id)
         sha = write_png_atomic(root / rel, img)
-        res.files[rel] = {"condition": cond, "sha256": sha, "pixel_sha256": pixel_sha256(img)}
+        pixels = res.source_pixel_sha256 if img is source else pixel_sha256(img)  # clean: hashed above
+        res.files[rel] = {"condition": cond, "sha256": sha, "pixel_sha256": pixels}
         res.seconds_corrupt += t1 - t0
         res.seconds_encode += time.perf_counter() - t1
         res.written += 1
@@ -457,10 +461,7 @@ def read_journal(out: Path) -> dict[str, dict]:
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             item = json.loads(line)
-            key = _journal_key(item["split"], item["image_id"])
-            entry = known.setdefault(key, {"source_pixel_sha256": item["source_pixel_sha256"], "files": {}})
-            entry["source_pixel_sha256"] = item["source_pixel_sha256"]
-            entry["files"].update(item["files"])
+            _remember(known, _journal_key(item["split"], item["image_id"]), item["source_pixel_sha256"], item["files"])
         except (json.JSONDecodeError, KeyError, TypeError):
             continue
     return known
@@ -474,10 +475,16 @@ def _known_from_manifest(out: Path) -> dict[str, dict]:
         return {}
     known: dict[str, dict] = {}
     for e in m.images():
-        entry = known.setdefault(_journal_key(e["split"], e["image_id"]),
-                                 {"source_pixel_sha256": e["source_pixel_sha256"], "files": {}})
-        entry["files"][e["path"]] = {"condition": e["condition"], "sha256": e["sha256"], "pixel_sha256": e["pixel_sha256"]}
+        file = {"condition": e["condition"], "sha256": e["sha256"], "pixel_sha256": e["pixel_sha256"]}
+        _remember(known, _journal_key(e["split"], e["image_id"]), e["source_pixel_sha256"], {e["path"]: file})
     return known
+
+
+def _remember(known: dict[str, dict], key: str, source_pixel_sha256: str, files: Mapping[str, Any]) -> None:
+    """Merge one unit's hashes into ``known`` (see ``read_journal``); the later source hash wins."""
+    entry = known.setdefault(key, {"source_pixel_sha256": source_pixel_sha256, "files": {}})
+    entry["source_pixel_sha256"] = source_pixel_sha256
+    entry["files"].update(files)
 
 
 class _Journal:
@@ -645,9 +652,7 @@ def build_splits(
     known = _known_from_manifest(out)
     journalled = read_journal(out)
     for key, val in journalled.items():
-        known.setdefault(key, {"source_pixel_sha256": val["source_pixel_sha256"], "files": {}})
-        known[key]["source_pixel_sha256"] = val["source_pixel_sha256"]
-        known[key]["files"].update(val["files"])
+        _remember(known, key, val["source_pixel_sha256"], val["files"])
     write_bytes_atomic(out / JOURNAL_DIR / STATE_NAME, (json.dumps(identity, sort_keys=True, indent=2) + "\n").encode())
     (out / MANIFEST_NAME).unlink(missing_ok=True)
     _remove_stale_temp_files(out)

@@ -32,7 +32,7 @@ import numpy as np
 from aegis_data.config import load_config, parse_condition
 from aegis_data.errors import AegisError
 from aegis_data.imageio import DEFAULT_MAX_PIXELS, file_sha256, pixel_sha256, read_rgb
-from aegis_data.layout import ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES
+from aegis_data.layout import ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, condition_dir, image_file_name
 from aegis_data.manifest import Manifest, gt_digest, identity_of, load_manifest
 
 _UNCHANGED_GT = "file bytes differ, boxes identical (formatting/metadata)"
@@ -196,7 +196,7 @@ def verify_split(
     def clean_pixels(split: str, image_id: str, expected_hash: str) -> np.ndarray | None:
         key = (split, image_id)
         if key not in clean_cache:
-            p = root / split / "clean" / f"{image_id}.png"
+            p = condition_dir(root, split, "clean") / image_file_name(image_id)
             img = None
             try:
                 img = read_rgb(p, max_pixels=max_pixels)

@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from cli.common import err, handle_errors, out
+from cli.common import err, fail, handle_errors, out
 
 _ADAPTER = "Source adapter options"
 
@@ -154,9 +154,7 @@ def verify_command(
     from aegis_data.verify import verify_split
 
     if subset and against is None:
-        from aegis_data.errors import AegisError
-
-        raise AegisError("--subset needs --against (a reference manifest to take the subset of)")
+        raise fail("--subset needs --against (a reference manifest to take the subset of)")
     report = verify_split(directory, against, accept_bytes_only=pixels_only, workers=workers, subset=subset)
     if json_out is not None:
         write_bytes_atomic(json_out, (json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n").encode())

@@ -85,3 +85,10 @@ def test_atomic_write_uses_normal_file_mode(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert (tmp_path / "m.png").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_image_size_decodes_headerless_formats_under_the_given_limit(tmp_path):
+    cv2.imwrite(str(tmp_path / "a.bmp"), np.zeros((10, 20, 3), np.uint8))  # no header parser for BMP: decoded
+    assert image_size(tmp_path / "a.bmp") == (20, 10)
+    with pytest.raises(AegisError, match="above the limit"):
+        image_size(tmp_path / "a.bmp", max_pixels=100)

@@ -112,7 +112,7 @@ def list_images(folder: Path, *, recursive: bool = False) -> list[Path]:
 
 def frame_size(path: Path, max_pixels: int) -> tuple[int, int]:
     """(width, height) from the image header (decoding only formats without a parsable header)."""
-    w, h = image_size(path)
+    w, h = image_size(path, max_pixels)
     if w <= 0 or h <= 0:
         raise AegisError(f"image {path} reports an empty size {w}x{h}")
     if w * h > max_pixels:

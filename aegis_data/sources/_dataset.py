@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 from aegis_data.errors import AegisError
+from aegis_data.layout import SAFE_IMAGE_ID
 from aegis_data.records import Record
 from aegis_data.sources._common import SPLITS
-
-_SAFE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
 
 
 @dataclass(frozen=True)
@@ -39,7 +37,7 @@ def build_dataset(name: str, description: dict[str, Any], records: Iterable[Reco
     for r in records:
         if r.split not in SPLITS:
             raise AegisError(f"record {r.image_id!r} has split {r.split!r}; expected one of {', '.join(SPLITS)}")
-        if not _SAFE_ID.match(r.image_id):
+        if not SAFE_IMAGE_ID.match(r.image_id):
             raise AegisError(f"image id {r.image_id!r} is not filesystem-safe (expected [A-Za-z0-9._-], no leading dot)")
         if r.image_id in seen:
             raise AegisError(

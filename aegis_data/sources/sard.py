@@ -25,19 +25,20 @@ import csv
 import json
 import re
 from collections import Counter, defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from aegis_data.errors import AegisError
 from aegis_data.records import Record
 from aegis_data.sources._common import (
-    check_options, frame_size, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, require_dir,
+    check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, require_dir,
     safe_id,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
 from aegis_data.sources._labels import split_stats, xml_record
 from aegis_data.sources._split import assign_groups
-from aegis_data.sources.yolo import class_stats, yolo_boxes
+from aegis_data.sources.yolo import class_stats, label_folder
 
 NAME = "sard"
 OPTIONS = ("groups", "gap", "max_group", "test_fraction", "val_fraction", "classes", "max_pixels")
@@ -90,22 +91,11 @@ def _roboflow_records(root: Path, classes, max_pixels: int, stats: Counter) -> t
         img_dir = root / rs / "images"
         if not img_dir.is_dir():
             continue
-        lab_dir = root / rs / "labels"
-        labels = {p.stem: p for p in lab_dir.glob("*.txt")} if lab_dir.is_dir() else {}
-        images = list_images(img_dir)
-        no_label = 0
-        for img in images:
-            w, h = frame_size(img, max_pixels)
-            txt = labels.get(img.stem)
-            if txt is None:
-                no_label += 1
-            boxes = yolo_boxes(txt, w, h, classes, stats) if txt is not None else ()
-            orig = original_stem(img.stem)
-            records.append(Record(safe_id(img.stem), str(img), w, h, boxes,
-                                  meta={"file": img.name, "original_stem": orig, "source_split": rs}))
-        stems = {p.stem for p in images}
-        layout[rs] = {"images_found": len(images), "images_without_label_file_negative": no_label,
-                      "label_files_without_image_skipped": sum(1 for s in labels if s not in stems)}
+        items, layout[rs] = label_folder(img_dir, root / rs / "labels", classes=classes, max_pixels=max_pixels,
+                                         stats=stats)
+        records += [Record(safe_id(img.stem), str(img), w, h, boxes,
+                           meta={"file": img.name, "original_stem": original_stem(img.stem), "source_split": rs})
+                    for img, w, h, boxes in items]
     return records, layout
 
 
@@ -249,8 +239,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         group_of, chunks = sequence_groups(stems, gap, max_group)
         rule = (f"trailing frame number; same prefix and number gap <= {gap} chain into a sequence; sequences cut "
                 f"into chunks of <= {max_group} frames, frames within {gap} of a cut between splits purged")
-    records = [Record(r.image_id, r.path, r.width, r.height, r.boxes, group_of[r.meta["original_stem"]], r.split, r.meta)
-               for r in records]
+    records = [replace(r, group=group_of[r.meta["original_stem"]]) for r in records]
     sizes = Counter(r.group for r in records)
     to = assign_groups(sizes, [("test", f_test), ("val", f_val)], "train", salt="sard-split")
     records = [with_split(r, to[r.group]) for r in records]

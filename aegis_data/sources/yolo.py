@@ -56,29 +56,39 @@ def yolo_boxes(path: Path, width: int, height: int, classes: frozenset[str] | No
     return tuple(boxes)
 
 
-def yolo_records(
-    images_dir: Path, labels_dir: Path, *, split: str, classes, max_pixels: int, stats: Counter,
-) -> tuple[list[Record], dict]:
+def label_folder(
+    images_dir: Path, labels_dir: Path, *, classes, max_pixels: int, stats: Counter,
+) -> tuple[list[tuple[Path, int, int, tuple[Box, ...]]], dict[str, int]]:
+    """(image, width, height, person boxes) for every image of ``images_dir``, plus the layout counts.
+
+    The label file is ``labels_dir/<stem>.txt``; an image without one is a negative, a label file without an
+    image is skipped. Both are counted.
+    """
     images = list_images(images_dir)
     labels = {p.stem: p for p in labels_dir.glob("*.txt") if p.is_file()} if labels_dir.is_dir() else {}
-    stems = {p.stem for p in images}
-    records = []
+    items = []
     without_label = 0
     for img in images:
         w, h = frame_size(img, max_pixels)
         txt = labels.get(img.stem)
         if txt is None:
             without_label += 1
-            boxes: tuple = ()
-        else:
-            boxes = yolo_boxes(txt, w, h, classes, stats)
-        records.append(Record(safe_id(img.stem), str(img), w, h, boxes, split=split, meta={"file": img.name}))
-    orphans = sorted(s for s in labels if s not in stems)
-    layout = {
-        "images": str(images_dir), "labels": str(labels_dir), "images_found": len(images),
-        "images_without_label_file_negative": without_label, "label_files_without_image_skipped": len(orphans),
+        items.append((img, w, h, yolo_boxes(txt, w, h, classes, stats) if txt is not None else ()))
+    stems = {p.stem for p in images}
+    counts = {
+        "images_found": len(images), "images_without_label_file_negative": without_label,
+        "label_files_without_image_skipped": sum(1 for s in labels if s not in stems),
     }
-    return records, layout
+    return items, counts
+
+
+def yolo_records(
+    images_dir: Path, labels_dir: Path, *, split: str, classes, max_pixels: int, stats: Counter,
+) -> tuple[list[Record], dict]:
+    items, counts = label_folder(images_dir, labels_dir, classes=classes, max_pixels=max_pixels, stats=stats)
+    records = [Record(safe_id(img.stem), str(img), w, h, boxes, split=split, meta={"file": img.name})
+               for img, w, h, boxes in items]
+    return records, {"images": str(images_dir), "labels": str(labels_dir), **counts}
 
 
 def class_stats(stats: Counter) -> dict:
