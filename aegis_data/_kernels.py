@@ -57,7 +57,8 @@ def row_strips(height: int, width: int, target_pixels: int = 1 << 17) -> Iterato
 # Exact elementary functions (basic IEEE operations only)
 # ----------------------------------------------------------------------------------------------------------
 def sin_cos_turns(turns):
-    """(sin, cos) of an angle given in turns (1 turn = 2*pi rad), float64, |error| < 1e-16.
+    """(sin, cos) of an angle given in turns (1 turn = 2*pi rad), float64, |error| about 1e-16
+    (at most 1.2e-16 against 30-digit references over [0, 1) turns, measured).
 
     Range reduction ``r - floor(r)`` is exact; the reduced angle |x| <= pi/4 is fed to Taylor polynomials
     (terms to x**17 / x**16) evaluated with Horner's rule, so the result is bit-identical on any machine.

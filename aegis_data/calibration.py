@@ -19,8 +19,8 @@ declared direction from severity 1 to 3 *and* severity 1 already lies strictly b
 
 Layers: the statistics and :func:`check_monotone` are pure; :func:`calibrate` streams images through an
 injectable ``corrupt`` function (default: the engine, in memory); :func:`calibrate_folder` /
-:func:`calibrate_split` are the disk edge used by ``aegis calibrate``; :func:`severity_grid` renders the
-visual counterpart of a ladder (``aegis grid``).
+:func:`calibrate_split` are the disk edge used by ``aegis calibrate``. The visual counterpart of a ladder,
+the severity contact sheet (``aegis grid``), is in ``aegis_data.grid``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from aegis_data.config import SEVERITIES, condition_id, load_config
 from aegis_data.errors import AegisError
 from aegis_data.imageio import read_rgb
 from aegis_data.layout import MANIFEST_NAME, condition_dir, image_file_name
+from aegis_data.sources._common import IMAGE_SUFFIXES
+from aegis_data.sources._common import list_images as images_in_folder
 
 # Defaults for the two thresholds the config also declares (``calibration_threshold``); the config wins.
 SATURATED_LUMA = 0.94
@@ -405,23 +407,14 @@ def check_monotone(table: CalibrationTable) -> list[Violation]:
     return out
 
 
-def is_monotone(table: CalibrationTable, corruption: str) -> bool:
-    return not any(v.corruption == corruption for v in check_monotone(table))
-
-
 # --- image sets on disk (the I/O edge used by `aegis calibrate`) ----------------------------------------
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
-
-
 def list_images(folder: str | Path, limit: int | None = None) -> list[Path]:
-    """Image files directly inside ``folder`` (by suffix, case-insensitive), sorted by name, at most ``limit``."""
+    """``folder`` itself if it is a file, else the image files directly inside it (the source adapters' rule:
+    by suffix, case-insensitive, hidden files ignored), sorted by name; at most ``limit``."""
     p = Path(folder)
     if not p.exists():
         raise AegisError(f"path not found: {p}")
-    if p.is_file():
-        files = [p]
-    else:
-        files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES)
+    files = [p] if p.is_file() else images_in_folder(p)
     if not files:
         raise AegisError(f"no images in {p} (looked for {', '.join(IMAGE_SUFFIXES)})")
     return files if limit is None else files[:limit]
@@ -485,105 +478,3 @@ def calibrate_path(
     if is_split_dir(path):
         return calibrate_split(path, corruptions, limit)
     return calibrate_folder(path, corruptions, limit)
-
-
-# --- the severity contact sheet (`aegis grid`) ----------------------------------------------------------
-_BG = (24, 24, 28)
-_FG = (235, 235, 235)
-_MUTED = (160, 160, 170)
-_FONT = cv2.FONT_HERSHEY_SIMPLEX
-
-
-def fit_width(rgb: np.ndarray, width: int) -> np.ndarray:
-    """Resize to ``width`` px wide keeping the aspect ratio (uint8 INTER_AREA down, INTER_LINEAR up).
-
-    Both are OpenCV's fixed-point uint8 paths, so the result does not depend on the CPU's SIMD target.
-    """
-    _check_image(rgb, "image")
-    h, w = rgb.shape[:2]
-    if w == width:
-        return rgb.copy()
-    height = max(1, round(h * width / w))
-    interp = cv2.INTER_AREA if width < w else cv2.INTER_LINEAR
-    return cv2.resize(rgb, (width, height), interpolation=interp)
-
-
-def _text(img: np.ndarray, text: str, org: tuple[int, int], scale: float, color=_FG, thick: int = 1) -> None:
-    cv2.putText(img, text, org, _FONT, scale, color, thick, cv2.LINE_AA)
-
-
-def _label(cell: np.ndarray, text: str, scale: float) -> None:
-    """Draw ``text`` on a darkened band across the top of ``cell`` (in place)."""
-    (tw, th), base = cv2.getTextSize(text, _FONT, scale, 1)
-    band_h = min(cell.shape[0], th + base + 8)
-    band = cell[:band_h, : min(cell.shape[1], tw + 12)]
-    band[...] = (band.astype(np.uint16) * 90 // 256).astype(np.uint8)  # ~35% brightness, integer only
-    _text(cell, text, (6, th + 4), scale)
-
-
-def severity_grid(
-    image: np.ndarray,
-    image_id: str,
-    width: int = 1536,
-    corruptions: Iterable[str] | None = None,
-    *,
-    seed: int | None = None,
-    corrupt: Corruptor | None = None,
-) -> np.ndarray:
-    """A contact sheet of the suite on one image: HxWx3 uint8 RGB, ``width`` px wide.
-
-    The first row shows the clean image and a legend (suite, seed, config hash, families); then one row per
-    corruption in config order, columns severity 1-3, every cell labelled with its condition id. The input is
-    first resized to the cell width and then corrupted at that size with ``image_id``, so a grid is
-    deterministic and cheap even for 12 MP frames.
-    """
-    if width < 480:
-        raise AegisError(f"grid width must be at least 480 px, got {width}")
-    _check_image(image, "image")
-    cfg = load_config()
-    names = resolve_corruptions(corruptions)
-    if corrupt is None:
-        corrupt = _default_corruptor(seed)
-    pad = max(4, width // 256)
-    cw = (width - 4 * pad) // 3
-    small = fit_width(image, cw)
-    ch = small.shape[0]
-    scale = max(0.35, cw / 900)
-    title_h = int(44 * scale / 0.55)
-    rows = 1 + len(names)
-    height = title_h + rows * (ch + pad) + pad
-    sheet = np.empty((height, width, 3), np.uint8)
-    sheet[...] = _BG
-    used_seed = cfg.seed if seed is None else int(seed)
-    _text(sheet, f"{cfg.suite}  |  image {image_id}  |  seed {used_seed}  |  config {cfg.config_hash}",
-          (pad, int(title_h * 0.62)), scale * 1.25, _FG, 2 if scale > 0.6 else 1)
-
-    def place(r: int, c: int, tile: np.ndarray, text: str) -> None:
-        y0 = title_h + r * (ch + pad)
-        x0 = pad + c * (cw + pad)
-        cell = sheet[y0 : y0 + ch, x0 : x0 + cw]
-        cell[...] = tile
-        _label(cell, text, scale)
-
-    place(0, 0, small, "clean")
-    # Legend in the two cells beside the clean image.
-    lx = pad + (cw + pad) + pad
-    line_h = int(30 * scale / 0.55)
-    legend = [
-        "rows: corruption   columns: severity 1, 2, 3",
-        f"input {image.shape[1]}x{image.shape[0]}, corrupted at cell size {cw}x{ch}",
-        "",
-    ]
-    legend += [f"{fam}: {', '.join(ms)}" for fam, ms in cfg.families.items()]
-    for i, line in enumerate(legend):
-        y = title_h + line_h * (i + 1)
-        if y > title_h + ch:
-            break
-        _text(sheet, line, (lx, y), scale, _MUTED if i < 2 else _FG)
-    for r, name in enumerate(names, start=1):
-        for c, sev in enumerate(SEVERITIES):
-            out = corrupt(small, name, sev, str(image_id))
-            if out is None:
-                raise AegisError(f"no image for condition {condition_id(name, sev)}")
-            place(r, c, out, condition_id(name, sev))
-    return sheet

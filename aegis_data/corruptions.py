@@ -23,7 +23,7 @@ import numpy as np
 from aegis_data import _kernels as K
 from aegis_data.config import SEVERITIES, load_config
 from aegis_data.errors import AegisError
-from aegis_data.seeding import NORMAL_FRAC_BITS, KeyedRandom, normal_table, stream_key
+from aegis_data.seeding import NORMAL_FRAC_BITS, KeyedRandom, keyed_random, normal_table
 
 DEFAULT_SEED = 20260707
 LUMA = (0.299, 0.587, 0.114)
@@ -794,10 +794,8 @@ def apply_corruption(
     process, with identical bytes on any machine. Raises AegisError for bad input.
     """
     _check_image(image)
-    _check_name(name)
-    _check_severity(severity)
-    key = stream_key(image_id, name, int(severity), seed)
-    params = corruption_params(name, int(severity))
+    params = corruption_params(name, severity)  # validates name and severity
+    rng = keyed_random(image_id, name, int(severity), seed)
     h, w = image.shape[:2]
-    draw = _BY_NAME[name].draw(params, h, w, KeyedRandom(key))
+    draw = _BY_NAME[name].draw(params, h, w, rng)
     return _BY_NAME[name].kernel(np.ascontiguousarray(image), params, draw)

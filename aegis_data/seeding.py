@@ -111,10 +111,6 @@ class KeyedRandom:
         """float64 in [0, 1): the top 53 bits times 2**-53 (exact)."""
         return (self.bits(shape) >> np.uint64(11)).astype(np.float64) * (2.0**-53)
 
-    def uniform_in(self, low: float, high: float, shape: Shape) -> np.ndarray:
-        """float64 in [low, high): ``low + (high - low) * u``."""
-        return low + (high - low) * self.uniform(shape)
-
     def integers(self, low: int, high: int, shape: Shape) -> np.ndarray:
         """int64 in [low, high) (``high - low`` < 2**52); floor of a scaled uniform, bias below 2**-40."""
         span = int(high) - int(low)

@@ -42,6 +42,7 @@ sys.path.insert(0, str(REPO))
 
 from aegis_data.config import SEVERITIES, load_config  # noqa: E402
 from aegis_data.corruptions import apply_corruption  # noqa: E402
+from aegis_data.imageio import write_bytes_atomic  # noqa: E402
 
 TARGET_MPS = 30.0
 TARGET_MEM_MB = 1536.0
@@ -228,11 +229,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name} memory: {memory[name]}", flush=True)
     load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
     text = render(results, memory, info, load_after, (args.repeat_small, args.repeat_large))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     # Hand-written analysis below the marker survives a re-run.
-    if args.out.exists() and NOTES_MARKER in args.out.read_text():
-        text += "\n" + NOTES_MARKER + args.out.read_text().split(NOTES_MARKER, 1)[1]
-    args.out.write_text(text)
+    previous = args.out.read_text() if args.out.exists() else ""
+    if NOTES_MARKER in previous:
+        text += "\n" + NOTES_MARKER + previous.split(NOTES_MARKER, 1)[1]
+    write_bytes_atomic(args.out, text.encode())
     print(text)
     return 0
 

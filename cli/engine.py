@@ -1,7 +1,8 @@
 """Commands around the corruption engine: ``list``, ``corrupt``, ``grid`` and ``calibrate``.
 
-Parsing and rendering only: the work is done by ``aegis_data.corruptions`` (the engine) and
-``aegis_data.calibration`` (statistics, calibration tables, the severity grid), which the tests call directly.
+Parsing and rendering only: the work is done by ``aegis_data.corruptions`` (the engine),
+``aegis_data.calibration`` (statistics, calibration tables) and ``aegis_data.grid`` (the severity grid), which
+the tests call directly.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from rich.table import Table
 from aegis_data.config import SEVERITIES, load_config
 from aegis_data.errors import AegisError
 from cli.common import fail, handle_errors, out
+
+
+_ARROW = {"increase": "↑", "decrease": "↓"}  # a statistic's declared direction
 
 
 def _split_names(values: Optional[list[str]]) -> Optional[list[str]]:
@@ -71,7 +75,6 @@ def list_cmd(
     if as_json:
         out.print_json(json.dumps(desc))
         return
-    arrow = {"increase": "↑", "decrease": "↓"}
     table = Table(title=f"{desc['suite']}  seed {desc['seed']}  config {desc['config_hash']}", show_lines=True)
     for col in ("corruption", "family", "statistic", "dir"):
         table.add_column(col, no_wrap=True)
@@ -80,7 +83,7 @@ def list_cmd(
     for c in desc["corruptions"]:
         sev = "\n".join(f"{k} {' / '.join(_fmt_num(x) for x in v)}" for k, v in c["severities"].items())
         fixed = "\n".join(f"{k} {_fmt_value(v)}" for k, v in c["fixed"].items()) or "-"
-        table.add_row(c["name"], c["family"], c["statistic"], arrow.get(c["direction"], c["direction"]), sev, fixed)
+        table.add_row(c["name"], c["family"], c["statistic"], _ARROW.get(c["direction"], c["direction"]), sev, fixed)
     out.print(table)
 
 
@@ -121,7 +124,7 @@ def grid_cmd(
     ] = None,
 ) -> None:
     """Render clean + every corruption at severities 1-3 as one labelled PNG (a visual check of the ladder)."""
-    from aegis_data.calibration import severity_grid
+    from aegis_data.grid import severity_grid
     from aegis_data.imageio import read_rgb, write_png_atomic
 
     if out_path.suffix.lower() != ".png":
@@ -161,7 +164,6 @@ def calibrate_cmd(
     table = calibrate_path(path, _split_names(corruptions), limit)
     violations = check_monotone(table)
     bad = {v.corruption for v in violations}
-    arrow = {"increase": "↑", "decrease": "↓"}
     rt = Table(title=f"calibration on {table.n_images} image(s)  config {table.config_hash}  seed {table.seed}")
     for col, just in (("corruption", "left"), ("sev", "right"), ("statistic", "left"), ("mean", "right"),
                       ("std", "right"), ("clean", "right"), ("n", "right"), ("monotone", "center")):
@@ -174,7 +176,7 @@ def calibrate_cmd(
             rt.add_row(
                 name if first else "",
                 str(r.severity),
-                f"{r.statistic} {arrow.get(r.direction, '')}" if first else "",
+                f"{r.statistic} {_ARROW.get(r.direction, '')}" if first else "",
                 _fmt_stat(r.mean),
                 _fmt_stat(r.std),
                 _fmt_stat(r.clean_mean) if first else "",

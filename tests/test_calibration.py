@@ -245,30 +245,6 @@ def test_streak_density_tracks_the_engines_own_veil():
         assert cal.streak_density(veil, frame) < 0.1 * truth
 
 
-def test_severity_grid_layout_is_deterministic_and_uses_the_engine_at_cell_size():
-    from aegis_data.corruptions import apply_corruption
-    from golden.frames import golden_frame
-
-    img = golden_frame(300, 400)
-    sheet = cal.severity_grid(img, "g", width=600)
-    again = cal.severity_grid(img, "g", width=600)
-    np.testing.assert_array_equal(sheet, again)
-    pad = max(4, 600 // 256)
-    cw = (600 - 4 * pad) // 3
-    small = cal.fit_width(img, cw)
-    ch = small.shape[0]
-    assert sheet.shape == (sheet.shape[0], 600, 3) and sheet.shape[0] > 10 * (ch + pad)
-    # The bottom-right cell is dust_haze_s3 of the downscaled image; below its label band it is untouched.
-    title_h = sheet.shape[0] - 10 * (ch + pad) - pad
-    y0, x0 = title_h + 9 * (ch + pad), pad + 2 * (cw + pad)
-    cell = sheet[y0 : y0 + ch, x0 : x0 + cw]
-    expected = apply_corruption(small, "dust_haze", 3, "g")
-    np.testing.assert_array_equal(cell[ch // 2 :], expected[ch // 2 :])
-    assert not np.array_equal(cell[:8, :40], expected[:8, :40])  # the label band was drawn
-    with pytest.raises(AegisError, match="at least 480"):
-        cal.severity_grid(img, "g", width=300)
-
-
 def test_calibrate_seed_reaches_the_engine():
     from golden.frames import golden_frame
 

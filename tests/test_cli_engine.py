@@ -22,12 +22,13 @@ from conftest import assert_one_line_error as _one_line_error
 def assert_one_line_error(result, *fragments: str) -> None:
     _one_line_error(result, *fragments, exit_code=None)  # usage errors exit 2, ours 1
 
+
 runner = CliRunner()
 CFG = load_config()
 
 
 def frame(h: int = 240, w: int = 320, phase: int = 0) -> np.ndarray:
-    """Helper A's golden test frame (integer-built), optionally shifted so two images differ."""
+    """The golden test frame (integer-built), optionally shifted so two images differ."""
     return np.ascontiguousarray(np.roll(golden_frame(h, w), phase * 17, axis=1))
 
 
@@ -37,9 +38,8 @@ def image_dir(tmp_path_factory) -> Path:
     write_png_atomic(d / "alpha.png", frame(phase=0))
     write_png_atomic(d / "beta.png", frame(phase=3))
     (d / "notes.txt").write_text("not an image")
+    (d / "._alpha.png").write_bytes(b"\x00\x05\x16\x07")  # a macOS AppleDouble stub: hidden, so skipped
     return d
-
-
 
 
 def test_console_script_starts():

@@ -11,12 +11,13 @@ frame as JSON (used by the determinism matrix in subprocesses); ``tests/golden/r
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from aegis_data.imageio import pixel_sha256 as pixel_hash  # the manifests' rule: b"HxWx3:" + pixel bytes
 
 GOLDEN_SIZES = ((240, 320), (479, 641), (750, 1000))  # (height, width)
 HASHES_PATH = Path(__file__).with_name("hashes.json")
@@ -44,12 +45,6 @@ def golden_frame(height: int, width: int) -> np.ndarray:
         for cx in range(width // 14, width, max(width // 7, 1)):
             img[max(cy - 1, 0): cy + 2, max(cx - 1, 0): cx + 2] = (255, 200, 40)
     return np.ascontiguousarray(img.astype(np.uint8))
-
-
-def pixel_hash(rgb: np.ndarray) -> str:
-    """SHA-256 of the shape header and the contiguous uint8 bytes (same rule as aegis_data.imageio)."""
-    h, w, c = rgb.shape
-    return hashlib.sha256(b"%dx%dx%d:" % (h, w, c) + np.ascontiguousarray(rgb).tobytes()).hexdigest()
 
 
 def compute_hashes(sizes=GOLDEN_SIZES) -> dict[str, str]:

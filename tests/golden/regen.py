@@ -18,6 +18,7 @@ from tests.golden.frames import HASHES_PATH, compute_hashes  # noqa: E402
 
 def main() -> None:
     from aegis_data.config import load_config
+    from aegis_data.imageio import write_bytes_atomic
 
     cfg = load_config()
     doc = {
@@ -27,9 +28,7 @@ def main() -> None:
         "note": "pixel SHA-256 (b'HxWx3:' + bytes) of tests/golden/frames.py frames; regenerate with regen.py",
         "hashes": compute_hashes(),
     }
-    tmp = HASHES_PATH.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    tmp.replace(HASHES_PATH)
+    write_bytes_atomic(HASHES_PATH, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
     print(f"wrote {len(doc['hashes'])} hashes to {HASHES_PATH}")
 
 
