@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from aegis_eval.matching import ThresholdMatch
+from aegis_eval.metrics import box_iou_coco
 from aegis_eval.types import Detections, GroundTruth
 
 
@@ -25,12 +26,7 @@ def paired_iou_xywh(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     0 where the union is empty."""
     a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
     b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
-    iw = np.clip(np.minimum(a[:, 0] + a[:, 2], b[:, 0] + b[:, 2]) - np.maximum(a[:, 0], b[:, 0]), 0.0, None)
-    ih = np.clip(np.minimum(a[:, 1] + a[:, 3], b[:, 1] + b[:, 3]) - np.maximum(a[:, 1], b[:, 1]), 0.0, None)
-    inter = iw * ih
-    union = a[:, 2] * a[:, 3] + b[:, 2] * b[:, 3] - inter
-    with np.errstate(divide="ignore", invalid="ignore"):
-        iou = np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)
+    iou = box_iou_coco(a, b, np.zeros(1, dtype=bool))
     # (x + w) - x need not equal w in floating point; identical boxes are exactly 1, and IoU never exceeds 1.
     identical = np.all(a == b, axis=1) & (a[:, 2] * a[:, 3] > 0)
     return np.where(identical, 1.0, np.clip(iou, 0.0, 1.0))

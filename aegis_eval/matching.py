@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from aegis_data.errors import AegisError
+from aegis_eval.metrics import _segment_starts, box_iou_coco
 from aegis_eval.types import Detections, GroundTruth
 
 SMALL_MAX_AREA = 32.0**2
@@ -136,31 +137,15 @@ class ThresholdMatch:
         return self.kept & ~self.is_tp & ~self.ignored
 
 
-def box_iou_xywh(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(N,4) x (M,4) xywh -> (N,M) IoU as pycocotools computes it (areas w*h, no +1); 0 for empty unions."""
+def box_iou_xywh(a: np.ndarray, b: np.ndarray, crowd: bool = False) -> np.ndarray:
+    """(N,4) x (M,4) xywh -> (N,M) IoU as pycocotools computes it (areas w*h, no +1; 0 without overlap).
+
+    ``crowd=True`` treats every ``b`` box as a crowd region: intersection over the ``a`` (detection) area.
+    One kernel with the AP code: this is :func:`aegis_eval.metrics.box_iou_coco` broadcast to a matrix.
+    """
     a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
     b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
-    ax1, ay1 = a[:, 0:1], a[:, 1:2]
-    ax2, ay2 = ax1 + a[:, 2:3], ay1 + a[:, 3:4]
-    bx1, by1 = b[:, 0], b[:, 1]
-    bx2, by2 = bx1 + b[:, 2], by1 + b[:, 3]
-    iw = np.clip(np.minimum(ax2, bx2) - np.maximum(ax1, bx1), 0.0, None)
-    ih = np.clip(np.minimum(ay2, by2) - np.maximum(ay1, by1), 0.0, None)
-    inter = iw * ih
-    union = (a[:, 2:3] * a[:, 3:4]) + (b[:, 2] * b[:, 3]) - inter
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)
-
-
-def _crowd_overlap(d: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """pycocotools' crowd IoU: intersection over the *detection* area."""
-    d = np.asarray(d, dtype=np.float64).reshape(-1, 4)
-    c = np.asarray(c, dtype=np.float64).reshape(-1, 4)
-    iw = np.clip(np.minimum(d[:, 0:1] + d[:, 2:3], c[:, 0] + c[:, 2]) - np.maximum(d[:, 0:1], c[:, 0]), 0, None)
-    ih = np.clip(np.minimum(d[:, 1:2] + d[:, 3:4], c[:, 1] + c[:, 3]) - np.maximum(d[:, 1:2], c[:, 1]), 0, None)
-    area = d[:, 2:3] * d[:, 3:4]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(area > 0, iw * ih / np.where(area > 0, area, 1.0), 0.0)
+    return box_iou_coco(a[:, None, :], b[None, :, :], np.array([crowd]))
 
 
 def _check_inputs(gt: GroundTruth, dets: Detections, threshold: float, iou: float) -> None:
@@ -177,13 +162,6 @@ def size_bins(areas: np.ndarray) -> np.ndarray:
     """(G,) int8 size bin of each GT area: 0 small (< 32²), 1 medium (< 96²), 2 large."""
     areas = np.asarray(areas, dtype=np.float64)
     return np.where(areas < SMALL_MAX_AREA, 0, np.where(areas < MEDIUM_MAX_AREA, 1, 2)).astype(np.int8)
-
-
-def _group_starts(index: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """For ``index`` sorted ascending: (start, stop) offsets of each group 0..n_groups-1."""
-    starts = np.searchsorted(index, np.arange(n_groups), side="left")
-    stops = np.searchsorted(index, np.arange(n_groups), side="right")
-    return starts, stops
 
 
 def match_at_threshold(gt: GroundTruth, dets: Detections, threshold: float, iou: float = DEFAULT_IOU) -> ThresholdMatch:
@@ -208,16 +186,16 @@ def match_at_threshold(gt: GroundTruth, dets: Detections, threshold: float, iou:
     kept_idx = np.flatnonzero(kept)
     order = kept_idx[np.argsort(-dets.scores[kept_idx], kind="stable")]
     order = order[np.argsort(dets.det_image[order], kind="stable")]
-    d_start, d_stop = _group_starts(dets.det_image[order], n_img)
+    d_bounds = _segment_starts(dets.det_image[order], n_img)
     gt_order = np.argsort(gt.box_image, kind="stable")  # GT boxes of an image, in loaded order
-    g_start, g_stop = _group_starts(gt.box_image[gt_order], n_img)
+    g_bounds = _segment_starts(gt.box_image[gt_order], n_img)
     crowd = np.asarray(gt.iscrowd, dtype=bool)
 
     for i in range(n_img):
-        if d_start[i] == d_stop[i] or g_start[i] == g_stop[i]:
+        if d_bounds[i] == d_bounds[i + 1] or g_bounds[i] == g_bounds[i + 1]:
             continue
-        di = order[d_start[i]:d_stop[i]]
-        gi = gt_order[g_start[i]:g_stop[i]]
+        di = order[d_bounds[i]:d_bounds[i + 1]]
+        gi = gt_order[g_bounds[i]:g_bounds[i + 1]]
         g_real = gi[~crowd[gi]]
         g_crowd = gi[crowd[gi]]
         if len(g_real):
@@ -241,7 +219,7 @@ def match_at_threshold(gt: GroundTruth, dets: Detections, threshold: float, iou:
         if len(g_crowd):
             rest = di[~is_tp[di]]
             if len(rest):
-                ignored[rest] = (_crowd_overlap(dets.boxes[rest], gt.boxes[g_crowd]) >= iou).any(axis=1)
+                ignored[rest] = (box_iou_xywh(dets.boxes[rest], gt.boxes[g_crowd], crowd=True) >= iou).any(axis=1)
 
     counts = per_image_counts(gt, dets.det_image, kept & is_tp, kept & ~is_tp & ~ignored, gt_matched_det >= 0)
     return ThresholdMatch(threshold, iou, kept, is_tp, ignored, matched_gt, matched_iou,

@@ -36,8 +36,10 @@ _STANDARD_IMAGE_KEYS = ("id", "file_name", "width", "height")
 
 
 # --- small helpers -------------------------------------------------------------------------------------
-def _read_json_file(path: Path, what: str, code_prefix: str = "") -> tuple[Any, str]:
-    """(parsed JSON, SHA-256 of the bytes); AegisError for missing, unreadable or malformed files."""
+def read_json_file(path: Path, what: str, code_prefix: str = "") -> tuple[Any, str]:
+    """(parsed JSON, SHA-256 of the bytes), reading the file once; AegisError for missing, unreadable or
+    malformed files, with finding codes ``[<code_prefix>not_found]``, ``wrong_type`` (a directory), ``unreadable``
+    and ``not_json``. Shared by every JSON input of the scorer (GT, manifest, predictions, threshold, clusters)."""
     if not path.exists():
         raise AegisError(f"[{code_prefix}not_found] {what} file not found: {path}")
     if path.is_dir():
@@ -189,7 +191,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     path = root / MANIFEST_NAME
     if not path.is_file():
         return {}
-    obj, sha = _read_json_file(path, "split manifest", "manifest_")
+    obj, sha = read_json_file(path, "split manifest", "manifest_")
     if not isinstance(obj, dict):
         raise AegisError(f"[manifest_wrong_type] {path}: expected a JSON object")
     dataset = obj.get("dataset")
@@ -222,7 +224,7 @@ def load_ground_truth(path: str | Path, split: str = "test") -> GroundTruth:
     """Ground truth from a COCO JSON file, or from a split directory (``annotations/<split>.json``, with the
     split's manifest read for provenance: config_hash, manifest_root_hash, dataset)."""
     ann, root = resolve_gt_path(path, split)
-    coco, sha = _read_json_file(ann, "ground truth", "gt_")
+    coco, sha = read_json_file(ann, "ground truth", "gt_")
     source: dict[str, Any] = {"path": str(ann), "sha256": sha, "split": split if root else None}
     if root is not None:
         source["split_dir"] = str(root)
@@ -434,7 +436,6 @@ def _resolve_image_ids(entries: list, keys: list, gt: GroundTruth, where: str) -
             group[k] = first_of.setdefault((type(key), key), len(first_of))
     resolved = np.empty(len(first_of), dtype=np.int64)
     unknown: list[Any] = []
-    ambiguous: list[int] = []
     for (_, key), g in first_of.items():
         found = resolver.candidates(key)
         if len(found) == 1 and -2 not in found:
@@ -443,8 +444,7 @@ def _resolve_image_ids(entries: list, keys: list, gt: GroundTruth, where: str) -
             unknown.append(key)
             resolved[g] = -1
         else:
-            ambiguous.append(g)
-            resolved[g] = -2
+            resolved[g] = -2  # settled per entry by its file_name below
     if unknown:
         unknown_set = {first_of[(type(key), key)] for key in unknown}
         n_dets = int(np.isin(group, list(unknown_set)).sum())
@@ -476,5 +476,5 @@ def load_predictions(path: str | Path, gt: GroundTruth) -> Detections:
     ``source`` carries path, sha256 and warnings for provenance.
     """
     path = Path(path)
-    obj, sha = _read_json_file(path, "predictions")
+    obj, sha = read_json_file(path, "predictions")
     return detections_from_results(obj, gt, {"path": str(path), "sha256": sha})

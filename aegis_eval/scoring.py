@@ -26,7 +26,7 @@ from aegis_eval.bootstrap import (BootstrapOptions, bootstrap_samples, intervals
                                   resample_weights)
 from aegis_eval.localization import localization_stability
 from aegis_eval.matching import DEFAULT_IOU, ThresholdMatch, match_at_threshold, threshold_metrics
-from aegis_eval.predictions import _read_json_file, load_ground_truth, load_predictions
+from aegis_eval.predictions import load_ground_truth, load_predictions, read_json_file
 from aegis_eval.provenance import build_provenance
 from aegis_eval.result_keys import (AP_METRICS, CI_METRICS, COUNT_KEYS, LOCALIZATION_KEYS, SCHEMA,
                                     THRESHOLD_METRICS)
@@ -180,7 +180,7 @@ def cluster_labels(gt: GroundTruth, cluster_by: str) -> np.ndarray:
     ``{image_id or file_name: group}``. Every image must get a group."""
     path = Path(cluster_by)
     if path.suffix == ".json" or path.is_file():
-        mapping, _ = _read_json_file(path, "cluster mapping", "cluster_")
+        mapping, _ = read_json_file(path, "cluster mapping", "cluster_")
         if not isinstance(mapping, dict):
             raise AegisError(f"[cluster_wrong_type] {path}: expected a JSON object {{image_id or file_name: group}}")
         mapping = {str(k): v for k, v in mapping.items()}

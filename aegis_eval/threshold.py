@@ -18,7 +18,6 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -28,7 +27,8 @@ from aegis_data import __version__
 from aegis_data.errors import AegisError
 from aegis_data.imageio import file_sha256, write_bytes_atomic
 from aegis_eval.matching import DEFAULT_IOU, match_at_threshold, per_image_counts, rates_from_counts
-from aegis_eval.predictions import resolve_gt_path
+from aegis_eval.predictions import read_json_file, resolve_gt_path
+from aegis_eval.provenance import utc_timestamp
 from aegis_eval.types import Detections, GroundTruth
 
 THRESHOLD_SCHEMA = "aegis-threshold/1"
@@ -164,7 +164,7 @@ def write_threshold_file(frozen: FrozenThreshold, path: str | Path, preds_path: 
         "predictions": {"file": str(preds_path), "sha256": file_sha256(preds_path)},
         "gt": {"file": str(gt_file), "sha256": file_sha256(gt_file)},
         "toolkit_version": __version__,
-        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created": utc_timestamp(),
     }
     data = (json.dumps(doc, indent=1) + "\n").encode()
     write_bytes_atomic(path, data)
@@ -174,13 +174,7 @@ def write_threshold_file(frozen: FrozenThreshold, path: str | Path, preds_path: 
 def read_threshold_file(path: str | Path) -> tuple[float, dict[str, Any]]:
     """(value, info) from a threshold file; info has the file's rule, metrics, inputs, ``file`` and ``sha256``."""
     path = Path(path)
-    if not path.is_file():
-        raise AegisError(f"[threshold_not_found] threshold file not found: {path}")
-    data = path.read_bytes()
-    try:
-        doc = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise AegisError(f"[threshold_not_json] threshold file {path} is not valid JSON") from None
+    doc, sha = read_json_file(path, "threshold", "threshold_")
     if not isinstance(doc, dict):
         raise AegisError(f"[threshold_wrong_type] threshold file {path}: expected a JSON object written by "
                          "'aegis freeze-threshold'")
@@ -192,5 +186,5 @@ def read_threshold_file(path: str | Path) -> tuple[float, dict[str, Any]]:
         raise AegisError(f"[threshold_value] threshold file {path}: 'value' must be a number in [0, 1]; "
                          f"got {value!r}")
     info = dict(doc)
-    info.update(file=str(path), sha256=hashlib.sha256(data).hexdigest())
+    info.update(file=str(path), sha256=sha)
     return float(value), info

@@ -9,8 +9,7 @@ import typer
 from rich.table import Table
 
 from aegis_data.config import SEVERITIES, load_config
-from aegis_data.errors import AegisError
-from aegis_eval.predictions import load_ground_truth, load_predictions, resolve_gt_path
+from aegis_eval.predictions import load_ground_truth, load_predictions
 from aegis_eval.threshold import DEFAULT_RULE, freeze_threshold, parse_grid, write_threshold_file
 from cli.common import handle_errors, out, warn
 
@@ -109,7 +108,6 @@ def freeze_threshold_cmd(
 ) -> None:
     """Choose the confidence threshold once, on clean validation predictions, and store it with its val metrics."""
     grid_values = parse_grid(grid) if grid is not None else None
-    gt_file, _ = resolve_gt_path(gt, "val")
     ground_truth = load_ground_truth(gt, "val")
     dets = load_predictions(val_preds, ground_truth)
     for w in dets.source.get("warnings", ()):
@@ -117,7 +115,7 @@ def freeze_threshold_cmd(
     frozen = freeze_threshold(ground_truth, dets, rule=rule, grid=grid_values, iou=iou)
     for w in frozen.warnings:
         warn(w)
-    write_threshold_file(frozen, out_path, val_preds, gt_file)
+    write_threshold_file(frozen, out_path, val_preds, gt)
     m = frozen.metrics
     out.print(f"threshold {frozen.value:g} ({frozen.rule}) on {m['n_images']} val images, {m['n_gt']} GT boxes: "
               f"P {_fmt(m['precision'])}  R {_fmt(m['recall'])}  F1 {_fmt(m['f1'])}  "

@@ -15,7 +15,6 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from aegis_data.errors import AegisError
@@ -29,7 +28,7 @@ from aegis_eval.report.gallery import (
     panel_scale,
     select_conditions,
 )
-from cli import report as report_cli
+from cli.main import app  # the real root app: also checks that `register` wires the commands
 
 FRAMES = {  # stem: (width, height, GT boxes xywh)
     "frame_a": (200, 150, [[20, 30, 24, 30], [120, 60, 20, 28]]),
@@ -147,6 +146,31 @@ def test_same_inputs_same_bytes(tiny, gallery, tmp_path):
         assert a.read_bytes() == b.read_bytes()
 
 
+def test_an_image_ranked_under_two_conditions_decodes_its_clean_frame_once(tiny, tmp_path, monkeypatch):
+    from aegis_eval.report import gallery as gallery_mod
+
+    split, preds, _ = tiny
+    twin = tmp_path / "preds"  # smoke_haze_s2 loses exactly what low_light_s3 loses: frames a and b rank twice
+    twin.mkdir()
+    (twin / "clean.json").write_bytes((preds / "clean.json").read_bytes())
+    for cond in ("low_light_s3", "smoke_haze_s2"):
+        (twin / f"{cond}.json").write_bytes((preds / "low_light_s3.json").read_bytes())
+    reads: list[str] = []
+    real_read = gallery_mod.read_rgb
+    monkeypatch.setattr(gallery_mod, "read_rgb", lambda path: reads.append(Path(path).parent.name) or real_read(path))
+    res = build_gallery(split, twin, tmp_path / "g", threshold=THRESHOLD, max_width=648)
+    assert [(p.file_name, p.condition) for p in res.pairs] == [
+        ("frame_b.png", "smoke_haze_s2"), ("frame_b.png", "low_light_s3"),
+        ("frame_a.png", "smoke_haze_s2"), ("frame_a.png", "low_light_s3")]
+    assert reads.count("clean") == 2 and len(reads) == 6
+    # The reused clean panel is the one a fresh render draws (rank and header text aside).
+    single = build_gallery(split, twin, tmp_path / "one", threshold=THRESHOLD, conditions="low_light_s3",
+                           max_width=648)
+    for path, fresh in ((res.images[1], single.images[0]), (res.images[3], single.images[1])):
+        a, b = cv2.imread(str(path)), cv2.imread(str(fresh))
+        assert np.array_equal(a[HEADER:, :320], b[HEADER:, :320])
+
+
 def test_condition_filter_and_threshold_value(tiny, tmp_path):
     split, preds, _ = tiny
     res = build_gallery(split, preds, tmp_path, threshold=THRESHOLD, conditions="low_light_s3", n=1)
@@ -173,23 +197,12 @@ def test_scale_and_condition_selection_errors():
         select_conditions(["clean"])
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer(pretty_exceptions_show_locals=False)
-    report_cli.register(app)
-
-    @app.callback()
-    def _root() -> None:
-        """test root"""
-
-    return app
-
-
 runner = CliRunner()
 
 
 def test_cli_gallery(tiny, tmp_path):
     split, preds, thr = tiny
-    result = runner.invoke(_app(), ["gallery", str(split), "--preds", str(preds), "--threshold-file", str(thr),
+    result = runner.invoke(app, ["gallery", str(split), "--preds", str(preds), "--threshold-file", str(thr),
                                     "--n", "2", "--out", str(tmp_path / "g"), "--max-width", "648"])
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (tmp_path / "g" / "pairs").iterdir()) == [
@@ -212,7 +225,7 @@ def test_cli_gallery(tiny, tmp_path):
 def test_cli_gallery_errors_are_one_line(tiny, tmp_path, extra, message):
     split, preds, thr = tiny
     args = [a.format(thr=thr, split=split) for a in extra]
-    result = runner.invoke(_app(), ["gallery", str(split), "--preds", str(preds), "--out", str(tmp_path / "g"), *args])
+    result = runner.invoke(app, ["gallery", str(split), "--preds", str(preds), "--out", str(tmp_path / "g"), *args])
     assert result.exit_code == 1, result.output
     lines = [l for l in result.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], result.stderr
@@ -225,7 +238,7 @@ def test_cli_gallery_without_clean_predictions(tiny, tmp_path):
     partial = tmp_path / "preds"
     partial.mkdir()
     (partial / "low_light_s3.json").write_bytes((preds / "low_light_s3.json").read_bytes())
-    result = runner.invoke(_app(), ["gallery", str(split), "--preds", str(partial), "--threshold", "0.5",
+    result = runner.invoke(app, ["gallery", str(split), "--preds", str(partial), "--threshold", "0.5",
                                     "--out", str(tmp_path / "g")])
     assert result.exit_code == 1
     assert "has no clean.json" in result.stderr and "Traceback" not in result.output

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from aegis_eval.localization import localization_stability, paired_iou_xywh
 from aegis_eval.matching import match_at_threshold
+from aegis_eval.metrics import box_iou_coco
 from aegis_eval.predictions import detections_from_results, ground_truth_from_coco
 from aegis_eval.result_keys import LOCALIZATION_KEYS
 
@@ -25,6 +27,14 @@ def dets(gt, rows):
 def test_paired_iou():
     assert paired_iou_xywh([[0, 0, 10, 10]], [[5, 0, 10, 10]]).tolist() == [pytest.approx(50 / 150)]
     assert paired_iou_xywh([[0, 0, 0, 0]], [[0, 0, 0, 0]]).tolist() == [0.0]
+
+
+def test_paired_iou_of_identical_boxes_is_exactly_one():
+    # The pycocotools formula rounds these to 1 - 8e-12 and 1 + 2e-16 ((x + w) - x != w); the override must hold.
+    boxes = np.array([[123456.1, 0.3, 0.7, 0.9], [0.1, 0.2, 0.3, 0.7]])
+    raw = box_iou_coco(boxes, boxes, np.zeros(1, dtype=bool))
+    assert raw[0] < 1.0 < raw[1]
+    assert paired_iou_xywh(boxes, boxes).tolist() == [1.0, 1.0]
 
 
 def test_hand_made_shift():

@@ -17,6 +17,7 @@ from numpy.random import PCG64, Generator
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
+from aegis_eval.matching import box_iou_xywh
 from aegis_eval.metrics import accumulate, box_iou_coco, coco_ap, evaluate_images
 from aegis_eval.result_keys import AP_METRICS
 from aegis_eval.types import Detections, GroundTruth
@@ -196,6 +197,9 @@ def test_iou_bit_identical_to_mask_api():
     dd, gg = np.repeat(np.arange(300), 40), np.tile(np.arange(40), 300)
     ours = box_iou_coco(d[dd], g[gg], crowd[gg]).reshape(300, 40)
     assert np.array_equal(ours, ref), float(np.abs(ours - ref).max())
+    # the matrix form the thresholded matching uses is the same kernel
+    assert np.array_equal(box_iou_xywh(d, g[~crowd]), ref[:, ~crowd])
+    assert np.array_equal(box_iou_xywh(d, g[crowd], crowd=True), ref[:, crowd])
 
 
 def test_max_dets_other_than_100_matches_reference():

@@ -15,7 +15,6 @@ import cv2
 import matplotlib
 import numpy as np
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from aegis_data.errors import AegisError
@@ -28,7 +27,7 @@ from aegis_eval.report.results import (
     relative_drop,
     robustness_summary,
 )
-from cli import report as report_cli
+from cli.main import app  # the real root app: also checks that `register` wires the commands
 
 FIXTURES = Path(__file__).parent / "fixtures"
 YOLO = FIXTURES / "score_heridal_yolo11n.json"
@@ -275,7 +274,7 @@ def test_load_results_missing_file_directory_and_empty(tmp_path):
 
 def test_cli_report_out_is_a_file(tmp_path):
     (tmp_path / "taken").write_text("x")
-    result = runner.invoke(_app(), ["report", str(SARD), "--out", str(tmp_path / "taken")])
+    result = runner.invoke(app, ["report", str(SARD), "--out", str(tmp_path / "taken")])
     assert result.exit_code == 1 and "--out must be a directory" in result.stderr
     assert (tmp_path / "taken").read_text() == "x"
 
@@ -292,22 +291,11 @@ def test_bad_metric_and_format(tmp_path):
 
 # --- CLI -----------------------------------------------------------------------------------------------------
 
-def _app() -> typer.Typer:
-    app = typer.Typer(pretty_exceptions_show_locals=False)
-    report_cli.register(app)
-
-    @app.callback()
-    def _root() -> None:
-        """test root"""
-
-    return app
-
-
 runner = CliRunner()
 
 
 def test_cli_report_writes_files_and_lists_them(tmp_path):
-    result = runner.invoke(_app(), ["report", str(SARD), "--out", str(tmp_path / "r"),
+    result = runner.invoke(app, ["report", str(SARD), "--out", str(tmp_path / "r"),
                                     "--format", "md,latex", "--metric", "f1"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "r" / "report.md").is_file() and (tmp_path / "r" / "report_table.tex").is_file()
@@ -331,7 +319,7 @@ def test_cli_report_writes_files_and_lists_them(tmp_path):
 def test_cli_report_errors_are_one_line(tmp_path, make_args, message):
     (tmp_path / "bad.json").write_text("{oops")
     (tmp_path / "thr.json").write_text('{"schema": "aegis-threshold/1", "value": 0.4}')
-    result = runner.invoke(_app(), ["report", *make_args(tmp_path), "--out", str(tmp_path / "out")])
+    result = runner.invoke(app, ["report", *make_args(tmp_path), "--out", str(tmp_path / "out")])
     assert result.exit_code == 1
     lines = [l for l in result.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], result.stderr

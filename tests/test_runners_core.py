@@ -274,6 +274,9 @@ def test_config_unknown_key_did_you_mean_and_types(tmp_path):
     bad.write_text("optimizer: auto\n")
     with pytest.raises(AegisError, match=r"optimizer='auto' is invalid"):
         load_baseline_config(bad)
+    bad.write_bytes(b"model: \x80yolo11\n")  # not UTF-8: one AegisError, not a UnicodeDecodeError
+    with pytest.raises(AegisError, match=r"bad.yaml: not valid YAML"):
+        load_baseline_config(bad)
     good = tmp_path / "good.yaml"
     good.write_text("model: rtdetr\nlr0: 0.001\nbatch: 2\n")
     cfg = resolve_settings(good, {"batch": 4, "lr0": None})

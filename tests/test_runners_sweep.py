@@ -50,9 +50,22 @@ def test_sweep_twice_gives_identical_bytes_and_reuses_the_threshold(split, tmp_p
     assert (first / "threshold.json").read_bytes() == threshold_bytes
 
 
-def test_sweep_refuses_a_threshold_frozen_on_other_inputs(split, tmp_path):
+def _count_detector_loads(monkeypatch) -> list:
+    from aegis_eval.runners import predict as predict_mod
+
+    loads: list = []
+    real = predict_mod.load_detector
+    monkeypatch.setattr(predict_mod, "load_detector", lambda *a, **k: loads.append(a) or real(*a, **k))
+    return loads
+
+
+def test_sweep_refuses_a_threshold_frozen_on_other_inputs(split, tmp_path, monkeypatch):
     out = tmp_path / "r"
+    loads = _count_detector_loads(monkeypatch)
     run_sweep(PredictSettings(**YOLO), split, out, bootstrap=5, conditions="clean")
+    assert len(loads) == 1, "one detector shared by the val and test stages"
+    run_sweep(PredictSettings(**YOLO), split, out, bootstrap=5, conditions="clean")
+    assert len(loads) == 1, "a fully resumed sweep loads no model"
     doc = json.loads((out / "threshold.json").read_text())
     doc["predictions"]["sha256"] = "0" * 64  # as if frozen on other validation predictions
     (out / "threshold.json").write_text(json.dumps(doc))

@@ -208,28 +208,43 @@ def compose_pair(clean_panel: np.ndarray, cond_panel: np.ndarray, header_left: S
 
 def render_pair(split_dir: Path, split: str, gt: GroundTruth, pair: GalleryPair, clean: ThresholdMatch,
                 cond: ThresholdMatch, clean_dets: Detections, cond_dets: Detections,
-                max_width: int = DEFAULT_MAX_WIDTH) -> np.ndarray:
-    """Read both frames of a pair from the split and draw them (see ``draw_panel`` / ``compose_pair``)."""
-    clean_rgb = read_rgb(condition_dir(split_dir, split, "clean") / pair.file_name)
+                max_width: int = DEFAULT_MAX_WIDTH,
+                clean_panels: dict[int, tuple[tuple[int, ...], np.ndarray]] | None = None) -> np.ndarray:
+    """Read both frames of a pair from the split and draw them (see ``draw_panel`` / ``compose_pair``).
+
+    clean_panels: optional cache, GT row -> (clean frame shape, drawn clean panel), shared across the pairs of
+    one gallery so an image ranked under several conditions has its clean frame decoded and drawn once.
+    """
+    cached = clean_panels.get(pair.row) if clean_panels is not None else None
+    clean_rgb = read_rgb(condition_dir(split_dir, split, "clean") / pair.file_name) if cached is None else None
+    clean_shape = clean_rgb.shape if cached is None else cached[0]
     cond_rgb = read_rgb(condition_dir(split_dir, split, pair.condition) / pair.file_name)
-    if clean_rgb.shape != cond_rgb.shape:
-        raise AegisError(f"{pair.file_name}: clean frame is {clean_rgb.shape[1]}x{clean_rgb.shape[0]}, "
+    if clean_shape != cond_rgb.shape:
+        raise AegisError(f"{pair.file_name}: clean frame is {clean_shape[1]}x{clean_shape[0]}, "
                          f"{pair.condition} frame is {cond_rgb.shape[1]}x{cond_rgb.shape[0]}; the split is inconsistent")
-    s = panel_scale(clean_rgb.shape[1], max_width)
+    s = panel_scale(clean_shape[1], max_width)
     gt_sel = gt.box_image == pair.row
     gt_boxes = gt.boxes[gt_sel]
-    panels = []
-    for rgb, match, dets in ((clean_rgb, clean, clean_dets), (cond_rgb, cond, cond_dets)):
+
+    def panel(rgb: np.ndarray, match: ThresholdMatch, dets: Detections) -> np.ndarray:
         found = match.gt_matched_det[gt_sel] >= 0
         pred = dets.boxes[(dets.det_image == pair.row) & match.kept]
-        panels.append(draw_panel(rgb, s, gt_boxes, found, pred))
+        return draw_panel(rgb, s, gt_boxes, found, pred)
+
+    if cached is None:
+        clean_panel = panel(clean_rgb, clean, clean_dets)
+        if clean_panels is not None:
+            clean_panels[pair.row] = (clean_shape, clean_panel)
+    else:
+        clean_panel = cached[1]
+    cond_panel = panel(cond_rgb, cond, cond_dets)
     n_pred_clean = int(((clean_dets.det_image == pair.row) & clean.kept).sum())
     n_pred_cond = int(((cond_dets.det_image == pair.row) & cond.kept).sum())
     left = [f"#{pair.rank} clean  recall {pair.found_clean}/{pair.n_gt} = {pair.recall_clean:.2f}",
             f"{pair.file_name}   predictions: {n_pred_clean}"]
     right = [f"{pair.condition}  recall {pair.found_condition}/{pair.n_gt} = {pair.recall_condition:.2f}",
              f"recall drop {pair.drop:.2f}   predictions: {n_pred_cond}"]
-    return compose_pair(panels[0], panels[1], left, right)
+    return compose_pair(clean_panel, cond_panel, left, right)
 
 
 # --- orchestration ------------------------------------------------------------------------------------------
@@ -352,10 +367,11 @@ def build_gallery(split_dir: str | Path, preds_dir: str | Path, out: str | Path,
     if len(pairs) < n:
         notes.append(f"only {len(pairs)} (image, condition) pairs lose recall vs clean; asked for {n}")
     written: list[tuple[GalleryPair, str]] = []
+    clean_panels: dict[int, tuple[tuple[int, ...], np.ndarray]] = {}  # small drawn panels, at most n
     for p in pairs:
         rel = f"pairs/{p.rank:03d}_{p.condition}_{Path(p.file_name).stem}.png"
         rgb = render_pair(split_dir, split, gt, p, matches["clean"], matches[p.condition], dets["clean"],
-                          dets[p.condition], max_width)
+                          dets[p.condition], max_width, clean_panels)
         write_png_atomic(out / rel, rgb)
         written.append((p, rel))
     index_md, index_html = out / "index.md", out / "index.html"

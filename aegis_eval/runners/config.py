@@ -67,7 +67,11 @@ def load_baseline_config(path: str | Path) -> dict[str, Any]:
     if not p.is_file():
         raise AegisError(f"baseline config not found: {p}")
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = p.read_bytes()
+    except OSError as exc:
+        raise AegisError(f"cannot read baseline config {p}: {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(data)  # bytes: a non-UTF-8 file is a YAMLError too, not a UnicodeDecodeError
     except yaml.YAMLError as exc:
         raise AegisError(f"{p}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if raw is None:

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from aegis_data.errors import AegisError
 from aegis_data.imageio import file_sha256
+from aegis_data.layout import annotation_path
 from aegis_eval.predictions import load_ground_truth, load_predictions
 from aegis_eval.runners.predict import LazyDetector, PredictSettings, predict_split
 from aegis_eval.scoring import score_paths, write_score_csv, write_score_json
@@ -33,7 +34,7 @@ def freeze_or_reuse_threshold(val_preds: Path, split_dir: Path, path: Path, *, r
                               force: bool = False) -> tuple[float, str]:
     """Return (threshold, "frozen" | "reused"). An existing file is reused only if it was frozen on these
     exact validation predictions and GT with the same rule; otherwise AegisError unless ``force``."""
-    gt_file = split_dir / "annotations" / "val.json"
+    gt_file = annotation_path(split_dir, "val")
     if path.is_file() and not force:
         value, info = read_threshold_file(path)
         recorded_preds = (info.get("predictions") or {}).get("sha256")

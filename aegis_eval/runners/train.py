@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import shutil
 import time
 from dataclasses import asdict, dataclass
@@ -259,11 +258,14 @@ def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
 
 
 def _save_atomic(obj: dict, path: Path) -> None:
+    """torch.save through write_bytes_atomic (unique temp file, fsync, rename): a crash leaves the old file."""
+    import io
+
     import torch
 
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(obj, str(tmp))
-    os.replace(tmp, path)
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    write_bytes_atomic(path, buf.getbuffer())
 
 
 def _build_optimizer(net, settings: TrainSettings):
