@@ -53,6 +53,8 @@ class FrozenThreshold:
     metrics: dict[str, Any]
     curve: dict[str, list]
     warnings: tuple[str, ...] = field(default=())
+    # {"predictions"|"gt": {"file", "sha256"}} of the bytes the loaders actually read, when they recorded them.
+    inputs: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def parse_rule(rule: str) -> tuple[str, float | None]:
@@ -143,8 +145,11 @@ def freeze_threshold(gt: GroundTruth, dets: Detections, rule: str = DEFAULT_RULE
     for key in CURVE_KEYS:
         compact[key] = [m[key] for m in curve]
     canonical_rule = DEFAULT_RULE if kind == DEFAULT_RULE else f"{kind}>={target:g}"
+    inputs = {name: {"file": str(src["path"]), "sha256": str(src["sha256"])}
+              for name, src in (("predictions", dets.source), ("gt", gt.source))
+              if src.get("path") and src.get("sha256")}
     return FrozenThreshold(value=grid_t[k], rule=canonical_rule, grid=grid_t, iou=float(iou), metrics=curve[k],
-                           curve=compact, warnings=tuple(warnings))
+                           curve=compact, warnings=tuple(warnings), inputs=inputs)
 
 
 def write_threshold_file(frozen: FrozenThreshold, path: str | Path, preds_path: str | Path, gt_path: str | Path,
@@ -152,6 +157,15 @@ def write_threshold_file(frozen: FrozenThreshold, path: str | Path, preds_path: 
     """Write the threshold JSON atomically; returns its SHA-256. ``gt_path`` may be a split directory
     (then ``annotations/<split>.json`` is hashed)."""
     gt_file, _ = resolve_gt_path(gt_path, split)
+
+    def input_record(name: str, file: str | Path) -> dict[str, str]:
+        # Record the hash of the bytes the threshold was chosen on (hashed once by the loader); hash the file
+        # only when the frozen threshold did not come from that file.
+        known = frozen.inputs.get(name)
+        if known and Path(known["file"]).resolve() == Path(file).resolve():
+            return {"file": str(file), "sha256": known["sha256"]}
+        return {"file": str(file), "sha256": file_sha256(file)}
+
     doc = {
         "schema": THRESHOLD_SCHEMA,
         "value": frozen.value,
@@ -161,8 +175,8 @@ def write_threshold_file(frozen: FrozenThreshold, path: str | Path, preds_path: 
         "grid": list(frozen.grid),
         "curve": frozen.curve,
         "warnings": list(frozen.warnings),
-        "predictions": {"file": str(preds_path), "sha256": file_sha256(preds_path)},
-        "gt": {"file": str(gt_file), "sha256": file_sha256(gt_file)},
+        "predictions": input_record("predictions", preds_path),
+        "gt": input_record("gt", gt_file),
         "toolkit_version": __version__,
         "created": utc_timestamp(),
     }

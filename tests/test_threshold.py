@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -9,7 +10,8 @@ import pytest
 
 from aegis_data.errors import AegisError
 from aegis_eval.matching import match_at_threshold, threshold_metrics
-from aegis_eval.predictions import detections_from_results, ground_truth_from_coco
+from aegis_eval.predictions import (detections_from_results, ground_truth_from_coco, load_ground_truth,
+                                    load_predictions)
 from aegis_eval.threshold import (DEFAULT_GRID, THRESHOLD_SCHEMA, freeze_threshold, parse_grid, parse_rule,
                                   read_threshold_file, threshold_curve, write_threshold_file)
 
@@ -152,3 +154,21 @@ def test_freeze_on_noisy_detector_chooses_interior_point():
     assert 0.0 < frozen.value < 0.99 and frozen.warnings == ()
     best = max(f for f in frozen.curve["f1"] if f is not None)
     assert frozen.metrics["f1"] == best
+
+
+def test_threshold_file_records_the_hash_of_the_bytes_the_loaders_read(tmp_path):
+    gt_file = tmp_path / "val.json"
+    gt_file.write_text(json.dumps({
+        "images": [{"id": 1, "file_name": "a.png", "width": 50, "height": 50}],
+        "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [5, 5, 10, 10], "area": 100, "iscrowd": 0}],
+        "categories": [{"id": 1, "name": "person"}]}))
+    preds = tmp_path / "val_preds.json"
+    preds.write_text(json.dumps([{"image_id": 1, "category_id": 1, "bbox": [5, 5, 10, 10], "score": 0.8}]))
+    read_sha = hashlib.sha256(preds.read_bytes()).hexdigest()
+    gt = load_ground_truth(gt_file)
+    frozen = freeze_threshold(gt, load_predictions(preds, gt))
+    preds.write_text("[]")  # the file changes after the threshold was chosen
+    write_threshold_file(frozen, tmp_path / "t.json", preds, gt_file)
+    _, info = read_threshold_file(tmp_path / "t.json")
+    assert info["predictions"]["sha256"] == read_sha
+    assert info["gt"]["sha256"] == hashlib.sha256(gt_file.read_bytes()).hexdigest()
