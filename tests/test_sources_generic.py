@@ -195,8 +195,25 @@ def test_voc_layout_and_classes(tmp_path: Path):
     json.dumps(ds.description)
     riders = load_source("voc", source=root, classes="person,rider")
     assert len({r.image_id: r for r in riders.records()}["x1"].boxes) == 2
+    # A class filter goes through the same XML reader: the label-file checks are still counted.
+    assert riders.description["empty_label_files"] == ds.description["empty_label_files"] == 1
     with pytest.raises(AegisError, match="no images with VOC XML"):
         load_source("voc", source=tmp_path / "VOC" / "Annotations")
+
+
+def test_descriptions_hold_no_absolute_paths(coco, yolo, tmp_path: Path):
+    # The description goes into the manifest; it must be the same wherever a user keeps the data.
+    root, ann = coco
+    voc = tmp_path / "VOC"
+    write_image(voc / "JPEGImages" / "x1.jpg", 60, 40)
+    (voc / "Annotations").mkdir(parents=True)
+    (voc / "Annotations" / "x1.xml").write_text("<annotation></annotation>")
+    for ds in (load_source("coco", source=root, annotations=ann), load_source("yolo", source=yolo),
+               load_source("voc", source=voc)):
+        text = json.dumps(ds.description)
+        assert str(tmp_path) not in text, text
+    assert load_source("coco", source=root, annotations=ann).description["annotations"] == "ann.json"
+    assert load_source("yolo", source=yolo).description["layout"]["labels"] == "labels"
 
 
 # --- Hugging Face ------------------------------------------------------------------------------------------
@@ -225,6 +242,7 @@ def test_hf_save_to_disk_round_trip(tmp_path: Path):
     ds = load_source("hf", source=str(target))
     assert {s: len(v) for s, v in ds.splits.items()} == {"train": 4, "test": 2}
     json.dumps(ds.description)
+    assert ds.description["root"] == "hfds"  # a local folder by name only
     rec = next(r for r in ds.splits["train"] if r.boxes)
     assert rec.boxes == ((1.0, 2.0, 11.0, 14.0), (3.0, 3.0, 7.0, 7.0))
     assert rec.image_id == "train-img0"  # file stems repeat across the HF splits: prefixed

@@ -161,6 +161,17 @@ def xywh_to_xyxy(b: Iterable[Any], where: str) -> tuple[float, float, float, flo
     return x, y, x + w, y + h
 
 
+def portable_path(path: Path, root: Path) -> str:
+    """A path for a source description: relative to the source root when inside it, else just its name.
+
+    Descriptions go into the manifest, which must not depend on where a user keeps their data.
+    """
+    try:
+        return Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return Path(path).name
+
+
 def relative_to(path: Path, root: Path) -> str:
     try:
         return path.relative_to(root).as_posix()

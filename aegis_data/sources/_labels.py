@@ -20,11 +20,13 @@ def xml_record(
     max_pixels: int,
     stats: Counter,
     meta: dict | None = None,
+    person_names: frozenset[str] | set[str] = PERSON_NAMES,
 ) -> Record:
     """One record from an image and its VOC XML (None = no label file: a negative).
 
     The image header is the size authority; a disagreeing ``<size>`` is counted, not trusted. Objects whose
-    class is not a person alias are counted per class name in ``stats`` and left out.
+    class (lower-cased) is not in ``person_names`` (default: the person aliases) are counted per class name in
+    ``stats`` and left out.
     """
     width, height = frame_size(image, max_pixels)
     boxes: list[Box] = []
@@ -37,7 +39,7 @@ def xml_record(
         if not label.objects:
             stats["empty_label_files"] += 1
         for k, obj in enumerate(label.objects):
-            if obj.name.lower() not in PERSON_NAMES:
+            if obj.name.lower() not in person_names:
                 stats[f"ignored_class:{obj.name or '<empty>'}"] += 1
                 continue
             boxes.append(check_box(*obj.box, width, height, f"{xml} (object {k})"))

@@ -18,7 +18,7 @@ from aegis_data.errors import AegisError
 from aegis_data.records import Record
 from aegis_data.sources._common import (
     PERSON_NAMES, check_box, check_options, frame_size, opt_fraction, opt_ids, opt_max_pixels, opt_path,
-    require_dir, safe_id, xywh_to_xyxy,
+    portable_path, require_dir, safe_id, xywh_to_xyxy,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset
 from aegis_data.sources.yolo import carve_val, opt_split
@@ -117,7 +117,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     description = {
         "adapter": NAME,
         "root": root.name,  # the folder name only: the manifest must not depend on where a user keeps the data
-        "annotations": str(ann_path),
+        "annotations": portable_path(ann_path, root),
         "options": {"categories": sorted(wanted) if wanted else None, "split": split,
                     "val_fraction": val_fraction, "max_pixels": max_pixels},
         "person_category_ids": sorted(person_ids, key=str),

@@ -211,7 +211,8 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         records = [r for s, rs in grouped.items() if s != base for r in rs] + carve_val(grouped.get(base, []), val_fraction, salt="hf-val")
     description = {
         "adapter": NAME,
-        "root": src,
+        # a hub id as given; a local folder by its name only (the manifest must not depend on where it lives)
+        "root": Path(src).name if Path(src).exists() else src,
         "options": {"split": chosen, "target_split": target, "image_column": image_col, "objects_column": objects_col,
                     "categories": sorted(categories) if categories else None, "val_fraction": val_fraction,
                     "max_pixels": max_pixels},

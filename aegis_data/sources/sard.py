@@ -32,8 +32,8 @@ from typing import Any, Mapping
 from aegis_data.errors import AegisError
 from aegis_data.records import Record
 from aegis_data.sources._common import (
-    check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, require_dir,
-    safe_id,
+    check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, portable_path,
+    require_dir, safe_id,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
 from aegis_data.sources._labels import split_stats, xml_record
@@ -256,7 +256,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         "adapter": NAME,
         "root": root.name,  # the folder name only: the manifest must not depend on where a user keeps the data
         "layout_kind": "roboflow" if roboflow else "original",
-        "options": {"groups": str(groups_path) if groups_path else None, "gap": gap, "max_group": max_group,
+        "options": {"groups": portable_path(groups_path, root) if groups_path else None, "gap": gap, "max_group": max_group,
                     "test_fraction": f_test, "val_fraction": f_val,
                     "classes": sorted(classes) if classes else None, "max_pixels": max_pixels},
         "layout": layout,

@@ -13,14 +13,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from aegis_data.errors import AegisError
-from aegis_data.records import Record
 from aegis_data.sources import _labels
 from aegis_data.sources._common import (
-    check_box, check_options, frame_size, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path,
-    require_dir, safe_id,
+    check_options, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path, portable_path, require_dir,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset
-from aegis_data.sources._xml import parse_voc_xml
 from aegis_data.sources.yolo import carve_val, opt_split
 
 NAME = "voc"
@@ -53,18 +50,8 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         if xml is None:
             skipped.append(img.name)
             continue
-        if names is None:
-            records.append(_labels.xml_record(img, xml, split=split, max_pixels=max_pixels, stats=stats))
-            continue
-        w, h = frame_size(img, max_pixels)
-        label = parse_voc_xml(xml)
-        boxes = []
-        for k, obj in enumerate(label.objects):
-            if obj.name.lower() in names:
-                boxes.append(check_box(*obj.box, w, h, f"{xml} (object {k})"))
-            else:
-                stats[f"ignored_class:{obj.name}"] += 1
-        records.append(Record(safe_id(img.stem), str(img), w, h, tuple(boxes), split=split, meta={"file": img.name}))
+        records.append(_labels.xml_record(img, xml, split=split, max_pixels=max_pixels, stats=stats,
+                                          **({} if names is None else {"person_names": names})))
     if not records:
         raise AegisError(f"no images with VOC XML found (images in {images_dir}, XML in {ann_dir})")
     stems = {p.stem for p in images}
@@ -72,7 +59,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     description = {
         "adapter": NAME,
         "root": root.name,  # the folder name only: the manifest must not depend on where a user keeps the data
-        "options": {"images": str(images_dir), "annotations": str(ann_dir), "classes": sorted(classes) if classes else None,
+        "options": {"images": portable_path(images_dir, root), "annotations": portable_path(ann_dir, root), "classes": sorted(classes) if classes else None,
                     "split": split, "val_fraction": val_fraction, "max_pixels": max_pixels},
         "layout": {"images_found": len(images), "images_without_xml_skipped": len(skipped),
                    "xml_without_image_skipped": sum(1 for s in xmls if s not in stems)},

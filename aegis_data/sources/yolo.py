@@ -16,7 +16,7 @@ from aegis_data.errors import AegisError
 from aegis_data.records import Box, Record
 from aegis_data.sources._common import (
     SPLITS, check_box, check_options, frame_size, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path,
-    require_dir, safe_id,
+    portable_path, require_dir, safe_id,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
 from aegis_data.sources._split import assign_groups
@@ -88,7 +88,7 @@ def yolo_records(
     items, counts = label_folder(images_dir, labels_dir, classes=classes, max_pixels=max_pixels, stats=stats)
     records = [Record(safe_id(img.stem), str(img), w, h, boxes, split=split, meta={"file": img.name})
                for img, w, h, boxes in items]
-    return records, {"images": str(images_dir), "labels": str(labels_dir), **counts}
+    return records, counts
 
 
 def class_stats(stats: Counter) -> dict:
@@ -144,7 +144,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         "root": root.name,  # the folder name only: the manifest must not depend on where a user keeps the data
         "options": {"classes": sorted(classes) if classes else None, "split": split, "val_fraction": val_fraction,
                     "max_pixels": max_pixels},
-        "layout": layout,
+        "layout": {"images": portable_path(images_dir, root), "labels": portable_path(labels_dir, root), **layout},
         **class_stats(stats),
         "rules": {
             "classes": "every class id is a person" if classes is None else f"class ids {sorted(classes)} are persons",
