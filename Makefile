@@ -18,8 +18,12 @@ $(STAMP_CORE): pyproject.toml constraints.txt | $(PY)
 	$(PIP) install -q -c constraints.txt -e .
 	touch $(STAMP_CORE)
 
+# The tests also build zlib-ng in zlib-compat mode (a stand-in for another host's system zlib) from the
+# sources vendored in the zlib-ng sdist, fetched here so that no test touches the network.
+ZLIB_NG_VERSION := $(shell sed -n 's/^zlib-ng==//p' constraints.txt)
 $(STAMP_ALL): pyproject.toml constraints.txt | $(PY)
 	$(PIP) install -q -c constraints.txt -e ".[runners,report,dev]"
+	$(PIP) download -q --no-deps --no-binary :all: "zlib-ng==$(ZLIB_NG_VERSION)" -d $(VENV)/aegis-cache
 	touch $(STAMP_ALL) $(STAMP_CORE)
 
 venv: $(PY)

@@ -1,8 +1,9 @@
-"""Image files in and out: decoding with clear errors, byte-stable lossless PNG, atomic writes, pixel hashes.
+"""Image files in and out: decoding with clear errors, lossless PNG, atomic writes, pixel hashes.
 
-OpenCV's PNG encoder was measured byte-stable across thread counts, SIMD paths and OpenCV 4.14/5.0, but PNG
-bytes from different libraries differ for the same pixels; identity across machines is therefore the hash of
-the decoded pixels (``pixel_sha256``), and the file hash is a second, stricter check.
+Every PNG the toolkit writes goes through ``encode_png``, which is the toolkit's own writer
+(``aegis_data.png``): its bytes do not depend on the host's zlib, CPU features or thread count. Identity
+across machines is still the hash of the decoded pixels (``pixel_sha256``): a file re-encoded by another tool
+keeps it, and the file hash is the second, stricter check of one copy.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ import numpy as np
 from aegis_data.errors import AegisError
 
 DEFAULT_MAX_PIXELS = 200_000_000  # ~4x a 50 MP frame; guards against decompression bombs
-# Fixed encoder settings: level 1 is ~1.5x faster than the default at ~8% larger files.
-PNG_PARAMS = [cv2.IMWRITE_PNG_COMPRESSION, 1]
 _SOF_MARKERS = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 
 
@@ -121,20 +120,11 @@ def image_size(path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[
     return size
 
 
-def _check_rgb(rgb: np.ndarray) -> None:
-    if not isinstance(rgb, np.ndarray) or rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.size == 0:
-        shape = getattr(rgb, "shape", None)
-        dtype = getattr(rgb, "dtype", type(rgb).__name__)
-        raise AegisError(f"expected a non-empty HxWx3 uint8 RGB array, got shape {shape} dtype {dtype}")
-
-
 def encode_png(rgb: np.ndarray) -> bytes:
-    """Lossless PNG bytes with fixed encoder settings (byte-stable for a given OpenCV build)."""
-    _check_rgb(rgb)
-    ok, buf = cv2.imencode(".png", np.ascontiguousarray(rgb[:, :, ::-1]), PNG_PARAMS)
-    if not ok:
-        raise AegisError("PNG encoding failed")
-    return buf.tobytes()
+    """Lossless PNG bytes of an HxWx3 uint8 RGB array from the toolkit's own writer (host-independent bytes)."""
+    from aegis_data.png import encode_png as _encode_png
+
+    return _encode_png(rgb)
 
 
 def _umask() -> int:

@@ -1,8 +1,8 @@
-"""The manifest of a frozen split: what was built, from what, and the hash of every file (SPEC §4).
+"""The manifest of a frozen split: what was built, from what, and the hash of every file.
 
 Layout of ``manifest.json`` (keys written sorted, two-space indent, UTF-8, trailing newline)::
 
-    format          "aegis-manifest/1"
+    format          "aegis-manifest/2"
     toolkit         {"name": "aegisbench", "version": ...}
     dataset         dataset name, e.g. "synthetic"
     source          the adapter's description of the source (dict)
@@ -12,17 +12,24 @@ Layout of ``manifest.json`` (keys written sorted, two-space indent, UTF-8, trail
     conditions      condition ids built for the test split, canonical order
     splits          {split: number of images}
     entries         one dict per written file, sorted by "path" (see below)
-    root_hash       SHA-256 hex of canonical_json(entries)
-    environment     library versions of the building machine -- NOT part of the root hash
+    encoder         the PNG writer that produced the file bytes ({name, version, deflate, filter})
+    root_hash       the benchmark's identity: SHA-256 over the build identity (dataset, source, suite,
+                    config_hash, seed, conditions, splits) and each entry's identity fields -- decoded pixels,
+                    GT digests, never encoded PNG bytes (see ``root_hash``)
+    files_hash      SHA-256 over every entry *including* file-byte hashes, plus ``encoder``: seals this copy of
+                    the manifest so no field of it can be edited unnoticed
+    environment     library versions of the building machine -- in neither hash
 
 Entry kinds:
     image        path, kind, split, condition, image_id (stem), coco_id, width, height, sha256 (file bytes),
                  pixel_sha256 (decoded RGB, see ``imageio.pixel_sha256``), source_pixel_sha256
     annotations  path, kind, split, sha256, gt {stem: SHA-256 of that image's canonical box list}
-    yolo         path, kind, sha256 (YOLO label files, image lists and data.yaml files)
+    yolo         path, kind, sha256 (YOLO label files, image lists and data.yaml files: text the toolkit writes,
+                 whose bytes are their identity)
 
-There are no timestamps: two machines that produce the same pixels produce the same entries and root hash;
-only ``environment`` can differ.
+Why two hashes: PNG bytes depend on the encoder (a host's zlib build changes them for the same pixels), so the
+identity two machines must share is the decoded pixels; the file-byte hashes still catch any flipped byte in a
+given copy. There are no timestamps: two machines that produce the same pixels produce the same root hash.
 """
 
 from __future__ import annotations
@@ -38,14 +45,17 @@ from aegis_data import __version__
 from aegis_data.errors import AegisError
 from aegis_data.imageio import write_bytes_atomic
 
-MANIFEST_FORMAT = "aegis-manifest/1"
+MANIFEST_FORMAT = "aegis-manifest/2"
+LEGACY_FORMATS = ("aegis-manifest/1",)
 ENTRY_KINDS = ("image", "annotations", "yolo")
-_IMAGE_KEYS = (
-    "path", "kind", "split", "condition", "image_id", "coco_id", "width", "height",
-    "sha256", "pixel_sha256", "source_pixel_sha256",
-)
-
-
+# What the root hash covers: the build identity, and per entry kind the fields that do not depend on an encoder.
+ROOT_IDENTITY_KEYS = ("dataset", "source", "suite", "config_hash", "seed", "conditions", "splits")
+ROOT_ENTRY_KEYS = {
+    "image": ("path", "kind", "split", "condition", "image_id", "coco_id", "width", "height",
+              "pixel_sha256", "source_pixel_sha256"),
+    "annotations": ("path", "kind", "split", "gt"),
+    "yolo": ("path", "kind", "sha256"),
+}
 def canonical_json(value: Any) -> bytes:
     """Deterministic JSON bytes: sorted keys, no whitespace, UTF-8; the input to every hash here."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
@@ -60,9 +70,31 @@ def sort_entries(entries: Iterable[Mapping[str, Any]]) -> list[dict]:
     return out
 
 
-def root_hash(entries: Iterable[Mapping[str, Any]]) -> str:
-    """SHA-256 hex over ``canonical_json`` of the entries sorted by path."""
-    return hashlib.sha256(canonical_json(sort_entries(entries))).hexdigest()
+def entry_identity(entry: Mapping[str, Any]) -> dict:
+    """The fields of one entry that the root hash covers (no encoded-byte hash for images or GT files)."""
+    kind = entry.get("kind")
+    if kind not in ROOT_ENTRY_KEYS:
+        raise AegisError(f"manifest entry {entry.get('path')!r} has kind {kind!r}; expected one of {ENTRY_KINDS}")
+    return {k: entry.get(k) for k in ROOT_ENTRY_KEYS[kind]}
+
+
+def root_hash(identity: Mapping[str, Any], entries: Iterable[Mapping[str, Any]]) -> str:
+    """SHA-256 hex of the benchmark's identity: the build identity plus every entry's identity fields.
+
+    ``identity`` holds at least ``ROOT_IDENTITY_KEYS`` (a manifest dict works). Entry order does not matter.
+    """
+    doc = {
+        "format": MANIFEST_FORMAT,
+        "identity": {k: identity.get(k) for k in ROOT_IDENTITY_KEYS},
+        "entries": [entry_identity(e) for e in sort_entries(entries)],
+    }
+    return hashlib.sha256(canonical_json(doc)).hexdigest()
+
+
+def files_hash(root: str, encoder: Mapping[str, Any], entries: Iterable[Mapping[str, Any]]) -> str:
+    """SHA-256 hex over the root hash, the encoder and the complete entries (file-byte hashes included)."""
+    doc = {"root_hash": root, "encoder": dict(encoder), "entries": sort_entries(entries)}
+    return hashlib.sha256(canonical_json(doc)).hexdigest()
 
 
 def gt_digest(boxes_xywh: Iterable[Iterable[float]]) -> str:
@@ -94,14 +126,18 @@ def build_manifest(
     conditions: Iterable[str],
     splits: Mapping[str, int],
     entries: Iterable[Mapping[str, Any]],
+    encoder: Mapping[str, Any] | None = None,
     environment: Mapping[str, str] | None = None,
 ) -> dict:
-    """Assemble the manifest dict (pure); ``environment`` defaults to this machine's versions."""
+    """Assemble the manifest dict (pure); ``encoder`` and ``environment`` default to this machine's."""
     sorted_entries = sort_entries(entries)
     for e in sorted_entries:
-        if e.get("kind") not in ENTRY_KINDS:
-            raise AegisError(f"manifest entry {e.get('path')!r} has kind {e.get('kind')!r}; expected one of {ENTRY_KINDS}")
-    return {
+        entry_identity(e)  # checks the kind
+    if encoder is None:
+        from aegis_data.png import writer_info
+
+        encoder = writer_info()
+    data = {
         "format": MANIFEST_FORMAT,
         "toolkit": {"name": "aegisbench", "version": __version__},
         "dataset": dataset,
@@ -112,9 +148,13 @@ def build_manifest(
         "conditions": list(conditions),
         "splits": {k: int(v) for k, v in splits.items()},
         "entries": sorted_entries,
-        "root_hash": hashlib.sha256(canonical_json(sorted_entries)).hexdigest(),
+        "encoder": dict(encoder),
         "environment": dict(environment if environment is not None else environment_versions()),
     }
+    data["root_hash"] = root_hash(data, sorted_entries)
+    data["files_hash"] = files_hash(data["root_hash"], data["encoder"], sorted_entries)
+    # One canonical form, as it will read back from disk (tuples become lists, ints stay ints).
+    return json.loads(canonical_json(data))
 
 
 def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
@@ -138,6 +178,14 @@ class Manifest:
     @property
     def root_hash(self) -> str:
         return self.data["root_hash"]
+
+    @property
+    def files_hash(self) -> str:
+        return self.data["files_hash"]
+
+    @property
+    def encoder(self) -> Mapping[str, Any]:
+        return self.data["encoder"]
 
     @property
     def identity(self) -> dict:
@@ -169,16 +217,33 @@ def load_manifest(path: str | Path) -> Manifest:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise AegisError(f"manifest {p} is not valid JSON ({exc})") from None
+    if isinstance(data, dict) and data.get("format") in LEGACY_FORMATS:
+        raise AegisError(
+            f"{p} is an {data['format']} manifest (aegisbench 0.1, whose root hash covered PNG file bytes); this "
+            f"version reads {MANIFEST_FORMAT}: re-run the same `aegis build-splits` command to rewrite the split "
+            f"and its manifest (the pixels do not change)"
+        )
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
         got = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise AegisError(f"{p} is not an AegisBench manifest (format {got!r}, expected {MANIFEST_FORMAT!r})")
     entries = data.get("entries")
     if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("path"), str) for e in entries):
         raise AegisError(f"manifest {p}: 'entries' must be a list of objects with a 'path'")
-    recomputed = root_hash(entries)
+    if not isinstance(data.get("encoder"), dict):
+        raise AegisError(f"manifest {p}: 'encoder' must be an object naming the PNG writer")
+    try:
+        recomputed = root_hash(data, entries)
+        sealed = files_hash(recomputed, data["encoder"], entries)
+    except (TypeError, ValueError) as exc:  # unhashable or non-JSON values inside entries
+        raise AegisError(f"manifest {p} holds values that are not canonical JSON ({exc})") from None
     if recomputed != data.get("root_hash"):
         raise AegisError(
-            f"manifest {p} is internally inconsistent: root_hash {data.get('root_hash')!r} but its entries hash to "
-            f"{recomputed!r} (the file was edited)"
+            f"manifest {p} is internally inconsistent: root_hash {data.get('root_hash')!r} but its identity and "
+            f"entries hash to {recomputed!r} (the file was edited)"
+        )
+    if sealed != data.get("files_hash"):
+        raise AegisError(
+            f"manifest {p} is internally inconsistent: files_hash {data.get('files_hash')!r} but its entries and "
+            f"encoder hash to {sealed!r} (the file was edited)"
         )
     return Manifest(data=data, entries={e["path"]: e for e in entries}, path=str(p))

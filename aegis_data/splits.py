@@ -48,6 +48,7 @@ from aegis_data.manifest import (
     load_manifest,
     write_manifest,
 )
+from aegis_data.png import check_png_writer
 from aegis_data.records import Record
 
 JOURNAL_DIR = ".aegis-build"
@@ -645,6 +646,7 @@ def build_splits(
             f"fix the source split first"
         )
 
+    check_png_writer()  # before anything is written: a changed deflate library must not make a new reference
     identity = plan.identity
     check_output_dir(out, identity)
     out.mkdir(parents=True, exist_ok=True)

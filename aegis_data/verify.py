@@ -4,7 +4,9 @@
 
     missing      listed in the manifest, not on disk
     extra        on disk under a split directory or annotations/, not listed (includes temp files of a crash)
-    bytes-only   file bytes differ but the decoded pixels are identical (another PNG encoder or settings)
+    bytes-only   file bytes differ but the decoded pixels are identical (another PNG encoder or settings);
+                 against a reference manifest this is information (the benchmark's identity is the pixels),
+                 unless ``strict_bytes``; against the split's own manifest it fails (this copy was changed)
     pixels       decoded pixels differ; with the count of differing pixels and max |delta| where the expected
                  image can be regenerated: the clean image of the split is the decoded source, so a corrupted
                  condition is re-run from it with the suite's corruption function
@@ -60,11 +62,26 @@ class VerifyReport:
     local_root_hash: str
     checked: int  # files listed in the reference
     findings: tuple[Finding, ...] = field(default_factory=tuple)
-    accepted_bytes_only: bool = False
+    bytes_only_is_info: bool = False  # against a reference and not --strict-bytes
+
+    def is_failure(self, finding: Finding) -> bool:
+        return not (self.bytes_only_is_info and finding.kind == "bytes-only")
+
+    @property
+    def failures(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if self.is_failure(f))
+
+    @property
+    def information(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if not self.is_failure(f))
 
     @property
     def ok(self) -> bool:
-        return not [f for f in self.findings if not (self.accepted_bytes_only and f.kind == "bytes-only")]
+        return not self.failures
+
+    @property
+    def roots_match(self) -> bool:
+        return self.expected_root_hash == self.local_root_hash
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -76,7 +93,9 @@ class VerifyReport:
         return {
             "ok": self.ok, "root": self.root, "reference": self.reference,
             "expected_root_hash": self.expected_root_hash, "local_root_hash": self.local_root_hash,
-            "checked": self.checked, "counts": self.counts(), "findings": [asdict(f) for f in self.findings],
+            "checked": self.checked, "counts": self.counts(), "roots_match": self.roots_match,
+            "bytes_only_is_information": self.bytes_only_is_info,
+            "findings": [dict(asdict(f), failure=self.is_failure(f)) for f in self.findings],
         }
 
 
@@ -132,7 +151,7 @@ def verify_split(
     root: str | Path,
     against: str | Path | None = None,
     *,
-    accept_bytes_only: bool = False,
+    strict_bytes: bool = False,
     regenerate: bool = True,
     corrupt: Corrupt | None = None,
     workers: int | None = None,
@@ -146,6 +165,9 @@ def verify_split(
     pixels of a corrupted file; it is skipped when the local suite config differs from the manifest's.
     ``subset`` (with ``against``): check only the images the local manifest lists, and the GT of those images,
     so a partial build (``--limit``, ``--corruptions``) can be checked against a full reference.
+    With ``against``, files whose bytes differ but whose decoded pixels match are reported as information
+    (another encoder wrote the same pixels); ``strict_bytes`` makes them failures. Against the split's own
+    manifest they are always failures: the copy no longer matches what was built.
     """
     root = Path(root)
     if not root.is_dir():
@@ -225,7 +247,8 @@ def verify_split(
             findings.append(Finding(rel, "pixels", f"does not decode: {exc}"))
             continue
         if pixel_sha256(actual) == e["pixel_sha256"]:
-            findings.append(Finding(rel, "bytes-only", "pixels identical, file bytes differ (another PNG encoder or settings)"))
+            findings.append(Finding(rel, "bytes-only", "pixels identical, file bytes differ (another PNG encoder, "
+                                                       "its version or settings)"))
             continue
         key = (e["split"], e["image_id"])
         name, severity = parse_condition(e["condition"])
@@ -269,5 +292,5 @@ def verify_split(
 
     return VerifyReport(
         root=str(root), reference=ref.path, expected_root_hash=ref.root_hash, local_root_hash=local.root_hash,
-        checked=len(paths), findings=tuple(findings), accepted_bytes_only=accept_bytes_only,
+        checked=len(paths), findings=tuple(findings), bytes_only_is_info=against is not None and not strict_bytes,
     )

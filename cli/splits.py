@@ -145,7 +145,7 @@ def verify_command(
     directory: Annotated[Path, typer.Argument(help="A frozen split written by build-splits.")],
     against: Annotated[Optional[Path], typer.Option(help="Reference manifest to check the files against (e.g. manifests/synthetic-c.json).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the report as JSON to this file.")] = None,
-    pixels_only: Annotated[bool, typer.Option("--pixels-only", help="Accept files whose bytes differ but whose decoded pixels match.")] = False,
+    strict_bytes: Annotated[bool, typer.Option("--strict-bytes", help="With --against: also fail on files whose bytes differ although their decoded pixels match (by default that is reported as information).")] = False,
     subset: Annotated[bool, typer.Option("--subset", help="With --against: check only the images this build has (a --limit or --corruptions build).")] = False,
     workers: Annotated[Optional[int], typer.Option(help="Hashing threads (default: all cores).")] = None,
 ) -> None:
@@ -155,24 +155,39 @@ def verify_command(
 
     if subset and against is None:
         raise fail("--subset needs --against (a reference manifest to take the subset of)")
-    report = verify_split(directory, against, accept_bytes_only=pixels_only, workers=workers, subset=subset)
+    if strict_bytes and against is None:
+        raise fail("--strict-bytes needs --against (against its own manifest every byte difference already fails)")
+    report = verify_split(directory, against, strict_bytes=strict_bytes, workers=workers, subset=subset)
     if json_out is not None:
         write_bytes_atomic(json_out, (json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n").encode())
-    if report.ok:
-        extra = f" ({report.counts().get('bytes-only', 0)} re-encoded, pixels identical)" if report.findings else ""
-        out.print(f"[green]OK[/] {report.checked} files match {report.reference} (root {report.expected_root_hash}){extra}",
+    info = report.information
+    if info:
+        out.print(f"[yellow]note[/] {len(info)} file(s) differ in bytes only: identical decoded pixels, another PNG "
+                  f"encoder or version (information; --strict-bytes makes this a failure), e.g. {info[0].path}",
                   highlight=False)
+    if report.ok:
+        if against is None:
+            root = f"root {report.expected_root_hash}"
+        elif report.roots_match:
+            root = f"same root hash as the reference: {report.expected_root_hash}"
+        else:  # a --subset build: its own root, a part of the reference's files
+            root = f"local root {report.local_root_hash}, reference root {report.expected_root_hash}"
+        out.print(f"[green]OK[/] {report.checked} files match {report.reference} ({root})", highlight=False)
         return
-    table = Table(title=f"{directory}: {len(report.findings)} difference(s) against {report.reference}")
+    failures = report.failures
+    table = Table(title=f"{directory}: {len(failures)} difference(s) against {report.reference}")
     for col in ("kind", "path", "pixels differing", "max |Δ|", "detail"):
         table.add_column(col, overflow="fold")
-    for f in report.findings[:200]:
+    for f in failures[:200]:
         table.add_row(f.kind, f.path, "" if f.pixels_differing is None else str(f.pixels_differing),
                       "" if f.max_abs_delta is None else str(f.max_abs_delta), f.detail)
     out.print(table)
-    if len(report.findings) > 200:
-        out.print(f"... and {len(report.findings) - 200} more (use --json for all)")
-    summary = ", ".join(f"{k}: {v}" for k, v in sorted(report.counts().items()))
+    if len(failures) > 200:
+        out.print(f"... and {len(failures) - 200} more (use --json for all)")
+    counts: dict[str, int] = {}
+    for f in failures:
+        counts[f.kind] = counts.get(f.kind, 0) + 1
+    summary = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
     err.print(f"[bold red]verify failed:[/] {summary}", highlight=False)
     raise typer.Exit(code=1)
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from aegis_data.errors import AegisError
+from aegis_data.manifest import build_manifest, write_manifest
 from aegis_data.export_hf import export_split, push_split
 from aegis_data.imageio import read_rgb
 from aegis_data.splits import build_splits
@@ -102,8 +103,9 @@ def test_push_refuses_bad_repo_ids_and_non_redistributable_sets(exported, tmp_pa
     heridal = tmp_path / "heridal"
     shutil.copytree(moved, heridal)
     m = json.loads((heridal / "manifest.json").read_text())
-    m["dataset"] = "heridal"
-    (heridal / "manifest.json").write_text(json.dumps(m))
+    # A genuine HERIDAL build's manifest (re-sealed: the dataset name is covered by the root hash).
+    fields = {k: m[k] for k in ("source", "suite", "config_hash", "seed", "conditions", "splits", "entries", "encoder")}
+    write_manifest(heridal / "manifest.json", build_manifest(dataset="heridal", **fields))
     api = FakeApi()
     with pytest.raises(AegisError, match="forbids redistribution"):
         push_split(heridal, "someone/heridal-c", api)

@@ -1,4 +1,5 @@
-"""The manifest: canonical hashing, root hash over sorted entries, environment kept out of it, loading checks."""
+"""The manifest: canonical hashing, a root hash over pixels/GT/identity (never file bytes), a files hash sealing
+the rest, environment kept out of both, loading checks."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from aegis_data.errors import AegisError
 from aegis_data.manifest import (
     build_manifest,
     canonical_json,
+    files_hash,
     gt_digest,
     identity_of,
     load_manifest,
@@ -25,9 +27,13 @@ ENTRIES = [
 ]
 
 
-def _manifest(entries=ENTRIES, environment=None, **over):
-    kw = dict(dataset="synthetic", source={"n": 2}, suite="aegis-v1", config_hash="abc123abc123", seed=20260707,
-              conditions=["clean"], splits={"test": 2}, entries=entries, environment=environment)
+ENCODER = {"name": "aegis-png", "version": "1"}
+IDENTITY = dict(dataset="synthetic", source={"n": 2}, suite="aegis-v1", config_hash="abc123abc123", seed=20260707,
+                conditions=["clean"], splits={"test": 2})
+
+
+def _manifest(entries=ENTRIES, environment=None, encoder=ENCODER, **over):
+    kw = dict(IDENTITY, entries=entries, environment=environment, encoder=encoder)
     kw.update(over)
     return build_manifest(**kw)
 
@@ -40,12 +46,35 @@ def test_canonical_json_is_key_order_independent():
 
 
 def test_root_hash_ignores_entry_order_but_not_content():
-    assert root_hash(ENTRIES) == root_hash(list(reversed(ENTRIES)))
+    assert root_hash(IDENTITY, ENTRIES) == root_hash(IDENTITY, list(reversed(ENTRIES)))
     changed = [dict(e) for e in ENTRIES]
-    changed[0]["sha256"] = "9" * 64
-    assert root_hash(changed) != root_hash(ENTRIES)
+    changed[0]["pixel_sha256"] = "9" * 64
+    assert root_hash(IDENTITY, changed) != root_hash(IDENTITY, ENTRIES)
     with pytest.raises(AegisError, match="twice"):
-        root_hash(ENTRIES + [ENTRIES[0]])
+        root_hash(IDENTITY, ENTRIES + [ENTRIES[0]])
+
+
+def test_root_hash_covers_pixels_gt_and_identity_but_not_file_bytes():
+    base = root_hash(IDENTITY, ENTRIES)
+    rebytes = [dict(e, sha256="f" * 64) if e["kind"] in ("image", "annotations") else e for e in ENTRIES]
+    assert root_hash(IDENTITY, rebytes) == base  # another encoder: same identity
+    regt = [dict(e, gt={"b": "0" * 64}) if e["kind"] == "annotations" else e for e in ENTRIES]
+    assert root_hash(IDENTITY, regt) != base
+    for key, value in [("dataset", "sard"), ("source", {"n": 3}), ("suite", "x"), ("config_hash", "0" * 12),
+                       ("seed", 1), ("conditions", ["clean", "low_light_s1"]), ("splits", {"test": 3})]:
+        assert root_hash(dict(IDENTITY, **{key: value}), ENTRIES) != base, key
+    yolo = [{"path": "yolo/test_clean.txt", "kind": "yolo", "sha256": "1" * 64}]
+    assert root_hash(IDENTITY, ENTRIES + yolo) != root_hash(IDENTITY, ENTRIES + [dict(yolo[0], sha256="2" * 64)])
+
+
+def test_files_hash_seals_file_bytes_and_encoder():
+    a = _manifest(environment={})
+    rebytes = [dict(e, sha256="f" * 64) for e in ENTRIES]
+    b = _manifest(entries=rebytes, environment={})
+    c = _manifest(environment={}, encoder={"name": "other", "version": "9"})
+    assert a["root_hash"] == b["root_hash"] == c["root_hash"]
+    assert len({a["files_hash"], b["files_hash"], c["files_hash"]}) == 3
+    assert a["files_hash"] == files_hash(a["root_hash"], ENCODER, ENTRIES)
 
 
 def test_environment_is_recorded_but_outside_the_root_hash():
@@ -61,7 +90,8 @@ def test_manifest_is_deterministic_and_sorted():
     b = _manifest(entries=list(reversed(ENTRIES)), environment={})
     assert manifest_bytes(a) == manifest_bytes(b)
     assert [e["path"] for e in a["entries"]] == sorted(e["path"] for e in ENTRIES)
-    assert a["root_hash"] == root_hash(ENTRIES) and a["format"] == "aegis-manifest/1"
+    assert a["root_hash"] == root_hash(IDENTITY, ENTRIES) and a["format"] == "aegis-manifest/2"
+    assert a["encoder"] == ENCODER
     assert "created" not in manifest_bytes(a).decode()
 
 
@@ -86,7 +116,9 @@ def test_write_and_load_round_trip(tmp_path):
         (None, "no manifest at .*not a finished build"),
         (b"{not json", "not valid JSON"),
         (b'{"format": "other"}', "not an AegisBench manifest"),
-        (b'{"format": "aegis-manifest/1", "entries": 3}', "'entries' must be a list"),
+        (b'{"format": "aegis-manifest/2", "entries": 3}', "'entries' must be a list"),
+        (b'{"format": "aegis-manifest/2", "entries": []}', "'encoder' must be an object"),
+        (b'{"format": "aegis-manifest/1", "entries": []}', "aegis-manifest/1 manifest .*re-run the same"),
     ],
 )
 def test_bad_manifest_files_are_one_clear_error(tmp_path, content, message):
@@ -97,12 +129,27 @@ def test_bad_manifest_files_are_one_clear_error(tmp_path, content, message):
         load_manifest(p)
 
 
-def test_a_tampered_manifest_is_detected(tmp_path):
+@pytest.mark.parametrize("edit", [
+    lambda m: m["entries"][0].__setitem__("sha256", "0" * 64),  # a file-byte hash: only the files hash sees it
+    lambda m: m["entries"][0].__setitem__("pixel_sha256", "0" * 64),
+    lambda m: m.__setitem__("seed", 1),
+    lambda m: m.__setitem__("dataset", "sard"),
+    lambda m: m.__setitem__("encoder", {"name": "x"}),
+    lambda m: m.__setitem__("splits", {"test": 9}),
+])
+def test_a_tampered_manifest_is_detected(tmp_path, edit):
     m = _manifest()
-    m["entries"][0]["sha256"] = "0" * 64
+    edit(m)
     (tmp_path / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(AegisError, match="internally inconsistent"):
         load_manifest(tmp_path / "manifest.json")
+
+
+def test_environment_edits_are_not_an_inconsistency(tmp_path):
+    m = _manifest()
+    m["environment"]["numpy"] = "0.0"
+    (tmp_path / "manifest.json").write_text(json.dumps(m))
+    assert load_manifest(tmp_path / "manifest.json").root_hash == m["root_hash"]
 
 
 def test_gt_digest_depends_on_boxes():

@@ -92,7 +92,8 @@ def test_manifest_entries_and_root_hash(built):
     assert e["pixel_sha256"] == pixel_sha256(read_rgb(built / e["path"]))
     assert e["source_pixel_sha256"] == pixel_sha256(fake_read(record(2), 10**9))
     assert m.entries["annotations/test.json"]["sha256"] == file_sha256(built / "annotations" / "test.json")
-    assert m.root_hash == root_hash(m.data["entries"])
+    assert m.root_hash == root_hash(m.data, m.data["entries"])
+    assert m.data["encoder"]["name"] == "aegis-png" and m.data["format"] == "aegis-manifest/2"
     assert "created" not in json.dumps(m.data)  # nothing time-dependent
     assert m.data["splits"] == {"test": 3, "val": 1, "train": 2}
     assert m.data["conditions"] == EXPECTED_CONDS

@@ -70,6 +70,34 @@ def test_build_verify_export_round_trip(app, doubles, tmp_path):
     assert (tmp_path / "hf" / "dataset").is_dir() and (tmp_path / "hf" / "data" / "test-clean.parquet").is_file()
 
 
+def test_verify_byte_only_differences_are_a_note_against_a_reference_and_fail_with_strict_bytes(app, doubles, tmp_path):
+    import cv2
+
+    from aegis_data.imageio import file_sha256, read_rgb
+    from aegis_data.manifest import build_manifest, write_manifest
+
+    out = tmp_path / "syn"
+    assert runner.invoke(app, ["build-splits", "--out", str(out), *SMALL]).exit_code == 0
+    ref = tmp_path / "ref.json"
+    ref.write_bytes((out / "manifest.json").read_bytes())
+    # This copy re-encoded by another PNG encoder, its manifest sealed as that machine's build would be.
+    rel = "test/motion_blur_s2/" + sorted(p.name for p in (out / "test" / "motion_blur_s2").iterdir())[0]
+    rgb = read_rgb(out / rel)
+    (out / rel).write_bytes(cv2.imencode(".png", rgb[:, :, ::-1].copy(), [cv2.IMWRITE_PNG_COMPRESSION, 9])[1].tobytes())
+    m = json.loads((out / "manifest.json").read_text())
+    m["entries"] = [dict(e, sha256=file_sha256(out / rel)) if e["path"] == rel else e for e in m["entries"]]
+    fields = {k: m[k] for k in ("dataset", "source", "suite", "config_hash", "seed", "conditions", "splits", "entries")}
+    write_manifest(out / "manifest.json", build_manifest(**fields, encoder={"name": "other", "version": "1"}))
+
+    r = runner.invoke(app, ["verify", str(out), "--against", str(ref)])
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.stdout.split())
+    assert "differ in bytes only" in flat and "same root hash as the reference" in flat
+    r = runner.invoke(app, ["verify", str(out), "--against", str(ref), "--strict-bytes"])
+    assert r.exit_code == 1 and "bytes-only: 1" in r.stderr
+    _one_line_error(runner.invoke(app, ["verify", str(out), "--strict-bytes"]), "--strict-bytes needs --against")
+
+
 def test_verify_against_another_manifest(app, doubles, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     assert runner.invoke(app, ["build-splits", "--out", str(a), *SMALL]).exit_code == 0

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from aegis_data.errors import AegisError
-from aegis_data.imageio import read_rgb, write_png_atomic
+from aegis_data.imageio import file_sha256, read_rgb, write_png_atomic
 from aegis_data.manifest import build_manifest, load_manifest, write_manifest
 from aegis_data.splits import build_splits
 from aegis_data.verify import pixel_difference, verify_split
@@ -78,15 +78,45 @@ def test_a_changed_gt_box_names_the_image(split):
     assert "boxes changed for 1: img001" in f.detail
 
 
-def test_a_reencoded_png_is_bytes_only(split):
-    p = split / "test" / "low_light_s1" / "img000.png"
+def _reencode_with_opencv(p: Path) -> None:
     rgb = read_rgb(p)
     ok, buf = cv2.imencode(".png", rgb[:, :, ::-1].copy(), [cv2.IMWRITE_PNG_COMPRESSION, 9])
     assert ok and buf.tobytes() != p.read_bytes()
     p.write_bytes(buf.tobytes())
+
+
+def test_a_reencoded_png_fails_against_its_own_manifest(split):
+    _reencode_with_opencv(split / "test" / "low_light_s1" / "img000.png")
     report = _verify(split)
     assert _kinds(report) == {"test/low_light_s1/img000.png": "bytes-only"} and not report.ok
-    assert _verify(split, accept_bytes_only=True).ok
+
+
+def _as_if_built_elsewhere(split: Path, tmp_path: Path) -> Path:
+    """Keep the pristine manifest as the reference; re-encode one file and re-seal the local manifest, as a
+    machine whose PNG encoder writes other bytes for the same pixels would have produced."""
+    ref = tmp_path / "reference.json"
+    shutil.copyfile(split / "manifest.json", ref)
+    rel = "test/low_light_s1/img000.png"
+    _reencode_with_opencv(split / rel)
+    m = load_manifest(split).data
+    entries = [dict(e, sha256=file_sha256(split / rel)) if e["path"] == rel else e for e in m["entries"]]
+    local = build_manifest(dataset=m["dataset"], source=m["source"], suite=m["suite"], config_hash=m["config_hash"],
+                           seed=m["seed"], conditions=m["conditions"], splits=m["splits"], entries=entries,
+                           encoder={"name": "another-encoder", "version": "0"})
+    write_manifest(split / "manifest.json", local)
+    assert local["root_hash"] == m["root_hash"] and local["files_hash"] != m["files_hash"]
+    return ref
+
+
+def test_bytes_only_differences_against_a_reference_are_information(split, tmp_path):
+    ref = _as_if_built_elsewhere(split, tmp_path)
+    assert _verify(split).ok  # the copy matches its own (re-sealed) manifest
+    report = _verify(split, against=ref)
+    assert report.ok and report.roots_match
+    assert [(f.path, f.kind) for f in report.information] == [("test/low_light_s1/img000.png", "bytes-only")]
+    assert report.to_dict()["findings"][0]["failure"] is False
+    strict = _verify(split, against=ref, strict_bytes=True)
+    assert not strict.ok and [f.kind for f in strict.failures] == ["bytes-only"]
 
 
 def test_changed_pixels_are_counted_against_the_regenerated_image(split):

@@ -9,7 +9,6 @@ are written without the "Software" text chunk, and Agg embeds no date, so the sa
 
 from __future__ import annotations
 
-import io
 import math
 from typing import Callable
 
@@ -22,6 +21,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
 from aegis_data.config import condition_id
+from aegis_data.imageio import encode_png
 from aegis_eval.report import palette
 from aegis_eval.report.results import (
     DatasetGroup,
@@ -66,9 +66,14 @@ def _render(width: int, height: int, draw: Callable[[Figure], None]) -> bytes:
         fig = Figure(figsize=(width / palette.DPI, height / palette.DPI), dpi=palette.DPI)
         FigureCanvasAgg(fig)
         draw(fig)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=palette.DPI, metadata={"Software": None})
-    return buf.getvalue()
+        canvas = fig.canvas
+        canvas.draw()
+        rgba = np.asarray(canvas.buffer_rgba())
+    # The toolkit's own PNG writer, so figure bytes do not depend on the host's zlib either; Agg renders
+    # straight (not premultiplied) RGBA, composited over white with exact integer rounding.
+    alpha = rgba[:, :, 3:4].astype(np.uint32)
+    rgb = (rgba[:, :, :3].astype(np.uint32) * alpha + 255 * (255 - alpha) + 127) // 255
+    return encode_png(np.ascontiguousarray(rgb.astype(np.uint8)))
 
 
 def _short(label: str, limit: int) -> str:
