@@ -13,7 +13,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # Reinstall only when the dependency declaration changes. The demo needs only the light core; the tests
-# need everything, including the torch/ultralytics runner extra (pinned in constraints.txt).
+# need everything, including the torch/ultralytics runner extra and the Dask extra (pinned in constraints.txt).
 $(STAMP_CORE): pyproject.toml constraints.txt | $(PY)
 	$(PIP) install -q -c constraints.txt -e .
 	touch $(STAMP_CORE)
@@ -22,7 +22,7 @@ $(STAMP_CORE): pyproject.toml constraints.txt | $(PY)
 # sources vendored in the zlib-ng sdist, fetched here so that no test touches the network.
 ZLIB_NG_VERSION := $(shell sed -n 's/^zlib-ng==//p' constraints.txt)
 $(STAMP_ALL): pyproject.toml constraints.txt | $(PY)
-	$(PIP) install -q -c constraints.txt -e ".[runners,report,dev]"
+	$(PIP) install -q -c constraints.txt -e ".[runners,report,dev,distributed]"
 	$(PIP) download -q --no-deps --no-binary :all: "zlib-ng==$(ZLIB_NG_VERSION)" -d $(VENV)/aegis-cache
 	touch $(STAMP_ALL) $(STAMP_CORE)
 

@@ -23,7 +23,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -606,6 +606,50 @@ def _pool_context():
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
+def run_units(
+    tasks: Sequence[UnitTask],
+    *,
+    workers: int,
+    scheduler: str | None = None,
+    out: Path | None = None,
+    on_cluster: Callable[[Mapping[str, Any]], None] | None = None,
+) -> Iterator[UnitResult]:
+    """Render every task and yield its result as it completes (any order).
+
+    Without ``scheduler``: in this process (``workers`` == 1) or a local process pool (BrokenProcessPool when a
+    worker dies). With one: on Dask (``aegis_data.distributed``), after checking that every worker sees ``out``.
+    """
+    if scheduler is None:
+        yield from _run_pool(tasks, workers)
+        return
+    from aegis_data import distributed
+
+    with distributed.connect(scheduler, workers if scheduler == distributed.LOCAL else None) as client:
+        if on_cluster is not None:
+            on_cluster(distributed.describe(client))
+        if out is not None:
+            distributed.require_shared_file(client, out / JOURNAL_DIR / STATE_NAME, "--out")
+        yield from distributed.run_units(client, tasks)
+
+
+def _run_pool(tasks: Sequence[UnitTask], workers: int) -> Iterator[UnitResult]:
+    if workers == 1:
+        for t in tasks:
+            yield render_unit(t)
+        return
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+        pending = {pool.submit(render_unit, t) for t in tasks}
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in done:
+                exc = f.exception()
+                if exc is not None:
+                    for p in pending:
+                        p.cancel()
+                    raise exc
+                yield f.result()
+
+
 def build_splits(
     dataset: Any,
     out: str | Path,
@@ -622,6 +666,8 @@ def build_splits(
     read_image: ReadImage | None = None,
     corrupt: Corrupt | None = None,
     audit: Callable[[Any], Mapping[str, Any]] | None = None,
+    scheduler: str | None = None,
+    on_cluster: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> BuildResult:
     """Write the frozen split of ``dataset`` (a SourceDataset) under ``out`` and return a summary.
 
@@ -630,6 +676,9 @@ def build_splits(
     read_image(record, max_pixels) / corrupt(image, name, severity, image_id, seed) / audit(dataset) default
     to ``aegis_data.sources.read_rgb``, ``aegis_data.corruptions.apply_corruption`` and
     ``aegis_data.audit.audit_dataset``; replacements must be module-level functions when workers > 1.
+    scheduler: None (a local process pool), ``"local"`` (a Dask LocalCluster of ``workers`` processes) or the
+    address of a Dask scheduler whose workers see ``out`` at the same path; the manifest is the same in all
+    three. on_cluster(info) is called once with the cluster's address, worker count and dashboard link.
     AegisError: empty source, leakage found by the audit, bad selection, or ``out`` holding something else.
     """
     t_start = time.perf_counter()
@@ -637,6 +686,10 @@ def build_splits(
     out = Path(out)
     if workers is not None and int(workers) < 1:
         raise AegisError(f"--workers must be at least 1, got {workers}")
+    if scheduler is not None:
+        from aegis_data.distributed import check_scheduler
+
+        check_scheduler(scheduler, workers)
     plan = plan_build(dataset, config, corruptions=corruptions, severities=severities, limit=limit,
                       with_train=with_train, seed=seed)
     report = (audit or _default_audit)(dataset)
@@ -681,21 +734,8 @@ def build_splits(
 
     n_workers = min(int(workers or default_workers()), max(1, len(tasks)))
     try:
-        if n_workers == 1:
-            for t in tasks:
-                collect(render_unit(t))
-        else:
-            with ProcessPoolExecutor(max_workers=n_workers, mp_context=_pool_context()) as pool:
-                pending = {pool.submit(render_unit, t) for t in tasks}
-                while pending:
-                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for f in done:
-                        exc = f.exception()
-                        if exc is not None:
-                            for p in pending:
-                                p.cancel()
-                            raise exc
-                        collect(f.result())
+        for res in run_units(tasks, workers=n_workers, scheduler=scheduler, out=out, on_cluster=on_cluster):
+            collect(res)
     except BrokenProcessPool:
         raise AegisError(
             f"a worker process died while building {out} (killed, or out of memory?); the images finished so far "
@@ -703,7 +743,10 @@ def build_splits(
         ) from None
     finally:
         journal.close()
+    if scheduler is not None:
+        _remove_stale_temp_files(out)  # left by workers killed mid-write; their tasks were re-run elsewhere
 
+    seconds_split = {k: sum(getattr(r, f"seconds_{k}") for r in results) for k in ("corrupt", "encode", "read")}
     entries = _finish(out, plan, results)
     manifest = build_manifest(
         dataset=plan.dataset, source=plan.source, suite=plan.suite, config_hash=plan.config_hash, seed=plan.seed,
@@ -715,8 +758,8 @@ def build_splits(
         out=out, manifest_path=out / MANIFEST_NAME, root_hash=manifest["root_hash"], conditions=plan.conditions,
         images={s: len(r) for s, r in plan.records.items()}, files_written=counters["written"],
         files_skipped=counters["skipped"], seconds=seconds, megapixels=counters["mp"],
-        seconds_corrupt=sum(r.seconds_corrupt for r in results), seconds_encode=sum(r.seconds_encode for r in results),
-        seconds_read=sum(r.seconds_read for r in results),
+        seconds_corrupt=seconds_split["corrupt"], seconds_encode=seconds_split["encode"],
+        seconds_read=seconds_split["read"],
     )
 
 
@@ -734,10 +777,11 @@ def _finish(out: Path, plan: BuildPlan, results: list[UnitResult]) -> list[dict]
     import hashlib
 
     by_key = {_journal_key(r.split, r.image_id): r for r in results}
+    results.clear()  # each result is dropped once its entries exist, so both are never held in full at once
     entries: list[dict] = []
     for split, recs in plan.records.items():
         for coco_id, rec in enumerate(recs, start=1):
-            res = by_key[_journal_key(split, rec.image_id)]
+            res = by_key.pop(_journal_key(split, rec.image_id))
             for rel, f in res.files.items():
                 entries.append({
                     "path": rel, "kind": "image", "split": split, "condition": f["condition"],

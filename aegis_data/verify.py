@@ -27,7 +27,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -37,6 +37,7 @@ from aegis_data.imageio import DEFAULT_MAX_PIXELS, file_sha256, pixel_sha256, re
 from aegis_data.layout import ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, condition_dir, image_file_name
 from aegis_data.manifest import Manifest, gt_digest, identity_of, load_manifest
 
+_BYTES_ONLY = "pixels identical, file bytes differ (another PNG encoder, its version or settings)"
 _UNCHANGED_GT = "file bytes differ, boxes identical (formatting/metadata)"
 FINDING_KINDS = ("missing", "extra", "bytes-only", "pixels", "source", "annotations", "yolo", "manifest")
 
@@ -147,6 +148,49 @@ def _annotation_finding(path: Path, rel: str, expected: Mapping[str, Any]) -> Fi
     return Finding(rel, "annotations", "; ".join(parts) or _UNCHANGED_GT)
 
 
+def hash_items(root: str | Path, items: Sequence[tuple[str, str, bool]], max_pixels: int) -> list[tuple[str, str | None]]:
+    """For each (relative path, expected file SHA-256, is an image): (file SHA-256, decoded-pixel SHA-256).
+
+    The pixel hash is computed only for an image whose bytes differ from the expectation; it is None otherwise
+    and when the file does not decode. Runs in threads here, or on Dask workers (``aegis_data.distributed``).
+    """
+    out = []
+    for rel, expected, is_image in items:
+        p = Path(root, rel)
+        sha = file_sha256(p)
+        pixels = None
+        if is_image and sha != expected:
+            try:
+                pixels = pixel_sha256(read_rgb(p, max_pixels=max_pixels))
+            except AegisError:
+                pixels = None
+        out.append((sha, pixels))
+    return out
+
+
+def hash_files(
+    root: Path,
+    items: Sequence[tuple[str, str, bool]],
+    *,
+    workers: int | None = None,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    scheduler: str | None = None,
+    on_cluster: Callable[[Mapping[str, Any]], None] | None = None,
+) -> dict[str, tuple[str, str | None]]:
+    """``hash_items`` over every item, keyed by relative path: in ``workers`` threads (hashlib and the PNG
+    decoder release the GIL), or on Dask when ``scheduler`` is ``"local"`` (a LocalCluster of ``workers``
+    processes) or a scheduler address whose workers see ``root`` at the same path."""
+    if scheduler is None:
+        with ThreadPoolExecutor(max_workers=max(1, int(workers or os.cpu_count() or 1))) as pool:
+            return dict(zip((rel for rel, _, _ in items), pool.map(lambda it: hash_items(root, [it], max_pixels)[0], items)))
+    from aegis_data import distributed
+
+    with distributed.connect(scheduler, workers) as client:
+        if on_cluster is not None:
+            on_cluster(distributed.describe(client))
+        return distributed.hash_files(client, root, items, max_pixels)
+
+
 def verify_split(
     root: str | Path,
     against: str | Path | None = None,
@@ -157,6 +201,8 @@ def verify_split(
     workers: int | None = None,
     max_pixels: int = DEFAULT_MAX_PIXELS,
     subset: bool = False,
+    scheduler: str | None = None,
+    on_cluster: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> VerifyReport:
     """Check every file of the split under ``root`` against its manifest (or ``against``, a reference manifest).
 
@@ -168,6 +214,7 @@ def verify_split(
     With ``against``, files whose bytes differ but whose decoded pixels match are reported as information
     (another encoder wrote the same pixels); ``strict_bytes`` makes them failures. Against the split's own
     manifest they are always failures: the copy no longer matches what was built.
+    scheduler (``"local"`` or a Dask scheduler address, see ``hash_files``) moves the hashing to a cluster.
     """
     root = Path(root)
     if not root.is_dir():
@@ -201,9 +248,10 @@ def verify_split(
     else:
         paths = sorted(ref.entries)
     present = {p for p in paths if (root / p).is_file()}
-    # File hashes in parallel threads: hashlib releases the GIL on large buffers.
-    with ThreadPoolExecutor(max_workers=max(1, int(workers or os.cpu_count() or 1))) as pool:
-        hashes = dict(zip(sorted(present), pool.map(lambda p: file_sha256(root / p), sorted(present))))
+    items = [(p, ref.entries[p]["sha256"], ref.entries[p].get("kind") == "image") for p in sorted(present)]
+    hashed = hash_files(root, items, workers=workers, max_pixels=max_pixels, scheduler=scheduler, on_cluster=on_cluster)
+    hashes = {p: h[0] for p, h in hashed.items()}
+    decoded = {p: h[1] for p, h in hashed.items() if h[1] is not None}  # pixel hashes of files whose bytes differ
 
     # Source identity per (split, image_id): the local manifest's record vs the reference's.
     local_src = {(e["split"], e["image_id"]): e.get("source_pixel_sha256") for e in local.images()}
@@ -241,14 +289,16 @@ def verify_split(
         if kind != "image":
             findings.append(Finding(rel, "yolo" if kind == "yolo" else str(kind), "file content differs"))
             continue
+        if decoded.get(rel) == e["pixel_sha256"]:  # hashed with the file: no second decode here
+            findings.append(Finding(rel, "bytes-only", _BYTES_ONLY))
+            continue
         try:
             actual = read_rgb(root / rel, max_pixels=max_pixels)
         except AegisError as exc:
             findings.append(Finding(rel, "pixels", f"does not decode: {exc}"))
             continue
         if pixel_sha256(actual) == e["pixel_sha256"]:
-            findings.append(Finding(rel, "bytes-only", "pixels identical, file bytes differ (another PNG encoder, "
-                                                       "its version or settings)"))
+            findings.append(Finding(rel, "bytes-only", _BYTES_ONLY))
             continue
         key = (e["split"], e["image_id"])
         name, severity = parse_condition(e["condition"])

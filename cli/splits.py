@@ -28,6 +28,10 @@ GroupsOpt = Annotated[Optional[str], typer.Option(
     help="sard: CSV (stem,group) or JSON {stem: group} file declaring sequence groups.", rich_help_panel=_ADAPTER)]
 HfSplitOpt = Annotated[Optional[str], typer.Option(
     help="Split of the Hugging Face dataset to read (hf).", rich_help_panel=_ADAPTER)]
+SchedulerOpt = Annotated[Optional[str], typer.Option(
+    help="Run on Dask: 'local' (a LocalCluster of --workers processes) or a scheduler address like tcp://host:8786 "
+         "whose workers see the output directory at the same path (pip install 'aegisbench[distributed]'; "
+         "docs/SCALING.md).")]
 MaxPixelsOpt = Annotated[Optional[int], typer.Option(
     help="Refuse source images larger than this many pixels.", rich_help_panel=_ADAPTER)]
 OptionOpt = Annotated[Optional[list[str]], typer.Option(
@@ -82,7 +86,8 @@ def build_command(
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Output directory (default: ./aegis-splits/<dataset>-c).")] = None,
     corruptions: Annotated[Optional[str], typer.Option(help="Comma-separated corruption names (default: all nine).")] = None,
     severities: Annotated[str, typer.Option(help="Comma-separated severities among 1,2,3.")] = "1,2,3",
-    workers: Annotated[Optional[int], typer.Option(help="Worker processes (default: all cores).")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="Worker processes (default: all cores); with --scheduler local, the LocalCluster's.")] = None,
+    scheduler: SchedulerOpt = None,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N images (by image id) of each split.")] = None,
     with_train: Annotated[bool, typer.Option("--with-train", help="Also write train/clean and annotations/train.json.")] = False,
     n: NOpt = None,
@@ -124,7 +129,7 @@ def build_command(
         result = build_splits(
             ds, target, corruptions=parse_csv(corruptions, "--corruptions"), severities=parse_severities(severities),
             workers=workers, limit=limit, with_train=with_train, progress=on_progress,
-            max_pixels=max_pixels or DEFAULT_MAX_PIXELS,
+            max_pixels=max_pixels or DEFAULT_MAX_PIXELS, scheduler=scheduler, on_cluster=print_cluster,
         )
     finally:
         if tasks:
@@ -141,13 +146,21 @@ def build_command(
     out.print(table)
 
 
+def print_cluster(info) -> None:
+    """One stderr line naming the Dask cluster a command runs on, with its dashboard link when it has one."""
+    dashboard = f"; dashboard {info['dashboard']}" if info.get("dashboard") else ""
+    err.print(f"Dask scheduler {info['address']}: {info['workers']} worker(s), {info['threads']} thread(s){dashboard}",
+              highlight=False)
+
+
 def verify_command(
     directory: Annotated[Path, typer.Argument(help="A frozen split written by build-splits.")],
     against: Annotated[Optional[Path], typer.Option(help="Reference manifest to check the files against (e.g. manifests/synthetic-c.json).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the report as JSON to this file.")] = None,
     strict_bytes: Annotated[bool, typer.Option("--strict-bytes", help="With --against: also fail on files whose bytes differ although their decoded pixels match (by default that is reported as information).")] = False,
     subset: Annotated[bool, typer.Option("--subset", help="With --against: check only the images this build has (a --limit or --corruptions build).")] = False,
-    workers: Annotated[Optional[int], typer.Option(help="Hashing threads (default: all cores).")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="Hashing threads (default: all cores); with --scheduler local, the LocalCluster's processes.")] = None,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Recompute every hash of a frozen split; exit 0 only if everything matches."""
     from aegis_data.imageio import write_bytes_atomic
@@ -157,7 +170,8 @@ def verify_command(
         raise fail("--subset needs --against (a reference manifest to take the subset of)")
     if strict_bytes and against is None:
         raise fail("--strict-bytes needs --against (against its own manifest every byte difference already fails)")
-    report = verify_split(directory, against, strict_bytes=strict_bytes, workers=workers, subset=subset)
+    report = verify_split(directory, against, strict_bytes=strict_bytes, workers=workers, subset=subset,
+                          scheduler=scheduler, on_cluster=print_cluster)
     if json_out is not None:
         write_bytes_atomic(json_out, (json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n").encode())
     info = report.information
