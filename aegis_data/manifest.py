@@ -63,7 +63,8 @@ def canonical_json(value: Any) -> bytes:
 
 def sort_entries(entries: Iterable[Mapping[str, Any]]) -> list[dict]:
     """Entries sorted by path; AegisError on a duplicate path."""
-    out = sorted((dict(e) for e in entries), key=lambda e: e["path"])
+    # Plain dicts are sorted by reference, not copied: a build's entries are held once (client memory per file).
+    out = sorted((e if type(e) is dict else dict(e) for e in entries), key=lambda e: e["path"])
     for a, b in zip(out, out[1:]):
         if a["path"] == b["path"]:
             raise AegisError(f"manifest entries list {a['path']!r} twice")
@@ -83,18 +84,27 @@ def root_hash(identity: Mapping[str, Any], entries: Iterable[Mapping[str, Any]])
 
     ``identity`` holds at least ``ROOT_IDENTITY_KEYS`` (a manifest dict works). Entry order does not matter.
     """
-    doc = {
-        "format": MANIFEST_FORMAT,
-        "identity": {k: identity.get(k) for k in ROOT_IDENTITY_KEYS},
-        "entries": [entry_identity(e) for e in sort_entries(entries)],
-    }
-    return hashlib.sha256(canonical_json(doc)).hexdigest()
+    # canonical_json({"entries": [...], "format": ..., "identity": ...}), hashed entry by entry (flat memory).
+    h = hashlib.sha256(b'{"entries":[')
+    _hash_list(h, (entry_identity(e) for e in sort_entries(entries)))
+    h.update(b'],"format":' + canonical_json(MANIFEST_FORMAT) + b',"identity":'
+             + canonical_json({k: identity.get(k) for k in ROOT_IDENTITY_KEYS}) + b"}")
+    return h.hexdigest()
+
+
+def _hash_list(h: Any, items: Iterable[Any]) -> None:
+    """Feed the canonical JSON of ``items`` joined by commas (the inside of a JSON list) to the hash ``h``."""
+    for i, item in enumerate(items):
+        h.update(canonical_json(item) if i == 0 else b"," + canonical_json(item))
 
 
 def files_hash(root: str, encoder: Mapping[str, Any], entries: Iterable[Mapping[str, Any]]) -> str:
     """SHA-256 hex over the root hash, the encoder and the complete entries (file-byte hashes included)."""
-    doc = {"root_hash": root, "encoder": dict(encoder), "entries": sort_entries(entries)}
-    return hashlib.sha256(canonical_json(doc)).hexdigest()
+    # canonical_json({"encoder": ..., "entries": [...], "root_hash": ...}), hashed entry by entry.
+    h = hashlib.sha256(b'{"encoder":' + canonical_json(dict(encoder)) + b',"entries":[')
+    _hash_list(h, sort_entries(entries))
+    h.update(b'],"root_hash":' + canonical_json(root) + b"}")
+    return h.hexdigest()
 
 
 def gt_digest(boxes_xywh: Iterable[Iterable[float]]) -> str:
@@ -151,10 +161,18 @@ def build_manifest(
         "encoder": dict(encoder),
         "environment": dict(environment if environment is not None else environment_versions()),
     }
+    # One canonical form, as it will read back from disk (tuples become lists, ints stay ints); entry by entry,
+    # keeping an entry that already is in that form, so the entries are not all held twice.
+    for i, e in enumerate(sorted_entries):
+        canonical = json.loads(canonical_json(e))
+        if canonical != e:  # a tuple is not equal to the list it becomes
+            sorted_entries[i] = canonical
+    data = json.loads(canonical_json({k: v for k, v in data.items() if k != "entries"}))
+    data["entries"] = sorted_entries
     data["root_hash"] = root_hash(data, sorted_entries)
     data["files_hash"] = files_hash(data["root_hash"], data["encoder"], sorted_entries)
-    # One canonical form, as it will read back from disk (tuples become lists, ints stay ints).
-    return json.loads(canonical_json(data))
+    return data
+
 
 
 def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
