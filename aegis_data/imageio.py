@@ -13,6 +13,7 @@ import os
 import struct
 import tempfile
 from pathlib import Path
+from typing import Iterable
 
 import cv2
 import numpy as np
@@ -136,8 +137,10 @@ def _umask() -> int:
 _FILE_MODE = 0o666 & ~_umask()
 
 
-def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+def write_bytes_atomic(path: str | Path, data: bytes | Iterable[bytes]) -> None:
     """Write via a temporary file in the same directory, fsync, then rename over the target.
+
+    ``data`` is the bytes, or an iterable of byte chunks written in order (a large file never held whole).
 
     The result gets the usual mode for new files (0666 minus the umask), not mkstemp's private 0600.
     """
@@ -147,7 +150,8 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     try:
         os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            for chunk in (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data:
+                fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)

@@ -39,7 +39,7 @@ import json
 import platform
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from aegis_data import __version__
 from aegis_data.errors import AegisError
@@ -177,12 +177,32 @@ def build_manifest(
 
 def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
     """The file form: sorted keys, indent 2, trailing newline (stable for identical content)."""
-    return (json.dumps(manifest, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    return b"".join(manifest_chunks(manifest))
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def manifest_chunks(manifest: Mapping[str, Any]) -> Iterator[bytes]:
+    """``manifest_bytes`` in pieces, one per entry: the same bytes as one ``json.dumps(indent=2)`` of the whole,
+    without ever holding the text of every entry at once (a manifest of millions of files)."""
+    entries = manifest.get("entries")
+    if not entries:
+        yield (_pretty(manifest) + "\n").encode("utf-8")
+        return
+    marker = "aegis-entries-placeholder"
+    head, tail = _pretty({**manifest, "entries": [marker]}).split(json.dumps(marker))
+    yield head.encode("utf-8")
+    indent = "\n    "  # entries sit two levels deep; JSON text has no raw newline inside a string
+    for i, e in enumerate(entries):
+        yield (("" if i == 0 else "," + indent) + _pretty(e).replace("\n", indent)).encode("utf-8")
+    yield (tail + "\n").encode("utf-8")
 
 
 def write_manifest(path: str | Path, manifest: Mapping[str, Any]) -> None:
     """Write atomically (temp file + rename): a reader sees the old manifest, the new one, or none."""
-    write_bytes_atomic(path, manifest_bytes(manifest))
+    write_bytes_atomic(path, manifest_chunks(manifest))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -784,7 +785,8 @@ def _finish(out: Path, plan: BuildPlan, results: list[UnitResult]) -> list[dict]
             res = by_key.pop(_journal_key(split, rec.image_id))
             for rel, f in res.files.items():
                 entries.append({
-                    "path": rel, "kind": "image", "split": split, "condition": f["condition"],
+                    # Interned: a condition name arrives as a fresh string with every unit's result.
+                    "path": rel, "kind": "image", "split": split, "condition": sys.intern(f["condition"]),
                     "image_id": rec.image_id, "coco_id": coco_id, "width": int(rec.width), "height": int(rec.height),
                     "sha256": f["sha256"], "pixel_sha256": f["pixel_sha256"],
                     "source_pixel_sha256": res.source_pixel_sha256,
