@@ -165,7 +165,14 @@ def run_units(client: Any, tasks: Iterable[Any], *, retries: int = RETRIES) -> I
     submit(TASKS_PER_THREAD * _threads(client))
     try:
         for f in pending:
-            status, value = f.result()
+            try:
+                status, value = f.result()
+            except distributed.KilledWorker as exc:
+                key = getattr(exc, "task", "a task")
+                raise AegisError(
+                    f"Dask workers died again and again running {key} (out of memory?); the images finished so far "
+                    f"are kept: give the workers more memory and re-run the same command to resume"
+                ) from None
             live.discard(f)
             f.release()
             if status == "error":

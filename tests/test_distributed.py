@@ -102,6 +102,23 @@ def test_a_worker_killed_mid_build_is_replaced_and_the_manifest_is_unchanged(tmp
     assert verify_split(tmp_path / "dask").ok  # no temp file of the killed write is left over
 
 
+def test_a_task_that_keeps_killing_workers_ends_the_build_in_one_line(tmp_path):
+    import dask
+
+    from test_splits_doubles import dying_corrupt
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        c = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                     dashboard_address="127.0.0.1:0", silence_logs=50)
+    try:
+        with pytest.raises(AegisError, match=r"Dask workers died again and again running aegis-render-test-img00\d-.*"
+                                             r"re-run the same command to resume"):
+            build_splits(fake_dataset(n_test=1, n_val=0), tmp_path / "o", scheduler=c.scheduler_address,
+                         **build_kwargs(workers=None, corrupt=dying_corrupt))
+    finally:
+        c.close()
+
+
 def _with_broken_image(tmp_path: Path) -> FakeDataset:
     """Three good synthetic-gradient images and one PNG file cut short after its header."""
     good = []
