@@ -150,7 +150,7 @@ def print_cluster(info) -> None:
     """One stderr line naming the Dask cluster a command runs on, with its dashboard link when it has one."""
     dashboard = f"; dashboard {info['dashboard']}" if info.get("dashboard") else ""
     err.print(f"Dask scheduler {info['address']}: {info['workers']} worker(s), {info['threads']} thread(s){dashboard}",
-              highlight=False)
+              highlight=False, soft_wrap=True)
 
 
 def verify_command(
