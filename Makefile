@@ -46,6 +46,7 @@ bench: $(STAMP_ALL)
 	$(PY) benchmarks/bench_score_sweep.py
 	$(PY) benchmarks/bench_runners.py
 	$(PY) benchmarks/bench_report.py --write docs/perf/report.md
+	$(PY) benchmarks/bench_scale.py --write docs/perf/scale.md
 	$(PY) benchmarks/perfdoc.py
 
 clean:
