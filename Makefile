@@ -42,6 +42,7 @@ bench: $(STAMP_ALL)
 	$(PY) benchmarks/bench_corruptions.py
 	$(PY) benchmarks/bench_sources.py
 	$(PY) benchmarks/bench_build.py --write docs/perf/build.md
+	$(PY) benchmarks/bench_file_split.py --write docs/perf/file_split.md
 	$(PY) benchmarks/bench_score.py --write docs/perf/score.md
 	$(PY) benchmarks/bench_score_sweep.py
 	$(PY) benchmarks/bench_runners.py
