@@ -108,11 +108,16 @@ def _bloom_table(bloom_weight: float) -> np.ndarray:
     return _read_only((np.arange(65536, dtype=np.float64) * (bloom_weight / K.U16)).astype(np.float32))
 
 
-def _haze_blend(x: np.ndarray, t: np.ndarray, airlight: np.ndarray) -> np.ndarray:
-    """Koschmieder haze ``I t + A (1 - t)`` = ``A + t (I - A)`` on float32 (..., 3), in place."""
-    x -= airlight
-    x *= t[..., None]
-    x += airlight
+def _haze_blend(x: np.ndarray, t: np.ndarray, airlight_row: np.ndarray) -> np.ndarray:
+    """Koschmieder haze ``I t + A (1 - t)`` = ``A + t (I - A)`` on float32 (n, w, 3), in place.
+
+    ``airlight_row`` is A tiled over one row of interleaved RGB (3w,) and t is (n, w): both are expanded to
+    contiguous operands, since NumPy runs a broadcast over the 3-channel axis element by element.
+    """
+    flat = x.reshape(x.shape[0], -1)
+    flat -= airlight_row
+    x *= _channels3(t)
+    flat += airlight_row
     return x
 
 
@@ -427,18 +432,20 @@ def _haze(image: np.ndarray, params: HazeParams, draw: HazeDraw, gains=None, gra
     if grain_spec is not None:
         g_field = K.value_noise(h, w, grain_spec, draw.grain)
         grain_table = _grain_table(grain)
-    gain = None if gains is None else np.asarray(gains, dtype=np.float32)
+    # Per-channel constants tiled over one row of interleaved RGB, so every op has contiguous operands.
+    gain_row = None if gains is None else np.tile(np.asarray(gains, dtype=np.float32), w)
     t_table = _transmission_table(params.transmission, params.amplitude)
-    airlight = np.asarray(params.airlight, dtype=np.float32)
+    airlight_row = np.tile(np.asarray(params.airlight, dtype=np.float32), w)
     out = np.empty_like(image)
     for rows in K.row_strips(h, w):
         x = _unit(image[rows])
-        if gain is not None:
-            x *= gain
+        if gain_row is not None:
+            flat = x.reshape(x.shape[0], -1)
+            flat *= gain_row
             np.clip(x, 0.0, 1.0, out=x)
-        x = _haze_blend(x, t_table[density[rows]], airlight)
+        x = _haze_blend(x, np.take(t_table, density[rows]), airlight_row)
         if grain_table is not None:
-            x += grain_table[g_field[rows]][..., None]
+            x += _channels3(np.take(grain_table, g_field[rows]))
         out[rows] = K.to_uint8(x, scratch=True)
     return out
 
