@@ -24,6 +24,8 @@ from aegis_data.imageio import write_bytes_atomic
 from aegis_eval import metrics as ap_metrics
 from aegis_eval.bootstrap import (BootstrapOptions, bootstrap_samples, intervals, paired_drop_intervals,
                                   resample_weights)
+from aegis_eval.exact_bounds import DEFAULT_DELTA
+from aegis_eval.false_alarms import false_alarm_record
 from aegis_eval.localization import localization_stability
 from aegis_eval.matching import DEFAULT_IOU, ThresholdMatch, match_at_threshold, threshold_metrics
 from aegis_eval.predictions import load_ground_truth, load_predictions, read_json_file
@@ -94,6 +96,7 @@ def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], thr
     matches: dict[str, ThresholdMatch] = {}
     samples: dict[str, dict[str, np.ndarray]] = {}
     conditions: dict[str, dict[str, Any]] = {}
+    false_alarms: dict[str, dict[str, Any]] = {}
     for cond in names:
         dets = predictions[cond]
         match = match_at_threshold(gt, dets, threshold, iou)
@@ -105,6 +108,7 @@ def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], thr
         for key in THRESHOLD_METRICS[:3] + COUNT_KEYS + THRESHOLD_METRICS[3:]:
             entry[key] = tm[key]
         samples[cond] = bootstrap_samples(weights, table, match.counts)
+        false_alarms[cond] = false_alarm_record(gt, match.counts, DEFAULT_DELTA)
         matches[cond] = match
         conditions[cond] = entry
 
@@ -139,6 +143,8 @@ def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], thr
                       "file_sha256": info.get("sha256")},
         "conditions": conditions,
         "summary": summarize_robustness(conditions),
+        # Beside the per-condition entries (whose keys stay as they were): exposure and exact upper bounds.
+        "false_alarm": {"confidence": 1.0 - DEFAULT_DELTA, "conditions": false_alarms},
         "provenance": dict(provenance),
     }
 

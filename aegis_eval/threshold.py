@@ -8,6 +8,13 @@ Rules:
 * ``max-f1`` (default): the grid threshold with the highest F1; ties go to the lowest threshold.
 * ``precision>=X``: the lowest grid threshold whose precision is >= X (keeps the most recall at that precision).
 * ``recall>=X``: the highest grid threshold whose recall is >= X (fewest false alarms at that recall).
+* ``fp_per_image<=A`` / ``false_alarm_image_share<=A`` with a risk level ``delta`` (default 0.05): the lowest
+  grid threshold whose exact one-sided ``1 - delta`` upper bound on clean validation (Garwood for the FP count,
+  Clopper-Pearson for the image share; ``aegis_eval.exact_bounds``) is <= A. The grid is tested as a fixed
+  sequence from the highest threshold down and the walk stops at the first threshold that fails: a chain of
+  tests in a fixed order needs no multiplicity correction, so the accepted threshold exceeds the budget with
+  probability at most ``delta``. The FP count only grows as the threshold falls (matching is prefix-consistent),
+  so this is also the lowest passing grid point, and the highest threshold gives the best reachable bound.
 A rule that no grid point satisfies is an error. A choice on the first or last grid point is warned about:
 the optimum may lie outside the grid.
 """
@@ -26,7 +33,9 @@ import numpy as np
 from aegis_data import __version__
 from aegis_data.errors import AegisError
 from aegis_data.imageio import file_sha256, write_bytes_atomic
-from aegis_eval.matching import DEFAULT_IOU, match_at_threshold, per_image_counts, rates_from_counts
+from aegis_eval.exact_bounds import DEFAULT_DELTA, check_delta, clopper_pearson_upper, garwood_upper
+from aegis_eval.matching import (DEFAULT_IOU, PerImageCounts, match_at_threshold, per_image_counts,
+                                 rates_from_counts)
 from aegis_eval.predictions import read_json_file, resolve_gt_path
 from aegis_eval.provenance import utc_timestamp
 from aegis_eval.types import Detections, GroundTruth
@@ -39,6 +48,9 @@ DEFAULT_GRID: tuple[float, ...] = tuple(round(k / 100, 2) for k in range(100)) +
 CURVE_KEYS = ("precision", "recall", "f1", "tp", "fp", "fp_per_image")
 
 _RULE_RE = re.compile(r"^\s*(precision|recall)\s*>=\s*([0-9]*\.?[0-9]+)\s*$")
+_RISK_RULE_RE = re.compile(r"^\s*(fp_per_image|false_alarm_image_share)\s*<=\s*([0-9]*\.?[0-9]+)\s*$")
+# Which exact bound guards each risk metric.
+RISK_BOUNDS = {"fp_per_image": "garwood", "false_alarm_image_share": "clopper-pearson"}
 
 
 @dataclass(frozen=True)
@@ -55,16 +67,26 @@ class FrozenThreshold:
     warnings: tuple[str, ...] = field(default=())
     # {"predictions"|"gt": {"file", "sha256"}} of the bytes the loaders actually read, when they recorded them.
     inputs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # For a risk rule: metric, budget, delta, bound, the accepted upper bound and the bound at each grid point
+    # the fixed-sequence walk visited (None elsewhere). None for the other rules.
+    risk: dict[str, Any] | None = None
 
 
 def parse_rule(rule: str) -> tuple[str, float | None]:
-    """``'max-f1' -> ('max-f1', None)``; ``'precision>=0.9' -> ('precision', 0.9)``; AegisError otherwise."""
+    """``'max-f1' -> ('max-f1', None)``; ``'precision>=0.9' -> ('precision', 0.9)``;
+    ``'fp_per_image<=0.2' -> ('fp_per_image', 0.2)``; AegisError otherwise."""
     if rule.strip() == DEFAULT_RULE:
         return DEFAULT_RULE, None
+    risk = _RISK_RULE_RE.match(rule)
+    if risk:
+        budget = float(risk.group(2))
+        if risk.group(1) == "false_alarm_image_share" and budget > 1.0:
+            raise AegisError(f"[threshold_rule] {rule!r}: a false-alarm image share budget must lie in [0, 1]")
+        return risk.group(1), budget
     m = _RULE_RE.match(rule)
     if not m or not 0.0 <= float(m.group(2)) <= 1.0:
-        raise AegisError(f"unknown threshold rule {rule!r}; expected 'max-f1', 'precision>=X' or 'recall>=X' "
-                         "with X in [0, 1]")
+        raise AegisError(f"[threshold_rule] unknown threshold rule {rule!r}; expected 'max-f1', 'precision>=X' or "
+                         "'recall>=X' with X in [0, 1], or 'fp_per_image<=A' / 'false_alarm_image_share<=A'")
     return m.group(1), float(m.group(2))
 
 
@@ -101,6 +123,11 @@ def threshold_curve(gt: GroundTruth, dets: Detections, grid: Sequence[float], io
 
     Valid because greedy matching in score order is prefix-consistent (see aegis_eval.matching).
     """
+    return [rates_from_counts(counts) for counts in grid_counts(gt, dets, grid, iou)]
+
+
+def grid_counts(gt: GroundTruth, dets: Detections, grid: Sequence[float], iou: float = DEFAULT_IOU) -> list[PerImageCounts]:
+    """Per-image counts at every grid value (ascending), from one matching pass at the lowest value."""
     grid = validate_grid(grid)
     base = match_at_threshold(gt, dets, grid[0], iou)
     scores = np.asarray(dets.scores, dtype=np.float64)
@@ -108,9 +135,44 @@ def threshold_curve(gt: GroundTruth, dets: Detections, grid: Sequence[float], io
     out = []
     for t in grid:
         above = scores >= t
-        counts = per_image_counts(gt, dets.det_image, base.is_tp & above, base.is_fp & above, matched_det_score >= t)
-        out.append(rates_from_counts(counts))
+        out.append(per_image_counts(gt, dets.det_image, base.is_tp & above, base.is_fp & above,
+                                    matched_det_score >= t))
     return out
+
+
+def risk_upper_bound(metric: str, counts: PerImageCounts, delta: float) -> float:
+    """Exact one-sided ``1 - delta`` upper bound of ``fp_per_image`` or ``false_alarm_image_share``."""
+    totals = counts.totals()
+    if counts.n_images == 0:
+        raise AegisError("[threshold_no_images] the validation ground truth has no images; no false-alarm bound")
+    if metric == "fp_per_image":
+        return garwood_upper(totals["fp"], delta) / counts.n_images
+    return clopper_pearson_upper(totals["images_with_fp"], counts.n_images, delta)
+
+
+def choose_under_risk(counts: Sequence[PerImageCounts], grid: Sequence[float], metric: str, budget: float,
+                      delta: float) -> tuple[int, dict[str, Any]]:
+    """(grid index, risk record) for a risk rule; the fixed-sequence walk of the module docstring.
+
+    AegisError ``[threshold_risk_unreachable]`` with the best reachable bound when the highest threshold fails.
+    """
+    bounds: list[float | None] = [None] * len(grid)
+    accepted = None
+    for k in range(len(grid) - 1, -1, -1):
+        bounds[k] = risk_upper_bound(metric, counts[k], delta)
+        if bounds[k] > budget:
+            break
+        accepted = k
+    if accepted is None:
+        # Counts only fall as the threshold rises, so the highest threshold holds the best reachable bound.
+        raise AegisError(f"[threshold_risk_unreachable] no grid threshold meets {metric}<={budget:g} at delta "
+                         f"{delta:g}: the best reachable {100 * (1 - delta):g}% upper bound is {bounds[-1]:.4g}, "
+                         f"at the highest grid threshold {grid[-1]:g}; raise the budget, the delta or the "
+                         "validation set size")
+    record = {"metric": metric, "budget": budget, "delta": delta, "confidence": 1.0 - delta,
+              "bound": RISK_BOUNDS[metric], "procedure": "fixed-sequence, highest threshold first",
+              "upper_bound": bounds[accepted], "upper_bound_curve": bounds}
+    return accepted, record
 
 
 def _choose(curve: list[dict], kind: str, target: float | None) -> int:
@@ -129,13 +191,25 @@ def _choose(curve: list[dict], kind: str, target: float | None) -> int:
 
 
 def freeze_threshold(gt: GroundTruth, dets: Detections, rule: str = DEFAULT_RULE,
-                     grid: Sequence[float] | None = None, iou: float = DEFAULT_IOU) -> FrozenThreshold:
+                     grid: Sequence[float] | None = None, iou: float = DEFAULT_IOU,
+                     delta: float | None = None) -> FrozenThreshold:
     """Choose the operating point on clean validation predictions by ``rule`` over ``grid``
-    (default DEFAULT_GRID). See the module docstring for the rules and the tie/edge conventions."""
+    (default DEFAULT_GRID). See the module docstring for the rules and the tie/edge conventions.
+    ``delta`` is the risk level of a false-alarm rule (default 0.05) and refused with any other rule."""
     kind, target = parse_rule(rule)
+    is_risk = kind in RISK_BOUNDS
+    if delta is not None and not is_risk:
+        raise AegisError(f"[threshold_delta_unused] delta applies to the false-alarm rules "
+                         f"'fp_per_image<=A' and 'false_alarm_image_share<=A'; the rule is {rule!r}")
     grid_t = validate_grid(DEFAULT_GRID if grid is None else grid)
-    curve = threshold_curve(gt, dets, grid_t, iou)
-    k = _choose(curve, kind, target)
+    counts = grid_counts(gt, dets, grid_t, iou)
+    curve = [rates_from_counts(c) for c in counts]
+    risk = None
+    if is_risk:
+        k, risk = choose_under_risk(counts, grid_t, kind, float(target),
+                                    check_delta(DEFAULT_DELTA if delta is None else delta))
+    else:
+        k = _choose(curve, kind, target)
     warnings = []
     if len(grid_t) > 1 and k in (0, len(grid_t) - 1):
         side = "lowest" if k == 0 else "highest"
@@ -144,12 +218,13 @@ def freeze_threshold(gt: GroundTruth, dets: Detections, rule: str = DEFAULT_RULE
     compact: dict[str, list] = {"threshold": list(grid_t)}
     for key in CURVE_KEYS:
         compact[key] = [m[key] for m in curve]
-    canonical_rule = DEFAULT_RULE if kind == DEFAULT_RULE else f"{kind}>={target:g}"
+    canonical_rule = (DEFAULT_RULE if kind == DEFAULT_RULE else f"{kind}<={target:g}" if is_risk
+                      else f"{kind}>={target:g}")
     inputs = {name: {"file": str(src["path"]), "sha256": str(src["sha256"])}
               for name, src in (("predictions", dets.source), ("gt", gt.source))
               if src.get("path") and src.get("sha256")}
     return FrozenThreshold(value=grid_t[k], rule=canonical_rule, grid=grid_t, iou=float(iou), metrics=curve[k],
-                           curve=compact, warnings=tuple(warnings), inputs=inputs)
+                           curve=compact, warnings=tuple(warnings), inputs=inputs, risk=risk)
 
 
 def write_threshold_file(frozen: FrozenThreshold, path: str | Path, preds_path: str | Path, gt_path: str | Path,
@@ -175,6 +250,7 @@ def write_threshold_file(frozen: FrozenThreshold, path: str | Path, preds_path: 
         "grid": list(frozen.grid),
         "curve": frozen.curve,
         "warnings": list(frozen.warnings),
+        **({"risk": frozen.risk} if frozen.risk is not None else {}),  # only risk rules add the key
         "predictions": input_record("predictions", preds_path),
         "gt": input_record("gt", gt_file),
         "toolkit_version": __version__,

@@ -43,6 +43,30 @@ def conditions_table(result: Mapping[str, Any]) -> Table:
     return table
 
 
+def false_alarm_table(result: Mapping[str, Any]) -> Table | None:
+    """One row per condition: FP count and exposure, FP/img, FP/MP and the image share, each with its exact
+    one-sided upper bound; None for a result without the false-alarm block."""
+    block = result.get("false_alarm")
+    if not block:
+        return None
+    conf = f"{100 * block['confidence']:g}%"
+    table = Table(title=f"false alarms @ threshold {result['threshold']['value']:g}; (≤ x) = exact one-sided "
+                        f"{conf} upper bound (Garwood for counts, Clopper–Pearson for the share)")
+    for col in ("condition", "FP", "images", "MP", "FP/img", "FP/MP", "images with FP"):
+        table.add_column(col, justify="left" if col == "condition" else "right", no_wrap=col == "condition")
+
+    def bounded(e: Mapping[str, Any], key: str, digits: int) -> str:
+        if e.get(key) is None:
+            return "–"
+        return f"{e[key]:.{digits}f} (≤ {e[key + '_upper']:.{digits}f})"
+
+    for cond, e in block["conditions"].items():
+        table.add_row(cond, str(e["fp"]), str(e["n_images"]), _fmt(e.get("megapixels"), 1),
+                      bounded(e, "fp_per_image", 2), bounded(e, "fp_per_megapixel", 2),
+                      bounded(e, "false_alarm_image_share", 3))
+    return table
+
+
 def _drop_style(drop: float | None) -> str:
     if drop is None:
         return "dim"
@@ -101,7 +125,11 @@ def freeze_threshold_cmd(
                                                   "(then annotations/val.json is used).")],
     out_path: Annotated[Path, typer.Option("--out", help="Where to write the threshold JSON.")] = Path("threshold.json"),
     rule: Annotated[str, typer.Option(help="'max-f1' (ties -> lowest threshold), 'precision>=X' (lowest "
-                                           "threshold reaching X) or 'recall>=X' (highest threshold keeping X).")] = DEFAULT_RULE,
+                                           "threshold reaching X), 'recall>=X' (highest threshold keeping X), or a "
+                                           "false-alarm budget 'fp_per_image<=A' / 'false_alarm_image_share<=A' "
+                                           "(lowest threshold whose exact upper bound meets A).")] = DEFAULT_RULE,
+    delta: Annotated[Optional[float], typer.Option(help="Risk level of a false-alarm rule: the upper bound holds "
+                                                        "with probability 1 - delta (default 0.05).")] = None,
     grid: Annotated[Optional[str], typer.Option(help="Threshold grid: 'start:stop:step' or a comma list. "
                                                      "Default 0.00..0.99 step 0.01 plus 0.995, 0.999.")] = None,
     iou: Annotated[float, typer.Option(help="IoU for one-to-one matching.")] = 0.5,
@@ -112,7 +140,7 @@ def freeze_threshold_cmd(
     dets = load_predictions(val_preds, ground_truth)
     for w in dets.source.get("warnings", ()):
         warn(w)
-    frozen = freeze_threshold(ground_truth, dets, rule=rule, grid=grid_values, iou=iou)
+    frozen = freeze_threshold(ground_truth, dets, rule=rule, grid=grid_values, iou=iou, delta=delta)
     for w in frozen.warnings:
         warn(w)
     write_threshold_file(frozen, out_path, val_preds, gt)
@@ -120,6 +148,10 @@ def freeze_threshold_cmd(
     out.print(f"threshold {frozen.value:g} ({frozen.rule}) on {m['n_images']} val images, {m['n_gt']} GT boxes: "
               f"P {_fmt(m['precision'])}  R {_fmt(m['recall'])}  F1 {_fmt(m['f1'])}  "
               f"FP/img {_fmt(m['fp_per_image'], 2)}", highlight=False, soft_wrap=True)
+    if frozen.risk is not None:
+        r = frozen.risk
+        out.print(f"{r['metric']} {100 * r['confidence']:g}% upper bound ({r['bound']}) {r['upper_bound']:.4g} "
+                  f"<= budget {r['budget']:g}", highlight=False, soft_wrap=True)
     out.print(f"wrote {out_path}", highlight=False, soft_wrap=True)
 
 
@@ -146,6 +178,9 @@ def score_cmd(
     result = score_paths(preds, gt, threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap,
                          seed=seed, iou=iou, cluster_by=cluster_by, label=label, split=split, on_warning=warn)
     out.print(conditions_table(result))
+    alarms = false_alarm_table(result)
+    if alarms is not None:
+        out.print(alarms)
     matrix = recall_matrix(result)
     if matrix is not None:
         out.print(matrix)
