@@ -9,8 +9,11 @@ import typer
 from rich.table import Table
 
 from aegis_data.config import SEVERITIES, load_config
-from aegis_eval.predictions import load_ground_truth, load_predictions
-from aegis_eval.threshold import DEFAULT_RULE, freeze_threshold, parse_grid, write_threshold_file
+from aegis_data.errors import AegisError
+from aegis_eval.predictions import (load_ground_truth, load_ground_truth_by_class, load_predictions,
+                                    load_predictions_by_class)
+from aegis_eval.threshold import (DEFAULT_RULE, freeze_threshold, freeze_thresholds_by_class, parse_grid,
+                                  write_class_threshold_file, write_threshold_file)
 from cli.common import handle_errors, out, warn
 
 
@@ -29,9 +32,14 @@ def _with_ci(entry: Mapping[str, Any], key: str, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
+def _threshold_text(result: Mapping[str, Any]) -> str:
+    value = result["threshold"]["value"]
+    return "per class" if value is None else f"{value:g}"
+
+
 def conditions_table(result: Mapping[str, Any]) -> Table:
     """One row per condition: AP, AP50, P, R, F1, FP/img (with 95% CIs) and recall by size."""
-    conf = f"{result['threshold']['value']:g}"
+    conf = _threshold_text(result)
     table = Table(title=f"{result.get('label') or 'predictions'} @ threshold {conf} (IoU {result['iou']:g}); "
                         "(lo–hi) = 95% bootstrap CI")
     for col in ("condition", "AP", "AP50", "P", "R", "F1", "FP/img", "R small", "R med", "R large"):
@@ -50,7 +58,7 @@ def false_alarm_table(result: Mapping[str, Any]) -> Table | None:
     if not block:
         return None
     conf = f"{100 * block['confidence']:g}%"
-    table = Table(title=f"false alarms @ threshold {result['threshold']['value']:g}; (≤ x) = exact one-sided "
+    table = Table(title=f"false alarms @ threshold {_threshold_text(result)}; (≤ x) = exact one-sided "
                         f"{conf} upper bound (Garwood for counts, Clopper–Pearson for the share)")
     for col in ("condition", "FP", "images", "MP", "FP/img", "FP/MP", "images with FP"):
         table.add_column(col, justify="left" if col == "condition" else "right", no_wrap=col == "condition")
@@ -119,6 +127,43 @@ def _summary_line(result: Mapping[str, Any]) -> str:
     return " | ".join(parts) + tail
 
 
+def classes_table(result: Mapping[str, Any]) -> Table | None:
+    """Multi-class runs: one row per (class, condition) with the class's threshold, AP, AP50, P, R, F1, FP/img."""
+    classes = result.get("classes")
+    if not classes:
+        return None
+    table = Table(title="per class (each at its frozen threshold); the condition table above holds macro means")
+    for col in ("class", "threshold", "condition", "AP", "AP50", "P", "R", "F1", "FP/img"):
+        table.add_column(col, justify="left" if col in ("class", "condition") else "right", no_wrap=True)
+    for name, block in classes.items():
+        for cond, e in block["conditions"].items():
+            table.add_row(name, f"{block['threshold']:g}", cond, _with_ci(e, "map50_95"), _with_ci(e, "map50"),
+                          _with_ci(e, "precision"), _with_ci(e, "recall"), _with_ci(e, "f1"),
+                          _with_ci(e, "fp_per_image", 2))
+    return table
+
+
+ClassesOption = Annotated[Optional[str], typer.Option(
+    "--classes", help="Score several GT categories: 'all' or comma-separated category names. Without it only "
+                      "'person' (or the file's single category) is scored.")]
+ClassMapOption = Annotated[Optional[str], typer.Option(
+    "--class-map", help="Remap category ids before scoring: 'SRC:DST,...' (e.g. '0:1,1:0') or a JSON file "
+                        "{\"0\": 1, ...}. Every id must be mapped; recorded in provenance.")]
+RemapSideOption = Annotated[str, typer.Option("--remap-side", help="Apply --class-map to the ground truth ('gt') "
+                                                                  "or to the predictions ('preds').")]
+AllowMergeOption = Annotated[bool, typer.Option("--allow-merge", help="Let --class-map send several ids onto one.")]
+
+
+def _class_map(spec: Optional[str], side: str, allow_merge: bool):
+    from aegis_eval.class_map import parse_class_map
+
+    if spec is None:
+        if side != "gt" or allow_merge:
+            raise AegisError("[class_map_missing] --remap-side and --allow-merge only apply with --class-map")
+        return None
+    return parse_class_map(spec, side, allow_merge)
+
+
 def freeze_threshold_cmd(
     val_preds: Annotated[Path, typer.Argument(help="Clean validation predictions (COCO results JSON).")],
     gt: Annotated[Path, typer.Option("--gt", help="Validation GT: a COCO JSON file or a split directory "
@@ -133,11 +178,22 @@ def freeze_threshold_cmd(
     grid: Annotated[Optional[str], typer.Option(help="Threshold grid: 'start:stop:step' or a comma list. "
                                                      "Default 0.00..0.99 step 0.01 plus 0.995, 0.999.")] = None,
     iou: Annotated[float, typer.Option(help="IoU for one-to-one matching.")] = 0.5,
+    classes: ClassesOption = None,
+    class_thresholds: Annotated[str, typer.Option(help="With --classes: 'per-class' (the rule applied to each "
+                                                       "class) or 'shared' (one threshold, the rule applied to "
+                                                       "all classes' counts added).")] = "per-class",
+    class_map: ClassMapOption = None,
+    remap_side: RemapSideOption = "gt",
+    allow_merge: AllowMergeOption = False,
 ) -> None:
     """Choose the confidence threshold once, on clean validation predictions, and store it with its val metrics."""
     grid_values = parse_grid(grid) if grid is not None else None
-    ground_truth = load_ground_truth(gt, "val")
-    dets = load_predictions(val_preds, ground_truth)
+    cmap = _class_map(class_map, remap_side, allow_merge)
+    if classes is not None:
+        _freeze_classes(val_preds, gt, out_path, rule, delta, grid_values, iou, classes, class_thresholds, cmap)
+        return
+    ground_truth = load_ground_truth(gt, "val", cmap)
+    dets = load_predictions(val_preds, ground_truth, cmap)
     for w in dets.source.get("warnings", ()):
         warn(w)
     frozen = freeze_threshold(ground_truth, dets, rule=rule, grid=grid_values, iou=iou, delta=delta)
@@ -152,6 +208,28 @@ def freeze_threshold_cmd(
         r = frozen.risk
         out.print(f"{r['metric']} {100 * r['confidence']:g}% upper bound ({r['bound']}) {r['upper_bound']:.4g} "
                   f"<= budget {r['budget']:g}", highlight=False, soft_wrap=True)
+    out.print(f"wrote {out_path}", highlight=False, soft_wrap=True)
+
+
+def _freeze_classes(val_preds: Path, gt: Path, out_path: Path, rule: str, delta: Optional[float], grid_values,
+                    iou: float, classes: str, mode: str, cmap) -> None:
+    gts = load_ground_truth_by_class(gt, classes, "val", cmap)
+    dets = load_predictions_by_class(val_preds, gts, cmap)
+    for w in next(iter(dets.values())).source.get("warnings", ()):
+        warn(w)
+    frozen = freeze_thresholds_by_class(gts, dets, rule=rule, grid=grid_values, iou=iou, delta=delta, mode=mode)
+    for name, f in frozen.per_class.items():
+        for w in f.warnings:
+            warn(f"{name}: {w}")
+    if frozen.pooled is not None:
+        for w in frozen.pooled.warnings:
+            warn(w)
+    write_class_threshold_file(frozen, out_path, val_preds, gt)
+    for name, f in frozen.per_class.items():
+        m = f.metrics
+        out.print(f"{name}: threshold {f.value:g} ({f.rule}, {frozen.mode}) on {m['n_images']} val images, "
+                  f"{m['n_gt']} GT boxes: P {_fmt(m['precision'])}  R {_fmt(m['recall'])}  F1 {_fmt(m['f1'])}",
+                  highlight=False, soft_wrap=True)
     out.print(f"wrote {out_path}", highlight=False, soft_wrap=True)
 
 
@@ -170,14 +248,23 @@ def score_cmd(
     split: Annotated[str, typer.Option(help="Split to read when --gt is a split directory.")] = "test",
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the aegis-score/1 JSON here.")] = None,
     csv_out: Annotated[Optional[Path], typer.Option("--csv", help="Write one CSV row per condition here.")] = None,
+    classes: ClassesOption = None,
+    class_map: ClassMapOption = None,
+    remap_side: RemapSideOption = "gt",
+    allow_merge: AllowMergeOption = False,
 ) -> None:
     """Score predictions at a frozen threshold: COCO AP, P/R/F1, size recall, drops vs clean, bootstrap CIs."""
     # Imported here so the other commands (and --help) start without loading the AP engine and bootstrap.
     from aegis_eval.scoring import score_paths, write_score_csv, write_score_json
 
+    cmap = _class_map(class_map, remap_side, allow_merge)
     result = score_paths(preds, gt, threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap,
-                         seed=seed, iou=iou, cluster_by=cluster_by, label=label, split=split, on_warning=warn)
+                         seed=seed, iou=iou, cluster_by=cluster_by, label=label, split=split, on_warning=warn,
+                         classes=classes, class_map=cmap)
     out.print(conditions_table(result))
+    per_class = classes_table(result)
+    if per_class is not None:
+        out.print(per_class)
     alarms = false_alarm_table(result)
     if alarms is not None:
         out.print(alarms)
