@@ -140,11 +140,26 @@ def _false_alarm_block(records: Mapping[str, Any]) -> dict[str, Any]:
     return {"confidence": 1.0 - DEFAULT_DELTA, "conditions": dict(records)}
 
 
+Samples = dict[str, dict[str, np.ndarray]]  # {condition: {CI metric: (B,) per-resample values}}
+
+
 def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], threshold: float, *,
                      bootstrap: BootstrapOptions, iou: float = DEFAULT_IOU, clusters: np.ndarray | None = None,
                      label: str | None = None, provenance: Mapping[str, Any] | None = None,
                      threshold_info: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Score every condition at one frozen ``threshold``; returns the docs/SCORE_JSON.md structure.
+    """Score every condition at one frozen ``threshold``; returns the docs/SCORE_JSON.md structure
+    (:func:`score_conditions_with_samples` without the samples)."""
+    return score_conditions_with_samples(gt, predictions, threshold, bootstrap=bootstrap, iou=iou, clusters=clusters,
+                                         label=label, provenance=provenance, threshold_info=threshold_info)[0]
+
+
+def score_conditions_with_samples(gt: GroundTruth, predictions: Mapping[str, Detections], threshold: float, *,
+                                  bootstrap: BootstrapOptions, iou: float = DEFAULT_IOU,
+                                  clusters: np.ndarray | None = None, label: str | None = None,
+                                  provenance: Mapping[str, Any] | None = None,
+                                  threshold_info: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], Samples]:
+    """(score document, per-resample values of every condition). The samples let a caller pair this score with
+    another one drawn with the same weight rows (the same images, options and clusters).
 
     predictions: {condition id (or any name): Detections resolved against ``gt``}.
     clusters: optional (I,) group label per GT image row; the bootstrap then resamples whole groups.
@@ -163,7 +178,7 @@ def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], thr
         provenance = build_provenance(gt_source=gt.source, predictions={c: predictions[c].source for c in names},
                                       threshold_sha256=info.get("sha256"), seed=bootstrap.seed,
                                       bootstrap=bootstrap.n_bootstrap, iou=iou)
-    return {
+    return ({
         "schema": SCHEMA,
         "label": label,
         "dataset": gt.source.get("dataset"),
@@ -175,7 +190,7 @@ def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], thr
         # Beside the per-condition entries (whose keys stay as they were): exposure and exact upper bounds.
         "false_alarm": _false_alarm_block(scored.false_alarms),
         "provenance": dict(provenance),
-    }
+    }, scored.samples)
 
 
 # --- several classes -----------------------------------------------------------------------------------------
@@ -226,6 +241,18 @@ def score_conditions_by_class(gts: Mapping[str, GroundTruth], predictions: Mappi
                               threshold_info: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Score several classes: every class exactly as :func:`score_conditions` (its own frozen threshold), plus
     macro entries over the classes in ``conditions`` (docs/SCORE_JSON.md, "Several classes").
+    :func:`score_conditions_by_class_with_samples` without the samples."""
+    return score_conditions_by_class_with_samples(gts, predictions, thresholds, bootstrap=bootstrap, iou=iou,
+                                                  clusters=clusters, label=label, provenance=provenance,
+                                                  threshold_info=threshold_info)[0]
+
+
+def score_conditions_by_class_with_samples(
+        gts: Mapping[str, GroundTruth], predictions: Mapping[str, Mapping[str, Detections]],
+        thresholds: Mapping[str, float], *, bootstrap: BootstrapOptions, iou: float = DEFAULT_IOU,
+        clusters: np.ndarray | None = None, label: str | None = None, provenance: Mapping[str, Any] | None = None,
+        threshold_info: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], Samples]:
+    """(score document, per-resample macro values of every condition).
 
     gts: {class name: GroundTruth of that category}, all over the same image table.
     predictions: {condition: {class name: Detections}}. thresholds: {class name: value}.
@@ -286,7 +313,7 @@ def score_conditions_by_class(gts: Mapping[str, GroundTruth], predictions: Mappi
                                       threshold_sha256=info.get("sha256"), seed=bootstrap.seed,
                                       bootstrap=bootstrap.n_bootstrap, iou=iou)
     values = sorted(set(float(v) for v in thresholds.values()))
-    return {
+    return ({
         "schema": SCHEMA,
         "label": label,
         "dataset": first.source.get("dataset"),
@@ -303,7 +330,7 @@ def score_conditions_by_class(gts: Mapping[str, GroundTruth], predictions: Mappi
                         "false_alarm": _false_alarm_block(s.false_alarms)}
                     for c, s in scored.items()},
         "provenance": dict(provenance),
-    }
+    }, macro_samples)
 
 
 # --- paths -> result ---------------------------------------------------------------------------------------
@@ -402,6 +429,26 @@ def score_paths(preds: str | Path, gt: str | Path, *, threshold: float | None = 
     GT categories with :func:`score_conditions_by_class`. class_map: a remap of GT or prediction category ids
     applied before anything else, recorded in provenance.
     """
+    return score_paths_detailed(preds, gt, threshold=threshold, threshold_file=threshold_file,
+                                bootstrap=bootstrap, seed=seed, iou=iou, cluster_by=cluster_by, label=label,
+                                split=split, on_warning=on_warning, classes=classes, class_map=class_map).result
+
+
+@dataclass(frozen=True)
+class PathScore:
+    """A score with what pairing it to another needs: its samples, image ids and bootstrap clusters."""
+
+    result: dict[str, Any]
+    samples: Samples
+    image_ids: np.ndarray
+    clusters: np.ndarray | None
+
+
+def score_paths_detailed(preds: str | Path, gt: str | Path, *, threshold: float | None,
+                         threshold_file: str | Path | None, bootstrap: int, seed: int, iou: float,
+                         cluster_by: str | None, label: str | None, split: str, on_warning: Warn | None,
+                         classes: str | None, class_map: ClassMap | None) -> PathScore:
+    """:func:`score_paths` with the samples, image ids and clusters a paired comparison needs."""
     _check_threshold_choice(threshold, threshold_file)
     options = BootstrapOptions(n_bootstrap=bootstrap, seed=seed)
     files = prediction_files(preds, on_warning)
@@ -427,14 +474,16 @@ def score_paths(preds: str | Path, gt: str | Path, *, threshold: float | None = 
                                   threshold_sha256=info.get("sha256"), seed=seed, bootstrap=bootstrap, iou=iou,
                                   cluster_by=cluster_by,
                                   class_map=class_map.record() if class_map is not None else None)
-    return score_conditions(ground_truth, detections, value, bootstrap=options, iou=iou, clusters=clusters,
-                            label=label, provenance=provenance, threshold_info=info)
+    result, samples = score_conditions_with_samples(ground_truth, detections, value, bootstrap=options, iou=iou,
+                                                    clusters=clusters, label=label, provenance=provenance,
+                                                    threshold_info=info)
+    return PathScore(result, samples, ground_truth.image_ids, clusters)
 
 
 def _score_paths_by_class(files: Mapping[str, Path], gt: str | Path, classes: str, threshold: float | None,
                           threshold_file: str | Path | None, options: BootstrapOptions, iou: float,
                           cluster_by: str | None, label: str, split: str, on_warning: Warn | None,
-                          class_map: ClassMap | None) -> dict[str, Any]:
+                          class_map: ClassMap | None) -> PathScore:
     gts = load_ground_truth_by_class(gt, classes, split, class_map)
     first = next(iter(gts.values()))
     _warn_all("ground truth", first.source.get("warnings", ()), on_warning)
@@ -453,8 +502,10 @@ def _score_paths_by_class(files: Mapping[str, Path], gt: str | Path, classes: st
                                   threshold_sha256=info.get("sha256"), seed=options.seed,
                                   bootstrap=options.n_bootstrap, iou=iou, cluster_by=cluster_by,
                                   class_map=class_map.record() if class_map is not None else None)
-    return score_conditions_by_class(gts, detections, values, bootstrap=options, iou=iou, clusters=clusters,
-                                     label=label, provenance=provenance, threshold_info=info)
+    result, samples = score_conditions_by_class_with_samples(gts, detections, values, bootstrap=options, iou=iou,
+                                                             clusters=clusters, label=label, provenance=provenance,
+                                                             threshold_info=info)
+    return PathScore(result, samples, first.image_ids, clusters)
 
 
 # --- writers -----------------------------------------------------------------------------------------------

@@ -143,6 +143,34 @@ def classes_table(result: Mapping[str, Any]) -> Table | None:
     return table
 
 
+def versions_table(result: Mapping[str, Any]) -> Table | None:
+    """Cross-version runs: per condition and metric, the value under each GT version and each version's
+    difference to the first with its paired 95% interval."""
+    block = result.get("versions")
+    if not block:
+        return None
+    names = list(block["gt"])
+    ref = block["reference"]
+    table = Table(title=f"the same predictions against {len(names)} GT versions; Δ = version − {ref} "
+                        "(paired 95% bootstrap CI, the same images resampled for every version)")
+    table.add_column("condition", no_wrap=True)
+    table.add_column("metric", no_wrap=True)
+    for name in names:
+        table.add_column(name, justify="right")
+    for name in names[1:]:
+        table.add_column(f"Δ {name}", justify="right")
+    for cond, row in block["matrix"].items():
+        for metric in ("map50", "map50_95", "precision", "recall", "f1"):
+            cells = [_fmt(None if row[n][metric] == -1.0 else row[n][metric]) for n in names]
+            for name in names[1:]:
+                d = block["differences"][name][cond][metric]
+                lo, hi = d["ci"]
+                ci = "" if lo is None else f" ({lo:+.3f}…{hi:+.3f})"
+                cells.append("–" if d["value"] is None else f"{d['value']:+.3f}{ci}")
+            table.add_row(cond, metric, *cells)
+    return table
+
+
 ClassesOption = Annotated[Optional[str], typer.Option(
     "--classes", help="Score several GT categories: 'all' or comma-separated category names. Without it only "
                       "'person' (or the file's single category) is scored.")]
@@ -236,7 +264,9 @@ def _freeze_classes(val_preds: Path, gt: Path, out_path: Path, rule: str, delta:
 def score_cmd(
     preds: Annotated[Path, typer.Argument(help="A COCO results JSON (one condition, named after its stem) or a "
                                                "directory of <condition>.json files.")],
-    gt: Annotated[Path, typer.Option("--gt", help="Test GT: a COCO JSON file or a split directory.")],
+    gt: Annotated[list[Path], typer.Option("--gt", help="Test GT: a COCO JSON file or a split directory. Repeat "
+                                                        "it to re-score the same predictions against several "
+                                                        "annotation versions of the same images.")],
     threshold: Annotated[Optional[float], typer.Option(help="Frozen confidence threshold in [0, 1].")] = None,
     threshold_file: Annotated[Optional[Path], typer.Option(help="Threshold JSON from 'aegis freeze-threshold'.")] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples B (1 = point estimate only, zero-width intervals).")] = 1000,
@@ -258,9 +288,14 @@ def score_cmd(
     from aegis_eval.scoring import score_paths, write_score_csv, write_score_json
 
     cmap = _class_map(class_map, remap_side, allow_merge)
-    result = score_paths(preds, gt, threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap,
-                         seed=seed, iou=iou, cluster_by=cluster_by, label=label, split=split, on_warning=warn,
-                         classes=classes, class_map=cmap)
+    options = dict(threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap, seed=seed, iou=iou,
+                   cluster_by=cluster_by, label=label, split=split, on_warning=warn, classes=classes, class_map=cmap)
+    if len(gt) > 1:
+        from aegis_eval.versions import score_versions
+
+        result = score_versions(preds, gt, **options)
+    else:
+        result = score_paths(preds, gt[0], **options)
     out.print(conditions_table(result))
     per_class = classes_table(result)
     if per_class is not None:
@@ -273,6 +308,9 @@ def score_cmd(
         out.print(matrix)
     if len(result["conditions"]) > 1:
         out.print(_summary_line(result), highlight=False, soft_wrap=True)
+    versions = versions_table(result)
+    if versions is not None:
+        out.print(versions)
     if json_out is not None:
         write_score_json(result, json_out)
         out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
