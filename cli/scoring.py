@@ -319,7 +319,62 @@ def score_cmd(
         out.print(f"wrote {csv_out}", highlight=False, soft_wrap=True)
 
 
+def _pct(x: Any) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def gt_diff_tables(doc: Mapping[str, Any]) -> list[Table]:
+    """Per split: one row per class and a total row of the revision counts and medians, then P/R/F1."""
+    tables = []
+    for split, d in doc["splits"].items():
+        imgs = d["images"]
+        table = Table(title=f"{split}: OLD → NEW on {imgs['common']} common images (one-to-one at IoU ≥ "
+                            f"{doc['iou']:g}; only in OLD {len(imgs['only_old'])}, only in NEW {len(imgs['only_new'])})")
+        cols = ("class", "old", "new", "match", "added", "rem.", "tight", "loose", "shift", "cls Δ", "med IoU",
+                "med area", "IoU<.7", "shrunk")
+        for col in cols:
+            table.add_column(col, justify="left" if col == "class" else "right", no_wrap=col == "class")
+        rows = list(d["per_class"].items()) + [("all", d["total"])]
+        for name, r in rows:
+            table.add_row(f"[bold]{name}[/]" if name == "all" else name,
+                          *(str(r[k]) for k in ("old_boxes", "new_boxes", "matched", "added", "removed", "tightened",
+                                                "loosened", "shifted", "class_changed")),
+                          _fmt(r["median_iou"]), _fmt(r["median_area_ratio"]), _pct(r["share_iou_below_0_7"]),
+                          _pct(r["share_shrunk"]))
+        p = d["old_as_predictions"]
+        table.caption = (f"OLD as predictions vs NEW (IoU ≥ {doc['pr_iou']:g}): P {_fmt(p['precision'])}  "
+                         f"R {_fmt(p['recall'])}  F1 {_fmt(p['f1'])}")
+        tables.append(table)
+    return tables
+
+
+def gt_diff_cmd(
+    old: Annotated[Path, typer.Argument(help="The older annotation version: a COCO JSON file or a split directory.")],
+    new: Annotated[Path, typer.Argument(help="The newer version of the same images (same kind as OLD).")],
+    iou: Annotated[float, typer.Option(help="IoU for the one-to-one OLD/NEW box matching.")] = 0.3,
+    pr_iou: Annotated[float, typer.Option(help="IoU for scoring OLD as predictions against NEW.")] = 0.5,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the aegis-gt-diff/1 JSON here.")] = None,
+) -> None:
+    """Audit a label revision: added, removed, tightened, loosened and class-changed boxes, per split and class."""
+    from aegis_eval.gt_diff import gt_diff_paths, write_gt_diff_json
+
+    doc = gt_diff_paths(old, new, iou=iou, pr_iou=pr_iou)
+    for table in gt_diff_tables(doc):
+        out.print(table)
+    for split, d in doc["splits"].items():
+        for side in ("only_old", "only_new"):
+            names = d["images"][side]
+            if names:
+                shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+                out.print(f"{split}: {len(names)} images {side.replace('_', ' in ').upper()}: {shown}",
+                          highlight=False, soft_wrap=True)
+    if json_out is not None:
+        write_gt_diff_json(doc, json_out)
+        out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``freeze-threshold`` and ``score`` to the root app."""
+    """Add ``freeze-threshold``, ``score`` and ``gt-diff`` to the root app."""
     app.command("freeze-threshold")(handle_errors(freeze_threshold_cmd))
     app.command("score")(handle_errors(score_cmd))
+    app.command("gt-diff")(handle_errors(gt_diff_cmd))
