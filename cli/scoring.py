@@ -282,11 +282,26 @@ def score_cmd(
     class_map: ClassMapOption = None,
     remap_side: RemapSideOption = "gt",
     allow_merge: AllowMergeOption = False,
+    task: Annotated[str, typer.Option(help="'detection' (COCO results per condition) or 'referring' (one box per "
+                                           "referring expression, scored with P@0.5..0.8; --gt is an aegis-refs/1 "
+                                           "file).")] = "detection",
 ) -> None:
     """Score predictions at a frozen threshold: COCO AP, P/R/F1, size recall, drops vs clean, bootstrap CIs."""
     # Imported here so the other commands (and --help) start without loading the AP engine and bootstrap.
     from aegis_eval.scoring import score_paths, write_score_csv, write_score_json
 
+    if task == "referring":
+        detection_only = {"--threshold": threshold, "--threshold-file": threshold_file, "--classes": classes,
+                          "--class-map": class_map, "--csv": csv_out}
+        given = [name for name, value in detection_only.items() if value is not None]
+        if given or len(gt) != 1 or iou != 0.5 or split != "test":
+            raise AegisError(f"[referring_option] --task referring takes one --gt (an aegis-refs/1 file), "
+                             f"--bootstrap, --seed, --cluster-by image_id, --label and --json; not "
+                             f"{', '.join(given) or '--iou/--split or several --gt'}")
+        _score_referring(preds, gt[0], bootstrap, seed, cluster_by, label, json_out)
+        return
+    if task != "detection":
+        raise AegisError(f"[task_unknown] --task must be 'detection' or 'referring'; got {task!r}")
     cmap = _class_map(class_map, remap_side, allow_merge)
     options = dict(threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap, seed=seed, iou=iou,
                    cluster_by=cluster_by, label=label, split=split, on_warning=warn, classes=classes, class_map=cmap)
@@ -373,8 +388,57 @@ def gt_diff_cmd(
         out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
 
 
+def referring_table(doc: Mapping[str, Any]) -> Table:
+    """One row per split and one overall: expressions, missing, P@θ and mP with 95% intervals."""
+    table = Table(title=f"{doc['label']}: referring detection, correct iff IoU > θ (strict); (lo–hi) = 95% "
+                        "bootstrap CI")
+    for col in ("split", "expressions", "missing", "P@0.5", "P@0.6", "P@0.7", "P@0.8", "mP"):
+        table.add_column(col, justify="left" if col == "split" else "right", no_wrap=col == "split")
+    rows = list(doc["splits"].items()) + ([("all splits", doc["overall"])] if len(doc["splits"]) > 1 else [])
+    for name, e in rows:
+        table.add_row(name, str(e["n_refs"]), str(e["n_missing"]),
+                      *(_with_ci(e, k) for k in ("p_at_50", "p_at_60", "p_at_70", "p_at_80", "mp")))
+    return table
+
+
+def _score_referring(preds: Path, refs: Path, bootstrap: int, seed: int, cluster_by: Optional[str],
+                     label: Optional[str], json_out: Optional[Path]) -> None:
+    from aegis_eval.referring import score_referring_paths
+    from aegis_eval.scoring import write_score_json
+
+    doc = score_referring_paths(preds, refs, bootstrap=bootstrap, seed=seed, cluster_by=cluster_by, label=label)
+    out.print(referring_table(doc))
+    if doc["missing"]:
+        shown = ", ".join(doc["missing"][:8]) + (", ..." if len(doc["missing"]) > 8 else "")
+        warn(f"[ref_pred_missing] {len(doc['missing'])} expressions have no prediction (counted as wrong): {shown}")
+    if json_out is not None:
+        write_score_json(doc, json_out)
+        out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
+
+
+def convert_refs_cmd(
+    refs: Annotated[Path, typer.Argument(help="RefCOCO-style refs as JSON: a list of {ref_id, ann_id, image_id, "
+                                              "split, sentences: [{sent_id, sent}]}.")],
+    instances: Annotated[Path, typer.Option("--instances", help="The COCO instances JSON holding the referred boxes.")],
+    out_path: Annotated[Path, typer.Option("--out", help="Where to write the aegis-refs/1 JSON.")],
+) -> None:
+    """Convert RefCOCO-style refs to the aegis-refs/1 ground truth of 'aegis score --task referring'."""
+    import json
+
+    from aegis_data.imageio import write_bytes_atomic
+    from aegis_eval.predictions import read_json_file
+    from aegis_eval.referring import refs_from_refcoco
+
+    refs_doc, _ = read_json_file(refs, "refs", "refcoco_")
+    inst_doc, _ = read_json_file(instances, "instances", "refcoco_")
+    doc = refs_from_refcoco(refs_doc, inst_doc, str(refs))
+    write_bytes_atomic(out_path, (json.dumps(doc, indent=1) + "\n").encode())
+    out.print(f"wrote {out_path}: {len(doc['refs'])} expressions", highlight=False, soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``freeze-threshold``, ``score`` and ``gt-diff`` to the root app."""
+    """Add ``freeze-threshold``, ``score``, ``gt-diff`` and ``convert-refs`` to the root app."""
     app.command("freeze-threshold")(handle_errors(freeze_threshold_cmd))
     app.command("score")(handle_errors(score_cmd))
     app.command("gt-diff")(handle_errors(gt_diff_cmd))
+    app.command("convert-refs")(handle_errors(convert_refs_cmd))
