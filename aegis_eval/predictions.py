@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import Any, Mapping, NoReturn, Sequence
 
@@ -103,8 +104,7 @@ def _check_coco_shape(coco: Any, where: str) -> None:
 
 def category_names(coco: Any, where: str = "ground truth") -> dict[int, str]:
     """{category id: name} of a parsed COCO GT, in file order; a category without a name is named by its id.
-
-    AegisError when the list is malformed or two categories share a name (classes are chosen by name)."""
+    AegisError when the list is malformed."""
     _check_coco_shape(coco, where)
     cats = coco["categories"]
     if not isinstance(cats, list) or not cats:
@@ -113,33 +113,44 @@ def category_names(coco: Any, where: str = "ground truth") -> dict[int, str]:
     for k, c in enumerate(cats):
         if not isinstance(c, dict) or not _is_int64(c.get("id")):
             raise AegisError(f"[gt_bad_category] {where}: categories[{k}] must be an object with an integer 'id'")
-        name = str(c.get("name", c["id"])).strip()
-        if name in names.values():
-            raise AegisError(f"[gt_duplicate_category_name] {where}: two categories are named {name!r}; class "
-                             "names must be unique to choose classes by name")
-        names[int(c["id"])] = name
+        names[int(c["id"])] = str(c.get("name", c["id"])).strip()
     return names
 
 
 def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None,
                            category_id: int | None = None) -> GroundTruth:
     """A GroundTruth from a parsed COCO GT dict, keeping one category: the person category by default,
-    or ``category_id`` when given (multi-class scoring builds one GroundTruth per class).
+    or ``category_id`` when given.
 
     Images are sorted by id; annotations keep their file order within each image (the matching tie rule
     uses it). ``area`` comes from the annotation (COCO's size field) and falls back to w*h.
     """
+    where = str((source or {}).get("path", "ground truth"))
+    _check_coco_shape(coco, where)
+    if category_id is None:
+        category_id, _ = _person_category(coco["categories"], where)
+    return ground_truths_from_coco(coco, source, (category_id,))[int(category_id)]
+
+
+def ground_truths_from_coco(coco: Any, source: Mapping[str, Any] | None,
+                            category_ids: Sequence[int]) -> dict[int, GroundTruth]:
+    """{category id: GroundTruth} for several categories of one parsed COCO GT, in one pass over the
+    annotations (what multi-class scoring needs; :func:`ground_truth_from_coco` is the one-category case).
+
+    An annotation without ``category_id`` belongs to the wanted category when only one is wanted, and is
+    refused (``[gt_missing_key]``) otherwise.
+    """
     source = dict(source or {})
     where = str(source.get("path", "ground truth"))
     _check_coco_shape(coco, where)
-    if category_id is None:
-        cat_id, all_cats = _person_category(coco["categories"], where)
-    else:
-        all_cats = tuple(category_names(coco, where))
-        if category_id not in all_cats:
-            raise AegisError(f"[gt_category_unknown] {where}: no category with id {category_id!r} "
-                             f"(known: {_first(list(all_cats), 5)})")
-        cat_id = int(category_id)
+    all_cats = tuple(category_names(coco, where))
+    wanted = [int(c) for c in category_ids]
+    unknown = [c for c in wanted if c not in all_cats]
+    if unknown:
+        raise AegisError(f"[gt_category_unknown] {where}: no category with id {unknown[0]!r} "
+                         f"(known: {_first(list(all_cats), 5)})")
+    default_cat = wanted[0] if len(wanted) == 1 else None
+    keep = set(wanted)
     images, anns = coco["images"], coco["annotations"]
     if not isinstance(images, list) or not isinstance(anns, list):
         raise AegisError(f"[gt_wrong_type] {where}: 'images' and 'annotations' must be lists")
@@ -167,11 +178,15 @@ def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None,
     heights = np.array([int(im.get("height") or 0) for im in rows], dtype=np.int64)
     attributes = tuple({k: v for k, v in im.items() if k not in _STANDARD_IMAGE_KEYS} for im in rows)
 
-    box_image, boxes, areas, crowd, ann_ids = [], [], [], [], []
+    box_cat, box_image, boxes, areas, crowd, ann_ids = [], [], [], [], [], []
     for k, a in enumerate(anns):
         if not isinstance(a, dict):
             raise AegisError(f"[gt_wrong_type] {where}: annotations[{k}] is not an object")
-        if a.get("category_id", cat_id) != cat_id:
+        cat = a.get("category_id", default_cat)
+        if cat is None:
+            raise AegisError(f"[gt_missing_key] {where}: annotations[{k}] lacks 'category_id' (needed to score "
+                             "several classes)")
+        if cat not in keep:
             continue
         miss = [key for key in ("image_id", "bbox") if key not in a]
         if miss:
@@ -187,37 +202,41 @@ def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None,
             raise AegisError(f"[gt_bbox_invalid] {where}: annotations[{k}].bbox must be 4 finite numbers "
                              f"[x, y, w, h] with w, h >= 0; got {b!r:.80}")
         area = a.get("area")
+        box_cat.append(int(cat))
         box_image.append(row_of[a["image_id"]])
         boxes.append([float(v) for v in b])
         areas.append(float(area) if _is_number(area) else float(b[2]) * float(b[3]))
         crowd.append(bool(a.get("iscrowd", 0)))
         ann_ids.append(int(a["id"]) if "id" in a else k + 1)
 
-    # Group boxes by image row but keep file order inside each image (stable).
+    cat_arr = np.array(box_cat, dtype=np.int64)
     box_image_arr = np.array(box_image, dtype=np.int64)
-    order = np.argsort(box_image_arr, kind="stable")
+    boxes_arr = np.array(boxes, dtype=np.float64).reshape(-1, 4)
+    areas_arr = np.array(areas, dtype=np.float64)
+    crowd_arr = np.array(crowd, dtype=bool)
+    ann_arr = np.array(ann_ids, dtype=np.int64)
     source.setdefault("category_ids", all_cats)
-    if 0 in ann_ids:
-        # pycocotools marks matches by annotation id, so a match to id 0 reads as "unmatched": that box can be
-        # matched again and its detection counts as a false positive. Our AP reproduces pycocotools exactly,
-        # quirk included; the thresholded metrics do not depend on ids.
-        source.setdefault("warnings", []).append(
-            "[gt_annotation_id_zero] the GT has an annotation with id 0; COCO AP (like pycocotools) treats "
-            "matches to it as misses — renumber annotation ids from 1")
-    return GroundTruth(
-        image_ids=image_ids,
-        file_names=file_names,
-        widths=widths,
-        heights=heights,
-        box_image=box_image_arr[order],
-        boxes=np.array(boxes, dtype=np.float64).reshape(-1, 4)[order],
-        areas=np.array(areas, dtype=np.float64)[order],
-        iscrowd=np.array(crowd, dtype=bool)[order],
-        ann_ids=np.array(ann_ids, dtype=np.int64)[order],
-        category_id=cat_id,
-        attributes=attributes,
-        source=source,
-    )
+    out = {}
+    for cat_id in wanted:
+        mine = np.flatnonzero(cat_arr == cat_id)
+        # Group boxes by image row but keep file order inside each image (stable).
+        order = mine[np.argsort(box_image_arr[mine], kind="stable")]
+        class_source = {**source, "warnings": list(source.get("warnings", []))}
+        if (ann_arr[mine] == 0).any():
+            # pycocotools marks matches by annotation id, so a match to id 0 reads as "unmatched": that box can
+            # be matched again and its detection counts as a false positive. Our AP reproduces pycocotools
+            # exactly, quirk included; the thresholded metrics do not depend on ids.
+            class_source["warnings"].append(
+                "[gt_annotation_id_zero] the GT has an annotation with id 0; COCO AP (like pycocotools) treats "
+                "matches to it as misses — renumber annotation ids from 1")
+        if not class_source["warnings"]:
+            del class_source["warnings"]
+        out[cat_id] = GroundTruth(
+            image_ids=image_ids, file_names=file_names, widths=widths, heights=heights,
+            box_image=box_image_arr[order], boxes=boxes_arr[order], areas=areas_arr[order],
+            iscrowd=crowd_arr[order], ann_ids=ann_arr[order], category_id=cat_id, attributes=attributes,
+            source=class_source)
+    return out
 
 
 def _read_manifest(root: Path) -> dict[str, Any]:
@@ -277,7 +296,14 @@ def load_ground_truth(path: str | Path, split: str = "test", class_map: ClassMap
 
 
 def select_classes(names: Mapping[int, str], classes: str, where: str) -> dict[str, int]:
-    """{class name: category id} chosen by ``classes``: ``"all"`` (file order) or comma-separated names."""
+    """{class name: category id} chosen by ``classes``: ``"all"`` (file order) or comma-separated names.
+    Classes are chosen by name, so two categories sharing a name are refused."""
+    seen: set[str] = set()
+    for name in names.values():
+        if name in seen:
+            raise AegisError(f"[gt_duplicate_category_name] {where}: two categories are named {name!r}; class "
+                             "names must be unique to choose classes by name")
+        seen.add(name)
     if classes.strip() == "all":
         return {name: cid for cid, name in names.items()}
     wanted = [c.strip() for c in classes.split(",") if c.strip()]
@@ -297,8 +323,8 @@ def ground_truth_by_class(coco: Any, source: Mapping[str, Any] | None, classes: 
     """{class name: GroundTruth of that category} for multi-class scoring; ``classes`` as :func:`select_classes`."""
     where = str((source or {}).get("path", "ground truth"))
     chosen = select_classes(category_names(coco, where), classes, where)
-    return {name: ground_truth_from_coco(coco, {**dict(source or {}), "class": name}, category_id=cid)
-            for name, cid in chosen.items()}
+    by_id = ground_truths_from_coco(coco, source, list(chosen.values()))
+    return {name: replace(by_id[cid], source={**by_id[cid].source, "class": name}) for name, cid in chosen.items()}
 
 
 def load_ground_truth_by_class(path: str | Path, classes: str, split: str = "test",
