@@ -6,7 +6,8 @@
   solves ``P(Y <= k | mu) = delta`` for Y ~ Poisson(mu). Equal to ``chi2.ppf(1 - delta, 2k + 2) / 2``.
 
 Both invert an exact CDF by bisection. The CDF is a sum of probability terms evaluated in log space (log
-factorials from ``math.lgamma``, summed with a log-sum-exp), so it stays accurate when single terms underflow.
+factorials from ``math.lgamma``, summed with a log-sum-exp), so it stays accurate when single terms underflow;
+terms too small to change a float64 sum are not computed (``_kept_terms``).
 Both CDFs fall monotonically in the parameter, which is what makes bisection safe; it runs until the bracket
 stops shrinking in float64, so the bound is as exact as the CDF (about 1e-14 relative).
 """
@@ -45,9 +46,20 @@ def _log_sum_exp(log_terms: np.ndarray) -> float:
     return top + math.log(float(np.sum(np.exp(log_terms - top))))
 
 
-def _log_factorials(n: int) -> np.ndarray:
-    """(n + 1,) log j! for j = 0..n, each from lgamma (no accumulated rounding, unlike a cumulative sum)."""
-    return np.array([math.lgamma(j + 1.0) for j in range(n + 1)], dtype=np.float64)
+def _log_factorials(values: np.ndarray) -> np.ndarray:
+    """log j! for each j of ``values``, each from lgamma (no accumulated rounding, unlike a cumulative sum)."""
+    return np.array([math.lgamma(float(j) + 1.0) for j in values], dtype=np.float64)
+
+
+def _kept_terms(k: int) -> np.ndarray:
+    """The event counts j <= k whose terms can matter to P(X <= k) at or above the bound's bracket.
+
+    For a Poisson mean mu >= k, term(k - m) / term(k) <= exp(-m^2 / (2k)); a binomial with n*p >= k decays at
+    least as fast. Dropping m > 40*sqrt(k + 1) + 100 changes the sum by less than exp(-800) relative, far below
+    float64 resolution, and makes the cost O(sqrt(k)) instead of O(k).
+    """
+    first = max(0, k - int(40.0 * math.sqrt(k + 1.0)) - 100)
+    return np.arange(first, k + 1)
 
 
 def _bisect_decreasing(cdf, target: float, lo: float, hi: float) -> float:
@@ -64,35 +76,44 @@ def _bisect_decreasing(cdf, target: float, lo: float, hi: float) -> float:
 
 
 def _binomial_cdf_of(k: int, n: int):
-    """p -> P(X <= k) for X ~ Binomial(n, p), 0 < p < 1, with the log binomial coefficients built once."""
-    log_fact = _log_factorials(n)
-    j = np.arange(k + 1)
-    log_choose = log_fact[n] - log_fact[j] - log_fact[n - j]
+    """p -> P(X <= k) for X ~ Binomial(n, p), k/n <= p < 1 (the bound's bracket), with the log binomial
+    coefficients built once."""
+    j = _kept_terms(k)
+    log_choose = math.lgamma(n + 1.0) - _log_factorials(j) - _log_factorials(n - j)
     jf = j.astype(np.float64)
     return lambda p: min(1.0, math.exp(_log_sum_exp(log_choose + jf * math.log(p) + (n - jf) * math.log1p(-p))))
 
 
 def _poisson_cdf_of(k: int):
-    """mu -> P(Y <= k) for Y ~ Poisson(mu), mu > 0, with the log factorials built once."""
-    log_fact = _log_factorials(k)
-    jf = np.arange(k + 1, dtype=np.float64)
+    """mu -> P(Y <= k) for Y ~ Poisson(mu), mu >= k (the bound's bracket), with the log factorials built once."""
+    j = _kept_terms(k)
+    log_fact = _log_factorials(j)
+    jf = j.astype(np.float64)
     return lambda mu: min(1.0, math.exp(_log_sum_exp(-mu + jf * math.log(mu) - log_fact)))
 
 
 def binomial_cdf(k: int, n: int, p: float) -> float:
-    """P(X <= k) for X ~ Binomial(n, p), exact summation in log space."""
+    """P(X <= k) for X ~ Binomial(n, p), the full sum in log space (a reference for the bounds)."""
     k, n = _check_count("k", k), _check_count("n", n)
     if k >= n or p <= 0.0:
         return 1.0
     if p >= 1.0:
         return 0.0
-    return _binomial_cdf_of(k, n)(float(p))
+    j = np.arange(k + 1)
+    jf = j.astype(np.float64)
+    terms = (math.lgamma(n + 1.0) - _log_factorials(j) - _log_factorials(n - j) + jf * math.log(p)
+             + (n - jf) * math.log1p(-p))
+    return min(1.0, math.exp(_log_sum_exp(terms)))
 
 
 def poisson_cdf(k: int, mu: float) -> float:
-    """P(Y <= k) for Y ~ Poisson(mu), exact summation in log space."""
+    """P(Y <= k) for Y ~ Poisson(mu), the full sum in log space (a reference for the bounds)."""
     k = _check_count("k", k)
-    return 1.0 if mu <= 0.0 else _poisson_cdf_of(k)(float(mu))
+    if mu <= 0.0:
+        return 1.0
+    j = np.arange(k + 1)
+    terms = -mu + j.astype(np.float64) * math.log(mu) - _log_factorials(j)
+    return min(1.0, math.exp(_log_sum_exp(terms)))
 
 
 def clopper_pearson_upper(k: int, n: int, delta: float = DEFAULT_DELTA) -> float:

@@ -182,3 +182,13 @@ def test_cli_budget_rule_and_refusals(tmp_path):
     res = runner.invoke(app, ["freeze-threshold", str(preds), "--gt", str(gt_path), "--out", str(out),
                               "--delta", "0.1"])
     assert_one_line_error(res, "threshold_delta_unused")
+
+
+@pytest.mark.parametrize("k", [3000, 40000])
+def test_large_counts_match_the_full_sums(k):
+    # the bounds sum only the terms that can matter; the public CDFs sum every term
+    mu = garwood_upper(k)
+    assert poisson_cdf(k, mu) == pytest.approx(0.05, rel=1e-9)
+    p = clopper_pearson_upper(k, 3 * k)
+    assert binomial_cdf(k, 3 * k, p) == pytest.approx(0.05, rel=1e-9)
+    assert k < mu < k + 3 * math.sqrt(k)
