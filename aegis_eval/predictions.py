@@ -20,6 +20,7 @@ names one of the candidates.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from dataclasses import replace
@@ -50,12 +51,19 @@ def read_json_file(path: Path, what: str, code_prefix: str = "") -> tuple[Any, s
         data = path.read_bytes()
     except OSError as exc:
         raise AegisError(f"[{code_prefix}unreadable] cannot read {what} file {path}: {exc.strerror}") from None
+    # The parser allocates millions of containers for a large results file, and each allocation burst would
+    # trigger a cyclic-GC pass over everything alive; JSON cannot hold cycles, so collection waits until after.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         obj = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
         hint = " (the file looks truncated)" if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(data.rstrip()) - 1 else ""
         raise AegisError(f"[{code_prefix}not_json] {what} file {path} is not valid JSON{where}{hint}") from None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     return obj, hashlib.sha256(data).hexdigest()
 
 
