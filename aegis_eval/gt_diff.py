@@ -149,6 +149,11 @@ def diff_versions(old_gts: dict[str, GroundTruth], new_gts: dict[str, GroundTrut
         if not np.isfinite(value) or not 0.0 < value <= 1.0:
             raise AegisError(f"[gt_diff_iou] {name} must lie in (0, 1]; got {value!r}")
     old, new = _flatten(old_gts), _flatten(new_gts)
+    for side, version in (("OLD", old), ("NEW", new)):
+        if len(set(version.file_names)) != len(version.file_names):
+            repeated = sorted({n for n in version.file_names if version.file_names.count(n) > 1})
+            raise AegisError(f"[gt_diff_duplicate_file_name] {side} names several images {repeated[0]!r}; "
+                             "versions are paired by file_name, which must be unique")
     new_row_of = {name: r for r, name in enumerate(new.file_names)}
     old_names = set(old.file_names)
     old_to_new_row = np.array([new_row_of.get(name, -1) for name in old.file_names], dtype=np.int64)

@@ -286,10 +286,10 @@ def score_conditions_by_class_with_samples(
         pooled = rates_from_counts(total)
         entry: dict[str, Any] = condition_labels(cond)
         for key in AP_METRICS + THRESHOLD_METRICS[:3] + COUNT_KEYS + THRESHOLD_METRICS[3:]:
-            if key in COUNT_KEYS or key in LOWER_IS_BETTER:
-                entry[key] = pooled[key]
-            else:
+            if key in MACRO_MEAN_METRICS:
                 entry[key] = _macro_value([e[key] for e in entries], key in AP_METRICS)
+            else:  # counts and the exposure rates: all classes together
+                entry[key] = pooled[key]
         macro_samples[cond] = _macro_samples([s.samples[cond] for s in per_class])
         false_alarms[cond] = false_alarm_record(first, total, DEFAULT_DELTA)
         conditions[cond] = entry

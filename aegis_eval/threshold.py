@@ -310,9 +310,10 @@ def _frozen_fields(frozen: FrozenThreshold) -> dict[str, Any]:
 
 
 def write_threshold_file(frozen: FrozenThreshold, path: str | Path, preds_path: str | Path, gt_path: str | Path,
-                         split: str = "val") -> str:
+                         split: str = "val", class_map: Mapping[str, Any] | None = None) -> str:
     """Write the threshold JSON atomically; returns its SHA-256. ``gt_path`` may be a split directory
-    (then ``annotations/<split>.json`` is hashed)."""
+    (then ``annotations/<split>.json`` is hashed). ``class_map``: the remap applied to the validation data
+    (``ClassMap.record()``), stored under ``class_map`` only when given."""
     gt_file, _ = resolve_gt_path(gt_path, split)
     doc = {
         "schema": THRESHOLD_SCHEMA,
@@ -322,6 +323,7 @@ def write_threshold_file(frozen: FrozenThreshold, path: str | Path, preds_path: 
         **_frozen_fields(frozen),
         "predictions": _input_record(frozen.inputs, "predictions", preds_path),
         "gt": _input_record(frozen.inputs, "gt", gt_file),
+        **({"class_map": dict(class_map)} if class_map is not None else {}),
         "toolkit_version": __version__,
         "created": utc_timestamp(),
     }
@@ -329,7 +331,8 @@ def write_threshold_file(frozen: FrozenThreshold, path: str | Path, preds_path: 
 
 
 def write_class_threshold_file(frozen: ClassThresholds, path: str | Path, preds_path: str | Path,
-                               gt_path: str | Path, split: str = "val") -> str:
+                               gt_path: str | Path, split: str = "val", class_map: Mapping[str, Any] | None = None
+                               ) -> str:
     """Write a multi-class threshold JSON atomically (docs/SCORING.md §2); returns its SHA-256.
 
     ``value`` is the shared threshold, or null with per-class thresholds; ``per_class`` holds each class's
@@ -349,6 +352,7 @@ def write_class_threshold_file(frozen: ClassThresholds, path: str | Path, preds_
                       for c, f in frozen.per_class.items()},
         "predictions": _input_record(frozen.inputs, "predictions", preds_path),
         "gt": _input_record(frozen.inputs, "gt", gt_file),
+        **({"class_map": dict(class_map)} if class_map is not None else {}),
         "toolkit_version": __version__,
         "created": utc_timestamp(),
     }

@@ -207,9 +207,9 @@ def freeze_threshold_cmd(
                                                      "Default 0.00..0.99 step 0.01 plus 0.995, 0.999.")] = None,
     iou: Annotated[float, typer.Option(help="IoU for one-to-one matching.")] = 0.5,
     classes: ClassesOption = None,
-    class_thresholds: Annotated[str, typer.Option(help="With --classes: 'per-class' (the rule applied to each "
-                                                       "class) or 'shared' (one threshold, the rule applied to "
-                                                       "all classes' counts added).")] = "per-class",
+    class_thresholds: Annotated[Optional[str], typer.Option(
+        help="With --classes: 'per-class' (the default: the rule applied to each class) or 'shared' (one "
+             "threshold, the rule applied to all classes' counts added).")] = None,
     class_map: ClassMapOption = None,
     remap_side: RemapSideOption = "gt",
     allow_merge: AllowMergeOption = False,
@@ -218,8 +218,11 @@ def freeze_threshold_cmd(
     grid_values = parse_grid(grid) if grid is not None else None
     cmap = _class_map(class_map, remap_side, allow_merge)
     if classes is not None:
-        _freeze_classes(val_preds, gt, out_path, rule, delta, grid_values, iou, classes, class_thresholds, cmap)
+        _freeze_classes(val_preds, gt, out_path, rule, delta, grid_values, iou, classes,
+                        class_thresholds or "per-class", cmap)
         return
+    if class_thresholds is not None:
+        raise AegisError("[threshold_class_mode] --class-thresholds applies with --classes only")
     ground_truth = load_ground_truth(gt, "val", cmap)
     dets = load_predictions(val_preds, ground_truth, cmap)
     for w in dets.source.get("warnings", ()):
@@ -227,7 +230,7 @@ def freeze_threshold_cmd(
     frozen = freeze_threshold(ground_truth, dets, rule=rule, grid=grid_values, iou=iou, delta=delta)
     for w in frozen.warnings:
         warn(w)
-    write_threshold_file(frozen, out_path, val_preds, gt)
+    write_threshold_file(frozen, out_path, val_preds, gt, class_map=cmap.record() if cmap else None)
     m = frozen.metrics
     out.print(f"threshold {frozen.value:g} ({frozen.rule}) on {m['n_images']} val images, {m['n_gt']} GT boxes: "
               f"P {_fmt(m['precision'])}  R {_fmt(m['recall'])}  F1 {_fmt(m['f1'])}  "
@@ -252,7 +255,7 @@ def _freeze_classes(val_preds: Path, gt: Path, out_path: Path, rule: str, delta:
     if frozen.pooled is not None:
         for w in frozen.pooled.warnings:
             warn(w)
-    write_class_threshold_file(frozen, out_path, val_preds, gt)
+    write_class_threshold_file(frozen, out_path, val_preds, gt, class_map=cmap.record() if cmap else None)
     for name, f in frozen.per_class.items():
         m = f.metrics
         out.print(f"{name}: threshold {f.value:g} ({f.rule}, {frozen.mode}) on {m['n_images']} val images, "

@@ -118,3 +118,10 @@ def test_split_directories_and_cli(tmp_path):
     write_split(other, "val", new_version())
     with pytest.raises(AegisError, match=r"^\[gt_diff_no_common_split\]"):
         gt_diff_paths(old, other)
+
+
+def test_repeated_file_names_are_refused():
+    doc = old_version()
+    doc["images"][1]["file_name"] = "a.png"
+    with pytest.raises(AegisError, match=r"^\[gt_diff_duplicate_file_name\] OLD .*'a.png'"):
+        diff_versions(ground_truth_by_class(doc, {}, "all"), ground_truth_by_class(new_version(), {}, "all"))

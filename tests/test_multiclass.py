@@ -259,7 +259,11 @@ def test_cli_classes_and_class_map(tmp_path):
     res = runner.invoke(app, ["freeze-threshold", str(preds_dir / "clean.json"), "--gt", str(gt_path), "--out",
                               str(tfile), "--classes", "all", "--class-map", "0:1,1:0", "--grid", "0.5,0.95"])
     assert res.exit_code == 0, res.output
-    assert json.loads(tfile.read_text())["per_class"]["anti_tank"]["value"] == 0.5
+    frozen_doc = json.loads(tfile.read_text())
+    assert frozen_doc["per_class"]["anti_tank"]["value"] == 0.5
+    assert frozen_doc["class_map"]["mapping"] == {"0": 1, "1": 0} and frozen_doc["class_thresholds"] == "per-class"
+    assert_one_line_error(runner.invoke(app, ["freeze-threshold", str(preds_dir / "clean.json"), "--gt", str(gt_path),
+                                              "--class-thresholds", "shared"]), "[threshold_class_mode]")
     res = runner.invoke(app, ["score", str(preds_dir), "--gt", str(gt_path), "--threshold-file", str(tfile),
                               "--bootstrap", "1", "--classes", "all", "--class-map", "0:1,1:0"])
     assert res.exit_code == 0, res.output
