@@ -1,6 +1,7 @@
 """Rankings of models across conditions or GT versions (``aegis rank``), and how far they agree.
 
-Input: one ``aegis score`` JSON per model. Per column (a condition, or a GT version of a cross-version
+Input: one ``aegis score`` JSON per model, or several per model merged by label (one per domain, say IID
+and OOD test sets scored separately; their condition names become the columns). Per column (a condition, or a GT version of a cross-version
 score) models are ranked on one metric: rank 1 is the best (the lowest value for lower-is-better metrics
 such as FP per image), ties share the mean of their ranks, and a model whose value is undefined there is
 left out of that column.
@@ -169,13 +170,41 @@ def load_score_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
     return out
 
 
+def merge_by_label(results: Sequence[Mapping[str, Any]], files: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """One result per label, the conditions of its files merged: a model scored on several domains in
+    separate runs (``aegis score iid.json --gt iid/`` and ``aegis score ood.json --gt ood/`` give conditions
+    ``iid`` and ``ood``) becomes one ranking row. A condition in two files of one label is refused."""
+    merged: dict[str, dict[str, Any]] = {}
+    sources: dict[str, list[str]] = {}
+    for r, f in zip(results, files):
+        label = str(r.get("label") or Path(f).stem)
+        if r.get("versions"):
+            raise AegisError(f"[rank_merge_versions] {f}: scores with GT versions cannot be merged by label; "
+                             "rank them with --by version")
+        target = merged.setdefault(label, {"schema": r.get("schema"), "label": label, "conditions": {}})
+        clash = sorted(set(target["conditions"]) & set(r["conditions"]))
+        if clash:
+            raise AegisError(f"[rank_duplicate_condition] model {label!r} has condition {clash[0]!r} in both "
+                             f"{sources[label][0]} and {f}; give the runs different --label values")
+        target["conditions"].update(r["conditions"])
+        sources.setdefault(label, []).append(str(f))
+    return list(merged.values()), sources
+
+
 def rank_paths(paths: Sequence[str | Path], metric: str = "map50", *, by: str = "condition",
                condition: str = "clean", reference: str | None = None, bootstrap: int = 1000,
-               seed: int = 0) -> dict[str, Any]:
-    """:func:`rank_models` of score JSON files, with the files recorded."""
+               seed: int = 0, merge_same_label: bool = False) -> dict[str, Any]:
+    """:func:`rank_models` of score JSON files, with the files recorded. ``merge_same_label``: files with one
+    label are one model (:func:`merge_by_label`); otherwise repeated labels get ``#k``."""
     results = load_score_results(paths)
-    labels = model_labels(results, [str(p) for p in paths])
+    files = [str(p) for p in paths]
+    if merge_same_label:
+        results, sources = merge_by_label(results, files)
+        labels = [r["label"] for r in results]
+    else:
+        labels = model_labels(results, files)
+        sources = {name: [f] for name, f in zip(labels, files)}
     doc = rank_models(results, metric, by=by, condition=condition, reference=reference,
                       bootstrap=BootstrapOptions(n_bootstrap=bootstrap, seed=seed), labels=labels)
-    doc["files"] = {name: str(p) for name, p in zip(labels, paths)}
+    doc["files"] = sources
     return doc

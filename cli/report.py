@@ -83,6 +83,9 @@ def rank(
                                                                          "first GT version).", show_default=False)] = None,
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Model resamples for the interval of Kendall's tau.")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    merge_same_label: Annotated[bool, typer.Option("--merge-same-label", help="Files with the same label are one "
+                                                   "model (e.g. its IID and OOD scores); their conditions become "
+                                                   "columns.")] = False,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the aegis-rank/1 JSON here.",
                                                      show_default=False)] = None,
 ) -> None:
@@ -91,7 +94,8 @@ def rank(
     from aegis_eval.ranking import rank_paths
     from aegis_eval.scoring import score_json_bytes
 
-    doc = rank_paths(results, metric, by=by, condition=condition, reference=reference, bootstrap=bootstrap, seed=seed)
+    doc = rank_paths(results, metric, by=by, condition=condition, reference=reference, bootstrap=bootstrap, seed=seed,
+                     merge_same_label=merge_same_label)
     table = Table(title=f"ranking on {doc['metric']} vs {doc['reference']}: Kendall's tau-b (95% CI over resampled "
                         "models) and rank flips")
     for col in ("column", "models", "Kendall τ", "flips", "order (best first)"):

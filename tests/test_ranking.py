@@ -124,7 +124,7 @@ def test_cli_rank_and_repeated_labels(tmp_path):
         p.write_text(json.dumps({**m, "label": "same" if k < 2 else m["label"]}))
         paths.append(p)
     doc = rank_paths(paths, bootstrap=10)
-    assert doc["models"][:2] == ["same#1", "same#2"] and doc["files"]["c"] == str(paths[2])
+    assert doc["models"][:2] == ["same#1", "same#2"] and doc["files"]["c"] == [str(paths[2])]
     runner = CliRunner()
     out = tmp_path / "rank.json"
     res = runner.invoke(app, ["rank", *map(str, paths), "--bootstrap", "20", "--json", str(out)])
@@ -152,3 +152,18 @@ def test_report_has_a_ranking_table_with_several_models():
     assert rows["clean"][2].startswith("+1.00") and rows["smoke_haze_s1"][2].startswith("-1.00")
     assert rows["smoke_haze_s1"][3] == "1" and rows["smoke_haze_s1"][4] == "b > a"
     assert ranking_table(group_by_dataset([full("a", 0.9, 0.3)])[0], "recall") is None
+
+
+def test_domains_scored_separately_merge_by_label(tmp_path):
+    # SULAND-style: every model scored on an IID and an OOD test set in two runs (conditions named by file stem)
+    paths = []
+    for label, iid, ood in (("a", 0.9, 0.2), ("b", 0.8, 0.4), ("c", 0.7, 0.6)):
+        for domain, value in (("iid", iid), ("ood", ood)):
+            p = tmp_path / f"{label}_{domain}.json"
+            p.write_text(json.dumps(score(label, {domain: value})))
+            paths.append(p)
+    doc = rank_paths(paths, reference="iid", bootstrap=1, merge_same_label=True)
+    assert doc["models"] == ["a", "b", "c"] and doc["files"]["a"] == [str(paths[0]), str(paths[1])]
+    assert doc["kendall_tau"]["ood"]["tau"] == pytest.approx(-1.0) and len(doc["rank_flips"]["ood"]) == 3
+    with pytest.raises(AegisError, match=r"^\[rank_duplicate_condition\]"):
+        rank_paths([paths[0], paths[0], paths[2]], merge_same_label=True)
