@@ -530,21 +530,24 @@ PROVENANCE_COLUMNS = ("toolkit_version", "git_sha", "git_dirty", "config_hash", 
                       "gt_sha256", "threshold_sha256", "seed", "bootstrap", "cluster_by", "timestamp")
 
 
-def csv_columns() -> list[str]:
+MACRO_CLASS = "macro"  # the ``class`` cell of a multi-class score's macro rows
+
+
+def csv_columns(result: Mapping[str, Any] | None = None) -> list[str]:
+    """The CSV header; a multi-class result (one with ``classes``) gets a leading ``class`` column."""
     cols = ["condition", "corruption", "family", "severity", *AP_METRICS, *THRESHOLD_METRICS, *COUNT_KEYS]
     cols += [f"{m}_{b}" for m in CI_METRICS for b in ("lo", "hi")]
     cols += [f"rel_drop_{m}" for m in ROBUSTNESS_METRICS]
     cols += [f"rel_drop_{m}_{b}" for m in CI_METRICS for b in ("lo", "hi")]
     cols += [f"loc_{k}" for k in LOCALIZATION_KEYS]
     cols += ["label", "threshold", "iou", "predictions_file", "predictions_sha256", *PROVENANCE_COLUMNS]
-    return cols
+    return (["class"] + cols) if result is not None and result.get("classes") else cols
 
 
-def score_csv_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One flat row per condition (columns: :func:`csv_columns`)."""
+def _condition_rows(result: Mapping[str, Any], conditions: Mapping[str, Any], threshold: Any) -> list[dict[str, Any]]:
     prov = result.get("provenance", {})
     rows = []
-    for cond, e in result["conditions"].items():
+    for cond, e in conditions.items():
         row: dict[str, Any] = {"condition": cond}
         for k in ("corruption", "family", "severity", *AP_METRICS, *THRESHOLD_METRICS, *COUNT_KEYS):
             row[k] = e.get(k)
@@ -558,7 +561,7 @@ def score_csv_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
         for k in LOCALIZATION_KEYS:
             row[f"loc_{k}"] = (e.get("localization") or {}).get(k)
         pred = prov.get("predictions", {}).get(cond, {})
-        row.update(label=result.get("label"), threshold=result["threshold"]["value"], iou=result.get("iou"),
+        row.update(label=result.get("label"), threshold=threshold, iou=result.get("iou"),
                    predictions_file=pred.get("file"), predictions_sha256=pred.get("sha256"))
         for k in PROVENANCE_COLUMNS:
             row[k] = prov.get(k)
@@ -566,9 +569,22 @@ def score_csv_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def score_csv_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One flat row per condition (columns: :func:`csv_columns`). A multi-class result gives the macro rows
+    (``class`` = "macro") and then every class's rows, each at that class's threshold."""
+    rows = _condition_rows(result, result["conditions"], result["threshold"]["value"])
+    classes = result.get("classes")
+    if not classes:
+        return rows
+    out = [{"class": MACRO_CLASS, **row} for row in rows]
+    for name, block in classes.items():
+        out += [{"class": name, **row} for row in _condition_rows(result, block["conditions"], block["threshold"])]
+    return out
+
+
 def write_score_csv(result: Mapping[str, Any], path: str | Path) -> None:
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=csv_columns(), lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=csv_columns(result), lineterminator="\n")
     writer.writeheader()
     for row in score_csv_rows(result):
         writer.writerow({k: ("" if v is None else _clean_number(v)) for k, v in row.items()})

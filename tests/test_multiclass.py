@@ -22,7 +22,8 @@ from aegis_eval.class_map import parse_class_map, remap_ground_truth, remap_pred
 from aegis_eval.predictions import (detections_by_class, detections_from_results, ground_truth_by_class,
                                     ground_truth_from_coco)
 from aegis_eval.result_keys import AP_METRICS
-from aegis_eval.scoring import score_conditions, score_conditions_by_class, score_json_bytes, score_paths
+from aegis_eval.scoring import (csv_columns, score_conditions, score_conditions_by_class, score_json_bytes,
+                                score_paths, write_score_csv)
 from aegis_eval.threshold import (freeze_threshold, freeze_thresholds_by_class, read_class_thresholds,
                                   read_threshold_file, write_class_threshold_file)
 from cli.main import app
@@ -269,3 +270,24 @@ def test_cli_classes_and_class_map(tmp_path):
     assert res.exit_code == 0, res.output
     assert_one_line_error(runner.invoke(app, ["score", str(preds_dir), "--gt", str(gt_path), "--threshold-file",
                                               str(tfile), "--bootstrap", "1"]), "[threshold_per_class]")
+
+
+def test_multiclass_csv_has_macro_and_per_class_rows(tmp_path):
+    gt_doc, preds = random_dataset(2, 2)
+    gts = ground_truth_by_class(gt_doc, {}, "all")
+    dets = detections_by_class(preds, gts)
+    result = score_conditions_by_class(gts, {"clean": dets, "low_light_s2": dets}, {"class1": 0.2, "class2": 0.6},
+                                       bootstrap=ONE)
+    path = tmp_path / "s.csv"
+    write_score_csv(result, path)
+    import csv
+
+    with path.open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == csv_columns(result) and csv_columns(result)[0] == "class"
+    assert [(r["class"], r["condition"]) for r in rows] == [
+        ("macro", "clean"), ("macro", "low_light_s2"), ("class1", "clean"), ("class1", "low_light_s2"),
+        ("class2", "clean"), ("class2", "low_light_s2")]
+    assert rows[4]["threshold"] == "0.6" and rows[0]["threshold"] == ""  # per-class thresholds: no shared value
+    assert float(rows[2]["recall"]) == pytest.approx(result["classes"]["class1"]["conditions"]["clean"]["recall"])
+    assert "class" not in csv_columns()  # single-class CSVs keep their columns
