@@ -26,10 +26,12 @@ _MAX_BISECTIONS = 2000
 
 
 def check_delta(delta: float) -> float:
+    """delta as float, or AegisError. An upper bound at confidence below 50% is no bound (it can sit below the
+    observed rate), and the bisection brackets rely on delta <= 0.5: P(X <= k) >= 1/2 at p = k/n or mu = k."""
     delta = float(delta)
-    if not math.isfinite(delta) or not 0.0 < delta < 1.0:
-        raise AegisError(f"[bound_delta] delta (the allowed probability of exceeding the bound) must lie strictly "
-                         f"between 0 and 1; got {delta!r}")
+    if not math.isfinite(delta) or not 0.0 < delta <= 0.5:
+        raise AegisError(f"[bound_delta] delta (the allowed probability of exceeding the bound) must lie in "
+                         f"(0, 0.5]; got {delta!r}")
     return delta
 
 

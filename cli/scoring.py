@@ -289,7 +289,8 @@ def score_cmd(
                                            "referring expression, scored with P@0.5..0.8; --gt is an aegis-refs/1 "
                                            "file).")] = "detection",
 ) -> None:
-    """Score predictions at a frozen threshold: COCO AP, P/R/F1, size recall, drops vs clean, bootstrap CIs."""
+    """Score predictions at a frozen threshold: COCO AP, P/R/F1, size recall, false-alarm bounds, drops vs clean,
+    bootstrap CIs; several classes (--classes), GT versions (repeat --gt) or referring expressions (--task)."""
     # Imported here so the other commands (and --help) start without loading the AP engine and bootstrap.
     from aegis_eval.scoring import score_paths, write_score_csv, write_score_json
 

@@ -53,6 +53,7 @@ def test_garwood_known_values():
     (lambda: clopper_pearson_upper(4, 3), "bound_count"),
     (lambda: garwood_upper(-1), "bound_count"),
     (lambda: garwood_upper(2, 1.0), "bound_delta"),
+    (lambda: garwood_upper(2, 0.7), "bound_delta"),
     (lambda: clopper_pearson_upper(1, 3, 0.0), "bound_delta"),
 ])
 def test_bound_refusals(call, code):
