@@ -65,21 +65,36 @@ def _difference(value: Any, ref_value: Any) -> float | None:
 def score_versions(preds: str | Path, gts: Sequence[str | Path], *, threshold: float | None = None,
                    threshold_file: str | Path | None = None, bootstrap: int = 1000, seed: int = 0,
                    iou: float = 0.5, cluster_by: str | None = None, label: str | None = None, split: str = "test",
-                   on_warning=None, classes: str | None = None, class_map=None) -> dict[str, Any]:
+                   on_warning=None, classes: str | None = None, class_map=None,
+                   remap_versions: Sequence[int] | None = None) -> dict[str, Any]:
     """The first version's complete score document plus a ``versions`` block (docs/SCORE_JSON.md): the
     matrix of MATRIX_METRICS per condition and version, and per other version the differences to the first
-    with paired bootstrap intervals. The class map, when given, applies to every version (or the predictions).
+    with paired bootstrap intervals.
+
+    class_map: applied to the predictions, or (GT side) to every version, or only to the versions numbered
+    in ``remap_versions`` (1-based, in ``gts`` order) — so one file given twice compares its labels as they
+    are with the same labels remapped.
     """
     if len(gts) < 2:
         raise AegisError(f"[versions_too_few] cross-version re-scoring needs at least two --gt; got {len(gts)}")
+    if remap_versions is not None:
+        if class_map is None or class_map.side != "gt":
+            raise AegisError("[class_map_versions] --remap-version needs a --class-map applied to the GT "
+                             "(--remap-side gt)")
+        bad = [k for k in remap_versions if not 1 <= k <= len(gts)]
+        if bad:
+            raise AegisError(f"[class_map_versions] --remap-version {bad[0]} is not one of the {len(gts)} --gt "
+                             "versions (numbered from 1)")
+    version_maps = [class_map if remap_versions is None or k + 1 in remap_versions else None
+                    for k in range(len(gts))]
     names = version_names(gts)
     tables = [_image_ids(g, split) for g in gts]
     for name, ids in zip(names[1:], tables[1:]):
         _check_same_images(tables[0], ids, names[0], name)
     scored = [score_paths_detailed(preds, g, threshold=threshold, threshold_file=threshold_file,
                                    bootstrap=bootstrap, seed=seed, iou=iou, cluster_by=cluster_by, label=label,
-                                   split=split, on_warning=on_warning, classes=classes, class_map=class_map)
-              for g in gts]
+                                   split=split, on_warning=on_warning, classes=classes, class_map=cmap)
+              for g, cmap in zip(gts, version_maps)]
     ref = scored[0]
     for name, other in zip(names[1:], scored[1:]):
         _check_pairable(ref, other, names[0], name)
@@ -100,7 +115,8 @@ def score_versions(preds: str | Path, gts: Sequence[str | Path], *, threshold: f
         differences[name] = per_cond
     block = {
         "reference": names[0],
-        "gt": {name: {"file": s.result["provenance"].get("gt_file"), "sha256": s.result["provenance"].get("gt_sha256")}
+        "gt": {name: {"file": s.result["provenance"].get("gt_file"), "sha256": s.result["provenance"].get("gt_sha256"),
+                      "class_map": s.result["provenance"].get("class_map")}
                for name, s in zip(names, scored)},
         "matrix": matrix,
         "differences": differences,

@@ -285,6 +285,8 @@ def score_cmd(
     class_map: ClassMapOption = None,
     remap_side: RemapSideOption = "gt",
     allow_merge: AllowMergeOption = False,
+    remap_version: Annotated[Optional[list[int]], typer.Option(
+        help="With several --gt: apply the GT-side --class-map only to this version (1-based; repeatable).")] = None,
     task: Annotated[str, typer.Option(help="'detection' (COCO results per condition) or 'referring' (one box per "
                                            "referring expression, scored with P@0.5..0.8; --gt is an aegis-refs/1 "
                                            "file).")] = "detection",
@@ -312,7 +314,9 @@ def score_cmd(
     if len(gt) > 1:
         from aegis_eval.versions import score_versions
 
-        result = score_versions(preds, gt, **options)
+        result = score_versions(preds, gt, **options, remap_versions=remap_version)
+    elif remap_version:
+        raise AegisError("[class_map_versions] --remap-version applies with several --gt only")
     else:
         result = score_paths(preds, gt[0], **options)
     out.print(conditions_table(result))

@@ -113,3 +113,32 @@ def test_cli_two_gt_versions(files):
     res = runner.invoke(app, ["score", str(files["preds"]), "--gt", str(files["v1"]), "--gt", str(fewer),
                               "--threshold", "0.5", "--bootstrap", "1"])
     assert_one_line_error(res, "[versions_images_differ]")
+
+
+def test_one_file_twice_with_the_remap_on_the_second(tmp_path):
+    """SULAND's fix: the same OOD labels as they are and with the inverted class ids swapped back."""
+    from test_multiclass import two_class_doc, two_class_preds
+
+    from aegis_eval.class_map import parse_class_map
+
+    gt, preds = tmp_path / "ood.json", tmp_path / "clean.json"
+    gt.write_text(json.dumps(two_class_doc(inverted=True)))
+    preds.write_text(json.dumps(two_class_preds()))
+    cmap = parse_class_map("0:1,1:0", "gt")
+    result = score_versions(preds, [gt, gt], threshold=0.5, bootstrap=30, classes="all", class_map=cmap,
+                            remap_versions=[2])
+    block = result["versions"]
+    assert list(block["gt"]) == ["ood#1", "ood#2"]
+    assert block["gt"]["ood#1"]["class_map"] is None and block["gt"]["ood#2"]["class_map"]["mapping"] == {"0": 1, "1": 0}
+    assert block["matrix"]["clean"]["ood#1"]["map50"] == 0.0 and block["matrix"]["clean"]["ood#2"]["map50"] == 1.0
+    assert block["differences"]["ood#2"]["clean"]["map50"]["value"] == 1.0
+    with pytest.raises(AegisError, match=r"^\[class_map_versions\]"):
+        score_versions(preds, [gt, gt], threshold=0.5, class_map=cmap, remap_versions=[3])
+    with pytest.raises(AegisError, match=r"^\[class_map_versions\]"):
+        score_versions(preds, [gt, gt], threshold=0.5, remap_versions=[1])
+    runner = CliRunner()
+    res = runner.invoke(app, ["score", str(preds), "--gt", str(gt), "--gt", str(gt), "--threshold", "0.5",
+                              "--bootstrap", "5", "--classes", "all", "--class-map", "0:1,1:0", "--remap-version", "2"])
+    assert res.exit_code == 0, res.output
+    assert_one_line_error(runner.invoke(app, ["score", str(preds), "--gt", str(gt), "--threshold", "0.5",
+                                              "--remap-version", "1"]), "[class_map_versions]")
