@@ -4,7 +4,9 @@
 Per condition: COCO AP (``aegis_eval.metrics``), counts and rates at the frozen threshold
 (``aegis_eval.matching``), percentile bootstrap intervals, paired intervals of the drop vs clean (the same
 resample rows for every condition), relative drops, and localization stability vs clean. Then the robustness
-summary (``aegis_eval.robustness``) and provenance.
+summary (``aegis_eval.robustness``), the false-alarm block (``aegis_eval.false_alarms``) and provenance.
+``score_conditions_by_class`` does the same for several classes and adds macro entries; ``score_paths_detailed``
+keeps the per-resample values that cross-version re-scoring (``aegis_eval.versions``) pairs.
 """
 
 from __future__ import annotations
