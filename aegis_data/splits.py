@@ -14,6 +14,7 @@ as an uninterrupted one.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
@@ -33,10 +34,10 @@ from aegis_data.config import SEVERITIES, SuiteConfig, load_config, parse_condit
 from aegis_data.errors import AegisError
 from aegis_data.imageio import (
     DEFAULT_MAX_PIXELS,
+    encode_png,
     file_sha256,
     pixel_sha256,
     write_bytes_atomic,
-    write_png_atomic,
 )
 from aegis_data.layout import (
     ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SAFE_IMAGE_ID, SPLIT_NAMES, image_file_name,
@@ -114,8 +115,10 @@ class BuildResult:
     seconds: float
     megapixels: float  # pixels of every rendered (not skipped) image file, MP
     seconds_corrupt: float  # summed over workers
-    seconds_encode: float  # PNG encode + hash + write, summed over workers
+    seconds_encode: float  # PNG encode, summed over workers
     seconds_read: float  # source decode, summed over workers
+    seconds_hash: float = 0.0  # pixel and file SHA-256, summed over workers
+    seconds_write: float = 0.0  # atomic write (temp file, fsync, rename), summed over workers
 
     @property
     def images_per_s(self) -> float:
@@ -367,6 +370,8 @@ class UnitResult:
     seconds_corrupt: float = 0.0
     seconds_encode: float = 0.0
     seconds_read: float = 0.0
+    seconds_hash: float = 0.0
+    seconds_write: float = 0.0
 
 
 def image_relpath(split: str, condition: str, image_id: str) -> str:
@@ -435,11 +440,17 @@ def render_unit(task: UnitTask) -> UnitResult:
                                  f"{getattr(img, 'dtype', type(img))} for {rec.image_id}; expected {source.shape} uint8")
         t1 = time.perf_counter()
         rel = image_relpath(u.split, cond, rec.image_id)
-        sha = write_png_atomic(root / rel, img)
+        data = encode_png(img)
+        t2 = time.perf_counter()
+        sha = hashlib.sha256(data).hexdigest()
         pixels = res.source_pixel_sha256 if img is source else pixel_sha256(img)  # clean: hashed above
+        t3 = time.perf_counter()
+        write_bytes_atomic(root / rel, data)
         res.files[rel] = {"condition": cond, "sha256": sha, "pixel_sha256": pixels}
         res.seconds_corrupt += t1 - t0
-        res.seconds_encode += time.perf_counter() - t1
+        res.seconds_encode += t2 - t1
+        res.seconds_hash += t3 - t2
+        res.seconds_write += time.perf_counter() - t3
         res.written += 1
         res.megapixels += mp
     return res
@@ -747,7 +758,8 @@ def build_splits(
     if scheduler is not None:
         _remove_stale_temp_files(out)  # left by workers killed mid-write; their tasks were re-run elsewhere
 
-    seconds_split = {k: sum(getattr(r, f"seconds_{k}") for r in results) for k in ("corrupt", "encode", "read")}
+    stages = ("corrupt", "encode", "read", "hash", "write")
+    seconds_split = {k: sum(getattr(r, f"seconds_{k}") for r in results) for k in stages}  # _finish drops results
     entries = _finish(out, plan, results)
     manifest = build_manifest(
         dataset=plan.dataset, source=plan.source, suite=plan.suite, config_hash=plan.config_hash, seed=plan.seed,
@@ -760,7 +772,7 @@ def build_splits(
         images={s: len(r) for s, r in plan.records.items()}, files_written=counters["written"],
         files_skipped=counters["skipped"], seconds=seconds, megapixels=counters["mp"],
         seconds_corrupt=seconds_split["corrupt"], seconds_encode=seconds_split["encode"],
-        seconds_read=seconds_split["read"],
+        seconds_read=seconds_split["read"], seconds_hash=seconds_split["hash"], seconds_write=seconds_split["write"],
     )
 
 
@@ -775,8 +787,6 @@ def _write_if_changed(path: Path, data: bytes) -> None:
 
 def _finish(out: Path, plan: BuildPlan, results: list[UnitResult]) -> list[dict]:
     """Write annotation and YOLO files; return every manifest entry."""
-    import hashlib
-
     by_key = {_journal_key(r.split, r.image_id): r for r in results}
     results.clear()  # each result is dropped once its entries exist, so both are never held in full at once
     entries: list[dict] = []
