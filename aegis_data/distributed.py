@@ -49,7 +49,8 @@ def _import_distributed():
 def check_scheduler(scheduler: str, workers: int | None) -> None:
     """Validate ``--scheduler`` and ``--workers`` before any work starts (AegisError, one line)."""
     if scheduler != LOCAL and not _ADDRESS.match(scheduler):
-        raise AegisError(f"--scheduler {scheduler!r}: expected 'local' or a Dask scheduler address like tcp://host:8786")
+        raise AegisError(
+            f"--scheduler {scheduler!r}: expected 'local' or a Dask scheduler address like tcp://host:8786")
     if scheduler != LOCAL and workers is not None:
         raise AegisError(f"--workers applies to --scheduler local only; the cluster at {scheduler} has its own workers")
     if workers is not None and int(workers) < 1:

@@ -148,7 +148,9 @@ def _annotation_finding(path: Path, rel: str, expected: Mapping[str, Any]) -> Fi
     return Finding(rel, "annotations", "; ".join(parts) or _UNCHANGED_GT)
 
 
-def hash_items(root: str | Path, items: Sequence[tuple[str, str, bool]], max_pixels: int) -> list[tuple[str, str | None]]:
+def hash_items(
+    root: str | Path, items: Sequence[tuple[str, str, bool]], max_pixels: int
+) -> list[tuple[str, str | None]]:
     """For each (relative path, expected file SHA-256, is an image): (file SHA-256, decoded-pixel SHA-256).
 
     The pixel hash is computed only for an image whose bytes differ from the expectation; it is None otherwise
@@ -182,7 +184,8 @@ def hash_files(
     processes) or a scheduler address whose workers see ``root`` at the same path."""
     if scheduler is None:
         with ThreadPoolExecutor(max_workers=max(1, int(workers or os.cpu_count() or 1))) as pool:
-            return dict(zip((rel for rel, _, _ in items), pool.map(lambda it: hash_items(root, [it], max_pixels)[0], items)))
+            hashes = pool.map(lambda it: hash_items(root, [it], max_pixels)[0], items)
+            return dict(zip((rel for rel, _, _ in items), hashes))
     from aegis_data import distributed
 
     with distributed.connect(scheduler, workers) as client:
