@@ -22,11 +22,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import time
 import uuid
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from aegis_data.errors import AegisError
 
@@ -35,6 +36,8 @@ INSTALL_HINT = "--scheduler needs Dask: pip install 'aegisbench[distributed]'"
 RETRIES = 2  # re-runs of a task that raised something other than a data error
 TASKS_PER_THREAD = 4  # tasks kept in flight per worker thread: enough to hide scheduling latency, bounded memory
 CONNECT_TIMEOUT_S = 30
+WORKER_WAIT_S = 600  # a scheduler whose workers are still queued (SLURM jobs pending) is given this long
+WINDOW_REFRESH_S = 2.0
 _ADDRESS = re.compile(r"^(tcp|tls|inproc|ucx|ws|wss)://[^\s/]+$|^[A-Za-z0-9_.\-\[\]:]+:\d+$")
 
 
@@ -99,7 +102,43 @@ def describe(client: Any) -> dict:
 
 
 def _threads(client: Any) -> int:
-    return max(1, describe(client)["threads"])
+    return max(1, sum(client.nthreads().values()))
+
+
+def _bounded(client: Any, submit: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
+    """Yield (item, result) as the future ``submit(item)`` of each item completes, in completion order.
+
+    ``TASKS_PER_THREAD`` tasks per worker thread are in flight, re-counted every few seconds (workers that join
+    a running cluster get work; the client's memory stays flat however many items there are); each result is
+    released on the cluster once received, and whatever is still in flight is cancelled when the caller stops.
+    """
+    distributed = _import_distributed()
+    todo = iter(items)
+    pending = distributed.as_completed()
+    live: dict = {}
+    window = {"size": TASKS_PER_THREAD * _threads(client), "at": time.monotonic()}
+
+    def top_up() -> None:
+        if time.monotonic() - window["at"] > WINDOW_REFRESH_S:
+            window.update(size=TASKS_PER_THREAD * _threads(client), at=time.monotonic())
+        for item in islice(todo, max(0, window["size"] - len(live))):
+            f = submit(item)
+            live[f] = item
+            pending.add(f)
+
+    top_up()
+    try:
+        for f in pending:
+            item = live.pop(f)
+            try:
+                value = f.result()
+            finally:
+                f.release()
+            top_up()
+            yield item, value
+    finally:
+        if live:
+            client.cancel(list(live))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -115,11 +154,15 @@ def _digest(path: str) -> str | None:
 
 def require_shared_file(client: Any, path: Path, what: str) -> None:
     """Every worker must read ``path`` with the bytes the client sees (same mount, same path)."""
+    if not client.nthreads():
+        try:
+            client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+        except TimeoutError:
+            raise AegisError(f"no Dask worker joined the scheduler at {client.scheduler.address} within "
+                             f"{WORKER_WAIT_S} s; start workers (or scale the cluster) and re-run") from None
     want = _digest(str(path))
     seen = client.run(_digest, str(path))
     blind = sorted(w for w, d in seen.items() if d != want)
-    if not seen:
-        raise AegisError(f"the Dask cluster at {client.scheduler.address} has no workers")
     if blind:
         raise AegisError(
             f"{len(blind)} of {len(seen)} Dask worker(s) (e.g. {blind[0]}) do not see {path} as this machine does; "
@@ -146,43 +189,23 @@ def _task_key(task: Any, token: str) -> str:
 
 
 def run_units(client: Any, tasks: Iterable[Any], *, retries: int = RETRIES) -> Iterator[Any]:
-    """Yield each UnitTask's UnitResult as it completes, in completion order.
-
-    At most ``TASKS_PER_THREAD`` tasks per worker thread are in flight, so the client's memory stays flat
-    however many source images there are; each result is released on the cluster once received.
-    """
+    """Yield each UnitTask's UnitResult as it completes, in completion order (see ``_bounded``)."""
     distributed = _import_distributed()
     token = uuid.uuid4().hex[:12]
-    todo = iter(tasks)
-    pending = distributed.as_completed()
-    live: set = set()
 
-    def submit(k: int) -> None:
-        for t in islice(todo, k):
-            f = client.submit(_render_on_worker, t, key=_task_key(t, token), retries=retries)
-            live.add(f)
-            pending.add(f)
+    def submit(t: Any) -> Any:
+        return client.submit(_render_on_worker, t, key=_task_key(t, token), retries=retries)
 
-    submit(TASKS_PER_THREAD * _threads(client))
     try:
-        for f in pending:
-            try:
-                status, value = f.result()
-            except distributed.KilledWorker as exc:
-                key = getattr(exc, "task", "a task")
-                raise AegisError(
-                    f"Dask workers died again and again running {key} (out of memory?); the images finished so far "
-                    f"are kept: give the workers more memory and re-run the same command to resume"
-                ) from None
-            live.discard(f)
-            f.release()
+        for _, (status, value) in _bounded(client, submit, tasks):
             if status == "error":
                 raise AegisError(value)
-            submit(1)
             yield value
-    finally:
-        if live:
-            client.cancel(list(live))
+    except distributed.KilledWorker as exc:
+        raise AegisError(
+            f"Dask workers died again and again running {getattr(exc, 'task', 'a task')} (out of memory?); the "
+            f"images finished so far are kept: give the workers more memory and re-run the same command to resume"
+        ) from None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -195,33 +218,16 @@ def hash_files(client: Any, root: Path, items: Sequence[tuple[str, str, bool]], 
     than to hash); relative path -> (file SHA-256, pixel SHA-256 or None)."""
     from aegis_data.verify import hash_items
 
-    distributed = _import_distributed()
     require_shared_file(client, root / "manifest.json", "the split directory")
-    threads = _threads(client)
-    size = max(16, min(512, len(items) // (TASKS_PER_THREAD * threads) or 1))
+    size = max(16, min(512, len(items) // (TASKS_PER_THREAD * _threads(client)) or 1))
     chunks = [items[i:i + size] for i in range(0, len(items), size)]
     token = uuid.uuid4().hex[:12]
-    todo = iter(enumerate(chunks))
-    pending = distributed.as_completed()
-    live: dict = {}
 
-    def submit(k: int) -> None:
-        for i, chunk in islice(todo, k):
-            f = client.submit(hash_items, str(root), chunk, int(max_pixels), key=f"aegis-hash-{i}-{token}",
-                              retries=retries)
-            live[f] = i
-            pending.add(f)
+    def submit(i: int) -> Any:
+        return client.submit(hash_items, str(root), chunks[i], int(max_pixels), key=f"aegis-hash-{i}-{token}",
+                             retries=retries)
 
     result: dict[str, tuple[str, str | None]] = {}
-    submit(TASKS_PER_THREAD * threads)
-    try:
-        for f in pending:
-            i = live.pop(f)
-            hashes = f.result()
-            f.release()
-            result.update(zip((rel for rel, _, _ in chunks[i]), hashes))
-            submit(1)
-    finally:
-        if live:
-            client.cancel(list(live))
+    for i, hashes in _bounded(client, submit, range(len(chunks))):
+        result.update(zip((rel for rel, _, _ in chunks[i]), hashes))
     return result

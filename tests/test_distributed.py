@@ -119,6 +119,20 @@ def test_a_task_that_keeps_killing_workers_ends_the_build_in_one_line(tmp_path):
         c.close()
 
 
+def test_a_build_waits_for_workers_that_join_the_scheduler_later(tmp_path):
+    import threading
+
+    c = distributed.LocalCluster(n_workers=0, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                 dashboard_address="127.0.0.1:0", silence_logs=50)
+    try:
+        threading.Timer(1.0, c.scale, args=(1,)).start()  # a SLURM job that starts after the build
+        result = build_splits(fake_dataset(n_test=2, n_val=0), tmp_path / "o", scheduler=c.scheduler_address,
+                              **build_kwargs(workers=None))
+        assert result.files_written == 2 * 5
+    finally:
+        c.close()
+
+
 def _with_broken_image(tmp_path: Path) -> FakeDataset:
     """Three good synthetic-gradient images and one PNG file cut short after its header."""
     good = []
@@ -207,6 +221,9 @@ def test_every_worker_must_see_the_output_directory(tmp_path, cluster):
     dist.require_shared_file(client, state, "--out")  # a LocalCluster shares this machine's disk
 
     class ElsewhereClient:  # a cluster whose second worker mounts other storage at that path
+        def nthreads(self):
+            return {"tcp://10.0.0.1:1": 1, "tcp://10.0.0.2:1": 1}
+
         def run(self, fn, path):
             return {"tcp://10.0.0.1:1": fn(path), "tcp://10.0.0.2:1": None}
 
