@@ -386,11 +386,12 @@ def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw
         if sp.size:
             flat = wet.reshape(-1, 3)
             flat[sp] = _screen(flat[sp], strength)
-        m16 = mask[rows]
         # k / 65535 in float32 division equals float32(float64(k) / 65535) for every uint16 k (correct rounding
-        # of the exact quotient either way; checked exhaustively), the SPEC mask value.
-        m = cv2.merge([m16, m16, m16]).astype(np.float32)
-        m /= np.float32(K.U16)
+        # of the exact quotient either way; checked exhaustively), the SPEC mask value. Divided once per pixel,
+        # then repeated over the channels.
+        m1 = mask[rows].astype(np.float32)
+        m1 /= np.float32(K.U16)
+        m = _channels3(m1)
         wet -= x
         wet *= m
         wet += x  # (1 - m) I + m W
