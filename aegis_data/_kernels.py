@@ -286,21 +286,28 @@ def _cubic_columns(grid: np.ndarray, xi: np.ndarray, xw: np.ndarray, weight: flo
     return np.ascontiguousarray(rows_t.T)
 
 
-def _add_cubic_rows(total: np.ndarray, rows: np.ndarray, yi: np.ndarray, yw: np.ndarray) -> None:
-    """The y pass: ``total[r] += ((rows[yi0] w0 + rows[yi1] w1) + rows[yi2] w2) + rows[yi3] w3``, float32.
+def _sum_cubic_rows(octaves: list, n_rows: int, n_cols: int) -> np.ndarray:
+    """The y pass, summed over octaves: ``total[r] = sum_o ((rows[yi0] w0 + rows[yi1] w1) + rows[yi2] w2) +
+    rows[yi3] w3`` in float32, added octave by octave onto zeros (``octaves``: (rows, yi, yw) per octave).
 
-    The four node rows of each output row are gathered for a strip of output rows at a time (strips stay in
-    cache; one broadcast block per grid interval cost a Python round trip per interval, which dominated on
-    fine grids with a few rows per interval). Same float32 operations in the same order as per pixel.
+    Works strip by strip of output rows, all octaves per strip, so the running sum stays in cache; the four
+    node rows of each output row are gathered for the whole strip (one broadcast block per grid interval cost
+    a Python round trip per interval, which dominated on fine grids). Per element these are the same float32
+    operations in the same order as octave after octave over the whole field.
     """
-    for strip in row_strips(total.shape[0], total.shape[1], 1 << 15):
-        block = rows[yi[0, strip]]
-        block *= yw[0, strip, None]
-        for k in (1, 2, 3):
-            tap = rows[yi[k, strip]]
-            tap *= yw[k, strip, None]
-            block += tap
-        total[strip] += block
+    total = np.empty((n_rows, n_cols), dtype=np.float32)
+    for strip in row_strips(n_rows, n_cols, 1 << 15):
+        acc = np.zeros((strip.stop - strip.start, n_cols), dtype=np.float32)
+        for rows, yi, yw in octaves:
+            block = rows[yi[0, strip]]
+            block *= yw[0, strip, None]
+            for k in (1, 2, 3):
+                tap = rows[yi[k, strip]]
+                tap *= yw[k, strip, None]
+                block += tap
+            acc += block
+        total[strip] = acc
+    return total
 
 
 def value_noise(height: int, width: int, spec: NoiseSpec, grids: tuple[np.ndarray, ...]) -> np.ndarray:
@@ -313,7 +320,7 @@ def value_noise(height: int, width: int, spec: NoiseSpec, grids: tuple[np.ndarra
     """
     f = noise_work_factor(height, width, spec)
     hw, ww = -(-height // f), -(-width // f)
-    total = np.zeros((hw, ww), dtype=np.float32)
+    octaves = []
     weight = 1.0
     for grid in grids:
         gy, gx = grid.shape
@@ -321,8 +328,9 @@ def value_noise(height: int, width: int, spec: NoiseSpec, grids: tuple[np.ndarra
         xi, xw, _ = _cubic_taps(_grid_positions(ww, f, width, cx), cx)
         rows = _cubic_columns(grid, xi, xw, weight)
         yi, yw, _ = _cubic_taps(_grid_positions(hw, f, height, cy), cy)
-        _add_cubic_rows(total, rows, yi, yw.astype(np.float32))
+        octaves.append((rows, yi, yw.astype(np.float32)))
         weight *= 0.55
+    total = _sum_cubic_rows(octaves, hw, ww)
     lo, hi = float(total.min()), float(total.max())
     # A range at float32 rounding level means a constant field (only possible with hand-made grids):
     # normalising it would blow rounding noise up to [0, 1].
