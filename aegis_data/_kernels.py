@@ -141,7 +141,8 @@ def convolve_exact(arr: np.ndarray, kernel: np.ndarray, max_abs: float | None = 
         else:
             src = arr.astype(np.float32)  # integers of magnitude <= max_abs <= 2**24: exact
         rows = cv2.sepFilter2D(np.ascontiguousarray(src), cv2.CV_32F, k, one, borderType=cv2.BORDER_REFLECT)
-        return cv2.sepFilter2D(rows.astype(np.float64), cv2.CV_64F, one, k, borderType=cv2.BORDER_REFLECT)
+        rows = rows.astype(np.float64)  # rebinding frees the float32 pass before the float64 output exists
+        return cv2.sepFilter2D(rows, cv2.CV_64F, one, k, borderType=cv2.BORDER_REFLECT)
     src = np.ascontiguousarray(arr, dtype=np.float64)
     return cv2.sepFilter2D(src, cv2.CV_64F, k, k, borderType=cv2.BORDER_REFLECT)
 
