@@ -279,13 +279,16 @@ def water_glare(image: np.ndarray, params: WaterGlareParams, draw: GlareDraw) ->
     # g = clip(cores + bw * bloom) * intensity; bw * bloom tabulated over the uint16 levels.
     bloom_table = _bloom_table(params.bloom_weight)
     tint = np.asarray(params.tint, dtype=np.float32) * np.float32(params.intensity)
+    tint_row = np.tile(tint, w)  # the tint for one row of interleaved RGB: contiguous operands throughout
     out = np.empty_like(image)
     for rows in K.row_strips(h, w):
         x = _unit(image[rows])
-        g = bloom_table[bloom[rows]]
+        g = np.take(bloom_table, bloom[rows])
         g += cores[rows]
         np.minimum(g, 1.0, out=g)
-        out[rows] = K.to_uint8(_screen(x, g[..., None] * tint), scratch=True)
+        layer = _channels3(g)
+        layer.reshape(layer.shape[0], -1)[...] *= tint_row
+        out[rows] = K.to_uint8(_screen(x, layer), scratch=True)
     return out
 
 
@@ -383,11 +386,12 @@ def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw
         if sp.size:
             flat = wet.reshape(-1, 3)
             flat[sp] = _screen(flat[sp], strength)
-        m16 = mask[rows]
         # k / 65535 in float32 division equals float32(float64(k) / 65535) for every uint16 k (correct rounding
-        # of the exact quotient either way; checked exhaustively), the SPEC mask value.
-        m = cv2.merge([m16, m16, m16]).astype(np.float32)
-        m /= np.float32(K.U16)
+        # of the exact quotient either way; checked exhaustively), the SPEC mask value. Divided once per pixel,
+        # then repeated over the channels.
+        m1 = mask[rows].astype(np.float32)
+        m1 /= np.float32(K.U16)
+        m = _channels3(m1)
         wet -= x
         wet *= m
         wet += x  # (1 - m) I + m W
@@ -485,7 +489,8 @@ def _veil_blur(image: np.ndarray, sigma: float) -> np.ndarray:
         ksize = 2 * int(math.ceil(3.0 * sigma)) + 1
         return cv2.GaussianBlur(image, (ksize, ksize), sigmaX=sigma, sigmaY=sigma, borderType=cv2.BORDER_REFLECT)
     k = K.discrete_gaussian(sigma)
-    return (K.convolve_exact(image, k) * (1.0 / (float(k.sum()) ** 2 * 255.0))).astype(np.float32)
+    blurred = K.convolve_exact(image, k, max_abs=255)
+    return (blurred * (1.0 / (float(k.sum()) ** 2 * 255.0))).astype(np.float32)
 
 
 def _veil_unit(blurred: np.ndarray) -> np.ndarray:

@@ -335,6 +335,27 @@ def test_blur_mask_matches_a_gaussian_edge(sigma):
     assert np.abs(got - ref)[50:350].max() < 0.01
 
 
+@pytest.mark.parametrize("sigma", [0.4, 2.0, 5.1])
+def test_convolve_exact_float32_row_pass_gives_the_float64_integers(sigma):
+    rng = np.random.default_rng(9)
+    k = K.discrete_gaussian(sigma)
+    mask = rng.random((97, 131)) < 0.3
+    image = rng.integers(0, 256, (61, 83, 3), dtype=np.uint8)
+    blocks = K.block_sum(mask, 4)  # integers <= 16
+    for arr, bound in ((mask, 1), (image, 255), (blocks, 16)):
+        assert bound * k.sum() <= 2**24  # the float32 path is taken
+        assert np.array_equal(K.convolve_exact(arr, k, max_abs=bound), K.convolve_exact(arr, k))
+
+
+def test_cached_tables_are_read_only():
+    p = corruption_params("low_light", 2)
+    tables = (C.encode_table(p.gamma), C.linear_table(p.gamma), *C._low_light_tables(p), C._normal_table_f32(),
+              C._transmission_table(0.5, 0.2), C._grain_table(0.03), C._bloom_table(0.6))
+    for table in tables:
+        with pytest.raises(ValueError):
+            table[0] = 0
+
+
 def test_value_noise_spans_the_unit_range_and_masks_hit_their_coverage():
     spec = K.NoiseSpec(4, 6)
     grids = C._draw_noise(KeyedRandom("vn"), "n", 300, 400, spec)
