@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 
 from aegis_data import _kernels as K
-from aegis_data.config import SEVERITIES, load_config
+from aegis_data.config import SEVERITIES, SuiteConfig, load_config
 from aegis_data.errors import AegisError
 from aegis_data.seeding import NORMAL_FRAC_BITS, KeyedRandom, keyed_random, normal_table
 
@@ -743,11 +743,15 @@ def _check_registry() -> tuple[tuple[str, ...], Mapping[str, tuple[str, ...]]]:
 CORRUPTIONS, FAMILIES = _check_registry()
 
 
-def corruption_params(name: str, severity: int):
-    """The frozen parameter record of ``name`` at ``severity``, filled from the suite config."""
+def corruption_params(name: str, severity: int, config: SuiteConfig | None = None):
+    """The frozen parameter record of ``name`` at ``severity``, filled from ``config`` (default: the installed
+    suite config)."""
     _check_name(name)
     _check_severity(severity)
-    spec = load_config().corruptions[name]
+    cfg = config or load_config()
+    if name not in cfg.corruptions:
+        raise AegisError(f"{cfg.path}: the suite config declares no corruption {name!r}")
+    spec = cfg.corruptions[name]
     ptype = _BY_NAME[name].params_type
     values = spec.params(int(severity))
     known = {f.name for f in fields(ptype)}
@@ -785,16 +789,18 @@ def _check_image(image) -> None:
 
 
 def apply_corruption(
-    image: np.ndarray, name: str, severity: int, image_id: ImageId, seed: int = DEFAULT_SEED
+    image: np.ndarray, name: str, severity: int, image_id: ImageId, seed: int = DEFAULT_SEED,
+    config: SuiteConfig | None = None,
 ) -> np.ndarray:
     """Corrupt one image: HxWx3 uint8 RGB in, a new array of the same shape and dtype out.
 
     Deterministic in (pixels, name, severity, image_id, seed) alone: the draws come from the stream keyed
     ``stream_key(image_id, name, severity, seed)``, so any image can be regenerated alone, in any order or
-    process, with identical bytes on any machine. Raises AegisError for bad input.
+    process, with identical bytes on any machine. ``config``: the suite whose parameters apply (default: the
+    installed one; a split's build passes its own). Raises AegisError for bad input.
     """
     _check_image(image)
-    params = corruption_params(name, severity)  # validates name and severity
+    params = corruption_params(name, severity, config)  # validates name and severity
     rng = keyed_random(image_id, name, int(severity), seed)
     h, w = image.shape[:2]
     draw = _BY_NAME[name].draw(params, h, w, rng)

@@ -38,7 +38,7 @@ from aegis_data.imageio import (
     write_png_atomic,
 )
 from aegis_data.layout import (
-    ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SAFE_IMAGE_ID, SPLIT_NAMES, image_file_name,
+    ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SAFE_IMAGE_ID, SPLIT_NAMES, SUITE_CONFIG_NAME, image_file_name,
 )
 from aegis_data.manifest import (
     build_manifest,
@@ -352,6 +352,7 @@ class UnitTask:
     known_source: str | None
     read_image: ReadImage | None
     corrupt: Corrupt | None
+    config: SuiteConfig | None = None  # the suite the default corruption renders with
 
 
 @dataclass
@@ -378,10 +379,11 @@ def _default_read(record: Record, max_pixels: int) -> np.ndarray:
     return read_rgb(record, max_pixels=max_pixels)
 
 
-def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int) -> np.ndarray:
+def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int,
+                     config: SuiteConfig | None = None) -> np.ndarray:
     from aegis_data.corruptions import apply_corruption
 
-    return apply_corruption(image, name, severity, image_id, seed=seed)
+    return apply_corruption(image, name, severity, image_id, seed=seed, config=config)
 
 
 def render_unit(task: UnitTask) -> UnitResult:
@@ -406,7 +408,11 @@ def render_unit(task: UnitTask) -> UnitResult:
     if not todo:
         return res
     read = task.read_image or _default_read
-    corrupt = task.corrupt or _default_corrupt
+    if task.corrupt is not None:
+        corrupt = task.corrupt
+    else:
+        def corrupt(image, name, severity, image_id, seed):
+            return _default_corrupt(image, name, severity, image_id, seed, task.config)
     t_read = time.perf_counter()
     source = read(rec, task.max_pixels)
     res.seconds_read = time.perf_counter() - t_read
@@ -630,6 +636,8 @@ def build_splits(
     read_image(record, max_pixels) / corrupt(image, name, severity, image_id, seed) / audit(dataset) default
     to ``aegis_data.sources.read_rgb``, ``aegis_data.corruptions.apply_corruption`` and
     ``aegis_data.audit.audit_dataset``; replacements must be module-level functions when workers > 1.
+    config: the suite config (default: the installed one): the default corruption renders with its parameters,
+    the manifest records its hash and ``<out>/corruptions.yaml`` its exact bytes.
     AegisError: empty source, leakage found by the audit, bad selection, or ``out`` holding something else.
     """
     t_start = time.perf_counter()
@@ -663,7 +671,7 @@ def build_splits(
     for u in plan.units:
         k = known.get(_journal_key(u.split, u.record.image_id), {})
         tasks.append(UnitTask(u, str(out), plan.seed, int(max_pixels), k.get("files", {}),
-                              k.get("source_pixel_sha256"), read_image, corrupt))
+                              k.get("source_pixel_sha256"), read_image, corrupt, config))
 
     results: list[UnitResult] = []
     journal = _Journal(out)
@@ -705,6 +713,9 @@ def build_splits(
         journal.close()
 
     entries = _finish(out, plan, results)
+    # The exact suite config bytes, named (and so checked) by the manifest's config_hash: readers of the split
+    # take families, order and parameters from here, not from whatever suite is installed.
+    _write_if_changed(out / SUITE_CONFIG_NAME, config.raw or Path(config.path).read_bytes())
     manifest = build_manifest(
         dataset=plan.dataset, source=plan.source, suite=plan.suite, config_hash=plan.config_hash, seed=plan.seed,
         conditions=plan.conditions, splits={s: len(r) for s, r in plan.records.items()}, entries=entries,

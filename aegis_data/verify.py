@@ -31,7 +31,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from aegis_data.config import load_config, parse_condition
+from aegis_data.config import SuiteConfig, parse_condition, split_config
 from aegis_data.errors import AegisError
 from aegis_data.imageio import DEFAULT_MAX_PIXELS, file_sha256, pixel_sha256, read_rgb
 from aegis_data.layout import ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, condition_dir, image_file_name
@@ -107,10 +107,19 @@ def pixel_difference(actual: np.ndarray, expected: np.ndarray) -> tuple[int, int
     return int(np.count_nonzero(delta.max(axis=2))), int(delta.max())
 
 
-def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int) -> np.ndarray:
+def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int,
+                     config: SuiteConfig | None = None) -> np.ndarray:
     from aegis_data.corruptions import apply_corruption
 
-    return apply_corruption(image, name, severity, image_id, seed=seed)
+    return apply_corruption(image, name, severity, image_id, seed=seed, config=config)
+
+
+def _suite_config(root: Path, config_hash: Any) -> tuple[SuiteConfig | None, str]:
+    """(the suite config named by ``config_hash`` -- the split's copy or the installed one --, or None with why)."""
+    try:
+        return split_config(root, config_hash if isinstance(config_hash, str) else None), ""
+    except AegisError as exc:
+        return None, str(exc)
 
 
 def _walk_files(root: Path) -> list[str]:
@@ -210,9 +219,9 @@ def verify_split(
     ref_src = {(e["split"], e["image_id"]): e.get("source_pixel_sha256") for e in ref.images()}
     src_differs = {k for k, v in ref_src.items() if k in local_src and local_src[k] != v}
 
-    config = load_config()
-    can_regenerate = regenerate and config.config_hash == ref.data.get("config_hash")
-    corrupt = corrupt or _default_corrupt
+    config, no_config = _suite_config(root, ref.data.get("config_hash"))
+    can_regenerate = regenerate and config is not None
+    corrupt = corrupt or (lambda *args: _default_corrupt(*args, config=config))
     clean_cache: dict[tuple[str, str], np.ndarray | None] = {}
 
     def clean_pixels(split: str, image_id: str, expected_hash: str) -> np.ndarray | None:
@@ -264,8 +273,7 @@ def verify_split(
             findings.append(Finding(rel, "pixels", "clean pixels differ from the manifest; no reference copy to count against"))
             continue
         if not can_regenerate:
-            why = "regeneration off" if not regenerate else (
-                f"local suite config {config.config_hash} differs from the manifest's {ref.data.get('config_hash')}")
+            why = "regeneration off" if not regenerate else f"the manifest's suite config is not available: {no_config}"
             findings.append(Finding(rel, "pixels", f"pixels differ ({why}; no expected pixels to count against)"))
             continue
         clean = clean_pixels(e["split"], e["image_id"], e["source_pixel_sha256"])

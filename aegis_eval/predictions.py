@@ -3,7 +3,7 @@
 Every rejection is an :class:`AegisError` whose one-line message starts with a stable finding code in
 brackets (``[bbox_negative] ...``), names what was received and what was expected. Findings that do not
 invalidate the file (duplicate detections, zero-size boxes, other-category detections dropped) are returned
-as warning lines in ``Detections.source["warnings"]``; the CLI prints them.
+as warning lines in ``Detections.source["warnings"]`` (``GroundTruth.warnings`` for the GT); the CLI prints them.
 
 Image id resolution (predictions -> GT rows), in this order:
 
@@ -20,15 +20,15 @@ names one of the candidates.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path, PurePath
 from typing import Any, Mapping, NoReturn, Sequence
 
 import numpy as np
 
+from aegis_data.config import SuiteConfig, config_for
 from aegis_data.errors import AegisError
 from aegis_data.layout import MANIFEST_NAME, annotation_path
+from aegis_data.readers import read_json
 from aegis_eval.types import Detections, GroundTruth
 
 REQUIRED_DET_KEYS = ("image_id", "category_id", "bbox", "score")
@@ -37,24 +37,10 @@ _STANDARD_IMAGE_KEYS = ("id", "file_name", "width", "height")
 
 # --- small helpers -------------------------------------------------------------------------------------
 def read_json_file(path: Path, what: str, code_prefix: str = "") -> tuple[Any, str]:
-    """(parsed JSON, SHA-256 of the bytes), reading the file once; AegisError for missing, unreadable or
-    malformed files, with finding codes ``[<code_prefix>not_found]``, ``wrong_type`` (a directory), ``unreadable``
-    and ``not_json``. Shared by every JSON input of the scorer (GT, manifest, predictions, threshold, clusters)."""
-    if not path.exists():
-        raise AegisError(f"[{code_prefix}not_found] {what} file not found: {path}")
-    if path.is_dir():
-        raise AegisError(f"[{code_prefix}wrong_type] {what} path is a directory, expected a JSON file: {path}")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise AegisError(f"[{code_prefix}unreadable] cannot read {what} file {path}: {exc.strerror}") from None
-    try:
-        obj = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
-        hint = " (the file looks truncated)" if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(data.rstrip()) - 1 else ""
-        raise AegisError(f"[{code_prefix}not_json] {what} file {path} is not valid JSON{where}{hint}") from None
-    return obj, hashlib.sha256(data).hexdigest()
+    """(parsed JSON, SHA-256 of the bytes): the toolkit's one JSON reader (:func:`aegis_data.readers.read_json`),
+    with finding codes ``[<code_prefix>not_found]``, ``wrong_type``, ``unreadable``, ``not_json``, ``json_nonfinite``,
+    ``json_number_overflow`` and ``json_too_deep``."""
+    return read_json(path, what, code_prefix)
 
 
 def _first(items: Sequence, n: int = 3) -> str:
@@ -162,12 +148,12 @@ def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None) -
     # Group boxes by image row but keep file order inside each image (stable).
     box_image_arr = np.array(box_image, dtype=np.int64)
     order = np.argsort(box_image_arr, kind="stable")
-    source.setdefault("category_ids", all_cats)
+    warnings: list[str] = []
     if 0 in ann_ids:
         # pycocotools marks matches by annotation id, so a match to id 0 reads as "unmatched": that box can be
         # matched again and its detection counts as a false positive. Our AP reproduces pycocotools exactly,
         # quirk included; the thresholded metrics do not depend on ids.
-        source.setdefault("warnings", []).append(
+        warnings.append(
             "[gt_annotation_id_zero] the GT has an annotation with id 0; COCO AP (like pycocotools) treats "
             "matches to it as misses — renumber annotation ids from 1")
     return GroundTruth(
@@ -182,6 +168,11 @@ def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None) -
         ann_ids=np.array(ann_ids, dtype=np.int64)[order],
         category_id=cat_id,
         attributes=attributes,
+        category_ids=all_cats,
+        warnings=tuple(warnings),
+        dataset=source.get("dataset"),
+        split_dir=source.get("split_dir"),
+        config_hash=source.get("config_hash"),
         source=source,
     )
 
@@ -230,6 +221,12 @@ def load_ground_truth(path: str | Path, split: str = "test") -> GroundTruth:
         source["split_dir"] = str(root)
         source.update(_read_manifest(root))
     return ground_truth_from_coco(coco, source)
+
+
+def suite_config_of(gt: GroundTruth) -> SuiteConfig:
+    """The suite config the GT's conditions belong to: the split's (see :func:`aegis_data.config.split_config`,
+    which refuses when that config is not available) for GT read from a split directory, else the installed one."""
+    return config_for(gt.split_dir, gt.config_hash)
 
 
 # --- predictions ---------------------------------------------------------------------------------------
@@ -386,7 +383,7 @@ def _resolve_categories(cats: np.ndarray, gt: GroundTruth, where: str, warnings:
     if len(cats) == 0:
         return np.ones(0, dtype=bool), 0
     person = int(gt.category_id)
-    known = set(int(c) for c in gt.source.get("category_ids", (person,)))
+    known = set(int(c) for c in (gt.category_ids or (person,)))
     present = set(np.unique(cats).tolist())
     if present == {person}:
         return np.ones(len(cats), dtype=bool), 0

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from aegis_data.config import load_config, parse_condition
+from aegis_data.config import SuiteConfig, load_config, parse_condition
 from aegis_data.errors import AegisError
 from aegis_data.imageio import write_bytes_atomic
 from aegis_eval import metrics as ap_metrics
@@ -26,7 +26,7 @@ from aegis_eval.bootstrap import (BootstrapOptions, bootstrap_samples, intervals
                                   resample_weights)
 from aegis_eval.localization import localization_stability
 from aegis_eval.matching import DEFAULT_IOU, ThresholdMatch, match_at_threshold, threshold_metrics
-from aegis_eval.predictions import load_ground_truth, load_predictions, read_json_file
+from aegis_eval.predictions import load_ground_truth, load_predictions, read_json_file, suite_config_of
 from aegis_eval.provenance import build_provenance
 from aegis_eval.result_keys import (AP_METRICS, CI_METRICS, COUNT_KEYS, LOCALIZATION_KEYS, SCHEMA,
                                     THRESHOLD_METRICS)
@@ -53,14 +53,14 @@ def _interval(pair: Any) -> list[float | None]:
     return [_clean_number(lo), _clean_number(hi)]
 
 
-def condition_order(names: list[str]) -> list[str]:
+def condition_order(names: list[str], config: SuiteConfig | None = None) -> list[str]:
     """Canonical order: clean, then ``<corruption>_s<k>`` in config order, then any other names sorted."""
-    canonical = load_config().conditions()
+    canonical = (config or load_config()).conditions()
     rank = {c: k for k, c in enumerate(canonical)}
     return sorted(names, key=lambda c: (0, rank[c], "") if c in rank else (1, 0, c))
 
 
-def condition_labels(condition: str) -> dict[str, Any]:
+def condition_labels(condition: str, config: SuiteConfig | None = None) -> dict[str, Any]:
     """corruption / family / severity of a condition id (all None for a name that is not a condition id)."""
     parsed = corruption_of(condition)
     if parsed is None:
@@ -68,7 +68,7 @@ def condition_labels(condition: str) -> dict[str, Any]:
     name, sev = parsed
     family = None
     if name is not None:
-        spec = load_config().corruptions.get(name)
+        spec = (config or load_config()).corruptions.get(name)
         family = spec.family if spec is not None else None
     return {"corruption": name, "family": family, "severity": sev}
 
@@ -76,8 +76,12 @@ def condition_labels(condition: str) -> dict[str, Any]:
 def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], threshold: float, *,
                      bootstrap: BootstrapOptions, iou: float = DEFAULT_IOU, clusters: np.ndarray | None = None,
                      label: str | None = None, provenance: Mapping[str, Any] | None = None,
-                     threshold_info: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                     threshold_info: Mapping[str, Any] | None = None,
+                     config: SuiteConfig | None = None) -> dict[str, Any]:
     """Score every condition at one frozen ``threshold``; returns the docs/SCORE_JSON.md structure.
+
+    config: the suite the conditions belong to (order, families); ``score_paths`` passes the split's
+    (:func:`aegis_eval.predictions.suite_config_of`), the installed one is the default.
 
     predictions: {condition id (or any name): Detections resolved against ``gt``}.
     clusters: optional (I,) group label per GT image row; the bootstrap then resamples whole groups.
@@ -88,7 +92,8 @@ def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], thr
         raise AegisError("nothing to score: no predictions were given")
     if not np.isfinite(threshold) or not 0.0 <= threshold <= 1.0:
         raise AegisError(f"threshold must be a number in [0, 1]; got {threshold!r}")
-    names = condition_order(list(predictions))
+    config = config or load_config()
+    names = condition_order(list(predictions), config)
     weights = resample_weights(gt.n_images, bootstrap, clusters)
 
     matches: dict[str, ThresholdMatch] = {}
@@ -99,7 +104,7 @@ def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], thr
         match = match_at_threshold(gt, dets, threshold, iou)
         table = ap_metrics.evaluate_images(gt, dets)
         ap = ap_metrics.accumulate(table)
-        entry: dict[str, Any] = condition_labels(cond)
+        entry: dict[str, Any] = condition_labels(cond, config)
         entry.update({m: _clean_number(ap[m]) for m in AP_METRICS})
         tm = threshold_metrics(match)
         for key in THRESHOLD_METRICS[:3] + COUNT_KEYS + THRESHOLD_METRICS[3:]:
@@ -133,12 +138,12 @@ def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], thr
     return {
         "schema": SCHEMA,
         "label": label,
-        "dataset": gt.source.get("dataset"),
+        "dataset": gt.dataset,
         "iou": float(iou),
         "threshold": {"value": float(threshold), "rule": info.get("rule"), "file": info.get("file"),
                       "file_sha256": info.get("sha256")},
         "conditions": conditions,
-        "summary": summarize_robustness(conditions),
+        "summary": summarize_robustness(conditions, config),
         "provenance": dict(provenance),
     }
 
@@ -228,7 +233,7 @@ def score_paths(preds: str | Path, gt: str | Path, *, threshold: float | None = 
     options = BootstrapOptions(n_bootstrap=bootstrap, seed=seed)
     files = prediction_files(preds, on_warning)
     ground_truth = load_ground_truth(gt, split)
-    for w in ground_truth.source.get("warnings", ()):
+    for w in ground_truth.warnings:
         if on_warning:
             on_warning(f"ground truth: {w}")
     detections = {}
@@ -245,7 +250,8 @@ def score_paths(preds: str | Path, gt: str | Path, *, threshold: float | None = 
     if label is None:
         label = Path(preds).name if Path(preds).is_dir() else Path(preds).stem
     return score_conditions(ground_truth, detections, value, bootstrap=options, iou=iou, clusters=clusters,
-                            label=label, provenance=provenance, threshold_info=info)
+                            label=label, provenance=provenance, threshold_info=info,
+                            config=suite_config_of(ground_truth))
 
 
 # --- writers -----------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``aegis freeze-threshold`` and ``aegis score``: the shared scorer's command line (SPEC §6)."""
+"""``aegis freeze-threshold`` and ``aegis score``: the shared scorer's command line (docs/SCORING.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated, Any, Mapping, Optional
 import typer
 from rich.table import Table
 
-from aegis_data.config import SEVERITIES, load_config
+from aegis_data.config import SEVERITIES
 from aegis_eval.predictions import load_ground_truth, load_predictions
 from aegis_eval.threshold import DEFAULT_RULE, freeze_threshold, parse_grid, write_threshold_file
 from cli.common import handle_errors, out, warn
@@ -58,7 +58,9 @@ def _drop_style(drop: float | None) -> str:
 def recall_matrix(result: Mapping[str, Any], metric: str = "recall") -> Table | None:
     """Corruption x severity matrix of ``metric``, coloured by relative drop vs clean; None without a sweep."""
     conds = result["conditions"]
-    names = [n for n in load_config().names if any(f"{n}_s{s}" in conds for s in SEVERITIES)]
+    # Corruptions and families as the scorer labelled them, in its (the split's suite config) order.
+    family_of = {e["corruption"]: e.get("family") for e in conds.values() if e.get("corruption")}
+    names = list(family_of)
     if not names:
         return None
     clean = conds.get("clean", {}).get(metric)
@@ -80,7 +82,7 @@ def recall_matrix(result: Mapping[str, Any], metric: str = "recall") -> Table | 
             drop = e["rel_drop"].get(metric)
             cells.append(f"[{_drop_style(drop)}]{_fmt(e.get(metric))}[/]")
         mean_drop = per_corruption.get(n, {}).get(metric)
-        table.add_row(n, load_config().corruptions[n].family, *cells,
+        table.add_row(n, family_of[n] or "–", *cells,
                       "–" if mean_drop is None else f"{100 * mean_drop:.1f}%")
     return table
 

@@ -28,7 +28,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from aegis_data import __version__ as TOOLKIT_VERSION
-from aegis_data.config import load_config
+from aegis_data.config import config_for
 from aegis_data.errors import AegisError
 from aegis_data.imageio import file_sha256, read_rgb, write_bytes_atomic
 from aegis_data.layout import annotation_path, condition_dir
@@ -106,7 +106,7 @@ def read_split_images(split_dir: str | Path, split_name: str = "test", limit: in
     if not gt.is_file():
         extra = " (build the split with --with-train)" if split_name == "train" else ""
         raise AegisError(f"{root} has no {gt.relative_to(root)}: not a split folder with a {split_name} split "
-                         f"(SPEC §4){extra}")
+                         f"(see docs/SPLITS.md, layout){extra}")
     try:
         data = json.loads(gt.read_bytes())
         images = sorted(data["images"], key=lambda im: int(im["id"]))
@@ -129,12 +129,12 @@ def resolve_conditions(split: SplitImages, conditions: str | Iterable[str] | Non
     ``all`` (or None) = every canonical condition whose folder exists under ``<split>/<split_name>/``;
     a comma list must name existing folders. Only ``clean`` exists for val/train.
     """
-    canonical = load_config().conditions()
+    canonical = config_for(split.split_dir).conditions()
     present = [c for c in canonical if condition_dir(split.split_dir, split.split_name, c).is_dir()]
     if conditions is None or conditions == "all":
         if not present:
             raise AegisError(f"no condition folders under {split.split_dir / split.split_name}; expected "
-                             f"clean/ and <corruption>_s<k>/ (SPEC §4)")
+                             f"clean/ and <corruption>_s<k>/ (see docs/SPLITS.md, layout)")
         return present
     wanted = [c.strip() for c in (conditions.split(",") if isinstance(conditions, str) else conditions)]
     wanted = [c for c in wanted if c]
