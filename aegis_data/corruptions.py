@@ -1,4 +1,4 @@
-"""The aegis-v1 corruption engine (SPEC §2, §3): nine disaster-imaging corruptions, bit-identical anywhere.
+"""The aegis-v1 corruption engine (docs/CORRUPTIONS.md): nine disaster-imaging corruptions, bit-identical anywhere.
 
 Three layers, as in torchvision's transforms: for each corruption a frozen **parameter record** filled from
 ``configs/corruptions.yaml``; a **draw** function that takes every random value it needs (noise node grids,
@@ -32,7 +32,7 @@ ImageId = Union[str, int]
 
 
 def _px(value: float, height: int, width: int) -> float:
-    """SPEC pixel unit: ``value`` per 1000 px of the long side."""
+    """The suite's pixel unit: ``value`` per 1000 px of the long side."""
     return float(value) * max(height, width) / 1000.0
 
 
@@ -59,7 +59,7 @@ def _channels3(y: np.ndarray) -> np.ndarray:
 
 
 def _saturate(x: np.ndarray, s: float) -> np.ndarray:
-    """SPEC ``sat(I, s) = clip(Y + s (I - Y))`` on float32 (..., 3)."""
+    """``sat(I, s) = clip(Y + s (I - Y))`` on float32 (..., 3)."""
     y = _channels3(_luma(x))
     out = x - y
     out *= np.float32(s)
@@ -68,7 +68,7 @@ def _saturate(x: np.ndarray, s: float) -> np.ndarray:
 
 
 def _screen(base: np.ndarray, layer: np.ndarray) -> np.ndarray:
-    """SPEC ``screen(B, L) = 1 - (1 - B)(1 - L)``."""
+    """``screen(B, L) = 1 - (1 - B)(1 - L)``."""
     return 1.0 - (1.0 - base) * (1.0 - layer)
 
 
@@ -341,7 +341,7 @@ def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw
     water_tone = np.float32(params.opacity) * np.asarray(params.water, dtype=np.float32)
     strength = np.float32(params.sparkle_strength)
     rippled = ripple(image, amp * sin_y, amp * cos_x)
-    # Per-element float32 ops below are those of the SPEC formulas in a fixed order (bit-identical to a
+    # Per-element float32 ops below are those of the documented formulas in a fixed order (bit-identical to a
     # per-pixel evaluation); broadcasts over the channel axis are avoided (NumPy runs them element by element).
     tone_row = np.tile(water_tone, w)  # (3w,): the tone for one row of interleaved RGB
     clip = _inundation_needs_clip(keep, water_tone, strength)
@@ -358,7 +358,7 @@ def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw
             flat[sp] = _screen(flat[sp], strength)
         m16 = mask[rows]
         # k / 65535 in float32 division equals float32(float64(k) / 65535) for every uint16 k (correct rounding
-        # of the exact quotient either way; checked exhaustively), the SPEC mask value.
+        # of the exact quotient either way; checked exhaustively), the documented mask value.
         m = cv2.merge([m16, m16, m16]).astype(np.float32)
         m /= np.float32(K.U16)
         wet -= x

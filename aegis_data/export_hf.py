@@ -28,7 +28,7 @@ from aegis_data.layout import MANIFEST_NAME
 from aegis_data.manifest import Manifest, load_manifest
 
 HF_SPLIT_NAMES = {"test": "test", "val": "validation", "train": "train"}
-# SPEC §0: HERIDAL and SARD may not be redistributed, and neither may frames derived from them.
+# HERIDAL and SARD may not be redistributed, and neither may frames derived from them (docs/DATA.md, docs/SPLITS.md).
 NOT_REDISTRIBUTABLE = frozenset({"heridal", "sard"})
 
 

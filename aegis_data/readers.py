@@ -28,7 +28,7 @@ _FLOAT_MAX = sys.float_info.max
 # Cheap pre-check on the raw bytes: only a file that might hold a non-finite literal or a float64-overflowing
 # number is parsed again with the (slower, per-number) strict hooks. A number overflows float64 only if its
 # decimal exponent has 3+ digits, or it has 200+ digits in a row (209+ before a 2-digit exponent, 309+ without).
-_SUSPECT = re.compile(rb"NaN|Infinity|[0-9]{200}|[eE]\+?0*[1-9][0-9]{2}")
+_MAYBE_UNSAFE = re.compile(rb"NaN|Infinity|[0-9]{200}|[eE]\+?0*[1-9][0-9]{2}")
 
 
 class _Refused(ValueError):
@@ -65,7 +65,7 @@ def parse_json_bytes(data: bytes, what: str, path: str | Path, code_prefix: str 
     """Strict JSON (see the module docstring) from bytes; AegisError ``[<prefix>not_json]`` and friends."""
     tag = code_prefix
     try:
-        if _SUSPECT.search(data):
+        if _MAYBE_UNSAFE.search(data):
             return json.loads(data, parse_constant=_constant, parse_float=_float, parse_int=_int)
         return json.loads(data)
     except _Refused as exc:

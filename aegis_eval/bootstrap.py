@@ -1,4 +1,4 @@
-"""Image-level bootstrap of the scoring metrics from cached per-image tables (SPEC §6).
+"""Image-level bootstrap of the scoring metrics from cached per-image tables (docs/SCORING.md, "Bootstrap intervals").
 
 A resample is a row of image multiplicities (how many times each image is drawn). Every metric of a resample
 comes from tables computed once per condition: thresholded metrics from per-image counts, AP from the

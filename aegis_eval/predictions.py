@@ -1,4 +1,4 @@
-"""Loading and validating COCO ground truth and COCO-results predictions (SPEC §6).
+"""Loading and validating COCO ground truth and COCO-results predictions (docs/SCORING.md, "Inputs").
 
 Every rejection is an :class:`AegisError` whose one-line message starts with a stable finding code in
 brackets (``[bbox_negative] ...``), names what was received and what was expected. Findings that do not

@@ -66,3 +66,17 @@ def test_cli_start_up_imports_no_heavy_library():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"imported at CLI start-up: {out.stdout.strip()}"
+
+
+def test_the_product_cites_no_internal_document():
+    """Messages and docs name the shipped docs/ (or state the rule); the internal spec is not shipped, so a
+    "SPEC §N" reference is one a user cannot follow."""
+    offenders = []
+    for d in (*PRODUCT_DIRS, "docs"):
+        for path in sorted((ROOT / d).rglob("*")):
+            if path.is_symlink() or not path.is_file() or path.suffix not in (".py", ".md", ".yaml", ".txt", ".html"):
+                continue
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                if "SPEC" in line:
+                    offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not offenders, "citations of the internal spec:\n" + "\n".join(offenders)

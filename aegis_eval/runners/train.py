@@ -1,4 +1,4 @@
-"""Fine-tuning the reference detectors on a split's clean train images, validated on clean val (SPEC §7).
+"""Fine-tuning the reference detectors on a split's clean train images, validated on clean val (docs/BASELINES.md).
 
 Run folder::
 
@@ -305,7 +305,7 @@ def coco_ap50(gt_path: Path, rows: list[dict]) -> float:
     """COCO AP@0.5 (person) of a results list against a GT file; 0.0 when there are no detections.
 
     Uses the toolkit's evaluator (aegis_eval.metrics.coco_ap, pycocotools-identical) when it is importable,
-    else faster-coco-eval's COCOeval directly (measured bit-identical to pycocotools, ENVIRONMENT.md §6).
+    else faster-coco-eval's COCOeval directly (measured bit-identical to pycocotools).
     """
     if not rows:
         return 0.0
