@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Sequence
 import cv2
 import numpy as np
 
-from aegis_data.config import SEVERITIES, SuiteConfig, condition_id, config_for, load_config
+from aegis_data.config import SEVERITIES, SuiteConfig, check_severities, condition_id, config_for, load_config
 from aegis_data.errors import AegisError
 from aegis_data.imageio import read_rgb
 from aegis_data.layout import MANIFEST_NAME, condition_dir, image_file_name
@@ -215,10 +215,7 @@ def compute_statistic(stat: str, corrupted: np.ndarray, clean: np.ndarray | None
 
 def _spec(name: str, config: SuiteConfig | None = None):
     cfg = config or load_config()
-    try:
-        return cfg.corruptions[name]
-    except KeyError:
-        raise AegisError(f"unknown corruption {name!r}; expected one of {', '.join(cfg.names)}") from None
+    return cfg.corruptions[cfg.check_corruption(name)]
 
 
 def statistic(name: str, corrupted: np.ndarray, clean: np.ndarray, config: SuiteConfig | None = None) -> float:
@@ -301,16 +298,7 @@ def _default_corruptor(seed: int | None, config: SuiteConfig) -> Corruptor:
 
 def resolve_corruptions(corruptions: Iterable[str] | None, config: SuiteConfig | None = None) -> tuple[str, ...]:
     """Validate corruption names against the config (None = all, in config order)."""
-    cfg = config or load_config()
-    if corruptions is None:
-        return cfg.names
-    names = tuple(corruptions)
-    unknown = [n for n in names if n not in cfg.corruptions]
-    if unknown:
-        raise AegisError(f"unknown corruption {unknown[0]!r}; expected one of {', '.join(cfg.names)}")
-    if not names:
-        raise AegisError("no corruptions selected; name at least one of " + ", ".join(cfg.names))
-    return tuple(dict.fromkeys(names))
+    return (config or load_config()).select(corruptions)
 
 
 def calibrate(
@@ -331,10 +319,7 @@ def calibrate(
     """
     cfg = config or load_config()
     names = resolve_corruptions(corruptions, cfg)
-    sevs = tuple(int(s) for s in severities)
-    bad = [s for s in sevs if s not in SEVERITIES]
-    if bad or not sevs:
-        raise AegisError(f"severities must be a non-empty subset of 1, 2, 3; got {list(severities)}")
+    sevs = check_severities(severities)
     if corrupt is None:
         corrupt = _default_corruptor(seed, cfg)
     stats_needed = sorted({cfg.corruptions[n].statistic for n in names})
@@ -459,11 +444,11 @@ def calibrate_split(
     Conditions that are not on disk for an image are skipped (the row's ``n`` counts what was found).
     """
     _check_limit(limit)
-    config = config_for(root)  # the suite the split was built with
-    names = resolve_corruptions(corruptions, config)
     clean_dir = condition_dir(root, "test", "clean")
     if not clean_dir.is_dir():
         raise AegisError(f"{root} has a manifest but no {clean_dir.relative_to(root)} folder of clean test images")
+    config = config_for(root)  # the suite the split was built with
+    names = resolve_corruptions(corruptions, config)
     stems = sorted(f.stem for f in clean_dir.glob("*.png"))
     if not stems:
         raise AegisError(f"no clean test images (*.png) in {clean_dir}")

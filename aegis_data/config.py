@@ -10,6 +10,7 @@ where there is no split.
 from __future__ import annotations
 
 import hashlib
+from numbers import Integral
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -41,8 +42,7 @@ class CorruptionSpec:
 
     def params(self, severity: int) -> dict[str, Any]:
         """All parameters for one severity: the severity-dependent values merged over the fixed ones."""
-        if severity not in SEVERITIES:
-            raise AegisError(f"severity must be one of 1, 2, 3; got {severity!r}")
+        severity = check_severity(severity)
         out = dict(self.fixed)
         out.update({k: v[severity - 1] for k, v in self.severities.items()})
         return out
@@ -64,10 +64,42 @@ class SuiteConfig:
     def names(self) -> tuple[str, ...]:
         return tuple(self.corruptions)
 
+    def check_corruption(self, name: Any) -> str:
+        """``name`` when the suite declares it; else AegisError listing the suite's corruptions."""
+        if not isinstance(name, str) or name not in self.corruptions:
+            raise AegisError(f"unknown corruption {name!r}; expected one of: {', '.join(self.names)}")
+        return name
+
+    def select(self, corruptions: Any = None) -> tuple[str, ...]:
+        """Validated corruption names, duplicates dropped, in the order given (None = all, in suite order)."""
+        if corruptions is None:
+            return self.names
+        names = tuple(dict.fromkeys(str(c).strip() for c in corruptions if str(c).strip()))
+        if not names:
+            raise AegisError("no corruptions selected; name at least one of: " + ", ".join(self.names))
+        for n in names:
+            self.check_corruption(n)
+        return names
+
     def conditions(self, corruptions=None, severities=SEVERITIES) -> list[str]:
         """Condition ids in canonical order: ``clean`` then ``<corruption>_s<k>``."""
         names = self.names if corruptions is None else tuple(corruptions)
         return ["clean"] + [condition_id(n, s) for n in names for s in severities]
+
+
+def check_severity(severity: Any, what: str = "severity") -> int:
+    """``severity`` as int when it is 1, 2 or 3 (an integer, not a bool); else AegisError naming ``what``."""
+    if isinstance(severity, bool) or not isinstance(severity, Integral) or int(severity) not in SEVERITIES:
+        raise AegisError(f"{what} must be 1, 2 or 3, got {severity!r}")
+    return int(severity)
+
+
+def check_severities(severities: Any) -> tuple[int, ...]:
+    """A non-empty subset of 1, 2, 3, sorted and deduplicated; else AegisError."""
+    given = list(severities)
+    if not given or any(isinstance(s, bool) or not isinstance(s, Integral) or int(s) not in SEVERITIES for s in given):
+        raise AegisError(f"severities must be a non-empty subset of 1, 2, 3; got {given!r}")
+    return tuple(sorted({int(s) for s in given}))
 
 
 def condition_id(corruption: str, severity: int) -> str:

@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 
 from aegis_data import _kernels as K
-from aegis_data.config import SEVERITIES, SuiteConfig, load_config
+from aegis_data.config import SuiteConfig, check_severity, load_config
 from aegis_data.errors import AegisError
 from aegis_data.seeding import NORMAL_FRAC_BITS, KeyedRandom, keyed_random, normal_table
 
@@ -748,10 +748,7 @@ def corruption_params(name: str, severity: int, config: SuiteConfig | None = Non
     suite config)."""
     _check_name(name)
     _check_severity(severity)
-    cfg = config or load_config()
-    if name not in cfg.corruptions:
-        raise AegisError(f"{cfg.path}: the suite config declares no corruption {name!r}")
-    spec = cfg.corruptions[name]
+    spec = (config or load_config()).corruptions[name]  # every config's names are the engine's (_check_registry)
     ptype = _BY_NAME[name].params_type
     values = spec.params(int(severity))
     known = {f.name for f in fields(ptype)}
@@ -768,13 +765,11 @@ def draw_params(name: str, params, height: int, width: int, rng: KeyedRandom):
 
 
 def _check_name(name) -> None:
-    if name not in _BY_NAME:
-        raise AegisError(f"unknown corruption {name!r}; expected one of: {', '.join(CORRUPTIONS)}")
+    load_config().check_corruption(name)
 
 
 def _check_severity(severity) -> None:
-    if isinstance(severity, bool) or not isinstance(severity, (int, np.integer)) or severity not in SEVERITIES:
-        raise AegisError(f"severity must be 1, 2 or 3, got {severity!r}")
+    check_severity(severity)
 
 
 def _check_image(image) -> None:

@@ -132,3 +132,59 @@ def read_yaml(path: str | Path, what: str) -> tuple[Any, bytes]:
     except OSError as exc:
         raise AegisError(f"cannot read {what} {p}: {exc.strerror}") from None
     return parse_yaml_bytes(data, what, p), data
+
+
+# --- COCO ground truth -----------------------------------------------------------------------------------
+def read_coco_gt(path: str | Path, what: str = "COCO ground truth", code_prefix: str = "gt_") -> tuple[dict, str]:
+    """(COCO GT dict, SHA-256 of the bytes): strict JSON whose top level is an object with an ``images`` list
+    and an ``annotations`` list (``categories`` optional here; the evaluator's loader requires it)."""
+    coco, sha = read_json(path, what, code_prefix)
+    if not isinstance(coco, dict):
+        raise AegisError(f"[{code_prefix}wrong_type] {path}: expected a COCO object with 'images', 'annotations' "
+                         f"and 'categories'; got a JSON {type(coco).__name__}")
+    if not isinstance(coco.get("images"), list) or not isinstance(coco.get("annotations", []), list):
+        raise AegisError(f"[{code_prefix}wrong_type] {path}: expected an object with 'images' and 'annotations' lists")
+    return coco, sha
+
+
+def coco_images(coco: dict, where: str | Path) -> list[dict]:
+    """The ``images`` of a COCO GT sorted by id; AegisError unless every one is an object with an integer id and
+    a ``file_name``, and no id repeats."""
+    images = coco.get("images") if isinstance(coco, dict) else None
+    for k, im in enumerate(images if isinstance(images, list) else [None]):
+        if not isinstance(im, dict) or not isinstance(im.get("id"), int) or isinstance(im.get("id"), bool) \
+                or not isinstance(im.get("file_name"), str):
+            raise AegisError(f"{where}: images[{k}] must be an object with an integer 'id' and a 'file_name'")
+    out = sorted(images, key=lambda im: im["id"])
+    ids = [im["id"] for im in out]
+    if len(set(ids)) != len(ids):
+        raise AegisError(f"{where}: duplicate image ids")
+    return out
+
+
+def coco_person_boxes(coco: dict, where: str | Path, *, skip_crowd: bool = False) -> dict[int, list[list[float]]]:
+    """``{image id: [[x, y, w, h], ...]}`` of the person annotations, in file order (every image listed, possibly
+    empty). Person = the categories named 'person' when any is, else every category."""
+    images = coco_images(coco, where)
+    cats = {c.get("id") for c in coco.get("categories") or [] if isinstance(c, dict)
+            and str(c.get("name", "")).strip().lower() == "person"}
+    out: dict[int, list[list[float]]] = {im["id"]: [] for im in images}
+    for k, a in enumerate(coco.get("annotations") or []):
+        if not isinstance(a, dict) or a.get("image_id") not in out or not isinstance(a.get("bbox"), list) \
+                or len(a["bbox"]) != 4:
+            raise AegisError(f"{where}: annotations[{k}] must be an object with a known 'image_id' and a 4-number "
+                             f"'bbox'")
+        if (cats and a.get("category_id") not in cats) or (skip_crowd and a.get("iscrowd", 0)):
+            continue
+        try:
+            out[a["image_id"]].append([float(v) for v in a["bbox"]])
+        except (TypeError, ValueError):
+            raise AegisError(f"{where}: annotations[{k}].bbox must be 4 numbers, got {a['bbox']!r:.60}") from None
+    return out
+
+
+def coco_boxes_by_stem(coco: dict, where: str | Path) -> dict[str, list[list[float]]]:
+    """:func:`coco_person_boxes` keyed by image stem (the ``stem`` attribute a split writes, else the file
+    name's stem)."""
+    boxes = coco_person_boxes(coco, where)
+    return {(im.get("stem") or Path(im["file_name"]).stem): boxes[im["id"]] for im in coco_images(coco, where)}

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from aegis_data import __version__
-from aegis_data.config import SEVERITIES, SuiteConfig, load_config, parse_condition
+from aegis_data.config import SEVERITIES, SuiteConfig, check_severities, load_config, parse_condition
 from aegis_data.errors import AegisError
 from aegis_data.imageio import (
     DEFAULT_MAX_PIXELS,
@@ -49,7 +49,9 @@ from aegis_data.manifest import (
     write_manifest,
 )
 from aegis_data.png import check_png_writer
+from aegis_data.readers import read_json
 from aegis_data.records import Record
+from aegis_data.yolo_labels import yolo_label_text as yolo_lines
 
 JOURNAL_DIR = ".aegis-build"
 STATE_NAME = "state.json"
@@ -131,19 +133,9 @@ def resolve_selection(
     config: SuiteConfig, corruptions: Sequence[str] | None, severities: Iterable[int]
 ) -> tuple[str, ...]:
     """Validate the corruption/severity selection and return the test conditions in canonical order."""
-    names = config.names
-    if corruptions is not None:
-        wanted = [c.strip() for c in corruptions if c.strip()]
-        unknown = [c for c in wanted if c not in names]
-        if unknown or not wanted:
-            raise AegisError(
-                f"unknown corruption(s) {', '.join(unknown) or '(none given)'}; expected some of: {', '.join(names)}"
-            )
-        names = tuple(n for n in names if n in wanted)  # canonical order, duplicates dropped
-    sev = sorted(set(int(s) for s in severities))
-    if not sev or any(s not in SEVERITIES for s in sev):
-        raise AegisError(f"severities must be a non-empty subset of 1, 2, 3; got {list(severities)!r}")
-    return tuple(config.conditions(names, sev))
+    wanted = config.select(corruptions)
+    names = tuple(n for n in config.names if n in wanted)  # canonical order
+    return tuple(config.conditions(names, check_severities(severities)))
 
 
 def split_conditions(split: str, conditions: tuple[str, ...]) -> tuple[str, ...]:
@@ -262,14 +254,8 @@ def coco_bytes(gt: Mapping[str, Any]) -> bytes:
 
 
 def yolo_label_text(record: Record) -> str:
-    """Ultralytics label lines ``0 cx cy w h`` (normalised to [0,1], 6 decimals); '' for an image without boxes."""
-    lines = []
-    for box in record.boxes:
-        x0, y0, x1, y1 = (float(v) for v in box)
-        cx, cy = (x0 + x1) / 2 / record.width, (y0 + y1) / 2 / record.height
-        w, h = (x1 - x0) / record.width, (y1 - y0) / record.height
-        lines.append(f"0 {cx:.6f} {cy:.6f} {w:.6f} {h:.6f}")
-    return "".join(line + "\n" for line in lines)
+    """Ultralytics label lines of a record's boxes (see :func:`aegis_data.yolo_labels.yolo_label_text`)."""
+    return yolo_lines(record.boxes, record.width, record.height)
 
 
 def yolo_files(plan: BuildPlan) -> dict[str, bytes]:
@@ -412,7 +398,7 @@ def render_unit(task: UnitTask) -> UnitResult:
         corrupt = task.corrupt
     else:
         def corrupt(image, name, severity, image_id, seed):
-            return _default_corrupt(image, name, severity, image_id, seed, task.config)
+            return _default_corrupt(image, name, severity, image_id, seed, config=task.config)
     t_read = time.perf_counter()
     source = read(rec, task.max_pixels)
     res.seconds_read = time.perf_counter() - t_read
@@ -550,8 +536,8 @@ def check_output_dir(out: Path, identity: Mapping[str, Any]) -> None:
     for p in (state, manifest):
         if p.is_file():
             try:
-                found = json.loads(canonical_json(identity_of(json.loads(p.read_text(encoding="utf-8")))))
-            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+                found = json.loads(canonical_json(identity_of(read_json(p, "build record")[0])))
+            except (AegisError, AttributeError):
                 raise AegisError(f"{p} is unreadable; refusing to build into {out} (remove it or choose another --out)") from None
             if found != identity:
                 raise AegisError(

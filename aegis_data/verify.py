@@ -22,7 +22,6 @@ Only reading happens here; the caller renders the report.
 
 from __future__ import annotations
 
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -36,6 +35,7 @@ from aegis_data.errors import AegisError
 from aegis_data.imageio import DEFAULT_MAX_PIXELS, file_sha256, pixel_sha256, read_rgb
 from aegis_data.layout import ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, condition_dir, image_file_name
 from aegis_data.manifest import Manifest, gt_digest, identity_of, load_manifest
+from aegis_data.readers import coco_boxes_by_stem, read_coco_gt
 
 _UNCHANGED_GT = "file bytes differ, boxes identical (formatting/metadata)"
 FINDING_KINDS = ("missing", "extra", "bytes-only", "pixels", "source", "annotations", "yolo", "manifest")
@@ -137,13 +137,9 @@ def _walk_files(root: Path) -> list[str]:
 
 def _annotation_finding(path: Path, rel: str, expected: Mapping[str, Any]) -> Finding:
     try:
-        gt = json.loads(path.read_text(encoding="utf-8"))
-        id_to_stem = {im["id"]: im.get("stem") or Path(im["file_name"]).stem for im in gt["images"]}
-        boxes: dict[str, list] = {s: [] for s in id_to_stem.values()}
-        for a in gt["annotations"]:
-            boxes[id_to_stem[a["image_id"]]].append(a["bbox"])
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
-        return Finding(rel, "annotations", f"not a readable COCO GT file ({type(exc).__name__})")
+        boxes = coco_boxes_by_stem(read_coco_gt(path)[0], path)
+    except AegisError as exc:
+        return Finding(rel, "annotations", f"not a readable COCO GT file ({exc})")
     want: Mapping[str, str] = expected.get("gt") or {}
     changed = sorted(s for s in want if s in boxes and gt_digest(boxes[s]) != want[s])
     lost = sorted(s for s in want if s not in boxes)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from aegis_data.errors import AegisError
+from aegis_data.yolo_labels import read_yolo_labels
 from aegis_data.records import Box, Record
 from aegis_data.sources._common import (
     SPLITS, check_box, check_options, frame_size, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path,
@@ -27,33 +28,8 @@ OPTIONS = ("images", "labels", "classes", "split", "val_fraction", "max_pixels")
 
 def yolo_boxes(path: Path, width: int, height: int, classes: frozenset[str] | None, stats: Counter) -> tuple[Box, ...]:
     """Person boxes (absolute xyxy) from one YOLO label file; AegisError naming file:line for bad lines."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AegisError(f"cannot read label file {path}: {exc}") from None
-    boxes = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        parts = line.split()
-        if not parts:
-            continue
-        where = f"{path}:{n}"
-        if len(parts) != 5:
-            raise AegisError(f"{where}: expected 5 values 'class cx cy w h', got {len(parts)} ({line.strip()[:60]!r})")
-        try:
-            cls = int(float(parts[0]))
-            cx, cy, bw, bh = (float(v) for v in parts[1:])
-        except ValueError:
-            raise AegisError(f"{where}: expected numbers 'class cx cy w h', got {line.strip()[:60]!r}") from None
-        if classes is not None and str(cls) not in classes:
-            stats[f"ignored_class:{cls}"] += 1
-            continue
-        if bw < 0 or bh < 0:
-            raise AegisError(f"{where}: box 'cx={cx:g} cy={cy:g} w={bw:g} h={bh:g}' has a negative size")
-        x0, x1 = (cx - bw / 2) * width, (cx + bw / 2) * width
-        y0, y1 = (cy - bh / 2) * height, (cy + bh / 2) * height
-        boxes.append(check_box(x0, y0, x1, y1, width, height, where))
-        stats[f"class:{cls}"] += 1
-    return tuple(boxes)
+    return tuple(check_box(*box, width, height, where)
+                 for box, where in read_yolo_labels(path, width, height, classes, stats))
 
 
 def label_folder(

@@ -16,7 +16,6 @@ Value conventions used by every figure and table:
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from aegis_data.config import SEVERITIES, SuiteConfig, condition_id, load_config, parse_condition
 from aegis_data.errors import AegisError
+from aegis_data.readers import read_json
 from aegis_eval.result_keys import AP_METRICS, LOWER_IS_BETTER, SCHEMA, THRESHOLD_METRICS
 
 METRICS = THRESHOLD_METRICS + AP_METRICS
@@ -80,20 +80,7 @@ def load_results(paths: Iterable[str | Path]) -> list[dict]:
         raise AegisError("no score JSON given (expected one or more files written by `aegis score --json`)")
     results = []
     for p in paths:
-        try:
-            text = p.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise AegisError(f"score JSON not found: {p}") from None
-        except IsADirectoryError:
-            raise AegisError(f"expected a score JSON file, got a directory: {p}") from None
-        except UnicodeDecodeError:
-            raise AegisError(f"{p}: not a text file (expected an `aegis score` JSON)") from None
-        except OSError as exc:
-            raise AegisError(f"cannot read {p}: {exc.strerror}") from None
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise AegisError(f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        obj, _ = read_json(p, "score JSON")
         validate_result(obj, str(p))
         results.append({**obj, SOURCE_KEY: str(p)})
     return results
