@@ -215,10 +215,17 @@ def cluster_labels(gt: GroundTruth, cluster_by: str) -> np.ndarray:
 def score_paths(preds: str | Path, gt: str | Path, *, threshold: float | None = None,
                 threshold_file: str | Path | None = None, bootstrap: int = 1000, seed: int = 0,
                 iou: float = DEFAULT_IOU, cluster_by: str | None = None, label: str | None = None,
-                split: str = "test", on_warning: Warn | None = None) -> dict[str, Any]:
+                split: str = "test", on_warning: Warn | None = None,
+                cross_check: str | None = None) -> dict[str, Any]:
     """Load, validate and score predictions (a file or a directory of ``<condition>.json``) against GT (a COCO
     file or a split directory). Exactly one of ``threshold`` / ``threshold_file``. Loader warnings go to
-    ``on_warning`` (prefixed with the condition)."""
+    ``on_warning`` (prefixed with the condition). ``cross_check="pycocotools"`` recomputes COCO AP with
+    pycocotools on the same inputs and raises AegisError on any difference above 1e-12
+    (``aegis_eval.crosscheck``); its summary goes to ``provenance.cross_check``."""
+    if cross_check is not None:
+        from aegis_eval.crosscheck import check_tool
+
+        check_tool(cross_check)
     if (threshold is None) == (threshold_file is None):
         raise AegisError("give exactly one of a threshold value (--threshold) or a threshold file "
                          "(--threshold-file, written by 'aegis freeze-threshold')")
@@ -249,9 +256,14 @@ def score_paths(preds: str | Path, gt: str | Path, *, threshold: float | None = 
                                   cluster_by=cluster_by)
     if label is None:
         label = Path(preds).name if Path(preds).is_dir() else Path(preds).stem
-    return score_conditions(ground_truth, detections, value, bootstrap=options, iou=iou, clusters=clusters,
-                            label=label, provenance=provenance, threshold_info=info,
-                            config=suite_config_of(ground_truth))
+    result = score_conditions(ground_truth, detections, value, bootstrap=options, iou=iou, clusters=clusters,
+                              label=label, provenance=provenance, threshold_info=info,
+                              config=suite_config_of(ground_truth))
+    if cross_check is not None:
+        from aegis_eval.crosscheck import cross_check as run_cross_check
+
+        result["provenance"]["cross_check"] = run_cross_check(result, ground_truth, detections, cross_check)
+    return result
 
 
 # --- writers -----------------------------------------------------------------------------------------------

@@ -140,14 +140,23 @@ def score_cmd(
     split: Annotated[str, typer.Option(help="Split to read when --gt is a split directory.")] = "test",
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the aegis-score/1 JSON here.")] = None,
     csv_out: Annotated[Optional[Path], typer.Option("--csv", help="Write one CSV row per condition here.")] = None,
+    cross_check: Annotated[Optional[str], typer.Option(
+        "--cross-check", help="Also compute COCO AP with this reference implementation ('pycocotools') on the same "
+                              "inputs; exit 1 on any difference above 1e-12.")] = None,
 ) -> None:
     """Score predictions at a frozen threshold: COCO AP, P/R/F1, size recall, drops vs clean, bootstrap CIs."""
     # Imported here so the other commands (and --help) start without loading the AP engine and bootstrap.
     from aegis_eval.scoring import score_paths, write_score_csv, write_score_json
 
     result = score_paths(preds, gt, threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap,
-                         seed=seed, iou=iou, cluster_by=cluster_by, label=label, split=split, on_warning=warn)
+                         seed=seed, iou=iou, cluster_by=cluster_by, label=label, split=split, on_warning=warn,
+                         cross_check=cross_check)
     out.print(conditions_table(result))
+    checked = result["provenance"].get("cross_check")
+    if checked:
+        out.print(f"cross-check: {checked['tool']} {checked['version'] or ''} agrees on {checked['conditions']} "
+                  f"condition(s) x 6 AP metrics (max |difference| {checked['max_abs_diff']:.3g} <= "
+                  f"{checked['tolerance']:g})", highlight=False, soft_wrap=True)
     matrix = recall_matrix(result)
     if matrix is not None:
         out.print(matrix)
