@@ -8,6 +8,7 @@ skipped and counted. Everything goes to ``split`` (default "test"); ``val_fracti
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
@@ -93,9 +94,19 @@ def opt_split(options: Mapping[str, Any]) -> str:
     return split
 
 
+def _folders_root(options: Mapping[str, Any]) -> Path:
+    """What the description is relative to when only ``images=`` and ``labels=`` are given: their common parent
+    folder (the images' parent when they share nothing but the filesystem root; the labels are then named)."""
+    images, labels = (Path(str(options[k])).expanduser().resolve() for k in ("images", "labels"))
+    common = Path(os.path.commonpath([images, labels]))
+    if common in (images, labels):
+        common = common.parent
+    return images.parent if common == Path(common.anchor) else common
+
+
 def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     check_options(NAME, options, OPTIONS)
-    root = Path(source).expanduser()
+    root = Path(source).expanduser() if source not in (None, "") else _folders_root(options)
     images_dir = opt_path(options, "images", base=root)
     if images_dir is None:
         images_dir = root / "images" if (root / "images").is_dir() else root
