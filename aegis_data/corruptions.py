@@ -759,7 +759,9 @@ def corruption_params(name: str, severity: int, config: SuiteConfig | None = Non
 
 
 def draw_params(name: str, params, height: int, width: int, rng: KeyedRandom):
-    """Every random value ``name`` needs for a ``height x width`` frame, from stream ``rng``."""
+    """Every random value ``name`` needs for a ``height x width`` frame, from stream ``rng``: the public draw
+    layer. ``kernel(image, params, draw_params(...))`` with the stream ``keyed_random(image_id, name, severity,
+    seed)`` is exactly :func:`apply_corruption`; tests drive kernels with draws from their own streams."""
     _check_name(name)
     return _BY_NAME[name].draw(params, int(height), int(width), rng)
 
@@ -798,5 +800,5 @@ def apply_corruption(
     params = corruption_params(name, severity, config)  # validates name and severity
     rng = keyed_random(image_id, name, int(severity), seed)
     h, w = image.shape[:2]
-    draw = _BY_NAME[name].draw(params, h, w, rng)
+    draw = draw_params(name, params, h, w, rng)
     return _BY_NAME[name].kernel(np.ascontiguousarray(image), params, draw)

@@ -283,43 +283,18 @@ def validate_ap50(detector, split_dir: Path, settings: TrainSettings) -> float:
 
 
 def coco_ap50(gt_path: Path, rows: list[dict]) -> float:
-    """COCO AP@0.5 (person) of a results list against a GT file; 0.0 when there are no detections.
+    """COCO AP@0.5 (person) of a results list against a GT file, by the toolkit's evaluator
+    (``aegis_eval.metrics.coco_ap``, pycocotools-identical); 0.0 when there are no detections or no GT boxes."""
+    from aegis_eval.metrics import coco_ap
+    from aegis_eval.predictions import detections_from_results, load_ground_truth
 
-    Uses the toolkit's evaluator (aegis_eval.metrics.coco_ap, pycocotools-identical) when it is importable,
-    else faster-coco-eval's COCOeval directly (measured bit-identical to pycocotools).
-    """
     if not rows:
         return 0.0
-    try:
-        from aegis_eval.metrics import coco_ap
-    except ImportError:
-        coco_ap = None
-    if coco_ap is not None:
-        from aegis_eval.predictions import detections_from_results, load_ground_truth
-
-        gt = load_ground_truth(gt_path)
-        if gt.n_boxes == 0:
-            return 0.0
-        value = coco_ap(gt, detections_from_results(rows, gt, {"file": "<validation>"}))["map50"]
-    else:
-        value = _faster_coco_ap50(gt_path, rows)
+    gt = load_ground_truth(gt_path)
+    if gt.n_boxes == 0:
+        return 0.0
+    value = coco_ap(gt, detections_from_results(rows, gt, {"file": "<validation>"}))["map50"]
     return float(value) if value is not None and value >= 0 else 0.0
-
-
-def _faster_coco_ap50(gt_path: Path, rows: list[dict]) -> float:
-    import contextlib
-    import io
-
-    from faster_coco_eval import COCO, COCOeval_faster
-
-    with contextlib.redirect_stdout(io.StringIO()):  # the library prints its summary table
-        gt = COCO(str(gt_path))
-        dt = gt.loadRes(rows)
-        ev = COCOeval_faster(gt, dt, "bbox")
-        ev.evaluate()
-        ev.accumulate()
-        ev.summarize()
-    return float(ev.stats[1])
 
 
 def _train_fasterrcnn(settings: TrainSettings, weights: str | None, device: str, split_dir: Path, run: Path, data_yaml: Path,
