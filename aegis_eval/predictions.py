@@ -95,7 +95,48 @@ def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None) -
     images, anns = coco["images"], coco["annotations"]
     if not isinstance(images, list) or not isinstance(anns, list):
         raise AegisError(f"[gt_wrong_type] {where}: 'images' and 'annotations' must be lists")
+    rows = _gt_image_rows(images, where)
+    image_ids = np.array([im["id"] for im in rows], dtype=np.int64)
+    if len(image_ids) != len(np.unique(image_ids)):
+        dup = image_ids[1:][np.diff(image_ids) == 0]
+        raise AegisError(f"[gt_duplicate_image_id] {where}: image ids repeat ({_first(dup.tolist())})")
+    row_of = {int(i): r for r, i in enumerate(image_ids)}
+    box_image, boxes, areas, crowd, ann_ids = _gt_person_boxes(anns, cat_id, row_of, where)
 
+    # Group boxes by image row but keep file order inside each image (stable).
+    box_image_arr = np.array(box_image, dtype=np.int64)
+    order = np.argsort(box_image_arr, kind="stable")
+    warnings: list[str] = []
+    if 0 in ann_ids:
+        # pycocotools marks matches by annotation id, so a match to id 0 reads as "unmatched": that box can be
+        # matched again and its detection counts as a false positive. Our AP reproduces pycocotools exactly,
+        # quirk included; the thresholded metrics do not depend on ids.
+        warnings.append(
+            "[gt_annotation_id_zero] the GT has an annotation with id 0; COCO AP (like pycocotools) treats "
+            "matches to it as misses — renumber annotation ids from 1")
+    return GroundTruth(
+        image_ids=image_ids,
+        file_names=tuple(str(im.get("file_name", im["id"])) for im in rows),
+        widths=np.array([int(im.get("width") or 0) for im in rows], dtype=np.int64),
+        heights=np.array([int(im.get("height") or 0) for im in rows], dtype=np.int64),
+        box_image=box_image_arr[order],
+        boxes=np.array(boxes, dtype=np.float64).reshape(-1, 4)[order],
+        areas=np.array(areas, dtype=np.float64)[order],
+        iscrowd=np.array(crowd, dtype=bool)[order],
+        ann_ids=np.array(ann_ids, dtype=np.int64)[order],
+        category_id=cat_id,
+        attributes=tuple({k: v for k, v in im.items() if k not in _STANDARD_IMAGE_KEYS} for im in rows),
+        category_ids=all_cats,
+        warnings=tuple(warnings),
+        dataset=source.get("dataset"),
+        split_dir=source.get("split_dir"),
+        config_hash=source.get("config_hash"),
+        source=source,
+    )
+
+
+def _gt_image_rows(images: list, where: str) -> list[dict]:
+    """The ``images`` entries, each checked (integer id, non-negative size), sorted by id."""
     rows = []
     for k, im in enumerate(images):
         if not isinstance(im, dict) or "id" not in im:
@@ -109,16 +150,13 @@ def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None) -
                                  f"got {v!r:.40}")
         rows.append(im)
     rows.sort(key=lambda im: im["id"])
-    image_ids = np.array([im["id"] for im in rows], dtype=np.int64)
-    if len(image_ids) != len(np.unique(image_ids)):
-        dup = image_ids[1:][np.diff(image_ids) == 0]
-        raise AegisError(f"[gt_duplicate_image_id] {where}: image ids repeat ({_first(dup.tolist())})")
-    row_of = {int(i): r for r, i in enumerate(image_ids)}
-    file_names = tuple(str(im.get("file_name", im["id"])) for im in rows)
-    widths = np.array([int(im.get("width") or 0) for im in rows], dtype=np.int64)
-    heights = np.array([int(im.get("height") or 0) for im in rows], dtype=np.int64)
-    attributes = tuple({k: v for k, v in im.items() if k not in _STANDARD_IMAGE_KEYS} for im in rows)
+    return rows
 
+
+def _gt_person_boxes(anns: list, cat_id: int, row_of: Mapping[int, int], where: str
+                     ) -> tuple[list[int], list[list[float]], list[float], list[bool], list[int]]:
+    """(image row, xywh box, area, iscrowd, annotation id) of every person annotation, in file order; other
+    categories are skipped, malformed annotations refused."""
     box_image, boxes, areas, crowd, ann_ids = [], [], [], [], []
     for k, a in enumerate(anns):
         if not isinstance(a, dict):
@@ -144,37 +182,7 @@ def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None) -
         areas.append(float(area) if _is_number(area) else float(b[2]) * float(b[3]))
         crowd.append(bool(a.get("iscrowd", 0)))
         ann_ids.append(int(a["id"]) if "id" in a else k + 1)
-
-    # Group boxes by image row but keep file order inside each image (stable).
-    box_image_arr = np.array(box_image, dtype=np.int64)
-    order = np.argsort(box_image_arr, kind="stable")
-    warnings: list[str] = []
-    if 0 in ann_ids:
-        # pycocotools marks matches by annotation id, so a match to id 0 reads as "unmatched": that box can be
-        # matched again and its detection counts as a false positive. Our AP reproduces pycocotools exactly,
-        # quirk included; the thresholded metrics do not depend on ids.
-        warnings.append(
-            "[gt_annotation_id_zero] the GT has an annotation with id 0; COCO AP (like pycocotools) treats "
-            "matches to it as misses — renumber annotation ids from 1")
-    return GroundTruth(
-        image_ids=image_ids,
-        file_names=file_names,
-        widths=widths,
-        heights=heights,
-        box_image=box_image_arr[order],
-        boxes=np.array(boxes, dtype=np.float64).reshape(-1, 4)[order],
-        areas=np.array(areas, dtype=np.float64)[order],
-        iscrowd=np.array(crowd, dtype=bool)[order],
-        ann_ids=np.array(ann_ids, dtype=np.int64)[order],
-        category_id=cat_id,
-        attributes=attributes,
-        category_ids=all_cats,
-        warnings=tuple(warnings),
-        dataset=source.get("dataset"),
-        split_dir=source.get("split_dir"),
-        config_hash=source.get("config_hash"),
-        source=source,
-    )
+    return box_image, boxes, areas, crowd, ann_ids
 
 
 def _read_manifest(root: Path) -> dict[str, Any]:
