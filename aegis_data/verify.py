@@ -33,7 +33,8 @@ import numpy as np
 from aegis_data.config import SuiteConfig, parse_condition, split_config
 from aegis_data.errors import AegisError
 from aegis_data.imageio import DEFAULT_MAX_PIXELS, file_sha256, pixel_sha256, read_rgb
-from aegis_data.layout import ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, condition_dir, image_file_name
+from aegis_data.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, SUITE_CONFIG_NAME, condition_dir,
+                               image_file_name)
 from aegis_data.manifest import Manifest, gt_digest, identity_of, load_manifest
 from aegis_data.readers import coco_boxes_by_stem, read_coco_gt
 
@@ -216,6 +217,8 @@ def verify_split(
     src_differs = {k for k, v in ref_src.items() if k in local_src and local_src[k] != v}
 
     config, no_config = _suite_config(root, ref.data.get("config_hash"))
+    if (root / SUITE_CONFIG_NAME).is_file() and config is None:
+        findings.append(Finding(SUITE_CONFIG_NAME, "manifest", no_config))
     can_regenerate = regenerate and config is not None
     corrupt = corrupt or (lambda *args: _default_corrupt(*args, config=config))
     clean_cache: dict[tuple[str, str], np.ndarray | None] = {}

@@ -119,3 +119,13 @@ def test_verify_regenerates_with_the_split_config(splits, tmp_path):
     (finding,) = verify_split(copy).failures
     # expected pixels regenerated with the split's (modified) config: exactly the one tampered pixel differs
     assert (finding.path, finding.kind, finding.pixels_differing, finding.max_abs_delta) == (rel, "pixels", 1, 1)
+
+
+def test_verify_flags_an_edited_split_config(splits, tmp_path):
+    copy = tmp_path / "edited-verify"
+    shutil.copytree(splits["modified"], copy, symlinks=True)
+    (copy / SUITE_CONFIG_NAME).write_bytes(modified_config_bytes() + b"# edited\n")
+    report = verify_split(copy)
+    assert not report.ok
+    assert [(f.path, f.kind) for f in report.failures] == [(SUITE_CONFIG_NAME, "manifest")]
+    assert "the file was changed" in report.failures[0].detail
