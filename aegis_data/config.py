@@ -10,15 +10,15 @@ where there is no split.
 from __future__ import annotations
 
 import hashlib
-from numbers import Integral
 from dataclasses import dataclass, field
 from functools import lru_cache
+from numbers import Integral
 from pathlib import Path
 from typing import Any, Mapping
 
 from aegis_data.errors import AegisError
 from aegis_data.layout import MANIFEST_NAME, SUITE_CONFIG_NAME
-from aegis_data.readers import parse_yaml_bytes, read_json_object, read_yaml
+from aegis_data.readers import parse_yaml_bytes, read_file_bytes, read_json_object, read_yaml
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # In a checkout the config is read from configs/; an installed wheel carries the same bytes inside the package
@@ -183,7 +183,7 @@ def split_config(root: str | Path, config_hash: str | None = None) -> SuiteConfi
                          f"this split")
     copy = root / SUITE_CONFIG_NAME
     if copy.is_file():
-        data = copy.read_bytes()
+        data = read_file_bytes(copy, "split suite config")
         if config_hash_of(data) == config_hash:
             return _split_copy_cached(str(copy.resolve()), data)
         raise AegisError(f"{copy} hashes to {config_hash_of(data)} but the split's manifest names suite config "
