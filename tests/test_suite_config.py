@@ -129,3 +129,15 @@ def test_verify_flags_an_edited_split_config(splits, tmp_path):
     assert not report.ok
     assert [(f.path, f.kind) for f in report.failures] == [(SUITE_CONFIG_NAME, "manifest")]
     assert "the file was changed" in report.failures[0].detail
+
+
+def test_report_and_cli_tables_use_the_labels_the_scorer_took_from_the_split(splits, tmp_path):
+    from aegis_eval.report.results import group_by_dataset
+    from cli.scoring import recall_matrix
+
+    result = score_paths(_preds(tmp_path, splits["modified"]), splits["modified"], threshold=0.5, bootstrap=1)
+    (group,) = group_by_dataset([result])
+    assert group.families["dust_haze"] == "seismic" and "seismic" in group.family_order
+    assert "earthquake" not in group.family_order
+    table = recall_matrix(result)
+    assert "seismic" in [str(c) for c in table.columns[1].cells]
