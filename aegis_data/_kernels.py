@@ -28,9 +28,9 @@ TWO_PI = 2.0 * math.pi  # the float64 constant; only ever multiplied, never pass
 # Rounding and strips
 # ----------------------------------------------------------------------------------------------------------
 def to_uint8(x: np.ndarray, scratch: bool = False, clip: bool = True) -> np.ndarray:
-    """SPEC rounding ``floor(clip(x, 0, 1) * 255 + 0.5)`` for x in the [0, 1] domain.
+    """The suite's rounding ``floor(clip(x, 0, 1) * 255 + 0.5)`` for x in the [0, 1] domain.
 
-    Implemented as a clip of ``x*255 + 0.5`` to [0, 255] followed by truncation, which equals the SPEC
+    Implemented as a clip of ``x*255 + 0.5`` to [0, 255] followed by truncation, which equals that
     formula for every x (truncation is floor for non-negative values). ``scratch=True`` lets it overwrite
     ``x`` (a temporary of the caller) instead of allocating. ``clip=False`` skips the clip; only for callers
     that have proven ``x*255 + 0.5`` (float32 ops) lies in [0, 256) for every element, so it is a no-op.
@@ -213,7 +213,7 @@ def _quantize_u16(values: np.ndarray, scale: float, offset: float = 0.0) -> np.n
 # ----------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class NoiseSpec:
-    """``noise(octaves, base)`` of SPEC §2."""
+    """``noise(octaves, base)`` of docs/CORRUPTIONS.md ("The corruptions", helpers)."""
 
     octaves: int
     base: float
@@ -312,10 +312,10 @@ def _sum_cubic_rows(octaves: list, n_rows: int, n_cols: int) -> np.ndarray:
 
 
 def value_noise(height: int, width: int, spec: NoiseSpec, grids: tuple[np.ndarray, ...]) -> np.ndarray:
-    """SPEC value noise from pre-drawn uniform node grids: uint16 field (H, W), value / 65535 in [0, 1].
+    """The suite's value noise (docs/CORRUPTIONS.md) from pre-drawn uniform node grids: uint16 field (H, W), value / 65535 in [0, 1].
 
     Octave o's grid is upsampled with separable Catmull-Rom cubic interpolation in float64 (fixed operation
-    order), weighted 0.55**o and summed; the sum is min-max normalised. (SPEC's division by the weight sum
+    order), weighted 0.55**o and summed; the sum is min-max normalised. (The documented division by the weight sum
     cancels under the min-max normalisation and is omitted.) A constant field (range below 1e-5 of its
     magnitude) maps to 0.5.
     """

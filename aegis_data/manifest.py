@@ -44,6 +44,7 @@ from typing import Any, Iterable, Mapping
 from aegis_data import __version__
 from aegis_data.errors import AegisError
 from aegis_data.imageio import write_bytes_atomic
+from aegis_data.readers import parse_json_bytes
 
 MANIFEST_FORMAT = "aegis-manifest/2"
 LEGACY_FORMATS = ("aegis-manifest/1",)
@@ -213,10 +214,7 @@ def load_manifest(path: str | Path) -> Manifest:
         ) from None
     except OSError as exc:
         raise AegisError(f"cannot read manifest {p}: {exc.strerror}") from None
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise AegisError(f"manifest {p} is not valid JSON ({exc})") from None
+    data = parse_json_bytes(raw, "manifest", p, "manifest_")
     if isinstance(data, dict) and data.get("format") in LEGACY_FORMATS:
         raise AegisError(
             f"{p} is an {data['format']} manifest (aegisbench 0.1, whose root hash covered PNG file bytes); this "

@@ -1,4 +1,4 @@
-"""Building a frozen split on disk (SPEC §4): records -> decoded source -> corruption engine -> PNG files.
+"""Building a frozen split on disk (layout: docs/SPLITS.md): records -> decoded source -> corruption engine -> PNG files.
 
 Flow: ``build_splits`` validates and plans (pure), then renders one *unit* per source image -- decode once,
 write ``clean`` and every corrupted condition -- in worker processes; the parent collects each unit's file
@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from aegis_data import __version__
-from aegis_data.config import SEVERITIES, SuiteConfig, load_config, parse_condition
+from aegis_data.config import SEVERITIES, SuiteConfig, check_severities, load_config, parse_condition
 from aegis_data.errors import AegisError
 from aegis_data.imageio import (
     DEFAULT_MAX_PIXELS,
@@ -39,7 +39,7 @@ from aegis_data.imageio import (
     write_bytes_atomic,
 )
 from aegis_data.layout import (
-    ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SAFE_IMAGE_ID, SPLIT_NAMES, image_file_name,
+    ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SAFE_IMAGE_ID, SPLIT_NAMES, SUITE_CONFIG_NAME, image_file_name,
 )
 from aegis_data.manifest import (
     build_manifest,
@@ -50,7 +50,9 @@ from aegis_data.manifest import (
     write_manifest,
 )
 from aegis_data.png import check_png_writer
+from aegis_data.readers import read_json
 from aegis_data.records import Record
+from aegis_data.yolo_labels import yolo_label_text as yolo_lines
 
 JOURNAL_DIR = ".aegis-build"
 STATE_NAME = "state.json"
@@ -134,19 +136,9 @@ def resolve_selection(
     config: SuiteConfig, corruptions: Sequence[str] | None, severities: Iterable[int]
 ) -> tuple[str, ...]:
     """Validate the corruption/severity selection and return the test conditions in canonical order."""
-    names = config.names
-    if corruptions is not None:
-        wanted = [c.strip() for c in corruptions if c.strip()]
-        unknown = [c for c in wanted if c not in names]
-        if unknown or not wanted:
-            raise AegisError(
-                f"unknown corruption(s) {', '.join(unknown) or '(none given)'}; expected some of: {', '.join(names)}"
-            )
-        names = tuple(n for n in names if n in wanted)  # canonical order, duplicates dropped
-    sev = sorted(set(int(s) for s in severities))
-    if not sev or any(s not in SEVERITIES for s in sev):
-        raise AegisError(f"severities must be a non-empty subset of 1, 2, 3; got {list(severities)!r}")
-    return tuple(config.conditions(names, sev))
+    wanted = config.select(corruptions)
+    names = tuple(n for n in config.names if n in wanted)  # canonical order
+    return tuple(config.conditions(names, check_severities(severities)))
 
 
 def split_conditions(split: str, conditions: tuple[str, ...]) -> tuple[str, ...]:
@@ -265,14 +257,8 @@ def coco_bytes(gt: Mapping[str, Any]) -> bytes:
 
 
 def yolo_label_text(record: Record) -> str:
-    """Ultralytics label lines ``0 cx cy w h`` (normalised to [0,1], 6 decimals); '' for an image without boxes."""
-    lines = []
-    for box in record.boxes:
-        x0, y0, x1, y1 = (float(v) for v in box)
-        cx, cy = (x0 + x1) / 2 / record.width, (y0 + y1) / 2 / record.height
-        w, h = (x1 - x0) / record.width, (y1 - y0) / record.height
-        lines.append(f"0 {cx:.6f} {cy:.6f} {w:.6f} {h:.6f}")
-    return "".join(line + "\n" for line in lines)
+    """Ultralytics label lines of a record's boxes (see :func:`aegis_data.yolo_labels.yolo_label_text`)."""
+    return yolo_lines(record.boxes, record.width, record.height)
 
 
 def yolo_files(plan: BuildPlan) -> dict[str, bytes]:
@@ -355,6 +341,7 @@ class UnitTask:
     known_source: str | None
     read_image: ReadImage | None
     corrupt: Corrupt | None
+    config: SuiteConfig | None = None  # the suite the default corruption renders with
 
 
 @dataclass
@@ -383,10 +370,11 @@ def _default_read(record: Record, max_pixels: int) -> np.ndarray:
     return read_rgb(record, max_pixels=max_pixels)
 
 
-def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int) -> np.ndarray:
+def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int,
+                     config: SuiteConfig | None = None) -> np.ndarray:
     from aegis_data.corruptions import apply_corruption
 
-    return apply_corruption(image, name, severity, image_id, seed=seed)
+    return apply_corruption(image, name, severity, image_id, seed=seed, config=config)
 
 
 def render_unit(task: UnitTask) -> UnitResult:
@@ -411,7 +399,11 @@ def render_unit(task: UnitTask) -> UnitResult:
     if not todo:
         return res
     read = task.read_image or _default_read
-    corrupt = task.corrupt or _default_corrupt
+    if task.corrupt is not None:
+        corrupt = task.corrupt
+    else:
+        def corrupt(image, name, severity, image_id, seed):
+            return _default_corrupt(image, name, severity, image_id, seed, config=task.config)
     t_read = time.perf_counter()
     source = read(rec, task.max_pixels)
     res.seconds_read = time.perf_counter() - t_read
@@ -555,8 +547,8 @@ def check_output_dir(out: Path, identity: Mapping[str, Any]) -> None:
     for p in (state, manifest):
         if p.is_file():
             try:
-                found = json.loads(canonical_json(identity_of(json.loads(p.read_text(encoding="utf-8")))))
-            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+                found = json.loads(canonical_json(identity_of(read_json(p, "build record")[0])))
+            except (AegisError, AttributeError):
                 raise AegisError(f"{p} is unreadable; refusing to build into {out} (remove it or choose another --out)") from None
             if found != identity:
                 raise AegisError(
@@ -641,6 +633,8 @@ def build_splits(
     read_image(record, max_pixels) / corrupt(image, name, severity, image_id, seed) / audit(dataset) default
     to ``aegis_data.sources.read_rgb``, ``aegis_data.corruptions.apply_corruption`` and
     ``aegis_data.audit.audit_dataset``; replacements must be module-level functions when workers > 1.
+    config: the suite config (default: the installed one): the default corruption renders with its parameters,
+    the manifest records its hash and ``<out>/corruptions.yaml`` its exact bytes.
     AegisError: empty source, leakage found by the audit, bad selection, or ``out`` holding something else.
     """
     t_start = time.perf_counter()
@@ -674,7 +668,7 @@ def build_splits(
     for u in plan.units:
         k = known.get(_journal_key(u.split, u.record.image_id), {})
         tasks.append(UnitTask(u, str(out), plan.seed, int(max_pixels), k.get("files", {}),
-                              k.get("source_pixel_sha256"), read_image, corrupt))
+                              k.get("source_pixel_sha256"), read_image, corrupt, config))
 
     results: list[UnitResult] = []
     journal = _Journal(out)
@@ -716,6 +710,9 @@ def build_splits(
         journal.close()
 
     entries = _finish(out, plan, results)
+    # The exact suite config bytes, named (and so checked) by the manifest's config_hash: readers of the split
+    # take families, order and parameters from here, not from whatever suite is installed.
+    _write_if_changed(out / SUITE_CONFIG_NAME, config.raw or Path(config.path).read_bytes())
     manifest = build_manifest(
         dataset=plan.dataset, source=plan.source, suite=plan.suite, config_hash=plan.config_hash, seed=plan.seed,
         conditions=plan.conditions, splits={s: len(r) for s, r in plan.records.items()}, entries=entries,

@@ -22,7 +22,6 @@ Only reading happens here; the caller renders the report.
 
 from __future__ import annotations
 
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -31,11 +30,13 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from aegis_data.config import load_config, parse_condition
+from aegis_data.config import SuiteConfig, parse_condition, split_config
 from aegis_data.errors import AegisError
 from aegis_data.imageio import DEFAULT_MAX_PIXELS, file_sha256, pixel_sha256, read_rgb
-from aegis_data.layout import ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, condition_dir, image_file_name
+from aegis_data.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, SUITE_CONFIG_NAME, condition_dir,
+                               image_file_name)
 from aegis_data.manifest import Manifest, gt_digest, identity_of, load_manifest
+from aegis_data.readers import coco_boxes_by_stem, read_coco_gt
 
 _UNCHANGED_GT = "file bytes differ, boxes identical (formatting/metadata)"
 FINDING_KINDS = ("missing", "extra", "bytes-only", "pixels", "source", "annotations", "yolo", "manifest")
@@ -107,10 +108,19 @@ def pixel_difference(actual: np.ndarray, expected: np.ndarray) -> tuple[int, int
     return int(np.count_nonzero(delta.max(axis=2))), int(delta.max())
 
 
-def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int) -> np.ndarray:
+def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int,
+                     config: SuiteConfig | None = None) -> np.ndarray:
     from aegis_data.corruptions import apply_corruption
 
-    return apply_corruption(image, name, severity, image_id, seed=seed)
+    return apply_corruption(image, name, severity, image_id, seed=seed, config=config)
+
+
+def _suite_config(root: Path, config_hash: Any) -> tuple[SuiteConfig | None, str]:
+    """(the suite config named by ``config_hash`` -- the split's copy or the installed one --, or None with why)."""
+    try:
+        return split_config(root, config_hash if isinstance(config_hash, str) else None), ""
+    except AegisError as exc:
+        return None, str(exc)
 
 
 def _walk_files(root: Path) -> list[str]:
@@ -128,13 +138,9 @@ def _walk_files(root: Path) -> list[str]:
 
 def _annotation_finding(path: Path, rel: str, expected: Mapping[str, Any]) -> Finding:
     try:
-        gt = json.loads(path.read_text(encoding="utf-8"))
-        id_to_stem = {im["id"]: im.get("stem") or Path(im["file_name"]).stem for im in gt["images"]}
-        boxes: dict[str, list] = {s: [] for s in id_to_stem.values()}
-        for a in gt["annotations"]:
-            boxes[id_to_stem[a["image_id"]]].append(a["bbox"])
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
-        return Finding(rel, "annotations", f"not a readable COCO GT file ({type(exc).__name__})")
+        boxes = coco_boxes_by_stem(read_coco_gt(path)[0], path)
+    except AegisError as exc:
+        return Finding(rel, "annotations", f"not a readable COCO GT file ({exc})")
     want: Mapping[str, str] = expected.get("gt") or {}
     changed = sorted(s for s in want if s in boxes and gt_digest(boxes[s]) != want[s])
     lost = sorted(s for s in want if s not in boxes)
@@ -210,9 +216,11 @@ def verify_split(
     ref_src = {(e["split"], e["image_id"]): e.get("source_pixel_sha256") for e in ref.images()}
     src_differs = {k for k, v in ref_src.items() if k in local_src and local_src[k] != v}
 
-    config = load_config()
-    can_regenerate = regenerate and config.config_hash == ref.data.get("config_hash")
-    corrupt = corrupt or _default_corrupt
+    config, no_config = _suite_config(root, ref.data.get("config_hash"))
+    if (root / SUITE_CONFIG_NAME).is_file() and config is None:
+        findings.append(Finding(SUITE_CONFIG_NAME, "manifest", no_config))
+    can_regenerate = regenerate and config is not None
+    corrupt = corrupt or (lambda *args: _default_corrupt(*args, config=config))
     clean_cache: dict[tuple[str, str], np.ndarray | None] = {}
 
     def clean_pixels(split: str, image_id: str, expected_hash: str) -> np.ndarray | None:
@@ -264,8 +272,7 @@ def verify_split(
             findings.append(Finding(rel, "pixels", "clean pixels differ from the manifest; no reference copy to count against"))
             continue
         if not can_regenerate:
-            why = "regeneration off" if not regenerate else (
-                f"local suite config {config.config_hash} differs from the manifest's {ref.data.get('config_hash')}")
+            why = "regeneration off" if not regenerate else f"the manifest's suite config is not available: {no_config}"
             findings.append(Finding(rel, "pixels", f"pixels differ ({why}; no expected pixels to count against)"))
             continue
         clean = clean_pixels(e["split"], e["image_id"], e["source_pixel_sha256"])

@@ -1,4 +1,4 @@
-"""Freezing the confidence threshold once, on clean validation predictions (SPEC §6).
+"""Freezing the confidence threshold once, on clean validation predictions (docs/SCORING.md, "The frozen threshold").
 
 The frozen value is stored in a small JSON file (schema ``aegis-threshold/1``) with the rule, the grid, the
 validation metrics at every grid point and at the chosen one, and the SHA-256 of the predictions and GT it was

@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from aegis_data.config import SEVERITIES, load_config
+from aegis_data.config import check_severity, load_config
 from aegis_data.errors import AegisError
 from cli.common import fail, handle_errors, out
 
@@ -101,11 +101,8 @@ def corrupt_cmd(
     from aegis_data.corruptions import apply_corruption
     from aegis_data.imageio import pixel_sha256, read_rgb, write_png_atomic
 
-    cfg = load_config()
-    if corruption not in cfg.corruptions:
-        raise AegisError(f"unknown corruption {corruption!r}; expected one of {', '.join(cfg.names)}")
-    if severity not in SEVERITIES:
-        raise AegisError(f"--severity must be 1, 2 or 3, got {severity}")
+    load_config().check_corruption(corruption)
+    check_severity(severity, "--severity")
     if out_path.suffix.lower() != ".png":
         raise AegisError(f"--out must be a .png file (lossless), got {str(out_path)!r}")
     rgb = read_rgb(image)

@@ -88,6 +88,18 @@ def test_contract_same_key_same_bytes_and_severity_1_acts(name, frame):
     assert not np.array_equal(a, apply_corruption(frame, name, 2, "img-1"))
 
 
+@pytest.mark.parametrize("name", CORRUPTIONS)
+def test_contract_params_draw_kernel_layers_compose_to_apply(name, frame):
+    """The three public layers: parameter record, draw (from the keyed stream) and kernel."""
+    from aegis_data.seeding import keyed_random
+
+    params = corruption_params(name, 2)
+    draw = C.draw_params(name, params, *frame.shape[:2], keyed_random("img-1", name, 2, C.DEFAULT_SEED))
+    assert np.array_equal(getattr(C, name)(frame, params, draw), apply_corruption(frame, name, 2, "img-1"))
+    with pytest.raises(AegisError, match="unknown corruption 'fog'"):
+        C.draw_params("fog", params, 8, 8, KeyedRandom("x"))
+
+
 @pytest.mark.parametrize("name", RANDOM_CORRUPTIONS)
 def test_contract_image_id_and_seed_change_the_draws(name, frame):
     a = apply_corruption(frame, name, 2, "img-1")
@@ -271,7 +283,7 @@ def test_inundation_full_water_without_tint_is_the_ripple():
     h, w = 120, 160
     img = _dot_image(h, w, [(60, 80), (30, 40)], background=30)
     p = dataclasses.replace(corruption_params("inundation", 3), coverage=1.0, opacity=0.0, sparkle_strength=0.0)
-    draw = C._draw_inundation(p, h, w, KeyedRandom("inund"))
+    draw = C.draw_params("inundation", p, h, w, KeyedRandom("inund"))
     out = C.inundation(img, p, draw)
     amp = C._px(p.ripple_amplitude_px, h, w)
     lam = C._px(p.ripple_wavelength_px, h, w)

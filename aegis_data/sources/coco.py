@@ -9,12 +9,12 @@ root (no "..", not absolute). Everything goes to ``split`` (default "test"); ``v
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Mapping
 
 from aegis_data.errors import AegisError
+from aegis_data.readers import read_coco_gt
 from aegis_data.records import Record
 from aegis_data.sources._common import (
     PERSON_NAMES, check_box, check_options, frame_size, opt_fraction, opt_ids, opt_max_pixels, opt_path,
@@ -41,15 +41,7 @@ def safe_relative(file_name: Any, where: str) -> str:
 
 
 def _load_json(path: Path) -> dict:
-    if not path.is_file():
-        raise AegisError(f"COCO annotation file not found: {path}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise AegisError(f"COCO annotation file {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("images"), list) or not isinstance(data.get("annotations", []), list):
-        raise AegisError(f"COCO annotation file {path}: expected an object with 'images' and 'annotations' lists")
-    return data
+    return read_coco_gt(path, "COCO annotation", "")[0]
 
 
 def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
