@@ -115,6 +115,7 @@ class BuildResult:
     seconds_corrupt: float  # summed over workers
     seconds_encode: float  # PNG encode + hash + write, summed over workers
     seconds_read: float  # source decode, summed over workers
+    sources_changed: int = 0  # source images whose decoded pixels differ from the journal (re-rendered)
 
     @property
     def images_per_s(self) -> float:
@@ -366,6 +367,7 @@ class UnitResult:
     seconds_corrupt: float = 0.0
     seconds_encode: float = 0.0
     seconds_read: float = 0.0
+    source_changed: bool = False  # the source decoded to other pixels than the journal recorded
 
 
 def image_relpath(split: str, condition: str, image_id: str) -> str:
@@ -387,8 +389,10 @@ def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str,
 def render_unit(task: UnitTask) -> UnitResult:
     """Write the unit's condition files that are missing or changed; return every file's hashes.
 
-    Files whose bytes still hash to the journalled value are kept untouched; when all are, the source is not
-    even decoded. The corruption always sees the full decoded frame (never a tile).
+    The source is always decoded, also on a resume where every file still matches the journal: a file is
+    kept only when its bytes hash to the journalled value *and* the source still decodes to the journalled
+    pixels. When the source changed, every file of the unit is rendered again (``source_changed``), so a
+    resumed build equals a fresh one. The corruption always sees the full decoded frame (never a tile).
     """
     u, root = task.unit, Path(task.out)
     rec = u.record
@@ -398,13 +402,11 @@ def render_unit(task: UnitTask) -> UnitResult:
         rel = image_relpath(u.split, cond, rec.image_id)
         k = task.known.get(rel)
         p = root / rel
-        if k and task.known_source and p.is_file() and file_sha256(p) == k["sha256"]:
+        if k and task.known_source and p.is_file() and not p.is_symlink() and file_sha256(p) == k["sha256"]:
             res.files[rel] = {"condition": cond, "sha256": k["sha256"], "pixel_sha256": k["pixel_sha256"]}
             res.skipped += 1
         else:
             todo.append(cond)
-    if not todo:
-        return res
     read = task.read_image or _default_read
     corrupt = task.corrupt or _default_corrupt
     t_read = time.perf_counter()
@@ -418,9 +420,12 @@ def render_unit(task: UnitTask) -> UnitResult:
             f"{rec.width}x{rec.height}"
         )
     res.source_pixel_sha256 = pixel_sha256(source)
-    if task.known_source and res.source_pixel_sha256 != task.known_source and res.skipped:
+    if task.known_source and res.source_pixel_sha256 != task.known_source:
         # The source changed since those files were written: none of them can be trusted.
+        res.source_changed = bool(res.skipped or task.known)
         todo, res.files, res.skipped = list(u.conditions), {}, 0
+    if not todo:
+        return res
     mp = source.shape[0] * source.shape[1] / 1e6
     for cond in todo:
         name, severity = parse_condition(cond)
@@ -559,6 +564,37 @@ def check_output_dir(out: Path, identity: Mapping[str, Any]) -> None:
         )
 
 
+def source_location(plan: BuildPlan) -> str | None:
+    """The folder this machine reads the source images from (resolved), or None for generated sources.
+
+    Kept in the journal's state only -- never in the manifest, which must not depend on where data lives --
+    so a resume can tell that the same description now comes from another folder.
+    """
+    paths = [r.path for recs in plan.records.values() for r in recs if ":" not in r.path.split("/", 1)[0]]
+    if not paths:
+        return None
+    try:
+        return os.path.commonpath([str(Path(p).resolve().parent) for p in paths])
+    except ValueError:  # different drives
+        return None
+
+
+def check_source_location(out: Path, location: str | None) -> None:
+    """Refuse to resume from another source folder: the journalled files were rendered from the first one."""
+    state = out / JOURNAL_DIR / STATE_NAME
+    try:
+        before = json.loads(state.read_text(encoding="utf-8")).get("source_location")
+    except (OSError, ValueError, AttributeError):
+        return
+    if before is not None and location is not None and before != location:
+        fix = (f"remove {out / JOURNAL_DIR} to re-check every image against the new one" if (out / MANIFEST_NAME).is_file()
+               else f"remove the unfinished build {out} to start again")
+        raise AegisError(
+            f"refusing to resume {out}: its files were rendered from source folder {before}, this run reads {location} "
+            f"(same description); use that folder, or {fix}"
+        )
+
+
 def _remove_stale_temp_files(out: Path) -> None:
     """Delete temp files left by a killed build (``.<name>.<random>.tmp``, see imageio.write_bytes_atomic)."""
     for top in (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR):
@@ -568,7 +604,8 @@ def _remove_stale_temp_files(out: Path) -> None:
                 if p.is_file() and not p.is_symlink():
                     p.unlink()
     for p in out.glob(".*.tmp"):
-        p.unlink()
+        if p.is_file() and not p.is_symlink():  # a user's folder that happens to end in .tmp is left alone
+            p.unlink()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -655,9 +692,11 @@ def build_splits(
     journalled = read_journal(out)
     for key, val in journalled.items():
         _remember(known, key, val["source_pixel_sha256"], val["files"])
-    write_bytes_atomic(out / JOURNAL_DIR / STATE_NAME, (json.dumps(identity, sort_keys=True, indent=2) + "\n").encode())
-    (out / MANIFEST_NAME).unlink(missing_ok=True)
+    location = source_location(plan)
+    check_source_location(out, location)
     _remove_stale_temp_files(out)
+    state = {**identity, "source_location": location}
+    write_bytes_atomic(out / JOURNAL_DIR / STATE_NAME, (json.dumps(state, sort_keys=True, indent=2) + "\n").encode())
 
     tasks = []
     for u in plan.units:
@@ -667,9 +706,14 @@ def build_splits(
 
     results: list[UnitResult] = []
     journal = _Journal(out)
-    counters = {"written": 0, "skipped": 0, "mp": 0.0}
+    counters = {"written": 0, "skipped": 0, "mp": 0.0, "changed": 0}
 
     def collect(res: UnitResult) -> None:
+        if res.written:
+            # A file of the previous build was rewritten: its manifest no longer describes this directory. Until
+            # then it stays, so a re-run that fails early (or changes nothing) never leaves a split without one.
+            (out / MANIFEST_NAME).unlink(missing_ok=True)
+        counters["changed"] += res.source_changed
         if res.written or _journal_key(res.split, res.image_id) not in journalled:
             journal.append(res)  # a fully skipped unit is already in the journal: keep it from growing
         results.append(res)
@@ -716,7 +760,7 @@ def build_splits(
         images={s: len(r) for s, r in plan.records.items()}, files_written=counters["written"],
         files_skipped=counters["skipped"], seconds=seconds, megapixels=counters["mp"],
         seconds_corrupt=sum(r.seconds_corrupt for r in results), seconds_encode=sum(r.seconds_encode for r in results),
-        seconds_read=sum(r.seconds_read for r in results),
+        seconds_read=sum(r.seconds_read for r in results), sources_changed=counters["changed"],
     )
 
 

@@ -135,6 +135,9 @@ def build_command(
     table.add_row("conditions", f"{len(result.conditions)} ({', '.join(result.conditions[:3])}{', ...' if len(result.conditions) > 3 else ''})")
     table.add_row("source images", ", ".join(f"{s}: {k}" for s, k in result.images.items()))
     table.add_row("files written / skipped", f"{result.files_written} / {result.files_skipped}")
+    if result.sources_changed:
+        table.add_row("sources changed", f"{result.sources_changed} source image(s) decode to other pixels than when "
+                                         f"they were built: all their files were rendered again")
     table.add_row("time", f"{result.seconds:.1f} s ({result.images_per_s:.2f} files/s, {result.mp_per_s:.1f} MP/s)")
     table.add_row("manifest", str(result.manifest_path))
     table.add_row("root hash", result.root_hash)
