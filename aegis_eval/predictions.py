@@ -194,6 +194,13 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     obj, sha = read_json_file(path, "split manifest", "manifest_")
     if not isinstance(obj, dict):
         raise AegisError(f"[manifest_wrong_type] {path}: expected a JSON object")
+    if "format" in obj:  # a real split manifest: its provenance fields count only if they hash to its root
+        from aegis_data.manifest import check_manifest
+
+        try:
+            check_manifest(obj, path)
+        except AegisError as exc:
+            raise AegisError(f"[manifest_invalid] {exc}") from None
     dataset = obj.get("dataset")
     if isinstance(dataset, dict):
         dataset = dataset.get("name")

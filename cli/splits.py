@@ -163,11 +163,15 @@ def verify_command(
     report = verify_split(directory, against, strict_bytes=strict_bytes, workers=workers, subset=subset)
     if json_out is not None:
         write_bytes_atomic(json_out, (json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n").encode())
-    info = report.information
+    info = [f for f in report.information if f.kind == "bytes-only"]
     if info:
         out.print(f"[yellow]note[/] {len(info)} file(s) differ in bytes only: identical decoded pixels, another PNG "
                   f"encoder or version (information; --strict-bytes makes this a failure), e.g. {info[0].path}",
                   highlight=False)
+    linked = [f for f in report.information if f.kind == "hardlink"]
+    if linked:
+        out.print(f"[yellow]note[/] {len(linked)} file(s) are hard links shared with files outside the split "
+                  f"(information: editing those changes these), e.g. {linked[0].path}", highlight=False)
     if report.ok:
         if against is None:
             root = f"root {report.expected_root_hash}"

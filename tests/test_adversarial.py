@@ -112,3 +112,111 @@ def test_resume_with_unchanged_source_still_skips_every_file(yolo_split):
     assert r.exit_code == 0 and "sources changed" not in r.stdout
     assert "0 / 6 " in r.stdout  # 3 test images x (clean, low_light_s1), all kept
     assert json.loads((out / "manifest.json").read_text())["root_hash"] == first["root_hash"]
+
+
+# --- 2. verify covers the YOLO view ------------------------------------------------------------------------
+def _verify_fails(out: Path, *fragments: str, against: Path | None = None):
+    extra = ("--against", against) if against else ()
+    r = invoke("verify", out, "--json", out.parent / "v.json", *extra)
+    assert r.exit_code == 1, r.output
+    text = (out.parent / "v.json").read_text()
+    for f in fragments:
+        assert f in text, text
+    return json.loads(text)
+
+
+def test_verify_refuses_a_yolo_images_link_to_another_folder(tmp_path, yolo_split):
+    src, out, _ = yolo_split
+    shutil.copytree(out / "test", tmp_path / "other")
+    link = out / "yolo" / "images" / "test"
+    link.unlink()
+    os.symlink(tmp_path / "other", link)
+    _verify_fails(out, '"kind": "link"', "yolo/images/test")
+    _verify_fails(out, "yolo/images/test", against=out / "manifest.json")
+
+
+def test_verify_refuses_replaced_condition_labels(yolo_split):
+    src, out, _ = yolo_split
+    link = out / "yolo" / "labels" / "test" / "low_light_s1"
+    link.unlink()
+    shutil.copytree(out / "yolo" / "labels" / "test" / "clean", link)
+    assert invoke("verify", out).exit_code == 0  # an identical copy is the no-symlink fallback: fine
+    (link / "f0.txt").write_text("0 0.1 0.1 0.05 0.05\n")
+    _verify_fails(out, "yolo/labels/test/low_light_s1", "other labels")
+
+
+def test_verify_refuses_a_deleted_yolo_view(yolo_split):
+    src, out, _ = yolo_split
+    shutil.rmtree(out / "yolo" / "images")
+    _verify_fails(out, "yolo/images/test", "missing")
+    _verify_fails(out, "yolo/images/test", against=out / "manifest.json")
+
+
+def test_verify_reports_links_leaving_the_split_and_hardlinks(tmp_path, yolo_split):
+    src, out, _ = yolo_split
+    victim = out / "test" / "clean" / "f0.png"
+    outside = tmp_path / "f0-elsewhere.png"
+    shutil.copyfile(victim, outside)
+    victim.unlink()
+    os.symlink(outside, victim)  # same bytes, but not part of this copy
+    doc = _verify_fails(out, "outside the split")
+    assert any(f["path"] == "test/clean/f0.png" and f["kind"] == "link" for f in doc["findings"])
+    victim.unlink()
+    os.link(outside, victim)  # a hard link is the same bytes: information only
+    r = invoke("verify", out, "--json", tmp_path / "h.json")
+    assert r.exit_code == 0, r.output
+    assert "hard link" in r.stdout
+    assert json.loads((tmp_path / "h.json").read_text())["counts"] == {"hardlink": 1}
+
+
+# --- 5./6. the manifest: identity under the root hash, entry paths confined ----------------------------
+def _rehash(m: dict) -> dict:
+    from aegis_data.manifest import files_hash, root_hash
+
+    m["root_hash"] = root_hash(m, m["entries"])
+    m["files_hash"] = files_hash(m["root_hash"], m["encoder"], m["entries"])
+    return m
+
+
+@pytest.mark.parametrize("field,value", [("dataset", "heridal"), ("config_hash", "000000000000"), ("seed", 1),
+                                          ("suite", "other"), ("conditions", ["clean"]), ("splits", {"test": 9})])
+def test_identity_fields_cannot_be_edited(yolo_split, field, value):
+    src, out, m = yolo_split
+    m[field] = value
+    (out / "manifest.json").write_text(json.dumps(m))
+    assert_one_line_error(invoke("verify", out), "internally inconsistent")
+
+
+@pytest.mark.parametrize("bad", ["../../../../etc/hostname", "/etc/hostname", "test/../../x.png", "elsewhere/a.png"])
+def test_manifest_paths_outside_the_split_are_refused_before_reading(tmp_path, yolo_split, bad, monkeypatch):
+    import aegis_data.verify as verify_mod
+
+    src, out, m = yolo_split
+    m["entries"].append({"path": bad, "kind": "yolo", "sha256": "0" * 64})
+    _rehash(m)
+    ref = tmp_path / "third-party.json"
+    ref.write_text(json.dumps(m))
+    opened = []
+    monkeypatch.setattr(verify_mod, "file_sha256", lambda p: opened.append(p))
+    assert_one_line_error(invoke("verify", out, "--against", ref), "inside the split")
+    (out / "manifest.json").write_text(json.dumps(m))
+    assert_one_line_error(invoke("verify", out), "inside the split")
+    assert opened == []
+
+
+def test_non_finite_numbers_in_a_manifest_are_one_line(yolo_split):
+    src, out, m = yolo_split
+    text = json.dumps(m).replace('"width": 48', '"width": NaN', 1)
+    (out / "manifest.json").write_text(text)
+    assert_one_line_error(invoke("verify", out), "not canonical JSON")
+    (out / "manifest.json").write_text(json.dumps(m).replace('"width": 48', '"width": Infinity', 1))
+    assert_one_line_error(invoke("verify", out), "not canonical JSON")
+
+
+def test_score_refuses_provenance_from_an_edited_manifest(tmp_path, yolo_split):
+    src, out, m = yolo_split
+    m["dataset"] = "heridal"
+    (out / "manifest.json").write_text(json.dumps(m))
+    preds = tmp_path / "p.json"
+    preds.write_text("[]")
+    assert_one_line_error(invoke("score", preds, "--gt", out, "--threshold", "0.5"), "manifest_invalid")
