@@ -11,7 +11,7 @@ from rich.table import Table
 from aegis_data.config import SEVERITIES, load_config
 from aegis_eval.predictions import load_ground_truth, load_predictions
 from aegis_eval.threshold import DEFAULT_RULE, freeze_threshold, parse_grid, write_threshold_file
-from cli.common import handle_errors, out, warn
+from cli.common import check_outputs, handle_errors, out, warn
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
@@ -107,6 +107,7 @@ def freeze_threshold_cmd(
     iou: Annotated[float, typer.Option(help="IoU for one-to-one matching.")] = 0.5,
 ) -> None:
     """Choose the confidence threshold once, on clean validation predictions, and store it with its val metrics."""
+    check_outputs({"--out": out_path}, [val_preds, gt])
     grid_values = parse_grid(grid) if grid is not None else None
     ground_truth = load_ground_truth(gt, "val")
     dets = load_predictions(val_preds, ground_truth)
@@ -143,6 +144,8 @@ def score_cmd(
     # Imported here so the other commands (and --help) start without loading the AP engine and bootstrap.
     from aegis_eval.scoring import score_paths, write_score_csv, write_score_json
 
+    cluster_file = Path(cluster_by) if cluster_by and Path(cluster_by).is_file() else None
+    check_outputs({"--json": json_out, "--csv": csv_out}, [preds, gt, threshold_file, cluster_file])
     result = score_paths(preds, gt, threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap,
                          seed=seed, iou=iou, cluster_by=cluster_by, label=label, split=split, on_warning=warn)
     out.print(conditions_table(result))

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Mapping, Optional
 import typer
 from rich.table import Table
 
-from cli.common import handle_errors, out, warn
+from cli.common import check_outputs, handle_errors, out, warn
 from cli.splits import (
     AnnotationsOpt, ClassesOpt, GroupsOpt, HfSplitOpt, ImagesOpt, LabelsOpt, MaxPixelsOpt, NOpt, OptionOpt, SizeOpt,
     adapter_options,
@@ -79,6 +79,7 @@ def audit_command(
     from aegis_data.imageio import write_bytes_atomic
     from aegis_data.sources import load_source
 
+    check_outputs({"--json": json_out}, [source, images, labels, annotations])
     options = adapter_options(dataset, option, n=n, size=size, images=images, labels=labels, annotations=annotations,
                               classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels)
     ds = load_source(dataset, source=source, **options)

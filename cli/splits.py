@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from cli.common import err, fail, handle_errors, out
+from cli.common import check_output_dirs, check_outputs, err, fail, handle_errors, out
 
 _ADAPTER = "Source adapter options"
 
@@ -105,6 +105,7 @@ def build_command(
                               classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels)
     ds = load_source(dataset, source=source, **options)
     target = out_dir or Path("aegis-splits") / f"{dataset}-c"
+    check_output_dirs({"--out": target})
     # The bar starts with the first progress report, so a refused build prints only its one error line.
     bar = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
@@ -126,6 +127,10 @@ def build_command(
             workers=workers, limit=limit, with_train=with_train, progress=on_progress,
             max_pixels=max_pixels or DEFAULT_MAX_PIXELS,
         )
+    except BaseException:
+        if tasks:  # a failed build ends in its one error line, without the bar's last frame
+            bar.live.transient = True
+        raise
     finally:
         if tasks:
             bar.stop()
@@ -160,6 +165,7 @@ def verify_command(
         raise fail("--subset needs --against (a reference manifest to take the subset of)")
     if strict_bytes and against is None:
         raise fail("--strict-bytes needs --against (against its own manifest every byte difference already fails)")
+    check_outputs({"--json": json_out}, [directory, against])
     report = verify_split(directory, against, strict_bytes=strict_bytes, workers=workers, subset=subset)
     if json_out is not None:
         write_bytes_atomic(json_out, (json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n").encode())
@@ -207,6 +213,7 @@ def export_command(
     """Export a verified frozen split as a Hugging Face `datasets` dataset with embedded images."""
     from aegis_data.export_hf import export_split, push_split
 
+    check_output_dirs({"--out": out_dir})
     result = export_split(directory, out_dir)
     table = Table(title=f"Hugging Face export of {directory}")
     table.add_column("split")

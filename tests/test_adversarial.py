@@ -220,3 +220,136 @@ def test_score_refuses_provenance_from_an_edited_manifest(tmp_path, yolo_split):
     preds = tmp_path / "p.json"
     preds.write_text("[]")
     assert_one_line_error(invoke("score", preds, "--gt", out, "--threshold", "0.5"), "manifest_invalid")
+
+
+# --- 3. a bounded threshold grid ---------------------------------------------------------------------------
+@pytest.fixture
+def scoring_inputs(tmp_path, yolo_split):
+    src, out, _ = yolo_split
+    gt = out / "annotations" / "test.json"
+    preds = tmp_path / "clean.json"
+    preds.write_text(json.dumps([{"image_id": 1, "category_id": 1, "bbox": [18, 12, 12, 8], "score": 0.9}]))
+    return gt, preds
+
+
+def test_a_huge_threshold_grid_is_refused_with_its_size(tmp_path, scoring_inputs):
+    gt, preds = scoring_inputs
+    r = invoke("freeze-threshold", preds, "--gt", gt, "--out", tmp_path / "t.json", "--grid", "0:1:1e-12")
+    assert_one_line_error(r, "1e+12 points", "100,001")
+    r = invoke("freeze-threshold", preds, "--gt", gt, "--out", tmp_path / "t.json", "--grid", "0:1:0.00001")
+    assert r.exit_code == 0, r.output
+
+
+# --- 4. one-line errors -------------------------------------------------------------------------------------
+def test_freeze_threshold_on_an_empty_prediction_list(tmp_path, scoring_inputs):
+    gt, preds = scoring_inputs
+    preds.write_text("[]")
+    r = invoke("freeze-threshold", preds, "--gt", gt, "--out", tmp_path / "t.json")
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "t.json").read_text())["metrics"]["tp"] == 0
+
+
+@pytest.mark.parametrize("cmd", ["score", "freeze-threshold", "verify", "audit", "build-splits", "report"])
+@pytest.mark.parametrize("how", ["folder", "parent-is-file"])
+def test_unwritable_outputs_are_refused_before_work(tmp_path, yolo_split, scoring_inputs, cmd, how):
+    src, out, _ = yolo_split
+    gt, preds = scoring_inputs
+    (tmp_path / "afile").write_text("x")
+    target = tmp_path / "afolder" if how == "folder" else tmp_path / "afile" / "x.json"
+    (tmp_path / "afolder").mkdir()
+    score_json = tmp_path / "s.json"
+    args = {
+        "score": ("score", preds, "--gt", gt, "--threshold", "0.5", "--bootstrap", "1", "--json", target),
+        "freeze-threshold": ("freeze-threshold", preds, "--gt", gt, "--out", target),
+        "verify": ("verify", out, "--json", target),
+        "audit": ("audit", "--dataset", "yolo", "--source", src, "--json", target),
+        "build-splits": ("build-splits", "--source", src, *YOLO_BUILD,
+                         "--out", tmp_path / "afile" / "out" if how == "parent-is-file" else tmp_path / "afile"),
+        "report": ("report", score_json, "--out", tmp_path / "afile" if how == "folder" else tmp_path / "afile" / "r"),
+    }[cmd]
+    if cmd == "report":
+        assert invoke("score", preds, "--gt", gt, "--threshold", "0.5", "--bootstrap", "1", "--json",
+                      score_json).exit_code == 0
+    assert_one_line_error(invoke(*args), "afile" if (how == "parent-is-file" or cmd in ("build-splits", "report"))
+                          else "afolder")
+
+
+def test_disk_full_is_one_line_naming_the_path_and_free_space(tmp_path, monkeypatch, scoring_inputs):
+    import aegis_data.imageio as imageio
+
+    gt, preds = scoring_inputs
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(imageio.os, "fsync", full)
+    r = invoke("freeze-threshold", preds, "--gt", gt, "--out", tmp_path / "t.json", "--grid", "0.5")
+    assert_one_line_error(r, "no space left", str(tmp_path / "t.json"), "MB free")
+    assert not list(tmp_path.glob(".t.json.*"))  # no temp file left behind
+
+
+def test_disk_full_while_building_is_one_line_and_nothing_verifies(tmp_path, monkeypatch):
+    import aegis_data.imageio as imageio
+
+    src = yolo_source(tmp_path / "src")
+    real = imageio.os.replace
+
+    def full_on_manifest(a, b):
+        if str(b).endswith("manifest.json"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(a, b)
+
+    monkeypatch.setattr(imageio.os, "replace", full_on_manifest)
+    r = invoke("build-splits", "--source", src, "--out", tmp_path / "out", *YOLO_BUILD)
+    assert_one_line_error(r, "no space left", "manifest.json")
+    monkeypatch.undo()
+    assert_one_line_error(invoke("verify", tmp_path / "out"), "no manifest")
+
+
+def test_a_folder_named_tmp_in_a_finished_build_keeps_the_manifest(yolo_split):
+    src, out, first = yolo_split
+    (out / ".scratch.tmp").mkdir()
+    (out / "test" / "clean" / ".x.tmp").mkdir()
+    r = invoke("build-splits", "--source", src, "--out", out, *YOLO_BUILD)
+    assert r.exit_code == 0, r.output
+    assert json.loads((out / "manifest.json").read_text())["root_hash"] == first["root_hash"]
+
+
+def test_a_failing_rebuild_does_not_delete_a_valid_manifest(yolo_split, monkeypatch):
+    import aegis_data.splits as splits_mod
+
+    src, out, first = yolo_split
+
+    def broken(record, max_pixels):
+        raise splits_mod.AegisError("cannot decode image (simulated)")
+
+    monkeypatch.setattr(splits_mod, "_default_read", broken)
+    assert_one_line_error(invoke("build-splits", "--source", src, "--out", out, *YOLO_BUILD), "simulated")
+    monkeypatch.undo()
+    assert invoke("verify", out).exit_code == 0
+
+
+# --- 8. special files in a predictions folder ---------------------------------------------------------------
+def test_a_fifo_in_a_predictions_folder_is_skipped(tmp_path, scoring_inputs):
+    gt, preds = scoring_inputs
+    folder = tmp_path / "preds"
+    folder.mkdir()
+    shutil.copyfile(preds, folder / "clean.json")
+    os.mkfifo(folder / "low_light_s1.json")
+    r = invoke("score", folder, "--gt", gt, "--threshold", "0.5", "--bootstrap", "1")
+    assert r.exit_code == 0, r.output
+    assert "not_a_regular_file" in r.stderr
+    r = invoke("score", folder / "low_light_s1.json", "--gt", gt, "--threshold", "0.5")
+    assert_one_line_error(r, "not a regular file")
+
+
+# --- 9. an output never replaces an input -------------------------------------------------------------------
+@pytest.mark.parametrize("which", ["preds", "gt", "csv-json"])
+def test_outputs_never_replace_inputs(tmp_path, scoring_inputs, which):
+    gt, preds = scoring_inputs
+    before = {p: p.read_bytes() for p in (gt, preds)}
+    extra = {"preds": ("--json", preds), "gt": ("--json", gt),
+             "csv-json": ("--csv", tmp_path / "f", "--json", tmp_path / "f")}[which]
+    r = invoke("score", preds, "--gt", gt, "--threshold", "0.5", "--bootstrap", "1", *extra)
+    assert_one_line_error(r, "--json" if which != "csv-json" else "both name")
+    assert {p: p.read_bytes() for p in (gt, preds)} == before
