@@ -101,7 +101,7 @@ def check_output_dirs(outputs: Mapping[str, Path | None]) -> None:
             continue
         path = Path(path)
         if path.exists() and not path.is_dir():
-            raise AegisError(f"{opt} {path} is a file; expected a folder")
+            raise AegisError(f"{opt} must be a directory, got an existing file: {path}")
         blocker = next((d for d in path.parents if d.exists() and not d.is_dir()), None)
         if blocker is not None:
             raise AegisError(f"{opt} {path} cannot be created: {blocker} is a file, not a folder")
