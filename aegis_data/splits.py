@@ -55,6 +55,7 @@ JOURNAL_DIR = ".aegis-build"
 STATE_NAME = "state.json"
 JOURNAL_NAME = "journal.jsonl"
 YOLO_DIR = "yolo"
+NO_TRAIN_LIST = "no_train.txt"  # the empty list ``train:`` names when neither train nor val was built
 _BOX_TOLERANCE = 1e-6  # boxes may touch the frame edge up to float noise
 
 ReadImage = Callable[..., np.ndarray]  # (record, max_pixels) -> HxWx3 uint8 RGB
@@ -290,12 +291,18 @@ def yolo_files(plan: BuildPlan) -> dict[str, bytes]:
             lines = "".join(f"./images/{split}/{cond}/{image_file_name(r.image_id)}\n" for r in recs)
             files[f"{YOLO_DIR}/{split}_{cond}.txt"] = lines.encode()
     train_list = "train_clean.txt" if "train" in plan.records else ("val_clean.txt" if "val" in plan.records else None)
+    if train_list is None:
+        # Without train and val, `train:` names an empty list: never the test images, which a data yaml would
+        # otherwise invite someone to train on.
+        files[f"{YOLO_DIR}/{NO_TRAIN_LIST}"] = b""
     for split in plan.records:
         conds = split_conditions(split, plan.conditions)
         for cond in conds:
             own = f"{split}_{cond}.txt"
-            train = train_list or own
-            note = "" if train_list == "train_clean.txt" else "  # no train split built (--with-train); clean images only"
+            train = train_list or NO_TRAIN_LIST
+            note = ("" if train_list == "train_clean.txt" else
+                    "  # no train split built (--with-train); clean images only" if train_list else
+                    "  # no train or val split: an empty list")
             text = (
                 f"# AegisBench {plan.dataset}-C, split {split}, condition {cond} (suite {plan.suite}, "
                 f"config {plan.config_hash}).\n"

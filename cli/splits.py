@@ -30,6 +30,9 @@ HfSplitOpt = Annotated[Optional[str], typer.Option(
     help="Split of the Hugging Face dataset to read (hf).", rich_help_panel=_ADAPTER)]
 MaxPixelsOpt = Annotated[Optional[int], typer.Option(
     help="Refuse source images larger than this many pixels.", rich_help_panel=_ADAPTER)]
+FollowLinksOpt = Annotated[bool, typer.Option(
+    "--follow-links", help="Read source images that are symlinks leaving the source folder (default: skip and count "
+    "them).", rich_help_panel=_ADAPTER)]
 OptionOpt = Annotated[Optional[list[str]], typer.Option(
     "--option", "-o", help="Any adapter option as key=value (repeatable), e.g. -o val_fraction=0.1.",
     rich_help_panel=_ADAPTER)]
@@ -94,6 +97,7 @@ def build_command(
     groups: GroupsOpt = None,
     hf_split: HfSplitOpt = None,
     max_pixels: MaxPixelsOpt = None,
+    follow_links: FollowLinksOpt = False,
     option: OptionOpt = None,
 ) -> None:
     """Build the frozen corrupted benchmark (clean + 27 conditions) with its SHA-256 manifest."""
@@ -102,7 +106,8 @@ def build_command(
     from aegis_data.splits import build_splits
 
     options = adapter_options(dataset, option, n=n, size=size, images=images, labels=labels, annotations=annotations,
-                              classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels)
+                              classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels,
+                              follow_links=follow_links or None)
     ds = load_source(dataset, source=source, **options)
     target = out_dir or Path("aegis-splits") / f"{dataset}-c"
     check_output_dirs({"--out": target})

@@ -15,14 +15,15 @@ from typing import Any, Mapping
 from aegis_data.errors import AegisError
 from aegis_data.records import Box, Record
 from aegis_data.sources._common import (
-    SPLITS, check_box, check_options, frame_size, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path,
+    opt_follow_links,
+    SPLITS, check_box, check_options, class_id, plain_number, frame_size, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path,
     portable_path, require_dir, safe_id,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
 from aegis_data.sources._split import assign_groups
 
 NAME = "yolo"
-OPTIONS = ("images", "labels", "classes", "split", "val_fraction", "max_pixels")
+OPTIONS = ("images", "labels", "classes", "split", "val_fraction", "max_pixels", "follow_links")
 
 
 def yolo_boxes(path: Path, width: int, height: int, classes: frozenset[str] | None, stats: Counter) -> tuple[Box, ...]:
@@ -39,11 +40,8 @@ def yolo_boxes(path: Path, width: int, height: int, classes: frozenset[str] | No
         where = f"{path}:{n}"
         if len(parts) != 5:
             raise AegisError(f"{where}: expected 5 values 'class cx cy w h', got {len(parts)} ({line.strip()[:60]!r})")
-        try:
-            cls = int(float(parts[0]))
-            cx, cy, bw, bh = (float(v) for v in parts[1:])
-        except ValueError:
-            raise AegisError(f"{where}: expected numbers 'class cx cy w h', got {line.strip()[:60]!r}") from None
+        cls = class_id(parts[0], where)
+        cx, cy, bw, bh = (plain_number(v, where, name) for v, name in zip(parts[1:], ("cx", "cy", "w", "h")))
         if classes is not None and str(cls) not in classes:
             stats[f"ignored_class:{cls}"] += 1
             continue
@@ -152,4 +150,4 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
             "negatives": "an image without a label file has no persons",
         },
     }
-    return build_dataset(NAME, description, records)
+    return build_dataset(NAME, description, records, roots=(root, images_dir), follow_links=opt_follow_links(options))
