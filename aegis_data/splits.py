@@ -18,6 +18,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -650,6 +651,51 @@ def _pool_context():
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_WATCH_INTERVAL_S = 0.5
+
+
+def _worker_init(parent_pid: int) -> None:
+    """First thing in every worker process: die with the build's parent, also when it is killed with SIGKILL.
+
+    Two guards, because a worker's direct parent may be the forkserver rather than the build process: on
+    Linux the kernel sends SIGKILL when the direct parent exits (``PR_SET_PDEATHSIG``; the forkserver exits
+    when the build process goes away), and on every platform a daemon thread polls that the build process
+    still exists and that this process was not re-parented.
+    """
+    import signal
+    import threading
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    first_ppid = os.getppid()
+    threading.Thread(target=_watch_parent, args=(parent_pid, first_ppid), daemon=True,
+                     name="aegis-parent-watch").start()
+
+
+def _parent_gone(parent_pid: int, first_ppid: int) -> bool:
+    if os.getppid() != first_ppid:  # re-parented: our direct parent exited
+        return True
+    try:
+        os.kill(parent_pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # the id now belongs to another user's process
+        return True
+    return False
+
+
+def _watch_parent(parent_pid: int, first_ppid: int) -> None:
+    while not _parent_gone(parent_pid, first_ppid):
+        time.sleep(_WATCH_INTERVAL_S)
+    os._exit(1)
+
+
 def build_splits(
     dataset: Any,
     out: str | Path,
@@ -736,7 +782,8 @@ def build_splits(
             for t in tasks:
                 collect(render_unit(t))
         else:
-            with ProcessPoolExecutor(max_workers=n_workers, mp_context=_pool_context()) as pool:
+            with ProcessPoolExecutor(max_workers=n_workers, mp_context=_pool_context(), initializer=_worker_init,
+                                     initargs=(os.getpid(),)) as pool:
                 pending = {pool.submit(render_unit, t) for t in tasks}
                 while pending:
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)

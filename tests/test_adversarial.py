@@ -454,3 +454,78 @@ def test_yolo_yaml_never_trains_on_the_test_list(yolo_split):
     text = (out / "yolo" / "test_clean.yaml").read_text()
     assert "train: no_train.txt" in text and (out / "yolo" / "no_train.txt").read_text() == ""
     assert "yolo/no_train.txt" in {e["path"] for e in m["entries"]}
+
+
+# --- 7. workers die with their parent -----------------------------------------------------------------------
+def _proc_stat(pid: int) -> tuple[int, str, int] | None:
+    """(ppid, state, start time) of a live process from /proc, or None."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return int(fields[1]), fields[0], int(fields[19])
+
+
+def _descendants(pid: int) -> dict[int, int]:
+    """pid -> start time of every live descendant of ``pid``."""
+    children: dict[int, list[int]] = {}
+    starts = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and (st := _proc_stat(int(d.name))) is not None:
+            children.setdefault(st[0], []).append(int(d.name))
+            starts[int(d.name)] = st[2]
+    out, todo = {}, [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out[c] = starts[c]
+            todo.append(c)
+    return out
+
+
+def _alive(pid: int, start: int) -> bool:
+    st = _proc_stat(pid)
+    return st is not None and st[2] == start and st[1] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc to follow worker processes")
+def test_workers_die_when_only_the_parent_is_killed(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    tests_dir = Path(__file__).parent
+    code = (
+        "from aegis_data.records import Record\n"
+        "from aegis_data.splits import build_splits\n"
+        "from test_splits_doubles import *\n"
+        "ds = FakeDataset('fake', {'n': 40}, {'test': [Record(f'i{k:02d}', f'fake:{k}', 64, 48) for k in range(40)]})\n"
+        f"build_splits(ds, {str(tmp_path / 'out')!r}, corruptions=FEW, workers=2, read_image=fake_read,\n"
+        "             corrupt=slow_corrupt, audit=no_leak)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tests_dir), str(tests_dir.parent)]))
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env)
+    procs: dict[int, int] = {}
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            procs = _descendants(proc.pid)  # resource tracker, forkserver, 2 workers
+            if len(procs) >= 4 and (tmp_path / "out" / ".aegis-build" / "journal.jsonl").is_file():
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None and len(procs) >= 4, "the build ended before it could be killed"
+        os.kill(proc.pid, signal.SIGKILL)  # the parent only, not its process group
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(_alive(p, t) for p, t in procs.items()):
+            time.sleep(0.1)
+        alive = [p for p, t in procs.items() if _alive(p, t)]
+        assert not alive, f"{len(alive)} process(es) of the build still alive after its parent was killed"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        for p, t in procs.items():  # never leave a stray process behind, even when the assertion failed
+            if _alive(p, t):
+                os.kill(p, signal.SIGKILL)
