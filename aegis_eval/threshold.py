@@ -27,7 +27,7 @@ from aegis_data import __version__
 from aegis_data.errors import AegisError
 from aegis_data.imageio import file_sha256, write_bytes_atomic
 from aegis_eval.matching import DEFAULT_IOU, match_at_threshold, per_image_counts, rates_from_counts
-from aegis_eval.predictions import read_json_file, resolve_gt_path
+from aegis_eval.predictions import as_float, read_json_file, resolve_gt_path
 from aegis_eval.provenance import utc_timestamp
 from aegis_eval.types import Detections, GroundTruth
 
@@ -218,9 +218,9 @@ def read_threshold_file(path: str | Path) -> tuple[float, dict[str, Any]]:
         raise AegisError(f"[threshold_schema] threshold file {path}: schema {doc.get('schema')!r}, expected "
                          f"{THRESHOLD_SCHEMA!r}")
     value = doc.get("value")
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= float(value) <= 1.0:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= as_float(value) <= 1.0:
         raise AegisError(f"[threshold_value] threshold file {path}: 'value' must be a number in [0, 1]; "
-                         f"got {value!r}")
+                         f"got {value!r:.40}")
     info = dict(doc)
     info.update(file=str(path), sha256=sha)
     return float(value), info

@@ -529,3 +529,93 @@ def test_workers_die_when_only_the_parent_is_killed(tmp_path):
         for p, t in procs.items():  # never leave a stray process behind, even when the assertion failed
             if _alive(p, t):
                 os.kill(p, signal.SIGKILL)
+
+
+# --- 4. numbers beyond float64 and over-deep JSON in scorer inputs -----------------------------------------
+BIG = "1" + "0" * 400  # valid JSON, no float64
+
+
+@pytest.mark.parametrize("field,code", [("bbox", "bbox_nonfinite"), ("score", "score_out_of_range")])
+def test_prediction_numbers_beyond_float64_are_findings(tmp_path, scoring_inputs, field, code):
+    gt, preds = scoring_inputs
+    entry = '{"image_id": 1, "category_id": 1, "bbox": %s, "score": %s}' % (
+        f"[1, 1, {BIG}, 5]" if field == "bbox" else "[1, 1, 5, 5]", BIG if field == "score" else "0.5")
+    preds.write_text(f"[{entry}]")
+    r = invoke("score", preds, "--gt", gt, "--threshold", "0.5", "--bootstrap", "1")
+    assert_one_line_error(r, code)
+    assert len(r.stderr) < 400  # the 401-digit number is not echoed in full
+
+
+def test_threshold_file_value_beyond_float64_is_a_finding(tmp_path, scoring_inputs):
+    gt, preds = scoring_inputs
+    t = tmp_path / "t.json"
+    t.write_text('{"schema": "aegis-threshold/1", "value": %s}' % BIG)
+    assert_one_line_error(invoke("score", preds, "--gt", gt, "--threshold-file", t), "threshold_value")
+
+
+def test_gt_bbox_beyond_float64_is_a_finding(tmp_path, scoring_inputs):
+    gt, preds = scoring_inputs
+    doc = json.loads(gt.read_text())
+    doc["annotations"][0]["bbox"] = [1, 1, 5, 5]
+    text = json.dumps(doc).replace('"bbox": [1, 1, 5, 5]', f'"bbox": [1, 1, {BIG}, 5]', 1)
+    (tmp_path / "gt.json").write_text(text)
+    assert_one_line_error(invoke("score", preds, "--gt", tmp_path / "gt.json", "--threshold", "0.5"), "gt_bbox_invalid")
+
+
+@pytest.fixture
+def score_json(tmp_path, scoring_inputs):
+    gt, preds = scoring_inputs
+    path = tmp_path / "score.json"
+    assert invoke("score", preds, "--gt", gt, "--threshold", "0.5", "--bootstrap", "1", "--json", path).exit_code == 0
+    return path
+
+
+def test_report_on_a_score_beyond_float64_is_a_finding(tmp_path, score_json):
+    import re
+
+    score_json.write_text(re.sub(r'"recall": [0-9.e-]+', f'"recall": {BIG}', score_json.read_text(), count=1))
+    assert_one_line_error(invoke("report", score_json, "--out", tmp_path / "r"), "does not fit a 64-bit float")
+
+
+def test_report_with_a_300_character_dataset_name(tmp_path, score_json):
+    doc = json.loads(score_json.read_text())
+    doc["dataset"] = "x" * 300
+    score_json.write_text(json.dumps(doc))
+    r = invoke("report", score_json, "--out", tmp_path / "r")
+    assert r.exit_code == 0, r.output
+    assert all(len(p.name) < 100 for p in (tmp_path / "r").rglob("*"))
+
+
+PARSE_LEVEL = pytest.mark.xfail(strict=False, reason="parse-level hardening in the shared JSON reader (issue 12)")
+
+
+@PARSE_LEVEL
+@pytest.mark.parametrize("what", ["predictions", "threshold", "score"])
+def test_over_deep_json_is_one_line(tmp_path, scoring_inputs, score_json, what):
+    gt, preds = scoring_inputs
+    deep = "[" * 100_000 + "]" * 100_000
+    if what == "predictions":
+        preds.write_text(deep)
+        r = invoke("score", preds, "--gt", gt, "--threshold", "0.5")
+    elif what == "threshold":
+        (tmp_path / "t.json").write_text(deep)
+        r = invoke("score", preds, "--gt", gt, "--threshold-file", tmp_path / "t.json")
+    else:
+        score_json.write_text(deep)
+        r = invoke("report", score_json, "--out", tmp_path / "r")
+    assert_one_line_error(r)
+
+
+def test_disk_full_while_writing_images_is_one_line(tmp_path, monkeypatch):
+    import aegis_data.imageio as imageio
+
+    src = yolo_source(tmp_path / "src")
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(imageio.os, "fsync", full)
+    r = invoke("build-splits", "--source", src, "--out", tmp_path / "out", *YOLO_BUILD)
+    assert_one_line_error(r, "no space left", "MB free")
+    monkeypatch.undo()
+    assert not list((tmp_path / "out").rglob("*.tmp"))
