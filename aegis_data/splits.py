@@ -6,10 +6,13 @@ hashes into a journal, writes the COCO/YOLO annotation files, and writes ``manif
 without a manifest is therefore always an unfinished build.
 
 Resume: ``<out>/.aegis-build/journal.jsonl`` holds one JSON line per finished unit (file hashes), appended
-and fsynced by the parent only after the unit's files are on disk. A re-run skips every file whose bytes
-still hash to the journalled value and re-renders the rest; each file is written atomically (temp file +
-rename), so a build killed at any point (even ``kill -9``) and re-run produces the same files and manifest
-as an uninterrupted one.
+and fsynced by the parent only after the unit's files are on disk. A re-run decodes every source again, skips
+every file whose bytes still hash to the journalled value while its source still decodes to the journalled
+pixels, and re-renders the rest (all files of a changed source); ``state.json`` records the source folder, and
+a resume from another folder is refused. Each file is written atomically (temp file + rename), so a build
+killed at any point (even ``kill -9``, of the parent alone or of the whole group) and re-run produces the
+same files and manifest as an uninterrupted one. The previous manifest is removed only once a file is
+rewritten.
 """
 
 from __future__ import annotations
