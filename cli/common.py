@@ -92,9 +92,12 @@ def check_outputs(outputs: Mapping[str, Path | None], inputs: Iterable[Path | No
                 raise AegisError(f"{opt} {path} {what} the input {src}; write the output somewhere else")
 
 
-def check_output_dirs(outputs: Mapping[str, Path | None]) -> None:
-    """Output folders: each may exist (as a folder) or be creatable; AegisError in one line otherwise."""
+def check_output_dirs(outputs: Mapping[str, Path | None], inputs: Iterable[Path | None] = ()) -> None:
+    """Output folders: each may exist (as a folder) or be creatable, and is neither an input folder nor inside
+    one (``inputs``); AegisError in one line otherwise."""
     from aegis_data.errors import AegisError
+
+    inputs = [Path(p).resolve() for p in inputs if p is not None and Path(p).is_dir()]
 
     for opt, path in outputs.items():
         if path is None:
@@ -108,3 +111,8 @@ def check_output_dirs(outputs: Mapping[str, Path | None]) -> None:
         existing = next((d for d in (path, *path.parents) if d.exists()), Path("."))
         if not os.access(existing, os.W_OK | os.X_OK):
             raise AegisError(f"{opt} {path} cannot be written: no permission in {existing}")
+        real = path.resolve()
+        for src in inputs:
+            if real == src or src in real.parents:
+                raise AegisError(f"{opt} {path} {'is' if real == src else 'lies inside'} the input folder {src}; "
+                                 f"write the output somewhere else")

@@ -56,7 +56,7 @@ def gallery(
     """Draw the (image, condition) pairs whose recall drops most vs clean: clean | corrupted, GT and predictions."""
     from aegis_eval.report.gallery import build_gallery
 
-    check_output_dirs({"--out": out_dir})
+    check_output_dirs({"--out": out_dir}, [split_dir, preds])
     files = build_gallery(split_dir, preds, out_dir, threshold=threshold, threshold_file=threshold_file,
                           conditions=conditions, n=n, max_width=max_width)
     for note in files.notes:

@@ -218,7 +218,7 @@ def export_command(
     """Export a verified frozen split as a Hugging Face `datasets` dataset with embedded images."""
     from aegis_data.export_hf import export_split, push_split
 
-    check_output_dirs({"--out": out_dir})
+    check_output_dirs({"--out": out_dir}, [directory])
     result = export_split(directory, out_dir)
     table = Table(title=f"Hugging Face export of {directory}")
     table.add_column("split")

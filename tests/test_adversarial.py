@@ -619,3 +619,10 @@ def test_disk_full_while_writing_images_is_one_line(tmp_path, monkeypatch):
     assert_one_line_error(r, "no space left", "MB free")
     monkeypatch.undo()
     assert not list((tmp_path / "out").rglob("*.tmp"))
+
+
+def test_folder_outputs_never_land_inside_an_input_folder(tmp_path, yolo_split):
+    src, out, _ = yolo_split
+    r = invoke("export-hf", out, "--out", out / "hf")
+    assert_one_line_error(r, "lies inside the input folder")
+    assert invoke("verify", out).exit_code == 0  # nothing was written into the split
