@@ -42,8 +42,10 @@ bench: $(STAMP_ALL)
 	$(PY) benchmarks/bench_corruptions.py
 	$(PY) benchmarks/bench_sources.py
 	$(PY) benchmarks/bench_build.py --write docs/perf/build.md
+	$(PY) benchmarks/bench_file_split.py --write docs/perf/file_split.md
 	$(PY) benchmarks/bench_score.py --write docs/perf/score.md
 	$(PY) benchmarks/bench_score_sweep.py
+	$(PY) benchmarks/bench_score_classes.py --write docs/perf/classes.md
 	$(PY) benchmarks/bench_runners.py
 	$(PY) benchmarks/bench_report.py --write docs/perf/report.md
 	$(PY) benchmarks/perfdoc.py

@@ -14,6 +14,7 @@ Numerics are exact by construction (see ``aegis_data._kernels`` and docs/CORRUPT
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from dataclasses import dataclass, fields
 from typing import Callable, Mapping, NamedTuple, Union
 
@@ -80,17 +81,43 @@ def _draw_noise(rng: KeyedRandom, label: str, height: int, width: int, spec: K.N
     )
 
 
+def _read_only(table: np.ndarray) -> np.ndarray:
+    """Mark a cached table read-only, so no caller can alter what later calls read."""
+    table.setflags(write=False)
+    return table
+
+
+# Tables below depend only on config constants; they are built once per distinct value (lru_cache) instead of
+# per call, which at 0.4 MP cost as much as the pixel work. Same values, so the same bytes either way.
+@lru_cache(maxsize=16)
 def _transmission_table(mean_t: float, amplitude: float) -> np.ndarray:
     """``t = clip(t_mean + a (2 f - 1), 0.02, 1)`` for each of the 65536 levels of a uint16 noise field."""
     f = np.arange(65536, dtype=np.float64) / K.U16
-    return np.clip(mean_t + amplitude * (2.0 * f - 1.0), 0.02, 1.0).astype(np.float32)
+    return _read_only(np.clip(mean_t + amplitude * (2.0 * f - 1.0), 0.02, 1.0).astype(np.float32))
 
 
-def _haze_blend(x: np.ndarray, t: np.ndarray, airlight: np.ndarray) -> np.ndarray:
-    """Koschmieder haze ``I t + A (1 - t)`` = ``A + t (I - A)`` on float32 (..., 3), in place."""
-    x -= airlight
-    x *= t[..., None]
-    x += airlight
+@lru_cache(maxsize=16)
+def _grain_table(grain: float) -> np.ndarray:
+    """Dust grain ``grain (2 f - 1)`` for each of the 65536 levels of a uint16 noise field, float32."""
+    return _read_only((grain * (2.0 * (np.arange(65536, dtype=np.float64) / K.U16) - 1.0)).astype(np.float32))
+
+
+@lru_cache(maxsize=16)
+def _bloom_table(bloom_weight: float) -> np.ndarray:
+    """Glare ``bloom_weight * bloom`` for each of the 65536 levels of a uint16 bloom field, float32."""
+    return _read_only((np.arange(65536, dtype=np.float64) * (bloom_weight / K.U16)).astype(np.float32))
+
+
+def _haze_blend(x: np.ndarray, t: np.ndarray, airlight_row: np.ndarray) -> np.ndarray:
+    """Koschmieder haze ``I t + A (1 - t)`` = ``A + t (I - A)`` on float32 (n, w, 3), in place.
+
+    ``airlight_row`` is A tiled over one row of interleaved RGB (3w,) and t is (n, w): both are expanded to
+    contiguous operands, since NumPy runs a broadcast over the 3-channel axis element by element.
+    """
+    flat = x.reshape(x.shape[0], -1)
+    flat -= airlight_row
+    x *= _channels3(t)
+    flat += airlight_row
     return x
 
 
@@ -250,7 +277,7 @@ def water_glare(image: np.ndarray, params: WaterGlareParams, draw: GlareDraw) ->
     cores = K.top_fraction_mask(q, params.coverage)
     bloom = K.blur_mask(cores, _px(params.bloom_sigma_px, h, w))
     # g = clip(cores + bw * bloom) * intensity; bw * bloom tabulated over the uint16 levels.
-    bloom_table = (np.arange(65536, dtype=np.float64) * (params.bloom_weight / K.U16)).astype(np.float32)
+    bloom_table = _bloom_table(params.bloom_weight)
     tint = np.asarray(params.tint, dtype=np.float32) * np.float32(params.intensity)
     out = np.empty_like(image)
     for rows in K.row_strips(h, w):
@@ -344,7 +371,7 @@ def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw
     # Per-element float32 ops below are those of the SPEC formulas in a fixed order (bit-identical to a
     # per-pixel evaluation); broadcasts over the channel axis are avoided (NumPy runs them element by element).
     tone_row = np.tile(water_tone, w)  # (3w,): the tone for one row of interleaved RGB
-    clip = _inundation_needs_clip(keep, water_tone, strength)
+    clip = _inundation_needs_clip(params.opacity, tuple(params.water), params.sparkle_strength)
     out = np.empty_like(image)
     for rows in K.row_strips(h, w, 1 << 16):
         n = rows.stop - rows.start
@@ -368,13 +395,18 @@ def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw
     return out
 
 
-def _inundation_needs_clip(keep: np.float32, water_tone: np.ndarray, strength: np.float32) -> bool:
-    """Whether the inundation blend can leave [0, 1] (then ``to_uint8`` must clip).
+@lru_cache(maxsize=16)
+def _inundation_needs_clip(opacity: float, water: tuple, sparkle_strength: float) -> bool:
+    """Whether the inundation blend can leave [0, 1] (then ``to_uint8`` must clip); a property of the
+    parameters alone, so it is checked once per parameter set.
 
     Each float32 op is correctly rounded, hence monotone, so for fixed wet W and scene I the blend
     ``(W - I) m + I`` lies between I (m = 0) and ``(W - I) + I`` (m = 1). Checking those end points for all
     256 x 256 levels per channel, with and without a sparkle, bounds every pixel.
     """
+    keep = np.float32(1.0) - np.float32(opacity)  # the same constants as in ``inundation``
+    water_tone = np.float32(opacity) * np.asarray(water, dtype=np.float32)
+    strength = np.float32(sparkle_strength)
     levels = _unit(np.arange(256, dtype=np.uint8))
     wet = (levels[:, None] * keep) + water_tone[None, :]  # (256, 3)
     wet = np.concatenate([wet, _screen(wet, strength)])  # (512, 3)
@@ -399,19 +431,21 @@ def _haze(image: np.ndarray, params: HazeParams, draw: HazeDraw, gains=None, gra
     grain_table = None
     if grain_spec is not None:
         g_field = K.value_noise(h, w, grain_spec, draw.grain)
-        grain_table = (grain * (2.0 * (np.arange(65536, dtype=np.float64) / K.U16) - 1.0)).astype(np.float32)
-    gain = None if gains is None else np.asarray(gains, dtype=np.float32)
+        grain_table = _grain_table(grain)
+    # Per-channel constants tiled over one row of interleaved RGB, so every op has contiguous operands.
+    gain_row = None if gains is None else np.tile(np.asarray(gains, dtype=np.float32), w)
     t_table = _transmission_table(params.transmission, params.amplitude)
-    airlight = np.asarray(params.airlight, dtype=np.float32)
+    airlight_row = np.tile(np.asarray(params.airlight, dtype=np.float32), w)
     out = np.empty_like(image)
     for rows in K.row_strips(h, w):
         x = _unit(image[rows])
-        if gain is not None:
-            x *= gain
+        if gain_row is not None:
+            flat = x.reshape(x.shape[0], -1)
+            flat *= gain_row
             np.clip(x, 0.0, 1.0, out=x)
-        x = _haze_blend(x, t_table[density[rows]], airlight)
+        x = _haze_blend(x, np.take(t_table, density[rows]), airlight_row)
         if grain_table is not None:
-            x += grain_table[g_field[rows]][..., None]
+            x += _channels3(np.take(grain_table, g_field[rows]))
         out[rows] = K.to_uint8(x, scratch=True)
     return out
 
@@ -649,18 +683,21 @@ def _pow_table_margin(values: np.ndarray, what: str) -> None:
         raise RuntimeError(f"{what}: an entry is too close to a rounding boundary")
 
 
+@lru_cache(maxsize=8)
 def linear_table(gamma: float) -> np.ndarray:
-    """``(v / 255) ** gamma`` for v = 0..255, rounded to multiples of 2**-24 (float64, exact values).
+    """``(v / 255) ** gamma`` for v = 0..255, rounded to multiples of 2**-24 (float64, exact values; read-only).
 
     ``**`` goes through libm; the rounding is checked to have margin, so an ulp of libm error cannot show.
     """
     scaled = (np.arange(256, dtype=np.float64) / 255.0) ** gamma * float(1 << _LIN_FRAC_BITS)
     _pow_table_margin(scaled[1:-1], "linear table")
-    return np.floor(scaled + 0.5) * 2.0**-_LIN_FRAC_BITS
+    return _read_only(np.floor(scaled + 0.5) * 2.0**-_LIN_FRAC_BITS)
 
 
+@lru_cache(maxsize=8)
 def encode_table(gamma: float) -> np.ndarray:
-    """uint8 ``floor(x ** (1/gamma) * 255 + 0.5)`` for x = q / 2**20, q = 0..2**20.
+    """uint8 ``floor(x ** (1/gamma) * 255 + 0.5)`` for x = q / 2**20, q = 0..2**20 (read-only; built once
+    per gamma, a 2**20-entry search that cost more than the pixel work of a 0.4 MP frame).
 
     Built from the 255 decision thresholds ``((k - 0.5) / 255) ** gamma`` (each checked for margin against
     the 2**-20 grid), so no rounding decision rests on a libm last bit.
@@ -669,7 +706,7 @@ def encode_table(gamma: float) -> np.ndarray:
     thresholds = ((k - 0.5) / 255.0) ** gamma * float(1 << _ENC_BITS)
     _pow_table_margin(thresholds + 0.5, "encode table")  # boundaries must sit clear of grid points
     q = np.arange((1 << _ENC_BITS) + 1, dtype=np.float64)
-    return np.searchsorted(thresholds, q, side="right").astype(np.uint8)
+    return _read_only(np.searchsorted(thresholds, q, side="right").astype(np.uint8))
 
 
 def low_light(image: np.ndarray, params: LowLightParams, draw: LowLightDraw) -> np.ndarray:
@@ -678,6 +715,33 @@ def low_light(image: np.ndarray, params: LowLightParams, draw: LowLightDraw) -> 
     ``out = clip(L gain + N(0,1) (sqrt(k_shot clip(L gain)) + sigma_read)) ** (1/gamma)`` per channel.
     """
     h, w = image.shape[:2]
+    sd_lut, dark_lut = _low_light_tables(params)
+    enc = encode_table(params.gamma)
+    table = _normal_table_f32()
+    grid = float(1 << _ENC_BITS)
+    out = np.empty_like(image)
+    for rows in K.row_strips(h, w):
+        # Table reads only: cv2.LUT copies the per-(level, channel) entries, np.take the noise and encode
+        # entries (both several times faster than fancy indexing through an index array built per pixel).
+        x = np.take(table, draw.noise[rows])
+        x *= cv2.LUT(image[rows], sd_lut)
+        x += cv2.LUT(image[rows], dark_lut)
+        x += np.float32(0.5)
+        np.clip(x, 0.0, grid, out=x)
+        out[rows] = np.take(enc, x.astype(np.int32))
+    return out
+
+
+@lru_cache(maxsize=1)
+def _normal_table_f32() -> np.ndarray:
+    """``seeding.normal_table()`` as float32 (exact: the entries are integers below 2**24), read-only."""
+    return _read_only(normal_table().astype(np.float32))
+
+
+@lru_cache(maxsize=16)
+def _low_light_tables(params: LowLightParams) -> tuple[np.ndarray, np.ndarray]:
+    """Per (level, channel) noise scale and signal of ``low_light``, float32 in 2**-20 units, as (256, 1, 3)
+    ``cv2.LUT`` tables (read-only; a property of the parameters)."""
     lin = linear_table(params.gamma)
     gains = np.array([params.red_gain, 1.0, params.blue_gain]) * params.gain
     dark = lin[:, None] * gains[None, :]  # (256, 3) float64
@@ -686,22 +750,7 @@ def low_light(image: np.ndarray, params: LowLightParams, draw: LowLightDraw) -> 
     # In units of 2**-20: signal, and noise per normal-table unit (the table is in 2**-20 units too).
     dark_q = (dark * grid).astype(np.float32)
     sd_q = sd.astype(np.float32) * np.float32(grid / (1 << NORMAL_FRAC_BITS))
-    enc = encode_table(params.gamma)
-    table = normal_table().astype(np.float32)
-    # (256, 3) tables flattened so one index ``3 v + c`` reads both per-pixel values.
-    sd_flat, dark_flat = sd_q.ravel(), dark_q.ravel()
-    channel = np.arange(3, dtype=np.intp)
-    out = np.empty_like(image)
-    for rows in K.row_strips(h, w):
-        vi = image[rows].astype(np.intp) * 3
-        vi += channel
-        x = table[draw.noise[rows]]
-        x *= sd_flat[vi]
-        x += dark_flat[vi]
-        x += np.float32(0.5)
-        np.clip(x, 0.0, grid, out=x)
-        out[rows] = enc[x.astype(np.int32)]
-    return out
+    return _read_only(sd_q.reshape(256, 1, 3)), _read_only(dark_q.reshape(256, 1, 3))
 
 
 def _draw_low_light(params: LowLightParams, h: int, w: int, rng: KeyedRandom) -> LowLightDraw:

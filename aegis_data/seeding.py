@@ -123,9 +123,10 @@ class KeyedRandom:
         """uint16 indices into :func:`normal_table` (four per 64-bit word, little-endian order)."""
         shp, n = _size(shape)
         words = self.bits((n + 3) // 4)
-        # An explicit little-endian view keeps the split independent of the machine's byte order.
-        idx = words.astype("<u8").view("<u2")[:n]
-        return idx.astype(np.uint16).reshape(shp)
+        # An explicit little-endian view keeps the split independent of the machine's byte order; on a
+        # little-endian machine neither conversion copies (the indices are a view of the drawn words).
+        idx = words.astype("<u8", copy=False).view("<u2")[:n]
+        return idx.astype(np.uint16, copy=False).reshape(shp)
 
     def normal(self, shape: Shape) -> np.ndarray:
         """Standard-normal float64 deviates (table values times 2**-20, exact)."""

@@ -17,6 +17,7 @@ rewritten.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
@@ -36,10 +37,10 @@ from aegis_data.config import SEVERITIES, SuiteConfig, load_config, parse_condit
 from aegis_data.errors import AegisError
 from aegis_data.imageio import (
     DEFAULT_MAX_PIXELS,
+    encode_png,
     file_sha256,
     pixel_sha256,
     write_bytes_atomic,
-    write_png_atomic,
 )
 from aegis_data.layout import (
     ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SAFE_IMAGE_ID, SPLIT_NAMES, image_file_name,
@@ -118,8 +119,10 @@ class BuildResult:
     seconds: float
     megapixels: float  # pixels of every rendered (not skipped) image file, MP
     seconds_corrupt: float  # summed over workers
-    seconds_encode: float  # PNG encode + hash + write, summed over workers
+    seconds_encode: float  # PNG encode, summed over workers
     seconds_read: float  # source decode, summed over workers
+    seconds_hash: float = 0.0  # pixel and file SHA-256, summed over workers
+    seconds_write: float = 0.0  # atomic write (temp file, fsync, rename), summed over workers
     sources_changed: int = 0  # source images whose decoded pixels differ from the journal (re-rendered)
 
     @property
@@ -378,6 +381,8 @@ class UnitResult:
     seconds_corrupt: float = 0.0
     seconds_encode: float = 0.0
     seconds_read: float = 0.0
+    seconds_hash: float = 0.0
+    seconds_write: float = 0.0
     source_changed: bool = False  # the source decoded to other pixels than the journal recorded
 
 
@@ -450,11 +455,17 @@ def render_unit(task: UnitTask) -> UnitResult:
                                  f"{getattr(img, 'dtype', type(img))} for {rec.image_id}; expected {source.shape} uint8")
         t1 = time.perf_counter()
         rel = image_relpath(u.split, cond, rec.image_id)
-        sha = write_png_atomic(root / rel, img)
+        data = encode_png(img)
+        t2 = time.perf_counter()
+        sha = hashlib.sha256(data).hexdigest()
         pixels = res.source_pixel_sha256 if img is source else pixel_sha256(img)  # clean: hashed above
+        t3 = time.perf_counter()
+        write_bytes_atomic(root / rel, data)
         res.files[rel] = {"condition": cond, "sha256": sha, "pixel_sha256": pixels}
         res.seconds_corrupt += t1 - t0
-        res.seconds_encode += time.perf_counter() - t1
+        res.seconds_encode += t2 - t1
+        res.seconds_hash += t3 - t2
+        res.seconds_write += time.perf_counter() - t3
         res.written += 1
         res.megapixels += mp
     return res
@@ -817,7 +828,8 @@ def build_splits(
         images={s: len(r) for s, r in plan.records.items()}, files_written=counters["written"],
         files_skipped=counters["skipped"], seconds=seconds, megapixels=counters["mp"],
         seconds_corrupt=sum(r.seconds_corrupt for r in results), seconds_encode=sum(r.seconds_encode for r in results),
-        seconds_read=sum(r.seconds_read for r in results), sources_changed=counters["changed"],
+        seconds_read=sum(r.seconds_read for r in results), seconds_hash=sum(r.seconds_hash for r in results),
+        seconds_write=sum(r.seconds_write for r in results), sources_changed=counters["changed"],
     )
 
 
@@ -832,8 +844,6 @@ def _write_if_changed(path: Path, data: bytes) -> None:
 
 def _finish(out: Path, plan: BuildPlan, results: list[UnitResult]) -> list[dict]:
     """Write annotation and YOLO files; return every manifest entry."""
-    import hashlib
-
     by_key = {_journal_key(r.split, r.image_id): r for r in results}
     entries: list[dict] = []
     for split, recs in plan.records.items():

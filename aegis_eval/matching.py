@@ -68,6 +68,14 @@ class PerImageCounts:
 _COUNT_FIELDS = ("tp", "fp", "n_gt", "tp_small", "gt_small", "tp_medium", "gt_medium", "tp_large", "gt_large")
 
 
+def sum_counts(counts: list[PerImageCounts]) -> PerImageCounts:
+    """Per-image counts of several classes over one image table, added field by field (an image has a false
+    alarm when any class has one there)."""
+    if not counts or len({c.n_images for c in counts}) != 1:
+        raise AegisError("per-image counts to add must be non-empty and cover the same images")
+    return PerImageCounts(**{name: np.sum([getattr(c, name) for c in counts], axis=0) for name in _COUNT_FIELDS})
+
+
 def _ratio(num, den) -> np.ndarray:
     """num/den elementwise, NaN where den == 0 (float64)."""
     num = np.asarray(num, dtype=np.float64)

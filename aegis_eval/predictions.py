@@ -20,9 +20,11 @@ names one of the candidates.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import math
+from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import Any, Mapping, NoReturn, Sequence
 
@@ -30,6 +32,7 @@ import numpy as np
 
 from aegis_data.errors import AegisError
 from aegis_data.layout import MANIFEST_NAME, annotation_path
+from aegis_eval.class_map import ClassMap, remap_ground_truth, remap_predictions
 from aegis_eval.types import Detections, GroundTruth
 
 REQUIRED_DET_KEYS = ("image_id", "category_id", "bbox", "score")
@@ -49,12 +52,19 @@ def read_json_file(path: Path, what: str, code_prefix: str = "") -> tuple[Any, s
         data = path.read_bytes()
     except OSError as exc:
         raise AegisError(f"[{code_prefix}unreadable] cannot read {what} file {path}: {exc.strerror}") from None
+    # The parser allocates millions of containers for a large results file, and each allocation burst would
+    # trigger a cyclic-GC pass over everything alive; JSON cannot hold cycles, so collection waits until after.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         obj = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
         hint = " (the file looks truncated)" if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(data.rstrip()) - 1 else ""
         raise AegisError(f"[{code_prefix}not_json] {what} file {path} is not valid JSON{where}{hint}") from None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     return obj, hashlib.sha256(data).hexdigest()
 
 
@@ -105,21 +115,64 @@ def _person_category(categories: Any, where: str) -> tuple[int, tuple[int, ...]]
                      f"got {len(ids)} categories ({_first(names, 5)})")
 
 
-def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None) -> GroundTruth:
-    """A GroundTruth from a parsed COCO GT dict, keeping the person category only.
-
-    Images are sorted by id; annotations keep their file order within each image (the matching tie rule
-    uses it). ``area`` comes from the annotation (COCO's size field) and falls back to w*h.
-    """
-    source = dict(source or {})
-    where = str(source.get("path", "ground truth"))
+def _check_coco_shape(coco: Any, where: str) -> None:
     if not isinstance(coco, dict):
         raise AegisError(f"[gt_wrong_type] {where}: expected a COCO object with 'images', 'annotations' and "
                          f"'categories'; got a JSON {type(coco).__name__}")
     missing = [k for k in ("images", "annotations", "categories") if k not in coco]
     if missing:
         raise AegisError(f"[gt_missing_key] {where}: COCO ground truth lacks {', '.join(map(repr, missing))}")
-    cat_id, all_cats = _person_category(coco["categories"], where)
+
+
+def category_names(coco: Any, where: str = "ground truth") -> dict[int, str]:
+    """{category id: name} of a parsed COCO GT, in file order; a category without a name is named by its id.
+    AegisError when the list is malformed."""
+    _check_coco_shape(coco, where)
+    cats = coco["categories"]
+    if not isinstance(cats, list) or not cats:
+        raise AegisError(f"[gt_no_category] {where}: 'categories' must be a non-empty list; got {cats!r:.60}")
+    names: dict[int, str] = {}
+    for k, c in enumerate(cats):
+        if not isinstance(c, dict) or not _is_int64(c.get("id")):
+            raise AegisError(f"[gt_bad_category] {where}: categories[{k}] must be an object with an integer 'id'")
+        names[int(c["id"])] = str(c.get("name", c["id"])).strip()
+    return names
+
+
+def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None,
+                           category_id: int | None = None) -> GroundTruth:
+    """A GroundTruth from a parsed COCO GT dict, keeping one category: the person category by default,
+    or ``category_id`` when given.
+
+    Images are sorted by id; annotations keep their file order within each image (the matching tie rule
+    uses it). ``area`` comes from the annotation (COCO's size field) and falls back to w*h.
+    """
+    where = str((source or {}).get("path", "ground truth"))
+    _check_coco_shape(coco, where)
+    if category_id is None:
+        category_id, _ = _person_category(coco["categories"], where)
+    return ground_truths_from_coco(coco, source, (category_id,))[int(category_id)]
+
+
+def ground_truths_from_coco(coco: Any, source: Mapping[str, Any] | None,
+                            category_ids: Sequence[int]) -> dict[int, GroundTruth]:
+    """{category id: GroundTruth} for several categories of one parsed COCO GT, in one pass over the
+    annotations (what multi-class scoring needs; :func:`ground_truth_from_coco` is the one-category case).
+
+    An annotation without ``category_id`` belongs to the wanted category when only one is wanted, and is
+    refused (``[gt_missing_key]``) otherwise.
+    """
+    source = dict(source or {})
+    where = str(source.get("path", "ground truth"))
+    _check_coco_shape(coco, where)
+    all_cats = tuple(category_names(coco, where))
+    wanted = [int(c) for c in category_ids]
+    unknown = [c for c in wanted if c not in all_cats]
+    if unknown:
+        raise AegisError(f"[gt_category_unknown] {where}: no category with id {unknown[0]!r} "
+                         f"(known: {_first(list(all_cats), 5)})")
+    default_cat = wanted[0] if len(wanted) == 1 else None
+    keep = set(wanted)
     images, anns = coco["images"], coco["annotations"]
     if not isinstance(images, list) or not isinstance(anns, list):
         raise AegisError(f"[gt_wrong_type] {where}: 'images' and 'annotations' must be lists")
@@ -147,11 +200,15 @@ def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None) -
     heights = np.array([int(im.get("height") or 0) for im in rows], dtype=np.int64)
     attributes = tuple({k: v for k, v in im.items() if k not in _STANDARD_IMAGE_KEYS} for im in rows)
 
-    box_image, boxes, areas, crowd, ann_ids = [], [], [], [], []
+    box_cat, box_image, boxes, areas, crowd, ann_ids = [], [], [], [], [], []
     for k, a in enumerate(anns):
         if not isinstance(a, dict):
             raise AegisError(f"[gt_wrong_type] {where}: annotations[{k}] is not an object")
-        if a.get("category_id", cat_id) != cat_id:
+        cat = a.get("category_id", default_cat)
+        if cat is None:
+            raise AegisError(f"[gt_missing_key] {where}: annotations[{k}] lacks 'category_id' (needed to score "
+                             "several classes)")
+        if cat not in keep:
             continue
         miss = [key for key in ("image_id", "bbox") if key not in a]
         if miss:
@@ -167,37 +224,41 @@ def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None) -
             raise AegisError(f"[gt_bbox_invalid] {where}: annotations[{k}].bbox must be 4 finite numbers "
                              f"[x, y, w, h] with w, h >= 0; got {b!r:.80}")
         area = a.get("area")
+        box_cat.append(int(cat))
         box_image.append(row_of[a["image_id"]])
         boxes.append([float(v) for v in b])
         areas.append(float(area) if _is_finite_number(area) else float(b[2]) * float(b[3]))
         crowd.append(bool(a.get("iscrowd", 0)))
         ann_ids.append(int(a["id"]) if "id" in a else k + 1)
 
-    # Group boxes by image row but keep file order inside each image (stable).
+    cat_arr = np.array(box_cat, dtype=np.int64)
     box_image_arr = np.array(box_image, dtype=np.int64)
-    order = np.argsort(box_image_arr, kind="stable")
+    boxes_arr = np.array(boxes, dtype=np.float64).reshape(-1, 4)
+    areas_arr = np.array(areas, dtype=np.float64)
+    crowd_arr = np.array(crowd, dtype=bool)
+    ann_arr = np.array(ann_ids, dtype=np.int64)
     source.setdefault("category_ids", all_cats)
-    if 0 in ann_ids:
-        # pycocotools marks matches by annotation id, so a match to id 0 reads as "unmatched": that box can be
-        # matched again and its detection counts as a false positive. Our AP reproduces pycocotools exactly,
-        # quirk included; the thresholded metrics do not depend on ids.
-        source.setdefault("warnings", []).append(
-            "[gt_annotation_id_zero] the GT has an annotation with id 0; COCO AP (like pycocotools) treats "
-            "matches to it as misses — renumber annotation ids from 1")
-    return GroundTruth(
-        image_ids=image_ids,
-        file_names=file_names,
-        widths=widths,
-        heights=heights,
-        box_image=box_image_arr[order],
-        boxes=np.array(boxes, dtype=np.float64).reshape(-1, 4)[order],
-        areas=np.array(areas, dtype=np.float64)[order],
-        iscrowd=np.array(crowd, dtype=bool)[order],
-        ann_ids=np.array(ann_ids, dtype=np.int64)[order],
-        category_id=cat_id,
-        attributes=attributes,
-        source=source,
-    )
+    out = {}
+    for cat_id in wanted:
+        mine = np.flatnonzero(cat_arr == cat_id)
+        # Group boxes by image row but keep file order inside each image (stable).
+        order = mine[np.argsort(box_image_arr[mine], kind="stable")]
+        class_source = {**source, "warnings": list(source.get("warnings", []))}
+        if (ann_arr[mine] == 0).any():
+            # pycocotools marks matches by annotation id, so a match to id 0 reads as "unmatched": that box can
+            # be matched again and its detection counts as a false positive. Our AP reproduces pycocotools
+            # exactly, quirk included; the thresholded metrics do not depend on ids.
+            class_source["warnings"].append(
+                "[gt_annotation_id_zero] the GT has an annotation with id 0; COCO AP (like pycocotools) treats "
+                "matches to it as misses — renumber annotation ids from 1")
+        if not class_source["warnings"]:
+            del class_source["warnings"]
+        out[cat_id] = GroundTruth(
+            image_ids=image_ids, file_names=file_names, widths=widths, heights=heights,
+            box_image=box_image_arr[order], boxes=boxes_arr[order], areas=areas_arr[order],
+            iscrowd=crowd_arr[order], ann_ids=ann_arr[order], category_id=cat_id, attributes=attributes,
+            source=class_source)
+    return out
 
 
 def _read_manifest(root: Path) -> dict[str, Any]:
@@ -241,16 +302,65 @@ def resolve_gt_path(path: str | Path, split: str = "test") -> tuple[Path, Path |
     return path, None
 
 
-def load_ground_truth(path: str | Path, split: str = "test") -> GroundTruth:
-    """Ground truth from a COCO JSON file, or from a split directory (``annotations/<split>.json``, with the
-    split's manifest read for provenance: config_hash, manifest_root_hash, dataset)."""
+def read_ground_truth_doc(path: str | Path, split: str = "test", class_map: ClassMap | None = None
+                          ) -> tuple[Any, dict[str, Any]]:
+    """(parsed COCO GT, source record) from a COCO file or a split directory, with a GT-side class map applied."""
     ann, root = resolve_gt_path(path, split)
     coco, sha = read_json_file(ann, "ground truth", "gt_")
     source: dict[str, Any] = {"path": str(ann), "sha256": sha, "split": split if root else None}
     if root is not None:
         source["split_dir"] = str(root)
         source.update(_read_manifest(root))
+    if class_map is not None and class_map.side == "gt":
+        _check_coco_shape(coco, str(ann))
+        coco = remap_ground_truth(coco, class_map, str(ann))
+    return coco, source
+
+
+def load_ground_truth(path: str | Path, split: str = "test", class_map: ClassMap | None = None) -> GroundTruth:
+    """Ground truth from a COCO JSON file, or from a split directory (``annotations/<split>.json``, with the
+    split's manifest read for provenance: config_hash, manifest_root_hash, dataset)."""
+    coco, source = read_ground_truth_doc(path, split, class_map)
     return ground_truth_from_coco(coco, source)
+
+
+def select_classes(names: Mapping[int, str], classes: str, where: str) -> dict[str, int]:
+    """{class name: category id} chosen by ``classes``: ``"all"`` (file order) or comma-separated names.
+    Classes are chosen by name, so two categories sharing a name are refused."""
+    seen: set[str] = set()
+    for name in names.values():
+        if name in seen:
+            raise AegisError(f"[gt_duplicate_category_name] {where}: two categories are named {name!r}; class "
+                             "names must be unique to choose classes by name")
+        seen.add(name)
+    if classes.strip() == "all":
+        return {name: cid for cid, name in names.items()}
+    wanted = [c.strip() for c in classes.split(",") if c.strip()]
+    if not wanted:
+        raise AegisError(f"[classes_empty] --classes {classes!r} names no class; expected 'all' or NAME,NAME")
+    by_name = {name: cid for cid, name in names.items()}
+    unknown = [c for c in wanted if c not in by_name]
+    if unknown:
+        raise AegisError(f"[classes_unknown] {where}: no category named {_first(unknown)} "
+                         f"(known: {_first(list(by_name), 8)})")
+    if len(set(wanted)) != len(wanted):
+        raise AegisError(f"[classes_repeated] --classes {classes!r} names a class twice")
+    return {c: by_name[c] for c in wanted}
+
+
+def ground_truth_by_class(coco: Any, source: Mapping[str, Any] | None, classes: str) -> dict[str, GroundTruth]:
+    """{class name: GroundTruth of that category} for multi-class scoring; ``classes`` as :func:`select_classes`."""
+    where = str((source or {}).get("path", "ground truth"))
+    chosen = select_classes(category_names(coco, where), classes, where)
+    by_id = ground_truths_from_coco(coco, source, list(chosen.values()))
+    return {name: replace(by_id[cid], source={**by_id[cid].source, "class": name}) for name, cid in chosen.items()}
+
+
+def load_ground_truth_by_class(path: str | Path, classes: str, split: str = "test",
+                               class_map: ClassMap | None = None) -> dict[str, GroundTruth]:
+    """:func:`ground_truth_by_class` of a COCO file or split directory (GT-side class map applied first)."""
+    coco, source = read_ground_truth_doc(path, split, class_map)
+    return ground_truth_by_class(coco, source, classes)
 
 
 # --- predictions ---------------------------------------------------------------------------------------
@@ -294,21 +404,14 @@ class _IdResolver:
         return found
 
 
-def detections_from_results(obj: Any, gt: GroundTruth, source: Mapping[str, Any] | None = None) -> Detections:
-    """Validate a parsed COCO results list (or ``{"annotations": [...]}``) and resolve it against ``gt``.
-
-    Raises AegisError with a finding code on the first invalid finding; returns warnings in
-    ``source["warnings"]``. An empty list is valid (zero detections).
-    """
-    source = dict(source or {})
-    where = str(source.get("path", "predictions"))
+def _validated_arrays(obj: Any, where: str, warnings: list[str]) -> tuple[list, list, np.ndarray, np.ndarray, np.ndarray]:
+    """(entries, image id keys, category ids, boxes, scores) of a parsed COCO results list, every value checked."""
     if isinstance(obj, dict) and "annotations" in obj:
         obj = obj["annotations"]
     if not isinstance(obj, list):
         got = f"an object with keys {_first(sorted(obj), 4)}" if isinstance(obj, dict) else f"a JSON {type(obj).__name__}"
         raise AegisError(f"[wrong_type] {where}: expected a COCO results list "
                          f"[{{image_id, category_id, bbox, score}}, ...] or {{\"annotations\": [...]}}; got {got}")
-    warnings: list[str] = []
     n = len(obj)
     try:  # the fast path: one comprehension per key (files hold millions of detections)
         image_keys = [e["image_id"] for e in obj]
@@ -335,20 +438,73 @@ def detections_from_results(obj: Any, gt: GroundTruth, source: Mapping[str, Any]
     zero = int(((boxes[:, 2] == 0) | (boxes[:, 3] == 0)).sum()) if n else 0
     if zero:
         warnings.append(f"[bbox_degenerate] {zero} boxes have zero width or height; they can never match")
+    return obj, image_keys, cat_arr, boxes, score_arr
 
-    keep, offset = _resolve_categories(cat_arr, gt, where, warnings)
-    det_image = _resolve_image_ids(obj, image_keys, gt, where)
-    det_image, boxes, score_arr = det_image[keep], boxes[keep], score_arr[keep]
 
-    if len(score_arr):
+def _warn_duplicates(det_image: np.ndarray, boxes: np.ndarray, scores: np.ndarray, warnings: list[str]) -> None:
+    if len(scores):
         # Rows as opaque 48-byte records: one sort finds identical detections (bitwise equal floats).
-        table = np.ascontiguousarray(np.column_stack([det_image.astype(np.float64), boxes, score_arr]))
+        table = np.ascontiguousarray(np.column_stack([det_image.astype(np.float64), boxes, scores]))
         n_unique = len(np.unique(table.view(np.dtype((np.void, table.shape[1] * 8))).ravel()))
         if n_unique < len(table):
             warnings.append(f"[duplicate_detection] {len(table) - n_unique} detections repeat an identical "
                             "detection (same image, box and score); kept as given")
+
+
+def detections_from_results(obj: Any, gt: GroundTruth, source: Mapping[str, Any] | None = None) -> Detections:
+    """Validate a parsed COCO results list (or ``{"annotations": [...]}``) and resolve it against ``gt``.
+
+    Raises AegisError with a finding code on the first invalid finding; returns warnings in
+    ``source["warnings"]``. An empty list is valid (zero detections).
+    """
+    source = dict(source or {})
+    where = str(source.get("path", "predictions"))
+    warnings: list[str] = []
+    entries, image_keys, cat_arr, boxes, score_arr = _validated_arrays(obj, where, warnings)
+    keep, offset = _resolve_categories(cat_arr, gt, where, warnings)
+    det_image = _resolve_image_ids(entries, image_keys, gt, where)
+    det_image, boxes, score_arr = det_image[keep], boxes[keep], score_arr[keep]
+    _warn_duplicates(det_image, boxes, score_arr, warnings)
     source.update(warnings=warnings, n_detections=int(len(score_arr)), category_offset=offset)
     return Detections(det_image=det_image, boxes=boxes, scores=score_arr, source=source)
+
+
+def detections_by_class(obj: Any, gts: Mapping[str, GroundTruth], source: Mapping[str, Any] | None = None
+                        ) -> dict[str, Detections]:
+    """{class name: Detections} of one results list for multi-class scoring, parsed and resolved once.
+
+    ``gts`` are the per-class GroundTruths of one file (same image table). Every category id must be one of the
+    GT's; detections of classes not in ``gts`` are dropped with a ``[category_other]`` warning. 0-based ids are
+    not guessed with several classes: map them with a class map (``--class-map 0:1,1:2 --remap-side preds``).
+    """
+    if not gts:
+        raise AegisError("[classes_empty] no classes to score")
+    source = dict(source or {})
+    where = str(source.get("path", "predictions"))
+    warnings: list[str] = []
+    entries, image_keys, cat_arr, boxes, score_arr = _validated_arrays(obj, where, warnings)
+    first = next(iter(gts.values()))
+    known = set(int(c) for c in first.source.get("category_ids", ()))
+    present = set(np.unique(cat_arr).tolist())
+    unknown = sorted(present - known)
+    if unknown:
+        hint = " (0-based class indices? map them with --class-map)" if 0 in unknown else ""
+        raise AegisError(f"[category_unknown] {where}: category_id {_first(unknown)} not in the ground truth "
+                         f"(known: {_first(sorted(known), 5)}){hint}")
+    det_image = _resolve_image_ids(entries, image_keys, first, where)
+    _warn_duplicates(det_image, boxes, score_arr, warnings)
+    wanted = {int(gt.category_id) for gt in gts.values()}
+    other = sorted(present - wanted)
+    if other:
+        warnings.append(f"[category_other] dropped {int(np.isin(cat_arr, other).sum())} detections of GT "
+                        f"categories not scored {_first(other)}")
+    out = {}
+    for name, gt in gts.items():
+        keep = cat_arr == gt.category_id
+        out[name] = Detections(det_image=det_image[keep], boxes=boxes[keep], scores=score_arr[keep],
+                               source={**source, "warnings": warnings, "n_detections": int(keep.sum()),
+                                       "category_offset": 0, "category_id": int(gt.category_id)})
+    return out
 
 
 def _raise_entry_problem(obj: list, where: str) -> NoReturn:
@@ -494,11 +650,27 @@ def _disambiguate(entry: Mapping, key: Any, found: set[int], resolver: _IdResolv
                      f"images ({_first(names)}) by id and by file-name stem; use the GT integer ids")
 
 
-def load_predictions(path: str | Path, gt: GroundTruth) -> Detections:
-    """Detections from a COCO results JSON file, validated and resolved against ``gt``.
+def _read_predictions_doc(path: Path, class_map: ClassMap | None) -> tuple[Any, str]:
+    obj, sha = read_json_file(path, "predictions")
+    if class_map is not None and class_map.side == "preds":
+        obj = remap_predictions(obj, class_map, str(path))
+    return obj, sha
+
+
+def load_predictions(path: str | Path, gt: GroundTruth, class_map: ClassMap | None = None) -> Detections:
+    """Detections from a COCO results JSON file, validated and resolved against ``gt`` (a prediction-side class
+    map applied first).
 
     ``source`` carries path, sha256 and warnings for provenance.
     """
     path = Path(path)
-    obj, sha = read_json_file(path, "predictions")
+    obj, sha = _read_predictions_doc(path, class_map)
     return detections_from_results(obj, gt, {"path": str(path), "sha256": sha})
+
+
+def load_predictions_by_class(path: str | Path, gts: Mapping[str, GroundTruth],
+                              class_map: ClassMap | None = None) -> dict[str, Detections]:
+    """:func:`detections_by_class` of a COCO results JSON file."""
+    path = Path(path)
+    obj, sha = _read_predictions_doc(path, class_map)
+    return detections_by_class(obj, gts, {"path": str(path), "sha256": sha})

@@ -42,12 +42,13 @@ def utc_timestamp() -> str:
 
 def build_provenance(*, gt_source: Mapping[str, Any], predictions: Mapping[str, Mapping[str, Any]],
                      threshold_sha256: str | None, seed: int, bootstrap: int, iou: float,
-                     cluster_by: str | None = None) -> dict[str, Any]:
+                     cluster_by: str | None = None, class_map: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``provenance`` block of the score JSON.
 
     gt_source: ``GroundTruth.source`` (path, sha256 and, for a split dir, config_hash / manifest_root_hash).
     predictions: {condition: Detections.source} (path -> ``file``, sha256).
     The config hash is the split manifest's when GT is a split directory, else the installed suite config's.
+    class_map: the applied class remap (``ClassMap.record()``); the key is present only when one was applied.
     """
     sha, dirty = git_state()
     config_hash = gt_source.get("config_hash") or load_config().config_hash
@@ -65,5 +66,6 @@ def build_provenance(*, gt_source: Mapping[str, Any], predictions: Mapping[str, 
         "bootstrap": int(bootstrap),
         "cluster_by": cluster_by,
         "iou": float(iou),
+        **({"class_map": dict(class_map)} if class_map is not None else {}),
         "timestamp": utc_timestamp(),
     }

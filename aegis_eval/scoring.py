@@ -4,7 +4,9 @@
 Per condition: COCO AP (``aegis_eval.metrics``), counts and rates at the frozen threshold
 (``aegis_eval.matching``), percentile bootstrap intervals, paired intervals of the drop vs clean (the same
 resample rows for every condition), relative drops, and localization stability vs clean. Then the robustness
-summary (``aegis_eval.robustness``) and provenance.
+summary (``aegis_eval.robustness``), the false-alarm block (``aegis_eval.false_alarms``) and provenance.
+``score_conditions_by_class`` does the same for several classes and adds macro entries; ``score_paths_detailed``
+keeps the per-resample values that cross-version re-scoring (``aegis_eval.versions``) pairs.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import csv
 import io
 import json
 import math
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -24,14 +28,19 @@ from aegis_data.imageio import write_bytes_atomic
 from aegis_eval import metrics as ap_metrics
 from aegis_eval.bootstrap import (BootstrapOptions, bootstrap_samples, intervals, paired_drop_intervals,
                                   resample_weights)
+from aegis_eval.exact_bounds import DEFAULT_DELTA
+from aegis_eval.false_alarms import false_alarm_record
 from aegis_eval.localization import localization_stability
-from aegis_eval.matching import DEFAULT_IOU, ThresholdMatch, match_at_threshold, threshold_metrics
-from aegis_eval.predictions import load_ground_truth, load_predictions, read_json_file
+from aegis_eval.matching import (DEFAULT_IOU, PerImageCounts, ThresholdMatch, match_at_threshold,
+                                 rates_from_counts, sum_counts, threshold_metrics)
+from aegis_eval.class_map import ClassMap
+from aegis_eval.predictions import (load_ground_truth, load_ground_truth_by_class, load_predictions,
+                                    load_predictions_by_class, read_json_file)
 from aegis_eval.provenance import build_provenance
-from aegis_eval.result_keys import (AP_METRICS, CI_METRICS, COUNT_KEYS, LOCALIZATION_KEYS, SCHEMA,
-                                    THRESHOLD_METRICS)
+from aegis_eval.result_keys import (AP_METRICS, CI_METRICS, COUNT_KEYS, LOCALIZATION_KEYS, LOWER_IS_BETTER,
+                                    SCHEMA, THRESHOLD_METRICS)
 from aegis_eval.robustness import ROBUSTNESS_METRICS, corruption_of, relative_drops, summarize_robustness
-from aegis_eval.threshold import read_threshold_file
+from aegis_eval.threshold import read_class_thresholds, read_threshold_file
 from aegis_eval.types import Detections, GroundTruth
 
 Warn = Callable[[str], None]
@@ -73,27 +82,28 @@ def condition_labels(condition: str) -> dict[str, Any]:
     return {"corruption": name, "family": family, "severity": sev}
 
 
-def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], threshold: float, *,
-                     bootstrap: BootstrapOptions, iou: float = DEFAULT_IOU, clusters: np.ndarray | None = None,
-                     label: str | None = None, provenance: Mapping[str, Any] | None = None,
-                     threshold_info: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Score every condition at one frozen ``threshold``; returns the docs/SCORE_JSON.md structure.
+@dataclass(frozen=True)
+class _GroundTruthScore:
+    """Every condition scored against one GroundTruth (one class): finished entries, the per-resample values
+    (paired across conditions: one weight matrix), per-image counts and false-alarm records."""
 
-    predictions: {condition id (or any name): Detections resolved against ``gt``}.
-    clusters: optional (I,) group label per GT image row; the bootstrap then resamples whole groups.
-    threshold_info: rule / file / sha256 of the threshold file (None values when the threshold was given).
-    provenance: a prebuilt provenance block (``score_paths`` passes one); built from the sources when None.
-    """
-    if not predictions:
-        raise AegisError("nothing to score: no predictions were given")
+    conditions: dict[str, dict[str, Any]]
+    samples: dict[str, dict[str, np.ndarray]]
+    counts: dict[str, PerImageCounts]
+    false_alarms: dict[str, dict[str, Any]]
+
+
+def _check_threshold(threshold: float) -> None:
     if not np.isfinite(threshold) or not 0.0 <= threshold <= 1.0:
         raise AegisError(f"threshold must be a number in [0, 1]; got {threshold!r}")
-    names = condition_order(list(predictions))
-    weights = resample_weights(gt.n_images, bootstrap, clusters)
 
+
+def _score_ground_truth(gt: GroundTruth, predictions: Mapping[str, Detections], names: list[str], threshold: float,
+                        weights: np.ndarray, iou: float, confidence: float) -> _GroundTruthScore:
     matches: dict[str, ThresholdMatch] = {}
     samples: dict[str, dict[str, np.ndarray]] = {}
     conditions: dict[str, dict[str, Any]] = {}
+    false_alarms: dict[str, dict[str, Any]] = {}
     for cond in names:
         dets = predictions[cond]
         match = match_at_threshold(gt, dets, threshold, iou)
@@ -105,13 +115,14 @@ def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], thr
         for key in THRESHOLD_METRICS[:3] + COUNT_KEYS + THRESHOLD_METRICS[3:]:
             entry[key] = tm[key]
         samples[cond] = bootstrap_samples(weights, table, match.counts)
+        false_alarms[cond] = false_alarm_record(gt, match.counts, DEFAULT_DELTA)
         matches[cond] = match
         conditions[cond] = entry
 
     clean = conditions.get("clean")
     for cond in names:
         entry = conditions[cond]
-        ci = {m: _interval(v) for m, v in intervals(samples[cond], bootstrap.confidence).items()}
+        ci = {m: _interval(v) for m, v in intervals(samples[cond], confidence).items()}
         if clean is None:
             entry["rel_drop"] = {m: None for m in ROBUSTNESS_METRICS}
             entry["ci"] = ci
@@ -120,27 +131,208 @@ def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], thr
             continue
         entry["rel_drop"] = relative_drops(clean, entry)
         entry["ci"] = ci
-        drops = paired_drop_intervals(samples["clean"], samples[cond], bootstrap.confidence)
+        drops = paired_drop_intervals(samples["clean"], samples[cond], confidence)
         entry["ci_drop"] = {m: _interval(v) for m, v in drops.items()}
         entry["localization"] = localization_stability(gt, predictions["clean"], matches["clean"],
                                                        predictions[cond], matches[cond])
+    return _GroundTruthScore(conditions, samples, {c: m.counts for c, m in matches.items()}, false_alarms)
+
+
+def _false_alarm_block(records: Mapping[str, Any]) -> dict[str, Any]:
+    return {"confidence": 1.0 - DEFAULT_DELTA, "conditions": dict(records)}
+
+
+Samples = dict[str, dict[str, np.ndarray]]  # {condition: {CI metric: (B,) per-resample values}}
+
+
+def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], threshold: float, *,
+                     bootstrap: BootstrapOptions, iou: float = DEFAULT_IOU, clusters: np.ndarray | None = None,
+                     label: str | None = None, provenance: Mapping[str, Any] | None = None,
+                     threshold_info: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Score every condition at one frozen ``threshold``; returns the docs/SCORE_JSON.md structure
+    (:func:`score_conditions_with_samples` without the samples)."""
+    return score_conditions_with_samples(gt, predictions, threshold, bootstrap=bootstrap, iou=iou, clusters=clusters,
+                                         label=label, provenance=provenance, threshold_info=threshold_info)[0]
+
+
+def score_conditions_with_samples(gt: GroundTruth, predictions: Mapping[str, Detections], threshold: float, *,
+                                  bootstrap: BootstrapOptions, iou: float = DEFAULT_IOU,
+                                  clusters: np.ndarray | None = None, label: str | None = None,
+                                  provenance: Mapping[str, Any] | None = None,
+                                  threshold_info: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], Samples]:
+    """(score document, per-resample values of every condition). The samples let a caller pair this score with
+    another one drawn with the same weight rows (the same images, options and clusters).
+
+    predictions: {condition id (or any name): Detections resolved against ``gt``}.
+    clusters: optional (I,) group label per GT image row; the bootstrap then resamples whole groups.
+    threshold_info: rule / file / sha256 of the threshold file (None values when the threshold was given).
+    provenance: a prebuilt provenance block (``score_paths`` passes one); built from the sources when None.
+    """
+    if not predictions:
+        raise AegisError("nothing to score: no predictions were given")
+    _check_threshold(threshold)
+    names = condition_order(list(predictions))
+    weights = resample_weights(gt.n_images, bootstrap, clusters)
+    scored = _score_ground_truth(gt, predictions, names, threshold, weights, iou, bootstrap.confidence)
 
     info = dict(threshold_info or {})
     if provenance is None:
         provenance = build_provenance(gt_source=gt.source, predictions={c: predictions[c].source for c in names},
                                       threshold_sha256=info.get("sha256"), seed=bootstrap.seed,
                                       bootstrap=bootstrap.n_bootstrap, iou=iou)
-    return {
+    return ({
         "schema": SCHEMA,
         "label": label,
         "dataset": gt.source.get("dataset"),
         "iou": float(iou),
         "threshold": {"value": float(threshold), "rule": info.get("rule"), "file": info.get("file"),
                       "file_sha256": info.get("sha256")},
+        "conditions": scored.conditions,
+        "summary": summarize_robustness(scored.conditions),
+        # Beside the per-condition entries (whose keys stay as they were): exposure and exact upper bounds.
+        "false_alarm": _false_alarm_block(scored.false_alarms),
+        "provenance": dict(provenance),
+    }, scored.samples)
+
+
+# --- several classes -----------------------------------------------------------------------------------------
+# Metrics whose macro value is the mean over classes; the exposure rates (FP per image, image share) are
+# totals over all classes instead, since a false alarm of any class costs the same search time.
+MACRO_MEAN_METRICS = tuple(m for m in AP_METRICS + THRESHOLD_METRICS if m not in LOWER_IS_BETTER)
+
+
+def _macro_value(values: list[Any], ap: bool) -> Any:
+    """Mean of the defined per-class values; for AP the classes with pycocotools' -1 (no GT) are skipped, as
+    COCOeval's mean over categories does, and -1 stays the answer when no class has GT."""
+    kept = [float(v) for v in values if v is not None and not (ap and float(v) == -1.0)]
+    if not kept:
+        return -1.0 if ap else None
+    return float(np.mean(kept))
+
+
+def _pooled_localization(per_class: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Localization over all classes: counts added, means weighted by each class's matched count."""
+    n = sum(int(e.get("n_matched") or 0) for e in per_class)
+    out: dict[str, Any] = {"n_matched": n}
+    for key in LOCALIZATION_KEYS:
+        if key == "n_matched":
+            continue
+        pairs = [(int(e["n_matched"]), e[key]) for e in per_class if e.get(key) is not None and e.get("n_matched")]
+        out[key] = sum(w * v for w, v in pairs) / sum(w for w, _ in pairs) if pairs else None
+    return {k: out[k] for k in LOCALIZATION_KEYS}
+
+
+def _macro_samples(per_class: list[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Per-resample macro values: the mean over classes defined in that resample; FP per image summed."""
+    out = {}
+    for m in CI_METRICS:
+        stack = np.vstack([np.asarray(s[m], dtype=np.float64) for s in per_class])
+        if m in LOWER_IS_BETTER:
+            out[m] = stack.sum(axis=0)
+        else:
+            with np.errstate(invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns stay NaN
+                out[m] = np.nanmean(stack, axis=0)
+    return out
+
+
+def score_conditions_by_class(gts: Mapping[str, GroundTruth], predictions: Mapping[str, Mapping[str, Detections]],
+                              thresholds: Mapping[str, float], *, bootstrap: BootstrapOptions,
+                              iou: float = DEFAULT_IOU, clusters: np.ndarray | None = None, label: str | None = None,
+                              provenance: Mapping[str, Any] | None = None,
+                              threshold_info: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Score several classes: every class exactly as :func:`score_conditions` (its own frozen threshold), plus
+    macro entries over the classes in ``conditions`` (docs/SCORE_JSON.md, "Several classes").
+    :func:`score_conditions_by_class_with_samples` without the samples."""
+    return score_conditions_by_class_with_samples(gts, predictions, thresholds, bootstrap=bootstrap, iou=iou,
+                                                  clusters=clusters, label=label, provenance=provenance,
+                                                  threshold_info=threshold_info)[0]
+
+
+def score_conditions_by_class_with_samples(
+        gts: Mapping[str, GroundTruth], predictions: Mapping[str, Mapping[str, Detections]],
+        thresholds: Mapping[str, float], *, bootstrap: BootstrapOptions, iou: float = DEFAULT_IOU,
+        clusters: np.ndarray | None = None, label: str | None = None, provenance: Mapping[str, Any] | None = None,
+        threshold_info: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], Samples]:
+    """(score document, per-resample macro values of every condition).
+
+    gts: {class name: GroundTruth of that category}, all over the same image table.
+    predictions: {condition: {class name: Detections}}. thresholds: {class name: value}.
+    Every class uses the same bootstrap weight rows, so the macro intervals are per-resample means.
+    """
+    if not gts:
+        raise AegisError("[classes_empty] no classes to score")
+    if not predictions:
+        raise AegisError("nothing to score: no predictions were given")
+    first = next(iter(gts.values()))
+    if any(not np.array_equal(g.image_ids, first.image_ids) for g in gts.values()):
+        raise AegisError("[classes_image_table] the per-class ground truths must share one image table")
+    missing = [c for c in gts if c not in thresholds]
+    if missing:
+        raise AegisError(f"[threshold_class_missing] no frozen threshold for classes {missing[:5]}")
+    for value in thresholds.values():
+        _check_threshold(value)
+    names = condition_order(list(predictions))
+    weights = resample_weights(first.n_images, bootstrap, clusters)
+    scored = {c: _score_ground_truth(gt, {cond: predictions[cond][c] for cond in names}, names,
+                                     float(thresholds[c]), weights, iou, bootstrap.confidence)
+              for c, gt in gts.items()}
+    per_class = list(scored.values())
+
+    conditions: dict[str, dict[str, Any]] = {}
+    macro_samples: dict[str, dict[str, np.ndarray]] = {}
+    false_alarms: dict[str, dict[str, Any]] = {}
+    for cond in names:
+        entries = [s.conditions[cond] for s in per_class]
+        total = sum_counts([s.counts[cond] for s in per_class])
+        pooled = rates_from_counts(total)
+        entry: dict[str, Any] = condition_labels(cond)
+        for key in AP_METRICS + THRESHOLD_METRICS[:3] + COUNT_KEYS + THRESHOLD_METRICS[3:]:
+            if key in MACRO_MEAN_METRICS:
+                entry[key] = _macro_value([e[key] for e in entries], key in AP_METRICS)
+            else:  # counts and the exposure rates: all classes together
+                entry[key] = pooled[key]
+        macro_samples[cond] = _macro_samples([s.samples[cond] for s in per_class])
+        false_alarms[cond] = false_alarm_record(first, total, DEFAULT_DELTA)
+        conditions[cond] = entry
+    clean = conditions.get("clean")
+    for cond in names:
+        entry = conditions[cond]
+        entry["rel_drop"] = relative_drops(clean, entry) if clean else {m: None for m in ROBUSTNESS_METRICS}
+        entry["ci"] = {m: _interval(v) for m, v in intervals(macro_samples[cond], bootstrap.confidence).items()}
+        if clean:
+            drops = paired_drop_intervals(macro_samples["clean"], macro_samples[cond], bootstrap.confidence)
+            entry["ci_drop"] = {m: _interval(v) for m, v in drops.items()}
+            entry["localization"] = _pooled_localization([s.conditions[cond]["localization"] for s in per_class])
+        else:
+            entry["ci_drop"] = {m: [None, None] for m in CI_METRICS}
+            entry["localization"] = {k: None for k in LOCALIZATION_KEYS}
+
+    info = dict(threshold_info or {})
+    if provenance is None:
+        provenance = build_provenance(gt_source=first.source,
+                                      predictions={c: next(iter(predictions[c].values())).source for c in names},
+                                      threshold_sha256=info.get("sha256"), seed=bootstrap.seed,
+                                      bootstrap=bootstrap.n_bootstrap, iou=iou)
+    values = sorted(set(float(v) for v in thresholds.values()))
+    return ({
+        "schema": SCHEMA,
+        "label": label,
+        "dataset": first.source.get("dataset"),
+        "iou": float(iou),
+        "threshold": {"value": values[0] if len(values) == 1 else None, "rule": info.get("rule"),
+                      "file": info.get("file"), "file_sha256": info.get("sha256"),
+                      "class_thresholds": info.get("class_thresholds") or ("shared" if len(values) == 1 else "per-class"),
+                      "per_class": {c: float(thresholds[c]) for c in gts}},
         "conditions": conditions,
         "summary": summarize_robustness(conditions),
+        "false_alarm": _false_alarm_block(false_alarms),
+        "classes": {c: {"category_id": int(gts[c].category_id), "threshold": float(thresholds[c]),
+                        "conditions": s.conditions, "summary": summarize_robustness(s.conditions),
+                        "false_alarm": _false_alarm_block(s.false_alarms)}
+                    for c, s in scored.items()},
         "provenance": dict(provenance),
-    }
+    }, macro_samples)
 
 
 # --- paths -> result ---------------------------------------------------------------------------------------
@@ -215,45 +407,115 @@ def cluster_labels(gt: GroundTruth, cluster_by: str) -> np.ndarray:
     return codes.astype(np.int64)
 
 
-def score_paths(preds: str | Path, gt: str | Path, *, threshold: float | None = None,
-                threshold_file: str | Path | None = None, bootstrap: int = 1000, seed: int = 0,
-                iou: float = DEFAULT_IOU, cluster_by: str | None = None, label: str | None = None,
-                split: str = "test", on_warning: Warn | None = None) -> dict[str, Any]:
-    """Load, validate and score predictions (a file or a directory of ``<condition>.json``) against GT (a COCO
-    file or a split directory). Exactly one of ``threshold`` / ``threshold_file``. Loader warnings go to
-    ``on_warning`` (prefixed with the condition)."""
+def _check_threshold_choice(threshold: float | None, threshold_file: str | Path | None) -> None:
     if (threshold is None) == (threshold_file is None):
         raise AegisError("give exactly one of a threshold value (--threshold) or a threshold file "
                          "(--threshold-file, written by 'aegis freeze-threshold')")
-    if threshold_file is not None:
-        value, info = read_threshold_file(threshold_file)
-        frozen_iou = info.get("iou")
-        if on_warning and isinstance(frozen_iou, (int, float)) and float(frozen_iou) != float(iou):
-            on_warning(f"[iou_mismatch] the threshold was frozen with IoU {frozen_iou:g} but scoring uses "
-                       f"IoU {iou:g}")
-    else:
-        value, info = float(threshold), {}
+
+
+def _warn_iou_mismatch(info: Mapping[str, Any], iou: float, on_warning: Warn | None) -> None:
+    frozen_iou = info.get("iou")
+    if on_warning and isinstance(frozen_iou, (int, float)) and float(frozen_iou) != float(iou):
+        on_warning(f"[iou_mismatch] the threshold was frozen with IoU {frozen_iou:g} but scoring uses "
+                   f"IoU {iou:g}")
+
+
+def _warn_all(prefix: str, lines, on_warning: Warn | None) -> None:
+    for w in lines:
+        if on_warning:
+            on_warning(f"{prefix}: {w}")
+
+
+def score_paths(preds: str | Path, gt: str | Path, *, threshold: float | None = None,
+                threshold_file: str | Path | None = None, bootstrap: int = 1000, seed: int = 0,
+                iou: float = DEFAULT_IOU, cluster_by: str | None = None, label: str | None = None,
+                split: str = "test", on_warning: Warn | None = None, classes: str | None = None,
+                class_map: ClassMap | None = None) -> dict[str, Any]:
+    """Load, validate and score predictions (a file or a directory of ``<condition>.json``) against GT (a COCO
+    file or a split directory). Exactly one of ``threshold`` / ``threshold_file``. Loader warnings go to
+    ``on_warning`` (prefixed with the condition).
+
+    classes: None scores the person category (the single-class protocol); ``"all"`` or ``"a,b"`` scores those
+    GT categories with :func:`score_conditions_by_class`. class_map: a remap of GT or prediction category ids
+    applied before anything else, recorded in provenance.
+    """
+    return score_paths_detailed(preds, gt, threshold=threshold, threshold_file=threshold_file,
+                                bootstrap=bootstrap, seed=seed, iou=iou, cluster_by=cluster_by, label=label,
+                                split=split, on_warning=on_warning, classes=classes, class_map=class_map).result
+
+
+@dataclass(frozen=True)
+class PathScore:
+    """A score with what pairing it to another needs: its samples, image ids and bootstrap clusters."""
+
+    result: dict[str, Any]
+    samples: Samples
+    image_ids: np.ndarray
+    clusters: np.ndarray | None
+
+
+def score_paths_detailed(preds: str | Path, gt: str | Path, *, threshold: float | None,
+                         threshold_file: str | Path | None, bootstrap: int, seed: int, iou: float,
+                         cluster_by: str | None, label: str | None, split: str, on_warning: Warn | None,
+                         classes: str | None, class_map: ClassMap | None) -> PathScore:
+    """:func:`score_paths` with the samples, image ids and clusters a paired comparison needs."""
+    _check_threshold_choice(threshold, threshold_file)
     options = BootstrapOptions(n_bootstrap=bootstrap, seed=seed)
     files = prediction_files(preds, on_warning)
-    ground_truth = load_ground_truth(gt, split)
-    for w in ground_truth.source.get("warnings", ()):
-        if on_warning:
-            on_warning(f"ground truth: {w}")
+    if label is None:
+        label = Path(preds).name if Path(preds).is_dir() else Path(preds).stem
+    if classes is not None:
+        return _score_paths_by_class(files, gt, classes, threshold, threshold_file, options, iou, cluster_by,
+                                     label, split, on_warning, class_map)
+    if threshold_file is not None:
+        value, info = read_threshold_file(threshold_file)
+        _warn_iou_mismatch(info, iou, on_warning)
+    else:
+        value, info = float(threshold), {}
+    ground_truth = load_ground_truth(gt, split, class_map)
+    _warn_all("ground truth", ground_truth.source.get("warnings", ()), on_warning)
     detections = {}
     for cond, f in files.items():
-        detections[cond] = load_predictions(f, ground_truth)
-        for w in detections[cond].source.get("warnings", ()):
-            if on_warning:
-                on_warning(f"{cond}: {w}")
+        detections[cond] = load_predictions(f, ground_truth, class_map)
+        _warn_all(cond, detections[cond].source.get("warnings", ()), on_warning)
     clusters = cluster_labels(ground_truth, cluster_by) if cluster_by else None
     provenance = build_provenance(gt_source=ground_truth.source,
                                   predictions={c: d.source for c, d in detections.items()},
                                   threshold_sha256=info.get("sha256"), seed=seed, bootstrap=bootstrap, iou=iou,
-                                  cluster_by=cluster_by)
-    if label is None:
-        label = Path(preds).name if Path(preds).is_dir() else Path(preds).stem
-    return score_conditions(ground_truth, detections, value, bootstrap=options, iou=iou, clusters=clusters,
-                            label=label, provenance=provenance, threshold_info=info)
+                                  cluster_by=cluster_by,
+                                  class_map=class_map.record() if class_map is not None else None)
+    result, samples = score_conditions_with_samples(ground_truth, detections, value, bootstrap=options, iou=iou,
+                                                    clusters=clusters, label=label, provenance=provenance,
+                                                    threshold_info=info)
+    return PathScore(result, samples, ground_truth.image_ids, clusters)
+
+
+def _score_paths_by_class(files: Mapping[str, Path], gt: str | Path, classes: str, threshold: float | None,
+                          threshold_file: str | Path | None, options: BootstrapOptions, iou: float,
+                          cluster_by: str | None, label: str, split: str, on_warning: Warn | None,
+                          class_map: ClassMap | None) -> PathScore:
+    gts = load_ground_truth_by_class(gt, classes, split, class_map)
+    first = next(iter(gts.values()))
+    _warn_all("ground truth", first.source.get("warnings", ()), on_warning)
+    if threshold_file is not None:
+        values, info = read_class_thresholds(threshold_file, list(gts))
+        _warn_iou_mismatch(info, iou, on_warning)
+    else:
+        values, info = {c: float(threshold) for c in gts}, {"class_thresholds": "shared"}
+    detections = {}
+    for cond, f in files.items():
+        detections[cond] = load_predictions_by_class(f, gts, class_map)
+        _warn_all(cond, next(iter(detections[cond].values())).source.get("warnings", ()), on_warning)
+    clusters = cluster_labels(first, cluster_by) if cluster_by else None
+    provenance = build_provenance(gt_source=first.source,
+                                  predictions={c: next(iter(d.values())).source for c, d in detections.items()},
+                                  threshold_sha256=info.get("sha256"), seed=options.seed,
+                                  bootstrap=options.n_bootstrap, iou=iou, cluster_by=cluster_by,
+                                  class_map=class_map.record() if class_map is not None else None)
+    result, samples = score_conditions_by_class_with_samples(gts, detections, values, bootstrap=options, iou=iou,
+                                                             clusters=clusters, label=label, provenance=provenance,
+                                                             threshold_info=info)
+    return PathScore(result, samples, first.image_ids, clusters)
 
 
 # --- writers -----------------------------------------------------------------------------------------------
@@ -278,21 +540,24 @@ PROVENANCE_COLUMNS = ("toolkit_version", "git_sha", "git_dirty", "config_hash", 
                       "gt_sha256", "threshold_sha256", "seed", "bootstrap", "cluster_by", "timestamp")
 
 
-def csv_columns() -> list[str]:
+MACRO_CLASS = "macro"  # the ``class`` cell of a multi-class score's macro rows
+
+
+def csv_columns(result: Mapping[str, Any] | None = None) -> list[str]:
+    """The CSV header; a multi-class result (one with ``classes``) gets a leading ``class`` column."""
     cols = ["condition", "corruption", "family", "severity", *AP_METRICS, *THRESHOLD_METRICS, *COUNT_KEYS]
     cols += [f"{m}_{b}" for m in CI_METRICS for b in ("lo", "hi")]
     cols += [f"rel_drop_{m}" for m in ROBUSTNESS_METRICS]
     cols += [f"rel_drop_{m}_{b}" for m in CI_METRICS for b in ("lo", "hi")]
     cols += [f"loc_{k}" for k in LOCALIZATION_KEYS]
     cols += ["label", "threshold", "iou", "predictions_file", "predictions_sha256", *PROVENANCE_COLUMNS]
-    return cols
+    return (["class"] + cols) if result is not None and result.get("classes") else cols
 
 
-def score_csv_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One flat row per condition (columns: :func:`csv_columns`)."""
+def _condition_rows(result: Mapping[str, Any], conditions: Mapping[str, Any], threshold: Any) -> list[dict[str, Any]]:
     prov = result.get("provenance", {})
     rows = []
-    for cond, e in result["conditions"].items():
+    for cond, e in conditions.items():
         row: dict[str, Any] = {"condition": cond}
         for k in ("corruption", "family", "severity", *AP_METRICS, *THRESHOLD_METRICS, *COUNT_KEYS):
             row[k] = e.get(k)
@@ -306,7 +571,7 @@ def score_csv_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
         for k in LOCALIZATION_KEYS:
             row[f"loc_{k}"] = (e.get("localization") or {}).get(k)
         pred = prov.get("predictions", {}).get(cond, {})
-        row.update(label=result.get("label"), threshold=result["threshold"]["value"], iou=result.get("iou"),
+        row.update(label=result.get("label"), threshold=threshold, iou=result.get("iou"),
                    predictions_file=pred.get("file"), predictions_sha256=pred.get("sha256"))
         for k in PROVENANCE_COLUMNS:
             row[k] = prov.get(k)
@@ -314,9 +579,22 @@ def score_csv_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def score_csv_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One flat row per condition (columns: :func:`csv_columns`). A multi-class result gives the macro rows
+    (``class`` = "macro") and then every class's rows, each at that class's threshold."""
+    rows = _condition_rows(result, result["conditions"], result["threshold"]["value"])
+    classes = result.get("classes")
+    if not classes:
+        return rows
+    out = [{"class": MACRO_CLASS, **row} for row in rows]
+    for name, block in classes.items():
+        out += [{"class": name, **row} for row in _condition_rows(result, block["conditions"], block["threshold"])]
+    return out
+
+
 def write_score_csv(result: Mapping[str, Any], path: str | Path) -> None:
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=csv_columns(), lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=csv_columns(result), lineterminator="\n")
     writer.writeheader()
     for row in score_csv_rows(result):
         writer.writerow({k: ("" if v is None else _clean_number(v)) for k, v in row.items()})

@@ -1,6 +1,6 @@
 """In-memory ground truth and detections shared by the loaders, the matchers and the metrics.
 
-Single class (person). Arrays are flat over all boxes of a split, with an index into the image table, so
+One category per GroundTruth (person by default; multi-class scoring holds one per class). Arrays are flat over all boxes of a split, with an index into the image table, so
 per-image work is a slice and whole-split work is vectorised. Boxes are COCO ``[x, y, w, h]`` float64 pixels.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 
 @dataclass(frozen=True)
 class GroundTruth:
-    """COCO ground truth for one split, restricted to the person category.
+    """COCO ground truth for one split, restricted to one category (``category_id``; person by default).
 
     image_ids: (I,) int64 COCO image ids, ascending; row i of every per-image table is image_ids[i].
     file_names: (I,) the GT ``file_name`` of each image (resolution of string/stem prediction ids uses it).
@@ -25,7 +25,7 @@ class GroundTruth:
         w*h when the field is absent.
     iscrowd: (G,) bool.
     ann_ids: (G,) int64.
-    category_id: the COCO id of the person category in this file.
+    category_id: the COCO id of the category kept (the person category unless another was asked for).
     attributes: per-image extra attributes from the GT ``images`` entries (e.g. a group key), by row.
     source: description of where it came from (path, sha256) for provenance.
     """

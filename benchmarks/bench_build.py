@@ -50,7 +50,7 @@ def measure(ds: SourceDataset, workers: int, out: Path) -> dict:
         "workers": workers, "images": n, "files": r.files_written, "seconds": r.seconds,
         "files_per_s": r.files_written / r.seconds, "mp_per_s": r.megapixels / r.seconds,
         "s_per_source": r.seconds / n, "corrupt_s": r.seconds_corrupt, "encode_s": r.seconds_encode,
-        "read_s": r.seconds_read,
+        "read_s": r.seconds_read, "hash_s": r.seconds_hash, "write_s": r.seconds_write,
     }
 
 
@@ -64,13 +64,14 @@ def markdown(rows: list[dict], loadavg: tuple[float, ...]) -> str:
         f"Python {platform.python_version()}, numpy {numpy.__version__}, OpenCV {cv2.__version__}; "
         f"load average before the run {loadavg[0]:.1f} (on 2 cores, a load above ~1.5 means other jobs competed for the CPU).",
         "",
-        "| frames | workers | source images | files | wall s | files/s | MP/s | s per source image | corrupt s (sum) | encode+write s (sum) | decode s (sum) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| frames | workers | source images | files | wall s | files/s | MP/s | s per source image | decode s (sum) | corrupt s (sum) | encode s (sum) | hash s (sum) | write s (sum) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['size']} | {r['workers']} | {r['images']} | {r['files']} | {r['seconds']:.1f} | {r['files_per_s']:.2f} | "
-            f"{r['mp_per_s']:.1f} | {r['s_per_source']:.1f} | {r['corrupt_s']:.1f} | {r['encode_s']:.1f} | {r['read_s']:.1f} |"
+            f"{r['mp_per_s']:.1f} | {r['s_per_source']:.1f} | {r['read_s']:.1f} | {r['corrupt_s']:.1f} | "
+            f"{r['encode_s']:.1f} | {r['hash_s']:.1f} | {r['write_s']:.1f} |"
         )
     lines += ["", "Extrapolated full builds (measured wall time per source image x number of frames):", "",
               "| split | frames | workers | estimated minutes | speed-up of 2 workers over 1 | corrupt share of CPU |",
@@ -79,7 +80,7 @@ def markdown(rows: list[dict], loadavg: tuple[float, ...]) -> str:
         by_w = {r["workers"]: r for r in rows if r["frame_px"] == (w, h)}
         speed = by_w[1]["seconds"] / by_w[2]["seconds"] if 1 in by_w and 2 in by_w else None
         for k, r in sorted(by_w.items()):
-            share = r["corrupt_s"] / max(1e-9, r["corrupt_s"] + r["encode_s"] + r["read_s"])
+            share = r["corrupt_s"] / max(1e-9, sum(r[k] for k in ("corrupt_s", "encode_s", "read_s", "hash_s", "write_s")))
             sp = f"{speed:.2f}x" if speed is not None and k == 2 else ""
             lines.append(f"| {name} ({w}x{h}) | {count} | {k} | {r['s_per_source'] * count / 60:.1f} | {sp} | {share:.0%} |")
     return "\n".join(lines) + "\n"
@@ -106,7 +107,7 @@ def main() -> None:
                 rows.append(r)
                 print(f"{size} workers={workers}: {r['seconds']:.1f} s, {r['files_per_s']:.2f} files/s, "
                       f"{r['mp_per_s']:.1f} MP/s (corrupt {r['corrupt_s']:.1f} s, encode {r['encode_s']:.1f} s, "
-                      f"decode {r['read_s']:.1f} s summed)", file=sys.stderr, flush=True)
+                      f"hash {r['hash_s']:.1f} s, write {r['write_s']:.1f} s, decode {r['read_s']:.1f} s summed)", file=sys.stderr, flush=True)
     text = markdown(rows, loadavg)
     print(text)
     if args.write:

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from cli.common import check_output_dirs, handle_errors, out, warn
+from cli.common import check_output_dirs, check_outputs, handle_errors, out, warn
 
 
 @handle_errors
@@ -71,7 +71,52 @@ def gallery(
     out.print(f"index: {files.index_html}")
 
 
+@handle_errors
+def rank(
+    results: Annotated[list[Path], typer.Argument(help="Score JSONs of two or more models (`aegis score --json`).",
+                                                  show_default=False)],
+    metric: Annotated[str, typer.Option("--metric", help="Metric to rank on (map50, map50_95, recall, f1, "
+                                                         "fp_per_image, ...).")] = "map50",
+    by: Annotated[str, typer.Option("--by", help="'condition' (columns: conditions, reference clean) or 'version' "
+                                                 "(columns: the GT versions of a cross-version score).")] = "condition",
+    condition: Annotated[str, typer.Option("--condition", help="With --by version: the condition whose versions "
+                                                               "are ranked.")] = "clean",
+    reference: Annotated[Optional[str], typer.Option("--reference", help="Reference column (default: clean, or the "
+                                                                         "first GT version).", show_default=False)] = None,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", help="Model resamples for the interval of Kendall's tau.")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    merge_same_label: Annotated[bool, typer.Option("--merge-same-label", help="Files with the same label are one "
+                                                   "model (e.g. its IID and OOD scores); their conditions become "
+                                                   "columns.")] = False,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the aegis-rank/1 JSON here.",
+                                                     show_default=False)] = None,
+) -> None:
+    """Rank models per condition (or GT version), with Kendall's tau to the reference ranking and rank flips."""
+    from aegis_data.imageio import write_bytes_atomic
+    from aegis_eval.ranking import rank_paths
+    from aegis_eval.scoring import score_json_bytes
+
+    check_outputs({"--json": json_out}, results)
+    doc = rank_paths(results, metric, by=by, condition=condition, reference=reference, bootstrap=bootstrap, seed=seed,
+                     merge_same_label=merge_same_label)
+    table = Table(title=f"ranking on {doc['metric']} vs {doc['reference']}: Kendall's tau-b (95% CI over resampled "
+                        "models) and rank flips")
+    for col in ("column", "models", "Kendall τ", "flips", "order (best first)"):
+        table.add_column(col, justify="right" if col in ("models", "Kendall τ", "flips") else "left")
+    for col, ranks in doc["ranks"].items():
+        t = doc["kendall_tau"][col]
+        lo, hi = t["ci"]
+        tau = "–" if t["tau"] is None else f"{t['tau']:+.2f}" + ("" if lo is None else f" ({lo:+.2f}…{hi:+.2f})")
+        order = " > ".join(name for name, _ in sorted(ranks.items(), key=lambda kv: kv[1]))
+        table.add_row(col, str(t["n_models"]), tau, str(len(doc["rank_flips"][col])), order)
+    out.print(table)
+    if json_out is not None:
+        write_bytes_atomic(json_out, score_json_bytes(doc))
+        out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``report`` and ``gallery`` to the root app."""
+    """Add ``report``, ``gallery`` and ``rank`` to the root app."""
     app.command("report")(report)
     app.command("gallery")(gallery)
+    app.command("rank")(rank)

@@ -9,8 +9,11 @@ import typer
 from rich.table import Table
 
 from aegis_data.config import SEVERITIES, load_config
-from aegis_eval.predictions import load_ground_truth, load_predictions
-from aegis_eval.threshold import DEFAULT_RULE, freeze_threshold, parse_grid, write_threshold_file
+from aegis_data.errors import AegisError
+from aegis_eval.predictions import (load_ground_truth, load_ground_truth_by_class, load_predictions,
+                                    load_predictions_by_class)
+from aegis_eval.threshold import (DEFAULT_RULE, freeze_threshold, freeze_thresholds_by_class, parse_grid,
+                                  write_class_threshold_file, write_threshold_file)
 from cli.common import check_outputs, handle_errors, out, warn
 
 
@@ -29,9 +32,14 @@ def _with_ci(entry: Mapping[str, Any], key: str, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
+def _threshold_text(result: Mapping[str, Any]) -> str:
+    value = result["threshold"]["value"]
+    return "per class" if value is None else f"{value:g}"
+
+
 def conditions_table(result: Mapping[str, Any]) -> Table:
     """One row per condition: AP, AP50, P, R, F1, FP/img (with 95% CIs) and recall by size."""
-    conf = f"{result['threshold']['value']:g}"
+    conf = _threshold_text(result)
     table = Table(title=f"{result.get('label') or 'predictions'} @ threshold {conf} (IoU {result['iou']:g}); "
                         "(lo–hi) = 95% bootstrap CI")
     for col in ("condition", "AP", "AP50", "P", "R", "F1", "FP/img", "R small", "R med", "R large"):
@@ -40,6 +48,30 @@ def conditions_table(result: Mapping[str, Any]) -> Table:
         table.add_row(cond, _with_ci(e, "map50_95"), _with_ci(e, "map50"), _with_ci(e, "precision"),
                       _with_ci(e, "recall"), _with_ci(e, "f1"), _with_ci(e, "fp_per_image", 2),
                       _fmt(e.get("recall_small")), _fmt(e.get("recall_medium")), _fmt(e.get("recall_large")))
+    return table
+
+
+def false_alarm_table(result: Mapping[str, Any]) -> Table | None:
+    """One row per condition: FP count and exposure, FP/img, FP/MP and the image share, each with its exact
+    one-sided upper bound; None for a result without the false-alarm block."""
+    block = result.get("false_alarm")
+    if not block:
+        return None
+    conf = f"{100 * block['confidence']:g}%"
+    table = Table(title=f"false alarms @ threshold {_threshold_text(result)}; (≤ x) = exact one-sided "
+                        f"{conf} upper bound (Garwood for counts, Clopper–Pearson for the share)")
+    for col in ("condition", "FP", "images", "MP", "FP/img", "FP/MP", "images with FP"):
+        table.add_column(col, justify="left" if col == "condition" else "right", no_wrap=col == "condition")
+
+    def bounded(e: Mapping[str, Any], key: str, digits: int) -> str:
+        if e.get(key) is None:
+            return "–"
+        return f"{e[key]:.{digits}f} (≤ {e[key + '_upper']:.{digits}f})"
+
+    for cond, e in block["conditions"].items():
+        table.add_row(cond, str(e["fp"]), str(e["n_images"]), _fmt(e.get("megapixels"), 1),
+                      bounded(e, "fp_per_image", 2), bounded(e, "fp_per_megapixel", 2),
+                      bounded(e, "false_alarm_image_share", 3))
     return table
 
 
@@ -95,39 +127,150 @@ def _summary_line(result: Mapping[str, Any]) -> str:
     return " | ".join(parts) + tail
 
 
+def classes_table(result: Mapping[str, Any]) -> Table | None:
+    """Multi-class runs: one row per (class, condition) with the class's threshold, AP, AP50, P, R, F1, FP/img."""
+    classes = result.get("classes")
+    if not classes:
+        return None
+    table = Table(title="per class (each at its frozen threshold); the condition table above holds macro means")
+    for col in ("class", "threshold", "condition", "AP", "AP50", "P", "R", "F1", "FP/img"):
+        table.add_column(col, justify="left" if col in ("class", "condition") else "right", no_wrap=True)
+    for name, block in classes.items():
+        for cond, e in block["conditions"].items():
+            table.add_row(name, f"{block['threshold']:g}", cond, _with_ci(e, "map50_95"), _with_ci(e, "map50"),
+                          _with_ci(e, "precision"), _with_ci(e, "recall"), _with_ci(e, "f1"),
+                          _with_ci(e, "fp_per_image", 2))
+    return table
+
+
+def versions_table(result: Mapping[str, Any]) -> Table | None:
+    """Cross-version runs: per condition and metric, the value under each GT version and each version's
+    difference to the first with its paired 95% interval."""
+    block = result.get("versions")
+    if not block:
+        return None
+    names = list(block["gt"])
+    ref = block["reference"]
+    table = Table(title=f"the same predictions against {len(names)} GT versions; Δ = version − {ref} "
+                        "(paired 95% bootstrap CI, the same images resampled for every version)")
+    table.add_column("condition", no_wrap=True)
+    table.add_column("metric", no_wrap=True)
+    for name in names:
+        table.add_column(name, justify="right")
+    for name in names[1:]:
+        table.add_column(f"Δ {name}", justify="right")
+    for cond, row in block["matrix"].items():
+        for metric in ("map50", "map50_95", "precision", "recall", "f1"):
+            cells = [_fmt(None if row[n][metric] == -1.0 else row[n][metric]) for n in names]
+            for name in names[1:]:
+                d = block["differences"][name][cond][metric]
+                lo, hi = d["ci"]
+                ci = "" if lo is None else f" ({lo:+.3f}…{hi:+.3f})"
+                cells.append("–" if d["value"] is None else f"{d['value']:+.3f}{ci}")
+            table.add_row(cond, metric, *cells)
+    return table
+
+
+ClassesOption = Annotated[Optional[str], typer.Option(
+    "--classes", help="Score several GT categories: 'all' or comma-separated category names. Without it only "
+                      "'person' (or the file's single category) is scored.")]
+ClassMapOption = Annotated[Optional[str], typer.Option(
+    "--class-map", help="Remap category ids before scoring: 'SRC:DST,...' (e.g. '0:1,1:0') or a JSON file "
+                        "{\"0\": 1, ...}. Every id must be mapped; recorded in provenance.")]
+RemapSideOption = Annotated[str, typer.Option("--remap-side", help="Apply --class-map to the ground truth ('gt') "
+                                                                  "or to the predictions ('preds').")]
+AllowMergeOption = Annotated[bool, typer.Option("--allow-merge", help="Let --class-map send several ids onto one.")]
+
+
+def _class_map(spec: Optional[str], side: str, allow_merge: bool):
+    from aegis_eval.class_map import parse_class_map
+
+    if spec is None:
+        if side != "gt" or allow_merge:
+            raise AegisError("[class_map_missing] --remap-side and --allow-merge only apply with --class-map")
+        return None
+    return parse_class_map(spec, side, allow_merge)
+
+
 def freeze_threshold_cmd(
     val_preds: Annotated[Path, typer.Argument(help="Clean validation predictions (COCO results JSON).")],
     gt: Annotated[Path, typer.Option("--gt", help="Validation GT: a COCO JSON file or a split directory "
                                                   "(then annotations/val.json is used).")],
     out_path: Annotated[Path, typer.Option("--out", help="Where to write the threshold JSON.")] = Path("threshold.json"),
     rule: Annotated[str, typer.Option(help="'max-f1' (ties -> lowest threshold), 'precision>=X' (lowest "
-                                           "threshold reaching X) or 'recall>=X' (highest threshold keeping X).")] = DEFAULT_RULE,
+                                           "threshold reaching X), 'recall>=X' (highest threshold keeping X), or a "
+                                           "false-alarm budget 'fp_per_image<=A' / 'false_alarm_image_share<=A' "
+                                           "(lowest threshold whose exact upper bound meets A).")] = DEFAULT_RULE,
+    delta: Annotated[Optional[float], typer.Option(help="Risk level of a false-alarm rule: the upper bound holds "
+                                                        "with probability 1 - delta (default 0.05).")] = None,
     grid: Annotated[Optional[str], typer.Option(help="Threshold grid: 'start:stop:step' or a comma list. "
                                                      "Default 0.00..0.99 step 0.01 plus 0.995, 0.999.")] = None,
     iou: Annotated[float, typer.Option(help="IoU for one-to-one matching.")] = 0.5,
+    classes: ClassesOption = None,
+    class_thresholds: Annotated[Optional[str], typer.Option(
+        help="With --classes: 'per-class' (the default: the rule applied to each class) or 'shared' (one "
+             "threshold, the rule applied to all classes' counts added).")] = None,
+    class_map: ClassMapOption = None,
+    remap_side: RemapSideOption = "gt",
+    allow_merge: AllowMergeOption = False,
 ) -> None:
     """Choose the confidence threshold once, on clean validation predictions, and store it with its val metrics."""
-    check_outputs({"--out": out_path}, [val_preds, gt])
+    check_outputs({"--out": out_path}, [val_preds, gt, *(Path(v) for v in (class_map,) if v and Path(v).is_file())])
     grid_values = parse_grid(grid) if grid is not None else None
-    ground_truth = load_ground_truth(gt, "val")
-    dets = load_predictions(val_preds, ground_truth)
+    cmap = _class_map(class_map, remap_side, allow_merge)
+    if classes is not None:
+        _freeze_classes(val_preds, gt, out_path, rule, delta, grid_values, iou, classes,
+                        class_thresholds or "per-class", cmap)
+        return
+    if class_thresholds is not None:
+        raise AegisError("[threshold_class_mode] --class-thresholds applies with --classes only")
+    ground_truth = load_ground_truth(gt, "val", cmap)
+    dets = load_predictions(val_preds, ground_truth, cmap)
     for w in dets.source.get("warnings", ()):
         warn(w)
-    frozen = freeze_threshold(ground_truth, dets, rule=rule, grid=grid_values, iou=iou)
+    frozen = freeze_threshold(ground_truth, dets, rule=rule, grid=grid_values, iou=iou, delta=delta)
     for w in frozen.warnings:
         warn(w)
-    write_threshold_file(frozen, out_path, val_preds, gt)
+    write_threshold_file(frozen, out_path, val_preds, gt, class_map=cmap.record() if cmap else None)
     m = frozen.metrics
     out.print(f"threshold {frozen.value:g} ({frozen.rule}) on {m['n_images']} val images, {m['n_gt']} GT boxes: "
               f"P {_fmt(m['precision'])}  R {_fmt(m['recall'])}  F1 {_fmt(m['f1'])}  "
               f"FP/img {_fmt(m['fp_per_image'], 2)}", highlight=False, soft_wrap=True)
+    if frozen.risk is not None:
+        r = frozen.risk
+        out.print(f"{r['metric']} {100 * r['confidence']:g}% upper bound ({r['bound']}) {r['upper_bound']:.4g} "
+                  f"<= budget {r['budget']:g}", highlight=False, soft_wrap=True)
+    out.print(f"wrote {out_path}", highlight=False, soft_wrap=True)
+
+
+def _freeze_classes(val_preds: Path, gt: Path, out_path: Path, rule: str, delta: Optional[float], grid_values,
+                    iou: float, classes: str, mode: str, cmap) -> None:
+    gts = load_ground_truth_by_class(gt, classes, "val", cmap)
+    dets = load_predictions_by_class(val_preds, gts, cmap)
+    for w in next(iter(dets.values())).source.get("warnings", ()):
+        warn(w)
+    frozen = freeze_thresholds_by_class(gts, dets, rule=rule, grid=grid_values, iou=iou, delta=delta, mode=mode)
+    for name, f in frozen.per_class.items():
+        for w in f.warnings:
+            warn(f"{name}: {w}")
+    if frozen.pooled is not None:
+        for w in frozen.pooled.warnings:
+            warn(w)
+    write_class_threshold_file(frozen, out_path, val_preds, gt, class_map=cmap.record() if cmap else None)
+    for name, f in frozen.per_class.items():
+        m = f.metrics
+        out.print(f"{name}: threshold {f.value:g} ({f.rule}, {frozen.mode}) on {m['n_images']} val images, "
+                  f"{m['n_gt']} GT boxes: P {_fmt(m['precision'])}  R {_fmt(m['recall'])}  F1 {_fmt(m['f1'])}",
+                  highlight=False, soft_wrap=True)
     out.print(f"wrote {out_path}", highlight=False, soft_wrap=True)
 
 
 def score_cmd(
     preds: Annotated[Path, typer.Argument(help="A COCO results JSON (one condition, named after its stem) or a "
                                                "directory of <condition>.json files.")],
-    gt: Annotated[Path, typer.Option("--gt", help="Test GT: a COCO JSON file or a split directory.")],
+    gt: Annotated[list[Path], typer.Option("--gt", help="Test GT: a COCO JSON file or a split directory. Repeat "
+                                                        "it to re-score the same predictions against several "
+                                                        "annotation versions of the same images.")],
     threshold: Annotated[Optional[float], typer.Option(help="Frozen confidence threshold in [0, 1].")] = None,
     threshold_file: Annotated[Optional[Path], typer.Option(help="Threshold JSON from 'aegis freeze-threshold'.")] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples B (1 = point estimate only, zero-width intervals).")] = 1000,
@@ -139,21 +282,61 @@ def score_cmd(
     split: Annotated[str, typer.Option(help="Split to read when --gt is a split directory.")] = "test",
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the aegis-score/1 JSON here.")] = None,
     csv_out: Annotated[Optional[Path], typer.Option("--csv", help="Write one CSV row per condition here.")] = None,
+    classes: ClassesOption = None,
+    class_map: ClassMapOption = None,
+    remap_side: RemapSideOption = "gt",
+    allow_merge: AllowMergeOption = False,
+    remap_version: Annotated[Optional[list[int]], typer.Option(
+        help="With several --gt: apply the GT-side --class-map only to this version (1-based; repeatable).")] = None,
+    task: Annotated[str, typer.Option(help="'detection' (COCO results per condition) or 'referring' (one box per "
+                                           "referring expression, scored with P@0.5..0.8; --gt is an aegis-refs/1 "
+                                           "file).")] = "detection",
 ) -> None:
-    """Score predictions at a frozen threshold: COCO AP, P/R/F1, size recall, drops vs clean, bootstrap CIs."""
+    """Score predictions at a frozen threshold: COCO AP, P/R/F1, size recall, false-alarm bounds, drops vs clean,
+    bootstrap CIs; several classes (--classes), GT versions (repeat --gt) or referring expressions (--task)."""
     # Imported here so the other commands (and --help) start without loading the AP engine and bootstrap.
     from aegis_eval.scoring import score_paths, write_score_csv, write_score_json
 
-    cluster_file = Path(cluster_by) if cluster_by and Path(cluster_by).is_file() else None
-    check_outputs({"--json": json_out, "--csv": csv_out}, [preds, gt, threshold_file, cluster_file])
-    result = score_paths(preds, gt, threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap,
-                         seed=seed, iou=iou, cluster_by=cluster_by, label=label, split=split, on_warning=warn)
+    inputs = [preds, *gt, threshold_file, *(Path(v) for v in (cluster_by, class_map) if v and Path(v).is_file())]
+    check_outputs({"--json": json_out, "--csv": csv_out}, inputs)
+    if task == "referring":
+        detection_only = {"--threshold": threshold, "--threshold-file": threshold_file, "--classes": classes,
+                          "--class-map": class_map, "--csv": csv_out}
+        given = [name for name, value in detection_only.items() if value is not None]
+        if given or len(gt) != 1 or iou != 0.5 or split != "test":
+            raise AegisError(f"[referring_option] --task referring takes one --gt (an aegis-refs/1 file), "
+                             f"--bootstrap, --seed, --cluster-by image_id, --label and --json; not "
+                             f"{', '.join(given) or '--iou/--split or several --gt'}")
+        _score_referring(preds, gt[0], bootstrap, seed, cluster_by, label, json_out)
+        return
+    if task != "detection":
+        raise AegisError(f"[task_unknown] --task must be 'detection' or 'referring'; got {task!r}")
+    cmap = _class_map(class_map, remap_side, allow_merge)
+    options = dict(threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap, seed=seed, iou=iou,
+                   cluster_by=cluster_by, label=label, split=split, on_warning=warn, classes=classes, class_map=cmap)
+    if len(gt) > 1:
+        from aegis_eval.versions import score_versions
+
+        result = score_versions(preds, gt, **options, remap_versions=remap_version)
+    elif remap_version:
+        raise AegisError("[class_map_versions] --remap-version applies with several --gt only")
+    else:
+        result = score_paths(preds, gt[0], **options)
     out.print(conditions_table(result))
+    per_class = classes_table(result)
+    if per_class is not None:
+        out.print(per_class)
+    alarms = false_alarm_table(result)
+    if alarms is not None:
+        out.print(alarms)
     matrix = recall_matrix(result)
     if matrix is not None:
         out.print(matrix)
     if len(result["conditions"]) > 1:
         out.print(_summary_line(result), highlight=False, soft_wrap=True)
+    versions = versions_table(result)
+    if versions is not None:
+        out.print(versions)
     if json_out is not None:
         write_score_json(result, json_out)
         out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
@@ -162,7 +345,113 @@ def score_cmd(
         out.print(f"wrote {csv_out}", highlight=False, soft_wrap=True)
 
 
+def _pct(x: Any) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def gt_diff_tables(doc: Mapping[str, Any]) -> list[Table]:
+    """Per split: one row per class and a total row of the revision counts and medians, then P/R/F1."""
+    tables = []
+    for split, d in doc["splits"].items():
+        imgs = d["images"]
+        table = Table(title=f"{split}: OLD → NEW on {imgs['common']} common images (one-to-one at IoU ≥ "
+                            f"{doc['iou']:g}; only in OLD {len(imgs['only_old'])}, only in NEW {len(imgs['only_new'])})")
+        cols = ("class", "old", "new", "match", "added", "rem.", "tight", "loose", "shift", "cls Δ", "med IoU",
+                "med area", "IoU<.7", "shrunk")
+        for col in cols:
+            table.add_column(col, justify="left" if col == "class" else "right", no_wrap=col == "class")
+        rows = list(d["per_class"].items()) + [("all", d["total"])]
+        for name, r in rows:
+            table.add_row(f"[bold]{name}[/]" if name == "all" else name,
+                          *(str(r[k]) for k in ("old_boxes", "new_boxes", "matched", "added", "removed", "tightened",
+                                                "loosened", "shifted", "class_changed")),
+                          _fmt(r["median_iou"]), _fmt(r["median_area_ratio"]), _pct(r["share_iou_below_0_7"]),
+                          _pct(r["share_shrunk"]))
+        p = d["old_as_predictions"]
+        table.caption = (f"OLD as predictions vs NEW (IoU ≥ {doc['pr_iou']:g}): P {_fmt(p['precision'])}  "
+                         f"R {_fmt(p['recall'])}  F1 {_fmt(p['f1'])}")
+        tables.append(table)
+    return tables
+
+
+def gt_diff_cmd(
+    old: Annotated[Path, typer.Argument(help="The older annotation version: a COCO JSON file or a split directory.")],
+    new: Annotated[Path, typer.Argument(help="The newer version of the same images (same kind as OLD).")],
+    iou: Annotated[float, typer.Option(help="IoU for the one-to-one OLD/NEW box matching.")] = 0.3,
+    pr_iou: Annotated[float, typer.Option(help="IoU for scoring OLD as predictions against NEW.")] = 0.5,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the aegis-gt-diff/1 JSON here.")] = None,
+) -> None:
+    """Audit a label revision: added, removed, tightened, loosened and class-changed boxes, per split and class."""
+    from aegis_eval.gt_diff import gt_diff_paths, write_gt_diff_json
+
+    check_outputs({"--json": json_out}, [old, new])
+    doc = gt_diff_paths(old, new, iou=iou, pr_iou=pr_iou)
+    for table in gt_diff_tables(doc):
+        out.print(table)
+    for split, d in doc["splits"].items():
+        for side in ("only_old", "only_new"):
+            names = d["images"][side]
+            if names:
+                shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+                out.print(f"{split}: {len(names)} images {side.replace('_', ' in ').upper()}: {shown}",
+                          highlight=False, soft_wrap=True)
+    if json_out is not None:
+        write_gt_diff_json(doc, json_out)
+        out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
+
+
+def referring_table(doc: Mapping[str, Any]) -> Table:
+    """One row per split and one overall: expressions, missing, P@θ and mP with 95% intervals."""
+    table = Table(title=f"{doc['label']}: referring detection, correct iff IoU > θ (strict); (lo–hi) = 95% "
+                        "bootstrap CI")
+    for col in ("split", "expressions", "missing", "P@0.5", "P@0.6", "P@0.7", "P@0.8", "mP"):
+        table.add_column(col, justify="left" if col == "split" else "right", no_wrap=col == "split")
+    rows = list(doc["splits"].items()) + ([("all splits", doc["overall"])] if len(doc["splits"]) > 1 else [])
+    for name, e in rows:
+        table.add_row(name, str(e["n_refs"]), str(e["n_missing"]),
+                      *(_with_ci(e, k) for k in ("p_at_50", "p_at_60", "p_at_70", "p_at_80", "mp")))
+    return table
+
+
+def _score_referring(preds: Path, refs: Path, bootstrap: int, seed: int, cluster_by: Optional[str],
+                     label: Optional[str], json_out: Optional[Path]) -> None:
+    from aegis_eval.referring import score_referring_paths
+    from aegis_eval.scoring import write_score_json
+
+    doc = score_referring_paths(preds, refs, bootstrap=bootstrap, seed=seed, cluster_by=cluster_by, label=label)
+    out.print(referring_table(doc))
+    if doc["missing"]:
+        shown = ", ".join(doc["missing"][:8]) + (", ..." if len(doc["missing"]) > 8 else "")
+        warn(f"[ref_pred_missing] {len(doc['missing'])} expressions have no prediction (counted as wrong): {shown}")
+    if json_out is not None:
+        write_score_json(doc, json_out)
+        out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
+
+
+def convert_refs_cmd(
+    refs: Annotated[Path, typer.Argument(help="RefCOCO-style refs as JSON: a list of {ref_id, ann_id, image_id, "
+                                              "split, sentences: [{sent_id, sent}]}.")],
+    instances: Annotated[Path, typer.Option("--instances", help="The COCO instances JSON holding the referred boxes.")],
+    out_path: Annotated[Path, typer.Option("--out", help="Where to write the aegis-refs/1 JSON.")],
+) -> None:
+    """Convert RefCOCO-style refs to the aegis-refs/1 ground truth of 'aegis score --task referring'."""
+    import json
+
+    from aegis_data.imageio import write_bytes_atomic
+    from aegis_eval.predictions import read_json_file
+    from aegis_eval.referring import refs_from_refcoco
+
+    check_outputs({"--out": out_path}, [refs, instances])
+    refs_doc, _ = read_json_file(refs, "refs", "refcoco_")
+    inst_doc, _ = read_json_file(instances, "instances", "refcoco_")
+    doc = refs_from_refcoco(refs_doc, inst_doc, str(refs))
+    write_bytes_atomic(out_path, (json.dumps(doc, indent=1) + "\n").encode())
+    out.print(f"wrote {out_path}: {len(doc['refs'])} expressions", highlight=False, soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``freeze-threshold`` and ``score`` to the root app."""
+    """Add ``freeze-threshold``, ``score``, ``gt-diff`` and ``convert-refs`` to the root app."""
     app.command("freeze-threshold")(handle_errors(freeze_threshold_cmd))
     app.command("score")(handle_errors(score_cmd))
+    app.command("gt-diff")(handle_errors(gt_diff_cmd))
+    app.command("convert-refs")(handle_errors(convert_refs_cmd))

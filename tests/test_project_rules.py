@@ -66,3 +66,26 @@ def test_cli_start_up_imports_no_heavy_library():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"imported at CLI start-up: {out.stdout.strip()}"
+
+
+# Ways to write an image file other than the toolkit's own PNG writer (aegis_data/png.py). Encoding through
+# OpenCV, Pillow or matplotlib would make artefact bytes depend on the host's zlib again.
+OTHER_PNG_WRITERS = re.compile(r"cv2\.imencode|cv2\.imwrite|\.savefig\(|\bImage\.fromarray\b|\.save\([^)]*png", re.IGNORECASE)
+
+
+def test_every_png_goes_through_the_toolkits_writer():
+    offenders = []
+    for path in _product_files():
+        if path == ROOT / "aegis_data" / "png.py":  # the writer itself (its docstring names what it replaces)
+            continue
+        text = path.read_text(encoding="utf-8")
+        for m in OTHER_PNG_WRITERS.finditer(text):
+            offenders.append(f"{path.relative_to(ROOT)}:{text[: m.start()].count(chr(10)) + 1}: {m.group(0)}")
+    assert not offenders, "image writes outside aegis_data/png.py:\n" + "\n".join(offenders)
+
+
+def test_the_png_writer_pattern_catches_what_it_should():
+    for line in ("ok, buf = cv2.imencode('.png', img)", "cv2.imwrite(p, img)", "fig.savefig(buf, format='png')",
+                 "Image.fromarray(a).save(p)", "im.save(out, 'PNG')"):
+        assert OTHER_PNG_WRITERS.search(line), line
+    assert not OTHER_PNG_WRITERS.search("data = encode_png(rgb)")

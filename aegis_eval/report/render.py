@@ -25,6 +25,7 @@ from aegis_eval.report.tables import (
     headline_table,
     missing_note,
     provenance_table,
+    ranking_table,
     summary_table,
     threshold_table,
 )
@@ -84,8 +85,9 @@ def markdown_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequen
         for f in (f for f in figures if f.dataset == g.name):
             out += [f"### {f.caption}", "", f"![{f.caption}]({f.relpath})", ""]
         for t in (summary_table(g, metric), family_table(g, metric), corruption_table(g, metric),
-                  grid_table(g, metric)):
-            out += [markdown_table(t)]
+                  grid_table(g, metric), ranking_table(g, metric)):
+            if t is not None:
+                out += [markdown_table(t)]
         for run in g.runs:
             out += [markdown_table(headline_table(g, run), heading="####")]
     out += [markdown_table(threshold_table(groups), heading="##"), markdown_table(provenance_table(groups), heading="##")]
@@ -150,8 +152,9 @@ def html_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[F
             body.append(f'<figure><img alt="{_e(f.caption)}" src="{data_uri(f.png)}">'
                         f"<figcaption>{_e(f.caption)}</figcaption></figure>")
         for t in (summary_table(g, metric), family_table(g, metric), corruption_table(g, metric),
-                  grid_table(g, metric)):
-            body.append(html_table(t))
+                  grid_table(g, metric), ranking_table(g, metric)):
+            if t is not None:
+                body.append(html_table(t))
         for run in g.runs:
             body.append(f"<details><summary>Headline metrics: {_e(run.label)}</summary>"
                         f"{html_table(headline_table(g, run), heading='h4')}</details>")

@@ -160,6 +160,34 @@ def summary_table(group: DatasetGroup, metric: str) -> Table:
                  notes=tuple(notes))
 
 
+# The ranking table's interval: models resampled this many times with a fixed seed, so a report is reproducible.
+RANKING_BOOTSTRAP = 1000
+
+
+def ranking_table(group: DatasetGroup, metric: str) -> Table | None:
+    """With two or more models: per condition, Kendall's tau-b between the clean ranking and the condition's
+    (95% interval over resampled models), the number of rank flips and the order (``aegis_eval.ranking``)."""
+    if len(group.runs) < 2 or not any(r.has("clean") for r in group.runs):
+        return None
+    from aegis_eval.bootstrap import BootstrapOptions
+    from aegis_eval.ranking import rank_models
+
+    doc = rank_models([r.result for r in group.runs], metric, labels=list(group.labels),
+                      bootstrap=BootstrapOptions(n_bootstrap=RANKING_BOOTSTRAP, seed=0))
+    rows = []
+    for cond in (c for c in group.present_conditions if c in doc["ranks"]):
+        t = doc["kendall_tau"][cond]
+        lo, hi = t["ci"]
+        tau = UNDEFINED if t["tau"] is None else f"{t['tau']:+.2f}" + ("" if lo is None else f" [{lo:+.2f}, {hi:+.2f}]")
+        order = " > ".join(name for name, _ in sorted(doc["ranks"][cond].items(), key=lambda kv: kv[1]))
+        rows.append((cond, str(t["n_models"]), tau, str(len(doc["rank_flips"][cond])), order))
+    return Table(f"{group.name}: model ranking on {metric} vs clean", ("condition", "models", "Kendall τ-b",
+                                                                       "rank flips", "order (best first)"),
+                 tuple(rows), ("l", "r", "r", "r", "l"),
+                 notes=("Brackets: 95% interval over resampled models (which detectors are in the study), "
+                        "not over images.", "A rank flip is a pair of models whose order differs from clean."))
+
+
 def _has_any(group: DatasetGroup, run: Run, corruptions: Sequence[str]) -> bool:
     return any(run.has(condition_id(c, s)) for c in corruptions for s in group.severities)
 
