@@ -6,10 +6,13 @@ hashes into a journal, writes the COCO/YOLO annotation files, and writes ``manif
 without a manifest is therefore always an unfinished build.
 
 Resume: ``<out>/.aegis-build/journal.jsonl`` holds one JSON line per finished unit (file hashes), appended
-and fsynced by the parent only after the unit's files are on disk. A re-run skips every file whose bytes
-still hash to the journalled value and re-renders the rest; each file is written atomically (temp file +
-rename), so a build killed at any point (even ``kill -9``) and re-run produces the same files and manifest
-as an uninterrupted one.
+and fsynced by the parent only after the unit's files are on disk. A re-run decodes every source again, skips
+every file whose bytes still hash to the journalled value while its source still decodes to the journalled
+pixels, and re-renders the rest (all files of a changed source); ``state.json`` records the source folder, and
+a resume from another folder is refused. Each file is written atomically (temp file + rename), so a build
+killed at any point (even ``kill -9``, of the parent alone or of the whole group) and re-run produces the
+same files and manifest as an uninterrupted one. The previous manifest is removed only once a file is
+rewritten.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -58,6 +62,7 @@ JOURNAL_DIR = ".aegis-build"
 STATE_NAME = "state.json"
 JOURNAL_NAME = "journal.jsonl"
 YOLO_DIR = "yolo"
+NO_TRAIN_LIST = "no_train.txt"  # the empty list ``train:`` names when neither train nor val was built
 _BOX_TOLERANCE = 1e-6  # boxes may touch the frame edge up to float noise
 
 ReadImage = Callable[..., np.ndarray]  # (record, max_pixels) -> HxWx3 uint8 RGB
@@ -120,6 +125,7 @@ class BuildResult:
     seconds_read: float  # source decode, summed over workers
     seconds_hash: float = 0.0  # pixel and file SHA-256, summed over workers
     seconds_write: float = 0.0  # atomic write (temp file, fsync, rename), summed over workers
+    sources_changed: int = 0  # source images whose decoded pixels differ from the journal (re-rendered)
 
     @property
     def images_per_s(self) -> float:
@@ -278,12 +284,18 @@ def yolo_files(plan: BuildPlan) -> dict[str, bytes]:
             lines = "".join(f"./images/{split}/{cond}/{image_file_name(r.image_id)}\n" for r in recs)
             files[f"{YOLO_DIR}/{split}_{cond}.txt"] = lines.encode()
     train_list = "train_clean.txt" if "train" in plan.records else ("val_clean.txt" if "val" in plan.records else None)
+    if train_list is None:
+        # Without train and val, `train:` names an empty list: never the test images, which a data yaml would
+        # otherwise invite someone to train on.
+        files[f"{YOLO_DIR}/{NO_TRAIN_LIST}"] = b""
     for split in plan.records:
         conds = split_conditions(split, plan.conditions)
         for cond in conds:
             own = f"{split}_{cond}.txt"
-            train = train_list or own
-            note = "" if train_list == "train_clean.txt" else "  # no train split built (--with-train); clean images only"
+            train = train_list or NO_TRAIN_LIST
+            note = ("" if train_list == "train_clean.txt" else
+                    "  # no train split built (--with-train); clean images only" if train_list else
+                    "  # no train or val split: an empty list")
             text = (
                 f"# AegisBench {plan.dataset}-C, split {split}, condition {cond} (suite {plan.suite}, "
                 f"config {plan.config_hash}).\n"
@@ -358,6 +370,7 @@ class UnitResult:
     seconds_read: float = 0.0
     seconds_hash: float = 0.0
     seconds_write: float = 0.0
+    source_changed: bool = False  # the source decoded to other pixels than the journal recorded
 
 
 def image_relpath(split: str, condition: str, image_id: str) -> str:
@@ -380,8 +393,10 @@ def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str,
 def render_unit(task: UnitTask) -> UnitResult:
     """Write the unit's condition files that are missing or changed; return every file's hashes.
 
-    Files whose bytes still hash to the journalled value are kept untouched; when all are, the source is not
-    even decoded. The corruption always sees the full decoded frame (never a tile).
+    The source is always decoded, also on a resume where every file still matches the journal: a file is
+    kept only when its bytes hash to the journalled value *and* the source still decodes to the journalled
+    pixels. When the source changed, every file of the unit is rendered again (``source_changed``), so a
+    resumed build equals a fresh one. The corruption always sees the full decoded frame (never a tile).
     """
     u, root = task.unit, Path(task.out)
     rec = u.record
@@ -391,13 +406,11 @@ def render_unit(task: UnitTask) -> UnitResult:
         rel = image_relpath(u.split, cond, rec.image_id)
         k = task.known.get(rel)
         p = root / rel
-        if k and task.known_source and p.is_file() and file_sha256(p) == k["sha256"]:
+        if k and task.known_source and p.is_file() and not p.is_symlink() and file_sha256(p) == k["sha256"]:
             res.files[rel] = {"condition": cond, "sha256": k["sha256"], "pixel_sha256": k["pixel_sha256"]}
             res.skipped += 1
         else:
             todo.append(cond)
-    if not todo:
-        return res
     read = task.read_image or _default_read
     if task.corrupt is not None:
         corrupt = task.corrupt
@@ -415,9 +428,12 @@ def render_unit(task: UnitTask) -> UnitResult:
             f"{rec.width}x{rec.height}"
         )
     res.source_pixel_sha256 = pixel_sha256(source)
-    if task.known_source and res.source_pixel_sha256 != task.known_source and res.skipped:
+    if task.known_source and res.source_pixel_sha256 != task.known_source:
         # The source changed since those files were written: none of them can be trusted.
+        res.source_changed = bool(res.skipped or task.known)
         todo, res.files, res.skipped = list(u.conditions), {}, 0
+    if not todo:
+        return res
     mp = source.shape[0] * source.shape[1] / 1e6
     for cond in todo:
         name, severity = parse_condition(cond)
@@ -562,6 +578,37 @@ def check_output_dir(out: Path, identity: Mapping[str, Any]) -> None:
         )
 
 
+def source_location(plan: BuildPlan) -> str | None:
+    """The folder this machine reads the source images from (resolved), or None for generated sources.
+
+    Kept in the journal's state only -- never in the manifest, which must not depend on where data lives --
+    so a resume can tell that the same description now comes from another folder.
+    """
+    paths = [r.path for recs in plan.records.values() for r in recs if ":" not in r.path.split("/", 1)[0]]
+    if not paths:
+        return None
+    try:
+        return os.path.commonpath([str(Path(p).resolve().parent) for p in paths])
+    except ValueError:  # different drives
+        return None
+
+
+def check_source_location(out: Path, location: str | None) -> None:
+    """Refuse to resume from another source folder: the journalled files were rendered from the first one."""
+    state = out / JOURNAL_DIR / STATE_NAME
+    try:
+        before = json.loads(state.read_text(encoding="utf-8")).get("source_location")
+    except (OSError, ValueError, AttributeError):
+        return
+    if before is not None and location is not None and before != location:
+        fix = (f"remove {out / JOURNAL_DIR} to re-check every image against the new one" if (out / MANIFEST_NAME).is_file()
+               else f"remove the unfinished build {out} to start again")
+        raise AegisError(
+            f"refusing to resume {out}: its files were rendered from source folder {before}, this run reads {location} "
+            f"(same description); use that folder, or {fix}"
+        )
+
+
 def _remove_stale_temp_files(out: Path) -> None:
     """Delete temp files left by a killed build (``.<name>.<random>.tmp``, see imageio.write_bytes_atomic)."""
     for top in (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR):
@@ -571,7 +618,8 @@ def _remove_stale_temp_files(out: Path) -> None:
                 if p.is_file() and not p.is_symlink():
                     p.unlink()
     for p in out.glob(".*.tmp"):
-        p.unlink()
+        if p.is_file() and not p.is_symlink():  # a user's folder that happens to end in .tmp is left alone
+            p.unlink()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -607,6 +655,51 @@ def _pool_context():
     # Never fork a process that may hold threads (OpenCV, rich); forkserver is cheaper than spawn where it exists.
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_WATCH_INTERVAL_S = 0.5
+
+
+def _worker_init(parent_pid: int) -> None:
+    """First thing in every worker process: die with the build's parent, also when it is killed with SIGKILL.
+
+    Two guards, because a worker's direct parent may be the forkserver rather than the build process: on
+    Linux the kernel sends SIGKILL when the direct parent exits (``PR_SET_PDEATHSIG``; the forkserver exits
+    when the build process goes away), and on every platform a daemon thread polls that the build process
+    still exists and that this process was not re-parented.
+    """
+    import signal
+    import threading
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    first_ppid = os.getppid()
+    threading.Thread(target=_watch_parent, args=(parent_pid, first_ppid), daemon=True,
+                     name="aegis-parent-watch").start()
+
+
+def _parent_gone(parent_pid: int, first_ppid: int) -> bool:
+    if os.getppid() != first_ppid:  # re-parented: our direct parent exited
+        return True
+    try:
+        os.kill(parent_pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # the id now belongs to another user's process
+        return True
+    return False
+
+
+def _watch_parent(parent_pid: int, first_ppid: int) -> None:
+    while not _parent_gone(parent_pid, first_ppid):
+        time.sleep(_WATCH_INTERVAL_S)
+    os._exit(1)
 
 
 def build_splits(
@@ -660,9 +753,11 @@ def build_splits(
     journalled = read_journal(out)
     for key, val in journalled.items():
         _remember(known, key, val["source_pixel_sha256"], val["files"])
-    write_bytes_atomic(out / JOURNAL_DIR / STATE_NAME, (json.dumps(identity, sort_keys=True, indent=2) + "\n").encode())
-    (out / MANIFEST_NAME).unlink(missing_ok=True)
+    location = source_location(plan)
+    check_source_location(out, location)
     _remove_stale_temp_files(out)
+    state = {**identity, "source_location": location}
+    write_bytes_atomic(out / JOURNAL_DIR / STATE_NAME, (json.dumps(state, sort_keys=True, indent=2) + "\n").encode())
 
     tasks = []
     for u in plan.units:
@@ -672,9 +767,14 @@ def build_splits(
 
     results: list[UnitResult] = []
     journal = _Journal(out)
-    counters = {"written": 0, "skipped": 0, "mp": 0.0}
+    counters = {"written": 0, "skipped": 0, "mp": 0.0, "changed": 0}
 
     def collect(res: UnitResult) -> None:
+        if res.written:
+            # A file of the previous build was rewritten: its manifest no longer describes this directory. Until
+            # then it stays, so a re-run that fails early (or changes nothing) never leaves a split without one.
+            (out / MANIFEST_NAME).unlink(missing_ok=True)
+        counters["changed"] += res.source_changed
         if res.written or _journal_key(res.split, res.image_id) not in journalled:
             journal.append(res)  # a fully skipped unit is already in the journal: keep it from growing
         results.append(res)
@@ -690,7 +790,8 @@ def build_splits(
             for t in tasks:
                 collect(render_unit(t))
         else:
-            with ProcessPoolExecutor(max_workers=n_workers, mp_context=_pool_context()) as pool:
+            with ProcessPoolExecutor(max_workers=n_workers, mp_context=_pool_context(), initializer=_worker_init,
+                                     initargs=(os.getpid(),)) as pool:
                 pending = {pool.submit(render_unit, t) for t in tasks}
                 while pending:
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -725,7 +826,7 @@ def build_splits(
         files_skipped=counters["skipped"], seconds=seconds, megapixels=counters["mp"],
         seconds_corrupt=sum(r.seconds_corrupt for r in results), seconds_encode=sum(r.seconds_encode for r in results),
         seconds_read=sum(r.seconds_read for r in results), seconds_hash=sum(r.seconds_hash for r in results),
-        seconds_write=sum(r.seconds_write for r in results),
+        seconds_write=sum(r.seconds_write for r in results), sources_changed=counters["changed"],
     )
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Iterable
 
 from aegis_data.errors import AegisError
+from aegis_data.sources._common import class_id, plain_number
 
 PERSON_CLASS = 0
 
@@ -39,11 +40,10 @@ def parse_yolo_labels(text: str, width: int, height: int, where: str, classes: f
         at = f"{where}:{n}"
         if len(parts) != 5:
             raise AegisError(f"{at}: expected 5 values 'class cx cy w h', got {len(parts)} ({line.strip()[:60]!r})")
-        try:
-            cls = int(float(parts[0]))
-            cx, cy, bw, bh = (float(v) for v in parts[1:])
-        except ValueError:
-            raise AegisError(f"{at}: expected numbers 'class cx cy w h', got {line.strip()[:60]!r}") from None
+        # Strict: a class is a plain non-negative integer ('-1', '0.0', '1_0' are refused), coordinates are
+        # plain finite decimals ('nan', '1e400', '1_0' are refused).
+        cls = class_id(parts[0], at)
+        cx, cy, bw, bh = (plain_number(v, at, name) for v, name in zip(parts[1:], ("cx", "cy", "w", "h")))
         if classes is not None and str(cls) not in classes:
             if stats is not None:
                 stats[f"ignored_class:{cls}"] += 1

@@ -20,6 +20,7 @@ names one of the candidates.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import Any, Mapping, NoReturn, Sequence
@@ -52,6 +53,19 @@ def _first(items: Sequence, n: int = 3) -> str:
 
 def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def as_float(x: Any) -> float:
+    """float(x) for a JSON number; an integer too large for float64 (``10**400``) becomes +-inf, so the
+    finiteness checks refuse it as a finding instead of an OverflowError."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
+
+
+def _is_finite_number(x: Any) -> bool:
+    return _is_number(x) and math.isfinite(as_float(x))
 
 
 def _is_int64(x: Any) -> bool:
@@ -225,15 +239,15 @@ def _gt_boxes(anns: list, keep: set[int], default_cat: int | None, row_of: Mappi
         if "id" in a and not _is_int64(a["id"]):
             raise AegisError(f"[gt_annotation_id] {where}: annotations[{k}].id must be an integer; got {a['id']!r:.40}")
         b = a["bbox"]
-        if (not isinstance(b, list) or len(b) != 4 or not all(_is_number(v) for v in b)
-                or not np.all(np.isfinite(b)) or b[2] < 0 or b[3] < 0):
+        if (not isinstance(b, list) or len(b) != 4 or not all(_is_finite_number(v) for v in b)
+                or b[2] < 0 or b[3] < 0):
             raise AegisError(f"[gt_bbox_invalid] {where}: annotations[{k}].bbox must be 4 finite numbers "
                              f"[x, y, w, h] with w, h >= 0; got {b!r:.80}")
         area = a.get("area")
         box_cat.append(int(cat))
         box_image.append(row_of[a["image_id"]])
         boxes.append([float(v) for v in b])
-        areas.append(float(area) if _is_number(area) else float(b[2]) * float(b[3]))
+        areas.append(float(area) if _is_finite_number(area) else float(b[2]) * float(b[3]))
         crowd.append(bool(a.get("iscrowd", 0)))
         ann_ids.append(int(a["id"]) if "id" in a else k + 1)
     return box_cat, box_image, boxes, areas, crowd, ann_ids
@@ -247,6 +261,13 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     obj, sha = read_json_file(path, "split manifest", "manifest_")
     if not isinstance(obj, dict):
         raise AegisError(f"[manifest_wrong_type] {path}: expected a JSON object")
+    if "format" in obj:  # a real split manifest: its provenance fields count only if they hash to its root
+        from aegis_data.manifest import check_manifest
+
+        try:
+            check_manifest(obj, path)
+        except AegisError as exc:
+            raise AegisError(f"[manifest_invalid] {exc}") from None
     dataset = obj.get("dataset")
     if isinstance(dataset, dict):
         dataset = dataset.get("name")
@@ -402,16 +423,16 @@ def _validated_arrays(obj: Any, where: str, warnings: list[str]) -> tuple[list, 
     cat_arr = _category_array(cats, where)
     bad = np.flatnonzero(~np.isfinite(boxes).all(axis=1)) if n else []
     if len(bad):
-        raise AegisError(f"[bbox_nonfinite] {where}: {len(bad)} boxes have NaN/inf values "
-                         f"(first at entry {bad[0]}: {bboxes[bad[0]]!r})")
+        raise AegisError(f"[bbox_nonfinite] {where}: {len(bad)} boxes have NaN/inf values or numbers beyond float64 "
+                         f"(first at entry {bad[0]}: {bboxes[bad[0]]!r:.80})")
     bad = np.flatnonzero((boxes[:, 2] < 0) | (boxes[:, 3] < 0)) if n else []
     if len(bad):
         raise AegisError(f"[bbox_negative] {where}: {len(bad)} boxes have negative width or height "
-                         f"(first at entry {bad[0]}: {bboxes[bad[0]]!r}); expected [x, y, w, h] with w, h >= 0")
+                         f"(first at entry {bad[0]}: {bboxes[bad[0]]!r:.80}); expected [x, y, w, h] with w, h >= 0")
     bad = np.flatnonzero(~np.isfinite(score_arr) | (score_arr < 0) | (score_arr > 1)) if n else []
     if len(bad):
         raise AegisError(f"[score_out_of_range] {where}: {len(bad)} scores are outside [0, 1] "
-                         f"(first at entry {bad[0]}: {scores[bad[0]]!r})")
+                         f"(first at entry {bad[0]}: {scores[bad[0]]!r:.40})")
     zero = int(((boxes[:, 2] == 0) | (boxes[:, 3] == 0)).sum()) if n else 0
     if zero:
         warnings.append(f"[bbox_degenerate] {zero} boxes have zero width or height; they can never match")
@@ -517,7 +538,10 @@ def _numeric_array(values: list, where: str, key: str, shape: tuple[int, ...]) -
             code = "bbox_invalid" if key == "bbox" else "score_not_numeric"
             want = "a list of 4 numbers [x, y, w, h]" if key == "bbox" else "a number in [0, 1]"
             raise AegisError(f"[{code}] {where}: entry {k} has {key} {v!r:.80}; expected {want}")
-    return np.array(values, dtype=np.float64)  # numbers numpy first kept as objects (e.g. very large ints)
+    # Numbers numpy kept as objects (very large ints): those beyond float64 become inf, refused by the caller.
+    if shape:
+        return np.array([[as_float(x) for x in v] for v in values], dtype=np.float64)
+    return np.array([as_float(v) for v in values], dtype=np.float64)
 
 
 def _category_array(cats: list, where: str) -> np.ndarray:

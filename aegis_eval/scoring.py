@@ -356,11 +356,16 @@ def prediction_files(preds: str | Path, on_warning: Warn | None = None) -> dict[
     preds = Path(preds)
     if preds.is_file():
         return {preds.stem: preds}
+    if preds.exists() and not preds.is_dir():  # a FIFO, socket or device would block or never end
+        raise AegisError(f"[predictions_not_a_file] {preds} is not a regular file or a folder")
     if not preds.is_dir():
         raise AegisError(f"[predictions_not_found] predictions not found: {preds}")
-    found, skipped = {}, []
+    found, skipped, irregular = {}, [], []
     for f in sorted(preds.glob("*.json")):
         if f.name in RUN_METADATA_FILES:  # written beside the predictions by `aegis baseline predict`
+            continue
+        if not f.is_file():  # only regular files (or links to them) are read
+            irregular.append(f.name)
             continue
         try:
             parse_condition(f.stem)
@@ -368,6 +373,9 @@ def prediction_files(preds: str | Path, on_warning: Warn | None = None) -> dict[
             skipped.append(f.name)
             continue
         found[f.stem] = f
+    if irregular and on_warning:
+        on_warning(f"[not_a_regular_file] skipped {len(irregular)} entries that are not regular files "
+                   f"({', '.join(irregular[:3])}{', ...' if len(irregular) > 3 else ''})")
     if skipped and on_warning:
         on_warning(f"[not_a_condition] skipped {len(skipped)} JSON files whose names are not condition ids "
                    f"({', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''})")

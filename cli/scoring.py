@@ -14,7 +14,7 @@ from aegis_eval.predictions import (load_ground_truth, load_ground_truth_by_clas
                                     load_predictions_by_class)
 from aegis_eval.threshold import (DEFAULT_RULE, freeze_threshold, freeze_thresholds_by_class, parse_grid,
                                   write_class_threshold_file, write_threshold_file)
-from cli.common import handle_errors, out, warn
+from cli.common import check_outputs, handle_errors, out, warn
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
@@ -217,6 +217,7 @@ def freeze_threshold_cmd(
     allow_merge: AllowMergeOption = False,
 ) -> None:
     """Choose the confidence threshold once, on clean validation predictions, and store it with its val metrics."""
+    check_outputs({"--out": out_path}, [val_preds, gt, *(Path(v) for v in (class_map,) if v and Path(v).is_file())])
     grid_values = parse_grid(grid) if grid is not None else None
     cmap = _class_map(class_map, remap_side, allow_merge)
     if classes is not None:
@@ -301,6 +302,8 @@ def score_cmd(
     # Imported here so the other commands (and --help) start without loading the AP engine and bootstrap.
     from aegis_eval.scoring import score_paths, write_score_csv, write_score_json
 
+    inputs = [preds, *gt, threshold_file, *(Path(v) for v in (cluster_by, class_map) if v and Path(v).is_file())]
+    check_outputs({"--json": json_out, "--csv": csv_out}, inputs)
     if task == "referring":
         detection_only = {"--threshold": threshold, "--threshold-file": threshold_file, "--classes": classes,
                           "--class-map": class_map, "--csv": csv_out, "--cross-check": cross_check}
@@ -394,6 +397,7 @@ def gt_diff_cmd(
     """Audit a label revision: added, removed, tightened, loosened and class-changed boxes, per split and class."""
     from aegis_eval.gt_diff import gt_diff_paths, write_gt_diff_json
 
+    check_outputs({"--json": json_out}, [old, new])
     doc = gt_diff_paths(old, new, iou=iou, pr_iou=pr_iou)
     for table in gt_diff_tables(doc):
         out.print(table)
@@ -450,6 +454,7 @@ def convert_refs_cmd(
     from aegis_eval.predictions import read_json_file
     from aegis_eval.referring import refs_from_refcoco
 
+    check_outputs({"--out": out_path}, [refs, instances])
     refs_doc, _ = read_json_file(refs, "refs", "refcoco_")
     inst_doc, _ = read_json_file(instances, "instances", "refcoco_")
     doc = refs_from_refcoco(refs_doc, inst_doc, str(refs))

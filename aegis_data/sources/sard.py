@@ -32,6 +32,7 @@ from aegis_data.errors import AegisError
 from aegis_data.readers import read_json
 from aegis_data.records import Record
 from aegis_data.sources._common import (
+    opt_follow_links,
     check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, portable_path,
     require_dir, safe_id,
 )
@@ -41,7 +42,7 @@ from aegis_data.sources._split import assign_groups
 from aegis_data.sources.yolo import class_stats, label_folder
 
 NAME = "sard"
-OPTIONS = ("groups", "gap", "max_group", "test_fraction", "val_fraction", "classes", "max_pixels")
+OPTIONS = ("groups", "gap", "max_group", "test_fraction", "val_fraction", "classes", "max_pixels", "follow_links")
 ROBOFLOW_SPLITS = ("train", "valid", "test")
 _ROBOFLOW = re.compile(r"^(?P<stem>.+)_(?:jpe?g|png|bmp|tiff?)\.rf\.[0-9A-Za-z]+$")
 _FRAME = re.compile(r"^(?P<prefix>.*?)(?P<num>\d+)$")
@@ -270,4 +271,4 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
                         "split is ignored",
         },
     }
-    return build_dataset(NAME, description, records)
+    return build_dataset(NAME, description, records, roots=(root,), follow_links=opt_follow_links(options))

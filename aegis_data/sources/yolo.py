@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from aegis_data.errors import AegisError
 from aegis_data.records import Box, Record
 from aegis_data.sources._common import (
+    opt_follow_links,
     SPLITS, check_box, check_options, frame_size, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path,
     portable_path, require_dir, safe_id,
 )
@@ -24,7 +25,7 @@ from aegis_data.sources._split import assign_groups
 from aegis_data.yolo_labels import read_yolo_labels
 
 NAME = "yolo"
-OPTIONS = ("images", "labels", "classes", "split", "val_fraction", "max_pixels")
+OPTIONS = ("images", "labels", "classes", "split", "val_fraction", "max_pixels", "follow_links")
 
 
 def yolo_boxes(path: Path, width: int, height: int, classes: frozenset[str] | None, stats: Counter) -> tuple[Box, ...]:
@@ -139,4 +140,4 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
             "negatives": "an image without a label file has no persons",
         },
     }
-    return build_dataset(NAME, description, records)
+    return build_dataset(NAME, description, records, roots=(root, images_dir), follow_links=opt_follow_links(options))

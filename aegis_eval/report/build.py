@@ -6,6 +6,7 @@ an interrupted run never leaves a half-written artefact.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,8 +65,14 @@ def parse_formats(spec: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+_SLUG_MAX = 64  # figure names hold the slug plus a suffix; file systems allow 255 bytes per name
+
+
 def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "dataset"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "dataset"
+    if len(slug) > _SLUG_MAX:  # a long dataset name: a prefix plus a hash of the whole name keeps it unique
+        slug = f"{slug[:_SLUG_MAX - 13].rstrip('-.')}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+    return slug
 
 
 def render_figures(groups: Sequence[DatasetGroup], metric: str) -> list[FigureRef]:

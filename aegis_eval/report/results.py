@@ -62,10 +62,29 @@ def validate_result(obj: Any, where: str = "<result>") -> dict:
             raise _fail(where, str(exc)) from None
         if not isinstance(block, dict):
             raise _fail(where, f"conditions[{cond!r}] must be an object, got {type(block).__name__}")
+        huge = _beyond_float64(block)
+        if huge:
+            raise _fail(where, f"conditions[{cond!r}].{huge} is a number that does not fit a 64-bit float")
     for key in ("summary", "provenance", "threshold"):
         if key in obj and obj[key] is not None and not isinstance(obj[key], dict):
             raise _fail(where, f"'{key}' must be an object, got {type(obj[key]).__name__}")
     return obj
+
+
+def _beyond_float64(value: Any, path: str = "") -> str | None:
+    """Dotted path of the first integer in ``value`` too large for a float64 (JSON allows ``10**400``)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            float(value)
+        except OverflowError:
+            return path or "value"
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        found = _beyond_float64(v, f"{path}.{k}" if path else str(k))
+        if found:
+            return found
+    return None
 
 
 def load_results(paths: Iterable[str | Path]) -> list[dict]:
@@ -97,7 +116,10 @@ def check_metric(metric: str) -> str:
 def _number(x: Any) -> float | None:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return None
-    x = float(x)
+    try:
+        x = float(x)
+    except OverflowError:  # an integer beyond float64 (10**400) is no usable value either
+        return None
     return x if math.isfinite(x) else None
 
 
