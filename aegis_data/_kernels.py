@@ -28,9 +28,9 @@ TWO_PI = 2.0 * math.pi  # the float64 constant; only ever multiplied, never pass
 # Rounding and strips
 # ----------------------------------------------------------------------------------------------------------
 def to_uint8(x: np.ndarray, scratch: bool = False, clip: bool = True) -> np.ndarray:
-    """SPEC rounding ``floor(clip(x, 0, 1) * 255 + 0.5)`` for x in the [0, 1] domain.
+    """The suite's rounding ``floor(clip(x, 0, 1) * 255 + 0.5)`` for x in the [0, 1] domain.
 
-    Implemented as a clip of ``x*255 + 0.5`` to [0, 255] followed by truncation, which equals the SPEC
+    Implemented as a clip of ``x*255 + 0.5`` to [0, 255] followed by truncation, which equals that
     formula for every x (truncation is floor for non-negative values). ``scratch=True`` lets it overwrite
     ``x`` (a temporary of the caller) instead of allocating. ``clip=False`` skips the clip; only for callers
     that have proven ``x*255 + 0.5`` (float32 ops) lies in [0, 256) for every element, so it is a no-op.
@@ -120,13 +120,29 @@ def discrete_gaussian(sigma: float, radius: int | None = None, scale: int = 1 <<
     return np.array(w[:0:-1] + w, dtype=np.int64)
 
 
-def convolve_exact(arr: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+def convolve_exact(arr: np.ndarray, kernel: np.ndarray, max_abs: float | None = None) -> np.ndarray:
     """Separable 2-D convolution of an integer-valued array with an integer kernel, reflect border.
 
     ``arr`` holds integers (any numeric dtype); the result is float64 integers (not normalised). Every partial
     sum is an integer < 2**53 for the sizes used here, so OpenCV's SIMD/FMA/threading cannot change a bit.
+
+    ``max_abs``, a bound on ``|arr|`` the caller knows, lets the row pass run in float32 (twice the SIMD
+    width) when ``max_abs * sum|kernel| <= 2**24``: every partial sum of the row pass is then an integer of
+    magnitude <= 2**24, exact in float32 too. The column pass then runs on those exact integers in float64,
+    so the result is the same integers as with both passes in float64.
     """
     k = np.asarray(kernel, dtype=np.float64).reshape(-1, 1)
+    if max_abs is not None and max_abs * float(np.abs(k).sum()) <= float(1 << 24):
+        one = np.ones((1, 1), dtype=np.float64)
+        if arr.dtype == np.bool_:
+            src = arr.view(np.uint8)  # OpenCV reads 8-bit integers directly
+        elif arr.dtype == np.uint8:
+            src = arr
+        else:
+            src = arr.astype(np.float32)  # integers of magnitude <= max_abs <= 2**24: exact
+        rows = cv2.sepFilter2D(np.ascontiguousarray(src), cv2.CV_32F, k, one, borderType=cv2.BORDER_REFLECT)
+        rows = rows.astype(np.float64)  # rebinding frees the float32 pass before the float64 output exists
+        return cv2.sepFilter2D(rows, cv2.CV_64F, one, k, borderType=cv2.BORDER_REFLECT)
     src = np.ascontiguousarray(arr, dtype=np.float64)
     return cv2.sepFilter2D(src, cv2.CV_64F, k, k, borderType=cv2.BORDER_REFLECT)
 
@@ -167,13 +183,29 @@ def blur_mask(mask: np.ndarray, sigma: float) -> np.ndarray:
     """
     h, w = mask.shape
     f = max(1, int(sigma // 3.0))
-    small = block_sum(mask, f) if f > 1 else mask.astype(np.int64)
+    small = block_sum(mask, f) if f > 1 else mask
     s_lr = math.sqrt(max(sigma * sigma - (f * f - 1) / 4.0, 0.25 * f * f)) / f
     k = discrete_gaussian(s_lr)
-    blurred = convolve_exact(small, k)
+    blurred = convolve_exact(small, k, max_abs=f * f)  # a block sum of a 0/1 mask is at most f * f
     denom = float(f * f) * float(k.sum()) ** 2
-    q = np.floor(blurred * (U16 / denom) + 0.5).astype(np.uint16)
+    q = _quantize_u16(blurred, U16 / denom)
     return upsample_u16(q, f, h, w)
+
+
+def _quantize_u16(values: np.ndarray, scale: float, offset: float = 0.0) -> np.ndarray:
+    """``floor((values - offset) * scale + 0.5)`` as uint16, for float64-evaluated values in [0, 65535.5].
+
+    Evaluated in float64 in cache-sized strips; the cast's truncation is the floor, the operand being >= 0.
+    """
+    q = np.empty(values.shape, dtype=np.uint16)
+    for strip in row_strips(values.shape[0], values.shape[1], 1 << 15):
+        v = values[strip].astype(np.float64)
+        if offset:
+            v -= offset
+        v *= scale
+        v += 0.5
+        q[strip] = v
+    return q
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -181,7 +213,7 @@ def blur_mask(mask: np.ndarray, sigma: float) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class NoiseSpec:
-    """``noise(octaves, base)`` of SPEC §2."""
+    """``noise(octaves, base)`` of docs/CORRUPTIONS.md ("The corruptions", helpers)."""
 
     octaves: int
     base: float
@@ -251,39 +283,45 @@ def _cubic_columns(grid: np.ndarray, xi: np.ndarray, xw: np.ndarray, weight: flo
             tap = grid_t[xi[k, strip]]
             tap *= xw[k, strip, None]
             acc += tap
-        acc *= weight
-        rows_t[strip] = acc  # float64 -> float32, rounded to nearest as astype does
+        np.multiply(acc, weight, out=rows_t[strip])  # float64 product, rounded to float32 as astype does
     return np.ascontiguousarray(rows_t.T)
 
 
-def _add_cubic_rows(total: np.ndarray, rows: np.ndarray, yi: np.ndarray, yw: np.ndarray) -> None:
-    """The y pass: ``total[r] += ((rows[yi0] w0 + rows[yi1] w1) + rows[yi2] w2) + rows[yi3] w3``, float32.
+def _sum_cubic_rows(octaves: list, n_rows: int, n_cols: int) -> np.ndarray:
+    """The y pass, summed over octaves: ``total[r] = sum_o ((rows[yi0] w0 + rows[yi1] w1) + rows[yi2] w2) +
+    rows[yi3] w3`` in float32, added octave by octave onto zeros (``octaves``: (rows, yi, yw) per octave).
 
-    The four node rows of each output row are gathered for a strip of output rows at a time (strips stay in
-    cache; one broadcast block per grid interval cost a Python round trip per interval, which dominated on
-    fine grids with a few rows per interval). Same float32 operations in the same order as per pixel.
+    Works strip by strip of output rows, all octaves per strip, so the running sum stays in cache; the four
+    node rows of each output row are gathered for the whole strip (one broadcast block per grid interval cost
+    a Python round trip per interval, which dominated on fine grids). Per element these are the same float32
+    operations in the same order as octave after octave over the whole field.
     """
-    for strip in row_strips(total.shape[0], total.shape[1], 1 << 15):
-        block = rows[yi[0, strip]]
-        block *= yw[0, strip, None]
-        for k in (1, 2, 3):
-            tap = rows[yi[k, strip]]
-            tap *= yw[k, strip, None]
-            block += tap
-        total[strip] += block
+    total = np.empty((n_rows, n_cols), dtype=np.float32)
+    for strip in row_strips(n_rows, n_cols, 1 << 15):
+        acc = np.zeros((strip.stop - strip.start, n_cols), dtype=np.float32)
+        for rows, yi, yw in octaves:
+            block = rows[yi[0, strip]]
+            block *= yw[0, strip, None]
+            for k in (1, 2, 3):
+                tap = rows[yi[k, strip]]
+                tap *= yw[k, strip, None]
+                block += tap
+            acc += block
+        total[strip] = acc
+    return total
 
 
 def value_noise(height: int, width: int, spec: NoiseSpec, grids: tuple[np.ndarray, ...]) -> np.ndarray:
-    """SPEC value noise from pre-drawn uniform node grids: uint16 field (H, W), value / 65535 in [0, 1].
+    """The suite's value noise (docs/CORRUPTIONS.md) from pre-drawn uniform node grids: uint16 field (H, W), value / 65535 in [0, 1].
 
     Octave o's grid is upsampled with separable Catmull-Rom cubic interpolation in float64 (fixed operation
-    order), weighted 0.55**o and summed; the sum is min-max normalised. (SPEC's division by the weight sum
+    order), weighted 0.55**o and summed; the sum is min-max normalised. (The documented division by the weight sum
     cancels under the min-max normalisation and is omitted.) A constant field (range below 1e-5 of its
     magnitude) maps to 0.5.
     """
     f = noise_work_factor(height, width, spec)
     hw, ww = -(-height // f), -(-width // f)
-    total = np.zeros((hw, ww), dtype=np.float32)
+    octaves = []
     weight = 1.0
     for grid in grids:
         gy, gx = grid.shape
@@ -291,22 +329,16 @@ def value_noise(height: int, width: int, spec: NoiseSpec, grids: tuple[np.ndarra
         xi, xw, _ = _cubic_taps(_grid_positions(ww, f, width, cx), cx)
         rows = _cubic_columns(grid, xi, xw, weight)
         yi, yw, _ = _cubic_taps(_grid_positions(hw, f, height, cy), cy)
-        _add_cubic_rows(total, rows, yi, yw.astype(np.float32))
+        octaves.append((rows, yi, yw.astype(np.float32)))
         weight *= 0.55
+    total = _sum_cubic_rows(octaves, hw, ww)
     lo, hi = float(total.min()), float(total.max())
-    q = np.empty(total.shape, dtype=np.uint16)
     # A range at float32 rounding level means a constant field (only possible with hand-made grids):
     # normalising it would blow rounding noise up to [0, 1].
     if hi - lo > 1e-5 * max(abs(hi), abs(lo), 1e-30):
-        scale = U16 / (hi - lo)
-        for strip in row_strips(hw, ww, 1 << 15):  # float64 temporaries that stay in cache
-            v = total[strip].astype(np.float64)
-            v -= lo
-            v *= scale
-            v += 0.5
-            q[strip] = np.floor(v, out=v)
+        q = _quantize_u16(total, U16 / (hi - lo), lo)
     else:
-        q.fill(32768)
+        q = np.full(total.shape, 32768, dtype=np.uint16)
     return upsample_u16(q, f, height, width)
 
 

@@ -1,4 +1,4 @@
-"""Severity calibration (SPEC §2): one statistic per corruption, and the check that its ladder is monotone.
+"""Severity calibration (docs/CORRUPTIONS.md, "Severity calibration"): one statistic per corruption, and the check that its ladder is monotone.
 
 Every statistic is a pure function of uint8 RGB arrays and is computed in float64 on values in [0, 1], with
 luma ``Y = 0.299 R + 0.587 G + 0.114 B``. Which statistic a corruption uses, and in which direction it must
@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Sequence
 import cv2
 import numpy as np
 
-from aegis_data.config import SEVERITIES, condition_id, load_config
+from aegis_data.config import SEVERITIES, SuiteConfig, check_severities, condition_id, config_for, load_config
 from aegis_data.errors import AegisError
 from aegis_data.imageio import read_rgb
 from aegis_data.layout import MANIFEST_NAME, condition_dir, image_file_name
@@ -129,12 +129,12 @@ def mean_luminance(rgb: np.ndarray) -> float:
     return float(np.mean(luma(rgb)))
 
 
-def veil_sigmas(width: int, height: int) -> tuple[float, ...]:
+def veil_sigmas(width: int, height: int, config: SuiteConfig | None = None) -> tuple[float, ...]:
     """The rain veil's Gaussian blur sigmas in px for a frame of this size, one per severity of the config.
 
     The config declares them per 1000 px of the long side (``rain_streaks.severities.veil_sigma_px``).
     """
-    spec = load_config().corruptions.get("rain_streaks")
+    spec = (config or load_config()).corruptions.get("rain_streaks")
     per_1000 = spec.severities.get("veil_sigma_px") if spec is not None else None
     long_side = max(width, height)
     return tuple(float(v) * long_side / 1000.0 for v in (per_1000 or _VEIL_SIGMA_FALLBACK))
@@ -186,7 +186,8 @@ STATISTICS: dict[str, tuple[Callable[..., float], bool]] = {
 }
 
 
-def compute_statistic(stat: str, corrupted: np.ndarray, clean: np.ndarray | None = None) -> float:
+def compute_statistic(stat: str, corrupted: np.ndarray, clean: np.ndarray | None = None,
+                      config: SuiteConfig | None = None) -> float:
     """Value of the named statistic (a key of :data:`STATISTICS`) for one image.
 
     ``clean`` is required by the paired statistics (occluded_fraction, streak_density) and ignored otherwise.
@@ -196,12 +197,15 @@ def compute_statistic(stat: str, corrupted: np.ndarray, clean: np.ndarray | None
         fn, paired = STATISTICS[stat]
     except KeyError:
         raise AegisError(f"unknown calibration statistic {stat!r}; expected one of {', '.join(STATISTICS)}") from None
-    thresholds = load_config().calibration_threshold
+    cfg = config or load_config()
+    thresholds = cfg.calibration_threshold
     kwargs = {}
     if stat == "saturated_fraction":
         kwargs["threshold"] = float(thresholds.get("saturated_luma", SATURATED_LUMA))
     elif stat == "occluded_fraction":
         kwargs["delta"] = float(thresholds.get("occluded_delta", OCCLUDED_DELTA))
+    elif stat == "streak_density" and config is not None:
+        kwargs["sigmas"] = veil_sigmas(corrupted.shape[1], corrupted.shape[0], config)
     if paired:
         if clean is None:
             raise AegisError(f"statistic {stat!r} compares against the clean image, but none was given")
@@ -209,17 +213,14 @@ def compute_statistic(stat: str, corrupted: np.ndarray, clean: np.ndarray | None
     return fn(corrupted, **kwargs)
 
 
-def _spec(name: str):
-    cfg = load_config()
-    try:
-        return cfg.corruptions[name]
-    except KeyError:
-        raise AegisError(f"unknown corruption {name!r}; expected one of {', '.join(cfg.names)}") from None
+def _spec(name: str, config: SuiteConfig | None = None):
+    cfg = config or load_config()
+    return cfg.corruptions[cfg.check_corruption(name)]
 
 
-def statistic(name: str, corrupted: np.ndarray, clean: np.ndarray) -> float:
+def statistic(name: str, corrupted: np.ndarray, clean: np.ndarray, config: SuiteConfig | None = None) -> float:
     """The calibration statistic the config declares for corruption ``name``, on one (corrupted, clean) pair."""
-    return compute_statistic(_spec(name).statistic, corrupted, clean)
+    return compute_statistic(_spec(name, config).statistic, corrupted, clean, config)
 
 
 # --- calibration table ---------------------------------------------------------------------------------
@@ -284,29 +285,20 @@ def _mean_std(values: Sequence[float]) -> tuple[float, float]:
     return float(arr.mean()), float(arr.std())
 
 
-def _default_corruptor(seed: int | None) -> Corruptor:
+def _default_corruptor(seed: int | None, config: SuiteConfig) -> Corruptor:
     from aegis_data.corruptions import apply_corruption  # the engine; imported on use
 
-    used = load_config().seed if seed is None else int(seed)
+    used = config.seed if seed is None else int(seed)
 
     def corrupt(image: np.ndarray, name: str, severity: int, image_id: str) -> np.ndarray:
-        return apply_corruption(image, name, severity, image_id, seed=used)
+        return apply_corruption(image, name, severity, image_id, seed=used, config=config)
 
     return corrupt
 
 
-def resolve_corruptions(corruptions: Iterable[str] | None) -> tuple[str, ...]:
+def resolve_corruptions(corruptions: Iterable[str] | None, config: SuiteConfig | None = None) -> tuple[str, ...]:
     """Validate corruption names against the config (None = all, in config order)."""
-    cfg = load_config()
-    if corruptions is None:
-        return cfg.names
-    names = tuple(corruptions)
-    unknown = [n for n in names if n not in cfg.corruptions]
-    if unknown:
-        raise AegisError(f"unknown corruption {unknown[0]!r}; expected one of {', '.join(cfg.names)}")
-    if not names:
-        raise AegisError("no corruptions selected; name at least one of " + ", ".join(cfg.names))
-    return tuple(dict.fromkeys(names))
+    return (config or load_config()).select(corruptions)
 
 
 def calibrate(
@@ -316,21 +308,20 @@ def calibrate(
     *,
     seed: int | None = None,
     corrupt: Corruptor | None = None,
+    config: SuiteConfig | None = None,
 ) -> CalibrationTable:
     """Mean/std of each corruption's statistic per severity over a stream of ``(image_id, clean_rgb)``.
 
     ``corrupt(image, name, severity, image_id)`` produces the corrupted image, or None when that condition is
     unavailable (it is then left out of that row's ``n``). The default applies the aegis-v1 engine in memory
     with ``seed`` (None = the config's global seed). Images are consumed one at a time; only floats are kept.
+    config: the suite (statistics, thresholds, parameters, seed); default the installed one.
     """
-    cfg = load_config()
-    names = resolve_corruptions(corruptions)
-    sevs = tuple(int(s) for s in severities)
-    bad = [s for s in sevs if s not in SEVERITIES]
-    if bad or not sevs:
-        raise AegisError(f"severities must be a non-empty subset of 1, 2, 3; got {list(severities)}")
+    cfg = config or load_config()
+    names = resolve_corruptions(corruptions, cfg)
+    sevs = check_severities(severities)
     if corrupt is None:
-        corrupt = _default_corruptor(seed)
+        corrupt = _default_corruptor(seed, cfg)
     stats_needed = sorted({cfg.corruptions[n].statistic for n in names})
     clean_vals: dict[str, list[float]] = {s: [] for s in stats_needed}
     vals: dict[tuple[str, int], list[float]] = {(n, s): [] for n in names for s in sevs}
@@ -339,14 +330,14 @@ def calibrate(
         _check_image(clean, f"clean image {image_id!r}")
         n_images += 1
         for stat in stats_needed:
-            clean_vals[stat].append(compute_statistic(stat, clean, clean))
+            clean_vals[stat].append(compute_statistic(stat, clean, clean, cfg))
         for name in names:
             stat = cfg.corruptions[name].statistic
             for sev in sevs:
                 corrupted = corrupt(clean, name, sev, str(image_id))
                 if corrupted is None:
                     continue
-                vals[(name, sev)].append(compute_statistic(stat, corrupted, clean))
+                vals[(name, sev)].append(compute_statistic(stat, corrupted, clean, cfg))
     if n_images == 0:
         raise AegisError("calibration needs at least one image; none were given")
     rows = []
@@ -453,10 +444,11 @@ def calibrate_split(
     Conditions that are not on disk for an image are skipped (the row's ``n`` counts what was found).
     """
     _check_limit(limit)
-    names = resolve_corruptions(corruptions)
     clean_dir = condition_dir(root, "test", "clean")
     if not clean_dir.is_dir():
         raise AegisError(f"{root} has a manifest but no {clean_dir.relative_to(root)} folder of clean test images")
+    config = config_for(root)  # the suite the split was built with
+    names = resolve_corruptions(corruptions, config)
     stems = sorted(f.stem for f in clean_dir.glob("*.png"))
     if not stems:
         raise AegisError(f"no clean test images (*.png) in {clean_dir}")
@@ -468,7 +460,7 @@ def calibrate_split(
         return read_rgb(f) if f.is_file() else None
 
     images = ((s, read_rgb(clean_dir / image_file_name(s))) for s in stems)
-    return calibrate(images, names, corrupt=from_disk)
+    return calibrate(images, names, corrupt=from_disk, config=config)
 
 
 def calibrate_path(

@@ -1,19 +1,24 @@
 """Loading the corruption suite configuration (``configs/corruptions.yaml``) and its hash.
 
 The config hash (first 12 hex of the file's SHA-256) identifies the exact suite an artefact was built with.
+A split carries the exact bytes of the config it was built with (``<split>/corruptions.yaml``, named by the
+manifest's ``config_hash``); everything that works on a split -- scoring, robustness, calibration, report,
+gallery, verify -- takes its :class:`SuiteConfig` from :func:`split_config`, and the installed default only
+where there is no split.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+from numbers import Integral
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
 from aegis_data.errors import AegisError
+from aegis_data.layout import MANIFEST_NAME, SUITE_CONFIG_NAME
+from aegis_data.readers import parse_yaml_bytes, read_file_bytes, read_json_object, read_yaml
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # In a checkout the config is read from configs/; an installed wheel carries the same bytes inside the package
@@ -37,8 +42,7 @@ class CorruptionSpec:
 
     def params(self, severity: int) -> dict[str, Any]:
         """All parameters for one severity: the severity-dependent values merged over the fixed ones."""
-        if severity not in SEVERITIES:
-            raise AegisError(f"severity must be one of 1, 2, 3; got {severity!r}")
+        severity = check_severity(severity)
         out = dict(self.fixed)
         out.update({k: v[severity - 1] for k, v in self.severities.items()})
         return out
@@ -54,15 +58,48 @@ class SuiteConfig:
     config_hash: str  # first 12 hex of SHA-256 of the file bytes
     config_sha256: str
     path: str
+    raw: bytes = field(default=b"", repr=False, compare=False)  # the exact file bytes (a split stores them)
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self.corruptions)
 
+    def check_corruption(self, name: Any) -> str:
+        """``name`` when the suite declares it; else AegisError listing the suite's corruptions."""
+        if not isinstance(name, str) or name not in self.corruptions:
+            raise AegisError(f"unknown corruption {name!r}; expected one of: {', '.join(self.names)}")
+        return name
+
+    def select(self, corruptions: Any = None) -> tuple[str, ...]:
+        """Validated corruption names, duplicates dropped, in the order given (None = all, in suite order)."""
+        if corruptions is None:
+            return self.names
+        names = tuple(dict.fromkeys(str(c).strip() for c in corruptions if str(c).strip()))
+        if not names:
+            raise AegisError("no corruptions selected; name at least one of: " + ", ".join(self.names))
+        for n in names:
+            self.check_corruption(n)
+        return names
+
     def conditions(self, corruptions=None, severities=SEVERITIES) -> list[str]:
         """Condition ids in canonical order: ``clean`` then ``<corruption>_s<k>``."""
         names = self.names if corruptions is None else tuple(corruptions)
         return ["clean"] + [condition_id(n, s) for n in names for s in severities]
+
+
+def check_severity(severity: Any, what: str = "severity") -> int:
+    """``severity`` as int when it is 1, 2 or 3 (an integer, not a bool); else AegisError naming ``what``."""
+    if isinstance(severity, bool) or not isinstance(severity, Integral) or int(severity) not in SEVERITIES:
+        raise AegisError(f"{what} must be 1, 2 or 3, got {severity!r}")
+    return int(severity)
+
+
+def check_severities(severities: Any) -> tuple[int, ...]:
+    """A non-empty subset of 1, 2, 3, sorted and deduplicated; else AegisError."""
+    given = list(severities)
+    if not given or any(isinstance(s, bool) or not isinstance(s, Integral) or int(s) not in SEVERITIES for s in given):
+        raise AegisError(f"severities must be a non-empty subset of 1, 2, 3; got {given!r}")
+    return tuple(sorted({int(s) for s in given}))
 
 
 def condition_id(corruption: str, severity: int) -> str:
@@ -80,6 +117,8 @@ def parse_condition(cond: str) -> tuple[str | None, int]:
 
 
 def _parse(raw: dict, data: bytes, path: Path) -> SuiteConfig:
+    if not isinstance(raw, dict):
+        raise AegisError(f"{path}: expected a mapping at the top level")
     try:
         families = {f: tuple(ms) for f, ms in raw["families"].items()}
         corrs = {}
@@ -102,22 +141,19 @@ def _parse(raw: dict, data: bytes, path: Path) -> SuiteConfig:
         config_hash=digest[:12],
         config_sha256=digest,
         path=str(path),
+        raw=bytes(data),
     )
+
+
+def config_from_bytes(data: bytes, path: str | Path = "<config>") -> SuiteConfig:
+    """A SuiteConfig from the exact bytes of a suite config file (``path`` names it in messages)."""
+    return _parse(parse_yaml_bytes(data, "corruption config", path), data, Path(path))
 
 
 @lru_cache(maxsize=8)
 def _load_cached(path: str) -> SuiteConfig:
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise AegisError(f"cannot read corruption config {p}: {exc.strerror}") from None
-    try:
-        raw = yaml.safe_load(data)
-    except yaml.YAMLError as exc:
-        raise AegisError(f"{p}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(raw, dict):
-        raise AegisError(f"{p}: expected a mapping at the top level")
+    raw, data = read_yaml(p, "corruption config")
     return _parse(raw, data, p)
 
 
@@ -125,3 +161,49 @@ def load_config(path: str | Path | None = None) -> SuiteConfig:
     """The suite config (default: the repository's ``configs/corruptions.yaml``), cached per path."""
     return _load_cached(str(Path(path or DEFAULT_CONFIG_PATH).resolve()))
 
+
+def config_hash_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+def split_config(root: str | Path, config_hash: str | None = None) -> SuiteConfig:
+    """The suite config a split was built with.
+
+    ``config_hash`` is the manifest's (read from ``<root>/manifest.json`` when not given). The split's own copy
+    ``<root>/corruptions.yaml`` is used when its bytes hash to it; else the installed config when *its* hash is
+    the manifest's; otherwise AegisError: scoring against another suite's families, order or parameters would
+    give wrong answers silently.
+    """
+    root = Path(root)
+    if config_hash is None:
+        manifest, _ = read_json_object(root / MANIFEST_NAME, "split manifest", "manifest_")
+        config_hash = manifest.get("config_hash")
+    if not isinstance(config_hash, str):
+        raise AegisError(f"{root / MANIFEST_NAME}: no config_hash recorded; cannot tell which suite config built "
+                         f"this split")
+    copy = root / SUITE_CONFIG_NAME
+    if copy.is_file():
+        data = read_file_bytes(copy, "split suite config")
+        if config_hash_of(data) == config_hash:
+            return _split_copy_cached(str(copy.resolve()), data)
+        raise AegisError(f"{copy} hashes to {config_hash_of(data)} but the split's manifest names suite config "
+                         f"{config_hash} (the file was changed); restore it or rebuild the split")
+    installed = load_config()
+    if installed.config_hash == config_hash:
+        return installed
+    raise AegisError(f"{root} was built with suite config {config_hash}, but it holds no {SUITE_CONFIG_NAME} and "
+                     f"the installed suite config is {installed.config_hash}; put that suite's corruptions.yaml "
+                     f"at {copy} or rebuild the split with this toolkit")
+
+
+@lru_cache(maxsize=8)
+def _split_copy_cached(path: str, data: bytes) -> SuiteConfig:
+    return config_from_bytes(data, path)
+
+
+def config_for(path: str | Path | None, config_hash: str | None = None) -> SuiteConfig:
+    """:func:`split_config` when ``path`` is a split directory (it holds a manifest), else the installed
+    config (no split: a bare image folder or COCO file)."""
+    if path is not None and (Path(path) / MANIFEST_NAME).is_file():
+        return split_config(path, config_hash)
+    return load_config()

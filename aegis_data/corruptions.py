@@ -1,4 +1,4 @@
-"""The aegis-v1 corruption engine (SPEC §2, §3): nine disaster-imaging corruptions, bit-identical anywhere.
+"""The aegis-v1 corruption engine (docs/CORRUPTIONS.md): nine disaster-imaging corruptions, bit-identical anywhere.
 
 Three layers, as in torchvision's transforms: for each corruption a frozen **parameter record** filled from
 ``configs/corruptions.yaml``; a **draw** function that takes every random value it needs (noise node grids,
@@ -22,7 +22,7 @@ import cv2
 import numpy as np
 
 from aegis_data import _kernels as K
-from aegis_data.config import SEVERITIES, load_config
+from aegis_data.config import SuiteConfig, check_severity, load_config
 from aegis_data.errors import AegisError
 from aegis_data.seeding import NORMAL_FRAC_BITS, KeyedRandom, keyed_random, normal_table
 
@@ -33,7 +33,7 @@ ImageId = Union[str, int]
 
 
 def _px(value: float, height: int, width: int) -> float:
-    """SPEC pixel unit: ``value`` per 1000 px of the long side."""
+    """The suite's pixel unit: ``value`` per 1000 px of the long side."""
     return float(value) * max(height, width) / 1000.0
 
 
@@ -60,7 +60,7 @@ def _channels3(y: np.ndarray) -> np.ndarray:
 
 
 def _saturate(x: np.ndarray, s: float) -> np.ndarray:
-    """SPEC ``sat(I, s) = clip(Y + s (I - Y))`` on float32 (..., 3)."""
+    """``sat(I, s) = clip(Y + s (I - Y))`` on float32 (..., 3)."""
     y = _channels3(_luma(x))
     out = x - y
     out *= np.float32(s)
@@ -69,7 +69,7 @@ def _saturate(x: np.ndarray, s: float) -> np.ndarray:
 
 
 def _screen(base: np.ndarray, layer: np.ndarray) -> np.ndarray:
-    """SPEC ``screen(B, L) = 1 - (1 - B)(1 - L)``."""
+    """``screen(B, L) = 1 - (1 - B)(1 - L)``."""
     return 1.0 - (1.0 - base) * (1.0 - layer)
 
 
@@ -279,13 +279,16 @@ def water_glare(image: np.ndarray, params: WaterGlareParams, draw: GlareDraw) ->
     # g = clip(cores + bw * bloom) * intensity; bw * bloom tabulated over the uint16 levels.
     bloom_table = _bloom_table(params.bloom_weight)
     tint = np.asarray(params.tint, dtype=np.float32) * np.float32(params.intensity)
+    tint_row = np.tile(tint, w)  # the tint for one row of interleaved RGB: contiguous operands throughout
     out = np.empty_like(image)
     for rows in K.row_strips(h, w):
         x = _unit(image[rows])
-        g = bloom_table[bloom[rows]]
+        g = np.take(bloom_table, bloom[rows])
         g += cores[rows]
         np.minimum(g, 1.0, out=g)
-        out[rows] = K.to_uint8(_screen(x, g[..., None] * tint), scratch=True)
+        layer = _channels3(g)
+        layer.reshape(layer.shape[0], -1)[...] *= tint_row
+        out[rows] = K.to_uint8(_screen(x, layer), scratch=True)
     return out
 
 
@@ -368,7 +371,7 @@ def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw
     water_tone = np.float32(params.opacity) * np.asarray(params.water, dtype=np.float32)
     strength = np.float32(params.sparkle_strength)
     rippled = ripple(image, amp * sin_y, amp * cos_x)
-    # Per-element float32 ops below are those of the SPEC formulas in a fixed order (bit-identical to a
+    # Per-element float32 ops below are those of the documented formulas in a fixed order (bit-identical to a
     # per-pixel evaluation); broadcasts over the channel axis are avoided (NumPy runs them element by element).
     tone_row = np.tile(water_tone, w)  # (3w,): the tone for one row of interleaved RGB
     clip = _inundation_needs_clip(params.opacity, tuple(params.water), params.sparkle_strength)
@@ -383,11 +386,12 @@ def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw
         if sp.size:
             flat = wet.reshape(-1, 3)
             flat[sp] = _screen(flat[sp], strength)
-        m16 = mask[rows]
         # k / 65535 in float32 division equals float32(float64(k) / 65535) for every uint16 k (correct rounding
-        # of the exact quotient either way; checked exhaustively), the SPEC mask value.
-        m = cv2.merge([m16, m16, m16]).astype(np.float32)
-        m /= np.float32(K.U16)
+        # of the exact quotient either way; checked exhaustively), the documented mask value. Divided once per pixel,
+        # then repeated over the channels.
+        m1 = mask[rows].astype(np.float32)
+        m1 /= np.float32(K.U16)
+        m = _channels3(m1)
         wet -= x
         wet *= m
         wet += x  # (1 - m) I + m W
@@ -485,7 +489,8 @@ def _veil_blur(image: np.ndarray, sigma: float) -> np.ndarray:
         ksize = 2 * int(math.ceil(3.0 * sigma)) + 1
         return cv2.GaussianBlur(image, (ksize, ksize), sigmaX=sigma, sigmaY=sigma, borderType=cv2.BORDER_REFLECT)
     k = K.discrete_gaussian(sigma)
-    return (K.convolve_exact(image, k) * (1.0 / (float(k.sum()) ** 2 * 255.0))).astype(np.float32)
+    blurred = K.convolve_exact(image, k, max_abs=255)
+    return (blurred * (1.0 / (float(k.sum()) ** 2 * 255.0))).astype(np.float32)
 
 
 def _veil_unit(blurred: np.ndarray) -> np.ndarray:
@@ -792,11 +797,12 @@ def _check_registry() -> tuple[tuple[str, ...], Mapping[str, tuple[str, ...]]]:
 CORRUPTIONS, FAMILIES = _check_registry()
 
 
-def corruption_params(name: str, severity: int):
-    """The frozen parameter record of ``name`` at ``severity``, filled from the suite config."""
+def corruption_params(name: str, severity: int, config: SuiteConfig | None = None):
+    """The frozen parameter record of ``name`` at ``severity``, filled from ``config`` (default: the installed
+    suite config)."""
     _check_name(name)
     _check_severity(severity)
-    spec = load_config().corruptions[name]
+    spec = (config or load_config()).corruptions[name]  # every config's names are the engine's (_check_registry)
     ptype = _BY_NAME[name].params_type
     values = spec.params(int(severity))
     known = {f.name for f in fields(ptype)}
@@ -807,19 +813,19 @@ def corruption_params(name: str, severity: int):
 
 
 def draw_params(name: str, params, height: int, width: int, rng: KeyedRandom):
-    """Every random value ``name`` needs for a ``height x width`` frame, from stream ``rng``."""
+    """Every random value ``name`` needs for a ``height x width`` frame, from stream ``rng``: the public draw
+    layer. ``kernel(image, params, draw_params(...))`` with the stream ``keyed_random(image_id, name, severity,
+    seed)`` is exactly :func:`apply_corruption`; tests drive kernels with draws from their own streams."""
     _check_name(name)
     return _BY_NAME[name].draw(params, int(height), int(width), rng)
 
 
 def _check_name(name) -> None:
-    if name not in _BY_NAME:
-        raise AegisError(f"unknown corruption {name!r}; expected one of: {', '.join(CORRUPTIONS)}")
+    load_config().check_corruption(name)
 
 
 def _check_severity(severity) -> None:
-    if isinstance(severity, bool) or not isinstance(severity, (int, np.integer)) or severity not in SEVERITIES:
-        raise AegisError(f"severity must be 1, 2 or 3, got {severity!r}")
+    check_severity(severity)
 
 
 def _check_image(image) -> None:
@@ -834,17 +840,19 @@ def _check_image(image) -> None:
 
 
 def apply_corruption(
-    image: np.ndarray, name: str, severity: int, image_id: ImageId, seed: int = DEFAULT_SEED
+    image: np.ndarray, name: str, severity: int, image_id: ImageId, seed: int = DEFAULT_SEED,
+    config: SuiteConfig | None = None,
 ) -> np.ndarray:
     """Corrupt one image: HxWx3 uint8 RGB in, a new array of the same shape and dtype out.
 
     Deterministic in (pixels, name, severity, image_id, seed) alone: the draws come from the stream keyed
     ``stream_key(image_id, name, severity, seed)``, so any image can be regenerated alone, in any order or
-    process, with identical bytes on any machine. Raises AegisError for bad input.
+    process, with identical bytes on any machine. ``config``: the suite whose parameters apply (default: the
+    installed one; a split's build passes its own). Raises AegisError for bad input.
     """
     _check_image(image)
-    params = corruption_params(name, severity)  # validates name and severity
+    params = corruption_params(name, severity, config)  # validates name and severity
     rng = keyed_random(image_id, name, int(severity), seed)
     h, w = image.shape[:2]
-    draw = _BY_NAME[name].draw(params, h, w, rng)
+    draw = draw_params(name, params, h, w, rng)
     return _BY_NAME[name].kernel(np.ascontiguousarray(image), params, draw)

@@ -15,7 +15,6 @@ export never publishes a file that ``aegis verify`` would reject.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -26,9 +25,10 @@ from typing import Any, Iterator, Mapping
 from aegis_data.errors import AegisError
 from aegis_data.layout import MANIFEST_NAME
 from aegis_data.manifest import Manifest, load_manifest
+from aegis_data.readers import coco_boxes_by_stem, parse_json_bytes
 
 HF_SPLIT_NAMES = {"test": "test", "val": "validation", "train": "train"}
-# SPEC §0: HERIDAL and SARD may not be redistributed, and neither may frames derived from them.
+# HERIDAL and SARD may not be redistributed, and neither may frames derived from them (docs/DATA.md, docs/SPLITS.md).
 NOT_REDISTRIBUTABLE = frozenset({"heridal", "sard"})
 
 
@@ -62,12 +62,7 @@ def _gt_by_stem(root: Path, manifest: Manifest, split: str) -> dict[str, list[li
     data = (root / rel).read_bytes()
     if hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise AegisError(f"{root / rel} does not match the manifest; run `aegis verify {root}` first")
-    gt = json.loads(data)
-    stems = {im["id"]: im["stem"] for im in gt["images"]}
-    out: dict[str, list[list[float]]] = {s: [] for s in stems.values()}
-    for a in gt["annotations"]:
-        out[stems[a["image_id"]]].append([float(v) for v in a["bbox"]])
-    return out
+    return coco_boxes_by_stem(parse_json_bytes(data, "COCO ground truth", root / rel), root / rel)
 
 
 def _rows(root: str, entries: list[dict], boxes: dict[str, list[list[float]]]) -> Iterator[dict[str, Any]]:

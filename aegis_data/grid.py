@@ -68,9 +68,9 @@ def severity_grid(
         raise AegisError(f"grid width must be at least 480 px, got {width}")
     _check_image(image, "image")
     cfg = load_config()
-    names = resolve_corruptions(corruptions)
+    names = resolve_corruptions(corruptions, cfg)
     if corrupt is None:
-        corrupt = _default_corruptor(seed)
+        corrupt = _default_corruptor(seed, cfg)
     pad = max(4, width // 256)
     cw = (width - 4 * pad) // 3
     small = fit_width(image, cw)

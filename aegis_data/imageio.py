@@ -8,8 +8,10 @@ keeps it, and the file hash is the second, stricter check of one copy.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import shutil
 import struct
 import tempfile
 from pathlib import Path
@@ -142,12 +144,18 @@ def write_bytes_atomic(path: str | Path, data: bytes | Iterable[bytes]) -> None:
 
     ``data`` is the bytes, or an iterable of byte chunks written in order (a large file never held whole).
 
-    The result gets the usual mode for new files (0666 minus the umask), not mkstemp's private 0600.
+    The result gets the usual mode for new files (0666 minus the umask), not mkstemp's private 0600. An
+    ``OSError`` (disk full, a parent that is a file, a target that is a folder, no permission) becomes one
+    ``AegisError`` naming the path -- and, for a full disk, the free space left -- with the temp file removed
+    and the previous file (if any) untouched.
     """
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    tmp = None
     try:
+        if p.is_dir():
+            raise IsADirectoryError(21, "Is a directory", str(p))
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
         os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, "wb") as fh:
             for chunk in (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data:
@@ -155,12 +163,38 @@ def write_bytes_atomic(path: str | Path, data: bytes | Iterable[bytes]) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+    except BaseException as exc:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        if isinstance(exc, OSError):
+            raise write_error(p, exc) from None
         raise
+
+
+def write_error(path: Path, exc: OSError) -> AegisError:
+    """One line for a failed write: the path, the reason and, when the disk is full, the space left there."""
+    if exc.errno == errno.ENOSPC:
+        return AegisError(f"no space left on the device while writing {path} ({_free_space(path)} free there); "
+                          f"free some space and re-run")
+    blocker = next((d for d in path.parents if d.exists() and not d.is_dir()), None)
+    if blocker is not None:
+        return AegisError(f"cannot write {path}: {blocker} is a file, not a folder")
+    if path.is_dir():
+        return AegisError(f"cannot write {path}: it is a folder; give a file name")
+    return AegisError(f"cannot write {path}: {exc.strerror or exc}")
+
+
+def _free_space(path: Path) -> str:
+    for d in (path.parent, *path.parents):
+        try:
+            free = shutil.disk_usage(d).free
+        except OSError:
+            continue
+        return f"{free / 1e6:,.1f} MB"
+    return "unknown"
 
 
 def write_png_atomic(path: str | Path, rgb: np.ndarray) -> str:

@@ -1,4 +1,4 @@
-"""Names and paths of a frozen split on disk (SPEC §4). Declared once; every stage reads them from here."""
+"""Names and paths of a frozen split on disk (docs/SPLITS.md, "Layout on disk"). Declared once; every stage reads them from here."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 
 MANIFEST_NAME = "manifest.json"
+# The exact bytes of the suite config a split was built with (its SHA-256 prefix is the manifest's config_hash).
+SUITE_CONFIG_NAME = "corruptions.yaml"
 ANNOTATIONS_DIR = "annotations"
 SPLIT_NAMES = ("test", "val", "train")
 # An image id names its file (<id>.png) in every condition folder: no separators, no leading dot.

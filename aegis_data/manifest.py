@@ -44,6 +44,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from aegis_data import __version__
 from aegis_data.errors import AegisError
 from aegis_data.imageio import write_bytes_atomic
+from aegis_data.readers import parse_json_bytes
 
 MANIFEST_FORMAT = "aegis-manifest/2"
 LEGACY_FORMATS = ("aegis-manifest/1",)
@@ -56,6 +57,11 @@ ROOT_ENTRY_KEYS = {
     "annotations": ("path", "kind", "split", "gt"),
     "yolo": ("path", "kind", "sha256"),
 }
+# Where a split's files live; a manifest entry names a path under one of these, nothing else.
+ENTRY_TOPS = ("test", "val", "train", "annotations", "yolo")
+_STRING_FIELDS = ("kind", "split", "condition", "image_id", "sha256", "pixel_sha256", "source_pixel_sha256")
+
+
 def canonical_json(value: Any) -> bytes:
     """Deterministic JSON bytes: sorted keys, no whitespace, UTF-8; the input to every hash here."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
@@ -251,10 +257,16 @@ def load_manifest(path: str | Path) -> Manifest:
         ) from None
     except OSError as exc:
         raise AegisError(f"cannot read manifest {p}: {exc.strerror}") from None
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise AegisError(f"manifest {p} is not valid JSON ({exc})") from None
+    data = parse_json_bytes(raw, "manifest", p, "manifest_")
+    return check_manifest(data, p)
+
+
+def check_manifest(data: Any, p: str | Path) -> Manifest:
+    """A parsed manifest checked for format, confined entry paths and both hashes; AegisError naming ``p``.
+
+    Entry paths are checked before anything else uses them: a manifest (the split's own or a third party's
+    ``--against`` reference) can only name files inside the split, never ``../..`` or an absolute path.
+    """
     if isinstance(data, dict) and data.get("format") in LEGACY_FORMATS:
         raise AegisError(
             f"{p} is an {data['format']} manifest (aegisbench 0.1, whose root hash covered PNG file bytes); this "
@@ -267,12 +279,20 @@ def load_manifest(path: str | Path) -> Manifest:
     entries = data.get("entries")
     if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("path"), str) for e in entries):
         raise AegisError(f"manifest {p}: 'entries' must be a list of objects with a 'path'")
+    for e in entries:
+        why = unsafe_entry_path(e["path"])
+        if why:
+            raise AegisError(f"manifest {p}: entry path {e['path'][:120]!r} {why}; a manifest may only name files "
+                             f"inside the split (relative paths under {', '.join(ENTRY_TOPS)})")
+        bad = next((k for k in _STRING_FIELDS if k in e and not isinstance(e[k], str)), None)
+        if bad:
+            raise AegisError(f"manifest {p}: entry {e['path']!r} has {bad} {e[bad]!r:.40}; expected a string")
     if not isinstance(data.get("encoder"), dict):
         raise AegisError(f"manifest {p}: 'encoder' must be an object naming the PNG writer")
     try:
         recomputed = root_hash(data, entries)
         sealed = files_hash(recomputed, data["encoder"], entries)
-    except (TypeError, ValueError) as exc:  # unhashable or non-JSON values inside entries
+    except (TypeError, ValueError) as exc:  # unhashable, non-finite (NaN, Infinity) or non-JSON values
         raise AegisError(f"manifest {p} holds values that are not canonical JSON ({exc})") from None
     if recomputed != data.get("root_hash"):
         raise AegisError(
@@ -285,3 +305,18 @@ def load_manifest(path: str | Path) -> Manifest:
             f"encoder hash to {sealed!r} (the file was edited)"
         )
     return Manifest(data=data, entries={e["path"]: e for e in entries}, path=str(p))
+
+
+def unsafe_entry_path(path: str) -> str | None:
+    """Why ``path`` may not name a file of a split (None when it may): it must be relative, POSIX, free of
+    ``.``/``..``/empty components and start with one of ``ENTRY_TOPS``."""
+    if not path or "\x00" in path:
+        return "is empty or holds a NUL"
+    if path.startswith("/") or "\\" in path or (len(path) > 1 and path[1] == ":"):
+        return "is absolute or not a POSIX path"
+    parts = path.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return "has an empty, '.' or '..' component"
+    if parts[0] not in ENTRY_TOPS or len(parts) < 2:
+        return f"is not under {', '.join(ENTRY_TOPS)}"
+    return None

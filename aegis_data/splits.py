@@ -1,4 +1,4 @@
-"""Building a frozen split on disk (SPEC §4): records -> decoded source -> corruption engine -> PNG files.
+"""Building a frozen split on disk (layout: docs/SPLITS.md): records -> decoded source -> corruption engine -> PNG files.
 
 Flow: ``build_splits`` validates and plans (pure), then renders one *unit* per source image -- decode once,
 write ``clean`` and every corrupted condition -- in worker processes; the parent collects each unit's file
@@ -6,10 +6,13 @@ hashes into a journal, writes the COCO/YOLO annotation files, and writes ``manif
 without a manifest is therefore always an unfinished build.
 
 Resume: ``<out>/.aegis-build/journal.jsonl`` holds one JSON line per finished unit (file hashes), appended
-and fsynced by the parent only after the unit's files are on disk. A re-run skips every file whose bytes
-still hash to the journalled value and re-renders the rest; each file is written atomically (temp file +
-rename), so a build killed at any point (even ``kill -9``) and re-run produces the same files and manifest
-as an uninterrupted one.
+and fsynced by the parent only after the unit's files are on disk. A re-run decodes every source again, skips
+every file whose bytes still hash to the journalled value while its source still decodes to the journalled
+pixels, and re-renders the rest (all files of a changed source); ``state.json`` records the source folder, and
+a resume from another folder is refused. Each file is written atomically (temp file + rename), so a build
+killed at any point (even ``kill -9``, of the parent alone or of the whole group) and re-run produces the
+same files and manifest as an uninterrupted one. The previous manifest is removed only once a file is
+rewritten.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from aegis_data import __version__
-from aegis_data.config import SEVERITIES, SuiteConfig, load_config, parse_condition
+from aegis_data.config import SEVERITIES, SuiteConfig, check_severities, load_config, parse_condition
 from aegis_data.errors import AegisError
 from aegis_data.imageio import (
     DEFAULT_MAX_PIXELS,
@@ -40,7 +43,7 @@ from aegis_data.imageio import (
     write_bytes_atomic,
 )
 from aegis_data.layout import (
-    ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SAFE_IMAGE_ID, SPLIT_NAMES, image_file_name,
+    ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SAFE_IMAGE_ID, SPLIT_NAMES, SUITE_CONFIG_NAME, image_file_name,
 )
 from aegis_data.manifest import (
     build_manifest,
@@ -51,12 +54,15 @@ from aegis_data.manifest import (
     write_manifest,
 )
 from aegis_data.png import check_png_writer
+from aegis_data.readers import read_json
 from aegis_data.records import Record
+from aegis_data.yolo_labels import yolo_label_text as yolo_lines
 
 JOURNAL_DIR = ".aegis-build"
 STATE_NAME = "state.json"
 JOURNAL_NAME = "journal.jsonl"
 YOLO_DIR = "yolo"
+NO_TRAIN_LIST = "no_train.txt"  # the empty list ``train:`` names when neither train nor val was built
 _BOX_TOLERANCE = 1e-6  # boxes may touch the frame edge up to float noise
 
 ReadImage = Callable[..., np.ndarray]  # (record, max_pixels) -> HxWx3 uint8 RGB
@@ -119,6 +125,7 @@ class BuildResult:
     seconds_read: float  # source decode, summed over workers
     seconds_hash: float = 0.0  # pixel and file SHA-256, summed over workers
     seconds_write: float = 0.0  # atomic write (temp file, fsync, rename), summed over workers
+    sources_changed: int = 0  # source images whose decoded pixels differ from the journal (re-rendered)
 
     @property
     def images_per_s(self) -> float:
@@ -135,19 +142,9 @@ def resolve_selection(
     config: SuiteConfig, corruptions: Sequence[str] | None, severities: Iterable[int]
 ) -> tuple[str, ...]:
     """Validate the corruption/severity selection and return the test conditions in canonical order."""
-    names = config.names
-    if corruptions is not None:
-        wanted = [c.strip() for c in corruptions if c.strip()]
-        unknown = [c for c in wanted if c not in names]
-        if unknown or not wanted:
-            raise AegisError(
-                f"unknown corruption(s) {', '.join(unknown) or '(none given)'}; expected some of: {', '.join(names)}"
-            )
-        names = tuple(n for n in names if n in wanted)  # canonical order, duplicates dropped
-    sev = sorted(set(int(s) for s in severities))
-    if not sev or any(s not in SEVERITIES for s in sev):
-        raise AegisError(f"severities must be a non-empty subset of 1, 2, 3; got {list(severities)!r}")
-    return tuple(config.conditions(names, sev))
+    wanted = config.select(corruptions)
+    names = tuple(n for n in config.names if n in wanted)  # canonical order
+    return tuple(config.conditions(names, check_severities(severities)))
 
 
 def split_conditions(split: str, conditions: tuple[str, ...]) -> tuple[str, ...]:
@@ -266,14 +263,8 @@ def coco_bytes(gt: Mapping[str, Any]) -> bytes:
 
 
 def yolo_label_text(record: Record) -> str:
-    """Ultralytics label lines ``0 cx cy w h`` (normalised to [0,1], 6 decimals); '' for an image without boxes."""
-    lines = []
-    for box in record.boxes:
-        x0, y0, x1, y1 = (float(v) for v in box)
-        cx, cy = (x0 + x1) / 2 / record.width, (y0 + y1) / 2 / record.height
-        w, h = (x1 - x0) / record.width, (y1 - y0) / record.height
-        lines.append(f"0 {cx:.6f} {cy:.6f} {w:.6f} {h:.6f}")
-    return "".join(line + "\n" for line in lines)
+    """Ultralytics label lines of a record's boxes (see :func:`aegis_data.yolo_labels.yolo_label_text`)."""
+    return yolo_lines(record.boxes, record.width, record.height)
 
 
 def yolo_files(plan: BuildPlan) -> dict[str, bytes]:
@@ -293,12 +284,18 @@ def yolo_files(plan: BuildPlan) -> dict[str, bytes]:
             lines = "".join(f"./images/{split}/{cond}/{image_file_name(r.image_id)}\n" for r in recs)
             files[f"{YOLO_DIR}/{split}_{cond}.txt"] = lines.encode()
     train_list = "train_clean.txt" if "train" in plan.records else ("val_clean.txt" if "val" in plan.records else None)
+    if train_list is None:
+        # Without train and val, `train:` names an empty list: never the test images, which a data yaml would
+        # otherwise invite someone to train on.
+        files[f"{YOLO_DIR}/{NO_TRAIN_LIST}"] = b""
     for split in plan.records:
         conds = split_conditions(split, plan.conditions)
         for cond in conds:
             own = f"{split}_{cond}.txt"
-            train = train_list or own
-            note = "" if train_list == "train_clean.txt" else "  # no train split built (--with-train); clean images only"
+            train = train_list or NO_TRAIN_LIST
+            note = ("" if train_list == "train_clean.txt" else
+                    "  # no train split built (--with-train); clean images only" if train_list else
+                    "  # no train or val split: an empty list")
             text = (
                 f"# AegisBench {plan.dataset}-C, split {split}, condition {cond} (suite {plan.suite}, "
                 f"config {plan.config_hash}).\n"
@@ -356,6 +353,7 @@ class UnitTask:
     known_source: str | None
     read_image: ReadImage | None
     corrupt: Corrupt | None
+    config: SuiteConfig | None = None  # the suite the default corruption renders with
 
 
 @dataclass
@@ -372,6 +370,7 @@ class UnitResult:
     seconds_read: float = 0.0
     seconds_hash: float = 0.0
     seconds_write: float = 0.0
+    source_changed: bool = False  # the source decoded to other pixels than the journal recorded
 
 
 def image_relpath(split: str, condition: str, image_id: str) -> str:
@@ -384,17 +383,20 @@ def _default_read(record: Record, max_pixels: int) -> np.ndarray:
     return read_rgb(record, max_pixels=max_pixels)
 
 
-def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int) -> np.ndarray:
+def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int,
+                     config: SuiteConfig | None = None) -> np.ndarray:
     from aegis_data.corruptions import apply_corruption
 
-    return apply_corruption(image, name, severity, image_id, seed=seed)
+    return apply_corruption(image, name, severity, image_id, seed=seed, config=config)
 
 
 def render_unit(task: UnitTask) -> UnitResult:
     """Write the unit's condition files that are missing or changed; return every file's hashes.
 
-    Files whose bytes still hash to the journalled value are kept untouched; when all are, the source is not
-    even decoded. The corruption always sees the full decoded frame (never a tile).
+    The source is always decoded, also on a resume where every file still matches the journal: a file is
+    kept only when its bytes hash to the journalled value *and* the source still decodes to the journalled
+    pixels. When the source changed, every file of the unit is rendered again (``source_changed``), so a
+    resumed build equals a fresh one. The corruption always sees the full decoded frame (never a tile).
     """
     u, root = task.unit, Path(task.out)
     rec = u.record
@@ -404,15 +406,17 @@ def render_unit(task: UnitTask) -> UnitResult:
         rel = image_relpath(u.split, cond, rec.image_id)
         k = task.known.get(rel)
         p = root / rel
-        if k and task.known_source and p.is_file() and file_sha256(p) == k["sha256"]:
+        if k and task.known_source and p.is_file() and not p.is_symlink() and file_sha256(p) == k["sha256"]:
             res.files[rel] = {"condition": cond, "sha256": k["sha256"], "pixel_sha256": k["pixel_sha256"]}
             res.skipped += 1
         else:
             todo.append(cond)
-    if not todo:
-        return res
     read = task.read_image or _default_read
-    corrupt = task.corrupt or _default_corrupt
+    if task.corrupt is not None:
+        corrupt = task.corrupt
+    else:
+        def corrupt(image, name, severity, image_id, seed):
+            return _default_corrupt(image, name, severity, image_id, seed, config=task.config)
     t_read = time.perf_counter()
     source = read(rec, task.max_pixels)
     res.seconds_read = time.perf_counter() - t_read
@@ -424,9 +428,12 @@ def render_unit(task: UnitTask) -> UnitResult:
             f"{rec.width}x{rec.height}"
         )
     res.source_pixel_sha256 = pixel_sha256(source)
-    if task.known_source and res.source_pixel_sha256 != task.known_source and res.skipped:
+    if task.known_source and res.source_pixel_sha256 != task.known_source:
         # The source changed since those files were written: none of them can be trusted.
+        res.source_changed = bool(res.skipped or task.known)
         todo, res.files, res.skipped = list(u.conditions), {}, 0
+    if not todo:
+        return res
     mp = source.shape[0] * source.shape[1] / 1e6
     for cond in todo:
         name, severity = parse_condition(cond)
@@ -556,8 +563,8 @@ def check_output_dir(out: Path, identity: Mapping[str, Any]) -> None:
     for p in (state, manifest):
         if p.is_file():
             try:
-                found = json.loads(canonical_json(identity_of(json.loads(p.read_text(encoding="utf-8")))))
-            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+                found = json.loads(canonical_json(identity_of(read_json(p, "build record")[0])))
+            except (AegisError, AttributeError):
                 raise AegisError(f"{p} is unreadable; refusing to build into {out} (remove it or choose another --out)") from None
             if found != identity:
                 raise AegisError(
@@ -571,6 +578,37 @@ def check_output_dir(out: Path, identity: Mapping[str, Any]) -> None:
         )
 
 
+def source_location(plan: BuildPlan) -> str | None:
+    """The folder this machine reads the source images from (resolved), or None for generated sources.
+
+    Kept in the journal's state only -- never in the manifest, which must not depend on where data lives --
+    so a resume can tell that the same description now comes from another folder.
+    """
+    paths = [r.path for recs in plan.records.values() for r in recs if ":" not in r.path.split("/", 1)[0]]
+    if not paths:
+        return None
+    try:
+        return os.path.commonpath([str(Path(p).resolve().parent) for p in paths])
+    except ValueError:  # different drives
+        return None
+
+
+def check_source_location(out: Path, location: str | None) -> None:
+    """Refuse to resume from another source folder: the journalled files were rendered from the first one."""
+    state = out / JOURNAL_DIR / STATE_NAME
+    try:
+        before = json.loads(state.read_text(encoding="utf-8")).get("source_location")
+    except (OSError, ValueError, AttributeError):
+        return
+    if before is not None and location is not None and before != location:
+        fix = (f"remove {out / JOURNAL_DIR} to re-check every image against the new one" if (out / MANIFEST_NAME).is_file()
+               else f"remove the unfinished build {out} to start again")
+        raise AegisError(
+            f"refusing to resume {out}: its files were rendered from source folder {before}, this run reads {location} "
+            f"(same description); use that folder, or {fix}"
+        )
+
+
 def _remove_stale_temp_files(out: Path) -> None:
     """Delete temp files left by a killed build (``.<name>.<random>.tmp``, see imageio.write_bytes_atomic)."""
     for top in (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR):
@@ -580,7 +618,8 @@ def _remove_stale_temp_files(out: Path) -> None:
                 if p.is_file() and not p.is_symlink():
                     p.unlink()
     for p in out.glob(".*.tmp"):
-        p.unlink()
+        if p.is_file() and not p.is_symlink():  # a user's folder that happens to end in .tmp is left alone
+            p.unlink()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -618,6 +657,51 @@ def _pool_context():
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_WATCH_INTERVAL_S = 0.5
+
+
+def _worker_init(parent_pid: int) -> None:
+    """First thing in every worker process: die with the build's parent, also when it is killed with SIGKILL.
+
+    Two guards, because a worker's direct parent may be the forkserver rather than the build process: on
+    Linux the kernel sends SIGKILL when the direct parent exits (``PR_SET_PDEATHSIG``; the forkserver exits
+    when the build process goes away), and on every platform a daemon thread polls that the build process
+    still exists and that this process was not re-parented.
+    """
+    import signal
+    import threading
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    first_ppid = os.getppid()
+    threading.Thread(target=_watch_parent, args=(parent_pid, first_ppid), daemon=True,
+                     name="aegis-parent-watch").start()
+
+
+def _parent_gone(parent_pid: int, first_ppid: int) -> bool:
+    if os.getppid() != first_ppid:  # re-parented: our direct parent exited
+        return True
+    try:
+        os.kill(parent_pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # the id now belongs to another user's process
+        return True
+    return False
+
+
+def _watch_parent(parent_pid: int, first_ppid: int) -> None:
+    while not _parent_gone(parent_pid, first_ppid):
+        time.sleep(_WATCH_INTERVAL_S)
+    os._exit(1)
+
+
 def run_units(
     tasks: Sequence[UnitTask],
     *,
@@ -649,7 +733,8 @@ def _run_pool(tasks: Sequence[UnitTask], workers: int) -> Iterator[UnitResult]:
         for t in tasks:
             yield render_unit(t)
         return
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), initializer=_worker_init,
+                             initargs=(os.getpid(),)) as pool:
         pending = {pool.submit(render_unit, t) for t in tasks}
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -688,6 +773,8 @@ def build_splits(
     read_image(record, max_pixels) / corrupt(image, name, severity, image_id, seed) / audit(dataset) default
     to ``aegis_data.sources.read_rgb``, ``aegis_data.corruptions.apply_corruption`` and
     ``aegis_data.audit.audit_dataset``; replacements must be module-level functions when workers > 1.
+    config: the suite config (default: the installed one): the default corruption renders with its parameters,
+    the manifest records its hash and ``<out>/corruptions.yaml`` its exact bytes.
     scheduler: None (a local process pool), ``"local"`` (a Dask LocalCluster of ``workers`` processes) or the
     address of a Dask scheduler whose workers see ``out`` at the same path; the manifest is the same in all
     three. on_cluster(info) is called once with the cluster's address, worker count and dashboard link.
@@ -720,21 +807,28 @@ def build_splits(
     journalled = read_journal(out)
     for key, val in journalled.items():
         _remember(known, key, val["source_pixel_sha256"], val["files"])
-    write_bytes_atomic(out / JOURNAL_DIR / STATE_NAME, (json.dumps(identity, sort_keys=True, indent=2) + "\n").encode())
-    (out / MANIFEST_NAME).unlink(missing_ok=True)
+    location = source_location(plan)
+    check_source_location(out, location)
     _remove_stale_temp_files(out)
+    state = {**identity, "source_location": location}
+    write_bytes_atomic(out / JOURNAL_DIR / STATE_NAME, (json.dumps(state, sort_keys=True, indent=2) + "\n").encode())
 
     tasks = []
     for u in plan.units:
         k = known.get(_journal_key(u.split, u.record.image_id), {})
         tasks.append(UnitTask(u, str(out), plan.seed, int(max_pixels), k.get("files", {}),
-                              k.get("source_pixel_sha256"), read_image, corrupt))
+                              k.get("source_pixel_sha256"), read_image, corrupt, config))
 
     results: list[UnitResult] = []
     journal = _Journal(out)
-    counters = {"written": 0, "skipped": 0, "mp": 0.0}
+    counters = {"written": 0, "skipped": 0, "mp": 0.0, "changed": 0}
 
     def collect(res: UnitResult) -> None:
+        if res.written:
+            # A file of the previous build was rewritten: its manifest no longer describes this directory. Until
+            # then it stays, so a re-run that fails early (or changes nothing) never leaves a split without one.
+            (out / MANIFEST_NAME).unlink(missing_ok=True)
+        counters["changed"] += res.source_changed
         if res.written or _journal_key(res.split, res.image_id) not in journalled:
             journal.append(res)  # a fully skipped unit is already in the journal: keep it from growing
         results.append(res)
@@ -761,6 +855,9 @@ def build_splits(
     stages = ("corrupt", "encode", "read", "hash", "write")
     seconds_split = {k: sum(getattr(r, f"seconds_{k}") for r in results) for k in stages}  # _finish drops results
     entries = _finish(out, plan, results)
+    # The exact suite config bytes, named (and so checked) by the manifest's config_hash: readers of the split
+    # take families, order and parameters from here, not from whatever suite is installed.
+    _write_if_changed(out / SUITE_CONFIG_NAME, config.raw or Path(config.path).read_bytes())
     manifest = build_manifest(
         dataset=plan.dataset, source=plan.source, suite=plan.suite, config_hash=plan.config_hash, seed=plan.seed,
         conditions=plan.conditions, splits={s: len(r) for s, r in plan.records.items()}, entries=entries,
@@ -773,6 +870,7 @@ def build_splits(
         files_skipped=counters["skipped"], seconds=seconds, megapixels=counters["mp"],
         seconds_corrupt=seconds_split["corrupt"], seconds_encode=seconds_split["encode"],
         seconds_read=seconds_split["read"], seconds_hash=seconds_split["hash"], seconds_write=seconds_split["write"],
+        sources_changed=counters["changed"],
     )
 
 

@@ -16,13 +16,17 @@
     annotations  a GT file changed; names the images whose boxes changed
     yolo         a YOLO label/list/data.yaml file changed
     manifest     the reference describes another benchmark (dataset, config hash, seed)
+    link         a symbolic link in the split that resolves outside it (its target is not hashed), or a YOLO
+                 view link (``yolo/images/<split>``, ``yolo/labels/<split>/<condition>``) missing or pointing
+                 at the wrong place, so ``yolo val`` would read other data
+    hardlink     information: a file shares its bytes with a file outside the split (editing that one changes
+                 this one)
 
 Only reading happens here; the caller renders the report.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -31,15 +35,21 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from aegis_data.config import load_config, parse_condition
+from aegis_data.config import SuiteConfig, parse_condition, split_config
 from aegis_data.errors import AegisError
 from aegis_data.imageio import DEFAULT_MAX_PIXELS, file_sha256, pixel_sha256, read_rgb
-from aegis_data.layout import ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, condition_dir, image_file_name
+from aegis_data.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, SUITE_CONFIG_NAME, condition_dir,
+                               image_file_name)
 from aegis_data.manifest import Manifest, gt_digest, identity_of, load_manifest
+from aegis_data.readers import coco_boxes_by_stem, read_coco_gt
+
+YOLO_DIR = "yolo"  # see aegis_data.splits.yolo_files / link_yolo_dirs
 
 _BYTES_ONLY = "pixels identical, file bytes differ (another PNG encoder, its version or settings)"
 _UNCHANGED_GT = "file bytes differ, boxes identical (formatting/metadata)"
-FINDING_KINDS = ("missing", "extra", "bytes-only", "pixels", "source", "annotations", "yolo", "manifest")
+FINDING_KINDS = ("missing", "extra", "bytes-only", "pixels", "source", "annotations", "yolo", "manifest", "link",
+                 "hardlink")
+INFO_KINDS = ("hardlink",)  # never failures
 
 Corrupt = Callable[..., np.ndarray]
 
@@ -66,6 +76,8 @@ class VerifyReport:
     bytes_only_is_info: bool = False  # against a reference and not --strict-bytes
 
     def is_failure(self, finding: Finding) -> bool:
+        if finding.kind in INFO_KINDS:
+            return False
         return not (self.bytes_only_is_info and finding.kind == "bytes-only")
 
     @property
@@ -108,18 +120,27 @@ def pixel_difference(actual: np.ndarray, expected: np.ndarray) -> tuple[int, int
     return int(np.count_nonzero(delta.max(axis=2))), int(delta.max())
 
 
-def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int) -> np.ndarray:
+def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int,
+                     config: SuiteConfig | None = None) -> np.ndarray:
     from aegis_data.corruptions import apply_corruption
 
-    return apply_corruption(image, name, severity, image_id, seed=seed)
+    return apply_corruption(image, name, severity, image_id, seed=seed, config=config)
+
+
+def _suite_config(root: Path, config_hash: Any) -> tuple[SuiteConfig | None, str]:
+    """(the suite config named by ``config_hash`` -- the split's copy or the installed one --, or None with why)."""
+    try:
+        return split_config(root, config_hash if isinstance(config_hash, str) else None), ""
+    except AegisError as exc:
+        return None, str(exc)
 
 
 def _walk_files(root: Path) -> list[str]:
     """Relative POSIX paths of every file (or file-like link) under the split dirs and annotations/."""
     found = []
-    for top in (*SPLIT_NAMES, ANNOTATIONS_DIR):
+    for top in (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR):
         d = root / top
-        if not d.is_dir():
+        if not d.is_dir() or d.is_symlink():
             continue
         for dirpath, _dirs, files in os.walk(d):
             for name in files:
@@ -129,13 +150,9 @@ def _walk_files(root: Path) -> list[str]:
 
 def _annotation_finding(path: Path, rel: str, expected: Mapping[str, Any]) -> Finding:
     try:
-        gt = json.loads(path.read_text(encoding="utf-8"))
-        id_to_stem = {im["id"]: im.get("stem") or Path(im["file_name"]).stem for im in gt["images"]}
-        boxes: dict[str, list] = {s: [] for s in id_to_stem.values()}
-        for a in gt["annotations"]:
-            boxes[id_to_stem[a["image_id"]]].append(a["bbox"])
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
-        return Finding(rel, "annotations", f"not a readable COCO GT file ({type(exc).__name__})")
+        boxes = coco_boxes_by_stem(read_coco_gt(path)[0], path)
+    except AegisError as exc:
+        return Finding(rel, "annotations", f"not a readable COCO GT file ({exc})")
     want: Mapping[str, str] = expected.get("gt") or {}
     changed = sorted(s for s in want if s in boxes and gt_digest(boxes[s]) != want[s])
     lost = sorted(s for s in want if s not in boxes)
@@ -250,7 +267,9 @@ def verify_split(
                         for p in sorted(local.entries) if local.entries[p]["kind"] == "image" and p not in ref.entries)
     else:
         paths = sorted(ref.entries)
-    present = {p for p in paths if (root / p).is_file()}
+    outside = escaping_paths(root, paths)
+    findings.extend(Finding(p, "link", f"resolves outside the split, to {t}; not read") for p, t in outside.items())
+    present = {p for p in paths if p not in outside and (root / p).is_file()}
     items = [(p, ref.entries[p]["sha256"], ref.entries[p].get("kind") == "image") for p in sorted(present)]
     hashed = hash_files(root, items, workers=workers, max_pixels=max_pixels, scheduler=scheduler, on_cluster=on_cluster)
     hashes = {p: h[0] for p, h in hashed.items()}
@@ -261,9 +280,11 @@ def verify_split(
     ref_src = {(e["split"], e["image_id"]): e.get("source_pixel_sha256") for e in ref.images()}
     src_differs = {k for k, v in ref_src.items() if k in local_src and local_src[k] != v}
 
-    config = load_config()
-    can_regenerate = regenerate and config.config_hash == ref.data.get("config_hash")
-    corrupt = corrupt or _default_corrupt
+    config, no_config = _suite_config(root, ref.data.get("config_hash"))
+    if (root / SUITE_CONFIG_NAME).is_file() and config is None:
+        findings.append(Finding(SUITE_CONFIG_NAME, "manifest", no_config))
+    can_regenerate = regenerate and config is not None
+    corrupt = corrupt or (lambda *args: _default_corrupt(*args, config=config))
     clean_cache: dict[tuple[str, str], np.ndarray | None] = {}
 
     def clean_pixels(split: str, image_id: str, expected_hash: str) -> np.ndarray | None:
@@ -280,6 +301,8 @@ def verify_split(
 
     for rel in paths:
         e = ref.entries[rel]
+        if rel in outside:
+            continue
         if rel not in present:
             findings.append(Finding(rel, "missing", "listed in the manifest, not on disk"))
             continue
@@ -317,8 +340,7 @@ def verify_split(
             findings.append(Finding(rel, "pixels", "clean pixels differ from the manifest; no reference copy to count against"))
             continue
         if not can_regenerate:
-            why = "regeneration off" if not regenerate else (
-                f"local suite config {config.config_hash} differs from the manifest's {ref.data.get('config_hash')}")
+            why = "regeneration off" if not regenerate else f"the manifest's suite config is not available: {no_config}"
             findings.append(Finding(rel, "pixels", f"pixels differ ({why}; no expected pixels to count against)"))
             continue
         clean = clean_pixels(e["split"], e["image_id"], e["source_pixel_sha256"])
@@ -340,10 +362,127 @@ def verify_split(
         findings.append(Finding(rel, "pixels", detail, n, dmax))
 
     listed = set(ref.entries) | (set(local.entries) if subset else set())
-    for rel in sorted(set(_walk_files(root)) - listed):
+    view, copies = yolo_view_findings(root, local)
+    findings.extend(view)
+    walked = [p for p in _walk_files(root) if not p.startswith((*copies, f"{YOLO_DIR}/images/"))]
+    for rel in sorted(set(walked) - listed):
         findings.append(Finding(rel, "extra", "on disk, not in the manifest"))
+    findings.extend(link_findings(root, sorted(present)))
 
     return VerifyReport(
         root=str(root), reference=ref.path, expected_root_hash=ref.root_hash, local_root_hash=local.root_hash,
         checked=len(paths), findings=tuple(findings), bytes_only_is_info=against is not None and not strict_bytes,
     )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What a user consumes besides the listed files: the YOLO view's links, and links leaving the split
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+        return True
+    except ValueError:
+        return False
+
+
+def escaping_paths(root: Path, paths) -> dict[str, str]:
+    """Listed paths that resolve (through a symlinked file or folder) outside ``root``: path -> target."""
+    real_root = root.resolve()
+    out = {}
+    for rel in paths:
+        p = root / rel
+        if not (p.is_symlink() or any(q.is_symlink() for q in list(p.parents)[: rel.count("/")])):
+            continue
+        target = p.resolve()
+        if not _inside(target, real_root):
+            out[rel] = str(target)
+    return out
+
+
+def link_findings(root: Path, paths) -> list[Finding]:
+    """Symlinks under the split's folders that leave it, and listed files hard-linked to files outside it."""
+    real_root = root.resolve()
+    findings = []
+    for top in (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR):
+        d = root / top
+        if d.is_symlink() and not _inside(d.resolve(), real_root):
+            findings.append(Finding(top, "link", f"symbolic link to {d.resolve()}, outside the split"))
+            continue
+        if not d.is_dir():
+            continue
+        for dirpath, dirs, files in os.walk(d):
+            for name in (*dirs, *files):
+                p = Path(dirpath, name)
+                if p.is_symlink() and not _inside(p.resolve(), real_root):
+                    findings.append(Finding(p.relative_to(root).as_posix(), "link",
+                                            f"symbolic link to {p.resolve()}, outside the split"))
+    names: dict[tuple[int, int], int] = {}
+    stats = {}
+    for rel in paths:
+        try:
+            st = (root / rel).stat()
+        except OSError:
+            continue
+        if st.st_nlink > 1:
+            stats[rel] = st
+            names[(st.st_dev, st.st_ino)] = names.get((st.st_dev, st.st_ino), 0) + 1
+    for rel, st in stats.items():
+        if st.st_nlink > names[(st.st_dev, st.st_ino)]:
+            findings.append(Finding(rel, "hardlink", f"hard link: {st.st_nlink} names share these bytes, some outside "
+                                                     f"the split (editing one changes the other)"))
+    return findings
+
+
+def yolo_view_findings(root: Path, manifest: Manifest) -> tuple[list[Finding], tuple[str, ...]]:
+    """Check the Ultralytics view of the split: each ``yolo/images/<split>`` must be the link to ``<split>`` and
+    each ``yolo/labels/<split>/<condition>`` the link to ``clean`` (or, where links could not be made, a copy of
+    it). Returns the findings and the folders accepted as label copies (their files are not ``extra``)."""
+    if not any(e.get("kind") == "yolo" for e in manifest.entries.values()):
+        return [], ()
+    findings: list[Finding] = []
+    copies: list[str] = []
+    real_root = root.resolve()
+    conditions = list(manifest.data.get("conditions") or [])
+    for split in manifest.data.get("splits") or {}:
+        rel = f"{YOLO_DIR}/images/{split}"
+        link, want = root / rel, (root / split).resolve()
+        if not link.is_symlink():
+            what = "missing" if not link.exists() else "a real folder, not the link"
+            findings.append(Finding(rel, "link", f"{what}: expected a symbolic link to ../../{split}, which the "
+                                                 f"YOLO lists read images through"))
+        elif link.resolve() != want:
+            findings.append(Finding(rel, "link", f"points to {link.resolve()}, not to the split's {split}/ folder: "
+                                                 f"`yolo val` would read other images"))
+        clean = root / YOLO_DIR / "labels" / split / "clean"
+        for cond in (conditions if split == "test" else ["clean"]):
+            if cond == "clean":
+                continue
+            rel = f"{YOLO_DIR}/labels/{split}/{cond}"
+            link = root / rel
+            if link.is_symlink():
+                if link.resolve() != clean.resolve() or not _inside(link.resolve(), real_root):
+                    findings.append(Finding(rel, "link", f"points to {link.resolve()}, not to the split's clean "
+                                                         f"labels: `yolo val` would read other labels"))
+            elif link.is_dir():
+                if _same_files(link, clean):
+                    copies.append(rel + "/")
+                else:
+                    findings.append(Finding(rel, "yolo", "a folder whose label files differ from labels/"
+                                                         f"{split}/clean: `yolo val` would read other labels"))
+                    copies.append(rel + "/")
+            else:
+                findings.append(Finding(rel, "link", "missing: expected a symbolic link to clean (the labels of "
+                                                     "every condition)"))
+    return findings, tuple(copies)
+
+
+def _same_files(a: Path, b: Path) -> bool:
+    """Two flat folders with the same file names and bytes."""
+    try:
+        fa = sorted(p.name for p in a.iterdir())
+        fb = sorted(p.name for p in b.iterdir())
+        return fa == fb and all((a / n).is_file() and file_sha256(a / n) == file_sha256(b / n) for n in fa)
+    except OSError:
+        return False

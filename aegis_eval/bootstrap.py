@@ -1,4 +1,4 @@
-"""Image-level bootstrap of the scoring metrics from cached per-image tables (SPEC §6).
+"""Image-level bootstrap of the scoring metrics from cached per-image tables (docs/SCORING.md, "Bootstrap intervals").
 
 A resample is a row of image multiplicities (how many times each image is drawn). Every metric of a resample
 comes from tables computed once per condition: thresholded metrics from per-image counts, AP from the
@@ -277,34 +277,19 @@ def bootstrap_ap(weights: np.ndarray, table: ApTable) -> dict[str, np.ndarray]:
     """
     w_all = _check_weights(weights, table.n_images)
     n_rows = w_all.shape[0]
-    n_thr, n_rec = len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS)
     det_img = table.det_image[table.order]
     plans = _threshold_plans(table)
     # copies to lay out for mixed tie blocks: the largest weight any of their images gets
     copies = [int(w_all[:, p.blk_image].max()) if len(p.blk_image) and n_rows else 0 for p in plans]
-    # where run ends and block points go in the merged, sequence-ordered point list
-    slots = []
-    for p, c in zip(plans, copies):
-        if not c:
-            slots.append(None)
-            continue
-        order = _point_order(p, c)
-        place = np.empty_like(order)
-        place[order] = np.arange(len(order))
-        slots.append((place[:len(p.end_position)], place[len(p.end_position):]))
+    slots = _block_slots(plans, copies)
     n_pos_all = w_all @ table.n_gt[0]
     t50 = np.flatnonzero(IOU_THRESHOLDS == 0.5)
-    eps = np.spacing(1)
 
     out50 = np.full(n_rows, np.nan)
     out = np.full(n_rows, np.nan)
     # float64 holds every count exactly (< 2**53) and is what the precision formula needs anyway.
     w_float = w_all.astype(np.float64)
-    # The running count of all detections is read only at run ends and before mixed blocks: keep those columns.
-    wanted = [(p.end_position, np.maximum(p.blk_start - 1, 0)) for p in plans]
-    columns = np.unique(np.concatenate([np.concatenate(pair) for pair in wanted] + [np.zeros(0, np.int64)]))
-    end_col = [np.searchsorted(columns, e) for e, _ in wanted]
-    blk_col = [np.searchsorted(columns, b) for _, b in wanted]
+    columns, end_col, blk_col = _count_columns(plans)
     running = np.empty((_ROW_CHUNK, len(det_img)))
     for r0 in range(0, n_rows, _ROW_CHUNK):
         n_pos = n_pos_all[r0:r0 + _ROW_CHUNK]
@@ -317,48 +302,88 @@ def bootstrap_ap(weights: np.ndarray, table: ApTable) -> dict[str, np.ndarray]:
         np.take(w, det_img, axis=1, out=running[:rows])
         np.cumsum(running[:rows], axis=1, out=running[:rows])
         cum_all = running[:rows][:, columns]
-        need = _required_tp(n_pos).astype(np.float64)  # (rows, R)
-        # row-wise searchsorted below: each row is shifted into its own disjoint range of counts
-        offset = (np.arange(rows) * float(n_pos.max() + 1))[:, None]
-        targets = (need + offset).ravel()
-        q = np.zeros((rows, n_thr, n_rec))
-        for t, plan in enumerate(plans):
-            cum_tp_full = w[:, plan.tp_image]
-            np.cumsum(cum_tp_full, axis=1, out=cum_tp_full)
-            tp = cum_tp_full[:, plan.run_end]  # (rows, E)
-            fp = cum_all[:, end_col[t]]
-            fp -= tp
-            cum_ig = None
-            if len(plan.ig_image):
-                cum_ig = np.concatenate([np.zeros((rows, 1)), np.cumsum(w[:, plan.ig_image], axis=1)], axis=1)
-                fp -= cum_ig[:, plan.ig_before]
-            if slots[t] is not None:
-                all_before = np.where(plan.blk_start > 0, cum_all[:, blk_col[t]], 0.0)
-                tp_b, fp_b = _block_points(plan, w, cum_tp_full, all_before, cum_ig, copies[t])
-                n_e = tp.shape[1] + tp_b.shape[1]
-                merged_tp, merged_fp = np.empty((rows, n_e)), np.empty((rows, n_e))
-                merged_tp[:, slots[t][0]], merged_tp[:, slots[t][1]] = tp, tp_b
-                merged_fp[:, slots[t][0]], merged_fp[:, slots[t][1]] = fp, fp_b
-                tp, fp = merged_tp, merged_fp
-            n_e = tp.shape[1]
-            if n_e == 0:
-                continue
-            # pr = tp / (fp + tp + eps), the reference's expression and order, computed in place
-            pr = np.add(fp, tp, out=fp)
-            pr += eps
-            np.divide(tp, pr, out=pr)
-            envelope = np.maximum.accumulate(pr[:, ::-1], axis=1)[:, ::-1]
-            # first point reaching the required TP count, per row
-            tp += offset
-            idx = np.searchsorted(tp.ravel(), targets, side="left").reshape(rows, -1)
-            idx -= (np.arange(rows) * n_e)[:, None]
-            reached = idx < n_e
-            picked = np.take_along_axis(envelope, np.minimum(idx, n_e - 1), axis=1)
-            q[:, t] = np.where(reached, picked, 0.0)
+        q = _chunk_precisions(plans, slots, copies, w, cum_all, end_col, blk_col, n_pos)
         target = live + r0
         out50[target] = q[:, t50].reshape(rows, -1).mean(axis=1)
         out[target] = q.reshape(rows, -1).mean(axis=1)
     return {"map50": out50, "map50_95": out}
+
+
+def _block_slots(plans: list, copies: list[int]) -> list[tuple[np.ndarray, np.ndarray] | None]:
+    """Per IoU threshold: where its run ends and mixed-block points go in the merged, sequence-ordered point
+    list (None without mixed blocks)."""
+    slots = []
+    for p, c in zip(plans, copies):
+        if not c:
+            slots.append(None)
+            continue
+        order = _point_order(p, c)
+        place = np.empty_like(order)
+        place[order] = np.arange(len(order))
+        slots.append((place[:len(p.end_position)], place[len(p.end_position):]))
+    return slots
+
+
+def _count_columns(plans: list) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
+    """The running count of all detections is read only at run ends and before mixed blocks: the columns to
+    keep, and per threshold the positions of its run ends and block starts among them."""
+    wanted = [(p.end_position, np.maximum(p.blk_start - 1, 0)) for p in plans]
+    columns = np.unique(np.concatenate([np.concatenate(pair) for pair in wanted] + [np.zeros(0, np.int64)]))
+    end_col = [np.searchsorted(columns, e) for e, _ in wanted]
+    blk_col = [np.searchsorted(columns, b) for _, b in wanted]
+    return columns, end_col, blk_col
+
+
+def _chunk_precisions(plans: list, slots: list, copies: list[int], w: np.ndarray, cum_all: np.ndarray,
+                      end_col: list, blk_col: list, n_pos: np.ndarray) -> np.ndarray:
+    """(rows, T, R) interpolated precision at every recall threshold for one chunk of resample rows."""
+    rows = w.shape[0]
+    n_thr, n_rec = len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS)
+    need = _required_tp(n_pos).astype(np.float64)  # (rows, R)
+    # row-wise searchsorted below: each row is shifted into its own disjoint range of counts
+    offset = (np.arange(rows) * float(n_pos.max() + 1))[:, None]
+    targets = (need + offset).ravel()
+    q = np.zeros((rows, n_thr, n_rec))
+    for t, plan in enumerate(plans):
+        cum_tp_full = w[:, plan.tp_image]
+        np.cumsum(cum_tp_full, axis=1, out=cum_tp_full)
+        tp = cum_tp_full[:, plan.run_end]  # (rows, E)
+        fp = cum_all[:, end_col[t]]
+        fp -= tp
+        cum_ig = None
+        if len(plan.ig_image):
+            cum_ig = np.concatenate([np.zeros((rows, 1)), np.cumsum(w[:, plan.ig_image], axis=1)], axis=1)
+            fp -= cum_ig[:, plan.ig_before]
+        if slots[t] is not None:
+            all_before = np.where(plan.blk_start > 0, cum_all[:, blk_col[t]], 0.0)
+            tp_b, fp_b = _block_points(plan, w, cum_tp_full, all_before, cum_ig, copies[t])
+            n_e = tp.shape[1] + tp_b.shape[1]
+            merged_tp, merged_fp = np.empty((rows, n_e)), np.empty((rows, n_e))
+            merged_tp[:, slots[t][0]], merged_tp[:, slots[t][1]] = tp, tp_b
+            merged_fp[:, slots[t][0]], merged_fp[:, slots[t][1]] = fp, fp_b
+            tp, fp = merged_tp, merged_fp
+        if tp.shape[1]:
+            q[:, t] = _precision_at_recalls(tp, fp, offset, targets)
+    return q
+
+
+def _precision_at_recalls(tp: np.ndarray, fp: np.ndarray, offset: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """(rows, R) interpolated precision from the (rows, E) cumulative TP/FP counts at the candidate points
+    (both overwritten): the envelope's value at the first point reaching each required TP count, 0 if none."""
+    rows, n_e = tp.shape
+    eps = np.spacing(1)
+    # pr = tp / (fp + tp + eps), the reference's expression and order, computed in place
+    pr = np.add(fp, tp, out=fp)
+    pr += eps
+    np.divide(tp, pr, out=pr)
+    envelope = np.maximum.accumulate(pr[:, ::-1], axis=1)[:, ::-1]
+    # first point reaching the required TP count, per row
+    tp += offset
+    idx = np.searchsorted(tp.ravel(), targets, side="left").reshape(rows, -1)
+    idx -= (np.arange(rows) * n_e)[:, None]
+    reached = idx < n_e
+    picked = np.take_along_axis(envelope, np.minimum(idx, n_e - 1), axis=1)
+    return np.where(reached, picked, 0.0)
 
 
 def bootstrap_samples(weights: np.ndarray, ap_table: ApTable, counts: PerImageCounts) -> dict[str, np.ndarray]:

@@ -1,9 +1,9 @@
-"""Loading and validating COCO ground truth and COCO-results predictions (SPEC §6).
+"""Loading and validating COCO ground truth and COCO-results predictions (docs/SCORING.md, "Inputs").
 
 Every rejection is an :class:`AegisError` whose one-line message starts with a stable finding code in
 brackets (``[bbox_negative] ...``), names what was received and what was expected. Findings that do not
 invalidate the file (duplicate detections, zero-size boxes, other-category detections dropped) are returned
-as warning lines in ``Detections.source["warnings"]``; the CLI prints them.
+as warning lines in ``Detections.source["warnings"]`` (``GroundTruth.warnings`` for the GT); the CLI prints them.
 
 Image id resolution (predictions -> GT rows), in this order:
 
@@ -20,17 +20,17 @@ names one of the candidates.
 
 from __future__ import annotations
 
-import gc
-import hashlib
-import json
+import math
 from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import Any, Mapping, NoReturn, Sequence
 
 import numpy as np
 
+from aegis_data.config import SuiteConfig, config_for
 from aegis_data.errors import AegisError
 from aegis_data.layout import MANIFEST_NAME, annotation_path
+from aegis_data.readers import read_json
 from aegis_eval.class_map import ClassMap, remap_ground_truth, remap_predictions
 from aegis_eval.types import Detections, GroundTruth
 
@@ -40,31 +40,10 @@ _STANDARD_IMAGE_KEYS = ("id", "file_name", "width", "height")
 
 # --- small helpers -------------------------------------------------------------------------------------
 def read_json_file(path: Path, what: str, code_prefix: str = "") -> tuple[Any, str]:
-    """(parsed JSON, SHA-256 of the bytes), reading the file once; AegisError for missing, unreadable or
-    malformed files, with finding codes ``[<code_prefix>not_found]``, ``wrong_type`` (a directory), ``unreadable``
-    and ``not_json``. Shared by every JSON input of the scorer (GT, manifest, predictions, threshold, clusters)."""
-    if not path.exists():
-        raise AegisError(f"[{code_prefix}not_found] {what} file not found: {path}")
-    if path.is_dir():
-        raise AegisError(f"[{code_prefix}wrong_type] {what} path is a directory, expected a JSON file: {path}")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise AegisError(f"[{code_prefix}unreadable] cannot read {what} file {path}: {exc.strerror}") from None
-    # The parser allocates millions of containers for a large results file, and each allocation burst would
-    # trigger a cyclic-GC pass over everything alive; JSON cannot hold cycles, so collection waits until after.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        obj = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
-        hint = " (the file looks truncated)" if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(data.rstrip()) - 1 else ""
-        raise AegisError(f"[{code_prefix}not_json] {what} file {path} is not valid JSON{where}{hint}") from None
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return obj, hashlib.sha256(data).hexdigest()
+    """(parsed JSON, SHA-256 of the bytes): the toolkit's one JSON reader (:func:`aegis_data.readers.read_json`),
+    with finding codes ``[<code_prefix>not_found]``, ``wrong_type``, ``unreadable``, ``not_json``, ``json_nonfinite``,
+    ``json_number_overflow`` and ``json_too_deep``."""
+    return read_json(path, what, code_prefix)
 
 
 def _first(items: Sequence, n: int = 3) -> str:
@@ -74,6 +53,19 @@ def _first(items: Sequence, n: int = 3) -> str:
 
 def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def as_float(x: Any) -> float:
+    """float(x) for a JSON number; an integer too large for float64 (``10**400``) becomes +-inf, so the
+    finiteness checks refuse it as a finding instead of an OverflowError."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
+
+
+def _is_finite_number(x: Any) -> bool:
+    return _is_number(x) and math.isfinite(as_float(x))
 
 
 def _is_int64(x: Any) -> bool:
@@ -162,7 +154,52 @@ def ground_truths_from_coco(coco: Any, source: Mapping[str, Any] | None,
     images, anns = coco["images"], coco["annotations"]
     if not isinstance(images, list) or not isinstance(anns, list):
         raise AegisError(f"[gt_wrong_type] {where}: 'images' and 'annotations' must be lists")
+    rows = _gt_image_rows(images, where)
+    image_ids = np.array([im["id"] for im in rows], dtype=np.int64)
+    if len(image_ids) != len(np.unique(image_ids)):
+        dup = image_ids[1:][np.diff(image_ids) == 0]
+        raise AegisError(f"[gt_duplicate_image_id] {where}: image ids repeat ({_first(dup.tolist())})")
+    row_of = {int(i): r for r, i in enumerate(image_ids)}
+    file_names = tuple(str(im.get("file_name", im["id"])) for im in rows)
+    widths = np.array([int(im.get("width") or 0) for im in rows], dtype=np.int64)
+    heights = np.array([int(im.get("height") or 0) for im in rows], dtype=np.int64)
+    attributes = tuple({k: v for k, v in im.items() if k not in _STANDARD_IMAGE_KEYS} for im in rows)
+    box_cat, box_image, boxes, areas, crowd, ann_ids = _gt_boxes(anns, keep, default_cat, row_of, where)
 
+    cat_arr = np.array(box_cat, dtype=np.int64)
+    box_image_arr = np.array(box_image, dtype=np.int64)
+    boxes_arr = np.array(boxes, dtype=np.float64).reshape(-1, 4)
+    areas_arr = np.array(areas, dtype=np.float64)
+    crowd_arr = np.array(crowd, dtype=bool)
+    ann_arr = np.array(ann_ids, dtype=np.int64)
+    source.setdefault("category_ids", all_cats)
+    out = {}
+    for cat_id in wanted:
+        mine = np.flatnonzero(cat_arr == cat_id)
+        # Group boxes by image row but keep file order inside each image (stable).
+        order = mine[np.argsort(box_image_arr[mine], kind="stable")]
+        warnings = list(source.get("warnings", []))
+        if (ann_arr[mine] == 0).any():
+            # pycocotools marks matches by annotation id, so a match to id 0 reads as "unmatched": that box can
+            # be matched again and its detection counts as a false positive. Our AP reproduces pycocotools
+            # exactly, quirk included; the thresholded metrics do not depend on ids.
+            warnings.append(
+                "[gt_annotation_id_zero] the GT has an annotation with id 0; COCO AP (like pycocotools) treats "
+                "matches to it as misses — renumber annotation ids from 1")
+        class_source = {k: v for k, v in source.items() if k != "warnings"}
+        if warnings:
+            class_source["warnings"] = warnings
+        out[cat_id] = GroundTruth(
+            image_ids=image_ids, file_names=file_names, widths=widths, heights=heights,
+            box_image=box_image_arr[order], boxes=boxes_arr[order], areas=areas_arr[order],
+            iscrowd=crowd_arr[order], ann_ids=ann_arr[order], category_id=cat_id, attributes=attributes,
+            category_ids=all_cats, warnings=tuple(warnings), dataset=source.get("dataset"),
+            split_dir=source.get("split_dir"), config_hash=source.get("config_hash"), source=class_source)
+    return out
+
+
+def _gt_image_rows(images: list, where: str) -> list[dict]:
+    """The ``images`` entries, each checked (integer id, non-negative size), sorted by id."""
     rows = []
     for k, im in enumerate(images):
         if not isinstance(im, dict) or "id" not in im:
@@ -176,16 +213,13 @@ def ground_truths_from_coco(coco: Any, source: Mapping[str, Any] | None,
                                  f"got {v!r:.40}")
         rows.append(im)
     rows.sort(key=lambda im: im["id"])
-    image_ids = np.array([im["id"] for im in rows], dtype=np.int64)
-    if len(image_ids) != len(np.unique(image_ids)):
-        dup = image_ids[1:][np.diff(image_ids) == 0]
-        raise AegisError(f"[gt_duplicate_image_id] {where}: image ids repeat ({_first(dup.tolist())})")
-    row_of = {int(i): r for r, i in enumerate(image_ids)}
-    file_names = tuple(str(im.get("file_name", im["id"])) for im in rows)
-    widths = np.array([int(im.get("width") or 0) for im in rows], dtype=np.int64)
-    heights = np.array([int(im.get("height") or 0) for im in rows], dtype=np.int64)
-    attributes = tuple({k: v for k, v in im.items() if k not in _STANDARD_IMAGE_KEYS} for im in rows)
+    return rows
 
+
+def _gt_boxes(anns: list, keep: set[int], default_cat: int | None, row_of: Mapping[int, int], where: str
+              ) -> tuple[list[int], list[int], list[list[float]], list[float], list[bool], list[int]]:
+    """(category, image row, xywh box, area, iscrowd, annotation id) of every annotation of a kept category,
+    in file order; other categories are skipped, malformed annotations refused."""
     box_cat, box_image, boxes, areas, crowd, ann_ids = [], [], [], [], [], []
     for k, a in enumerate(anns):
         if not isinstance(a, dict):
@@ -205,46 +239,18 @@ def ground_truths_from_coco(coco: Any, source: Mapping[str, Any] | None,
         if "id" in a and not _is_int64(a["id"]):
             raise AegisError(f"[gt_annotation_id] {where}: annotations[{k}].id must be an integer; got {a['id']!r:.40}")
         b = a["bbox"]
-        if (not isinstance(b, list) or len(b) != 4 or not all(_is_number(v) for v in b)
-                or not np.all(np.isfinite(b)) or b[2] < 0 or b[3] < 0):
+        if (not isinstance(b, list) or len(b) != 4 or not all(_is_finite_number(v) for v in b)
+                or b[2] < 0 or b[3] < 0):
             raise AegisError(f"[gt_bbox_invalid] {where}: annotations[{k}].bbox must be 4 finite numbers "
                              f"[x, y, w, h] with w, h >= 0; got {b!r:.80}")
         area = a.get("area")
         box_cat.append(int(cat))
         box_image.append(row_of[a["image_id"]])
         boxes.append([float(v) for v in b])
-        areas.append(float(area) if _is_number(area) else float(b[2]) * float(b[3]))
+        areas.append(float(area) if _is_finite_number(area) else float(b[2]) * float(b[3]))
         crowd.append(bool(a.get("iscrowd", 0)))
         ann_ids.append(int(a["id"]) if "id" in a else k + 1)
-
-    cat_arr = np.array(box_cat, dtype=np.int64)
-    box_image_arr = np.array(box_image, dtype=np.int64)
-    boxes_arr = np.array(boxes, dtype=np.float64).reshape(-1, 4)
-    areas_arr = np.array(areas, dtype=np.float64)
-    crowd_arr = np.array(crowd, dtype=bool)
-    ann_arr = np.array(ann_ids, dtype=np.int64)
-    source.setdefault("category_ids", all_cats)
-    out = {}
-    for cat_id in wanted:
-        mine = np.flatnonzero(cat_arr == cat_id)
-        # Group boxes by image row but keep file order inside each image (stable).
-        order = mine[np.argsort(box_image_arr[mine], kind="stable")]
-        class_source = {**source, "warnings": list(source.get("warnings", []))}
-        if (ann_arr[mine] == 0).any():
-            # pycocotools marks matches by annotation id, so a match to id 0 reads as "unmatched": that box can
-            # be matched again and its detection counts as a false positive. Our AP reproduces pycocotools
-            # exactly, quirk included; the thresholded metrics do not depend on ids.
-            class_source["warnings"].append(
-                "[gt_annotation_id_zero] the GT has an annotation with id 0; COCO AP (like pycocotools) treats "
-                "matches to it as misses — renumber annotation ids from 1")
-        if not class_source["warnings"]:
-            del class_source["warnings"]
-        out[cat_id] = GroundTruth(
-            image_ids=image_ids, file_names=file_names, widths=widths, heights=heights,
-            box_image=box_image_arr[order], boxes=boxes_arr[order], areas=areas_arr[order],
-            iscrowd=crowd_arr[order], ann_ids=ann_arr[order], category_id=cat_id, attributes=attributes,
-            source=class_source)
-    return out
+    return box_cat, box_image, boxes, areas, crowd, ann_ids
 
 
 def _read_manifest(root: Path) -> dict[str, Any]:
@@ -255,6 +261,13 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     obj, sha = read_json_file(path, "split manifest", "manifest_")
     if not isinstance(obj, dict):
         raise AegisError(f"[manifest_wrong_type] {path}: expected a JSON object")
+    if "format" in obj:  # a real split manifest: its provenance fields count only if they hash to its root
+        from aegis_data.manifest import check_manifest
+
+        try:
+            check_manifest(obj, path)
+        except AegisError as exc:
+            raise AegisError(f"[manifest_invalid] {exc}") from None
     dataset = obj.get("dataset")
     if isinstance(dataset, dict):
         dataset = dataset.get("name")
@@ -342,6 +355,12 @@ def load_ground_truth_by_class(path: str | Path, classes: str, split: str = "tes
     return ground_truth_by_class(coco, source, classes)
 
 
+def suite_config_of(gt: GroundTruth) -> SuiteConfig:
+    """The suite config the GT's conditions belong to: the split's (see :func:`aegis_data.config.split_config`,
+    which refuses when that config is not available) for GT read from a split directory, else the installed one."""
+    return config_for(gt.split_dir, gt.config_hash)
+
+
 # --- predictions ---------------------------------------------------------------------------------------
 class _IdResolver:
     """Maps prediction image ids (int or str) to GT rows, following the module docstring's rules."""
@@ -404,16 +423,16 @@ def _validated_arrays(obj: Any, where: str, warnings: list[str]) -> tuple[list, 
     cat_arr = _category_array(cats, where)
     bad = np.flatnonzero(~np.isfinite(boxes).all(axis=1)) if n else []
     if len(bad):
-        raise AegisError(f"[bbox_nonfinite] {where}: {len(bad)} boxes have NaN/inf values "
-                         f"(first at entry {bad[0]}: {bboxes[bad[0]]!r})")
+        raise AegisError(f"[bbox_nonfinite] {where}: {len(bad)} boxes have NaN/inf values or numbers beyond float64 "
+                         f"(first at entry {bad[0]}: {bboxes[bad[0]]!r:.80})")
     bad = np.flatnonzero((boxes[:, 2] < 0) | (boxes[:, 3] < 0)) if n else []
     if len(bad):
         raise AegisError(f"[bbox_negative] {where}: {len(bad)} boxes have negative width or height "
-                         f"(first at entry {bad[0]}: {bboxes[bad[0]]!r}); expected [x, y, w, h] with w, h >= 0")
+                         f"(first at entry {bad[0]}: {bboxes[bad[0]]!r:.80}); expected [x, y, w, h] with w, h >= 0")
     bad = np.flatnonzero(~np.isfinite(score_arr) | (score_arr < 0) | (score_arr > 1)) if n else []
     if len(bad):
         raise AegisError(f"[score_out_of_range] {where}: {len(bad)} scores are outside [0, 1] "
-                         f"(first at entry {bad[0]}: {scores[bad[0]]!r})")
+                         f"(first at entry {bad[0]}: {scores[bad[0]]!r:.40})")
     zero = int(((boxes[:, 2] == 0) | (boxes[:, 3] == 0)).sum()) if n else 0
     if zero:
         warnings.append(f"[bbox_degenerate] {zero} boxes have zero width or height; they can never match")
@@ -519,7 +538,10 @@ def _numeric_array(values: list, where: str, key: str, shape: tuple[int, ...]) -
             code = "bbox_invalid" if key == "bbox" else "score_not_numeric"
             want = "a list of 4 numbers [x, y, w, h]" if key == "bbox" else "a number in [0, 1]"
             raise AegisError(f"[{code}] {where}: entry {k} has {key} {v!r:.80}; expected {want}")
-    return np.array(values, dtype=np.float64)  # numbers numpy first kept as objects (e.g. very large ints)
+    # Numbers numpy kept as objects (very large ints): those beyond float64 become inf, refused by the caller.
+    if shape:
+        return np.array([[as_float(x) for x in v] for v in values], dtype=np.float64)
+    return np.array([as_float(v) for v in values], dtype=np.float64)
 
 
 def _category_array(cats: list, where: str) -> np.ndarray:
@@ -542,7 +564,7 @@ def _resolve_categories(cats: np.ndarray, gt: GroundTruth, where: str, warnings:
     if len(cats) == 0:
         return np.ones(0, dtype=bool), 0
     person = int(gt.category_id)
-    known = set(int(c) for c in gt.source.get("category_ids", (person,)))
+    known = set(int(c) for c in (gt.category_ids or (person,)))
     present = set(np.unique(cats).tolist())
     if present == {person}:
         return np.ones(len(cats), dtype=bool), 0

@@ -1,4 +1,4 @@
-"""Robustness summaries over a sweep of conditions (SPEC §6): relative drops, per-corruption and per-family
+"""Robustness summaries over a sweep of conditions (docs/SCORING.md, "Robustness summaries"): relative drops, per-corruption and per-family
 means, an mPC-style mean and rPC.
 
 Conventions:

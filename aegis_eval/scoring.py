@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from aegis_data.config import load_config, parse_condition
+from aegis_data.config import SuiteConfig, load_config, parse_condition
 from aegis_data.errors import AegisError
 from aegis_data.imageio import write_bytes_atomic
 from aegis_eval import metrics as ap_metrics
@@ -35,7 +35,7 @@ from aegis_eval.matching import (DEFAULT_IOU, PerImageCounts, ThresholdMatch, ma
                                  rates_from_counts, sum_counts, threshold_metrics)
 from aegis_eval.class_map import ClassMap
 from aegis_eval.predictions import (load_ground_truth, load_ground_truth_by_class, load_predictions,
-                                    load_predictions_by_class, read_json_file)
+                                    load_predictions_by_class, read_json_file, suite_config_of)
 from aegis_eval.provenance import build_provenance
 from aegis_eval.result_keys import (AP_METRICS, CI_METRICS, COUNT_KEYS, LOCALIZATION_KEYS, LOWER_IS_BETTER,
                                     SCHEMA, THRESHOLD_METRICS)
@@ -62,14 +62,14 @@ def _interval(pair: Any) -> list[float | None]:
     return [_clean_number(lo), _clean_number(hi)]
 
 
-def condition_order(names: list[str]) -> list[str]:
+def condition_order(names: list[str], config: SuiteConfig | None = None) -> list[str]:
     """Canonical order: clean, then ``<corruption>_s<k>`` in config order, then any other names sorted."""
-    canonical = load_config().conditions()
+    canonical = (config or load_config()).conditions()
     rank = {c: k for k, c in enumerate(canonical)}
     return sorted(names, key=lambda c: (0, rank[c], "") if c in rank else (1, 0, c))
 
 
-def condition_labels(condition: str) -> dict[str, Any]:
+def condition_labels(condition: str, config: SuiteConfig | None = None) -> dict[str, Any]:
     """corruption / family / severity of a condition id (all None for a name that is not a condition id)."""
     parsed = corruption_of(condition)
     if parsed is None:
@@ -77,7 +77,7 @@ def condition_labels(condition: str) -> dict[str, Any]:
     name, sev = parsed
     family = None
     if name is not None:
-        spec = load_config().corruptions.get(name)
+        spec = (config or load_config()).corruptions.get(name)
         family = spec.family if spec is not None else None
     return {"corruption": name, "family": family, "severity": sev}
 
@@ -99,7 +99,7 @@ def _check_threshold(threshold: float) -> None:
 
 
 def _score_ground_truth(gt: GroundTruth, predictions: Mapping[str, Detections], names: list[str], threshold: float,
-                        weights: np.ndarray, iou: float, confidence: float) -> _GroundTruthScore:
+                        weights: np.ndarray, iou: float, confidence: float, config: SuiteConfig) -> _GroundTruthScore:
     matches: dict[str, ThresholdMatch] = {}
     samples: dict[str, dict[str, np.ndarray]] = {}
     conditions: dict[str, dict[str, Any]] = {}
@@ -109,7 +109,7 @@ def _score_ground_truth(gt: GroundTruth, predictions: Mapping[str, Detections], 
         match = match_at_threshold(gt, dets, threshold, iou)
         table = ap_metrics.evaluate_images(gt, dets)
         ap = ap_metrics.accumulate(table)
-        entry: dict[str, Any] = condition_labels(cond)
+        entry: dict[str, Any] = condition_labels(cond, config)
         entry.update({m: _clean_number(ap[m]) for m in AP_METRICS})
         tm = threshold_metrics(match)
         for key in THRESHOLD_METRICS[:3] + COUNT_KEYS + THRESHOLD_METRICS[3:]:
@@ -148,20 +148,26 @@ Samples = dict[str, dict[str, np.ndarray]]  # {condition: {CI metric: (B,) per-r
 def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], threshold: float, *,
                      bootstrap: BootstrapOptions, iou: float = DEFAULT_IOU, clusters: np.ndarray | None = None,
                      label: str | None = None, provenance: Mapping[str, Any] | None = None,
-                     threshold_info: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                     threshold_info: Mapping[str, Any] | None = None,
+                     config: SuiteConfig | None = None) -> dict[str, Any]:
     """Score every condition at one frozen ``threshold``; returns the docs/SCORE_JSON.md structure
     (:func:`score_conditions_with_samples` without the samples)."""
     return score_conditions_with_samples(gt, predictions, threshold, bootstrap=bootstrap, iou=iou, clusters=clusters,
-                                         label=label, provenance=provenance, threshold_info=threshold_info)[0]
+                                         label=label, provenance=provenance, threshold_info=threshold_info,
+                                         config=config)[0]
 
 
 def score_conditions_with_samples(gt: GroundTruth, predictions: Mapping[str, Detections], threshold: float, *,
                                   bootstrap: BootstrapOptions, iou: float = DEFAULT_IOU,
                                   clusters: np.ndarray | None = None, label: str | None = None,
                                   provenance: Mapping[str, Any] | None = None,
-                                  threshold_info: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], Samples]:
+                                  threshold_info: Mapping[str, Any] | None = None,
+                                  config: SuiteConfig | None = None) -> tuple[dict[str, Any], Samples]:
     """(score document, per-resample values of every condition). The samples let a caller pair this score with
     another one drawn with the same weight rows (the same images, options and clusters).
+
+    config: the suite the conditions belong to (order, families); ``score_paths`` passes the split's
+    (:func:`aegis_eval.predictions.suite_config_of`), the installed one is the default.
 
     predictions: {condition id (or any name): Detections resolved against ``gt``}.
     clusters: optional (I,) group label per GT image row; the bootstrap then resamples whole groups.
@@ -171,9 +177,10 @@ def score_conditions_with_samples(gt: GroundTruth, predictions: Mapping[str, Det
     if not predictions:
         raise AegisError("nothing to score: no predictions were given")
     _check_threshold(threshold)
-    names = condition_order(list(predictions))
+    config = config or load_config()
+    names = condition_order(list(predictions), config)
     weights = resample_weights(gt.n_images, bootstrap, clusters)
-    scored = _score_ground_truth(gt, predictions, names, threshold, weights, iou, bootstrap.confidence)
+    scored = _score_ground_truth(gt, predictions, names, threshold, weights, iou, bootstrap.confidence, config)
 
     info = dict(threshold_info or {})
     if provenance is None:
@@ -183,12 +190,12 @@ def score_conditions_with_samples(gt: GroundTruth, predictions: Mapping[str, Det
     return ({
         "schema": SCHEMA,
         "label": label,
-        "dataset": gt.source.get("dataset"),
+        "dataset": gt.dataset,
         "iou": float(iou),
         "threshold": {"value": float(threshold), "rule": info.get("rule"), "file": info.get("file"),
                       "file_sha256": info.get("sha256")},
         "conditions": scored.conditions,
-        "summary": summarize_robustness(scored.conditions),
+        "summary": summarize_robustness(scored.conditions, config),
         # Beside the per-condition entries (whose keys stay as they were): exposure and exact upper bounds.
         "false_alarm": _false_alarm_block(scored.false_alarms),
         "provenance": dict(provenance),
@@ -240,20 +247,22 @@ def score_conditions_by_class(gts: Mapping[str, GroundTruth], predictions: Mappi
                               thresholds: Mapping[str, float], *, bootstrap: BootstrapOptions,
                               iou: float = DEFAULT_IOU, clusters: np.ndarray | None = None, label: str | None = None,
                               provenance: Mapping[str, Any] | None = None,
-                              threshold_info: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                              threshold_info: Mapping[str, Any] | None = None,
+                              config: SuiteConfig | None = None) -> dict[str, Any]:
     """Score several classes: every class exactly as :func:`score_conditions` (its own frozen threshold), plus
     macro entries over the classes in ``conditions`` (docs/SCORE_JSON.md, "Several classes").
     :func:`score_conditions_by_class_with_samples` without the samples."""
     return score_conditions_by_class_with_samples(gts, predictions, thresholds, bootstrap=bootstrap, iou=iou,
                                                   clusters=clusters, label=label, provenance=provenance,
-                                                  threshold_info=threshold_info)[0]
+                                                  threshold_info=threshold_info, config=config)[0]
 
 
 def score_conditions_by_class_with_samples(
         gts: Mapping[str, GroundTruth], predictions: Mapping[str, Mapping[str, Detections]],
         thresholds: Mapping[str, float], *, bootstrap: BootstrapOptions, iou: float = DEFAULT_IOU,
         clusters: np.ndarray | None = None, label: str | None = None, provenance: Mapping[str, Any] | None = None,
-        threshold_info: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], Samples]:
+        threshold_info: Mapping[str, Any] | None = None,
+        config: SuiteConfig | None = None) -> tuple[dict[str, Any], Samples]:
     """(score document, per-resample macro values of every condition).
 
     gts: {class name: GroundTruth of that category}, all over the same image table.
@@ -272,10 +281,11 @@ def score_conditions_by_class_with_samples(
         raise AegisError(f"[threshold_class_missing] no frozen threshold for classes {missing[:5]}")
     for value in thresholds.values():
         _check_threshold(value)
-    names = condition_order(list(predictions))
+    config = config or load_config()
+    names = condition_order(list(predictions), config)
     weights = resample_weights(first.n_images, bootstrap, clusters)
     scored = {c: _score_ground_truth(gt, {cond: predictions[cond][c] for cond in names}, names,
-                                     float(thresholds[c]), weights, iou, bootstrap.confidence)
+                                     float(thresholds[c]), weights, iou, bootstrap.confidence, config)
               for c, gt in gts.items()}
     per_class = list(scored.values())
 
@@ -286,7 +296,7 @@ def score_conditions_by_class_with_samples(
         entries = [s.conditions[cond] for s in per_class]
         total = sum_counts([s.counts[cond] for s in per_class])
         pooled = rates_from_counts(total)
-        entry: dict[str, Any] = condition_labels(cond)
+        entry: dict[str, Any] = condition_labels(cond, config)
         for key in AP_METRICS + THRESHOLD_METRICS[:3] + COUNT_KEYS + THRESHOLD_METRICS[3:]:
             if key in MACRO_MEAN_METRICS:
                 entry[key] = _macro_value([e[key] for e in entries], key in AP_METRICS)
@@ -318,17 +328,17 @@ def score_conditions_by_class_with_samples(
     return ({
         "schema": SCHEMA,
         "label": label,
-        "dataset": first.source.get("dataset"),
+        "dataset": first.dataset,
         "iou": float(iou),
         "threshold": {"value": values[0] if len(values) == 1 else None, "rule": info.get("rule"),
                       "file": info.get("file"), "file_sha256": info.get("sha256"),
                       "class_thresholds": info.get("class_thresholds") or ("shared" if len(values) == 1 else "per-class"),
                       "per_class": {c: float(thresholds[c]) for c in gts}},
         "conditions": conditions,
-        "summary": summarize_robustness(conditions),
+        "summary": summarize_robustness(conditions, config),
         "false_alarm": _false_alarm_block(false_alarms),
         "classes": {c: {"category_id": int(gts[c].category_id), "threshold": float(thresholds[c]),
-                        "conditions": s.conditions, "summary": summarize_robustness(s.conditions),
+                        "conditions": s.conditions, "summary": summarize_robustness(s.conditions, config),
                         "false_alarm": _false_alarm_block(s.false_alarms)}
                     for c, s in scored.items()},
         "provenance": dict(provenance),
@@ -346,11 +356,16 @@ def prediction_files(preds: str | Path, on_warning: Warn | None = None) -> dict[
     preds = Path(preds)
     if preds.is_file():
         return {preds.stem: preds}
+    if preds.exists() and not preds.is_dir():  # a FIFO, socket or device would block or never end
+        raise AegisError(f"[predictions_not_a_file] {preds} is not a regular file or a folder")
     if not preds.is_dir():
         raise AegisError(f"[predictions_not_found] predictions not found: {preds}")
-    found, skipped = {}, []
+    found, skipped, irregular = {}, [], []
     for f in sorted(preds.glob("*.json")):
         if f.name in RUN_METADATA_FILES:  # written beside the predictions by `aegis baseline predict`
+            continue
+        if not f.is_file():  # only regular files (or links to them) are read
+            irregular.append(f.name)
             continue
         try:
             parse_condition(f.stem)
@@ -358,6 +373,9 @@ def prediction_files(preds: str | Path, on_warning: Warn | None = None) -> dict[
             skipped.append(f.name)
             continue
         found[f.stem] = f
+    if irregular and on_warning:
+        on_warning(f"[not_a_regular_file] skipped {len(irregular)} entries that are not regular files "
+                   f"({', '.join(irregular[:3])}{', ...' if len(irregular) > 3 else ''})")
     if skipped and on_warning:
         on_warning(f"[not_a_condition] skipped {len(skipped)} JSON files whose names are not condition ids "
                    f"({', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''})")
@@ -422,18 +440,28 @@ def score_paths(preds: str | Path, gt: str | Path, *, threshold: float | None = 
                 threshold_file: str | Path | None = None, bootstrap: int = 1000, seed: int = 0,
                 iou: float = DEFAULT_IOU, cluster_by: str | None = None, label: str | None = None,
                 split: str = "test", on_warning: Warn | None = None, classes: str | None = None,
-                class_map: ClassMap | None = None) -> dict[str, Any]:
+                class_map: ClassMap | None = None, cross_check: str | None = None) -> dict[str, Any]:
     """Load, validate and score predictions (a file or a directory of ``<condition>.json``) against GT (a COCO
     file or a split directory). Exactly one of ``threshold`` / ``threshold_file``. Loader warnings go to
     ``on_warning`` (prefixed with the condition).
 
     classes: None scores the person category (the single-class protocol); ``"all"`` or ``"a,b"`` scores those
     GT categories with :func:`score_conditions_by_class`. class_map: a remap of GT or prediction category ids
-    applied before anything else, recorded in provenance.
+    applied before anything else, recorded in provenance. ``cross_check="pycocotools"`` recomputes COCO AP with
+    pycocotools on the same inputs and raises AegisError on any difference above 1e-12
+    (``aegis_eval.crosscheck``); its summary goes to ``provenance.cross_check``.
     """
+    if cross_check is not None:
+        from aegis_eval.crosscheck import check_tool
+
+        check_tool(cross_check)
+        if classes is not None:
+            raise AegisError("[cross_check_classes] --cross-check compares the single-class (person) protocol; "
+                             "run it without --classes")
     return score_paths_detailed(preds, gt, threshold=threshold, threshold_file=threshold_file,
                                 bootstrap=bootstrap, seed=seed, iou=iou, cluster_by=cluster_by, label=label,
-                                split=split, on_warning=on_warning, classes=classes, class_map=class_map).result
+                                split=split, on_warning=on_warning, classes=classes, class_map=class_map,
+                                cross_check=cross_check).result
 
 
 @dataclass(frozen=True)
@@ -449,7 +477,8 @@ class PathScore:
 def score_paths_detailed(preds: str | Path, gt: str | Path, *, threshold: float | None,
                          threshold_file: str | Path | None, bootstrap: int, seed: int, iou: float,
                          cluster_by: str | None, label: str | None, split: str, on_warning: Warn | None,
-                         classes: str | None, class_map: ClassMap | None) -> PathScore:
+                         classes: str | None, class_map: ClassMap | None,
+                         cross_check: str | None = None) -> PathScore:
     """:func:`score_paths` with the samples, image ids and clusters a paired comparison needs."""
     _check_threshold_choice(threshold, threshold_file)
     options = BootstrapOptions(n_bootstrap=bootstrap, seed=seed)
@@ -465,7 +494,7 @@ def score_paths_detailed(preds: str | Path, gt: str | Path, *, threshold: float 
     else:
         value, info = float(threshold), {}
     ground_truth = load_ground_truth(gt, split, class_map)
-    _warn_all("ground truth", ground_truth.source.get("warnings", ()), on_warning)
+    _warn_all("ground truth", ground_truth.warnings, on_warning)
     detections = {}
     for cond, f in files.items():
         detections[cond] = load_predictions(f, ground_truth, class_map)
@@ -478,7 +507,11 @@ def score_paths_detailed(preds: str | Path, gt: str | Path, *, threshold: float 
                                   class_map=class_map.record() if class_map is not None else None)
     result, samples = score_conditions_with_samples(ground_truth, detections, value, bootstrap=options, iou=iou,
                                                     clusters=clusters, label=label, provenance=provenance,
-                                                    threshold_info=info)
+                                                    threshold_info=info, config=suite_config_of(ground_truth))
+    if cross_check is not None:
+        from aegis_eval.crosscheck import cross_check as run_cross_check
+
+        result["provenance"]["cross_check"] = run_cross_check(result, ground_truth, detections, cross_check)
     return PathScore(result, samples, ground_truth.image_ids, clusters)
 
 
@@ -488,7 +521,7 @@ def _score_paths_by_class(files: Mapping[str, Path], gt: str | Path, classes: st
                           class_map: ClassMap | None) -> PathScore:
     gts = load_ground_truth_by_class(gt, classes, split, class_map)
     first = next(iter(gts.values()))
-    _warn_all("ground truth", first.source.get("warnings", ()), on_warning)
+    _warn_all("ground truth", first.warnings, on_warning)
     if threshold_file is not None:
         values, info = read_class_thresholds(threshold_file, list(gts))
         _warn_iou_mismatch(info, iou, on_warning)
@@ -506,7 +539,7 @@ def _score_paths_by_class(files: Mapping[str, Path], gt: str | Path, classes: st
                                   class_map=class_map.record() if class_map is not None else None)
     result, samples = score_conditions_by_class_with_samples(gts, detections, values, bootstrap=options, iou=iou,
                                                              clusters=clusters, label=label, provenance=provenance,
-                                                             threshold_info=info)
+                                                             threshold_info=info, config=suite_config_of(first))
     return PathScore(result, samples, first.image_ids, clusters)
 
 

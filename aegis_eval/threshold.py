@@ -1,4 +1,4 @@
-"""Freezing the confidence threshold once, on clean validation predictions (SPEC §6).
+"""Freezing the confidence threshold once, on clean validation predictions (docs/SCORING.md, "The frozen threshold").
 
 The frozen value is stored in a small JSON file (schema ``aegis-threshold/1``) with the rule, the grid, the
 validation metrics at every grid point and at the chosen one, and the SHA-256 of the predictions and GT it was
@@ -36,7 +36,7 @@ from aegis_data.imageio import file_sha256, write_bytes_atomic
 from aegis_eval.exact_bounds import DEFAULT_DELTA, check_delta, clopper_pearson_upper, garwood_upper
 from aegis_eval.matching import (DEFAULT_IOU, PerImageCounts, match_at_threshold, per_image_counts,
                                  rates_from_counts, sum_counts)
-from aegis_eval.predictions import read_json_file, resolve_gt_path
+from aegis_eval.predictions import as_float, read_json_file, resolve_gt_path
 from aegis_eval.provenance import utc_timestamp
 from aegis_eval.types import Detections, GroundTruth
 
@@ -46,6 +46,11 @@ DEFAULT_RULE = "max-f1"
 DEFAULT_GRID: tuple[float, ...] = tuple(round(k / 100, 2) for k in range(100)) + (0.995, 0.999)
 # Per-grid-point metrics stored in the threshold file (compact: one list per metric).
 CURVE_KEYS = ("precision", "recall", "f1", "tp", "fp", "fp_per_image")
+
+# The largest grid accepted: one matching pass plus a vectorised count per point, and one float per point and
+# metric in the threshold file. 100,001 points is a 1e-5 step over [0, 1]; finer grids add nothing a score can
+# resolve and a grid like 0:1:1e-12 would otherwise exhaust memory.
+MAX_GRID_POINTS = 100_001
 
 _RULE_RE = re.compile(r"^\s*(precision|recall)\s*>=\s*([0-9]*\.?[0-9]+)\s*$")
 _RISK_RULE_RE = re.compile(r"^\s*(fp_per_image|false_alarm_image_share)\s*<=\s*([0-9]*\.?[0-9]+)\s*$")
@@ -96,20 +101,35 @@ def parse_grid(text: str) -> tuple[float, ...]:
     try:
         if ":" in text:
             parts = [float(p) for p in text.split(":")]
-            if len(parts) != 3 or parts[2] <= 0 or parts[1] < parts[0]:
+            if len(parts) != 3 or not all(np.isfinite(parts)) or parts[2] <= 0 or parts[1] < parts[0]:
                 raise ValueError
-            n = int(np.floor((parts[1] - parts[0]) / parts[2] + 1e-9)) + 1
+            points = (parts[1] - parts[0]) / parts[2]
+            if not points < MAX_GRID_POINTS:  # also catches an overflow to inf
+                raise AegisError(_too_many(f"{points + 1:.4g}", text))
+            n = int(np.floor(points + 1e-9)) + 1
             values = [round(parts[0] + k * parts[2], 10) for k in range(n)]
         else:
             values = [float(p) for p in text.split(",") if p.strip()]
+    except AegisError:
+        raise
     except ValueError:
         raise AegisError(f"cannot read threshold grid {text!r}; expected 'start:stop:step' (e.g. 0:1:0.01) or "
                          "a comma list (e.g. 0.25,0.5,0.75)") from None
     return validate_grid(values)
 
 
+def _too_many(size: str, text: str) -> str:
+    return (f"threshold grid {text[:40]!r} has {size} points, above the limit of {MAX_GRID_POINTS:,}; "
+            f"use a coarser step (0:1:0.00001 is the finest full grid)")
+
+
 def validate_grid(grid: Sequence[float]) -> tuple[float, ...]:
-    values = sorted(set(float(v) for v in grid))
+    if len(grid) > MAX_GRID_POINTS:
+        raise AegisError(_too_many(f"{len(grid):,}", f"{len(grid)} values"))
+    try:
+        values = sorted(set(float(v) for v in grid))
+    except (TypeError, ValueError, OverflowError):
+        raise AegisError("threshold grid values must be numbers in [0, 1]") from None
     if not values:
         raise AegisError("threshold grid is empty; expected at least one value in [0, 1]")
     bad = [v for v in values if not np.isfinite(v) or not 0.0 <= v <= 1.0]
@@ -131,7 +151,9 @@ def grid_counts(gt: GroundTruth, dets: Detections, grid: Sequence[float], iou: f
     grid = validate_grid(grid)
     base = match_at_threshold(gt, dets, grid[0], iou)
     scores = np.asarray(dets.scores, dtype=np.float64)
-    matched_det_score = np.where(base.gt_matched_det >= 0, scores[np.maximum(base.gt_matched_det, 0)], -np.inf)
+    # No detections at all (a valid, empty results list): nothing is matched at any threshold.
+    matched_det_score = (np.where(base.gt_matched_det >= 0, scores[np.maximum(base.gt_matched_det, 0)], -np.inf)
+                         if scores.size else np.full(len(base.gt_matched_det), -np.inf))
     out = []
     for t in grid:
         above = scores >= t
@@ -360,9 +382,9 @@ def write_class_threshold_file(frozen: ClassThresholds, path: str | Path, preds_
 
 
 def _check_value(value: Any, path: Path, where: str) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= float(value) <= 1.0:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= as_float(value) <= 1.0:
         raise AegisError(f"[threshold_value] threshold file {path}: {where} must be a number in [0, 1]; "
-                         f"got {value!r}")
+                         f"got {value!r:.40}")
     return float(value)
 
 

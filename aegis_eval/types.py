@@ -27,7 +27,12 @@ class GroundTruth:
     ann_ids: (G,) int64.
     category_id: the COCO id of the category kept (the person category unless another was asked for).
     attributes: per-image extra attributes from the GT ``images`` entries (e.g. a group key), by row.
-    source: description of where it came from (path, sha256) for provenance.
+    category_ids: every category id the GT file declares (detections of other known ids are dropped, unknown
+        ids refused).
+    warnings: loader findings that do not invalidate the GT (``[code] message`` lines).
+    dataset: the dataset name from the split's manifest (None for a bare COCO file).
+    split_dir, config_hash: the split directory and its manifest's suite config hash (None for a bare COCO file).
+    source: description of where it came from (path, sha256, manifest hashes) for provenance.
     """
 
     image_ids: np.ndarray
@@ -41,6 +46,11 @@ class GroundTruth:
     ann_ids: np.ndarray
     category_id: int = 1
     attributes: tuple[Mapping[str, Any], ...] = ()
+    category_ids: tuple[int, ...] = ()
+    warnings: tuple[str, ...] = ()
+    dataset: str | None = None
+    split_dir: str | None = None
+    config_hash: str | None = None
     source: Mapping[str, Any] = field(default_factory=dict)
 
     @property

@@ -15,9 +15,9 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from aegis_data.config import SEVERITIES, load_config
+from aegis_data.config import check_severity, load_config
 from aegis_data.errors import AegisError
-from cli.common import fail, handle_errors, out
+from cli.common import check_outputs, fail, handle_errors, out
 
 
 _ARROW = {"increase": "↑", "decrease": "↓"}  # a statistic's declared direction
@@ -101,13 +101,11 @@ def corrupt_cmd(
     from aegis_data.corruptions import apply_corruption
     from aegis_data.imageio import pixel_sha256, read_rgb, write_png_atomic
 
-    cfg = load_config()
-    if corruption not in cfg.corruptions:
-        raise AegisError(f"unknown corruption {corruption!r}; expected one of {', '.join(cfg.names)}")
-    if severity not in SEVERITIES:
-        raise AegisError(f"--severity must be 1, 2 or 3, got {severity}")
+    load_config().check_corruption(corruption)
+    check_severity(severity, "--severity")
     if out_path.suffix.lower() != ".png":
         raise AegisError(f"--out must be a .png file (lossless), got {str(out_path)!r}")
+    check_outputs({"--out": out_path}, [image])
     rgb = read_rgb(image)
     result = apply_corruption(rgb, corruption, severity, image_id if image_id is not None else image.stem)
     write_png_atomic(out_path, result)
@@ -131,6 +129,7 @@ def grid_cmd(
         raise AegisError(f"--out must be a .png file, got {str(out_path)!r}")
     if width < 480:
         raise AegisError(f"--width must be at least 480 px, got {width}")
+    check_outputs({"--out": out_path}, [image])
     rgb = read_rgb(image)
     sheet = severity_grid(rgb, image_id if image_id is not None else image.stem, width)
     write_png_atomic(out_path, sheet)
@@ -161,6 +160,7 @@ def calibrate_cmd(
     from aegis_data.calibration import calibrate_path, check_monotone
     from aegis_data.imageio import write_bytes_atomic
 
+    check_outputs({"--json": json_out}, [path])
     table = calibrate_path(path, _split_names(corruptions), limit)
     violations = check_monotone(table)
     bad = {v.corruption for v in violations}

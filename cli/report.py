@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from cli.common import handle_errors, out, warn
+from cli.common import check_output_dirs, check_outputs, handle_errors, out, warn
 
 
 @handle_errors
@@ -24,6 +24,7 @@ def report(
     """Render heatmaps, severity curves, family bars, localization plots and report.md/html/tex from score JSONs."""
     from aegis_eval.report import build_report, load_results
 
+    check_output_dirs({"--out": out_dir})
     files = build_report(load_results(results), out_dir, formats=formats, metric=metric)
     for note in files.notes:
         warn(note)
@@ -55,6 +56,7 @@ def gallery(
     """Draw the (image, condition) pairs whose recall drops most vs clean: clean | corrupted, GT and predictions."""
     from aegis_eval.report.gallery import build_gallery
 
+    check_output_dirs({"--out": out_dir}, [split_dir, preds])
     files = build_gallery(split_dir, preds, out_dir, threshold=threshold, threshold_file=threshold_file,
                           conditions=conditions, n=n, max_width=max_width)
     for note in files.notes:
@@ -94,6 +96,7 @@ def rank(
     from aegis_eval.ranking import rank_paths
     from aegis_eval.scoring import score_json_bytes
 
+    check_outputs({"--json": json_out}, results)
     doc = rank_paths(results, metric, by=by, condition=condition, reference=reference, bootstrap=bootstrap, seed=seed,
                      merge_same_label=merge_same_label)
     table = Table(title=f"ranking on {doc['metric']} vs {doc['reference']}: Kendall's tau-b (95% CI over resampled "

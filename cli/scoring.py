@@ -1,4 +1,4 @@
-"""``aegis freeze-threshold`` and ``aegis score``: the shared scorer's command line (SPEC §6)."""
+"""``aegis freeze-threshold`` and ``aegis score``: the shared scorer's command line (docs/SCORING.md)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from typing import Annotated, Any, Mapping, Optional
 import typer
 from rich.table import Table
 
-from aegis_data.config import SEVERITIES, load_config
+from aegis_data.config import SEVERITIES
 from aegis_data.errors import AegisError
 from aegis_eval.predictions import (load_ground_truth, load_ground_truth_by_class, load_predictions,
                                     load_predictions_by_class)
 from aegis_eval.threshold import (DEFAULT_RULE, freeze_threshold, freeze_thresholds_by_class, parse_grid,
                                   write_class_threshold_file, write_threshold_file)
-from cli.common import handle_errors, out, warn
+from cli.common import check_outputs, handle_errors, out, warn
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
@@ -90,7 +90,9 @@ def _drop_style(drop: float | None) -> str:
 def recall_matrix(result: Mapping[str, Any], metric: str = "recall") -> Table | None:
     """Corruption x severity matrix of ``metric``, coloured by relative drop vs clean; None without a sweep."""
     conds = result["conditions"]
-    names = [n for n in load_config().names if any(f"{n}_s{s}" in conds for s in SEVERITIES)]
+    # Corruptions and families as the scorer labelled them, in its (the split's suite config) order.
+    family_of = {e["corruption"]: e.get("family") for e in conds.values() if e.get("corruption")}
+    names = list(family_of)
     if not names:
         return None
     clean = conds.get("clean", {}).get(metric)
@@ -112,7 +114,7 @@ def recall_matrix(result: Mapping[str, Any], metric: str = "recall") -> Table | 
             drop = e["rel_drop"].get(metric)
             cells.append(f"[{_drop_style(drop)}]{_fmt(e.get(metric))}[/]")
         mean_drop = per_corruption.get(n, {}).get(metric)
-        table.add_row(n, load_config().corruptions[n].family, *cells,
+        table.add_row(n, family_of[n] or "–", *cells,
                       "–" if mean_drop is None else f"{100 * mean_drop:.1f}%")
     return table
 
@@ -215,6 +217,7 @@ def freeze_threshold_cmd(
     allow_merge: AllowMergeOption = False,
 ) -> None:
     """Choose the confidence threshold once, on clean validation predictions, and store it with its val metrics."""
+    check_outputs({"--out": out_path}, [val_preds, gt, *(Path(v) for v in (class_map,) if v and Path(v).is_file())])
     grid_values = parse_grid(grid) if grid is not None else None
     cmap = _class_map(class_map, remap_side, allow_merge)
     if classes is not None:
@@ -290,15 +293,20 @@ def score_cmd(
     task: Annotated[str, typer.Option(help="'detection' (COCO results per condition) or 'referring' (one box per "
                                            "referring expression, scored with P@0.5..0.8; --gt is an aegis-refs/1 "
                                            "file).")] = "detection",
+    cross_check: Annotated[Optional[str], typer.Option(
+        "--cross-check", help="Also compute COCO AP with this reference implementation ('pycocotools') on the same "
+                              "inputs; exit 1 on any difference above 1e-12.")] = None,
 ) -> None:
     """Score predictions at a frozen threshold: COCO AP, P/R/F1, size recall, false-alarm bounds, drops vs clean,
     bootstrap CIs; several classes (--classes), GT versions (repeat --gt) or referring expressions (--task)."""
     # Imported here so the other commands (and --help) start without loading the AP engine and bootstrap.
     from aegis_eval.scoring import score_paths, write_score_csv, write_score_json
 
+    inputs = [preds, *gt, threshold_file, *(Path(v) for v in (cluster_by, class_map) if v and Path(v).is_file())]
+    check_outputs({"--json": json_out, "--csv": csv_out}, inputs)
     if task == "referring":
         detection_only = {"--threshold": threshold, "--threshold-file": threshold_file, "--classes": classes,
-                          "--class-map": class_map, "--csv": csv_out}
+                          "--class-map": class_map, "--csv": csv_out, "--cross-check": cross_check}
         given = [name for name, value in detection_only.items() if value is not None]
         if given or len(gt) != 1 or iou != 0.5 or split != "test":
             raise AegisError(f"[referring_option] --task referring takes one --gt (an aegis-refs/1 file), "
@@ -314,12 +322,20 @@ def score_cmd(
     if len(gt) > 1:
         from aegis_eval.versions import score_versions
 
+        if cross_check is not None:
+            raise AegisError("[cross_check_versions] --cross-check applies to one --gt")
+
         result = score_versions(preds, gt, **options, remap_versions=remap_version)
     elif remap_version:
         raise AegisError("[class_map_versions] --remap-version applies with several --gt only")
     else:
-        result = score_paths(preds, gt[0], **options)
+        result = score_paths(preds, gt[0], **options, cross_check=cross_check)
     out.print(conditions_table(result))
+    checked = result["provenance"].get("cross_check")
+    if checked:
+        out.print(f"cross-check: {checked['tool']} {checked['version'] or ''} agrees on {checked['conditions']} "
+                  f"condition(s) x 6 AP metrics (max |difference| {checked['max_abs_diff']:.3g} <= "
+                  f"{checked['tolerance']:g})", highlight=False, soft_wrap=True)
     per_class = classes_table(result)
     if per_class is not None:
         out.print(per_class)
@@ -381,6 +397,7 @@ def gt_diff_cmd(
     """Audit a label revision: added, removed, tightened, loosened and class-changed boxes, per split and class."""
     from aegis_eval.gt_diff import gt_diff_paths, write_gt_diff_json
 
+    check_outputs({"--json": json_out}, [old, new])
     doc = gt_diff_paths(old, new, iou=iou, pr_iou=pr_iou)
     for table in gt_diff_tables(doc):
         out.print(table)
@@ -437,6 +454,7 @@ def convert_refs_cmd(
     from aegis_eval.predictions import read_json_file
     from aegis_eval.referring import refs_from_refcoco
 
+    check_outputs({"--out": out_path}, [refs, instances])
     refs_doc, _ = read_json_file(refs, "refs", "refcoco_")
     inst_doc, _ = read_json_file(instances, "instances", "refcoco_")
     doc = refs_from_refcoco(refs_doc, inst_doc, str(refs))

@@ -9,9 +9,9 @@ from typing import Annotated, Any, Mapping, Optional
 import typer
 from rich.table import Table
 
-from cli.common import handle_errors, out, warn
+from cli.common import check_outputs, handle_errors, out, warn
 from cli.splits import (
-    AnnotationsOpt, ClassesOpt, GroupsOpt, HfSplitOpt, ImagesOpt, LabelsOpt, MaxPixelsOpt, NOpt, OptionOpt, SizeOpt,
+    AnnotationsOpt, ClassesOpt, FollowLinksOpt, GroupsOpt, HfSplitOpt, ImagesOpt, LabelsOpt, MaxPixelsOpt, NOpt, OptionOpt, SizeOpt,
     adapter_options,
 )
 
@@ -69,6 +69,7 @@ def audit_command(
     groups: GroupsOpt = None,
     hf_split: HfSplitOpt = None,
     max_pixels: MaxPixelsOpt = None,
+    follow_links: FollowLinksOpt = False,
     option: OptionOpt = None,
 ) -> None:
     """Audit a source dataset: counts, box sizes, resolutions, duplicates and leakage between splits.
@@ -79,8 +80,10 @@ def audit_command(
     from aegis_data.imageio import write_bytes_atomic
     from aegis_data.sources import load_source
 
+    check_outputs({"--json": json_out}, [source, images, labels, annotations])
     options = adapter_options(dataset, option, n=n, size=size, images=images, labels=labels, annotations=annotations,
-                              classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels)
+                              classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels,
+                              follow_links=follow_links or None)
     ds = load_source(dataset, source=source, **options)
     report = audit_dataset(ds, hash_files=not no_hash)
     report["source"] = ds.description

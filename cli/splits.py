@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from cli.common import err, fail, handle_errors, out
+from cli.common import check_output_dirs, check_outputs, err, fail, handle_errors, out
 
 _ADAPTER = "Source adapter options"
 
@@ -34,6 +34,9 @@ SchedulerOpt = Annotated[Optional[str], typer.Option(
          "docs/SCALING.md).")]
 MaxPixelsOpt = Annotated[Optional[int], typer.Option(
     help="Refuse source images larger than this many pixels.", rich_help_panel=_ADAPTER)]
+FollowLinksOpt = Annotated[bool, typer.Option(
+    "--follow-links", help="Read source images that are symlinks leaving the source folder (default: skip and count "
+    "them).", rich_help_panel=_ADAPTER)]
 OptionOpt = Annotated[Optional[list[str]], typer.Option(
     "--option", "-o", help="Any adapter option as key=value (repeatable), e.g. -o val_fraction=0.1.",
     rich_help_panel=_ADAPTER)]
@@ -99,6 +102,7 @@ def build_command(
     groups: GroupsOpt = None,
     hf_split: HfSplitOpt = None,
     max_pixels: MaxPixelsOpt = None,
+    follow_links: FollowLinksOpt = False,
     option: OptionOpt = None,
 ) -> None:
     """Build the frozen corrupted benchmark (clean + 27 conditions) with its SHA-256 manifest."""
@@ -107,9 +111,11 @@ def build_command(
     from aegis_data.splits import build_splits
 
     options = adapter_options(dataset, option, n=n, size=size, images=images, labels=labels, annotations=annotations,
-                              classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels)
+                              classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels,
+                              follow_links=follow_links or None)
     ds = load_source(dataset, source=source, **options)
     target = out_dir or Path("aegis-splits") / f"{dataset}-c"
+    check_output_dirs({"--out": target})
     # The bar starts with the first progress report, so a refused build prints only its one error line.
     bar = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
@@ -131,6 +137,10 @@ def build_command(
             workers=workers, limit=limit, with_train=with_train, progress=on_progress,
             max_pixels=max_pixels or DEFAULT_MAX_PIXELS, scheduler=scheduler, on_cluster=print_cluster,
         )
+    except BaseException:
+        if tasks:  # a failed build ends in its one error line, without the bar's last frame
+            bar.live.transient = True
+        raise
     finally:
         if tasks:
             bar.stop()
@@ -140,6 +150,9 @@ def build_command(
     table.add_row("conditions", f"{len(result.conditions)} ({', '.join(result.conditions[:3])}{', ...' if len(result.conditions) > 3 else ''})")
     table.add_row("source images", ", ".join(f"{s}: {k}" for s, k in result.images.items()))
     table.add_row("files written / skipped", f"{result.files_written} / {result.files_skipped}")
+    if result.sources_changed:
+        table.add_row("sources changed", f"{result.sources_changed} source image(s) decode to other pixels than when "
+                                         f"they were built: all their files were rendered again")
     table.add_row("time", f"{result.seconds:.1f} s ({result.images_per_s:.2f} files/s, {result.mp_per_s:.1f} MP/s)")
     table.add_row("manifest", str(result.manifest_path))
     table.add_row("root hash", result.root_hash)
@@ -170,15 +183,20 @@ def verify_command(
         raise fail("--subset needs --against (a reference manifest to take the subset of)")
     if strict_bytes and against is None:
         raise fail("--strict-bytes needs --against (against its own manifest every byte difference already fails)")
+    check_outputs({"--json": json_out}, [directory, against])
     report = verify_split(directory, against, strict_bytes=strict_bytes, workers=workers, subset=subset,
                           scheduler=scheduler, on_cluster=print_cluster)
     if json_out is not None:
         write_bytes_atomic(json_out, (json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n").encode())
-    info = report.information
+    info = [f for f in report.information if f.kind == "bytes-only"]
     if info:
         out.print(f"[yellow]note[/] {len(info)} file(s) differ in bytes only: identical decoded pixels, another PNG "
                   f"encoder or version (information; --strict-bytes makes this a failure), e.g. {info[0].path}",
                   highlight=False)
+    linked = [f for f in report.information if f.kind == "hardlink"]
+    if linked:
+        out.print(f"[yellow]note[/] {len(linked)} file(s) are hard links shared with files outside the split "
+                  f"(information: editing those changes these), e.g. {linked[0].path}", highlight=False)
     if report.ok:
         if against is None:
             root = f"root {report.expected_root_hash}"
@@ -214,6 +232,7 @@ def export_command(
     """Export a verified frozen split as a Hugging Face `datasets` dataset with embedded images."""
     from aegis_data.export_hf import export_split, push_split
 
+    check_output_dirs({"--out": out_dir}, [directory])
     result = export_split(directory, out_dir)
     table = Table(title=f"Hugging Face export of {directory}")
     table.add_column("split")

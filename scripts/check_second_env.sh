@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Second-environment determinism check (SPEC §3): recompute the golden corruption hashes under a different
+# Second-environment determinism check (docs/REPRODUCIBILITY.md): recompute the golden corruption hashes under a different
 # NumPy major and OpenCV minor, in a throwaway venv, and compare them with tests/golden/hashes.json.
 #
 #   scripts/check_second_env.sh                     # numpy 1.26.4 + opencv-python 4.10.0.84

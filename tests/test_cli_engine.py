@@ -167,7 +167,7 @@ def test_calibrate_subset_and_limit(image_dir, tmp_path):
 def _split(root: Path, conditions: dict[str, callable]) -> Path:
     """A minimal frozen-split layout: manifest + test/clean + the given conditions (condition -> fn(img, stem))."""
     root.mkdir(parents=True, exist_ok=True)
-    (root / "manifest.json").write_text("{}")
+    (root / "manifest.json").write_text(json.dumps({"config_hash": load_config().config_hash}))
     for phase, stem in ((0, "img_a"), (5, "img_b")):
         img = frame(phase=phase)
         write_png_atomic(root / "test" / "clean" / f"{stem}.png", img)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from aegis_data.config import load_config
 from cli.main import app
 from conftest import assert_one_line_error
 
@@ -41,7 +42,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
     (split / "annotations").mkdir(parents=True)
     (split / "annotations" / "test.json").write_text(json.dumps(gt_doc(10)))
     (split / "annotations" / "val.json").write_text(json.dumps(gt_doc(8)))
-    (split / "manifest.json").write_text(json.dumps({"dataset": "synthetic", "config_hash": "c0ffee", "root_hash": "1" * 64}))
+    (split / "manifest.json").write_text(json.dumps({"dataset": "synthetic", "config_hash": load_config().config_hash, "root_hash": "1" * 64}))
     val = root / "val_preds.json"
     val.write_text(json.dumps(preds_doc(8, 7)))
     preds = root / "preds"
@@ -188,7 +189,7 @@ def test_score_errors(files, tmp_path):
     ('[{"image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1], "score": 7}]', "[score_out_of_range]"),
     ('[{"image_id": 99, "category_id": 1, "bbox": [0, 0, 1, 1], "score": 0.5}]', "[image_id_unknown]"),
     ('[{"image_id": 1, "category_id": 4, "bbox": [0, 0, 1, 1], "score": 0.5}]', "[category_unknown]"),
-    ('[{"image_id": 1, "category_id": 1, "bbox": [0, 0, Infinity, 1], "score": 0.5}]', "[bbox_nonfinite]"),
+    ('[{"image_id": 1, "category_id": 1, "bbox": [0, 0, Infinity, 1], "score": 0.5}]', "[json_nonfinite]"),
 ])
 def test_score_prediction_findings(files, tmp_path, content, code):
     p = tmp_path / "clean.json"

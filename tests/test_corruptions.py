@@ -88,6 +88,18 @@ def test_contract_same_key_same_bytes_and_severity_1_acts(name, frame):
     assert not np.array_equal(a, apply_corruption(frame, name, 2, "img-1"))
 
 
+@pytest.mark.parametrize("name", CORRUPTIONS)
+def test_contract_params_draw_kernel_layers_compose_to_apply(name, frame):
+    """The three public layers: parameter record, draw (from the keyed stream) and kernel."""
+    from aegis_data.seeding import keyed_random
+
+    params = corruption_params(name, 2)
+    draw = C.draw_params(name, params, *frame.shape[:2], keyed_random("img-1", name, 2, C.DEFAULT_SEED))
+    assert np.array_equal(getattr(C, name)(frame, params, draw), apply_corruption(frame, name, 2, "img-1"))
+    with pytest.raises(AegisError, match="unknown corruption 'fog'"):
+        C.draw_params("fog", params, 8, 8, KeyedRandom("x"))
+
+
 @pytest.mark.parametrize("name", RANDOM_CORRUPTIONS)
 def test_contract_image_id_and_seed_change_the_draws(name, frame):
     a = apply_corruption(frame, name, 2, "img-1")
@@ -271,7 +283,7 @@ def test_inundation_full_water_without_tint_is_the_ripple():
     h, w = 120, 160
     img = _dot_image(h, w, [(60, 80), (30, 40)], background=30)
     p = dataclasses.replace(corruption_params("inundation", 3), coverage=1.0, opacity=0.0, sparkle_strength=0.0)
-    draw = C._draw_inundation(p, h, w, KeyedRandom("inund"))
+    draw = C.draw_params("inundation", p, h, w, KeyedRandom("inund"))
     out = C.inundation(img, p, draw)
     amp = C._px(p.ripple_amplitude_px, h, w)
     lam = C._px(p.ripple_wavelength_px, h, w)
@@ -333,6 +345,27 @@ def test_blur_mask_matches_a_gaussian_edge(sigma):
     got = K.blur_mask(m, sigma)[150].astype(np.float64) / 65535
     ref = np.array([0.5 * (1 + math.erf((x - 199.5) / (sigma * math.sqrt(2)))) for x in range(400)])
     assert np.abs(got - ref)[50:350].max() < 0.01
+
+
+@pytest.mark.parametrize("sigma", [0.4, 2.0, 5.1])
+def test_convolve_exact_float32_row_pass_gives_the_float64_integers(sigma):
+    rng = np.random.default_rng(9)
+    k = K.discrete_gaussian(sigma)
+    mask = rng.random((97, 131)) < 0.3
+    image = rng.integers(0, 256, (61, 83, 3), dtype=np.uint8)
+    blocks = K.block_sum(mask, 4)  # integers <= 16
+    for arr, bound in ((mask, 1), (image, 255), (blocks, 16)):
+        assert bound * k.sum() <= 2**24  # the float32 path is taken
+        assert np.array_equal(K.convolve_exact(arr, k, max_abs=bound), K.convolve_exact(arr, k))
+
+
+def test_cached_tables_are_read_only():
+    p = corruption_params("low_light", 2)
+    tables = (C.encode_table(p.gamma), C.linear_table(p.gamma), *C._low_light_tables(p), C._normal_table_f32(),
+              C._transmission_table(0.5, 0.2), C._grain_table(0.03), C._bloom_table(0.6))
+    for table in tables:
+        with pytest.raises(ValueError):
+            table[0] = 0
 
 
 def test_value_noise_spans_the_unit_range_and_masks_hit_their_coverage():

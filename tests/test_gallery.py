@@ -1,4 +1,4 @@
-"""`aegis gallery` on a tiny split written here in the SPEC §4 layout.
+"""`aegis gallery` on a tiny split written here in the docs/SPLITS.md layout.
 
 Three frames (two 200x150, one 640x480), GT boxes, clean predictions that find every person, and two
 corrupted conditions that lose some:

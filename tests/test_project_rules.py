@@ -89,3 +89,17 @@ def test_the_png_writer_pattern_catches_what_it_should():
                  "Image.fromarray(a).save(p)", "im.save(out, 'PNG')"):
         assert OTHER_PNG_WRITERS.search(line), line
     assert not OTHER_PNG_WRITERS.search("data = encode_png(rgb)")
+
+
+def test_the_product_cites_no_internal_document():
+    """Messages and docs name the shipped docs/ (or state the rule); the internal spec is not shipped, so a
+    "SPEC §N" reference is one a user cannot follow."""
+    offenders = []
+    for d in (*PRODUCT_DIRS, "docs"):
+        for path in sorted((ROOT / d).rglob("*")):
+            if path.is_symlink() or not path.is_file() or path.suffix not in (".py", ".md", ".yaml", ".txt", ".html"):
+                continue
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                if "SPEC" in line:
+                    offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not offenders, "citations of the internal spec:\n" + "\n".join(offenders)

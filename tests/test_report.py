@@ -264,9 +264,9 @@ def test_load_results_rejects_bad_files(tmp_path, content, message):
 
 
 def test_load_results_missing_file_directory_and_empty(tmp_path):
-    with pytest.raises(AegisError, match="score JSON not found"):
+    with pytest.raises(AegisError, match="score JSON file not found"):
         load_results([tmp_path / "nope.json"])
-    with pytest.raises(AegisError, match="got a directory"):
+    with pytest.raises(AegisError, match="is a directory"):
         load_results([tmp_path])
     with pytest.raises(AegisError, match="no score JSON given"):
         load_results([])
@@ -307,13 +307,13 @@ def test_cli_report_writes_files_and_lists_them(tmp_path):
 @pytest.mark.parametrize(
     "make_args, message",
     [
-        (lambda d: [str(d / "missing.json")], "score JSON not found"),
+        (lambda d: [str(d / "missing.json")], "score JSON file not found"),
         (lambda d: [str(d / "bad.json")], "not valid JSON"),
         (lambda d: [str(SARD), "--metric", "accuracy"], "unknown metric 'accuracy'"),
         (lambda d: [str(SARD), "--format", "docx"], "unknown report format 'docx'"),
         (lambda d: [str(SARD), str(SARD)], "two results for model 'yolo11n'"),
         (lambda d: [str(d / "thr.json")], "expected an `aegis score` JSON with schema 'aegis-score/1'"),
-        (lambda d: [str(d)], "expected a score JSON file, got a directory"),
+        (lambda d: [str(d)], "score JSON path is a directory"),
     ],
 )
 def test_cli_report_errors_are_one_line(tmp_path, make_args, message):

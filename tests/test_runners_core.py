@@ -281,3 +281,20 @@ def test_config_unknown_key_did_you_mean_and_types(tmp_path):
     good.write_text("model: rtdetr\nlr0: 0.001\nbatch: 2\n")
     cfg = resolve_settings(good, {"batch": 4, "lr0": None})
     assert (cfg["model"], cfg["lr0"], cfg["batch"], cfg["overlap"]) == ("rtdetr", 0.001, 4, 256)
+
+
+def test_runner_defaults_are_declared_once():
+    """TrainSettings, PredictSettings and the CLI's resolved settings all read runners.config.KEYS; in
+    particular imgsz is the same 1024 px for training and prediction (a library caller used to get None)."""
+    from dataclasses import fields
+
+    from aegis_eval.runners.config import defaults, resolve_settings
+    from aegis_eval.runners.predict import PredictSettings
+    from aegis_eval.runners.train import TrainSettings
+
+    table = defaults()
+    for cls in (TrainSettings, PredictSettings):
+        shared = {f.name: f.default for f in fields(cls) if f.name in table and f.name not in ("model", "weights", "arch")}
+        assert shared == {k: table[k] for k in shared}, cls.__name__
+    assert TrainSettings("yolo11", None).imgsz == PredictSettings("yolo11", None).imgsz == table["imgsz"] == 1024
+    assert resolve_settings(None, {})["imgsz"] == 1024

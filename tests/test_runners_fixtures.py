@@ -1,4 +1,4 @@
-"""A tiny split on disk in the SPEC §4 layout, for the runner tests (helpers only; no tests here).
+"""A tiny split on disk in the docs/SPLITS.md layout, for the runner tests (helpers only; no tests here).
 
 The corrupted conditions are simple brightness changes of the clean frames: the runner tests check plumbing
 (ids, files, resume, determinism), not the corruption engine, and must not depend on its speed.

@@ -150,6 +150,37 @@ def test_yolo_classes_and_negatives(yolo: Path):
     assert len(explicit.records()) == 3
 
 
+def test_yolo_images_and_labels_without_source(yolo: Path, tmp_path: Path):
+    ds = load_source("yolo", images=str(yolo / "images"), labels=str(yolo / "labels"))
+    assert len(ds.records()) == 3
+    assert ds.description["root"] == "yolo"
+    assert (ds.description["layout"]["images"], ds.description["layout"]["labels"]) == ("images", "labels")
+    assert str(tmp_path) not in json.dumps(ds.description)
+    # Folders in different places: the description names both, relative to their common parent.
+    elsewhere = tmp_path / "ann" / "person_labels"
+    elsewhere.parent.mkdir()
+    (yolo / "labels").rename(elsewhere)
+    ds2 = load_source("yolo", images=str(yolo / "images"), labels=str(elsewhere))
+    assert (ds2.description["layout"]["images"], ds2.description["layout"]["labels"]) == (
+        "yolo/images", "ann/person_labels")
+    with pytest.raises(AegisError, match=r"needs a source .*both --images and --labels"):
+        load_source("yolo", images=str(yolo / "images"))
+
+
+def test_cli_build_splits_yolo_folders_without_source(yolo: Path, tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    out = tmp_path / "yolo-c"
+    r = CliRunner().invoke(app, ["build-splits", "--dataset", "yolo", "--images", str(yolo / "images"), "--labels",
+                                 str(yolo / "labels"), "--out", str(out), "--corruptions", "low_light",
+                                 "--severities", "1", "--workers", "1"])
+    assert r.exit_code == 0, r.output
+    source = json.loads((out / "manifest.json").read_text())["source"]
+    assert source["layout"]["images"] == "images" and source["layout"]["labels"] == "labels"
+
+
 @pytest.mark.parametrize(
     "line,message",
     [

@@ -113,7 +113,7 @@ def test_verify_against_another_manifest(app, doubles, tmp_path):
         (["build-splits", "--dataset", "heridal", "--source", "/nonexistent/heridal"], ["/nonexistent/heridal"]),
         (["build-splits", "--dataset", "heridal"], ["needs a source"]),
         (["build-splits", "--dataset", "nope"], ["unknown dataset 'nope'"]),
-        (["build-splits", "--corruptions", "fog", "--n", "2", "--size", "64"], ["unknown corruption(s) fog"]),
+        (["build-splits", "--corruptions", "fog", "--n", "2", "--size", "64"], ["unknown corruption 'fog'"]),
         (["build-splits", "--severities", "1,x", "--n", "2", "--size", "64"], ["--severities"]),
         (["build-splits", "--severities", "4", "--n", "2", "--size", "64"], ["subset of 1, 2, 3"]),
         (["build-splits", "--n", "2", "--size", "64", "--labels", "x"], ["unknown option 'labels'"]),

@@ -52,8 +52,12 @@ def load_source(dataset: str, *, source: str | Path | None = None, **options: An
     pairs can be passed straight through). Raises AegisError for a missing or malformed source.
     """
     mod = _adapter(dataset)
-    if dataset != "synthetic" and (source is None or str(source) == ""):
-        raise AegisError(f"dataset {dataset!r} needs a source (the dataset root or path); none was given")
+    no_source = source is None or str(source) == ""
+    # YOLO folders given directly (images= and labels=) need no root.
+    folders_given = dataset == "yolo" and bool(options.get("images")) and bool(options.get("labels"))
+    if dataset != "synthetic" and no_source and not folders_given:
+        hint = " (or, for yolo, both --images and --labels)" if dataset == "yolo" else ""
+        raise AegisError(f"dataset {dataset!r} needs a source (the dataset root or path){hint}; none was given")
     return mod.load(source, {k: v for k, v in options.items() if v is not None})
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import difflib
 import math
+import numbers
 import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+import numpy as np
 
 from aegis_data.errors import AegisError
 from aegis_data.imageio import DEFAULT_MAX_PIXELS, image_size
@@ -20,6 +23,9 @@ EDGE_TOLERANCE_PX = 1.0
 SPLITS = ("train", "val", "test")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+# A plain decimal number as label files write it: no '_' separators, no 'nan'/'inf', no hex.
+_DECIMAL = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+_CLASS_ID = re.compile(r"^\d+$")
 
 
 def check_options(adapter: str, options: Mapping[str, Any], allowed: Iterable[str]) -> None:
@@ -78,6 +84,23 @@ def opt_ids(options: Mapping[str, Any], key: str) -> frozenset[str] | None:
     if not out:
         raise AegisError(f"option {key}={value!r}: expected a comma-separated list of class ids or names")
     return out
+
+
+def opt_bool(options: Mapping[str, Any], key: str, default: bool = False) -> bool:
+    value = options.get(key, default)
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise AegisError(f"option {key}={value!r}: expected true or false")
+
+
+def opt_follow_links(options: Mapping[str, Any]) -> bool:
+    """``follow_links``: read images that are symlinks leaving the source folder (default: skip and count)."""
+    return opt_bool(options, "follow_links")
 
 
 def opt_max_pixels(options: Mapping[str, Any]) -> int:
@@ -148,14 +171,46 @@ def check_box(x0: float, y0: float, x1: float, y1: float, width: int, height: in
     return (float(cx0), float(cy0), float(cx1), float(cy1))
 
 
-def xywh_to_xyxy(b: Iterable[Any], where: str) -> tuple[float, float, float, float]:
-    vals = list(b)
-    if len(vals) != 4:
-        raise AegisError(f"{where}: bbox {vals!r} must have 4 numbers [x, y, w, h]")
+def plain_number(raw: str, where: str, what: str) -> float:
+    """A plain decimal number from label text ('12', '0.5', '1e-3'); AegisError naming ``where`` for anything
+    else ('1_0', 'nan', 'inf', '0x10') and for values that do not fit a float64 ('1e400')."""
+    text = raw.strip()
+    if not _DECIMAL.match(text):
+        raise AegisError(f"{where}: {what} is {text[:40]!r}, expected a number (plain decimal, like 12 or 0.5)")
+    value = float(text)
+    if not math.isfinite(value):
+        raise AegisError(f"{where}: {what} {text[:40]!r} does not fit a 64-bit float")
+    return value
+
+
+def class_id(raw: str, where: str) -> int:
+    """A YOLO class id: a non-negative integer written without sign, point or exponent ('0', '3')."""
+    if not _CLASS_ID.match(raw):
+        raise AegisError(f"{where}: class {raw[:40]!r} is not a class id; expected numbers 'class cx cy w h' with "
+                         f"a non-negative integer class like 0")
+    return int(raw)
+
+
+def json_number(v: Any, where: str, what: str) -> float:
+    """A JSON number as a finite float64; AegisError for booleans, strings, null and values like 10**400."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+        raise AegisError(f"{where}: {what} {v!r:.40} is not a number")
     try:
-        x, y, w, h = (float(v) for v in vals)
-    except (TypeError, ValueError):
-        raise AegisError(f"{where}: bbox {vals!r} must have 4 numbers [x, y, w, h]") from None
+        out = float(v)
+    except OverflowError:
+        out = math.inf
+    if not math.isfinite(out):
+        raise AegisError(f"{where}: {what} {str(v)[:40]} does not fit a finite 64-bit float")
+    return out
+
+
+def xywh_to_xyxy(b: Any, where: str) -> tuple[float, float, float, float]:
+    if isinstance(b, np.ndarray):
+        b = b.tolist()
+    if not isinstance(b, (list, tuple)) or len(b) != 4:
+        raise AegisError(f"{where}: bbox {b!r:.80} must be a list of 4 numbers [x, y, w, h]")
+    x, y, w, h = (json_number(v, where, "bbox value") for v in b)
+    vals = list(b)
     if w < 0 or h < 0:
         raise AegisError(f"{where}: bbox {vals!r} has a negative width or height")
     return x, y, x + w, y + h

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from aegis_data.errors import AegisError
@@ -30,8 +31,24 @@ class SourceDataset:
         return [r for s in ("test", "val", "train") for r in self.splits.get(s, [])]
 
 
-def build_dataset(name: str, description: dict[str, Any], records: Iterable[Record]) -> SourceDataset:
-    """Group records by their ``split``, sort by image id, and enforce the id invariants."""
+def build_dataset(name: str, description: dict[str, Any], records: Iterable[Record], *,
+                  roots: Iterable[Path] = (), follow_links: bool = False) -> SourceDataset:
+    """Group records by their ``split``, sort by image id, and enforce the id invariants.
+
+    ``roots``: the folders a file source reads (its root, an explicitly given image folder). An image whose
+    path resolves outside all of them -- a symlink leaving the source -- is skipped and counted as
+    ``links_outside_root_skipped`` unless ``follow_links``.
+    """
+    records = list(records)
+    real_roots = [Path(r).resolve() for r in roots]
+    if real_roots and not follow_links:
+        kept = [r for r in records if _inside_any(r.path, real_roots)]
+        if len(kept) != len(records):
+            description = {**description, "links_outside_root_skipped": len(records) - len(kept)}
+            if not kept:
+                raise AegisError(f"every image of the source is a link leaving its folder ({real_roots[0]}); "
+                                 f"pass follow_links=true (--follow-links) to read them")
+        records = kept
     by_split: dict[str, list[Record]] = {}
     seen: dict[str, str] = {}
     for r in records:
@@ -52,6 +69,11 @@ def build_dataset(name: str, description: dict[str, Any], records: Iterable[Reco
         s: {"images": len(rs), "boxes": sum(len(r.boxes) for r in rs)} for s, rs in splits.items()
     }
     return SourceDataset(name=name, description=desc, splits=splits)
+
+
+def _inside_any(path: str, roots: list[Path]) -> bool:
+    real = Path(path).resolve()
+    return any(real == r or r in real.parents for r in roots)
 
 
 def with_split(record: Record, split: str) -> Record:

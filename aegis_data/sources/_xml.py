@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aegis_data.errors import AegisError
+from aegis_data.sources._common import plain_number
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,7 @@ def _number(el: ET.Element, tag: str, where: str) -> float:
     raw = _text(el.find(tag))
     if raw is None:
         raise AegisError(f"{where}: <bndbox> has no <{tag}>")
-    try:
-        return float(raw)
-    except ValueError:
-        raise AegisError(f"{where}: <{tag}> is {raw!r}, expected a number") from None
+    return plain_number(raw, where, f"<{tag}>")
 
 
 def parse_voc_xml(path: Path) -> VocLabel:
@@ -62,10 +60,10 @@ def parse_voc_xml(path: Path) -> VocLabel:
     size = None
     size_el = root.find("size")
     if size_el is not None:
+        # <size> is a hint (the image header decides): one that is not a plain finite number is ignored.
         try:
-            w = int(float(_text(size_el.find("width")) or 0))
-            h = int(float(_text(size_el.find("height")) or 0))
-        except ValueError:
+            w, h = (int(plain_number(_text(size_el.find(t)) or "0", str(path), f"<{t}>")) for t in ("width", "height"))
+        except AegisError:
             w = h = 0
         if w > 0 and h > 0:
             size = (w, h)

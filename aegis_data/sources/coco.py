@@ -9,14 +9,15 @@ root (no "..", not absolute). Everything goes to ``split`` (default "test"); ``v
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Mapping
 
 from aegis_data.errors import AegisError
+from aegis_data.readers import read_coco_gt
 from aegis_data.records import Record
 from aegis_data.sources._common import (
+    opt_follow_links,
     PERSON_NAMES, check_box, check_options, frame_size, opt_fraction, opt_ids, opt_max_pixels, opt_path,
     portable_path, require_dir, safe_id, xywh_to_xyxy,
 )
@@ -24,7 +25,7 @@ from aegis_data.sources._dataset import SourceDataset, build_dataset
 from aegis_data.sources.yolo import carve_val, opt_split
 
 NAME = "coco"
-OPTIONS = ("annotations", "categories", "split", "val_fraction", "max_pixels")
+OPTIONS = ("annotations", "categories", "split", "val_fraction", "max_pixels", "follow_links")
 
 
 def safe_relative(file_name: Any, where: str) -> str:
@@ -41,15 +42,23 @@ def safe_relative(file_name: Any, where: str) -> str:
 
 
 def _load_json(path: Path) -> dict:
-    if not path.is_file():
-        raise AegisError(f"COCO annotation file not found: {path}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise AegisError(f"COCO annotation file {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("images"), list) or not isinstance(data.get("annotations", []), list):
-        raise AegisError(f"COCO annotation file {path}: expected an object with 'images' and 'annotations' lists")
+    data = read_coco_gt(path, "COCO annotation", "")[0]
+    if not isinstance(data.get("annotations"), list):
+        raise AegisError(f"COCO annotation file {path}: expected an object with 'images' and 'annotations' lists "
+                         f"(an image set without persons still needs \"annotations\": [])")
+    cats = data.get("categories", [])
+    if not isinstance(cats, list) or not all(isinstance(c, dict) for c in cats):
+        raise AegisError(f"COCO annotation file {path}: 'categories' must be a list of objects with 'id' and 'name'")
+    for k, c in enumerate(cats):
+        if not _is_key(c.get("id")):
+            raise AegisError(f"COCO annotation file {path}: categories[{k}] has id {c.get('id')!r:.40}; expected an "
+                             f"integer or a string")
     return data
+
+
+def _is_key(v: Any) -> bool:
+    """COCO ids: integers or strings (never booleans, floats, lists or null)."""
+    return isinstance(v, (int, str)) and not isinstance(v, bool)
 
 
 def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
@@ -75,9 +84,12 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
             raise AegisError(f"{ann_path}: categories={','.join(sorted(wanted))} match no category in the file")
     by_image: dict[Any, list[dict]] = {}
     stats: Counter = Counter()
-    for k, ann in enumerate(data.get("annotations", [])):
-        if not isinstance(ann, dict) or "image_id" not in ann:
-            raise AegisError(f"{ann_path}: annotation #{k} is not an object with an image_id")
+    for k, ann in enumerate(data["annotations"]):
+        if not isinstance(ann, dict) or not _is_key(ann.get("image_id")):
+            raise AegisError(f"{ann_path}: annotation #{k} is not an object with an integer or string image_id")
+        if ann.get("category_id") is not None and not _is_key(ann.get("category_id")):
+            raise AegisError(f"{ann_path}: annotation #{k} has category_id {ann.get('category_id')!r:.40}; expected "
+                             f"an integer or a string")
         if ann.get("category_id") not in person_ids:
             stats["ignored_non_person_annotations"] += 1
             continue
@@ -89,8 +101,8 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     seen_ids: set = set()
     for k, img in enumerate(data["images"]):
         where = f"{ann_path} (image #{k}, id {img.get('id') if isinstance(img, dict) else '?'})"
-        if not isinstance(img, dict) or "id" not in img:
-            raise AegisError(f"{where}: expected an object with 'id' and 'file_name'")
+        if not isinstance(img, dict) or not _is_key(img.get("id")):
+            raise AegisError(f"{where}: expected an object with an integer or string 'id' and a 'file_name'")
         if img["id"] in seen_ids:
             raise AegisError(f"{where}: image id {img['id']!r} occurs twice")
         seen_ids.add(img["id"])
@@ -128,4 +140,4 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
             "ids": "image id = file_name without extension, '/' -> '__', unsafe characters -> '_'",
         },
     }
-    return build_dataset(NAME, description, records)
+    return build_dataset(NAME, description, records, roots=(root,), follow_links=opt_follow_links(options))

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from aegis_data.errors import AegisError
 from aegis_data.sources._common import (
+    opt_follow_links,
     check_options, list_images, opt_fraction, opt_max_pixels, require_dir,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
@@ -23,7 +24,7 @@ from aegis_data.sources._labels import split_stats, xml_record
 from aegis_data.sources._split import assign_groups
 
 NAME = "heridal"
-OPTIONS = ("val_fraction", "max_pixels")
+OPTIONS = ("val_fraction", "max_pixels", "follow_links")
 DEFAULT_VAL_FRACTION = 0.1
 SPLIT_DIRS = (("trainImages", "train"), ("testImages", "test"))
 
@@ -96,6 +97,6 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
             "size": "taken from the image header; <size> is not trusted",
         },
     }
-    return build_dataset(NAME, description, records)
+    return build_dataset(NAME, description, records, roots=(root,), follow_links=opt_follow_links(options))
 
 

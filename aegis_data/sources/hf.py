@@ -141,74 +141,19 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     available = _splits_of(_open(src))
     chosen = options.get("split")
     target = options.get("target_split")
-    if target is not None and target not in SPLITS:
-        raise AegisError(f"option target_split={target!r}: expected one of {', '.join(SPLITS)}")
-    if chosen is not None:
-        if chosen not in available:
-            raise AegisError(f"HF dataset {src} has no split {chosen!r} (splits: {', '.join(available)})")
-        plan = {chosen: target or "test"}
-    else:
-        plan = {}
-        for name in available:
-            ours = _SPLIT_MAP.get(name.lower())
-            if ours is None:
-                raise AegisError(f"HF split {name!r} has no obvious role (train/validation/test); pass split=<name>")
-            plan[name] = ours
+    plan = _split_plan(src, available, chosen, target)
     stats: Counter = Counter()
     records = []
     for hf_split, ours in plan.items():
-        ds = available[hf_split]
-        if objects_col not in ds.column_names:
-            raise AegisError(f"HF dataset has no objects column {objects_col!r} (columns: {', '.join(ds.column_names)}); pass objects_column=")
-        names = _category_names(ds.features[objects_col])
-        raw = _raw_images(ds, image_col)
-        id_col = "image_id" if "image_id" in ds.column_names else None
-        for row, item in enumerate(raw):
-            where = f"{src} [{hf_split} row {row}]"
-            data = _image_bytes(item[image_col], where)
-            size = header_size(data)
-            if size is None:
-                rgb = decode_image_bytes(data, what=where, max_pixels=max_pixels)
-                size = (rgb.shape[1], rgb.shape[0])
-            w, h = size
-            if w * h > max_pixels:
-                raise AegisError(f"{where}: image is {w}x{h}, above the limit of {max_pixels:,} pixels")
-            objs = item.get(objects_col) or {}
-            if isinstance(objs, list):  # a list of {bbox, category} rows
-                bboxes = [o.get("bbox") for o in objs]
-                cats = [o.get("category") for o in objs]
-            else:
-                bboxes = list(objs.get("bbox") or [])
-                cats = list(objs.get("category") or [None] * len(bboxes))
-            if len(cats) != len(bboxes):
-                raise AegisError(f"{where}: objects have {len(bboxes)} bbox entries but {len(cats)} categories")
-            boxes = []
-            for k, (bb, cat) in enumerate(zip(bboxes, cats)):
-                label = names[cat] if names is not None and isinstance(cat, int) and 0 <= cat < len(names) else cat
-                if categories is not None and str(cat) not in categories and str(label) not in categories:
-                    stats[f"ignored_category:{label}"] += 1
-                    continue
-                bwhere = f"{where} object {k}"
-                boxes.append(check_box(*xywh_to_xyxy(bb, bwhere), w, h, bwhere))
-            if id_col is not None:
-                iid = safe_id(str(item[id_col]))
-            elif isinstance(item[image_col], dict) and item[image_col].get("path"):
-                iid = safe_id(Path(item[image_col]["path"]).stem)
-            else:
-                iid = f"{safe_id(hf_split)}-{row:06d}"
-            records.append(Record(iid, f"hf:{src}::{hf_split}::{row}::{image_col}", w, h, tuple(boxes), split=ours,
-                                  meta={"hf_split": hf_split, "row": row}))
+        records += _split_records(src, available[hf_split], hf_split, ours, image_col, objects_col, categories,
+                                  max_pixels, stats)
     if not records:
         raise AegisError(f"HF dataset {src} holds no rows")
     if len({r.image_id for r in records}) < len(records) and len(plan) > 1:
         # File stems repeat across HF splits (e.g. 0001.jpg in train and test): name ids by split too.
         records = [dataclasses.replace(r, image_id=f"{safe_id(r.meta['hf_split'])}-{r.image_id}") for r in records]
     if val_fraction:
-        grouped: dict[str, list[Record]] = {}
-        for r in records:
-            grouped.setdefault(r.split, []).append(r)
-        base = "test" if "test" in grouped and "train" not in grouped else "train"
-        records = [r for s, rs in grouped.items() if s != base for r in rs] + carve_val(grouped.get(base, []), val_fraction, salt="hf-val")
+        records = _carve_val(records, val_fraction)
     description = {
         "adapter": NAME,
         # a hub id as given; a local folder by its name only (the manifest must not depend on where it lives)
@@ -224,3 +169,89 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         },
     }
     return build_dataset(NAME, description, records)
+
+
+def _split_plan(src: str, available: Mapping[str, Any], chosen: Any, target: Any) -> dict[str, str]:
+    """HF split name -> our split: the one chosen (as ``target`` or test), else every split by its usual role."""
+    if target is not None and target not in SPLITS:
+        raise AegisError(f"option target_split={target!r}: expected one of {', '.join(SPLITS)}")
+    if chosen is not None:
+        if chosen not in available:
+            raise AegisError(f"HF dataset {src} has no split {chosen!r} (splits: {', '.join(available)})")
+        return {chosen: target or "test"}
+    plan = {}
+    for name in available:
+        ours = _SPLIT_MAP.get(name.lower())
+        if ours is None:
+            raise AegisError(f"HF split {name!r} has no obvious role (train/validation/test); pass split=<name>")
+        plan[name] = ours
+    return plan
+
+
+def _split_records(src: str, ds: Any, hf_split: str, ours: str, image_col: str, objects_col: str,
+                   categories: frozenset[str] | None, max_pixels: int, stats: Counter) -> list[Record]:
+    """One record per row of one HF split (image size from the header, person boxes checked)."""
+    if objects_col not in ds.column_names:
+        raise AegisError(f"HF dataset has no objects column {objects_col!r} (columns: {', '.join(ds.column_names)}); pass objects_column=")
+    names = _category_names(ds.features[objects_col])
+    raw = _raw_images(ds, image_col)
+    id_col = "image_id" if "image_id" in ds.column_names else None
+    records = []
+    for row, item in enumerate(raw):
+        where = f"{src} [{hf_split} row {row}]"
+        w, h = _row_size(item[image_col], where, max_pixels)
+        boxes = _row_boxes(item.get(objects_col) or {}, names, categories, w, h, where, stats)
+        if id_col is not None:
+            iid = safe_id(str(item[id_col]))
+        elif isinstance(item[image_col], dict) and item[image_col].get("path"):
+            iid = safe_id(Path(item[image_col]["path"]).stem)
+        else:
+            iid = f"{safe_id(hf_split)}-{row:06d}"
+        records.append(Record(iid, f"hf:{src}::{hf_split}::{row}::{image_col}", w, h, tuple(boxes), split=ours,
+                              meta={"hf_split": hf_split, "row": row}))
+    return records
+
+
+def _row_size(value: Any, where: str, max_pixels: int) -> tuple[int, int]:
+    """(width, height) of a row's image: from the header when possible, else by decoding (under max_pixels)."""
+    data = _image_bytes(value, where)
+    size = header_size(data)
+    if size is None:
+        rgb = decode_image_bytes(data, what=where, max_pixels=max_pixels)
+        size = (rgb.shape[1], rgb.shape[0])
+    w, h = size
+    if w * h > max_pixels:
+        raise AegisError(f"{where}: image is {w}x{h}, above the limit of {max_pixels:,} pixels")
+    return w, h
+
+
+def _row_boxes(objs: Any, names: Any, categories: frozenset[str] | None, w: int, h: int, where: str,
+               stats: Counter) -> list:
+    """A row's person boxes (xyxy, checked against the frame); other categories are counted in ``stats``."""
+    if isinstance(objs, list):  # a list of {bbox, category} rows
+        bboxes = [o.get("bbox") for o in objs]
+        cats = [o.get("category") for o in objs]
+    else:
+        bboxes = list(objs.get("bbox") or [])
+        cats = list(objs.get("category") or [None] * len(bboxes))
+    if len(cats) != len(bboxes):
+        raise AegisError(f"{where}: objects have {len(bboxes)} bbox entries but {len(cats)} categories")
+    boxes = []
+    for k, (bb, cat) in enumerate(zip(bboxes, cats)):
+        label = names[cat] if names is not None and isinstance(cat, int) and 0 <= cat < len(names) else cat
+        if categories is not None and str(cat) not in categories and str(label) not in categories:
+            stats[f"ignored_category:{label}"] += 1
+            continue
+        bwhere = f"{where} object {k}"
+        boxes.append(check_box(*xywh_to_xyxy(bb, bwhere), w, h, bwhere))
+    return boxes
+
+
+def _carve_val(records: list[Record], val_fraction: float) -> list[Record]:
+    """A validation share carved from train (from test when the source has test only), by keyed order."""
+    grouped: dict[str, list[Record]] = {}
+    for r in records:
+        grouped.setdefault(r.split, []).append(r)
+    base = "test" if "test" in grouped and "train" not in grouped else "train"
+    return [r for s, rs in grouped.items() if s != base for r in rs] + carve_val(grouped.get(base, []), val_fraction,
+                                                                               salt="hf-val")

@@ -22,7 +22,6 @@ images, then val to ``val_fraction`` (default 0.1); the rest is train.
 from __future__ import annotations
 
 import csv
-import json
 import re
 from collections import Counter, defaultdict
 from dataclasses import replace
@@ -30,8 +29,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from aegis_data.errors import AegisError
+from aegis_data.readers import read_json
 from aegis_data.records import Record
 from aegis_data.sources._common import (
+    opt_follow_links,
     check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, portable_path,
     require_dir, safe_id,
 )
@@ -41,7 +42,7 @@ from aegis_data.sources._split import assign_groups
 from aegis_data.sources.yolo import class_stats, label_folder
 
 NAME = "sard"
-OPTIONS = ("groups", "gap", "max_group", "test_fraction", "val_fraction", "classes", "max_pixels")
+OPTIONS = ("groups", "gap", "max_group", "test_fraction", "val_fraction", "classes", "max_pixels", "follow_links")
 ROBOFLOW_SPLITS = ("train", "valid", "test")
 _ROBOFLOW = re.compile(r"^(?P<stem>.+)_(?:jpe?g|png|bmp|tiff?)\.rf\.[0-9A-Za-z]+$")
 _FRAME = re.compile(r"^(?P<prefix>.*?)(?P<num>\d+)$")
@@ -58,18 +59,15 @@ def read_groups_file(path: Path) -> dict[str, str]:
     """stem -> group from CSV (``stem,group``; header optional) or JSON (``{stem: group}``)."""
     if not path.is_file():
         raise AegisError(f"groups file not found: {path}")
-    text = path.read_text(encoding="utf-8")
     out: dict[str, str] = {}
     if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise AegisError(f"groups file {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        data, _ = read_json(path, "groups")
         if not isinstance(data, dict):
             raise AegisError(f"groups file {path}: expected a JSON object {{stem: group}}, got {type(data).__name__}")
         for k, v in data.items():
             out[Path(str(k)).stem if "." in str(k) and not str(k).startswith(".") else str(k)] = str(v)
     else:
+        text = path.read_text(encoding="utf-8")
         for n, row in enumerate(csv.reader(text.splitlines()), start=1):
             if not row or not "".join(row).strip():
                 continue
@@ -273,4 +271,4 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
                         "split is ignored",
         },
     }
-    return build_dataset(NAME, description, records)
+    return build_dataset(NAME, description, records, roots=(root,), follow_links=opt_follow_links(options))

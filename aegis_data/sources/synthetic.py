@@ -520,11 +520,23 @@ def render_scene(index: int, width: int, height: int, seed: int = DEFAULT_SEED, 
     key = generation_key(index, w, h, seed)
     plan = _plan(index, w, h, seed)
     biome = _BIOMES[plan.biome]
-    scale, sun, sun_len = plan.scale, plan.sun, plan.sun_len
-    long_side = max(w, h)
-    area_m2 = (w / scale) * (h / scale)
+    img = _terrain(key, w, h, biome)
+    path_mask, pale_mask = _path_masks(key, w, h, plan.scale)
+    img = _ground_cover(img, key, plan, biome, path_mask, pale_mask)
+    img = _objects(img, key, plan, biome)
+    labels = np.zeros((h, w), np.int16)
+    person_shadow = np.zeros((h, w), np.uint8)
+    boxes: list[tuple[float, float, float, float]] = []
+    kinds: list[str] = []
+    if persons:
+        img = _paint_persons(img, plan, labels, person_shadow, boxes, kinds)
+    img = _optics_and_grain(img, key)
+    return SyntheticScene(img, tuple(boxes), labels, person_shadow > 0, tuple(kinds), plan.biome)
 
-    # Terrain: a material ramp over large-scale noise, modulated by mid-scale and fine texture.
+
+def _terrain(key: str, w: int, h: int, biome: Mapping) -> np.ndarray:
+    """Terrain: a material ramp over large-scale noise, modulated by mid-scale and fine texture."""
+    long_side = max(w, h)
     dt = KeyedDraws(key + "|terrain")
     material = _noise(dt, w, h, cells=3, octaves=4)
     texture = _noise(dt, w, h, cells=max(6, long_side // 24), octaves=2)
@@ -533,10 +545,13 @@ def render_scene(index: int, width: int, height: int, seed: int = DEFAULT_SEED, 
     fine = cv2.resize(cv2.GaussianBlur(dt.bytes(fw * fh).reshape(fh, fw), (3, 3), 0.8), (w, h),
                       interpolation=cv2.INTER_LINEAR)
     tex = (texture.astype(np.int16) - 128) // 6 + (fine.astype(np.int16) - 128) // 5
-    img = np.clip(img.astype(np.int16) + tex[:, :, None], 0, 255).astype(np.uint8)
+    return np.clip(img.astype(np.int16) + tex[:, :, None], 0, 255).astype(np.uint8)
 
-    # Paths: random walks across the frame, dirt tracks or pale gravel paths of the bright material (the masks
-    # first, to know whether that material is needed; they are painted over the water below).
+
+def _path_masks(key: str, w: int, h: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """Paths: random walks across the frame, dirt tracks or pale gravel paths of the bright material (the masks
+    first, to know whether that material is needed; they are painted over the water later)."""
+    long_side = max(w, h)
     d = KeyedDraws(key + "|paths")
     path_mask = np.zeros((h, w), np.uint8)
     pale_mask = np.zeros((h, w), np.uint8)
@@ -551,7 +566,13 @@ def render_scene(index: int, width: int, height: int, seed: int = DEFAULT_SEED, 
             dx, dy = _rot(int(long_side / 6 * 16), 0, heading)
             x, y = x + dx / 16, y + dy / 16
         cv2.polylines(target, [np.array(pts, np.int32)], False, 255, max(2, int(1.4 * scale)), cv2.LINE_8, _SHIFT)
+    return path_mask, pale_mask
 
+
+def _ground_cover(img: np.ndarray, key: str, plan: _Plan, biome: Mapping, path_mask: np.ndarray,
+                  pale_mask: np.ndarray) -> np.ndarray:
+    """Bright ground, the water body with its shore band, then the paths over land and water alike."""
+    h, w = img.shape[:2]
     # Bright ground (limestone slabs and gravel, dry sand, bleached soil); water and shore cover it.
     bright_ground = np.zeros((1, 1, 3), np.uint8)  # not used when neither patches nor pale paths exist
     if plan.bright_alpha.any() or pale_mask.any():
@@ -572,13 +593,31 @@ def render_scene(index: int, width: int, height: int, seed: int = DEFAULT_SEED, 
     # Paths over land and water alike (fords, jetties): dirt tracks at 3/4 cover, pale paths at 7/8.
     path_mask = cv2.GaussianBlur(path_mask, (5, 5), 1.5) // 4 * 3
     img = _blend(img, np.array(_PATH, np.uint8), path_mask)
-    img = _blend(img, bright_ground, cv2.GaussianBlur(pale_mask, (5, 5), 1.5) // 8 * 7)
+    return _blend(img, bright_ground, cv2.GaussianBlur(pale_mask, (5, 5), 1.5) // 8 * 7)
 
+
+def _objects(img: np.ndarray, key: str, plan: _Plan, biome: Mapping) -> np.ndarray:
+    """Rocks and vegetation with their attached shadows: shadows first, then the objects over them."""
+    h, w = img.shape[:2]
     shadow = np.zeros((h, w), np.uint8)
     objects_layer: list[tuple] = []
+    _rocks(KeyedDraws(key + "|rocks"), plan, biome, shadow, objects_layer)
+    _bushes(KeyedDraws(key + "|bushes"), plan, biome, shadow, objects_layer)
+    img = _darken(img, cv2.GaussianBlur(shadow, (5, 5), 1.5), 110)
+    for obj in objects_layer:
+        if obj[0] == "poly":
+            cv2.fillPoly(img, [obj[1]], tuple(int(min(255, max(0, c))) for c in obj[2]), cv2.LINE_8, _SHIFT)
+        else:
+            col = tuple(int(min(255, max(0, c))) for c in obj[4])
+            cv2.circle(img, (obj[1], obj[2]), obj[3], col, -1, cv2.LINE_8, _SHIFT)
+    return img
 
-    # Rocks: irregular polygons with a lighter top face and an attached shadow.
-    d = KeyedDraws(key + "|rocks")
+
+def _rocks(d: KeyedDraws, plan: _Plan, biome: Mapping, shadow: np.ndarray, objects_layer: list[tuple]) -> None:
+    """Rocks: irregular polygons with a lighter top face and an attached shadow."""
+    h, w = shadow.shape
+    scale, sun, sun_len = plan.scale, plan.sun, plan.sun_len
+    area_m2 = (w / scale) * (h / scale)
     n_rocks = min(600, int(area_m2 / 100 * biome["rocks"] * d.uniform(0.3, 1.7)))
     for _ in range(n_rocks):
         cx, cy = d.between(0, w - 1), d.between(0, h - 1)
@@ -600,8 +639,12 @@ def render_scene(index: int, width: int, height: int, seed: int = DEFAULT_SEED, 
         inner = ((pts_a - centre) * 5 // 8 + centre + np.array([hx, hy])).astype(np.int32)
         objects_layer.append(("poly", inner, (grey + 18, grey + 16, grey + 10)))
 
-    # Vegetation clumps: clustered discs, dark with a sunlit highlight.
-    d = KeyedDraws(key + "|bushes")
+
+def _bushes(d: KeyedDraws, plan: _Plan, biome: Mapping, shadow: np.ndarray, objects_layer: list[tuple]) -> None:
+    """Vegetation clumps: clustered discs, dark with a sunlit highlight."""
+    h, w = shadow.shape
+    scale, sun, sun_len = plan.scale, plan.sun, plan.sun_len
+    area_m2 = (w / scale) * (h / scale)
     n_bushes = min(900, int(area_m2 / 100 * biome["bushes"] * d.uniform(0.3, 1.7)))
     dark, light = biome["bush"]
     for _ in range(n_bushes):
@@ -619,46 +662,41 @@ def render_scene(index: int, width: int, height: int, seed: int = DEFAULT_SEED, 
             hx, hy = _rot(r // 3, 0, sun + 180)
             objects_layer.append(("circle", ccx + hx, ccy + hy, r * 5 // 8, tuple(c + shade for c in light)))
 
-    # Draw: ground shadows, objects, then person shadows and persons.
-    img = _darken(img, cv2.GaussianBlur(shadow, (5, 5), 1.5), 110)
-    for obj in objects_layer:
-        if obj[0] == "poly":
-            cv2.fillPoly(img, [obj[1]], tuple(int(min(255, max(0, c))) for c in obj[2]), cv2.LINE_8, _SHIFT)
-        else:
-            col = tuple(int(min(255, max(0, c))) for c in obj[4])
-            cv2.circle(img, (obj[1], obj[2]), obj[3], col, -1, cv2.LINE_8, _SHIFT)
 
-    labels = np.zeros((h, w), np.int16)
-    person_shadow = np.zeros((h, w), np.uint8)
-    boxes, kinds = [], []
-    if persons:
-        px_m = int(scale * _ONE + 0.5)
-        for p in plan.persons:
-            ox, oy = (p.cx - p.half) * _ONE, (p.cy - p.half) * _ONE
-            if p.kind == "standing":  # a standing body casts a long shadow from the feet
-                length = int(1.7 * scale * sun_len * _ONE / 2)
-                sx, sy = _rot(length, 0, sun)
-                _ell(person_shadow, p.cx * _ONE + sx, p.cy * _ONE + sy, length, int(0.2 * px_m), sun, 255)
-            else:  # a lying body's shadow is its own outline, slightly offset
-                sx, sy = _rot(int(0.12 * px_m * sun_len), 0, sun)
-                for part in p.parts:
-                    _ell(person_shadow, ox + part[1] + sx, oy + part[2] + sy, part[3], part[4], part[5], 255)
-        img = _darken(img, cv2.GaussianBlur(person_shadow, (3, 3), 0.8), 120)
-        for k, p in enumerate(plan.persons):
-            y0, x0 = p.cy - p.half, p.cx - p.half
-            patch = img[y0 : y0 + 2 * p.half + 1, x0 : x0 + 2 * p.half + 1]  # a view: drawing paints img
+def _paint_persons(img: np.ndarray, plan: _Plan, labels: np.ndarray, person_shadow: np.ndarray,
+                   boxes: list, kinds: list) -> np.ndarray:
+    """Person shadows, then the persons; fills ``labels`` (k + 1 per person), ``person_shadow``, boxes, kinds."""
+    scale, sun, sun_len = plan.scale, plan.sun, plan.sun_len
+    px_m = int(scale * _ONE + 0.5)
+    for p in plan.persons:
+        ox, oy = (p.cx - p.half) * _ONE, (p.cy - p.half) * _ONE
+        if p.kind == "standing":  # a standing body casts a long shadow from the feet
+            length = int(1.7 * scale * sun_len * _ONE / 2)
+            sx, sy = _rot(length, 0, sun)
+            _ell(person_shadow, p.cx * _ONE + sx, p.cy * _ONE + sy, length, int(0.2 * px_m), sun, 255)
+        else:  # a lying body's shadow is its own outline, slightly offset
+            sx, sy = _rot(int(0.12 * px_m * sun_len), 0, sun)
             for part in p.parts:
-                _ell(patch, part[1], part[2], part[3], part[4], part[5], part[6])
-            grown = _person_mask(p)
-            labels[y0 : y0 + 2 * p.half + 1, x0 : x0 + 2 * p.half + 1][grown] = k + 1
-            boxes.append(_person_box(p, grown))
-            kinds.append(p.kind)
+                _ell(person_shadow, ox + part[1] + sx, oy + part[2] + sy, part[3], part[4], part[5], 255)
+    img = _darken(img, cv2.GaussianBlur(person_shadow, (3, 3), 0.8), 120)
+    for k, p in enumerate(plan.persons):
+        y0, x0 = p.cy - p.half, p.cx - p.half
+        patch = img[y0 : y0 + 2 * p.half + 1, x0 : x0 + 2 * p.half + 1]  # a view: drawing paints img
+        for part in p.parts:
+            _ell(patch, part[1], part[2], part[3], part[4], part[5], part[6])
+        grown = _person_mask(p)
+        labels[y0 : y0 + 2 * p.half + 1, x0 : x0 + 2 * p.half + 1][grown] = k + 1
+        boxes.append(_person_box(p, grown))
+        kinds.append(p.kind)
+    return img
 
-    # Soften hard drawing edges (optics), then add sensor grain.
+
+def _optics_and_grain(img: np.ndarray, key: str) -> np.ndarray:
+    """Soften hard drawing edges (optics), then add sensor grain."""
+    h, w = img.shape[:2]
     img = cv2.GaussianBlur(img, (3, 3), 0.8)
     grain = (KeyedDraws(key + "|grain").bytes(w * h).reshape(h, w).astype(np.int16) >> 4) - 8
-    img = np.clip(img.astype(np.int16) + grain[:, :, None], 0, 255).astype(np.uint8)
-    return SyntheticScene(img, tuple(boxes), labels, person_shadow > 0, tuple(kinds), plan.biome)
+    return np.clip(img.astype(np.int16) + grain[:, :, None], 0, 255).astype(np.uint8)
 
 
 def render_rgb(uri: str) -> np.ndarray:

@@ -15,13 +15,14 @@ from typing import Any, Mapping
 from aegis_data.errors import AegisError
 from aegis_data.sources import _labels
 from aegis_data.sources._common import (
+    opt_follow_links,
     check_options, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path, portable_path, require_dir,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset
 from aegis_data.sources.yolo import carve_val, opt_split
 
 NAME = "voc"
-OPTIONS = ("images", "annotations", "classes", "split", "val_fraction", "max_pixels")
+OPTIONS = ("images", "annotations", "classes", "split", "val_fraction", "max_pixels", "follow_links")
 
 
 def _first_dir(*cands: Path) -> Path | None:
@@ -69,4 +70,4 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
             "split": f"all images -> {split}" + ("; val carved by SHA-256 order of 'voc-val|<image id>'" if val_fraction else ""),
         },
     }
-    return build_dataset(NAME, description, records)
+    return build_dataset(NAME, description, records, roots=(root, images_dir), follow_links=opt_follow_links(options))

@@ -8,6 +8,7 @@ skipped and counted. Everything goes to ``split`` (default "test"); ``val_fracti
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
@@ -15,45 +16,22 @@ from typing import Any, Mapping
 from aegis_data.errors import AegisError
 from aegis_data.records import Box, Record
 from aegis_data.sources._common import (
+    opt_follow_links,
     SPLITS, check_box, check_options, frame_size, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path,
     portable_path, require_dir, safe_id,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
 from aegis_data.sources._split import assign_groups
+from aegis_data.yolo_labels import read_yolo_labels
 
 NAME = "yolo"
-OPTIONS = ("images", "labels", "classes", "split", "val_fraction", "max_pixels")
+OPTIONS = ("images", "labels", "classes", "split", "val_fraction", "max_pixels", "follow_links")
 
 
 def yolo_boxes(path: Path, width: int, height: int, classes: frozenset[str] | None, stats: Counter) -> tuple[Box, ...]:
     """Person boxes (absolute xyxy) from one YOLO label file; AegisError naming file:line for bad lines."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AegisError(f"cannot read label file {path}: {exc}") from None
-    boxes = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        parts = line.split()
-        if not parts:
-            continue
-        where = f"{path}:{n}"
-        if len(parts) != 5:
-            raise AegisError(f"{where}: expected 5 values 'class cx cy w h', got {len(parts)} ({line.strip()[:60]!r})")
-        try:
-            cls = int(float(parts[0]))
-            cx, cy, bw, bh = (float(v) for v in parts[1:])
-        except ValueError:
-            raise AegisError(f"{where}: expected numbers 'class cx cy w h', got {line.strip()[:60]!r}") from None
-        if classes is not None and str(cls) not in classes:
-            stats[f"ignored_class:{cls}"] += 1
-            continue
-        if bw < 0 or bh < 0:
-            raise AegisError(f"{where}: box 'cx={cx:g} cy={cy:g} w={bw:g} h={bh:g}' has a negative size")
-        x0, x1 = (cx - bw / 2) * width, (cx + bw / 2) * width
-        y0, y1 = (cy - bh / 2) * height, (cy + bh / 2) * height
-        boxes.append(check_box(x0, y0, x1, y1, width, height, where))
-        stats[f"class:{cls}"] += 1
-    return tuple(boxes)
+    return tuple(check_box(*box, width, height, where)
+                 for box, where in read_yolo_labels(path, width, height, classes, stats))
 
 
 def label_folder(
@@ -117,9 +95,19 @@ def opt_split(options: Mapping[str, Any]) -> str:
     return split
 
 
+def _folders_root(options: Mapping[str, Any]) -> Path:
+    """What the description is relative to when only ``images=`` and ``labels=`` are given: their common parent
+    folder (the images' parent when they share nothing but the filesystem root; the labels are then named)."""
+    images, labels = (Path(str(options[k])).expanduser().resolve() for k in ("images", "labels"))
+    common = Path(os.path.commonpath([images, labels]))
+    if common in (images, labels):
+        common = common.parent
+    return images.parent if common == Path(common.anchor) else common
+
+
 def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     check_options(NAME, options, OPTIONS)
-    root = Path(source).expanduser()
+    root = Path(source).expanduser() if source not in (None, "") else _folders_root(options)
     images_dir = opt_path(options, "images", base=root)
     if images_dir is None:
         images_dir = root / "images" if (root / "images").is_dir() else root
@@ -152,4 +140,4 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
             "negatives": "an image without a label file has no persons",
         },
     }
-    return build_dataset(NAME, description, records)
+    return build_dataset(NAME, description, records, roots=(root, images_dir), follow_links=opt_follow_links(options))

@@ -6,11 +6,13 @@ an interrupted run never leaves a half-written artefact.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from aegis_data.config import SuiteConfig
 from aegis_data.errors import AegisError
 from aegis_data.imageio import write_bytes_atomic
 from aegis_eval.report.render import FigureRef, html_report, latex_report, markdown_report
@@ -63,8 +65,14 @@ def parse_formats(spec: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+_SLUG_MAX = 64  # figure names hold the slug plus a suffix; file systems allow 255 bytes per name
+
+
 def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "dataset"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "dataset"
+    if len(slug) > _SLUG_MAX:  # a long dataset name: a prefix plus a hash of the whole name keeps it unique
+        slug = f"{slug[:_SLUG_MAX - 13].rstrip('-.')}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+    return slug
 
 
 def render_figures(groups: Sequence[DatasetGroup], metric: str) -> list[FigureRef]:
@@ -94,13 +102,14 @@ def render_figures(groups: Sequence[DatasetGroup], metric: str) -> list[FigureRe
 
 
 def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Iterable[str] = FORMATS,
-                 metric: str = "recall") -> ReportFiles:
+                 metric: str = "recall", config: SuiteConfig | None = None) -> ReportFiles:
     """Write the report for validated score results (see ``load_results``) into ``out``.
 
     Results are grouped by ``dataset`` (null -> "unknown"), models by ``label``. Figures go to
     ``out/figures/<dataset>_<kind>[_<metric>].png``; ``formats`` chooses report.md, report.html (self-contained)
     and report_table.tex. Raises AegisError for an unknown metric or format, an invalid result or a duplicate
-    (dataset, label).
+    (dataset, label). config: the suite config of the scored splits (row order and the full grid; default the
+    installed one); each condition's family is the one the scorer recorded in the result.
     """
     metric = check_metric(metric)
     formats = parse_formats(formats)
@@ -108,7 +117,7 @@ def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Ite
         raise AegisError("no score results given (expected one or more `aegis score --json` outputs)")
     for i, r in enumerate(results):
         validate_result(r, str(r.get(SOURCE_KEY) or f"results[{i}]") if isinstance(r, Mapping) else f"results[{i}]")
-    groups = group_by_dataset(results)
+    groups = group_by_dataset(results, config)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise AegisError(f"--out must be a directory, got an existing file: {out}")

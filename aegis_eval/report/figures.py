@@ -99,8 +99,43 @@ def heatmap_png(group: DatasetGroup, metric: str) -> bytes:
     """
     rows, sevs, runs = group.corruptions, group.severities, group.runs
     n_r, n_s, n_m = len(rows), len(sevs), len(runs)
-    values = np.full((n_r, n_m * n_s), np.nan)
-    state = np.zeros((n_r, n_m * n_s), dtype=np.int8)  # 0 value, 1 missing condition, 2 undefined drop
+    values, state = _heatmap_cells(group, metric)
+    finite = values[np.isfinite(values)]
+    vmin = min(0.0, math.floor(finite.min() * 10) / 10) if finite.size else 0.0
+    vmax = max(0.1, math.ceil(finite.max() * 10) / 10) if finite.size else 1.0
+    width, height = heatmap_size(n_m, n_r, n_s)
+    grid_w, grid_h = _HM_CELL_W * n_s * n_m, _HM_CELL_H * n_r
+
+    def draw(fig: Figure) -> None:
+        ax = fig.add_axes((_HM_LEFT / width, _HM_BOTTOM / height, grid_w / width, grid_h / height))
+        cmap = matplotlib.colormaps[palette.HEATMAP_CMAP].with_extremes(bad="white")
+        norm = matplotlib.colors.Normalize(vmin=vmin, vmax=vmax)
+        im = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
+        _heatmap_cell_marks(ax, values, state, cmap, norm)
+        for j in range(1, n_m):
+            ax.axvline(j * n_s - 0.5, color="white", linewidth=3)
+        _heatmap_family_labels(ax, group)
+        _heatmap_ticks(ax, group)
+        cax = fig.add_axes(((_HM_LEFT + grid_w + 18) / width, _HM_BOTTOM / height, 14 / width, grid_h / height))
+        cbar = fig.colorbar(im, cax=cax, format=FuncFormatter(_percent))
+        cbar.outline.set_linewidth(0.5)
+        cbar.set_label("%", rotation=0, labelpad=8)
+        fig.text(8 / width, 1 - 8 / height, f"{group.name}: {_drop_phrase(metric)}", ha="left", va="top",
+                 fontsize=10, fontweight="bold")
+        notes = _heatmap_notes(state, metric)
+        if notes:
+            fig.text(8 / width, 8 / height, "; ".join(notes), ha="left", va="bottom", fontsize=7.5, color="#333333")
+
+    return _render(width, height, draw)
+
+
+def _heatmap_cells(group: DatasetGroup, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(values, state), both (corruptions, models x severities): the degradation, and 0 value / 1 missing
+    condition / 2 undefined drop."""
+    rows, sevs, runs = group.corruptions, group.severities, group.runs
+    n_s = len(sevs)
+    values = np.full((len(rows), len(runs) * n_s), np.nan)
+    state = np.zeros(values.shape, dtype=np.int8)
     for i, c in enumerate(rows):
         for j, run in enumerate(runs):
             for k, s in enumerate(sevs):
@@ -113,70 +148,67 @@ def heatmap_png(group: DatasetGroup, metric: str) -> bytes:
                     state[i, j * n_s + k] = 2
                 else:
                     values[i, j * n_s + k] = v
-    finite = values[np.isfinite(values)]
-    vmin = min(0.0, math.floor(finite.min() * 10) / 10) if finite.size else 0.0
-    vmax = max(0.1, math.ceil(finite.max() * 10) / 10) if finite.size else 1.0
-    width, height = heatmap_size(n_m, n_r, n_s)
-    grid_w, grid_h = _HM_CELL_W * n_s * n_m, _HM_CELL_H * n_r
+    return values, state
 
-    def draw(fig: Figure) -> None:
-        ax = fig.add_axes((_HM_LEFT / width, _HM_BOTTOM / height, grid_w / width, grid_h / height))
-        cmap = matplotlib.colormaps[palette.HEATMAP_CMAP].with_extremes(bad="white")
-        norm = matplotlib.colors.Normalize(vmin=vmin, vmax=vmax)
-        im = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
-        for (i, col), st in np.ndenumerate(state):
-            if st == 1:
-                ax.add_patch(Rectangle((col - 0.5, i - 0.5), 1, 1, fill=False, hatch=palette.MISSING_HATCH,
-                                       edgecolor=palette.MISSING_EDGE, linewidth=0))
-            elif st == 2:
-                ax.text(col, i, "n/a", ha="center", va="center", fontsize=7, color="#555555")
-            else:
-                v = values[i, col]
-                r, g, b, _ = cmap(norm(v))
-                dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
-                ax.text(col, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=7.5,
-                        color="white" if dark else "black")
-        for j in range(1, n_m):
-            ax.axvline(j * n_s - 0.5, color="white", linewidth=3)
-        start = 0
-        for fam in group.family_order:
-            members = group.family_members(fam)
-            centre = start + (len(members) - 1) / 2
-            ax.annotate(fam, xy=(0, centre), xycoords=("axes fraction", "data"), xytext=(-150, 0),
-                        textcoords="offset pixels", ha="left", va="center", fontsize=8.5, fontweight="bold")
-            start += len(members)
-            if start < n_r:
-                ax.axhline(start - 0.5, color="white", linewidth=3)
-                ax.annotate("", xy=(0, start - 0.5), xycoords=("axes fraction", "data"), xytext=(-205, 0),
-                            textcoords="offset pixels",
-                            arrowprops={"arrowstyle": "-", "color": "#bbbbbb", "linewidth": 0.8})
-        ax.set_yticks(range(n_r), [c.replace("_", " ") for c in rows])
-        ax.set_xticks(range(n_m * n_s), [f"s{s}" for _ in runs for s in sevs])
-        ax.xaxis.tick_top()
-        ax.tick_params(length=0, pad=3)
-        for spine in ax.spines.values():
-            spine.set_visible(False)
-        for j, run in enumerate(runs):
-            ax.annotate(_short(run.label, 7 * n_s), xy=(j * n_s + (n_s - 1) / 2, 1), xycoords=("data", "axes fraction"),
-                        xytext=(0, 20), textcoords="offset pixels", ha="center", va="bottom", fontsize=8.5,
-                        fontweight="bold")
-        cax = fig.add_axes(((_HM_LEFT + grid_w + 18) / width, _HM_BOTTOM / height, 14 / width, grid_h / height))
-        cbar = fig.colorbar(im, cax=cax, format=FuncFormatter(_percent))
-        cbar.outline.set_linewidth(0.5)
-        cbar.set_label("%", rotation=0, labelpad=8)
-        fig.text(8 / width, 1 - 8 / height, f"{group.name}: {_drop_phrase(metric)}", ha="left", va="top",
-                 fontsize=10, fontweight="bold")
-        notes = []
-        if (state == 1).any():
-            notes.append(f"hatched: condition missing from the input ({int((state == 1).sum())} cells)")
-        if (state == 2).any():
-            notes.append("n/a: drop undefined (clean value 0 or null)")
-        if metric in LOWER_IS_BETTER:
-            notes.append(f"larger = more {metric}")
-        if notes:
-            fig.text(8 / width, 8 / height, "; ".join(notes), ha="left", va="bottom", fontsize=7.5, color="#333333")
 
-    return _render(width, height, draw)
+def _heatmap_cell_marks(ax, values: np.ndarray, state: np.ndarray, cmap, norm) -> None:
+    """Hatch missing cells, "n/a" undefined ones, and print each value in a colour readable on its cell."""
+    for (i, col), st in np.ndenumerate(state):
+        if st == 1:
+            ax.add_patch(Rectangle((col - 0.5, i - 0.5), 1, 1, fill=False, hatch=palette.MISSING_HATCH,
+                                   edgecolor=palette.MISSING_EDGE, linewidth=0))
+        elif st == 2:
+            ax.text(col, i, "n/a", ha="center", va="center", fontsize=7, color="#555555")
+        else:
+            v = values[i, col]
+            r, g, b, _ = cmap(norm(v))
+            dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
+            ax.text(col, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=7.5,
+                    color="white" if dark else "black")
+
+
+def _heatmap_family_labels(ax, group: DatasetGroup) -> None:
+    """Family names left of their rows, with white separators and grey rules between families."""
+    n_r = len(group.corruptions)
+    start = 0
+    for fam in group.family_order:
+        members = group.family_members(fam)
+        centre = start + (len(members) - 1) / 2
+        ax.annotate(fam, xy=(0, centre), xycoords=("axes fraction", "data"), xytext=(-150, 0),
+                    textcoords="offset pixels", ha="left", va="center", fontsize=8.5, fontweight="bold")
+        start += len(members)
+        if start < n_r:
+            ax.axhline(start - 0.5, color="white", linewidth=3)
+            ax.annotate("", xy=(0, start - 0.5), xycoords=("axes fraction", "data"), xytext=(-205, 0),
+                        textcoords="offset pixels",
+                        arrowprops={"arrowstyle": "-", "color": "#bbbbbb", "linewidth": 0.8})
+
+
+def _heatmap_ticks(ax, group: DatasetGroup) -> None:
+    """Corruption names on the rows, severities on top, each model's label above its block of columns."""
+    rows, sevs, runs = group.corruptions, group.severities, group.runs
+    n_s = len(sevs)
+    ax.set_yticks(range(len(rows)), [c.replace("_", " ") for c in rows])
+    ax.set_xticks(range(len(runs) * n_s), [f"s{s}" for _ in runs for s in sevs])
+    ax.xaxis.tick_top()
+    ax.tick_params(length=0, pad=3)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    for j, run in enumerate(runs):
+        ax.annotate(_short(run.label, 7 * n_s), xy=(j * n_s + (n_s - 1) / 2, 1), xycoords=("data", "axes fraction"),
+                    xytext=(0, 20), textcoords="offset pixels", ha="center", va="bottom", fontsize=8.5,
+                    fontweight="bold")
+
+
+def _heatmap_notes(state: np.ndarray, metric: str) -> list[str]:
+    notes = []
+    if (state == 1).any():
+        notes.append(f"hatched: condition missing from the input ({int((state == 1).sum())} cells)")
+    if (state == 2).any():
+        notes.append("n/a: drop undefined (clean value 0 or null)")
+    if metric in LOWER_IS_BETTER:
+        notes.append(f"larger = more {metric}")
+    return notes
 
 
 # --- severity curves and localization: one panel per corruption -----------------------------------------

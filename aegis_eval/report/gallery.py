@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 import cv2
 import numpy as np
 
-from aegis_data.config import load_config, parse_condition
+from aegis_data.config import SuiteConfig, load_config, parse_condition
 from aegis_data.errors import AegisError
 from aegis_data.imageio import read_rgb, write_bytes_atomic, write_png_atomic
 from aegis_data.layout import condition_dir
@@ -264,12 +264,14 @@ def resolve_threshold(threshold: float | None, threshold_file: str | Path | None
     return float(threshold), f"{threshold:g} (given)"
 
 
-def select_conditions(available: Sequence[str], requested: str | Sequence[str] = "all") -> list[str]:
+def select_conditions(available: Sequence[str], requested: str | Sequence[str] = "all",
+                      config: SuiteConfig | None = None) -> list[str]:
     """Corrupted conditions to rank, in canonical order (which also breaks ranking ties).
 
-    available: condition ids with a predictions file; requested: ``"all"``, a comma-separated string or a list.
+    available: condition ids with a predictions file; requested: ``"all"``, a comma-separated string or a list;
+    config: the split's suite config (default: the installed one).
     """
-    order = {c: i for i, c in enumerate(load_config().conditions())}
+    order = {c: i for i, c in enumerate((config or load_config()).conditions())}
     avail = sorted((c for c in available if c != "clean"), key=lambda c: (order.get(c, len(order)), c))
     if isinstance(requested, str):
         if requested.strip().lower() == "all":
@@ -343,11 +345,11 @@ def build_gallery(split_dir: str | Path, preds_dir: str | Path, out: str | Path,
                   n: int = DEFAULT_N, max_width: int = DEFAULT_MAX_WIDTH, split: str = "test") -> GalleryFiles:
     """Rank (image, condition) pairs by recall drop and write their pictures plus index.md / index.html.
 
-    split_dir: a frozen split (SPEC §4); preds_dir: ``clean.json`` and ``<condition>.json`` COCO results.
+    split_dir: a frozen split (docs/SPLITS.md); preds_dir: ``clean.json`` and ``<condition>.json`` COCO results.
     Pictures go to ``out/pairs/<rank>_<condition>_<stem>.png``. Raises AegisError for a missing clean.json,
     an unknown requested condition, a threshold given both or neither way, or unreadable frames.
     """
-    from aegis_eval.predictions import load_ground_truth, load_predictions
+    from aegis_eval.predictions import load_ground_truth, load_predictions, suite_config_of
     from aegis_eval.scoring import prediction_files
 
     split_dir, out = Path(split_dir), Path(out)
@@ -359,8 +361,8 @@ def build_gallery(split_dir: str | Path, preds_dir: str | Path, out: str | Path,
     files = prediction_files(preds_dir, on_warning=notes.append)
     if "clean" not in files:
         raise AegisError(f"{preds_dir} has no clean.json; the gallery compares every condition with clean")
-    chosen = select_conditions(list(files), conditions)
     gt = load_ground_truth(split_dir, split=split)
+    chosen = select_conditions(list(files), conditions, suite_config_of(gt))
     dets = {c: load_predictions(files[c], gt) for c in ["clean"] + chosen}
     matches = {c: match_at_threshold(gt, d, value) for c, d in dets.items()}
     pairs = rank_pairs(matches["clean"].counts, {c: matches[c].counts for c in chosen}, gt, n)

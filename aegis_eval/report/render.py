@@ -166,7 +166,7 @@ def html_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[F
 
 # --- LaTeX ---------------------------------------------------------------------------------------------------
 
-_LATEX_SPECIAL = {
+_LATEX_ESCAPES = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
     "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
 }
@@ -174,7 +174,7 @@ _LATEX_SPECIAL = {
 
 def latex_escape(s: str) -> str:
     """Escape LaTeX's special characters so any label or name typesets literally."""
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in s)
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in s)
 
 
 def _label_key(s: str) -> str:

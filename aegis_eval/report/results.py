@@ -16,14 +16,14 @@ Value conventions used by every figure and table:
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from aegis_data.config import SEVERITIES, condition_id, load_config, parse_condition
+from aegis_data.config import SEVERITIES, SuiteConfig, condition_id, load_config, parse_condition
 from aegis_data.errors import AegisError
+from aegis_data.readers import read_json
 from aegis_eval.result_keys import AP_METRICS, LOWER_IS_BETTER, SCHEMA, THRESHOLD_METRICS
 
 METRICS = THRESHOLD_METRICS + AP_METRICS
@@ -62,10 +62,29 @@ def validate_result(obj: Any, where: str = "<result>") -> dict:
             raise _fail(where, str(exc)) from None
         if not isinstance(block, dict):
             raise _fail(where, f"conditions[{cond!r}] must be an object, got {type(block).__name__}")
+        huge = _beyond_float64(block)
+        if huge:
+            raise _fail(where, f"conditions[{cond!r}].{huge} is a number that does not fit a 64-bit float")
     for key in ("summary", "provenance", "threshold"):
         if key in obj and obj[key] is not None and not isinstance(obj[key], dict):
             raise _fail(where, f"'{key}' must be an object, got {type(obj[key]).__name__}")
     return obj
+
+
+def _beyond_float64(value: Any, path: str = "") -> str | None:
+    """Dotted path of the first integer in ``value`` too large for a float64 (JSON allows ``10**400``)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            float(value)
+        except OverflowError:
+            return path or "value"
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        found = _beyond_float64(v, f"{path}.{k}" if path else str(k))
+        if found:
+            return found
+    return None
 
 
 def load_results(paths: Iterable[str | Path]) -> list[dict]:
@@ -80,20 +99,7 @@ def load_results(paths: Iterable[str | Path]) -> list[dict]:
         raise AegisError("no score JSON given (expected one or more files written by `aegis score --json`)")
     results = []
     for p in paths:
-        try:
-            text = p.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise AegisError(f"score JSON not found: {p}") from None
-        except IsADirectoryError:
-            raise AegisError(f"expected a score JSON file, got a directory: {p}") from None
-        except UnicodeDecodeError:
-            raise AegisError(f"{p}: not a text file (expected an `aegis score` JSON)") from None
-        except OSError as exc:
-            raise AegisError(f"cannot read {p}: {exc.strerror}") from None
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise AegisError(f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        obj, _ = read_json(p, "score JSON")
         validate_result(obj, str(p))
         results.append({**obj, SOURCE_KEY: str(p)})
     return results
@@ -110,7 +116,10 @@ def check_metric(metric: str) -> str:
 def _number(x: Any) -> float | None:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return None
-    x = float(x)
+    try:
+        x = float(x)
+    except OverflowError:  # an integer beyond float64 (10**400) is no usable value either
+        return None
     return x if math.isfinite(x) else None
 
 
@@ -256,27 +265,40 @@ class DatasetGroup:
         return tuple(c for c in ("clean",) + self.grid_conditions if not run.has(c))
 
 
-def _corruption_rows(results: Sequence[Mapping]) -> tuple[tuple[str, ...], dict[str, str]]:
-    cfg = load_config()
-    family_of = {name: spec.family for name, spec in cfg.corruptions.items()}
-    extra: list[str] = []
+def _corruption_rows(results: Sequence[Mapping], config: SuiteConfig | None = None
+                     ) -> tuple[tuple[str, ...], dict[str, str]]:
+    """Corruption rows with their families. The results' own labels win: the scorer took each condition's
+    family from the suite config of the split it scored (which may not be the installed one). ``config``
+    (default: the installed suite) gives the order and the full grid; corruptions it lacks follow in the
+    results' order."""
+    cfg = config or load_config()
+    labelled: dict[str, str] = {}
     for res in results:
         for cond, block in res["conditions"].items():
             name, _ = parse_condition(cond)
-            if name is None:
-                continue
             fam = block.get("family")
-            if name not in family_of:
-                family_of[name] = fam if isinstance(fam, str) and fam else "other"
+            if name is not None and name not in labelled and isinstance(fam, str) and fam:
+                labelled[name] = fam
+    family_of = {name: labelled.get(name, spec.family) for name, spec in cfg.corruptions.items()}
+    extra: list[str] = []
+    for res in results:
+        for cond in res["conditions"]:
+            name, _ = parse_condition(cond)
+            if name is not None and name not in family_of:
+                family_of[name] = labelled.get(name, "other")
                 extra.append(name)
-    families = list(cfg.families) + [f for f in dict.fromkeys(family_of[c] for c in extra) if f not in cfg.families]
-    order = [c for fam in families for c in list(cfg.families.get(fam, ())) + [e for e in extra if family_of[e] == fam]]
-    return tuple(order), {c: family_of[c] for c in order}
+    order = list(cfg.names) + extra
+    families = list(dict.fromkeys([f for f in cfg.families if f in family_of.values()] + [family_of[c] for c in order]))
+    rows = [c for fam in families for c in order if family_of[c] == fam]
+    return tuple(rows), {c: family_of[c] for c in rows}
 
 
-def group_by_dataset(results: Sequence[Mapping]) -> list[DatasetGroup]:
-    """Group validated results by dataset (first-seen order); AegisError on a duplicate (dataset, label)."""
-    corruptions, families = _corruption_rows(results)
+def group_by_dataset(results: Sequence[Mapping], config: SuiteConfig | None = None) -> list[DatasetGroup]:
+    """Group validated results by dataset (first-seen order); AegisError on a duplicate (dataset, label).
+
+    config: the suite config of the splits the results were scored on (default: the installed one; the
+    results' family labels win either way)."""
+    corruptions, families = _corruption_rows(results, config)
     groups: dict[str, list[Run]] = {}
     for res in results:
         name = res.get("dataset") or UNKNOWN_DATASET

@@ -1,4 +1,4 @@
-"""Reference detectors behind one interface (SPEC §7).
+"""Reference detectors behind one interface (docs/BASELINES.md).
 
 ``load_detector(model, weights)`` returns a :class:`Detector`: ``predict(images, score_floor)`` maps a batch of
 RGB uint8 frames to per-image ``(boxes (N,4) xyxy float64 pixels, scores (N,) float64)``, sorted by score,

@@ -10,11 +10,13 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from aegis_data.errors import AegisError
+from aegis_data.readers import read_yaml
+from aegis_data.tiling import DEFAULT_OVERLAP, DEFAULT_TILE
+from aegis_eval.runners.tiled import DEFAULT_NMS_IOU
 
-# key -> (type, default). Defaults are the reference protocol; the yaml files pin dataset/model choices.
+# key -> (type, default). Defaults are the reference protocol, declared here once: TrainSettings and
+# PredictSettings take theirs from this table (``default``); the yaml files pin dataset/model choices.
 KEYS: dict[str, tuple[type | tuple[type, ...], Any]] = {
     "name": (str, None),            # free label, e.g. "heridal-yolo11m"; used as the score label
     "dataset": (str, None),         # heridal | sard | synthetic (documentation; the split decides the data)
@@ -31,11 +33,11 @@ KEYS: dict[str, tuple[type | tuple[type, ...], Any]] = {
     "weight_decay": (float, 0.0005),
     "workers": (int, 0),
     "amp": (bool, False),           # Ultralytics mixed precision on GPU; its self-check downloads yolo26n.pt
-    "tile": (int, 1024),
-    "overlap": (int, 256),
+    "tile": (int, DEFAULT_TILE),
+    "overlap": (int, DEFAULT_OVERLAP),
     "min_visibility": (float, 0.5),
     "score_floor": (float, 0.001),
-    "nms_iou": (float, 0.5),
+    "nms_iou": (float, DEFAULT_NMS_IOU),
     "max_det": (int, 300),
     "bootstrap": (int, 1000),
     "threshold_rule": (str, "max-f1"),
@@ -47,6 +49,11 @@ OPTIMIZERS = ("SGD", "AdamW")
 
 def defaults() -> dict[str, Any]:
     return {k: v for k, (_, v) in KEYS.items()}
+
+
+def default(key: str) -> Any:
+    """The reference default of one setting (the single declaration the settings records read)."""
+    return KEYS[key][1]
 
 
 def _check_type(key: str, value: Any, path: str) -> Any:
@@ -64,16 +71,7 @@ def _check_type(key: str, value: Any, path: str) -> Any:
 def load_baseline_config(path: str | Path) -> dict[str, Any]:
     """Read a baseline yaml: the given keys only (no defaults filled in), type-checked, unknown keys refused."""
     p = Path(path)
-    if not p.is_file():
-        raise AegisError(f"baseline config not found: {p}")
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise AegisError(f"cannot read baseline config {p}: {exc.strerror}") from None
-    try:
-        raw = yaml.safe_load(data)  # bytes: a non-UTF-8 file is a YAMLError too, not a UnicodeDecodeError
-    except yaml.YAMLError as exc:
-        raise AegisError(f"{p}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    raw, _ = read_yaml(p, "baseline config")
     if raw is None:
         return {}
     if not isinstance(raw, dict):

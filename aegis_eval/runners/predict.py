@@ -28,13 +28,15 @@ from typing import Callable, Iterable
 import numpy as np
 
 from aegis_data import __version__ as TOOLKIT_VERSION
-from aegis_data.config import load_config
+from aegis_data.config import config_for
 from aegis_data.errors import AegisError
 from aegis_data.imageio import file_sha256, read_rgb, write_bytes_atomic
 from aegis_data.layout import annotation_path, condition_dir
-from aegis_data.tiling import DEFAULT_OVERLAP, DEFAULT_TILE, tile_grid
+from aegis_data.readers import coco_images, read_coco_gt, read_json
+from aegis_data.tiling import tile_grid
 from aegis_eval.runners import MODELS, Detector, Prediction, load_detector, resolve_device
-from aegis_eval.runners.tiled import DEFAULT_NMS_IOU, predict_images
+from aegis_eval.runners.config import default
+from aegis_eval.runners.tiled import predict_images
 
 RUN_SCHEMA = "aegis-baseline-run/1"
 RUN_FILE = "run.json"
@@ -50,18 +52,18 @@ class PredictSettings:
     model: str
     weights: str | None
     arch: str | None = None
-    imgsz: int | None = None
+    imgsz: int | None = default("imgsz")  # None: the model's own size (a Faster R-CNN checkpoint's trained size)
     tiled: bool = True
-    tile: int = DEFAULT_TILE
-    overlap: int = DEFAULT_OVERLAP
-    nms_iou: float = DEFAULT_NMS_IOU
-    score_floor: float = 0.001
-    max_det: int = 300
-    batch: int = 8
+    tile: int = default("tile")
+    overlap: int = default("overlap")
+    nms_iou: float = default("nms_iou")
+    score_floor: float = default("score_floor")
+    max_det: int = default("max_det")
+    batch: int = default("batch")
     limit: int | None = None
     split_name: str = "test"
-    device: str = "auto"
-    seed: int = 0
+    device: str = default("device")
+    seed: int = default("seed")
     allow_download: bool = False
 
     def validate(self) -> "PredictSettings":
@@ -106,21 +108,19 @@ def read_split_images(split_dir: str | Path, split_name: str = "test", limit: in
     if not gt.is_file():
         extra = " (build the split with --with-train)" if split_name == "train" else ""
         raise AegisError(f"{root} has no {gt.relative_to(root)}: not a split folder with a {split_name} split "
-                         f"(SPEC §4){extra}")
+                         f"(see docs/SPLITS.md, layout){extra}")
+    coco, sha = read_coco_gt(gt)
+    images = coco_images(coco, gt)
     try:
-        data = json.loads(gt.read_bytes())
-        images = sorted(data["images"], key=lambda im: int(im["id"]))
-        ids = tuple(int(im["id"]) for im in images)
-        names = tuple(str(im["file_name"]) for im in images)
         sizes = tuple((int(im.get("width", 0)), int(im.get("height", 0))) for im in images)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise AegisError(f"{gt}: not a COCO ground-truth file with integer image ids ({exc!r})") from None
-    if len(set(ids)) != len(ids):
-        raise AegisError(f"{gt}: duplicate image ids")
+    except (TypeError, ValueError):
+        raise AegisError(f"{gt}: image width/height must be integers") from None
+    ids = tuple(im["id"] for im in images)
+    names = tuple(im["file_name"] for im in images)
     if not ids:
         raise AegisError(f"{gt}: lists no images")
     n = len(ids) if limit is None else min(int(limit), len(ids))
-    return SplitImages(root, split_name, gt, file_sha256(gt), ids[:n], names[:n], sizes[:n])
+    return SplitImages(root, split_name, gt, sha, ids[:n], names[:n], sizes[:n])
 
 
 def resolve_conditions(split: SplitImages, conditions: str | Iterable[str] | None = "all") -> list[str]:
@@ -129,12 +129,12 @@ def resolve_conditions(split: SplitImages, conditions: str | Iterable[str] | Non
     ``all`` (or None) = every canonical condition whose folder exists under ``<split>/<split_name>/``;
     a comma list must name existing folders. Only ``clean`` exists for val/train.
     """
-    canonical = load_config().conditions()
+    canonical = config_for(split.split_dir).conditions()
     present = [c for c in canonical if condition_dir(split.split_dir, split.split_name, c).is_dir()]
     if conditions is None or conditions == "all":
         if not present:
             raise AegisError(f"no condition folders under {split.split_dir / split.split_name}; expected "
-                             f"clean/ and <corruption>_s<k>/ (SPEC §4)")
+                             f"clean/ and <corruption>_s<k>/ (see docs/SPLITS.md, layout)")
         return present
     wanted = [c.strip() for c in (conditions.split(",") if isinstance(conditions, str) else conditions)]
     wanted = [c for c in wanted if c]
@@ -223,9 +223,9 @@ def read_run_file(out_dir: str | Path) -> dict | None:
     if not p.is_file():
         return None
     try:
-        data = json.loads(p.read_bytes())
-    except ValueError:
-        raise AegisError(f"{p} is not valid JSON; delete it or pass --force") from None
+        data, _ = read_json(p, "baseline run")
+    except AegisError as exc:
+        raise AegisError(f"{exc}; delete it or pass --force") from None
     if not isinstance(data, dict) or data.get("schema") != RUN_SCHEMA:
         raise AegisError(f"{p} is not an aegis baseline run file (schema {RUN_SCHEMA}); delete it or pass --force")
     return data

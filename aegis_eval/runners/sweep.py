@@ -1,4 +1,4 @@
-"""The whole baseline protocol in one call (SPEC §6–§7): predict clean val → freeze the threshold once →
+"""The whole baseline protocol in one call (docs/BASELINES.md, docs/SCORING.md): predict clean val → freeze the threshold once →
 predict all test conditions → score with bootstrap intervals.
 
 Results folder::

@@ -1,4 +1,4 @@
-"""Tiled inference on large frames and the class-agnostic NMS that merges tiles (SPEC §7).
+"""Tiled inference on large frames and the class-agnostic NMS that merges tiles (docs/BASELINES.md, "Tiled inference").
 
 The frame is corrupted first (it comes from the split on disk), then cut with
 ``aegis_data.tiling.tile_grid`` (1024 px tiles, 256 px overlap, last tile flush with the edge). Every tile is

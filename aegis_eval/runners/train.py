@@ -1,4 +1,4 @@
-"""Fine-tuning the reference detectors on a split's clean train images, validated on clean val (SPEC §7).
+"""Fine-tuning the reference detectors on a split's clean train images, validated on clean val (docs/BASELINES.md).
 
 Run folder::
 
@@ -30,9 +30,11 @@ import yaml
 from aegis_data.errors import AegisError
 from aegis_data.imageio import file_sha256, image_size, read_rgb, write_bytes_atomic, write_png_atomic
 from aegis_data.layout import annotation_path, condition_dir
+from aegis_data.readers import coco_images, coco_person_boxes, read_coco_gt, read_json
 from aegis_data.tiling import assign_boxes, crop, tile_grid
+from aegis_data.yolo_labels import read_yolo_labels, yolo_label_text
 from aegis_eval.runners import MODELS, resolve_device, resolve_weights, seed_torch
-from aegis_eval.runners.config import OPTIMIZERS, check_values
+from aegis_eval.runners.config import OPTIMIZERS, check_values, default
 
 DATA_STAMP = "dataset.json"
 
@@ -44,23 +46,23 @@ class TrainSettings:
     model: str
     weights: str | None
     arch: str | None = None
-    epochs: int = 100
-    imgsz: int = 1024
-    batch: int = 8
-    seed: int = 0
-    lr0: float = 0.01
-    optimizer: str = "SGD"
-    momentum: float = 0.9
-    weight_decay: float = 0.0005
-    device: str = "auto"
-    workers: int = 0
-    amp: bool = False            # Ultralytics only; see docs/BASELINES.md (AMP self-check downloads a model)
-    tile: int = 1024
-    overlap: int = 256
-    min_visibility: float = 0.5
-    score_floor: float = 0.001   # Faster R-CNN validation predictions
-    nms_iou: float = 0.5         # merge of tiled validation predictions
-    max_det: int = 300
+    epochs: int = default("epochs")
+    imgsz: int = default("imgsz")
+    batch: int = default("batch")
+    seed: int = default("seed")
+    lr0: float = default("lr0")
+    optimizer: str = default("optimizer")
+    momentum: float = default("momentum")
+    weight_decay: float = default("weight_decay")
+    device: str = default("device")
+    workers: int = default("workers")
+    amp: bool = default("amp")                      # Ultralytics only; see docs/BASELINES.md
+    tile: int = default("tile")
+    overlap: int = default("overlap")
+    min_visibility: float = default("min_visibility")
+    score_floor: float = default("score_floor")     # Faster R-CNN validation predictions
+    nms_iou: float = default("nms_iou")             # merge of tiled validation predictions
+    max_det: int = default("max_det")
     allow_download: bool = False
 
     def validate(self) -> "TrainSettings":
@@ -74,32 +76,14 @@ class TrainSettings:
 
 
 # --- dataset ------------------------------------------------------------------------------------------
-def _read_coco(path: Path) -> dict:
-    try:
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise AegisError(f"cannot read COCO ground truth {path}: {exc}") from None
-
-
-def _boxes_by_image(coco: dict) -> dict[int, np.ndarray]:
-    """Non-crowd person boxes per image id, xyxy float64."""
-    cats = {int(c["id"]) for c in coco.get("categories", []) if str(c.get("name", "")).lower() == "person"}
-    out: dict[int, list] = {}
-    for a in coco.get("annotations", []):
-        if a.get("iscrowd", 0) or (cats and int(a["category_id"]) not in cats):
-            continue
-        x, y, w, h = (float(v) for v in a["bbox"])
-        if w > 0 and h > 0:
-            out.setdefault(int(a["image_id"]), []).append((x, y, x + w, y + h))
-    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
-
-
-def _yolo_lines(boxes: np.ndarray, width: int, height: int) -> str:
-    lines = []
-    for x0, y0, x1, y1 in boxes:
-        cx, cy = (x0 + x1) / 2 / width, (y0 + y1) / 2 / height
-        lines.append(f"0 {cx:.6f} {cy:.6f} {(x1 - x0) / width:.6f} {(y1 - y0) / height:.6f}")
-    return "\n".join(lines) + ("\n" if lines else "")
+def _boxes_by_image(coco: dict, where: str | Path) -> dict[int, np.ndarray]:
+    """Non-crowd person boxes of positive size per image id, xyxy float64."""
+    out = {}
+    for image_id, boxes in coco_person_boxes(coco, where, skip_crowd=True).items():
+        xyxy = [(x, y, x + w, y + h) for x, y, w, h in boxes if w > 0 and h > 0]
+        if xyxy:
+            out[image_id] = np.asarray(xyxy, dtype=np.float64)
+    return out
 
 
 def write_yolo_dataset(split_dir: str | Path, data_dir: str | Path, *, tile: int = 1024, overlap: int = 256,
@@ -127,22 +111,22 @@ def write_yolo_dataset(split_dir: str | Path, data_dir: str | Path, *, tile: int
     stamp_path = data / DATA_STAMP
     if yaml_path.is_file() and stamp_path.is_file():
         try:
-            old = json.loads(stamp_path.read_bytes())
-            if {k: v for k, v in old.items() if k != "counts"} == stamp:
+            old, _ = read_json(stamp_path, "training dataset stamp")
+            if isinstance(old, dict) and {k: v for k, v in old.items() if k != "counts"} == stamp:
                 return yaml_path
-        except ValueError:
-            pass
+        except AegisError:
+            pass  # an unreadable stamp: rewrite the dataset
     for sub in ("images", "labels"):  # a dataset from other GT or tiling: start clean, no stale tiles
         shutil.rmtree(data / sub, ignore_errors=True)
     counts = {}
     for s, gt_path in gts.items():
-        coco = _read_coco(gt_path)
-        boxes = _boxes_by_image(coco)
+        coco, _ = read_coco_gt(gt_path)
+        boxes = _boxes_by_image(coco, gt_path)
         img_dir, lbl_dir = data / "images" / s, data / "labels" / s
         img_dir.mkdir(parents=True, exist_ok=True)
         lbl_dir.mkdir(parents=True, exist_ok=True)
         n_files = n_boxes = 0
-        for im in sorted(coco["images"], key=lambda r: int(r["id"])):
+        for im in coco_images(coco, gt_path):
             src = condition_dir(root, s, "clean") / im["file_name"]
             rgb = read_rgb(src)
             h, w = rgb.shape[:2]
@@ -152,7 +136,7 @@ def write_yolo_dataset(split_dir: str | Path, data_dir: str | Path, *, tile: int
                 name = stem if (t.width == w and t.height == h) else f"{stem}_x{t.x0}_y{t.y0}"
                 tb, _ = assign_boxes(b, t, min_visibility)
                 write_png_atomic(img_dir / f"{name}.png", np.ascontiguousarray(crop(rgb, t)))
-                write_bytes_atomic(lbl_dir / f"{name}.txt", _yolo_lines(tb, t.width, t.height).encode())
+                write_bytes_atomic(lbl_dir / f"{name}.txt", yolo_label_text(tb, t.width, t.height).encode())
                 n_files += 1
                 n_boxes += len(tb)
         counts[s] = {"images": n_files, "boxes": n_boxes}
@@ -169,11 +153,8 @@ def read_yolo_folder(images_dir: Path) -> list[tuple[Path, np.ndarray]]:
     items = []
     for img in sorted(images_dir.glob("*.png")):
         w, h = image_size(img)
-        rows = []
         txt = labels_dir / f"{img.stem}.txt"
-        for line in (txt.read_text().splitlines() if txt.is_file() else []):
-            _, cx, cy, bw, bh = (float(v) for v in line.split())
-            rows.append(((cx - bw / 2) * w, (cy - bh / 2) * h, (cx + bw / 2) * w, (cy + bh / 2) * h))
+        rows = [box for box, _where in read_yolo_labels(txt, w, h)] if txt.is_file() else []
         items.append((img, np.asarray(rows, dtype=np.float64).reshape(-1, 4)))
     return items
 
@@ -302,43 +283,18 @@ def validate_ap50(detector, split_dir: Path, settings: TrainSettings) -> float:
 
 
 def coco_ap50(gt_path: Path, rows: list[dict]) -> float:
-    """COCO AP@0.5 (person) of a results list against a GT file; 0.0 when there are no detections.
+    """COCO AP@0.5 (person) of a results list against a GT file, by the toolkit's evaluator
+    (``aegis_eval.metrics.coco_ap``, pycocotools-identical); 0.0 when there are no detections or no GT boxes."""
+    from aegis_eval.metrics import coco_ap
+    from aegis_eval.predictions import detections_from_results, load_ground_truth
 
-    Uses the toolkit's evaluator (aegis_eval.metrics.coco_ap, pycocotools-identical) when it is importable,
-    else faster-coco-eval's COCOeval directly (measured bit-identical to pycocotools, ENVIRONMENT.md §6).
-    """
     if not rows:
         return 0.0
-    try:
-        from aegis_eval.metrics import coco_ap
-    except ImportError:
-        coco_ap = None
-    if coco_ap is not None:
-        from aegis_eval.predictions import detections_from_results, load_ground_truth
-
-        gt = load_ground_truth(gt_path)
-        if gt.n_boxes == 0:
-            return 0.0
-        value = coco_ap(gt, detections_from_results(rows, gt, {"file": "<validation>"}))["map50"]
-    else:
-        value = _faster_coco_ap50(gt_path, rows)
+    gt = load_ground_truth(gt_path)
+    if gt.n_boxes == 0:
+        return 0.0
+    value = coco_ap(gt, detections_from_results(rows, gt, {"file": "<validation>"}))["map50"]
     return float(value) if value is not None and value >= 0 else 0.0
-
-
-def _faster_coco_ap50(gt_path: Path, rows: list[dict]) -> float:
-    import contextlib
-    import io
-
-    from faster_coco_eval import COCO, COCOeval_faster
-
-    with contextlib.redirect_stdout(io.StringIO()):  # the library prints its summary table
-        gt = COCO(str(gt_path))
-        dt = gt.loadRes(rows)
-        ev = COCOeval_faster(gt, dt, "bbox")
-        ev.evaluate()
-        ev.accumulate()
-        ev.summarize()
-    return float(ev.stats[1])
 
 
 def _train_fasterrcnn(settings: TrainSettings, weights: str | None, device: str, split_dir: Path, run: Path, data_yaml: Path,

@@ -1,0 +1,198 @@
+"""The one reader per file format: read the bytes once, parse, and turn every failure into one AegisError line
+that names the file.
+
+Every JSON input (predictions, score files, threshold files, manifests, COCO ground truth, groups files) goes
+through :func:`read_json`, every YAML input (suite config, baseline configs) through :func:`read_yaml`.
+
+Strict JSON: besides syntax errors, a JSON reader here refuses what Python's ``json`` would silently accept or
+crash on -- the ``NaN`` / ``Infinity`` literals (not JSON), numbers beyond float64 (``1e400`` or a 400-digit
+integer would become ``inf`` or an integer no array can hold), and nesting deep enough to exhaust the parser's
+recursion (a ``RecursionError`` is not a user-facing message).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from aegis_data.errors import AegisError
+
+_FLOAT_MAX = sys.float_info.max
+# Cheap pre-check on the raw bytes: only a file that might hold a non-finite literal or a float64-overflowing
+# number is parsed again with the (slower, per-number) strict hooks. A number overflows float64 only if its
+# decimal exponent has 3+ digits, or it has 200+ digits in a row (209+ before a 2-digit exponent, 309+ without).
+_MAYBE_UNSAFE = re.compile(rb"NaN|Infinity|[0-9]{200}|[eE]\+?0*[1-9][0-9]{2}")
+
+
+class _Refused(ValueError):
+    """Raised by the strict parse hooks; carries the finding code and the reason."""
+
+    def __init__(self, code: str, reason: str):
+        super().__init__(reason)
+        self.code, self.reason = code, reason
+
+
+def _constant(literal: str) -> Any:
+    raise _Refused("json_nonfinite", f"holds the literal {literal} (not JSON; write null or a finite number)")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused("json_number_overflow", f"holds the number {text[:20]}{'...' if len(text) > 20 else ''} "
+                                               "beyond the float64 range")
+    return value
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > 308:  # 10**308 < float64 max < 10**309
+        value = int(text) if len(text) < 4300 else None
+        if value is None or abs(value) > _FLOAT_MAX:
+            raise _Refused("json_number_overflow", f"holds a {len(text.lstrip('-'))}-digit integer beyond the "
+                                                   "float64 range")
+        return value
+    return int(text)
+
+
+def parse_json_bytes(data: bytes, what: str, path: str | Path, code_prefix: str = "") -> Any:
+    """Strict JSON (see the module docstring) from bytes; AegisError ``[<prefix>not_json]`` and friends."""
+    tag = code_prefix
+    # The parser allocates millions of containers for a large results file, and each allocation burst would
+    # trigger a cyclic-GC pass over everything alive; JSON cannot hold cycles, so collection waits until after.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if _MAYBE_UNSAFE.search(data):
+            return json.loads(data, parse_constant=_constant, parse_float=_float, parse_int=_int)
+        return json.loads(data)
+    except _Refused as exc:
+        raise AegisError(f"[{tag}{exc.code}] {what} file {path} {exc.reason}") from None
+    except RecursionError:
+        raise AegisError(f"[{tag}json_too_deep] {what} file {path} nests arrays/objects too deeply to parse") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else \
+            " (not UTF-8 text)"
+        hint = " (the file looks truncated)" if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(data.rstrip()) - 1 else ""
+        raise AegisError(f"[{tag}not_json] {what} file {path} is not valid JSON{where}{hint}") from None
+    except ValueError as exc:  # e.g. an integer beyond Python's digit limit
+        raise AegisError(f"[{tag}not_json] {what} file {path} is not usable JSON ({str(exc).splitlines()[0]})") from None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def read_file_bytes(path: str | Path, what: str, code_prefix: str = "") -> bytes:
+    """The bytes of one input file; AegisError ``[<prefix>not_found]``, ``wrong_type`` (a directory) or
+    ``unreadable``."""
+    p = Path(path)
+    if not p.exists():
+        raise AegisError(f"[{code_prefix}not_found] {what} file not found: {p}")
+    if p.is_dir():
+        raise AegisError(f"[{code_prefix}wrong_type] {what} path is a directory, expected a file: {p}")
+    try:
+        return p.read_bytes()
+    except OSError as exc:
+        raise AegisError(f"[{code_prefix}unreadable] cannot read {what} file {p}: {exc.strerror}") from None
+
+
+def read_json(path: str | Path, what: str, code_prefix: str = "") -> tuple[Any, str]:
+    """(parsed strict JSON, SHA-256 hex of the bytes), reading the file once. AegisError codes: ``not_found``,
+    ``wrong_type``, ``unreadable``, ``not_json``, ``json_nonfinite``, ``json_number_overflow``, ``json_too_deep``
+    (each prefixed with ``code_prefix``)."""
+    data = read_file_bytes(path, what, code_prefix)
+    return parse_json_bytes(data, what, path, code_prefix), hashlib.sha256(data).hexdigest()
+
+
+def read_json_object(path: str | Path, what: str, code_prefix: str = "") -> tuple[dict, str]:
+    """:func:`read_json` for a file whose top level must be an object (``[<prefix>wrong_type]`` otherwise)."""
+    obj, sha = read_json(path, what, code_prefix)
+    if not isinstance(obj, dict):
+        raise AegisError(f"[{code_prefix}wrong_type] {what} file {path}: expected a JSON object at the top level, "
+                         f"got a JSON {type(obj).__name__}")
+    return obj, sha
+
+
+def parse_yaml_bytes(data: bytes, what: str, path: str | Path) -> Any:
+    """Safe-loaded YAML from bytes (a non-UTF-8 file is a YAML error too); AegisError naming the file."""
+    try:
+        return yaml.safe_load(data)
+    except yaml.YAMLError as exc:
+        raise AegisError(f"{what} {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except RecursionError:
+        raise AegisError(f"{what} {path}: nests too deeply to parse") from None
+
+
+def read_yaml(path: str | Path, what: str) -> tuple[Any, bytes]:
+    """(safe-loaded YAML, the bytes read); AegisError for a missing, unreadable or malformed file."""
+    p = Path(path)
+    if not p.is_file():
+        raise AegisError(f"{what} not found: {p}" if not p.exists() else f"{what} {p} is not a file")
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise AegisError(f"cannot read {what} {p}: {exc.strerror}") from None
+    return parse_yaml_bytes(data, what, p), data
+
+
+# --- COCO ground truth -----------------------------------------------------------------------------------
+def read_coco_gt(path: str | Path, what: str = "COCO ground truth", code_prefix: str = "gt_") -> tuple[dict, str]:
+    """(COCO GT dict, SHA-256 of the bytes): strict JSON whose top level is an object with an ``images`` list
+    and an ``annotations`` list (``categories`` optional here; the evaluator's loader requires it)."""
+    coco, sha = read_json(path, what, code_prefix)
+    if not isinstance(coco, dict):
+        raise AegisError(f"[{code_prefix}wrong_type] {path}: expected a COCO object with 'images', 'annotations' "
+                         f"and 'categories'; got a JSON {type(coco).__name__}")
+    if not isinstance(coco.get("images"), list) or not isinstance(coco.get("annotations", []), list):
+        raise AegisError(f"[{code_prefix}wrong_type] {path}: expected an object with 'images' and 'annotations' lists")
+    return coco, sha
+
+
+def coco_images(coco: dict, where: str | Path) -> list[dict]:
+    """The ``images`` of a COCO GT sorted by id; AegisError unless every one is an object with an integer id and
+    a ``file_name``, and no id repeats."""
+    images = coco.get("images") if isinstance(coco, dict) else None
+    for k, im in enumerate(images if isinstance(images, list) else [None]):
+        if not isinstance(im, dict) or not isinstance(im.get("id"), int) or isinstance(im.get("id"), bool) \
+                or not isinstance(im.get("file_name"), str):
+            raise AegisError(f"{where}: images[{k}] must be an object with an integer 'id' and a 'file_name'")
+    out = sorted(images, key=lambda im: im["id"])
+    ids = [im["id"] for im in out]
+    if len(set(ids)) != len(ids):
+        raise AegisError(f"{where}: duplicate image ids")
+    return out
+
+
+def coco_person_boxes(coco: dict, where: str | Path, *, skip_crowd: bool = False) -> dict[int, list[list[float]]]:
+    """``{image id: [[x, y, w, h], ...]}`` of the person annotations, in file order (every image listed, possibly
+    empty). Person = the categories named 'person' when any is, else every category."""
+    images = coco_images(coco, where)
+    cats = {c.get("id") for c in coco.get("categories") or [] if isinstance(c, dict)
+            and str(c.get("name", "")).strip().lower() == "person"}
+    out: dict[int, list[list[float]]] = {im["id"]: [] for im in images}
+    for k, a in enumerate(coco.get("annotations") or []):
+        if not isinstance(a, dict) or a.get("image_id") not in out or not isinstance(a.get("bbox"), list) \
+                or len(a["bbox"]) != 4:
+            raise AegisError(f"{where}: annotations[{k}] must be an object with a known 'image_id' and a 4-number "
+                             f"'bbox'")
+        if (cats and a.get("category_id") not in cats) or (skip_crowd and a.get("iscrowd", 0)):
+            continue
+        try:
+            out[a["image_id"]].append([float(v) for v in a["bbox"]])
+        except (TypeError, ValueError):
+            raise AegisError(f"{where}: annotations[{k}].bbox must be 4 numbers, got {a['bbox']!r:.60}") from None
+    return out
+
+
+def coco_boxes_by_stem(coco: dict, where: str | Path) -> dict[str, list[list[float]]]:
+    """:func:`coco_person_boxes` keyed by image stem (the ``stem`` attribute a split writes, else the file
+    name's stem)."""
+    boxes = coco_person_boxes(coco, where)
+    return {(im.get("stem") or Path(im["file_name"]).stem): boxes[im["id"]] for im in coco_images(coco, where)}
