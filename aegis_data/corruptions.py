@@ -793,9 +793,19 @@ def apply_corruption(
     ``stream_key(image_id, name, severity, seed)``, so any image can be regenerated alone, in any order or
     process, with identical bytes on any machine. Raises AegisError for bad input.
     """
+    return corrupt_with_stream(image, name, severity, keyed_random(image_id, name, int(severity), seed))
+
+
+def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedRandom) -> np.ndarray:
+    """Corrupt one image with every random value drawn from ``rng``: the engine behind :func:`apply_corruption`.
+
+    The benchmark passes the stream keyed by ``stream_key``; training-time augmentation
+    (``aegis_data.augment``) passes one from its own key namespace, so both run the same kernels.
+    """
     _check_image(image)
     params = corruption_params(name, severity)  # validates name and severity
-    rng = keyed_random(image_id, name, int(severity), seed)
+    if not isinstance(rng, KeyedRandom):
+        raise AegisError(f"rng must be a KeyedRandom stream, got {type(rng).__name__}")
     h, w = image.shape[:2]
     draw = _BY_NAME[name].draw(params, h, w, rng)
     return _BY_NAME[name].kernel(np.ascontiguousarray(image), params, draw)
