@@ -793,6 +793,9 @@ def apply_corruption(
     ``stream_key(image_id, name, severity, seed)``, so any image can be regenerated alone, in any order or
     process, with identical bytes on any machine. Raises AegisError for bad input.
     """
+    _check_image(image)
+    _check_name(name)
+    _check_severity(severity)
     return corrupt_with_stream(image, name, severity, keyed_random(image_id, name, int(severity), seed))
 
 
