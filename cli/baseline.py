@@ -45,6 +45,9 @@ LimitOpt = Annotated[Optional[int], typer.Option("--limit", help="Only the first
 BatchOpt = Annotated[Optional[int], typer.Option("--batch", help="Images (tiles) per forward pass (default 8).")]
 FloorOpt = Annotated[Optional[float], typer.Option("--score-floor", help="Lowest score kept (default 0.001).")]
 MaxDetOpt = Annotated[Optional[int], typer.Option("--max-det", help="Detections kept per image (default 300).")]
+AugmentOpt = Annotated[Optional[str], typer.Option(
+    "--augment", help="Disaster-augmentation policy: a name from configs/augment (all, loo-flood, ...) or a yaml "
+                      "path. Default: clean training only.")]
 NmsOpt = Annotated[Optional[float], typer.Option("--nms-iou", help="IoU of the class-agnostic NMS merging tiles "
                                                  "(default 0.5).")]
 
@@ -146,9 +149,14 @@ def train_cmd(
     overlap: OverlapOpt = None,
     min_visibility: Annotated[Optional[float], typer.Option(
         "--min-visibility", help="Share of a box's area a tile must show to keep it (default 0.5).")] = None,
+    augment: AugmentOpt = None,
     allow_download: DownloadOpt = False,
 ) -> None:
-    """Fine-tune on the split's clean train images (tiled), validating on clean val; resumes a stopped run."""
+    """Fine-tune on the split's train images (tiled), validating on clean val; resumes a stopped run.
+
+    With --augment, every training frame is disaster-corrupted by the policy before tiling (docs/MITIGATION.md).
+    """
+    from aegis_data.augment import load_policy
     from aegis_eval.runners.train import TrainSettings, train_baseline
 
     cfg = _settings(config, model=model, weights=weights, epochs=epochs, imgsz=imgsz, batch=batch, seed=seed,
@@ -158,8 +166,12 @@ def train_cmd(
             "workers", "amp", "tile", "overlap", "min_visibility", "score_floor", "nms_iou", "max_det")
     settings = TrainSettings(model=cfg["model"], weights=cfg["weights"], allow_download=allow_download,
                              **{k: cfg[k] for k in keys})
-    result = train_baseline(settings, split, out_dir, log=lambda line: err.print(line, highlight=False))
+    policy = load_policy(augment) if augment else None
+    result = train_baseline(settings, split, out_dir, log=lambda line: err.print(line, highlight=False),
+                            augment=policy)
     out.print(f"{settings.model}: {result['status']}; best weights: {result['best']}", highlight=False)
+    if policy is not None:
+        out.print(f"augmentation: {policy.name} [{policy.hash}]", highlight=False)
     out.print(f"last checkpoint: {result['last']}; config: {result['config']}", highlight=False)
 
 

@@ -1,0 +1,111 @@
+"""Disaster augmentation inside the reference trainers: the Ultralytics trainer subclass really loads training
+images through the policy (counted), before tiling, and the policy hash is recorded; Faster R-CNN gets the same
+option; runs cannot be resumed under another policy."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from aegis_data.augment import DisasterAugment, load_policy
+from aegis_data.errors import AegisError
+from aegis_data.imageio import read_rgb
+from aegis_eval.runners.augment_hooks import AUGMENT_FILE, FrameAugmenter, augment_record_for_weights
+from aegis_eval.runners.train import TrainSettings, tile_sources, train_baseline, write_yolo_dataset
+from cli.main import app
+from test_runners_fixtures import make_split
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory):
+    return make_split(tmp_path_factory.mktemp("split"), n_test=1, n_val=2, n_train=4, conditions=["clean"])
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Every DisasterAugment.apply call: (frame shape, chosen condition, key)."""
+    calls = []
+    real = DisasterAugment.apply
+
+    def spy(self, image, choice):
+        calls.append((image.shape, choice.condition, choice.key))
+        return real(self, image, choice)
+
+    monkeypatch.setattr(DisasterAugment, "apply", spy)
+    return calls
+
+
+def test_ultralytics_train_with_augment_calls_the_transform_and_records_the_policy(split, tmp_path, counted):
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["baseline", "train", "--split", str(split), "--out", str(run), "--model", "yolo11",
+                                 "--weights", "yolo11n.yaml", "--epochs", "1", "--imgsz", "64", "--batch", "2",
+                                 "--device", "cpu", "--augment", "all"])
+    assert result.exit_code == 0, result.output
+    policy = load_policy("all")
+    assert f"augmentation: all [{policy.hash}]" in result.stdout
+    # One fresh draw per image load (mosaic loads several per sample); all in the training key namespace, epoch 0.
+    assert len(counted) >= 4
+    assert all(key.startswith("aegis-train|0|0|") for _, _, key in counted)
+    assert {key.rsplit("|", 1)[1] for _, _, key in counted} <= {"1", "2", "3", "4"}
+    record = json.loads((run / AUGMENT_FILE).read_text())
+    assert (record["name"], record["hash"], record["seed"]) == ("all", policy.hash, 0)
+    assert yaml.safe_load((run / "config.yaml").read_text())["augment"]["hash"] == policy.hash
+    assert augment_record_for_weights(run / "train" / "weights" / "best.pt")["hash"] == policy.hash
+
+
+def test_clean_training_writes_no_augment_record(split, tmp_path, counted):
+    run = tmp_path / "clean"
+    settings = TrainSettings(model="yolo11", weights="yolo11n.yaml", epochs=1, imgsz=64, batch=2, device="cpu")
+    train_baseline(settings, split, run)
+    assert not counted and not (run / AUGMENT_FILE).exists()
+    assert "augment" not in yaml.safe_load((run / "config.yaml").read_text())
+    assert augment_record_for_weights(run / "train" / "weights" / "best.pt") is None
+    # A clean run is not resumed (or silently re-labelled) under a policy.
+    with pytest.raises(AegisError, match="without augmentation"):
+        train_baseline(settings, split, run, augment=load_policy("all"))
+
+
+def test_fasterrcnn_augment_option_and_no_resume_under_another_policy(split, tmp_path, counted):
+    run = tmp_path / "frcnn"
+    settings = TrainSettings(model="fasterrcnn", weights="none", arch="mobilenet_v3", epochs=1, imgsz=64, batch=2,
+                             device="cpu")
+    result = train_baseline(settings, split, run, augment=load_policy("blur-only"))
+    assert result["augment"]["name"] == "blur-only"
+    assert len(counted) == 4 and {c for _, c, _ in counted} <= {"clean", "motion_blur_s1", "motion_blur_s2",
+                                                                 "motion_blur_s3"}
+    import torch
+    assert torch.load(result["best"], map_location="cpu", weights_only=False)["augment"]["hash"] == \
+        load_policy("blur-only").hash
+    with pytest.raises(AegisError, match="blur-only"):
+        train_baseline(settings, split, run, augment=load_policy("all"))
+    with pytest.raises(AegisError, match="without --augment"):
+        train_baseline(settings, split, run)
+
+
+def test_tiles_are_cut_from_the_augmented_full_frame(tmp_path):
+    root = make_split(tmp_path / "big", n_test=1, n_val=1, n_train=1, size=(1300, 1100), conditions=["clean"])
+    write_yolo_dataset(root, tmp_path / "data", tile=1024, overlap=256)
+    sources = tile_sources(root, tile=1024, overlap=256)
+    assert sorted(sources) == sorted(p.stem for p in (tmp_path / "data" / "images" / "train").glob("*.png"))
+    aug = DisasterAugment("all", seed=0)
+    frames = FrameAugmenter(aug, sources)
+    epoch = next(e for e in range(20) if aug.choose(e, 1).corruption not in (None, "turbidity_cast"))
+    full = aug.apply(read_rgb(root / "train" / "clean" / "train_000.png"), aug.choose(epoch, 1))
+    for name, src in sources.items():
+        t = src.tile
+        assert np.array_equal(frames.tile(name, epoch), full[t.y0:t.y0 + t.height, t.x0:t.x0 + t.width])
+    with pytest.raises(AegisError, match="not a frame or tile"):
+        frames.tile("nope", 0)
+
+
+def test_unknown_policy_on_the_command_line_is_one_line(split, tmp_path):
+    result = runner.invoke(app, ["baseline", "train", "--split", str(split), "--out", str(tmp_path / "r"),
+                                 "--model", "yolo11", "--weights", "yolo11n.yaml", "--augment", "nope"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "unknown augmentation policy" in result.stderr and len(result.stderr.strip().splitlines()) == 1
