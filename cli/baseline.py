@@ -1,4 +1,4 @@
-"""``aegis baseline predict | train | sweep``: the reference runners' command line (SPEC §7).
+"""``aegis baseline predict | train | sweep | ablate``: the reference runners' command line (SPEC §7).
 
 Every setting can come from ``--config configs/baselines/<dataset>-<model>.yaml``; a flag given on the command
 line overrides the config, which overrides the built-in defaults (aegis_eval.runners.config).
@@ -220,6 +220,71 @@ def sweep_cmd(
         out.print(matrix)
     out.print(f"score: {Path(out_dir) / 'score.json'}  threshold: {Path(out_dir) / 'threshold.json'}",
               highlight=False)
+
+
+@baseline_app.command("ablate")
+@handle_errors
+def ablate_cmd(
+    split: SplitOpt,
+    out_dir: Annotated[Path, typer.Option("--out", help="Ablation folder (<policy>/run, <policy>/results, "
+                                          "scores/<policy>.json, ablation.json).")],
+    policies: Annotated[str, typer.Option("--policies", help="Comma list of augmentation policies (names in "
+                                          "configs/augment or yaml paths); the clean baseline is always added.")],
+    model: ModelOpt = None,
+    weights: WeightsOpt = None,
+    config: ConfigOpt = None,
+    epochs: Annotated[Optional[int], typer.Option("--epochs", help="Training epochs (every model).")] = None,
+    imgsz: ImgszOpt = None,
+    batch: BatchOpt = None,
+    seed: SeedOpt = None,
+    lr0: Annotated[Optional[float], typer.Option("--lr0", help="Initial learning rate.")] = None,
+    optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="SGD | AdamW.")] = None,
+    bootstrap: Annotated[Optional[int], typer.Option("--bootstrap", help="Bootstrap resamples (default 1000).")] = None,
+    conditions: ConditionsOpt = "all",
+    label: Annotated[Optional[str], typer.Option("--label", help="Label prefix in the score JSONs (default: config "
+                                                 "name or model).")] = None,
+    arch: ArchOpt = None,
+    device: DeviceOpt = None,
+    allow_download: DownloadOpt = False,
+) -> None:
+    """Train one model per augmentation policy plus the clean baseline, sweep every condition, compare."""
+    from aegis_eval.runners.ablate import parse_policies, run_ablation
+    from aegis_eval.runners.train import TrainSettings
+
+    chosen = parse_policies(policies)
+    cfg = _settings(config, model=model, weights=weights, epochs=epochs, imgsz=imgsz, batch=batch, seed=seed,
+                    lr0=lr0, optimizer=optimizer, bootstrap=bootstrap, arch=arch, device=device)
+    keys = ("arch", "epochs", "imgsz", "batch", "seed", "lr0", "optimizer", "momentum", "weight_decay", "device",
+            "workers", "amp", "tile", "overlap", "min_visibility", "score_floor", "nms_iou", "max_det")
+    train = TrainSettings(model=cfg["model"], weights=cfg["weights"], allow_download=allow_download,
+                          **{k: cfg[k] for k in keys})
+    predict = _predict_settings(cfg, None, None, "test", allow_download)
+    record = run_ablation(train, predict, split, out_dir, chosen, bootstrap=cfg["bootstrap"], seed=cfg["seed"],
+                          rule=cfg["threshold_rule"], label=label or cfg.get("name") or cfg["model"],
+                          conditions=conditions, progress=_progress,
+                          log=lambda line: err.print(line, highlight=False), on_warning=warn)
+    out.print(ablation_table(record))
+    out.print(f"scores: {Path(out_dir) / 'scores'}  (render with `aegis report {Path(out_dir) / 'scores'}/*.json "
+              f"--out REPORT`)", highlight=False)
+
+
+def ablation_table(record: dict) -> Table:
+    table = Table(title=f"ablation: gains over the clean-trained {record['label']} (recall)")
+    for col in ("policy", "hash", "threshold", "ΔmPC [95% CI]", "ΔrPC [95% CI]", "Δ seen", "Δ unseen"):
+        table.add_column(col, justify="left" if col in ("policy", "hash") else "right")
+
+    def cell(g: dict | None) -> str:
+        if not g or g.get("gain") is None:
+            return "–"
+        lo, hi = g["ci"]
+        return f"{g['gain']:+.3f}" + (f" [{lo:+.3f}, {hi:+.3f}]" if lo is not None else "")
+
+    for name, entry in record["runs"].items():
+        gains = record["gains"].get(name, {}).get("recall", {})
+        table.add_row(name, (entry["policy"] or {}).get("hash", "–"), f"{entry['threshold']:g}",
+                      cell(gains.get("mpc")), cell(gains.get("rpc")), cell(gains.get("seen")),
+                      cell(gains.get("unseen")))
+    return table
 
 
 def register(app: typer.Typer) -> None:

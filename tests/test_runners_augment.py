@@ -109,3 +109,65 @@ def test_unknown_policy_on_the_command_line_is_one_line(split, tmp_path):
                                  "--model", "yolo11", "--weights", "yolo11n.yaml", "--augment", "nope"])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "unknown augmentation policy" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_ablate_two_policies_writes_score_jsons_and_a_report_table(tmp_path):
+    root = make_split(tmp_path / "split", n_test=2, n_val=2, n_train=3)  # every condition of the grid
+    out = tmp_path / "ablation"
+    result = runner.invoke(app, ["baseline", "ablate", "--split", str(root), "--out", str(out), "--model", "yolo11",
+                                 "--weights", "yolo11n.yaml", "--epochs", "1", "--imgsz", "64", "--batch", "2",
+                                 "--device", "cpu", "--bootstrap", "20", "--policies", "loo-flood,blur-only"])
+    assert result.exit_code == 0, result.output
+    scores = sorted(p.name for p in (out / "scores").glob("*.json"))
+    assert scores == ["blur-only.json", "clean.json", "loo-flood.json"]
+    loo = json.loads((out / "scores" / "loo-flood.json").read_text())
+    assert loo["schema"] == "aegis-score/1" and loo["label"] == "yolo11/loo-flood"
+    assert loo["provenance"]["augment"]["hash"] == load_policy("loo-flood").hash
+    assert len(loo["conditions"]) == 28
+    gains = loo["mitigation"]
+    assert set(gains["unseen_conditions"]) == {f"{c}_s{s}" for c in ("water_glare", "turbidity_cast", "inundation")
+                                               for s in (1, 2, 3)}
+    assert len(gains["seen_conditions"]) == 18 and gains["baseline_label"] == "yolo11/clean"
+    # Each trained model froze its own threshold on clean val.
+    record = json.loads((out / "ablation.json").read_text())
+    for name in ("clean", "loo-flood", "blur-only"):
+        frozen = json.loads((out / name / "results" / "threshold.json").read_text())
+        assert record["runs"][name]["threshold"] == frozen["value"]
+    assert gains["thresholds"]["policy"] == record["runs"]["loo-flood"]["threshold"]
+    for g in (gains["mpc"]["recall"], gains["unseen"]["recall"], gains["conditions"]["clean"]["recall"]):
+        lo, hi = g["ci"]
+        assert lo is not None and lo <= hi
+    clean = json.loads((out / "scores" / "clean.json").read_text())
+    assert clean["provenance"]["augment"] is None and "mitigation" not in clean
+
+    report = runner.invoke(app, ["report", *(str(out / "scores" / s) for s in scores), "--out", str(tmp_path / "rep"),
+                                 "--format", "md"])
+    assert report.exit_code == 0, report.output
+    md = (tmp_path / "rep" / "report.md").read_text()
+    for title in ("Mitigation: gain over the clean-trained model (recall)", "seen vs unseen",
+                  "side effects on untrained conditions", "per condition (* = not trained on)"):
+        assert title in md
+    assert "| yolo11/loo-flood |" in md and "| yolo11/blur-only |" in md
+
+
+def test_paired_gain_of_a_model_against_itself_is_zero(tmp_path):
+    from aegis_eval.bootstrap import BootstrapOptions
+    from aegis_eval.mitigation import paired_gains
+    from aegis_eval.predictions import detections_from_results, load_ground_truth
+
+    root = make_split(tmp_path / "s", n_test=4, n_val=1, conditions=["clean", "low_light_s3"])
+    gt = load_ground_truth(root, "test")
+    rows = [{"image_id": int(gt.image_ids[r]), "category_id": 1, "bbox": [float(v) for v in box], "score": 0.9}
+            for r, box in zip(gt.box_image, gt.boxes)]  # every GT box found at score 0.9
+    dets = detections_from_results(rows, gt)
+    preds = {"clean": dets, "low_light_s3": dets}
+    g = paired_gains(gt, preds, 0.5, preds, 0.5, trained=["clean"], bootstrap=BootstrapOptions(50, 0))
+    assert g["conditions"]["low_light_s3"]["recall"]["gain"] == 0.0
+    assert g["mpc"]["recall"]["ci"] == [0.0, 0.0] and g["unseen_conditions"] == ["low_light_s3"]
+    assert g["side_effects"]["recall"]["n_worse"] == 0
+    # A "policy" whose threshold is above every score finds nothing: recall 1 -> 0 on every resample.
+    g = paired_gains(gt, preds, 0.5, preds, 0.95, trained=["clean"], bootstrap=BootstrapOptions(50, 0))
+    clean = g["conditions"]["clean"]["recall"]
+    assert (clean["baseline"], clean["policy"], clean["gain"], clean["ci"]) == (1.0, 0.0, -1.0, [-1.0, -1.0])
+    side = g["side_effects"]["recall"]
+    assert side["n_worse"] == 1 and side["worst"] == {"condition": "low_light_s3", "gain": -1.0}

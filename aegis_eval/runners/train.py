@@ -265,7 +265,7 @@ def _train_ultralytics(settings: TrainSettings, weights: str, device: str, run: 
     cls = RTDETR if settings.model == "rtdetr" else YOLO
     hook: dict[str, Any] = {}
     if augmenter is not None:
-        from aegis_eval.runners.augment_hooks import ultralytics_trainer
+        from aegis_eval.runners.augment_ultralytics import ultralytics_trainer
 
         hook["trainer"] = ultralytics_trainer(settings.model, augmenter)
     weights_dir = run / "train" / "weights"
