@@ -32,9 +32,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
-import yaml
 
-from aegis_data.config import REPO_ROOT, SEVERITIES, condition_id, load_config
+from aegis_data.config import REPO_ROOT, SEVERITIES, condition_id, load_config, read_yaml
 from aegis_data.errors import AegisError
 from aegis_data.seeding import KeyedRandom
 
@@ -214,14 +213,7 @@ def load_policy(spec: str | Path) -> AugmentPolicy:
         if not p.is_file():
             raise AegisError(f"unknown augmentation policy {str(spec)!r}; expected a yaml path or one of: "
                              f"{', '.join(available_policies())}")
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise AegisError(f"cannot read augmentation policy {p}: {exc.strerror or exc}") from None
-    try:
-        raw = yaml.safe_load(data)
-    except yaml.YAMLError as exc:
-        raise AegisError(f"{p}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    raw, _ = read_yaml(p, "augmentation policy")
     policy = resolve_policy(raw, str(p))
     return AugmentPolicy(**{**policy.__dict__, "source": str(p)})
 

@@ -105,17 +105,22 @@ def _parse(raw: dict, data: bytes, path: Path) -> SuiteConfig:
     )
 
 
+def read_yaml(path: Path, what: str) -> tuple[Any, bytes]:
+    """(parsed YAML, file bytes); AegisError naming ``what`` for an unreadable or malformed file."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise AegisError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        return yaml.safe_load(data), data
+    except yaml.YAMLError as exc:
+        raise AegisError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+
+
 @lru_cache(maxsize=8)
 def _load_cached(path: str) -> SuiteConfig:
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise AegisError(f"cannot read corruption config {p}: {exc.strerror}") from None
-    try:
-        raw = yaml.safe_load(data)
-    except yaml.YAMLError as exc:
-        raise AegisError(f"{p}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    raw, data = read_yaml(p, "corruption config")
     if not isinstance(raw, dict):
         raise AegisError(f"{p}: expected a mapping at the top level")
     return _parse(raw, data, p)

@@ -45,6 +45,10 @@ LimitOpt = Annotated[Optional[int], typer.Option("--limit", help="Only the first
 BatchOpt = Annotated[Optional[int], typer.Option("--batch", help="Images (tiles) per forward pass (default 8).")]
 FloorOpt = Annotated[Optional[float], typer.Option("--score-floor", help="Lowest score kept (default 0.001).")]
 MaxDetOpt = Annotated[Optional[int], typer.Option("--max-det", help="Detections kept per image (default 300).")]
+EpochsOpt = Annotated[Optional[int], typer.Option("--epochs", help="Training epochs.")]
+LrOpt = Annotated[Optional[float], typer.Option("--lr0", help="Initial learning rate.")]
+OptimizerOpt = Annotated[Optional[str], typer.Option("--optimizer", help="SGD | AdamW.")]
+BootstrapOpt = Annotated[Optional[int], typer.Option("--bootstrap", help="Bootstrap resamples (default 1000).")]
 AugmentOpt = Annotated[Optional[str], typer.Option(
     "--augment", help="Disaster-augmentation policy: a name from configs/augment (all, loo-flood, ...) or a yaml "
                       "path. Default: clean training only.")]
@@ -73,6 +77,15 @@ def _predict_settings(cfg: dict[str, Any], tile: Optional[bool], limit: Optional
                            nms_iou=cfg["nms_iou"], score_floor=cfg["score_floor"], max_det=cfg["max_det"],
                            batch=cfg["batch"], limit=limit, split_name=split_name, device=cfg["device"],
                            seed=cfg["seed"], allow_download=allow_download)
+
+
+def _train_settings(cfg: dict[str, Any], allow_download: bool):
+    from aegis_eval.runners.train import TrainSettings
+
+    keys = ("arch", "epochs", "imgsz", "batch", "seed", "lr0", "optimizer", "momentum", "weight_decay", "device",
+            "workers", "amp", "tile", "overlap", "min_visibility", "score_floor", "nms_iou", "max_det")
+    return TrainSettings(model=cfg["model"], weights=cfg["weights"], allow_download=allow_download,
+                         **{k: cfg[k] for k in keys})
 
 
 def _progress(stage: str, status: str) -> None:
@@ -133,12 +146,12 @@ def train_cmd(
     model: ModelOpt = None,
     weights: WeightsOpt = None,
     config: ConfigOpt = None,
-    epochs: Annotated[Optional[int], typer.Option("--epochs", help="Training epochs.")] = None,
+    epochs: EpochsOpt = None,
     imgsz: ImgszOpt = None,
     batch: BatchOpt = None,
     seed: SeedOpt = None,
-    lr0: Annotated[Optional[float], typer.Option("--lr0", help="Initial learning rate.")] = None,
-    optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="SGD | AdamW.")] = None,
+    lr0: LrOpt = None,
+    optimizer: OptimizerOpt = None,
     device: DeviceOpt = None,
     workers: Annotated[Optional[int], typer.Option("--workers", help="Data-loader workers (0 = deterministic, "
                                                    "default).")] = None,
@@ -157,15 +170,12 @@ def train_cmd(
     With --augment, every training frame is disaster-corrupted by the policy before tiling (docs/MITIGATION.md).
     """
     from aegis_data.augment import load_policy
-    from aegis_eval.runners.train import TrainSettings, train_baseline
+    from aegis_eval.runners.train import train_baseline
 
     cfg = _settings(config, model=model, weights=weights, epochs=epochs, imgsz=imgsz, batch=batch, seed=seed,
                     lr0=lr0, optimizer=optimizer, device=device, workers=workers, arch=arch, amp=amp, tile=tile_size,
                     overlap=overlap, min_visibility=min_visibility)
-    keys = ("arch", "epochs", "imgsz", "batch", "seed", "lr0", "optimizer", "momentum", "weight_decay", "device",
-            "workers", "amp", "tile", "overlap", "min_visibility", "score_floor", "nms_iou", "max_det")
-    settings = TrainSettings(model=cfg["model"], weights=cfg["weights"], allow_download=allow_download,
-                             **{k: cfg[k] for k in keys})
+    settings = _train_settings(cfg, allow_download)
     policy = load_policy(augment) if augment else None
     result = train_baseline(settings, split, out_dir, log=lambda line: err.print(line, highlight=False),
                             augment=policy)
@@ -184,7 +194,7 @@ def sweep_cmd(
     model: ModelOpt = None,
     weights: WeightsOpt = None,
     config: ConfigOpt = None,
-    bootstrap: Annotated[Optional[int], typer.Option("--bootstrap", help="Bootstrap resamples (default 1000).")] = None,
+    bootstrap: BootstrapOpt = None,
     conditions: ConditionsOpt = "all",
     label: Annotated[Optional[str], typer.Option("--label", help="Label in score.json (default: config name or "
                                                  "model).")] = None,
@@ -233,13 +243,13 @@ def ablate_cmd(
     model: ModelOpt = None,
     weights: WeightsOpt = None,
     config: ConfigOpt = None,
-    epochs: Annotated[Optional[int], typer.Option("--epochs", help="Training epochs (every model).")] = None,
+    epochs: EpochsOpt = None,
     imgsz: ImgszOpt = None,
     batch: BatchOpt = None,
     seed: SeedOpt = None,
-    lr0: Annotated[Optional[float], typer.Option("--lr0", help="Initial learning rate.")] = None,
-    optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="SGD | AdamW.")] = None,
-    bootstrap: Annotated[Optional[int], typer.Option("--bootstrap", help="Bootstrap resamples (default 1000).")] = None,
+    lr0: LrOpt = None,
+    optimizer: OptimizerOpt = None,
+    bootstrap: BootstrapOpt = None,
     conditions: ConditionsOpt = "all",
     label: Annotated[Optional[str], typer.Option("--label", help="Label prefix in the score JSONs (default: config "
                                                  "name or model).")] = None,
@@ -249,15 +259,11 @@ def ablate_cmd(
 ) -> None:
     """Train one model per augmentation policy plus the clean baseline, sweep every condition, compare."""
     from aegis_eval.runners.ablate import parse_policies, run_ablation
-    from aegis_eval.runners.train import TrainSettings
 
     chosen = parse_policies(policies)
     cfg = _settings(config, model=model, weights=weights, epochs=epochs, imgsz=imgsz, batch=batch, seed=seed,
                     lr0=lr0, optimizer=optimizer, bootstrap=bootstrap, arch=arch, device=device)
-    keys = ("arch", "epochs", "imgsz", "batch", "seed", "lr0", "optimizer", "momentum", "weight_decay", "device",
-            "workers", "amp", "tile", "overlap", "min_visibility", "score_floor", "nms_iou", "max_det")
-    train = TrainSettings(model=cfg["model"], weights=cfg["weights"], allow_download=allow_download,
-                          **{k: cfg[k] for k in keys})
+    train = _train_settings(cfg, allow_download)
     predict = _predict_settings(cfg, None, None, "test", allow_download)
     record = run_ablation(train, predict, split, out_dir, chosen, bootstrap=cfg["bootstrap"], seed=cfg["seed"],
                           rule=cfg["threshold_rule"], label=label or cfg.get("name") or cfg["model"],
