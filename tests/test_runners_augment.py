@@ -171,3 +171,25 @@ def test_paired_gain_of_a_model_against_itself_is_zero(tmp_path):
     assert (clean["baseline"], clean["policy"], clean["gain"], clean["ci"]) == (1.0, 0.0, -1.0, [-1.0, -1.0])
     side = g["side_effects"]["recall"]
     assert side["n_worse"] == 1 and side["worst"] == {"condition": "low_light_s3", "gain": -1.0}
+
+
+@pytest.mark.parametrize("policies, fragment", [
+    ("all,all", "given twice"),
+    ("nope", "unknown augmentation policy"),
+    (" , ", "no policies given"),
+])
+def test_ablate_policy_errors_are_one_line(split, tmp_path, policies, fragment):
+    result = runner.invoke(app, ["baseline", "ablate", "--split", str(split), "--out", str(tmp_path / "a"),
+                                 "--model", "yolo11", "--weights", "yolo11n.yaml", "--policies", policies])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert fragment in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_policy_named_clean_is_refused(tmp_path):
+    from aegis_eval.runners.ablate import parse_policies
+
+    path = tmp_path / "clean.yaml"
+    path.write_text("name: clean\np_clean: 0.5\n")
+    with pytest.raises(AegisError, match="baseline's name"):
+        parse_policies([str(path)])
