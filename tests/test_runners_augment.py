@@ -141,13 +141,18 @@ def test_ablate_two_policies_writes_score_jsons_and_a_report_table(tmp_path):
     assert clean["provenance"]["augment"] is None and "mitigation" not in clean
 
     report = runner.invoke(app, ["report", *(str(out / "scores" / s) for s in scores), "--out", str(tmp_path / "rep"),
-                                 "--format", "md"])
+                                 "--format", "md,html"])
     assert report.exit_code == 0, report.output
     md = (tmp_path / "rep" / "report.md").read_text()
     for title in ("Mitigation: gain over the clean-trained model (recall)", "seen vs unseen",
                   "side effects on untrained conditions", "per condition (* = not trained on)"):
         assert title in md
     assert "| yolo11/loo-flood |" in md and "| yolo11/blur-only |" in md
+    assert "Mitigation: seen vs unseen" in (tmp_path / "rep" / "report.html").read_text()
+    # Without ablation results the report has no mitigation section.
+    plain = runner.invoke(app, ["report", str(out / "scores" / "clean.json"), "--out", str(tmp_path / "rep0"),
+                                "--format", "md"])
+    assert plain.exit_code == 0 and "Mitigation" not in (tmp_path / "rep0" / "report.md").read_text()
 
 
 def test_paired_gain_of_a_model_against_itself_is_zero(tmp_path):
