@@ -39,12 +39,15 @@ from aegis_data.seeding import KeyedRandom
 
 TRAIN_TAG = "aegis-train"
 POLICY_SCHEMA = "aegis-augment/1"
-POLICY_DIR = REPO_ROOT / "configs" / "augment"
+# In a checkout the policies are read from configs/augment; a wheel carries them as aegis_data/augment_policies
+# (a symlink to that folder in the repository).
+_CHECKOUT_POLICIES = REPO_ROOT / "configs" / "augment"
+POLICY_DIR = _CHECKOUT_POLICIES if _CHECKOUT_POLICIES.is_dir() else Path(__file__).resolve().parent / "augment_policies"
 ALL = "all"
 
 Sample = Union[int, str]
 
-# key -> (type, meaning). Unknown keys are refused with the list of valid ones.
+# key -> meaning (docs/MITIGATION.md). Unknown keys are refused with the list of valid ones.
 POLICY_KEYS: dict[str, str] = {
     "schema": f"must be {POLICY_SCHEMA!r}",
     "name": "policy name (label of runs trained with it)",
