@@ -1,4 +1,4 @@
-"""``aegis baseline predict | train | sweep | ablate``: the reference runners' command line (SPEC §7).
+"""``aegis baseline predict | train | sweep | ablate``: the reference runners' command line.
 
 Every setting can come from ``--config configs/baselines/<dataset>-<model>.yaml``; a flag given on the command
 line overrides the config, which overrides the built-in defaults (aegis_eval.runners.config).
