@@ -851,8 +851,23 @@ def apply_corruption(
     installed one; a split's build passes its own). Raises AegisError for bad input.
     """
     _check_image(image)
+    _check_name(name)
+    _check_severity(severity)
+    return corrupt_with_stream(image, name, severity, keyed_random(image_id, name, int(severity), seed), config)
+
+
+def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedRandom,
+                        config: SuiteConfig | None = None) -> np.ndarray:
+    """Corrupt one image with every random value drawn from ``rng``: the engine behind :func:`apply_corruption`.
+
+    The benchmark passes the stream keyed by ``stream_key``; training-time augmentation
+    (``aegis_data.augment``) passes one from its own key namespace, so both run the same kernels.
+    ``config``: the suite whose parameters apply (default: the installed one).
+    """
+    _check_image(image)
     params = corruption_params(name, severity, config)  # validates name and severity
-    rng = keyed_random(image_id, name, int(severity), seed)
+    if not isinstance(rng, KeyedRandom):
+        raise AegisError(f"rng must be a KeyedRandom stream, got {type(rng).__name__}")
     h, w = image.shape[:2]
     draw = draw_params(name, params, h, w, rng)
     return _BY_NAME[name].kernel(np.ascontiguousarray(image), params, draw)

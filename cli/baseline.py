@@ -1,4 +1,4 @@
-"""``aegis baseline predict | train | sweep``: the reference runners' command line (docs/BASELINES.md).
+"""``aegis baseline predict | train | sweep | ablate``: the reference runners' command line (docs/BASELINES.md).
 
 Every setting can come from ``--config configs/baselines/<dataset>-<model>.yaml``; a flag given on the command
 line overrides the config, which overrides the built-in defaults (aegis_eval.runners.config).
@@ -45,6 +45,13 @@ LimitOpt = Annotated[Optional[int], typer.Option("--limit", help="Only the first
 BatchOpt = Annotated[Optional[int], typer.Option("--batch", help="Images (tiles) per forward pass (default 8).")]
 FloorOpt = Annotated[Optional[float], typer.Option("--score-floor", help="Lowest score kept (default 0.001).")]
 MaxDetOpt = Annotated[Optional[int], typer.Option("--max-det", help="Detections kept per image (default 300).")]
+EpochsOpt = Annotated[Optional[int], typer.Option("--epochs", help="Training epochs.")]
+LrOpt = Annotated[Optional[float], typer.Option("--lr0", help="Initial learning rate.")]
+OptimizerOpt = Annotated[Optional[str], typer.Option("--optimizer", help="SGD | AdamW.")]
+BootstrapOpt = Annotated[Optional[int], typer.Option("--bootstrap", help="Bootstrap resamples (default 1000).")]
+AugmentOpt = Annotated[Optional[str], typer.Option(
+    "--augment", help="Disaster-augmentation policy: a name from configs/augment (all, loo-flood, ...) or a yaml "
+                      "path. Default: clean training only.")]
 NmsOpt = Annotated[Optional[float], typer.Option("--nms-iou", help="IoU of the class-agnostic NMS merging tiles "
                                                  "(default 0.5).")]
 
@@ -70,6 +77,15 @@ def _predict_settings(cfg: dict[str, Any], tile: Optional[bool], limit: Optional
                            nms_iou=cfg["nms_iou"], score_floor=cfg["score_floor"], max_det=cfg["max_det"],
                            batch=cfg["batch"], limit=limit, split_name=split_name, device=cfg["device"],
                            seed=cfg["seed"], allow_download=allow_download)
+
+
+def _train_settings(cfg: dict[str, Any], allow_download: bool):
+    from aegis_eval.runners.train import TrainSettings
+
+    keys = ("arch", "epochs", "imgsz", "batch", "seed", "lr0", "optimizer", "momentum", "weight_decay", "device",
+            "workers", "amp", "tile", "overlap", "min_visibility", "score_floor", "nms_iou", "max_det")
+    return TrainSettings(model=cfg["model"], weights=cfg["weights"], allow_download=allow_download,
+                         **{k: cfg[k] for k in keys})
 
 
 def _progress(stage: str, status: str) -> None:
@@ -130,12 +146,12 @@ def train_cmd(
     model: ModelOpt = None,
     weights: WeightsOpt = None,
     config: ConfigOpt = None,
-    epochs: Annotated[Optional[int], typer.Option("--epochs", help="Training epochs.")] = None,
+    epochs: EpochsOpt = None,
     imgsz: ImgszOpt = None,
     batch: BatchOpt = None,
     seed: SeedOpt = None,
-    lr0: Annotated[Optional[float], typer.Option("--lr0", help="Initial learning rate.")] = None,
-    optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="SGD | AdamW.")] = None,
+    lr0: LrOpt = None,
+    optimizer: OptimizerOpt = None,
     device: DeviceOpt = None,
     workers: Annotated[Optional[int], typer.Option("--workers", help="Data-loader workers (0 = deterministic, "
                                                    "default).")] = None,
@@ -146,20 +162,26 @@ def train_cmd(
     overlap: OverlapOpt = None,
     min_visibility: Annotated[Optional[float], typer.Option(
         "--min-visibility", help="Share of a box's area a tile must show to keep it (default 0.5).")] = None,
+    augment: AugmentOpt = None,
     allow_download: DownloadOpt = False,
 ) -> None:
-    """Fine-tune on the split's clean train images (tiled), validating on clean val; resumes a stopped run."""
-    from aegis_eval.runners.train import TrainSettings, train_baseline
+    """Fine-tune on the split's train images (tiled), validating on clean val; resumes a stopped run.
+
+    With --augment, every training frame is disaster-corrupted by the policy before tiling (docs/MITIGATION.md).
+    """
+    from aegis_data.augment import load_policy
+    from aegis_eval.runners.train import train_baseline
 
     cfg = _settings(config, model=model, weights=weights, epochs=epochs, imgsz=imgsz, batch=batch, seed=seed,
                     lr0=lr0, optimizer=optimizer, device=device, workers=workers, arch=arch, amp=amp, tile=tile_size,
                     overlap=overlap, min_visibility=min_visibility)
-    keys = ("arch", "epochs", "imgsz", "batch", "seed", "lr0", "optimizer", "momentum", "weight_decay", "device",
-            "workers", "amp", "tile", "overlap", "min_visibility", "score_floor", "nms_iou", "max_det")
-    settings = TrainSettings(model=cfg["model"], weights=cfg["weights"], allow_download=allow_download,
-                             **{k: cfg[k] for k in keys})
-    result = train_baseline(settings, split, out_dir, log=lambda line: err.print(line, highlight=False))
+    settings = _train_settings(cfg, allow_download)
+    policy = load_policy(augment) if augment else None
+    result = train_baseline(settings, split, out_dir, log=lambda line: err.print(line, highlight=False),
+                            augment=policy)
     out.print(f"{settings.model}: {result['status']}; best weights: {result['best']}", highlight=False)
+    if policy is not None:
+        out.print(f"augmentation: {policy.name} [{policy.hash}]", highlight=False)
     out.print(f"last checkpoint: {result['last']}; config: {result['config']}", highlight=False)
 
 
@@ -172,7 +194,7 @@ def sweep_cmd(
     model: ModelOpt = None,
     weights: WeightsOpt = None,
     config: ConfigOpt = None,
-    bootstrap: Annotated[Optional[int], typer.Option("--bootstrap", help="Bootstrap resamples (default 1000).")] = None,
+    bootstrap: BootstrapOpt = None,
     conditions: ConditionsOpt = "all",
     label: Annotated[Optional[str], typer.Option("--label", help="Label in score.json (default: config name or "
                                                  "model).")] = None,
@@ -208,6 +230,67 @@ def sweep_cmd(
         out.print(matrix)
     out.print(f"score: {Path(out_dir) / 'score.json'}  threshold: {Path(out_dir) / 'threshold.json'}",
               highlight=False)
+
+
+@baseline_app.command("ablate")
+@handle_errors
+def ablate_cmd(
+    split: SplitOpt,
+    out_dir: Annotated[Path, typer.Option("--out", help="Ablation folder (<policy>/run, <policy>/results, "
+                                          "scores/<policy>.json, ablation.json).")],
+    policies: Annotated[str, typer.Option("--policies", help="Comma list of augmentation policies (names in "
+                                          "configs/augment or yaml paths); the clean baseline is always added.")],
+    model: ModelOpt = None,
+    weights: WeightsOpt = None,
+    config: ConfigOpt = None,
+    epochs: EpochsOpt = None,
+    imgsz: ImgszOpt = None,
+    batch: BatchOpt = None,
+    seed: SeedOpt = None,
+    lr0: LrOpt = None,
+    optimizer: OptimizerOpt = None,
+    bootstrap: BootstrapOpt = None,
+    conditions: ConditionsOpt = "all",
+    label: Annotated[Optional[str], typer.Option("--label", help="Label prefix in the score JSONs (default: config "
+                                                 "name or model).")] = None,
+    arch: ArchOpt = None,
+    device: DeviceOpt = None,
+    allow_download: DownloadOpt = False,
+) -> None:
+    """Train one model per augmentation policy plus the clean baseline, sweep every condition, compare."""
+    from aegis_eval.runners.ablate import parse_policies, run_ablation
+
+    chosen = parse_policies(policies)
+    cfg = _settings(config, model=model, weights=weights, epochs=epochs, imgsz=imgsz, batch=batch, seed=seed,
+                    lr0=lr0, optimizer=optimizer, bootstrap=bootstrap, arch=arch, device=device)
+    train = _train_settings(cfg, allow_download)
+    predict = _predict_settings(cfg, None, None, "test", allow_download)
+    record = run_ablation(train, predict, split, out_dir, chosen, bootstrap=cfg["bootstrap"], seed=cfg["seed"],
+                          rule=cfg["threshold_rule"], label=label or cfg.get("name") or cfg["model"],
+                          conditions=conditions, progress=_progress,
+                          log=lambda line: err.print(line, highlight=False), on_warning=warn)
+    out.print(ablation_table(record))
+    out.print(f"scores: {Path(out_dir) / 'scores'}  (render with `aegis report {Path(out_dir) / 'scores'}/*.json "
+              f"--out REPORT`)", highlight=False)
+
+
+def ablation_table(record: dict) -> Table:
+    table = Table(title=f"ablation: gains over the clean-trained {record['label']} (recall)")
+    for col in ("policy", "hash", "threshold", "ΔmPC [95% CI]", "ΔrPC [95% CI]", "Δ seen", "Δ unseen"):
+        table.add_column(col, justify="left" if col in ("policy", "hash") else "right")
+
+    def cell(g: dict | None) -> str:
+        if not g or g.get("gain") is None:
+            return "–"
+        lo, hi = g["ci"]
+        return f"{g['gain']:+.3f}" + (f" [{lo:+.3f}, {hi:+.3f}]" if lo is not None else "")
+
+    for name, entry in record["runs"].items():
+        gains = record["gains"].get(name, {}).get("recall", {})
+        table.add_row(name, (entry["policy"] or {}).get("hash", "–"), f"{entry['threshold']:g}",
+                      cell(gains.get("mpc")), cell(gains.get("rpc")), cell(gains.get("seen")),
+                      cell(gains.get("unseen")))
+    return table
 
 
 def register(app: typer.Typer) -> None:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from aegis_eval.report.mitigation import mitigation_tables
 from aegis_eval.report.results import DatasetGroup
 from aegis_eval.report.tables import (
     Table,
@@ -85,7 +86,8 @@ def markdown_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequen
         for f in (f for f in figures if f.dataset == g.name):
             out += [f"### {f.caption}", "", f"![{f.caption}]({f.relpath})", ""]
         for t in (summary_table(g, metric), family_table(g, metric), corruption_table(g, metric),
-                  grid_table(g, metric), ranking_table(g, metric)):
+                  grid_table(g, metric), ranking_table(g, metric),
+                  *mitigation_tables(g, metric)):
             if t is not None:
                 out += [markdown_table(t)]
         for run in g.runs:
@@ -152,7 +154,8 @@ def html_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[F
             body.append(f'<figure><img alt="{_e(f.caption)}" src="{data_uri(f.png)}">'
                         f"<figcaption>{_e(f.caption)}</figcaption></figure>")
         for t in (summary_table(g, metric), family_table(g, metric), corruption_table(g, metric),
-                  grid_table(g, metric), ranking_table(g, metric)):
+                  grid_table(g, metric), ranking_table(g, metric),
+                  *mitigation_tables(g, metric)):
             if t is not None:
                 body.append(html_table(t))
         for run in g.runs:

@@ -27,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
+from aegis_data.augment import AugmentPolicy, DisasterAugment
 from aegis_data.errors import AegisError
 from aegis_data.imageio import file_sha256, image_size, read_rgb, write_bytes_atomic, write_png_atomic
 from aegis_data.layout import annotation_path, condition_dir
@@ -86,6 +87,26 @@ def _boxes_by_image(coco: dict, where: str | Path) -> dict[int, np.ndarray]:
     return out
 
 
+def _tile_name(stem: str, t, width: int, height: int) -> str:
+    return stem if (t.width == width and t.height == height) else f"{stem}_x{t.x0}_y{t.y0}"
+
+
+def tile_sources(split_dir: str | Path, *, tile: int = 1024, overlap: int = 256) -> dict:
+    """Training image name (as ``write_yolo_dataset`` names it) -> its source frame, COCO id and tile."""
+    from aegis_eval.runners.augment_hooks import TileSource
+
+    root = Path(split_dir)
+    gt_path = annotation_path(root, "train")
+    coco, _ = read_coco_gt(gt_path)
+    out = {}
+    for im in coco_images(coco, gt_path):  # the order and names write_yolo_dataset uses
+        src = condition_dir(root, "train", "clean") / im["file_name"]
+        w, h = image_size(src)
+        for t in tile_grid(w, h, tile, overlap):
+            out[_tile_name(Path(im["file_name"]).stem, t, w, h)] = TileSource(src, int(im["id"]), t)
+    return out
+
+
 def write_yolo_dataset(split_dir: str | Path, data_dir: str | Path, *, tile: int = 1024, overlap: int = 256,
                        min_visibility: float = 0.5) -> Path:
     """Write the clean train and val images of a split as a YOLO dataset; return ``data.yaml``'s path.
@@ -133,7 +154,7 @@ def write_yolo_dataset(split_dir: str | Path, data_dir: str | Path, *, tile: int
             stem = Path(im["file_name"]).stem
             b = boxes.get(int(im["id"]), np.zeros((0, 4)))
             for t in tile_grid(w, h, tile, overlap):
-                name = stem if (t.width == w and t.height == h) else f"{stem}_x{t.x0}_y{t.y0}"
+                name = _tile_name(stem, t, w, h)
                 tb, _ = assign_boxes(b, t, min_visibility)
                 write_png_atomic(img_dir / f"{name}.png", np.ascontiguousarray(crop(rgb, t)))
                 write_bytes_atomic(lbl_dir / f"{name}.txt", yolo_label_text(tb, t.width, t.height).encode())
@@ -170,10 +191,14 @@ def write_run_config(settings: TrainSettings, split_dir: Path, run_dir: Path, ex
 
 
 def train_baseline(settings: TrainSettings, split_dir: str | Path, run_dir: str | Path,
-                   log: Callable[[str], None] | None = None) -> dict[str, Any]:
+                   log: Callable[[str], None] | None = None, augment: AugmentPolicy | None = None) -> dict[str, Any]:
     """Fine-tune ``settings.model`` on the split's clean train, validate on clean val; resume when possible.
 
-    Returns ``{"best": path, "last": path, "config": path, "data": data.yaml, "resumed": bool, ...}``.
+    augment: a disaster-augmentation policy (``aegis_data.augment``) applied to every training frame before
+        tiling and before the trainer's own augmentation, keyed by (seed, epoch, frame id); recorded in
+        RUN/config.yaml and RUN/augment.json. None trains on clean frames only, exactly as before.
+    Returns ``{"best": path, "last": path, "config": path, "data": data.yaml, "resumed": bool, ...}``
+    (plus ``"augment"``: the policy record, when given).
     """
     settings = settings.validate()
     split = Path(split_dir)
@@ -189,22 +214,42 @@ def train_baseline(settings: TrainSettings, split_dir: str | Path, run_dir: str 
                                    min_visibility=settings.min_visibility)
     from aegis_eval.runners.predict import library_versions
 
-    cfg_path = write_run_config(settings, split, run, {"device_resolved": device, "versions": library_versions()})
+    extra: dict[str, Any] = {"device_resolved": device, "versions": library_versions()}
+    from aegis_eval.runners.augment_hooks import FrameAugmenter, check_augment_record, write_augment_record
+
+    record = check_augment_record(run, augment, settings.seed)  # refuses a resume under another policy
+    augmenter = None
+    if augment is not None:
+        augmenter = FrameAugmenter(DisasterAugment(augment, settings.seed),
+                                   tile_sources(split, tile=settings.tile, overlap=settings.overlap))
+        extra["augment"] = record
+    cfg_path = write_run_config(settings, split, run, extra)
+    if augmenter is not None:
+        write_augment_record(run, extra["augment"])
     seed_torch(settings.seed)
     if settings.model == "fasterrcnn":
-        result = _train_fasterrcnn(settings, weights, device, split, run, data_yaml, log or (lambda s: None))
+        result = _train_fasterrcnn(settings, weights, device, split, run, data_yaml, log or (lambda s: None),
+                                   augmenter)
     else:
-        result = _train_ultralytics(settings, weights, device, run, data_yaml)
+        result = _train_ultralytics(settings, weights, device, run, data_yaml, augmenter)
     result.update(config=str(cfg_path), data=str(data_yaml))
+    if augmenter is not None:
+        result["augment"] = extra["augment"]
     return result
 
 
 # --- Ultralytics --------------------------------------------------------------------------------------
-def _train_ultralytics(settings: TrainSettings, weights: str, device: str, run: Path, data_yaml: Path) -> dict[str, Any]:
+def _train_ultralytics(settings: TrainSettings, weights: str, device: str, run: Path, data_yaml: Path,
+                       augmenter=None) -> dict[str, Any]:
     import torch
     from ultralytics import RTDETR, YOLO
 
     cls = RTDETR if settings.model == "rtdetr" else YOLO
+    hook: dict[str, Any] = {}
+    if augmenter is not None:
+        from aegis_eval.runners.augment_ultralytics import ultralytics_trainer
+
+        hook["trainer"] = ultralytics_trainer(settings.model, augmenter)
     weights_dir = run / "train" / "weights"
     last = weights_dir / "last.pt"
     resumed = False
@@ -213,7 +258,7 @@ def _train_ultralytics(settings: TrainSettings, weights: str, device: str, run: 
         if int(ckpt.get("epoch", -1)) == -1:  # ultralytics marks a finished run's checkpoint with epoch -1
             return {"best": str(weights_dir / "best.pt"), "last": str(last), "resumed": False,
                     "status": "already finished", "train_dir": str(run / "train")}
-        cls(str(last)).train(resume=True, device=device, workers=settings.workers, plots=False)
+        cls(str(last)).train(resume=True, device=device, workers=settings.workers, plots=False, **hook)
         resumed = True
     else:
         net = cls(weights)
@@ -221,7 +266,7 @@ def _train_ultralytics(settings: TrainSettings, weights: str, device: str, run: 
                   seed=settings.seed, deterministic=True, workers=settings.workers, optimizer=settings.optimizer,
                   lr0=settings.lr0, momentum=settings.momentum, weight_decay=settings.weight_decay, device=device,
                   project=str(run.resolve()), name="train", exist_ok=True, plots=False, val=True, verbose=False,
-                  max_det=settings.max_det, amp=settings.amp)
+                  max_det=settings.max_det, amp=settings.amp, **hook)
     best = weights_dir / "best.pt"
     if not best.is_file():
         raise AegisError(f"ultralytics finished without writing {best}")
@@ -298,7 +343,7 @@ def coco_ap50(gt_path: Path, rows: list[dict]) -> float:
 
 
 def _train_fasterrcnn(settings: TrainSettings, weights: str | None, device: str, split_dir: Path, run: Path, data_yaml: Path,
-                      log: Callable[[str], None]) -> dict[str, Any]:
+                      log: Callable[[str], None], augmenter=None) -> dict[str, Any]:
     import torch
 
     from aegis_eval.runners.torchvision_runner import (DEFAULT_ARCH, FasterRCNNDetector, build_fasterrcnn,
@@ -330,6 +375,12 @@ def _train_fasterrcnn(settings: TrainSettings, weights: str | None, device: str,
         raise AegisError(f"no training images in {data_yaml.parent / 'images' / 'train'}")
     detector = FasterRCNNDetector.wrap(net, device, arch=arch, max_det=settings.max_det, imgsz=settings.imgsz)
     meta = {"arch": arch, "imgsz": settings.imgsz, "settings": asdict(settings)}
+    if augmenter is not None:
+        meta["augment"] = augmenter.policy.record()
+
+    def load(path: Path, epoch: int) -> np.ndarray:
+        return read_rgb(path) if augmenter is None else augmenter.tile(path.stem, epoch)
+
     for epoch in range(start_epoch, settings.epochs):
         t0 = time.perf_counter()
         net.train()
@@ -337,7 +388,7 @@ def _train_fasterrcnn(settings: TrainSettings, weights: str | None, device: str,
         losses = []
         for k in range(0, len(order), settings.batch):
             chunk = [items[i] for i in order[k:k + settings.batch]]
-            imgs = [torch.from_numpy(read_rgb(p)).to(device).permute(2, 0, 1).float().div_(255.0) for p, _ in chunk]
+            imgs = [torch.from_numpy(load(p, epoch)).to(device).permute(2, 0, 1).float().div_(255.0) for p, _ in chunk]
             loss_dict = net(imgs, [_targets(b, device) for _, b in chunk])
             loss = sum(loss_dict.values())
             if not torch.isfinite(loss):

@@ -1,0 +1,124 @@
+"""Mitigation tables of the report: augmentation policies against the clean-trained model.
+
+A run takes part when its score JSON carries a ``mitigation`` block (written by ``aegis baseline ablate``:
+paired-bootstrap gains over the clean-trained model, ``aegis_eval.mitigation``). The tables read the gains for
+the report metric when the block has them (recall and map50 by default) and are empty otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from aegis_eval.report.results import DatasetGroup, Run
+from aegis_eval.report.tables import MISSING, UNDEFINED, Table
+
+
+def _block(run: Run) -> Mapping[str, Any] | None:
+    block = run.result.get("mitigation")
+    return block if isinstance(block, Mapping) else None
+
+
+def mitigation_runs(group: DatasetGroup, metric: str) -> list[tuple[Run, Mapping[str, Any]]]:
+    out = []
+    for run in group.runs:
+        block = _block(run)
+        if block is not None and metric in (block.get("metrics") or ()):
+            out.append((run, block))
+    return out
+
+
+def _gain(g: Any) -> str:
+    if not isinstance(g, Mapping) or g.get("gain") is None:
+        return UNDEFINED
+    lo, hi = (g.get("ci") or [None, None])[:2]
+    ci = f" [{lo:+.3f}, {hi:+.3f}]" if lo is not None and hi is not None else ""
+    return f"{g['gain']:+.3f}{ci}"
+
+
+def _value(g: Any, key: str) -> str:
+    v = g.get(key) if isinstance(g, Mapping) else None
+    return UNDEFINED if v is None else f"{v:.3f}"
+
+
+def _policy(run: Run) -> Mapping[str, Any]:
+    aug = (run.result.get("provenance") or {}).get("augment")
+    return aug if isinstance(aug, Mapping) else {}
+
+
+def gains_table(group: DatasetGroup, metric: str) -> Table:
+    """Per policy: its threshold, clean / mPC / rPC of both models and the paired gains with 95% CIs."""
+    rows = []
+    for run, b in mitigation_runs(group, metric):
+        pol = _policy(run)
+        clean = (b.get("conditions") or {}).get("clean", {}).get(metric)
+        mpc, rpc = (b.get("mpc") or {}).get(metric), (b.get("rpc") or {}).get(metric)
+        thr = b.get("thresholds") or {}
+        rows.append((run.label, str(pol.get("hash", MISSING)), f"{thr.get('policy', float('nan')):g}",
+                     _value(clean, "policy"), _gain(clean), _value(mpc, "policy"), _gain(mpc),
+                     _value(rpc, "policy"), _gain(rpc)))
+    baseline = next((b.get("baseline_label") for _, b in mitigation_runs(group, metric)), None)
+    thr = next(((b.get("thresholds") or {}).get("baseline") for _, b in mitigation_runs(group, metric)), None)
+    notes = (f"Gains are policy − {baseline} (threshold {thr:g}, frozen on its own clean val), paired over the same "
+             "bootstrap resamples of test images; each policy's threshold was re-frozen on clean val for that "
+             "model.",) if baseline is not None and thr is not None else ()
+    return Table(f"Mitigation: gain over the clean-trained model ({metric})",
+                 ("policy run", "policy hash", "threshold", f"clean {metric}", "Δ clean [95% CI]", "mPC",
+                  "Δ mPC [95% CI]", "rPC", "Δ rPC [95% CI]"), tuple(rows), ("l", "l") + ("r",) * 7, notes=notes)
+
+
+def seen_unseen_table(group: DatasetGroup, metric: str) -> Table:
+    """Mean gain over the corrupted conditions each policy trained on vs those it never saw."""
+    rows = []
+    for run, b in mitigation_runs(group, metric):
+        seen, unseen = (b.get("seen") or {}).get(metric), (b.get("unseen") or {}).get(metric)
+        rows.append((run.label, str(len(b.get("seen_conditions") or ())), _gain(seen),
+                     str(len(b.get("unseen_conditions") or ())), _gain(unseen)))
+    return Table(f"Mitigation: seen vs unseen conditions (mean Δ {metric})",
+                 ("policy run", "seen", "Δ seen [95% CI]", "unseen", "Δ unseen [95% CI]"), tuple(rows),
+                 ("l", "r", "r", "r", "r"),
+                 notes=("Seen = corrupted conditions the policy draws in training; unseen = the rest "
+                        "(a left-out family, a held-out severity).",))
+
+
+def side_effect_table(group: DatasetGroup, metric: str) -> Table:
+    """The change on every condition a policy did not train on: mean, worst cell, cells worse than the margin."""
+    rows, margin = [], None
+    for run, b in mitigation_runs(group, metric):
+        side = (b.get("side_effects") or {}).get(metric) or {}
+        margin = side.get("margin", margin)
+        worst = side.get("worst") or {}
+        mean = side.get("mean_gain")
+        rows.append((run.label, str(side.get("n_conditions", 0)),
+                     UNDEFINED if mean is None else f"{mean:+.3f}",
+                     f"{worst['condition']} ({worst['gain']:+.3f})" if worst else UNDEFINED,
+                     str(side.get("n_worse", 0))))
+    worse = f"worse by > {margin:g}" if margin is not None else "worse"
+    return Table(f"Mitigation: side effects on untrained conditions (Δ {metric})",
+                 ("policy run", "untrained conditions", "mean Δ", "worst cell", f"cells {worse}"), tuple(rows),
+                 ("l", "r", "r", "l", "r"))
+
+
+def condition_gain_table(group: DatasetGroup, metric: str) -> Table:
+    """Δ metric per condition and policy; ``*`` marks a condition the policy did not train on."""
+    runs = mitigation_runs(group, metric)
+    conds: list[str] = []
+    for _, b in runs:
+        conds += [c for c in (b.get("conditions") or {}) if c not in conds]
+    rows = []
+    for c in conds:
+        cells = []
+        for _, b in runs:
+            g = (b.get("conditions") or {}).get(c, {}).get(metric)
+            mark = "*" if c in (b.get("unseen_conditions") or ()) else ""
+            cells.append(MISSING if g is None else _gain(g) + mark)
+        rows.append((c, *cells))
+    return Table(f"Mitigation: Δ {metric} per condition (* = not trained on)",
+                 ("condition", *(r.label for r, _ in runs)), tuple(rows), ("l",) + ("r",) * len(runs))
+
+
+def mitigation_tables(group: DatasetGroup, metric: str) -> list[Table]:
+    """Every mitigation table for the group, or [] when no run carries gains for ``metric``."""
+    if not mitigation_runs(group, metric):
+        return []
+    return [gains_table(group, metric), seen_unseen_table(group, metric), side_effect_table(group, metric),
+            condition_gain_table(group, metric)]
