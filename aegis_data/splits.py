@@ -791,18 +791,47 @@ def build_splits(
         check_scheduler(scheduler, workers)
     plan = plan_build(dataset, config, corruptions=corruptions, severities=severities, limit=limit,
                       with_train=with_train, seed=seed)
-    report = (audit or _default_audit)(dataset)
+    _refuse_leakage(plan, (audit or _default_audit)(dataset))
+    known, journalled = _prepare_output(out, plan)
+    tasks = []
+    for u in plan.units:
+        k = known.get(_journal_key(u.split, u.record.image_id), {})
+        tasks.append(UnitTask(u, str(out), plan.seed, int(max_pixels), k.get("files", {}),
+                              k.get("source_pixel_sha256"), read_image, corrupt, config))
+    n_workers = min(int(workers or default_workers()), max(1, len(tasks)))
+    run = _render_into_journal(out, tasks, journalled, progress,
+                               run_units(tasks, workers=n_workers, scheduler=scheduler, out=out, on_cluster=on_cluster))
+    if scheduler is not None:
+        _remove_stale_temp_files(out)  # left by workers killed mid-write; their tasks were re-run elsewhere
+
+    stages = ("corrupt", "encode", "read", "hash", "write")
+    seconds_split = {k: sum(getattr(r, f"seconds_{k}") for r in run.results) for k in stages}  # _finish drops results
+    manifest = _write_outputs(out, plan, run.results, config)
+    return BuildResult(
+        out=out, manifest_path=out / MANIFEST_NAME, root_hash=manifest["root_hash"], conditions=plan.conditions,
+        images={s: len(r) for s, r in plan.records.items()}, files_written=run.written,
+        files_skipped=run.skipped, seconds=time.perf_counter() - t_start, megapixels=run.megapixels,
+        seconds_corrupt=seconds_split["corrupt"], seconds_encode=seconds_split["encode"],
+        seconds_read=seconds_split["read"], seconds_hash=seconds_split["hash"], seconds_write=seconds_split["write"],
+        sources_changed=run.sources_changed,
+    )
+
+
+def _refuse_leakage(plan: BuildPlan, report: Mapping[str, Any]) -> None:
     if report.get("leakage"):
         raise AegisError(
             f"refusing to build {plan.dataset!r}: the audit found leakage between splits ({_leak_summary(report)}); "
             f"fix the source split first"
         )
 
+
+def _prepare_output(out: Path, plan: BuildPlan) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Check the writer and the output directory, then mark it as a build in progress; returns (everything known
+    from an earlier manifest and the journal, the journal alone)."""
     check_png_writer()  # before anything is written: a changed deflate library must not make a new reference
     identity = plan.identity
     check_output_dir(out, identity)
     out.mkdir(parents=True, exist_ok=True)
-    # From here on the directory is a build in progress: no manifest until the end.
     known = _known_from_manifest(out)
     journalled = read_journal(out)
     for key, val in journalled.items():
@@ -812,36 +841,39 @@ def build_splits(
     _remove_stale_temp_files(out)
     state = {**identity, "source_location": location}
     write_bytes_atomic(out / JOURNAL_DIR / STATE_NAME, (json.dumps(state, sort_keys=True, indent=2) + "\n").encode())
+    return known, journalled
 
-    tasks = []
-    for u in plan.units:
-        k = known.get(_journal_key(u.split, u.record.image_id), {})
-        tasks.append(UnitTask(u, str(out), plan.seed, int(max_pixels), k.get("files", {}),
-                              k.get("source_pixel_sha256"), read_image, corrupt, config))
 
-    results: list[UnitResult] = []
+@dataclass
+class _RenderRun:
+    results: list[UnitResult] = field(default_factory=list)
+    written: int = 0
+    skipped: int = 0
+    megapixels: float = 0.0
+    sources_changed: int = 0
+
+
+def _render_into_journal(out: Path, tasks: list[UnitTask], journalled: Mapping[str, Any],
+                         progress: Callable[[BuildProgress], None] | None, finished: Iterable[UnitResult]) -> _RenderRun:
+    """Journal every finished unit (``finished`` yields them as workers complete) and report progress."""
+    run = _RenderRun()
     journal = _Journal(out)
-    counters = {"written": 0, "skipped": 0, "mp": 0.0, "changed": 0}
-
-    def collect(res: UnitResult) -> None:
-        if res.written:
-            # A file of the previous build was rewritten: its manifest no longer describes this directory. Until
-            # then it stays, so a re-run that fails early (or changes nothing) never leaves a split without one.
-            (out / MANIFEST_NAME).unlink(missing_ok=True)
-        counters["changed"] += res.source_changed
-        if res.written or _journal_key(res.split, res.image_id) not in journalled:
-            journal.append(res)  # a fully skipped unit is already in the journal: keep it from growing
-        results.append(res)
-        counters["written"] += res.written
-        counters["skipped"] += res.skipped
-        counters["mp"] += res.megapixels
-        if progress is not None:
-            progress(BuildProgress(len(results), len(tasks), counters["written"], counters["skipped"], counters["mp"]))
-
-    n_workers = min(int(workers or default_workers()), max(1, len(tasks)))
     try:
-        for res in run_units(tasks, workers=n_workers, scheduler=scheduler, out=out, on_cluster=on_cluster):
-            collect(res)
+        for res in finished:
+            if res.written:
+                # A file of the previous build was rewritten: its manifest no longer describes this directory.
+                # Until then it stays, so a re-run that fails early (or changes nothing) never leaves a split
+                # without one.
+                (out / MANIFEST_NAME).unlink(missing_ok=True)
+            run.sources_changed += res.source_changed
+            if res.written or _journal_key(res.split, res.image_id) not in journalled:
+                journal.append(res)  # a fully skipped unit is already in the journal: keep it from growing
+            run.results.append(res)
+            run.written += res.written
+            run.skipped += res.skipped
+            run.megapixels += res.megapixels
+            if progress is not None:
+                progress(BuildProgress(len(run.results), len(tasks), run.written, run.skipped, run.megapixels))
     except BrokenProcessPool:
         raise AegisError(
             f"a worker process died while building {out} (killed, or out of memory?); the images finished so far "
@@ -849,11 +881,11 @@ def build_splits(
         ) from None
     finally:
         journal.close()
-    if scheduler is not None:
-        _remove_stale_temp_files(out)  # left by workers killed mid-write; their tasks were re-run elsewhere
+    return run
 
-    stages = ("corrupt", "encode", "read", "hash", "write")
-    seconds_split = {k: sum(getattr(r, f"seconds_{k}") for r in results) for k in stages}  # _finish drops results
+
+def _write_outputs(out: Path, plan: BuildPlan, results: list[UnitResult], config: SuiteConfig) -> dict:
+    """Annotations, YOLO view, the suite config copy and, last, the manifest (its presence means complete)."""
     entries = _finish(out, plan, results)
     # The exact suite config bytes, named (and so checked) by the manifest's config_hash: readers of the split
     # take families, order and parameters from here, not from whatever suite is installed.
@@ -862,16 +894,8 @@ def build_splits(
         dataset=plan.dataset, source=plan.source, suite=plan.suite, config_hash=plan.config_hash, seed=plan.seed,
         conditions=plan.conditions, splits={s: len(r) for s, r in plan.records.items()}, entries=entries,
     )
-    write_manifest(out / MANIFEST_NAME, manifest)  # last: its presence means the build is complete
-    seconds = time.perf_counter() - t_start
-    return BuildResult(
-        out=out, manifest_path=out / MANIFEST_NAME, root_hash=manifest["root_hash"], conditions=plan.conditions,
-        images={s: len(r) for s, r in plan.records.items()}, files_written=counters["written"],
-        files_skipped=counters["skipped"], seconds=seconds, megapixels=counters["mp"],
-        seconds_corrupt=seconds_split["corrupt"], seconds_encode=seconds_split["encode"],
-        seconds_read=seconds_split["read"], seconds_hash=seconds_split["hash"], seconds_write=seconds_split["write"],
-        sources_changed=counters["changed"],
-    )
+    write_manifest(out / MANIFEST_NAME, manifest)
+    return manifest
 
 
 def _write_if_changed(path: Path, data: bytes) -> None:

@@ -241,30 +241,10 @@ def verify_split(
         raise AegisError(f"split directory not found: {root}")
     local: Manifest = load_manifest(root / MANIFEST_NAME)
     ref: Manifest = load_manifest(against) if against is not None else local
-    findings: list[Finding] = []
-    # The source description may hold machine-specific paths, so it is not compared across machines.
-    a, b = identity_of(ref.data), identity_of(local.data)
-    diffs = [k for k in ("dataset", "suite", "config_hash", "seed") if a[k] != b[k]]
-    if ref is not local and diffs:
-        findings.append(Finding(MANIFEST_NAME, "manifest", "reference and local manifest describe different builds: "
-                                + ", ".join(f"{k} {b[k]!r} here vs {a[k]!r} in the reference" for k in diffs)))
-
+    findings = _identity_findings(ref, local)
     if subset and ref is not local:
-        # Partial build: its own images, and its GT files compared per image (their bytes differ by design).
-        for rel, e in sorted(local.entries.items()):
-            if e["kind"] == "annotations" and rel in ref.entries:
-                want = ref.entries[rel].get("gt") or {}
-                changed = sorted(s for s, d in (e.get("gt") or {}).items() if want.get(s) != d)
-                if changed:
-                    findings.append(Finding(rel, "annotations", f"boxes differ from the reference for {len(changed)}: "
-                                                                f"{', '.join(changed[:5])}"))
-                if not (root / rel).is_file():
-                    findings.append(Finding(rel, "missing", "listed in the local manifest, not on disk"))
-                elif file_sha256(root / rel) != e["sha256"]:
-                    findings.append(_annotation_finding(root / rel, rel, e))  # edited since the build
-        paths = sorted(p for p in local.entries if p in ref.entries and ref.entries[p]["kind"] == "image")
-        findings.extend(Finding(p, "extra", "listed in the local manifest, not in the reference")
-                        for p in sorted(local.entries) if local.entries[p]["kind"] == "image" and p not in ref.entries)
+        paths, partial = _subset_paths(root, local, ref)
+        findings.extend(partial)
     else:
         paths = sorted(ref.entries)
     outside = escaping_paths(root, paths)
@@ -272,107 +252,151 @@ def verify_split(
     present = {p for p in paths if p not in outside and (root / p).is_file()}
     items = [(p, ref.entries[p]["sha256"], ref.entries[p].get("kind") == "image") for p in sorted(present)]
     hashed = hash_files(root, items, workers=workers, max_pixels=max_pixels, scheduler=scheduler, on_cluster=on_cluster)
-    hashes = {p: h[0] for p, h in hashed.items()}
-    decoded = {p: h[1] for p, h in hashed.items() if h[1] is not None}  # pixel hashes of files whose bytes differ
-
-    # Source identity per (split, image_id): the local manifest's record vs the reference's.
-    local_src = {(e["split"], e["image_id"]): e.get("source_pixel_sha256") for e in local.images()}
-    ref_src = {(e["split"], e["image_id"]): e.get("source_pixel_sha256") for e in ref.images()}
-    src_differs = {k for k, v in ref_src.items() if k in local_src and local_src[k] != v}
 
     config, no_config = _suite_config(root, ref.data.get("config_hash"))
     if (root / SUITE_CONFIG_NAME).is_file() and config is None:
         findings.append(Finding(SUITE_CONFIG_NAME, "manifest", no_config))
-    can_regenerate = regenerate and config is not None
-    corrupt = corrupt or (lambda *args: _default_corrupt(*args, config=config))
-    clean_cache: dict[tuple[str, str], np.ndarray | None] = {}
-
-    def clean_pixels(split: str, image_id: str, expected_hash: str) -> np.ndarray | None:
-        key = (split, image_id)
-        if key not in clean_cache:
-            p = condition_dir(root, split, "clean") / image_file_name(image_id)
-            img = None
-            try:
-                img = read_rgb(p, max_pixels=max_pixels)
-            except AegisError:
-                pass
-            clean_cache[key] = img if img is not None and pixel_sha256(img) == expected_hash else None
-        return clean_cache[key]
-
+    images = _ImageCheck(
+        root=root, max_pixels=max_pixels, seed=int(ref.data["seed"]), regenerate=regenerate and config is not None,
+        why_not=("regeneration off" if not regenerate else f"the manifest's suite config is not available: {no_config}"),
+        corrupt=corrupt or (lambda *args: _default_corrupt(*args, config=config)),
+        source_differs=_sources_that_differ(local, ref),
+    )
     for rel in paths:
-        e = ref.entries[rel]
         if rel in outside:
             continue
         if rel not in present:
             findings.append(Finding(rel, "missing", "listed in the manifest, not on disk"))
             continue
-        if hashes[rel] == e["sha256"]:
+        e = ref.entries[rel]
+        file_hash, decoded = hashed[rel]  # decoded: pixel hash, computed with the file hash when bytes differ
+        if file_hash == e["sha256"]:
             continue
         kind = e.get("kind")
         if kind == "annotations":
             findings.append(_annotation_finding(root / rel, rel, e))
-            continue
-        if kind != "image":
+        elif kind != "image":
             findings.append(Finding(rel, "yolo" if kind == "yolo" else str(kind), "file content differs"))
-            continue
-        if decoded.get(rel) == e["pixel_sha256"]:  # hashed with the file: no second decode here
-            findings.append(Finding(rel, "bytes-only", _BYTES_ONLY))
-            continue
+        else:
+            findings.append(images.finding(rel, e, decoded))
+
+    findings.extend(_unlisted_findings(root, ref, local, subset))
+    findings.extend(link_findings(root, sorted(present)))
+    return VerifyReport(
+        root=str(root), reference=ref.path, expected_root_hash=ref.root_hash, local_root_hash=local.root_hash,
+        checked=len(paths), findings=tuple(findings), bytes_only_is_info=against is not None and not strict_bytes,
+    )
+
+
+def _identity_findings(ref: Manifest, local: Manifest) -> list[Finding]:
+    """A ``manifest`` finding when a reference describes another build (the source description may hold
+    machine-specific paths, so it is not compared across machines)."""
+    if ref is local:
+        return []
+    a, b = identity_of(ref.data), identity_of(local.data)
+    diffs = [k for k in ("dataset", "suite", "config_hash", "seed") if a[k] != b[k]]
+    if not diffs:
+        return []
+    return [Finding(MANIFEST_NAME, "manifest", "reference and local manifest describe different builds: "
+                    + ", ".join(f"{k} {b[k]!r} here vs {a[k]!r} in the reference" for k in diffs))]
+
+
+def _subset_paths(root: Path, local: Manifest, ref: Manifest) -> tuple[list[str], list[Finding]]:
+    """A partial build against a full reference: (its own image paths the reference lists, findings). Its GT files
+    are compared per image (their bytes differ by design); its images the reference lacks are ``extra``."""
+    findings = []
+    for rel, e in sorted(local.entries.items()):
+        if e["kind"] == "annotations" and rel in ref.entries:
+            want = ref.entries[rel].get("gt") or {}
+            changed = sorted(s for s, d in (e.get("gt") or {}).items() if want.get(s) != d)
+            if changed:
+                findings.append(Finding(rel, "annotations", f"boxes differ from the reference for {len(changed)}: "
+                                                            f"{', '.join(changed[:5])}"))
+            if not (root / rel).is_file():
+                findings.append(Finding(rel, "missing", "listed in the local manifest, not on disk"))
+            elif file_sha256(root / rel) != e["sha256"]:
+                findings.append(_annotation_finding(root / rel, rel, e))  # edited since the build
+    paths = sorted(p for p in local.entries if p in ref.entries and ref.entries[p]["kind"] == "image")
+    findings.extend(Finding(p, "extra", "listed in the local manifest, not in the reference")
+                    for p in sorted(local.entries) if local.entries[p]["kind"] == "image" and p not in ref.entries)
+    return paths, findings
+
+
+def _sources_that_differ(local: Manifest, ref: Manifest) -> set[tuple[str, str]]:
+    """(split, image_id) whose decoded source pixels differ between the local manifest and the reference."""
+    local_src = {(e["split"], e["image_id"]): e.get("source_pixel_sha256") for e in local.images()}
+    ref_src = {(e["split"], e["image_id"]): e.get("source_pixel_sha256") for e in ref.images()}
+    return {k for k, v in ref_src.items() if k in local_src and local_src[k] != v}
+
+
+@dataclass
+class _ImageCheck:
+    """Classifies an image file whose bytes differ from the manifest: bytes-only, a source difference, or pixels
+    (counted against a regeneration from the split's own clean image where one is possible)."""
+
+    root: Path
+    max_pixels: int
+    seed: int
+    regenerate: bool
+    why_not: str  # why pixels cannot be regenerated, when ``regenerate`` is False
+    corrupt: Corrupt
+    source_differs: set[tuple[str, str]]
+    clean_cache: dict[tuple[str, str], np.ndarray | None] = field(default_factory=dict)
+
+    def clean_pixels(self, split: str, image_id: str, expected_hash: str) -> np.ndarray | None:
+        key = (split, image_id)
+        if key not in self.clean_cache:
+            p = condition_dir(self.root, split, "clean") / image_file_name(image_id)
+            img = None
+            try:
+                img = read_rgb(p, max_pixels=self.max_pixels)
+            except AegisError:
+                pass
+            self.clean_cache[key] = img if img is not None and pixel_sha256(img) == expected_hash else None
+        return self.clean_cache[key]
+
+    def finding(self, rel: str, e: Mapping[str, Any], decoded: str | None) -> Finding:
+        if decoded == e["pixel_sha256"]:  # hashed with the file: no second decode here
+            return Finding(rel, "bytes-only", _BYTES_ONLY)
         try:
-            actual = read_rgb(root / rel, max_pixels=max_pixels)
+            actual = read_rgb(self.root / rel, max_pixels=self.max_pixels)
         except AegisError as exc:
-            findings.append(Finding(rel, "pixels", f"does not decode: {exc}"))
-            continue
+            return Finding(rel, "pixels", f"does not decode: {exc}")
         if pixel_sha256(actual) == e["pixel_sha256"]:
-            findings.append(Finding(rel, "bytes-only", _BYTES_ONLY))
-            continue
-        key = (e["split"], e["image_id"])
+            return Finding(rel, "bytes-only", _BYTES_ONLY)
         name, severity = parse_condition(e["condition"])
-        if key in src_differs:
+        if (e["split"], e["image_id"]) in self.source_differs:
             if name is None:
-                findings.append(Finding(rel, "source",
-                                        "your decoder produced different source pixels for this image than the "
-                                        "reference (source_pixel_sha256 differs); not a corruption drift"))
-            else:
-                findings.append(Finding(rel, "pixels", "differs because the decoded source differs (see the source row)"))
-            continue
+                return Finding(rel, "source", "your decoder produced different source pixels for this image than the "
+                                              "reference (source_pixel_sha256 differs); not a corruption drift")
+            return Finding(rel, "pixels", "differs because the decoded source differs (see the source row)")
         if name is None:
-            findings.append(Finding(rel, "pixels", "clean pixels differ from the manifest; no reference copy to count against"))
-            continue
-        if not can_regenerate:
-            why = "regeneration off" if not regenerate else f"the manifest's suite config is not available: {no_config}"
-            findings.append(Finding(rel, "pixels", f"pixels differ ({why}; no expected pixels to count against)"))
-            continue
-        clean = clean_pixels(e["split"], e["image_id"], e["source_pixel_sha256"])
+            return Finding(rel, "pixels", "clean pixels differ from the manifest; no reference copy to count against")
+        if not self.regenerate:
+            return Finding(rel, "pixels", f"pixels differ ({self.why_not}; no expected pixels to count against)")
+        clean = self.clean_pixels(e["split"], e["image_id"], e["source_pixel_sha256"])
         if clean is None:
-            findings.append(Finding(rel, "pixels", "pixels differ; the clean image is missing or changed, so the "
-                                                   "expected pixels cannot be regenerated"))
-            continue
-        expected = corrupt(clean, name, severity, e["image_id"], int(ref.data["seed"]))
+            return Finding(rel, "pixels", "pixels differ; the clean image is missing or changed, so the expected "
+                                          "pixels cannot be regenerated")
+        expected = self.corrupt(clean, name, severity, e["image_id"], self.seed)
         if actual.shape != expected.shape:
-            findings.append(Finding(rel, "pixels", f"size {actual.shape[1]}x{actual.shape[0]}, expected "
-                                                   f"{expected.shape[1]}x{expected.shape[0]}"))
-            continue
+            return Finding(rel, "pixels", f"size {actual.shape[1]}x{actual.shape[0]}, expected "
+                                          f"{expected.shape[1]}x{expected.shape[0]}")
         n, dmax = pixel_difference(actual, expected)
         if pixel_sha256(expected) == e["pixel_sha256"]:
             detail = f"{n} pixels differ, max |delta| {dmax}"
         else:
             detail = (f"{n} pixels differ from this machine's regeneration (max |delta| {dmax}); this machine does not "
                       f"reproduce the expected pixels either: corruption drift")
-        findings.append(Finding(rel, "pixels", detail, n, dmax))
+        return Finding(rel, "pixels", detail, n, dmax)
 
+
+def _unlisted_findings(root: Path, ref: Manifest, local: Manifest, subset: bool) -> list[Finding]:
+    """The YOLO view's findings, then every file on disk that no manifest lists (``extra``)."""
     listed = set(ref.entries) | (set(local.entries) if subset else set())
     view, copies = yolo_view_findings(root, local)
-    findings.extend(view)
     walked = [p for p in _walk_files(root) if not p.startswith((*copies, f"{YOLO_DIR}/images/"))]
-    for rel in sorted(set(walked) - listed):
-        findings.append(Finding(rel, "extra", "on disk, not in the manifest"))
-    findings.extend(link_findings(root, sorted(present)))
-
-    return VerifyReport(
-        root=str(root), reference=ref.path, expected_root_hash=ref.root_hash, local_root_hash=local.root_hash,
-        checked=len(paths), findings=tuple(findings), bytes_only_is_info=against is not None and not strict_bytes,
-    )
+    return [*view, *(Finding(rel, "extra", "on disk, not in the manifest") for rel in sorted(set(walked) - listed))]
 
 
 # ----------------------------------------------------------------------------------------------------------
