@@ -243,6 +243,43 @@ def _macro_samples(per_class: list[Mapping[str, np.ndarray]]) -> dict[str, np.nd
     return out
 
 
+def _macro_conditions(names: list[str], per_class: list[_GroundTruthScore], first: GroundTruth,
+                      bootstrap: BootstrapOptions, config: SuiteConfig
+                      ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, np.ndarray]], dict[str, dict[str, Any]]]:
+    """(macro entries, per-resample macro values, pooled false-alarm records) of every condition over the classes:
+    means for the rates of MACRO_MEAN_METRICS, totals for counts and exposure rates."""
+    conditions: dict[str, dict[str, Any]] = {}
+    macro_samples: dict[str, dict[str, np.ndarray]] = {}
+    false_alarms: dict[str, dict[str, Any]] = {}
+    for cond in names:
+        entries = [s.conditions[cond] for s in per_class]
+        total = sum_counts([s.counts[cond] for s in per_class])
+        pooled = rates_from_counts(total)
+        entry: dict[str, Any] = condition_labels(cond, config)
+        for key in AP_METRICS + THRESHOLD_METRICS[:3] + COUNT_KEYS + THRESHOLD_METRICS[3:]:
+            if key in MACRO_MEAN_METRICS:
+                entry[key] = _macro_value([e[key] for e in entries], key in AP_METRICS)
+            else:  # counts and the exposure rates: all classes together
+                entry[key] = pooled[key]
+        macro_samples[cond] = _macro_samples([s.samples[cond] for s in per_class])
+        false_alarms[cond] = false_alarm_record(first, total, DEFAULT_DELTA)
+        conditions[cond] = entry
+    clean = conditions.get("clean")
+    for cond in names:
+        entry = conditions[cond]
+        entry["rel_drop"] = relative_drops(clean, entry) if clean else {m: None for m in ROBUSTNESS_METRICS}
+        entry["ci"] = {m: _interval(v) for m, v in intervals(macro_samples[cond], bootstrap.confidence).items()}
+        if clean:
+            drops = paired_drop_intervals(macro_samples["clean"], macro_samples[cond], bootstrap.confidence)
+            entry["ci_drop"] = {m: _interval(v) for m, v in drops.items()}
+            entry["localization"] = _pooled_localization([s.conditions[cond]["localization"] for s in per_class])
+        else:
+            entry["ci_drop"] = {m: [None, None] for m in CI_METRICS}
+            entry["localization"] = {k: None for k in LOCALIZATION_KEYS}
+
+    return conditions, macro_samples, false_alarms
+
+
 def score_conditions_by_class(gts: Mapping[str, GroundTruth], predictions: Mapping[str, Mapping[str, Detections]],
                               thresholds: Mapping[str, float], *, bootstrap: BootstrapOptions,
                               iou: float = DEFAULT_IOU, clusters: np.ndarray | None = None, label: str | None = None,
@@ -287,36 +324,8 @@ def score_conditions_by_class_with_samples(
     scored = {c: _score_ground_truth(gt, {cond: predictions[cond][c] for cond in names}, names,
                                      float(thresholds[c]), weights, iou, bootstrap.confidence, config)
               for c, gt in gts.items()}
-    per_class = list(scored.values())
-
-    conditions: dict[str, dict[str, Any]] = {}
-    macro_samples: dict[str, dict[str, np.ndarray]] = {}
-    false_alarms: dict[str, dict[str, Any]] = {}
-    for cond in names:
-        entries = [s.conditions[cond] for s in per_class]
-        total = sum_counts([s.counts[cond] for s in per_class])
-        pooled = rates_from_counts(total)
-        entry: dict[str, Any] = condition_labels(cond, config)
-        for key in AP_METRICS + THRESHOLD_METRICS[:3] + COUNT_KEYS + THRESHOLD_METRICS[3:]:
-            if key in MACRO_MEAN_METRICS:
-                entry[key] = _macro_value([e[key] for e in entries], key in AP_METRICS)
-            else:  # counts and the exposure rates: all classes together
-                entry[key] = pooled[key]
-        macro_samples[cond] = _macro_samples([s.samples[cond] for s in per_class])
-        false_alarms[cond] = false_alarm_record(first, total, DEFAULT_DELTA)
-        conditions[cond] = entry
-    clean = conditions.get("clean")
-    for cond in names:
-        entry = conditions[cond]
-        entry["rel_drop"] = relative_drops(clean, entry) if clean else {m: None for m in ROBUSTNESS_METRICS}
-        entry["ci"] = {m: _interval(v) for m, v in intervals(macro_samples[cond], bootstrap.confidence).items()}
-        if clean:
-            drops = paired_drop_intervals(macro_samples["clean"], macro_samples[cond], bootstrap.confidence)
-            entry["ci_drop"] = {m: _interval(v) for m, v in drops.items()}
-            entry["localization"] = _pooled_localization([s.conditions[cond]["localization"] for s in per_class])
-        else:
-            entry["ci_drop"] = {m: [None, None] for m in CI_METRICS}
-            entry["localization"] = {k: None for k in LOCALIZATION_KEYS}
+    conditions, macro_samples, false_alarms = _macro_conditions(names, list(scored.values()), first, bootstrap,
+                                                                config)
 
     info = dict(threshold_info or {})
     if provenance is None:

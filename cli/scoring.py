@@ -300,7 +300,7 @@ def score_cmd(
     """Score predictions at a frozen threshold: COCO AP, P/R/F1, size recall, false-alarm bounds, drops vs clean,
     bootstrap CIs; several classes (--classes), GT versions (repeat --gt) or referring expressions (--task)."""
     # Imported here so the other commands (and --help) start without loading the AP engine and bootstrap.
-    from aegis_eval.scoring import score_paths, write_score_csv, write_score_json
+    from aegis_eval.scoring import score_paths
 
     inputs = [preds, *gt, threshold_file, *(Path(v) for v in (cluster_by, class_map) if v and Path(v).is_file())]
     check_outputs({"--json": json_out, "--csv": csv_out}, inputs)
@@ -330,26 +330,32 @@ def score_cmd(
         raise AegisError("[class_map_versions] --remap-version applies with several --gt only")
     else:
         result = score_paths(preds, gt[0], **options, cross_check=cross_check)
+    _print_score(result)
+    _write_score_outputs(result, json_out, csv_out)
+
+
+def _print_score(result: dict) -> None:
+    """The score's tables on stdout: conditions, then whatever the options added (cross-check, classes, false
+    alarms, the recall matrix, the robustness summary, GT versions)."""
     out.print(conditions_table(result))
     checked = result["provenance"].get("cross_check")
     if checked:
         out.print(f"cross-check: {checked['tool']} {checked['version'] or ''} agrees on {checked['conditions']} "
                   f"condition(s) x 6 AP metrics (max |difference| {checked['max_abs_diff']:.3g} <= "
                   f"{checked['tolerance']:g})", highlight=False, soft_wrap=True)
-    per_class = classes_table(result)
-    if per_class is not None:
-        out.print(per_class)
-    alarms = false_alarm_table(result)
-    if alarms is not None:
-        out.print(alarms)
-    matrix = recall_matrix(result)
-    if matrix is not None:
-        out.print(matrix)
+    for table in (classes_table(result), false_alarm_table(result), recall_matrix(result)):
+        if table is not None:
+            out.print(table)
     if len(result["conditions"]) > 1:
         out.print(_summary_line(result), highlight=False, soft_wrap=True)
     versions = versions_table(result)
     if versions is not None:
         out.print(versions)
+
+
+def _write_score_outputs(result: dict, json_out: Path | None, csv_out: Path | None) -> None:
+    from aegis_eval.scoring import write_score_csv, write_score_json
+
     if json_out is not None:
         write_score_json(result, json_out)
         out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
