@@ -356,14 +356,13 @@ class _ImageCheck:
         return self.clean_cache[key]
 
     def finding(self, rel: str, e: Mapping[str, Any], decoded: str | None) -> Finding:
-        if decoded == e["pixel_sha256"]:  # hashed with the file: no second decode here
+        """``decoded``: the file's pixel hash from ``hash_items`` (None when it did not decode there)."""
+        if decoded == e["pixel_sha256"]:
             return Finding(rel, "bytes-only", _BYTES_ONLY)
         try:
-            actual = read_rgb(self.root / rel, max_pixels=self.max_pixels)
+            actual = read_rgb(self.root / rel, max_pixels=self.max_pixels)  # the pixels differ: decode to count
         except AegisError as exc:
             return Finding(rel, "pixels", f"does not decode: {exc}")
-        if pixel_sha256(actual) == e["pixel_sha256"]:
-            return Finding(rel, "bytes-only", _BYTES_ONLY)
         name, severity = parse_condition(e["condition"])
         if (e["split"], e["image_id"]) in self.source_differs:
             if name is None:
