@@ -21,6 +21,7 @@ import cv2
 import numpy as np
 
 from aegis_data.errors import AegisError
+from aegis_data.png import encode_png  # noqa: F401  (the one PNG writer, re-exported for callers)
 
 DEFAULT_MAX_PIXELS = 200_000_000  # ~4x a 50 MP frame; guards against decompression bombs
 _SOF_MARKERS = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
@@ -121,13 +122,6 @@ def image_size(path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[
         rgb = read_rgb(p, max_pixels=max_pixels)
         size = (rgb.shape[1], rgb.shape[0])
     return size
-
-
-def encode_png(rgb: np.ndarray) -> bytes:
-    """Lossless PNG bytes of an HxWx3 uint8 RGB array from the toolkit's own writer (host-independent bytes)."""
-    from aegis_data.png import encode_png as _encode_png
-
-    return _encode_png(rgb)
 
 
 def _umask() -> int:

@@ -44,6 +44,7 @@ SELF_TEST_SHA256 = "eb656d4c15687bea1c338456eb5f47c9d0fd7150a0344e2404c79d24677b
 
 
 def _zlib_ng():
+    """The zlib-ng module, or one AegisError line saying what to install."""
     try:
         from zlib_ng import zlib_ng
     except ImportError:
@@ -54,17 +55,19 @@ def _zlib_ng():
     return zlib_ng
 
 
+def _package_version() -> str:
+    _zlib_ng()
+    from zlib_ng import __version__
+
+    return __version__
+
+
 def writer_info() -> dict[str, str]:
     """What the manifest records as ``encoder``: this writer and the deflate library behind it."""
-    try:
-        from zlib_ng import __version__ as package_version
-    except ImportError:
-        package_version = "missing"
-    zng = _zlib_ng() if package_version != "missing" else None
     return {
         "name": WRITER_NAME,
         "version": WRITER_VERSION,
-        "deflate": f"zlib-ng {getattr(zng, 'ZLIBNG_VERSION', 'missing')} (python package zlib-ng {package_version}), "
+        "deflate": f"zlib-ng {_zlib_ng().ZLIBNG_VERSION} (python package zlib-ng {_package_version()}), "
                    f"Huffman-only, level {_LEVEL}, wbits {_WBITS}, memLevel {_MEM_LEVEL}",
         "filter": "sub (type 1) on every row",
     }
@@ -138,17 +141,12 @@ def _self_test_result(expected: str) -> str | None:
 def check_png_writer(expected: str | None = None) -> None:
     """Refuse (one line) when this host's writer does not reproduce the known answer (default: the shipped one)."""
     expected = SELF_TEST_SHA256 if expected is None else expected
-    try:
-        from zlib_ng import __version__ as package_version
-    except ImportError:
-        _zlib_ng()  # raises the install hint
-        raise
     got = _self_test_result(expected)
     if got is not None:
         info = writer_info()
         raise AegisError(
             f"PNG writer self-test failed: {info['name']}/{info['version']} with {info['deflate']} wrote a known "
             f"image as SHA-256 {got[:16]}..., expected {expected[:16]}... (this toolkit was validated with the "
-            f"zlib-ng package {ZLIB_NG_PACKAGE_VERSION}, zlib-ng {ZLIB_NG_VERSION}; installed: {package_version}); "
+            f"zlib-ng package {ZLIB_NG_PACKAGE_VERSION}, zlib-ng {ZLIB_NG_VERSION}; installed: {_package_version()}); "
             f"refusing to write files whose bytes would differ from the reference"
         )
