@@ -146,9 +146,7 @@ def build_manifest(
     environment: Mapping[str, str] | None = None,
 ) -> dict:
     """Assemble the manifest dict (pure); ``encoder`` and ``environment`` default to this machine's."""
-    sorted_entries = sort_entries(entries)
-    for e in sorted_entries:
-        entry_identity(e)  # checks the kind
+    sorted_entries = sort_entries(entries)  # root_hash below refuses an unknown entry kind
     if encoder is None:
         from aegis_data.png import writer_info
 
