@@ -108,4 +108,10 @@ def test_reference_reproduces_on_a_cpu_cut_to_x86_64_v2_two_workers(tmp_path):
         cut["NPY_DISABLE_CPU_FEATURES"] = " ".join(_present_npy_groups())
     if not cut:
         pytest.skip("this CPU has no SIMD features above x86-64-v2 to disable")
+    # As for the zlib swap: the settings must really switch those paths off, or the reproduction proves nothing.
+    probe = ("import json, cv2; from test_determinism import _present_cv2_features, _present_npy_groups; "
+             "print(json.dumps([_present_cv2_features(), _present_npy_groups()]))")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=_env(**cut),
+                       cwd=REPO / "tests", check=True)
+    assert json.loads(r.stdout) == [[], []], r.stdout
     _build_and_compare(tmp_path / "v2", _env(**cut), workers=2)
