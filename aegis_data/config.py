@@ -154,8 +154,6 @@ def config_from_bytes(data: bytes, path: str | Path = "<config>") -> SuiteConfig
 def _load_cached(path: str) -> SuiteConfig:
     p = Path(path)
     raw, data = read_yaml(p, "corruption config")
-    if not isinstance(raw, dict):
-        raise AegisError(f"{p}: expected a mapping at the top level")
     return _parse(raw, data, p)
 
 

@@ -16,11 +16,13 @@ import gc
 import hashlib
 import json
 import math
+import numbers
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from aegis_data.errors import AegisError
@@ -132,14 +134,21 @@ def parse_yaml_bytes(data: bytes, what: str, path: str | Path) -> Any:
 
 def read_yaml(path: str | Path, what: str) -> tuple[Any, bytes]:
     """(safe-loaded YAML, the bytes read); AegisError for a missing, unreadable or malformed file."""
-    p = Path(path)
-    if not p.is_file():
-        raise AegisError(f"{what} not found: {p}" if not p.exists() else f"{what} {p} is not a file")
+    data = read_file_bytes(path, what)
+    return parse_yaml_bytes(data, what, path), data
+
+
+def json_number(v: Any, where: str, what: str) -> float:
+    """A JSON number as a finite float64; AegisError for booleans, strings, null and values like 10**400."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+        raise AegisError(f"{where}: {what} {v!r:.40} is not a number")
     try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise AegisError(f"cannot read {what} {p}: {exc.strerror}") from None
-    return parse_yaml_bytes(data, what, p), data
+        out = float(v)
+    except OverflowError:
+        out = math.inf
+    if not math.isfinite(out):
+        raise AegisError(f"{where}: {what} {str(v)[:40]} does not fit a finite 64-bit float")
+    return out
 
 
 # --- COCO ground truth -----------------------------------------------------------------------------------
@@ -184,10 +193,7 @@ def coco_person_boxes(coco: dict, where: str | Path, *, skip_crowd: bool = False
                              f"'bbox'")
         if (cats and a.get("category_id") not in cats) or (skip_crowd and a.get("iscrowd", 0)):
             continue
-        try:
-            out[a["image_id"]].append([float(v) for v in a["bbox"]])
-        except (TypeError, ValueError):
-            raise AegisError(f"{where}: annotations[{k}].bbox must be 4 numbers, got {a['bbox']!r:.60}") from None
+        out[a["image_id"]].append([json_number(v, f"{where}: annotations[{k}]", "bbox value") for v in a["bbox"]])
     return out
 
 
@@ -195,4 +201,5 @@ def coco_boxes_by_stem(coco: dict, where: str | Path) -> dict[str, list[list[flo
     """:func:`coco_person_boxes` keyed by image stem (the ``stem`` attribute a split writes, else the file
     name's stem)."""
     boxes = coco_person_boxes(coco, where)
-    return {(im.get("stem") or Path(im["file_name"]).stem): boxes[im["id"]] for im in coco_images(coco, where)}
+    names = {im["id"]: im.get("stem") or Path(im["file_name"]).stem for im in coco["images"]}  # checked above
+    return {names[i]: b for i, b in boxes.items()}

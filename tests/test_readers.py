@@ -84,7 +84,7 @@ def test_yaml_reader(tmp_path):
         read_yaml(f, "config")
     f.write_text("a: 1\n")
     assert read_yaml(f, "config") == ({"a": 1}, b"a: 1\n")
-    with pytest.raises(AegisError, match="config not found"):
+    with pytest.raises(AegisError, match=r"config file not found"):
         read_yaml(tmp_path / "none.yaml", "config")
 
 
@@ -107,3 +107,15 @@ def test_yolo_labels_round_trip():
     assert yolo_label_text([], 40, 30) == ""
     with pytest.raises(AegisError, match=r"x.txt:1: expected 5 values"):
         parse_yolo_labels("0 1 2\n", 40, 30, "x.txt")
+
+
+@pytest.mark.parametrize("bad", ["nan", True, "1", None, 10**400])
+def test_coco_boxes_for_training_export_and_verify_are_plain_finite_numbers(bad):
+    from aegis_data.readers import coco_boxes_by_stem
+
+    coco = {"images": [{"id": 1, "file_name": "a.png"}], "categories": [{"id": 1, "name": "person"}],
+            "annotations": [{"image_id": 1, "category_id": 1, "bbox": [1, bad, 3, 4]}]}
+    with pytest.raises(AegisError, match="bbox value"):
+        coco_boxes_by_stem(coco, "gt.json")
+    coco["annotations"][0]["bbox"] = [1, 2, 3, 4]
+    assert coco_boxes_by_stem(coco, "gt.json") == {"a": [[1.0, 2.0, 3.0, 4.0]]}

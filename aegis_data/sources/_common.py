@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import numbers
 import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -12,6 +11,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from aegis_data.errors import AegisError
+from aegis_data.readers import json_number
 from aegis_data.imageio import DEFAULT_MAX_PIXELS, image_size
 from aegis_data.records import Box
 
@@ -191,28 +191,14 @@ def class_id(raw: str, where: str) -> int:
     return int(raw)
 
 
-def json_number(v: Any, where: str, what: str) -> float:
-    """A JSON number as a finite float64; AegisError for booleans, strings, null and values like 10**400."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
-        raise AegisError(f"{where}: {what} {v!r:.40} is not a number")
-    try:
-        out = float(v)
-    except OverflowError:
-        out = math.inf
-    if not math.isfinite(out):
-        raise AegisError(f"{where}: {what} {str(v)[:40]} does not fit a finite 64-bit float")
-    return out
-
-
 def xywh_to_xyxy(b: Any, where: str) -> tuple[float, float, float, float]:
     if isinstance(b, np.ndarray):
         b = b.tolist()
     if not isinstance(b, (list, tuple)) or len(b) != 4:
         raise AegisError(f"{where}: bbox {b!r:.80} must be a list of 4 numbers [x, y, w, h]")
     x, y, w, h = (json_number(v, where, "bbox value") for v in b)
-    vals = list(b)
     if w < 0 or h < 0:
-        raise AegisError(f"{where}: bbox {vals!r} has a negative width or height")
+        raise AegisError(f"{where}: bbox {list(b)!r} has a negative width or height")
     return x, y, x + w, y + h
 
 
