@@ -23,7 +23,7 @@ import numpy as np
 from aegis_data import __version__
 from aegis_data.errors import AegisError
 from aegis_eval.bootstrap import BootstrapOptions, percentile_interval, resample_weights
-from aegis_eval.metrics import box_iou_coco
+from aegis_eval.localization import paired_iou_xywh
 from aegis_eval.predictions import read_json_file
 from aegis_eval.provenance import git_state, utc_timestamp
 
@@ -116,9 +116,9 @@ def parse_ref_predictions(obj: Any, ids: Sequence[str], where: str = "prediction
 
 
 def referring_ious(gt_boxes: np.ndarray, pred_boxes: np.ndarray, predicted: np.ndarray) -> np.ndarray:
-    """(N,) IoU of each expression's prediction with its GT box (pycocotools' IoU); 0 when not predicted."""
-    iou = box_iou_coco(np.asarray(pred_boxes, float), np.asarray(gt_boxes, float), np.array([False]))
-    return np.where(predicted, iou, 0.0)
+    """(N,) IoU of each expression's prediction with its GT box (the localization IoU: pycocotools' formula,
+    exactly 1 for an identical box); 0 when not predicted."""
+    return np.where(predicted, paired_iou_xywh(pred_boxes, gt_boxes), 0.0)
 
 
 def _metrics(correct: np.ndarray, ious: np.ndarray, weights: np.ndarray | None = None) -> dict[str, Any]:

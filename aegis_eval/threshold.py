@@ -33,7 +33,8 @@ import numpy as np
 from aegis_data import __version__
 from aegis_data.errors import AegisError
 from aegis_data.imageio import file_sha256, write_bytes_atomic
-from aegis_eval.exact_bounds import DEFAULT_DELTA, check_delta, clopper_pearson_upper, garwood_upper
+from aegis_eval.exact_bounds import DEFAULT_DELTA, check_delta
+from aegis_eval.false_alarms import false_alarm_risk
 from aegis_eval.matching import (DEFAULT_IOU, PerImageCounts, match_at_threshold, per_image_counts,
                                  rates_from_counts, sum_counts)
 from aegis_eval.predictions import as_float, read_json_file, resolve_gt_path
@@ -164,12 +165,11 @@ def grid_counts(gt: GroundTruth, dets: Detections, grid: Sequence[float], iou: f
 
 def risk_upper_bound(metric: str, counts: PerImageCounts, delta: float) -> float:
     """Exact one-sided ``1 - delta`` upper bound of ``fp_per_image`` or ``false_alarm_image_share``."""
-    totals = counts.totals()
     if counts.n_images == 0:
         raise AegisError("[threshold_no_images] the validation ground truth has no images; no false-alarm bound")
-    if metric == "fp_per_image":
-        return garwood_upper(totals["fp"], delta) / counts.n_images
-    return clopper_pearson_upper(totals["images_with_fp"], counts.n_images, delta)
+    totals = counts.totals()
+    # The score's false-alarm block computes the same bounds: one definition, so the rule and the report agree.
+    return false_alarm_risk(totals["fp"], totals["images_with_fp"], counts.n_images, None, delta)[f"{metric}_upper"]
 
 
 def choose_under_risk(counts: Sequence[PerImageCounts], grid: Sequence[float], metric: str, budget: float,
