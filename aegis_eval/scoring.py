@@ -460,13 +460,6 @@ def score_paths(preds: str | Path, gt: str | Path, *, threshold: float | None = 
     pycocotools on the same inputs and raises AegisError on any difference above 1e-12
     (``aegis_eval.crosscheck``); its summary goes to ``provenance.cross_check``.
     """
-    if cross_check is not None:
-        from aegis_eval.crosscheck import check_tool
-
-        check_tool(cross_check)
-        if classes is not None:
-            raise AegisError("[cross_check_classes] --cross-check compares the single-class (person) protocol; "
-                             "run it without --classes")
     return score_paths_detailed(preds, gt, threshold=threshold, threshold_file=threshold_file,
                                 bootstrap=bootstrap, seed=seed, iou=iou, cluster_by=cluster_by, label=label,
                                 split=split, on_warning=on_warning, classes=classes, class_map=class_map,
@@ -489,6 +482,13 @@ def score_paths_detailed(preds: str | Path, gt: str | Path, *, threshold: float 
                          classes: str | None, class_map: ClassMap | None,
                          cross_check: str | None = None) -> PathScore:
     """:func:`score_paths` with the samples, image ids and clusters a paired comparison needs."""
+    if cross_check is not None:
+        from aegis_eval.crosscheck import check_tool
+
+        check_tool(cross_check)
+        if classes is not None:
+            raise AegisError("[cross_check_classes] --cross-check compares the single-class (person) protocol; "
+                             "run it without --classes")
     _check_threshold_choice(threshold, threshold_file)
     options = BootstrapOptions(n_bootstrap=bootstrap, seed=seed)
     files = prediction_files(preds, on_warning)
