@@ -80,8 +80,9 @@ def test_fasterrcnn_augment_option_and_no_resume_under_another_policy(split, tmp
     assert len(counted) == 4 and {c for _, c, _ in counted} <= {"clean", "motion_blur_s1", "motion_blur_s2",
                                                                  "motion_blur_s3"}
     import torch
-    assert torch.load(result["best"], map_location="cpu", weights_only=False)["augment"]["hash"] == \
-        load_policy("blur-only").hash
+    # The checkpoint records what the run folder records: the policy and its seed.
+    assert torch.load(result["best"], map_location="cpu", weights_only=False)["augment"] == \
+        json.loads((run / "augment.json").read_text())
     with pytest.raises(AegisError, match="blur-only"):
         train_baseline(settings, split, run, augment=load_policy("all"))
     with pytest.raises(AegisError, match="without --augment"):

@@ -376,7 +376,8 @@ def _train_fasterrcnn(settings: TrainSettings, weights: str | None, device: str,
     detector = FasterRCNNDetector.wrap(net, device, arch=arch, max_det=settings.max_det, imgsz=settings.imgsz)
     meta = {"arch": arch, "imgsz": settings.imgsz, "settings": asdict(settings)}
     if augmenter is not None:
-        meta["augment"] = augmenter.policy.record()
+        # The same record as RUN/augment.json (policy plus seed), so checkpoint and run folder agree.
+        meta["augment"] = {**augmenter.policy.record(), "seed": augmenter.augment.seed}
 
     def load(path: Path, epoch: int) -> np.ndarray:
         return read_rgb(path) if augmenter is None else augmenter.tile(path.stem, epoch)
