@@ -96,9 +96,10 @@ class VerifyReport:
     def roots_match(self) -> bool:
         return self.expected_root_hash == self.local_root_hash
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, findings: Sequence[Finding] | None = None) -> dict[str, int]:
+        """Findings per kind: of all findings, or of the given ones (e.g. ``self.failures``)."""
         out: dict[str, int] = {}
-        for f in self.findings:
+        for f in self.findings if findings is None else findings:
             out[f.kind] = out.get(f.kind, 0) + 1
         return out
 

@@ -20,8 +20,6 @@ say how far a model trained to reproduce the old labels is from the new ones.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
@@ -29,7 +27,6 @@ from typing import Any, Mapping
 import numpy as np
 
 from aegis_data.errors import AegisError
-from aegis_data.imageio import write_bytes_atomic
 from aegis_data.layout import ANNOTATIONS_DIR
 from aegis_eval.matching import PerImageCounts, box_iou_xywh, match_at_threshold, rates_from_counts, sum_counts
 from aegis_eval.predictions import ground_truth_by_class, read_ground_truth_doc
@@ -251,9 +248,3 @@ def gt_diff_paths(old: str | Path, new: str | Path, iou: float = DEFAULT_DIFF_IO
         "splits_only_new": sorted(set(new_files) - set(old_files)),
         "splits": splits,
     }
-
-
-def write_gt_diff_json(doc: Mapping[str, Any], path: str | Path) -> str:
-    data = (json.dumps(doc, indent=1, allow_nan=False) + "\n").encode()
-    write_bytes_atomic(path, data)
-    return hashlib.sha256(data).hexdigest()

@@ -401,7 +401,8 @@ def gt_diff_cmd(
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the aegis-gt-diff/1 JSON here.")] = None,
 ) -> None:
     """Audit a label revision: added, removed, tightened, loosened and class-changed boxes, per split and class."""
-    from aegis_eval.gt_diff import gt_diff_paths, write_gt_diff_json
+    from aegis_eval.gt_diff import gt_diff_paths
+    from aegis_eval.scoring import write_score_json
 
     check_outputs({"--json": json_out}, [old, new])
     doc = gt_diff_paths(old, new, iou=iou, pr_iou=pr_iou)
@@ -415,7 +416,7 @@ def gt_diff_cmd(
                 out.print(f"{split}: {len(names)} images {side.replace('_', ' in ').upper()}: {shown}",
                           highlight=False, soft_wrap=True)
     if json_out is not None:
-        write_gt_diff_json(doc, json_out)
+        write_score_json(doc, json_out)  # the one JSON result writer (NaN -> null, atomic)
         out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
 
 

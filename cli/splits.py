@@ -216,10 +216,7 @@ def verify_command(
     out.print(table)
     if len(failures) > 200:
         out.print(f"... and {len(failures) - 200} more (use --json for all)")
-    counts: dict[str, int] = {}
-    for f in failures:
-        counts[f.kind] = counts.get(f.kind, 0) + 1
-    summary = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    summary = ", ".join(f"{k}: {v}" for k, v in sorted(report.counts(failures).items()))
     err.print(f"[bold red]verify failed:[/] {summary}", highlight=False)
     raise typer.Exit(code=1)
 
