@@ -15,7 +15,7 @@ from typing import Iterable, Mapping, Sequence
 from aegis_data.config import SuiteConfig
 from aegis_data.errors import AegisError
 from aegis_data.imageio import write_bytes_atomic
-from aegis_eval.report.render import FigureRef, html_report, latex_report, markdown_report
+from aegis_eval.report.render import FigureRef, group_tables, html_report, latex_report, markdown_report
 from aegis_eval.report.results import (
     SOURCE_KEY,
     DatasetGroup,
@@ -125,12 +125,13 @@ def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Ite
     for ref in refs:
         write_bytes_atomic(out / ref.relpath, ref.png)
     md = html = tex = None
+    tables = {g.name: group_tables(g, metric) for g in groups} if {"md", "html"} & set(formats) else {}
     if "md" in formats:
         md = out / REPORT_MD
-        write_bytes_atomic(md, markdown_report(groups, metric, refs).encode("utf-8"))
+        write_bytes_atomic(md, markdown_report(groups, metric, refs, tables).encode("utf-8"))
     if "html" in formats:
         html = out / REPORT_HTML
-        write_bytes_atomic(html, html_report(groups, metric, refs).encode("utf-8"))
+        write_bytes_atomic(html, html_report(groups, metric, refs, tables).encode("utf-8"))
     if "latex" in formats:
         tex = out / REPORT_TEX
         write_bytes_atomic(tex, latex_report(groups, metric).encode("utf-8"))

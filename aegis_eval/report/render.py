@@ -10,7 +10,7 @@ import base64
 import html
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from aegis_eval.report.mitigation import mitigation_tables
 from aegis_eval.report.results import DatasetGroup
@@ -75,7 +75,16 @@ def markdown_table(t: Table, heading: str = "###") -> str:
     return "\n".join(lines) + "\n"
 
 
-def markdown_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[FigureRef]) -> str:
+def group_tables(g: DatasetGroup, metric: str) -> list:
+    """The tables of one dataset, in report order (the ranking and mitigation tables only when they apply).
+    The ranking bootstraps, so ``build_report`` computes them once and hands them to every format."""
+    tables = (summary_table(g, metric), family_table(g, metric), corruption_table(g, metric),
+              grid_table(g, metric), ranking_table(g, metric), *mitigation_tables(g, metric))
+    return [t for t in tables if t is not None]
+
+
+def markdown_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[FigureRef],
+                    tables: Mapping[str, list] | None = None) -> str:
     out = [f"# {TITLE}", "", *_reading_guide(metric), "",
            "Datasets: " + ", ".join(f"{g.name} ({len(g.runs)} model{'s' if len(g.runs) != 1 else ''})"
                                    for g in groups) + ".", ""]
@@ -85,11 +94,7 @@ def markdown_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequen
             out += [f"> Partial sweep — {note}", ""]
         for f in (f for f in figures if f.dataset == g.name):
             out += [f"### {f.caption}", "", f"![{f.caption}]({f.relpath})", ""]
-        for t in (summary_table(g, metric), family_table(g, metric), corruption_table(g, metric),
-                  grid_table(g, metric), ranking_table(g, metric),
-                  *mitigation_tables(g, metric)):
-            if t is not None:
-                out += [markdown_table(t)]
+        out += [markdown_table(t) for t in (tables[g.name] if tables is not None else group_tables(g, metric))]
         for run in g.runs:
             out += [markdown_table(headline_table(g, run), heading="####")]
     out += [markdown_table(threshold_table(groups), heading="##"), markdown_table(provenance_table(groups), heading="##")]
@@ -136,7 +141,8 @@ def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def html_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[FigureRef]) -> str:
+def html_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[FigureRef],
+                tables: Mapping[str, list] | None = None) -> str:
     def md_inline(s: str) -> str:  # the reading guide uses *emphasis* and **strong** only
         s = _e(s)
         s = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", s)
@@ -153,11 +159,7 @@ def html_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[F
         for f in (f for f in figures if f.dataset == g.name):
             body.append(f'<figure><img alt="{_e(f.caption)}" src="{data_uri(f.png)}">'
                         f"<figcaption>{_e(f.caption)}</figcaption></figure>")
-        for t in (summary_table(g, metric), family_table(g, metric), corruption_table(g, metric),
-                  grid_table(g, metric), ranking_table(g, metric),
-                  *mitigation_tables(g, metric)):
-            if t is not None:
-                body.append(html_table(t))
+        body += [html_table(t) for t in (tables[g.name] if tables is not None else group_tables(g, metric))]
         for run in g.runs:
             body.append(f"<details><summary>Headline metrics: {_e(run.label)}</summary>"
                         f"{html_table(headline_table(g, run), heading='h4')}</details>")
