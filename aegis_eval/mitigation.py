@@ -10,6 +10,8 @@ conditions the policy trained on ("seen") and those it did not ("unseen").
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -56,26 +58,45 @@ def _mean_point(points: Mapping[str, Mapping[str, Any]], conds: list[str], metri
     return sum(vals) / len(vals) if vals else None
 
 
-def paired_gains(gt: GroundTruth, baseline: Mapping[str, Detections], baseline_threshold: float,
-                 policy: Mapping[str, Detections], policy_threshold: float, *, trained: Iterable[str] = (),
-                 bootstrap: BootstrapOptions = BootstrapOptions(), iou: float = DEFAULT_IOU,
+@dataclass(frozen=True)
+class ScoredModel:
+    """One model's points and per-resample values per condition at its frozen threshold (see ``score_model``)."""
+
+    threshold: float
+    bootstrap: BootstrapOptions
+    n_images: int
+    points: dict[str, dict[str, Any]]
+    samples: dict[str, dict[str, np.ndarray]]
+
+
+def score_model(gt: GroundTruth, predictions: Mapping[str, Detections], threshold: float, *,
+                bootstrap: BootstrapOptions = BootstrapOptions(), iou: float = DEFAULT_IOU) -> ScoredModel:
+    """Score one model once, so an ablation pairs every policy with the same clean-baseline scores."""
+    weights = resample_weights(gt.n_images, bootstrap)  # keyed by (n_images, options): the same rows for every model
+    points, samples = {}, {}
+    for c, dets in predictions.items():
+        points[c], samples[c] = _samples(gt, dets, threshold, weights, iou)
+    return ScoredModel(float(threshold), bootstrap, gt.n_images, points, samples)
+
+
+def paired_gains(baseline: ScoredModel, policy: ScoredModel, *, trained: Iterable[str] = (), iou: float = DEFAULT_IOU,
                  metrics: tuple[str, ...] = GAIN_METRICS) -> dict[str, Any]:
-    """Gains of ``policy`` over ``baseline`` (both {condition: Detections} against ``gt``), paired-bootstrapped.
+    """Gains of ``policy`` over ``baseline`` (both from :func:`score_model` on the same GT), paired-bootstrapped.
 
     trained: condition ids the policy trained on (``AugmentPolicy.trained_conditions``); the corrupted ones
     present form the "seen" group, the other corrupted conditions the "unseen" one.
     Returns ``{"schema", "metrics", "bootstrap", "thresholds", "conditions": {cond: {metric: gain}}, "mpc",
     "rpc", "seen", "unseen", "side_effects"}`` where a gain is ``{"baseline", "policy", "gain", "ci": [lo, hi]}``.
     """
-    conds = condition_order([c for c in policy if c in baseline])
+    if (baseline.bootstrap, baseline.n_images) != (policy.bootstrap, policy.n_images):
+        raise AegisError("paired gains need both models scored on the same images with the same bootstrap options")
+    bootstrap = baseline.bootstrap
+    conds = condition_order([c for c in policy.points if c in baseline.points])
     if "clean" not in conds:
         raise AegisError("paired gains need the clean condition predicted by both models")
     corrupted = [c for c in conds if c != "clean"]
-    weights = resample_weights(gt.n_images, bootstrap)
-    pts_b, smp_b, pts_p, smp_p = {}, {}, {}, {}
-    for c in conds:
-        pts_b[c], smp_b[c] = _samples(gt, baseline[c], baseline_threshold, weights, iou)
-        pts_p[c], smp_p[c] = _samples(gt, policy[c], policy_threshold, weights, iou)
+    pts_b, smp_b, pts_p, smp_p = baseline.points, baseline.samples, policy.points, policy.samples
+    baseline_threshold, policy_threshold = baseline.threshold, policy.threshold
     conf = bootstrap.confidence
     trained = set(trained)
     seen = [c for c in corrupted if c in trained]

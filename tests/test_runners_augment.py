@@ -158,7 +158,7 @@ def test_ablate_two_policies_writes_score_jsons_and_a_report_table(tmp_path):
 
 def test_paired_gain_of_a_model_against_itself_is_zero(tmp_path):
     from aegis_eval.bootstrap import BootstrapOptions
-    from aegis_eval.mitigation import paired_gains
+    from aegis_eval.mitigation import paired_gains, score_model
     from aegis_eval.predictions import detections_from_results, load_ground_truth
 
     root = make_split(tmp_path / "s", n_test=4, n_val=1, conditions=["clean", "low_light_s3"])
@@ -167,12 +167,14 @@ def test_paired_gain_of_a_model_against_itself_is_zero(tmp_path):
             for r, box in zip(gt.box_image, gt.boxes)]  # every GT box found at score 0.9
     dets = detections_from_results(rows, gt)
     preds = {"clean": dets, "low_light_s3": dets}
-    g = paired_gains(gt, preds, 0.5, preds, 0.5, trained=["clean"], bootstrap=BootstrapOptions(50, 0))
+    g = paired_gains(score_model(gt, preds, 0.5, bootstrap=BootstrapOptions(50, 0)),
+                     score_model(gt, preds, 0.5, bootstrap=BootstrapOptions(50, 0)), trained=["clean"])
     assert g["conditions"]["low_light_s3"]["recall"]["gain"] == 0.0
     assert g["mpc"]["recall"]["ci"] == [0.0, 0.0] and g["unseen_conditions"] == ["low_light_s3"]
     assert g["side_effects"]["recall"]["n_worse"] == 0
     # A "policy" whose threshold is above every score finds nothing: recall 1 -> 0 on every resample.
-    g = paired_gains(gt, preds, 0.5, preds, 0.95, trained=["clean"], bootstrap=BootstrapOptions(50, 0))
+    g = paired_gains(score_model(gt, preds, 0.5, bootstrap=BootstrapOptions(50, 0)),
+                     score_model(gt, preds, 0.95, bootstrap=BootstrapOptions(50, 0)), trained=["clean"])
     clean = g["conditions"]["clean"]["recall"]
     assert (clean["baseline"], clean["policy"], clean["gain"], clean["ci"]) == (1.0, 0.0, -1.0, [-1.0, -1.0])
     side = g["side_effects"]["recall"]

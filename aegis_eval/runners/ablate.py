@@ -63,7 +63,7 @@ def run_ablation(train: TrainSettings, predict: PredictSettings, split_dir: str 
 
     ``predict.weights`` is ignored: each sweep uses the best weights of its own training run.
     """
-    from aegis_eval.mitigation import paired_gains
+    from aegis_eval.mitigation import paired_gains, score_model
 
     if not policies:
         raise AegisError("the ablation needs at least one augmentation policy besides the clean baseline")
@@ -83,7 +83,7 @@ def run_ablation(train: TrainSettings, predict: PredictSettings, split_dir: str 
         sweep = run_sweep(replace(predict, weights=trained["best"]), split, results, bootstrap=bootstrap,
                           seed=seed, rule=rule, label=f"{base_label}/{name}", conditions=conditions,
                           progress=lambda stage, status, n=name: say(f"{n}/{stage}", status), on_warning=on_warning)
-        sweep["provenance"]["augment"] = None if policy is None else trained.get("augment") or policy.record()
+        sweep["provenance"].setdefault("augment", None)  # run_sweep records a policy run's from RUN/augment.json
         threshold, _ = read_threshold_file(results / THRESHOLD_FILE)
         scores[name] = sweep
         entries[name] = {"policy": None if policy is None else policy.record(), "run": str(run),
@@ -92,14 +92,16 @@ def run_ablation(train: TrainSettings, predict: PredictSettings, split_dir: str 
 
     gt = load_ground_truth(split, "test")
     options = BootstrapOptions(n_bootstrap=bootstrap, seed=seed)
-    baseline_preds = _predictions(Path(entries[CLEAN]["results"]), gt)
+    iou = scores[CLEAN]["iou"]
+    baseline = score_model(gt, _predictions(Path(entries[CLEAN]["results"]), gt), entries[CLEAN]["threshold"],
+                           bootstrap=options, iou=iou)  # once, shared by every policy's comparison
     summary: dict[str, Any] = {}
     for policy in policies:
         name = policy.name
         say(f"{name}/gains", "paired bootstrap vs clean")
-        gains = paired_gains(gt, baseline_preds, entries[CLEAN]["threshold"],
-                             _predictions(Path(entries[name]["results"]), gt), entries[name]["threshold"],
-                             trained=policy.trained_conditions, bootstrap=options, iou=scores[name]["iou"])
+        scored = score_model(gt, _predictions(Path(entries[name]["results"]), gt), entries[name]["threshold"],
+                             bootstrap=options, iou=scores[name]["iou"])
+        gains = paired_gains(baseline, scored, trained=policy.trained_conditions, iou=iou)
         gains["baseline_label"] = scores[CLEAN]["label"]
         gains["policy"] = {"name": name, "hash": policy.hash}
         scores[name]["mitigation"] = gains
