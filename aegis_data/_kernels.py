@@ -14,13 +14,49 @@ Bit-identity rules followed throughout (see docs/CORRUPTIONS.md, "Determinism de
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Iterator
 
 import cv2
 import numpy as np
 
+from aegis_data.errors import AegisError
+
 U16 = 65535.0
+KERNELS_ENV = "AEGIS_KERNELS"  # auto (default) | compiled | numpy
+
+
+def _load_compiled():
+    """The compiled loops (``aegis_data._ckernels``), or None to run the NumPy code: the same bytes, slower.
+
+    ``AEGIS_KERNELS=numpy`` forces the NumPy code; ``AEGIS_KERNELS=compiled`` refuses to run without the
+    extension (CI uses it so a failed compile cannot pass unnoticed).
+    """
+    mode = os.environ.get(KERNELS_ENV, "auto").strip().lower() or "auto"
+    if mode not in ("auto", "compiled", "numpy"):
+        raise AegisError(f"{KERNELS_ENV} must be auto, compiled or numpy, got {mode!r}")
+    if mode == "numpy":
+        return None
+    try:
+        from aegis_data import _ckernels
+    except ImportError:
+        if mode == "compiled":
+            raise AegisError(
+                f"{KERNELS_ENV}=compiled but the compiled engine loops (aegis_data._ckernels) are not built; "
+                f"reinstall with a C compiler (pip install -e .) or unset {KERNELS_ENV}"
+            ) from None
+        return None
+    return _ckernels
+
+
+# Read at call time (tests swap it to compare both paths).
+CKERNELS = _load_compiled()
+
+
+def kernels_backend() -> str:
+    """``compiled`` or ``numpy``: which implementation of the engine's inner loops this process runs."""
+    return "numpy" if CKERNELS is None else "compiled"
 TWO_PI = 2.0 * math.pi  # the float64 constant; only ever multiplied, never passed to libm
 
 
@@ -198,6 +234,11 @@ def _quantize_u16(values: np.ndarray, scale: float, offset: float = 0.0) -> np.n
     Evaluated in float64 in cache-sized strips; the cast's truncation is the floor, the operand being >= 0.
     """
     q = np.empty(values.shape, dtype=np.uint16)
+    c = CKERNELS
+    if c is not None and values.dtype in (np.float32, np.float64) and values.size:
+        src = np.ascontiguousarray(values)
+        c.quantize_u16(q, src, src.size, src.dtype == np.float64, float(scale), float(offset))
+        return q
     for strip in row_strips(values.shape[0], values.shape[1], 1 << 15):
         v = values[strip].astype(np.float64)
         if offset:
@@ -323,15 +364,27 @@ def value_noise(height: int, width: int, spec: NoiseSpec, grids: tuple[np.ndarra
     hw, ww = -(-height // f), -(-width // f)
     octaves = []
     weight = 1.0
+    c = CKERNELS
     for grid in grids:
         gy, gx = grid.shape
         cy, cx = gy - 1, gx - 1
         xi, xw, _ = _cubic_taps(_grid_positions(ww, f, width, cx), cx)
-        rows = _cubic_columns(grid, xi, xw, weight)
+        if c is not None:
+            rows = np.empty((gy, ww), dtype=np.float32)
+            c.noise_columns(rows, np.ascontiguousarray(grid, dtype=np.float64), gy, gx, np.ascontiguousarray(xi),
+                            np.ascontiguousarray(xw), ww, weight)
+        else:
+            rows = _cubic_columns(grid, xi, xw, weight)
         yi, yw, _ = _cubic_taps(_grid_positions(hw, f, height, cy), cy)
         octaves.append((rows, yi, yw.astype(np.float32)))
         weight *= 0.55
-    total = _sum_cubic_rows(octaves, hw, ww)
+    if c is not None:
+        total = np.zeros((hw, ww), dtype=np.float32)
+        for first in range(0, len(octaves), 3):  # the compiled y pass takes up to three octaves per call
+            c.noise_rows(total, hw, ww, [(rows, rows.shape[0], np.ascontiguousarray(yi), yw)
+                                         for rows, yi, yw in octaves[first:first + 3]])
+    else:
+        total = _sum_cubic_rows(octaves, hw, ww)
     lo, hi = float(total.min()), float(total.max())
     # A range at float32 rounding level means a constant field (only possible with hand-made grids):
     # normalising it would blow rounding noise up to [0, 1].

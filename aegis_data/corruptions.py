@@ -28,6 +28,7 @@ from aegis_data.seeding import NORMAL_FRAC_BITS, KeyedRandom, keyed_random, norm
 
 DEFAULT_SEED = 20260707
 LUMA = (0.299, 0.587, 0.114)
+_LUMA_F32 = np.asarray(LUMA, dtype=np.float32)
 
 ImageId = Union[str, int]
 
@@ -279,8 +280,11 @@ def water_glare(image: np.ndarray, params: WaterGlareParams, draw: GlareDraw) ->
     # g = clip(cores + bw * bloom) * intensity; bw * bloom tabulated over the uint16 levels.
     bloom_table = _bloom_table(params.bloom_weight)
     tint = np.asarray(params.tint, dtype=np.float32) * np.float32(params.intensity)
-    tint_row = np.tile(tint, w)  # the tint for one row of interleaved RGB: contiguous operands throughout
     out = np.empty_like(image)
+    if K.CKERNELS is not None:  # the same float32 operations per pixel, fused (aegis_data/_ckernels.c)
+        K.CKERNELS.glare(out, image, h * w, bloom, bloom_table, cores.view(np.uint8), tint)
+        return out
+    tint_row = np.tile(tint, w)  # the tint for one row of interleaved RGB: contiguous operands throughout
     for rows in K.row_strips(h, w):
         x = _unit(image[rows])
         g = np.take(bloom_table, bloom[rows])
@@ -309,6 +313,9 @@ def turbidity_cast(image: np.ndarray, params: TurbidityCastParams, draw: NoDraw)
     scale = np.float32(k * (1.0 - a))
     offset = (mu + k * (a * cast - mu)).astype(np.float32)
     out = np.empty_like(image)
+    if K.CKERNELS is not None:
+        K.CKERNELS.turbidity(out, image, h * w, float(scale), offset, _LUMA_F32, float(np.float32(params.saturation)))
+        return out
     for rows in K.row_strips(h, w):
         x = _unit(image[rows]) * scale
         x += offset
@@ -376,6 +383,10 @@ def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw
     tone_row = np.tile(water_tone, w)  # (3w,): the tone for one row of interleaved RGB
     clip = _inundation_needs_clip(params.opacity, tuple(params.water), params.sparkle_strength)
     out = np.empty_like(image)
+    if K.CKERNELS is not None:
+        K.CKERNELS.inundation(out, image, rippled, h * w, mask, sparkle.view(np.uint8), float(keep), water_tone,
+                              float(strength), clip)
+        return out
     for rows in K.row_strips(h, w, 1 << 16):
         n = rows.stop - rows.start
         x = _unit(image[rows])
@@ -439,8 +450,13 @@ def _haze(image: np.ndarray, params: HazeParams, draw: HazeDraw, gains=None, gra
     # Per-channel constants tiled over one row of interleaved RGB, so every op has contiguous operands.
     gain_row = None if gains is None else np.tile(np.asarray(gains, dtype=np.float32), w)
     t_table = _transmission_table(params.transmission, params.amplitude)
-    airlight_row = np.tile(np.asarray(params.airlight, dtype=np.float32), w)
     out = np.empty_like(image)
+    if K.CKERNELS is not None:
+        gains32 = None if gains is None else np.asarray(gains, dtype=np.float32)
+        K.CKERNELS.haze(out, image, h * w, density, t_table, np.asarray(params.airlight, dtype=np.float32), gains32,
+                        None if grain_table is None else g_field, grain_table)
+        return out
+    airlight_row = np.tile(np.asarray(params.airlight, dtype=np.float32), w)
     for rows in K.row_strips(h, w):
         x = _unit(image[rows])
         if gain_row is not None:
@@ -571,6 +587,11 @@ def rain_streaks(image: np.ndarray, params: RainStreaksParams, draw: RainDraw) -
     blurred = _veil_blur(image, _px(params.veil_sigma_px, h, w))
     layer = rasterize_streaks(h, w, draw, params.streak_blur_ksize, params.streak_blur_sigma)
     out = np.empty_like(image)
+    if K.CKERNELS is not None:
+        veil_f32 = blurred.dtype != np.uint8
+        K.CKERNELS.rain(out, np.ascontiguousarray(blurred), h * w, veil_f32, np.ascontiguousarray(layer),
+                        float(np.float32(params.brightness)), _LUMA_F32, float(np.float32(params.saturation)))
+        return out
     for rows in K.row_strips(h, w):
         veil = _veil_unit(blurred[rows])
         veil *= np.float32(params.brightness)
@@ -725,6 +746,10 @@ def low_light(image: np.ndarray, params: LowLightParams, draw: LowLightDraw) -> 
     table = _normal_table_f32()
     grid = float(1 << _ENC_BITS)
     out = np.empty_like(image)
+    if K.CKERNELS is not None:
+        K.CKERNELS.low_light(out, image, h * w, np.ascontiguousarray(draw.noise, dtype=np.uint16), table, sd_lut,
+                             dark_lut, enc, 1 << _ENC_BITS)
+        return out
     for rows in K.row_strips(h, w):
         # Table reads only: cv2.LUT copies the per-(level, channel) entries, np.take the noise and encode
         # entries (both several times faster than fancy indexing through an index array built per pixel).

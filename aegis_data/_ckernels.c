@@ -1,0 +1,566 @@
+/*
+ * Compiled inner loops of the aegis-v1 corruption engine (module aegis_data._ckernels).
+ *
+ * Each function fuses, per element, exactly the IEEE-754 float32/float64 operations that the NumPy code in
+ * aegis_data/_kernels.py and aegis_data/corruptions.py performs, in the same order and with the same types, so
+ * the output bytes are those of the NumPy path (tests compare both on every kernel). What makes that hold:
+ *
+ *   - only + - * / on float and double, each correctly rounded by IEEE-754 whatever the compiler vectorises;
+ *   - no contraction of a*b+c into a fused multiply-add (which rounds once instead of twice): the pragma below
+ *     and -ffp-contract=off in setup.py; no -ffast-math (no reassociation);
+ *   - float <-> double and float -> integer conversions as C defines them (truncation for the in-range values
+ *     used here), which is what NumPy's casts do.
+ *
+ * Arrays arrive through the buffer protocol as flat, C-contiguous memory; the Python wrappers in
+ * aegis_data/_kernels.py check dtypes and shapes, and the sizes are checked again here.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#if defined(__FLT_EVAL_METHOD__) && __FLT_EVAL_METHOD__ != 0
+#error "float expressions must be evaluated in their own precision (SSE2, not x87): rebuild for SSE2"
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+/* Also compiled for AVX2 (wider vectors; no FMA: the avx2 target does not enable it, and contraction is off),
+ * chosen at load time by the CPU. Element-wise IEEE operations give the same results at any vector width. */
+#define VECTORISED __attribute__((target_clones("avx2", "default")))
+#else
+#define VECTORISED
+#endif
+
+typedef struct {
+    Py_buffer views[12];
+    int n;
+} Buffers;
+
+static void release(Buffers *b) {
+    for (int i = 0; i < b->n; i++) PyBuffer_Release(&b->views[i]);
+    b->n = 0;
+}
+
+/* Get a contiguous buffer of exactly `bytes` bytes (writable when asked); records it for release. */
+static void *get(Buffers *b, PyObject *obj, Py_ssize_t bytes, int writable, const char *what) {
+    Py_buffer *v = &b->views[b->n];
+    int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, v, flags) != 0) return NULL;
+    b->n++;
+    if (v->len != bytes) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %zd bytes, got %zd", what, bytes, v->len);
+        return NULL;
+    }
+    return v->buf;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Value noise
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* noise_columns(out f32 (gy, n_out), grid f64 (gy, gx), gy, gx, xi i64 (4, n_out), xw f64 (4, n_out), weight)
+ * out[r, c] = (float)(((((g[r, xi0] w0) + g[r, xi1] w1) + g[r, xi2] w2) + g[r, xi3] w3) * weight) */
+static PyObject *noise_columns(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_grid, *o_xi, *o_xw;
+    Py_ssize_t gy, gx, n_out;
+    double weight;
+    if (!PyArg_ParseTuple(args, "OOnnOOnd", &o_out, &o_grid, &gy, &gx, &o_xi, &o_xw, &n_out, &weight)) return NULL;
+    Buffers b = {.n = 0};
+    float *out = get(&b, o_out, gy * n_out * 4, 1, "out");
+    const double *grid = out ? get(&b, o_grid, gy * gx * 8, 0, "grid") : NULL;
+    const int64_t *xi = grid ? get(&b, o_xi, 4 * n_out * 8, 0, "xi") : NULL;
+    const double *xw = xi ? get(&b, o_xw, 4 * n_out * 8, 0, "xw") : NULL;
+    if (!xw) { release(&b); return NULL; }
+    for (Py_ssize_t c = 0; c < n_out; c++)
+        for (int k = 0; k < 4; k++)
+            if (xi[k * n_out + c] < 0 || xi[k * n_out + c] >= gx) {
+                release(&b);
+                PyErr_SetString(PyExc_IndexError, "noise_columns: tap index out of range");
+                return NULL;
+            }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < gy; r++) {
+        const double *g = grid + r * gx;
+        float *o = out + r * n_out;
+        for (Py_ssize_t c = 0; c < n_out; c++) {
+            double acc = g[xi[c]] * xw[c];
+            acc = acc + g[xi[n_out + c]] * xw[n_out + c];
+            acc = acc + g[xi[2 * n_out + c]] * xw[2 * n_out + c];
+            acc = acc + g[xi[3 * n_out + c]] * xw[3 * n_out + c];
+            o[c] = (float)(acc * weight);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+/* noise_rows(out f32 (n_rows, n_cols), n_rows, n_cols, octaves) with octaves a sequence of
+ * (rows f32 (ny, n_cols), ny, yi i64 (4, n_rows), yw f32 (4, n_rows)):
+ * out[r] = sum over octaves (in order, from 0) of ((rows[yi0] w0 + rows[yi1] w1) + rows[yi2] w2) + rows[yi3] w3. */
+static PyObject *noise_rows(PyObject *self, PyObject *args) {
+    PyObject *o_out, *octs;
+    Py_ssize_t n_rows, n_cols;
+    if (!PyArg_ParseTuple(args, "OnnO", &o_out, &n_rows, &n_cols, &octs)) return NULL;
+    PyObject *seq = PySequence_Fast(octs, "octaves must be a sequence");
+    if (!seq) return NULL;
+    Py_ssize_t n_oct = PySequence_Fast_GET_SIZE(seq);
+    if (n_oct > 3) {
+        /* 1 + 3 buffers per octave must fit in Buffers; more octaves are summed in several calls. */
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "noise_rows: at most 3 octaves per call");
+        return NULL;
+    }
+    Buffers b = {.n = 0};
+    float *out = get(&b, o_out, n_rows * n_cols * 4, 1, "out");
+    const float *rows[3];
+    const int64_t *yi[3];
+    const float *yw[3];
+    Py_ssize_t ny[3];
+    int ok = out != NULL;
+    for (Py_ssize_t o = 0; ok && o < n_oct; o++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(seq, o);
+        PyObject *o_rows, *o_yi, *o_yw;
+        if (!PyArg_ParseTuple(t, "OnOO", &o_rows, &ny[o], &o_yi, &o_yw)) { ok = 0; break; }
+        rows[o] = get(&b, o_rows, ny[o] * n_cols * 4, 0, "rows");
+        yi[o] = rows[o] ? get(&b, o_yi, 4 * n_rows * 8, 0, "yi") : NULL;
+        yw[o] = yi[o] ? get(&b, o_yw, 4 * n_rows * 4, 0, "yw") : NULL;
+        ok = yw[o] != NULL;
+        for (Py_ssize_t i = 0; ok && i < 4 * n_rows; i++)
+            if (yi[o][i] < 0 || yi[o][i] >= ny[o]) {
+                PyErr_SetString(PyExc_IndexError, "noise_rows: tap index out of range");
+                ok = 0;
+            }
+    }
+    if (!ok) { release(&b); Py_DECREF(seq); return NULL; }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < n_rows; r++) {
+        float *acc = out + r * n_cols;
+        for (Py_ssize_t o = 0; o < n_oct; o++) {
+            const float *r0 = rows[o] + yi[o][r] * n_cols, *r1 = rows[o] + yi[o][n_rows + r] * n_cols;
+            const float *r2 = rows[o] + yi[o][2 * n_rows + r] * n_cols, *r3 = rows[o] + yi[o][3 * n_rows + r] * n_cols;
+            const float w0 = yw[o][r], w1 = yw[o][n_rows + r], w2 = yw[o][2 * n_rows + r], w3 = yw[o][3 * n_rows + r];
+            for (Py_ssize_t c = 0; c < n_cols; c++) {
+                float blk = r0[c] * w0;
+                blk = blk + r1[c] * w1;
+                blk = blk + r2[c] * w2;
+                blk = blk + r3[c] * w3;
+                acc[c] = acc[c] + blk;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_DECREF(seq);
+    Py_RETURN_NONE;
+}
+
+/* Callers pass values whose result lies in [0, 65536) (the NumPy cast is only defined there); the clamp keeps
+ * the conversion defined anyway without changing any in-range result. */
+VECTORISED
+static void quantize_f32_run(uint16_t *out, const float *src, Py_ssize_t n, double scale, double offset) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double v = (double)src[i];
+        if (offset != 0.0) v = v - offset;
+        v = v * scale;
+        v = v + 0.5;
+        v = v < 0.0 ? 0.0 : v;
+        v = v > 65535.0 ? 65535.0 : v;
+        out[i] = (uint16_t)(int32_t)v;
+    }
+}
+
+VECTORISED
+static void quantize_f64_run(uint16_t *out, const double *src, Py_ssize_t n, double scale, double offset) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double v = src[i];
+        if (offset != 0.0) v = v - offset;
+        v = v * scale;
+        v = v + 0.5;
+        v = v < 0.0 ? 0.0 : v;
+        v = v > 65535.0 ? 65535.0 : v;
+        out[i] = (uint16_t)(int32_t)v;
+    }
+}
+
+/* quantize_u16(out u16, src f32|f64, n, is_f64, scale, offset): floor(((double)v - offset) * scale + 0.5). */
+static PyObject *quantize_u16(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_src;
+    Py_ssize_t n;
+    int is_f64;
+    double scale, offset;
+    if (!PyArg_ParseTuple(args, "OOnpdd", &o_out, &o_src, &n, &is_f64, &scale, &offset)) return NULL;
+    Buffers b = {.n = 0};
+    uint16_t *out = get(&b, o_out, n * 2, 1, "out");
+    const void *src = out ? get(&b, o_src, n * (is_f64 ? 8 : 4), 0, "src") : NULL;
+    if (!src) { release(&b); return NULL; }
+    Py_BEGIN_ALLOW_THREADS
+    if (is_f64) quantize_f64_run(out, (const double *)src, n, scale, offset);
+    else quantize_f32_run(out, (const float *)src, n, scale, offset);
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Per-pixel blends (n pixels of interleaved RGB; per-channel constants as 3 float32)
+ *
+ * Pixels are processed in chunks of CHUNK: per-pixel table reads are gathered first into per-element arrays
+ * (repeated over the three channels), then one loop over the chunk's 3*CHUNK elements does the arithmetic
+ * with per-channel constants tiled over the chunk, so the compiler can vectorise it (same operations per
+ * element either way).
+ * ------------------------------------------------------------------------------------------------------- */
+#define CHUNK 1024
+#define ECHUNK (3 * CHUNK)
+
+
+static void tile3(float *row, const float *c3) {
+    for (int i = 0; i < ECHUNK; i++) row[i] = c3[i % 3];
+}
+
+VECTORISED
+static void to_u8_run(uint8_t *out, const float *x, Py_ssize_t m, int clip) {
+    for (Py_ssize_t i = 0; i < m; i++) {
+        float y = x[i] * 255.0f;
+        y = y + 0.5f;
+        if (clip) {
+            y = y < 0.0f ? 0.0f : y;
+            y = y > 255.0f ? 255.0f : y;
+        }
+        out[i] = (uint8_t)(int32_t)y;
+    }
+}
+
+VECTORISED
+static void unit_run(float *x, const uint8_t *v, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) x[i] = (float)v[i] * (float)(1.0 / 255.0);
+}
+
+VECTORISED
+static void haze_run(float *x, const float *t3, const float *air, const float *gain, const float *g3, Py_ssize_t m) {
+    if (gain)
+        for (Py_ssize_t i = 0; i < m; i++) {
+            float v = x[i] * gain[i];
+            v = v < 0.0f ? 0.0f : v;
+            x[i] = v > 1.0f ? 1.0f : v;
+        }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        float v = x[i] - air[i];
+        v = v * t3[i];
+        x[i] = v + air[i];
+    }
+    if (g3)
+        for (Py_ssize_t i = 0; i < m; i++) x[i] = x[i] + g3[i];
+}
+
+/* haze(out, img, n, density u16, t_table f32[65536], airlight f32[3], gains f32[3] or None,
+ *      grain u16 or None, grain_table f32[65536] or None)
+ * x = unit(I); [x = clip01(x * gain)]; x = ((x - A) * t) + A; [x = x + grain]; to_u8(x). */
+static PyObject *haze(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_img, *o_den, *o_tt, *o_air, *o_gain, *o_gr, *o_gt;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOnOOOOOO", &o_out, &o_img, &n, &o_den, &o_tt, &o_air, &o_gain, &o_gr, &o_gt))
+        return NULL;
+    Buffers b = {.n = 0};
+    uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
+    const uint8_t *img = out ? get(&b, o_img, 3 * n, 0, "img") : NULL;
+    const uint16_t *den = img ? get(&b, o_den, 2 * n, 0, "density") : NULL;
+    const float *tt = den ? get(&b, o_tt, 65536 * 4, 0, "t_table") : NULL;
+    const float *air = tt ? get(&b, o_air, 12, 0, "airlight") : NULL;
+    const float *gain = NULL;
+    const uint16_t *gr = NULL;
+    const float *gt = NULL;
+    int ok = air != NULL;
+    if (ok && o_gain != Py_None) ok = (gain = get(&b, o_gain, 12, 0, "gains")) != NULL;
+    if (ok && o_gr != Py_None) {
+        ok = (gr = get(&b, o_gr, 2 * n, 0, "grain")) != NULL;
+        if (ok) ok = (gt = get(&b, o_gt, 65536 * 4, 0, "grain_table")) != NULL;
+    }
+    if (!ok) { release(&b); return NULL; }
+    Py_BEGIN_ALLOW_THREADS
+    float air_row[ECHUNK], gain_row[ECHUNK], x[ECHUNK], t3[ECHUNK], g3[ECHUNK];
+    tile3(air_row, air);
+    if (gain) tile3(gain_row, gain);
+    for (Py_ssize_t p0 = 0; p0 < n; p0 += CHUNK) {
+        const Py_ssize_t k = n - p0 < CHUNK ? n - p0 : CHUNK, m = 3 * k;
+        for (Py_ssize_t p = 0; p < k; p++) {
+            t3[3 * p] = t3[3 * p + 1] = t3[3 * p + 2] = tt[den[p0 + p]];
+            if (gr) g3[3 * p] = g3[3 * p + 1] = g3[3 * p + 2] = gt[gr[p0 + p]];
+        }
+        unit_run(x, img + 3 * p0, m);
+        haze_run(x, t3, air_row, gain ? gain_row : NULL, gr ? g3 : NULL, m);
+        to_u8_run(out + 3 * p0, x, m, 1);
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+/* sat(I, s) = clip01(Y + s (I - Y)) with Y = (x0 L0 + x1 L1) + x2 L2, as ((x - Y) * s) + Y, on k pixels. */
+VECTORISED
+static void saturate_run(float *x, float *y3, const float *luma, float s, Py_ssize_t k) {
+    for (Py_ssize_t p = 0; p < k; p++) {
+        const float y = (x[3 * p] * luma[0] + x[3 * p + 1] * luma[1]) + x[3 * p + 2] * luma[2];
+        y3[3 * p] = y3[3 * p + 1] = y3[3 * p + 2] = y;
+    }
+    for (Py_ssize_t i = 0; i < 3 * k; i++) {
+        float v = x[i] - y3[i];
+        v = v * s;
+        v = v + y3[i];
+        v = v < 0.0f ? 0.0f : v;
+        x[i] = v > 1.0f ? 1.0f : v;
+    }
+}
+
+VECTORISED
+static void scale_offset_run(float *x, float scale, const float *off, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) {
+        float v = x[i] * scale;
+        x[i] = v + off[i];
+    }
+}
+
+/* turbidity(out, img, n, scale f32, offset f32[3], luma f32[3], saturation f32) */
+static PyObject *turbidity(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_img, *o_off, *o_luma;
+    Py_ssize_t n;
+    float scale, sat;
+    if (!PyArg_ParseTuple(args, "OOnfOOf", &o_out, &o_img, &n, &scale, &o_off, &o_luma, &sat)) return NULL;
+    Buffers b = {.n = 0};
+    uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
+    const uint8_t *img = out ? get(&b, o_img, 3 * n, 0, "img") : NULL;
+    const float *off = img ? get(&b, o_off, 12, 0, "offset") : NULL;
+    const float *luma = off ? get(&b, o_luma, 12, 0, "luma") : NULL;
+    if (!luma) { release(&b); return NULL; }
+    Py_BEGIN_ALLOW_THREADS
+    float off_row[ECHUNK], x[ECHUNK], y3[ECHUNK];
+    tile3(off_row, off);
+    for (Py_ssize_t p0 = 0; p0 < n; p0 += CHUNK) {
+        const Py_ssize_t k = n - p0 < CHUNK ? n - p0 : CHUNK, m = 3 * k;
+        unit_run(x, img + 3 * p0, m);
+        scale_offset_run(x, scale, off_row, m);
+        saturate_run(x, y3, luma, sat, k);
+        to_u8_run(out + 3 * p0, x, m, 1);
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+VECTORISED
+static void screen_run(float *x, const float *g3, const float *tint, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) {
+        const float layer = g3[i] * tint[i];
+        x[i] = 1.0f - (1.0f - x[i]) * (1.0f - layer);
+    }
+}
+
+/* glare(out, img, n, bloom u16, bloom_table f32[65536], cores u8 (0/1), tint f32[3])
+ * g = min(table[bloom] + cores, 1); L = g * tint; out = 1 - (1 - x)(1 - L). */
+static PyObject *glare(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_img, *o_bl, *o_bt, *o_cores, *o_tint;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOnOOOO", &o_out, &o_img, &n, &o_bl, &o_bt, &o_cores, &o_tint)) return NULL;
+    Buffers b = {.n = 0};
+    uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
+    const uint8_t *img = out ? get(&b, o_img, 3 * n, 0, "img") : NULL;
+    const uint16_t *bl = img ? get(&b, o_bl, 2 * n, 0, "bloom") : NULL;
+    const float *bt = bl ? get(&b, o_bt, 65536 * 4, 0, "bloom_table") : NULL;
+    const uint8_t *cores = bt ? get(&b, o_cores, n, 0, "cores") : NULL;
+    const float *tint = cores ? get(&b, o_tint, 12, 0, "tint") : NULL;
+    if (!tint) { release(&b); return NULL; }
+    Py_BEGIN_ALLOW_THREADS
+    float tint_row[ECHUNK], x[ECHUNK], g3[ECHUNK];
+    tile3(tint_row, tint);
+    for (Py_ssize_t p0 = 0; p0 < n; p0 += CHUNK) {
+        const Py_ssize_t k = n - p0 < CHUNK ? n - p0 : CHUNK, m = 3 * k;
+        for (Py_ssize_t p = 0; p < k; p++) {
+            float g = bt[bl[p0 + p]] + (float)cores[p0 + p];
+            g = g < 1.0f ? g : 1.0f;
+            g3[3 * p] = g3[3 * p + 1] = g3[3 * p + 2] = g;
+        }
+        unit_run(x, img + 3 * p0, m);
+        screen_run(x, g3, tint_row, m);
+        to_u8_run(out + 3 * p0, x, m, 1);
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+VECTORISED
+static void wet_run(float *w, const float *tone, float keep, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) {
+        float v = w[i] * keep;
+        w[i] = v + tone[i];
+    }
+}
+
+VECTORISED
+static void mix_run(float *w, const float *x, const float *m3, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) {
+        float v = w[i] - x[i];
+        v = v * m3[i];
+        w[i] = v + x[i];
+    }
+}
+
+/* inundation(out, img, rippled, n, mask u16, sparkle u8 (0/1), keep f32, tone f32[3], strength f32, clip)
+ * W = unit(R) keep + tone; [W = 1 - (1 - W)(1 - strength) at sparkles]; m = mask / 65535 (float32 division);
+ * out = to_u8(((W - I) m) + I). */
+static PyObject *inundation(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_img, *o_rip, *o_mask, *o_sp, *o_tone;
+    Py_ssize_t n;
+    float keep, strength;
+    int clip;
+    if (!PyArg_ParseTuple(args, "OOOnOOfOfp", &o_out, &o_img, &o_rip, &n, &o_mask, &o_sp, &keep, &o_tone, &strength,
+                          &clip))
+        return NULL;
+    Buffers b = {.n = 0};
+    uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
+    const uint8_t *img = out ? get(&b, o_img, 3 * n, 0, "img") : NULL;
+    const uint8_t *rip = img ? get(&b, o_rip, 3 * n, 0, "rippled") : NULL;
+    const uint16_t *mask = rip ? get(&b, o_mask, 2 * n, 0, "mask") : NULL;
+    const uint8_t *sp = mask ? get(&b, o_sp, n, 0, "sparkle") : NULL;
+    const float *tone = sp ? get(&b, o_tone, 12, 0, "tone") : NULL;
+    if (!tone) { release(&b); return NULL; }
+    const float one_minus_strength = 1.0f - strength;
+    Py_BEGIN_ALLOW_THREADS
+    float tone_row[ECHUNK], x[ECHUNK], w[ECHUNK], m3[ECHUNK];
+    tile3(tone_row, tone);
+    for (Py_ssize_t p0 = 0; p0 < n; p0 += CHUNK) {
+        const Py_ssize_t k = n - p0 < CHUNK ? n - p0 : CHUNK, m = 3 * k;
+        for (Py_ssize_t p = 0; p < k; p++) m3[3 * p] = m3[3 * p + 1] = m3[3 * p + 2] = (float)mask[p0 + p] / 65535.0f;
+        unit_run(x, img + 3 * p0, m);
+        unit_run(w, rip + 3 * p0, m);
+        wet_run(w, tone_row, keep, m);
+        for (Py_ssize_t p = 0; p < k; p++)
+            if (sp[p0 + p])
+                for (int c = 0; c < 3; c++) w[3 * p + c] = 1.0f - (1.0f - w[3 * p + c]) * one_minus_strength;
+        mix_run(w, x, m3, m);
+        to_u8_run(out + 3 * p0, w, m, clip);
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+VECTORISED
+static void rain_run(float *x, const float *keep3, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) {
+        float v = 1.0f - x[i];
+        v = v * keep3[i];
+        x[i] = 1.0f - v;
+    }
+}
+
+VECTORISED
+static void scale_run(float *x, float s, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) x[i] = x[i] * s;
+}
+
+/* rain(out, veil u8 or f32, n, veil_is_f32, layer f32, brightness f32, luma f32[3], saturation f32)
+ * V = sat(unit(B) * brightness); out = to_u8(1 - (1 - V)(1 - L)). */
+static PyObject *rain(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_veil, *o_layer, *o_luma;
+    Py_ssize_t n;
+    int veil_f32;
+    float bright, sat;
+    if (!PyArg_ParseTuple(args, "OOnpOfOf", &o_out, &o_veil, &n, &veil_f32, &o_layer, &bright, &o_luma, &sat))
+        return NULL;
+    Buffers b = {.n = 0};
+    uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
+    const void *veil = out ? get(&b, o_veil, 3 * n * (veil_f32 ? 4 : 1), 0, "veil") : NULL;
+    const float *layer = veil ? get(&b, o_layer, 4 * n, 0, "layer") : NULL;
+    const float *luma = layer ? get(&b, o_luma, 12, 0, "luma") : NULL;
+    if (!luma) { release(&b); return NULL; }
+    Py_BEGIN_ALLOW_THREADS
+    float x[ECHUNK], y3[ECHUNK], keep3[ECHUNK];
+    for (Py_ssize_t p0 = 0; p0 < n; p0 += CHUNK) {
+        const Py_ssize_t k = n - p0 < CHUNK ? n - p0 : CHUNK, m = 3 * k;
+        if (veil_f32)
+            memcpy(x, (const float *)veil + 3 * p0, (size_t)m * sizeof(float));
+        else
+            unit_run(x, (const uint8_t *)veil + 3 * p0, m);
+        scale_run(x, bright, m);
+        saturate_run(x, y3, luma, sat, k);
+        for (Py_ssize_t p = 0; p < k; p++) keep3[3 * p] = keep3[3 * p + 1] = keep3[3 * p + 2] = 1.0f - layer[p0 + p];
+        rain_run(x, keep3, m);
+        to_u8_run(out + 3 * p0, x, m, 1);
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+VECTORISED
+static void low_light_run(float *x, const float *sd3, const float *dark3, float fgrid, int32_t *q, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) {
+        float v = x[i] * sd3[i];
+        v = v + dark3[i];
+        v = v + 0.5f;
+        v = v < 0.0f ? 0.0f : v;
+        v = v > fgrid ? fgrid : v;
+        q[i] = (int32_t)v;
+    }
+}
+
+/* low_light(out, img, n, noise u16 (n, 3), table f32[65536], sd f32[256*3], dark f32[256*3], enc u8[grid + 1], grid)
+ * x = table[noise] * sd[I, c] + dark[I, c] + 0.5, clipped to [0, grid]; out = enc[(int32)x]. */
+static PyObject *low_light(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_img, *o_noise, *o_tab, *o_sd, *o_dark, *o_enc;
+    Py_ssize_t n, grid;
+    if (!PyArg_ParseTuple(args, "OOnOOOOOn", &o_out, &o_img, &n, &o_noise, &o_tab, &o_sd, &o_dark, &o_enc, &grid))
+        return NULL;
+    Buffers b = {.n = 0};
+    uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
+    const uint8_t *img = out ? get(&b, o_img, 3 * n, 0, "img") : NULL;
+    const uint16_t *noise = img ? get(&b, o_noise, 6 * n, 0, "noise") : NULL;
+    const float *tab = noise ? get(&b, o_tab, 65536 * 4, 0, "table") : NULL;
+    const float *sd = tab ? get(&b, o_sd, 256 * 3 * 4, 0, "sd") : NULL;
+    const float *dark = sd ? get(&b, o_dark, 256 * 3 * 4, 0, "dark") : NULL;
+    const uint8_t *enc = dark ? get(&b, o_enc, grid + 1, 0, "enc") : NULL;
+    if (!enc) { release(&b); return NULL; }
+    const float fgrid = (float)grid;
+    Py_BEGIN_ALLOW_THREADS
+    float x[ECHUNK], sd3[ECHUNK], dark3[ECHUNK];
+    int32_t q[ECHUNK];
+    for (Py_ssize_t p0 = 0; p0 < n; p0 += CHUNK) {
+        const Py_ssize_t k = n - p0 < CHUNK ? n - p0 : CHUNK, m = 3 * k;
+        const uint8_t *iv = img + 3 * p0;
+        const uint16_t *nv = noise + 3 * p0;
+        for (Py_ssize_t p = 0; p < k; p++)
+            for (int c = 0; c < 3; c++) {
+                const Py_ssize_t i = 3 * p + c;
+                x[i] = tab[nv[i]];
+                sd3[i] = sd[3 * iv[i] + c];
+                dark3[i] = dark[3 * iv[i] + c];
+            }
+        low_light_run(x, sd3, dark3, fgrid, q, m);
+        for (Py_ssize_t i = 0; i < m; i++) out[3 * p0 + i] = enc[q[i]];
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"noise_columns", noise_columns, METH_VARARGS, "x pass of the value noise's cubic interpolation"},
+    {"noise_rows", noise_rows, METH_VARARGS, "y pass of the value noise, summed over octaves"},
+    {"quantize_u16", quantize_u16, METH_VARARGS, "floor((v - offset) * scale + 0.5) as uint16"},
+    {"haze", haze, METH_VARARGS, "smoke_haze / fire_warm_tint / dust_haze blend"},
+    {"turbidity", turbidity, METH_VARARGS, "turbidity_cast blend"},
+    {"glare", glare, METH_VARARGS, "water_glare blend"},
+    {"inundation", inundation, METH_VARARGS, "inundation blend"},
+    {"rain", rain, METH_VARARGS, "rain_streaks veil and streak screen"},
+    {"low_light", low_light, METH_VARARGS, "low_light noise and re-encode"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_ckernels", "Compiled corruption-engine loops", -1, methods};
+
+PyMODINIT_FUNC PyInit__ckernels(void) { return PyModule_Create(&module); }
