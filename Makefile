@@ -14,14 +14,16 @@ $(PY):
 
 # Reinstall only when the dependency declaration changes. The demo needs only the light core; the tests
 # need everything, including the torch/ultralytics runner extra and the Dask extra (pinned in constraints.txt).
-$(STAMP_CORE): pyproject.toml constraints.txt | $(PY)
+# setup.py and the C sources: the optional compiled engine loops are rebuilt when they change.
+BUILD_INPUTS := pyproject.toml constraints.txt setup.py $(wildcard aegis_data/*.c)
+$(STAMP_CORE): $(BUILD_INPUTS) | $(PY)
 	$(PIP) install -q -c constraints.txt -e .
 	touch $(STAMP_CORE)
 
 # The tests also build zlib-ng in zlib-compat mode (a stand-in for another host's system zlib) from the
 # sources vendored in the zlib-ng sdist, fetched here so that no test touches the network.
 ZLIB_NG_VERSION := $(shell sed -n 's/^zlib-ng==//p' constraints.txt)
-$(STAMP_ALL): pyproject.toml constraints.txt | $(PY)
+$(STAMP_ALL): $(BUILD_INPUTS) | $(PY)
 	$(PIP) install -q -c constraints.txt -e ".[runners,report,dev,distributed]"
 	$(PIP) download -q --no-deps --no-binary :all: "zlib-ng==$(ZLIB_NG_VERSION)" -d $(VENV)/aegis-cache
 	touch $(STAMP_ALL) $(STAMP_CORE)

@@ -10,12 +10,13 @@ import sys
 from setuptools import Extension, setup
 
 if sys.platform == "win32":
-    flags = ["/O2", "/fp:precise"]
+    flags, libraries = ["/O2", "/fp:precise"], []
 else:
-    flags = ["-O3", "-std=c99", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing"]
+    flags, libraries = ["-O3", "-std=c99", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing"], ["m"]
 
 setup(
     ext_modules=[
-        Extension("aegis_data._ckernels", ["aegis_data/_ckernels.c"], extra_compile_args=flags, optional=True),
+        Extension("aegis_data._ckernels", ["aegis_data/_ckernels.c"], extra_compile_args=flags, libraries=libraries,
+                  optional=True),
     ]
 )

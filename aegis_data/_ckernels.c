@@ -16,6 +16,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -27,9 +28,10 @@
 #error "float expressions must be evaluated in their own precision (SSE2, not x87): rebuild for SSE2"
 #endif
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && !defined(AEGIS_NO_CLONES)
 /* Also compiled for AVX2 (wider vectors; no FMA: the avx2 target does not enable it, and contraction is off),
- * chosen at load time by the CPU. Element-wise IEEE operations give the same results at any vector width. */
+ * chosen at load time by the CPU. Element-wise IEEE operations give the same results at any vector width.
+ * -DAEGIS_NO_CLONES builds the baseline only (the determinism tests compare both builds). */
 #define VECTORISED __attribute__((target_clones("avx2", "default")))
 #else
 #define VECTORISED
@@ -99,6 +101,18 @@ static PyObject *noise_columns(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+VECTORISED
+static void cubic_row_run(float *restrict acc, const float *r0, const float *r1, const float *r2, const float *r3,
+                          float w0, float w1, float w2, float w3, Py_ssize_t n) {
+    for (Py_ssize_t c = 0; c < n; c++) {
+        float blk = r0[c] * w0;
+        blk = blk + r1[c] * w1;
+        blk = blk + r2[c] * w2;
+        blk = blk + r3[c] * w3;
+        acc[c] = acc[c] + blk;
+    }
+}
+
 /* noise_rows(out f32 (n_rows, n_cols), n_rows, n_cols, octaves) with octaves a sequence of
  * (rows f32 (ny, n_cols), ny, yi i64 (4, n_rows), yw f32 (4, n_rows)):
  * out[r] = sum over octaves (in order, from 0) of ((rows[yi0] w0 + rows[yi1] w1) + rows[yi2] w2) + rows[yi3] w3. */
@@ -144,13 +158,7 @@ static PyObject *noise_rows(PyObject *self, PyObject *args) {
             const float *r0 = rows[o] + yi[o][r] * n_cols, *r1 = rows[o] + yi[o][n_rows + r] * n_cols;
             const float *r2 = rows[o] + yi[o][2 * n_rows + r] * n_cols, *r3 = rows[o] + yi[o][3 * n_rows + r] * n_cols;
             const float w0 = yw[o][r], w1 = yw[o][n_rows + r], w2 = yw[o][2 * n_rows + r], w3 = yw[o][3 * n_rows + r];
-            for (Py_ssize_t c = 0; c < n_cols; c++) {
-                float blk = r0[c] * w0;
-                blk = blk + r1[c] * w1;
-                blk = blk + r2[c] * w2;
-                blk = blk + r3[c] * w3;
-                acc[c] = acc[c] + blk;
-            }
+            cubic_row_run(acc, r0, r1, r2, r3, w0, w1, w2, w3, n_cols);
         }
     }
     Py_END_ALLOW_THREADS
@@ -548,7 +556,184 @@ static PyObject *low_light(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Exact separable convolution (integer-valued data, integer kernel, BORDER_REFLECT)
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* OpenCV's borderInterpolate for BORDER_REFLECT (fedcba|abcdefgh|hgfedcb), repeated for reaches beyond the
+ * size, so results match cv2.sepFilter2D's border handling for any kernel radius. */
+static Py_ssize_t reflect_index(Py_ssize_t p, Py_ssize_t len) {
+    if (len == 1) return 0;
+    while (p < 0 || p >= len) p = p < 0 ? -p - 1 : len - 1 - (p - len);
+    return p;
+}
+
+VECTORISED
+static void taps_run(double *restrict acc, const double *restrict src, const double *k, Py_ssize_t nk, Py_ssize_t stride, Py_ssize_t m) {
+    /* acc[i] = sum_j k[j] src[i + j*stride]: every product and partial sum is an integer below 2**53, so the
+     * order of the sum (here tap by tap over a vector of outputs) cannot change the result. */
+    for (Py_ssize_t i = 0; i < m; i++) acc[i] = 0.0;
+    for (Py_ssize_t j = 0; j < nk; j++) {
+        const double kj = k[j];
+        const double *s = src + j * stride;
+        for (Py_ssize_t i = 0; i < m; i++) acc[i] = acc[i] + kj * s[i];
+    }
+}
+
+VECTORISED
+static void u8_to_f64_run(double *d, const uint8_t *s, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) d[i] = (double)s[i];
+}
+
+VECTORISED
+static void i64_to_f64_run(double *d, const int64_t *s, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) d[i] = (double)s[i];
+}
+
+VECTORISED
+static void col_tap_run(double *restrict acc, const double *restrict s, double kj, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) acc[i] = acc[i] + kj * s[i];
+}
+
+VECTORISED
+static void store_run(void *out, int out_kind, const double *acc, double scale, Py_ssize_t m) {
+    /* 0: the exact sums (float64); 1: (float)(sum * scale); 2: (float)min(sum * scale, 1.0). */
+    if (out_kind == 0) {
+        memcpy(out, acc, (size_t)m * sizeof(double));
+    } else if (out_kind == 1) {
+        float *o = out;
+        for (Py_ssize_t i = 0; i < m; i++) o[i] = (float)(acc[i] * scale);
+    } else {
+        float *o = out;
+        for (Py_ssize_t i = 0; i < m; i++) {
+            const double v = acc[i] * scale;
+            o[i] = (float)(v < 1.0 ? v : 1.0);
+        }
+    }
+}
+
+/* convolve(out, src (h, w, ch) of kind 0 = uint8, 1 = int64, 2 = float64 (integer values), h, w, ch,
+ *          kernel f64 (nk, odd), out_kind, scale): the separable correlation with the centred kernel, reflect
+ * border, stored as store_run says. Row-pass results are kept for the nk source rows the current output row
+ * needs (a ring indexed by source row mod nk: those rows always form a contiguous range of at most nk rows). */
+static PyObject *convolve(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_src, *o_k;
+    Py_ssize_t h, w, ch, nk;
+    int kind, out_kind;
+    double scale;
+    if (!PyArg_ParseTuple(args, "OOinnnOnid", &o_out, &o_src, &kind, &h, &w, &ch, &o_k, &nk, &out_kind, &scale))
+        return NULL;
+    if (kind < 0 || kind > 2 || out_kind < 0 || out_kind > 2 || nk < 1 || nk % 2 == 0 || h < 1 || w < 1 || ch < 1) {
+        PyErr_SetString(PyExc_ValueError, "convolve: bad arguments");
+        return NULL;
+    }
+    static const int size[3] = {1, 8, 8};
+    Buffers b = {.n = 0};
+    void *out = get(&b, o_out, h * w * ch * (out_kind == 0 ? 8 : 4), 1, "out");
+    const void *src = out ? get(&b, o_src, h * w * ch * size[kind], 0, "src") : NULL;
+    const double *k = src ? get(&b, o_k, nk * 8, 0, "kernel") : NULL;
+    if (!k) { release(&b); return NULL; }
+    const Py_ssize_t r = nk / 2, row = w * ch, prow = (w + 2 * r) * ch;
+    double *ring = PyMem_RawMalloc((size_t)(nk * row) * sizeof(double));
+    double *pad = PyMem_RawMalloc((size_t)prow * sizeof(double));
+    double *acc = PyMem_RawMalloc((size_t)row * sizeof(double));
+    Py_ssize_t *tag = PyMem_RawMalloc((size_t)nk * sizeof(Py_ssize_t));
+    if (!ring || !pad || !acc || !tag) {
+        PyMem_RawFree(ring); PyMem_RawFree(pad); PyMem_RawFree(acc); PyMem_RawFree(tag); release(&b);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < nk; i++) tag[i] = -1;
+    for (Py_ssize_t y = 0; y < h; y++) {
+        for (Py_ssize_t i = 0; i < row; i++) acc[i] = 0.0;
+        for (Py_ssize_t j = 0; j < nk; j++) {
+            const Py_ssize_t sy = reflect_index(y + j - r, h), slot = sy % nk;
+            double *rp = ring + slot * row;
+            if (tag[slot] != sy) {
+                /* Row pass of source row sy: converted to doubles (exact) into the middle of the padded
+                 * buffer, the r pixels beyond each end copied from their reflected positions, then the taps. */
+                double *mid = pad + r * ch;
+                const Py_ssize_t i0 = sy * row;
+                if (kind == 0) u8_to_f64_run(mid, (const uint8_t *)src + i0, row);
+                else if (kind == 1) i64_to_f64_run(mid, (const int64_t *)src + i0, row);
+                else memcpy(mid, (const double *)src + i0, (size_t)row * sizeof(double));
+                for (Py_ssize_t x = 0; x < r; x++) {
+                    const Py_ssize_t left = reflect_index(x - r, w), right = reflect_index(w + x, w);
+                    for (Py_ssize_t c = 0; c < ch; c++) {
+                        pad[x * ch + c] = mid[left * ch + c];
+                        pad[(w + r + x) * ch + c] = mid[right * ch + c];
+                    }
+                }
+                taps_run(rp, pad, k, nk, ch, row);
+                tag[slot] = sy;
+            }
+            col_tap_run(acc, rp, k[j], row);
+        }
+        store_run((char *)out + y * row * (out_kind == 0 ? 8 : 4), out_kind, acc, scale, row);
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(ring); PyMem_RawFree(pad); PyMem_RawFree(acc); PyMem_RawFree(tag);
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Rain streak rasterisation
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* streaks(layer f64 (h*w), h, w, n, first i64, counts i64, steep u8, major_c, minor_c, slope, lo, hi,
+ *         intensity (f64 each)): every step m = first .. first + count - 1 of every streak, in float64 as
+ * rasterize_streaks writes it, adds floor(weight (1 - frac) 4096 + 0.5) and floor(weight frac 4096 + 0.5) to
+ * the two pixels straddling the line. The added values are integers and their sums stay below 2**53, so the
+ * order of accumulation cannot change the layer. */
+static PyObject *streaks(PyObject *self, PyObject *args) {
+    PyObject *o_layer, *o_first, *o_counts, *o_steep, *o_maj, *o_min, *o_slope, *o_lo, *o_hi, *o_int;
+    Py_ssize_t h, w, n;
+    if (!PyArg_ParseTuple(args, "OnnnOOOOOOOOO", &o_layer, &h, &w, &n, &o_first, &o_counts, &o_steep, &o_maj,
+                          &o_min, &o_slope, &o_lo, &o_hi, &o_int))
+        return NULL;
+    Buffers b = {.n = 0};
+    double *layer = get(&b, o_layer, h * w * 8, 1, "layer");
+    const int64_t *first = layer ? get(&b, o_first, n * 8, 0, "first") : NULL;
+    const int64_t *counts = first ? get(&b, o_counts, n * 8, 0, "counts") : NULL;
+    const uint8_t *steep = counts ? get(&b, o_steep, n, 0, "steep") : NULL;
+    const double *maj = steep ? get(&b, o_maj, n * 8, 0, "major_c") : NULL;
+    const double *mnr = maj ? get(&b, o_min, n * 8, 0, "minor_c") : NULL;
+    const double *slope = mnr ? get(&b, o_slope, n * 8, 0, "slope") : NULL;
+    const double *lo = slope ? get(&b, o_lo, n * 8, 0, "lo") : NULL;
+    const double *hi = lo ? get(&b, o_hi, n * 8, 0, "hi") : NULL;
+    const double *inten = hi ? get(&b, o_int, n * 8, 0, "intensity") : NULL;
+    if (!inten) { release(&b); return NULL; }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        for (int64_t step = 0; step < counts[i]; step++) {
+            const int64_t m = first[i] + step;
+            const double mf = (double)m;
+            const double top = mf + 0.5 < hi[i] ? mf + 0.5 : hi[i];
+            const double bottom = mf - 0.5 > lo[i] ? mf - 0.5 : lo[i];
+            const double coverage = top - bottom;
+            const double minor = mnr[i] + (mf - maj[i]) * slope[i];
+            const double base = floor(minor);
+            const double frac = minor - base;
+            const double weight = coverage * inten[i];
+            const int64_t minor0 = (int64_t)base;
+            for (int side = 0; side < 2; side++) {
+                const int64_t mn = minor0 + side;
+                const int64_t px = steep[i] ? mn : m, py = steep[i] ? m : mn;
+                if (px < 0 || px >= w || py < 0 || py >= h) continue;
+                const double part = side ? weight * frac : weight * (1.0 - frac);
+                layer[py * w + px] += floor(part * 4096.0 + 0.5);
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"streaks", streaks, METH_VARARGS, "rain streak rasterisation (exact integer weights)"},
+    {"convolve", convolve, METH_VARARGS, "exact separable convolution, reflect border"},
     {"noise_columns", noise_columns, METH_VARARGS, "x pass of the value noise's cubic interpolation"},
     {"noise_rows", noise_rows, METH_VARARGS, "y pass of the value noise, summed over octaves"},
     {"quantize_u16", quantize_u16, METH_VARARGS, "floor((v - offset) * scale + 0.5) as uint16"},

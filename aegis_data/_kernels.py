@@ -156,6 +156,36 @@ def discrete_gaussian(sigma: float, radius: int | None = None, scale: int = 1 <<
     return np.array(w[:0:-1] + w, dtype=np.int64)
 
 
+def convolve_exact_scaled(arr: np.ndarray, kernel: np.ndarray, scale: float, cap_one: bool = False,
+                          max_abs: float | None = None) -> np.ndarray:
+    """``convolve_exact(arr, kernel) * scale`` (float64 product), optionally ``np.minimum(., 1.0)``, as float32.
+
+    The compiled loops store that straight from the exact sums; the NumPy code forms the same float64 products.
+    """
+    c = CKERNELS
+    if c is not None and arr.ndim in (2, 3) and arr.size and len(kernel) % 2 == 1:
+        out = np.empty(arr.shape, dtype=np.float32)
+        _convolve_compiled(c, out, arr, kernel, 2 if cap_one else 1, scale)
+        return out
+    blurred = convolve_exact(arr, kernel, max_abs=max_abs)
+    blurred *= scale
+    if cap_one:
+        np.minimum(blurred, 1.0, out=blurred)
+    return blurred.astype(np.float32)
+
+
+def _convolve_compiled(c, out: np.ndarray, arr: np.ndarray, kernel: np.ndarray, out_kind: int, scale: float) -> None:
+    if arr.dtype in (np.bool_, np.uint8):
+        src, kind = np.ascontiguousarray(arr).view(np.uint8), 0
+    elif np.issubdtype(arr.dtype, np.integer):
+        src, kind = np.ascontiguousarray(arr, dtype=np.int64), 1
+    else:
+        src, kind = np.ascontiguousarray(arr, dtype=np.float64), 2
+    taps = np.ascontiguousarray(kernel, dtype=np.float64).ravel()
+    c.convolve(out, src, kind, arr.shape[0], arr.shape[1], 1 if arr.ndim == 2 else arr.shape[2], taps, taps.size,
+               out_kind, float(scale))
+
+
 def convolve_exact(arr: np.ndarray, kernel: np.ndarray, max_abs: float | None = None) -> np.ndarray:
     """Separable 2-D convolution of an integer-valued array with an integer kernel, reflect border.
 
@@ -167,6 +197,11 @@ def convolve_exact(arr: np.ndarray, kernel: np.ndarray, max_abs: float | None = 
     magnitude <= 2**24, exact in float32 too. The column pass then runs on those exact integers in float64,
     so the result is the same integers as with both passes in float64.
     """
+    c = CKERNELS
+    if c is not None and arr.ndim in (2, 3) and arr.size and len(kernel) % 2 == 1:
+        out = np.empty(arr.shape, dtype=np.float64)
+        _convolve_compiled(c, out, arr, kernel, 0, 1.0)
+        return out
     k = np.asarray(kernel, dtype=np.float64).reshape(-1, 1)
     if max_abs is not None and max_abs * float(np.abs(k).sum()) <= float(1 << 24):
         one = np.ones((1, 1), dtype=np.float64)

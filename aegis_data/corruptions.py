@@ -505,8 +505,7 @@ def _veil_blur(image: np.ndarray, sigma: float) -> np.ndarray:
         ksize = 2 * int(math.ceil(3.0 * sigma)) + 1
         return cv2.GaussianBlur(image, (ksize, ksize), sigmaX=sigma, sigmaY=sigma, borderType=cv2.BORDER_REFLECT)
     k = K.discrete_gaussian(sigma)
-    blurred = K.convolve_exact(image, k, max_abs=255)
-    return (blurred * (1.0 / (float(k.sum()) ** 2 * 255.0))).astype(np.float32)
+    return K.convolve_exact_scaled(image, k, 1.0 / (float(k.sum()) ** 2 * 255.0), max_abs=255)
 
 
 def _veil_unit(blurred: np.ndarray) -> np.ndarray:
@@ -549,6 +548,14 @@ def rasterize_streaks(h: int, w: int, draw: RainDraw, blur_ksize: int, blur_sigm
     first = np.floor(lo + 0.5).astype(np.int64)
     last = np.floor(hi + 0.5).astype(np.int64)
     counts = last - first + 1
+    k = K.discrete_gaussian(blur_sigma, radius=blur_ksize // 2)
+    scale = 1.0 / (4096.0 * float(k.sum()) ** 2)
+    if K.CKERNELS is not None:  # the same float64 operations per step, accumulated in place
+        layer = np.zeros(h * w, dtype=np.float64)
+        f64 = [np.ascontiguousarray(v, dtype=np.float64) for v in (major_c, minor_c, slope, lo, hi, draw.intensity)]
+        K.CKERNELS.streaks(layer, h, w, n, np.ascontiguousarray(first), np.ascontiguousarray(counts),
+                           np.ascontiguousarray(steep).view(np.uint8), *f64)
+        return K.convolve_exact_scaled(layer.reshape(h, w), k, scale, cap_one=True)
     sid = np.repeat(np.arange(n), counts)
     step = np.arange(sid.size) - np.repeat(np.cumsum(counts) - counts, counts)
     m = first[sid] + step
@@ -569,11 +576,7 @@ def rasterize_streaks(h: int, w: int, draw: RainDraw, blur_ksize: int, blur_sigm
     wq = np.floor(np.concatenate([weight * (1.0 - frac), weight * frac]) * 4096.0 + 0.5)
     ok = (px_x >= 0) & (px_x < w) & (px_y >= 0) & (px_y < h)
     layer = np.bincount(px_y[ok] * w + px_x[ok], weights=wq[ok], minlength=h * w)
-    k = K.discrete_gaussian(blur_sigma, radius=blur_ksize // 2)
-    blurred = K.convolve_exact(layer.reshape(h, w), k)
-    blurred *= 1.0 / (4096.0 * float(k.sum()) ** 2)
-    np.minimum(blurred, 1.0, out=blurred)
-    return blurred.astype(np.float32)
+    return K.convolve_exact_scaled(layer.reshape(h, w), k, scale, cap_one=True)
 
 
 def rain_streaks(image: np.ndarray, params: RainStreaksParams, draw: RainDraw) -> np.ndarray:

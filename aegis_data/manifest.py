@@ -123,8 +123,11 @@ def environment_versions() -> dict[str, str]:
     import cv2
     import numpy
 
+    from aegis_data._kernels import kernels_backend
+
     return {
         "aegisbench": __version__,
+        "engine_loops": kernels_backend(),  # compiled or numpy: the same pixels, recorded for diagnosis
         "python": platform.python_version(),
         "numpy": numpy.__version__,
         "opencv": cv2.__version__,

@@ -22,6 +22,7 @@ import pytest
 from aegis_data import _kernels as K
 from aegis_data import corruptions as C
 from aegis_data.corruptions import apply_corruption
+import cbuild
 from golden.frames import GOLDEN_SIZES, compute_hashes, golden_frame, load_golden, pixel_hash
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,10 +53,12 @@ def _present_npy_groups() -> list[str]:
     return [g for g in __cpu_dispatch__ if __cpu_features__.get(g) and ("AVX" in g or g.startswith("X86_V"))]
 
 
-def _settings() -> dict[str, tuple[dict, list[str]]]:
+def _settings(baseline_so: Path | None = None) -> dict[str, tuple[dict, list[str]]]:
     single = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     out = {
         "default": ({}, []),
+        # The engine's inner loops: the NumPy code, and (below) the compiled loops without their AVX2 variants.
+        "numpy_kernels": ({K.KERNELS_ENV: "numpy"}, []),
         "cv2_no_optimizations": ({}, ["--cv2-noopt"]),
         "one_thread": (single, ["--cv2-threads=1"]),
         "two_threads": ({"OMP_NUM_THREADS": "2"}, ["--cv2-threads=2"]),
@@ -64,7 +67,19 @@ def _settings() -> dict[str, tuple[dict, list[str]]]:
         out["opencv_cpu_disable"] = ({"OPENCV_CPU_DISABLE": ",".join(_present_cv2_features())}, [])
     if _present_npy_groups():
         out["numpy_cpu_disable"] = ({"NPY_DISABLE_CPU_FEATURES": " ".join(_present_npy_groups())}, [])
+    if baseline_so is not None:
+        out["compiled_baseline"] = ({}, [f"--ckernels={baseline_so}"])
     return out
+
+
+@pytest.fixture(scope="module")
+def baseline_so(tmp_path_factory) -> Path | None:
+    """The compiled loops built without the AVX2 variants (x86-64 baseline vectors), when they can be built."""
+    if K.CKERNELS is None or cbuild.compiler() is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the determinism matrix with the compiled engine loops and a C compiler")
+        return None
+    return cbuild.build_ckernels(tmp_path_factory.mktemp("ckernels"), "AEGIS_NO_CLONES")
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +98,9 @@ def test_golden_hashes_in_process(golden):
     assert not moved, f"{len(moved)} corrupted golden frames changed: {moved[:6]} (regen only on purpose)"
 
 
-def test_matrix_of_cpu_and_thread_settings_gives_the_golden_hashes(golden):
+def test_matrix_of_cpu_and_thread_settings_gives_the_golden_hashes(golden, baseline_so):
     """All settings run concurrently, each in a fresh interpreter, and must all reproduce the golden file."""
-    settings = _settings()
+    settings = _settings(baseline_so)
     assert {"default", "cv2_no_optimizations", "one_thread", "two_threads"} <= set(settings)
     procs = {}
     for name, (extra_env, args) in settings.items():
@@ -108,6 +123,11 @@ def test_matrix_of_cpu_and_thread_settings_gives_the_golden_hashes(golden):
     assert rt["one_thread"]["cv2_threads"] == 1 and rt["two_threads"]["cv2_threads"] == 2
     if "opencv_cpu_disable" in rt and "AVX2" in _present_cv2_features():
         assert rt["default"]["cv2_avx2"] and not rt["opencv_cpu_disable"]["cv2_avx2"]
+    assert rt["numpy_kernels"]["kernels"] == "numpy"
+    if baseline_so is not None:
+        assert rt["default"]["kernels"].startswith("compiled:")
+        assert rt["compiled_baseline"]["kernels"] == f"compiled:{baseline_so.resolve()}"
+        assert rt["default"]["kernels"] != rt["compiled_baseline"]["kernels"]
     if "numpy_cpu_disable" in rt:
         disabled = set(_present_npy_groups())
         assert disabled <= set(rt["default"]["numpy_enabled"])

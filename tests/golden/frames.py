@@ -81,12 +81,35 @@ def runtime_report() -> dict:
         "cv2_avx2": bool(cv2.checkHardwareSupport(11)),  # CV_CPU_AVX2
         "numpy_version": np.__version__,
         "numpy_enabled": sorted(k for k, v in npy.items() if v),
+        "kernels": _kernels_report(),
     }
 
 
+def _kernels_report() -> str:
+    from aegis_data import _kernels as K
+
+    return "numpy" if K.CKERNELS is None else f"compiled:{Path(K.CKERNELS.__file__).resolve()}"
+
+
+def use_compiled_from(path: str) -> None:
+    """Run the engine with a compiled-loops module built elsewhere (e.g. without its AVX2 variants)."""
+    import importlib.util
+
+    from aegis_data import _kernels as K
+
+    spec = importlib.util.spec_from_file_location("aegis_data._ckernels", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    K.CKERNELS = mod
+
+
 def main(argv: list[str]) -> None:
-    """``frames.py [--small] [--only=<HxW/condition>] [--cv2-noopt] [--cv2-threads=N]`` -> JSON on stdout."""
+    """``frames.py [--small] [--only=<HxW/condition>] [--cv2-noopt] [--cv2-threads=N] [--ckernels=SO]`` -> JSON."""
     import cv2
+
+    for a in argv:
+        if a.startswith("--ckernels="):
+            use_compiled_from(a.split("=", 1)[1])
 
     if "--cv2-noopt" in argv:
         cv2.setUseOptimized(False)
