@@ -25,7 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cv2  # noqa: E402
 
+from aegis_data._kernels import kernels_backend  # noqa: E402
 from aegis_data.imageio import write_png_atomic  # noqa: E402
+from aegis_data.png import writer_info  # noqa: E402
 from aegis_data.sources import SourceDataset, load_source, read_rgb  # noqa: E402
 from aegis_data.splits import build_splits  # noqa: E402
 
@@ -61,7 +63,8 @@ def markdown(rows: list[dict], loadavg: tuple[float, ...]) -> str:
         "## Split build (`benchmarks/bench_build.py`)",
         "",
         f"Date {datetime.date.today().isoformat()}; machine: {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
-        f"Python {platform.python_version()}, numpy {numpy.__version__}, OpenCV {cv2.__version__}; "
+        f"Python {platform.python_version()}, numpy {numpy.__version__}, OpenCV {cv2.__version__}, "
+        f"engine loops {kernels_backend()}, PNG writer {writer_info()['name']}/{writer_info()['version']}; "
         f"load average before the run {loadavg[0]:.1f} (on 2 cores, a load above ~1.5 means other jobs competed for the CPU).",
         "",
         "| frames | workers | source images | files | wall s | files/s | MP/s | s per source image | decode s (sum) | corrupt s (sum) | encode s (sum) | hash s (sum) | write s (sum) |",

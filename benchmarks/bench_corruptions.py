@@ -40,6 +40,7 @@ cv2.setNumThreads(1)
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from aegis_data._kernels import kernels_backend  # noqa: E402
 from aegis_data.config import SEVERITIES, load_config  # noqa: E402
 from aegis_data.corruptions import apply_corruption  # noqa: E402
 from aegis_data.imageio import write_bytes_atomic  # noqa: E402
@@ -156,7 +157,7 @@ def render(results: list[dict], memory: dict[str, dict], info: dict, load_after:
         "",
         f"- Machine: {info['cpu']}, {info['cores']} cores; load average {info['load']} at start, {load_after} at "
         "end (a load above ~1 means other jobs competed for the CPU and the numbers are conservative).",
-        f"- Versions: Python {info['python']}, NumPy {info['numpy']}, OpenCV {info['opencv']}; "
+        f"- Versions: Python {info['python']}, NumPy {info['numpy']}, OpenCV {info['opencv']}, engine loops {kernels_backend()}; "
         f"suite {cfg.suite}, config {cfg.config_hash}. Date: {info['date']}.",
         "- One core: `cv2.setNumThreads(1)`, OMP/OPENBLAS/MKL threads = 1. Best of "
         f"{repeats[0]} (640x640) / {repeats[1]} (4000x3000) calls of `apply_corruption`, wall clock.",
