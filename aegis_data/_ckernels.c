@@ -569,15 +569,28 @@ static Py_ssize_t reflect_index(Py_ssize_t p, Py_ssize_t len) {
 }
 
 VECTORISED
-static void taps_run(double *restrict acc, const double *restrict src, const double *k, Py_ssize_t nk, Py_ssize_t stride, Py_ssize_t m) {
+static void taps_run(double *restrict acc, const double *restrict src, const double *k, Py_ssize_t nk, Py_ssize_t stride,
+                     Py_ssize_t m, int symmetric) {
     /* acc[i] = sum_j k[j] src[i + j*stride]: every product and partial sum is an integer below 2**53, so the
-     * order of the sum (here tap by tap over a vector of outputs) cannot change the result. */
+     * order of the sum (here tap by tap over a vector of outputs, mirrored taps added first when the kernel is
+     * symmetric) cannot change the result. */
     for (Py_ssize_t i = 0; i < m; i++) acc[i] = 0.0;
-    for (Py_ssize_t j = 0; j < nk; j++) {
+    const Py_ssize_t pairs = symmetric ? nk / 2 : 0;
+    for (Py_ssize_t j = 0; j < pairs; j++) {
+        const double kj = k[j];
+        const double *a = src + j * stride, *b = src + (nk - 1 - j) * stride;
+        for (Py_ssize_t i = 0; i < m; i++) acc[i] = acc[i] + kj * (a[i] + b[i]);
+    }
+    for (Py_ssize_t j = pairs; j < nk - pairs; j++) {
         const double kj = k[j];
         const double *s = src + j * stride;
         for (Py_ssize_t i = 0; i < m; i++) acc[i] = acc[i] + kj * s[i];
     }
+}
+
+VECTORISED
+static void col_pair_run(double *restrict acc, const double *a, const double *b, double kj, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) acc[i] = acc[i] + kj * (a[i] + b[i]);
 }
 
 VECTORISED
@@ -638,14 +651,17 @@ static PyObject *convolve(PyObject *self, PyObject *args) {
     double *pad = PyMem_RawMalloc((size_t)prow * sizeof(double));
     double *acc = PyMem_RawMalloc((size_t)row * sizeof(double));
     Py_ssize_t *tag = PyMem_RawMalloc((size_t)nk * sizeof(Py_ssize_t));
-    if (!ring || !pad || !acc || !tag) {
-        PyMem_RawFree(ring); PyMem_RawFree(pad); PyMem_RawFree(acc); PyMem_RawFree(tag); release(&b);
+    const double **win = (const double **)PyMem_RawMalloc((size_t)nk * sizeof(double *));
+    if (!ring || !pad || !acc || !tag || !win) {
+        PyMem_RawFree(ring); PyMem_RawFree(pad); PyMem_RawFree(acc); PyMem_RawFree(tag); PyMem_RawFree((void *)win);
+        release(&b);
         return PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < nk; i++) tag[i] = -1;
+    int symmetric = 1;
+    for (Py_ssize_t j = 0; j < nk / 2; j++) symmetric &= k[j] == k[nk - 1 - j];
     for (Py_ssize_t y = 0; y < h; y++) {
-        for (Py_ssize_t i = 0; i < row; i++) acc[i] = 0.0;
         for (Py_ssize_t j = 0; j < nk; j++) {
             const Py_ssize_t sy = reflect_index(y + j - r, h), slot = sy % nk;
             double *rp = ring + slot * row;
@@ -664,14 +680,19 @@ static PyObject *convolve(PyObject *self, PyObject *args) {
                         pad[(w + r + x) * ch + c] = mid[right * ch + c];
                     }
                 }
-                taps_run(rp, pad, k, nk, ch, row);
+                taps_run(rp, pad, k, nk, ch, row, symmetric);
                 tag[slot] = sy;
             }
-            col_tap_run(acc, rp, k[j], row);
+            win[j] = rp;
         }
+        for (Py_ssize_t i = 0; i < row; i++) acc[i] = 0.0;
+        const Py_ssize_t pairs = symmetric ? nk / 2 : 0;
+        for (Py_ssize_t j = 0; j < pairs; j++) col_pair_run(acc, win[j], win[nk - 1 - j], k[j], row);
+        for (Py_ssize_t j = pairs; j < nk - pairs; j++) col_tap_run(acc, win[j], k[j], row);
         store_run((char *)out + y * row * (out_kind == 0 ? 8 : 4), out_kind, acc, scale, row);
     }
     Py_END_ALLOW_THREADS
+    PyMem_RawFree((void *)win);
     PyMem_RawFree(ring); PyMem_RawFree(pad); PyMem_RawFree(acc); PyMem_RawFree(tag);
     release(&b);
     Py_RETURN_NONE;
