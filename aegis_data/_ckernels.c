@@ -698,6 +698,40 @@ static PyObject *convolve(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* block_sum(out i64 (hb, wb), mask u8 (h, w), h, w, f): sums over f x f blocks, the frame extended to whole
+ * blocks by mirroring (numpy.pad mode "symmetric", which is reflect_index's rule). Integers: exact. */
+static PyObject *block_sum(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_mask;
+    Py_ssize_t h, w, f;
+    if (!PyArg_ParseTuple(args, "OOnnn", &o_out, &o_mask, &h, &w, &f)) return NULL;
+    if (h < 1 || w < 1 || f < 1) { PyErr_SetString(PyExc_ValueError, "block_sum: bad arguments"); return NULL; }
+    const Py_ssize_t hb = (h + f - 1) / f, wb = (w + f - 1) / f;
+    Buffers b = {.n = 0};
+    int64_t *out = get(&b, o_out, hb * wb * 8, 1, "out");
+    const uint8_t *mask = out ? get(&b, o_mask, h * w, 0, "mask") : NULL;
+    if (!mask) { release(&b); return NULL; }
+    int64_t *colsum = PyMem_RawMalloc((size_t)(wb * f) * sizeof(int64_t));
+    if (!colsum) { release(&b); return PyErr_NoMemory(); }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t by = 0; by < hb; by++) {
+        for (Py_ssize_t x = 0; x < wb * f; x++) colsum[x] = 0;
+        for (Py_ssize_t dy = 0; dy < f; dy++) {
+            const uint8_t *m = mask + reflect_index(by * f + dy, h) * w;
+            for (Py_ssize_t x = 0; x < w; x++) colsum[x] += m[x];
+            for (Py_ssize_t x = w; x < wb * f; x++) colsum[x] += m[reflect_index(x, w)];
+        }
+        for (Py_ssize_t bx = 0; bx < wb; bx++) {
+            int64_t t = 0;
+            for (Py_ssize_t dx = 0; dx < f; dx++) t += colsum[bx * f + dx];
+            out[by * wb + bx] = t;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(colsum);
+    release(&b);
+    Py_RETURN_NONE;
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * Rain streak rasterisation
  * ------------------------------------------------------------------------------------------------------- */
@@ -752,7 +786,25 @@ static PyObject *streaks(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* hist_u16(counts i64[65536], field u16, n): counts[v] += number of elements equal to v (integers: exact). */
+static PyObject *hist_u16(PyObject *self, PyObject *args) {
+    PyObject *o_counts, *o_field;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOn", &o_counts, &o_field, &n)) return NULL;
+    Buffers b = {.n = 0};
+    int64_t *counts = get(&b, o_counts, 65536 * 8, 1, "counts");
+    const uint16_t *field = counts ? get(&b, o_field, 2 * n, 0, "field") : NULL;
+    if (!field) { release(&b); return NULL; }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) counts[field[i]]++;
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"block_sum", block_sum, METH_VARARGS, "f x f block sums of a 0/1 mask, mirrored edges"},
+    {"hist_u16", hist_u16, METH_VARARGS, "histogram of a uint16 field"},
     {"streaks", streaks, METH_VARARGS, "rain streak rasterisation (exact integer weights)"},
     {"convolve", convolve, METH_VARARGS, "exact separable convolution, reflect border"},
     {"noise_columns", noise_columns, METH_VARARGS, "x pass of the value noise's cubic interpolation"},

@@ -235,6 +235,11 @@ def block_sum(mask: np.ndarray, factor: int) -> np.ndarray:
     """Sums over ``factor x factor`` blocks (int64); edges padded by mirroring to a whole number of blocks."""
     h, w = mask.shape
     hb, wb = -(-h // factor), -(-w // factor)
+    c = CKERNELS
+    if c is not None and mask.dtype in (np.bool_, np.uint8) and mask.size:
+        out = np.empty((hb, wb), dtype=np.int64)
+        c.block_sum(out, np.ascontiguousarray(mask).view(np.uint8), h, w, int(factor))
+        return out
     # A bool mask is summed from its bytes (no int32 copy of the frame); integer sums are exact either way.
     a = mask.view(np.uint8) if mask.dtype == np.bool_ else mask.astype(np.int32)
     if hb * factor != h or wb * factor != w:
@@ -439,11 +444,16 @@ def top_fraction_mask(field: np.ndarray, coverage: float) -> np.ndarray:
     n = field.size
     k = max(1, int(math.ceil(coverage * n)))
     counts = np.zeros(65536, dtype=np.int64)
-    # OpenCV counts uint16 levels in integers (bin = level exactly for the range [0, 65536)) and returns them
-    # as float32, exact while a strip has fewer than 2**24 pixels.
-    for rows in row_strips(field.shape[0], field.shape[1], 1 << 20):
-        strip = np.ascontiguousarray(field[rows], dtype=np.uint16)
-        counts += cv2.calcHist([strip], [0], None, [65536], [0, 65536]).ravel().astype(np.int64)
+    c = CKERNELS
+    if c is not None and field.dtype == np.uint16:
+        flat = np.ascontiguousarray(field)
+        c.hist_u16(counts, flat, flat.size)
+    else:
+        # OpenCV counts uint16 levels in integers (bin = level exactly for the range [0, 65536)) and returns
+        # them as float32, exact while a strip has fewer than 2**24 pixels.
+        for rows in row_strips(field.shape[0], field.shape[1], 1 << 20):
+            strip = np.ascontiguousarray(field[rows], dtype=np.uint16)
+            counts += cv2.calcHist([strip], [0], None, [65536], [0, 65536]).ravel().astype(np.int64)
     from_top = np.cumsum(counts[::-1])
     threshold = 65535 - int(np.searchsorted(from_top, k))
     return field >= threshold

@@ -126,3 +126,17 @@ def test_environment_switch():
     if COMPILED is not None:
         assert _run({K.KERNELS_ENV: "compiled"}, code).stdout.strip() == "compiled"
         assert _run({}, code).stdout.strip() == "compiled"
+
+
+@needs_compiled
+@pytest.mark.parametrize("shape", [(1, 1), (2, 5), (7, 3), (10, 10), (31, 64)])
+@pytest.mark.parametrize("factor", [1, 2, 3, 8, 13])
+def test_block_sums_and_mask_quantiles_match(shape, factor):
+    rng = np.random.default_rng(factor)
+    mask = rng.random(shape) < 0.3  # factor 13 > the short sides: the mirroring repeats
+    a, b = _both(lambda: K.block_sum(mask, factor))
+    assert a.dtype == b.dtype == np.int64 and np.array_equal(a, b)
+    field = rng.integers(0, 65536, shape).astype(np.uint16)
+    for cover in (0.01, 0.3, 1.0):
+        a, b = _both(lambda: K.top_fraction_mask(field, cover))
+        assert np.array_equal(a, b)
