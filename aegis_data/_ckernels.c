@@ -23,6 +23,9 @@
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
+#if defined(_MSC_VER) && !defined(__clang__)
+#define restrict __restrict
+#endif
 
 #if defined(__FLT_EVAL_METHOD__) && __FLT_EVAL_METHOD__ != 0
 #error "float expressions must be evaluated in their own precision (SSE2, not x87): rebuild for SSE2"
