@@ -33,7 +33,7 @@
 /* Order in which the code-length code lengths are sent (RFC 1951, 3.2.7). */
 static const uint8_t CL_ORDER[NCL] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
 
-static uint32_t CRC_TABLE[16][256];
+static uint32_t CRC_TABLE[8][256];
 static uint8_t REV8[256];
 
 static void init_tables(void) {
@@ -46,7 +46,7 @@ static void init_tables(void) {
         REV8[i] = r;
     }
     for (uint32_t i = 0; i < 256; i++)
-        for (int t = 1; t < 16; t++)
+        for (int t = 1; t < 8; t++)
             CRC_TABLE[t][i] = (CRC_TABLE[t - 1][i] >> 8) ^ CRC_TABLE[0][CRC_TABLE[t - 1][i] & 0xFF];
 }
 
@@ -54,19 +54,55 @@ static inline uint32_t load32le(const uint8_t *p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
-/* CRC-32 (ISO-HDLC, as zlib and PNG define it), slicing by 16 bytes. */
-static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n) {
-    uint32_t(*T)[256] = CRC_TABLE;
-    crc = ~crc;
-    for (; n >= 16; n -= 16, p += 16) {
-        uint32_t a = crc ^ load32le(p), b = load32le(p + 4), c = load32le(p + 8), d = load32le(p + 12);
-        crc = T[15][a & 0xFF] ^ T[14][(a >> 8) & 0xFF] ^ T[13][(a >> 16) & 0xFF] ^ T[12][a >> 24] ^
-              T[11][b & 0xFF] ^ T[10][(b >> 8) & 0xFF] ^ T[9][(b >> 16) & 0xFF] ^ T[8][b >> 24] ^
-              T[7][c & 0xFF] ^ T[6][(c >> 8) & 0xFF] ^ T[5][(c >> 16) & 0xFF] ^ T[4][c >> 24] ^
-              T[3][d & 0xFF] ^ T[2][(d >> 8) & 0xFF] ^ T[1][(d >> 16) & 0xFF] ^ T[0][d >> 24];
+/* CRC-32 (ISO-HDLC, as zlib and PNG define it) of 8 bytes into the register, slicing by 8. */
+static inline uint32_t crc_slice8(uint32_t reg, const uint8_t *p) {
+    uint32_t lo = reg ^ load32le(p), hi = load32le(p + 4);
+    return CRC_TABLE[7][lo & 0xFF] ^ CRC_TABLE[6][(lo >> 8) & 0xFF] ^ CRC_TABLE[5][(lo >> 16) & 0xFF] ^
+           CRC_TABLE[4][lo >> 24] ^ CRC_TABLE[3][hi & 0xFF] ^ CRC_TABLE[2][(hi >> 8) & 0xFF] ^
+           CRC_TABLE[1][(hi >> 16) & 0xFF] ^ CRC_TABLE[0][hi >> 24];
+}
+
+/* a * b modulo the CRC polynomial, in the reflected bit order (bit 31 is x**0). */
+static uint32_t gf2_mult(uint32_t a, uint32_t b) {
+    uint32_t product = 0;
+    for (uint32_t bit = 1u << 31; bit; bit >>= 1) {
+        if (a & bit) product ^= b;
+        b = (b & 1) ? (b >> 1) ^ 0xEDB88320u : b >> 1; /* b * x */
     }
-    for (; n; n--, p++) crc = T[0][(crc ^ *p) & 0xFF] ^ (crc >> 8);
-    return ~crc;
+    return product;
+}
+
+/* x**(8n) modulo the polynomial: what n zero bytes do to the register. */
+static uint32_t gf2_x8n(size_t n) {
+    uint32_t result = 1u << 31, square = 1u << 23; /* x**0 and x**8 */
+    for (; n; n >>= 1) {
+        if (n & 1) result = gf2_mult(square, result);
+        square = gf2_mult(square, square);
+    }
+    return result;
+}
+
+/* Long inputs go in four quarters at once: four independent table chains keep the CPU busy (~1.8x faster than
+ * one here). A CRC register is linear, so after A then B it is reg(A) * x**(8|B|) xor the register of B alone. */
+static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n) {
+    uint32_t reg = ~crc;
+    if (n >= 65536) {
+        size_t q = (n / 4) & ~(size_t)7;
+        const uint8_t *p1 = p + q, *p2 = p1 + q, *p3 = p2 + q;
+        uint32_t r1 = 0, r2 = 0, r3 = 0;
+        for (size_t i = 0; i < q; i += 8) {
+            reg = crc_slice8(reg, p + i);
+            r1 = crc_slice8(r1, p1 + i);
+            r2 = crc_slice8(r2, p2 + i);
+            r3 = crc_slice8(r3, p3 + i);
+        }
+        uint32_t shift = gf2_x8n(q);
+        reg = gf2_mult(shift, gf2_mult(shift, gf2_mult(shift, reg) ^ r1) ^ r2) ^ r3;
+        p += 4 * q, n -= 4 * q;
+    }
+    for (; n >= 8; n -= 8, p += 8) reg = crc_slice8(reg, p);
+    for (; n; n--, p++) reg = CRC_TABLE[0][(reg ^ *p) & 0xFF] ^ (reg >> 8);
+    return ~reg;
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -405,6 +441,34 @@ static size_t png_file(const uint8_t *rgb, size_t h, size_t w, size_t block, siz
 /* ---------------------------------------------------------------------------------------------------------
  * Python wrappers
  * --------------------------------------------------------------------------------------------------------- */
+/* The output is written into a worst-case buffer (up to 15/8 of the input) kept from one call to the next, then
+ * copied into a bytes object of the exact size. Fresh memory costs a page fault per 4 KiB on first touch (measured:
+ * 22 MB of fresh pages take ~14 ms to write here, reused ones ~1 ms), and an exact-size result is small enough
+ * for malloc to recycle. Taken and given back with the GIL held; a concurrent call allocates its own. */
+static uint8_t *cached_buffer;
+static size_t cached_capacity;
+#define CACHE_MAX_CAPACITY ((size_t)1 << 30)
+
+static uint8_t *take_buffer(size_t *capacity) { /* at least *capacity bytes; *capacity becomes the size */
+    if (cached_buffer && cached_capacity >= *capacity) {
+        uint8_t *b = cached_buffer;
+        cached_buffer = NULL;
+        *capacity = cached_capacity;
+        return b;
+    }
+    return (uint8_t *)malloc(*capacity);
+}
+
+static void give_back_buffer(uint8_t *b, size_t capacity) {
+    if (capacity > CACHE_MAX_CAPACITY || (cached_buffer && cached_capacity >= capacity)) {
+        free(b);
+        return;
+    }
+    free(cached_buffer); /* a smaller one, or none */
+    cached_buffer = b;
+    cached_capacity = capacity;
+}
+
 static PyObject *py_png_file(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t h, w, block, max_idat;
@@ -438,19 +502,19 @@ static PyObject *py_png_file(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_OverflowError, "png_file: image too large");
         goto done;
     }
+    uint8_t *out = take_buffer(&cap);
     scratch = (uint8_t *)malloc((size_t)block < total ? (size_t)block : total);
-    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)cap);
-    if (!scratch || !result) {
-        Py_CLEAR(result);
+    if (!scratch || !out) {
+        free(out);
         PyErr_NoMemory();
         goto done;
     }
     size_t used;
     Py_BEGIN_ALLOW_THREADS
-    used = png_file((const uint8_t *)view.buf, (size_t)h, (size_t)w, (size_t)block, (size_t)max_idat, scratch,
-                    (uint8_t *)PyBytes_AS_STRING(result));
+    used = png_file((const uint8_t *)view.buf, (size_t)h, (size_t)w, (size_t)block, (size_t)max_idat, scratch, out);
     Py_END_ALLOW_THREADS
-    if (_PyBytes_Resize(&result, (Py_ssize_t)used) != 0) result = NULL;
+    result = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)used);
+    give_back_buffer(out, cap);
 done:
     free(scratch);
     PyBuffer_Release(&view);

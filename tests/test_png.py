@@ -325,7 +325,7 @@ def test_a_one_literal_code_still_has_two_symbols():
 def test_the_checksums_of_the_extension_are_zlibs():
     cpng = _compiled()
     rng = np.random.RandomState(9)  # frozen stream: test inputs only
-    for n in (0, 1, 7, 8, 9, 15, 16, 17, 255, 4096, 65536, 100003):
+    for n in (0, 1, 7, 8, 9, 15, 16, 17, 255, 4096, 65535, 65536, 100003, 1000005):
         for data in (rng.randint(0, 256, n).astype(np.uint8).tobytes(), b"\xff" * n):
             assert cpng.crc32(data) == zlib.crc32(data) and cpng.crc32(data, 123456789) == zlib.crc32(data, 123456789)
             assert cpng.adler32(data) == zlib.adler32(data)
