@@ -447,7 +447,7 @@ static size_t png_file(const uint8_t *rgb, size_t h, size_t w, size_t block, siz
  * for malloc to recycle. Taken and given back with the GIL held; a concurrent call allocates its own. */
 static uint8_t *cached_buffer;
 static size_t cached_capacity;
-#define CACHE_MAX_CAPACITY ((size_t)1 << 30)
+#define CACHE_MAX_CAPACITY ((size_t)1 << 28) /* 256 MiB: a 12 MP frame needs 68 MB */
 
 static uint8_t *take_buffer(size_t *capacity) { /* at least *capacity bytes; *capacity becomes the size */
     if (cached_buffer && cached_capacity >= *capacity) {
@@ -494,6 +494,10 @@ static PyObject *py_png_file(PyObject *self, PyObject *args) {
         goto done;
     }
     size_t nblocks = (total + (size_t)block - 1) / (size_t)block;
+    if (nblocks > (size_t)PY_SSIZE_T_MAX / 4 / BLOCK_HEADER_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "png_file: image too large for this block size");
+        goto done;
+    }
     /* Worst case: 15 bits per byte plus each block's header, 6 bytes of zlib wrapper, 8 bytes of slack for the
      * bit writer; around it the chunks (12 bytes each) and the signature and IHDR. */
     size_t stream_cap = total / 8 * 15 + 15 + nblocks * BLOCK_HEADER_MAX + 16;
@@ -554,7 +558,7 @@ static PyObject *py_code_lengths(PyObject *self, PyObject *args) {
     if (view.len % 4 || nsym < 1 || nsym > MAX_SYMS || max_bits < 1 || max_bits > 15 ||
         (nsym > (1 << max_bits))) {
         PyErr_SetString(PyExc_ValueError, "code_lengths: need 1..257 uint32 frequencies and 1 <= max_bits <= 15, "
-                                          "with fewer symbols than 2**max_bits");
+                                          "with at most 2**max_bits symbols");
         goto done;
     }
     uint32_t freq[MAX_SYMS];
