@@ -1,8 +1,9 @@
-"""Build of the optional compiled engine loops (aegis_data._ckernels); everything else is in pyproject.toml.
+"""Build of the optional compiled extensions; everything else is in pyproject.toml.
 
-The extension is optional: where it cannot be compiled the engine runs its NumPy code, which produces the same
-bytes, more slowly. The flags forbid the two things that would change results: fusing a*b+c into one FMA
-rounding (-ffp-contract=off; MSVC's /fp:precise does not contract) and fast-math reassociation.
+aegis_data._ckernels holds the engine's inner loops, aegis_data._cpng the PNG writer's deflate. Both are optional:
+where they cannot be compiled the toolkit runs its NumPy code, which produces the same bytes, more slowly. The
+flags forbid the two things that would change the engine's results: fusing a*b+c into one FMA rounding
+(-ffp-contract=off; MSVC's /fp:precise does not contract) and fast-math reassociation (the deflate is integer-only).
 """
 
 import sys
@@ -17,6 +18,8 @@ else:
 setup(
     ext_modules=[
         Extension("aegis_data._ckernels", ["aegis_data/_ckernels.c"], extra_compile_args=flags, libraries=libraries,
+                  optional=True),
+        Extension("aegis_data._cpng", ["aegis_data/_cpng.c"], extra_compile_args=flags, libraries=libraries,
                   optional=True),
     ]
 )

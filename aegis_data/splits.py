@@ -828,7 +828,7 @@ def _refuse_leakage(plan: BuildPlan, report: Mapping[str, Any]) -> None:
 def _prepare_output(out: Path, plan: BuildPlan) -> tuple[dict[str, dict], dict[str, dict]]:
     """Check the writer and the output directory, then mark it as a build in progress; returns (everything known
     from an earlier manifest and the journal, the journal alone)."""
-    check_png_writer()  # before anything is written: a changed deflate library must not make a new reference
+    check_png_writer()  # before anything is written: a writer that misses its known answer must not make a reference
     identity = plan.identity
     check_output_dir(out, identity)
     out.mkdir(parents=True, exist_ok=True)

@@ -50,7 +50,7 @@ def _cv2_png(rgb: np.ndarray) -> bytes:
     return buf.tobytes()
 
 
-WRITERS = {"before: cv2.imencode level 1": _cv2_png, "after: aegis-png (zlib-ng Huffman-only)": png.encode_png}
+WRITERS = {"before: cv2.imencode level 1": _cv2_png, "after: aegis-png (own Huffman-only deflate)": png.encode_png}
 
 
 def profile_source(source_png: Path, out: Path, encode) -> dict[str, float]:

@@ -2,14 +2,17 @@
 Fedora 40+), a CPU cut to x86-64-v2, one or two workers -- root hash, every entry and every file byte.
 
 "Another machine's zlib" is zlib-ng built in zlib-compat mode from the sources vendored in the ``zlib-ng``
-sdist (``make test`` downloads it next to the venv) and put first on ``LD_LIBRARY_PATH``. A check that
-OpenCV's own PNG bytes change under that setting proves the swap really happened.
+sdist (``make test`` downloads it next to the venv; the version is the Makefile's ``ZLIB_NG_VERSION``) and put
+first on ``LD_LIBRARY_PATH``. A check that OpenCV's own PNG bytes change under that setting proves the swap
+really happened. (The toolkit's PNG writer deflates with its own code, never a zlib; the swap shows that no other
+path lets the host's zlib into the bytes.)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,13 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from aegis_data.png import ZLIB_NG_PACKAGE_VERSION
 from test_determinism import _present_cv2_features, _present_npy_groups
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "manifests" / "synthetic-c.json"
 AEGIS = Path(sys.executable).with_name("aegis")
-SDIST_NAME = f"zlib_ng-{ZLIB_NG_PACKAGE_VERSION}.tar.gz"
+# The sdist `make test` downloads (the Makefile's one pin of it).
+ZLIB_NG_SDIST_VERSION = re.search(r"^ZLIB_NG_VERSION := (\S+)$", (REPO / "Makefile").read_text(), re.M).group(1)
+SDIST_NAME = f"zlib_ng-{ZLIB_NG_SDIST_VERSION}.tar.gz"
 
 pytestmark = pytest.mark.slow
 
