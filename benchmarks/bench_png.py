@@ -6,7 +6,7 @@ chunks; the self-test is not timed) through the compiled deflate and through the
 ``zlib-ng`` package is installed (no longer a dependency), aegis-png/1 -- the same layout deflated by zlib-ng's
 Huffman-only mode, the writer this one replaced -- for the speed-up and the size ratio.
 
-    python benchmarks/bench_png.py [--repeat 5] [--numpy-repeat 2] [--sizes 640x640,4000x3000]
+    python benchmarks/bench_png.py [--repeat 5] [--numpy-repeat 2] [--sizes 640x640,4000x3000] [--write docs/perf/png.md]
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
+import datetime  # noqa: E402
+import platform  # noqa: E402
 import struct  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -79,11 +81,25 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="best of N for the compiled path and aegis-png/1")
     ap.add_argument("--numpy-repeat", type=int, default=2, help="best of N for the NumPy fallback (0: skip it)")
     ap.add_argument("--sizes", default="640x640,4000x3000")
+    ap.add_argument("--write", type=Path, help="write the markdown section to this file and assemble PERFORMANCE.md")
     args = ap.parse_args()
     old = writer_v1()
     compiled = png._load_compiled()
-    print("| frame | condition | aegis-png/1 (zlib-ng) ms | compiled ms | speed-up | NumPy ms | size vs /1 |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    load = os.getloadavg()[0]
+    lines = [
+        "## PNG writer (`benchmarks/bench_png.py`)",
+        "",
+        f"Date {datetime.date.today().isoformat()}; {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
+        f"Python {platform.python_version()}; {png.writer_info()['name']}/{png.writer_info()['version']}: "
+        f"{png.writer_info()['deflate']}; one thread; CPU ms, best of {args.repeat} (NumPy fallback: best of "
+        f"{args.numpy_repeat}); load average before the run {load:.1f}. aegis-png/1 is the writer this one "
+        f"replaced (same layout, zlib-ng 2.3.3 Huffman-only), timed when the zlib-ng package is installed.",
+        "",
+        "| frame | condition | aegis-png/1 (zlib-ng) ms | compiled ms | speed-up | NumPy ms | size vs /1 |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for line in lines:
+        print(line)
     for size in args.sizes.split(","):
         w, h = (int(v) for v in size.split("x"))
         for name, img in frames(w, h):
@@ -103,8 +119,15 @@ def main() -> None:
             t_np = best([lambda: png._encode(img)], args.numpy_repeat)[0] if args.numpy_repeat else None
             cells.append(f"{t_np * 1e3:.0f}" if t_np else "-")
             cells.append(f"{len(data) / n_old:.4f}" if n_old else f"{len(data)} B")
-            print("| " + " | ".join(cells) + " |", flush=True)
+            lines.append("| " + " | ".join(cells) + " |")
+            print(lines[-1], flush=True)
     png.CPNG = compiled
+    if args.write:
+        args.write.parent.mkdir(parents=True, exist_ok=True)
+        args.write.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        from perfdoc import assemble
+
+        print(f"wrote {args.write}; assembled {assemble()}")
 
 
 if __name__ == "__main__":
