@@ -736,6 +736,92 @@ static PyObject *block_sum(PyObject *self, PyObject *args) {
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * Motion blur: shear and unshear of _shear_box (integers only)
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* shear(sheared u8 (n, wide, 3), padded u8 (hp, wp, 3), hp, wp, r0, e i64 (n), n, span): row v of the sheared
+ * band is zeros with padded row r0 + v copied to columns span - e[v] .. span - e[v] + wp - 1 (wide = wp + span). */
+static PyObject *shear(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_pad, *o_e;
+    Py_ssize_t hp, wp, r0, n, span;
+    if (!PyArg_ParseTuple(args, "OOnnnOnn", &o_out, &o_pad, &hp, &wp, &r0, &o_e, &n, &span)) return NULL;
+    const Py_ssize_t wide = wp + span;
+    Buffers b = {.n = 0};
+    uint8_t *out = get(&b, o_out, n * wide * 3, 1, "sheared");
+    const uint8_t *pad = out ? get(&b, o_pad, hp * wp * 3, 0, "padded") : NULL;
+    const int64_t *e = pad ? get(&b, o_e, n * 8, 0, "e") : NULL;
+    if (!e) { release(&b); return NULL; }
+    for (Py_ssize_t v = 0; v < n; v++)
+        if (e[v] < 0 || e[v] > span || r0 + v < 0 || r0 + v >= hp) {
+            release(&b);
+            PyErr_SetString(PyExc_IndexError, "shear: shift or row out of range");
+            return NULL;
+        }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t v = 0; v < n; v++) {
+        uint8_t *row = out + v * wide * 3;
+        const Py_ssize_t left = span - e[v];
+        memset(row, 0, (size_t)(wide * 3));
+        memcpy(row + left * 3, pad + (r0 + v) * wp * 3, (size_t)(wp * 3));
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+VECTORISED
+static void unshear_run(uint8_t *restrict o, const uint16_t *mid, const uint16_t *lft, const uint16_t *rgt, uint32_t wm,
+                        uint32_t wl, uint32_t wr, uint32_t bias, uint32_t div, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) {
+        uint32_t acc = (uint32_t)mid[i] * wm;
+        acc += (uint32_t)lft[i] * wl;
+        acc += (uint32_t)rgt[i] * wr;
+        acc += bias;
+        o[i] = (uint8_t)(acc / div);
+    }
+}
+
+/* unshear(out u8 (h, w, 3), h, w, sums u16 (n, wide, 3), n, wide, r0, r1, r, start i64 (r1 - r0),
+ *         w_mid, w_left, w_right u32 (h), length): output row y = r0 + i reads the box sums of sheared row i + r
+ * at columns start[i] + x (weight w_mid), one to the left (w_left) and one to the right (w_right), adds 32 L and
+ * divides by 64 L (integer floor). */
+static PyObject *unshear(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_sums, *o_start, *o_wm, *o_wl, *o_wr;
+    Py_ssize_t h, w, n, wide, r0, r1, r, length;
+    if (!PyArg_ParseTuple(args, "OnnOnnnnnOOOOn", &o_out, &h, &w, &o_sums, &n, &wide, &r0, &r1, &r, &o_start, &o_wm,
+                          &o_wl, &o_wr, &length))
+        return NULL;
+    if (r0 < 0 || r1 > h || r1 < r0 || r1 - r0 + 2 * r > n || length < 1 || length > 65535) {
+        PyErr_SetString(PyExc_ValueError, "unshear: bad arguments");
+        return NULL;
+    }
+    Buffers b = {.n = 0};
+    uint8_t *out = get(&b, o_out, h * w * 3, 1, "out");
+    const uint16_t *sums = out ? get(&b, o_sums, n * wide * 3 * 2, 0, "sums") : NULL;
+    const int64_t *start = sums ? get(&b, o_start, (r1 - r0) * 8, 0, "start") : NULL;
+    const uint32_t *wm = start ? get(&b, o_wm, h * 4, 0, "w_mid") : NULL;
+    const uint32_t *wl = wm ? get(&b, o_wl, h * 4, 0, "w_left") : NULL;
+    const uint32_t *wr = wl ? get(&b, o_wr, h * 4, 0, "w_right") : NULL;
+    if (!wr) { release(&b); return NULL; }
+    for (Py_ssize_t i = 0; i < r1 - r0; i++)
+        if (start[i] < 1 || start[i] + 1 + w > wide) {
+            release(&b);
+            PyErr_SetString(PyExc_IndexError, "unshear: column out of range");
+            return NULL;
+        }
+    const uint32_t bias = 32u * (uint32_t)length, div = 64u * (uint32_t)length;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < r1 - r0; i++) {
+        const Py_ssize_t y = r0 + i;
+        const uint16_t *src = sums + (i + r) * wide * 3 + start[i] * 3;
+        unshear_run(out + y * w * 3, src, src - 3, src + 3, wm[y], wl[y], wr[y], bias, div, w * 3);
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * Rain streak rasterisation
  * ------------------------------------------------------------------------------------------------------- */
 
@@ -806,6 +892,8 @@ static PyObject *hist_u16(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
+    {"shear", shear, METH_VARARGS, "motion blur: sheared band of rows"},
+    {"unshear", unshear, METH_VARARGS, "motion blur: interpolated unshear of the box sums"},
     {"block_sum", block_sum, METH_VARARGS, "f x f block sums of a 0/1 mask, mirrored edges"},
     {"hist_u16", hist_u16, METH_VARARGS, "histogram of a uint16 field"},
     {"streaks", streaks, METH_VARARGS, "rain streak rasterisation (exact integer weights)"},
