@@ -160,14 +160,16 @@ def render(results: list[dict], memory: dict[str, dict], info: dict, load_after:
         f"- Versions: Python {info['python']}, NumPy {info['numpy']}, OpenCV {info['opencv']}, engine loops {kernels_backend()}; "
         f"suite {cfg.suite}, config {cfg.config_hash}. Date: {info['date']}.",
         "- One core: `cv2.setNumThreads(1)`, OMP/OPENBLAS/MKL threads = 1. Best of "
-        f"{repeats[0]} (640x640) / {repeats[1]} (4000x3000) calls of `apply_corruption`, wall clock.",
-        f"- Targets: >= {TARGET_MPS:.0f} MP/s at 4000x3000 on one core; peak memory < {TARGET_MEM_MB / 1024:.1f} GB.",
+        f"{repeats[0]} (640x640) / {repeats[1]} (4000x3000) calls of `apply_corruption`, wall clock, taken in rounds "
+        "over all cells (a slow spell of a shared machine costs a cell one sample, not all).",
+        f"- Targets: >= {TARGET_MPS:.0f} MP/s on one core at 640x640 and at 4000x3000; peak memory < "
+        f"{TARGET_MEM_MB / 1024:.1f} GB.",
         "",
         "| corruption | sev | 640x640 ms | 640x640 MP/s | 4000x3000 ms | 4000x3000 MP/s | >= 30 MP/s |",
         "|---|---:|---:|---:|---:|---:|:---:|",
     ]
     for r in results:
-        ok = "yes" if r["mps_large"] >= TARGET_MPS else "**no**"
+        ok = "yes" if min(r["mps_large"], r["mps_small"]) >= TARGET_MPS else "**no**"
         lines.append(
             f"| {r['corruption']} | {r['severity']} | {r['ms_small']:.1f} | {r['mps_small']:.1f} | "
             f"{r['ms_large']:.0f} | {r['mps_large']:.1f} | {ok} |"
@@ -208,18 +210,29 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n in args.corruptions.split(",") if n] or list(cfg.names)
     info = machine()
     frames = {size: bench_frame(*size) for size in SIZES}
-    results = []
-    for name in names:
-        for sev in SEVERITIES:
-            row = {"corruption": name, "severity": sev}
+    cells = [(name, sev) for name in names for sev in SEVERITIES]
+    best = {(cell, label): float("inf") for cell in cells for label in ("small", "large")}
+    for cell in cells:
+        for size in SIZES:
+            apply_corruption(frames[size], cell[0], cell[1], "bench")  # warm-up (lazy tables, page faults)
+    # Rounds over all cells, so the samples of one cell are spread over the whole run: on a shared machine a
+    # slow spell then costs a cell one sample, not all of them. Each cell keeps its best time.
+    for rnd in range(max(args.repeat_small, args.repeat_large)):
+        for cell in cells:
             for (w, h), label, rep in ((SIZES[0], "small", args.repeat_small), (SIZES[1], "large", args.repeat_large)):
-                frame = frames[(w, h)]
-                apply_corruption(frame, name, sev, "bench")  # warm-up (lazy tables, page faults)
-                t = best_time(lambda: apply_corruption(frame, name, sev, "bench"), rep)
-                row[f"ms_{label}"] = t * 1e3
-                row[f"mps_{label}"] = w * h / 1e6 / t
-            results.append(row)
-            print(f"{name} s{sev}: {row['mps_small']:.1f} MP/s @640, {row['mps_large']:.1f} MP/s @12MP", flush=True)
+                if rnd < rep:
+                    frame = frames[(w, h)]
+                    best[(cell, label)] = min(best[(cell, label)],
+                                              best_time(lambda: apply_corruption(frame, cell[0], cell[1], "bench"), 1))
+    results = []
+    for name, sev in cells:
+        row = {"corruption": name, "severity": sev}
+        for (w, h), label in ((SIZES[0], "small"), (SIZES[1], "large")):
+            t = best[((name, sev), label)]
+            row[f"ms_{label}"] = t * 1e3
+            row[f"mps_{label}"] = w * h / 1e6 / t
+        results.append(row)
+        print(f"{name} s{sev}: {row['mps_small']:.1f} MP/s @640, {row['mps_large']:.1f} MP/s @12MP", flush=True)
     memory = {}
     for name in names:
         proc = subprocess.run([sys.executable, __file__, "--memory-probe", name, "3"], capture_output=True, text=True)
