@@ -14,44 +14,17 @@ Bit-identity rules followed throughout (see docs/CORRUPTIONS.md, "Determinism de
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from typing import Iterator
 
 import cv2
 import numpy as np
 
-from aegis_data.errors import AegisError
+from aegis_data.compiled import load_extension
 
 U16 = 65535.0
-KERNELS_ENV = "AEGIS_KERNELS"  # auto (default) | compiled | numpy
-
-
-def _load_compiled():
-    """The compiled loops (``aegis_data._ckernels``), or None to run the NumPy code: the same bytes, slower.
-
-    ``AEGIS_KERNELS=numpy`` forces the NumPy code; ``AEGIS_KERNELS=compiled`` refuses to run without the
-    extension (CI uses it so a failed compile cannot pass unnoticed).
-    """
-    mode = os.environ.get(KERNELS_ENV, "auto").strip().lower() or "auto"
-    if mode not in ("auto", "compiled", "numpy"):
-        raise AegisError(f"{KERNELS_ENV} must be auto, compiled or numpy, got {mode!r}")
-    if mode == "numpy":
-        return None
-    try:
-        from aegis_data import _ckernels
-    except ImportError:
-        if mode == "compiled":
-            raise AegisError(
-                f"{KERNELS_ENV}=compiled but the compiled engine loops (aegis_data._ckernels) are not built; "
-                f"reinstall with a C compiler (pip install -e .) or unset {KERNELS_ENV}"
-            ) from None
-        return None
-    return _ckernels
-
-
 # Read at call time (tests swap it to compare both paths).
-CKERNELS = _load_compiled()
+CKERNELS = load_extension("_ckernels", "engine loops")
 
 
 def kernels_backend() -> str:

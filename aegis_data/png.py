@@ -47,13 +47,13 @@ never silently produce a different reference.
 from __future__ import annotations
 
 import hashlib
-import os
 import struct
 import zlib
 from functools import lru_cache
 
 import numpy as np
 
+from aegis_data.compiled import load_extension
 from aegis_data.errors import AegisError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -73,34 +73,8 @@ _CL_ORDER = (16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15)
 _EXTRA_BITS = {16: 2, 17: 3, 18: 7}
 # SHA-256 of encode_png(self_test_image()) (measured, the same from both implementations; tests/test_png.py).
 SELF_TEST_SHA256 = "6c88e62a0ce3fb431fb55aab84046826382c7f8a5724131fc983622fb0151b1d"
-KERNELS_ENV = "AEGIS_KERNELS"  # auto (default) | compiled | numpy; the switch of aegis_data._kernels too
-
-
-def _load_compiled():
-    """The compiled deflate (``aegis_data._cpng``), or None to run the NumPy code: the same bytes, slower.
-
-    ``AEGIS_KERNELS=numpy`` forces the NumPy code; ``AEGIS_KERNELS=compiled`` refuses to run without the
-    extension (CI uses it so a failed compile cannot pass unnoticed).
-    """
-    mode = os.environ.get(KERNELS_ENV, "auto").strip().lower() or "auto"
-    if mode not in ("auto", "compiled", "numpy"):
-        raise AegisError(f"{KERNELS_ENV} must be auto, compiled or numpy, got {mode!r}")
-    if mode == "numpy":
-        return None
-    try:
-        from aegis_data import _cpng
-    except ImportError:
-        if mode == "compiled":
-            raise AegisError(
-                f"{KERNELS_ENV}=compiled but the compiled PNG deflate (aegis_data._cpng) is not built; "
-                f"reinstall with a C compiler (pip install -e .) or unset {KERNELS_ENV}"
-            ) from None
-        return None
-    return _cpng
-
-
 # Read at call time (tests swap it to compare both paths).
-CPNG = _load_compiled()
+CPNG = load_extension("_cpng", "PNG deflate")
 
 
 def deflate_backend() -> str:

@@ -84,7 +84,7 @@ def main() -> None:
     ap.add_argument("--write", type=Path, help="write the markdown section to this file and assemble PERFORMANCE.md")
     args = ap.parse_args()
     old = writer_v1()
-    compiled = png._load_compiled()
+    compiled = png.CPNG
     load = os.getloadavg()[0]
     lines = [
         "## PNG writer (`benchmarks/bench_png.py`)",

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from aegis_data import _kernels as K
+from aegis_data.compiled import KERNELS_ENV
 from aegis_data import corruptions as C
 from aegis_data.corruptions import apply_corruption
 import cbuild
@@ -58,7 +59,7 @@ def _settings(baseline_so: Path | None = None) -> dict[str, tuple[dict, list[str
     out = {
         "default": ({}, []),
         # The engine's inner loops: the NumPy code, and (below) the compiled loops without their AVX2 variants.
-        "numpy_kernels": ({K.KERNELS_ENV: "numpy"}, []),
+        "numpy_kernels": ({KERNELS_ENV: "numpy"}, []),
         "cv2_no_optimizations": ({}, ["--cv2-noopt"]),
         "one_thread": (single, ["--cv2-threads=1"]),
         "two_threads": ({"OMP_NUM_THREADS": "2"}, ["--cv2-threads=2"]),
@@ -79,7 +80,10 @@ def baseline_so(tmp_path_factory) -> Path | None:
         if os.environ.get("CI"):
             pytest.fail("CI must run the determinism matrix with the compiled engine loops and a C compiler")
         return None
-    return cbuild.build_ckernels(tmp_path_factory.mktemp("ckernels"), "AEGIS_NO_CLONES")
+    so = cbuild.build_ckernels(tmp_path_factory.mktemp("ckernels"), "AEGIS_NO_CLONES")
+    # The define took effect: GCC names target_clones variants "<function>.avx2"; the baseline build has none.
+    assert b".avx2" not in so.read_bytes()
+    return so
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from aegis_data import png
+from aegis_data.compiled import load_extension
 from aegis_data.errors import AegisError
 from aegis_data.imageio import decode_image_bytes, encode_png
 
@@ -246,19 +247,19 @@ def test_the_manifest_records_the_writer():
 
 def test_the_deflate_backend_follows_aegis_kernels(monkeypatch):
     monkeypatch.setenv("AEGIS_KERNELS", "numpy")
-    assert png._load_compiled() is None
+    assert load_extension("_cpng", "PNG deflate") is None
     monkeypatch.setenv("AEGIS_KERNELS", "fast")
     with pytest.raises(AegisError, match="AEGIS_KERNELS must be auto, compiled or numpy"):
-        png._load_compiled()
+        load_extension("_cpng", "PNG deflate")
     import aegis_data
 
     monkeypatch.setitem(sys.modules, "aegis_data._cpng", None)  # as if the extension were not built
     monkeypatch.delattr(aegis_data, "_cpng", raising=False)
     monkeypatch.setenv("AEGIS_KERNELS", "auto")
-    assert png._load_compiled() is None
+    assert load_extension("_cpng", "PNG deflate") is None
     monkeypatch.setenv("AEGIS_KERNELS", "compiled")
     with pytest.raises(AegisError, match=r"AEGIS_KERNELS=compiled but the compiled PNG deflate .* not built") as exc:
-        png._load_compiled()
+        load_extension("_cpng", "PNG deflate")
     assert "\n" not in str(exc.value)
 
 
