@@ -10,7 +10,7 @@ encode was ~2/3 of a 12 MP build's CPU time. This writer owns every byte of the 
   computed with exact uint8 arithmetic;
 - the deflate stream: the toolkit's own Huffman-only deflate, defined below. Why its own: speed (the
   Huffman-only mode of the zlib-ng package, this writer's deflate up to aegis-png/1, ran at ~160 MB/s and was the
-  largest cost of a split build; the compiled path here encodes 640x640 and 4000x3000 frames 3-4x faster,
+  largest cost of a split build; the compiled path here encodes 640x640 frames 2.4-3.4x and 4000x3000 frames 3.2-4.1x faster,
   ``benchmarks/bench_png.py``), and no third-party deflate to pin: the bytes are a function of the pixels and of
   the rules below alone, computed with integer arithmetic, and no library version can change them;
 - CRC-32 (chunks) and Adler-32 (zlib trailer) are mathematical functions: any correct implementation gives
