@@ -43,6 +43,7 @@
 typedef struct {
     Py_buffer views[12];
     int n;
+    int failed; /* set by the first get() that fails; later calls then return NULL without trying */
 } Buffers;
 
 static void release(Buffers *b) {
@@ -50,14 +51,26 @@ static void release(Buffers *b) {
     b->n = 0;
 }
 
-/* Get a contiguous buffer of exactly `bytes` bytes (writable when asked); records it for release. */
+/* A contiguous buffer of exactly `bytes` bytes (writable when asked), recorded for release. After a failure
+ * (Python error set) this and every later call return NULL, so a wrapper asks for all its buffers in a row and
+ * checks `b.failed` once. */
 static void *get(Buffers *b, PyObject *obj, Py_ssize_t bytes, int writable, const char *what) {
+    if (b->failed) return NULL;
+    if (b->n == (int)(sizeof b->views / sizeof b->views[0])) {
+        PyErr_SetString(PyExc_RuntimeError, "too many buffers for one call");
+        b->failed = 1;
+        return NULL;
+    }
     Py_buffer *v = &b->views[b->n];
     int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, v, flags) != 0) return NULL;
+    if (PyObject_GetBuffer(obj, v, flags) != 0) {
+        b->failed = 1;
+        return NULL;
+    }
     b->n++;
     if (v->len != bytes) {
         PyErr_Format(PyExc_ValueError, "%s: expected %zd bytes, got %zd", what, bytes, v->len);
+        b->failed = 1;
         return NULL;
     }
     return v->buf;
@@ -74,12 +87,12 @@ static PyObject *noise_columns(PyObject *self, PyObject *args) {
     Py_ssize_t gy, gx, n_out;
     double weight;
     if (!PyArg_ParseTuple(args, "OOnnOOnd", &o_out, &o_grid, &gy, &gx, &o_xi, &o_xw, &n_out, &weight)) return NULL;
-    Buffers b = {.n = 0};
+    Buffers b = {.n = 0, .failed = 0};
     float *out = get(&b, o_out, gy * n_out * 4, 1, "out");
-    const double *grid = out ? get(&b, o_grid, gy * gx * 8, 0, "grid") : NULL;
-    const int64_t *xi = grid ? get(&b, o_xi, 4 * n_out * 8, 0, "xi") : NULL;
-    const double *xw = xi ? get(&b, o_xw, 4 * n_out * 8, 0, "xw") : NULL;
-    if (!xw) { release(&b); return NULL; }
+    const double *grid = get(&b, o_grid, gy * gx * 8, 0, "grid");
+    const int64_t *xi = get(&b, o_xi, 4 * n_out * 8, 0, "xi");
+    const double *xw = get(&b, o_xw, 4 * n_out * 8, 0, "xw");
+    if (b.failed) { release(&b); return NULL; }
     for (Py_ssize_t c = 0; c < n_out; c++)
         for (int k = 0; k < 4; k++)
             if (xi[k * n_out + c] < 0 || xi[k * n_out + c] >= gx) {
@@ -132,28 +145,26 @@ static PyObject *noise_rows(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "noise_rows: at most 3 octaves per call");
         return NULL;
     }
-    Buffers b = {.n = 0};
+    Buffers b = {.n = 0, .failed = 0};
     float *out = get(&b, o_out, n_rows * n_cols * 4, 1, "out");
     const float *rows[3];
     const int64_t *yi[3];
     const float *yw[3];
     Py_ssize_t ny[3];
-    int ok = out != NULL;
-    for (Py_ssize_t o = 0; ok && o < n_oct; o++) {
+    for (Py_ssize_t o = 0; !b.failed && o < n_oct; o++) {
         PyObject *t = PySequence_Fast_GET_ITEM(seq, o);
         PyObject *o_rows, *o_yi, *o_yw;
-        if (!PyArg_ParseTuple(t, "OnOO", &o_rows, &ny[o], &o_yi, &o_yw)) { ok = 0; break; }
+        if (!PyArg_ParseTuple(t, "OnOO", &o_rows, &ny[o], &o_yi, &o_yw)) { b.failed = 1; break; }
         rows[o] = get(&b, o_rows, ny[o] * n_cols * 4, 0, "rows");
-        yi[o] = rows[o] ? get(&b, o_yi, 4 * n_rows * 8, 0, "yi") : NULL;
-        yw[o] = yi[o] ? get(&b, o_yw, 4 * n_rows * 4, 0, "yw") : NULL;
-        ok = yw[o] != NULL;
-        for (Py_ssize_t i = 0; ok && i < 4 * n_rows; i++)
+        yi[o] = get(&b, o_yi, 4 * n_rows * 8, 0, "yi");
+        yw[o] = get(&b, o_yw, 4 * n_rows * 4, 0, "yw");
+        for (Py_ssize_t i = 0; !b.failed && i < 4 * n_rows; i++)
             if (yi[o][i] < 0 || yi[o][i] >= ny[o]) {
                 PyErr_SetString(PyExc_IndexError, "noise_rows: tap index out of range");
-                ok = 0;
+                b.failed = 1;
             }
     }
-    if (!ok) { release(&b); Py_DECREF(seq); return NULL; }
+    if (b.failed) { release(&b); Py_DECREF(seq); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t r = 0; r < n_rows; r++) {
         float *acc = out + r * n_cols;
@@ -205,10 +216,10 @@ static PyObject *quantize_u16(PyObject *self, PyObject *args) {
     int is_f64;
     double scale, offset;
     if (!PyArg_ParseTuple(args, "OOnpdd", &o_out, &o_src, &n, &is_f64, &scale, &offset)) return NULL;
-    Buffers b = {.n = 0};
+    Buffers b = {.n = 0, .failed = 0};
     uint16_t *out = get(&b, o_out, n * 2, 1, "out");
-    const void *src = out ? get(&b, o_src, n * (is_f64 ? 8 : 4), 0, "src") : NULL;
-    if (!src) { release(&b); return NULL; }
+    const void *src = get(&b, o_src, n * (is_f64 ? 8 : 4), 0, "src");
+    if (b.failed) { release(&b); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     if (is_f64) quantize_f64_run(out, (const double *)src, n, scale, offset);
     else quantize_f32_run(out, (const float *)src, n, scale, offset);
@@ -276,22 +287,21 @@ static PyObject *haze(PyObject *self, PyObject *args) {
     Py_ssize_t n;
     if (!PyArg_ParseTuple(args, "OOnOOOOOO", &o_out, &o_img, &n, &o_den, &o_tt, &o_air, &o_gain, &o_gr, &o_gt))
         return NULL;
-    Buffers b = {.n = 0};
+    Buffers b = {.n = 0, .failed = 0};
     uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
-    const uint8_t *img = out ? get(&b, o_img, 3 * n, 0, "img") : NULL;
-    const uint16_t *den = img ? get(&b, o_den, 2 * n, 0, "density") : NULL;
-    const float *tt = den ? get(&b, o_tt, 65536 * 4, 0, "t_table") : NULL;
-    const float *air = tt ? get(&b, o_air, 12, 0, "airlight") : NULL;
+    const uint8_t *img = get(&b, o_img, 3 * n, 0, "img");
+    const uint16_t *den = get(&b, o_den, 2 * n, 0, "density");
+    const float *tt = get(&b, o_tt, 65536 * 4, 0, "t_table");
+    const float *air = get(&b, o_air, 12, 0, "airlight");
     const float *gain = NULL;
     const uint16_t *gr = NULL;
     const float *gt = NULL;
-    int ok = air != NULL;
-    if (ok && o_gain != Py_None) ok = (gain = get(&b, o_gain, 12, 0, "gains")) != NULL;
-    if (ok && o_gr != Py_None) {
-        ok = (gr = get(&b, o_gr, 2 * n, 0, "grain")) != NULL;
-        if (ok) ok = (gt = get(&b, o_gt, 65536 * 4, 0, "grain_table")) != NULL;
+    if (o_gain != Py_None) gain = get(&b, o_gain, 12, 0, "gains");
+    if (o_gr != Py_None) {
+        gr = get(&b, o_gr, 2 * n, 0, "grain");
+        gt = get(&b, o_gt, 65536 * 4, 0, "grain_table");
     }
-    if (!ok) { release(&b); return NULL; }
+    if (b.failed) { release(&b); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     float air_row[ECHUNK], gain_row[ECHUNK], x[ECHUNK], t3[ECHUNK], g3[ECHUNK];
     tile3(air_row, air);
@@ -341,12 +351,12 @@ static PyObject *turbidity(PyObject *self, PyObject *args) {
     Py_ssize_t n;
     float scale, sat;
     if (!PyArg_ParseTuple(args, "OOnfOOf", &o_out, &o_img, &n, &scale, &o_off, &o_luma, &sat)) return NULL;
-    Buffers b = {.n = 0};
+    Buffers b = {.n = 0, .failed = 0};
     uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
-    const uint8_t *img = out ? get(&b, o_img, 3 * n, 0, "img") : NULL;
-    const float *off = img ? get(&b, o_off, 12, 0, "offset") : NULL;
-    const float *luma = off ? get(&b, o_luma, 12, 0, "luma") : NULL;
-    if (!luma) { release(&b); return NULL; }
+    const uint8_t *img = get(&b, o_img, 3 * n, 0, "img");
+    const float *off = get(&b, o_off, 12, 0, "offset");
+    const float *luma = get(&b, o_luma, 12, 0, "luma");
+    if (b.failed) { release(&b); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     float off_row[ECHUNK], x[ECHUNK], y3[ECHUNK];
     tile3(off_row, off);
@@ -376,14 +386,14 @@ static PyObject *glare(PyObject *self, PyObject *args) {
     PyObject *o_out, *o_img, *o_bl, *o_bt, *o_cores, *o_tint;
     Py_ssize_t n;
     if (!PyArg_ParseTuple(args, "OOnOOOO", &o_out, &o_img, &n, &o_bl, &o_bt, &o_cores, &o_tint)) return NULL;
-    Buffers b = {.n = 0};
+    Buffers b = {.n = 0, .failed = 0};
     uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
-    const uint8_t *img = out ? get(&b, o_img, 3 * n, 0, "img") : NULL;
-    const uint16_t *bl = img ? get(&b, o_bl, 2 * n, 0, "bloom") : NULL;
-    const float *bt = bl ? get(&b, o_bt, 65536 * 4, 0, "bloom_table") : NULL;
-    const uint8_t *cores = bt ? get(&b, o_cores, n, 0, "cores") : NULL;
-    const float *tint = cores ? get(&b, o_tint, 12, 0, "tint") : NULL;
-    if (!tint) { release(&b); return NULL; }
+    const uint8_t *img = get(&b, o_img, 3 * n, 0, "img");
+    const uint16_t *bl = get(&b, o_bl, 2 * n, 0, "bloom");
+    const float *bt = get(&b, o_bt, 65536 * 4, 0, "bloom_table");
+    const uint8_t *cores = get(&b, o_cores, n, 0, "cores");
+    const float *tint = get(&b, o_tint, 12, 0, "tint");
+    if (b.failed) { release(&b); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     float tint_row[ECHUNK], x[ECHUNK], g3[ECHUNK];
     tile3(tint_row, tint);
@@ -431,14 +441,14 @@ static PyObject *inundation(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOnOOfOfp", &o_out, &o_img, &o_rip, &n, &o_mask, &o_sp, &keep, &o_tone, &strength,
                           &clip))
         return NULL;
-    Buffers b = {.n = 0};
+    Buffers b = {.n = 0, .failed = 0};
     uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
-    const uint8_t *img = out ? get(&b, o_img, 3 * n, 0, "img") : NULL;
-    const uint8_t *rip = img ? get(&b, o_rip, 3 * n, 0, "rippled") : NULL;
-    const uint16_t *mask = rip ? get(&b, o_mask, 2 * n, 0, "mask") : NULL;
-    const uint8_t *sp = mask ? get(&b, o_sp, n, 0, "sparkle") : NULL;
-    const float *tone = sp ? get(&b, o_tone, 12, 0, "tone") : NULL;
-    if (!tone) { release(&b); return NULL; }
+    const uint8_t *img = get(&b, o_img, 3 * n, 0, "img");
+    const uint8_t *rip = get(&b, o_rip, 3 * n, 0, "rippled");
+    const uint16_t *mask = get(&b, o_mask, 2 * n, 0, "mask");
+    const uint8_t *sp = get(&b, o_sp, n, 0, "sparkle");
+    const float *tone = get(&b, o_tone, 12, 0, "tone");
+    if (b.failed) { release(&b); return NULL; }
     const float one_minus_strength = 1.0f - strength;
     Py_BEGIN_ALLOW_THREADS
     float tone_row[ECHUNK], x[ECHUNK], w[ECHUNK], m3[ECHUNK];
@@ -483,12 +493,12 @@ static PyObject *rain(PyObject *self, PyObject *args) {
     float bright, sat;
     if (!PyArg_ParseTuple(args, "OOnpOfOf", &o_out, &o_veil, &n, &veil_f32, &o_layer, &bright, &o_luma, &sat))
         return NULL;
-    Buffers b = {.n = 0};
+    Buffers b = {.n = 0, .failed = 0};
     uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
-    const void *veil = out ? get(&b, o_veil, 3 * n * (veil_f32 ? 4 : 1), 0, "veil") : NULL;
-    const float *layer = veil ? get(&b, o_layer, 4 * n, 0, "layer") : NULL;
-    const float *luma = layer ? get(&b, o_luma, 12, 0, "luma") : NULL;
-    if (!luma) { release(&b); return NULL; }
+    const void *veil = get(&b, o_veil, 3 * n * (veil_f32 ? 4 : 1), 0, "veil");
+    const float *layer = get(&b, o_layer, 4 * n, 0, "layer");
+    const float *luma = get(&b, o_luma, 12, 0, "luma");
+    if (b.failed) { release(&b); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     float x[ECHUNK], y3[ECHUNK], keep3[ECHUNK];
     for (Py_ssize_t p0 = 0; p0 < n; p0 += CHUNK) {
@@ -527,15 +537,15 @@ static PyObject *low_light(PyObject *self, PyObject *args) {
     Py_ssize_t n, grid;
     if (!PyArg_ParseTuple(args, "OOnOOOOOn", &o_out, &o_img, &n, &o_noise, &o_tab, &o_sd, &o_dark, &o_enc, &grid))
         return NULL;
-    Buffers b = {.n = 0};
+    Buffers b = {.n = 0, .failed = 0};
     uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
-    const uint8_t *img = out ? get(&b, o_img, 3 * n, 0, "img") : NULL;
-    const uint16_t *noise = img ? get(&b, o_noise, 6 * n, 0, "noise") : NULL;
-    const float *tab = noise ? get(&b, o_tab, 65536 * 4, 0, "table") : NULL;
-    const float *sd = tab ? get(&b, o_sd, 256 * 3 * 4, 0, "sd") : NULL;
-    const float *dark = sd ? get(&b, o_dark, 256 * 3 * 4, 0, "dark") : NULL;
-    const uint8_t *enc = dark ? get(&b, o_enc, grid + 1, 0, "enc") : NULL;
-    if (!enc) { release(&b); return NULL; }
+    const uint8_t *img = get(&b, o_img, 3 * n, 0, "img");
+    const uint16_t *noise = get(&b, o_noise, 6 * n, 0, "noise");
+    const float *tab = get(&b, o_tab, 65536 * 4, 0, "table");
+    const float *sd = get(&b, o_sd, 256 * 3 * 4, 0, "sd");
+    const float *dark = get(&b, o_dark, 256 * 3 * 4, 0, "dark");
+    const uint8_t *enc = get(&b, o_enc, grid + 1, 0, "enc");
+    if (b.failed) { release(&b); return NULL; }
     const float fgrid = (float)grid;
     Py_BEGIN_ALLOW_THREADS
     float x[ECHUNK], sd3[ECHUNK], dark3[ECHUNK];
@@ -644,11 +654,11 @@ static PyObject *convolve(PyObject *self, PyObject *args) {
         return NULL;
     }
     static const int size[3] = {1, 8, 8};
-    Buffers b = {.n = 0};
+    Buffers b = {.n = 0, .failed = 0};
     void *out = get(&b, o_out, h * w * ch * (out_kind == 0 ? 8 : 4), 1, "out");
-    const void *src = out ? get(&b, o_src, h * w * ch * size[kind], 0, "src") : NULL;
-    const double *k = src ? get(&b, o_k, nk * 8, 0, "kernel") : NULL;
-    if (!k) { release(&b); return NULL; }
+    const void *src = get(&b, o_src, h * w * ch * size[kind], 0, "src");
+    const double *k = get(&b, o_k, nk * 8, 0, "kernel");
+    if (b.failed) { release(&b); return NULL; }
     const Py_ssize_t r = nk / 2, row = w * ch, prow = (w + 2 * r) * ch;
     double *ring = PyMem_RawMalloc((size_t)(nk * row) * sizeof(double));
     double *pad = PyMem_RawMalloc((size_t)prow * sizeof(double));
@@ -709,10 +719,10 @@ static PyObject *block_sum(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOnnn", &o_out, &o_mask, &h, &w, &f)) return NULL;
     if (h < 1 || w < 1 || f < 1) { PyErr_SetString(PyExc_ValueError, "block_sum: bad arguments"); return NULL; }
     const Py_ssize_t hb = (h + f - 1) / f, wb = (w + f - 1) / f;
-    Buffers b = {.n = 0};
+    Buffers b = {.n = 0, .failed = 0};
     int64_t *out = get(&b, o_out, hb * wb * 8, 1, "out");
-    const uint8_t *mask = out ? get(&b, o_mask, h * w, 0, "mask") : NULL;
-    if (!mask) { release(&b); return NULL; }
+    const uint8_t *mask = get(&b, o_mask, h * w, 0, "mask");
+    if (b.failed) { release(&b); return NULL; }
     int64_t *colsum = PyMem_RawMalloc((size_t)(wb * f) * sizeof(int64_t));
     if (!colsum) { release(&b); return PyErr_NoMemory(); }
     Py_BEGIN_ALLOW_THREADS
@@ -746,11 +756,11 @@ static PyObject *shear(PyObject *self, PyObject *args) {
     Py_ssize_t hp, wp, r0, n, span;
     if (!PyArg_ParseTuple(args, "OOnnnOnn", &o_out, &o_pad, &hp, &wp, &r0, &o_e, &n, &span)) return NULL;
     const Py_ssize_t wide = wp + span;
-    Buffers b = {.n = 0};
+    Buffers b = {.n = 0, .failed = 0};
     uint8_t *out = get(&b, o_out, n * wide * 3, 1, "sheared");
-    const uint8_t *pad = out ? get(&b, o_pad, hp * wp * 3, 0, "padded") : NULL;
-    const int64_t *e = pad ? get(&b, o_e, n * 8, 0, "e") : NULL;
-    if (!e) { release(&b); return NULL; }
+    const uint8_t *pad = get(&b, o_pad, hp * wp * 3, 0, "padded");
+    const int64_t *e = get(&b, o_e, n * 8, 0, "e");
+    if (b.failed) { release(&b); return NULL; }
     for (Py_ssize_t v = 0; v < n; v++)
         if (e[v] < 0 || e[v] > span || r0 + v < 0 || r0 + v >= hp) {
             release(&b);
@@ -795,14 +805,14 @@ static PyObject *unshear(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "unshear: bad arguments");
         return NULL;
     }
-    Buffers b = {.n = 0};
+    Buffers b = {.n = 0, .failed = 0};
     uint8_t *out = get(&b, o_out, h * w * 3, 1, "out");
-    const uint16_t *sums = out ? get(&b, o_sums, n * wide * 3 * 2, 0, "sums") : NULL;
-    const int64_t *start = sums ? get(&b, o_start, (r1 - r0) * 8, 0, "start") : NULL;
-    const uint32_t *wm = start ? get(&b, o_wm, h * 4, 0, "w_mid") : NULL;
-    const uint32_t *wl = wm ? get(&b, o_wl, h * 4, 0, "w_left") : NULL;
-    const uint32_t *wr = wl ? get(&b, o_wr, h * 4, 0, "w_right") : NULL;
-    if (!wr) { release(&b); return NULL; }
+    const uint16_t *sums = get(&b, o_sums, n * wide * 3 * 2, 0, "sums");
+    const int64_t *start = get(&b, o_start, (r1 - r0) * 8, 0, "start");
+    const uint32_t *wm = get(&b, o_wm, h * 4, 0, "w_mid");
+    const uint32_t *wl = get(&b, o_wl, h * 4, 0, "w_left");
+    const uint32_t *wr = get(&b, o_wr, h * 4, 0, "w_right");
+    if (b.failed) { release(&b); return NULL; }
     for (Py_ssize_t i = 0; i < r1 - r0; i++)
         if (start[i] < 1 || start[i] + 1 + w > wide) {
             release(&b);
@@ -836,18 +846,18 @@ static PyObject *streaks(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OnnnOOOOOOOOO", &o_layer, &h, &w, &n, &o_first, &o_counts, &o_steep, &o_maj,
                           &o_min, &o_slope, &o_lo, &o_hi, &o_int))
         return NULL;
-    Buffers b = {.n = 0};
+    Buffers b = {.n = 0, .failed = 0};
     double *layer = get(&b, o_layer, h * w * 8, 1, "layer");
-    const int64_t *first = layer ? get(&b, o_first, n * 8, 0, "first") : NULL;
-    const int64_t *counts = first ? get(&b, o_counts, n * 8, 0, "counts") : NULL;
-    const uint8_t *steep = counts ? get(&b, o_steep, n, 0, "steep") : NULL;
-    const double *maj = steep ? get(&b, o_maj, n * 8, 0, "major_c") : NULL;
-    const double *mnr = maj ? get(&b, o_min, n * 8, 0, "minor_c") : NULL;
-    const double *slope = mnr ? get(&b, o_slope, n * 8, 0, "slope") : NULL;
-    const double *lo = slope ? get(&b, o_lo, n * 8, 0, "lo") : NULL;
-    const double *hi = lo ? get(&b, o_hi, n * 8, 0, "hi") : NULL;
-    const double *inten = hi ? get(&b, o_int, n * 8, 0, "intensity") : NULL;
-    if (!inten) { release(&b); return NULL; }
+    const int64_t *first = get(&b, o_first, n * 8, 0, "first");
+    const int64_t *counts = get(&b, o_counts, n * 8, 0, "counts");
+    const uint8_t *steep = get(&b, o_steep, n, 0, "steep");
+    const double *maj = get(&b, o_maj, n * 8, 0, "major_c");
+    const double *mnr = get(&b, o_min, n * 8, 0, "minor_c");
+    const double *slope = get(&b, o_slope, n * 8, 0, "slope");
+    const double *lo = get(&b, o_lo, n * 8, 0, "lo");
+    const double *hi = get(&b, o_hi, n * 8, 0, "hi");
+    const double *inten = get(&b, o_int, n * 8, 0, "intensity");
+    if (b.failed) { release(&b); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         for (int64_t step = 0; step < counts[i]; step++) {
@@ -880,10 +890,10 @@ static PyObject *hist_u16(PyObject *self, PyObject *args) {
     PyObject *o_counts, *o_field;
     Py_ssize_t n;
     if (!PyArg_ParseTuple(args, "OOn", &o_counts, &o_field, &n)) return NULL;
-    Buffers b = {.n = 0};
+    Buffers b = {.n = 0, .failed = 0};
     int64_t *counts = get(&b, o_counts, 65536 * 8, 1, "counts");
-    const uint16_t *field = counts ? get(&b, o_field, 2 * n, 0, "field") : NULL;
-    if (!field) { release(&b); return NULL; }
+    const uint16_t *field = get(&b, o_field, 2 * n, 0, "field");
+    if (b.failed) { release(&b); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) counts[field[i]]++;
     Py_END_ALLOW_THREADS

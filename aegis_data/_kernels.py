@@ -135,10 +135,9 @@ def convolve_exact_scaled(arr: np.ndarray, kernel: np.ndarray, scale: float, cap
 
     The compiled loops store that straight from the exact sums; the NumPy code forms the same float64 products.
     """
-    c = CKERNELS
-    if c is not None and arr.ndim in (2, 3) and arr.size and len(kernel) % 2 == 1:
+    if _compiled_takes(arr, kernel):
         out = np.empty(arr.shape, dtype=np.float32)
-        _convolve_compiled(c, out, arr, kernel, 2 if cap_one else 1, scale)
+        _convolve_compiled(out, arr, kernel, 2 if cap_one else 1, scale)
         return out
     blurred = convolve_exact(arr, kernel, max_abs=max_abs)
     blurred *= scale
@@ -147,7 +146,12 @@ def convolve_exact_scaled(arr: np.ndarray, kernel: np.ndarray, scale: float, cap
     return blurred.astype(np.float32)
 
 
-def _convolve_compiled(c, out: np.ndarray, arr: np.ndarray, kernel: np.ndarray, out_kind: int, scale: float) -> None:
+def _compiled_takes(arr: np.ndarray, kernel: np.ndarray) -> bool:
+    """Whether the compiled loops run this convolution: built, a non-empty (H, W) or (H, W, C) array, odd kernel."""
+    return CKERNELS is not None and arr.ndim in (2, 3) and arr.size > 0 and len(kernel) % 2 == 1
+
+
+def _convolve_compiled(out: np.ndarray, arr: np.ndarray, kernel: np.ndarray, out_kind: int, scale: float) -> None:
     if arr.dtype in (np.bool_, np.uint8):
         src, kind = np.ascontiguousarray(arr).view(np.uint8), 0
     elif np.issubdtype(arr.dtype, np.integer):
@@ -155,7 +159,7 @@ def _convolve_compiled(c, out: np.ndarray, arr: np.ndarray, kernel: np.ndarray, 
     else:
         src, kind = np.ascontiguousarray(arr, dtype=np.float64), 2
     taps = np.ascontiguousarray(kernel, dtype=np.float64).ravel()
-    c.convolve(out, src, kind, arr.shape[0], arr.shape[1], 1 if arr.ndim == 2 else arr.shape[2], taps, taps.size,
+    CKERNELS.convolve(out, src, kind, arr.shape[0], arr.shape[1], 1 if arr.ndim == 2 else arr.shape[2], taps, taps.size,
                out_kind, float(scale))
 
 
@@ -170,10 +174,9 @@ def convolve_exact(arr: np.ndarray, kernel: np.ndarray, max_abs: float | None = 
     magnitude <= 2**24, exact in float32 too. The column pass then runs on those exact integers in float64,
     so the result is the same integers as with both passes in float64.
     """
-    c = CKERNELS
-    if c is not None and arr.ndim in (2, 3) and arr.size and len(kernel) % 2 == 1:
+    if _compiled_takes(arr, kernel):
         out = np.empty(arr.shape, dtype=np.float64)
-        _convolve_compiled(c, out, arr, kernel, 0, 1.0)
+        _convolve_compiled(out, arr, kernel, 0, 1.0)
         return out
     k = np.asarray(kernel, dtype=np.float64).reshape(-1, 1)
     if max_abs is not None and max_abs * float(np.abs(k).sum()) <= float(1 << 24):

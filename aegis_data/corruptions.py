@@ -378,15 +378,15 @@ def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw
     water_tone = np.float32(params.opacity) * np.asarray(params.water, dtype=np.float32)
     strength = np.float32(params.sparkle_strength)
     rippled = ripple(image, amp * sin_y, amp * cos_x)
-    # Per-element float32 ops below are those of the documented formulas in a fixed order (bit-identical to a
-    # per-pixel evaluation); broadcasts over the channel axis are avoided (NumPy runs them element by element).
-    tone_row = np.tile(water_tone, w)  # (3w,): the tone for one row of interleaved RGB
     clip = _inundation_needs_clip(params.opacity, tuple(params.water), params.sparkle_strength)
     out = np.empty_like(image)
-    if K.CKERNELS is not None:
+    if K.CKERNELS is not None:  # the same float32 operations per pixel, fused (aegis_data/_ckernels.c)
         K.CKERNELS.inundation(out, image, rippled, h * w, mask, sparkle.view(np.uint8), float(keep), water_tone,
                               float(strength), clip)
         return out
+    # Per-element float32 ops below are those of the documented formulas in a fixed order (bit-identical to a
+    # per-pixel evaluation); broadcasts over the channel axis are avoided (NumPy runs them element by element).
+    tone_row = np.tile(water_tone, w)  # (3w,): the tone for one row of interleaved RGB
     for rows in K.row_strips(h, w, 1 << 16):
         n = rows.stop - rows.start
         x = _unit(image[rows])
@@ -443,20 +443,20 @@ def _haze(image: np.ndarray, params: HazeParams, draw: HazeDraw, gains=None, gra
           grain_spec: K.NoiseSpec | None = None) -> np.ndarray:
     h, w = image.shape[:2]
     density = K.value_noise(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base), draw.density)
-    grain_table = None
+    g_field = grain_table = None
     if grain_spec is not None:
         g_field = K.value_noise(h, w, grain_spec, draw.grain)
         grain_table = _grain_table(grain)
-    # Per-channel constants tiled over one row of interleaved RGB, so every op has contiguous operands.
-    gain_row = None if gains is None else np.tile(np.asarray(gains, dtype=np.float32), w)
     t_table = _transmission_table(params.transmission, params.amplitude)
+    gains32 = None if gains is None else np.asarray(gains, dtype=np.float32)
+    airlight = np.asarray(params.airlight, dtype=np.float32)
     out = np.empty_like(image)
-    if K.CKERNELS is not None:
-        gains32 = None if gains is None else np.asarray(gains, dtype=np.float32)
-        K.CKERNELS.haze(out, image, h * w, density, t_table, np.asarray(params.airlight, dtype=np.float32), gains32,
-                        None if grain_table is None else g_field, grain_table)
+    if K.CKERNELS is not None:  # the same float32 operations per pixel, fused (aegis_data/_ckernels.c)
+        K.CKERNELS.haze(out, image, h * w, density, t_table, airlight, gains32, g_field, grain_table)
         return out
-    airlight_row = np.tile(np.asarray(params.airlight, dtype=np.float32), w)
+    # Per-channel constants tiled over one row of interleaved RGB, so every op has contiguous operands.
+    gain_row = None if gains32 is None else np.tile(gains32, w)
+    airlight_row = np.tile(airlight, w)
     for rows in K.row_strips(h, w):
         x = _unit(image[rows])
         if gain_row is not None:
