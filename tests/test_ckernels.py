@@ -24,7 +24,14 @@ needs_compiled = pytest.mark.skipif(COMPILED is None, reason="compiled engine lo
 def test_ci_runs_the_compiled_loops():
     if os.environ.get("CI"):
         assert COMPILED is not None, "CI must build aegis_data._ckernels (pip install -e . with a C compiler)"
-    assert K.kernels_backend() == ("numpy" if COMPILED is None else "compiled")
+
+
+
+def test_the_backend_report_follows_the_loops_in_use(monkeypatch):
+    monkeypatch.setattr(K, "CKERNELS", None)
+    assert K.kernels_backend() == "numpy"
+    monkeypatch.setattr(K, "CKERNELS", object())  # any loaded module
+    assert K.kernels_backend() == "compiled"
 
 
 def _both(fn):
