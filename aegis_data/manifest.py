@@ -124,10 +124,13 @@ def environment_versions() -> dict[str, str]:
     import numpy
 
     from aegis_data._kernels import kernels_backend
+    from aegis_data.png import deflate_backend
 
     return {
         "aegisbench": __version__,
-        "engine_loops": kernels_backend(),  # compiled or numpy: the same pixels, recorded for diagnosis
+        # compiled or numpy: the same bytes either way, recorded for diagnosis
+        "engine_loops": kernels_backend(),
+        "png_deflate": deflate_backend(),
         "python": platform.python_version(),
         "numpy": numpy.__version__,
         "opencv": cv2.__version__,
