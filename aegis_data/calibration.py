@@ -37,6 +37,8 @@ from aegis_data.config import SEVERITIES, SuiteConfig, check_severities, conditi
 from aegis_data.errors import AegisError
 from aegis_data.imageio import read_rgb
 from aegis_data.layout import MANIFEST_NAME, condition_dir, image_file_name
+from aegis_data.readers import read_json_object
+from aegis_data.scale import FRAME_SCALE, Scale, pixel_length, scale_from_record
 from aegis_data.sources._common import IMAGE_SUFFIXES
 from aegis_data.sources._common import list_images as images_in_folder
 
@@ -129,15 +131,17 @@ def mean_luminance(rgb: np.ndarray) -> float:
     return float(np.mean(luma(rgb)))
 
 
-def veil_sigmas(width: int, height: int, config: SuiteConfig | None = None) -> tuple[float, ...]:
+def veil_sigmas(width: int, height: int, config: SuiteConfig | None = None,
+                scale: Scale | None = None) -> tuple[float, ...]:
     """The rain veil's Gaussian blur sigmas in px for a frame of this size, one per severity of the config.
 
-    The config declares them per 1000 px of the long side (``rain_streaks.severities.veil_sigma_px``).
+    The config declares them per 1000 px of the long side (``rain_streaks.severities.veil_sigma_px``), or of the
+    object scale's reference side when ``scale`` is one (``aegis_data.scale``).
     """
     spec = (config or load_config()).corruptions.get("rain_streaks")
     per_1000 = spec.severities.get("veil_sigma_px") if spec is not None else None
-    long_side = max(width, height)
-    return tuple(float(v) * long_side / 1000.0 for v in (per_1000 or _VEIL_SIGMA_FALLBACK))
+    side = None if scale is None else scale.reference_side
+    return tuple(pixel_length(v, height, width, side) for v in (per_1000 or _VEIL_SIGMA_FALLBACK))
 
 
 def streak_density(
@@ -187,10 +191,11 @@ STATISTICS: dict[str, tuple[Callable[..., float], bool]] = {
 
 
 def compute_statistic(stat: str, corrupted: np.ndarray, clean: np.ndarray | None = None,
-                      config: SuiteConfig | None = None) -> float:
+                      config: SuiteConfig | None = None, scale: Scale | None = None) -> float:
     """Value of the named statistic (a key of :data:`STATISTICS`) for one image.
 
     ``clean`` is required by the paired statistics (occluded_fraction, streak_density) and ignored otherwise.
+    ``scale``: the length unit the corrupted image was made with (streak_density's veil sigmas follow it).
     The thresholds come from the config's ``calibration_threshold`` block where it declares them.
     """
     try:
@@ -204,8 +209,8 @@ def compute_statistic(stat: str, corrupted: np.ndarray, clean: np.ndarray | None
         kwargs["threshold"] = float(thresholds.get("saturated_luma", SATURATED_LUMA))
     elif stat == "occluded_fraction":
         kwargs["delta"] = float(thresholds.get("occluded_delta", OCCLUDED_DELTA))
-    elif stat == "streak_density" and config is not None:
-        kwargs["sigmas"] = veil_sigmas(corrupted.shape[1], corrupted.shape[0], config)
+    elif stat == "streak_density" and (config is not None or scale is not None):
+        kwargs["sigmas"] = veil_sigmas(corrupted.shape[1], corrupted.shape[0], config, scale)
     if paired:
         if clean is None:
             raise AegisError(f"statistic {stat!r} compares against the clean image, but none was given")
@@ -249,6 +254,7 @@ class CalibrationTable:
     n_images: int
     config_hash: str
     seed: int
+    scale: str = "frame"  # the length unit of the corruptions (``Scale.describe``)
 
     def ladder(self, corruption: str) -> list[CalibrationRow]:
         return [r for r in self.rows if r.corruption == corruption]
@@ -267,6 +273,7 @@ class CalibrationTable:
             "n_images": self.n_images,
             "config_hash": self.config_hash,
             "seed": self.seed,
+            "scale": self.scale,
             "rows": [{k: clean_num(v) for k, v in asdict(r).items()} for r in self.rows],
             "violations": [asdict(v) for v in check_monotone(self)],
         }
@@ -285,13 +292,13 @@ def _mean_std(values: Sequence[float]) -> tuple[float, float]:
     return float(arr.mean()), float(arr.std())
 
 
-def _default_corruptor(seed: int | None, config: SuiteConfig) -> Corruptor:
+def _default_corruptor(seed: int | None, config: SuiteConfig, scale: Scale | None = None) -> Corruptor:
     from aegis_data.corruptions import apply_corruption  # the engine; imported on use
 
     used = config.seed if seed is None else int(seed)
 
     def corrupt(image: np.ndarray, name: str, severity: int, image_id: str) -> np.ndarray:
-        return apply_corruption(image, name, severity, image_id, seed=used, config=config)
+        return apply_corruption(image, name, severity, image_id, seed=used, config=config, scale=scale)
 
     return corrupt
 
@@ -309,19 +316,21 @@ def calibrate(
     seed: int | None = None,
     corrupt: Corruptor | None = None,
     config: SuiteConfig | None = None,
+    scale: Scale | None = None,
 ) -> CalibrationTable:
     """Mean/std of each corruption's statistic per severity over a stream of ``(image_id, clean_rgb)``.
 
     ``corrupt(image, name, severity, image_id)`` produces the corrupted image, or None when that condition is
     unavailable (it is then left out of that row's ``n``). The default applies the aegis-v1 engine in memory
     with ``seed`` (None = the config's global seed). Images are consumed one at a time; only floats are kept.
-    config: the suite (statistics, thresholds, parameters, seed); default the installed one.
+    config: the suite (statistics, thresholds, parameters, seed); default the installed one. scale: the length
+    unit the images are (or, by the default corruptor, get) corrupted with; default frame scale.
     """
     cfg = config or load_config()
     names = resolve_corruptions(corruptions, cfg)
     sevs = check_severities(severities)
     if corrupt is None:
-        corrupt = _default_corruptor(seed, cfg)
+        corrupt = _default_corruptor(seed, cfg, scale)
     stats_needed = sorted({cfg.corruptions[n].statistic for n in names})
     clean_vals: dict[str, list[float]] = {s: [] for s in stats_needed}
     vals: dict[tuple[str, int], list[float]] = {(n, s): [] for n in names for s in sevs}
@@ -330,14 +339,14 @@ def calibrate(
         _check_image(clean, f"clean image {image_id!r}")
         n_images += 1
         for stat in stats_needed:
-            clean_vals[stat].append(compute_statistic(stat, clean, clean, cfg))
+            clean_vals[stat].append(compute_statistic(stat, clean, clean, cfg, scale))
         for name in names:
             stat = cfg.corruptions[name].statistic
             for sev in sevs:
                 corrupted = corrupt(clean, name, sev, str(image_id))
                 if corrupted is None:
                     continue
-                vals[(name, sev)].append(compute_statistic(stat, corrupted, clean, cfg))
+                vals[(name, sev)].append(compute_statistic(stat, corrupted, clean, cfg, scale))
     if n_images == 0:
         raise AegisError("calibration needs at least one image; none were given")
     rows = []
@@ -362,7 +371,8 @@ def calibrate(
                 )
             )
     return CalibrationTable(rows=tuple(rows), n_images=n_images, config_hash=cfg.config_hash,
-                            seed=cfg.seed if seed is None else int(seed))
+                            seed=cfg.seed if seed is None else int(seed),
+                            scale=(scale or FRAME_SCALE).describe())
 
 
 def _moves(a: float, b: float, direction: str) -> bool:
@@ -427,13 +437,15 @@ def calibrate_folder(
     limit: int | None = None,
     *,
     seed: int | None = None,
+    scale: Scale | None = None,
 ) -> CalibrationTable:
-    """Calibrate on a folder of images (image id = file stem), corrupting each in memory with the engine."""
+    """Calibrate on a folder of images (image id = file stem), corrupting each in memory with the engine
+    (``scale``: the length unit; default frame scale)."""
     _check_limit(limit)
     names = resolve_corruptions(corruptions)
     files = list_images(folder, limit)
     images = ((f.stem, read_rgb(f)) for f in files)
-    return calibrate(images, names, seed=seed)
+    return calibrate(images, names, seed=seed, scale=scale)
 
 
 def calibrate_split(
@@ -448,6 +460,8 @@ def calibrate_split(
     if not clean_dir.is_dir():
         raise AegisError(f"{root} has a manifest but no {clean_dir.relative_to(root)} folder of clean test images")
     config = config_for(root)  # the suite the split was built with
+    scale = scale_from_record(read_json_object(Path(root) / MANIFEST_NAME, "split manifest", "manifest_")[0]
+                              .get("scale"), f"{root}/{MANIFEST_NAME}")  # and the unit its lengths follow
     names = resolve_corruptions(corruptions, config)
     stems = sorted(f.stem for f in clean_dir.glob("*.png"))
     if not stems:
@@ -460,13 +474,18 @@ def calibrate_split(
         return read_rgb(f) if f.is_file() else None
 
     images = ((s, read_rgb(clean_dir / image_file_name(s))) for s in stems)
-    return calibrate(images, names, corrupt=from_disk, config=config)
+    return calibrate(images, names, corrupt=from_disk, config=config, scale=scale)
 
 
 def calibrate_path(
-    path: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None
+    path: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None,
+    scale: Scale | None = None,
 ) -> CalibrationTable:
-    """:func:`calibrate_split` for a split directory (has ``manifest.json``), else :func:`calibrate_folder`."""
+    """:func:`calibrate_split` for a split directory (has ``manifest.json``; its own scale applies, so
+    ``scale`` must be None), else :func:`calibrate_folder` with ``scale``."""
     if is_split_dir(path):
+        if scale is not None and scale.is_object:
+            raise AegisError(f"{path} is a split: its manifest fixes the scale its images were built with; "
+                             f"--scale/--person-px/--gsd apply to folders of clean images")
         return calibrate_split(path, corruptions, limit)
-    return calibrate_folder(path, corruptions, limit)
+    return calibrate_folder(path, corruptions, limit, scale=scale)

@@ -24,6 +24,7 @@ import numpy as np
 from aegis_data import _kernels as K
 from aegis_data.config import SuiteConfig, check_severity, load_config
 from aegis_data.errors import AegisError
+from aegis_data.scale import Scale, density_factor, pixel_length, texture_cells
 from aegis_data.seeding import NORMAL_FRAC_BITS, KeyedRandom, keyed_random, normal_table
 
 DEFAULT_SEED = 20260707
@@ -33,9 +34,10 @@ _LUMA_F32 = np.asarray(LUMA, dtype=np.float32)
 ImageId = Union[str, int]
 
 
-def _px(value: float, height: int, width: int) -> float:
-    """The suite's pixel unit: ``value`` per 1000 px of the long side."""
-    return float(value) * max(height, width) / 1000.0
+def _px(value: float, height: int, width: int, reference_side: float | None = None) -> float:
+    """The suite's pixel unit: ``value`` per 1000 px of the long side, or of the object scale's reference side
+    (``aegis_data.scale``; None = frame scale)."""
+    return pixel_length(value, height, width, reference_side)
 
 
 def _unit(image: np.ndarray) -> np.ndarray:
@@ -134,6 +136,9 @@ class WaterGlareParams:
     noise_base: float
     bloom_weight: float
     tint: tuple
+    # Object scale (aegis_data.scale): the long side whose 1/1000 is the unit of the *_px fields; None = the
+    # frame's own (frame scale, aegis-v1). Set by corruption_params, never by the config.
+    scale_side: float | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,9 @@ class InundationParams:
     sparkle_base: float
     sparkle_coverage: float
     sparkle_strength: float
+    # Object scale (aegis_data.scale): the long side whose 1/1000 is the unit of the *_px fields; None = the
+    # frame's own (frame scale, aegis-v1). Set by corruption_params, never by the config.
+    scale_side: float | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +195,9 @@ class DustHazeParams(HazeParams):
     grain: float = 0.0
     grain_octaves: int = 2
     grain_base: float = 220
+    # Object scale (aegis_data.scale): the long side whose 1/1000 is the unit of the *_px fields; None = the
+    # frame's own (frame scale, aegis-v1). Set by corruption_params, never by the config.
+    scale_side: float | None = None
 
 
 @dataclass(frozen=True)
@@ -203,6 +214,9 @@ class RainStreaksParams:
     intensity: tuple
     streak_blur_ksize: int
     streak_blur_sigma: float
+    # Object scale (aegis_data.scale): the long side whose 1/1000 is the unit of the *_px fields; None = the
+    # frame's own (frame scale, aegis-v1). Set by corruption_params, never by the config.
+    scale_side: float | None = None
 
 
 @dataclass(frozen=True)
@@ -210,6 +224,9 @@ class MotionBlurParams:
     length_px: float
     min_length: int
     angle_range_deg: tuple
+    # Object scale (aegis_data.scale): the long side whose 1/1000 is the unit of the *_px fields; None = the
+    # frame's own (frame scale, aegis-v1). Set by corruption_params, never by the config.
+    scale_side: float | None = None
 
 
 @dataclass(frozen=True)
@@ -276,7 +293,7 @@ def water_glare(image: np.ndarray, params: WaterGlareParams, draw: GlareDraw) ->
     h, w = image.shape[:2]
     q = K.value_noise(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base), draw.glints)
     cores = K.top_fraction_mask(q, params.coverage)
-    bloom = K.blur_mask(cores, _px(params.bloom_sigma_px, h, w))
+    bloom = K.blur_mask(cores, _px(params.bloom_sigma_px, h, w, params.scale_side))
     # g = clip(cores + bw * bloom) * intensity; bw * bloom tabulated over the uint16 levels.
     bloom_table = _bloom_table(params.bloom_weight)
     tint = np.asarray(params.tint, dtype=np.float32) * np.float32(params.intensity)
@@ -367,11 +384,12 @@ def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw
     sparse sparkles. The ripple moves content by at most ``ripple_amplitude_px`` (<= 1.4 px at 4000 px)."""
     h, w = image.shape[:2]
     water = K.value_noise(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base), draw.water)
-    mask = K.blur_mask(K.top_fraction_mask(water, params.coverage), _px(params.feather_sigma_px, h, w))
-    sparkle_field = K.value_noise(h, w, K.NoiseSpec(params.sparkle_octaves, params.sparkle_base), draw.sparkle)
+    side = params.scale_side
+    mask = K.blur_mask(K.top_fraction_mask(water, params.coverage), _px(params.feather_sigma_px, h, w, side))
+    sparkle_field = K.value_noise(h, w, _sparkle_spec(params, h, w), draw.sparkle)
     sparkle = K.top_fraction_mask(sparkle_field, params.sparkle_coverage)
-    amp = _px(params.ripple_amplitude_px, h, w)
-    wavelength = _px(params.ripple_wavelength_px, h, w)
+    amp = _px(params.ripple_amplitude_px, h, w, side)
+    wavelength = _px(params.ripple_wavelength_px, h, w, side)
     sin_y, _ = K.sin_cos_turns(np.arange(h, dtype=np.float64) / wavelength + draw.phase_turns)
     _, cos_x = K.sin_cos_turns(np.arange(w, dtype=np.float64) / wavelength + draw.phase_turns)
     keep = np.float32(1.0) - np.float32(params.opacity)
@@ -431,10 +449,20 @@ def _inundation_needs_clip(opacity: float, water: tuple, sparkle_strength: float
     return bool(scaled.min() < 0.0 or scaled.max() >= 256.0)
 
 
+def _sparkle_spec(params: InundationParams, h: int, w: int) -> K.NoiseSpec:
+    """The sparkle texture: a fine field whose cells follow the person unit under object scale."""
+    return K.NoiseSpec(params.sparkle_octaves, texture_cells(params.sparkle_base, h, w, params.scale_side))
+
+
+def _grain_spec(params: DustHazeParams, h: int, w: int) -> K.NoiseSpec:
+    """The dust grain: a fine field whose cells follow the person unit under object scale."""
+    return K.NoiseSpec(params.grain_octaves, texture_cells(params.grain_base, h, w, params.scale_side))
+
+
 def _draw_inundation(params: InundationParams, h: int, w: int, rng: KeyedRandom) -> InundationDraw:
     return InundationDraw(
         water=_draw_noise(rng, "water", h, w, K.NoiseSpec(params.noise_octaves, params.noise_base)),
-        sparkle=_draw_noise(rng, "sparkle", h, w, K.NoiseSpec(params.sparkle_octaves, params.sparkle_base)),
+        sparkle=_draw_noise(rng, "sparkle", h, w, _sparkle_spec(params, h, w)),
         phase_turns=float(rng.child("ripple_phase").uniform(1)[0]),
     )
 
@@ -482,15 +510,15 @@ def fire_warm_tint(image: np.ndarray, params: FireWarmTintParams, draw: HazeDraw
 
 def dust_haze(image: np.ndarray, params: DustHazeParams, draw: HazeDraw) -> np.ndarray:
     """Collapse dust: a dense fine-structured brown haze plus grain shared by all channels."""
-    return _haze(image, params, draw, grain=params.grain,
-                 grain_spec=K.NoiseSpec(params.grain_octaves, params.grain_base))
+    h, w = image.shape[:2]
+    return _haze(image, params, draw, grain=params.grain, grain_spec=_grain_spec(params, h, w))
 
 
 def _draw_haze(params: HazeParams, h: int, w: int, rng: KeyedRandom) -> HazeDraw:
     density = _draw_noise(rng, "density", h, w, K.NoiseSpec(params.noise_octaves, params.noise_base))
     grain = ()
     if isinstance(params, DustHazeParams):
-        grain = _draw_noise(rng, "grain", h, w, K.NoiseSpec(params.grain_octaves, params.grain_base))
+        grain = _draw_noise(rng, "grain", h, w, _grain_spec(params, h, w))
     return HazeDraw(density, grain)
 
 
@@ -519,7 +547,7 @@ def rain_veil(image: np.ndarray, params: RainStreaksParams) -> np.ndarray:
     ``rain_streaks`` output minus this image is the streak contribution (never negative).
     """
     h, w = image.shape[:2]
-    veil = _veil_unit(_veil_blur(image, _px(params.veil_sigma_px, h, w)))
+    veil = _veil_unit(_veil_blur(image, _px(params.veil_sigma_px, h, w, params.scale_side)))
     veil *= np.float32(params.brightness)
     return K.to_uint8(_saturate(veil, params.saturation))
 
@@ -587,7 +615,7 @@ def rain_streaks(image: np.ndarray, params: RainStreaksParams, draw: RainDraw) -
     the veil-only luma by more than 0.03 (see aegis_data.calibration.streak_density).
     """
     h, w = image.shape[:2]
-    blurred = _veil_blur(image, _px(params.veil_sigma_px, h, w))
+    blurred = _veil_blur(image, _px(params.veil_sigma_px, h, w, params.scale_side))
     layer = rasterize_streaks(h, w, draw, params.streak_blur_ksize, params.streak_blur_sigma)
     out = np.empty_like(image)
     if K.CKERNELS is not None:
@@ -608,7 +636,7 @@ def rain_streaks(image: np.ndarray, params: RainStreaksParams, draw: RainDraw) -
 
 
 def _draw_rain_streaks(params: RainStreaksParams, h: int, w: int, rng: KeyedRandom) -> RainDraw:
-    n = int(math.floor(params.density_per_mp * h * w / 1e6 + 0.5))
+    n = rain_streak_count(params, h, w)
     jit = params.angle_jitter_image_deg
     image_angle = params.angle_deg + jit * (2.0 * float(rng.child("image_angle").uniform(1)[0]) - 1.0)
     u = rng.child("streaks").uniform((5, n))
@@ -618,14 +646,22 @@ def _draw_rain_streaks(params: RainStreaksParams, h: int, w: int, rng: KeyedRand
         x=u[0] * w - 0.5,
         y=u[1] * h - 0.5,
         angle_deg=image_angle + params.angle_jitter_streak_deg * (2.0 * u[2] - 1.0),
-        length=_px(params.length_px, h, w) * (lj[0] + (lj[1] - lj[0]) * u[3]),
+        length=_px(params.length_px, h, w, params.scale_side) * (lj[0] + (lj[1] - lj[0]) * u[3]),
         intensity=it[0] + (it[1] - it[0]) * u[4],
     )
 
 
+def rain_streak_count(params: RainStreaksParams, h: int, w: int) -> int:
+    """Streaks on an ``h x w`` frame: ``density_per_mp`` per megapixel (frame scale), or per the anchor's person
+    area under object scale (``aegis_data.scale.density_factor``), rounded half up."""
+    if params.scale_side is None:  # the aegis-v1 expression, untouched
+        return int(math.floor(params.density_per_mp * h * w / 1e6 + 0.5))
+    return int(math.floor(params.density_per_mp * h * w / 1e6 * density_factor(params.scale_side) + 0.5))
+
+
 def motion_kernel_length(params: MotionBlurParams, h: int, w: int) -> int:
     """Odd kernel length ``max(min_length, round(px(length)))``, bumped to the next odd number (centred)."""
-    n = max(int(params.min_length), int(math.floor(_px(params.length_px, h, w) + 0.5)))
+    n = max(int(params.min_length), int(math.floor(_px(params.length_px, h, w, params.scale_side) + 0.5)))
     return n if n % 2 == 1 else n + 1
 
 
@@ -835,9 +871,10 @@ def _check_registry() -> tuple[tuple[str, ...], Mapping[str, tuple[str, ...]]]:
 CORRUPTIONS, FAMILIES = _check_registry()
 
 
-def corruption_params(name: str, severity: int, config: SuiteConfig | None = None):
+def corruption_params(name: str, severity: int, config: SuiteConfig | None = None, scale: Scale | None = None):
     """The frozen parameter record of ``name`` at ``severity``, filled from ``config`` (default: the installed
-    suite config)."""
+    suite config). ``scale``: an object :class:`~aegis_data.scale.Scale` sets the record's ``scale_side`` (its
+    ``*_px`` fields then follow the person unit); None or frame scale leaves the aegis-v1 record as it is."""
     _check_name(name)
     _check_severity(severity)
     spec = (config or load_config()).corruptions[name]  # every config's names are the engine's (_check_registry)
@@ -847,6 +884,12 @@ def corruption_params(name: str, severity: int, config: SuiteConfig | None = Non
     unknown = set(values) - known
     if unknown:
         raise AegisError(f"{name}: config keys {sorted(unknown)} are not parameters of {ptype.__name__}")
+    if "scale_side" in values:
+        raise AegisError(f"{name}: scale_side is set by the build's scale (--scale), not by the suite config")
+    if scale is not None and not isinstance(scale, Scale):
+        raise AegisError(f"scale must be an aegis_data.scale.Scale, got {type(scale).__name__}")
+    if scale is not None and scale.is_object and "scale_side" in known:
+        values["scale_side"] = scale.reference_side
     return ptype(**values)
 
 
@@ -879,31 +922,33 @@ def _check_image(image) -> None:
 
 def apply_corruption(
     image: np.ndarray, name: str, severity: int, image_id: ImageId, seed: int = DEFAULT_SEED,
-    config: SuiteConfig | None = None,
+    config: SuiteConfig | None = None, scale: Scale | None = None,
 ) -> np.ndarray:
     """Corrupt one image: HxWx3 uint8 RGB in, a new array of the same shape and dtype out.
 
     Deterministic in (pixels, name, severity, image_id, seed) alone: the draws come from the stream keyed
     ``stream_key(image_id, name, severity, seed)``, so any image can be regenerated alone, in any order or
     process, with identical bytes on any machine. ``config``: the suite whose parameters apply (default: the
-    installed one; a split's build passes its own). Raises AegisError for bad input.
+    installed one; a split's build passes its own). ``scale``: the length unit (``aegis_data.scale``; default
+    frame scale, the aegis-v1 behaviour). Raises AegisError for bad input.
     """
     _check_image(image)
     _check_name(name)
     _check_severity(severity)
-    return corrupt_with_stream(image, name, severity, keyed_random(image_id, name, int(severity), seed), config)
+    return corrupt_with_stream(image, name, severity, keyed_random(image_id, name, int(severity), seed), config,
+                               scale)
 
 
 def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedRandom,
-                        config: SuiteConfig | None = None) -> np.ndarray:
+                        config: SuiteConfig | None = None, scale: Scale | None = None) -> np.ndarray:
     """Corrupt one image with every random value drawn from ``rng``: the engine behind :func:`apply_corruption`.
 
     The benchmark passes the stream keyed by ``stream_key``; training-time augmentation
     (``aegis_data.augment``) passes one from its own key namespace, so both run the same kernels.
-    ``config``: the suite whose parameters apply (default: the installed one).
+    ``config``: the suite whose parameters apply (default: the installed one); ``scale``: the length unit.
     """
     _check_image(image)
-    params = corruption_params(name, severity, config)  # validates name and severity
+    params = corruption_params(name, severity, config, scale)  # validates name and severity
     if not isinstance(rng, KeyedRandom):
         raise AegisError(f"rng must be a KeyedRandom stream, got {type(rng).__name__}")
     h, w = image.shape[:2]

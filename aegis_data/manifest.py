@@ -9,12 +9,15 @@ Layout of ``manifest.json`` (keys written sorted, two-space indent, UTF-8, trail
     suite           corruption-suite name ("aegis-v1")
     config_hash     first 12 hex of the SHA-256 of configs/corruptions.yaml
     seed            global seed of every random draw
+    scale           only in object-scale builds: {mode: "object", person_px, basis} -- the person unit the
+                    length parameters were scaled to (``aegis_data.scale``); absent means frame scale
     conditions      condition ids built for the test split, canonical order
     splits          {split: number of images}
     entries         one dict per written file, sorted by "path" (see below)
     encoder         the PNG writer that produced the file bytes ({name, version, deflate, filter})
     root_hash       the benchmark's identity: SHA-256 over the build identity (dataset, source, suite,
-                    config_hash, seed, conditions, splits) and each entry's identity fields -- decoded pixels,
+                    config_hash, seed, conditions, splits, and scale when present) and each entry's identity
+                    fields -- decoded pixels,
                     GT digests, never encoded PNG bytes (see ``root_hash``)
     files_hash      SHA-256 over every entry *including* file-byte hashes, plus ``encoder``: seals this copy of
                     the manifest so no field of it can be edited unnoticed
@@ -45,6 +48,7 @@ from aegis_data import __version__
 from aegis_data.errors import AegisError
 from aegis_data.imageio import write_bytes_atomic
 from aegis_data.readers import parse_json_bytes
+from aegis_data.scale import scale_from_record
 
 MANIFEST_FORMAT = "aegis-manifest/2"
 LEGACY_FORMATS = ("aegis-manifest/1",)
@@ -85,6 +89,15 @@ def entry_identity(entry: Mapping[str, Any]) -> dict:
     return {k: entry.get(k) for k in ROOT_ENTRY_KEYS[kind]}
 
 
+def root_identity(identity: Mapping[str, Any]) -> dict:
+    """The build-identity part of the root hash: ``ROOT_IDENTITY_KEYS``, plus ``scale`` when the build has one
+    (object scale; frame-scale builds carry none, so their roots are those of every earlier build)."""
+    out = {k: identity.get(k) for k in ROOT_IDENTITY_KEYS}
+    if identity.get("scale") is not None:
+        out["scale"] = identity["scale"]
+    return out
+
+
 def root_hash(identity: Mapping[str, Any], entries: Iterable[Mapping[str, Any]]) -> str:
     """SHA-256 hex of the benchmark's identity: the build identity plus every entry's identity fields.
 
@@ -94,7 +107,7 @@ def root_hash(identity: Mapping[str, Any], entries: Iterable[Mapping[str, Any]])
     h = hashlib.sha256(b'{"entries":[')
     _hash_list(h, (entry_identity(e) for e in sort_entries(entries)))
     h.update(b'],"format":' + canonical_json(MANIFEST_FORMAT) + b',"identity":'
-             + canonical_json({k: identity.get(k) for k in ROOT_IDENTITY_KEYS}) + b"}")
+             + canonical_json(root_identity(identity)) + b"}")
     return h.hexdigest()
 
 
@@ -150,8 +163,10 @@ def build_manifest(
     entries: Iterable[Mapping[str, Any]],
     encoder: Mapping[str, Any] | None = None,
     environment: Mapping[str, str] | None = None,
+    scale: Mapping[str, Any] | None = None,
 ) -> dict:
-    """Assemble the manifest dict (pure); ``encoder`` and ``environment`` default to this machine's."""
+    """Assemble the manifest dict (pure); ``encoder`` and ``environment`` default to this machine's.
+    ``scale``: ``Scale.identity()`` of an object-scale build (None: frame scale, no ``scale`` key)."""
     sorted_entries = sort_entries(entries)  # root_hash below refuses an unknown entry kind
     if encoder is None:
         from aegis_data.png import writer_info
@@ -171,6 +186,8 @@ def build_manifest(
         "encoder": dict(encoder),
         "environment": dict(environment if environment is not None else environment_versions()),
     }
+    if scale is not None:
+        data["scale"] = dict(scale)
     # One canonical form, as it will read back from disk (tuples become lists, ints stay ints); entry by entry,
     # keeping an entry that already is in that form, so the entries are not all held twice.
     for i, e in enumerate(sorted_entries):
@@ -244,8 +261,12 @@ class Manifest:
 
 
 def identity_of(data: Mapping[str, Any]) -> dict:
-    """What makes two builds 'the same benchmark': dataset, source description, suite, config hash, seed."""
-    return {k: data.get(k) for k in ("dataset", "source", "suite", "config_hash", "seed")}
+    """What makes two builds 'the same benchmark': dataset, source description, suite, config hash, seed, and
+    the scale of an object-scale build."""
+    out = {k: data.get(k) for k in ("dataset", "source", "suite", "config_hash", "seed")}
+    if data.get("scale") is not None:
+        out["scale"] = data["scale"]
+    return out
 
 
 def load_manifest(path: str | Path) -> Manifest:
@@ -293,6 +314,7 @@ def check_manifest(data: Any, p: str | Path) -> Manifest:
             raise AegisError(f"manifest {p}: entry {e['path']!r} has {bad} {e[bad]!r:.40}; expected a string")
     if not isinstance(data.get("encoder"), dict):
         raise AegisError(f"manifest {p}: 'encoder' must be an object naming the PNG writer")
+    scale_from_record(data.get("scale"), f"manifest {p}")
     try:
         recomputed = root_hash(data, entries)
         sealed = files_hash(recomputed, data["encoder"], entries)

@@ -55,6 +55,7 @@ from aegis_data.manifest import (
 )
 from aegis_data.png import check_png_writer
 from aegis_data.readers import read_json
+from aegis_data.scale import FRAME_SCALE, Scale, resolve_scale
 from aegis_data.records import Record
 from aegis_data.yolo_labels import yolo_label_text as yolo_lines
 
@@ -92,10 +93,11 @@ class BuildPlan:
     conditions: tuple[str, ...]  # test-split conditions, canonical order
     records: Mapping[str, tuple[Record, ...]]  # split -> records in image_id order (after limit)
     units: tuple[Unit, ...]
+    scale: Scale = FRAME_SCALE  # the length unit of the *_px parameters (aegis_data.scale)
 
     @property
     def identity(self) -> dict:
-        return json.loads(canonical_json(identity_of(self.__dict__)))
+        return json.loads(canonical_json(identity_of({**self.__dict__, "scale": self.scale.identity()})))
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ class BuildResult:
     seconds_hash: float = 0.0  # pixel and file SHA-256, summed over workers
     seconds_write: float = 0.0  # atomic write (temp file, fsync, rename), summed over workers
     sources_changed: int = 0  # source images whose decoded pixels differ from the journal (re-rendered)
+    scale: Scale = FRAME_SCALE  # the length unit the corruptions were rendered with
 
     @property
     def images_per_s(self) -> float:
@@ -179,8 +182,16 @@ def plan_build(
     limit: int | None = None,
     with_train: bool = False,
     seed: int | None = None,
+    scale: str | Scale | None = None,
+    person_px: float | None = None,
+    gsd_cm_per_px: float | None = None,
 ) -> BuildPlan:
-    """Decide what to write (pure). ``dataset`` is a SourceDataset (name, description, splits)."""
+    """Decide what to write (pure). ``dataset`` is a SourceDataset (name, description, splits).
+
+    scale / person_px / gsd_cm_per_px: the length unit (``aegis_data.scale.resolve_scale``); under object
+    scale without a given unit, it is the median person box of the test records (before ``limit``, so a
+    ``--limit`` build corrupts its images exactly as the full build does).
+    """
     conditions = resolve_selection(config, corruptions, severities)
     if limit is not None and int(limit) < 1:
         raise AegisError(f"--limit must be at least 1, got {limit}")
@@ -209,6 +220,8 @@ def plan_build(
             recs = recs[: int(limit)]
         records[split] = tuple(recs)
         units.extend(Unit(split, r, split_conditions(split, conditions)) for r in recs)
+    build_scale = resolve_scale(scale, {s: splits_in.get(s) or () for s in wanted}, person_px=person_px,
+                                gsd_cm_per_px=gsd_cm_per_px)
     return BuildPlan(
         dataset=str(dataset.name),
         source=json.loads(canonical_json(dict(getattr(dataset, "description", {}) or {}))),
@@ -218,6 +231,7 @@ def plan_build(
         conditions=conditions,
         records=records,
         units=tuple(units),
+        scale=build_scale,
     )
 
 
@@ -354,6 +368,7 @@ class UnitTask:
     read_image: ReadImage | None
     corrupt: Corrupt | None
     config: SuiteConfig | None = None  # the suite the default corruption renders with
+    scale: Scale | None = None  # the length unit the default corruption renders with (None: frame)
 
 
 @dataclass
@@ -384,10 +399,10 @@ def _default_read(record: Record, max_pixels: int) -> np.ndarray:
 
 
 def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int,
-                     config: SuiteConfig | None = None) -> np.ndarray:
+                     config: SuiteConfig | None = None, scale: Scale | None = None) -> np.ndarray:
     from aegis_data.corruptions import apply_corruption
 
-    return apply_corruption(image, name, severity, image_id, seed=seed, config=config)
+    return apply_corruption(image, name, severity, image_id, seed=seed, config=config, scale=scale)
 
 
 def render_unit(task: UnitTask) -> UnitResult:
@@ -416,7 +431,7 @@ def render_unit(task: UnitTask) -> UnitResult:
         corrupt = task.corrupt
     else:
         def corrupt(image, name, severity, image_id, seed):
-            return _default_corrupt(image, name, severity, image_id, seed, config=task.config)
+            return _default_corrupt(image, name, severity, image_id, seed, config=task.config, scale=task.scale)
     t_read = time.perf_counter()
     source = read(rec, task.max_pixels)
     res.seconds_read = time.perf_counter() - t_read
@@ -765,6 +780,9 @@ def build_splits(
     audit: Callable[[Any], Mapping[str, Any]] | None = None,
     scheduler: str | None = None,
     on_cluster: Callable[[Mapping[str, Any]], None] | None = None,
+    scale: str | Scale | None = None,
+    person_px: float | None = None,
+    gsd_cm_per_px: float | None = None,
 ) -> BuildResult:
     """Write the frozen split of ``dataset`` (a SourceDataset) under ``out`` and return a summary.
 
@@ -778,6 +796,9 @@ def build_splits(
     scheduler: None (a local process pool), ``"local"`` (a Dask LocalCluster of ``workers`` processes) or the
     address of a Dask scheduler whose workers see ``out`` at the same path; the manifest is the same in all
     three. on_cluster(info) is called once with the cluster's address, worker count and dashboard link.
+    scale: ``"frame"`` (default; lengths per 1000 px of each frame) or ``"object"`` (lengths per person unit: the
+    median test person box, or ``person_px``, or the unit of ``gsd_cm_per_px``); recorded in the manifest and,
+    for object scale, in the root hash (``aegis_data.scale``).
     AegisError: empty source, leakage found by the audit, bad selection, or ``out`` holding something else.
     """
     t_start = time.perf_counter()
@@ -790,14 +811,15 @@ def build_splits(
 
         check_scheduler(scheduler, workers)
     plan = plan_build(dataset, config, corruptions=corruptions, severities=severities, limit=limit,
-                      with_train=with_train, seed=seed)
+                      with_train=with_train, seed=seed, scale=scale, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px)
     _refuse_leakage(plan, (audit or _default_audit)(dataset))
     known, journalled = _prepare_output(out, plan)
     tasks = []
     for u in plan.units:
         k = known.get(_journal_key(u.split, u.record.image_id), {})
         tasks.append(UnitTask(u, str(out), plan.seed, int(max_pixels), k.get("files", {}),
-                              k.get("source_pixel_sha256"), read_image, corrupt, config))
+                              k.get("source_pixel_sha256"), read_image, corrupt, config,
+                              plan.scale if plan.scale.is_object else None))
     n_workers = min(int(workers or default_workers()), max(1, len(tasks)))
     run = _render_into_journal(out, tasks, journalled, progress,
                                run_units(tasks, workers=n_workers, scheduler=scheduler, out=out, on_cluster=on_cluster))
@@ -813,7 +835,7 @@ def build_splits(
         files_skipped=run.skipped, seconds=time.perf_counter() - t_start, megapixels=run.megapixels,
         seconds_corrupt=seconds_split["corrupt"], seconds_encode=seconds_split["encode"],
         seconds_read=seconds_split["read"], seconds_hash=seconds_split["hash"], seconds_write=seconds_split["write"],
-        sources_changed=run.sources_changed,
+        sources_changed=run.sources_changed, scale=plan.scale,
     )
 
 
@@ -893,6 +915,7 @@ def _write_outputs(out: Path, plan: BuildPlan, results: list[UnitResult], config
     manifest = build_manifest(
         dataset=plan.dataset, source=plan.source, suite=plan.suite, config_hash=plan.config_hash, seed=plan.seed,
         conditions=plan.conditions, splits={s: len(r) for s, r in plan.records.items()}, entries=entries,
+        scale=plan.scale.identity(),
     )
     write_manifest(out / MANIFEST_NAME, manifest)
     return manifest

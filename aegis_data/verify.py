@@ -42,6 +42,7 @@ from aegis_data.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, SUIT
                                image_file_name)
 from aegis_data.manifest import Manifest, gt_digest, identity_of, load_manifest
 from aegis_data.readers import coco_boxes_by_stem, read_coco_gt
+from aegis_data.scale import Scale, scale_from_record
 
 YOLO_DIR = "yolo"  # see aegis_data.splits.yolo_files / link_yolo_dirs
 
@@ -74,6 +75,7 @@ class VerifyReport:
     checked: int  # files listed in the reference
     findings: tuple[Finding, ...] = field(default_factory=tuple)
     bytes_only_is_info: bool = False  # against a reference and not --strict-bytes
+    scale: str = ""  # the length unit the pixels were built with (``Scale.describe``)
 
     def is_failure(self, finding: Finding) -> bool:
         if finding.kind in INFO_KINDS:
@@ -108,7 +110,7 @@ class VerifyReport:
             "ok": self.ok, "root": self.root, "reference": self.reference,
             "expected_root_hash": self.expected_root_hash, "local_root_hash": self.local_root_hash,
             "checked": self.checked, "counts": self.counts(), "roots_match": self.roots_match,
-            "bytes_only_is_information": self.bytes_only_is_info,
+            "bytes_only_is_information": self.bytes_only_is_info, "scale": self.scale,
             "findings": [dict(asdict(f), failure=self.is_failure(f)) for f in self.findings],
         }
 
@@ -122,10 +124,10 @@ def pixel_difference(actual: np.ndarray, expected: np.ndarray) -> tuple[int, int
 
 
 def _default_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int,
-                     config: SuiteConfig | None = None) -> np.ndarray:
+                     config: SuiteConfig | None = None, scale: Scale | None = None) -> np.ndarray:
     from aegis_data.corruptions import apply_corruption
 
-    return apply_corruption(image, name, severity, image_id, seed=seed, config=config)
+    return apply_corruption(image, name, severity, image_id, seed=seed, config=config, scale=scale)
 
 
 def _suite_config(root: Path, config_hash: Any) -> tuple[SuiteConfig | None, str]:
@@ -255,12 +257,13 @@ def verify_split(
     hashed = hash_files(root, items, workers=workers, max_pixels=max_pixels, scheduler=scheduler, on_cluster=on_cluster)
 
     config, no_config = _suite_config(root, ref.data.get("config_hash"))
+    scale = scale_from_record(ref.data.get("scale"), f"manifest {ref.path}")  # the unit the pixels were made with
     if (root / SUITE_CONFIG_NAME).is_file() and config is None:
         findings.append(Finding(SUITE_CONFIG_NAME, "manifest", no_config))
     images = _ImageCheck(
         root=root, max_pixels=max_pixels, seed=int(ref.data["seed"]), regenerate=regenerate and config is not None,
         why_not=("regeneration off" if not regenerate else f"the manifest's suite config is not available: {no_config}"),
-        corrupt=corrupt or (lambda *args: _default_corrupt(*args, config=config)),
+        corrupt=corrupt or (lambda *args: _default_corrupt(*args, config=config, scale=scale)),
         source_differs=_sources_that_differ(local, ref),
     )
     for rel in paths:
@@ -286,6 +289,7 @@ def verify_split(
     return VerifyReport(
         root=str(root), reference=ref.path, expected_root_hash=ref.root_hash, local_root_hash=local.root_hash,
         checked=len(paths), findings=tuple(findings), bytes_only_is_info=against is not None and not strict_bytes,
+        scale=scale.describe(),
     )
 
 
@@ -295,7 +299,7 @@ def _identity_findings(ref: Manifest, local: Manifest) -> list[Finding]:
     if ref is local:
         return []
     a, b = identity_of(ref.data), identity_of(local.data)
-    diffs = [k for k in ("dataset", "suite", "config_hash", "seed") if a[k] != b[k]]
+    diffs = [k for k in ("dataset", "suite", "config_hash", "seed", "scale") if a.get(k) != b.get(k)]
     if not diffs:
         return []
     return [Finding(MANIFEST_NAME, "manifest", "reference and local manifest describe different builds: "

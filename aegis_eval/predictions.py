@@ -277,6 +277,8 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         "config_hash": obj.get("config_hash"),
         "manifest_root_hash": obj.get("root_hash"),
         "dataset": dataset,
+        # The length unit of an object-scale build (aegis_data.scale); frame-scale builds have none.
+        **({"scale": obj["scale"]} if obj.get("scale") is not None else {}),
     }
 
 

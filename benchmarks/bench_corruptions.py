@@ -1,6 +1,12 @@
 """Throughput and peak memory of the aegis-v1 corruption engine on one core.
 
     .venv/bin/python benchmarks/bench_corruptions.py [--repeat-small 5] [--repeat-large 3] [--out docs/perf/corruptions.md]
+    .venv/bin/python benchmarks/bench_corruptions.py --person-px 60 --out docs/perf/corruptions-object.md
+
+``--person-px P`` times object scale (``--scale object`` with that person unit): at P = 60 a 4000-px frame gets
+exactly the frame-scale parameters, while a 640-px crop gets the lengths of a 4000-px frame (6.25x the blur and
+streak lengths, veil and bloom sigmas frame scale gives it; the same streaks per MP) -- the costly case for small
+frames.
 
 Measures, for every corruption x severity, the best-of-N wall time of ``apply_corruption`` on a 640x640 and a
 4000x3000 (12 MP) frame, reported as megapixels per second; then, per corruption at severity 3 on the 12 MP
@@ -44,6 +50,7 @@ from aegis_data._kernels import kernels_backend  # noqa: E402
 from aegis_data.config import SEVERITIES, load_config  # noqa: E402
 from aegis_data.corruptions import apply_corruption  # noqa: E402
 from aegis_data.imageio import write_bytes_atomic  # noqa: E402
+from aegis_data.scale import FRAME_SCALE, Scale  # noqa: E402
 
 TARGET_MPS = 30.0
 TARGET_MEM_MB = 1536.0
@@ -150,10 +157,15 @@ def machine() -> dict:
     }
 
 
-def render(results: list[dict], memory: dict[str, dict], info: dict, load_after: str, repeats: tuple[int, int]) -> str:
+def render(results: list[dict], memory: dict[str, dict], info: dict, load_after: str, repeats: tuple[int, int],
+           scale: Scale = FRAME_SCALE) -> str:
     cfg = load_config()
+    title = "## Corruption engine throughput (benchmarks/bench_corruptions.py)"
+    if scale.is_object:
+        title = (f"## Corruption engine throughput, object scale, person unit {scale.person_px:g} px "
+                 f"(benchmarks/bench_corruptions.py --person-px {scale.person_px:g})")
     lines = [
-        "## Corruption engine throughput (benchmarks/bench_corruptions.py)",
+        title,
         "",
         f"- Machine: {info['cpu']}, {info['cores']} cores; load average {info['load']} at start, {load_after} at "
         "end (a load above ~1 means other jobs competed for the CPU and the numbers are conservative).",
@@ -184,6 +196,8 @@ def render(results: list[dict], memory: dict[str, dict], info: dict, load_after:
         "| corruption | tracemalloc peak MB (NumPy) | peak RSS MB (process) | peak RSS - RSS before call, MB | < 1.5 GB |",
         "|---|---:|---:|---:|:---:|",
     ]
+    if not memory:
+        lines.append("| (not measured in this run: --no-memory) | | | | |")
     for name, m in memory.items():
         if "error" in m:
             lines.append(f"| {name} | error: {m['error']} | | | |")
@@ -199,8 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat-large", type=int, default=3, help="timed calls per cell at 4000x3000 (best is kept)")
     ap.add_argument("--corruptions", default="", help="comma-separated subset (default: all)")
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "perf" / "corruptions.md")
+    ap.add_argument("--person-px", type=float, default=None, help="time object scale with this person unit (px)")
+    ap.add_argument("--no-memory", action="store_true", help="skip the per-corruption memory probes")
     ap.add_argument("--memory-probe", nargs=2, metavar=("NAME", "SEV"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    scale = FRAME_SCALE if args.person_px is None else Scale("object", args.person_px, "--person-px")
 
     if args.memory_probe:
         print(json.dumps(memory_probe(args.memory_probe[0], int(args.memory_probe[1]))))
@@ -214,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     best = {(cell, label): float("inf") for cell in cells for label in ("small", "large")}
     for cell in cells:
         for size in SIZES:
-            apply_corruption(frames[size], cell[0], cell[1], "bench")  # warm-up (lazy tables, page faults)
+            apply_corruption(frames[size], cell[0], cell[1], "bench", scale=scale)  # warm-up (lazy tables, page faults)
     # Rounds over all cells, so the samples of one cell are spread over the whole run: on a shared machine a
     # slow spell then costs a cell one sample, not all of them. Each cell keeps its best time.
     for rnd in range(max(args.repeat_small, args.repeat_large)):
@@ -223,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
                 if rnd < rep:
                     frame = frames[(w, h)]
                     best[(cell, label)] = min(best[(cell, label)],
-                                              best_time(lambda: apply_corruption(frame, cell[0], cell[1], "bench"), 1))
+                                              best_time(lambda: apply_corruption(frame, cell[0], cell[1], "bench",
+                                                                                 scale=scale), 1))
     results = []
     for name, sev in cells:
         row = {"corruption": name, "severity": sev}
@@ -234,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(row)
         print(f"{name} s{sev}: {row['mps_small']:.1f} MP/s @640, {row['mps_large']:.1f} MP/s @12MP", flush=True)
     memory = {}
-    for name in names:
+    for name in ([] if args.no_memory else names):
         proc = subprocess.run([sys.executable, __file__, "--memory-probe", name, "3"], capture_output=True, text=True)
         if proc.returncode != 0:
             memory[name] = {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:120]}
@@ -242,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             memory[name] = json.loads(proc.stdout.strip().splitlines()[-1])
         print(f"{name} memory: {memory[name]}", flush=True)
     load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    text = render(results, memory, info, load_after, (args.repeat_small, args.repeat_large))
+    text = render(results, memory, info, load_after, (args.repeat_small, args.repeat_large), scale)
     # Hand-written analysis below the marker survives a re-run.
     previous = args.out.read_text() if args.out.exists() else ""
     if NOTES_MARKER in previous:

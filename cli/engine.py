@@ -17,7 +17,7 @@ from rich.table import Table
 
 from aegis_data.config import check_severity, load_config
 from aegis_data.errors import AegisError
-from cli.common import check_outputs, fail, handle_errors, out
+from cli.common import GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, check_outputs, fail, handle_errors, out
 
 
 _ARROW = {"increase": "↑", "decrease": "↓"}  # a statistic's declared direction
@@ -43,10 +43,25 @@ def _fmt_value(v) -> str:
     return _fmt_num(v)
 
 
-def suite_description() -> dict:
-    """The suite as plain data: seed, config hash, families and every corruption's declaration."""
+def effective_parameters(spec, scale, long_side: int | None) -> dict:
+    """{parameter: {"unit", "values" (s1, s2, s3)}} for the parameters of ``spec`` that follow the length unit."""
+    from aegis_data.scale import effective_value, is_scaled_parameter
+
+    found = {}
+    params = [(k, list(v)) for k, v in spec.severities.items()] + [(k, [v] * 3) for k, v in spec.fixed.items()]
+    for key, values in params:
+        if is_scaled_parameter(key):
+            pairs = [effective_value(key, v, scale, long_side) for v in values]
+            found[key] = {"unit": pairs[0][1], "values": [p[0] for p in pairs]}
+    return found
+
+
+def suite_description(scale=None, long_side: int | None = None) -> dict:
+    """The suite as plain data: seed, config hash, families and every corruption's declaration; with a ``scale``
+    (and, for frame scale, a ``long_side``), the effective pixel values of the parameters that follow it."""
     cfg = load_config()
-    return {
+    effective = scale is not None and (scale.is_object or long_side is not None)
+    desc = {
         "suite": cfg.suite,
         "seed": cfg.seed,
         "config_hash": cfg.config_hash,
@@ -60,30 +75,58 @@ def suite_description() -> dict:
                 "direction": s.direction,
                 "severities": {k: list(v) for k, v in s.severities.items()},
                 "fixed": {k: (list(v) if isinstance(v, tuple) else v) for k, v in s.fixed.items()},
+                **({"effective": effective_parameters(s, scale, long_side)} if effective else {}),
             }
             for s in cfg.corruptions.values()
         ],
     }
+    if effective:
+        desc["scale"] = scale.describe() + ("" if scale.is_object else f", on a {long_side}-px long side")
+    return desc
 
 
 @handle_errors
 def list_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the suite as JSON instead of a table.")] = False,
+    scale: ScaleOpt = ScaleMode.frame,
+    person_px: PersonPxOpt = None,
+    gsd: GsdOpt = None,
+    long_side: Annotated[Optional[int], typer.Option(
+        "--long-side", help="--scale frame: show effective px values for frames of this long side.",
+        rich_help_panel="Scale (docs/CORRUPTIONS.md)")] = None,
 ) -> None:
-    """List the corruptions of the suite: family, calibration statistic, direction and parameters."""
-    desc = suite_description()
+    """List the corruptions of the suite: family, calibration statistic, direction and parameters.
+
+    With --scale object (--person-px N or --gsd G), or --long-side L under frame scale, also the effective
+    pixel values of every length, density and texture parameter.
+    """
+    from aegis_data.scale import resolve_scale
+
+    if long_side is not None and (long_side < 1 or scale is ScaleMode.object):
+        raise AegisError("--long-side takes a positive number of px and applies to --scale frame only")
+    chosen = resolve_scale(scale.value, None, person_px=person_px, gsd_cm_per_px=gsd)
+    desc = suite_description(chosen, long_side)
     if as_json:
         out.print_json(json.dumps(desc))
         return
-    table = Table(title=f"{desc['suite']}  seed {desc['seed']}  config {desc['config_hash']}", show_lines=True)
+    title = f"{desc['suite']}  seed {desc['seed']}  config {desc['config_hash']}"
+    if "scale" in desc:
+        title += f"\nscale: {desc['scale']}"
+    table = Table(title=title, show_lines=True)
     for col in ("corruption", "family", "statistic", "dir"):
         table.add_column(col, no_wrap=True)
     table.add_column("severity 1 / 2 / 3", overflow="fold")
     table.add_column("fixed", overflow="fold")
+    if "scale" in desc:
+        table.add_column("effective 1 / 2 / 3", overflow="fold")
     for c in desc["corruptions"]:
         sev = "\n".join(f"{k} {' / '.join(_fmt_num(x) for x in v)}" for k, v in c["severities"].items())
         fixed = "\n".join(f"{k} {_fmt_value(v)}" for k, v in c["fixed"].items()) or "-"
-        table.add_row(c["name"], c["family"], c["statistic"], _ARROW.get(c["direction"], c["direction"]), sev, fixed)
+        row = [c["name"], c["family"], c["statistic"], _ARROW.get(c["direction"], c["direction"]), sev, fixed]
+        if "scale" in desc:
+            row.append("\n".join(f"{k} {' / '.join(f'{x:.3g}' for x in e['values'])} {e['unit']}"
+                                 for k, e in c["effective"].items()) or "-")
+        table.add_row(*row)
     out.print(table)
 
 
@@ -96,18 +139,26 @@ def corrupt_cmd(
     image_id: Annotated[
         Optional[str], typer.Option("--image-id", help="Id keying the random draws; default: the file stem.")
     ] = None,
+    scale: ScaleOpt = ScaleMode.frame,
+    person_px: PersonPxOpt = None,
+    gsd: GsdOpt = None,
 ) -> None:
     """Apply one corruption at one severity to one image and write a lossless PNG."""
     from aegis_data.corruptions import apply_corruption
+    from aegis_data.scale import resolve_scale
     from aegis_data.imageio import pixel_sha256, read_rgb, write_png_atomic
 
     load_config().check_corruption(corruption)
     check_severity(severity, "--severity")
+    if scale is ScaleMode.object and person_px is None and gsd is None:
+        raise AegisError("--scale object on one image needs the person unit: --person-px N or --gsd CM_PER_PX")
+    chosen = resolve_scale(scale.value, None, person_px=person_px, gsd_cm_per_px=gsd)
     if out_path.suffix.lower() != ".png":
         raise AegisError(f"--out must be a .png file (lossless), got {str(out_path)!r}")
     check_outputs({"--out": out_path}, [image])
     rgb = read_rgb(image)
-    result = apply_corruption(rgb, corruption, severity, image_id if image_id is not None else image.stem)
+    result = apply_corruption(rgb, corruption, severity, image_id if image_id is not None else image.stem,
+                              scale=chosen)
     write_png_atomic(out_path, result)
     out.print(f"{out_path}\tpixel-sha256 {pixel_sha256(result)}", highlight=False, soft_wrap=True)
 
@@ -150,6 +201,9 @@ def calibrate_cmd(
     ] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", "-n", help="Use at most N images (by name).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the table as JSON here.")] = None,
+    scale: ScaleOpt = ScaleMode.frame,
+    person_px: PersonPxOpt = None,
+    gsd: GsdOpt = None,
 ) -> None:
     """Check that every corruption's statistic moves strictly monotonically with severity (exit 1 if not).
 
@@ -161,10 +215,19 @@ def calibrate_cmd(
     from aegis_data.imageio import write_bytes_atomic
 
     check_outputs({"--json": json_out}, [path])
-    table = calibrate_path(path, _split_names(corruptions), limit)
+    from aegis_data.scale import resolve_scale
+
+    chosen = None
+    if scale is ScaleMode.object or person_px is not None or gsd is not None:
+        if person_px is None and gsd is None:
+            raise AegisError("calibrating a folder under --scale object needs the person unit: --person-px N or "
+                             "--gsd CM_PER_PX (a folder of images carries no boxes)")
+        chosen = resolve_scale(scale.value, None, person_px=person_px, gsd_cm_per_px=gsd)
+    table = calibrate_path(path, _split_names(corruptions), limit, scale=chosen)
     violations = check_monotone(table)
     bad = {v.corruption for v in violations}
-    rt = Table(title=f"calibration on {table.n_images} image(s)  config {table.config_hash}  seed {table.seed}")
+    rt = Table(title=f"calibration on {table.n_images} image(s)  config {table.config_hash}  seed {table.seed}\n"
+                     f"scale: {table.scale}")
     for col, just in (("corruption", "left"), ("sev", "right"), ("statistic", "left"), ("mean", "right"),
                       ("std", "right"), ("clean", "right"), ("n", "right"), ("monotone", "center")):
         rt.add_column(col, justify=just)

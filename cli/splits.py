@@ -10,7 +10,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from cli.common import check_output_dirs, check_outputs, err, fail, handle_errors, out
+from cli.common import (GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, check_output_dirs, check_outputs, err, fail,
+                        handle_errors, out)
 
 _ADAPTER = "Source adapter options"
 
@@ -93,6 +94,9 @@ def build_command(
     scheduler: SchedulerOpt = None,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N images (by image id) of each split.")] = None,
     with_train: Annotated[bool, typer.Option("--with-train", help="Also write train/clean and annotations/train.json.")] = False,
+    scale: ScaleOpt = ScaleMode.frame,
+    person_px: PersonPxOpt = None,
+    gsd: GsdOpt = None,
     n: NOpt = None,
     size: SizeOpt = None,
     images: ImagesOpt = None,
@@ -136,6 +140,7 @@ def build_command(
             ds, target, corruptions=parse_csv(corruptions, "--corruptions"), severities=parse_severities(severities),
             workers=workers, limit=limit, with_train=with_train, progress=on_progress,
             max_pixels=max_pixels or DEFAULT_MAX_PIXELS, scheduler=scheduler, on_cluster=print_cluster,
+            scale=scale.value, person_px=person_px, gsd_cm_per_px=gsd,
         )
     except BaseException:
         if tasks:  # a failed build ends in its one error line, without the bar's last frame
@@ -149,6 +154,7 @@ def build_command(
     table.add_column("value", overflow="fold")
     table.add_row("conditions", f"{len(result.conditions)} ({', '.join(result.conditions[:3])}{', ...' if len(result.conditions) > 3 else ''})")
     table.add_row("source images", ", ".join(f"{s}: {k}" for s, k in result.images.items()))
+    table.add_row("scale", result.scale.describe())
     table.add_row("files written / skipped", f"{result.files_written} / {result.files_skipped}")
     if result.sources_changed:
         table.add_row("sources changed", f"{result.sources_changed} source image(s) decode to other pixels than when "
@@ -204,7 +210,8 @@ def verify_command(
             root = f"same root hash as the reference: {report.expected_root_hash}"
         else:  # a --subset build: its own root, a part of the reference's files
             root = f"local root {report.local_root_hash}, reference root {report.expected_root_hash}"
-        out.print(f"[green]OK[/] {report.checked} files match {report.reference} ({root})", highlight=False)
+        out.print(f"[green]OK[/] {report.checked} files match {report.reference} ({root}); scale: {report.scale}",
+                  highlight=False)
         return
     failures = report.failures
     table = Table(title=f"{directory}: {len(failures)} difference(s) against {report.reference}")

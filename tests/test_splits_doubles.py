@@ -36,10 +36,12 @@ def fake_read(record: Record, max_pixels: int) -> np.ndarray:
     return np.stack([(x * 3 + k) % 256, (y * 5 + k // 7) % 256, (x + 2 * y + k // 49) % 256], axis=-1).astype(np.uint8)
 
 
-def fake_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int, config=None) -> np.ndarray:
-    """A keyed brightness shift: depends on every argument, like the real engine (``config`` is accepted so it
-    can stand in for the builder's default corruption, which receives the split's suite config)."""
-    shift = 1 + _key(name, severity, image_id, seed) % 250
+def fake_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int, config=None,
+                 scale=None) -> np.ndarray:
+    """A keyed brightness shift: depends on every argument, like the real engine (``config`` and ``scale`` are
+    accepted so it can stand in for the builder's default corruption, which receives the split's suite config
+    and length unit; an object scale shifts by its person unit too)."""
+    shift = 1 + (_key(name, severity, image_id, seed) + (0 if scale is None else int(scale.person_px))) % 250
     return ((image.astype(np.int32) + shift) % 256).astype(np.uint8)
 
 

@@ -8,7 +8,7 @@ Relative drops are printed in percent as the scorer stores them, ``(clean - cond
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from aegis_data.config import condition_id
 from aegis_eval.report.results import (
@@ -276,12 +276,21 @@ _PROVENANCE_FIELDS = (
 )
 
 
+def _scale_text(provenance: Mapping[str, Any]) -> str:
+    """``object, person unit N px (basis)`` for an object-scale split, ``frame`` for any other split (no key)."""
+    scale = provenance.get("scale")
+    if isinstance(scale, dict) and scale.get("mode") == "object":
+        return f"object, person unit {_text(scale.get('person_px'))} px ({_text(scale.get('basis'))})"
+    return "frame" if provenance.get("manifest_root_hash") else ""
+
+
 def provenance_table(groups: Sequence[DatasetGroup]) -> Table:
     """Rows = provenance fields, columns = runs (``dataset / label``). Hashes shortened to 12 hex."""
     runs = [(g, r) for g in groups for r in g.runs]
     rows = []
     for name, keys, short in _PROVENANCE_FIELDS:
         rows.append((name,) + tuple(_text(_get(r.result.get("provenance"), *keys), short) for _, r in runs))
+    rows.append(("corruption scale",) + tuple(_scale_text(r.result.get("provenance") or {}) for _, r in runs))
     rows.append(("prediction files",) + tuple(
         _text(len(p)) if isinstance(p := _get(r.result.get("provenance"), "predictions"), dict) else ""
         for _, r in runs))
