@@ -289,6 +289,8 @@ def test_a_groups_file_inside_root_is_not_a_labels_csv(sard: Path):
 def test_drop_augmented_is_refused_outside_the_csv_layout(tmp_path: Path):
     root = voc_tree(tmp_path / "SardVoc", csv_tree(tmp_path / "Sard"))
     _one_line_error(root, "drop_augmented applies to SARD's CSV layout only", drop_augmented="true")
+    assert load_source("sard", source=root, drop_augmented="false").description["layout_kind"] == "original"
+    _one_line_error(root, r"drop_augmented='maybe': expected true or false", drop_augmented="maybe")
 
 
 def test_an_unmatched_name_without_a_frame_number_still_needs_a_groups_file(sard: Path):

@@ -227,7 +227,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         records, layout = csv_layout.records, csv_layout.layout
     else:
         records, layout = _original_records(root, max_pixels, stats)
-    if "drop_augmented" in options and csv_layout is None:
+    if drop_augmented and csv_layout is None:
         raise AegisError("option drop_augmented applies to SARD's CSV layout only (folders of frames with one "
                          "labels CSV each); this source is the " + ("Roboflow" if roboflow else "original XML") + " layout")
     if not records:
