@@ -113,6 +113,7 @@ def test_rows_become_boxes_and_frames_without_rows_are_negatives(sard: Path):
     assert ds.description["frames"] == sum(len(v) for v in FOLDERS.values())
     by_class = ds.description["boxes_by_class"]
     assert by_class["Not Defined"] >= 1 and by_class["not defined"] >= 1 and by_class["STANDING"] >= 1
+    assert not any(k.startswith(("class:", "ignored_class:")) for k in ds.description)
     json.dumps(ds.description)
 
 

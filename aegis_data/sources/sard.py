@@ -284,7 +284,8 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         "purged_at_cuts": len(purged),
         "purged_examples": purged[:10],
         "roboflow_stems_in_several_source_splits": source_leak,
-        **(class_stats(stats) if roboflow else split_stats(stats)),
+        # The CSV layout's per-class counts come with its facts below.
+        **(class_stats(stats) if roboflow else {} if csv_layout else split_stats(stats)),
         "rules": {
             "groups": rule,
             "split": "groups in SHA-256 order of 'sard-split|<group>' fill test, then val, to their fractions of "
