@@ -148,7 +148,10 @@ def test_degenerate_rows_are_dropped_counted_and_warned_once(sard: Path):
     d = ds.description
     assert d["degenerate_rows"] == 4
     assert d["degenerate_rows_by_kind"] == {"size_disagrees": 1, "zero_or_negative_size": 2, "outside_image": 1}
-    assert "val/val_labels.csv:" in " ".join(d["degenerate_examples"])
+    where = [e.split()[0].split(":") for e in d["degenerate_examples"]]
+    assert [f for f, _ in where] == ["train/train_labels.csv"] * 3 + ["val/val_labels.csv"]
+    assert [int(n) for _, n in where[:3]] == sorted(int(n) for _, n in where[:3])  # in line order
+    assert [e.split()[1] for e in d["degenerate_examples"]] == ["gss5.jpg", "gss10.jpg", "gss62.jpg", "gss204.jpg"]
     assert any("gss204.jpg [20, 18, 20, 18] zero_or_negative_size" in e for e in d["degenerate_examples"])
     assert any("(1920x1080 in the CSV, 64x48 decoded)" in e for e in d["degenerate_examples"])
     assert len(ds.warnings) == 1 and "4 degenerate row(s) dropped" in ds.warnings[0]

@@ -56,7 +56,7 @@ class CsvLayout:
     layout: dict
     copies: dict[str, str]  # copy stem -> frame stem
     degenerate: Counter = field(default_factory=Counter)  # kind -> rows
-    degenerate_examples: list[str] = field(default_factory=list)
+    degenerate_examples: list[str] = field(default_factory=list)  # the first ones, in file and line order
 
 
 def label_csvs(root: Path, exclude: Path | None = None) -> list[Path]:
@@ -180,6 +180,7 @@ def read_csv_layout(root: Path, *, classes: frozenset[str] | None, max_pixels: i
         csv_files.append(shown)
         rows = read_label_csv(csv_path)
         rows_total += len(rows)
+        dropped: list[tuple[int, str]] = []
         by_name = {img.name: img for img in images}
         rows_of: dict[str, list[CsvRow]] = defaultdict(list)
         for row in rows:
@@ -188,7 +189,8 @@ def read_csv_layout(root: Path, *, classes: frozenset[str] | None, max_pixels: i
             rows_of[row.filename].append(row)
         for img in images:
             width, height = frame_size(img, max_pixels)
-            boxes = _row_boxes(rows_of.get(img.name, ()), width, height, person, shown, csv_path, stats, result)
+            boxes = _row_boxes(rows_of.get(img.name, ()), width, height, person, shown, csv_path, stats,
+                               result.degenerate, dropped)
             if img.name not in rows_of:
                 negatives += 1
             result.records.append(Record(
@@ -197,6 +199,8 @@ def read_csv_layout(root: Path, *, classes: frozenset[str] | None, max_pixels: i
                 meta={"file": img.name, "original_stem": copies.get(img.stem, img.stem),
                       "augmented_copy": img.stem in copies},
             ))
+        need = _EXAMPLES - len(result.degenerate_examples)
+        result.degenerate_examples += [text for _, text in sorted(dropped)[:need]]
     result.layout = {
         "csv_files": csv_files, "images_found": len(all_images), "csv_rows": rows_total,
         "images_without_rows_negative": negatives,
@@ -208,7 +212,8 @@ def read_csv_layout(root: Path, *, classes: frozenset[str] | None, max_pixels: i
 
 
 def _row_boxes(rows, width: int, height: int, person: set[str] | None, shown: str, csv_path: Path,
-               stats: Counter, result: CsvLayout) -> list[Box]:
+               stats: Counter, degenerate: Counter, dropped: list[tuple[int, str]]) -> list[Box]:
+    """Person boxes of one image's rows; degenerate rows counted by kind and appended to ``dropped``."""
     boxes: list[Box] = []
     for row in rows:
         key = class_key(row.cls)
@@ -220,13 +225,11 @@ def _row_boxes(rows, width: int, height: int, person: set[str] | None, shown: st
             continue
         kind = row_problem(row, width, height)
         if kind is not None:
-            result.degenerate[kind] += 1
-            if len(result.degenerate_examples) < _EXAMPLES:
-                corners = ", ".join(f"{c:g}" for c in row.box)
-                result.degenerate_examples.append(
-                    f"{shown}:{row.line} {row.filename} [{corners}] {kind}"
-                    + (f" ({row.width:g}x{row.height:g} in the CSV, {width}x{height} decoded)"
-                       if kind == "size_disagrees" else ""))
+            degenerate[kind] += 1
+            corners = ", ".join(f"{c:g}" for c in row.box)
+            dropped.append((row.line, f"{shown}:{row.line} {row.filename} [{corners}] {kind}"
+                            + (f" ({row.width:g}x{row.height:g} in the CSV, {width}x{height} decoded)"
+                               if kind == "size_disagrees" else "")))
             continue
         stats[f"class:{row.cls}"] += 1
         boxes.append(check_box(*row.box, width, height, f"{csv_path}:{row.line}"))
