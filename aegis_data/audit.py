@@ -9,13 +9,15 @@
   images; of the stored image bytes for Hugging Face rows) is shared;
 - leakage: groups present in more than one split, and content duplicates present in more than one split.
   ``report["leakage"]`` is True when either list is non-empty; the split builder refuses to write then.
+- source facts: the description entries an adapter names in ``audit_facts`` (SARD's CSV layout: frames,
+  boxes per class, augmented copies, degenerate rows), under ``report["source_facts"]`` when there are any.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter, defaultdict
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -124,4 +126,12 @@ def audit_dataset(ds, hash_files: bool = True) -> dict[str, Any]:
         "duplicate_examples": cross_duplicates[:_LIST_LIMIT],
     }
     report["leakage"] = bool(leaking_groups or cross_duplicates)
+    facts = source_facts(ds.description)
+    if facts:
+        report["source_facts"] = facts
     return report
+
+
+def source_facts(description: Mapping[str, Any]) -> dict[str, Any]:
+    """The description entries the adapter lists under ``audit_facts``, in that order."""
+    return {k: description[k] for k in description.get("audit_facts", ()) if k in description}

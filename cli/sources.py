@@ -51,7 +51,23 @@ def render_audit(report: Mapping[str, Any]) -> list[Table]:
         " (e.g. " + ", ".join("=".join(d["images"][:2]) for d in leak["duplicate_examples"][:3]) + ")"
         if leak["duplicate_examples"] else ""))
     findings.add_row("leakage", "[bold red]YES[/]" if report["leakage"] else "[green]none[/]")
-    return [main, findings]
+    tables = [main, findings]
+    if report.get("source_facts"):
+        facts = Table(title="source facts")
+        facts.add_column("fact")
+        facts.add_column("value", overflow="fold")
+        for key, value in report["source_facts"].items():
+            facts.add_row(key.replace("_", " "), _fact_text(value))
+        tables.append(facts)
+    return tables
+
+
+def _fact_text(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
+    if isinstance(value, (list, tuple)):
+        return "; ".join(str(v) for v in value) or "-"
+    return str(value)
 
 
 @handle_errors
@@ -85,6 +101,8 @@ def audit_command(
                               classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels,
                               follow_links=follow_links or None)
     ds = load_source(dataset, source=source, **options)
+    for line in ds.warnings:
+        warn(line)
     report = audit_dataset(ds, hash_files=not no_hash)
     report["source"] = ds.description
     if json_out is not None:

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from cli.common import (GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, check_output_dirs, check_outputs, err, fail,
-                        handle_errors, out)
+                        handle_errors, out, warn)
 
 _ADAPTER = "Source adapter options"
 
@@ -118,6 +118,8 @@ def build_command(
                               classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels,
                               follow_links=follow_links or None)
     ds = load_source(dataset, source=source, **options)
+    for line in ds.warnings:
+        warn(line)
     target = out_dir or Path("aegis-splits") / f"{dataset}-c"
     check_output_dirs({"--out": target})
     # The bar starts with the first progress report, so a refused build prints only its one error line.

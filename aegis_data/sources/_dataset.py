@@ -20,11 +20,14 @@ class SourceDataset:
     description: adapter, root path, options, counts and the rules applied (JSON-serialisable).
     splits: keys among "train", "val", "test"; each list sorted by image_id. Image ids are unique across
         the whole dataset and match ``[A-Za-z0-9._-]+`` without a leading dot.
+    warnings: one line each about what the adapter dropped or doubted (the CLI prints them); not part of the
+        description, so they never reach the manifest.
     """
 
     name: str
     description: Mapping[str, Any]
     splits: Mapping[str, list[Record]]
+    warnings: tuple[str, ...] = ()
 
     def records(self) -> list[Record]:
         """All records, split by split in the order test, val, train."""
@@ -32,7 +35,8 @@ class SourceDataset:
 
 
 def build_dataset(name: str, description: dict[str, Any], records: Iterable[Record], *,
-                  roots: Iterable[Path] = (), follow_links: bool = False) -> SourceDataset:
+                  roots: Iterable[Path] = (), follow_links: bool = False,
+                  warnings: Iterable[str] = ()) -> SourceDataset:
     """Group records by their ``split``, sort by image id, and enforce the id invariants.
 
     ``roots``: the folders a file source reads (its root, an explicitly given image folder). An image whose
@@ -68,7 +72,7 @@ def build_dataset(name: str, description: dict[str, Any], records: Iterable[Reco
     desc["counts"] = {
         s: {"images": len(rs), "boxes": sum(len(r.boxes) for r in rs)} for s, rs in splits.items()
     }
-    return SourceDataset(name=name, description=desc, splits=splits)
+    return SourceDataset(name=name, description=desc, splits=splits, warnings=tuple(warnings))
 
 
 def _inside_any(path: str, roots: list[Path]) -> bool:

@@ -1,7 +1,10 @@
 """SARD (search-and-rescue frames from drone video) with a group-aware split.
 
-Two layouts are accepted under ``ROOT``:
+Three layouts are accepted under ``ROOT``:
 - original frames ``gssNNNN.jpg`` with VOC XML (beside the images or anywhere below ROOT, matched by stem);
+- the CSV copy: folders of frames, each with one ``*.csv`` of ``filename,width,height,class,xmin,ymin,xmax,ymax``
+  rows (read by ``_sard_csv``); augmented copies among the frames share their frame's group, are kept out of
+  test and val (option ``drop_augmented``: out of train too) and never count towards a split's size;
 - a Roboflow export ``{train,valid,test}/{images,labels}`` of YOLO txt, file names
   ``<stem>_jpg.rf.<hash>.jpg``. The Roboflow suffix is stripped to recover the original frame stem; copies of
   one frame (augmentations, or the same frame in two Roboflow splits) share that stem and therefore a group.
@@ -32,9 +35,12 @@ from aegis_data.errors import AegisError
 from aegis_data.readers import read_json
 from aegis_data.records import Record
 from aegis_data.sources._common import (
-    opt_follow_links,
+    opt_bool, opt_follow_links,
     check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, portable_path,
     require_dir, safe_id,
+)
+from aegis_data.sources._sard_csv import (
+    DEGENERATE_KINDS, SARD_PERSON_CLASSES, CsvLayout, folder_image_id, is_csv_layout, read_csv_layout,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
 from aegis_data.sources._labels import split_stats, xml_record
@@ -42,7 +48,8 @@ from aegis_data.sources._split import assign_groups
 from aegis_data.sources.yolo import class_stats, label_folder
 
 NAME = "sard"
-OPTIONS = ("groups", "gap", "max_group", "test_fraction", "val_fraction", "classes", "max_pixels", "follow_links")
+OPTIONS = ("groups", "gap", "max_group", "test_fraction", "val_fraction", "classes", "max_pixels", "follow_links",
+           "drop_augmented")
 ROBOFLOW_SPLITS = ("train", "valid", "test")
 _ROBOFLOW = re.compile(r"^(?P<stem>.+)_(?:jpe?g|png|bmp|tiff?)\.rf\.[0-9A-Za-z]+$")
 _FRAME = re.compile(r"^(?P<prefix>.*?)(?P<num>\d+)$")
@@ -116,9 +123,8 @@ def _original_records(root: Path, max_pixels: int, stats: Counter) -> tuple[list
         if xml is None:
             skipped.append(img.name)
             continue
-        rel = img.relative_to(root).with_suffix("").as_posix()
-        image_id = safe_id(rel.replace("/", "__")) if stem_count[img.stem] > 1 else None
-        records.append(xml_record(img, xml, split="test", image_id=image_id, max_pixels=max_pixels, stats=stats,
+        records.append(xml_record(img, xml, split="test", image_id=folder_image_id(img, root, stem_count),
+                                  max_pixels=max_pixels, stats=stats,
                                   meta={"original_stem": img.stem}))
     stems = set(stem_count)
     orphans = sorted(s for s in xml_by_stem if s not in stems)
@@ -210,16 +216,24 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     classes = opt_ids(options, "classes")
     max_pixels = opt_max_pixels(options)
     groups_path = opt_path(options, "groups", base=root)
+    drop_augmented = opt_bool(options, "drop_augmented")
     stats: Counter = Counter()
     roboflow = any((root / s / "images").is_dir() for s in ROBOFLOW_SPLITS)
+    csv_layout: CsvLayout | None = None
     if roboflow:
         records, layout = _roboflow_records(root, classes, max_pixels, stats)
+    elif is_csv_layout(root, exclude=groups_path):
+        csv_layout = read_csv_layout(root, classes=classes, max_pixels=max_pixels, stats=stats, exclude=groups_path)
+        records, layout = csv_layout.records, csv_layout.layout
     else:
         records, layout = _original_records(root, max_pixels, stats)
+    if drop_augmented and csv_layout is None:
+        raise AegisError("option drop_augmented applies to SARD's CSV layout only (folders of frames with one "
+                         "labels CSV each); this source is the " + ("Roboflow" if roboflow else "original XML") + " layout")
     if not records:
         raise AegisError(
-            f"no labelled images found under {root} (expected gssNNNN.jpg frames with VOC XML, or a Roboflow "
-            "export train/, valid/, test/ each with images/ and labels/)"
+            f"no labelled images found under {root} (expected gssNNNN.jpg frames with VOC XML, folders of frames "
+            "each with one labels CSV, or a Roboflow export train/, valid/, test/ each with images/ and labels/)"
         )
     stems = sorted({r.meta["original_stem"] for r in records})
     chunks: dict[str, tuple[str, int, int]] = {}
@@ -238,9 +252,16 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         rule = (f"trailing frame number; same prefix and number gap <= {gap} chain into a sequence; sequences cut "
                 f"into chunks of <= {max_group} frames, frames within {gap} of a cut between splits purged")
     records = [replace(r, group=group_of[r.meta["original_stem"]]) for r in records]
-    sizes = Counter(r.group for r in records)
+    # Augmented copies ride with their frame's group but do not count towards a split's size, so a copy
+    # never changes which split a frame lands in.
+    sizes = Counter(r.group for r in records if not r.meta.get("augmented_copy"))
     to = assign_groups(sizes, [("test", f_test), ("val", f_val)], "train", salt="sard-split")
     records = [with_split(r, to[r.group]) for r in records]
+    copies_dropped = [r.image_id for r in records
+                      if r.meta.get("augmented_copy") and (drop_augmented or r.split != "train")]
+    if copies_dropped:
+        dropped = set(copies_dropped)
+        records = [r for r in records if r.image_id not in dropped]
     purged: list[str] = []
     if chunks:
         records, purged = _purge_cuts(records, chunks, gap)
@@ -253,16 +274,18 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     description = {
         "adapter": NAME,
         "root": root.name,  # the folder name only: the manifest must not depend on where a user keeps the data
-        "layout_kind": "roboflow" if roboflow else "original",
+        "layout_kind": "roboflow" if roboflow else "csv" if csv_layout else "original",
         "options": {"groups": portable_path(groups_path, root) if groups_path else None, "gap": gap, "max_group": max_group,
                     "test_fraction": f_test, "val_fraction": f_val,
-                    "classes": sorted(classes) if classes else None, "max_pixels": max_pixels},
+                    "classes": sorted(classes) if classes else None, "max_pixels": max_pixels,
+                    **({"drop_augmented": drop_augmented} if csv_layout else {})},
         "layout": layout,
         "groups": len(sizes),
         "purged_at_cuts": len(purged),
         "purged_examples": purged[:10],
         "roboflow_stems_in_several_source_splits": source_leak,
-        **(class_stats(stats) if roboflow else split_stats(stats)),
+        # The CSV layout's per-class counts come with its facts below.
+        **(class_stats(stats) if roboflow else {} if csv_layout else split_stats(stats)),
         "rules": {
             "groups": rule,
             "split": "groups in SHA-256 order of 'sard-split|<group>' fill test, then val, to their fractions of "
@@ -271,4 +294,50 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
                         "split is ignored",
         },
     }
-    return build_dataset(NAME, description, records, roots=(root,), follow_links=opt_follow_links(options))
+    warnings: tuple[str, ...] = ()
+    if csv_layout is not None:
+        facts, csv_rules = _csv_description(csv_layout, classes, drop_augmented, len(copies_dropped), stats)
+        description.update(facts)
+        description["rules"].update(csv_rules)
+        warnings = _csv_warnings(csv_layout)
+    return build_dataset(NAME, description, records, roots=(root,), follow_links=opt_follow_links(options),
+                         warnings=warnings)
+
+
+def _csv_description(found: CsvLayout, classes, drop_augmented: bool, copies_dropped: int,
+                     stats: Counter) -> tuple[dict, dict]:
+    """The CSV layout's facts (also what ``aegis audit`` shows, listed under ``audit_facts``) and its rules."""
+    copies = sorted(found.copies)
+    facts = {
+        "frames": sum(1 for r in found.records if not r.meta["augmented_copy"]),
+        **class_stats(stats),
+        "augmented_copies": len(copies),
+        "augmented_copies_dropped": copies_dropped,
+        "augmented_examples": [f"{c} (copy of {found.copies[c]})" for c in copies[:5]],
+        "degenerate_rows": sum(found.degenerate.values()),
+        "degenerate_rows_by_kind": {k: found.degenerate[k] for k in DEGENERATE_KINDS if found.degenerate[k]},
+        "degenerate_examples": list(found.degenerate_examples),
+    }
+    person = (f"class names {sorted(classes)} (any case) are persons; other rows are left out and counted" if classes
+              else f"{', '.join(SARD_PERSON_CLASSES)} (any case) are persons; any other class is refused")
+    rules = {
+        "classes": person,
+        "augmented": "a stem not ending in a digit that starts with another image's frame stem followed by a "
+                     "non-digit is a copy of that frame: it shares the frame's group, does not count towards "
+                     "split sizes, and is dropped from " + ("every split" if drop_augmented else "test and val"),
+        "degenerate": "a row whose width/height columns differ from the decoded image, whose box has zero or "
+                      "negative width/height, or whose corners lie more than 1 px outside the image is dropped "
+                      "and counted; the image is kept",
+        "negatives": "an image without a row has no person",
+    }
+    return {**facts, "audit_facts": list(facts)}, rules
+
+
+def _csv_warnings(found: CsvLayout) -> tuple[str, ...]:
+    """One line when rows were dropped, so a user sees it without reading the description."""
+    total = sum(found.degenerate.values())
+    if not total:
+        return ()
+    kinds = ", ".join(f"{k}: {found.degenerate[k]}" for k in DEGENERATE_KINDS if found.degenerate[k])
+    return (f"SARD CSV: {total} degenerate row(s) dropped ({kinds}), e.g. {found.degenerate_examples[0]}; "
+            f"see degenerate_examples in the source description",)
