@@ -1,3 +1,47 @@
-"""AegisBench data side: sources, seeding, the aegis-v1 corruption engine, tiling, frozen splits."""
+"""AegisBench data side: sources, the aegis-v1 corruption engine, frozen splits and their verification.
+
+One import gives the public API (docs/API.md); each name is loaded on first use (PEP 562), so ``import
+aegis_data`` stays light::
+
+    import aegis_data as ad
+    out = ad.apply_corruption(rgb, "rain_streaks", 3, image_id="frame_0042")
+    result = ad.build_splits(ad.load_source("synthetic"), "aegis-splits/synthetic-c")
+    split = ad.load_split("aegis-splits/synthetic-c")
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
 
 __version__ = "0.2.0"
+
+# Public name -> the module that defines it.
+_EXPORTS = {
+    "AegisError": "aegis_data.errors",
+    "apply_corruption": "aegis_data.corruptions",
+    "corruption_names": "aegis_data.corruptions",
+    "load_config": "aegis_data.config",
+    "load_source": "aegis_data.sources",
+    "build_splits": "aegis_data.splits",
+    "verify_split": "aegis_data.verify",
+    "load_split": "aegis_data.split_reader",
+    "FrozenSplit": "aegis_data.split_reader",
+    "Scale": "aegis_data.scale",
+    "DisasterAugment": "aegis_data.augment",
+    "load_policy": "aegis_data.augment",
+}
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'aegis_data' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later lookups skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

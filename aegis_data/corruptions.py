@@ -871,6 +871,16 @@ def _check_registry() -> tuple[tuple[str, ...], Mapping[str, tuple[str, ...]]]:
 CORRUPTIONS, FAMILIES = _check_registry()
 
 
+def corruption_names(family: str | None = None) -> tuple[str, ...]:
+    """The suite's corruption names in config order; with ``family`` (flood, wildfire, storm, earthquake), that
+    family's only."""
+    if family is None:
+        return CORRUPTIONS
+    if family not in FAMILIES:
+        raise AegisError(f"unknown family {family!r}; expected one of: {', '.join(FAMILIES)}")
+    return FAMILIES[family]
+
+
 def corruption_params(name: str, severity: int, config: SuiteConfig | None = None, scale: Scale | None = None):
     """The frozen parameter record of ``name`` at ``severity``, filled from ``config`` (default: the installed
     suite config). ``scale``: an object :class:`~aegis_data.scale.Scale` sets the record's ``scale_side`` (its

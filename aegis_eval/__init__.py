@@ -1,1 +1,39 @@
-"""AegisBench evaluation side: prediction loading, the shared scorer, robustness summaries, runners, reports."""
+"""AegisBench evaluation side: the shared scorer, frozen thresholds, robustness summaries, runners, reports.
+
+One import gives the public API (docs/API.md); each name is loaded on first use (PEP 562), so ``import
+aegis_eval`` stays light (no torch, matplotlib or pycocotools until a function needs them)::
+
+    import aegis_eval as ae
+    frozen = ae.freeze_threshold("val_preds.json", "aegis-splits/synthetic-c", out="threshold.json")
+    result = ae.score("preds/", "aegis-splits/synthetic-c", threshold_file="threshold.json")
+    result.conditions["low_light_s3"].recall, result.rpc["recall"]
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "score": "aegis_eval.api",
+    "ScoreResult": "aegis_eval.api",
+    "ConditionResult": "aegis_eval.api",
+    "freeze_threshold": "aegis_eval.api",
+    "rank": "aegis_eval.api",
+    "gt_diff": "aegis_eval.api",
+    "score_referring": "aegis_eval.api",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'aegis_eval' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later lookups skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -426,7 +426,7 @@ def cluster_labels(gt: GroundTruth, cluster_by: str) -> np.ndarray:
     return codes.astype(np.int64)
 
 
-def _check_threshold_choice(threshold: float | None, threshold_file: str | Path | None) -> None:
+def check_threshold_choice(threshold: float | None, threshold_file: str | Path | None) -> None:
     if (threshold is None) == (threshold_file is None):
         raise AegisError("give exactly one of a threshold value (--threshold) or a threshold file "
                          "(--threshold-file, written by 'aegis freeze-threshold')")
@@ -489,7 +489,7 @@ def score_paths_detailed(preds: str | Path, gt: str | Path, *, threshold: float 
         if classes is not None:
             raise AegisError("[cross_check_classes] --cross-check compares the single-class (person) protocol; "
                              "run it without --classes")
-    _check_threshold_choice(threshold, threshold_file)
+    check_threshold_choice(threshold, threshold_file)
     options = BootstrapOptions(n_bootstrap=bootstrap, seed=seed)
     files = prediction_files(preds, on_warning)
     if label is None:
@@ -507,20 +507,33 @@ def score_paths_detailed(preds: str | Path, gt: str | Path, *, threshold: float 
     detections = {}
     for cond, f in files.items():
         detections[cond] = load_predictions(f, ground_truth, class_map)
-        _warn_all(cond, detections[cond].source.get("warnings", ()), on_warning)
-    clusters = cluster_labels(ground_truth, cluster_by) if cluster_by else None
-    provenance = build_provenance(gt_source=ground_truth.source,
-                                  predictions={c: d.source for c, d in detections.items()},
-                                  threshold_sha256=info.get("sha256"), seed=seed, bootstrap=bootstrap, iou=iou,
-                                  cluster_by=cluster_by,
-                                  class_map=class_map.record() if class_map is not None else None)
-    result, samples = score_conditions_with_samples(ground_truth, detections, value, bootstrap=options, iou=iou,
-                                                    clusters=clusters, label=label, provenance=provenance,
-                                                    threshold_info=info, config=suite_config_of(ground_truth))
+    scored = score_loaded(ground_truth, detections, value, info, options=options, iou=iou, cluster_by=cluster_by,
+                          label=label, on_warning=on_warning, class_map=class_map)
+    result = scored.result
     if cross_check is not None:
         from aegis_eval.crosscheck import cross_check as run_cross_check
 
         result["provenance"]["cross_check"] = run_cross_check(result, ground_truth, detections, cross_check)
+    return scored
+
+
+def score_loaded(ground_truth: GroundTruth, detections: Mapping[str, Detections], value: float,
+                 info: Mapping[str, Any], *, options: BootstrapOptions, iou: float, cluster_by: str | None,
+                 label: str | None, on_warning: Warn | None, class_map: ClassMap | None = None) -> PathScore:
+    """Score loaded single-class inputs (``{condition: Detections}`` resolved against ``ground_truth``) at the
+    threshold ``value`` (``info``: its rule / file / sha256), with provenance built from their sources: the
+    part of :func:`score_paths` after loading, shared with in-memory scoring (``aegis_eval.api.score``)."""
+    for cond, d in detections.items():
+        _warn_all(cond, d.source.get("warnings", ()), on_warning)
+    clusters = cluster_labels(ground_truth, cluster_by) if cluster_by else None
+    provenance = build_provenance(gt_source=ground_truth.source,
+                                  predictions={c: d.source for c, d in detections.items()},
+                                  threshold_sha256=info.get("sha256"), seed=options.seed,
+                                  bootstrap=options.n_bootstrap, iou=iou, cluster_by=cluster_by,
+                                  class_map=class_map.record() if class_map is not None else None)
+    result, samples = score_conditions_with_samples(ground_truth, detections, value, bootstrap=options, iou=iou,
+                                                    clusters=clusters, label=label, provenance=provenance,
+                                                    threshold_info=info, config=suite_config_of(ground_truth))
     return PathScore(result, samples, ground_truth.image_ids, clusters)
 
 

@@ -1,0 +1,87 @@
+"""The public API's own contracts: in-memory and file predictions score alike, typed results read the document,
+the split reader refuses what is not there (one AegisError line each)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import aegis_data as ad
+import aegis_eval as ae
+from aegis_data.errors import AegisError
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    root = tmp_path_factory.mktemp("api") / "bench"
+    ad.build_splits(ad.load_source("synthetic", n=6), root, corruptions=["low_light"], severities=[3], workers=1)
+    return root
+
+
+def _gt_as_predictions(split, condition, keep=1.0):
+    preds = []
+    for image_id, _, boxes in split.images(condition):
+        for k, (x0, y0, x1, y1) in enumerate(boxes):
+            if (k % 10) < keep * 10:
+                preds.append({"image_id": image_id, "category_id": 1, "score": 0.9 - 0.01 * k,
+                              "bbox": [float(x0), float(y0), float(x1 - x0), float(y1 - y0)]})
+    return preds
+
+
+def test_in_memory_and_file_predictions_score_alike(bench, tmp_path):
+    split = ad.load_split(bench)
+    preds = {"clean": _gt_as_predictions(split, "clean"), "low_light_s3": _gt_as_predictions(split, "low_light_s3", 0.5)}
+    folder = tmp_path / "preds"
+    folder.mkdir()
+    for cond, p in preds.items():
+        (folder / f"{cond}.json").write_text(json.dumps(p))
+    a = ae.score(preds, bench, threshold=0.5, bootstrap=50)
+    b = ae.score(folder, bench, threshold=0.5, bootstrap=50)
+    assert a.document["conditions"] == b.document["conditions"]
+    assert a.document["summary"] == b.document["summary"]
+    assert a.provenance["predictions"]["clean"]["file"] == "<in-memory>"
+    assert a.provenance["predictions"]["clean"]["sha256"] != b.provenance["predictions"]["clean"]["sha256"]
+    assert a.conditions["clean"].recall == 1.0 and a.conditions["clean"].severity == 0
+    assert a.conditions["low_light_s3"].rel_drop["recall"] == pytest.approx(1 - a.conditions["low_light_s3"].recall)
+    assert a.rpc["recall"] == pytest.approx(a.conditions["low_light_s3"].recall)
+    assert a.threshold == 0.5
+    with pytest.raises(AttributeError, match="no metric"):
+        a.conditions["clean"].no_such_metric
+    # A bare list is the clean condition.
+    assert list(ae.score(preds["clean"], bench, threshold=0.5, bootstrap=1).conditions) == ["clean"]
+
+
+def test_api_refusals(bench):
+    with pytest.raises(AegisError, match="must be a path"):
+        ae.score(42, bench, threshold=0.5)
+    with pytest.raises(AegisError, match="empty"):
+        ae.score({}, bench, threshold=0.5)
+    with pytest.raises(AegisError, match="file path or a results list"):
+        ae.score({"clean": 3}, bench, threshold=0.5)
+    with pytest.raises(AegisError, match="classes="):
+        ae.score([], bench, threshold=0.5, classes="all")
+    with pytest.raises(AegisError, match="not JSON"):
+        ae.score({"clean": [{"image_id": 1, "score": float("nan")}]}, bench, threshold=0.5)
+    with pytest.raises(AegisError, match="split folder not found"):
+        ad.load_split(bench / "nope")
+    split = ad.load_split(bench)
+    with pytest.raises(AegisError, match="no condition 'fog_s1'"):
+        next(split.images("fog_s1"))
+    with pytest.raises(AegisError, match="no 'train' split"):
+        split.ground_truth("train")
+    with pytest.raises(AegisError, match="unknown family"):
+        ad.corruption_names("drought")
+
+
+def test_split_reader_reads_what_was_built(bench):
+    split = ad.load_split(bench)
+    assert split.conditions == ("clean", "low_light_s3")
+    assert split.facts()["root_hash"] == split.root_hash == json.loads((bench / "manifest.json").read_text())["root_hash"]
+    seen = dict(iter(split))
+    assert set(seen) == {"clean", "low_light_s3"}
+    (iid, clean, boxes), (iid2, dark, _) = next(seen["clean"]), next(seen["low_light_s3"])
+    assert iid == iid2 and clean.shape == dark.shape and dark.mean() < clean.mean()
+    assert np.array_equal(dark, ad.apply_corruption(clean, "low_light", 3, iid))  # the file is the engine's output
+    assert boxes.shape[1] == 4 and np.all(boxes[:, 2:] > boxes[:, :2])
