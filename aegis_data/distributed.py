@@ -32,7 +32,6 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from aegis_data.errors import AegisError
 
 LOCAL = "local"
-INSTALL_HINT = "--scheduler needs Dask: pip install 'aegisbench[distributed]'"
 RETRIES = 2  # re-runs of a task that raised something other than a data error
 TASKS_PER_THREAD = 4  # tasks kept in flight per worker thread: enough to hide scheduling latency, bounded memory
 CONNECT_TIMEOUT_S = 30
@@ -42,11 +41,9 @@ _ADDRESS = re.compile(r"^(tcp|tls|inproc|ucx|ws|wss)://[^\s/]+$|^[A-Za-z0-9_.\-\
 
 
 def _import_distributed():
-    try:
-        import distributed
-    except ImportError:
-        raise AegisError(INSTALL_HINT) from None
-    return distributed
+    from aegis_data.extras import require
+
+    return require("distributed", "--scheduler")
 
 
 def check_scheduler(scheduler: str, workers: int | None) -> None:

@@ -169,7 +169,8 @@ def score(predictions: Predictions, gt: PathLike, *, threshold: float | None = N
     predictions: a COCO results file (one condition, named by its stem), a folder of ``<condition>.json``, a
     results list (the clean condition), or ``{condition: file or results list}``. Exactly one of ``threshold``
     (a value) and ``threshold_file`` (from :func:`freeze_threshold`). ``classes`` (``"all"`` or ``"a,b"``)
-    scores several GT categories; it takes file or folder predictions. AegisError on bad input.
+    scores several GT categories; it takes file or folder predictions. ``label`` names the model (default: the
+    file or folder name; ``"predictions"`` for in-memory ones). AegisError on bad input.
     """
     from aegis_eval.bootstrap import BootstrapOptions
     from aegis_eval.predictions import detections_from_results, load_ground_truth, load_predictions
@@ -193,7 +194,7 @@ def score(predictions: Predictions, gt: PathLike, *, threshold: float | None = N
                   for cond, v in mapping.items()}
     scored = score_loaded(ground_truth, detections, value, info,
                           options=BootstrapOptions(n_bootstrap=bootstrap, seed=seed), iou=iou, cluster_by=cluster_by,
-                          label=label, on_warning=on_warning)
+                          label="predictions" if label is None else label, on_warning=on_warning)
     return ScoreResult(scored.result)
 
 

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from aegis_data.errors import AegisError
+from aegis_data.extras import MissingExtra
 
 # Results go to stdout, diagnostics to stderr.
 out = Console()
@@ -61,6 +62,8 @@ def handle_errors(fn: F) -> F:
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
+        except MissingExtra as exc:  # an optional extra is not installed: nothing ran, as for a usage error
+            raise fail(str(exc), code=2) from None
         except AegisError as exc:
             raise fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
         except FileNotFoundError as exc:
@@ -74,6 +77,13 @@ def handle_errors(fn: F) -> F:
                 raise fail(str(write_error(Path(exc.filename), exc))) from None
             where = f" ({exc.filename})" if exc.filename else ""
             raise fail(f"{exc.strerror or type(exc).__name__}{where}") from None
+        except ImportError as exc:  # an optional extra (torch, matplotlib, Dask, ...) is not installed
+            from aegis_data.extras import missing_module_message
+
+            message = missing_module_message(exc.name or "") if isinstance(exc, ModuleNotFoundError) else None
+            if message is None:
+                raise
+            raise fail(message, code=2) from None
         except KeyboardInterrupt:
             err.print("interrupted", highlight=False)
             sys.exit(130)

@@ -77,10 +77,10 @@ def _slug(name: str) -> str:
 
 def render_figures(groups: Sequence[DatasetGroup], metric: str) -> list[FigureRef]:
     """Every figure of every dataset, in report order (PNG bytes, not yet written)."""
-    try:
-        from aegis_eval.report import figures as F
-    except ImportError as exc:  # matplotlib is the optional "report" extra
-        raise AegisError(f"`aegis report` needs matplotlib ({exc}); install it with `pip install aegisbench[report]`") from None
+    from aegis_data.extras import require
+
+    require("matplotlib", "`aegis report`")  # the optional "report" extra
+    from aegis_eval.report import figures as F
     refs: list[FigureRef] = []
     used: set[str] = set()
     for g in groups:

@@ -29,10 +29,10 @@ class UltralyticsDetector:
     """
 
     def __init__(self, model: str, weights: str, device: str, *, max_det: int = 300, imgsz: int | None = None):
-        try:
-            from ultralytics import RTDETR, YOLO
-        except ImportError as exc:  # pragma: no cover - the runner extras are a declared dependency
-            raise AegisError(f"the {model} runner needs ultralytics (pip install -e '.[runners]'): {exc}") from None
+        from aegis_data.extras import require
+
+        ultralytics = require("ultralytics", f"the {model} runner")
+        RTDETR, YOLO = ultralytics.RTDETR, ultralytics.YOLO
         cls = RTDETR if model == "rtdetr" else YOLO
         try:
             self._net = cls(weights)
