@@ -635,3 +635,94 @@ def test_in_memory_numbers_beyond_float64_are_findings_too():
             "categories": [{"id": 1, "name": "person"}]}
     with pytest.raises(AegisError, match="gt_bbox_invalid"):
         ground_truth_from_coco(coco)
+
+
+# ==========================================================================================================
+# Second round: verify means what a detector reads (numbers follow that list)
+# ==========================================================================================================
+def _flip_pixel(path: Path) -> None:
+    img = cv2.imread(str(path))
+    img[0, 0, 0] ^= 0xFF
+    assert cv2.imwrite(str(path), img)
+
+
+def _reseal(out: Path, m: dict) -> dict:
+    (out / "manifest.json").write_text(json.dumps(_rehash(m)))
+    return m
+
+
+# --- 1. suite-config values are validated; the compiled loops check sizes ---------------------------------
+CONFIG_EDITS = [
+    (b"sigma_read: [0.010, 0.018, 0.028]", b"sigma_read: [.nan, .nan, .nan]", "low_light.severities.sigma_read"),
+    (b"gain: [0.330, 0.130, 0.045]", b"gain: [.inf, 0.130, 0.045]", "low_light.severities.gain[s1]"),
+    (b"noise_base: 6", b"noise_base: 0", "water_glare.fixed.noise_base"),
+    (b"noise_octaves: 4\n      noise_base: 6", b"noise_octaves: 1e9\n      noise_base: 6", "noise_octaves"),
+    (b"tint: [1.00, 0.98, 0.92]", b"tint: 0", "water_glare.fixed.tint"),
+    (b"bloom_sigma_px: [8, 12, 16]", b"bloom_sigma_px: [8, 12, 1e9]", "bloom_sigma_px[s3]"),
+    (b"seed: 20260707", b"seed: -1", "seed"),
+    (b"direction: increase", b"direction: sideways", "direction"),
+    (b"suite: aegis-v1", b"suite: aegis-v1\nextra_key: 1", "extra_key"),
+]
+
+
+@pytest.mark.parametrize("old,new,names", CONFIG_EDITS, ids=[c[2] for c in CONFIG_EDITS])
+def test_every_suite_config_value_is_checked_on_load(old, new, names):
+    from aegis_data.config import DEFAULT_CONFIG_PATH, config_from_bytes
+    from aegis_data.errors import AegisError
+
+    data = DEFAULT_CONFIG_PATH.read_bytes()
+    assert old in data
+    with pytest.raises(AegisError, match=names.replace("[", r"\[").replace("]", r"\]")) as info:
+        config_from_bytes(data.replace(old, new, 1), "edited.yaml")
+    assert "\n" not in str(info.value) and "edited.yaml" in str(info.value)
+
+
+def test_a_suite_config_may_carry_a_scale_block():
+    from aegis_data.config import DEFAULT_CONFIG_PATH, config_from_bytes, load_config
+
+    cfg = config_from_bytes(DEFAULT_CONFIG_PATH.read_bytes() + b"scale: {reference: 1}\n")
+    assert cfg.corruptions == load_config().corruptions
+
+
+@pytest.mark.parametrize("old,new,names", CONFIG_EDITS[:2], ids=["nan", "inf"])
+def test_verify_of_a_split_whose_config_holds_nan_is_one_finding_not_a_crash(tmp_path, yolo_split, old, new, names):
+    from aegis_data.config import config_hash_of
+
+    src, out, m = yolo_split
+    data = (out / "corruptions.yaml").read_bytes().replace(old, new, 1)
+    (out / "corruptions.yaml").write_bytes(data)
+    m["config_hash"] = config_hash_of(data)
+    _reseal(out, m)
+    _flip_pixel(out / "test" / "low_light_s1" / "f0.png")  # verify would regenerate this file from the config
+    r = invoke("verify", out, "--json", tmp_path / "v.json")
+    assert r.exit_code == 1, r.output
+    doc = json.loads((tmp_path / "v.json").read_text())
+    assert any(f["path"] == "corruptions.yaml" and names.split("[")[0] in f["detail"] for f in doc["findings"])
+    flipped = [f for f in doc["findings"] if f["path"] == "test/low_light_s1/f0.png"]
+    assert flipped and flipped[0]["kind"] == "pixels" and "not available" in flipped[0]["detail"]
+
+
+def test_compiled_loops_refuse_sizes_that_overflow():
+    from aegis_data import _kernels as K
+
+    c = K.CKERNELS
+    if c is None:
+        pytest.skip("the compiled loops are not built here (the NumPy fallback has no C sizes to overflow)")
+    out, grid = np.zeros((2, 4), np.float32), np.zeros((2, 4))
+    taps, weights = np.zeros((4, 4), np.int64), np.zeros((4, 4))
+    with pytest.raises(ValueError, match="sizes out of range"):
+        c.noise_columns(out, grid, 2, 4, taps, weights, 1 << 62, 1.0)
+    with pytest.raises(ValueError, match="sizes out of range"):
+        c.noise_columns(out, grid, 1 << 62, 4, taps, weights, 4, 1.0)
+    with pytest.raises(ValueError, match="factor at most"):
+        c.block_sum(np.zeros((1, 1), np.int64), np.zeros((4, 4), np.uint8), 4, 4, 1 << 62)
+    c.noise_columns(out, grid, 2, 4, taps, weights, 4, 1.0)  # the same call with true sizes runs
+
+
+def test_the_documented_parameter_table_is_the_validators():
+    from aegis_data.config_schema import PARAMETERS
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "CORRUPTIONS.md").read_text()
+    for name, params in PARAMETERS.items():
+        for key, p in params.items():
+            assert f"| `{name}` | `{key}` | {p.describe()}" in doc, (name, key)
