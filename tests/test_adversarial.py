@@ -726,3 +726,65 @@ def test_the_documented_parameter_table_is_the_validators():
     for name, params in PARAMETERS.items():
         for key, p in params.items():
             assert f"| `{name}` | `{key}` | {p.describe()}" in doc, (name, key)
+
+
+# --- 3. a YOLO class filter that matches nothing is refused ------------------------------------------------
+@pytest.mark.parametrize("classes,fragment", [("person", "not a YOLO class id"), ("00", "not a YOLO class id"),
+                                              ("abc", "not a YOLO class id"), ("0.0", "not a YOLO class id"),
+                                              ("-1", "not a YOLO class id"), ("3", "labels hold class ids: 0"),
+                                              ("0,7", "class id 7 matches no label")])
+def test_a_yolo_class_filter_must_name_ids_the_labels_hold(tmp_path, classes, fragment):
+    src = yolo_source(tmp_path / "src")
+    r = invoke("build-splits", "--source", src, "--out", tmp_path / "out", *YOLO_BUILD, "--classes", classes)
+    assert_one_line_error(r, fragment)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    m = build_yolo(src, tmp_path / "ok", "--classes", "0")
+    assert m["splits"] == {"test": 3}
+
+
+# --- 11. a label path that is no file is not a negative ----------------------------------------------------
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_label_path_that_is_a_folder_or_fifo_is_refused(tmp_path, kind):
+    src = yolo_source(tmp_path / "src")
+    label = src / "labels" / "f1.txt"
+    label.unlink()
+    label.mkdir() if kind == "folder" else os.mkfifo(label)
+    r = invoke("build-splits", "--source", src, "--out", tmp_path / "out", *YOLO_BUILD)
+    assert_one_line_error(r, "f1.txt", "not a regular file")
+
+
+# --- 4. augmentation weights -------------------------------------------------------------------------------
+@pytest.mark.parametrize("weights", [[float("nan"), 1, 1], [float("inf"), 1, 1], [-1, 1, 1], [0, 1, 1]])
+def test_severity_weights_must_be_finite_and_positive(weights):
+    from aegis_data.augment import resolve_policy
+    from aegis_data.errors import AegisError
+
+    with pytest.raises(AegisError, match="finite positive number"):
+        resolve_policy({"name": "w", "p_clean": 0.0, "severity_weights": weights}, "p.yaml")
+
+
+def test_huge_severity_weights_keep_their_proportions():
+    from aegis_data.augment import DisasterAugment, resolve_policy
+
+    def severities(weights):
+        aug = DisasterAugment(resolve_policy({"name": "w", "p_clean": 0.0, "severity_weights": weights}), seed=3)
+        return [aug.choose(0, i).severity for i in range(300)]
+
+    huge, plain = severities([1e308, 1e308, 1e308]), severities([1, 1, 1])
+    assert huge == plain and {1, 2, 3} <= set(huge)
+
+
+# --- 8. a class map gives each source id once, in both forms ------------------------------------------------
+@pytest.mark.parametrize("text", ['{"1": 2, "2": 2, "1": 1}', '{"1": 2, "2": 1, "01": 1}'])
+def test_a_json_class_map_with_a_repeated_or_aliased_id_is_refused(tmp_path, text):
+    from aegis_data.errors import AegisError
+    from aegis_eval.class_map import parse_class_map
+
+    path = tmp_path / "map.json"
+    path.write_text(text)
+    with pytest.raises(AegisError, match=r"^\[class_map_syntax\] .* maps id 1 twice"):
+        parse_class_map(str(path))
+    with pytest.raises(AegisError, match="maps id 1 twice"):
+        parse_class_map("1:2,2:1,01:1")
+    path.write_text('{"1": 2, "2": 1}')
+    assert dict(parse_class_map(str(path)).mapping) == {1: 2, 2: 1}
