@@ -171,10 +171,10 @@ def test_verify_reports_links_leaving_the_split_and_hardlinks(tmp_path, yolo_spl
 
 # --- 5./6. the manifest: identity under the root hash, entry paths confined ----------------------------
 def _rehash(m: dict) -> dict:
-    from aegis_data.manifest import files_hash, root_hash
+    from aegis_data.manifest import files_hash, root_hash, sealed_header
 
     m["root_hash"] = root_hash(m, m["entries"])
-    m["files_hash"] = files_hash(m["root_hash"], m["encoder"], m["entries"])
+    m["files_hash"] = files_hash(m["root_hash"], m["encoder"], m["entries"], sealed_header(m))
     return m
 
 
@@ -788,3 +788,178 @@ def test_a_json_class_map_with_a_repeated_or_aliased_id_is_refused(tmp_path, tex
         parse_class_map("1:2,2:1,01:1")
     path.write_text('{"1": 2, "2": 1}')
     assert dict(parse_class_map(str(path)).mapping) == {1: 2, 2: 1}
+
+
+# --- 2. bytes-only means a detector's reader sees the same pixels ------------------------------------------
+def _png_with_chunk(data: bytes, name: bytes, body: bytes) -> bytes:
+    import struct
+    import zlib
+
+    chunk = struct.pack(">I", len(body)) + name + body + struct.pack(">I", zlib.crc32(name + body))
+    at = 8 + 25  # after the signature and IHDR
+    return data[:at] + chunk + data[at:]
+
+
+def _exif_orientation_6() -> bytes:
+    return b"MM\x00*\x00\x00\x00\x08\x00\x01\x01\x12\x00\x03\x00\x00\x00\x01\x00\x06\x00\x00\x00\x00\x00\x00"
+
+
+@pytest.mark.parametrize("rewrite", ["exif", "16bit", "rgba"])
+def test_against_a_reference_a_file_a_detector_reads_differently_is_no_bytes_only(tmp_path, yolo_split, rewrite):
+    src, out, _ = yolo_split
+    p = out / "test" / "clean" / "f0.png"
+    bgr = cv2.imread(str(p), cv2.IMREAD_UNCHANGED)
+    if rewrite == "exif":
+        p.write_bytes(_png_with_chunk(p.read_bytes(), b"eXIf", _exif_orientation_6()))
+        assert cv2.imread(str(p)).shape[:2] == bgr.shape[1::-1]  # what Ultralytics reads: rotated
+    elif rewrite == "16bit":
+        assert cv2.imwrite(str(p), np.clip(bgr.astype(np.int32) * 257 - 128, 0, 65535).astype(np.uint16))
+    else:
+        assert cv2.imwrite(str(p), np.dstack([bgr, np.zeros(bgr.shape[:2], np.uint8)]))
+    doc = _verify_fails(out, '"kind": "format"', against=out / "manifest.json")
+    (f,) = [f for f in doc["findings"] if f["path"] == "test/clean/f0.png"]
+    assert f["kind"] == "format" and f["failure"]
+
+
+def test_a_plain_rewrite_with_other_deflate_settings_stays_bytes_only(tmp_path, yolo_split):
+    src, out, _ = yolo_split
+    p = out / "test" / "clean" / "f0.png"
+    assert cv2.imwrite(str(p), cv2.imread(str(p)), [cv2.IMWRITE_PNG_COMPRESSION, 1])
+    r = invoke("verify", out, "--against", out / "manifest.json", "--json", tmp_path / "v.json")
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "v.json").read_text())["counts"] == {"bytes-only": 1}
+
+
+# --- 5. the per-image GT digest covers every field the scorer reads ---------------------------------------
+@pytest.mark.parametrize("field,value", [("iscrowd", 1), ("area", 1.0), ("category_id", 2)])
+def test_subset_against_a_reference_catches_edited_gt_fields(tmp_path, yolo_split, field, value):
+    src, out, m = yolo_split
+    ref = tmp_path / "ref.json"
+    shutil.copyfile(out / "manifest.json", ref)
+    gt_path = out / "annotations" / "test.json"
+    gt = json.loads(gt_path.read_text())
+    gt["annotations"][0][field] = value
+    gt_path.write_text(json.dumps(gt))
+    # Plain verify names the image (no longer "formatting/metadata")
+    doc = _verify_fails(out, "annotations changed for 1: f0")
+    # The local manifest resealed over the edited file: the reference still catches it, per image.
+    import hashlib
+
+    entry = next(e for e in m["entries"] if e["path"] == "annotations/test.json")
+    entry["sha256"] = hashlib.sha256(gt_path.read_bytes()).hexdigest()
+    _reseal(out, m)
+    r = invoke("verify", out, "--against", ref, "--subset", "--json", tmp_path / "s.json")
+    assert r.exit_code == 1, r.output
+    assert "against the reference: annotations changed for 1: f0" in (tmp_path / "s.json").read_text()
+    assert doc["findings"][0]["kind"] == "annotations"
+
+
+def test_the_gt_digest_of_a_toolkit_box_is_unchanged():
+    from aegis_data.manifest import annotation_digest, annotation_identity, gt_digest
+
+    boxes = [[1.5, 2.0, 3.0, 4.25], [0.0, 0.0, 1.0, 1.0]]
+    plain = [annotation_identity(b, 1, 0, b[2] * b[3]) for b in boxes]
+    assert annotation_digest(plain) == gt_digest(boxes)
+    assert annotation_digest([annotation_identity(boxes[0], 1, 1, 12.75)]) != gt_digest(boxes[:1])
+
+
+# --- 6./7. --against compares every identity field and confines every path-like field ---------------------
+@pytest.mark.parametrize("field,value", [("condition", "low_light_s1"), ("coco_id", 9), ("width", 7),
+                                          ("image_id", "f1"), ("source_pixel_sha256", "0" * 64)])
+def test_a_reference_relabelling_an_entry_is_a_finding(tmp_path, yolo_split, field, value):
+    src, out, m = yolo_split
+    e = next(e for e in m["entries"] if e["path"] == "test/clean/f0.png")
+    e[field] = value
+    ref = tmp_path / "ref.json"
+    ref.write_text(json.dumps(_rehash(m)))
+    r = invoke("verify", out, "--against", ref, "--json", tmp_path / "v.json")
+    if field in ("condition", "image_id"):  # the entry's path no longer names the file its fields describe
+        assert_one_line_error(r, "test/clean/f0.png", "in its fields")
+        return
+    assert r.exit_code == 1, r.output
+    assert any(f["kind"] == "manifest" and field in f["detail"]
+               for f in json.loads((tmp_path / "v.json").read_text())["findings"])
+
+
+def test_a_reference_with_other_conditions_is_a_finding(tmp_path, yolo_split):
+    src, out, m = yolo_split
+    m["conditions"] = ["clean"]
+    ref = tmp_path / "ref.json"
+    ref.write_text(json.dumps(_rehash(m)))
+    _verify_fails(out, "conditions", against=ref)
+
+
+@pytest.mark.parametrize("field,value", [("image_id", "../../../outside/evil"), ("split", "../x"),
+                                          ("condition", "a/b")])
+def test_path_like_entry_fields_are_confined(tmp_path, yolo_split, field, value):
+    src, out, m = yolo_split
+    (tmp_path / "outside").mkdir()
+    e = next(e for e in m["entries"] if e["path"] == "test/low_light_s1/f0.png")
+    e[field] = value
+    ref = tmp_path / "ref.json"
+    ref.write_text(json.dumps(_rehash(m)))
+    assert_one_line_error(invoke("verify", out, "--against", ref), "not a plain file or folder name")
+
+
+# --- 9. every top-level field but environment is sealed ----------------------------------------------------
+@pytest.mark.parametrize("edit", ["toolkit", "added", "format_kept"])
+def test_top_level_fields_are_sealed(yolo_split, edit):
+    src, out, m = yolo_split
+    if edit == "toolkit":
+        m["toolkit"]["version"] = "9.9.9"
+    elif edit == "added":
+        m["note"] = "trust me"
+    else:
+        m["environment"]["numpy"] = "0.0"  # the one field outside the seal
+    (out / "manifest.json").write_text(json.dumps(m))
+    r = invoke("verify", out)
+    if edit == "format_kept":
+        assert r.exit_code == 0, r.output
+    else:
+        assert_one_line_error(r, "internally inconsistent", "files_hash")
+
+
+def test_a_manifest_with_the_earlier_seal_verifies_with_a_note(tmp_path, yolo_split):
+    from aegis_data.manifest import files_hash
+
+    src, out, m = yolo_split
+    m["files_hash"] = files_hash(m["root_hash"], m["encoder"], m["entries"])  # the earlier form
+    (out / "manifest.json").write_text(json.dumps(m))
+    r = invoke("verify", out, "--json", tmp_path / "v.json")
+    assert r.exit_code == 0, r.output
+    assert "earlier form" in r.stdout and "re-seal" in r.stdout
+    assert json.loads((tmp_path / "v.json").read_text())["counts"] == {"seal": 1}
+    assert build_yolo(src, out)["files_hash"] != m["files_hash"]  # a rebuild re-seals
+    r = invoke("verify", out)
+    assert r.exit_code == 0 and "earlier form" not in r.stdout
+
+
+# --- 10. incomplete or mistyped manifest fields are one line ------------------------------------------------
+@pytest.mark.parametrize("edit", ["no_sha256", "no_pixel_sha256", "no_condition", "no_split", "seed_abc",
+                                  "seed_list", "seed_missing", "gt_list"])
+def test_incomplete_manifest_entries_are_one_line(yolo_split, edit):
+    src, out, m = yolo_split
+    image = next(e for e in m["entries"] if e["kind"] == "image")
+    gt = next(e for e in m["entries"] if e["kind"] == "annotations")
+    if edit.startswith("no_"):
+        del image[edit[3:]]
+    elif edit == "seed_abc":
+        m["seed"] = "abc"
+    elif edit == "seed_list":
+        m["seed"] = [1]
+    elif edit == "seed_missing":
+        del m["seed"]
+    else:
+        gt["gt"] = [1, 2]
+    _reseal(out, m)
+    assert_one_line_error(invoke("verify", out), "manifest")
+
+
+# --- 11. a manifest.json that is a folder ------------------------------------------------------------------
+def test_a_manifest_json_folder_is_named_once(tmp_path, yolo_split):
+    src, out, m = yolo_split
+    (out / "manifest.json").unlink()
+    (out / "manifest.json").mkdir()
+    r = invoke("verify", out)
+    assert_one_line_error(r, "a folder, not a file")
+    assert "manifest.json/manifest.json" not in r.output
