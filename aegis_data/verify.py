@@ -275,7 +275,7 @@ def verify_split(
     manifest they are always failures: the copy no longer matches what was built.
     scheduler (``"local"`` or a Dask scheduler address, see ``hash_files``) moves the hashing to a cluster.
     """
-    root = Path(root)
+    root = Path(root) if scheduler is None else Path(root).resolve()  # workers see absolute paths only
     if not root.is_dir():
         raise AegisError(f"split directory not found: {root}")
     local: Manifest = load_manifest(root / MANIFEST_NAME)

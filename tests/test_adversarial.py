@@ -963,3 +963,72 @@ def test_a_manifest_json_folder_is_named_once(tmp_path, yolo_split):
     r = invoke("verify", out)
     assert_one_line_error(r, "a folder, not a file")
     assert "manifest.json/manifest.json" not in r.output
+
+
+# --- 10. schedulers, score JSONs and RefCOCO conversions are one line -------------------------------------
+@pytest.mark.parametrize("address,fragment", [("inproc://x", "in-process"), ("ucx://127.0.0.1:1", "UCX"),
+                                              ("tls://127.0.0.1:1", "TLS needs client certificates")])
+def test_unsupported_scheduler_schemes_are_one_line(tmp_path, yolo_split, address, fragment):
+    src, out, _ = yolo_split
+    r = invoke("build-splits", "--source", src, "--out", tmp_path / "o", "--dataset", "yolo", "--corruptions",
+               "low_light", "--severities", "1", "--scheduler", address)
+    assert_one_line_error(r, fragment)
+    assert_one_line_error(invoke("verify", out, "--scheduler", address), fragment)
+
+
+@pytest.mark.parametrize("edit,fragment", [("clean_null", "conditions['clean'] must be an object"),
+                                           ("recall_text", "recall must be a number or null"),
+                                           ("recall_bool", "recall must be a number or null"),
+                                           ("label_list", "'label' must be a non-empty string")])
+def test_rank_and_report_share_one_score_validator(tmp_path, score_json, edit, fragment):
+    doc = json.loads(score_json.read_text())
+    if edit == "clean_null":
+        doc["conditions"]["clean"] = None
+    elif edit == "recall_text":
+        doc["conditions"]["clean"]["recall"] = "high"
+    elif edit == "recall_bool":
+        doc["conditions"]["clean"]["recall"] = True
+    else:
+        doc["label"] = ["x"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    assert_one_line_error(invoke("rank", score_json, bad), fragment)
+    assert_one_line_error(invoke("report", bad, "--out", tmp_path / "r"), fragment)
+
+
+@pytest.mark.parametrize("sentences", ["man", [None], [1]])
+def test_convert_refs_with_malformed_sentences_is_one_line(tmp_path, sentences):
+    refs = [{"ref_id": 7, "ann_id": 70, "image_id": 3, "split": "val", "sentences": sentences}]
+    instances = {"images": [{"id": 3, "file_name": "x.jpg"}],
+                 "annotations": [{"id": 70, "image_id": 3, "bbox": [1, 2, 3, 4]}]}
+    (tmp_path / "refs.json").write_text(json.dumps(refs))
+    (tmp_path / "inst.json").write_text(json.dumps(instances))
+    r = invoke("convert-refs", tmp_path / "refs.json", "--instances", tmp_path / "inst.json", "--out",
+               tmp_path / "o.json")
+    assert_one_line_error(r, "sentences must be a list of objects")
+
+
+# --- 11. RefCOCO image ids and file names, a remote cluster's paths ---------------------------------------
+def test_convert_refs_refuses_an_image_mismatch_and_keeps_the_refs_file_name():
+    from aegis_data.errors import AegisError
+    from aegis_eval.referring import refs_from_refcoco
+
+    ref = {"ref_id": 7, "ann_id": 70, "image_id": 3, "split": "val", "file_name": "COCO_3_7.jpg",
+           "sentences": [{"sent_id": 100, "sent": "man in red"}]}
+    instances = {"images": [{"id": 3, "file_name": "x.jpg"}, {"id": 4, "file_name": "y.jpg"}],
+                 "annotations": [{"id": 70, "image_id": 3, "bbox": [1, 2, 3, 4]}]}
+    assert refs_from_refcoco([ref], instances)["refs"][0]["file_name"] == "COCO_3_7.jpg"
+    with pytest.raises(AegisError, match=r"^\[refcoco_image_mismatch\].*image 4.*image 3"):
+        refs_from_refcoco([{**ref, "image_id": 4}], instances)
+
+
+def test_a_relative_split_path_reaches_cluster_workers_resolved(yolo_split, monkeypatch):
+    import aegis_data.verify as verify_mod
+
+    src, out, _ = yolo_split
+    seen = []
+    monkeypatch.chdir(out.parent)
+    real = verify_mod.hash_files
+    monkeypatch.setattr(verify_mod, "hash_files", lambda root, items, **kw: (seen.append(root), real(root, items))[1])
+    report = verify_mod.verify_split(Path(out.name), scheduler="tcp://127.0.0.1:8786")
+    assert report.ok and seen == [out.resolve()]
