@@ -51,11 +51,28 @@ static void release(Buffers *b) {
     b->n = 0;
 }
 
+/* a * b for buffer sizes; -1 when either is negative (or already -1) or the product overflows, which get()
+ * refuses: a size computed from hostile arguments must never wrap around to a small buffer. */
+static Py_ssize_t mul(Py_ssize_t a, Py_ssize_t b) {
+    if (a < 0 || b < 0) return -1;
+#if defined(__GNUC__) || defined(__clang__)
+    Py_ssize_t r;
+    return __builtin_mul_overflow(a, b, &r) ? -1 : r;
+#else
+    return (b != 0 && a > PY_SSIZE_T_MAX / b) ? -1 : a * b;
+#endif
+}
+
 /* A contiguous buffer of exactly `bytes` bytes (writable when asked), recorded for release. After a failure
  * (Python error set) this and every later call return NULL, so a wrapper asks for all its buffers in a row and
  * checks `b.failed` once. */
 static void *get(Buffers *b, PyObject *obj, Py_ssize_t bytes, int writable, const char *what) {
     if (b->failed) return NULL;
+    if (bytes < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: sizes out of range (negative or overflowing)", what);
+        b->failed = 1;
+        return NULL;
+    }
     if (b->n == (int)(sizeof b->views / sizeof b->views[0])) {
         PyErr_SetString(PyExc_RuntimeError, "too many buffers for one call");
         b->failed = 1;
@@ -88,10 +105,10 @@ static PyObject *noise_columns(PyObject *self, PyObject *args) {
     double weight;
     if (!PyArg_ParseTuple(args, "OOnnOOnd", &o_out, &o_grid, &gy, &gx, &o_xi, &o_xw, &n_out, &weight)) return NULL;
     Buffers b = {.n = 0, .failed = 0};
-    float *out = get(&b, o_out, gy * n_out * 4, 1, "out");
-    const double *grid = get(&b, o_grid, gy * gx * 8, 0, "grid");
-    const int64_t *xi = get(&b, o_xi, 4 * n_out * 8, 0, "xi");
-    const double *xw = get(&b, o_xw, 4 * n_out * 8, 0, "xw");
+    float *out = get(&b, o_out, mul(mul(gy, n_out), 4), 1, "out");
+    const double *grid = get(&b, o_grid, mul(mul(gy, gx), 8), 0, "grid");
+    const int64_t *xi = get(&b, o_xi, mul(mul(4, n_out), 8), 0, "xi");
+    const double *xw = get(&b, o_xw, mul(mul(4, n_out), 8), 0, "xw");
     if (b.failed) { release(&b); return NULL; }
     for (Py_ssize_t c = 0; c < n_out; c++)
         for (int k = 0; k < 4; k++)
@@ -146,7 +163,7 @@ static PyObject *noise_rows(PyObject *self, PyObject *args) {
         return NULL;
     }
     Buffers b = {.n = 0, .failed = 0};
-    float *out = get(&b, o_out, n_rows * n_cols * 4, 1, "out");
+    float *out = get(&b, o_out, mul(mul(n_rows, n_cols), 4), 1, "out");
     const float *rows[3];
     const int64_t *yi[3];
     const float *yw[3];
@@ -155,9 +172,9 @@ static PyObject *noise_rows(PyObject *self, PyObject *args) {
         PyObject *t = PySequence_Fast_GET_ITEM(seq, o);
         PyObject *o_rows, *o_yi, *o_yw;
         if (!PyArg_ParseTuple(t, "OnOO", &o_rows, &ny[o], &o_yi, &o_yw)) { b.failed = 1; break; }
-        rows[o] = get(&b, o_rows, ny[o] * n_cols * 4, 0, "rows");
-        yi[o] = get(&b, o_yi, 4 * n_rows * 8, 0, "yi");
-        yw[o] = get(&b, o_yw, 4 * n_rows * 4, 0, "yw");
+        rows[o] = get(&b, o_rows, mul(mul(ny[o], n_cols), 4), 0, "rows");
+        yi[o] = get(&b, o_yi, mul(mul(4, n_rows), 8), 0, "yi");
+        yw[o] = get(&b, o_yw, mul(mul(4, n_rows), 4), 0, "yw");
         for (Py_ssize_t i = 0; !b.failed && i < 4 * n_rows; i++)
             if (yi[o][i] < 0 || yi[o][i] >= ny[o]) {
                 PyErr_SetString(PyExc_IndexError, "noise_rows: tap index out of range");
@@ -217,8 +234,8 @@ static PyObject *quantize_u16(PyObject *self, PyObject *args) {
     double scale, offset;
     if (!PyArg_ParseTuple(args, "OOnpdd", &o_out, &o_src, &n, &is_f64, &scale, &offset)) return NULL;
     Buffers b = {.n = 0, .failed = 0};
-    uint16_t *out = get(&b, o_out, n * 2, 1, "out");
-    const void *src = get(&b, o_src, n * (is_f64 ? 8 : 4), 0, "src");
+    uint16_t *out = get(&b, o_out, mul(n, 2), 1, "out");
+    const void *src = get(&b, o_src, mul(n, (is_f64 ? 8 : 4)), 0, "src");
     if (b.failed) { release(&b); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     if (is_f64) quantize_f64_run(out, (const double *)src, n, scale, offset);
@@ -288,18 +305,18 @@ static PyObject *haze(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOnOOOOOO", &o_out, &o_img, &n, &o_den, &o_tt, &o_air, &o_gain, &o_gr, &o_gt))
         return NULL;
     Buffers b = {.n = 0, .failed = 0};
-    uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
-    const uint8_t *img = get(&b, o_img, 3 * n, 0, "img");
-    const uint16_t *den = get(&b, o_den, 2 * n, 0, "density");
-    const float *tt = get(&b, o_tt, 65536 * 4, 0, "t_table");
+    uint8_t *out = get(&b, o_out, mul(3, n), 1, "out");
+    const uint8_t *img = get(&b, o_img, mul(3, n), 0, "img");
+    const uint16_t *den = get(&b, o_den, mul(2, n), 0, "density");
+    const float *tt = get(&b, o_tt, mul(65536, 4), 0, "t_table");
     const float *air = get(&b, o_air, 12, 0, "airlight");
     const float *gain = NULL;
     const uint16_t *gr = NULL;
     const float *gt = NULL;
     if (o_gain != Py_None) gain = get(&b, o_gain, 12, 0, "gains");
     if (o_gr != Py_None) {
-        gr = get(&b, o_gr, 2 * n, 0, "grain");
-        gt = get(&b, o_gt, 65536 * 4, 0, "grain_table");
+        gr = get(&b, o_gr, mul(2, n), 0, "grain");
+        gt = get(&b, o_gt, mul(65536, 4), 0, "grain_table");
     }
     if (b.failed) { release(&b); return NULL; }
     Py_BEGIN_ALLOW_THREADS
@@ -352,8 +369,8 @@ static PyObject *turbidity(PyObject *self, PyObject *args) {
     float scale, sat;
     if (!PyArg_ParseTuple(args, "OOnfOOf", &o_out, &o_img, &n, &scale, &o_off, &o_luma, &sat)) return NULL;
     Buffers b = {.n = 0, .failed = 0};
-    uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
-    const uint8_t *img = get(&b, o_img, 3 * n, 0, "img");
+    uint8_t *out = get(&b, o_out, mul(3, n), 1, "out");
+    const uint8_t *img = get(&b, o_img, mul(3, n), 0, "img");
     const float *off = get(&b, o_off, 12, 0, "offset");
     const float *luma = get(&b, o_luma, 12, 0, "luma");
     if (b.failed) { release(&b); return NULL; }
@@ -387,10 +404,10 @@ static PyObject *glare(PyObject *self, PyObject *args) {
     Py_ssize_t n;
     if (!PyArg_ParseTuple(args, "OOnOOOO", &o_out, &o_img, &n, &o_bl, &o_bt, &o_cores, &o_tint)) return NULL;
     Buffers b = {.n = 0, .failed = 0};
-    uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
-    const uint8_t *img = get(&b, o_img, 3 * n, 0, "img");
-    const uint16_t *bl = get(&b, o_bl, 2 * n, 0, "bloom");
-    const float *bt = get(&b, o_bt, 65536 * 4, 0, "bloom_table");
+    uint8_t *out = get(&b, o_out, mul(3, n), 1, "out");
+    const uint8_t *img = get(&b, o_img, mul(3, n), 0, "img");
+    const uint16_t *bl = get(&b, o_bl, mul(2, n), 0, "bloom");
+    const float *bt = get(&b, o_bt, mul(65536, 4), 0, "bloom_table");
     const uint8_t *cores = get(&b, o_cores, n, 0, "cores");
     const float *tint = get(&b, o_tint, 12, 0, "tint");
     if (b.failed) { release(&b); return NULL; }
@@ -442,10 +459,10 @@ static PyObject *inundation(PyObject *self, PyObject *args) {
                           &clip))
         return NULL;
     Buffers b = {.n = 0, .failed = 0};
-    uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
-    const uint8_t *img = get(&b, o_img, 3 * n, 0, "img");
-    const uint8_t *rip = get(&b, o_rip, 3 * n, 0, "rippled");
-    const uint16_t *mask = get(&b, o_mask, 2 * n, 0, "mask");
+    uint8_t *out = get(&b, o_out, mul(3, n), 1, "out");
+    const uint8_t *img = get(&b, o_img, mul(3, n), 0, "img");
+    const uint8_t *rip = get(&b, o_rip, mul(3, n), 0, "rippled");
+    const uint16_t *mask = get(&b, o_mask, mul(2, n), 0, "mask");
     const uint8_t *sp = get(&b, o_sp, n, 0, "sparkle");
     const float *tone = get(&b, o_tone, 12, 0, "tone");
     if (b.failed) { release(&b); return NULL; }
@@ -494,9 +511,9 @@ static PyObject *rain(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOnpOfOf", &o_out, &o_veil, &n, &veil_f32, &o_layer, &bright, &o_luma, &sat))
         return NULL;
     Buffers b = {.n = 0, .failed = 0};
-    uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
-    const void *veil = get(&b, o_veil, 3 * n * (veil_f32 ? 4 : 1), 0, "veil");
-    const float *layer = get(&b, o_layer, 4 * n, 0, "layer");
+    uint8_t *out = get(&b, o_out, mul(3, n), 1, "out");
+    const void *veil = get(&b, o_veil, mul(mul(3, n), (veil_f32 ? 4 : 1)), 0, "veil");
+    const float *layer = get(&b, o_layer, mul(4, n), 0, "layer");
     const float *luma = get(&b, o_luma, 12, 0, "luma");
     if (b.failed) { release(&b); return NULL; }
     Py_BEGIN_ALLOW_THREADS
@@ -538,12 +555,12 @@ static PyObject *low_light(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOnOOOOOn", &o_out, &o_img, &n, &o_noise, &o_tab, &o_sd, &o_dark, &o_enc, &grid))
         return NULL;
     Buffers b = {.n = 0, .failed = 0};
-    uint8_t *out = get(&b, o_out, 3 * n, 1, "out");
-    const uint8_t *img = get(&b, o_img, 3 * n, 0, "img");
-    const uint16_t *noise = get(&b, o_noise, 6 * n, 0, "noise");
-    const float *tab = get(&b, o_tab, 65536 * 4, 0, "table");
-    const float *sd = get(&b, o_sd, 256 * 3 * 4, 0, "sd");
-    const float *dark = get(&b, o_dark, 256 * 3 * 4, 0, "dark");
+    uint8_t *out = get(&b, o_out, mul(3, n), 1, "out");
+    const uint8_t *img = get(&b, o_img, mul(3, n), 0, "img");
+    const uint16_t *noise = get(&b, o_noise, mul(6, n), 0, "noise");
+    const float *tab = get(&b, o_tab, mul(65536, 4), 0, "table");
+    const float *sd = get(&b, o_sd, mul(mul(256, 3), 4), 0, "sd");
+    const float *dark = get(&b, o_dark, mul(mul(256, 3), 4), 0, "dark");
     const uint8_t *enc = get(&b, o_enc, grid + 1, 0, "enc");
     if (b.failed) { release(&b); return NULL; }
     const float fgrid = (float)grid;
@@ -655,9 +672,9 @@ static PyObject *convolve(PyObject *self, PyObject *args) {
     }
     static const int size[3] = {1, 8, 8};
     Buffers b = {.n = 0, .failed = 0};
-    void *out = get(&b, o_out, h * w * ch * (out_kind == 0 ? 8 : 4), 1, "out");
-    const void *src = get(&b, o_src, h * w * ch * size[kind], 0, "src");
-    const double *k = get(&b, o_k, nk * 8, 0, "kernel");
+    void *out = get(&b, o_out, mul(mul(mul(h, w), ch), (out_kind == 0 ? 8 : 4)), 1, "out");
+    const void *src = get(&b, o_src, mul(mul(mul(h, w), ch), size[kind]), 0, "src");
+    const double *k = get(&b, o_k, mul(nk, 8), 0, "kernel");
     if (b.failed) { release(&b); return NULL; }
     const Py_ssize_t r = nk / 2, row = w * ch, prow = (w + 2 * r) * ch;
     double *ring = PyMem_RawMalloc((size_t)(nk * row) * sizeof(double));
@@ -717,11 +734,19 @@ static PyObject *block_sum(PyObject *self, PyObject *args) {
     PyObject *o_out, *o_mask;
     Py_ssize_t h, w, f;
     if (!PyArg_ParseTuple(args, "OOnnn", &o_out, &o_mask, &h, &w, &f)) return NULL;
-    if (h < 1 || w < 1 || f < 1) { PyErr_SetString(PyExc_ValueError, "block_sum: bad arguments"); return NULL; }
+    /* Mirroring repeats for f above a side, but a factor far beyond the frame is no block geometry: the bound
+     * keeps the work (about (h + f)(w + f)) and the column buffer (wb * f) a multiple of the frame, never a
+     * wrapped-around size. */
+    const Py_ssize_t limit = mul(h > w ? h : w, 16);
+    if (h < 1 || w < 1 || f < 1 || limit < 0 || f > limit) {
+        PyErr_SetString(PyExc_ValueError, "block_sum: bad arguments (sizes must be positive, the factor at most 16 "
+                                          "times the frame's long side)");
+        return NULL;
+    }
     const Py_ssize_t hb = (h + f - 1) / f, wb = (w + f - 1) / f;
     Buffers b = {.n = 0, .failed = 0};
-    int64_t *out = get(&b, o_out, hb * wb * 8, 1, "out");
-    const uint8_t *mask = get(&b, o_mask, h * w, 0, "mask");
+    int64_t *out = get(&b, o_out, mul(mul(hb, wb), 8), 1, "out");
+    const uint8_t *mask = get(&b, o_mask, mul(h, w), 0, "mask");
     if (b.failed) { release(&b); return NULL; }
     int64_t *colsum = PyMem_RawMalloc((size_t)(wb * f) * sizeof(int64_t));
     if (!colsum) { release(&b); return PyErr_NoMemory(); }
@@ -757,9 +782,9 @@ static PyObject *shear(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOnnnOnn", &o_out, &o_pad, &hp, &wp, &r0, &o_e, &n, &span)) return NULL;
     const Py_ssize_t wide = wp + span;
     Buffers b = {.n = 0, .failed = 0};
-    uint8_t *out = get(&b, o_out, n * wide * 3, 1, "sheared");
-    const uint8_t *pad = get(&b, o_pad, hp * wp * 3, 0, "padded");
-    const int64_t *e = get(&b, o_e, n * 8, 0, "e");
+    uint8_t *out = get(&b, o_out, mul(mul(n, wide), 3), 1, "sheared");
+    const uint8_t *pad = get(&b, o_pad, mul(mul(hp, wp), 3), 0, "padded");
+    const int64_t *e = get(&b, o_e, mul(n, 8), 0, "e");
     if (b.failed) { release(&b); return NULL; }
     for (Py_ssize_t v = 0; v < n; v++)
         if (e[v] < 0 || e[v] > span || r0 + v < 0 || r0 + v >= hp) {
@@ -806,12 +831,12 @@ static PyObject *unshear(PyObject *self, PyObject *args) {
         return NULL;
     }
     Buffers b = {.n = 0, .failed = 0};
-    uint8_t *out = get(&b, o_out, h * w * 3, 1, "out");
-    const uint16_t *sums = get(&b, o_sums, n * wide * 3 * 2, 0, "sums");
-    const int64_t *start = get(&b, o_start, (r1 - r0) * 8, 0, "start");
-    const uint32_t *wm = get(&b, o_wm, h * 4, 0, "w_mid");
-    const uint32_t *wl = get(&b, o_wl, h * 4, 0, "w_left");
-    const uint32_t *wr = get(&b, o_wr, h * 4, 0, "w_right");
+    uint8_t *out = get(&b, o_out, mul(mul(h, w), 3), 1, "out");
+    const uint16_t *sums = get(&b, o_sums, mul(mul(mul(n, wide), 3), 2), 0, "sums");
+    const int64_t *start = get(&b, o_start, mul((r1 - r0), 8), 0, "start");
+    const uint32_t *wm = get(&b, o_wm, mul(h, 4), 0, "w_mid");
+    const uint32_t *wl = get(&b, o_wl, mul(h, 4), 0, "w_left");
+    const uint32_t *wr = get(&b, o_wr, mul(h, 4), 0, "w_right");
     if (b.failed) { release(&b); return NULL; }
     for (Py_ssize_t i = 0; i < r1 - r0; i++)
         if (start[i] < 1 || start[i] + 1 + w > wide) {
@@ -847,16 +872,16 @@ static PyObject *streaks(PyObject *self, PyObject *args) {
                           &o_min, &o_slope, &o_lo, &o_hi, &o_int))
         return NULL;
     Buffers b = {.n = 0, .failed = 0};
-    double *layer = get(&b, o_layer, h * w * 8, 1, "layer");
-    const int64_t *first = get(&b, o_first, n * 8, 0, "first");
-    const int64_t *counts = get(&b, o_counts, n * 8, 0, "counts");
+    double *layer = get(&b, o_layer, mul(mul(h, w), 8), 1, "layer");
+    const int64_t *first = get(&b, o_first, mul(n, 8), 0, "first");
+    const int64_t *counts = get(&b, o_counts, mul(n, 8), 0, "counts");
     const uint8_t *steep = get(&b, o_steep, n, 0, "steep");
-    const double *maj = get(&b, o_maj, n * 8, 0, "major_c");
-    const double *mnr = get(&b, o_min, n * 8, 0, "minor_c");
-    const double *slope = get(&b, o_slope, n * 8, 0, "slope");
-    const double *lo = get(&b, o_lo, n * 8, 0, "lo");
-    const double *hi = get(&b, o_hi, n * 8, 0, "hi");
-    const double *inten = get(&b, o_int, n * 8, 0, "intensity");
+    const double *maj = get(&b, o_maj, mul(n, 8), 0, "major_c");
+    const double *mnr = get(&b, o_min, mul(n, 8), 0, "minor_c");
+    const double *slope = get(&b, o_slope, mul(n, 8), 0, "slope");
+    const double *lo = get(&b, o_lo, mul(n, 8), 0, "lo");
+    const double *hi = get(&b, o_hi, mul(n, 8), 0, "hi");
+    const double *inten = get(&b, o_int, mul(n, 8), 0, "intensity");
     if (b.failed) { release(&b); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -891,8 +916,8 @@ static PyObject *hist_u16(PyObject *self, PyObject *args) {
     Py_ssize_t n;
     if (!PyArg_ParseTuple(args, "OOn", &o_counts, &o_field, &n)) return NULL;
     Buffers b = {.n = 0, .failed = 0};
-    int64_t *counts = get(&b, o_counts, 65536 * 8, 1, "counts");
-    const uint16_t *field = get(&b, o_field, 2 * n, 0, "field");
+    int64_t *counts = get(&b, o_counts, mul(65536, 8), 1, "counts");
+    const uint16_t *field = get(&b, o_field, mul(2, n), 0, "field");
     if (b.failed) { release(&b); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) counts[field[i]]++;

@@ -25,6 +25,8 @@ across epochs.
 
 from __future__ import annotations
 
+import math
+
 import hashlib
 import json
 from dataclasses import dataclass
@@ -184,10 +186,10 @@ def resolve_policy(raw: Mapping[str, Any], where: str = "<policy>") -> AugmentPo
     severities = _severity_list(raw.get("severities", list(SEVERITIES)), "severities", where)
     weights = raw.get("severity_weights")
     weights = [1.0] * len(severities) if weights is None else _as_list(weights, "severity_weights", where)
-    if len(weights) != len(severities) or any(isinstance(w, bool) or not isinstance(w, (int, float)) or w <= 0
-                                              for w in weights):
+    if len(weights) != len(severities) or any(isinstance(w, bool) or not isinstance(w, (int, float))
+                                              or not math.isfinite(w) or w <= 0 for w in weights):
         raise AegisError(f"{where}: severity_weights={raw.get('severity_weights')!r} is invalid; expected one "
-                         f"positive number per severity in {severities}")
+                         f"finite positive number per severity in {severities}")
     weight_of = dict(zip(severities, (float(w) for w in weights)))
     per = raw.get("per_corruption_severities") or {}
     if not isinstance(per, Mapping):
@@ -249,11 +251,15 @@ class DisasterAugment:
         self.policy = policy if isinstance(policy, AugmentPolicy) else load_policy(policy)
         train_key(seed, 0, 0)  # validates seed
         self.seed = int(seed)
+        weight = {c: c.weight for c in self.policy.cells}
+        if not math.isfinite(sum(weight.values())):  # huge finite weights: relative to the largest, so sums stay finite
+            top = max(weight.values())
+            weight = {c: w / top for c, w in weight.items()}
         n = {}
         for c in self.policy.cells:
-            n[c.corruption] = n.get(c.corruption, 0.0) + c.weight
+            n[c.corruption] = n.get(c.corruption, 0.0) + weight[c]
         # Cell probabilities: corruptions equally likely, severities by weight within a corruption.
-        probs = np.array([c.weight / n[c.corruption] / len(n) for c in self.policy.cells], dtype=np.float64)
+        probs = np.array([weight[c] / n[c.corruption] / len(n) for c in self.policy.cells], dtype=np.float64)
         self._cum = np.cumsum(probs) if len(probs) else probs
 
     def __repr__(self) -> str:

@@ -16,6 +16,7 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any, Mapping
 
+from aegis_data.config_schema import validate_suite
 from aegis_data.errors import AegisError
 from aegis_data.layout import MANIFEST_NAME, SUITE_CONFIG_NAME
 from aegis_data.readers import parse_yaml_bytes, read_file_bytes, read_json_object, read_yaml
@@ -119,6 +120,7 @@ def parse_condition(cond: str) -> tuple[str | None, int]:
 def _parse(raw: dict, data: bytes, path: Path) -> SuiteConfig:
     if not isinstance(raw, dict):
         raise AegisError(f"{path}: expected a mapping at the top level")
+    validate_suite(raw, str(path))
     try:
         families = {f: tuple(ms) for f, ms in raw["families"].items()}
         corrs = {}

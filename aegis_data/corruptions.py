@@ -754,8 +754,9 @@ _ENC_BITS = 20
 
 def _pow_table_margin(values: np.ndarray, what: str) -> None:
     frac = values - np.floor(values)
-    if np.abs(frac - 0.5).min() < 1e-6:  # pragma: no cover - property of the constants
-        raise RuntimeError(f"{what}: an entry is too close to a rounding boundary")
+    if np.abs(frac - 0.5).min() < 1e-6:  # a property of the gamma a suite config names
+        raise AegisError(f"{what}: an entry lies within 1e-6 of a rounding boundary, where libm's last bit could "
+                         f"decide it; choose a slightly different gamma")
 
 
 @lru_cache(maxsize=8)

@@ -34,10 +34,18 @@ from aegis_data.errors import AegisError
 LOCAL = "local"
 RETRIES = 2  # re-runs of a task that raised something other than a data error
 TASKS_PER_THREAD = 4  # tasks kept in flight per worker thread: enough to hide scheduling latency, bounded memory
-CONNECT_TIMEOUT_S = 30
+CONNECT_TIMEOUT_S = 10  # a scheduler that answers at all answers within a second; a wrong address fails sooner
 WORKER_WAIT_S = 600  # a scheduler whose workers are still queued (SLURM jobs pending) is given this long
 WINDOW_REFRESH_S = 2.0
-_ADDRESS = re.compile(r"^(tcp|tls|inproc|ucx|ws|wss)://[^\s/]+$|^[A-Za-z0-9_.\-\[\]:]+:\d+$")
+_ADDRESS = re.compile(r"^(tcp://)?[A-Za-z0-9_.\-\[\]:]+:\d+$")
+# Schemes Dask knows that this CLI cannot use: inproc lives inside one process, tls needs certificates the CLI
+# does not take, ucx and ws need extra packages and setup.
+_UNSUPPORTED = {"inproc": "an in-process address, not reachable from this command",
+                "tls": "TLS needs client certificates, which this command does not take; use a tcp:// address "
+                       "on a trusted network or an SSH tunnel",
+                "ucx": "UCX needs ucx-py and a UCX cluster setup; use a tcp:// address",
+                "ws": "websocket transport is not supported; use a tcp:// address",
+                "wss": "websocket transport is not supported; use a tcp:// address"}
 
 
 def _import_distributed():
@@ -48,6 +56,9 @@ def _import_distributed():
 
 def check_scheduler(scheduler: str, workers: int | None) -> None:
     """Validate ``--scheduler`` and ``--workers`` before any work starts (AegisError, one line)."""
+    scheme = scheduler.split("://", 1)[0] if "://" in scheduler else ""
+    if scheme in _UNSUPPORTED:
+        raise AegisError(f"--scheduler {scheduler!r}: {_UNSUPPORTED[scheme]}")
     if scheduler != LOCAL and not _ADDRESS.match(scheduler):
         raise AegisError(
             f"--scheduler {scheduler!r}: expected 'local' or a Dask scheduler address like tcp://host:8786")
@@ -79,8 +90,8 @@ def connect(scheduler: str, workers: int | None = None) -> Iterator[Any]:
         return
     try:
         client = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError) as exc:
-        raise AegisError(f"cannot reach the Dask scheduler at {scheduler} ({type(exc).__name__}: "
+    except (OSError, TimeoutError, ValueError) as exc:  # ValueError: an address Dask cannot parse
+        raise AegisError(f"cannot reach the Dask scheduler at {scheduler} within {CONNECT_TIMEOUT_S} s ({type(exc).__name__}: "
                          f"{str(exc).splitlines()[0] if str(exc) else 'no answer'}); is it running?") from None
     with client:
         yield client

@@ -92,6 +92,59 @@ def decode_image_bytes(data: bytes, *, what: str = "<bytes>", max_pixels: int = 
     return rgb
 
 
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# Chunks that make a standard reader show other pixels than the stored samples: orientation (eXIf, which
+# cv2.imread applies by default) and a transparent colour (tRNS, an alpha channel in Pillow's RGBA).
+_VIEW_CHANGING_CHUNKS = (b"eXIf", b"tRNS")
+
+
+def _png_layout(data: bytes) -> str | None:
+    """Why a PNG is not plain 8-bit RGB without alpha or orientation metadata (None when it is)."""
+    if not data.startswith(_PNG_SIGNATURE) or len(data) < 33 or data[12:16] != b"IHDR":
+        return "not a PNG file"
+    depth, colour = data[24], data[25]
+    if (depth, colour) != (8, 2):
+        kinds = {0: "grey", 2: "RGB", 3: "palette", 4: "grey+alpha", 6: "RGBA"}
+        return f"{depth}-bit {kinds.get(colour, f'colour type {colour}')}, not 8-bit RGB"
+    pos = 8
+    while pos + 8 <= len(data):
+        length, name = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
+        if name in _VIEW_CHANGING_CHUNKS:
+            return f"carries a {name.decode()} chunk ({'orientation' if name == b'eXIf' else 'transparency'})"
+        if name == b"IEND":
+            break
+        pos += 12 + length
+    return None
+
+
+def standard_decode_problem(data: bytes, rgb: np.ndarray) -> str | None:
+    """Why a detector's reader would not see ``rgb`` (this toolkit's decode of ``data``), or None.
+
+    A file passes only when it is plain 8-bit RGB without alpha or orientation metadata and both standard
+    decoders give exactly ``rgb``: OpenCV with default flags (what Ultralytics calls, which applies EXIF
+    orientation and truncates 16-bit samples) and Pillow when it is installed (torchvision's loaders)."""
+    layout = _png_layout(data)
+    if layout:
+        return layout
+    default = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
+    if default is None or default.shape != rgb.shape or not np.array_equal(default[:, :, ::-1], rgb):
+        return "cv2.imread with default flags decodes other pixels"
+    try:
+        from PIL import Image
+    except ImportError:  # Pillow comes with the training extras; OpenCV's check stands alone without it
+        return None
+    import io
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            pil = np.asarray(im)
+    except Exception as exc:  # any decoder failure is a problem with this file, reported as such
+        return f"Pillow cannot decode it ({type(exc).__name__})"
+    if pil.dtype != np.uint8 or pil.shape != rgb.shape or not np.array_equal(pil, rgb):
+        return "Pillow decodes other pixels"
+    return None
+
+
 def read_rgb(path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """Read an image file as HxWx3 uint8 RGB; AegisError when missing, unreadable, truncated or too large."""
     p = Path(path)

@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -117,18 +118,52 @@ def _hash_list(h: Any, items: Iterable[Any]) -> None:
         h.update(canonical_json(item) if i == 0 else b"," + canonical_json(item))
 
 
-def files_hash(root: str, encoder: Mapping[str, Any], entries: Iterable[Mapping[str, Any]]) -> str:
-    """SHA-256 hex over the root hash, the encoder and the complete entries (file-byte hashes included)."""
-    # canonical_json({"encoder": ..., "entries": [...], "root_hash": ...}), hashed entry by entry.
+# Top-level fields outside the files_hash's header: the ones it covers in its own right, itself, and the
+# building machine's library versions (diagnosis only; two machines differ there by design).
+_UNSEALED = ("entries", "encoder", "root_hash", "files_hash", "environment")
+
+
+def sealed_header(manifest: Mapping[str, Any]) -> dict:
+    """Every top-level field the files_hash seals besides entries, encoder and root hash (all but environment)."""
+    return {k: v for k, v in manifest.items() if k not in _UNSEALED}
+
+
+def files_hash(root: str, encoder: Mapping[str, Any], entries: Iterable[Mapping[str, Any]],
+               header: Mapping[str, Any] | None = None) -> str:
+    """SHA-256 hex over the root hash, the encoder, the complete entries (file-byte hashes included) and the
+    ``header`` (:func:`sealed_header`: format, toolkit and every other top-level field but environment).
+
+    Without ``header`` it is the earlier seal (aegisbench 0.2.0 before the header was sealed), which
+    ``check_manifest`` still accepts with a note."""
+    # canonical_json({"encoder": ..., "entries": [...], "header": ..., "root_hash": ...}), hashed entry by entry.
     h = hashlib.sha256(b'{"encoder":' + canonical_json(dict(encoder)) + b',"entries":[')
     _hash_list(h, sort_entries(entries))
-    h.update(b'],"root_hash":' + canonical_json(root) + b"}")
+    h.update(b"]" + (b"" if header is None else b',"header":' + canonical_json(dict(header))))
+    h.update(b',"root_hash":' + canonical_json(root) + b"}")
     return h.hexdigest()
 
 
 def gt_digest(boxes_xywh: Iterable[Iterable[float]]) -> str:
     """SHA-256 of one image's GT boxes (list of [x, y, w, h] floats, in annotation order)."""
     return hashlib.sha256(canonical_json([[float(v) for v in b] for b in boxes_xywh])).hexdigest()
+
+
+def annotation_identity(bbox_xywh: Iterable[float], category_id: Any, iscrowd: Any, area: Any) -> list:
+    """What one GT annotation contributes to its image's digest: every field the scorer reads.
+
+    A box as the toolkit writes it (person category 1, not crowd, area w*h) is its plain ``[x, y, w, h]``, so
+    every digest of a toolkit-built split is what :func:`gt_digest` gives for the box list; any other category,
+    crowd flag or area adds ``{"area", "category_id", "iscrowd"}`` to the box, so editing them changes the
+    digest."""
+    box = [float(v) for v in bbox_xywh]
+    plain = (category_id == 1 and not isinstance(category_id, bool) and iscrowd in (0, False)
+             and isinstance(area, (int, float)) and not isinstance(area, bool) and area == box[2] * box[3])
+    return box if plain else [*box, {"area": area, "category_id": category_id, "iscrowd": iscrowd}]
+
+
+def annotation_digest(items: Iterable[list]) -> str:
+    """SHA-256 of one image's :func:`annotation_identity` list (in annotation order)."""
+    return hashlib.sha256(canonical_json(list(items))).hexdigest()
 
 
 def environment_versions() -> dict[str, str]:
@@ -197,7 +232,7 @@ def build_manifest(
     data = json.loads(canonical_json({k: v for k, v in data.items() if k != "entries"}))
     data["entries"] = sorted_entries
     data["root_hash"] = root_hash(data, sorted_entries)
-    data["files_hash"] = files_hash(data["root_hash"], data["encoder"], sorted_entries)
+    data["files_hash"] = files_hash(data["root_hash"], data["encoder"], sorted_entries, sealed_header(data))
     return data
 
 
@@ -239,6 +274,7 @@ class Manifest:
     data: Mapping[str, Any]
     entries: Mapping[str, Mapping[str, Any]]
     path: str
+    legacy_seal: bool = False  # sealed in the earlier form: entries, encoder and root hash only
 
     @property
     def root_hash(self) -> str:
@@ -272,7 +308,7 @@ def identity_of(data: Mapping[str, Any]) -> dict:
 def load_manifest(path: str | Path) -> Manifest:
     """Read and check a manifest file; AegisError when absent, not JSON, or inconsistent with its root hash."""
     p = Path(path)
-    if p.is_dir():
+    if p.is_dir() and p.name != "manifest.json":  # a split folder names its manifest; a folder *named* so is no file
         p = p / "manifest.json"
     try:
         raw = p.read_bytes()
@@ -281,7 +317,7 @@ def load_manifest(path: str | Path) -> Manifest:
             f"no manifest at {p}: not a finished build (run `aegis build-splits` to finish it)"
         ) from None
     except OSError as exc:
-        raise AegisError(f"cannot read manifest {p}: {exc.strerror}") from None
+        raise AegisError(f"cannot read manifest {p}: {exc.strerror}{' (a folder, not a file)' if p.is_dir() else ''}") from None
     data = parse_json_bytes(raw, "manifest", p, "manifest_")
     return check_manifest(data, p)
 
@@ -309,15 +345,20 @@ def check_manifest(data: Any, p: str | Path) -> Manifest:
         if why:
             raise AegisError(f"manifest {p}: entry path {e['path'][:120]!r} {why}; a manifest may only name files "
                              f"inside the split (relative paths under {', '.join(ENTRY_TOPS)})")
-        bad = next((k for k in _STRING_FIELDS if k in e and not isinstance(e[k], str)), None)
-        if bad:
-            raise AegisError(f"manifest {p}: entry {e['path']!r} has {bad} {e[bad]!r:.40}; expected a string")
+        why = _entry_problem(e)
+        if why:
+            raise AegisError(f"manifest {p}: entry {e['path'][:120]!r} {why}")
     if not isinstance(data.get("encoder"), dict):
         raise AegisError(f"manifest {p}: 'encoder' must be an object naming the PNG writer")
     scale_from_record(data.get("scale"), f"manifest {p}")
+    seed = data.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise AegisError(f"manifest {p}: seed {seed!r:.40} is not an integer")
     try:
         recomputed = root_hash(data, entries)
-        sealed = files_hash(recomputed, data["encoder"], entries)
+        sealed = files_hash(recomputed, data["encoder"], entries, sealed_header(data))
+        legacy = sealed != data.get("files_hash") and files_hash(recomputed, data["encoder"], entries) == data.get(
+            "files_hash")
     except (TypeError, ValueError) as exc:  # unhashable, non-finite (NaN, Infinity) or non-JSON values
         raise AegisError(f"manifest {p} holds values that are not canonical JSON ({exc})") from None
     if recomputed != data.get("root_hash"):
@@ -325,12 +366,41 @@ def check_manifest(data: Any, p: str | Path) -> Manifest:
             f"manifest {p} is internally inconsistent: root_hash {data.get('root_hash')!r} but its identity and "
             f"entries hash to {recomputed!r} (the file was edited)"
         )
-    if sealed != data.get("files_hash"):
+    if sealed != data.get("files_hash") and not legacy:
         raise AegisError(
-            f"manifest {p} is internally inconsistent: files_hash {data.get('files_hash')!r} but its entries and "
-            f"encoder hash to {sealed!r} (the file was edited)"
+            f"manifest {p} is internally inconsistent: files_hash {data.get('files_hash')!r} but its fields and "
+            f"entries hash to {sealed!r} (the file was edited)"
         )
-    return Manifest(data=data, entries={e["path"]: e for e in entries}, path=str(p))
+    return Manifest(data=data, entries={e["path"]: e for e in entries}, path=str(p), legacy_seal=legacy)
+
+
+# Fields each entry kind must hold as strings; they name files, folders and hashes that verify reads.
+_REQUIRED = {"image": ("split", "condition", "image_id", "sha256", "pixel_sha256", "source_pixel_sha256"),
+             "annotations": ("split", "sha256"), "yolo": ("sha256",)}
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")  # one path component, no separator, no leading dot
+
+
+def _entry_problem(e: Mapping[str, Any]) -> str | None:
+    """Why one entry cannot be used (None when it can): a missing or non-string field, a path-like field
+    (split, condition, image id) that could name a file outside its folder, or a GT map that is no map."""
+    kind = e.get("kind")
+    if kind not in _REQUIRED:
+        return f"has kind {kind!r:.40}; expected one of {', '.join(ENTRY_KINDS)}"
+    bad = next((k for k in _STRING_FIELDS if k in e and not isinstance(e[k], str)), None)
+    if bad:
+        return f"has {bad} {e[bad]!r:.40}; expected a string"
+    missing = [k for k in _REQUIRED[kind] if k not in e]
+    if missing:
+        return f"lacks {', '.join(missing)}"
+    for k in ("split", "condition", "image_id"):
+        if k in e and not _PLAIN_NAME.match(e[k]):
+            return f"has {k} {e[k][:60]!r}, which is not a plain file or folder name"
+    if kind == "image" and e["path"] != f"{e['split']}/{e['condition']}/{e['image_id']}.png":
+        return f"names {e['split']}/{e['condition']}/{e['image_id']}.png in its fields"
+    gt = e.get("gt")
+    if kind == "annotations" and not (isinstance(gt, dict) and all(isinstance(v, str) for v in gt.values())):
+        return f"has gt {gt!r:.40}; expected an object of image id -> digest"
+    return None
 
 
 def unsafe_entry_path(path: str) -> str | None:

@@ -803,7 +803,8 @@ def build_splits(
     """
     t_start = time.perf_counter()
     config = config or load_config()
-    out = Path(out)
+    # Cluster workers resolve a relative path against their own working directory: send them an absolute one.
+    out = Path(out) if scheduler is None else Path(out).resolve()
     if workers is not None and int(workers) < 1:
         raise AegisError(f"--workers must be at least 1, got {workers}")
     if scheduler is not None:

@@ -6,7 +6,11 @@
     extra        on disk under a split directory or annotations/, not listed (includes temp files of a crash)
     bytes-only   file bytes differ but the decoded pixels are identical (another PNG encoder or settings);
                  against a reference manifest this is information (the benchmark's identity is the pixels),
-                 unless ``strict_bytes``; against the split's own manifest it fails (this copy was changed)
+                 unless ``strict_bytes``; against the split's own manifest it fails (this copy was changed).
+                 Only a plain 8-bit RGB PNG without alpha or orientation metadata, which OpenCV (default
+                 flags) and Pillow decode to exactly the expected pixels, is bytes-only; else ``format``
+    format       this toolkit decodes the expected pixels, but a detector's reader would not (16-bit samples
+                 it truncates, alpha, an EXIF orientation it applies, another layout)
     pixels       decoded pixels differ; with the count of differing pixels and max |delta| where the expected
                  image can be regenerated: the clean image of the split is the decoded source, so a corrupted
                  condition is re-run from it with the suite's corruption function
@@ -15,7 +19,10 @@
                  differ as a consequence, not because the corruption drifted
     annotations  a GT file changed; names the images whose boxes changed
     yolo         a YOLO label/list/data.yaml file changed
-    manifest     the reference describes another benchmark (dataset, config hash, seed)
+    manifest     the reference describes another benchmark (dataset, config hash, seed, conditions, splits),
+                 or names a file with other identity fields (condition, image id, size, source pixels, GT)
+    seal         information: the manifest carries the earlier seal, which left its top-level fields (toolkit,
+                 format, ...) out of ``files_hash``; rebuilding re-seals it
     link         a symbolic link in the split that resolves outside it (its target is not hashed), or a YOLO
                  view link (``yolo/images/<split>``, ``yolo/labels/<split>/<condition>``) missing or pointing
                  at the wrong place, so ``yolo val`` would read other data
@@ -37,20 +44,24 @@ import numpy as np
 
 from aegis_data.config import SuiteConfig, parse_condition, split_config
 from aegis_data.errors import AegisError
-from aegis_data.imageio import DEFAULT_MAX_PIXELS, file_sha256, pixel_sha256, read_rgb
+from aegis_data.imageio import DEFAULT_MAX_PIXELS, file_sha256, pixel_sha256, read_rgb, standard_decode_problem
 from aegis_data.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, SUITE_CONFIG_NAME, condition_dir,
                                image_file_name)
-from aegis_data.manifest import Manifest, gt_digest, identity_of, load_manifest
-from aegis_data.readers import coco_boxes_by_stem, read_coco_gt
+from aegis_data.manifest import (ROOT_ENTRY_KEYS, ROOT_IDENTITY_KEYS, Manifest, annotation_digest, annotation_identity,
+                                 load_manifest)
+from aegis_data.readers import coco_images, json_number, read_coco_gt
 from aegis_data.scale import Scale, scale_from_record
 
 YOLO_DIR = "yolo"  # see aegis_data.splits.yolo_files / link_yolo_dirs
 
 _BYTES_ONLY = "pixels identical, file bytes differ (another PNG encoder, its version or settings)"
-_UNCHANGED_GT = "file bytes differ, boxes identical (formatting/metadata)"
-FINDING_KINDS = ("missing", "extra", "bytes-only", "pixels", "source", "annotations", "yolo", "manifest", "link",
-                 "hardlink")
-INFO_KINDS = ("hardlink",)  # never failures
+_UNCHANGED_GT = "file bytes differ, every annotation field the scorer reads is identical (formatting/metadata)"
+FINDING_KINDS = ("missing", "extra", "bytes-only", "format", "pixels", "source", "annotations", "yolo", "manifest",
+                 "link", "hardlink", "seal")
+INFO_KINDS = ("hardlink", "seal")  # never failures
+_LEGACY_SEAL = ("sealed in the earlier form (aegisbench 0.2.0 before top-level fields were sealed): toolkit, format "
+                "and any added top-level field are not covered; re-run the same `aegis build-splits` command to "
+                "re-seal (no pixel is re-rendered)")
 
 Corrupt = Callable[..., np.ndarray]
 
@@ -151,42 +162,69 @@ def _walk_files(root: Path) -> list[str]:
     return found
 
 
-def _annotation_finding(path: Path, rel: str, expected: Mapping[str, Any]) -> Finding:
+def gt_digests(path: Path) -> dict[str, str]:
+    """Per image stem, the digest of every field the scorer reads from its annotations (box, category, crowd
+    flag, area; :func:`aegis_data.manifest.annotation_identity`), from a COCO GT file; AegisError when unreadable."""
+    coco = read_coco_gt(path)[0]
+    stems = {im["id"]: im.get("stem") or Path(im["file_name"]).stem for im in coco_images(coco, path)}
+    items: dict[int, list] = {i: [] for i in stems}
+    for k, a in enumerate(coco.get("annotations") or []):
+        if not isinstance(a, dict) or a.get("image_id") not in items or not isinstance(a.get("bbox"), list) \
+                or len(a["bbox"]) != 4:
+            raise AegisError(f"{path}: annotations[{k}] must be an object with a known 'image_id' and a 4-number "
+                             f"'bbox'")
+        box = [json_number(v, f"{path}: annotations[{k}]", "bbox value") for v in a["bbox"]]
+        items[a["image_id"]].append(annotation_identity(box, a.get("category_id"), a.get("iscrowd", 0), a.get("area")))
+    return {stems[i]: annotation_digest(v) for i, v in items.items()}
+
+
+def _annotation_finding(path: Path, rel: str, expected: Mapping[str, Any], only: Any = None) -> Finding | None:
+    """How the GT file at ``path`` differs from ``expected['gt']`` (for the stems in ``only`` when given);
+    None when ``only`` is given and those images' annotations are unchanged."""
     try:
-        boxes = coco_boxes_by_stem(read_coco_gt(path)[0], path)
+        digests = gt_digests(path)
     except AegisError as exc:
         return Finding(rel, "annotations", f"not a readable COCO GT file ({exc})")
     want: Mapping[str, str] = expected.get("gt") or {}
-    changed = sorted(s for s in want if s in boxes and gt_digest(boxes[s]) != want[s])
-    lost = sorted(s for s in want if s not in boxes)
-    added = sorted(s for s in boxes if s not in want)
+    if only is not None:
+        want = {s: d for s, d in want.items() if s in only}
+        digests = {s: d for s, d in digests.items() if s in only}
+    changed = sorted(s for s in want if s in digests and digests[s] != want[s])
+    lost = sorted(s for s in want if s not in digests)
+    added = sorted(s for s in digests if s not in want)
     parts = []
-    for label, items in (("boxes changed", changed), ("images removed", lost), ("images added", added)):
+    for label, items in (("annotations changed", changed), ("images removed", lost), ("images added", added)):
         if items:
             shown = ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
-            parts.append(f"{label} for {len(items)}: {shown}" if label == "boxes changed" else f"{label}: {shown}")
+            parts.append(f"{label} for {len(items)}: {shown}" if label == "annotations changed" else
+                         f"{label}: {shown}")
+    if not parts and only is not None:
+        return None
     return Finding(rel, "annotations", "; ".join(parts) or _UNCHANGED_GT)
 
 
 def hash_items(
     root: str | Path, items: Sequence[tuple[str, str, bool]], max_pixels: int
-) -> list[tuple[str, str | None]]:
-    """For each (relative path, expected file SHA-256, is an image): (file SHA-256, decoded-pixel SHA-256).
+) -> list[tuple[str, str | None, str | None]]:
+    """For each (relative path, expected file SHA-256, is an image): (file SHA-256, decoded-pixel SHA-256, why a
+    standard reader would see other pixels).
 
-    The pixel hash is computed only for an image whose bytes differ from the expectation; it is None otherwise
-    and when the file does not decode. Runs in threads here, or on Dask workers (``aegis_data.distributed``).
+    The last two are computed only for an image whose bytes differ from the expectation (None otherwise, and
+    when the file does not decode); see ``imageio.standard_decode_problem``. Runs in threads here, or on Dask
+    workers (``aegis_data.distributed``).
     """
     out = []
     for rel, expected, is_image in items:
         p = Path(root, rel)
         sha = file_sha256(p)
-        pixels = None
+        pixels = problem = None
         if is_image and sha != expected:
             try:
-                pixels = pixel_sha256(read_rgb(p, max_pixels=max_pixels))
-            except AegisError:
-                pixels = None
-        out.append((sha, pixels))
+                rgb = read_rgb(p, max_pixels=max_pixels)
+                pixels, problem = pixel_sha256(rgb), standard_decode_problem(p.read_bytes(), rgb)
+            except (AegisError, OSError):
+                pixels = problem = None
+        out.append((sha, pixels, problem))
     return out
 
 
@@ -198,7 +236,7 @@ def hash_files(
     max_pixels: int = DEFAULT_MAX_PIXELS,
     scheduler: str | None = None,
     on_cluster: Callable[[Mapping[str, Any]], None] | None = None,
-) -> dict[str, tuple[str, str | None]]:
+) -> dict[str, tuple[str, str | None, str | None]]:
     """``hash_items`` over every item, keyed by relative path: in ``workers`` threads (hashlib and the PNG
     decoder release the GIL), or on Dask when ``scheduler`` is ``"local"`` (a LocalCluster of ``workers``
     processes) or a scheduler address whose workers see ``root`` at the same path."""
@@ -239,12 +277,14 @@ def verify_split(
     manifest they are always failures: the copy no longer matches what was built.
     scheduler (``"local"`` or a Dask scheduler address, see ``hash_files``) moves the hashing to a cluster.
     """
-    root = Path(root)
+    root = Path(root) if scheduler is None else Path(root).resolve()  # workers see absolute paths only
     if not root.is_dir():
         raise AegisError(f"split directory not found: {root}")
     local: Manifest = load_manifest(root / MANIFEST_NAME)
     ref: Manifest = load_manifest(against) if against is not None else local
-    findings = _identity_findings(ref, local)
+    findings = _identity_findings(ref, local, subset)
+    findings.extend(Finding(MANIFEST_NAME if m is local else Path(m.path).name, "seal", _LEGACY_SEAL)
+                    for m in ([local] if ref is local else [local, ref]) if m.legacy_seal)
     if subset and ref is not local:
         paths, partial = _subset_paths(root, local, ref)
         findings.extend(partial)
@@ -273,7 +313,7 @@ def verify_split(
             findings.append(Finding(rel, "missing", "listed in the manifest, not on disk"))
             continue
         e = ref.entries[rel]
-        file_hash, decoded = hashed[rel]  # decoded: pixel hash, computed with the file hash when bytes differ
+        file_hash, decoded, problem = hashed[rel]  # decoded: pixel hash, computed with the file hash when bytes differ
         if file_hash == e["sha256"]:
             continue
         kind = e.get("kind")
@@ -282,7 +322,7 @@ def verify_split(
         elif kind != "image":
             findings.append(Finding(rel, "yolo" if kind == "yolo" else str(kind), "file content differs"))
         else:
-            findings.append(images.finding(rel, e, decoded))
+            findings.append(images.finding(rel, e, decoded, problem))
 
     findings.extend(_unlisted_findings(root, ref, local, subset))
     findings.extend(link_findings(root, sorted(present)))
@@ -293,17 +333,32 @@ def verify_split(
     )
 
 
-def _identity_findings(ref: Manifest, local: Manifest) -> list[Finding]:
-    """A ``manifest`` finding when a reference describes another build (the source description may hold
-    machine-specific paths, so it is not compared across machines)."""
+def _identity_findings(ref: Manifest, local: Manifest, subset: bool = False) -> list[Finding]:
+    """``manifest`` findings where a reference describes another build, or one of the files both list with
+    other identity fields (every field the root hash covers: condition, image id, COCO id, size, decoded
+    source, GT digests). The source description may hold machine-specific paths, so it is not compared; a
+    ``subset`` build has fewer conditions, images and GT entries by design, so those are compared per image."""
     if ref is local:
         return []
-    a, b = identity_of(ref.data), identity_of(local.data)
-    diffs = [k for k in ("dataset", "suite", "config_hash", "seed", "scale") if a.get(k) != b.get(k)]
-    if not diffs:
-        return []
-    return [Finding(MANIFEST_NAME, "manifest", "reference and local manifest describe different builds: "
-                    + ", ".join(f"{k} {b[k]!r} here vs {a[k]!r} in the reference" for k in diffs))]
+    keys = [k for k in (*ROOT_IDENTITY_KEYS, "scale") if k != "source"
+            and not (subset and k in ("conditions", "splits"))]
+    a, b = ref.data, local.data
+    diffs = [k for k in keys if a.get(k) != b.get(k)]
+    out = []
+    if diffs:
+        out.append(Finding(MANIFEST_NAME, "manifest", "reference and local manifest describe different builds: "
+                           + ", ".join(f"{k} {b.get(k)!r:.60} here vs {a.get(k)!r:.60} in the reference" for k in diffs)))
+    for rel in sorted(set(ref.entries) & set(local.entries)):
+        mine, theirs = local.entries[rel], ref.entries[rel]
+        if subset and mine.get("kind") != "image":
+            continue  # GT and YOLO files of a partial build differ by design; GT is compared per image
+        fields = ROOT_ENTRY_KEYS.get(str(theirs.get("kind")), ())
+        differ = [k for k in dict.fromkeys(("kind", *fields)) if k != "sha256" and mine.get(k) != theirs.get(k)]
+        if differ:
+            out.append(Finding(rel, "manifest", "the reference lists this file with other identity fields: "
+                               + ", ".join(f"{k} {mine.get(k)!r:.40} here vs {theirs.get(k)!r:.40} in the reference"
+                                           for k in differ)))
+    return out
 
 
 def _subset_paths(root: Path, local: Manifest, ref: Manifest) -> tuple[list[str], list[Finding]]:
@@ -315,12 +370,19 @@ def _subset_paths(root: Path, local: Manifest, ref: Manifest) -> tuple[list[str]
             want = ref.entries[rel].get("gt") or {}
             changed = sorted(s for s, d in (e.get("gt") or {}).items() if want.get(s) != d)
             if changed:
-                findings.append(Finding(rel, "annotations", f"boxes differ from the reference for {len(changed)}: "
-                                                            f"{', '.join(changed[:5])}"))
+                findings.append(Finding(rel, "annotations", f"annotations differ from the reference for "
+                                                            f"{len(changed)}: {', '.join(changed[:5])}"))
             if not (root / rel).is_file():
                 findings.append(Finding(rel, "missing", "listed in the local manifest, not on disk"))
-            elif file_sha256(root / rel) != e["sha256"]:
+                continue
+            if file_sha256(root / rel) != e["sha256"]:
                 findings.append(_annotation_finding(root / rel, rel, e))  # edited since the build
+                continue
+            # The file itself against the reference, for this build's images: the local manifest's digests
+            # are only as good as the manifest, which anyone can reseal.
+            against_ref = _annotation_finding(root / rel, rel, ref.entries[rel], only=set(e.get("gt") or {}))
+            if against_ref is not None:
+                findings.append(Finding(rel, "annotations", "against the reference: " + against_ref.detail))
     paths = sorted(p for p in local.entries if p in ref.entries and ref.entries[p]["kind"] == "image")
     findings.extend(Finding(p, "extra", "listed in the local manifest, not in the reference")
                     for p in sorted(local.entries) if local.entries[p]["kind"] == "image" and p not in ref.entries)
@@ -360,9 +422,13 @@ class _ImageCheck:
             self.clean_cache[key] = img if img is not None and pixel_sha256(img) == expected_hash else None
         return self.clean_cache[key]
 
-    def finding(self, rel: str, e: Mapping[str, Any], decoded: str | None) -> Finding:
-        """``decoded``: the file's pixel hash from ``hash_items`` (None when it did not decode there)."""
+    def finding(self, rel: str, e: Mapping[str, Any], decoded: str | None, problem: str | None = None) -> Finding:
+        """``decoded``, ``problem``: the file's pixel hash and standard-decode problem from ``hash_items`` (None
+        when it did not decode there)."""
         if decoded == e["pixel_sha256"]:
+            if problem:
+                return Finding(rel, "format", f"{problem}: this toolkit decodes the expected pixels, but a "
+                                              f"detector's image reader would not")
             return Finding(rel, "bytes-only", _BYTES_ONLY)
         try:
             actual = read_rgb(self.root / rel, max_pixels=self.max_pixels)  # the pixels differ: decode to count

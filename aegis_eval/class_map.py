@@ -15,12 +15,15 @@ score's provenance (:meth:`ClassMap.record`).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from aegis_data.errors import AegisError
+from aegis_data.readers import parse_json_bytes, read_file_bytes
 
 SIDES = ("gt", "preds")
 _PAIR_RE = re.compile(r"^\s*(-?\d+)\s*:\s*(-?\d+)\s*$")
@@ -62,14 +65,20 @@ def parse_class_map(spec: str, side: str = "gt", allow_merge: bool = False) -> C
     path = Path(text)
     mapping: dict[int, int] = {}
     if text.endswith(".json") or (":" not in text and path.exists()):
-        from aegis_eval.predictions import read_json_file  # the shared JSON reader (one error vocabulary)
-
-        obj, sha = read_json_file(path, "class map", "class_map_")
+        data = read_file_bytes(path, "class map", "class_map_")
+        obj = parse_json_bytes(data, "class map", path, "class_map_")  # the shared checks (one error vocabulary)
         if not isinstance(obj, dict) or not obj:
             raise AegisError(f"[class_map_syntax] {path}: expected a non-empty JSON object {{\"0\": 1, ...}}")
-        for key, value in obj.items():
-            mapping[_as_int(key, "source", str(path))] = _as_int(value, "target", str(path))
-        origin: dict[str, Any] = {"file": str(path), "sha256": sha}
+        # Every key as written: a parsed dict keeps only the last of a repeated key, and "01" is id 1 as well.
+        written: dict[int, str] = {}
+        for key, value in json.loads(data, object_pairs_hook=lambda pairs: pairs):
+            src = _as_int(key, "source", str(path))
+            if src in written:
+                raise AegisError(f"[class_map_syntax] {path} maps id {src} twice (keys {written[src]!r} and "
+                                 f"{key!r}); give each source id once")
+            written[src] = key
+            mapping[src] = _as_int(value, "target", str(path))
+        origin: dict[str, Any] = {"file": str(path), "sha256": hashlib.sha256(data).hexdigest()}
     else:
         pairs = [p for p in text.split(",") if p.strip()]
         if not pairs:
@@ -80,8 +89,9 @@ def parse_class_map(spec: str, side: str = "gt", allow_merge: bool = False) -> C
                 raise AegisError(f"[class_map_syntax] cannot read {pair.strip()!r} in class map {spec!r}; expected "
                                  "'SRC:DST' pairs of integer category ids, e.g. '0:1,1:0'")
             src, dst = int(m.group(1)), int(m.group(2))
-            if src in mapping:
-                raise AegisError(f"[class_map_syntax] class map {spec!r} maps id {src} twice")
+            if src in mapping:  # '01' and '1' are one id too
+                raise AegisError(f"[class_map_syntax] class map {spec!r} maps id {src} twice; give each source id "
+                                 f"once")
             mapping[src] = dst
         origin = {"text": text}
     return ClassMap(mapping=mapping, side=side, allow_merge=allow_merge, origin=origin)

@@ -28,7 +28,7 @@ import numpy as np
 from aegis_data.errors import AegisError
 from aegis_eval.bootstrap import BootstrapOptions, percentile_interval, resample_weights
 from aegis_eval.predictions import read_json_file
-from aegis_eval.result_keys import AP_METRICS, LOWER_IS_BETTER, SCHEMA, THRESHOLD_METRICS
+from aegis_eval.result_keys import AP_METRICS, LOWER_IS_BETTER, THRESHOLD_METRICS
 from aegis_eval.robustness import defined
 
 RANK_SCHEMA = "aegis-rank/1"
@@ -160,13 +160,17 @@ def rank_models(results: Sequence[Mapping[str, Any]], metric: str = "map50", *, 
 
 
 def load_score_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
-    """Score JSONs read and checked for the ``aegis-score/1`` schema (AegisError otherwise)."""
+    """Score JSONs read and checked by the report's validator (one schema check for rank and report):
+    AegisError ``[score_schema]`` naming the file and the first problem."""
+    from aegis_eval.report.results import validate_result
+
     out = []
     for p in paths:
         doc, _ = read_json_file(Path(p), "score", "score_")
-        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("conditions"), dict):
-            raise AegisError(f"[score_schema] {p}: expected an {SCHEMA} document written by 'aegis score --json'")
-        out.append(doc)
+        try:
+            out.append(validate_result(doc, str(p), suite_conditions=False))
+        except AegisError as exc:
+            raise AegisError(f"[score_schema] {exc}") from None
     return out
 
 

@@ -209,6 +209,7 @@ def refs_from_refcoco(refs: Any, instances: Any, where: str = "refcoco") -> dict
     if not isinstance(refs, list) or not isinstance(instances, dict) or not isinstance(instances.get("annotations"), list):
         raise AegisError(f"[refcoco_wrong_type] {where}: expected a list of refs and a COCO instances object")
     box_of = {a.get("id"): a.get("bbox") for a in instances["annotations"] if isinstance(a, dict)}
+    image_of = {a.get("id"): a.get("image_id") for a in instances["annotations"] if isinstance(a, dict)}
     images = {im.get("id"): im for im in instances.get("images", []) if isinstance(im, dict)}
     out = []
     for k, r in enumerate(refs):
@@ -217,11 +218,19 @@ def refs_from_refcoco(refs: Any, instances: Any, where: str = "refcoco") -> dict
         if r["ann_id"] not in box_of:
             raise AegisError(f"[refcoco_unknown_ann] {where}: refs[{k}] refers to annotation {r['ann_id']!r}, "
                              "which the instances file does not hold")
-        for s in r["sentences"]:
+        if image_of[r["ann_id"]] is not None and image_of[r["ann_id"]] != r["image_id"]:
+            raise AegisError(f"[refcoco_image_mismatch] {where}: refs[{k}] names image {r['image_id']!r} but its "
+                             f"annotation {r['ann_id']!r} lies on image {image_of[r['ann_id']]!r}")
+        sentences = r["sentences"]
+        if not isinstance(sentences, list) or not all(isinstance(s, dict) for s in sentences):
+            raise AegisError(f"[refcoco_wrong_type] {where}: refs[{k}].sentences must be a list of objects "
+                             f"{{\"sent_id\", \"sent\"}}, got {sentences!r:.60}")
+        # The ref's own file_name (RefCOCO refs carry one) wins over the instances file's.
+        file_name = r.get("file_name") or (images[r["image_id"]].get("file_name") if r["image_id"] in images else None)
+        for s in sentences:
             out.append({"ref_id": s.get("sent_id"), "image_id": r["image_id"], "bbox": box_of[r["ann_id"]],
                         "expression": s.get("sent", s.get("raw")), "split": r.get("split", DEFAULT_SPLIT),
-                        "ref": r["ref_id"], "ann_id": r["ann_id"],
-                        **({"file_name": images[r["image_id"]].get("file_name")} if r["image_id"] in images else {})})
+                        "ref": r["ref_id"], "ann_id": r["ann_id"], **({"file_name": file_name} if file_name else {})})
     doc = {"schema": REFS_SCHEMA, "refs": out}
     parse_refs(doc, where)  # the converted file must pass the same checks as any other
     return doc

@@ -205,6 +205,9 @@ def verify_command(
     if linked:
         out.print(f"[yellow]note[/] {len(linked)} file(s) are hard links shared with files outside the split "
                   f"(information: editing those changes these), e.g. {linked[0].path}", highlight=False)
+    for f in report.information:
+        if f.kind == "seal":
+            out.print(f"[yellow]note[/] {f.path}: {f.detail}", highlight=False)
     if report.ok:
         if against is None:
             root = f"root {report.expected_root_hash}"

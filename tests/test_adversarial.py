@@ -171,10 +171,10 @@ def test_verify_reports_links_leaving_the_split_and_hardlinks(tmp_path, yolo_spl
 
 # --- 5./6. the manifest: identity under the root hash, entry paths confined ----------------------------
 def _rehash(m: dict) -> dict:
-    from aegis_data.manifest import files_hash, root_hash
+    from aegis_data.manifest import files_hash, root_hash, sealed_header
 
     m["root_hash"] = root_hash(m, m["entries"])
-    m["files_hash"] = files_hash(m["root_hash"], m["encoder"], m["entries"])
+    m["files_hash"] = files_hash(m["root_hash"], m["encoder"], m["entries"], sealed_header(m))
     return m
 
 
@@ -635,3 +635,400 @@ def test_in_memory_numbers_beyond_float64_are_findings_too():
             "categories": [{"id": 1, "name": "person"}]}
     with pytest.raises(AegisError, match="gt_bbox_invalid"):
         ground_truth_from_coco(coco)
+
+
+# ==========================================================================================================
+# Second round: verify means what a detector reads (numbers follow that list)
+# ==========================================================================================================
+def _flip_pixel(path: Path) -> None:
+    img = cv2.imread(str(path))
+    img[0, 0, 0] ^= 0xFF
+    assert cv2.imwrite(str(path), img)
+
+
+def _reseal(out: Path, m: dict) -> dict:
+    (out / "manifest.json").write_text(json.dumps(_rehash(m)))
+    return m
+
+
+# --- 1. suite-config values are validated; the compiled loops check sizes ---------------------------------
+CONFIG_EDITS = [
+    (b"sigma_read: [0.010, 0.018, 0.028]", b"sigma_read: [.nan, .nan, .nan]", "low_light.severities.sigma_read"),
+    (b"gain: [0.330, 0.130, 0.045]", b"gain: [.inf, 0.130, 0.045]", "low_light.severities.gain[s1]"),
+    (b"noise_base: 6", b"noise_base: 0", "water_glare.fixed.noise_base"),
+    (b"noise_octaves: 4\n      noise_base: 6", b"noise_octaves: 1e9\n      noise_base: 6", "noise_octaves"),
+    (b"tint: [1.00, 0.98, 0.92]", b"tint: 0", "water_glare.fixed.tint"),
+    (b"bloom_sigma_px: [8, 12, 16]", b"bloom_sigma_px: [8, 12, 1e9]", "bloom_sigma_px[s3]"),
+    (b"seed: 20260707", b"seed: -1", "seed"),
+    (b"direction: increase", b"direction: sideways", "direction"),
+    (b"suite: aegis-v1", b"suite: aegis-v1\nextra_key: 1", "extra_key"),
+]
+
+
+@pytest.mark.parametrize("old,new,names", CONFIG_EDITS, ids=[c[2] for c in CONFIG_EDITS])
+def test_every_suite_config_value_is_checked_on_load(old, new, names):
+    from aegis_data.config import DEFAULT_CONFIG_PATH, config_from_bytes
+    from aegis_data.errors import AegisError
+
+    data = DEFAULT_CONFIG_PATH.read_bytes()
+    assert old in data
+    with pytest.raises(AegisError, match=names.replace("[", r"\[").replace("]", r"\]")) as info:
+        config_from_bytes(data.replace(old, new, 1), "edited.yaml")
+    assert "\n" not in str(info.value) and "edited.yaml" in str(info.value)
+
+
+def test_a_suite_config_may_carry_a_scale_block():
+    from aegis_data.config import DEFAULT_CONFIG_PATH, config_from_bytes, load_config
+
+    cfg = config_from_bytes(DEFAULT_CONFIG_PATH.read_bytes() + b"scale: {reference: 1}\n")
+    assert cfg.corruptions == load_config().corruptions
+
+
+@pytest.mark.parametrize("old,new,names", CONFIG_EDITS[:2], ids=["nan", "inf"])
+def test_verify_of_a_split_whose_config_holds_nan_is_one_finding_not_a_crash(tmp_path, yolo_split, old, new, names):
+    from aegis_data.config import config_hash_of
+
+    src, out, m = yolo_split
+    data = (out / "corruptions.yaml").read_bytes().replace(old, new, 1)
+    (out / "corruptions.yaml").write_bytes(data)
+    m["config_hash"] = config_hash_of(data)
+    _reseal(out, m)
+    _flip_pixel(out / "test" / "low_light_s1" / "f0.png")  # verify would regenerate this file from the config
+    r = invoke("verify", out, "--json", tmp_path / "v.json")
+    assert r.exit_code == 1, r.output
+    doc = json.loads((tmp_path / "v.json").read_text())
+    assert any(f["path"] == "corruptions.yaml" and names.split("[")[0] in f["detail"] for f in doc["findings"])
+    flipped = [f for f in doc["findings"] if f["path"] == "test/low_light_s1/f0.png"]
+    assert flipped and flipped[0]["kind"] == "pixels" and "not available" in flipped[0]["detail"]
+
+
+def test_compiled_loops_refuse_sizes_that_overflow():
+    from aegis_data import _kernels as K
+
+    c = K.CKERNELS
+    if c is None:
+        pytest.skip("the compiled loops are not built here (the NumPy fallback has no C sizes to overflow)")
+    out, grid = np.zeros((2, 4), np.float32), np.zeros((2, 4))
+    taps, weights = np.zeros((4, 4), np.int64), np.zeros((4, 4))
+    with pytest.raises(ValueError, match="sizes out of range"):
+        c.noise_columns(out, grid, 2, 4, taps, weights, 1 << 62, 1.0)
+    with pytest.raises(ValueError, match="sizes out of range"):
+        c.noise_columns(out, grid, 1 << 62, 4, taps, weights, 4, 1.0)
+    with pytest.raises(ValueError, match="factor at most"):
+        c.block_sum(np.zeros((1, 1), np.int64), np.zeros((4, 4), np.uint8), 4, 4, 1 << 62)
+    c.noise_columns(out, grid, 2, 4, taps, weights, 4, 1.0)  # the same call with true sizes runs
+
+
+def test_the_documented_parameter_table_is_the_validators():
+    from aegis_data.config_schema import PARAMETERS
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "CORRUPTIONS.md").read_text()
+    for name, params in PARAMETERS.items():
+        for key, p in params.items():
+            assert f"| `{name}` | `{key}` | {p.describe()}" in doc, (name, key)
+
+
+# --- 3. a YOLO class filter that matches nothing is refused ------------------------------------------------
+@pytest.mark.parametrize("classes,fragment", [("person", "not a YOLO class id"), ("00", "not a YOLO class id"),
+                                              ("abc", "not a YOLO class id"), ("0.0", "not a YOLO class id"),
+                                              ("-1", "not a YOLO class id"), ("3", "labels hold class ids: 0"),
+                                              ("0,7", "class id 7 matches no label")])
+def test_a_yolo_class_filter_must_name_ids_the_labels_hold(tmp_path, classes, fragment):
+    src = yolo_source(tmp_path / "src")
+    r = invoke("build-splits", "--source", src, "--out", tmp_path / "out", *YOLO_BUILD, "--classes", classes)
+    assert_one_line_error(r, fragment)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    m = build_yolo(src, tmp_path / "ok", "--classes", "0")
+    assert m["splits"] == {"test": 3}
+
+
+# --- 11. a label path that is no file is not a negative ----------------------------------------------------
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_label_path_that_is_a_folder_or_fifo_is_refused(tmp_path, kind):
+    src = yolo_source(tmp_path / "src")
+    label = src / "labels" / "f1.txt"
+    label.unlink()
+    label.mkdir() if kind == "folder" else os.mkfifo(label)
+    r = invoke("build-splits", "--source", src, "--out", tmp_path / "out", *YOLO_BUILD)
+    assert_one_line_error(r, "f1.txt", "not a regular file")
+
+
+# --- 4. augmentation weights -------------------------------------------------------------------------------
+@pytest.mark.parametrize("weights", [[float("nan"), 1, 1], [float("inf"), 1, 1], [-1, 1, 1], [0, 1, 1]])
+def test_severity_weights_must_be_finite_and_positive(weights):
+    from aegis_data.augment import resolve_policy
+    from aegis_data.errors import AegisError
+
+    with pytest.raises(AegisError, match="finite positive number"):
+        resolve_policy({"name": "w", "p_clean": 0.0, "severity_weights": weights}, "p.yaml")
+
+
+def test_huge_severity_weights_keep_their_proportions():
+    from aegis_data.augment import DisasterAugment, resolve_policy
+
+    def severities(weights):
+        aug = DisasterAugment(resolve_policy({"name": "w", "p_clean": 0.0, "severity_weights": weights}), seed=3)
+        return [aug.choose(0, i).severity for i in range(300)]
+
+    huge, plain = severities([1e308, 1e308, 1e308]), severities([1, 1, 1])
+    assert huge == plain and {1, 2, 3} <= set(huge)
+
+
+# --- 8. a class map gives each source id once, in both forms ------------------------------------------------
+@pytest.mark.parametrize("text", ['{"1": 2, "2": 2, "1": 1}', '{"1": 2, "2": 1, "01": 1}'])
+def test_a_json_class_map_with_a_repeated_or_aliased_id_is_refused(tmp_path, text):
+    from aegis_data.errors import AegisError
+    from aegis_eval.class_map import parse_class_map
+
+    path = tmp_path / "map.json"
+    path.write_text(text)
+    with pytest.raises(AegisError, match=r"^\[class_map_syntax\] .* maps id 1 twice"):
+        parse_class_map(str(path))
+    with pytest.raises(AegisError, match="maps id 1 twice"):
+        parse_class_map("1:2,2:1,01:1")
+    path.write_text('{"1": 2, "2": 1}')
+    assert dict(parse_class_map(str(path)).mapping) == {1: 2, 2: 1}
+
+
+# --- 2. bytes-only means a detector's reader sees the same pixels ------------------------------------------
+def _png_with_chunk(data: bytes, name: bytes, body: bytes) -> bytes:
+    import struct
+    import zlib
+
+    chunk = struct.pack(">I", len(body)) + name + body + struct.pack(">I", zlib.crc32(name + body))
+    at = 8 + 25  # after the signature and IHDR
+    return data[:at] + chunk + data[at:]
+
+
+def _exif_orientation_6() -> bytes:
+    return b"MM\x00*\x00\x00\x00\x08\x00\x01\x01\x12\x00\x03\x00\x00\x00\x01\x00\x06\x00\x00\x00\x00\x00\x00"
+
+
+@pytest.mark.parametrize("rewrite", ["exif", "16bit", "rgba"])
+def test_against_a_reference_a_file_a_detector_reads_differently_is_no_bytes_only(tmp_path, yolo_split, rewrite):
+    src, out, _ = yolo_split
+    p = out / "test" / "clean" / "f0.png"
+    bgr = cv2.imread(str(p), cv2.IMREAD_UNCHANGED)
+    if rewrite == "exif":
+        p.write_bytes(_png_with_chunk(p.read_bytes(), b"eXIf", _exif_orientation_6()))
+        assert cv2.imread(str(p)).shape[:2] == bgr.shape[1::-1]  # what Ultralytics reads: rotated
+    elif rewrite == "16bit":
+        assert cv2.imwrite(str(p), np.clip(bgr.astype(np.int32) * 257 - 128, 0, 65535).astype(np.uint16))
+    else:
+        assert cv2.imwrite(str(p), np.dstack([bgr, np.zeros(bgr.shape[:2], np.uint8)]))
+    doc = _verify_fails(out, '"kind": "format"', against=out / "manifest.json")
+    (f,) = [f for f in doc["findings"] if f["path"] == "test/clean/f0.png"]
+    assert f["kind"] == "format" and f["failure"]
+
+
+def test_a_plain_rewrite_with_other_deflate_settings_stays_bytes_only(tmp_path, yolo_split):
+    src, out, _ = yolo_split
+    p = out / "test" / "clean" / "f0.png"
+    assert cv2.imwrite(str(p), cv2.imread(str(p)), [cv2.IMWRITE_PNG_COMPRESSION, 1])
+    r = invoke("verify", out, "--against", out / "manifest.json", "--json", tmp_path / "v.json")
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "v.json").read_text())["counts"] == {"bytes-only": 1}
+
+
+# --- 5. the per-image GT digest covers every field the scorer reads ---------------------------------------
+@pytest.mark.parametrize("field,value", [("iscrowd", 1), ("area", 1.0), ("category_id", 2)])
+def test_subset_against_a_reference_catches_edited_gt_fields(tmp_path, yolo_split, field, value):
+    src, out, m = yolo_split
+    ref = tmp_path / "ref.json"
+    shutil.copyfile(out / "manifest.json", ref)
+    gt_path = out / "annotations" / "test.json"
+    gt = json.loads(gt_path.read_text())
+    gt["annotations"][0][field] = value
+    gt_path.write_text(json.dumps(gt))
+    # Plain verify names the image (no longer "formatting/metadata")
+    doc = _verify_fails(out, "annotations changed for 1: f0")
+    # The local manifest resealed over the edited file: the reference still catches it, per image.
+    import hashlib
+
+    entry = next(e for e in m["entries"] if e["path"] == "annotations/test.json")
+    entry["sha256"] = hashlib.sha256(gt_path.read_bytes()).hexdigest()
+    _reseal(out, m)
+    r = invoke("verify", out, "--against", ref, "--subset", "--json", tmp_path / "s.json")
+    assert r.exit_code == 1, r.output
+    assert "against the reference: annotations changed for 1: f0" in (tmp_path / "s.json").read_text()
+    assert doc["findings"][0]["kind"] == "annotations"
+
+
+def test_the_gt_digest_of_a_toolkit_box_is_unchanged():
+    from aegis_data.manifest import annotation_digest, annotation_identity, gt_digest
+
+    boxes = [[1.5, 2.0, 3.0, 4.25], [0.0, 0.0, 1.0, 1.0]]
+    plain = [annotation_identity(b, 1, 0, b[2] * b[3]) for b in boxes]
+    assert annotation_digest(plain) == gt_digest(boxes)
+    assert annotation_digest([annotation_identity(boxes[0], 1, 1, 12.75)]) != gt_digest(boxes[:1])
+
+
+# --- 6./7. --against compares every identity field and confines every path-like field ---------------------
+@pytest.mark.parametrize("field,value", [("condition", "low_light_s1"), ("coco_id", 9), ("width", 7),
+                                          ("image_id", "f1"), ("source_pixel_sha256", "0" * 64)])
+def test_a_reference_relabelling_an_entry_is_a_finding(tmp_path, yolo_split, field, value):
+    src, out, m = yolo_split
+    e = next(e for e in m["entries"] if e["path"] == "test/clean/f0.png")
+    e[field] = value
+    ref = tmp_path / "ref.json"
+    ref.write_text(json.dumps(_rehash(m)))
+    r = invoke("verify", out, "--against", ref, "--json", tmp_path / "v.json")
+    if field in ("condition", "image_id"):  # the entry's path no longer names the file its fields describe
+        assert_one_line_error(r, "test/clean/f0.png", "in its fields")
+        return
+    assert r.exit_code == 1, r.output
+    assert any(f["kind"] == "manifest" and field in f["detail"]
+               for f in json.loads((tmp_path / "v.json").read_text())["findings"])
+
+
+def test_a_reference_with_other_conditions_is_a_finding(tmp_path, yolo_split):
+    src, out, m = yolo_split
+    m["conditions"] = ["clean"]
+    ref = tmp_path / "ref.json"
+    ref.write_text(json.dumps(_rehash(m)))
+    _verify_fails(out, "conditions", against=ref)
+
+
+@pytest.mark.parametrize("field,value", [("image_id", "../../../outside/evil"), ("split", "../x"),
+                                          ("condition", "a/b")])
+def test_path_like_entry_fields_are_confined(tmp_path, yolo_split, field, value):
+    src, out, m = yolo_split
+    (tmp_path / "outside").mkdir()
+    e = next(e for e in m["entries"] if e["path"] == "test/low_light_s1/f0.png")
+    e[field] = value
+    ref = tmp_path / "ref.json"
+    ref.write_text(json.dumps(_rehash(m)))
+    assert_one_line_error(invoke("verify", out, "--against", ref), "not a plain file or folder name")
+
+
+# --- 9. every top-level field but environment is sealed ----------------------------------------------------
+@pytest.mark.parametrize("edit", ["toolkit", "added", "format_kept"])
+def test_top_level_fields_are_sealed(yolo_split, edit):
+    src, out, m = yolo_split
+    if edit == "toolkit":
+        m["toolkit"]["version"] = "9.9.9"
+    elif edit == "added":
+        m["note"] = "trust me"
+    else:
+        m["environment"]["numpy"] = "0.0"  # the one field outside the seal
+    (out / "manifest.json").write_text(json.dumps(m))
+    r = invoke("verify", out)
+    if edit == "format_kept":
+        assert r.exit_code == 0, r.output
+    else:
+        assert_one_line_error(r, "internally inconsistent", "files_hash")
+
+
+def test_a_manifest_with_the_earlier_seal_verifies_with_a_note(tmp_path, yolo_split):
+    from aegis_data.manifest import files_hash
+
+    src, out, m = yolo_split
+    m["files_hash"] = files_hash(m["root_hash"], m["encoder"], m["entries"])  # the earlier form
+    (out / "manifest.json").write_text(json.dumps(m))
+    r = invoke("verify", out, "--json", tmp_path / "v.json")
+    assert r.exit_code == 0, r.output
+    assert "earlier form" in r.stdout and "re-seal" in r.stdout
+    assert json.loads((tmp_path / "v.json").read_text())["counts"] == {"seal": 1}
+    assert build_yolo(src, out)["files_hash"] != m["files_hash"]  # a rebuild re-seals
+    r = invoke("verify", out)
+    assert r.exit_code == 0 and "earlier form" not in r.stdout
+
+
+# --- 10. incomplete or mistyped manifest fields are one line ------------------------------------------------
+@pytest.mark.parametrize("edit", ["no_sha256", "no_pixel_sha256", "no_condition", "no_split", "seed_abc",
+                                  "seed_list", "seed_missing", "gt_list"])
+def test_incomplete_manifest_entries_are_one_line(yolo_split, edit):
+    src, out, m = yolo_split
+    image = next(e for e in m["entries"] if e["kind"] == "image")
+    gt = next(e for e in m["entries"] if e["kind"] == "annotations")
+    if edit.startswith("no_"):
+        del image[edit[3:]]
+    elif edit == "seed_abc":
+        m["seed"] = "abc"
+    elif edit == "seed_list":
+        m["seed"] = [1]
+    elif edit == "seed_missing":
+        del m["seed"]
+    else:
+        gt["gt"] = [1, 2]
+    _reseal(out, m)
+    assert_one_line_error(invoke("verify", out), "manifest")
+
+
+# --- 11. a manifest.json that is a folder ------------------------------------------------------------------
+def test_a_manifest_json_folder_is_named_once(tmp_path, yolo_split):
+    src, out, m = yolo_split
+    (out / "manifest.json").unlink()
+    (out / "manifest.json").mkdir()
+    r = invoke("verify", out)
+    assert_one_line_error(r, "a folder, not a file")
+    assert "manifest.json/manifest.json" not in r.output
+
+
+# --- 10. schedulers, score JSONs and RefCOCO conversions are one line -------------------------------------
+@pytest.mark.parametrize("address,fragment", [("inproc://x", "in-process"), ("ucx://127.0.0.1:1", "UCX"),
+                                              ("tls://127.0.0.1:1", "TLS needs client certificates")])
+def test_unsupported_scheduler_schemes_are_one_line(tmp_path, yolo_split, address, fragment):
+    src, out, _ = yolo_split
+    r = invoke("build-splits", "--source", src, "--out", tmp_path / "o", "--dataset", "yolo", "--corruptions",
+               "low_light", "--severities", "1", "--scheduler", address)
+    assert_one_line_error(r, fragment)
+    assert_one_line_error(invoke("verify", out, "--scheduler", address), fragment)
+
+
+@pytest.mark.parametrize("edit,fragment", [("clean_null", "conditions['clean'] must be an object"),
+                                           ("recall_text", "recall must be a number or null"),
+                                           ("recall_bool", "recall must be a number or null"),
+                                           ("label_list", "'label' must be a non-empty string")])
+def test_rank_and_report_share_one_score_validator(tmp_path, score_json, edit, fragment):
+    doc = json.loads(score_json.read_text())
+    if edit == "clean_null":
+        doc["conditions"]["clean"] = None
+    elif edit == "recall_text":
+        doc["conditions"]["clean"]["recall"] = "high"
+    elif edit == "recall_bool":
+        doc["conditions"]["clean"]["recall"] = True
+    else:
+        doc["label"] = ["x"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    assert_one_line_error(invoke("rank", score_json, bad), fragment)
+    assert_one_line_error(invoke("report", bad, "--out", tmp_path / "r"), fragment)
+
+
+@pytest.mark.parametrize("sentences", ["man", [None], [1]])
+def test_convert_refs_with_malformed_sentences_is_one_line(tmp_path, sentences):
+    refs = [{"ref_id": 7, "ann_id": 70, "image_id": 3, "split": "val", "sentences": sentences}]
+    instances = {"images": [{"id": 3, "file_name": "x.jpg"}],
+                 "annotations": [{"id": 70, "image_id": 3, "bbox": [1, 2, 3, 4]}]}
+    (tmp_path / "refs.json").write_text(json.dumps(refs))
+    (tmp_path / "inst.json").write_text(json.dumps(instances))
+    r = invoke("convert-refs", tmp_path / "refs.json", "--instances", tmp_path / "inst.json", "--out",
+               tmp_path / "o.json")
+    assert_one_line_error(r, "sentences must be a list of objects")
+
+
+# --- 11. RefCOCO image ids and file names, a remote cluster's paths ---------------------------------------
+def test_convert_refs_refuses_an_image_mismatch_and_keeps_the_refs_file_name():
+    from aegis_data.errors import AegisError
+    from aegis_eval.referring import refs_from_refcoco
+
+    ref = {"ref_id": 7, "ann_id": 70, "image_id": 3, "split": "val", "file_name": "COCO_3_7.jpg",
+           "sentences": [{"sent_id": 100, "sent": "man in red"}]}
+    instances = {"images": [{"id": 3, "file_name": "x.jpg"}, {"id": 4, "file_name": "y.jpg"}],
+                 "annotations": [{"id": 70, "image_id": 3, "bbox": [1, 2, 3, 4]}]}
+    assert refs_from_refcoco([ref], instances)["refs"][0]["file_name"] == "COCO_3_7.jpg"
+    with pytest.raises(AegisError, match=r"^\[refcoco_image_mismatch\].*image 4.*image 3"):
+        refs_from_refcoco([{**ref, "image_id": 4}], instances)
+
+
+def test_a_relative_split_path_reaches_cluster_workers_resolved(yolo_split, monkeypatch):
+    import aegis_data.verify as verify_mod
+
+    src, out, _ = yolo_split
+    seen = []
+    monkeypatch.chdir(out.parent)
+    real = verify_mod.hash_files
+    monkeypatch.setattr(verify_mod, "hash_files", lambda root, items, **kw: (seen.append(root), real(root, items))[1])
+    report = verify_mod.verify_split(Path(out.name), scheduler="tcp://127.0.0.1:8786")
+    assert report.ok and seen == [out.resolve()]

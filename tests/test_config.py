@@ -53,5 +53,5 @@ def test_bad_severity_and_bad_file(tmp_path):
     with pytest.raises(AegisError, match="YAML"):
         load_config(bad)
     bad.write_text("seed: 1\ncorruptions: {}\n")
-    with pytest.raises(AegisError, match="malformed"):
+    with pytest.raises(AegisError, match="families must be a mapping"):
         load_config(bad)

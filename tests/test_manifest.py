@@ -12,6 +12,7 @@ from aegis_data.manifest import (
     build_manifest,
     canonical_json,
     files_hash,
+    sealed_header,
     gt_digest,
     identity_of,
     load_manifest,
@@ -20,10 +21,13 @@ from aegis_data.manifest import (
     write_manifest,
 )
 
+_IMAGE = {"kind": "image", "split": "test", "condition": "clean", "coco_id": 1, "width": 4, "height": 3,
+          "source_pixel_sha256": "7" * 64}
 ENTRIES = [
-    {"path": "test/clean/b.png", "kind": "image", "sha256": "1" * 64, "pixel_sha256": "2" * 64},
-    {"path": "annotations/test.json", "kind": "annotations", "sha256": "3" * 64, "gt": {"b": "4" * 64}},
-    {"path": "test/clean/a.png", "kind": "image", "sha256": "5" * 64, "pixel_sha256": "6" * 64},
+    {**_IMAGE, "path": "test/clean/b.png", "image_id": "b", "sha256": "1" * 64, "pixel_sha256": "2" * 64},
+    {"path": "annotations/test.json", "kind": "annotations", "split": "test", "sha256": "3" * 64,
+     "gt": {"b": "4" * 64}},
+    {**_IMAGE, "path": "test/clean/a.png", "image_id": "a", "sha256": "5" * 64, "pixel_sha256": "6" * 64},
 ]
 
 
@@ -74,7 +78,7 @@ def test_files_hash_seals_file_bytes_and_encoder():
     c = _manifest(environment={}, encoder={"name": "other", "version": "9"})
     assert a["root_hash"] == b["root_hash"] == c["root_hash"]
     assert len({a["files_hash"], b["files_hash"], c["files_hash"]}) == 3
-    assert a["files_hash"] == files_hash(a["root_hash"], ENCODER, ENTRIES)
+    assert a["files_hash"] == files_hash(a["root_hash"], ENCODER, ENTRIES, sealed_header(a))
 
 
 def test_environment_is_recorded_but_outside_the_root_hash():

@@ -75,7 +75,7 @@ def test_a_changed_gt_box_names_the_image(split):
     report = _verify(split)
     (f,) = report.findings
     assert f.kind == "annotations" and f.path == "annotations/test.json"
-    assert "boxes changed for 1: img001" in f.detail
+    assert "annotations changed for 1: img001" in f.detail
 
 
 def _reencode_with_opencv(p: Path) -> None:

@@ -36,7 +36,7 @@ from aegis_data.readers import read_json
 from aegis_data.records import Record
 from aegis_data.sources._common import (
     opt_bool, opt_follow_links,
-    check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, portable_path,
+    check_options, list_images, opt_fraction, opt_int, opt_max_pixels, opt_path, portable_path,
     require_dir, safe_id,
 )
 from aegis_data.sources._sard_csv import (
@@ -45,7 +45,7 @@ from aegis_data.sources._sard_csv import (
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
 from aegis_data.sources._labels import split_stats, xml_record
 from aegis_data.sources._split import assign_groups
-from aegis_data.sources.yolo import class_stats, label_folder
+from aegis_data.sources.yolo import check_classes_matched, class_stats, label_folder, yolo_class_filter
 
 NAME = "sard"
 OPTIONS = ("groups", "gap", "max_group", "test_fraction", "val_fraction", "classes", "max_pixels", "follow_links",
@@ -213,7 +213,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     max_group = opt_int(options, "max_group", 50, minimum=gap)
     f_test = opt_fraction(options, "test_fraction", 0.2)
     f_val = opt_fraction(options, "val_fraction", 0.1)
-    classes = opt_ids(options, "classes")
+    classes = yolo_class_filter(options)
     max_pixels = opt_max_pixels(options)
     groups_path = opt_path(options, "groups", base=root)
     drop_augmented = opt_bool(options, "drop_augmented")
@@ -222,6 +222,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     csv_layout: CsvLayout | None = None
     if roboflow:
         records, layout = _roboflow_records(root, classes, max_pixels, stats)
+        check_classes_matched(classes, stats, root)
     elif is_csv_layout(root, exclude=groups_path):
         csv_layout = read_csv_layout(root, classes=classes, max_pixels=max_pixels, stats=stats, exclude=groups_path)
         records, layout = csv_layout.records, csv_layout.layout

@@ -9,6 +9,7 @@ skipped and counted. Everything goes to ``split`` (default "test"); ``val_fracti
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
@@ -26,12 +27,37 @@ from aegis_data.yolo_labels import read_yolo_labels
 
 NAME = "yolo"
 OPTIONS = ("images", "labels", "classes", "split", "val_fraction", "max_pixels", "follow_links")
+_CANONICAL_ID = re.compile(r"^(0|[1-9][0-9]*)$")  # as a label line's class reads back: '00' never matches
 
 
 def yolo_boxes(path: Path, width: int, height: int, classes: frozenset[str] | None, stats: Counter) -> tuple[Box, ...]:
     """Person boxes (absolute xyxy) from one YOLO label file; AegisError naming file:line for bad lines."""
     return tuple(check_box(*box, width, height, where)
                  for box, where in read_yolo_labels(path, width, height, classes, stats))
+
+
+def yolo_class_filter(options: Mapping[str, Any], key: str = "classes") -> frozenset[str] | None:
+    """Option ``classes`` as canonical YOLO class ids ('0', '3'); AegisError for anything else ('00', 'abc',
+    '0.0', '-1'), which no label line could ever match."""
+    classes = opt_ids(options, key)
+    bad = sorted(c for c in classes or () if not _CANONICAL_ID.match(c))
+    if bad:
+        raise AegisError(f"option {key}: {', '.join(repr(c) for c in bad)} is not a YOLO class id; expected "
+                         f"non-negative integers written plainly, like 0 or 0,3")
+    return classes
+
+
+def check_classes_matched(classes: frozenset[str] | None, stats: Counter, where: Path, key: str = "classes") -> None:
+    """AegisError when ``classes`` names an id no label line carries: the benchmark would silently have no (or
+    fewer) ground-truth boxes. Names the ids the labels do hold."""
+    if not classes:
+        return
+    present = {k.split(":", 1)[1] for k in stats if k.startswith(("class:", "ignored_class:")) and stats[k]}
+    missing = sorted(classes - present, key=int)
+    if missing:
+        held = ", ".join(sorted(present, key=int)) or "none (no label lines)"
+        raise AegisError(f"option {key}: class id {', '.join(missing)} matches no label line under {where}; the "
+                         f"labels hold class ids: {held}")
 
 
 def label_folder(
@@ -43,12 +69,15 @@ def label_folder(
     image is skipped. Both are counted.
     """
     images = list_images(images_dir)
-    labels = {p.stem: p for p in labels_dir.glob("*.txt") if p.is_file()} if labels_dir.is_dir() else {}
+    labels = {p.stem: p for p in labels_dir.glob("*.txt")} if labels_dir.is_dir() else {}
     items = []
     without_label = 0
     for img in images:
         w, h = frame_size(img, max_pixels)
         txt = labels.get(img.stem)
+        if txt is not None and not txt.is_file():  # a folder or FIFO named like a label: not a negative
+            raise AegisError(f"label path {txt} is not a regular file (a folder, FIFO or broken link); remove or "
+                             f"replace it: its image would otherwise count as one without persons")
         if txt is None:
             without_label += 1
         items.append((img, w, h, yolo_boxes(txt, w, h, classes, stats) if txt is not None else ()))
@@ -118,7 +147,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         labels_dir = sibling if sibling.is_dir() else images_dir
     else:
         require_dir(labels_dir, "YOLO labels directory")
-    classes = opt_ids(options, "classes")
+    classes = yolo_class_filter(options)
     split = opt_split(options)
     val_fraction = opt_fraction(options, "val_fraction", 0.0)
     max_pixels = opt_max_pixels(options)
@@ -126,6 +155,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     records, layout = yolo_records(images_dir, labels_dir, split=split, classes=classes, max_pixels=max_pixels, stats=stats)
     if not records:
         raise AegisError(f"no images found in {images_dir} (expected .jpg/.png/... files)")
+    check_classes_matched(classes, stats, labels_dir)
     records = carve_val(records, val_fraction, salt="yolo-val")
     description = {
         "adapter": NAME,

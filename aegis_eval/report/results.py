@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from aegis_data.config import SEVERITIES, SuiteConfig, condition_id, load_config, parse_condition
 from aegis_data.errors import AegisError
 from aegis_data.readers import read_json
-from aegis_eval.result_keys import AP_METRICS, LOWER_IS_BETTER, SCHEMA, THRESHOLD_METRICS
+from aegis_eval.result_keys import AP_METRICS, COUNT_KEYS, LOWER_IS_BETTER, SCHEMA, THRESHOLD_METRICS
 
 METRICS = THRESHOLD_METRICS + AP_METRICS
 UNKNOWN_DATASET = "unknown"
@@ -35,10 +35,12 @@ def _fail(where: str, message: str) -> AegisError:
     return AegisError(f"{where}: {message}")
 
 
-def validate_result(obj: Any, where: str = "<result>") -> dict:
-    """Check the parts of a score JSON the report relies on; returns it unchanged.
+def validate_result(obj: Any, where: str = "<result>", suite_conditions: bool = True) -> dict:
+    """Check the parts of a score JSON that report and rank rely on; returns it unchanged.
 
-    Raises AegisError naming ``where`` and the first problem found.
+    ``suite_conditions``: condition keys must be suite condition ids (the report's grid); rank also takes
+    other domains (``iid``, ``ood``), so it passes False. Raises AegisError naming ``where`` and the first
+    problem found.
     """
     if not isinstance(obj, dict):
         raise _fail(where, f"expected a JSON object written by `aegis score --json` (schema {SCHEMA!r}), "
@@ -57,7 +59,8 @@ def validate_result(obj: Any, where: str = "<result>") -> dict:
         raise _fail(where, "'conditions' must be a non-empty object of condition id -> metrics")
     for cond, block in conditions.items():
         try:
-            parse_condition(cond)
+            if suite_conditions:
+                parse_condition(cond)
         except AegisError as exc:
             raise _fail(where, str(exc)) from None
         if not isinstance(block, dict):
@@ -65,6 +68,10 @@ def validate_result(obj: Any, where: str = "<result>") -> dict:
         huge = _beyond_float64(block)
         if huge:
             raise _fail(where, f"conditions[{cond!r}].{huge} is a number that does not fit a 64-bit float")
+        for key in (*METRICS, *COUNT_KEYS):  # what rank, report and robustness read: a number or null
+            v = block.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise _fail(where, f"conditions[{cond!r}].{key} must be a number or null, got {v!r:.40}")
     for key in ("summary", "provenance", "threshold"):
         if key in obj and obj[key] is not None and not isinstance(obj[key], dict):
             raise _fail(where, f"'{key}' must be an object, got {type(obj[key]).__name__}")

@@ -1,0 +1,229 @@
+"""What a corruption-suite config may hold: each parameter's type and allowed range (docs/CORRUPTIONS.md,
+"Allowed parameter values").
+
+A config reaches the engine from the installed file, a split's own ``corruptions.yaml`` or any bytes handed to
+``config_from_bytes``; every route goes through :func:`validate_suite`, so a value the kernels cannot take
+(NaN, an infinite gain, a zero noise base, a blur wider than any frame) is one AegisError naming the key, never
+a crash, a hang or a silent wrong image. The ranges hold the shipped suite with room to tune; their bounds are
+what keeps a kernel's arithmetic and memory bounded (a frame-independent noise grid, a blur kernel, a streak
+count), not a claim about which disasters are realistic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any, Mapping
+
+from aegis_data.errors import AegisError
+
+# Top-level keys a suite config may hold; ``scale`` is an optional block read (and checked) elsewhere.
+TOP_LEVEL_KEYS = ("suite", "seed", "families", "calibration_threshold", "corruptions", "scale")
+CORRUPTION_KEYS = ("family", "statistic", "direction", "severities", "fixed")
+DIRECTIONS = ("increase", "decrease")
+CALIBRATION_KEYS = {"saturated_luma": (0.0, 1.0), "occluded_delta": (0.0, 1.0)}
+MAX_SEED = 2**63 - 1
+# The finest value-noise grid has base * 2**(octaves - 1) cells on the long side, whatever the frame size.
+MAX_NOISE_CELLS = 2048
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: ``kind`` is "number", "int", "rgb" (three numbers) or "pair" (two numbers, low <= high);
+    every number lies in [lo, hi] (``lo_open``: strictly above lo)."""
+
+    kind: str
+    lo: float
+    hi: float
+    why: str
+    lo_open: bool = False
+    required: bool = True
+
+    def describe(self) -> str:
+        what = {"number": "a number", "int": "an integer", "rgb": "a list of 3 numbers",
+                "pair": "a list of 2 numbers (low <= high)"}[self.kind]
+        return f"{what} in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}]"
+
+
+def _fraction(why: str) -> Param:
+    return Param("number", 0.0, 1.0, why)
+
+
+def _gain(why: str, required: bool = True) -> Param:
+    return Param("number", 0.0, 8.0, why, required=required)
+
+
+_COLOUR = Param("rgb", 0.0, 1.0, "an RGB colour in [0, 1] per channel")
+_OCTAVES = Param("int", 1, 8, "octaves of value noise; each doubles the grid")
+_BASE = Param("number", 1.0, MAX_NOISE_CELLS, "cells of the coarsest noise grid on the long side")
+_TRANSMISSION = _fraction("share of the scene that reaches the camera")
+
+_HAZE = {"transmission": _TRANSMISSION, "noise_octaves": _OCTAVES, "noise_base": _BASE,
+         "amplitude": _fraction("spatial variation of the transmission"), "airlight": _COLOUR}
+PARAMETERS: Mapping[str, Mapping[str, Param]] = {
+    "water_glare": {
+        "coverage": _fraction("share of the frame under glare"),
+        "intensity": _fraction("glare brightness"),
+        "bloom_sigma_px": Param("number", 0.0, 200.0, "bloom blur std per 1000 px (the blur grows with it)"),
+        "noise_octaves": _OCTAVES, "noise_base": _BASE,
+        "bloom_weight": _fraction("weight of the bloom in the screen blend"),
+        "tint": _COLOUR,
+    },
+    "turbidity_cast": {
+        "alpha": _fraction("blend weight of the cast colour"),
+        "contrast": Param("number", 0.0, 2.0, "contrast factor (1 = unchanged)"),
+        "saturation": Param("number", 0.0, 2.0, "saturation factor (1 = unchanged)"),
+        "cast": _COLOUR,
+    },
+    "inundation": {
+        "coverage": _fraction("share of the frame under water"),
+        "opacity": _fraction("opacity of the water layer"),
+        "ripple_amplitude_px": Param("number", 0.0, 50.0, "ripple displacement per 1000 px"),
+        "noise_octaves": _OCTAVES, "noise_base": _BASE,
+        "feather_sigma_px": Param("number", 0.0, 200.0, "shoreline blur std per 1000 px"),
+        "water": _COLOUR,
+        "ripple_wavelength_px": Param("number", 0.0, 1000.0, "ripple wavelength per 1000 px", lo_open=True),
+        "sparkle_octaves": _OCTAVES, "sparkle_base": _BASE,
+        "sparkle_coverage": _fraction("share of the water that sparkles"),
+        "sparkle_strength": _fraction("brightness of a sparkle"),
+    },
+    "rain_streaks": {
+        "density_per_mp": Param("number", 0.0, 20000.0, "streaks per megapixel (each one is drawn)"),
+        "length_px": Param("number", 0.0, 500.0, "streak length per 1000 px"),
+        "veil_sigma_px": Param("number", 0.0, 50.0, "veil blur std per 1000 px", lo_open=True),
+        "brightness": _gain("brightness factor of the veiled frame"),
+        "saturation": Param("number", 0.0, 2.0, "saturation factor (1 = unchanged)"),
+        "angle_deg": Param("number", -360.0, 360.0, "streak angle from the +x axis"),
+        "angle_jitter_image_deg": Param("number", 0.0, 180.0, "per-image angle jitter"),
+        "angle_jitter_streak_deg": Param("number", 0.0, 180.0, "per-streak angle jitter"),
+        "length_jitter": Param("pair", 0.0, 10.0, "range of the per-streak length factor"),
+        "intensity": Param("pair", 0.0, 1.0, "range of the per-streak intensity"),
+        "streak_blur_ksize": Param("int", 1, 31, "odd Gaussian kernel size of the streak blur"),
+        "streak_blur_sigma": Param("number", 0.0, 20.0, "streak blur std in px", lo_open=True),
+    },
+    "motion_blur": {
+        "length_px": Param("number", 0.0, 500.0, "blur length per 1000 px"),
+        "min_length": Param("int", 1, 1000, "shortest blur in px"),
+        "angle_range_deg": Param("pair", -360.0, 360.0, "range of the blur direction"),
+    },
+    "low_light": {
+        "gain": _gain("exposure factor"),
+        "k_shot": _fraction("shot-noise scale"),
+        "sigma_read": _fraction("read-noise std"),
+        "gamma": Param("number", 1.0, 4.0, "encoding gamma"),
+        "red_gain": _gain("red channel factor"),
+        "blue_gain": _gain("blue channel factor"),
+    },
+    "smoke_haze": dict(_HAZE),
+    "fire_warm_tint": {**_HAZE, "red_gain": _gain("red channel factor", False),
+                       "blue_gain": _gain("blue channel factor", False)},
+    "dust_haze": {**_HAZE, "grain": _fraction("grain strength"), "grain_octaves": _OCTAVES, "grain_base": _BASE},
+}
+# Parameters that belong together: (octaves, base) of one noise field, bounded in cells together.
+NOISE_PAIRS = (("noise_octaves", "noise_base"), ("sparkle_octaves", "sparkle_base"), ("grain_octaves", "grain_base"))
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, Real) and not isinstance(v, bool)
+
+
+def check_value(where: str, value: Any, p: Param) -> None:
+    """AegisError naming ``where`` unless ``value`` has ``p``'s type and lies in its range."""
+    if p.kind in ("rgb", "pair"):
+        n = 3 if p.kind == "rgb" else 2
+        items = list(value) if isinstance(value, (list, tuple)) else None
+        ok = items is not None and len(items) == n and all(_is_number(v) for v in items)
+    else:
+        items = [value]
+        ok = _is_number(value) and (p.kind != "int" or isinstance(value, Integral))
+    ok = ok and all(math.isfinite(float(v)) and (float(v) > p.lo if p.lo_open else float(v) >= p.lo)
+                    and float(v) <= p.hi for v in items)
+    if ok and p.kind == "pair":
+        ok = float(items[0]) <= float(items[1])
+    if ok and where.endswith("streak_blur_ksize"):
+        ok = int(value) % 2 == 1
+    if not ok:
+        extra = " and odd" if where.endswith("streak_blur_ksize") else ""
+        raise AegisError(f"{where} must be {p.describe()}{extra} ({p.why}); got {value!r:.60}")
+
+
+def _mapping(where: str, value: Any) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise AegisError(f"{where} must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _check_corruption(where: str, name: str, c: Any) -> None:
+    c = _mapping(where, c)
+    unknown = sorted(set(c) - set(CORRUPTION_KEYS))
+    if unknown:
+        raise AegisError(f"{where}: unknown keys {unknown}; expected {', '.join(CORRUPTION_KEYS)}")
+    for key in ("family", "statistic"):
+        if not isinstance(c.get(key), str) or not c[key]:
+            raise AegisError(f"{where}.{key} must be a non-empty string, got {c.get(key)!r:.60}")
+    if c.get("direction") not in DIRECTIONS:
+        raise AegisError(f"{where}.direction must be one of {', '.join(DIRECTIONS)}, got {c.get('direction')!r:.60}")
+    schema = PARAMETERS[name]
+    severities = _mapping(f"{where}.severities", c.get("severities"))
+    fixed = _mapping(f"{where}.fixed", c.get("fixed") if c.get("fixed") is not None else {})
+    values: dict[str, Any] = {}
+    for block, items in (("severities", severities), ("fixed", fixed)):
+        for key, value in items.items():
+            at = f"{where}.{block}.{key}"
+            if key not in schema:
+                raise AegisError(f"{at}: {name} has no parameter {key!r}; its parameters: {', '.join(schema)}")
+            if key in values:
+                raise AegisError(f"{at}: {key} is given both per severity and fixed")
+            if block == "severities":
+                if not isinstance(value, list) or len(value) != 3:
+                    raise AegisError(f"{at} must list 3 values (severity 1, 2, 3), got {value!r:.60}")
+                for k, v in enumerate(value, start=1):
+                    check_value(f"{at}[s{k}]", v, schema[key])
+            else:
+                check_value(at, value, schema[key])
+            values[key] = value
+    missing = [k for k, p in schema.items() if p.required and k not in values]
+    if missing:
+        raise AegisError(f"{where}: missing parameters {', '.join(missing)}")
+    for octaves, base in NOISE_PAIRS:
+        if octaves in values and base in values:
+            for o, b in zip(_per_severity(values[octaves]), _per_severity(values[base])):
+                if b * 2 ** (o - 1) > MAX_NOISE_CELLS:
+                    raise AegisError(f"{where}: {base} x 2**({octaves} - 1) = {b * 2 ** (o - 1):g} noise cells; at "
+                                     f"most {MAX_NOISE_CELLS} (the grid does not shrink with the frame)")
+
+
+def _per_severity(value: Any) -> list:
+    return list(value) if isinstance(value, list) and len(value) == 3 else [value] * 3
+
+
+def validate_suite(raw: Any, where: str = "suite config") -> None:
+    """AegisError (one line naming the key) unless ``raw``, a parsed suite config, is one the engine can run:
+    known keys, a seed in [0, 2**63), families naming declared corruptions, calibration thresholds in [0, 1],
+    and every corruption's parameters of the right type, finite and in range (:data:`PARAMETERS`)."""
+    raw = _mapping(where, raw)
+    unknown = sorted(str(k) for k in raw if k not in TOP_LEVEL_KEYS)
+    if unknown:
+        raise AegisError(f"{where}: unknown top-level keys {unknown}; expected {', '.join(TOP_LEVEL_KEYS)}")
+    if "suite" in raw and (not isinstance(raw["suite"], str) or not raw["suite"]):
+        raise AegisError(f"{where}: suite must be a non-empty string, got {raw['suite']!r:.60}")
+    seed = raw.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, Integral) or not 0 <= seed <= MAX_SEED:
+        raise AegisError(f"{where}: seed must be an integer in [0, 2**63), got {seed!r:.60}")
+    corruptions = _mapping(f"{where}: corruptions", raw.get("corruptions"))
+    for name, c in corruptions.items():
+        if name not in PARAMETERS:
+            raise AegisError(f"{where}: unknown corruption {name!r}; this engine runs {', '.join(PARAMETERS)}")
+        _check_corruption(f"{where}: {name}", name, c)
+    families = _mapping(f"{where}: families", raw.get("families"))
+    for fam, members in families.items():
+        if not isinstance(members, list) or not all(isinstance(m, str) and m in corruptions for m in members):
+            raise AegisError(f"{where}: family {fam!r} must list declared corruptions, got {members!r:.80}")
+    thresholds = raw.get("calibration_threshold")
+    for key, value in _mapping(f"{where}: calibration_threshold", thresholds if thresholds is not None else {}).items():
+        if key not in CALIBRATION_KEYS:
+            raise AegisError(f"{where}: calibration_threshold.{key} is unknown; expected "
+                             f"{', '.join(CALIBRATION_KEYS)}")
+        check_value(f"{where}: calibration_threshold.{key}", value,
+                    Param("number", *CALIBRATION_KEYS[key], "a luma level or difference in [0, 1]"))
