@@ -36,7 +36,7 @@ from aegis_data.readers import read_json
 from aegis_data.records import Record
 from aegis_data.sources._common import (
     opt_bool, opt_follow_links,
-    check_options, list_images, opt_fraction, opt_int, opt_max_pixels, opt_path, portable_path,
+    check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, portable_path,
     require_dir, safe_id,
 )
 from aegis_data.sources._sard_csv import (
@@ -213,12 +213,13 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     max_group = opt_int(options, "max_group", 50, minimum=gap)
     f_test = opt_fraction(options, "test_fraction", 0.2)
     f_val = opt_fraction(options, "val_fraction", 0.1)
-    classes = yolo_class_filter(options)
     max_pixels = opt_max_pixels(options)
     groups_path = opt_path(options, "groups", base=root)
     drop_augmented = opt_bool(options, "drop_augmented")
     stats: Counter = Counter()
     roboflow = any((root / s / "images").is_dir() for s in ROBOFLOW_SPLITS)
+    # `classes`: YOLO class ids in a Roboflow export (checked as such), class names in the CSV layout.
+    classes = yolo_class_filter(options) if roboflow else opt_ids(options, "classes")
     csv_layout: CsvLayout | None = None
     if roboflow:
         records, layout = _roboflow_records(root, classes, max_pixels, stats)
