@@ -68,11 +68,22 @@ def check_scheduler(scheduler: str, workers: int | None) -> None:
         raise AegisError(f"--workers must be at least 1, got {workers}")
 
 
+def check_timeout(timeout: Any) -> float:
+    """``--timeout`` in seconds: a finite number in (0, 3600]; None means ``CONNECT_TIMEOUT_S``."""
+    if timeout is None:
+        return float(CONNECT_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < float(timeout) <= 3600:
+        raise AegisError(f"--timeout must be a number of seconds in (0, 3600], got {timeout!r}")
+    return float(timeout)
+
+
 @contextmanager
-def connect(scheduler: str, workers: int | None = None) -> Iterator[Any]:
+def connect(scheduler: str, workers: int | None = None, timeout: float | None = None) -> Iterator[Any]:
     """A ``distributed.Client`` for ``scheduler``: ``local`` starts (and afterwards stops) a LocalCluster of
-    ``workers`` single-threaded processes on loopback; anything else is the address of a running scheduler."""
+    ``workers`` single-threaded processes on loopback; anything else is the address of a running scheduler,
+    which must answer within ``timeout`` seconds (default ``CONNECT_TIMEOUT_S``)."""
     check_scheduler(scheduler, workers)
+    seconds = check_timeout(timeout)
     distributed = _import_distributed()
     if scheduler == LOCAL:
         from aegis_data.splits import default_workers
@@ -89,10 +100,11 @@ def connect(scheduler: str, workers: int | None = None) -> Iterator[Any]:
             cluster.close()
         return
     try:
-        client = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+        client = distributed.Client(scheduler, timeout=seconds)
     except (OSError, TimeoutError, ValueError) as exc:  # ValueError: an address Dask cannot parse
-        raise AegisError(f"cannot reach the Dask scheduler at {scheduler} within {CONNECT_TIMEOUT_S} s ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else 'no answer'}); is it running?") from None
+        raise AegisError(f"cannot reach the Dask scheduler at {scheduler} within {seconds:g} s ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else 'no answer'}); is it running? (--timeout "
+                         f"sets the wait)") from None
     with client:
         yield client
 

@@ -724,6 +724,7 @@ def run_units(
     scheduler: str | None = None,
     out: Path | None = None,
     on_cluster: Callable[[Mapping[str, Any]], None] | None = None,
+    timeout: float | None = None,
 ) -> Iterator[UnitResult]:
     """Render every task and yield its result as it completes (any order).
 
@@ -735,7 +736,7 @@ def run_units(
         return
     from aegis_data import distributed
 
-    with distributed.connect(scheduler, workers if scheduler == distributed.LOCAL else None) as client:
+    with distributed.connect(scheduler, workers if scheduler == distributed.LOCAL else None, timeout) as client:
         if on_cluster is not None:
             on_cluster(distributed.describe(client))
         if out is not None:
@@ -783,6 +784,7 @@ def build_splits(
     scale: str | Scale | None = None,
     person_px: float | None = None,
     gsd_cm_per_px: float | None = None,
+    timeout: float | None = None,
 ) -> BuildResult:
     """Write the frozen split of ``dataset`` (a SourceDataset) under ``out`` and return a summary.
 
@@ -796,6 +798,7 @@ def build_splits(
     scheduler: None (a local process pool), ``"local"`` (a Dask LocalCluster of ``workers`` processes) or the
     address of a Dask scheduler whose workers see ``out`` at the same path; the manifest is the same in all
     three. on_cluster(info) is called once with the cluster's address, worker count and dashboard link.
+    timeout: seconds a scheduler address has to answer (default 10).
     scale: ``"frame"`` (default; lengths per 1000 px of each frame) or ``"object"`` (lengths per person unit: the
     median test person box, or ``person_px``, or the unit of ``gsd_cm_per_px``); recorded in the manifest and,
     for object scale, in the root hash (``aegis_data.scale``).
@@ -808,9 +811,10 @@ def build_splits(
     if workers is not None and int(workers) < 1:
         raise AegisError(f"--workers must be at least 1, got {workers}")
     if scheduler is not None:
-        from aegis_data.distributed import check_scheduler
+        from aegis_data.distributed import check_scheduler, check_timeout
 
         check_scheduler(scheduler, workers)
+        check_timeout(timeout)
     plan = plan_build(dataset, config, corruptions=corruptions, severities=severities, limit=limit,
                       with_train=with_train, seed=seed, scale=scale, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px)
     _refuse_leakage(plan, (audit or _default_audit)(dataset))
@@ -823,7 +827,8 @@ def build_splits(
                               plan.scale if plan.scale.is_object else None))
     n_workers = min(int(workers or default_workers()), max(1, len(tasks)))
     run = _render_into_journal(out, tasks, journalled, progress,
-                               run_units(tasks, workers=n_workers, scheduler=scheduler, out=out, on_cluster=on_cluster))
+                               run_units(tasks, workers=n_workers, scheduler=scheduler, out=out, on_cluster=on_cluster,
+                                         timeout=timeout))
     if scheduler is not None:
         _remove_stale_temp_files(out)  # left by workers killed mid-write; their tasks were re-run elsewhere
 

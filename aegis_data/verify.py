@@ -236,6 +236,7 @@ def hash_files(
     max_pixels: int = DEFAULT_MAX_PIXELS,
     scheduler: str | None = None,
     on_cluster: Callable[[Mapping[str, Any]], None] | None = None,
+    timeout: float | None = None,
 ) -> dict[str, tuple[str, str | None, str | None]]:
     """``hash_items`` over every item, keyed by relative path: in ``workers`` threads (hashlib and the PNG
     decoder release the GIL), or on Dask when ``scheduler`` is ``"local"`` (a LocalCluster of ``workers``
@@ -246,7 +247,7 @@ def hash_files(
             return dict(zip((rel for rel, _, _ in items), hashes))
     from aegis_data import distributed
 
-    with distributed.connect(scheduler, workers) as client:
+    with distributed.connect(scheduler, workers, timeout) as client:
         if on_cluster is not None:
             on_cluster(distributed.describe(client))
         return distributed.hash_files(client, root, items, max_pixels)
@@ -264,6 +265,7 @@ def verify_split(
     subset: bool = False,
     scheduler: str | None = None,
     on_cluster: Callable[[Mapping[str, Any]], None] | None = None,
+    timeout: float | None = None,
 ) -> VerifyReport:
     """Check every file of the split under ``root`` against its manifest (or ``against``, a reference manifest).
 
@@ -275,7 +277,8 @@ def verify_split(
     With ``against``, files whose bytes differ but whose decoded pixels match are reported as information
     (another encoder wrote the same pixels); ``strict_bytes`` makes them failures. Against the split's own
     manifest they are always failures: the copy no longer matches what was built.
-    scheduler (``"local"`` or a Dask scheduler address, see ``hash_files``) moves the hashing to a cluster.
+    scheduler (``"local"`` or a Dask scheduler address, see ``hash_files``) moves the hashing to a cluster;
+    timeout: seconds a scheduler address has to answer (default 10).
     """
     root = Path(root) if scheduler is None else Path(root).resolve()  # workers see absolute paths only
     if not root.is_dir():
@@ -294,7 +297,8 @@ def verify_split(
     findings.extend(Finding(p, "link", f"resolves outside the split, to {t}; not read") for p, t in outside.items())
     present = {p for p in paths if p not in outside and (root / p).is_file()}
     items = [(p, ref.entries[p]["sha256"], ref.entries[p].get("kind") == "image") for p in sorted(present)]
-    hashed = hash_files(root, items, workers=workers, max_pixels=max_pixels, scheduler=scheduler, on_cluster=on_cluster)
+    hashed = hash_files(root, items, workers=workers, max_pixels=max_pixels, scheduler=scheduler, on_cluster=on_cluster,
+                        timeout=timeout)
 
     config, no_config = _suite_config(root, ref.data.get("config_hash"))
     scale = scale_from_record(ref.data.get("scale"), f"manifest {ref.path}")  # the unit the pixels were made with

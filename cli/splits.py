@@ -33,6 +33,8 @@ SchedulerOpt = Annotated[Optional[str], typer.Option(
     help="Run on Dask: 'local' (a LocalCluster of --workers processes) or a scheduler address like tcp://host:8786 "
          "whose workers see the output directory at the same path (pip install 'aegisbench[distributed]'; "
          "docs/SCALING.md).")]
+TimeoutOpt = Annotated[Optional[float], typer.Option(
+    "--timeout", metavar="SECONDS", help="With --scheduler ADDRESS: how long the scheduler has to answer (default 10).")]
 MaxPixelsOpt = Annotated[Optional[int], typer.Option(
     help="Refuse source images larger than this many pixels.", rich_help_panel=_ADAPTER)]
 FollowLinksOpt = Annotated[bool, typer.Option(
@@ -92,6 +94,7 @@ def build_command(
     severities: Annotated[str, typer.Option(help="Comma-separated severities among 1,2,3.")] = "1,2,3",
     workers: Annotated[Optional[int], typer.Option(help="Worker processes (default: all cores); with --scheduler local, the LocalCluster's.")] = None,
     scheduler: SchedulerOpt = None,
+    timeout: TimeoutOpt = None,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N images (by image id) of each split.")] = None,
     with_train: Annotated[bool, typer.Option("--with-train", help="Also write train/clean and annotations/train.json.")] = False,
     scale: ScaleOpt = ScaleMode.frame,
@@ -141,7 +144,7 @@ def build_command(
         result = build_splits(
             ds, target, corruptions=parse_csv(corruptions, "--corruptions"), severities=parse_severities(severities),
             workers=workers, limit=limit, with_train=with_train, progress=on_progress,
-            max_pixels=max_pixels or DEFAULT_MAX_PIXELS, scheduler=scheduler, on_cluster=print_cluster,
+            max_pixels=max_pixels or DEFAULT_MAX_PIXELS, scheduler=scheduler, on_cluster=print_cluster, timeout=timeout,
             scale=scale.value, person_px=person_px, gsd_cm_per_px=gsd,
         )
     except BaseException:
@@ -182,6 +185,7 @@ def verify_command(
     subset: Annotated[bool, typer.Option("--subset", help="With --against: check only the images this build has (a --limit or --corruptions build).")] = False,
     workers: Annotated[Optional[int], typer.Option(help="Hashing threads (default: all cores); with --scheduler local, the LocalCluster's processes.")] = None,
     scheduler: SchedulerOpt = None,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Recompute every hash of a frozen split; exit 0 only if everything matches."""
     from aegis_data.imageio import write_bytes_atomic
@@ -193,7 +197,7 @@ def verify_command(
         raise fail("--strict-bytes needs --against (against its own manifest every byte difference already fails)")
     check_outputs({"--json": json_out}, [directory, against])
     report = verify_split(directory, against, strict_bytes=strict_bytes, workers=workers, subset=subset,
-                          scheduler=scheduler, on_cluster=print_cluster)
+                          scheduler=scheduler, on_cluster=print_cluster, timeout=timeout)
     if json_out is not None:
         write_bytes_atomic(json_out, (json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n").encode())
     info = [f for f in report.information if f.kind == "bytes-only"]

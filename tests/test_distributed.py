@@ -257,17 +257,26 @@ def test_cli_refuses_a_bad_scheduler_in_one_line(tmp_path, args, fragment):
 
 
 def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch):
-    from aegis_data import distributed as dist
-
-    monkeypatch.setattr(dist, "CONNECT_TIMEOUT_S", 2)
     build = runner.invoke(app, ["build-splits", "--out", str(tmp_path / "o"), "--n", "2", "--size", "64",
-                                "--corruptions", "low_light", "--severities", "1", "--scheduler", "tcp://127.0.0.1:9"])
-    assert_one_line_error(build, "cannot reach the Dask scheduler at tcp://127.0.0.1:9")
+                                "--corruptions", "low_light", "--severities", "1", "--scheduler", "tcp://127.0.0.1:9",
+                                "--timeout", "2"])
+    assert_one_line_error(build, "cannot reach the Dask scheduler at tcp://127.0.0.1:9 within 2 s")
+    verify = runner.invoke(app, ["verify", str(tmp_path), "--scheduler", "tcp://127.0.0.1:9", "--timeout", "0"])
+    assert verify.exit_code != 0 and "Traceback" not in verify.output
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), 1e9, True, "5"])
+def test_a_bad_timeout_is_refused_before_anything_runs(bad, tmp_path):
+    from aegis_data.distributed import check_timeout
+
+    with pytest.raises(AegisError, match="--timeout must be"):
+        check_timeout(bad)
+    assert check_timeout(None) == 10.0 and check_timeout(2.5) == 2.5
 
 
 def test_without_dask_installed_the_scheduler_option_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import fails as if not installed
-    with pytest.raises(AegisError, match=r"pip install 'aegisbench\[distributed\]'"):
+    with pytest.raises(AegisError, match=r"pip install -c constraints.txt -e '\.\[distributed\]'"):
         build_splits(fake_dataset(n_test=1, n_val=0), tmp_path / "o", scheduler="local", **build_kwargs(workers=None))
 
 
