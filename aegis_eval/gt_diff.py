@@ -217,6 +217,22 @@ def _split_files(path: Path) -> dict[str, Path]:
     return {"all": path}
 
 
+def undeclared_category_findings(coco: Mapping[str, Any], side: str) -> list[dict[str, Any]]:
+    """Annotations whose ``category_id`` the file's ``categories`` do not declare: no class can hold them, so
+    the diff cannot count them, and without this finding a NEW box of such a category would read as its OLD
+    box "removed". One finding per side: code, count, the ids and the first annotation ids."""
+    declared = {c.get("id") for c in coco.get("categories") or [] if isinstance(c, dict)}
+    stray = [a for a in coco.get("annotations") or [] if isinstance(a, dict) and a.get("category_id") not in declared]
+    if not stray:
+        return []
+    ids = sorted({str(a.get("category_id")) for a in stray})
+    return [{"code": "undeclared_category", "side": side, "count": len(stray), "category_ids": ids,
+             "annotation_ids": [a.get("id") for a in stray[:5]],
+             "detail": f"{len(stray)} {side.upper()} annotation(s) have category ids {', '.join(ids[:5])} that the "
+                       f"file's categories do not declare; they are left out of every count (declare the "
+                       f"category, or fix the ids)"}]
+
+
 def gt_diff_paths(old: str | Path, new: str | Path, iou: float = DEFAULT_DIFF_IOU, pr_iou: float = 0.5) -> dict[str, Any]:
     """The ``aegis-gt-diff/1`` document for two COCO files or two split directories (splits in both)."""
     old, new = Path(old), Path(new)
@@ -232,12 +248,14 @@ def gt_diff_paths(old: str | Path, new: str | Path, iou: float = DEFAULT_DIFF_IO
                          f"({sorted(old_files)} vs {sorted(new_files)})")
     splits, sources = {}, {"old": {}, "new": {}}
     for split in common:
-        docs = {}
+        docs, findings = {}, []
         for side, f in (("old", old_files[split]), ("new", new_files[split])):
             coco, source = read_ground_truth_doc(f)
             sources[side][split] = {"file": source["path"], "sha256": source["sha256"]}
             docs[side] = ground_truth_by_class(coco, source, "all")
+            findings.extend(undeclared_category_findings(coco, side))
         splits[split] = diff_versions(docs["old"], docs["new"], iou, pr_iou)
+        splits[split]["findings"] = findings
     return {
         "schema": GT_DIFF_SCHEMA,
         "iou": float(iou),

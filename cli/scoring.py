@@ -409,6 +409,8 @@ def gt_diff_cmd(
     for table in gt_diff_tables(doc):
         out.print(table)
     for split, d in doc["splits"].items():
+        for finding in d.get("findings", ()):
+            warn(f"{split}: [{finding['code']}] {finding['detail']}")
         for side in ("only_old", "only_new"):
             names = d["images"][side]
             if names:

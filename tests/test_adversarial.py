@@ -1032,3 +1032,28 @@ def test_a_relative_split_path_reaches_cluster_workers_resolved(yolo_split, monk
     monkeypatch.setattr(verify_mod, "hash_files", lambda root, items, **kw: (seen.append(root), real(root, items))[1])
     report = verify_mod.verify_split(Path(out.name), scheduler="tcp://127.0.0.1:8786")
     assert report.ok and seen == [out.resolve()]
+
+
+def test_gt_diff_names_a_new_box_of_an_undeclared_category(tmp_path):
+    cats = [{"id": 1, "name": "person"}]
+    images = [{"id": 1, "file_name": "a.png"}]
+    old = {"images": images, "categories": cats, "annotations": [{"id": 1, "image_id": 1, "category_id": 1,
+                                                                   "bbox": [0, 0, 10, 10]}]}
+    new = {"images": images, "categories": cats, "annotations": [{"id": 1, "image_id": 1, "category_id": 7,
+                                                                   "bbox": [0, 0, 10, 10]}]}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    r = invoke("gt-diff", tmp_path / "old.json", tmp_path / "new.json", "--json", tmp_path / "d.json")
+    assert r.exit_code == 0, r.output
+    assert "[undeclared_category]" in r.stderr and "category ids 7" in r.stderr
+    split = next(iter(json.loads((tmp_path / "d.json").read_text())["splits"].values()))
+    assert split["findings"][0]["side"] == "new" and split["findings"][0]["annotation_ids"] == [1]
+    assert split["total"]["removed"] == 1  # still counted as the diff sees it, but no longer silently
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "nan", "1e9"])
+def test_a_bad_scheduler_timeout_is_one_line_before_any_connection(tmp_path, value):
+    r = invoke("build-splits", "--out", tmp_path / "o", "--n", "2", "--scheduler", "tcp://127.0.0.1:9",
+               "--timeout", value)
+    assert_one_line_error(r, "--timeout must be a number of seconds")
+    assert not (tmp_path / "o").exists()
