@@ -35,7 +35,7 @@ ANCHOR_PERSON_PX = 60.0
 # A person is about 1.7 m tall. Seen from a drone, an upright person's box is about half as wide as tall, so
 # sqrt(w h) = height * sqrt(1/2); that factor turns a ground sampling distance into a person unit.
 PERSON_HEIGHT_CM = 170.0
-BOX_ASPECT_FACTOR = math.sqrt(0.5)
+UPRIGHT_BOX_FACTOR = math.sqrt(0.5)
 # Person units outside this range are not people at any plausible altitude (or a unit typo such as mm).
 PERSON_PX_RANGE = (4.0, 2000.0)
 GSD_RANGE_CM = (0.1, 50.0)
@@ -133,7 +133,7 @@ def person_unit_from_gsd(gsd_cm_per_px: Any) -> float:
     lo, hi = GSD_RANGE_CM
     if not lo <= float(gsd_cm_per_px) <= hi:
         raise AegisError(f"--gsd must lie in [{lo:g}, {hi:g}] cm per px, got {gsd_cm_per_px!r}")
-    return round(PERSON_HEIGHT_CM / float(gsd_cm_per_px) * BOX_ASPECT_FACTOR, _ROUND_DECIMALS)
+    return round(PERSON_HEIGHT_CM / float(gsd_cm_per_px) * UPRIGHT_BOX_FACTOR, _ROUND_DECIMALS)
 
 
 def person_unit_from_boxes(boxes: Iterable[Iterable[float]]) -> tuple[float, int]:
