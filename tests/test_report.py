@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from aegis_data.errors import AegisError
 from aegis_eval.report import build_report, load_results, parse_formats
 from aegis_eval.report import figures as F
-from aegis_eval.report.render import latex_escape
+from aegis_eval.report.latex import latex_escape
 from aegis_eval.report.results import (
     degradation,
     group_by_dataset,
@@ -60,13 +60,14 @@ def test_every_figure_is_a_png_of_the_declared_size(full_report):
         "sard_families_recall.png", "sard_localization.png",
     ])
     fig_dir = full_report.out / "figures"
-    # Explicit numbers, so a silent geometry change fails here and not only in the helper functions.
-    assert _png_shape(fig_dir / "heridal_heatmap_recall.png") == (729, 430)  # 3 models x 3 severities, 9 rows
-    assert _png_shape(fig_dir / "sard_heatmap_recall.png") == (453, 430)
-    assert _png_shape(fig_dir / "heridal_curves_recall.png") == (960, 730)  # 3 x 3 panels
-    assert _png_shape(fig_dir / "heridal_localization.png") == (960, 730)
-    assert _png_shape(fig_dir / "heridal_families_recall.png") == (160 + 4 * (70 + 36 * 3), 420)
-    assert _png_shape(fig_dir / "sard_families_recall.png") == F.family_bars_size(1, 4)
+    # Explicit numbers, so a silent geometry change fails here and not only in the helper functions. The PNGs
+    # are drawn at 200 DPI: twice the layout size.
+    assert _png_shape(fig_dir / "heridal_heatmap_recall.png") == (1458, 860)  # 3 models x 3 severities, 9 rows
+    assert _png_shape(fig_dir / "sard_heatmap_recall.png") == (906, 860)
+    assert _png_shape(fig_dir / "heridal_curves_recall.png") == (1920, 1460)  # 3 x 3 panels
+    assert _png_shape(fig_dir / "heridal_localization.png") == (1920, 1460)
+    assert _png_shape(fig_dir / "heridal_families_recall.png") == (2 * (160 + 4 * (70 + 36 * 3)), 2 * (420 + 18))
+    assert _png_shape(fig_dir / "sard_families_recall.png") == tuple(2 * v for v in F.family_bars_size(1, 4))
     for p in full_report.figures:
         assert p.stat().st_size > 5_000
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -79,16 +80,16 @@ def test_partial_sweep_renders_with_missing_cells_hatched():
     assert len(group.missing(group.runs[0])) == PARTIAL_MISSING
     hm = F.heatmap_png(group, "recall")
     img = cv2.imdecode(np.frombuffer(hm, np.uint8), cv2.IMREAD_COLOR)
-    assert (img.shape[1], img.shape[0]) == F.heatmap_size(1, 9) == (453, 430)
+    assert (img.shape[1], img.shape[0]) == tuple(2 * v for v in F.heatmap_size(1, 9)) == (906, 860)
     # Row "fire warm tint" (row 4) is entirely missing: its cells are white with grey hatching, not colour.
-    x0, y0 = 215, 78 + 34 * 4
-    cell = img[y0 + 4 : y0 + 30, x0 + 4 : x0 + 130]
+    x0, y0 = 2 * 215, 2 * (78 + 34 * 4)
+    cell = img[y0 + 8 : y0 + 60, x0 + 8 : x0 + 260]
     saturation = cell.max(axis=2).astype(int) - cell.min(axis=2).astype(int)
     assert saturation.max() < 12, "a missing condition must not get a colour"
     assert (cell < 200).any() and (cell > 240).any(), "expected grey hatch lines on white"
     # Row "low light" (row 7) is present: coloured cells.
-    y1 = 78 + 34 * 7
-    present = img[y1 + 4 : y1 + 30, x0 + 4 : x0 + 40]
+    y1 = 2 * (78 + 34 * 7)
+    present = img[y1 + 8 : y1 + 60, x0 + 8 : x0 + 80]
     assert (present.max(axis=2).astype(int) - present.min(axis=2).astype(int)).max() > 40
 
 
@@ -133,7 +134,8 @@ def test_markdown_references_every_figure_and_the_tables(full_report):
     assert sorted(refs) == sorted(str(p.relative_to(full_report.out)) for p in full_report.figures)
     assert all((full_report.out / r).is_file() for r in refs)
     assert "## heridal" in md and "## sard" in md
-    assert "| yolo11n | 0.770 | 0.588 | 0.764 | 23.6 | 27/27 |" in md  # summary row from the fixture's summary
+    # summary row from the fixture's summary (written before summary.ci: mPC and rPC without intervals)
+    assert "| yolo11n | 0.770 [0.724, 0.808] | 0.588 | 0.764 | 23.6 | 27/27 |" in md
     assert f"fasterrcnn_v2: {PARTIAL_MISSING} of 28 conditions missing" in md
     # Partial sweep: a missing condition's cells are blank, a present one's are not.
     fire = next(line for line in md.splitlines() if line.startswith("|  | fire_warm_tint | 1 |"))

@@ -33,7 +33,8 @@ HEATMAP_CMAP = "cividis_r"
 MISSING_HATCH = "////"
 MISSING_EDGE = "#9a9a9a"
 
-DPI = 100  # every size below is in pixels at this DPI, so a PNG's pixel size is known in advance
+DPI = 100  # layout unit: every figure size is given in pixels at this DPI, so its size is known in advance
+PNG_DPI = 200  # the PNGs are drawn at this DPI, i.e. at twice the layout pixel size
 FONT_FAMILY = "DejaVu Sans"
 
 # Gallery drawing colours as RGB tuples (cv2 draws on RGB arrays here).
@@ -56,6 +57,7 @@ RC_PARAMS = {
     "grid.color": "#d9d9d9",
     "grid.linewidth": 0.6,
     "hatch.linewidth": 0.7,
+    "svg.hashsalt": "aegisbench-report",  # fixed ids inside SVGs, so the same figure gives the same bytes
 }
 
 
