@@ -15,7 +15,8 @@ from typing import Iterable, Mapping, Sequence
 from aegis_data.config import SuiteConfig
 from aegis_data.errors import AegisError
 from aegis_data.imageio import write_bytes_atomic
-from aegis_eval.report.latex import LatexFigure, latex_document, latex_grid, latex_grid_file, latex_table
+from aegis_eval.report.latex import (LatexFigure, label_key, latex_document, latex_grid, latex_grid_file,
+                                     latex_table)
 from aegis_eval.report.render import HTML_FIGURES, TITLE, FigureRef, html_report, markdown_report, named_tables
 from aegis_eval.report.results import (
     SOURCE_KEY,
@@ -136,7 +137,7 @@ def _latex_files(groups: Sequence[DatasetGroup], metric: str, tables: Mapping[st
             if name.startswith("grid_"):  # the grid has its own two-level header, one per grid metric
                 continue
             rel = f"{TABLES_DIR}/{slug}_{name}.tex"
-            files[rel] = latex_table(t, f"tab:aegis-{slug}-{name}")
+            files[rel] = latex_table(t, f"tab:aegis-{label_key(slug)}-{label_key(name)}")
             names.append(rel)
         for m in grid_metrics(metric):
             rel = f"{TABLES_DIR}/{slug}_grid_{m}.tex"
@@ -148,7 +149,7 @@ def _latex_files(groups: Sequence[DatasetGroup], metric: str, tables: Mapping[st
     common = []
     for name, t in (("thresholds", threshold_table(groups)), ("provenance", provenance_table(groups))):
         rel = f"{TABLES_DIR}/{name}.tex"
-        files[rel] = latex_table(t, f"tab:aegis-{name}")
+        files[rel] = latex_table(t, f"tab:aegis-{label_key(name)}")
         common.append(rel)
     sections.append(("Thresholds and provenance", [], common))
     files[REPORT_DOC] = latex_document(TITLE, sections, [f"Metric: {metric} at each model's frozen confidence "
