@@ -43,6 +43,7 @@ from aegis_eval.robustness import (ROBUSTNESS_METRICS, corruption_of, relative_d
                                   summary_intervals)
 from aegis_eval.threshold import read_class_thresholds, read_threshold_file
 from aegis_eval.types import Detections, GroundTruth
+from aegis_eval.warning_groups import grouped
 
 Warn = Callable[[str], None]
 
@@ -504,7 +505,19 @@ def score_paths_detailed(preds: str | Path, gt: str | Path, *, threshold: float 
                          cluster_by: str | None, label: str | None, split: str, on_warning: Warn | None,
                          classes: str | None, class_map: ClassMap | None,
                          cross_check: str | None = None) -> PathScore:
-    """:func:`score_paths` with the samples, image ids and clusters a paired comparison needs."""
+    """:func:`score_paths` with the samples, image ids and clusters a paired comparison needs. Warnings of one
+    kind repeated over conditions reach ``on_warning`` as one line (``aegis_eval.warning_groups``)."""
+    with grouped(on_warning) as collect:
+        return _score_paths_detailed(preds, gt, threshold=threshold, threshold_file=threshold_file,
+                                     bootstrap=bootstrap, seed=seed, iou=iou, cluster_by=cluster_by, label=label,
+                                     split=split, on_warning=collect, classes=classes, class_map=class_map,
+                                     cross_check=cross_check)
+
+
+def _score_paths_detailed(preds: str | Path, gt: str | Path, *, threshold: float | None,
+                          threshold_file: str | Path | None, bootstrap: int, seed: int, iou: float,
+                          cluster_by: str | None, label: str | None, split: str, on_warning: Warn | None,
+                          classes: str | None, class_map: ClassMap | None, cross_check: str | None) -> PathScore:
     if cross_check is not None:
         from aegis_eval.crosscheck import check_tool
 
