@@ -346,24 +346,10 @@ def test_unknown_corruption_gets_its_own_row_after_the_suite():
 def two_models(tmp_path_factory):
     """Two models' full sweeps scored by ``score_conditions`` on a synthetic split (24 images, B = 40); the
     second model's threshold was frozen by a false-alarm risk rule."""
-    from aegis_data.config import load_config
-    from aegis_eval.bootstrap import BootstrapOptions
-    from aegis_eval.predictions import detections_from_results, ground_truth_from_coco
-    from aegis_eval.scoring import score_conditions, write_score_json
-    from test_scoring import synthetic_gt, synthetic_predictions
+    from report_fixtures import score_two_models
 
     root = tmp_path_factory.mktemp("two-models")
-    coco = synthetic_gt(24, 1)
-    gt = ground_truth_from_coco(coco)
-    paths = []
-    for label, seed, thr, rule in (("detector_a", 2, 0.5, "max-f1"), ("detector_b", 9, 0.6, "fp_per_image<=2")):
-        dets = {c: detections_from_results(synthetic_predictions(coco, c, seed=seed), gt)
-                for c in load_config().conditions()}
-        res = score_conditions(gt, dets, thr, bootstrap=BootstrapOptions(n_bootstrap=40, seed=0), label=label,
-                               threshold_info={"rule": rule, "file": None, "sha256": None})
-        res["dataset"] = "synthetic"
-        write_score_json(res, root / f"{label}.json")
-        paths.append(root / f"{label}.json")
+    paths = score_two_models(root)
     results = load_results(paths)
     return results, build_report(results, root / "report")
 
