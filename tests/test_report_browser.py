@@ -56,8 +56,8 @@ def two_model_scores(tmp_path_factory) -> list[Path]:
 def test_two_model_report_shows_the_review_sections(two_model_scores, tmp_path, figures):
     files = build_report(load_results(two_model_scores), tmp_path / "r", formats="html", html_figures=figures)
     html = files.html.read_text(encoding="utf-8")
-    mime = "image/png" if figures == "png" else "image/svg+xml"
-    assert html.count(f'src="data:{mime};base64,') == len(files.figures) == 5
+    prefix = "data:image/png;base64," if figures == "png" else "data:image/svg+xml;charset=utf-8,"
+    assert html.count(f'src="{prefix}') == len(files.figures) == 5
     verdict = check_page(files.html, tmp_path / "shot.png", CHROMIUM)
     assert verdict["images"] == 5 and verdict["broken"] == [] and all(w > 0 for w in verdict["widths"]), verdict
     assert verdict["errors"] == [] and verdict["console"] == [], verdict
