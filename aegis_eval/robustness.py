@@ -131,7 +131,7 @@ def _nanmean_rows(stack: list[np.ndarray]) -> np.ndarray:
 
 def summary_intervals(samples: Mapping[str, Mapping[str, np.ndarray]], config: SuiteConfig | None = None,
                       confidence: float = 0.95) -> dict[str, Any]:
-    """Percentile intervals of mPC, rPC, the mean relative drop and each family's mean drop.
+    """Percentile intervals of mPC, rPC, the mean relative drop and each corruption's and family's mean drop.
 
     samples: {condition: {metric: (B,) per-resample values}}, every condition drawn with the SAME weight rows
     (``aegis_eval.scoring`` scores all conditions against one resample matrix). Each summary is computed per
@@ -148,7 +148,7 @@ def summary_intervals(samples: Mapping[str, Mapping[str, np.ndarray]], config: S
         return list(percentile_interval(values, confidence)) if values is not None else [None, None]
 
     out: dict[str, Any] = {"confidence": float(confidence), "mpc": {}, "rpc": {}, "mean_rel_drop": {},
-                           "per_family": {}}
+                           "per_corruption": {}, "per_family": {}}
     for m in metrics:
         per_cond = {c: np.asarray(samples[c][m], dtype=np.float64) for c in corrupted}
         mpc = _nanmean_rows(list(per_cond.values())) if per_cond else None
@@ -160,6 +160,10 @@ def summary_intervals(samples: Mapping[str, Mapping[str, np.ndarray]], config: S
         out["mpc"][m] = ci(mpc)
         out["rpc"][m] = ci(rpc)
         out["mean_rel_drop"][m] = ci(_nanmean_rows(list(drops.values())) if drops else None)
+        for name in dict.fromkeys(n for n, _ in corrupted.values()):
+            conds = [c for c, (n, _) in corrupted.items() if n == name]
+            mean = _nanmean_rows([drops[c] for c in conds]) if drops else None
+            out["per_corruption"].setdefault(name, {})[m] = ci(mean)
         for family, members in config.families.items():
             conds = [c for c, (name, _) in corrupted.items() if name in members]
             if conds:

@@ -395,6 +395,8 @@ def test_summaries_show_intervals_and_the_best_value_in_bold(two_models):
     assert f"{results[0]['summary']['mpc']['recall']:.3f} [{mpc[0]:.3f}, {mpc[1]:.3f}]" in summary
     families = next(t for t in _tables(md) if "per family" in t.splitlines()[0])
     assert len(re.findall(r"-?\d+\.\d \[-?\d+\.\d, -?\d+\.\d\]", families)) == 2 * 4
+    corruptions = next(t for t in _tables(md) if "per corruption" in t.splitlines()[0])
+    assert len(re.findall(r"-?\d+\.\d \[-?\d+\.\d, -?\d+\.\d\]", corruptions)) == 2 * 9
     grid = next(t for t in _tables(md) if "recall per condition" in t.splitlines()[0])
     low = next(line for line in grid.splitlines() if "| low_light | 3 |" in line)
     assert len(re.findall(r"-?\d+\.\d \[-?\d+\.\d, -?\d+\.\d\]", low)) == 2  # each model's drop, paired interval

@@ -346,6 +346,9 @@ def test_summary_intervals_are_the_summaries_of_each_resample(sweep, sweep_resul
     drops = np.mean([(samples["clean"]["recall"] - samples[c]["recall"]) / samples["clean"]["recall"] for c in storm],
                     axis=0)
     assert ci["per_family"]["storm"]["recall"] == pytest.approx(list(percentile_interval(drops)))
+    low = [c for c in corrupted if c.startswith("low_light_")]
+    drops = np.mean([1 - samples[c]["recall"] / samples["clean"]["recall"] for c in low], axis=0)
+    assert ci["per_corruption"]["low_light"]["recall"] == pytest.approx(list(percentile_interval(drops)))
     lo, hi = ci["mpc"]["recall"]
     assert lo < hi and lo < scored.result["summary"]["mpc"]["recall"] < hi
 
@@ -357,8 +360,10 @@ def test_summary_intervals_collapse_to_the_point_values_with_one_resample(sweep,
     for key in ("mpc", "rpc", "mean_rel_drop"):
         for m in CI_METRICS:
             assert summary["ci"][key][m] == pytest.approx([summary[key][m]] * 2), (key, m)
-    for fam, block in summary["ci"]["per_family"].items():
-        assert block["recall"] == pytest.approx([summary["per_family"][fam]["recall"]] * 2), fam
+    for key in ("per_family", "per_corruption"):
+        assert set(summary["ci"][key]) == set(summary[key])
+        for name, block in summary["ci"][key].items():
+            assert block["recall"] == pytest.approx([summary[key][name]["recall"]] * 2), name
 
 
 def test_sample_block_counts_images_boxes_and_the_resampling_unit(sweep, sweep_result):

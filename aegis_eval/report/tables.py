@@ -26,6 +26,7 @@ from aegis_eval.report.results import (
     relative_drop,
     robustness_summary,
     sample_size,
+    summary_interval,
 )
 from aegis_eval.result_keys import LOWER_IS_BETTER
 
@@ -316,11 +317,13 @@ def family_table(group: DatasetGroup, metric: str) -> Table:
 def corruption_table(group: DatasetGroup, metric: str) -> Table:
     """Mean relative drop (%) over each corruption's severities; rows = corruptions, columns = models."""
     drops = [per_corruption_drop(group, run, metric) for run in group.runs]
-    rows = tuple((group.families[c], c) + tuple(fmt_percent(d[c]) if _has_any(group, run, (c,)) else MISSING
-                                                for d, run in zip(drops, group.runs))
-                 for c in group.corruptions)
+    rows = tuple((group.families[c], c) + tuple(
+        fmt_percent_ci(d[c], summary_interval(run.result, "per_corruption", metric, key=c))
+        if _has_any(group, run, (c,)) else MISSING for d, run in zip(drops, group.runs))
+        for c in group.corruptions)
     return Table(f"{group.name}: mean relative drop of {metric} per corruption (%)",
-                 ("family", "corruption") + group.labels, rows, ("l", "l") + ("r",) * len(group.runs))
+                 ("family", "corruption") + group.labels, rows, ("l", "l") + ("r",) * len(group.runs),
+                 notes=("Brackets: percentile 95% bootstrap interval of the mean over the corruption's severities.",))
 
 
 def headline_table(group: DatasetGroup, run: Run) -> Table:
@@ -336,17 +339,18 @@ def headline_table(group: DatasetGroup, run: Run) -> Table:
                  tuple(rows), ("l",) + ("r",) * (len(HEADLINE_METRICS) + 3))
 
 
-def _with_upper(rec: Any, key: str, percent: bool = False) -> str:
+def _with_upper(rec: Any, key: str, fmt) -> str:
     """``1.97 (≤ 2.22)``: a false-alarm rate and its exact upper bound (``n/a`` when the rate is undefined)."""
     v, up = (rec.get(key), rec.get(f"{key}_upper")) if isinstance(rec, dict) else (None, None)
     if not isinstance(v, (int, float)):
         return UNDEFINED
-    fmt = fmt_percent if percent else (lambda x: f"{x:.2f}")
     return fmt(v) + (f" (≤ {fmt(up)})" if isinstance(up, (int, float)) else "")
 
 
-_FALSE_ALARM_COLUMNS = (("fp_per_image", "FP/image", False), ("fp_per_megapixel", "FP/MP", False),
-                        ("false_alarm_image_share", "images with a false alarm %", True))
+# (key, column name, format): FP per megapixel is small on large frames, so it keeps three significant digits.
+_FALSE_ALARM_COLUMNS = (("fp_per_image", "FP/image", lambda x: f"{x:.2f}"),
+                        ("fp_per_megapixel", "FP/MP", lambda x: f"{x:.3g}"),
+                        ("false_alarm_image_share", "images with a false alarm %", fmt_percent))
 
 
 def risk_rule_note(group: DatasetGroup) -> tuple[str, ...]:
@@ -378,7 +382,7 @@ def false_alarm_table(group: DatasetGroup) -> Table | None:
         row = [c]
         for run in group.runs:
             rec = false_alarm_record(run.result, c)
-            row += [MISSING if rec is None else _with_upper(rec, key, pct) for key, _, pct in _FALSE_ALARM_COLUMNS]
+            row += [MISSING if rec is None else _with_upper(rec, key, fmt) for key, _, fmt in _FALSE_ALARM_COLUMNS]
         rows.append(tuple(row))
     conf = next((v for r in group.runs if (v := false_alarm_confidence(r.result)) is not None), None)
     level = f"{100 * conf:.0f}% " if conf is not None else ""
