@@ -316,6 +316,7 @@ def test_cli_report_writes_files_and_lists_them(tmp_path):
         (lambda d: [str(SARD), str(SARD)], "two results for model 'yolo11n'"),
         (lambda d: [str(d / "thr.json")], "expected an `aegis score` JSON with schema 'aegis-score/1'"),
         (lambda d: [str(d)], "score JSON path is a directory"),
+        (lambda d: [str(SARD), "--html-figures", "gif"], "unknown HTML figure format 'gif'"),
     ],
 )
 def test_cli_report_errors_are_one_line(tmp_path, make_args, message):
