@@ -106,7 +106,7 @@ def render_figures(groups: Sequence[DatasetGroup], metric: str, vector: bool = T
                           "false_alarms", F.false_alarm_shares(g)))
         for kind, caption, name, plan in plans:
             r = F.render(plan, vector=vector)
-            refs.append(FigureRef(g.name, kind, caption, f"{rel}_{name}.png", r.png, r.pdf, r.svg))
+            refs.append(FigureRef(g.name, kind, caption, f"{rel}_{name}.png", r.png, r.pdf, r.svg, plan.width))
     return refs
 
 

@@ -48,6 +48,7 @@ class FigureRef:
     png: bytes
     pdf: bytes | None = None
     svg: bytes | None = None
+    width: int | None = None  # layout width in CSS pixels: the 200-DPI PNG shows at half its pixel width
 
     def files(self) -> dict[str, bytes]:
         """{relative path: bytes} of every format rendered."""
@@ -200,7 +201,8 @@ def html_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[F
         for note in missing_note(g):
             body.append(f'<p class="partial">Partial sweep — {_e(note)}</p>')
         for f in (f for f in figures if f.dataset == g.name):
-            body.append(f'<figure><img alt="{_e(f.caption)}" src="{_embedded(f, figure_format)}">'
+            size = f' width="{f.width}"' if f.width else ""
+            body.append(f'<figure><img alt="{_e(f.caption)}"{size} src="{_embedded(f, figure_format)}">'
                         f"<figcaption>{_e(f.caption)}</figcaption></figure>")
         body += [html_table(t) for t in (tables[g.name] if tables is not None else group_tables(g, metric))]
         for run in g.runs:
