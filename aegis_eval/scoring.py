@@ -39,9 +39,11 @@ from aegis_eval.predictions import (load_ground_truth, load_ground_truth_by_clas
 from aegis_eval.provenance import build_provenance
 from aegis_eval.result_keys import (AP_METRICS, CI_METRICS, COUNT_KEYS, LOCALIZATION_KEYS, LOWER_IS_BETTER,
                                     SCHEMA, THRESHOLD_METRICS)
-from aegis_eval.robustness import ROBUSTNESS_METRICS, corruption_of, relative_drops, summarize_robustness
+from aegis_eval.robustness import (ROBUSTNESS_METRICS, corruption_of, relative_drops, summarize_robustness,
+                                  summary_intervals)
 from aegis_eval.threshold import read_class_thresholds, read_threshold_file
 from aegis_eval.types import Detections, GroundTruth
+from aegis_eval.warning_groups import grouped
 
 Warn = Callable[[str], None]
 
@@ -142,6 +144,25 @@ def _false_alarm_block(records: Mapping[str, Any]) -> dict[str, Any]:
     return {"confidence": 1.0 - DEFAULT_DELTA, "conditions": dict(records)}
 
 
+def _summary(conditions: Mapping[str, Mapping[str, Any]], samples: Mapping[str, Mapping[str, np.ndarray]],
+             config: SuiteConfig, confidence: float) -> dict[str, Any]:
+    """The robustness summary with the intervals of its means (``ci``, after the existing keys), every one
+    bootstrapped over the same resample rows as the per-condition intervals."""
+    return {**summarize_robustness(conditions, config), "ci": summary_intervals(samples, config, confidence)}
+
+
+def sample_block(counts: PerImageCounts, bootstrap: BootstrapOptions, clusters: np.ndarray | None) -> dict[str, Any]:
+    """What every number of a score rests on: images, GT boxes (per COCO size bin) and how the bootstrap
+    resampled them. counts: any condition's per-image counts (the GT side is the same in every condition)."""
+    t = counts.totals()
+    n_units = counts.n_images if clusters is None else int(len(np.unique(np.asarray(clusters))))
+    return {"n_images": counts.n_images, "n_gt": t["n_gt"], "n_gt_small": t["gt_small"],
+            "n_gt_medium": t["gt_medium"], "n_gt_large": t["gt_large"],
+            "resampling_unit": "image" if clusters is None else "cluster", "n_units": n_units,
+            "n_bootstrap": int(bootstrap.n_bootstrap), "seed": int(bootstrap.seed),
+            "confidence": float(bootstrap.confidence)}
+
+
 Samples = dict[str, dict[str, np.ndarray]]  # {condition: {CI metric: (B,) per-resample values}}
 
 
@@ -195,9 +216,10 @@ def score_conditions_with_samples(gt: GroundTruth, predictions: Mapping[str, Det
         "threshold": {"value": float(threshold), "rule": info.get("rule"), "file": info.get("file"),
                       "file_sha256": info.get("sha256")},
         "conditions": scored.conditions,
-        "summary": summarize_robustness(scored.conditions, config),
+        "summary": _summary(scored.conditions, scored.samples, config, bootstrap.confidence),
         # Beside the per-condition entries (whose keys stay as they were): exposure and exact upper bounds.
         "false_alarm": _false_alarm_block(scored.false_alarms),
+        "sample": sample_block(scored.counts[names[0]], bootstrap, clusters),
         "provenance": dict(provenance),
     }, scored.samples)
 
@@ -344,12 +366,14 @@ def score_conditions_by_class_with_samples(
                       "class_thresholds": info.get("class_thresholds") or ("shared" if len(values) == 1 else "per-class"),
                       "per_class": {c: float(thresholds[c]) for c in gts}},
         "conditions": conditions,
-        "summary": summarize_robustness(conditions, config),
+        "summary": _summary(conditions, macro_samples, config, bootstrap.confidence),
         "false_alarm": _false_alarm_block(false_alarms),
         "classes": {c: {"category_id": int(gts[c].category_id), "threshold": float(thresholds[c]),
-                        "conditions": s.conditions, "summary": summarize_robustness(s.conditions, config),
+                        "conditions": s.conditions,
+                        "summary": _summary(s.conditions, s.samples, config, bootstrap.confidence),
                         "false_alarm": _false_alarm_block(s.false_alarms)}
                     for c, s in scored.items()},
+        "sample": sample_block(sum_counts([s.counts[names[0]] for s in scored.values()]), bootstrap, clusters),
         "provenance": dict(provenance),
     }, macro_samples)
 
@@ -481,7 +505,19 @@ def score_paths_detailed(preds: str | Path, gt: str | Path, *, threshold: float 
                          cluster_by: str | None, label: str | None, split: str, on_warning: Warn | None,
                          classes: str | None, class_map: ClassMap | None,
                          cross_check: str | None = None) -> PathScore:
-    """:func:`score_paths` with the samples, image ids and clusters a paired comparison needs."""
+    """:func:`score_paths` with the samples, image ids and clusters a paired comparison needs. Warnings of one
+    kind repeated over conditions reach ``on_warning`` as one line (``aegis_eval.warning_groups``)."""
+    with grouped(on_warning) as collect:
+        return _score_paths_detailed(preds, gt, threshold=threshold, threshold_file=threshold_file,
+                                     bootstrap=bootstrap, seed=seed, iou=iou, cluster_by=cluster_by, label=label,
+                                     split=split, on_warning=collect, classes=classes, class_map=class_map,
+                                     cross_check=cross_check)
+
+
+def _score_paths_detailed(preds: str | Path, gt: str | Path, *, threshold: float | None,
+                          threshold_file: str | Path | None, bootstrap: int, seed: int, iou: float,
+                          cluster_by: str | None, label: str | None, split: str, on_warning: Warn | None,
+                          classes: str | None, class_map: ClassMap | None, cross_check: str | None) -> PathScore:
     if cross_check is not None:
         from aegis_eval.crosscheck import check_tool
 

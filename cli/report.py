@@ -20,12 +20,15 @@ def report(
     formats: Annotated[str, typer.Option("--format", help="Comma-separated subset of md, html, latex.")] = "md,html,latex",
     metric: Annotated[str, typer.Option("--metric", help="Metric whose relative drop the figures and the main "
                                                          "table show (recall, precision, f1, map50, ...).")] = "recall",
+    html_figures: Annotated[str, typer.Option("--html-figures", help="Figures embedded in report.html: png "
+                                                                    "(200 DPI) or svg (vector, smaller file).")] = "png",
 ) -> None:
-    """Render heatmaps, severity curves, family bars, localization plots and report.md/html/tex from score JSONs."""
+    """Render heatmaps, severity curves, family bars, localization and false-alarm plots (PNG, PDF, SVG) and
+    report.md/html, LaTeX tables and report.tex from score JSONs."""
     from aegis_eval.report import build_report, load_results
 
     check_output_dirs({"--out": out_dir})
-    files = build_report(load_results(results), out_dir, formats=formats, metric=metric)
+    files = build_report(load_results(results), out_dir, formats=formats, metric=metric, html_figures=html_figures)
     for note in files.notes:
         warn(note)
     table = Table(title=f"aegis report → {files.out}")

@@ -54,6 +54,10 @@ PROBE = """<script>
       widths: images.map(function (i) { return i.naturalWidth; }),
       errors: errors,
       text_chars: (document.body.innerText || '').trim().length,
+      headings: Array.prototype.map.call(document.querySelectorAll('h1, h2, h3, h4'),
+                                         function (h) { return h.textContent; }),
+      tables: document.querySelectorAll('table').length,
+      bold_cells: document.querySelectorAll('td strong').length,
       height: document.documentElement.scrollHeight
     };
     var pre = document.createElement('pre');

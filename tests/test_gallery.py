@@ -10,6 +10,7 @@ corrupted conditions that lose some:
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import cv2
@@ -258,7 +259,8 @@ def test_report_reads_real_scorer_output(tiny, tmp_path):
     assert [r.split(" & ")[1:3] for r in rows] == [["clean", "0"], ["smoke\\_haze", "2"], ["low\\_light", "3"]]
     # recall: clean 7/7; low_light_s3 3/7 found -> drop 4/7 = 57.1 %
     low = next(r for r in rows if "low\\_light" in r)[:-2].strip().split(" & ")
-    assert low[3:5] == ["0.429", "57.1"]
+    assert [c.split(" [")[0] for c in low[3:5]] == ["0.429", "57.1"]
+    assert all(re.fullmatch(r"-?[\d.]+ \[-?[\d.]+, -?[\d.]+\]", c) for c in low[3:5]), low  # with intervals
     assert any("25 of 28 conditions missing" in n for n in files.notes)
     md = files.markdown.read_text(encoding="utf-8")
     assert "tiny_model" in md and "figures/unknown_heatmap_recall.png" in md

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from aegis_data.errors import AegisError
 from aegis_eval.report import build_report, load_results, parse_formats
 from aegis_eval.report import figures as F
-from aegis_eval.report.render import latex_escape
+from aegis_eval.report.latex import latex_escape
 from aegis_eval.report.results import (
     degradation,
     group_by_dataset,
@@ -60,13 +60,14 @@ def test_every_figure_is_a_png_of_the_declared_size(full_report):
         "sard_families_recall.png", "sard_localization.png",
     ])
     fig_dir = full_report.out / "figures"
-    # Explicit numbers, so a silent geometry change fails here and not only in the helper functions.
-    assert _png_shape(fig_dir / "heridal_heatmap_recall.png") == (729, 430)  # 3 models x 3 severities, 9 rows
-    assert _png_shape(fig_dir / "sard_heatmap_recall.png") == (453, 430)
-    assert _png_shape(fig_dir / "heridal_curves_recall.png") == (960, 730)  # 3 x 3 panels
-    assert _png_shape(fig_dir / "heridal_localization.png") == (960, 730)
-    assert _png_shape(fig_dir / "heridal_families_recall.png") == (160 + 4 * (70 + 36 * 3), 420)
-    assert _png_shape(fig_dir / "sard_families_recall.png") == F.family_bars_size(1, 4)
+    # Explicit numbers, so a silent geometry change fails here and not only in the helper functions. The PNGs
+    # are drawn at 200 DPI: twice the layout size.
+    assert _png_shape(fig_dir / "heridal_heatmap_recall.png") == (1458, 860)  # 3 models x 3 severities, 9 rows
+    assert _png_shape(fig_dir / "sard_heatmap_recall.png") == (906, 860)
+    assert _png_shape(fig_dir / "heridal_curves_recall.png") == (1920, 1460)  # 3 x 3 panels
+    assert _png_shape(fig_dir / "heridal_localization.png") == (1920, 1460)
+    assert _png_shape(fig_dir / "heridal_families_recall.png") == (2 * (160 + 4 * (70 + 36 * 3)), 2 * (420 + 18))
+    assert _png_shape(fig_dir / "sard_families_recall.png") == tuple(2 * v for v in F.family_bars_size(1, 4))
     for p in full_report.figures:
         assert p.stat().st_size > 5_000
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -79,16 +80,16 @@ def test_partial_sweep_renders_with_missing_cells_hatched():
     assert len(group.missing(group.runs[0])) == PARTIAL_MISSING
     hm = F.heatmap_png(group, "recall")
     img = cv2.imdecode(np.frombuffer(hm, np.uint8), cv2.IMREAD_COLOR)
-    assert (img.shape[1], img.shape[0]) == F.heatmap_size(1, 9) == (453, 430)
+    assert (img.shape[1], img.shape[0]) == tuple(2 * v for v in F.heatmap_size(1, 9)) == (906, 860)
     # Row "fire warm tint" (row 4) is entirely missing: its cells are white with grey hatching, not colour.
-    x0, y0 = 215, 78 + 34 * 4
-    cell = img[y0 + 4 : y0 + 30, x0 + 4 : x0 + 130]
+    x0, y0 = 2 * 215, 2 * (78 + 34 * 4)
+    cell = img[y0 + 8 : y0 + 60, x0 + 8 : x0 + 260]
     saturation = cell.max(axis=2).astype(int) - cell.min(axis=2).astype(int)
     assert saturation.max() < 12, "a missing condition must not get a colour"
     assert (cell < 200).any() and (cell > 240).any(), "expected grey hatch lines on white"
     # Row "low light" (row 7) is present: coloured cells.
-    y1 = 78 + 34 * 7
-    present = img[y1 + 4 : y1 + 30, x0 + 4 : x0 + 40]
+    y1 = 2 * (78 + 34 * 7)
+    present = img[y1 + 8 : y1 + 60, x0 + 8 : x0 + 80]
     assert (present.max(axis=2).astype(int) - present.min(axis=2).astype(int)).max() > 40
 
 
@@ -133,7 +134,8 @@ def test_markdown_references_every_figure_and_the_tables(full_report):
     assert sorted(refs) == sorted(str(p.relative_to(full_report.out)) for p in full_report.figures)
     assert all((full_report.out / r).is_file() for r in refs)
     assert "## heridal" in md and "## sard" in md
-    assert "| yolo11n | 0.770 | 0.588 | 0.764 | 23.6 | 27/27 |" in md  # summary row from the fixture's summary
+    # summary row from the fixture's summary (written before summary.ci: mPC and rPC without intervals)
+    assert "| yolo11n | 0.770 [0.724, 0.808] | 0.588 | 0.764 | 23.6 | 27/27 |" in md
     assert f"fasterrcnn_v2: {PARTIAL_MISSING} of 28 conditions missing" in md
     # Partial sweep: a missing condition's cells are blank, a present one's are not.
     fire = next(line for line in md.splitlines() if line.startswith("|  | fire_warm_tint | 1 |"))
@@ -314,6 +316,7 @@ def test_cli_report_writes_files_and_lists_them(tmp_path):
         (lambda d: [str(SARD), str(SARD)], "two results for model 'yolo11n'"),
         (lambda d: [str(d / "thr.json")], "expected an `aegis score` JSON with schema 'aegis-score/1'"),
         (lambda d: [str(d)], "score JSON path is a directory"),
+        (lambda d: [str(SARD), "--html-figures", "gif"], "unknown HTML figure format 'gif'"),
     ],
 )
 def test_cli_report_errors_are_one_line(tmp_path, make_args, message):
@@ -336,3 +339,182 @@ def test_unknown_corruption_gets_its_own_row_after_the_suite():
     assert group.family_order == ("flood", "wildfire", "storm", "earthquake", "weather")
     assert group.corruptions[:3] == ("water_glare", "turbidity_cast", "inundation")
     assert "fog_s2" in group.present_conditions and "fog_s1" in group.missing(group.runs[0])
+
+
+# --- a report a reviewer accepts: two models scored by the real scorer ----------------------------------------
+
+@pytest.fixture(scope="module")
+def two_models(tmp_path_factory):
+    """Two models' full sweeps scored by ``score_conditions`` on a synthetic split (24 images, B = 40); the
+    second model's threshold was frozen by a false-alarm risk rule."""
+    from report_fixtures import score_two_models
+
+    root = tmp_path_factory.mktemp("two-models")
+    paths = score_two_models(root)
+    results = load_results(paths)
+    return results, build_report(results, root / "report")
+
+
+def _tables(md: str) -> list[str]:
+    """The Markdown of every table: from its ### heading to the next heading."""
+    return [b for b in re.split(r"\n(?=#{2,4} )", md) if re.search(r"^\| ", b, re.M)]
+
+
+def test_every_table_states_its_sample_size(two_models):
+    results, files = two_models
+    sample = results[0]["sample"]
+    md = files.markdown.read_text(encoding="utf-8")
+    note = (f"n: 28 conditions, 2 models; 24 images, {sample['n_gt']} GT boxes (small {sample['n_gt_small']}, "
+            f"medium {sample['n_gt_medium']}, large {sample['n_gt_large']}) per condition; B = 40 bootstrap "
+            "resamples of 24 images, seed 0.")
+    tables = [t for t in _tables(md) if not t.startswith(("## Frozen", "## Provenance"))]
+    assert len(tables) >= 8
+    for t in tables:
+        assert note in t, t.splitlines()[0]
+    html = files.html.read_text(encoding="utf-8")
+    assert html.count(note) == len(tables)
+
+
+_CI = r"\d+\.\d{3} \[\d+\.\d{3}, \d+\.\d{3}\]"
+
+
+def test_summaries_show_intervals_and_the_best_value_in_bold(two_models):
+    results, files = two_models
+    md = files.markdown.read_text(encoding="utf-8")
+    summary = next(t for t in _tables(md) if "summary across models" in t.splitlines()[0])
+    rows = [line for line in summary.splitlines() if line.startswith("| detector_")]
+    assert len(rows) == 2
+    for line in rows:
+        cells = [c.strip().strip("*") for c in line.strip("|").split("|")][1:]
+        assert len(cells) == 6 and all(re.fullmatch(_CI, c) for c in cells), cells
+    for col in range(6):  # exactly the higher value of each column is bold (ties: both)
+        cells = [[c.strip() for c in r.strip("|").split("|")][1 + col] for r in rows]
+        values = [float(c.strip("*").split()[0]) for c in cells]
+        bold = [c.startswith("**") for c in cells]
+        assert bold == [v == max(values) for v in values], (col, cells)
+    mpc = results[0]["summary"]["ci"]["mpc"]["recall"]
+    assert f"{results[0]['summary']['mpc']['recall']:.3f} [{mpc[0]:.3f}, {mpc[1]:.3f}]" in summary
+    families = next(t for t in _tables(md) if "per family" in t.splitlines()[0])
+    assert len(re.findall(r"-?\d+\.\d \[-?\d+\.\d, -?\d+\.\d\]", families)) == 2 * 4
+    corruptions = next(t for t in _tables(md) if "per corruption" in t.splitlines()[0])
+    assert len(re.findall(r"-?\d+\.\d \[-?\d+\.\d, -?\d+\.\d\]", corruptions)) == 2 * 9
+    grid = next(t for t in _tables(md) if "recall per condition" in t.splitlines()[0])
+    low = next(line for line in grid.splitlines() if "| low_light | 3 |" in line)
+    assert len(re.findall(r"-?\d+\.\d \[-?\d+\.\d, -?\d+\.\d\]", low)) == 2  # each model's drop, paired interval
+
+
+def test_false_alarm_section_has_bounds_rule_and_figure(two_models):
+    results, files = two_models
+    md = files.markdown.read_text(encoding="utf-8")
+    fa = next(t for t in _tables(md) if "false alarms" in t.splitlines()[0])
+    rec = results[1]["false_alarm"]["conditions"]["smoke_haze_s3"]
+    row = next(line for line in fa.splitlines() if line.startswith("| smoke_haze_s3 |"))
+    assert (f"{rec['fp_per_image']:.2f} (≤ {rec['fp_per_image_upper']:.2f})" in row
+            and f"{100 * rec['false_alarm_image_share']:.1f} (≤ {100 * rec['false_alarm_image_share_upper']:.1f})" in row)
+    assert len([line for line in fa.splitlines() if line.startswith("| clean |") or "_s" in line[:30]]) == 28
+    assert "Garwood" in fa and "Clopper–Pearson" in fa
+    assert "detector_b: threshold 0.6 frozen by the risk rule fp_per_image<=2" in fa
+    assert "detector_a: threshold" not in fa  # max-f1 is no risk rule
+    names = {p.name for p in files.figures}
+    assert "synthetic_false_alarms.png" in names
+    assert {p.name for p in files.vector_figures} >= {"synthetic_false_alarms.pdf", "synthetic_false_alarms.svg"}
+
+
+def test_every_figure_exists_as_pdf_and_svg(two_models):
+    import xml.etree.ElementTree as ET
+
+    _, files = two_models
+    stems = {p.stem for p in files.figures}
+    assert {p.stem for p in files.vector_figures if p.suffix == ".pdf"} == stems
+    assert {p.stem for p in files.vector_figures if p.suffix == ".svg"} == stems
+    for p in files.vector_figures:
+        data = p.read_bytes()
+        if p.suffix == ".pdf":
+            assert data.startswith(b"%PDF-") and b"CreationDate" not in data and b"Producer" not in data
+        else:
+            root = ET.fromstring(data)
+            assert root.tag.endswith("svg") and b"<dc:date>" not in data
+
+
+def _latex_problems(tex: str) -> list[str]:
+    """Structural checks a compiler would trip on: braces, environments, unescaped specials, non-ASCII."""
+    problems = []
+    if not _balanced(tex):
+        problems.append("unbalanced braces")
+    begins = re.findall(r"\\begin\{(\w+)\}", tex)
+    ends = re.findall(r"\\end\{(\w+)\}", tex)
+    if sorted(begins) != sorted(ends):
+        problems.append(f"environments {begins} vs {ends}")
+    body = re.sub(r"\\(?:input|includegraphics|label)(\[[^]]*\])?\{[^}]*\}", "", tex)  # file names, keys
+    body = re.sub(r"\\[A-Za-z]+|\\.", "", body)
+    if re.search(r"[_#^~]", body):
+        problems.append("unescaped special character")
+    if any(ord(ch) > 127 for ch in tex):
+        problems.append("non-ASCII character")
+    return problems
+
+
+def test_latex_tables_are_inputable_booktabs_and_report_tex_compiles(two_models, tmp_path):
+    import shutil
+    import subprocess
+
+    _, files = two_models
+    names = sorted(p.name for p in files.latex_tables)
+    assert {"synthetic_summary.tex", "synthetic_families_recall.tex", "synthetic_false_alarms.tex",
+            "synthetic_grid_recall.tex", "synthetic_grid_map50.tex", "thresholds.tex"} <= set(names)
+    for p in files.latex_tables:
+        tex = p.read_text(encoding="utf-8")
+        assert _latex_problems(tex) == [], p.name
+        assert tex.count("\\begin{table}") == 1 and "\\toprule" in tex and "\\bottomrule" in tex, p.name
+        assert "\\documentclass" not in tex and "\\hline" not in tex
+    summary = (files.out / "tables" / "synthetic_summary.tex").read_text(encoding="utf-8")
+    assert summary.count("\\textbf{") >= 6 and re.search(r"\\textbf\{" + _CI + "}", summary)
+    doc = files.latex_document.read_text(encoding="utf-8")
+    assert _latex_problems(doc) == []
+    assert sorted(re.findall(r"\\input\{tables/([^}]+)\}", doc)) == names
+    assert all((files.out / f).is_file() for f in re.findall(r"\\includegraphics\[[^]]*\]\{([^}]+)\}", doc))
+    # A negative control for the structural check.
+    assert _latex_problems("\\begin{table}a_b{") != []
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex not installed; the structural checks above ran")
+    work = tmp_path / "tex"
+    shutil.copytree(files.out, work)
+    run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "report.tex"], cwd=work,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert (work / "report.pdf").stat().st_size > 10_000
+
+
+def _overlaps(boxes: list) -> list[tuple[int, int]]:
+    return [(i, j) for i in range(len(boxes)) for j in range(i + 1, len(boxes)) if boxes[i].overlaps(boxes[j])]
+
+
+def test_bar_labels_overlap_neither_each_other_nor_the_bars():
+    (res,) = load_results([SARD])
+    runs = []
+    for k, shift in enumerate((-0.4, -0.05, 0.0, 0.02, 0.3, 0.9)):  # negative, tiny and large drops
+        r = copy.deepcopy(res)
+        r["label"] = f"model_{k}"
+        for fam in r["summary"]["per_family"].values():
+            fam["recall"] = shift + 0.01 * k
+        runs.append(r)
+    (group,) = group_by_dataset(runs)
+    for n_models in (1, 3, 6):
+        (g,) = group_by_dataset(runs[:n_models])
+        with F.drawn(F.family_bars(g, "recall")) as fig:
+            renderer = fig.canvas.get_renderer()
+            ax = fig.axes[0]
+            labels = [t.get_window_extent(renderer) for t in ax.texts if t.get_gid() == "bar-label"]
+            bars = [p.get_window_extent(renderer) for p in ax.patches if p.get_gid() == "bar"]
+            legend = fig.legends[0].get_window_extent(renderer)
+            axes_box = ax.get_window_extent(renderer)
+        assert len(labels) == len(bars) == 4 * n_models
+        assert _overlaps(labels) == [], n_models
+        assert not any(lab.overlaps(bar) for lab in labels for bar in bars), n_models
+        assert not any(lab.overlaps(legend) for lab in labels)
+        assert all(axes_box.x0 <= lab.x0 and lab.x1 <= axes_box.x1 and axes_box.y0 <= lab.y0
+                   and lab.y1 <= axes_box.y1 for lab in labels), n_models
+    # Negative control: the same check flags two labels drawn on top of each other.
+    with F.drawn(F.FigurePlan(200, 100, lambda fig: [fig.text(0.5, 0.5, "-40"), fig.text(0.51, 0.5, "-40")])) as fig:
+        boxes = [t.get_window_extent(fig.canvas.get_renderer()) for t in fig.texts]
+    assert _overlaps(boxes) == [(0, 1)]

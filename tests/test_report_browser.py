@@ -1,6 +1,7 @@
 """The HTML report opened in a real browser: headless Chromium renders report.html, every <img> decodes
-(naturalWidth > 0), nothing is logged as an error, and the screenshot is not blank. CI installs Chromium
-(.ci/run); elsewhere the test skips, with the reason, when none is found."""
+(naturalWidth > 0), nothing is logged as an error, and the screenshot is not blank; a two-model report from
+the real scorer shows its summary, false-alarm section and sample sizes, with PNG and with SVG figures. CI
+installs Chromium (.ci/run); elsewhere the test skips, with the reason, when none is found."""
 
 from __future__ import annotations
 
@@ -41,6 +42,30 @@ def test_report_renders_in_chromium(report, tmp_path):
     assert rgb.shape[0] > 1000 and rgb.shape[1] > 1000
     colours = np.unique(rgb.reshape(-1, 3)[:: 7], axis=0)
     assert len(colours) > 200 and float(rgb.std()) > 10.0, "the screenshot looks blank"
+
+
+@pytest.fixture(scope="module")
+def two_model_scores(tmp_path_factory) -> list[Path]:
+    from report_fixtures import score_two_models
+
+    return score_two_models(tmp_path_factory.mktemp("two-model-scores"))
+
+
+@needs_chromium
+@pytest.mark.parametrize("figures", ["png", "svg"])
+def test_two_model_report_shows_the_review_sections(two_model_scores, tmp_path, figures):
+    files = build_report(load_results(two_model_scores), tmp_path / "r", formats="html", html_figures=figures)
+    html = files.html.read_text(encoding="utf-8")
+    prefix = "data:image/png;base64," if figures == "png" else "data:image/svg+xml;charset=utf-8,"
+    assert html.count(f'src="{prefix}') == len(files.figures) == 5
+    verdict = check_page(files.html, tmp_path / "shot.png", CHROMIUM)
+    assert verdict["images"] == 5 and verdict["broken"] == [] and all(w > 0 for w in verdict["widths"]), verdict
+    assert verdict["errors"] == [] and verdict["console"] == [], verdict
+    headings = verdict["headings"]
+    for title in ("synthetic: summary across models", "synthetic: false alarms at the frozen threshold",
+                  "synthetic: robustness summary (recall)", "synthetic: mean relative drop of recall per family (%)"):
+        assert title in headings, headings
+    assert verdict["tables"] >= 10 and verdict["bold_cells"] >= 6, verdict
 
 
 @needs_chromium

@@ -324,3 +324,56 @@ def test_git_state_fails_soft_outside_a_checkout(tmp_path):
     assert git_state(tmp_path) == (None, None)
     sha, dirty = git_state()  # the toolkit's own checkout
     assert sha is None or (len(sha) == 40 and isinstance(dirty, bool))
+
+
+# --- summary intervals and the sample block ------------------------------------------------------------------
+
+def test_summary_intervals_are_the_summaries_of_each_resample(sweep, sweep_result):
+    from aegis_eval.bootstrap import percentile_interval
+    from aegis_eval.scoring import score_paths_detailed
+
+    _, _, tfile = sweep_result
+    scored = score_paths_detailed(sweep["preds"], sweep["split"], threshold=None, threshold_file=tfile, bootstrap=60,
+                                  seed=3, iou=0.5, cluster_by=None, label=None, split="test", on_warning=None,
+                                  classes=None, class_map=None)
+    ci, samples = scored.result["summary"]["ci"], scored.samples
+    assert ci["confidence"] == 0.95 and set(ci["mpc"]) == set(ci["rpc"]) == set(CI_METRICS)
+    corrupted = [c for c in samples if c != "clean"]
+    per_resample = np.mean([samples[c]["recall"] for c in corrupted], axis=0)  # recall is defined everywhere here
+    assert ci["mpc"]["recall"] == pytest.approx(list(percentile_interval(per_resample)))
+    assert ci["rpc"]["recall"] == pytest.approx(list(percentile_interval(per_resample / samples["clean"]["recall"])))
+    storm = [c for c in corrupted if scored.result["conditions"][c]["family"] == "storm"]
+    drops = np.mean([(samples["clean"]["recall"] - samples[c]["recall"]) / samples["clean"]["recall"] for c in storm],
+                    axis=0)
+    assert ci["per_family"]["storm"]["recall"] == pytest.approx(list(percentile_interval(drops)))
+    low = [c for c in corrupted if c.startswith("low_light_")]
+    drops = np.mean([1 - samples[c]["recall"] / samples["clean"]["recall"] for c in low], axis=0)
+    assert ci["per_corruption"]["low_light"]["recall"] == pytest.approx(list(percentile_interval(drops)))
+    lo, hi = ci["mpc"]["recall"]
+    assert lo < hi and lo < scored.result["summary"]["mpc"]["recall"] < hi
+
+
+def test_summary_intervals_collapse_to_the_point_values_with_one_resample(sweep, sweep_result):
+    _, _, tfile = sweep_result
+    result = score_paths(sweep["preds"], sweep["split"], threshold_file=tfile, bootstrap=1, seed=3)
+    summary = result["summary"]
+    for key in ("mpc", "rpc", "mean_rel_drop"):
+        for m in CI_METRICS:
+            assert summary["ci"][key][m] == pytest.approx([summary[key][m]] * 2), (key, m)
+    for key in ("per_family", "per_corruption"):
+        assert set(summary["ci"][key]) == set(summary[key])
+        for name, block in summary["ci"][key].items():
+            assert block["recall"] == pytest.approx([summary[key][name]["recall"]] * 2), name
+
+
+def test_sample_block_counts_images_boxes_and_the_resampling_unit(sweep, sweep_result):
+    result, _, tfile = sweep_result
+    sample, clean = result["sample"], result["conditions"]["clean"]
+    assert list(sample) == list(DOC["sample"])
+    assert sample["n_images"] == clean["n_images"] == 24 and sample["n_gt"] == clean["n_gt"]
+    assert sample["n_gt_small"] + sample["n_gt_medium"] + sample["n_gt_large"] == sample["n_gt"]
+    assert min(sample["n_gt_small"], sample["n_gt_medium"], sample["n_gt_large"]) > 0
+    assert (sample["resampling_unit"], sample["n_units"], sample["n_bootstrap"], sample["seed"]) == ("image", 24, 60, 3)
+    grouped = score_paths(sweep["preds"], sweep["split"], threshold_file=tfile, bootstrap=20, seed=3,
+                          cluster_by="group")
+    assert (grouped["sample"]["resampling_unit"], grouped["sample"]["n_units"]) == ("cluster", 6)

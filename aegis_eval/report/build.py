@@ -1,4 +1,4 @@
-"""``build_report``: score JSONs in, figures + report.md / report.html / report_table.tex out.
+"""``build_report``: score JSONs in, figures (PNG, PDF, SVG) + report.md / report.html / LaTeX out.
 
 The report's only writer (the gallery has its own). Every file is written atomically (temp file + rename), so
 an interrupted run never leaves a half-written artefact.
@@ -15,7 +15,9 @@ from typing import Iterable, Mapping, Sequence
 from aegis_data.config import SuiteConfig
 from aegis_data.errors import AegisError
 from aegis_data.imageio import write_bytes_atomic
-from aegis_eval.report.render import FigureRef, group_tables, html_report, latex_report, markdown_report
+from aegis_eval.report.latex import (LatexFigure, label_key, latex_document, latex_grid, latex_grid_file,
+                                     latex_table)
+from aegis_eval.report.render import HTML_FIGURES, TITLE, FigureRef, html_report, markdown_report, named_tables
 from aegis_eval.report.results import (
     SOURCE_KEY,
     DatasetGroup,
@@ -23,16 +25,19 @@ from aegis_eval.report.results import (
     group_by_dataset,
     validate_result,
 )
-from aegis_eval.report.tables import missing_note
+from aegis_eval.report.tables import Table, missing_note, provenance_table, threshold_table
 
 FORMATS = ("md", "html", "latex")
 FIGURES_DIR = "figures"
-REPORT_MD, REPORT_HTML, REPORT_TEX = "report.md", "report.html", "report_table.tex"
+TABLES_DIR = "tables"
+REPORT_MD, REPORT_HTML, REPORT_TEX, REPORT_DOC = "report.md", "report.html", "report_table.tex", "report.tex"
 
 
 @dataclass(frozen=True)
 class ReportFiles:
-    """What ``build_report`` wrote: paths under ``out`` (as given, not resolved); None for formats not asked."""
+    """What ``build_report`` wrote: paths under ``out`` (as given, not resolved); None / () for formats not
+    asked. figures: the PNGs; vector_figures: their PDF and SVG twins; latex: the per-condition grid
+    (report_table.tex); latex_tables: one ``\\input``-able file per table; latex_document: report.tex."""
 
     out: Path
     figures: tuple[Path, ...]
@@ -40,10 +45,14 @@ class ReportFiles:
     html: Path | None
     latex: Path | None
     notes: tuple[str, ...]  # partial sweeps and skipped figures, one sentence each
+    vector_figures: tuple[Path, ...] = ()
+    latex_tables: tuple[Path, ...] = ()
+    latex_document: Path | None = None
 
     @property
     def files(self) -> tuple[Path, ...]:
-        return self.figures + tuple(p for p in (self.markdown, self.html, self.latex) if p is not None)
+        docs = tuple(p for p in (self.markdown, self.html, self.latex, self.latex_document) if p is not None)
+        return self.figures + self.vector_figures + self.latex_tables + docs
 
 
 def parse_formats(spec: str | Iterable[str]) -> tuple[str, ...]:
@@ -75,43 +84,94 @@ def _slug(name: str) -> str:
     return slug
 
 
-def render_figures(groups: Sequence[DatasetGroup], metric: str) -> list[FigureRef]:
-    """Every figure of every dataset, in report order (PNG bytes, not yet written)."""
+def render_figures(groups: Sequence[DatasetGroup], metric: str, vector: bool = True) -> list[FigureRef]:
+    """Every figure of every dataset, in report order (bytes, not yet written); PDF and SVG with ``vector``."""
     from aegis_data.extras import require
 
     require("matplotlib", "`aegis report`")  # the optional "report" extra
     from aegis_eval.report import figures as F
     refs: list[FigureRef] = []
-    used: set[str] = set()
-    for g in groups:
-        slug, k = _slug(g.name), 2
-        while slug in used:  # two dataset names that differ only in punctuation
-            slug, k = f"{_slug(g.name)}-{k}", k + 1
-        used.add(slug)
+    for g, slug in zip(groups, _slugs(groups)):
         rel = f"{FIGURES_DIR}/{slug}"
-        refs.append(FigureRef(g.name, "heatmap", f"Relative drop of {metric} per condition and model",
-                              f"{rel}_heatmap_{metric}.png", F.heatmap_png(g, metric)))
-        refs.append(FigureRef(g.name, "curves", f"{metric} vs severity per corruption",
-                              f"{rel}_curves_{metric}.png", F.severity_curves_png(g, metric)))
-        refs.append(FigureRef(g.name, "families", f"Mean relative drop of {metric} per family",
-                              f"{rel}_families_{metric}.png", F.family_bars_png(g, metric)))
+        plans = [("heatmap", f"Relative drop of {metric} per condition and model", f"heatmap_{metric}",
+                  F.heatmap(g, metric)),
+                 ("curves", f"{metric} vs severity per corruption", f"curves_{metric}", F.severity_curves(g, metric)),
+                 ("families", f"Mean relative drop of {metric} per family", f"families_{metric}",
+                  F.family_bars(g, metric))]
         if F.has_localization(g):
-            refs.append(FigureRef(g.name, "localization", "Localization stability vs severity",
-                                  f"{rel}_localization.png", F.localization_png(g)))
+            plans.append(("localization", "Localization stability vs severity", "localization",
+                          F.localization_plot(g)))
+        if F.has_false_alarms(g):
+            plans.append(("false_alarms", "Share of images with a false alarm and its exact upper bound",
+                          "false_alarms", F.false_alarm_shares(g)))
+        for kind, caption, name, plan in plans:
+            r = F.render(plan, vector=vector)
+            refs.append(FigureRef(g.name, kind, caption, f"{rel}_{name}.png", r.png, r.pdf, r.svg, plan.width))
     return refs
 
 
+def _slugs(groups: Sequence[DatasetGroup]) -> list[str]:
+    """One file-name slug per dataset, unique within the report."""
+    out: list[str] = []
+    for g in groups:
+        slug, k = _slug(g.name), 2
+        while slug in out:  # two dataset names that differ only in punctuation
+            slug, k = f"{_slug(g.name)}-{k}", k + 1
+        out.append(slug)
+    return out
+
+
+def grid_metrics(metric: str) -> tuple[str, ...]:
+    """Metrics that get a per-condition grid in LaTeX: the report metric, AP50 and recall."""
+    return tuple(dict.fromkeys((metric, "map50", "recall")))
+
+
+def _latex_files(groups: Sequence[DatasetGroup], metric: str, tables: Mapping[str, list[tuple[str, Table]]],
+                 refs: Sequence[FigureRef]) -> dict[str, str]:
+    """{relative path: text} of every LaTeX table file and of report.tex."""
+    files: dict[str, str] = {}
+    sections = []
+    for g, slug in zip(groups, _slugs(groups)):
+        names = []
+        for name, t in tables[g.name]:
+            if name.startswith("grid_"):  # the grid has its own two-level header, one per grid metric
+                continue
+            rel = f"{TABLES_DIR}/{slug}_{name}.tex"
+            files[rel] = latex_table(t, f"tab:aegis-{label_key(slug)}-{label_key(name)}")
+            names.append(rel)
+        for m in grid_metrics(metric):
+            rel = f"{TABLES_DIR}/{slug}_grid_{m}.tex"
+            files[rel] = latex_grid(g, m)
+            names.append(rel)
+        figures = [LatexFigure(r.relpath.rsplit(".", 1)[0] + ".pdf", f"{g.name}: {r.caption}")
+                   for r in refs if r.dataset == g.name and r.pdf]
+        sections.append((g.name, figures, names))
+    common = []
+    for name, t in (("thresholds", threshold_table(groups)), ("provenance", provenance_table(groups))):
+        rel = f"{TABLES_DIR}/{name}.tex"
+        files[rel] = latex_table(t, f"tab:aegis-{label_key(name)}")
+        common.append(rel)
+    sections.append(("Thresholds and provenance", [], common))
+    files[REPORT_DOC] = latex_document(TITLE, sections, [f"Metric: {metric} at each model's frozen confidence "
+                                                         "threshold (IoU 0.5, one-to-one matching)."])
+    return files
+
+
 def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Iterable[str] = FORMATS,
-                 metric: str = "recall", config: SuiteConfig | None = None) -> ReportFiles:
+                 metric: str = "recall", config: SuiteConfig | None = None, html_figures: str = "png") -> ReportFiles:
     """Write the report for validated score results (see ``load_results``) into ``out``.
 
     Results are grouped by ``dataset`` (null -> "unknown"), models by ``label``. Figures go to
-    ``out/figures/<dataset>_<kind>[_<metric>].png``; ``formats`` chooses report.md, report.html (self-contained)
-    and report_table.tex. Raises AegisError for an unknown metric or format, an invalid result or a duplicate
-    (dataset, label). config: the suite config of the scored splits (row order and the full grid; default the
-    installed one); each condition's family is the one the scorer recorded in the result.
+    ``out/figures/<dataset>_<kind>[_<metric>].{png,pdf,svg}``; ``formats`` chooses report.md, report.html (self-contained) and the LaTeX files
+    (report_table.tex, tables/*.tex, report.tex). Raises AegisError for an unknown metric or format, an invalid
+    result or a duplicate (dataset, label). config: the suite config of the scored splits (row order and the
+    full grid; default the installed one); each condition's family is the one the scorer recorded.
+    html_figures: what report.html embeds, ``png`` (200 DPI) or ``svg`` (vector; several times smaller, since
+    the toolkit's PNG writer compresses without back-references).
     """
     metric = check_metric(metric)
+    if html_figures not in HTML_FIGURES:
+        raise AegisError(f"unknown HTML figure format {html_figures!r}; expected one of {', '.join(HTML_FIGURES)}")
     formats = parse_formats(formats)
     if not results:
         raise AegisError("no score results given (expected one or more `aegis score --json` outputs)")
@@ -122,21 +182,32 @@ def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Ite
     if out.exists() and not out.is_dir():
         raise AegisError(f"--out must be a directory, got an existing file: {out}")
     refs = render_figures(groups, metric)
+    pngs, vectors = [], []
     for ref in refs:
-        write_bytes_atomic(out / ref.relpath, ref.png)
-    md = html = tex = None
-    tables = {g.name: group_tables(g, metric) for g in groups} if {"md", "html"} & set(formats) else {}
+        for rel, data in ref.files().items():
+            write_bytes_atomic(out / rel, data)
+            (pngs if rel == ref.relpath else vectors).append(out / rel)
+    tables = {g.name: named_tables(g, metric) for g in groups}
+    plain = {name: [t for _, t in named] for name, named in tables.items()}
+    md = html = tex = doc = None
+    tex_tables: list[Path] = []
     if "md" in formats:
         md = out / REPORT_MD
-        write_bytes_atomic(md, markdown_report(groups, metric, refs, tables).encode("utf-8"))
+        write_bytes_atomic(md, markdown_report(groups, metric, refs, plain).encode("utf-8"))
     if "html" in formats:
         html = out / REPORT_HTML
-        write_bytes_atomic(html, html_report(groups, metric, refs, tables).encode("utf-8"))
+        write_bytes_atomic(html, html_report(groups, metric, refs, plain, html_figures).encode("utf-8"))
     if "latex" in formats:
         tex = out / REPORT_TEX
-        write_bytes_atomic(tex, latex_report(groups, metric).encode("utf-8"))
+        write_bytes_atomic(tex, latex_grid_file(groups, metric).encode("utf-8"))
+        for rel, text in _latex_files(groups, metric, tables, refs).items():
+            write_bytes_atomic(out / rel, text.encode("utf-8"))
+            if rel == REPORT_DOC:
+                doc = out / rel
+            else:
+                tex_tables.append(out / rel)
     notes = [f"{g.name}: {n}" for g in groups for n in missing_note(g)]
     kinds = {(r.dataset, r.kind) for r in refs}
     notes += [f"{g.name}: no localization data in any result; the stability plot is skipped"
               for g in groups if (g.name, "localization") not in kinds]
-    return ReportFiles(out, tuple(out / r.relpath for r in refs), md, html, tex, tuple(notes))
+    return ReportFiles(out, tuple(pngs), md, html, tex, tuple(notes), tuple(vectors), tuple(tex_tables), doc)

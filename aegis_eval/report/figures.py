@@ -1,20 +1,28 @@
-"""The report's figures, each a pure function ``DatasetGroup -> PNG bytes``.
+"""The report's figures: each a pure function ``DatasetGroup -> FigurePlan`` (size + drawing), rendered by
+:func:`render` to PNG (200 DPI, for the HTML and Markdown) and to PDF and SVG (vector, for papers).
 
 matplotlib is used through ``Figure`` objects with an explicit Agg canvas, never pyplot, so no global figure
 state exists and nothing needs closing. Rendering runs inside ``rc_context(RC_PARAMS)``, which restores the
-caller's settings afterwards. Sizes are fixed in pixels at ``DPI`` and saved without ``bbox_inches="tight"``,
-so each PNG's pixel size follows from the number of models and corruptions alone (see ``*_size`` below). PNGs
-are written without the "Software" text chunk, and Agg embeds no date, so the same input gives the same bytes.
+caller's settings afterwards. Layout sizes are fixed in *layout pixels* at ``palette.DPI`` (100) and saved
+without ``bbox_inches="tight"``, so each figure's size follows from the number of models and corruptions alone
+(see ``*_size`` below); the PNG is drawn at ``palette.PNG_DPI`` (200), i.e. twice those pixel sizes. Offsets
+inside a figure are in points, which scale with the DPI. The same input gives the same bytes: PNGs carry no
+"Software" chunk, PDFs and SVGs no creator, producer or date, and SVG ids are salted with a fixed string.
 """
 
 from __future__ import annotations
 
+import io
 import math
-from typing import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.backends.backend_pdf import FigureCanvasPdf
+from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
@@ -27,6 +35,8 @@ from aegis_eval.report.results import (
     DatasetGroup,
     confidence_interval,
     degradation,
+    false_alarm_confidence,
+    false_alarm_record,
     localization,
     metric_value,
     per_family_drop,
@@ -45,30 +55,69 @@ _PANEL_W, _PANEL_H, _SM_EXTRA_W, _SM_EXTRA_H = 300, 210, 60, 100
 
 
 def heatmap_size(n_models: int, n_corruptions: int, n_severities: int = 3) -> tuple[int, int]:
-    """(width, height) in pixels of the heatmap PNG."""
+    """(width, height) in layout pixels of the heatmap (the PNG is twice as large)."""
     return (_HM_LEFT + _HM_CELL_W * n_severities * n_models + _HM_RIGHT,
             _HM_TOP + _HM_CELL_H * n_corruptions + _HM_BOTTOM)
 
 
 def small_multiples_size(n_corruptions: int) -> tuple[int, int]:
-    """(width, height) in pixels of the severity-curve and localization PNGs (3 panels per row)."""
+    """(width, height) in layout pixels of the severity-curve and localization figures (3 panels per row)."""
     rows = max(1, math.ceil(n_corruptions / _PANEL_COLS))
     return _PANEL_COLS * _PANEL_W + _SM_EXTRA_W, rows * _PANEL_H + _SM_EXTRA_H
 
 
-def family_bars_size(n_models: int, n_families: int) -> tuple[int, int]:
-    """(width, height) in pixels of the family bar chart PNG."""
-    return 160 + n_families * (70 + 36 * n_models), 420
+# Points per layout pixel: offsets are given in points so that they scale with the output DPI.
+_PT = 72.0 / palette.DPI
+# No creator, producer or date: vector files depend on their input only.
+_VECTOR_METADATA = {"pdf": {"Creator": None, "Producer": None, "CreationDate": None},
+                    "svg": {"Creator": None, "Date": None}}
 
 
-def _render(width: int, height: int, draw: Callable[[Figure], None]) -> bytes:
+@dataclass(frozen=True)
+class FigurePlan:
+    """A figure's size in layout pixels and the function that draws it onto a fresh ``Figure``."""
+
+    width: int
+    height: int
+    draw: Callable[[Figure], None]
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One figure's bytes: PNG always, PDF and SVG when asked for (``render(..., vector=True)``)."""
+
+    png: bytes
+    pdf: bytes | None = None
+    svg: bytes | None = None
+
+
+@contextmanager
+def drawn(plan: FigurePlan) -> Iterator[Figure]:
+    """The plan's figure, drawn at ``PNG_DPI`` with the report's rc settings active (tests measure text boxes)."""
     with matplotlib.rc_context(palette.RC_PARAMS):
-        fig = Figure(figsize=(width / palette.DPI, height / palette.DPI), dpi=palette.DPI)
+        fig = Figure(figsize=(plan.width / palette.DPI, plan.height / palette.DPI), dpi=palette.PNG_DPI)
         FigureCanvasAgg(fig)
-        draw(fig)
-        canvas = fig.canvas
-        canvas.draw()
-        rgba = np.asarray(canvas.buffer_rgba())
+        plan.draw(fig)
+        fig.canvas.draw()
+        yield fig
+
+
+def render(plan: FigurePlan, vector: bool = True) -> Rendered:
+    """PNG (``PNG_DPI``) and, with ``vector``, PDF and SVG bytes of a figure."""
+    with drawn(plan) as fig:
+        png = _png_bytes(np.asarray(fig.canvas.buffer_rgba()))
+        if not vector:
+            return Rendered(png)
+        out = {}
+        # The vector backends' own canvases (the PNG above is the toolkit's writer); each attaches itself.
+        for fmt, canvas in (("pdf", FigureCanvasPdf), ("svg", FigureCanvasSVG)):
+            buf = io.BytesIO()
+            getattr(canvas(fig), f"print_{fmt}")(buf, metadata=_VECTOR_METADATA[fmt])
+            out[fmt] = buf.getvalue()
+    return Rendered(png, **out)
+
+
+def _png_bytes(rgba: np.ndarray) -> bytes:
     # The toolkit's own PNG writer, so figure bytes do not depend on the host's zlib either; Agg renders
     # straight (not premultiplied) RGBA, composited over white with exact integer rounding.
     alpha = rgba[:, :, 3:4].astype(np.uint32)
@@ -92,7 +141,7 @@ def _drop_phrase(metric: str) -> str:
 
 # --- heatmap -----------------------------------------------------------------------------------------------
 
-def heatmap_png(group: DatasetGroup, metric: str) -> bytes:
+def heatmap(group: DatasetGroup, metric: str) -> FigurePlan:
     """Rows = corruptions grouped by family, columns = models x severities, cell = degradation (%).
 
     Missing conditions are hatched; an undefined drop (clean value 0 or null) reads "n/a".
@@ -126,7 +175,7 @@ def heatmap_png(group: DatasetGroup, metric: str) -> bytes:
         if notes:
             fig.text(8 / width, 8 / height, "; ".join(notes), ha="left", va="bottom", fontsize=7.5, color="#333333")
 
-    return _render(width, height, draw)
+    return FigurePlan(width, height, draw)
 
 
 def _heatmap_cells(group: DatasetGroup, metric: str) -> tuple[np.ndarray, np.ndarray]:
@@ -174,13 +223,13 @@ def _heatmap_family_labels(ax, group: DatasetGroup) -> None:
     for fam in group.family_order:
         members = group.family_members(fam)
         centre = start + (len(members) - 1) / 2
-        ax.annotate(fam, xy=(0, centre), xycoords=("axes fraction", "data"), xytext=(-150, 0),
-                    textcoords="offset pixels", ha="left", va="center", fontsize=8.5, fontweight="bold")
+        ax.annotate(fam, xy=(0, centre), xycoords=("axes fraction", "data"), xytext=(-150 * _PT, 0),
+                    textcoords="offset points", ha="left", va="center", fontsize=8.5, fontweight="bold")
         start += len(members)
         if start < n_r:
             ax.axhline(start - 0.5, color="white", linewidth=3)
-            ax.annotate("", xy=(0, start - 0.5), xycoords=("axes fraction", "data"), xytext=(-205, 0),
-                        textcoords="offset pixels",
+            ax.annotate("", xy=(0, start - 0.5), xycoords=("axes fraction", "data"), xytext=(-205 * _PT, 0),
+                        textcoords="offset points",
                         arrowprops={"arrowstyle": "-", "color": "#bbbbbb", "linewidth": 0.8})
 
 
@@ -196,7 +245,7 @@ def _heatmap_ticks(ax, group: DatasetGroup) -> None:
         spine.set_visible(False)
     for j, run in enumerate(runs):
         ax.annotate(_short(run.label, 7 * n_s), xy=(j * n_s + (n_s - 1) / 2, 1), xycoords=("data", "axes fraction"),
-                    xytext=(0, 20), textcoords="offset pixels", ha="center", va="bottom", fontsize=8.5,
+                    xytext=(0, 20 * _PT), textcoords="offset points", ha="center", va="bottom", fontsize=8.5,
                     fontweight="bold")
 
 
@@ -251,7 +300,7 @@ def _panels(fig: Figure, n: int):
     return flat[:n]
 
 
-def severity_curves_png(group: DatasetGroup, metric: str) -> bytes:
+def severity_curves(group: DatasetGroup, metric: str) -> FigurePlan:
     """Metric vs severity (0 = clean, 1-3), one panel per corruption, one line per model, CI bands when
     the scorer wrote ``ci`` for the metric."""
     sevs = (0,) + tuple(group.severities)
@@ -299,14 +348,14 @@ def severity_curves_png(group: DatasetGroup, metric: str) -> bytes:
             title += " (bands: bootstrap 95% CI)"
         _suptitle_and_legend(fig, title, _legend_handles(group))
 
-    return _render(width, height, draw)
+    return FigurePlan(width, height, draw)
 
 
 def has_localization(group: DatasetGroup) -> bool:
     return any(localization(run.result, k) is not None for run in group.runs for k in group.present_conditions)
 
 
-def localization_png(group: DatasetGroup) -> bytes:
+def localization_plot(group: DatasetGroup) -> FigurePlan:
     """Mean IoU between a GT's clean and corrupted matched boxes vs severity; point area ∝ matched count."""
     sevs = (0,) + tuple(group.severities)
     width, height = small_multiples_size(len(group.corruptions))
@@ -350,13 +399,28 @@ def localization_png(group: DatasetGroup) -> bytes:
         _suptitle_and_legend(fig, f"{group.name}: localization stability (point area ∝ GT matched in both, "
                                   f"max {n_max})", _legend_handles(group))
 
-    return _render(width, height, draw)
+    return FigurePlan(width, height, draw)
 
 
 # --- family summary -----------------------------------------------------------------------------------------
 
-def family_bars_png(group: DatasetGroup, metric: str) -> bytes:
-    """Mean degradation per family, one bar per model (colour and hatch), value labels in %."""
+_BAR_LABEL_PT = 7.5
+_LEGEND_ROW_PX = 18
+
+
+def _legend_rows(n_models: int) -> int:
+    return math.ceil(n_models / 4)
+
+
+def family_bars_size(n_models: int, n_families: int) -> tuple[int, int]:
+    """(width, height) in layout pixels of the family bar chart (the PNG is twice as large)."""
+    return 160 + n_families * (70 + 36 * n_models), 420 + _LEGEND_ROW_PX * _legend_rows(n_models)
+
+
+def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
+    """Mean degradation per family, one bar per model (colour and hatch), value labels in % at the outer end
+    of each bar. The legend sits above the axes, so it never covers a bar or a label; labels turn vertical
+    when a horizontal one would be wider than its bar, so neighbours never touch."""
     fams = group.family_order
     n_m = len(group.runs)
     flip = -1.0 if metric in LOWER_IS_BETTER else 1.0
@@ -366,10 +430,20 @@ def family_bars_png(group: DatasetGroup, metric: str) -> bytes:
         vals.append([None if fam_drop[f] is None else flip * fam_drop[f] for f in fams])
     width, height = family_bars_size(n_m, len(fams))
     bar_w = 0.8 / n_m
+    left, right, top, bottom = 62, 14, 34 + _LEGEND_ROW_PX * _legend_rows(n_m), 44
+    texts = [["n/a" if v is None else f"{100 * v:.0f}" for v in row] for row in vals]
+    # A DejaVu Sans digit or minus is about 0.64 em wide; the bar's width in points follows from the layout.
+    bar_pt = bar_w * 0.92 * (width - left - right) / len(fams) * _PT
+    widest_pt = max(len(t) for row in texts for t in row) * 0.64 * _BAR_LABEL_PT
+    vertical = widest_pt + 2 > bar_pt
+    finite = [v for row in vals for v in row if v is not None]
+    lo, hi = min([0.0] + finite), max([0.05] + finite)
+    # Room beyond the longest bars for a label: a share of the span, larger for vertical labels.
+    pad = (hi - lo) * (0.22 if vertical else 0.12)
 
     def draw(fig: Figure) -> None:
         ax = fig.add_subplot()
-        _margins(fig, left=62, right=14, top=34, bottom=44)
+        _margins(fig, left=left, right=right, top=top, bottom=bottom)
         x = np.arange(len(fams), dtype=float)
         handles = []
         for j, run in enumerate(group.runs):
@@ -377,26 +451,100 @@ def family_bars_png(group: DatasetGroup, metric: str) -> bytes:
             pos = x + (j - (n_m - 1) / 2) * bar_w
             heights = np.array([0.0 if v is None else v for v in vals[j]])
             ax.bar(pos, heights, width=bar_w * 0.92, color=st.colour, hatch=st.hatch, edgecolor="black",
-                   linewidth=0.6)
-            for p, v in zip(pos, vals[j]):
-                text = "n/a" if v is None else f"{100 * v:.0f}"
+                   linewidth=0.6, gid="bar")
+            for p, v, text in zip(pos, vals[j], texts[j]):
                 y = 0.0 if v is None else v
-                ax.annotate(text, xy=(p, y), xytext=(0, 3 if y >= 0 else -3), textcoords="offset points",
-                            ha="center", va="bottom" if y >= 0 else "top", fontsize=7.5)
+                up = y >= 0
+                ax.annotate(text, xy=(p, y), xytext=(0, 3 if up else -3), textcoords="offset points",
+                            ha="center", va="bottom" if up else "top", fontsize=_BAR_LABEL_PT,
+                            rotation=90 if vertical else 0, gid="bar-label")
             handles.append(Patch(facecolor=st.colour, hatch=st.hatch, edgecolor="black", linewidth=0.6,
                                  label=_short(run.label, 40)))
         ax.axhline(0, color="black", linewidth=0.8)
         counts = [len(group.family_members(f)) for f in fams]
         ax.set_xticks(x, [f"{f}\n({n} corruption{'s' if n != 1 else ''})" for f, n in zip(fams, counts)])
+        ax.set_xlim(-0.5, len(fams) - 0.5)
         ax.yaxis.set_major_formatter(FuncFormatter(_percent))
         ax.set_ylabel(f"mean {_drop_phrase(metric)}")
-        finite = [v for row in vals for v in row if v is not None]
-        lo = min([0.0] + finite)
-        hi = max([0.05] + finite)
-        ax.set_ylim(lo * 1.15 if lo < 0 else 0, hi * 1.15)
+        ax.set_ylim(lo - pad if lo < 0 else 0, hi + pad)
         ax.grid(axis="y")
         ax.set_axisbelow(True)
-        ax.set_title(f"{group.name}: mean {_drop_phrase(metric)} per family", fontsize=10.5, fontweight="bold")
-        ax.legend(handles=handles, loc="upper left", frameon=False)
+        fig.suptitle(f"{group.name}: mean {_drop_phrase(metric)} per family", fontsize=10.5, fontweight="bold",
+                     y=1 - 6 / height, va="top")
+        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 28 / height), ncols=min(n_m, 4),
+                   frameon=False)
 
-    return _render(width, height, draw)
+    return FigurePlan(width, height, draw)
+
+
+# --- false alarms ---------------------------------------------------------------------------------------------
+
+def false_alarm_size(n_conditions: int) -> tuple[int, int]:
+    """(width, height) in layout pixels of the false-alarm share figure (the PNG is twice as large)."""
+    return 140 + 30 * max(n_conditions, 4), 460
+
+
+def has_false_alarms(group: DatasetGroup) -> bool:
+    return any(false_alarm_record(run.result, c) is not None for run in group.runs for c in group.present_conditions)
+
+
+def false_alarm_shares(group: DatasetGroup) -> FigurePlan:
+    """Per condition and model: the share of images with at least one false alarm (marker) and its exact
+    one-sided upper bound (the top of the bar from the marker), conditions along x in report order."""
+    conds = [c for c in group.present_conditions
+             if any(false_alarm_record(r.result, c) is not None for r in group.runs)]
+    n_m = len(group.runs)
+    width, height = false_alarm_size(len(conds))
+    conf = next((false_alarm_confidence(r.result) for r in group.runs if false_alarm_confidence(r.result)), None)
+    points = []
+    for run in group.runs:
+        recs = [false_alarm_record(run.result, c) for c in conds]
+        share = np.array([np.nan if r is None or r.get("false_alarm_image_share") is None
+                          else r["false_alarm_image_share"] for r in recs], dtype=float)
+        upper = np.array([np.nan if r is None or r.get("false_alarm_image_share_upper") is None
+                          else r["false_alarm_image_share_upper"] for r in recs], dtype=float)
+        points.append((share, upper))
+    step = 0.7 / max(n_m, 1)
+
+    def draw(fig: Figure) -> None:
+        ax = fig.add_subplot()
+        _margins(fig, left=62, right=14, top=48, bottom=150)
+        x = np.arange(len(conds), dtype=float)
+        for j, (share, upper) in enumerate(points):
+            st = palette.model_style(j)
+            xs = x + (j - (n_m - 1) / 2) * step
+            ok = np.isfinite(share) & np.isfinite(upper)
+            ax.vlines(xs[ok], share[ok], upper[ok], color=st.colour, linewidth=1.4)
+            ax.scatter(xs[ok], upper[ok], marker="_", s=60, color=st.colour, linewidths=1.4)
+            ax.scatter(xs[ok], share[ok], marker=st.marker, s=22, color=st.colour, edgecolors="white",
+                       linewidths=0.5, zorder=3)
+        ax.set_xticks(x, [c.replace("_", " ") for c in conds], rotation=60, ha="right", rotation_mode="anchor")
+        ax.set_xlim(-0.6, len(conds) - 0.4)
+        ax.set_ylim(0, 1.02)
+        ax.yaxis.set_major_formatter(FuncFormatter(_percent))
+        ax.set_ylabel("images with a false alarm (%)")
+        ax.grid(axis="y")
+        ax.set_axisbelow(True)
+        bound = f"{100 * conf:.0f}% " if conf else ""
+        _suptitle_and_legend(fig, f"{group.name}: share of images with a false alarm (marker) and its exact "
+                                  f"{bound}upper bound (Clopper–Pearson, line top)", _legend_handles(group))
+
+    return FigurePlan(width, height, draw)
+
+
+# --- PNG only (tests and benchmarks) ----------------------------------------------------------------------------
+
+def heatmap_png(group: DatasetGroup, metric: str) -> bytes:
+    return render(heatmap(group, metric), vector=False).png
+
+
+def severity_curves_png(group: DatasetGroup, metric: str) -> bytes:
+    return render(severity_curves(group, metric), vector=False).png
+
+
+def family_bars_png(group: DatasetGroup, metric: str) -> bytes:
+    return render(family_bars(group, metric), vector=False).png
+
+
+def localization_png(group: DatasetGroup) -> bytes:
+    return render(localization_plot(group), vector=False).png

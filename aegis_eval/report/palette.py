@@ -26,14 +26,16 @@ _MODEL_COLOURS = ("blue", "vermillion", "bluish_green", "reddish_purple", "orang
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _DASHES = ("solid", (0, (5, 2)), (0, (1, 1.5)), (0, (5, 1.5, 1, 1.5)), (0, (8, 2, 2, 2)), (0, (3, 3)),
            (0, (1, 3)), (0, (6, 1, 1, 1, 1, 1)))
-_HATCHES = ("", "///", "...", "xxx", "\\\\\\", "ooo", "+++", "---")
+# Line hatches only, two strokes per cell: dot and circle hatches cost a vector path per dot in PDF and SVG.
+_HATCHES = ("", "//", "\\\\", "xx", "--", "||", "++", "..")
 
 # Sequential, lightness increasing with the value in cividis; reversed so a larger drop reads darker.
 HEATMAP_CMAP = "cividis_r"
 MISSING_HATCH = "////"
 MISSING_EDGE = "#9a9a9a"
 
-DPI = 100  # every size below is in pixels at this DPI, so a PNG's pixel size is known in advance
+DPI = 100  # layout unit: every figure size is given in pixels at this DPI, so its size is known in advance
+PNG_DPI = 200  # the PNGs are drawn at this DPI, i.e. at twice the layout pixel size
 FONT_FAMILY = "DejaVu Sans"
 
 # Gallery drawing colours as RGB tuples (cv2 draws on RGB arrays here).
@@ -43,7 +45,7 @@ PRED_RGB = (213, 94, 0)       # vermillion: predictions at the frozen threshold
 
 RC_PARAMS = {
     "font.family": "sans-serif",
-    "font.sans-serif": [FONT_FAMILY],
+    "font.sans-serif": [FONT_FAMILY, "Helvetica", "Arial", "sans-serif"],
     "font.size": 9.0,
     "axes.titlesize": 9.5,
     "axes.labelsize": 9.0,
@@ -56,6 +58,10 @@ RC_PARAMS = {
     "grid.color": "#d9d9d9",
     "grid.linewidth": 0.6,
     "hatch.linewidth": 0.7,
+    "svg.hashsalt": "aegisbench-report",  # fixed ids inside SVGs, so the same figure gives the same bytes
+    # SVG text stays text (editable, searchable, a fraction of the size of glyph outlines), set in DejaVu Sans
+    # with the usual sans-serif fallbacks; the PDFs embed the font.
+    "svg.fonttype": "none",
 }
 
 

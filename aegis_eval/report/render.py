@@ -1,4 +1,4 @@
-"""Text renderers: ``Table`` -> Markdown / HTML, the main grid -> LaTeX (booktabs), and the report documents.
+"""Text renderers: ``Table`` -> Markdown / HTML and the report documents (LaTeX: ``aegis_eval.report.latex``).
 
 Everything returns strings; ``build`` writes them. The HTML is self-contained: inline CSS, figures as
 ``data:image/png;base64`` URIs, no scripts and no external references.
@@ -9,24 +9,24 @@ from __future__ import annotations
 import base64
 import html
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
+from urllib.parse import quote
 
 from aegis_eval.report.mitigation import mitigation_tables
 from aegis_eval.report.results import DatasetGroup
 from aegis_eval.report.tables import (
     Table,
-    absent_conditions,
     corruption_table,
+    false_alarm_table,
     family_table,
-    fmt_percent,
-    fmt_value,
-    grid_rows,
     grid_table,
     headline_table,
     missing_note,
+    model_summary_table,
     provenance_table,
     ranking_table,
+    sample_note,
     summary_table,
     threshold_table,
 )
@@ -37,14 +37,25 @@ TITLE = "AegisBench robustness report"
 
 @dataclass(frozen=True)
 class FigureRef:
-    """A figure of one dataset: its kind (heatmap, curves, families, localization), caption, relative path
-    under the report folder and PNG bytes."""
+    """A figure of one dataset: its kind (heatmap, curves, families, localization, false_alarms), caption,
+    relative path of the PNG under the report folder, and its PNG, PDF and SVG bytes (the vector files sit
+    beside the PNG with the same stem)."""
 
     dataset: str
     kind: str
     caption: str
     relpath: str
     png: bytes
+    pdf: bytes | None = None
+    svg: bytes | None = None
+    width: int | None = None  # layout width in CSS pixels: the 200-DPI PNG shows at half its pixel width
+
+    def files(self) -> dict[str, bytes]:
+        """{relative path: bytes} of every format rendered."""
+        stem = self.relpath.rsplit(".", 1)[0]
+        out = {self.relpath: self.png}
+        out.update({f"{stem}.{ext}": data for ext, data in (("pdf", self.pdf), ("svg", self.svg)) if data})
+        return out
 
 
 def _reading_guide(metric: str) -> list[str]:
@@ -69,18 +80,33 @@ def markdown_table(t: Table, heading: str = "###") -> str:
     sep = {"l": ":---", "r": "---:", "c": ":---:"}
     lines = [f"{heading} {t.title}", "", "| " + " | ".join(_md_cell(h) for h in t.header) + " |",
              "| " + " | ".join(sep[a] for a in t.align) + " |"]
-    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in t.rows]
+    lines += ["| " + " | ".join(f"**{_md_cell(c)}**" if (i, j) in t.bold and c else _md_cell(c)
+                                for j, c in enumerate(row)) + " |" for i, row in enumerate(t.rows)]
     if t.notes:
         lines += [""] + [f"*{_md_cell(n)}*  " for n in t.notes]
     return "\n".join(lines) + "\n"
 
 
-def group_tables(g: DatasetGroup, metric: str) -> list:
-    """The tables of one dataset, in report order (the ranking and mitigation tables only when they apply).
-    The ranking bootstraps, so ``build_report`` computes them once and hands them to every format."""
-    tables = (summary_table(g, metric), family_table(g, metric), corruption_table(g, metric),
-              grid_table(g, metric), ranking_table(g, metric), *mitigation_tables(g, metric))
-    return [t for t in tables if t is not None]
+def with_sample_note(t: Table, note: str) -> Table:
+    return replace(t, notes=t.notes + (note,))
+
+
+def named_tables(g: DatasetGroup, metric: str) -> list[tuple[str, Table]]:
+    """(file name, table) of one dataset, in report order (the ranking, false-alarm and mitigation tables only
+    when they apply), each ending with the sample-size note. The ranking bootstraps, so ``build_report``
+    computes them once and hands them to every format."""
+    tables = [("summary", model_summary_table(g, metric)), (f"robustness_{metric}", summary_table(g, metric)),
+              (f"families_{metric}", family_table(g, metric)), (f"corruptions_{metric}", corruption_table(g, metric)),
+              (f"grid_{metric}", grid_table(g, metric)), ("false_alarms", false_alarm_table(g)),
+              (f"ranking_{metric}", ranking_table(g, metric))]
+    tables += [(f"mitigation_{k + 1}_{metric}", t) for k, t in enumerate(mitigation_tables(g, metric))]
+    note = sample_note(g)
+    return [(name, with_sample_note(t, note)) for name, t in tables if t is not None]
+
+
+def group_tables(g: DatasetGroup, metric: str) -> list[Table]:
+    """The tables of :func:`named_tables`, without their names."""
+    return [t for _, t in named_tables(g, metric)]
 
 
 def markdown_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[FigureRef],
@@ -96,7 +122,7 @@ def markdown_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequen
             out += [f"### {f.caption}", "", f"![{f.caption}]({f.relpath})", ""]
         out += [markdown_table(t) for t in (tables[g.name] if tables is not None else group_tables(g, metric))]
         for run in g.runs:
-            out += [markdown_table(headline_table(g, run), heading="####")]
+            out += [markdown_table(with_sample_note(headline_table(g, run), sample_note(g)), heading="####")]
     out += [markdown_table(threshold_table(groups), heading="##"), markdown_table(provenance_table(groups), heading="##")]
     return "\n".join(out)
 
@@ -131,18 +157,36 @@ def html_table(t: Table, heading: str = "h3") -> str:
     parts += ["</tr></thead>", "<tbody>"]
     for i, row in enumerate(t.rows):
         cls = ' class="break"' if i in t.breaks and i > 0 else ""
-        parts.append(f"<tr{cls}>" + "".join(f'<td class="{a}">{_e(c)}</td>' for c, a in zip(row, t.align)) + "</tr>")
+        parts.append(f"<tr{cls}>" + "".join(
+            f'<td class="{a}">' + (f"<strong>{_e(c)}</strong>" if (i, j) in t.bold and c else _e(c)) + "</td>"
+            for j, (c, a) in enumerate(zip(row, t.align))) + "</tr>")
     parts += ["</tbody>", "</table>"]
     parts += [f'<p class="note">{_e(n)}</p>' for n in t.notes]
     return "\n".join(parts)
 
 
-def data_uri(png: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+def data_uri(data: bytes, mime: str = "image/png") -> str:
+    return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
+
+
+HTML_FIGURES = ("png", "svg")
+
+
+def svg_data_uri(svg: bytes) -> str:
+    """An SVG as a data URI without base64 (a third smaller): only what the URL or the HTML attribute would
+    misread is percent-encoded."""
+    return "data:image/svg+xml;charset=utf-8," + quote(svg.decode("utf-8"), safe=" <>/:=;,.-_'()!*+?@[]{}|~^$`\\")
+
+
+def _embedded(f: FigureRef, kind: str) -> str:
+    """The figure as a data URI: the 200-DPI PNG, or the SVG (vector, and several times smaller)."""
+    if kind == "svg" and f.svg:
+        return svg_data_uri(f.svg)
+    return data_uri(f.png)
 
 
 def html_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[FigureRef],
-                tables: Mapping[str, list] | None = None) -> str:
+                tables: Mapping[str, list] | None = None, figure_format: str = "png") -> str:
     def md_inline(s: str) -> str:  # the reading guide uses *emphasis* and **strong** only
         s = _e(s)
         s = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", s)
@@ -157,81 +201,14 @@ def html_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[F
         for note in missing_note(g):
             body.append(f'<p class="partial">Partial sweep — {_e(note)}</p>')
         for f in (f for f in figures if f.dataset == g.name):
-            body.append(f'<figure><img alt="{_e(f.caption)}" src="{data_uri(f.png)}">'
+            size = f' width="{f.width}"' if f.width else ""
+            body.append(f'<figure><img alt="{_e(f.caption)}"{size} src="{_embedded(f, figure_format)}">'
                         f"<figcaption>{_e(f.caption)}</figcaption></figure>")
         body += [html_table(t) for t in (tables[g.name] if tables is not None else group_tables(g, metric))]
         for run in g.runs:
             body.append(f"<details><summary>Headline metrics: {_e(run.label)}</summary>"
-                        f"{html_table(headline_table(g, run), heading='h4')}</details>")
+                        f"{html_table(with_sample_note(headline_table(g, run), sample_note(g)), heading='h4')}</details>")
     body += [html_table(threshold_table(groups), heading="h2"), html_table(provenance_table(groups), heading="h2")]
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>{_e(TITLE)}</title>\n<style>\n{_CSS}\n</style>\n</head>\n<body>\n"
             + "\n".join(body) + "\n</body>\n</html>\n")
-
-
-# --- LaTeX ---------------------------------------------------------------------------------------------------
-
-_LATEX_ESCAPES = {
-    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-    "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
-}
-
-
-def latex_escape(s: str) -> str:
-    """Escape LaTeX's special characters so any label or name typesets literally."""
-    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in s)
-
-
-def _label_key(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", s).strip("-") or "x"
-
-
-def latex_grid(group: DatasetGroup, metric: str) -> str:
-    """One booktabs table: a clean row, then one row per corruption/severity present, families separated by
-    ``\\midrule``; per model the metric and its relative drop in percent. Needs ``\\usepackage{booktabs}``."""
-    n_m = len(group.runs)
-    cols = "llr" + "rr" * n_m
-    lines = [
-        "\\begin{table}[t]",
-        "\\centering",
-        "\\small",
-        f"\\caption{{{latex_escape(group.name)}: {latex_escape(metric)} per condition and relative drop "
-        f"vs clean (\\%).}}",
-        f"\\label{{tab:aegis-{_label_key(group.name)}-{_label_key(metric)}}}",
-        f"\\begin{{tabular}}{{{cols}}}",
-        "\\toprule",
-        " & & " + "".join(f" & \\multicolumn{{2}}{{c}}{{{latex_escape(r.label)}}}" for r in group.runs) + " \\\\",
-        " ".join(f"\\cmidrule(lr){{{4 + 2 * j}-{5 + 2 * j}}}" for j in range(n_m)),
-        "Family & Corruption & Sev." + f" & {latex_escape(metric)} & $\\Delta$\\%" * n_m + " \\\\",
-        "\\midrule",
-    ]
-    last_family = None
-    for r in grid_rows(group, metric):
-        fam = r.family or "clean"
-        if last_family is not None and fam != last_family:
-            lines.append("\\midrule")
-        cells = []
-        for cell in r.cells:
-            if not cell.present:
-                cells += ["", ""]
-            else:
-                cells += [fmt_value(cell.value, metric), fmt_percent(cell.drop)]
-        first = fam != last_family
-        lines.append(" & ".join([latex_escape(fam) if first else "", latex_escape(r.corruption or "clean"),
-                                 str(r.severity)] + cells) + " \\\\")
-        last_family = fam
-    lines += ["\\bottomrule", "\\end{tabular}"]
-    notes = list(missing_note(group))
-    absent = absent_conditions(group)
-    if absent:
-        notes.append(f"No run has {', '.join(absent)}; those rows are omitted.")
-    if notes:
-        lines += ["\\par\\smallskip", "{\\footnotesize " + latex_escape(" ".join(notes)) + "}"]
-    lines.append("\\end{table}")
-    return "\n".join(lines) + "\n"
-
-
-def latex_report(groups: Sequence[DatasetGroup], metric: str) -> str:
-    head = ("% AegisBench main grid, written by `aegis report`. Requires \\usepackage{booktabs}.\n"
-            "% Empty cells: condition missing from that run; n/a: undefined value.\n")
-    return head + "\n".join(latex_grid(g, metric) for g in groups)

@@ -168,15 +168,80 @@ def confidence_interval(result: Mapping, condition: str, metric: str) -> tuple[f
     """The bootstrap percentile interval ``ci[metric]`` of a condition, or None when absent."""
     block = result["conditions"].get(condition)
     ci = block.get("ci") if block else None
-    if not isinstance(ci, dict):
-        return None
-    pair = ci.get(metric)
+    return _pair(ci.get(metric)) if isinstance(ci, dict) else None
+
+
+def _pair(pair: Any) -> tuple[float, float] | None:
     if not isinstance(pair, (list, tuple)) or len(pair) != 2:
         return None
     lo, hi = _number(pair[0]), _number(pair[1])
-    if lo is None or hi is None:
-        return None
-    return lo, hi
+    return None if lo is None or hi is None else (lo, hi)
+
+
+def drop_interval(result: Mapping, condition: str, metric: str) -> tuple[float, float] | None:
+    """The paired bootstrap interval ``ci_drop[metric]`` of a condition's relative drop, or None."""
+    block = result["conditions"].get(condition)
+    ci = block.get("ci_drop") if block else None
+    return _pair(ci.get(metric)) if isinstance(ci, dict) else None
+
+
+def summary_interval(result: Mapping, section: str, metric: str, key: str | None = None
+                     ) -> tuple[float, float] | None:
+    """``summary.ci[section][metric]`` (or ``summary.ci[section][key][metric]``), or None when absent."""
+    node = ((result.get("summary") or {}).get("ci") or {}).get(section)
+    if key is not None:
+        node = node.get(key) if isinstance(node, dict) else None
+    return _pair(node.get(metric)) if isinstance(node, dict) else None
+
+
+def false_alarm_record(result: Mapping, condition: str) -> Mapping[str, Any] | None:
+    """``false_alarm.conditions[condition]`` (exposure, rates and exact upper bounds), or None when absent."""
+    block = (result.get("false_alarm") or {}).get("conditions")
+    rec = block.get(condition) if isinstance(block, dict) else None
+    return rec if isinstance(rec, dict) else None
+
+
+def false_alarm_confidence(result: Mapping) -> float | None:
+    """One-sided confidence of the false-alarm upper bounds (``false_alarm.confidence``), or None."""
+    return _number((result.get("false_alarm") or {}).get("confidence"))
+
+
+@dataclass(frozen=True)
+class SampleSize:
+    """What a result's numbers rest on. Size bins, unit and B are None when the JSON does not say."""
+
+    n_images: int | None
+    n_gt: int | None
+    n_gt_small: int | None
+    n_gt_medium: int | None
+    n_gt_large: int | None
+    resampling_unit: str | None  # "image" or "cluster"
+    n_units: int | None
+    n_bootstrap: int | None
+    seed: int | None
+
+
+def _count(x: Any) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) and x >= 0 else None
+
+
+def sample_size(result: Mapping) -> SampleSize:
+    """The ``sample`` block; for files written before it, the clean (else first) condition's counts and the
+    provenance's bootstrap settings."""
+    s = result.get("sample")
+    if isinstance(s, dict):
+        unit = s.get("resampling_unit")
+        return SampleSize(*(_count(s.get(k)) for k in ("n_images", "n_gt", "n_gt_small", "n_gt_medium",
+                                                       "n_gt_large")),
+                          unit if unit in ("image", "cluster") else None, _count(s.get("n_units")),
+                          _count(s.get("n_bootstrap")), _count(s.get("seed")))
+    conds = result["conditions"]
+    block = conds.get("clean") or next(iter(conds.values()))
+    prov = result.get("provenance") if isinstance(result.get("provenance"), dict) else {}
+    n_images = _count(block.get("n_images"))
+    unit = None if "cluster_by" not in prov else ("image" if prov.get("cluster_by") is None else "cluster")
+    return SampleSize(n_images, _count(block.get("n_gt")), None, None, None, unit,
+                      n_images if unit == "image" else None, _count(prov.get("bootstrap")), _count(prov.get("seed")))
 
 
 def localization(result: Mapping, condition: str) -> tuple[float, int] | None:
@@ -347,7 +412,8 @@ def per_corruption_drop(group: DatasetGroup, run: Run, metric: str) -> dict[str,
 
 @dataclass(frozen=True)
 class RobustnessSummary:
-    """Clean value, mPC (mean over present corrupted conditions), rPC = mPC / clean, mean relative drop."""
+    """Clean value, mPC (mean over present corrupted conditions), rPC = mPC / clean, mean relative drop, and
+    their bootstrap intervals (None when the JSON has none: ``ci`` of clean, ``summary.ci`` of the rest)."""
 
     clean: float | None
     mpc: float | None
@@ -355,6 +421,10 @@ class RobustnessSummary:
     mean_rel_drop: float | None
     n_corrupted: int
     n_missing: int
+    clean_ci: tuple[float, float] | None = None
+    mpc_ci: tuple[float, float] | None = None
+    rpc_ci: tuple[float, float] | None = None
+    mean_rel_drop_ci: tuple[float, float] | None = None
 
 
 def robustness_summary(group: DatasetGroup, run: Run, metric: str) -> RobustnessSummary:
@@ -370,4 +440,13 @@ def robustness_summary(group: DatasetGroup, run: Run, metric: str) -> Robustness
     mrd = summary_value(run.result, "mean_rel_drop", metric)
     if mrd is None:
         mrd = _mean([relative_drop(run.result, c, metric) for c in corrupted])
-    return RobustnessSummary(clean, mpc, rpc, mrd, len(corrupted), len(group.missing(run)))
+    r = run.result
+    return RobustnessSummary(clean, mpc, rpc, mrd, len(corrupted), len(group.missing(run)),
+                             confidence_interval(r, "clean", metric) if run.has("clean") else None,
+                             summary_interval(r, "mpc", metric), summary_interval(r, "rpc", metric),
+                             summary_interval(r, "mean_rel_drop", metric))
+
+
+def family_drop_interval(run: Run, family: str, metric: str) -> tuple[float, float] | None:
+    """``summary.ci.per_family[family][metric]``: the interval of the family's mean relative drop."""
+    return summary_interval(run.result, "per_family", metric, key=family)

@@ -14,13 +14,21 @@ from aegis_data.config import condition_id
 from aegis_eval.report.results import (
     DatasetGroup,
     Run,
+    SampleSize,
     confidence_interval,
+    drop_interval,
+    false_alarm_confidence,
+    false_alarm_record,
+    family_drop_interval,
     metric_value,
     per_corruption_drop,
     per_family_drop,
     relative_drop,
     robustness_summary,
+    sample_size,
+    summary_interval,
 )
+from aegis_eval.result_keys import LOWER_IS_BETTER
 
 MISSING = ""
 UNDEFINED = "n/a"
@@ -41,6 +49,7 @@ class Table:
     align: tuple[str, ...]
     breaks: tuple[int, ...] = ()
     notes: tuple[str, ...] = ()
+    bold: frozenset[tuple[int, int]] = frozenset()  # (row, column) cells that hold the best value of a column
 
 
 def fmt_value(v: float | None, metric: str = "") -> str:
@@ -57,12 +66,60 @@ def fmt_ci(ci: tuple[float, float] | None, metric: str) -> str:
     return "" if ci is None else f" [{fmt_value(ci[0], metric)}, {fmt_value(ci[1], metric)}]"
 
 
+def fmt_value_ci(v: float | None, ci: tuple[float, float] | None, metric: str = "") -> str:
+    """``0.412 [0.371, 0.455]``; the bracket only when the value and its interval exist."""
+    return fmt_value(v, metric) + (fmt_ci(ci, metric) if v is not None else "")
+
+
+def fmt_percent_ci(v: float | None, ci: tuple[float, float] | None) -> str:
+    """A relative drop in percent with its interval: ``23.6 [19.0, 28.1]``."""
+    if v is None or ci is None:
+        return fmt_percent(v)
+    return f"{fmt_percent(v)} [{fmt_percent(ci[0])}, {fmt_percent(ci[1])}]"
+
+
+def _thousands(n: int | None) -> str:
+    return "?" if n is None else f"{n:,}"
+
+
+def _sample_phrase(s: SampleSize) -> str:
+    bins = (s.n_gt_small, s.n_gt_medium, s.n_gt_large)
+    text = f"{_thousands(s.n_images)} images, {_thousands(s.n_gt)} GT boxes"
+    if all(b is not None for b in bins):
+        text += f" (small {_thousands(bins[0])}, medium {_thousands(bins[1])}, large {_thousands(bins[2])})"
+    return text
+
+
+def _bootstrap_phrase(s: SampleSize) -> str:
+    if s.n_bootstrap is None:
+        return "bootstrap settings not recorded"
+    if s.n_bootstrap == 1:
+        return "no bootstrap (B = 1: intervals collapse to the point value)"
+    unit = {"image": "images", "cluster": "clusters of images"}.get(s.resampling_unit or "", "images")
+    units = f"{_thousands(s.n_units)} " if s.n_units is not None else ""
+    seed = f", seed {s.seed}" if s.seed is not None else ""
+    return f"B = {s.n_bootstrap:,} bootstrap resamples of {units}{unit}{seed}"
+
+
+def sample_note(group: DatasetGroup) -> str:
+    """One sentence stating what the group's numbers rest on: images, GT boxes (per size bin), conditions,
+    models, and how the intervals were resampled; per model when the runs differ."""
+    sizes = [sample_size(run.result) for run in group.runs]
+    n_models = len(group.runs)
+    head = (f"n: {len(group.present_conditions)} conditions, {n_models} model{'s' if n_models != 1 else ''}; ")
+    if all(s == sizes[0] for s in sizes):
+        return head + f"{_sample_phrase(sizes[0])} per condition; {_bootstrap_phrase(sizes[0])}."
+    parts = [f"{run.label}: {_sample_phrase(s)}, {_bootstrap_phrase(s)}" for run, s in zip(group.runs, sizes)]
+    return head + "; ".join(parts) + "."
+
+
 @dataclass(frozen=True)
 class GridCell:
     present: bool
     value: float | None
     drop: float | None
     ci: tuple[float, float] | None
+    drop_ci: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +145,8 @@ def grid_rows(group: DatasetGroup, metric: str) -> list[GridRow]:
             continue
         cells = tuple(
             GridCell(run.has(cond), metric_value(run.result, cond, metric), relative_drop(run.result, cond, metric),
-                     confidence_interval(run.result, cond, metric))
+                     confidence_interval(run.result, cond, metric),
+                     drop_interval(run.result, cond, metric) if cond != "clean" else None)
             for run in group.runs
         )
         rows.append(GridRow(cond, fam, corr, sev, cells))
@@ -129,35 +187,84 @@ def grid_table(group: DatasetGroup, metric: str, with_ci: bool = True) -> Table:
             if not cell.present:
                 row += [MISSING, MISSING]
                 continue
-            row.append(fmt_value(cell.value, metric) + (fmt_ci(cell.ci, metric) if with_ci else ""))
-            row.append(fmt_percent(cell.drop))
+            row.append(fmt_value_ci(cell.value, cell.ci if with_ci else None, metric))
+            row.append(fmt_percent_ci(cell.drop, cell.drop_ci if with_ci else None))
         rows.append(tuple(row))
     notes = list(missing_note(group))
     absent = absent_conditions(group)
     if absent:
         notes.append(f"No run has {', '.join(absent)}; those rows are omitted.")
     if with_ci and any(c.ci for r in grid_rows(group, metric) for c in r.cells):
-        notes.append("Brackets: percentile 95% bootstrap interval.")
+        notes.append("Brackets: percentile 95% bootstrap interval; for the drop, paired with clean over the same "
+                     "resamples.")
     return Table(f"{group.name}: {metric} per condition", tuple(header), tuple(rows),
                  ("l", "l", "r") + ("r",) * (2 * len(group.runs)), tuple(breaks), tuple(notes))
 
 
 def summary_table(group: DatasetGroup, metric: str) -> Table:
-    """mPC (mean over corrupted conditions), rPC = mPC / clean, mean relative drop, coverage."""
+    """Clean value, mPC (mean over corrupted conditions), rPC = mPC / clean, mean relative drop (each with its
+    bootstrap interval when the JSON has one) and coverage."""
     rows = []
-    notes = ["mPC: mean over the corrupted conditions present; rPC = mPC / clean."]
+    notes = ["mPC: mean over the corrupted conditions present; rPC = mPC / clean. Brackets: percentile 95% "
+             "bootstrap intervals, every summary recomputed in each resample."]
     if any(group.missing(run) for run in group.runs):
         notes.append("A partial sweep's mPC averages only the conditions it has; compare it with a full sweep "
                      "only on those conditions (see the per-condition table).")
     for run in group.runs:
         s = robustness_summary(group, run, metric)
-        rows.append((run.label, fmt_value(s.clean, metric), fmt_value(s.mpc, metric),
-                     UNDEFINED if s.rpc is None else f"{s.rpc:.3f}", fmt_percent(s.mean_rel_drop),
+        rows.append((run.label, fmt_value_ci(s.clean, s.clean_ci, metric), fmt_value_ci(s.mpc, s.mpc_ci, metric),
+                     fmt_value_ci(s.rpc, s.rpc_ci), fmt_percent_ci(s.mean_rel_drop, s.mean_rel_drop_ci),
                      f"{s.n_corrupted}/{len(group.grid_conditions)}"))
     return Table(f"{group.name}: robustness summary ({metric})",
                  ("model", f"clean {metric}", "mPC", "rPC", "mean drop %", "corrupted conditions"),
                  tuple(rows), ("l", "r", "r", "r", "r", "r"),
                  notes=tuple(notes))
+
+
+def summary_metrics(metric: str) -> tuple[str, ...]:
+    """The metrics of the cross-model summary: AP50 and the report metric (recall by default)."""
+    return tuple(dict.fromkeys(("map50", metric)))
+
+
+def _best_cells(values: Sequence[Sequence[float | None]], lower_is_better: Sequence[bool], first_col: int
+                ) -> frozenset[tuple[int, int]]:
+    """(row, column) of the best value of every column (all tied ones), only with two or more rows."""
+    if len(values) < 2:
+        return frozenset()
+    best = set()
+    for j, lower in enumerate(lower_is_better):
+        col = [(round(row[j], 3), i) for i, row in enumerate(values) if row[j] is not None]
+        if len(col) < 2:
+            continue
+        target = (min if lower else max)(v for v, _ in col)
+        best |= {(i, first_col + j) for v, i in col if v == target}
+    return frozenset(best)
+
+
+def model_summary_table(group: DatasetGroup, metric: str) -> Table:
+    """The table a paper prints: per model clean value, mPC and rPC of AP50 and of the report metric, each with
+    its bootstrap interval; the best value of each column in bold (markers in ``Table.bold``)."""
+    metrics = summary_metrics(metric)
+    header = ["model"]
+    for m in metrics:
+        header += [f"clean {m}", f"mPC {m}", f"rPC {m}"]
+    rows, raw = [], []
+    for run in group.runs:
+        row, vals = [run.label], []
+        for m in metrics:
+            s = robustness_summary(group, run, m)
+            row += [fmt_value_ci(s.clean, s.clean_ci, m), fmt_value_ci(s.mpc, s.mpc_ci, m), fmt_value_ci(s.rpc, s.rpc_ci)]
+            vals += [s.clean, s.mpc, s.rpc]
+        rows.append(tuple(row))
+        raw.append(vals)
+    lower = [m in LOWER_IS_BETTER for m in metrics for _ in range(3)]
+    notes = ["Best value per column in bold. Brackets: percentile 95% bootstrap intervals (clean: of the clean "
+             "value; mPC and rPC: recomputed in each resample). mPC: mean over the corrupted conditions present; "
+             "rPC = mPC / clean."]
+    if any(group.missing(run) for run in group.runs):
+        notes.append("A partial sweep's mPC and rPC average only the conditions it has.")
+    return Table(f"{group.name}: summary across models", tuple(header), tuple(rows),
+                 ("l",) + ("r",) * (len(header) - 1), notes=tuple(notes), bold=_best_cells(raw, lower, 1))
 
 
 # The ranking table's interval: models resampled this many times with a fixed seed, so a report is reproducible.
@@ -199,19 +306,24 @@ def family_table(group: DatasetGroup, metric: str) -> Table:
     for run in group.runs:
         d = per_family_drop(group, run, metric)
         rows.append((run.label,) + tuple(
-            fmt_percent(d[f]) if _has_any(group, run, group.family_members(f)) else MISSING for f in fams))
+            fmt_percent_ci(d[f], family_drop_interval(run, f, metric))
+            if _has_any(group, run, group.family_members(f)) else MISSING for f in fams))
     return Table(f"{group.name}: mean relative drop of {metric} per family (%)", ("model",) + fams, tuple(rows),
-                 ("l",) + ("r",) * len(fams))
+                 ("l",) + ("r",) * len(fams),
+                 notes=("Brackets: percentile 95% bootstrap interval of the family mean, over the same resamples "
+                        "as every other interval.",))
 
 
 def corruption_table(group: DatasetGroup, metric: str) -> Table:
     """Mean relative drop (%) over each corruption's severities; rows = corruptions, columns = models."""
     drops = [per_corruption_drop(group, run, metric) for run in group.runs]
-    rows = tuple((group.families[c], c) + tuple(fmt_percent(d[c]) if _has_any(group, run, (c,)) else MISSING
-                                                for d, run in zip(drops, group.runs))
-                 for c in group.corruptions)
+    rows = tuple((group.families[c], c) + tuple(
+        fmt_percent_ci(d[c], summary_interval(run.result, "per_corruption", metric, key=c))
+        if _has_any(group, run, (c,)) else MISSING for d, run in zip(drops, group.runs))
+        for c in group.corruptions)
     return Table(f"{group.name}: mean relative drop of {metric} per corruption (%)",
-                 ("family", "corruption") + group.labels, rows, ("l", "l") + ("r",) * len(group.runs))
+                 ("family", "corruption") + group.labels, rows, ("l", "l") + ("r",) * len(group.runs),
+                 notes=("Brackets: percentile 95% bootstrap interval of the mean over the corruption's severities.",))
 
 
 def headline_table(group: DatasetGroup, run: Run) -> Table:
@@ -225,6 +337,60 @@ def headline_table(group: DatasetGroup, run: Run) -> Table:
         rows.append((cond,) + tuple(fmt_value(metric_value(run.result, cond, m), m) for m in HEADLINE_METRICS) + counts)
     return Table(f"{group.name} / {run.label}: headline metrics", ("condition",) + HEADLINE_METRICS + ("tp", "fp", "fn"),
                  tuple(rows), ("l",) + ("r",) * (len(HEADLINE_METRICS) + 3))
+
+
+def _with_upper(rec: Any, key: str, fmt) -> str:
+    """``1.97 (≤ 2.22)``: a false-alarm rate and its exact upper bound (``n/a`` when the rate is undefined)."""
+    v, up = (rec.get(key), rec.get(f"{key}_upper")) if isinstance(rec, dict) else (None, None)
+    if not isinstance(v, (int, float)):
+        return UNDEFINED
+    return fmt(v) + (f" (≤ {fmt(up)})" if isinstance(up, (int, float)) else "")
+
+
+# (key, column name, format): FP per megapixel is small on large frames, so it keeps three significant digits.
+_FALSE_ALARM_COLUMNS = (("fp_per_image", "FP/image", lambda x: f"{x:.2f}"),
+                        ("fp_per_megapixel", "FP/MP", lambda x: f"{x:.3g}"),
+                        ("false_alarm_image_share", "images with a false alarm %", fmt_percent))
+
+
+def risk_rule_note(group: DatasetGroup) -> tuple[str, ...]:
+    """One sentence per run whose threshold was frozen by a false-alarm risk rule (``fp_per_image<=A``)."""
+    notes = []
+    for run in group.runs:
+        t = run.result.get("threshold") or {}
+        rule = t.get("rule")
+        if isinstance(rule, str) and "<=" in rule:
+            value = t.get("value")
+            at = f" {value:g}" if isinstance(value, (int, float)) else ""
+            notes.append(f"{run.label}: threshold{at} frozen by the risk rule {rule} — the lowest threshold whose "
+                         "exact upper bound on clean validation stays within the budget.")
+    return tuple(notes)
+
+
+def false_alarm_table(group: DatasetGroup) -> Table | None:
+    """Per condition and model: FP per image, FP per megapixel and the share of images with a false alarm, each
+    with its exact one-sided upper bound (the score's ``false_alarm`` block); None when no run has one."""
+    conds = [c for c in group.present_conditions
+             if any(false_alarm_record(r.result, c) is not None for r in group.runs)]
+    if not conds:
+        return None
+    header = ["condition"]
+    for run in group.runs:
+        header += [f"{run.label} {name}" for _, name, _ in _FALSE_ALARM_COLUMNS]
+    rows = []
+    for c in conds:
+        row = [c]
+        for run in group.runs:
+            rec = false_alarm_record(run.result, c)
+            row += [MISSING if rec is None else _with_upper(rec, key, fmt) for key, _, fmt in _FALSE_ALARM_COLUMNS]
+        rows.append(tuple(row))
+    conf = next((v for r in group.runs if (v := false_alarm_confidence(r.result)) is not None), None)
+    level = f"{100 * conf:.0f}% " if conf is not None else ""
+    notes = (f"(≤ x): exact one-sided {level}upper bound — Garwood (Poisson) on the false-positive count over "
+             "the images or megapixels, Clopper–Pearson on the number of images with at least one false alarm.",
+             *risk_rule_note(group))
+    return Table(f"{group.name}: false alarms at the frozen threshold", tuple(header), tuple(rows),
+                 ("l",) + ("r",) * (len(header) - 1), notes=notes)
 
 
 def _get(d: Any, *keys: str) -> Any:

@@ -33,8 +33,9 @@ THRESHOLD_FILE = "threshold.json"
 
 def freeze_or_reuse_threshold(val_preds: Path, split_dir: Path, path: Path, *, rule: str = DEFAULT_RULE,
                               force: bool = False) -> tuple[float, str]:
-    """Return (threshold, "frozen" | "reused"). An existing file is reused only if it was frozen on these
-    exact validation predictions and GT with the same rule; otherwise AegisError unless ``force``."""
+    """Return (threshold, status): "frozen" or "reused", followed by the file's warnings (e.g. a threshold on
+    the edge of the grid), so the progress line names them. An existing file is reused only if it was frozen
+    on these exact validation predictions and GT with the same rule; otherwise AegisError unless ``force``."""
     gt_file = annotation_path(split_dir, "val")
     if path.is_file() and not force:
         value, info = read_threshold_file(path)
@@ -43,11 +44,16 @@ def freeze_or_reuse_threshold(val_preds: Path, split_dir: Path, path: Path, *, r
         if recorded_preds != file_sha256(val_preds) or recorded_gt != file_sha256(gt_file) or info.get("rule") != rule:
             raise AegisError(f"{path} was frozen on different inputs (validation predictions, GT or rule differ); "
                              f"keep it by restoring those inputs, or pass --force to freeze a new threshold")
-        return value, "reused"
+        return value, _status("reused", info.get("warnings"))
     gt = load_ground_truth(split_dir, "val")
     frozen = freeze_threshold(gt, load_predictions(val_preds, gt), rule=rule)
     write_threshold_file(frozen, path, val_preds, split_dir, split="val")
-    return frozen.value, "frozen"
+    return frozen.value, _status("frozen", frozen.warnings)
+
+
+def _status(how: str, warnings) -> str:
+    notes = [str(w) for w in warnings or ()]
+    return how + "".join(f"; warning: {w}" for w in notes)
 
 
 def run_sweep(settings: PredictSettings, split_dir: str | Path, results_dir: str | Path, *,

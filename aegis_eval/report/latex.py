@@ -1,0 +1,164 @@
+"""LaTeX output of the report: booktabs tables a paper can ``\\input`` as they are, and a standalone report.tex.
+
+Every table is one file (``tables/<dataset>_<name>.tex``) holding one ``table`` float; the tables need
+``\\usepackage{booktabs}`` and ``\\usepackage{graphicx}`` (wide tables shrink to the line width with
+``\\resizebox``, never grow). ``report.tex`` is a complete ``article`` that inputs every table and includes the
+PDF figures; it compiles with pdflatex from texlive-latex-base plus booktabs. Everything returns strings;
+``build`` writes them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from aegis_eval.report.results import DatasetGroup
+from aegis_eval.report.tables import (
+    Table,
+    absent_conditions,
+    fmt_percent_ci,
+    fmt_value_ci,
+    grid_rows,
+    missing_note,
+    sample_note,
+)
+
+_LATEX_ESCAPES = {
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+    "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
+    # Characters the tables and notes use beyond ASCII: pdflatex's default input encoding has no glyph for them.
+    "≤": r"$\leq$", "≥": r"$\geq$", "τ": r"$\tau$", "Δ": r"$\Delta$", "−": r"$-$", "–": "--", "—": "---",
+    "…": r"\dots{}", "×": r"$\times$", "·": r"$\cdot$", "∝": r"$\propto$", "²": r"\textsuperscript{2}",
+    "é": r"\'e", "ö": r"\"o", "ü": r"\"u",
+}
+
+
+def latex_escape(s: str) -> str:
+    """Escape LaTeX's special characters so any label or name typesets literally; the few non-ASCII
+    characters the report writes become their LaTeX commands, any other one a ``?``."""
+    return "".join(_LATEX_ESCAPES.get(ch, ch if ord(ch) < 128 else "?") for ch in s)
+
+
+def label_key(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", s).strip("-") or "x"
+
+
+# Shrink a tabular to the line width only when it is wider (graphicx's \resizebox measures it as \width).
+_FIT_OPEN = r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%"
+
+
+def _float(caption: str, label: str, tabular: list[str], notes: Sequence[str]) -> str:
+    lines = ["\\begin{table}[!htbp]", "\\centering", "\\small", f"\\caption{{{caption}}}", f"\\label{{{label}}}",
+             _FIT_OPEN, *tabular, "}"]
+    if notes:
+        lines += ["\\par\\smallskip", "\\parbox{\\linewidth}{\\footnotesize "
+                  + latex_escape(" ".join(notes)) + "}"]
+    lines.append("\\end{table}")
+    return "\n".join(lines) + "\n"
+
+
+def latex_table(t: Table, label: str) -> str:
+    """A ``Table`` as one booktabs float: bold cells as ``\\textbf``, family breaks as ``\\midrule``, notes in
+    a footnote-size paragraph under the tabular."""
+    tabular = [f"\\begin{{tabular}}{{{''.join(t.align)}}}", "\\toprule",
+               " & ".join(latex_escape(h) for h in t.header) + " \\\\", "\\midrule"]
+    for i, row in enumerate(t.rows):
+        if i in t.breaks and i > 0:
+            tabular.append("\\midrule")
+        cells = [f"\\textbf{{{latex_escape(c)}}}" if (i, j) in t.bold and c else latex_escape(c)
+                 for j, c in enumerate(row)]
+        tabular.append(" & ".join(cells) + " \\\\")
+    tabular += ["\\bottomrule", "\\end{tabular}"]
+    return _float(latex_escape(t.title) + ".", label, tabular, t.notes)
+
+
+def latex_grid(group: DatasetGroup, metric: str) -> str:
+    """The per-condition grid: a clean row, then one row per corruption/severity present, families separated
+    by ``\\midrule``; per model the metric and its relative drop in percent, each with its interval."""
+    n_m = len(group.runs)
+    tabular = [
+        f"\\begin{{tabular}}{{llr{'rr' * n_m}}}",
+        "\\toprule",
+        " & & " + "".join(f" & \\multicolumn{{2}}{{c}}{{{latex_escape(r.label)}}}" for r in group.runs) + " \\\\",
+        " ".join(f"\\cmidrule(lr){{{4 + 2 * j}-{5 + 2 * j}}}" for j in range(n_m)),
+        "Family & Corruption & Sev." + f" & {latex_escape(metric)} & $\\Delta$\\%" * n_m + " \\\\",
+        "\\midrule",
+    ]
+    last_family = None
+    for r in grid_rows(group, metric):
+        fam = r.family or "clean"
+        if last_family is not None and fam != last_family:
+            tabular.append("\\midrule")
+        cells = []
+        for cell in r.cells:
+            if not cell.present:
+                cells += ["", ""]
+            else:
+                cells += [fmt_value_ci(cell.value, cell.ci, metric), latex_escape(fmt_percent_ci(cell.drop, cell.drop_ci))]
+        first = fam != last_family
+        tabular.append(" & ".join([latex_escape(fam) if first else "", latex_escape(r.corruption or "clean"),
+                                   str(r.severity)] + cells) + " \\\\")
+        last_family = fam
+    tabular += ["\\bottomrule", "\\end{tabular}"]
+    notes = list(missing_note(group))
+    absent = absent_conditions(group)
+    if absent:
+        notes.append(f"No run has {', '.join(absent)}; those rows are omitted.")
+    notes += ["Brackets: percentile 95% bootstrap intervals; drops paired with clean over the same resamples.",
+              sample_note(group)]
+    caption = (f"{latex_escape(group.name)}: {latex_escape(metric)} per condition and relative drop vs clean "
+               f"(\\%).")
+    return _float(caption, f"tab:aegis-{label_key(group.name)}-{label_key(metric)}", tabular, notes)
+
+
+def latex_grid_file(groups: Sequence[DatasetGroup], metric: str) -> str:
+    """report_table.tex: the per-condition grid of ``metric`` for every dataset."""
+    head = ("% AegisBench main grid, written by `aegis report`. Requires \\usepackage{booktabs} and "
+            "\\usepackage{graphicx}.\n% Empty cells: condition missing from that run; n/a: undefined value.\n")
+    return head + "\n".join(latex_grid(g, metric) for g in groups)
+
+
+_FLOATS_PER_PAGE = 4
+
+
+@dataclass(frozen=True)
+class LatexFigure:
+    """A figure for report.tex: its PDF path relative to the report folder and its caption."""
+
+    pdf: str
+    caption: str
+
+
+def latex_document(title: str, sections: Sequence[tuple[str, Sequence[LatexFigure], Sequence[str]]],
+                   preamble_notes: Sequence[str]) -> str:
+    """A standalone article: per dataset a section with its figures and the ``\\input`` of each table file.
+
+    sections: (dataset name, figures, table files relative to the report folder)."""
+    lines = [
+        "% Written by `aegis report`; compile with `pdflatex report.tex` in this folder.",
+        "\\documentclass[10pt]{article}",
+        "\\usepackage[T1]{fontenc}",
+        "\\usepackage{booktabs}",
+        "\\usepackage{graphicx}",
+        "\\setlength{\\textwidth}{16cm}\\setlength{\\oddsidemargin}{0cm}\\setlength{\\evensidemargin}{0cm}",
+        "\\setlength{\\textheight}{23cm}\\setlength{\\topmargin}{-1.5cm}",
+        f"\\title{{{latex_escape(title)}}}",
+        "\\author{}",
+        "\\date{}",
+        "\\begin{document}",
+        "\\maketitle",
+    ]
+    lines += [latex_escape(n) + "\n" for n in preamble_notes]
+    for name, figures, tables in sections:
+        lines.append(f"\\section{{{latex_escape(name)}}}")
+        for f in figures:
+            lines += ["\\begin{figure}[!htbp]", "\\centering",
+                      f"\\includegraphics[width=\\linewidth]{{{f.pdf}}}",
+                      f"\\caption{{{latex_escape(f.caption)}}}", "\\end{figure}"]
+        lines.append("\\clearpage")
+        for k, t in enumerate(tables):  # a page break every few floats keeps LaTeX's float queue short
+            lines.append(f"\\input{{{t}}}" + ("\n\\clearpage" if k % _FLOATS_PER_PAGE == _FLOATS_PER_PAGE - 1 else ""))
+        lines.append("\\clearpage")
+    lines.append("\\end{document}")
+    return "\n".join(lines) + "\n"
