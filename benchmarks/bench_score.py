@@ -50,7 +50,7 @@ def make_condition(n_images: int, n_gt: int, n_dets: int, key: int) -> tuple[Gro
     h = w * rng.uniform(0.6, 1.6, g)
     gt_boxes = np.column_stack([rng.uniform(0, 1800, g), rng.uniform(0, 1000, g), w, h])
     gt = GroundTruth(image_ids=np.arange(1, n_images + 1, dtype=np.int64),
-                     file_names=tuple(f"{i:06d}.png" for i in range(n_images)),
+                     file_names=tuple(f"frame_{i:06d}.png" for i in range(n_images)),
                      widths=np.full(n_images, 2000), heights=np.full(n_images, 1200), box_image=box_image,
                      boxes=gt_boxes, areas=w * h, iscrowd=np.zeros(g, bool), ann_ids=np.arange(1, g + 1))
     d = n_images * n_dets
