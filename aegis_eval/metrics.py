@@ -138,8 +138,10 @@ def _segment_starts(sorted_keys: np.ndarray, n_groups: int) -> np.ndarray:
 
 
 def _candidate_pairs(gt: GroundTruth, gt_order: np.ndarray, gt_start: np.ndarray, det_boxes: np.ndarray,
-                     det_start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All (kept detection, GT of the same image) pairs whose IoU reaches the lowest IoU threshold.
+                     det_start: np.ndarray, floor: float = float(IOU_THRESHOLDS.min())
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All (kept detection, GT of the same image) pairs whose IoU reaches ``floor`` (by default the lowest IoU
+    threshold); for a crowd GT the IoU is the intersection over the detection's area.
 
     Images are processed in chunks as padded (images, detections, GT) blocks, sorted by GT count so that
     padding stays small. Returns (det row, GT index into gt arrays, IoU).
@@ -160,7 +162,6 @@ def _candidate_pairs(gt: GroundTruth, gt_order: np.ndarray, gt_start: np.ndarray
     g_x1, g_y1 = g_boxes[:, 2] + g_x0, g_boxes[:, 3] + g_y0
     g_area = g_boxes[:, 2] * g_boxes[:, 3]
     g_crowd = np.asarray(gt.iscrowd, bool)[gt_order]
-    floor = IOU_THRESHOLDS.min()
     d_max = int(n_det_img.max())
     out_d, out_g, out_iou = [], [], []
     lo, n = 0, len(imgs_sorted)
