@@ -175,17 +175,19 @@ def _candidate_pairs(gt: GroundTruth, gt_order: np.ndarray, gt_start: np.ndarray
         d_idx = np.where(d_valid, det_start[imgs][:, None] + np.arange(d_valid.shape[1]), 0)[:, :, None]
         g_idx = np.where(g_valid, gt_start[imgs][:, None] + np.arange(g_valid.shape[1]), 0)[:, None, :]
         w = np.minimum(d_x1[d_idx], g_x1[g_idx]) - np.maximum(d_x0[d_idx], g_x0[g_idx])
-        h = np.minimum(d_y1[d_idx], g_y1[g_idx]) - np.maximum(d_y0[d_idx], g_y0[g_idx])
+        # Most pairs do not even overlap in x: the rest of the IoU is computed for those that do.
+        c, i, j = np.nonzero((w > 0) & d_valid[:, :, None] & g_valid[:, None, :])
+        d_row, g_row, w = d_idx[c, i, 0], g_idx[c, 0, j], w[c, i, j]
+        h = np.minimum(d_y1[d_row], g_y1[g_row]) - np.maximum(d_y0[d_row], g_y0[g_row])
         inter = w * h
-        da = d_area[d_idx]
-        union = np.where(g_crowd[g_idx], da, da + g_area[g_idx] - inter)
+        da = d_area[d_row]
+        union = np.where(g_crowd[g_row], da, da + g_area[g_row] - inter)
         with np.errstate(divide="ignore", invalid="ignore"):
             iou = inter / union
-        keep = (w > 0) & (h > 0) & (iou >= floor) & d_valid[:, :, None] & g_valid[:, None, :]
-        c, i, j = np.nonzero(keep)
-        out_d.append(d_idx[c, i, 0])
-        out_g.append(gt_order[g_idx[c, 0, j]])
-        out_iou.append(iou[c, i, j])
+        keep = (h > 0) & (iou >= floor)
+        out_d.append(d_row[keep])
+        out_g.append(gt_order[g_row[keep]])
+        out_iou.append(iou[keep])
         lo = hi
     return np.concatenate(out_d), np.concatenate(out_g), np.concatenate(out_iou)
 
