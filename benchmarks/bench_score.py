@@ -302,7 +302,7 @@ def whole_process(args) -> int:
         f"AP: the six values of the score JSON vs pycocotools, max |difference| {diff:.1e} (must be ≤ 1e-12).",
     ]
     if len(repos) > 1:
-        lines.append(f"Baseline checkout `{args.baseline_repo}`: score JSON "
+        lines.append(f"Baseline: {args.baseline_label or '`' + str(args.baseline_repo) + '`'}; its score JSON "
                      + ("identical" if all(same_json.values()) else "**different**")
                      + " apart from " + ", ".join(VOLATILE) + ".")
     lines += [
@@ -336,6 +336,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="--whole-process: timed rounds (medians reported)")
     ap.add_argument("--baseline-repo", type=Path,
                     help="--whole-process: also time the `aegis score` of this checkout (e.g. the code before)")
+    ap.add_argument("--baseline-label", help="--whole-process: how the report names the baseline checkout")
     args = ap.parse_args(argv)
     if args.whole_process:
         return whole_process(args)
