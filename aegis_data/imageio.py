@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-import cv2
 import numpy as np
 
 from aegis_data.errors import AegisError
@@ -83,6 +82,8 @@ def decode_image_bytes(data: bytes, *, what: str = "<bytes>", max_pixels: int = 
             f"{max_pixels:,} (raise --max-pixels if this is intended)"
         )
     buf = np.frombuffer(data, dtype=np.uint8)
+    import cv2  # on first decode: writers and checksums (what scoring uses) run without OpenCV
+
     decoded = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED | cv2.IMREAD_IGNORE_ORIENTATION)
     rgb = _to_rgb(decoded, what)
     if rgb.shape[0] * rgb.shape[1] > max_pixels:
@@ -268,3 +269,12 @@ def file_sha256(path: str | Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def __getattr__(name: str):
+    """``imageio.cv2``: OpenCV, imported on first use (tests patch its decoder through this name)."""
+    if name == "cv2":
+        import cv2
+
+        return cv2
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

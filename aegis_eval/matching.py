@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from aegis_data.errors import AegisError
-from aegis_eval.metrics import _segment_starts, box_iou_coco
+from aegis_eval.metrics import _candidate_pairs, _segment_starts, box_iou_coco
 from aegis_eval.types import Detections, GroundTruth
 
 SMALL_MAX_AREA = 32.0**2
@@ -198,40 +198,57 @@ def match_at_threshold(gt: GroundTruth, dets: Detections, threshold: float, iou:
     gt_order = np.argsort(gt.box_image, kind="stable")  # GT boxes of an image, in loaded order
     g_bounds = _segment_starts(gt.box_image[gt_order], n_img)
     crowd = np.asarray(gt.iscrowd, dtype=bool)
-
-    for i in range(n_img):
-        if d_bounds[i] == d_bounds[i + 1] or g_bounds[i] == g_bounds[i + 1]:
-            continue
-        di = order[d_bounds[i]:d_bounds[i + 1]]
-        gi = gt_order[g_bounds[i]:g_bounds[i + 1]]
-        g_real = gi[~crowd[gi]]
-        g_crowd = gi[crowd[gi]]
-        if len(g_real):
-            ious = box_iou_xywh(dets.boxes[di], gt.boxes[g_real])
-            free = np.ones(len(g_real), dtype=bool)
-            # Only detections with some candidate IoU >= iou can match; the rest are skipped quickly.
-            for r in np.flatnonzero((ious >= iou).any(axis=1)):
-                row = np.where(free & (ious[r] >= iou), ious[r], -1.0)
-                c = int(np.argmax(row))  # first maximum -> lowest GT index on IoU ties
-                if row[c] < 0:
-                    continue
-                free[c] = False
-                d, g = int(di[r]), int(g_real[c])
-                is_tp[d] = True
-                matched_gt[d] = g
-                matched_iou[d] = row[c]
-                gt_matched_det[g] = d
-                gt_matched_iou[g] = row[c]
-                if not free.any():
-                    break
-        if len(g_crowd):
-            rest = di[~is_tp[di]]
-            if len(rest):
-                ignored[rest] = (box_iou_xywh(dets.boxes[rest], gt.boxes[g_crowd], crowd=True) >= iou).any(axis=1)
+    # Every (kept detection, GT) pair of an image that reaches ``iou``: only these can match or be ignored.
+    boxes = np.asarray(dets.boxes, dtype=np.float64)[order]
+    pair_row, pair_gt, pair_iou = _candidate_pairs(gt, gt_order, g_bounds, boxes, d_bounds, floor=iou)
+    rank = np.arange(len(order)) - d_bounds[dets.det_image[order]]
+    regular = ~crowd[pair_gt]
+    row_gt, row_iou = _greedy_by_rank(pair_row[regular], pair_gt[regular], pair_iou[regular], rank, n_gt_boxes)
+    hit = np.flatnonzero(row_gt >= 0)
+    d, g = order[hit], row_gt[hit]
+    is_tp[d] = True
+    matched_gt[d] = g
+    matched_iou[d] = row_iou[hit]
+    gt_matched_det[g] = d
+    gt_matched_iou[g] = row_iou[hit]
+    # An unmatched detection inside a crowd region is ignored.
+    crowd_rows = pair_row[~regular]
+    ignored[order[crowd_rows[row_gt[crowd_rows] < 0]]] = True
 
     counts = per_image_counts(gt, dets.det_image, kept & is_tp, kept & ~is_tp & ~ignored, gt_matched_det >= 0)
     return ThresholdMatch(threshold, iou, kept, is_tp, ignored, matched_gt, matched_iou,
                           gt_matched_det, gt_matched_iou, counts)
+
+
+def _greedy_by_rank(pair_row: np.ndarray, pair_gt: np.ndarray, pair_iou: np.ndarray, rank: np.ndarray,
+                    n_gt_boxes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The greedy pass of :func:`match_at_threshold` over candidate (detection row, non-crowd GT, IoU) pairs.
+
+    Detections of equal rank (position in their image's score order) belong to different images and cannot
+    compete for a GT, so the per-image sequential pass runs as one vectorised step per rank: each detection
+    takes its first free candidate in order of descending IoU, then ascending GT index (``argmax`` over the
+    image's IoU row picks the first maximum, i.e. the lowest index).
+    Returns the matched GT (or -1) and its IoU (NaN when unmatched) of every detection row.
+    """
+    n_rows = len(rank)
+    row_gt = np.full(n_rows, -1, dtype=np.int64)
+    row_iou = np.full(n_rows, np.nan)
+    if len(pair_row) == 0:
+        return row_gt, row_iou
+    by = np.lexsort((pair_gt, -pair_iou, pair_row, rank[pair_row]))
+    p_row, p_gt, p_iou = pair_row[by], pair_gt[by], pair_iou[by]
+    taken = np.zeros(n_gt_boxes, dtype=bool)
+    steps = np.flatnonzero(np.diff(rank[p_row])) + 1
+    for s, e in zip(np.concatenate([[0], steps]), np.concatenate([steps, [len(p_row)]])):
+        rows, gts = p_row[s:e], p_gt[s:e]
+        firsts = np.concatenate([[0], np.flatnonzero(np.diff(rows)) + 1])
+        free_at = np.where(taken[gts], e - s, np.arange(e - s))
+        chosen = np.minimum.reduceat(free_at, firsts)
+        chosen = chosen[chosen < e - s]
+        row_gt[rows[chosen]] = gts[chosen]
+        row_iou[rows[chosen]] = p_iou[s:e][chosen]
+        taken[gts[chosen]] = True
+    return row_gt, row_iou
 
 
 def per_image_counts(gt: GroundTruth, det_image: np.ndarray, det_tp: np.ndarray, det_fp: np.ndarray,

@@ -138,8 +138,10 @@ def _segment_starts(sorted_keys: np.ndarray, n_groups: int) -> np.ndarray:
 
 
 def _candidate_pairs(gt: GroundTruth, gt_order: np.ndarray, gt_start: np.ndarray, det_boxes: np.ndarray,
-                     det_start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All (kept detection, GT of the same image) pairs whose IoU reaches the lowest IoU threshold.
+                     det_start: np.ndarray, floor: float = float(IOU_THRESHOLDS.min())
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All (kept detection, GT of the same image) pairs whose IoU reaches ``floor`` (by default the lowest IoU
+    threshold); for a crowd GT the IoU is the intersection over the detection's area.
 
     Images are processed in chunks as padded (images, detections, GT) blocks, sorted by GT count so that
     padding stays small. Returns (det row, GT index into gt arrays, IoU).
@@ -160,7 +162,6 @@ def _candidate_pairs(gt: GroundTruth, gt_order: np.ndarray, gt_start: np.ndarray
     g_x1, g_y1 = g_boxes[:, 2] + g_x0, g_boxes[:, 3] + g_y0
     g_area = g_boxes[:, 2] * g_boxes[:, 3]
     g_crowd = np.asarray(gt.iscrowd, bool)[gt_order]
-    floor = IOU_THRESHOLDS.min()
     d_max = int(n_det_img.max())
     out_d, out_g, out_iou = [], [], []
     lo, n = 0, len(imgs_sorted)
@@ -174,60 +175,68 @@ def _candidate_pairs(gt: GroundTruth, gt_order: np.ndarray, gt_start: np.ndarray
         d_idx = np.where(d_valid, det_start[imgs][:, None] + np.arange(d_valid.shape[1]), 0)[:, :, None]
         g_idx = np.where(g_valid, gt_start[imgs][:, None] + np.arange(g_valid.shape[1]), 0)[:, None, :]
         w = np.minimum(d_x1[d_idx], g_x1[g_idx]) - np.maximum(d_x0[d_idx], g_x0[g_idx])
-        h = np.minimum(d_y1[d_idx], g_y1[g_idx]) - np.maximum(d_y0[d_idx], g_y0[g_idx])
+        # Most pairs do not even overlap in x: the rest of the IoU is computed for those that do.
+        c, i, j = np.nonzero((w > 0) & d_valid[:, :, None] & g_valid[:, None, :])
+        d_row, g_row, w = d_idx[c, i, 0], g_idx[c, 0, j], w[c, i, j]
+        h = np.minimum(d_y1[d_row], g_y1[g_row]) - np.maximum(d_y0[d_row], g_y0[g_row])
         inter = w * h
-        da = d_area[d_idx]
-        union = np.where(g_crowd[g_idx], da, da + g_area[g_idx] - inter)
+        da = d_area[d_row]
+        union = np.where(g_crowd[g_row], da, da + g_area[g_row] - inter)
         with np.errstate(divide="ignore", invalid="ignore"):
             iou = inter / union
-        keep = (w > 0) & (h > 0) & (iou >= floor) & d_valid[:, :, None] & g_valid[:, None, :]
-        c, i, j = np.nonzero(keep)
-        out_d.append(d_idx[c, i, 0])
-        out_g.append(gt_order[g_idx[c, 0, j]])
-        out_iou.append(iou[c, i, j])
+        keep = (h > 0) & (iou >= floor)
+        out_d.append(d_row[keep])
+        out_g.append(gt_order[g_row[keep]])
+        out_iou.append(iou[keep])
         lo = hi
     return np.concatenate(out_d), np.concatenate(out_g), np.concatenate(out_iou)
 
 
-def _match_area(pair_det: np.ndarray, pair_gt: np.ndarray, pair_iou: np.ndarray, det_rank: np.ndarray,
-                gt_ignore: np.ndarray, gt_pos: np.ndarray, gt_crowd: np.ndarray, n_dets: int,
-                n_gt: int) -> tuple[np.ndarray, np.ndarray]:
-    """Greedy matching of one area range at all T thresholds.
+def _match_areas(pair_det: np.ndarray, pair_gt: np.ndarray, pair_iou: np.ndarray, det_rank: np.ndarray,
+                 gt_ignore: np.ndarray, gt_pos: np.ndarray, gt_crowd: np.ndarray, ann_nonzero: np.ndarray,
+                 n_dets: int) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy matching of all A area ranges at all T thresholds. Returns (A, T, D) bool arrays: matched to a GT
+    with a non-zero annotation id (the reference's ``dtMatches != 0``), and matched to an ignored GT.
 
-    Detections of equal rank belong to different images and cannot compete for a GT, so the sequential
-    greedy pass of the reference runs as one vectorised step per rank.
-    Returns (matched GT index or -1: (T, D) int64, whether it is ignored: (T, D) bool).
+    gt_ignore, gt_pos: (A, G) per area range. Detections of equal rank belong to different images and cannot
+    compete for a GT, so the sequential greedy pass of the reference runs as one vectorised step per rank,
+    over every area range and threshold at once.
     """
-    n_thr = len(IOU_THRESHOLDS)
-    match = np.full((n_thr, n_dets), -1, dtype=np.int64)
+    n_area, n_thr, n_gt = gt_ignore.shape[0], len(IOU_THRESHOLDS), gt_ignore.shape[1]
+    matched = np.zeros((n_area, n_thr, n_dets), dtype=bool)
+    matched_ignored = np.zeros_like(matched)
     if len(pair_det) == 0:
-        return match, np.zeros((n_thr, n_dets), bool)
-    regular = ~gt_ignore[pair_gt]
-    # Within a detection the last valid pair in this order is the reference's choice:
-    # regular before ignored, then higher IoU, then later GT position.
-    order = np.lexsort((gt_pos[pair_gt], pair_iou, regular, pair_det, det_rank[pair_det]))
-    p_det, p_gt, p_iou = pair_det[order], pair_gt[order], pair_iou[order]
+        return matched, matched_ignored
+    # Pairs grouped by (rank, detection); within a detection the last valid pair in an area's preference order
+    # is the reference's choice: regular before ignored, then higher IoU, then later GT position.
+    base = np.lexsort((pair_det, det_rank[pair_det]))
+    prefer = np.empty((n_area, len(pair_det)), dtype=np.int64)  # pair index in each area's preference order
+    key = np.empty_like(prefer)  # position of each base-ordered pair in that order
+    for a in range(n_area):
+        prefer[a] = np.lexsort((gt_pos[a][pair_gt], pair_iou, ~gt_ignore[a][pair_gt], pair_det,
+                                det_rank[pair_det]))
+        position = np.empty(len(pair_det), dtype=np.int64)
+        position[prefer[a]] = np.arange(len(pair_det))
+        key[a] = position[base]
+    p_det, p_gt, p_iou = pair_det[base], pair_gt[base], pair_iou[base]
     p_crowd = gt_crowd[p_gt]
-    rank_of_pair = det_rank[p_det]
-    thr = np.minimum(IOU_THRESHOLDS, _MAX_IOU_START)[:, None]
-    taken = np.zeros((n_thr, n_gt), dtype=bool)
-    bounds = np.flatnonzero(np.diff(rank_of_pair)) + 1
+    thr = np.minimum(IOU_THRESHOLDS, _MAX_IOU_START)[None, :, None]
+    taken = np.zeros((n_area, n_thr, n_gt), dtype=bool)
+    bounds = np.flatnonzero(np.diff(det_rank[p_det])) + 1
     for s, e in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(p_det)]])):
         dets_here = p_det[s:e]
         g_here = p_gt[s:e]
-        valid = (p_iou[s:e] >= thr) & (p_crowd[s:e] | ~taken[:, g_here])
+        valid = (p_iou[s:e] >= thr) & (p_crowd[s:e] | ~taken[:, :, g_here])
         seg = np.concatenate([[0], np.flatnonzero(np.diff(dets_here)) + 1])
-        local = np.where(valid, np.arange(e - s), -1)
-        best = np.maximum.reduceat(local, seg, axis=1)  # (T, n_seg)
-        t_idx, k_idx = np.nonzero(best >= 0)
-        chosen = best[t_idx, k_idx]
-        g_sel = g_here[chosen]
-        match[t_idx, dets_here[seg[k_idx]]] = g_sel
-        taken[t_idx, g_sel] = True
-    has = match >= 0
-    ignored = np.zeros_like(has)
-    ignored[has] = gt_ignore[match[has]]
-    return match, ignored
+        local = np.where(valid, key[:, None, s:e], -1)
+        best = np.maximum.reduceat(local, seg, axis=2)  # (A, T, n_seg)
+        a_idx, t_idx, k_idx = np.nonzero(best >= 0)
+        g_sel = pair_gt[prefer[a_idx, best[a_idx, t_idx, k_idx]]]
+        d_sel = dets_here[seg[k_idx]]
+        matched[a_idx, t_idx, d_sel] = ann_nonzero[g_sel]
+        matched_ignored[a_idx, t_idx, d_sel] = gt_ignore[a_idx, g_sel]
+        taken[a_idx, t_idx, g_sel] = True
+    return matched, matched_ignored
 
 
 def evaluate_images(gt: GroundTruth, dets: Detections, max_dets: int = DEFAULT_MAX_DETS) -> ApTable:
@@ -269,24 +278,18 @@ def evaluate_images(gt: GroundTruth, dets: Detections, max_dets: int = DEFAULT_M
     position_in_file = np.empty(gt.n_boxes, dtype=np.int64)
     position_in_file[gt_order] = np.arange(gt.n_boxes)
 
-    n_area, n_thr = len(AREA_RANGES), len(IOU_THRESHOLDS)
-    matched = np.zeros((n_area, n_thr, n_det), dtype=bool)
-    ignored = np.zeros((n_area, n_thr, n_det), dtype=bool)
-    n_gt = np.zeros((n_area, n_img), dtype=np.int64)
-    for a, (lo, hi) in enumerate(AREA_RANGES):
-        gt_ignore = crowd | (areas < lo) | (areas > hi)
-        # rank of each GT in the reference's per-image order: regular first, then file order
-        gt_pos = np.empty(gt.n_boxes, dtype=np.int64)
-        gt_pos[np.lexsort((position_in_file, gt_ignore))] = np.arange(gt.n_boxes)
-        match, match_ignored = _match_area(pair_det, pair_gt, pair_iou, det_rank, gt_ignore, gt_pos, crowd,
-                                           n_det, gt.n_boxes)
-        has = match >= 0
-        dtm = np.zeros_like(has)
-        dtm[has] = ann_nonzero[match[has]]
-        outside = (det_area < lo) | (det_area > hi)
-        matched[a] = dtm
-        ignored[a] = match_ignored | (~dtm & outside[None, :])
-        n_gt[a] = np.bincount(box_image[~gt_ignore], minlength=n_img)
+    n_area = len(AREA_RANGES)
+    lo, hi = AREA_RANGES[:, :1], AREA_RANGES[:, 1:]
+    gt_ignore = crowd[None, :] | (areas[None, :] < lo) | (areas[None, :] > hi)  # (A, G)
+    # rank of each GT in the reference's per-image order: regular first, then file order
+    gt_pos = np.empty((n_area, gt.n_boxes), dtype=np.int64)
+    for a in range(n_area):
+        gt_pos[a, np.lexsort((position_in_file, gt_ignore[a]))] = np.arange(gt.n_boxes)
+    matched, match_ignored = _match_areas(pair_det, pair_gt, pair_iou, det_rank, gt_ignore, gt_pos, crowd,
+                                          ann_nonzero, n_det)
+    outside = (det_area[None, :] < lo) | (det_area[None, :] > hi)  # (A, D)
+    ignored = match_ignored | (~matched & outside[:, None, :])
+    n_gt = np.stack([np.bincount(box_image[~gt_ignore[a]], minlength=n_img) for a in range(n_area)]).astype(np.int64)
 
     order = np.argsort(-scores, kind="stable")
     return ApTable(det_index=det_index, det_image=det_image, det_rank=det_rank, scores=scores, matched=matched,

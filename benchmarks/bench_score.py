@@ -12,6 +12,16 @@ the GT plus clutter, scores rounded to 5 decimals as ultralytics writes them), t
 The six AP values of (a), (b) and (c) are printed side by side and must agree (exit status 1 otherwise).
 Usage: ``python benchmarks/bench_score.py [--images N] [--skip-pycocotools] [--write docs/perf/score.md]``.
 Timings are wall-clock seconds from ``time.perf_counter``; run it on a quiet machine.
+
+``--whole-process`` times what a user waits for instead: the condition is written as a COCO GT file and a results
+file, ``aegis score`` runs on them as a separate process (``python -m cli.main score ... --bootstrap 1``:
+interpreter start, imports, reading, validation, matching, AP, the score JSON and the tables), and pycocotools'
+``COCOeval`` evaluate + accumulate runs in this process on the same files (loading them excluded). Rounds
+alternate the two, so each ratio compares runs minutes apart; medians are reported. ``--baseline-repo DIR``
+also times another checkout's ``aegis score`` (the code before a change) on the same files and checks that its
+score JSON is the same apart from the timestamp and git state. The AP values must agree to 1e-12.
+Usage: ``python benchmarks/bench_score.py --whole-process --images 1000 [--rounds 3]
+[--baseline-repo DIR] [--write docs/perf/score_process.md]``.
 """
 
 from __future__ import annotations
@@ -21,15 +31,21 @@ import contextlib
 import datetime
 import io
 import os
+import json
 import platform
+import resource
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 from numpy.random import PCG64, Generator
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
 from aegis_eval.bootstrap import BootstrapOptions, bootstrap_samples, resample_weights  # noqa: E402
 from aegis_eval.matching import match_at_threshold, threshold_metrics  # noqa: E402
@@ -50,7 +66,7 @@ def make_condition(n_images: int, n_gt: int, n_dets: int, key: int) -> tuple[Gro
     h = w * rng.uniform(0.6, 1.6, g)
     gt_boxes = np.column_stack([rng.uniform(0, 1800, g), rng.uniform(0, 1000, g), w, h])
     gt = GroundTruth(image_ids=np.arange(1, n_images + 1, dtype=np.int64),
-                     file_names=tuple(f"{i:06d}.png" for i in range(n_images)),
+                     file_names=tuple(f"frame_{i:06d}.png" for i in range(n_images)),
                      widths=np.full(n_images, 2000), heights=np.full(n_images, 1200), box_image=box_image,
                      boxes=gt_boxes, areas=w * h, iscrowd=np.zeros(g, bool), ann_ids=np.arange(1, g + 1))
     d = n_images * n_dets
@@ -175,6 +191,135 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
+# --- whole process: `aegis score` as a user runs it vs COCOeval in-process on the same files ---------------
+# Provenance fields that differ between two runs of the same inputs.
+VOLATILE = ("timestamp", "git_sha", "git_dirty")
+
+
+def write_fixture(folder: Path, gt: GroundTruth, dets: Detections) -> tuple[Path, Path]:
+    """The condition as a COCO GT file and a COCO results file named after the clean condition."""
+    gt_dict, results = coco_dicts(gt, dets)
+    gt_path, preds_path = folder / "gt.json", folder / "clean.json"
+    gt_path.write_text(json.dumps(gt_dict))
+    preds_path.write_text(json.dumps(results))
+    return gt_path, preds_path
+
+
+def pycocotools_files(gt_path: Path, preds_path: Path) -> tuple[dict, Seconds]:
+    """(AP values, evaluate + accumulate time) of COCOeval on the files; loading them is not timed."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        coco_gt = COCO(str(gt_path))
+        coco_dt = coco_gt.loadRes(str(preds_path))
+        ev = COCOeval(coco_gt, coco_dt, "bbox")
+        _, t_eval = timed(ev.evaluate)
+        _, t_acc = timed(ev.accumulate)
+        ev.summarize()
+    return dict(zip(AP_METRICS, ev.stats[:6].tolist())), t_eval + t_acc
+
+
+def aegis_process(repo: Path, gt_path: Path, preds_path: Path, out: Path) -> tuple[dict, Seconds]:
+    """(score JSON, wall and CPU seconds) of ``aegis score`` from the checkout ``repo`` in a fresh interpreter.
+
+    Byte-compiled modules are cached as in an installed package (PYTHONDONTWRITEBYTECODE is dropped; the first
+    call of a round is an untimed warm-up)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    cmd = [sys.executable, "-m", "cli.main", "score", str(preds_path), "--gt", str(gt_path),
+           "--threshold", str(THRESHOLD), "--bootstrap", "1", "--json", str(out)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"aegis score failed in {repo}: {done.stderr.strip()}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return json.loads(out.read_text()), Seconds(wall, cpu)
+
+
+def _stable(doc: dict) -> dict:
+    prov = {k: v for k, v in doc["provenance"].items() if k not in VOLATILE}
+    return {**doc, "provenance": prov}
+
+
+def _median(values: list[Seconds]) -> Seconds:
+    return Seconds(statistics.median(values), statistics.median(v.cpu for v in values))
+
+
+def whole_process(args) -> int:
+    load_before = os.getloadavg()
+    gt, dets = make_condition(args.images, args.gt, args.dets, key=1)
+    repos = {"aegis score": REPO}
+    if args.baseline_repo is not None:
+        repos["aegis score, baseline"] = args.baseline_repo.resolve()
+    times: dict[str, list[Seconds]] = {name: [] for name in (*repos, "pycocotools")}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        gt_path, preds_path = write_fixture(folder, gt, dets)
+        sizes = (gt_path.stat().st_size, preds_path.stat().st_size)
+        docs = {name: aegis_process(repo, gt_path, preds_path, folder / "warm.json")[0]
+                for name, repo in repos.items()}
+        for r in range(args.rounds):
+            for name, repo in repos.items():
+                _, t = aegis_process(repo, gt_path, preds_path, folder / f"{r}.json")
+                times[name].append(t)
+            ref, t = pycocotools_files(gt_path, preds_path)
+            times["pycocotools"].append(t)
+            print(f"round {r + 1}:", {k: f"{v[-1]:.2f} s (CPU {v[-1].cpu:.2f})" for k, v in times.items()},
+                  flush=True)
+    load_after = os.getloadavg()
+    ours = docs["aegis score"]["conditions"]["clean"]
+    diff = max(abs(ours[m] - ref[m]) for m in AP_METRICS)
+    same_json = {name: _stable(doc) == _stable(docs["aegis score"]) for name, doc in docs.items()}
+    med = {name: _median(v) for name, v in times.items()}
+    coco = med["pycocotools"]
+    ratio_rounds = [c / a for c, a in zip(times["pycocotools"], times["aegis score"])]
+    lines = [
+        f"## `aegis score` whole process vs pycocotools (`benchmarks/bench_score.py --whole-process`) — "
+        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+        "",
+        f"Condition: {args.images:,} images × {args.gt} GT × {args.dets} detections = {args.images * args.dets:,} "
+        f"detections, one class, written as a COCO GT file ({sizes[0] / 1e6:.1f} MB) and a results file "
+        f"({sizes[1] / 1e6:.1f} MB). "
+        f"`aegis score clean.json --gt gt.json --threshold {THRESHOLD} --bootstrap 1 --json out.json` runs as a "
+        "separate process (interpreter start, imports, reading and validating both files, thresholded matching, "
+        "COCO AP, false-alarm bounds, the score JSON and the tables); pycocotools' `COCOeval` evaluate + "
+        "accumulate runs in the benchmark's process on the same files, loading them not timed. "
+        f"{args.rounds} rounds alternate the two; medians.",
+        "",
+        "| what | wall s (median) | CPU s (median) | pycocotools wall / this wall |",
+        "|---|---:|---:|---:|",
+    ]
+    for name in repos:
+        lines.append(f"| {'**' + name + '**' if name == 'aegis score' else name} (whole process) | "
+                     f"{med[name].cell()} | **{coco / med[name]:.1f}×** |")
+    lines += [
+        f"| pycocotools `COCOeval` evaluate + accumulate (in-process) | {coco.cell()} | 1.0× |",
+        "",
+        "Per round (pycocotools wall / `aegis score` wall): " + ", ".join(f"{x:.1f}×" for x in ratio_rounds) + ".",
+        f"AP: the six values of the score JSON vs pycocotools, max |difference| {diff:.1e} (must be ≤ 1e-12).",
+    ]
+    if len(repos) > 1:
+        lines.append(f"Baseline: {args.baseline_label or '`' + str(args.baseline_repo) + '`'}; its score JSON "
+                     + ("identical" if all(same_json.values()) else "**different**")
+                     + " apart from " + ", ".join(VOLATILE) + ".")
+    lines += [
+        f"Machine: {os.cpu_count()} cores ({cpu_name()}), {platform.system()} {platform.machine()}; "
+        + ", ".join(f"{k} {v}" for k, v in versions().items()) + ".",
+        f"Load average before / after: {load_before[0]:.1f} / {load_after[0]:.1f} (2 cores; above ~1 other jobs "
+        "competed for the CPU and inflate wall times).",
+        "",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if args.write:
+        args.write.parent.mkdir(parents=True, exist_ok=True)
+        args.write.write_text(text)
+    return 0 if diff <= 1e-12 and all(same_json.values()) else 1
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--images", type=int, default=5000)
@@ -186,7 +331,15 @@ def main(argv=None) -> int:
                     help="GT per image of the bootstrap conditions (SARD averages about 7)")
     ap.add_argument("--skip-pycocotools", action="store_true", help="pycocotools takes minutes at full size")
     ap.add_argument("--write", type=Path, help="write the markdown results section to this file")
+    ap.add_argument("--whole-process", action="store_true",
+                    help="time `aegis score` as a separate process against COCOeval on the same files")
+    ap.add_argument("--rounds", type=int, default=3, help="--whole-process: timed rounds (medians reported)")
+    ap.add_argument("--baseline-repo", type=Path,
+                    help="--whole-process: also time the `aegis score` of this checkout (e.g. the code before)")
+    ap.add_argument("--baseline-label", help="--whole-process: how the report names the baseline checkout")
     args = ap.parse_args(argv)
+    if args.whole_process:
+        return whole_process(args)
 
     load_before = os.getloadavg()
     gt, dets = make_condition(args.images, args.gt, args.dets, key=1)

@@ -277,3 +277,41 @@ def test_gt_annotation_id_zero_is_flagged():
     assert any("[gt_annotation_id_zero]" in w for w in flagged.warnings)
     clean = ground_truth_from_coco(coco([img(1)], [ann(1, 1, [0, 0, 5, 5])]))
     assert clean.warnings == ()
+
+
+def _gt_outcome(coco):
+    try:
+        gt = ground_truth_from_coco(coco)
+    except AegisError as exc:
+        return str(exc)
+    return [gt.box_image.tolist(), gt.boxes.tolist(), gt.areas.tolist(), gt.iscrowd.tolist(), gt.ann_ids.tolist()]
+
+
+@pytest.mark.parametrize("change", [
+    None, ("bbox", [1, 2.5, 3, 4]), ("bbox", [1, 2, -3, 4]), ("bbox", [1, 2, 3]), ("bbox", [1, 2, True, 4]),
+    ("bbox", [1, 2, 10**400, 4]), ("bbox", "1,2,3,4"), ("area", None), ("area", "12"), ("area", 10**400),
+    ("area", True), ("id", None), ("id", 2**70), ("id", 0), ("image_id", 99), ("image_id", True), ("iscrowd", 1),
+    ("iscrowd", "no"), ("category_id", 2), ("category_id", 1.0), ("category_id", None), ("drop", "id"),
+    ("drop", "area"), ("drop", "bbox"), ("drop", "category_id"), ("not an object", None),
+])
+def test_gt_fast_path_matches_the_per_annotation_checks(monkeypatch, change):
+    """Well-formed annotations are read one key at a time; whatever the data, the result (or the refusal
+    message) is the one the per-annotation checks give."""
+    import aegis_eval.predictions as predictions
+
+    coco = {"images": [{"id": i, "file_name": f"f{i}.png", "width": 100, "height": 80} for i in (1, 2)],
+            "annotations": [{"id": k + 1, "image_id": 1 + k % 2, "category_id": 1 + (k == 3),
+                             "bbox": [k, 2 * k, 10.5, 7], "area": 70.0 + k, "iscrowd": 0} for k in range(6)],
+            "categories": [{"id": 1, "name": "person"}, {"id": 2, "name": "car"}]}
+    if change is not None:
+        key, value = change
+        if key == "drop":
+            del coco["annotations"][2][value]
+        elif key == "not an object":
+            coco["annotations"][2] = [1, 2, 3, 4]
+        else:
+            coco["annotations"][2][key] = value
+    fast = _gt_outcome(coco)
+    monkeypatch.setattr(predictions, "_gt_boxes_well_formed", lambda *args: None)
+    slow = _gt_outcome(coco)
+    assert fast == slow

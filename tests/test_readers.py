@@ -63,6 +63,22 @@ def test_what_is_accepted_stays_accepted(tmp_path):
     assert obj["d"].startswith("NaN Infinity") and len(sha) == 64
 
 
+def test_overflow_filter_never_misses_what_the_pattern_finds():
+    """The byte filter in front of the overflow regex may pass a file the regex then rules out, but must never
+    rule out a file the regex would flag (the strict number hooks would be skipped for it)."""
+    from aegis_data.readers import _MAYBE_OVERFLOW, _may_overflow
+
+    cases = [b"1e400", b"1E+400", b"2e+0308", b"1.8e308", b"-3E0999", b"1e+00123", b"9" * 200, b"0" * 199 + b"1",
+             b"1e99", b"1e-400", b"1e+099", b"1e0099", b'"image0123.png"', b'"frame_000123.png"', b"E+",
+             b"1.7e308"]
+    rng = np.random.default_rng(0)
+    alphabet = np.frombuffer(b"0123456789eE+-.e0 ", dtype=np.uint8)
+    cases += [rng.choice(alphabet, int(rng.integers(1, 12))).tobytes() for _ in range(20_000)]
+    for data in cases:
+        expected = _MAYBE_OVERFLOW.search(data) is not None
+        assert _may_overflow(data) == expected, data
+
+
 def test_reader_names_missing_directory_and_truncated_files(tmp_path):
     with pytest.raises(AegisError, match=r"\[x_not_found\] thing file not found"):
         read_json(tmp_path / "nope.json", "thing", "x_")
