@@ -60,6 +60,8 @@ class SuiteConfig:
     config_sha256: str
     path: str
     raw: bytes = field(default=b"", repr=False, compare=False)  # the exact file bytes (a split stores them)
+    # The default length unit of builds with this suite ({"mode": "frame"} for aegis-v1; see suite_scale).
+    scale: Mapping[str, Any] = field(default_factory=lambda: {"mode": "frame"}, compare=False)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -144,7 +146,35 @@ def _parse(raw: dict, data: bytes, path: Path) -> SuiteConfig:
         config_sha256=digest,
         path=str(path),
         raw=bytes(data),
+        scale=suite_scale(raw.get("scale"), path),
     )
+
+
+def suite_scale(value: Any, path: str | Path = "<config>") -> dict[str, Any]:
+    """The suite's default length unit (docs/CORRUPTIONS.md, "Scale"): the optional top-level ``scale`` key,
+    ``frame`` (also when absent; aegis-v1), ``object``, or ``{mode: object, person_px: N}`` /
+    ``{mode: object, gsd_cm_per_px: G}``. A build's ``--scale`` / ``--person-px`` / ``--gsd`` override it."""
+    from aegis_data.scale import FRAME, OBJECT, check_person_px, person_unit_from_gsd
+
+    if value is None or value == FRAME:
+        return {"mode": FRAME}
+    if value == OBJECT:
+        return {"mode": OBJECT}
+    if not isinstance(value, dict) or value.get("mode") not in (FRAME, OBJECT) \
+            or set(value) - {"mode", "person_px", "gsd_cm_per_px"}:
+        raise AegisError(f"{path}: scale must be 'frame', 'object' or {{mode: object, person_px: N}} / "
+                         f"{{mode: object, gsd_cm_per_px: G}}, got {value!r:.80}")
+    out = {"mode": value["mode"]}
+    if "person_px" in value and "gsd_cm_per_px" in value:
+        raise AegisError(f"{path}: scale gives person_px and gsd_cm_per_px; give one")
+    for key, check in (("person_px", lambda v: check_person_px(v, f"{path}: scale.person_px")),
+                       ("gsd_cm_per_px", person_unit_from_gsd)):
+        if key in value:
+            if out["mode"] != OBJECT:
+                raise AegisError(f"{path}: scale.{key} applies to mode object only")
+            check(value[key])
+            out[key] = float(value[key])
+    return out
 
 
 def config_from_bytes(data: bytes, path: str | Path = "<config>") -> SuiteConfig:

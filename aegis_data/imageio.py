@@ -124,6 +124,8 @@ def standard_decode_problem(data: bytes, rgb: np.ndarray) -> str | None:
     A file passes only when it is plain 8-bit RGB without alpha or orientation metadata and both standard
     decoders give exactly ``rgb``: OpenCV with default flags (what Ultralytics calls, which applies EXIF
     orientation and truncates 16-bit samples) and Pillow when it is installed (torchvision's loaders)."""
+    import cv2  # on first use, as in ``decode_png``
+
     layout = _png_layout(data)
     if layout:
         return layout

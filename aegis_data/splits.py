@@ -188,9 +188,10 @@ def plan_build(
 ) -> BuildPlan:
     """Decide what to write (pure). ``dataset`` is a SourceDataset (name, description, splits).
 
-    scale / person_px / gsd_cm_per_px: the length unit (``aegis_data.scale.resolve_scale``); under object
-    scale without a given unit, it is the median person box of the test records (before ``limit``, so a
-    ``--limit`` build corrupts its images exactly as the full build does).
+    scale / person_px / gsd_cm_per_px: the length unit (``aegis_data.scale.resolve_scale``; scale None: the
+    suite config's ``scale``, frame for aegis-v1); under object scale without a given unit, it is the median
+    person box of the test records (before ``limit``, so a ``--limit`` build corrupts its images exactly as the
+    full build does).
     """
     conditions = resolve_selection(config, corruptions, severities)
     if limit is not None and int(limit) < 1:
@@ -220,6 +221,10 @@ def plan_build(
             recs = recs[: int(limit)]
         records[split] = tuple(recs)
         units.extend(Unit(split, r, split_conditions(split, conditions)) for r in recs)
+    if scale is None:  # the suite's default unit (frame for aegis-v1), the call's overrides on top
+        scale = config.scale.get("mode", "frame")
+        if person_px is None and gsd_cm_per_px is None:
+            person_px, gsd_cm_per_px = config.scale.get("person_px"), config.scale.get("gsd_cm_per_px")
     build_scale = resolve_scale(scale, {s: splits_in.get(s) or () for s in wanted}, person_px=person_px,
                                 gsd_cm_per_px=gsd_cm_per_px)
     return BuildPlan(
@@ -799,7 +804,8 @@ def build_splits(
     address of a Dask scheduler whose workers see ``out`` at the same path; the manifest is the same in all
     three. on_cluster(info) is called once with the cluster's address, worker count and dashboard link.
     timeout: seconds a scheduler address has to answer (default 10).
-    scale: ``"frame"`` (default; lengths per 1000 px of each frame) or ``"object"`` (lengths per person unit: the
+    scale: ``"frame"`` (lengths per 1000 px of each frame; the default of aegis-v1, whose suite config declares
+    no ``scale``) or ``"object"`` (lengths per person unit: the
     median test person box, or ``person_px``, or the unit of ``gsd_cm_per_px``); recorded in the manifest and,
     for object scale, in the root hash (``aegis_data.scale``).
     AegisError: empty source, leakage found by the audit, bad selection, or ``out`` holding something else.

@@ -97,7 +97,7 @@ def build_command(
     timeout: TimeoutOpt = None,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N images (by image id) of each split.")] = None,
     with_train: Annotated[bool, typer.Option("--with-train", help="Also write train/clean and annotations/train.json.")] = False,
-    scale: ScaleOpt = ScaleMode.frame,
+    scale: ScaleOpt = None,
     person_px: PersonPxOpt = None,
     gsd: GsdOpt = None,
     n: NOpt = None,
@@ -145,7 +145,7 @@ def build_command(
             ds, target, corruptions=parse_csv(corruptions, "--corruptions"), severities=parse_severities(severities),
             workers=workers, limit=limit, with_train=with_train, progress=on_progress,
             max_pixels=max_pixels or DEFAULT_MAX_PIXELS, scheduler=scheduler, on_cluster=print_cluster, timeout=timeout,
-            scale=scale.value, person_px=person_px, gsd_cm_per_px=gsd,
+            scale=None if scale is None else scale.value, person_px=person_px, gsd_cm_per_px=gsd,
         )
     except BaseException:
         if tasks:  # a failed build ends in its one error line, without the bar's last frame

@@ -302,3 +302,23 @@ def test_cli_calibrate_and_corrupt_take_the_scale(tmp_path):
     assert np.array_equal(read_file(out), expected)
     assert_one_line_error(runner.invoke(app, ["corrupt", str(img), "-c", "motion_blur", "-s", "3", "-o",
                                               str(tmp_path / "p.png"), "--scale", "object"]), "--person-px")
+
+
+def test_a_suite_config_can_make_object_scale_its_default(tmp_path):
+    from aegis_data.config import config_from_bytes
+
+    base = load_config().raw
+    v2 = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\nscale: {mode: object, person_px: 30}"),
+                           tmp_path / "v2.yaml")
+    assert v2.scale == {"mode": "object", "person_px": 30.0} and load_config().scale == {"mode": "frame"}
+    ds = load_source("synthetic", n=3)
+    res = build_splits(ds, tmp_path / "s", corruptions=["motion_blur"], severities=[1], workers=1, config=v2)
+    assert load_manifest(tmp_path / "s").data["scale"]["person_px"] == 30.0 and res.scale.person_px == 30.0
+    # The call overrides the suite: frame scale, or another unit.
+    res = build_splits(ds, tmp_path / "f", corruptions=["motion_blur"], severities=[1], workers=1, config=v2,
+                       scale="frame")
+    assert not res.scale.is_object
+    for bad in (b"scale: tiles", b"scale: {mode: frame, person_px: 30}", b"scale: {mode: object, person_px: 1e6}",
+                b"scale: {mode: object, person_px: 30, gsd_cm_per_px: 2}"):
+        with pytest.raises(AegisError, match="scale"):
+            config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\n" + bad), "bad.yaml")
