@@ -139,7 +139,8 @@ def seed_table(group: DatasetGroup, metric: str) -> Table | None:
     rows = []
     for run, b in runs:
         picks = [("clean", (b.get("conditions") or {}).get("clean", {}).get(metric))]
-        picks += [(k, (b.get(k) or {}).get(metric)) for k in ("mpc", "seen", "unseen")]
+        picks += [(what, (b.get(k) or {}).get(metric))
+                  for k, what in (("mpc", "mPC"), ("seen", "seen (mean)"), ("unseen", "unseen (mean)"))]
         picks += [(c, (b.get("conditions") or {}).get(c, {}).get(metric)) for c in _held_out(b)]
         for what, g in picks:
             if not isinstance(g, Mapping) or not g.get("seeds"):
