@@ -107,8 +107,7 @@ def run_ablation(train: TrainSettings, predict: PredictSettings, split_dir: str 
     ``predict.weights`` is ignored: each sweep uses the best weights of its own training run.
     init: a local checkpoint every model (the clean baseline too) is fine-tuned from, instead of
         ``train.weights``. seeds: training seeds, one model per (policy, seed) and per-seed folders; None trains
-        once with ``train.seed`` in the single-seed layout. ``seed`` keys the bootstrap draws (and is the
-        training seed when ``seeds`` is None).
+        once with ``train.seed`` in the single-seed layout. ``seed`` keys the bootstrap draws only.
     """
     from aegis_eval.mitigation import combined_gains, paired_gains, score_model
 
