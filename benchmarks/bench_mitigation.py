@@ -147,10 +147,11 @@ def summarize(record: dict) -> dict:
         if not gains:
             continue
         conds = {c: g["recall"] for c, g in gains["conditions"].items()}
+        ap = {c: gains["conditions"][c]["map50"] for c in LADDER}
         side = {c: conds[c] for c in gains["unseen_conditions"] if c != HELD_OUT}
         worst = min(side, key=lambda c: (conds[c]["gain"], c)) if side else None
         rows[name] = {"hash": (entry["policy"] or {}).get("hash"), "thresholds": gains["thresholds"],
-                      "seeds": gains.get("seeds"), "conditions": conds, "mpc": gains["mpc"].get("recall"),
+                      "seeds": gains.get("seeds"), "conditions": conds, "ap50": ap, "mpc": gains["mpc"].get("recall"),
                       "side": {"n": len(side), "mean": float(np.mean([g["gain"] for g in side.values()])) if side
                                else None, "worst": worst, "n_worse": sum(g["gain"] < -0.03 for g in side.values()),
                                "n_ci_below_zero": sum((g["ci"][1] or 0) < 0 for g in side.values())}}
@@ -189,6 +190,13 @@ def markdown(rows: dict, meta: dict) -> str:
     for name, r in rows.items():
         lines.append(f"| {name} | " + " | ".join(f"{_f(r['conditions'][c]['baseline'])} → "
                                                  f"{_f(r['conditions'][c]['policy'])}" for c in LADDER) + " |")
+    lines += ["", "AP50 on the same ladder (threshold-free: does the model rank persons above background at all?), "
+              "mean over seeds, clean model → policy model, and the combined Δ on the held-out severity:", "",
+              "| policy | " + " | ".join(LADDER) + f" | Δ AP50 {HELD_OUT} [95% CI] |",
+              "|:---|" + "---:|" * (len(LADDER) + 1)]
+    for name, r in rows.items():
+        lines.append(f"| {name} | " + " | ".join(f"{_f(r['ap50'][c]['baseline'])} → {_f(r['ap50'][c]['policy'])}"
+                                                 for c in LADDER) + f" | {_gain(r['ap50'][HELD_OUT])} |")
     lines += ["", "**Clean cost and side effects** (Δ recall, combined over seeds; untrained cells = every "
               f"corrupted condition the policy never draws, `{HELD_OUT}` excluded):", "",
               "| policy | thresholds (clean / policy, per seed) | Δ clean [95% CI] | Δ mPC [95% CI] | untrained cells "
@@ -238,7 +246,15 @@ def main() -> None:
     ap.add_argument("--bootstrap", type=int, default=500)
     ap.add_argument("--policies", default="low-light-s12,low-light-all")
     ap.add_argument("--no-write", action="store_true", help="print the results instead of updating the doc")
+    ap.add_argument("--render-only", action="store_true",
+                    help="re-render the section from a finished run's summary.json and score JSONs (nothing runs; "
+                         "the wall times shown are that run's)")
     args = ap.parse_args()
+    if args.render_only:
+        meta = json.loads((args.work / "summary.json").read_text())["meta"]
+        record = json.loads((args.work / "ablation" / "ablation.json").read_text())
+        publish(markdown(summarize(record), meta), args.no_write)
+        return
 
     t0 = time.perf_counter()
     stages: dict[str, float] = {}
@@ -296,13 +312,16 @@ def main() -> None:
             "load_mean": sum(load.samples) / max(len(load.samples), 1), "load_max": max(load.samples or [0.0]),
             "stages": stages, "contrast": measured}
     (args.work / "summary.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-    section = markdown(rows, meta)
-    if args.no_write:
+    publish(markdown(rows, meta), args.no_write)
+    print(f"summary: {args.work / 'summary.json'}")
+
+
+def publish(section: str, print_only: bool) -> None:
+    if print_only:
         print(section)
     else:
         write_doc(section)
         print(f"wrote {DOC}")
-    print(f"summary: {args.work / 'summary.json'}")
 
 
 if __name__ == "__main__":
