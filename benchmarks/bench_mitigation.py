@@ -199,7 +199,8 @@ def markdown(rows: dict, meta: dict) -> str:
                                                  for c in LADDER) + f" | {_gain(r['ap50'][HELD_OUT])} |")
     lines += ["", "**Clean cost and side effects** (Δ recall, combined over seeds; untrained cells = every "
               f"corrupted condition the policy never draws, `{HELD_OUT}` excluded):", "",
-              "| policy | thresholds (clean / policy, per seed) | Δ clean [95% CI] | Δ mPC [95% CI] | untrained cells "
+              "| policy | thresholds (clean / policy, per seed) | Δ clean [95% CI] | Δ mPC [95% CI] | "
+              "untrained cells "
               "| mean Δ | worst cell [95% CI] | cells worse by > 0.03 | cells with CI below 0 |",
               "|:---|:---|---:|---:|---:|---:|:---|---:|---:|"]
     for name, r in rows.items():

@@ -310,7 +310,8 @@ def ablation_table(record: dict) -> Table:
                cell(gains.get("mpc")), cell(gains.get("rpc")), cell(gains.get("seen")), cell(gains.get("unseen"))]
         if seeds:
             mpc = gains.get("mpc") or {}
-            row += [" / ".join("–" if g["gain"] is None else f"{g['gain']:+.3f}" for g in mpc.get("seeds", [])) or "–",
+            per = ["–" if g["gain"] is None else f"{g['gain']:+.3f}" for g in mpc.get("seeds", [])]
+            row += [" / ".join(per) or "–",
                     "–" if mpc.get("seed_sd") is None else f"{mpc['seed_sd']:.3f}"]
         table.add_row(*row)
     return table

@@ -65,9 +65,9 @@ def gains_table(group: DatasetGroup, metric: str) -> Table:
                      _value(rpc, "policy"), _gain(rpc)))
     baseline = next((b.get("baseline_label") for _, b in mitigation_runs(group, metric)), None)
     thr = next(((b.get("thresholds") or {}).get("baseline") for _, b in mitigation_runs(group, metric)), None)
-    notes = (f"Gains are policy − {baseline} (threshold {_threshold(thr)}, frozen on its own clean val), paired over the same "
-             "bootstrap resamples of test images; each policy's threshold was re-frozen on clean val for that "
-             "model.",) if baseline is not None and thr is not None else ()
+    notes = (f"Gains are policy − {baseline} (threshold {_threshold(thr)}, frozen on its own clean val), paired "
+             "over the same bootstrap resamples of test images; each policy's threshold was re-frozen on clean "
+             "val for that model.",) if baseline is not None and thr is not None else ()
     return Table(f"Mitigation: gain over the clean-trained model ({metric})",
                  ("policy run", "policy hash", "threshold", f"clean {metric}", "Δ clean [95% CI]", "mPC",
                   "Δ mPC [95% CI]", "rPC", "Δ rPC [95% CI]"), tuple(rows), ("l", "l") + ("r",) * 7, notes=notes)
