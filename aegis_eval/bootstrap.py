@@ -118,6 +118,22 @@ def resample_weights(n_images: int, options: BootstrapOptions, clusters: np.ndar
     return weights.astype(np.int32)
 
 
+def resample_seeds(n_seeds: int, options: BootstrapOptions) -> np.ndarray:
+    """(B, S) int64 matrix; row b lists the S training seeds (as indices) drawn with replacement in resample b.
+
+    The outer level of a two-level bootstrap over training runs (``aegis_eval.mitigation.combined_gains``):
+    row b is paired with row b of ``resample_weights``, so resample b draws seeds, then images. Keyed by
+    (seed, "training-seeds", S, B) in the bootstrap namespace; B = 1 returns every seed once (the point estimate).
+    """
+    if isinstance(n_seeds, bool) or not isinstance(n_seeds, (int, np.integer)) or n_seeds < 1:
+        raise AegisError(f"cannot resample {n_seeds!r} training seeds; expected an integer >= 1")
+    n, b = int(n_seeds), int(options.n_bootstrap)
+    if b == 1:
+        return np.arange(n, dtype=np.int64)[None, :]
+    key = f"{_KEY_VERSION}|{int(options.seed)}|training-seeds|{n}|{b}"
+    return _keyed_indices(key, n, b * n).reshape(b, n).astype(np.int64)
+
+
 def _check_weights(weights: np.ndarray, n_images: int) -> np.ndarray:
     w = np.asarray(weights)
     if w.ndim != 2 or w.shape[1] != n_images:

@@ -255,19 +255,31 @@ def ablate_cmd(
                                                  "name or model).")] = None,
     arch: ArchOpt = None,
     device: DeviceOpt = None,
+    init: Annotated[Optional[Path], typer.Option(
+        "--init", help="Local checkpoint every model, the clean baseline too, is fine-tuned from (e.g. "
+                       "PRETRAIN/train/weights/best.pt from `aegis baseline train`); replaces --weights and is "
+                       "recorded in provenance.init.")] = None,
+    seeds: Annotated[Optional[str], typer.Option(
+        "--seeds", help="Training seeds, e.g. 0,1,2: one model per (policy, seed) in OUT/<name>/seed-<k>/, "
+                        "per-seed gains plus a combined two-level bootstrap interval. --seed then keys only the "
+                        "bootstrap.")] = None,
     allow_download: DownloadOpt = False,
 ) -> None:
     """Train one model per augmentation policy plus the clean baseline, sweep every condition, compare."""
-    from aegis_eval.runners.ablate import parse_policies, run_ablation
+    from aegis_eval.runners.ablate import parse_policies, parse_seeds, run_ablation
 
     chosen = parse_policies(policies)
-    cfg = _settings(config, model=model, weights=weights, epochs=epochs, imgsz=imgsz, batch=batch, seed=seed,
-                    lr0=lr0, optimizer=optimizer, bootstrap=bootstrap, arch=arch, device=device)
+    seed_list = parse_seeds(seeds) if seeds is not None else None
+    if init is not None and weights is not None:
+        raise AegisError("give --init (a checkpoint to fine-tune from) or --weights, not both")
+    cfg = _settings(config, model=model, weights=str(init) if init is not None else weights, epochs=epochs,
+                    imgsz=imgsz, batch=batch, seed=seed, lr0=lr0, optimizer=optimizer, bootstrap=bootstrap,
+                    arch=arch, device=device)
     train = _train_settings(cfg, allow_download)
     predict = _predict_settings(cfg, None, None, "test", allow_download)
     record = run_ablation(train, predict, split, out_dir, chosen, bootstrap=cfg["bootstrap"], seed=cfg["seed"],
                           rule=cfg["threshold_rule"], label=label or cfg.get("name") or cfg["model"],
-                          conditions=conditions, progress=_progress,
+                          conditions=conditions, init=init, seeds=seed_list, progress=_progress,
                           log=lambda line: err.print(line, highlight=False), on_warning=warn)
     out.print(ablation_table(record))
     out.print(f"scores: {Path(out_dir) / 'scores'}  (render with `aegis report {Path(out_dir) / 'scores'}/*.json "
@@ -275,8 +287,13 @@ def ablate_cmd(
 
 
 def ablation_table(record: dict) -> Table:
-    table = Table(title=f"ablation: gains over the clean-trained {record['label']} (recall)")
-    for col in ("policy", "hash", "threshold", "ΔmPC [95% CI]", "ΔrPC [95% CI]", "Δ seen", "Δ unseen"):
+    seeds = record["settings"].get("seeds")
+    what = f"mean of seeds {','.join(map(str, seeds))}, two-level bootstrap CI" if seeds else "95% CI"
+    table = Table(title=f"ablation: gains over the clean-trained {record['label']} (recall; {what})")
+    cols = ["policy", "hash", "threshold", "ΔmPC [95% CI]", "ΔrPC [95% CI]", "Δ seen", "Δ unseen"]
+    if seeds:
+        cols += ["ΔmPC per seed", "seed SD"]
+    for col in cols:
         table.add_column(col, justify="left" if col in ("policy", "hash") else "right")
 
     def cell(g: dict | None) -> str:
@@ -287,9 +304,16 @@ def ablation_table(record: dict) -> Table:
 
     for name, entry in record["runs"].items():
         gains = record["gains"].get(name, {}).get("recall", {})
-        table.add_row(name, (entry["policy"] or {}).get("hash", "–"), f"{entry['threshold']:g}",
-                      cell(gains.get("mpc")), cell(gains.get("rpc")), cell(gains.get("seen")),
-                      cell(gains.get("unseen")))
+        thr = entry["threshold"]
+        row = [name, (entry["policy"] or {}).get("hash", "–"),
+               "/".join(f"{t:g}" for t in thr) if isinstance(thr, list) else f"{thr:g}",
+               cell(gains.get("mpc")), cell(gains.get("rpc")), cell(gains.get("seen")), cell(gains.get("unseen"))]
+        if seeds:
+            mpc = gains.get("mpc") or {}
+            per = ["–" if g["gain"] is None else f"{g['gain']:+.3f}" for g in mpc.get("seeds", [])]
+            row += [" / ".join(per) or "–",
+                    "–" if mpc.get("seed_sd") is None else f"{mpc['seed_sd']:.3f}"]
+        table.add_row(*row)
     return table
 
 

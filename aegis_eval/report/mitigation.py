@@ -40,6 +40,13 @@ def _value(g: Any, key: str) -> str:
     return UNDEFINED if v is None else f"{v:.3f}"
 
 
+def _threshold(value: Any) -> str:
+    """One frozen threshold, or one per training seed (``a/b/c``) for a multi-seed block."""
+    if isinstance(value, (list, tuple)):
+        return "/".join(f"{v:g}" for v in value)
+    return f"{value if value is not None else float('nan'):g}"
+
+
 def _policy(run: Run) -> Mapping[str, Any]:
     aug = (run.result.get("provenance") or {}).get("augment")
     return aug if isinstance(aug, Mapping) else {}
@@ -53,14 +60,14 @@ def gains_table(group: DatasetGroup, metric: str) -> Table:
         clean = (b.get("conditions") or {}).get("clean", {}).get(metric)
         mpc, rpc = (b.get("mpc") or {}).get(metric), (b.get("rpc") or {}).get(metric)
         thr = b.get("thresholds") or {}
-        rows.append((run.label, str(pol.get("hash", MISSING)), f"{thr.get('policy', float('nan')):g}",
+        rows.append((run.label, str(pol.get("hash", MISSING)), _threshold(thr.get("policy")),
                      _value(clean, "policy"), _gain(clean), _value(mpc, "policy"), _gain(mpc),
                      _value(rpc, "policy"), _gain(rpc)))
     baseline = next((b.get("baseline_label") for _, b in mitigation_runs(group, metric)), None)
     thr = next(((b.get("thresholds") or {}).get("baseline") for _, b in mitigation_runs(group, metric)), None)
-    notes = (f"Gains are policy − {baseline} (threshold {thr:g}, frozen on its own clean val), paired over the same "
-             "bootstrap resamples of test images; each policy's threshold was re-frozen on clean val for that "
-             "model.",) if baseline is not None and thr is not None else ()
+    notes = (f"Gains are policy − {baseline} (threshold {_threshold(thr)}, frozen on its own clean val), paired "
+             "over the same bootstrap resamples of test images; each policy's threshold was re-frozen on clean "
+             "val for that model.",) if baseline is not None and thr is not None else ()
     return Table(f"Mitigation: gain over the clean-trained model ({metric})",
                  ("policy run", "policy hash", "threshold", f"clean {metric}", "Δ clean [95% CI]", "mPC",
                   "Δ mPC [95% CI]", "rPC", "Δ rPC [95% CI]"), tuple(rows), ("l", "l") + ("r",) * 7, notes=notes)
@@ -116,9 +123,46 @@ def condition_gain_table(group: DatasetGroup, metric: str) -> Table:
                  ("condition", *(r.label for r, _ in runs)), tuple(rows), ("l",) + ("r",) * len(runs))
 
 
+def _held_out(block: Mapping[str, Any]) -> list[str]:
+    """Unseen conditions whose corruption the policy trains at another severity (a held-out severity)."""
+    trained = {c.rsplit("_s", 1)[0] for c in block.get("seen_conditions") or ()}
+    return [c for c in block.get("unseen_conditions") or () if c.rsplit("_s", 1)[0] in trained]
+
+
+def seed_table(group: DatasetGroup, metric: str) -> Table | None:
+    """Per training seed: the gain on clean, mPC, seen, unseen and every held-out severity; the between-seed SD
+    and the combined interval (seeds, then images). None when no block was trained with several seeds."""
+    runs = [(r, b) for r, b in mitigation_runs(group, metric) if b.get("seeds")]
+    if not runs:
+        return None
+    n = max(len(b["seeds"]) for _, b in runs)
+    rows = []
+    for run, b in runs:
+        picks = [("clean", (b.get("conditions") or {}).get("clean", {}).get(metric))]
+        picks += [(what, (b.get(k) or {}).get(metric))
+                  for k, what in (("mpc", "mPC"), ("seen", "seen (mean)"), ("unseen", "unseen (mean)"))]
+        picks += [(c, (b.get("conditions") or {}).get(c, {}).get(metric)) for c in _held_out(b)]
+        for what, g in picks:
+            if not isinstance(g, Mapping) or not g.get("seeds"):
+                continue
+            per = [UNDEFINED if x.get("gain") is None else f"{x['gain']:+.3f}" for x in g["seeds"]]
+            sd = g.get("seed_sd")
+            rows.append((run.label, what, *per, *([MISSING] * (n - len(per))),
+                         UNDEFINED if sd is None else f"{sd:.3f}", _gain(g)))
+    lists = {tuple(b["seeds"]) for _, b in runs}
+    seeds = [f"seed {s}" for s in next(iter(lists))] if len(lists) == 1 else [f"seed #{i + 1}" for i in range(n)]
+    return Table(f"Mitigation: per training seed (Δ {metric})",
+                 ("policy run", "Δ of", *seeds, "seed SD", "combined Δ [95% CI]"), tuple(rows),
+                 ("l", "l") + ("r",) * (n + 2),
+                 notes=("Each seed's Δ pairs the policy model with the clean model of the same training seed; "
+                        "the combined Δ is their mean and its interval a two-level bootstrap (training seeds, then "
+                        "test images with shared weights), so it includes training noise.",))
+
+
 def mitigation_tables(group: DatasetGroup, metric: str) -> list[Table]:
     """Every mitigation table for the group, or [] when no run carries gains for ``metric``."""
     if not mitigation_runs(group, metric):
         return []
-    return [gains_table(group, metric), seen_unseen_table(group, metric), side_effect_table(group, metric),
-            condition_gain_table(group, metric)]
+    seeded = seed_table(group, metric)
+    return [gains_table(group, metric), *([seeded] if seeded is not None else []), seen_unseen_table(group, metric),
+            side_effect_table(group, metric), condition_gain_table(group, metric)]
