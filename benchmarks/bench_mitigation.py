@@ -30,7 +30,7 @@ os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("YOLO_AUTOINSTALL", "0")
 os.environ.setdefault("YOLO_VERBOSE", "0")
 
-from aegis_data.augment import load_policy  # noqa: E402
+from aegis_data.augment.transform import load_policy  # noqa: E402
 from aegis_eval.runners.ablate import CLEAN, run_ablation  # noqa: E402
 from aegis_eval.runners.predict import PredictSettings, library_versions  # noqa: E402
 from aegis_eval.runners.train import TrainSettings  # noqa: E402

@@ -19,16 +19,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from aegis_data.augment import AugmentPolicy, load_policy
+from aegis_data.augment.transform import AugmentPolicy, load_policy
 from aegis_data.errors import AegisError
-from aegis_data.imageio import write_bytes_atomic
-from aegis_eval.bootstrap import BootstrapOptions
-from aegis_eval.predictions import load_ground_truth, load_predictions
+from aegis_data.files.imageio import write_bytes_atomic
+from aegis_eval.metrics.bootstrap import BootstrapOptions
+from aegis_eval.protocols.predictions import load_ground_truth, load_predictions
+from aegis_eval.protocols.scoring import prediction_files, write_score_json
+from aegis_eval.protocols.threshold import DEFAULT_RULE, read_threshold_file
 from aegis_eval.runners.predict import PredictSettings
 from aegis_eval.runners.sweep import THRESHOLD_FILE, run_sweep
 from aegis_eval.runners.train import TrainSettings, train_baseline
-from aegis_eval.scoring import prediction_files, write_score_json
-from aegis_eval.threshold import DEFAULT_RULE, read_threshold_file
 
 CLEAN = "clean"
 ABLATION_FILE = "ablation.json"
@@ -63,7 +63,7 @@ def run_ablation(train: TrainSettings, predict: PredictSettings, split_dir: str 
 
     ``predict.weights`` is ignored: each sweep uses the best weights of its own training run.
     """
-    from aegis_eval.mitigation import paired_gains, score_model
+    from aegis_eval.protocols.mitigation import paired_gains, score_model
 
     if not policies:
         raise AegisError("the ablation needs at least one augmentation policy besides the clean baseline")
