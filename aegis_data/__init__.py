@@ -19,17 +19,17 @@ __version__ = "0.2.0"
 # Public name -> the module that defines it.
 _EXPORTS = {
     "AegisError": "aegis_data.errors",
-    "apply_corruption": "aegis_data.corruptions",
-    "corruption_names": "aegis_data.corruptions",
-    "load_config": "aegis_data.config",
+    "apply_corruption": "aegis_data.engine.corruptions",
+    "corruption_names": "aegis_data.engine.corruptions",
+    "load_config": "aegis_data.engine.config",
     "load_source": "aegis_data.sources",
-    "build_splits": "aegis_data.splits",
-    "verify_split": "aegis_data.verify",
-    "load_split": "aegis_data.split_reader",
-    "FrozenSplit": "aegis_data.split_reader",
-    "Scale": "aegis_data.scale",
-    "DisasterAugment": "aegis_data.augment",
-    "load_policy": "aegis_data.augment",
+    "build_splits": "aegis_data.split.build",
+    "verify_split": "aegis_data.split.verify",
+    "load_split": "aegis_data.split.reader",
+    "FrozenSplit": "aegis_data.split.reader",
+    "Scale": "aegis_data.engine.scale",
+    "DisasterAugment": "aegis_data.augment.transform",
+    "load_policy": "aegis_data.augment.transform",
 }
 __all__ = ["__version__", *_EXPORTS]
 

@@ -148,13 +148,13 @@ class ScoreResult:
         return json.loads(self.to_bytes())
 
     def to_bytes(self) -> bytes:
-        from aegis_eval.scoring import score_json_bytes
+        from aegis_eval.protocols.scoring import score_json_bytes
 
         return score_json_bytes(self.document)
 
     def to_json(self, path: PathLike) -> Path:
         """Write the document atomically (the bytes of ``aegis score --json``); returns the path."""
-        from aegis_eval.scoring import write_score_json
+        from aegis_eval.protocols.scoring import write_score_json
 
         write_score_json(self.document, path)
         return Path(path)
@@ -172,10 +172,9 @@ def score(predictions: Predictions, gt: PathLike, *, threshold: float | None = N
     scores several GT categories; it takes file or folder predictions. ``label`` names the model (default: the
     file or folder name; ``"predictions"`` for in-memory ones). AegisError on bad input.
     """
-    from aegis_eval.bootstrap import BootstrapOptions
-    from aegis_eval.predictions import detections_from_results, load_ground_truth, load_predictions
-    from aegis_eval.scoring import check_threshold_choice, score_loaded, score_paths
-    from aegis_eval.threshold import read_threshold_file
+    from aegis_eval.protocols.predictions import detections_from_results, load_ground_truth, load_predictions
+    from aegis_eval.protocols.scoring import PathOptions, check_threshold_choice, score_loaded, score_paths
+    from aegis_eval.protocols.threshold import read_threshold_file
 
     mapping = _as_mapping(predictions)
     if mapping is None:
@@ -192,9 +191,9 @@ def score(predictions: Predictions, gt: PathLike, *, threshold: float | None = N
     ground_truth = load_ground_truth(gt, split)
     detections = {str(cond): _load_condition(v, str(cond), ground_truth, load_predictions, detections_from_results)
                   for cond, v in mapping.items()}
-    scored = score_loaded(ground_truth, detections, value, info,
-                          options=BootstrapOptions(n_bootstrap=bootstrap, seed=seed), iou=iou, cluster_by=cluster_by,
+    options = PathOptions(bootstrap=bootstrap, seed=seed, iou=iou, cluster_by=cluster_by, split=split,
                           label="predictions" if label is None else label, on_warning=on_warning)
+    scored = score_loaded(ground_truth, detections, value, info, options)
     return ScoreResult(scored.result)
 
 
@@ -206,12 +205,12 @@ def freeze_threshold(predictions: ConditionPredictions, gt: PathLike, *, rule: s
 
     gt: a split folder (its ``annotations/<split>.json``, default val) or a COCO file. ``rule``: ``max-f1``,
     ``precision>=X``, ``recall>=X``, ``fp_per_image<=A`` or ``false_alarm_image_share<=A`` (docs/SCORING.md).
-    Returns the :class:`~aegis_eval.threshold.FrozenThreshold` (``.value``, ``.metrics``, ``.warnings``); with
+    Returns the :class:`~aegis_eval.protocols.threshold.FrozenThreshold` (``.value``, ``.metrics``, ``.warnings``); with
     ``out``, also writes the threshold file ``aegis score`` reads (predictions from memory are recorded by the
     SHA-256 of their canonical JSON).
     """
-    from aegis_eval.predictions import detections_from_results, load_ground_truth, load_predictions
-    from aegis_eval.threshold import freeze_threshold as freeze, write_threshold_file
+    from aegis_eval.protocols.predictions import detections_from_results, load_ground_truth, load_predictions
+    from aegis_eval.protocols.threshold import freeze_threshold as freeze, write_threshold_file
 
     ground_truth = load_ground_truth(gt, split)
     dets = _load_condition(predictions, "val", ground_truth, load_predictions, detections_from_results)
@@ -228,13 +227,13 @@ def rank(scores: Sequence[PathLike | ScoreResult | Mapping[str, Any]], metric: s
          seed: int = 0) -> dict[str, Any]:
     """Rank models by ``metric`` from their score JSONs (paths), :class:`ScoreResult` s or score documents:
     the ``aegis rank`` document (rank agreement across conditions, paired intervals; docs/SCORING.md)."""
-    from aegis_eval.bootstrap import BootstrapOptions
-    from aegis_eval.ranking import load_score_results, model_labels, rank_models
+    from aegis_eval.metrics.bootstrap import BootstrapOptions
+    from aegis_eval.protocols.ranking import load_score_results, model_labels, rank_models
 
     if not scores:
         raise AegisError("rank needs at least two scored models; none were given")
     if all(isinstance(s, (str, Path)) for s in scores):
-        from aegis_eval.ranking import rank_paths
+        from aegis_eval.protocols.ranking import rank_paths
 
         return rank_paths(list(scores), metric, by=by, condition=condition, reference=reference,
                           bootstrap=bootstrap, seed=seed)
@@ -254,7 +253,7 @@ def gt_diff(old: PathLike, new: PathLike, *, iou: float = 0.3, pr_iou: float = 0
     """What changed between two versions of ground truth (two COCO files or two split folders): the
     ``aegis-gt-diff/1`` document (boxes kept / moved / added / removed, and the old GT scored as predictions
     against the new)."""
-    from aegis_eval.gt_diff import gt_diff_paths
+    from aegis_eval.protocols.gt_diff import gt_diff_paths
 
     return gt_diff_paths(old, new, iou=iou, pr_iou=pr_iou)
 
@@ -263,7 +262,7 @@ def score_referring(predictions: PathLike, refs: PathLike, *, bootstrap: int = 1
                     cluster_by: str | None = None, label: str | None = None) -> dict[str, Any]:
     """Referring-expression grounding, P@θ with intervals: the ``aegis-referring/1`` document for a predictions
     file and an ``aegis-refs/1`` file (``aegis convert-refs`` makes one from RefCOCO-style data)."""
-    from aegis_eval.referring import score_referring_paths
+    from aegis_eval.protocols.referring import score_referring_paths
 
     return score_referring_paths(predictions, refs, bootstrap=bootstrap, seed=seed, cluster_by=cluster_by,
                                  label=label)

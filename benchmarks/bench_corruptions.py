@@ -46,11 +46,11 @@ cv2.setNumThreads(1)
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from aegis_data._kernels import kernels_backend  # noqa: E402
-from aegis_data.config import SEVERITIES, load_config  # noqa: E402
-from aegis_data.corruptions import apply_corruption  # noqa: E402
-from aegis_data.imageio import write_bytes_atomic  # noqa: E402
-from aegis_data.scale import FRAME_SCALE, Scale  # noqa: E402
+from aegis_data.engine.config import SEVERITIES, load_config  # noqa: E402
+from aegis_data.engine.corruptions import apply_corruption  # noqa: E402
+from aegis_data.engine.kernels import kernels_backend  # noqa: E402
+from aegis_data.engine.scale import FRAME_SCALE, Scale  # noqa: E402
+from aegis_data.files.imageio import write_bytes_atomic  # noqa: E402
 
 TARGET_MPS = 30.0
 TARGET_MEM_MB = 1536.0

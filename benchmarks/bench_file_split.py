@@ -6,7 +6,7 @@ produced exactly as the builder does it -- decode the source once, corrupt, enco
 and of the pixels, atomic write with fsync -- and each stage's CPU time (``time.process_time``, which a busy
 machine inflates less than wall time) is summed. "before" encodes with ``cv2.imencode`` at compression 1 (the
 writer up to aegisbench 0.1, bytes from the host's zlib), "after" with the toolkit's writer
-(``aegis_data.png``). The estimate of a full build divides the CPU per source image by the worker count, which
+(``aegis_data.files.png``). The estimate of a full build divides the CPU per source image by the worker count, which
 the build benchmark measured to scale ~1.9x on 2 workers.
 
     python benchmarks/bench_file_split.py [--write docs/perf/file_split.md] [--quick]
@@ -34,9 +34,9 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from aegis_data import png  # noqa: E402
-from aegis_data.config import load_config, parse_condition  # noqa: E402
-from aegis_data.corruptions import apply_corruption  # noqa: E402
-from aegis_data.imageio import pixel_sha256, read_rgb, write_bytes_atomic  # noqa: E402
+from aegis_data.engine.config import load_config, parse_condition  # noqa: E402
+from aegis_data.engine.corruptions import apply_corruption  # noqa: E402
+from aegis_data.files.imageio import pixel_sha256, read_rgb, write_bytes_atomic  # noqa: E402
 from aegis_data.sources.synthetic import render_scene  # noqa: E402
 
 cv2.setNumThreads(1)

@@ -41,7 +41,7 @@ os.environ.setdefault("YOLO_VERBOSE", "0")
 
 import numpy as np  # noqa: E402
 
-from aegis_data.augment import load_policy  # noqa: E402
+from aegis_data.augment.transform import load_policy  # noqa: E402
 from aegis_eval.runners.ablate import run_ablation  # noqa: E402
 from aegis_eval.runners.predict import PredictSettings, library_versions  # noqa: E402
 from aegis_eval.runners.train import TrainSettings, train_baseline  # noqa: E402
@@ -87,8 +87,8 @@ def build_split(split: Path, n: int, size: int, test_fraction: float, val_fracti
 def contrast(split: Path, ring: int = 4) -> dict[str, dict[str, float]]:
     """Per condition of ``LADDER``: median over GT boxes of (mean luma in the box - mean luma of a ``ring``-px
     band around it) / SD of luma in that band, and the mean frame luma (0-255)."""
-    from aegis_data.calibration import luma
-    from aegis_data.imageio import read_rgb
+    from aegis_data.engine.calibration import luma
+    from aegis_data.files.imageio import read_rgb
 
     gt = json.loads((split / "annotations" / "test.json").read_text())
     boxes: dict[int, list] = {}

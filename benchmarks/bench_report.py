@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from aegis_data.imageio import decode_image_bytes, encode_png  # noqa: E402
+from aegis_data.files.imageio import decode_image_bytes, encode_png  # noqa: E402
 from aegis_eval.report import build_report  # noqa: E402
 from aegis_eval.report import figures as F  # noqa: E402
 from aegis_eval.report.gallery import compose_pair, draw_panel, panel_scale  # noqa: E402

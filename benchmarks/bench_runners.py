@@ -32,10 +32,10 @@ os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("YOLO_AUTOINSTALL", "0")
 os.environ.setdefault("YOLO_VERBOSE", "0")
 
-from aegis_data.tiling import tile_grid  # noqa: E402
 from aegis_eval.runners import load_detector  # noqa: E402
 from aegis_eval.runners.predict import library_versions  # noqa: E402
 from aegis_eval.runners.tiled import predict_images  # noqa: E402
+from aegis_eval.runners.tiling import tile_grid  # noqa: E402
 
 # name -> (model, weights, arch, relative cost used to cut repetitions on slow models)
 MODELS = {

@@ -43,7 +43,7 @@ def shift(image, name: str, severity: int, image_id: str, seed: int):
 def one_build(n: int, workers: int, scheduler: str | None, out: str, cheap: bool = False) -> dict:
     """Build the synthetic source of ``n`` images of SIZE px in this process; return timings and peak RSS."""
     from aegis_data.sources import load_source
-    from aegis_data.splits import build_splits
+    from aegis_data.split.build import build_splits
 
     t0 = time.perf_counter()
     ds = load_source("synthetic", n=n, size=SIZE)
@@ -65,7 +65,7 @@ def task_overhead(tasks: int = 2000) -> dict:
     """Round-trip cost of a no-op task through the same bounded submit/as_completed loop as the build."""
     import distributed
 
-    from aegis_data.distributed import TASKS_PER_THREAD
+    from aegis_data.executors import TASKS_PER_THREAD
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address="127.0.0.1:0", silence_logs=50) as cluster:

@@ -47,11 +47,11 @@ from numpy.random import PCG64, Generator
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from aegis_eval.bootstrap import BootstrapOptions, bootstrap_samples, resample_weights  # noqa: E402
-from aegis_eval.matching import match_at_threshold, threshold_metrics  # noqa: E402
-from aegis_eval.metrics import accumulate, evaluate_images  # noqa: E402
-from aegis_eval.result_keys import AP_METRICS  # noqa: E402
-from aegis_eval.types import Detections, GroundTruth  # noqa: E402
+from aegis_eval.metrics.bootstrap import BootstrapOptions, bootstrap_samples, resample_weights  # noqa: E402
+from aegis_eval.metrics.coco import accumulate, evaluate_images  # noqa: E402
+from aegis_eval.metrics.matching import match_at_threshold, threshold_metrics  # noqa: E402
+from aegis_eval.metrics.result_keys import AP_METRICS  # noqa: E402
+from aegis_eval.metrics.types import Detections, GroundTruth  # noqa: E402
 
 THRESHOLD = 0.25
 

@@ -29,10 +29,10 @@ from numpy.random import PCG64, Generator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from aegis_eval.bootstrap import BootstrapOptions  # noqa: E402
-from aegis_eval.predictions import (load_ground_truth, load_ground_truth_by_class, load_predictions,  # noqa: E402
+from aegis_eval.metrics.bootstrap import BootstrapOptions  # noqa: E402
+from aegis_eval.protocols.predictions import (load_ground_truth, load_ground_truth_by_class, load_predictions,  # noqa: E402
                                     load_predictions_by_class)
-from aegis_eval.scoring import score_conditions, score_conditions_by_class, score_paths  # noqa: E402
+from aegis_eval.protocols.scoring import score_conditions, score_conditions_by_class, score_paths  # noqa: E402
 
 THRESHOLD = 0.3
 CLASS_NAMES = ("person", "vehicle", "boat", "animal", "debris")

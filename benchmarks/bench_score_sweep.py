@@ -20,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from aegis_data.config import load_config
-from aegis_eval import metrics
-from aegis_eval.bootstrap import BootstrapOptions, bootstrap_samples, resample_weights
-from aegis_eval.matching import match_at_threshold
-from aegis_eval.predictions import load_ground_truth, load_predictions
-from aegis_eval.scoring import score_paths
+from aegis_data.engine.config import load_config
+from aegis_eval.metrics import coco as metrics
+from aegis_eval.metrics.bootstrap import BootstrapOptions, bootstrap_samples, resample_weights
+from aegis_eval.metrics.matching import match_at_threshold
+from aegis_eval.protocols.predictions import load_ground_truth, load_predictions
+from aegis_eval.protocols.scoring import score_paths
 
 
 def make_sweep(root: Path, n_images: int, per_image: int, conditions: list[str], seed: int = 20260707) -> None:

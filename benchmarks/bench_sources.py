@@ -17,9 +17,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from aegis_data.audit import audit_dataset
 from aegis_data.sources import load_source
 from aegis_data.sources import synthetic
+from aegis_data.sources.audit import audit_dataset
 
 
 def timed(fn, repeats: int) -> float:

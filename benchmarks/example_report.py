@@ -22,11 +22,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from aegis_data.config import load_config  # noqa: E402
-from aegis_eval.predictions import detections_from_results, ground_truth_from_coco, read_json_file  # noqa: E402
+from aegis_data.engine.config import load_config  # noqa: E402
+from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco, read_json_file  # noqa: E402
+from aegis_eval.protocols.scoring import score_paths, write_score_json  # noqa: E402
+from aegis_eval.protocols.threshold import freeze_threshold, write_threshold_file  # noqa: E402
 from aegis_eval.report import build_report, load_results  # noqa: E402
-from aegis_eval.scoring import score_paths, write_score_json  # noqa: E402
-from aegis_eval.threshold import freeze_threshold, write_threshold_file  # noqa: E402
 from bench_score_sweep import make_sweep  # noqa: E402
 
 MODELS = (("model_a", 40, "max-f1"), ("model_b", 10, "fp_per_image<=0.5"))

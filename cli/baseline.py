@@ -169,7 +169,7 @@ def train_cmd(
 
     With --augment, every training frame is disaster-corrupted by the policy before tiling (docs/MITIGATION.md).
     """
-    from aegis_data.augment import load_policy
+    from aegis_data.augment.transform import load_policy
     from aegis_eval.runners.train import train_baseline
 
     cfg = _settings(config, model=model, weights=weights, epochs=epochs, imgsz=imgsz, batch=batch, seed=seed,
@@ -181,7 +181,7 @@ def train_cmd(
                             augment=policy)
     out.print(f"{settings.model}: {result['status']}; best weights: {result['best']}", highlight=False)
     if policy is not None:
-        out.print(f"augmentation: {policy.name} [{policy.hash}]", highlight=False)
+        out.print(f"augmentation: {policy.name} [{policy.hash}]", markup=False, highlight=False)
     out.print(f"last checkpoint: {result['last']}; config: {result['config']}", highlight=False)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -16,6 +15,7 @@ from rich.markup import escape
 
 from aegis_data.errors import AegisError
 from aegis_data.extras import MissingExtra
+from aegis_data.files.outputs import check_output_dirs, check_outputs  # noqa: F401 (the commands' checks)
 
 # Results go to stdout, diagnostics to stderr.
 out = Console()
@@ -71,7 +71,7 @@ def handle_errors(fn: F) -> F:
         except PermissionError as exc:
             raise fail(f"permission denied: {exc.filename or exc}") from None
         except OSError as exc:  # disk full, a parent that is a file, ...: one line naming the path
-            from aegis_data.imageio import write_error
+            from aegis_data.files.imageio import write_error
 
             if exc.filename and exc.errno in (errno.ENOSPC, errno.ENOTDIR, errno.EISDIR, errno.EEXIST):
                 raise fail(str(write_error(Path(exc.filename), exc))) from None
@@ -91,60 +91,3 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def check_outputs(outputs: Mapping[str, Path | None], inputs: Iterable[Path | None] = ()) -> None:
-    """Before any long work: every output file can be written, no two options name the same file, and none
-    replaces (or lands inside) an input of the same command. Raises AegisError in one line naming the option.
-
-    ``outputs`` maps an option name (``--json``) to its path or None; ``inputs`` are the files and folders the
-    command reads (a folder protects every file under it).
-    """
-    from aegis_data.errors import AegisError
-
-    given = {opt: Path(p) for opt, p in outputs.items() if p is not None}
-    seen: dict[Path, str] = {}
-    for opt, path in given.items():
-        real = path.resolve()
-        if real in seen:
-            raise AegisError(f"{seen[real]} and {opt} both name {path}; give each output its own file")
-        seen[real] = opt
-        if path.is_dir():
-            raise AegisError(f"{opt} {path} is a folder; expected a file name")
-        blocker = next((d for d in path.parents if d.exists() and not d.is_dir()), None)
-        if blocker is not None:
-            raise AegisError(f"{opt} {path} cannot be written: {blocker} is a file, not a folder")
-        existing = next((d for d in path.parents if d.exists()), Path("."))
-        if not os.access(existing, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-            raise AegisError(f"{opt} {path} cannot be written: no permission in {existing}")
-        for src in inputs:
-            if src is None or not Path(src).exists():
-                continue
-            src_real = Path(src).resolve()
-            if real == src_real or (src_real.is_dir() and src_real in real.parents):
-                what = "is" if real == src_real else "lies inside"
-                raise AegisError(f"{opt} {path} {what} the input {src}; write the output somewhere else")
-
-
-def check_output_dirs(outputs: Mapping[str, Path | None], inputs: Iterable[Path | None] = ()) -> None:
-    """Output folders: each may exist (as a folder) or be creatable, and is neither an input folder nor inside
-    one (``inputs``); AegisError in one line otherwise."""
-    from aegis_data.errors import AegisError
-
-    inputs = [Path(p).resolve() for p in inputs if p is not None and Path(p).is_dir()]
-
-    for opt, path in outputs.items():
-        if path is None:
-            continue
-        path = Path(path)
-        if path.exists() and not path.is_dir():
-            raise AegisError(f"{opt} must be a directory, got an existing file: {path}")
-        blocker = next((d for d in path.parents if d.exists() and not d.is_dir()), None)
-        if blocker is not None:
-            raise AegisError(f"{opt} {path} cannot be created: {blocker} is a file, not a folder")
-        existing = next((d for d in (path, *path.parents) if d.exists()), Path("."))
-        if not os.access(existing, os.W_OK | os.X_OK):
-            raise AegisError(f"{opt} {path} cannot be written: no permission in {existing}")
-        real = path.resolve()
-        for src in inputs:
-            if real == src or src in real.parents:
-                raise AegisError(f"{opt} {path} {'is' if real == src else 'lies inside'} the input folder {src}; "
-                                 f"write the output somewhere else")

@@ -1,7 +1,7 @@
 """Commands around the corruption engine: ``list``, ``corrupt``, ``grid`` and ``calibrate``.
 
-Parsing and rendering only: the work is done by ``aegis_data.corruptions`` (the engine),
-``aegis_data.calibration`` (statistics, calibration tables) and ``aegis_data.grid`` (the severity grid), which
+Parsing and rendering only: the work is done by ``aegis_data.engine.corruptions`` (the engine),
+``aegis_data.engine.calibration`` (statistics, calibration tables) and ``aegis_data.engine.grid`` (the severity grid), which
 the tests call directly.
 """
 
@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from aegis_data.config import check_severity, load_config
+from aegis_data.engine.config import check_severity, load_config
 from aegis_data.errors import AegisError
 from cli.common import GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, check_outputs, fail, handle_errors, out
 
@@ -45,7 +45,7 @@ def _fmt_value(v) -> str:
 
 def effective_parameters(spec, scale, long_side: int | None) -> dict:
     """{parameter: {"unit", "values" (s1, s2, s3)}} for the parameters of ``spec`` that follow the length unit."""
-    from aegis_data.scale import effective_value, is_scaled_parameter
+    from aegis_data.engine.scale import effective_value, is_scaled_parameter
 
     found = {}
     params = [(k, list(v)) for k, v in spec.severities.items()] + [(k, [v] * 3) for k, v in spec.fixed.items()]
@@ -100,7 +100,7 @@ def list_cmd(
     With --scale object (--person-px N or --gsd G), or --long-side L under frame scale, also the effective
     pixel values of every length, density and texture parameter.
     """
-    from aegis_data.scale import resolve_scale
+    from aegis_data.engine.scale import resolve_scale
 
     if long_side is not None and (long_side < 1 or scale is ScaleMode.object):
         raise AegisError("--long-side takes a positive number of px and applies to --scale frame only")
@@ -144,9 +144,9 @@ def corrupt_cmd(
     gsd: GsdOpt = None,
 ) -> None:
     """Apply one corruption at one severity to one image and write a lossless PNG."""
-    from aegis_data.corruptions import apply_corruption
-    from aegis_data.scale import resolve_scale
-    from aegis_data.imageio import pixel_sha256, read_rgb, write_png_atomic
+    from aegis_data.engine.corruptions import apply_corruption
+    from aegis_data.engine.scale import resolve_scale
+    from aegis_data.files.imageio import pixel_sha256, read_rgb, write_png_atomic
 
     load_config().check_corruption(corruption)
     check_severity(severity, "--severity")
@@ -173,8 +173,8 @@ def grid_cmd(
     ] = None,
 ) -> None:
     """Render clean + every corruption at severities 1-3 as one labelled PNG (a visual check of the ladder)."""
-    from aegis_data.grid import severity_grid
-    from aegis_data.imageio import read_rgb, write_png_atomic
+    from aegis_data.engine.grid import severity_grid
+    from aegis_data.files.imageio import read_rgb, write_png_atomic
 
     if out_path.suffix.lower() != ".png":
         raise AegisError(f"--out must be a .png file, got {str(out_path)!r}")
@@ -211,11 +211,11 @@ def calibrate_cmd(
 
     In a split, test/clean is compared with test/<corruption>_s<k>; conditions not on disk are skipped.
     """
-    from aegis_data.calibration import calibrate_path, check_monotone
-    from aegis_data.imageio import write_bytes_atomic
+    from aegis_data.engine.calibration import calibrate_path, check_monotone
+    from aegis_data.files.imageio import write_bytes_atomic
 
     check_outputs({"--json": json_out}, [path])
-    from aegis_data.scale import resolve_scale
+    from aegis_data.engine.scale import resolve_scale
 
     chosen = None
     if scale is ScaleMode.object or person_px is not None or gsd is not None:

@@ -95,9 +95,9 @@ def rank(
                                                      show_default=False)] = None,
 ) -> None:
     """Rank models per condition (or GT version), with Kendall's tau to the reference ranking and rank flips."""
-    from aegis_data.imageio import write_bytes_atomic
-    from aegis_eval.ranking import rank_paths
-    from aegis_eval.scoring import score_json_bytes
+    from aegis_data.files.imageio import write_bytes_atomic
+    from aegis_eval.protocols.ranking import rank_paths
+    from aegis_eval.protocols.scoring import score_json_bytes
 
     check_outputs({"--json": json_out}, results)
     doc = rank_paths(results, metric, by=by, condition=condition, reference=reference, bootstrap=bootstrap, seed=seed,

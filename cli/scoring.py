@@ -8,11 +8,11 @@ from typing import Annotated, Any, Mapping, Optional
 import typer
 from rich.table import Table
 
-from aegis_data.config import SEVERITIES
+from aegis_data.engine.config import SEVERITIES
 from aegis_data.errors import AegisError
-from aegis_eval.predictions import (load_ground_truth, load_ground_truth_by_class, load_predictions,
+from aegis_eval.protocols.predictions import (load_ground_truth, load_ground_truth_by_class, load_predictions,
                                     load_predictions_by_class)
-from aegis_eval.threshold import (DEFAULT_RULE, freeze_threshold, freeze_thresholds_by_class, parse_grid,
+from aegis_eval.protocols.threshold import (DEFAULT_RULE, freeze_threshold, freeze_thresholds_by_class, parse_grid,
                                   write_class_threshold_file, write_threshold_file)
 from cli.common import check_outputs, handle_errors, out, warn
 
@@ -185,7 +185,7 @@ AllowMergeOption = Annotated[bool, typer.Option("--allow-merge", help="Let --cla
 
 
 def _class_map(spec: Optional[str], side: str, allow_merge: bool):
-    from aegis_eval.class_map import parse_class_map
+    from aegis_eval.protocols.class_map import parse_class_map
 
     if spec is None:
         if side != "gt" or allow_merge:
@@ -300,7 +300,7 @@ def score_cmd(
     """Score predictions at a frozen threshold: COCO AP, P/R/F1, size recall, false-alarm bounds, drops vs clean,
     bootstrap CIs; several classes (--classes), GT versions (repeat --gt) or referring expressions (--task)."""
     # Imported here so the other commands (and --help) start without loading the AP engine and bootstrap.
-    from aegis_eval.scoring import score_paths
+    from aegis_eval.protocols.scoring import score_paths
 
     inputs = [preds, *gt, threshold_file, *(Path(v) for v in (cluster_by, class_map) if v and Path(v).is_file())]
     check_outputs({"--json": json_out, "--csv": csv_out}, inputs)
@@ -320,7 +320,7 @@ def score_cmd(
     options = dict(threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap, seed=seed, iou=iou,
                    cluster_by=cluster_by, label=label, split=split, on_warning=warn, classes=classes, class_map=cmap)
     if len(gt) > 1:
-        from aegis_eval.versions import score_versions
+        from aegis_eval.protocols.versions import score_versions
 
         if cross_check is not None:
             raise AegisError("[cross_check_versions] --cross-check applies to one --gt")
@@ -354,7 +354,7 @@ def _print_score(result: dict) -> None:
 
 
 def _write_score_outputs(result: dict, json_out: Path | None, csv_out: Path | None) -> None:
-    from aegis_eval.scoring import write_score_csv, write_score_json
+    from aegis_eval.protocols.scoring import write_score_csv, write_score_json
 
     if json_out is not None:
         write_score_json(result, json_out)
@@ -401,8 +401,8 @@ def gt_diff_cmd(
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the aegis-gt-diff/1 JSON here.")] = None,
 ) -> None:
     """Audit a label revision: added, removed, tightened, loosened and class-changed boxes, per split and class."""
-    from aegis_eval.gt_diff import gt_diff_paths
-    from aegis_eval.scoring import write_score_json
+    from aegis_eval.protocols.gt_diff import gt_diff_paths
+    from aegis_eval.protocols.scoring import write_score_json
 
     check_outputs({"--json": json_out}, [old, new])
     doc = gt_diff_paths(old, new, iou=iou, pr_iou=pr_iou)
@@ -437,8 +437,8 @@ def referring_table(doc: Mapping[str, Any]) -> Table:
 
 def _score_referring(preds: Path, refs: Path, bootstrap: int, seed: int, cluster_by: Optional[str],
                      label: Optional[str], json_out: Optional[Path]) -> None:
-    from aegis_eval.referring import score_referring_paths
-    from aegis_eval.scoring import write_score_json
+    from aegis_eval.protocols.referring import score_referring_paths
+    from aegis_eval.protocols.scoring import write_score_json
 
     doc = score_referring_paths(preds, refs, bootstrap=bootstrap, seed=seed, cluster_by=cluster_by, label=label)
     out.print(referring_table(doc))
@@ -459,9 +459,9 @@ def convert_refs_cmd(
     """Convert RefCOCO-style refs to the aegis-refs/1 ground truth of 'aegis score --task referring'."""
     import json
 
-    from aegis_data.imageio import write_bytes_atomic
-    from aegis_eval.predictions import read_json_file
-    from aegis_eval.referring import refs_from_refcoco
+    from aegis_data.files.imageio import write_bytes_atomic
+    from aegis_eval.protocols.predictions import read_json_file
+    from aegis_eval.protocols.referring import refs_from_refcoco
 
     check_outputs({"--out": out_path}, [refs, instances])
     refs_doc, _ = read_json_file(refs, "refs", "refcoco_")

@@ -92,8 +92,8 @@ def audit_command(
 
     Exits 1 when leakage is found (a group or a duplicate image in more than one split).
     """
-    from aegis_data.audit import audit_dataset
-    from aegis_data.imageio import write_bytes_atomic
+    from aegis_data.sources.audit import audit_dataset
+    from aegis_data.files.imageio import write_bytes_atomic
     from aegis_data.sources import load_source
 
     check_outputs({"--json": json_out}, [source, images, labels, annotations])

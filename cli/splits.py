@@ -113,9 +113,9 @@ def build_command(
     option: OptionOpt = None,
 ) -> None:
     """Build the frozen corrupted benchmark (clean + 27 conditions) with its SHA-256 manifest."""
-    from aegis_data.imageio import DEFAULT_MAX_PIXELS
+    from aegis_data.files.imageio import DEFAULT_MAX_PIXELS
     from aegis_data.sources import load_source
-    from aegis_data.splits import build_splits
+    from aegis_data.split.build import build_splits
 
     options = adapter_options(dataset, option, n=n, size=size, images=images, labels=labels, annotations=annotations,
                               classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels,
@@ -188,8 +188,8 @@ def verify_command(
     timeout: TimeoutOpt = None,
 ) -> None:
     """Recompute every hash of a frozen split; exit 0 only if everything matches."""
-    from aegis_data.imageio import write_bytes_atomic
-    from aegis_data.verify import verify_split
+    from aegis_data.files.imageio import write_bytes_atomic
+    from aegis_data.split.verify import verify_split
 
     if subset and against is None:
         raise fail("--subset needs --against (a reference manifest to take the subset of)")
@@ -243,7 +243,7 @@ def export_command(
     push: Annotated[Optional[str], typer.Option(help="Also upload the parquet files to this Hugging Face dataset repo id.")] = None,
 ) -> None:
     """Export a verified frozen split as a Hugging Face `datasets` dataset with embedded images."""
-    from aegis_data.export_hf import export_split, push_split
+    from aegis_data.split.export_hf import export_split, push_split
 
     check_output_dirs({"--out": out_dir}, [directory])
     result = export_split(directory, out_dir)

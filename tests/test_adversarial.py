@@ -76,7 +76,7 @@ def test_resume_rerenders_an_image_whose_source_pixels_changed(tmp_path, yolo_sp
 
 def test_resume_from_another_source_folder_is_refused(tmp_path):
     from aegis_data.sources import load_source
-    from aegis_data.splits import build_splits
+    from aegis_data.split.build import build_splits
     from test_splits_doubles import no_leak
 
     a = yolo_source(tmp_path / "a" / "data", seed=0)
@@ -171,7 +171,7 @@ def test_verify_reports_links_leaving_the_split_and_hardlinks(tmp_path, yolo_spl
 
 # --- 5./6. the manifest: identity under the root hash, entry paths confined ----------------------------
 def _rehash(m: dict) -> dict:
-    from aegis_data.manifest import files_hash, root_hash, sealed_header
+    from aegis_data.split.manifest import files_hash, root_hash, sealed_header
 
     m["root_hash"] = root_hash(m, m["entries"])
     m["files_hash"] = files_hash(m["root_hash"], m["encoder"], m["entries"], sealed_header(m))
@@ -189,7 +189,7 @@ def test_identity_fields_cannot_be_edited(yolo_split, field, value):
 
 @pytest.mark.parametrize("bad", ["../../../../etc/hostname", "/etc/hostname", "test/../../x.png", "elsewhere/a.png"])
 def test_manifest_paths_outside_the_split_are_refused_before_reading(tmp_path, yolo_split, bad, monkeypatch):
-    import aegis_data.verify as verify_mod
+    import aegis_data.split.verify as verify_mod
 
     src, out, m = yolo_split
     m["entries"].append({"path": bad, "kind": "yolo", "sha256": "0" * 64})
@@ -275,7 +275,7 @@ def test_unwritable_outputs_are_refused_before_work(tmp_path, yolo_split, scorin
 
 
 def test_disk_full_is_one_line_naming_the_path_and_free_space(tmp_path, monkeypatch, scoring_inputs):
-    import aegis_data.imageio as imageio
+    import aegis_data.files.imageio as imageio
 
     gt, preds = scoring_inputs
 
@@ -289,7 +289,7 @@ def test_disk_full_is_one_line_naming_the_path_and_free_space(tmp_path, monkeypa
 
 
 def test_disk_full_while_building_is_one_line_and_nothing_verifies(tmp_path, monkeypatch):
-    import aegis_data.imageio as imageio
+    import aegis_data.files.imageio as imageio
 
     src = yolo_source(tmp_path / "src")
     real = imageio.os.replace
@@ -316,7 +316,7 @@ def test_a_folder_named_tmp_in_a_finished_build_keeps_the_manifest(yolo_split):
 
 
 def test_a_failing_rebuild_does_not_delete_a_valid_manifest(yolo_split, monkeypatch):
-    import aegis_data.splits as splits_mod
+    import aegis_data.split.build as splits_mod
 
     src, out, first = yolo_split
 
@@ -497,8 +497,8 @@ def test_workers_die_when_only_the_parent_is_killed(tmp_path):
 
     tests_dir = Path(__file__).parent
     code = (
-        "from aegis_data.records import Record\n"
-        "from aegis_data.splits import build_splits\n"
+        "from aegis_data.sources.records import Record\n"
+        "from aegis_data.split.build import build_splits\n"
         "from test_splits_doubles import *\n"
         "ds = FakeDataset('fake', {'n': 40}, {'test': [Record(f'i{k:02d}', f'fake:{k}', 64, 48) for k in range(40)]})\n"
         f"build_splits(ds, {str(tmp_path / 'out')!r}, corruptions=FEW, workers=2, read_image=fake_read,\n"
@@ -604,7 +604,7 @@ def test_over_deep_json_is_one_line(tmp_path, scoring_inputs, score_json, what):
 
 
 def test_disk_full_while_writing_images_is_one_line(tmp_path, monkeypatch):
-    import aegis_data.imageio as imageio
+    import aegis_data.files.imageio as imageio
 
     src = yolo_source(tmp_path / "src")
 
@@ -628,7 +628,7 @@ def test_folder_outputs_never_land_inside_an_input_folder(tmp_path, yolo_split):
 def test_in_memory_numbers_beyond_float64_are_findings_too():
     """Input that never went through the JSON reader (a caller's dicts) meets the loaders' own checks."""
     from aegis_data.errors import AegisError
-    from aegis_eval.predictions import ground_truth_from_coco
+    from aegis_eval.protocols.predictions import ground_truth_from_coco
 
     coco = {"images": [{"id": 1, "file_name": "a.png", "width": 10, "height": 10}],
             "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 10**400, 2]}],
@@ -667,7 +667,7 @@ CONFIG_EDITS = [
 
 @pytest.mark.parametrize("old,new,names", CONFIG_EDITS, ids=[c[2] for c in CONFIG_EDITS])
 def test_every_suite_config_value_is_checked_on_load(old, new, names):
-    from aegis_data.config import DEFAULT_CONFIG_PATH, config_from_bytes
+    from aegis_data.engine.config import DEFAULT_CONFIG_PATH, config_from_bytes
     from aegis_data.errors import AegisError
 
     data = DEFAULT_CONFIG_PATH.read_bytes()
@@ -678,20 +678,23 @@ def test_every_suite_config_value_is_checked_on_load(old, new, names):
 
 
 def test_a_suite_config_may_carry_a_scale_block():
-    from aegis_data.config import DEFAULT_CONFIG_PATH, config_from_bytes, load_config
+    from aegis_data.engine.config import DEFAULT_CONFIG_PATH, config_from_bytes, load_config
+    from aegis_data.errors import AegisError
 
-    cfg = config_from_bytes(DEFAULT_CONFIG_PATH.read_bytes() + b"scale: {reference: 1}\n")
-    assert cfg.corruptions == load_config().corruptions
+    cfg = config_from_bytes(DEFAULT_CONFIG_PATH.read_bytes() + b"scale: {mode: object, person_px: 30}\n")
+    assert cfg.corruptions == load_config().corruptions and cfg.scale == {"mode": "object", "person_px": 30.0}
+    with pytest.raises(AegisError, match="scale must be"):
+        config_from_bytes(DEFAULT_CONFIG_PATH.read_bytes() + b"scale: {reference: 1}\n")
 
 
 @pytest.mark.parametrize("old,new,names", CONFIG_EDITS[:2], ids=["nan", "inf"])
 def test_verify_of_a_split_whose_config_holds_nan_is_one_finding_not_a_crash(tmp_path, yolo_split, old, new, names):
-    from aegis_data.config import config_hash_of
+    from aegis_data.engine.config import config_bytes_hash
 
     src, out, m = yolo_split
     data = (out / "corruptions.yaml").read_bytes().replace(old, new, 1)
     (out / "corruptions.yaml").write_bytes(data)
-    m["config_hash"] = config_hash_of(data)
+    m["config_hash"] = config_bytes_hash(data)  # a config that does not parse has only a byte hash
     _reseal(out, m)
     _flip_pixel(out / "test" / "low_light_s1" / "f0.png")  # verify would regenerate this file from the config
     r = invoke("verify", out, "--json", tmp_path / "v.json")
@@ -703,8 +706,7 @@ def test_verify_of_a_split_whose_config_holds_nan_is_one_finding_not_a_crash(tmp
 
 
 def test_compiled_loops_refuse_sizes_that_overflow():
-    from aegis_data import _kernels as K
-
+    from aegis_data.engine import kernels as K
     c = K.CKERNELS
     if c is None:
         pytest.skip("the compiled loops are not built here (the NumPy fallback has no C sizes to overflow)")
@@ -720,7 +722,7 @@ def test_compiled_loops_refuse_sizes_that_overflow():
 
 
 def test_the_documented_parameter_table_is_the_validators():
-    from aegis_data.config_schema import PARAMETERS
+    from aegis_data.engine.config_schema import PARAMETERS
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "CORRUPTIONS.md").read_text()
     for name, params in PARAMETERS.items():
@@ -756,7 +758,7 @@ def test_a_label_path_that_is_a_folder_or_fifo_is_refused(tmp_path, kind):
 # --- 4. augmentation weights -------------------------------------------------------------------------------
 @pytest.mark.parametrize("weights", [[float("nan"), 1, 1], [float("inf"), 1, 1], [-1, 1, 1], [0, 1, 1]])
 def test_severity_weights_must_be_finite_and_positive(weights):
-    from aegis_data.augment import resolve_policy
+    from aegis_data.augment.transform import resolve_policy
     from aegis_data.errors import AegisError
 
     with pytest.raises(AegisError, match="finite positive number"):
@@ -764,7 +766,7 @@ def test_severity_weights_must_be_finite_and_positive(weights):
 
 
 def test_huge_severity_weights_keep_their_proportions():
-    from aegis_data.augment import DisasterAugment, resolve_policy
+    from aegis_data.augment.transform import DisasterAugment, resolve_policy
 
     def severities(weights):
         aug = DisasterAugment(resolve_policy({"name": "w", "p_clean": 0.0, "severity_weights": weights}), seed=3)
@@ -778,7 +780,7 @@ def test_huge_severity_weights_keep_their_proportions():
 @pytest.mark.parametrize("text", ['{"1": 2, "2": 2, "1": 1}', '{"1": 2, "2": 1, "01": 1}'])
 def test_a_json_class_map_with_a_repeated_or_aliased_id_is_refused(tmp_path, text):
     from aegis_data.errors import AegisError
-    from aegis_eval.class_map import parse_class_map
+    from aegis_eval.protocols.class_map import parse_class_map
 
     path = tmp_path / "map.json"
     path.write_text(text)
@@ -855,7 +857,7 @@ def test_subset_against_a_reference_catches_edited_gt_fields(tmp_path, yolo_spli
 
 
 def test_the_gt_digest_of_a_toolkit_box_is_unchanged():
-    from aegis_data.manifest import annotation_digest, annotation_identity, gt_digest
+    from aegis_data.split.manifest import annotation_digest, annotation_identity, gt_digest
 
     boxes = [[1.5, 2.0, 3.0, 4.25], [0.0, 0.0, 1.0, 1.0]]
     plain = [annotation_identity(b, 1, 0, b[2] * b[3]) for b in boxes]
@@ -920,7 +922,7 @@ def test_top_level_fields_are_sealed(yolo_split, edit):
 
 
 def test_a_manifest_with_the_earlier_seal_verifies_with_a_note(tmp_path, yolo_split):
-    from aegis_data.manifest import files_hash
+    from aegis_data.split.manifest import files_hash
 
     src, out, m = yolo_split
     m["files_hash"] = files_hash(m["root_hash"], m["encoder"], m["entries"])  # the earlier form
@@ -1011,7 +1013,7 @@ def test_convert_refs_with_malformed_sentences_is_one_line(tmp_path, sentences):
 # --- 11. RefCOCO image ids and file names, a remote cluster's paths ---------------------------------------
 def test_convert_refs_refuses_an_image_mismatch_and_keeps_the_refs_file_name():
     from aegis_data.errors import AegisError
-    from aegis_eval.referring import refs_from_refcoco
+    from aegis_eval.protocols.referring import refs_from_refcoco
 
     ref = {"ref_id": 7, "ann_id": 70, "image_id": 3, "split": "val", "file_name": "COCO_3_7.jpg",
            "sentences": [{"sent_id": 100, "sent": "man in red"}]}
@@ -1023,7 +1025,7 @@ def test_convert_refs_refuses_an_image_mismatch_and_keeps_the_refs_file_name():
 
 
 def test_a_relative_split_path_reaches_cluster_workers_resolved(yolo_split, monkeypatch):
-    import aegis_data.verify as verify_mod
+    import aegis_data.split.verify as verify_mod
 
     src, out, _ = yolo_split
     seen = []

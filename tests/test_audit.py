@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from aegis_data.audit import audit_dataset, box_statistics
-from aegis_data.records import Record
 from aegis_data.sources import load_source
 from aegis_data.sources._dataset import build_dataset
+from aegis_data.sources.audit import audit_dataset, box_statistics
+from aegis_data.sources.records import Record
 from cli.main import app
 
 runner = CliRunner()

@@ -12,7 +12,8 @@ import torch
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
-from aegis_data.augment import (
+from aegis_data.augment.torchvision_v2 import DisasterAugmentV2
+from aegis_data.augment.transform import (
     POLICY_DIR,
     TRAIN_TAG,
     DisasterAugment,
@@ -22,11 +23,10 @@ from aegis_data.augment import (
     resolve_policy,
     train_key,
 )
-from aegis_data.augment_torchvision import DisasterAugmentV2
-from aegis_data.config import load_config
-from aegis_data.corruptions import CORRUPTIONS, apply_corruption
+from aegis_data.engine.config import load_config
+from aegis_data.engine.corruptions import CORRUPTIONS, apply_corruption
+from aegis_data.engine.seeding import SUITE_TAG, KeyedRandom, stream_key
 from aegis_data.errors import AegisError
-from aegis_data.seeding import SUITE_TAG, KeyedRandom, stream_key
 
 # Ids chosen to break a naive key format: separators, the other namespace's tag, empty strings, unicode.
 HOSTILE_IDS = [0, 7, "7", "", "|", "a|b", f"{SUITE_TAG}|x", f"{TRAIN_TAG}|0|0|0", "aegis-v1", "aegis-train",

@@ -1,4 +1,4 @@
-"""Contracts of aegis_eval.bootstrap: keyed resampling, per-resample metrics from cached tables, intervals."""
+"""Contracts of aegis_eval.metrics.bootstrap: keyed resampling, per-resample metrics from cached tables, intervals."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from numpy.random import PCG64, Generator
 
+from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.errors import AegisError
-from aegis_data.seeding import KeyedRandom
-from aegis_eval.bootstrap import (BootstrapOptions, bootstrap_ap, bootstrap_samples, intervals,
+from aegis_eval.metrics.bootstrap import (BootstrapOptions, bootstrap_ap, bootstrap_samples, intervals,
                                   paired_drop_intervals, percentile_interval, resample_weights)
-from aegis_eval.matching import PerImageCounts, match_at_threshold
-from aegis_eval.metrics import accumulate, evaluate_images
-from aegis_eval.result_keys import CI_METRICS
-from aegis_eval.types import Detections, GroundTruth
+from aegis_eval.metrics.coco import accumulate, evaluate_images
+from aegis_eval.metrics.matching import PerImageCounts, match_at_threshold
+from aegis_eval.metrics.result_keys import CI_METRICS
+from aegis_eval.metrics.types import Detections, GroundTruth
 from test_metrics_parity import make_fixture
 
 

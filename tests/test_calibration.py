@@ -8,9 +8,9 @@ import cv2
 import numpy as np
 import pytest
 
-from aegis_data import calibration as cal
-from aegis_data.calibration import CalibrationRow, CalibrationTable, calibrate, check_monotone
-from aegis_data.config import load_config
+from aegis_data.engine import calibration as cal
+from aegis_data.engine.calibration import CalibrationRow, CalibrationTable, calibrate, check_monotone
+from aegis_data.engine.config import load_config
 from aegis_data.errors import AegisError
 
 
@@ -222,7 +222,7 @@ def test_dust_and_smoke_are_told_apart_by_colour(golden_table):
     from golden.frames import golden_frame
 
     frame = golden_frame(240, 320)
-    from aegis_data.corruptions import apply_corruption
+    from aegis_data.engine.corruptions import apply_corruption
 
     dust = cal.red_blue_ratio(apply_corruption(frame, "dust_haze", 3, "golden-240x320"))
     smoke = cal.red_blue_ratio(apply_corruption(frame, "smoke_haze", 3, "golden-240x320"))
@@ -232,7 +232,7 @@ def test_dust_and_smoke_are_told_apart_by_colour(golden_table):
 def test_streak_density_tracks_the_engines_own_veil():
     # The engine can show its veil alone; the true streak fraction is output minus veil > margin. The pair
     # estimate (which never sees the veil) must agree within 20%.
-    from aegis_data.corruptions import apply_corruption, corruption_params, rain_veil
+    from aegis_data.engine.corruptions import apply_corruption, corruption_params, rain_veil
     from golden.frames import golden_frame
 
     frame = golden_frame(479, 641)

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aegis_data import _kernels as K
 from aegis_data.compiled import KERNELS_ENV
-from aegis_data.corruptions import CORRUPTIONS, apply_corruption
+from aegis_data.engine import kernels as K
+from aegis_data.engine.corruptions import CORRUPTIONS, apply_corruption
 
 REPO = Path(__file__).resolve().parents[1]
 COMPILED = K.CKERNELS

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from aegis_data.config import load_config
-from aegis_data.corruptions import apply_corruption
-from aegis_data.imageio import pixel_sha256, read_rgb, write_png_atomic
+from aegis_data.engine.config import load_config
+from aegis_data.engine.corruptions import apply_corruption
+from aegis_data.files.imageio import pixel_sha256, read_rgb, write_png_atomic
 from cli.main import app
 from golden.frames import golden_frame
 from conftest import assert_one_line_error as _one_line_error

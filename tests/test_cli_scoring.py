@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from aegis_data.config import load_config
+from aegis_data.engine.config import load_config
 from cli.main import app
 from conftest import assert_one_line_error
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from aegis_data.config import SEVERITIES, condition_id, load_config, parse_condition
+from aegis_data.engine.config import SEVERITIES, condition_id, load_config, parse_condition
 from aegis_data.errors import AegisError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,9 +26,20 @@ def test_config_matches_spec_shape():
     assert cfg.corruptions["smoke_haze"].params(1)["airlight"] == (0.78, 0.78, 0.80)
 
 
-def test_config_hash_is_the_file_sha256_prefix():
+def test_config_hash_is_the_canonical_content_sha256_prefix():
+    import json
+
+    from aegis_data.engine.config import canonical_suite_bytes
+
+    cfg = load_config()
     data = (ROOT / "configs" / "corruptions.yaml").read_bytes()
-    assert load_config().config_hash == hashlib.sha256(data).hexdigest()[:12]
+    canonical = canonical_suite_bytes(cfg.suite, cfg.seed, cfg.families, cfg.corruptions, cfg.calibration_threshold,
+                                      cfg.scale)
+    assert cfg.config_hash == hashlib.sha256(canonical).hexdigest()[:12]
+    assert cfg.bytes_hash == hashlib.sha256(data).hexdigest()[:12]  # the identity before 0.3, still accepted
+    doc = json.loads(canonical)
+    assert doc["corruption_order"][0] == "water_glare" and doc["seed"] == 20260707
+    assert doc["corruptions"]["motion_blur"]["severities"]["length_px"] == [9.0, 17.0, 25.0]  # numbers as floats
 
 
 def test_packaged_copy_is_the_same_bytes():
@@ -55,3 +66,40 @@ def test_bad_severity_and_bad_file(tmp_path):
     bad.write_text("seed: 1\ncorruptions: {}\n")
     with pytest.raises(AegisError, match="families must be a mapping"):
         load_config(bad)
+
+
+# --- identity by content ------------------------------------------------------------------------------------
+def test_the_config_hash_covers_content_not_bytes(tmp_path):
+    from aegis_data.engine.config import config_bytes_hash, config_from_bytes, load_config
+
+    base = load_config()
+    data = base.raw
+    reformatted = (b"# a comment a user added\n" + data.replace(b"bloom_sigma_px: [8, 12, 16]",
+                                                                 b"bloom_sigma_px: [8.0, 12.00, 16.0]  # same"))
+    assert reformatted != data and b"[8.0, 12.00, 16.0]" in reformatted
+    same = config_from_bytes(reformatted, "reformatted.yaml")
+    assert same.config_hash == base.config_hash and same.bytes_hash != base.bytes_hash
+    assert base.bytes_hash == config_bytes_hash(data)
+    changed = config_from_bytes(data.replace(b"bloom_sigma_px: [8, 12, 16]", b"bloom_sigma_px: [8, 12, 17]"), "c")
+    assert changed.config_hash != base.config_hash
+    # The order of the corruptions is the order of the conditions: it is part of the identity.
+    swapped = data.replace(b"suite: aegis-v1", b"suite: aegis-v1")  # unchanged text, then a real reorder below
+    head, rest = swapped.split(b"corruptions:\n", 1)
+    first, second = rest.split(b"  turbidity_cast:\n", 1)
+    reordered = config_from_bytes(head + b"corruptions:\n  turbidity_cast:\n" + second.split(b"  inundation:\n", 1)[0]
+                                  + first + b"  inundation:\n" + second.split(b"  inundation:\n", 1)[1], "r")
+    assert reordered.names[:2] == ("turbidity_cast", "water_glare") and reordered.config_hash != base.config_hash
+
+
+def test_a_split_recorded_with_the_byte_hash_still_resolves(tmp_path):
+    from aegis_data.engine.config import load_config, split_config
+    from aegis_data.files.layout import SUITE_CONFIG_NAME
+
+    base = load_config()
+    (tmp_path / SUITE_CONFIG_NAME).write_bytes(base.raw)
+    assert split_config(tmp_path, base.bytes_hash).config_hash == base.config_hash  # built by aegisbench 0.2
+    assert split_config(tmp_path, base.config_hash).config_hash == base.config_hash
+    with pytest.raises(AegisError, match="the file was changed"):
+        split_config(tmp_path, "0123456789ab")
+    (tmp_path / SUITE_CONFIG_NAME).unlink()
+    assert split_config(tmp_path, base.bytes_hash) is base  # no copy: the installed suite, by either hash

@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from aegis_data import _kernels as K
-from aegis_data import corruptions as C
-from aegis_data.config import load_config
-from aegis_data.corruptions import CORRUPTIONS, FAMILIES, apply_corruption, corruption_params
+from aegis_data.engine import kernels as K
+from aegis_data.engine import corruptions as C
+from aegis_data.engine.config import load_config
+from aegis_data.engine.corruptions import CORRUPTIONS, FAMILIES, apply_corruption, corruption_params
+from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.errors import AegisError
-from aegis_data.seeding import KeyedRandom
 from golden.frames import GOLDEN_SIZES, golden_frame
 
 RANDOM_CORRUPTIONS = [n for n in CORRUPTIONS if n != "turbidity_cast"]
@@ -91,7 +91,7 @@ def test_contract_same_key_same_bytes_and_severity_1_acts(name, frame):
 @pytest.mark.parametrize("name", CORRUPTIONS)
 def test_contract_params_draw_kernel_layers_compose_to_apply(name, frame):
     """The three public layers: parameter record, draw (from the keyed stream) and kernel."""
-    from aegis_data.seeding import keyed_random
+    from aegis_data.engine.seeding import keyed_random
 
     params = corruption_params(name, 2)
     draw = C.draw_params(name, params, *frame.shape[:2], keyed_random("img-1", name, 2, C.DEFAULT_SEED))
@@ -131,7 +131,7 @@ def test_full_size_4000x3000_frame_every_corruption():
     [
         ([[[0, 0, 0]]], "must be a numpy array"),
         (np.zeros((4, 4, 3), np.float32), "dtype uint8.*got float32"),
-        (np.zeros((4, 4), np.uint8), r"HxWx3 RGB, got shape \(4, 4\)"),
+        (np.zeros((4, 4), np.uint8), r"HxWx3 .*got shape \(4, 4\)"),
         (np.zeros((4, 4, 4), np.uint8), r"got shape \(4, 4, 4\)"),
         (np.zeros((0, 4, 3), np.uint8), "must not be empty"),
     ],

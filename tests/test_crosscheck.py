@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-import aegis_eval.crosscheck as crosscheck
+import aegis_eval.protocols.crosscheck as crosscheck
 from aegis_data.errors import AegisError
-from aegis_eval.scoring import score_paths
+from aegis_eval.protocols.scoring import score_paths
 from cli.main import app
 from conftest import assert_one_line_error
 from test_cli_scoring import files  # noqa: F401  (the module-scoped split + predictions fixture)

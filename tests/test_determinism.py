@@ -19,10 +19,10 @@ import cv2
 import numpy as np
 import pytest
 
-from aegis_data import _kernels as K
 from aegis_data.compiled import KERNELS_ENV
-from aegis_data import corruptions as C
-from aegis_data.corruptions import apply_corruption
+from aegis_data.engine import kernels as K
+from aegis_data.engine import corruptions as C
+from aegis_data.engine.corruptions import apply_corruption
 import cbuild
 from golden.frames import GOLDEN_SIZES, compute_hashes, golden_frame, load_golden, pixel_hash
 

@@ -20,10 +20,10 @@ distributed = pytest.importorskip("distributed", reason="missing dependency: pip
 from typer.testing import CliRunner  # noqa: E402
 
 from aegis_data.errors import AegisError  # noqa: E402
-from aegis_data.imageio import write_png_atomic  # noqa: E402
-from aegis_data.manifest import load_manifest  # noqa: E402
-from aegis_data.splits import build_splits  # noqa: E402
-from aegis_data.verify import verify_split  # noqa: E402
+from aegis_data.files.imageio import write_png_atomic  # noqa: E402
+from aegis_data.split.build import build_splits  # noqa: E402
+from aegis_data.split.manifest import load_manifest  # noqa: E402
+from aegis_data.split.verify import verify_split  # noqa: E402
 from cli.main import app  # noqa: E402
 from conftest import assert_one_line_error  # noqa: E402
 from test_splits_doubles import FakeDataset, build_kwargs, fake_dataset, fake_read, record  # noqa: E402
@@ -198,7 +198,7 @@ def test_verify_on_the_cluster_catches_a_flipped_byte_like_local_verify(tmp_path
 def test_verify_on_the_cluster_tells_bytes_only_differences_from_the_workers_pixel_hashes(tmp_path, address):
     import cv2
 
-    from aegis_data.imageio import read_rgb
+    from aegis_data.files.imageio import read_rgb
 
     out = tmp_path / "split"
     build_splits(fake_dataset(n_test=2, n_val=0), out, **build_kwargs())
@@ -213,8 +213,7 @@ def test_verify_on_the_cluster_tells_bytes_only_differences_from_the_workers_pix
 
 
 def test_every_worker_must_see_the_output_directory(tmp_path, cluster):
-    from aegis_data import distributed as dist
-
+    from aegis_data import executors as dist
     _, client = cluster
     state = tmp_path / "state.json"
     state.write_text("{}")
@@ -267,7 +266,7 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("bad", [0, -1, float("nan"), 1e9, True, "5"])
 def test_a_bad_timeout_is_refused_before_anything_runs(bad, tmp_path):
-    from aegis_data.distributed import check_timeout
+    from aegis_data.executors import check_timeout
 
     with pytest.raises(AegisError, match="--timeout must be"):
         check_timeout(bad)

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from aegis_data.errors import AegisError
-from aegis_data.manifest import build_manifest, write_manifest
-from aegis_data.export_hf import export_split, push_split
-from aegis_data.imageio import read_rgb
-from aegis_data.splits import build_splits
+from aegis_data.files.imageio import read_rgb
+from aegis_data.split.build import build_splits
+from aegis_data.split.export_hf import export_split, push_split
+from aegis_data.split.manifest import build_manifest, write_manifest
 from test_splits_doubles import build_kwargs, fake_dataset
 
 

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def split(tmp_path_factory) -> Path:
     from aegis_data.sources import load_source
-    from aegis_data.splits import build_splits
+    from aegis_data.split.build import build_splits
 
     out = tmp_path_factory.mktemp("extras") / "split"
     build_splits(load_source("synthetic", n=3, size="96"), out, corruptions=["low_light"], severities=[1], workers=1)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from aegis_data.engine.grid import fit_width, severity_grid
 from aegis_data.errors import AegisError
-from aegis_data.grid import fit_width, severity_grid
 
 
 def test_severity_grid_layout_is_deterministic_and_uses_the_engine_at_cell_size():
-    from aegis_data.corruptions import apply_corruption
+    from aegis_data.engine.corruptions import apply_corruption
     from golden.frames import golden_frame
 
     img = golden_frame(300, 400)

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from aegis_data.errors import AegisError
-from aegis_eval.gt_diff import diff_versions, gt_diff_paths, match_versions
-from aegis_eval.predictions import ground_truth_by_class
+from aegis_eval.protocols.gt_diff import diff_versions, gt_diff_paths, match_versions
+from aegis_eval.protocols.predictions import ground_truth_by_class
 from cli.main import app
 from conftest import assert_one_line_error
 

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from aegis_eval.localization import localization_stability, paired_iou_xywh
-from aegis_eval.matching import match_at_threshold
-from aegis_eval.metrics import box_iou_coco
-from aegis_eval.predictions import detections_from_results, ground_truth_from_coco
-from aegis_eval.result_keys import LOCALIZATION_KEYS
+from aegis_eval.metrics.coco import box_iou_coco
+from aegis_eval.metrics.localization import localization_stability, paired_iou_xywh
+from aegis_eval.metrics.matching import match_at_threshold
+from aegis_eval.metrics.result_keys import LOCALIZATION_KEYS
+from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
 
 GT = {"images": [{"id": 1, "file_name": "a.png"}, {"id": 2, "file_name": "b.png"}],
       "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 30, 40]},

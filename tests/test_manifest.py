@@ -8,7 +8,7 @@ import json
 import pytest
 
 from aegis_data.errors import AegisError
-from aegis_data.manifest import (
+from aegis_data.split.manifest import (
     build_manifest,
     canonical_json,
     files_hash,

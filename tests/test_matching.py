@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from aegis_data.errors import AegisError
-from aegis_eval.matching import (ThresholdMatch, box_iou_xywh, match_at_threshold, size_bins, threshold_metrics,
+from aegis_eval.metrics.matching import (ThresholdMatch, box_iou_xywh, match_at_threshold, size_bins, threshold_metrics,
                                  threshold_rates)
-from aegis_eval.predictions import detections_from_results, ground_truth_from_coco
+from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
 
 
 def make_gt(per_image: list[list[list[float]]], crowd: list[list[bool]] | None = None, areas=None):

@@ -1,4 +1,4 @@
-"""Contracts of aegis_eval.metrics beyond the random parity sweep: sentinels, weights, validation, quirks."""
+"""Contracts of aegis_eval.metrics.coco beyond the random parity sweep: sentinels, weights, validation, quirks."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 from numpy.random import PCG64, Generator
 
 from aegis_data.errors import AegisError
-from aegis_eval.metrics import (AREA_RANGES, IOU_THRESHOLDS, ApTable, accumulate, coco_ap, evaluate_images)
-from aegis_eval.result_keys import AP_METRICS
-from aegis_eval.types import Detections, GroundTruth
+from aegis_eval.metrics.coco import (AREA_RANGES, IOU_THRESHOLDS, ApTable, accumulate, coco_ap, evaluate_images)
+from aegis_eval.metrics.result_keys import AP_METRICS
+from aegis_eval.metrics.types import Detections, GroundTruth
 from test_metrics_parity import assert_stats_equal, coco_objects, make_fixture, reference_stats
 
 

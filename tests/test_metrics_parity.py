@@ -1,4 +1,4 @@
-"""Parity of aegis_eval.metrics with pycocotools 2.0.11 COCOeval on many generated fixtures (1e-9, all six stats).
+"""Parity of aegis_eval.metrics.coco with pycocotools 2.0.11 COCOeval on many generated fixtures (1e-9, all six stats).
 
 The generator deliberately produces the cases where re-implementations drift: images without GT, images
 without detections, score ties (within and across images), more than 100 detections per image, crowd GT,
@@ -17,10 +17,10 @@ from numpy.random import PCG64, Generator
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
-from aegis_eval.matching import box_iou_xywh
-from aegis_eval.metrics import accumulate, box_iou_coco, coco_ap, evaluate_images
-from aegis_eval.result_keys import AP_METRICS
-from aegis_eval.types import Detections, GroundTruth
+from aegis_eval.metrics.coco import accumulate, box_iou_coco, coco_ap, evaluate_images
+from aegis_eval.metrics.matching import box_iou_xywh
+from aegis_eval.metrics.result_keys import AP_METRICS
+from aegis_eval.metrics.types import Detections, GroundTruth
 
 N_FIXTURES = 240
 # pycocotools' stats vector positions of the six AP_METRICS (all / .50 / .75 / small / medium / large).

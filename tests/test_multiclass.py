@@ -17,14 +17,14 @@ from pycocotools.cocoeval import COCOeval
 from typer.testing import CliRunner
 
 from aegis_data.errors import AegisError
-from aegis_eval.bootstrap import BootstrapOptions
-from aegis_eval.class_map import parse_class_map, remap_ground_truth, remap_predictions
-from aegis_eval.predictions import (detections_by_class, detections_from_results, ground_truth_by_class,
+from aegis_eval.metrics.bootstrap import BootstrapOptions
+from aegis_eval.metrics.result_keys import AP_METRICS
+from aegis_eval.protocols.class_map import parse_class_map, remap_ground_truth, remap_predictions
+from aegis_eval.protocols.predictions import (detections_by_class, detections_from_results, ground_truth_by_class,
                                     ground_truth_from_coco)
-from aegis_eval.result_keys import AP_METRICS
-from aegis_eval.scoring import (csv_columns, score_conditions, score_conditions_by_class, score_json_bytes,
+from aegis_eval.protocols.scoring import (csv_columns, score_conditions, score_conditions_by_class, score_json_bytes,
                                 score_paths, write_score_csv)
-from aegis_eval.threshold import (freeze_threshold, freeze_thresholds_by_class, read_class_thresholds,
+from aegis_eval.protocols.threshold import (freeze_threshold, freeze_thresholds_by_class, read_class_thresholds,
                                   read_threshold_file, write_class_threshold_file)
 from cli.main import app
 from conftest import assert_one_line_error

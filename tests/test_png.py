@@ -16,10 +16,10 @@ import cv2
 import numpy as np
 import pytest
 
-from aegis_data import png
 from aegis_data.compiled import load_extension
 from aegis_data.errors import AegisError
-from aegis_data.imageio import decode_image_bytes, encode_png
+from aegis_data.files import png
+from aegis_data.files.imageio import decode_image_bytes, encode_png
 
 
 def _images() -> dict[str, np.ndarray]:
@@ -335,7 +335,7 @@ def test_the_checksums_of_the_extension_are_zlibs():
 
 def test_a_failed_self_test_stops_a_build_before_anything_is_written(monkeypatch, tmp_path):
     from aegis_data.sources import load_source
-    from aegis_data.splits import build_splits
+    from aegis_data.split.build import build_splits
 
     monkeypatch.setattr(png, "SELF_TEST_SHA256", "0" * 64)
     out = tmp_path / "never"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from aegis_data.errors import AegisError
-from aegis_eval.predictions import (detections_from_results, ground_truth_from_coco, load_ground_truth,
+from aegis_eval.protocols.predictions import (detections_from_results, ground_truth_from_coco, load_ground_truth,
                                     load_predictions)
 
 PERSON = [{"id": 1, "name": "person"}]
@@ -297,7 +297,7 @@ def _gt_outcome(coco):
 def test_gt_fast_path_matches_the_per_annotation_checks(monkeypatch, change):
     """Well-formed annotations are read one key at a time; whatever the data, the result (or the refusal
     message) is the one the per-annotation checks give."""
-    import aegis_eval.predictions as predictions
+    import aegis_eval.protocols.predictions as predictions
 
     coco = {"images": [{"id": i, "file_name": f"f{i}.png", "width": 100, "height": 80} for i in (1, 2)],
             "annotations": [{"id": k + 1, "image_id": 1 + k % 2, "category_id": 1 + (k == 3),

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PRODUCT_DIRS = ("aegis_data", "aegis_eval", "cli")
 
 # Draws from a global or implicitly seeded generator. Explicit bit generators keyed by a hash are allowed
-# (aegis_data.seeding constructs numpy's Philox directly); seeding torch for training is allowed.
+# (aegis_data.engine.seeding constructs numpy's Philox directly); seeding torch for training is allowed.
 GLOBAL_RNG = re.compile(
     r"np\.random\.(seed|rand|randn|randint|random|choice|shuffle|permutation|normal|uniform|default_rng|RandomState)\b"
     r"|^\s*import random\b|^\s*from random import|\brandom\.(random|randint|choice|shuffle|seed|uniform)\(",
@@ -68,7 +68,7 @@ def test_cli_start_up_imports_no_heavy_library():
     assert out.stdout.strip() == "", f"imported at CLI start-up: {out.stdout.strip()}"
 
 
-# Ways to write an image file other than the toolkit's own PNG writer (aegis_data/png.py). Encoding through
+# Ways to write an image file other than the toolkit's own PNG writer (aegis_data/files/png.py). Encoding through
 # OpenCV, Pillow or matplotlib would make artefact bytes depend on the host's zlib again.
 OTHER_PNG_WRITERS = re.compile(r"cv2\.imencode|cv2\.imwrite|\.savefig\(|\bImage\.fromarray\b|\.save\([^)]*png", re.IGNORECASE)
 
@@ -76,12 +76,12 @@ OTHER_PNG_WRITERS = re.compile(r"cv2\.imencode|cv2\.imwrite|\.savefig\(|\bImage\
 def test_every_png_goes_through_the_toolkits_writer():
     offenders = []
     for path in _product_files():
-        if path == ROOT / "aegis_data" / "png.py":  # the writer itself (its docstring names what it replaces)
+        if path == ROOT / "aegis_data" / "files" / "png.py":  # the writer itself (its docstring names what it replaces)
             continue
         text = path.read_text(encoding="utf-8")
         for m in OTHER_PNG_WRITERS.finditer(text):
             offenders.append(f"{path.relative_to(ROOT)}:{text[: m.start()].count(chr(10)) + 1}: {m.group(0)}")
-    assert not offenders, "image writes outside aegis_data/png.py:\n" + "\n".join(offenders)
+    assert not offenders, "image writes outside aegis_data/files/png.py:\n" + "\n".join(offenders)
 
 
 def test_the_png_writer_pattern_catches_what_it_should():

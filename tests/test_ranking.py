@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from aegis_data.errors import AegisError
-from aegis_eval.bootstrap import BootstrapOptions
-from aegis_eval.ranking import fractional_ranks, kendall_tau_b, rank_models, rank_paths
+from aegis_eval.metrics.bootstrap import BootstrapOptions
+from aegis_eval.protocols.ranking import fractional_ranks, kendall_tau_b, rank_models, rank_paths
 from cli.main import app
 from conftest import assert_one_line_error
 

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from aegis_data.errors import AegisError
-from aegis_data.manifest import load_manifest
-from aegis_data.readers import read_coco_gt, read_json, read_yaml
-from aegis_data.yolo_labels import parse_yolo_labels, yolo_label_text
-from aegis_eval.predictions import ground_truth_from_coco, load_ground_truth, load_predictions
+from aegis_data.files.readers import read_coco_gt, read_json, read_yaml
+from aegis_data.sources.yolo_labels import parse_yolo_labels, yolo_label_text
+from aegis_data.split.manifest import load_manifest
+from aegis_eval.protocols.predictions import ground_truth_from_coco, load_ground_truth, load_predictions
+from aegis_eval.protocols.threshold import read_threshold_file
 from aegis_eval.report.results import load_results
-from aegis_eval.threshold import read_threshold_file
 
 GT = {"images": [{"id": 1, "file_name": "a.png", "width": 10, "height": 10}],
       "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 4, 4]}],
@@ -66,7 +66,7 @@ def test_what_is_accepted_stays_accepted(tmp_path):
 def test_overflow_filter_never_misses_what_the_pattern_finds():
     """The byte filter in front of the overflow regex may pass a file the regex then rules out, but must never
     rule out a file the regex would flag (the strict number hooks would be skipped for it)."""
-    from aegis_data.readers import _MAYBE_OVERFLOW, _may_overflow
+    from aegis_data.files.readers import _MAYBE_OVERFLOW, _may_overflow
 
     cases = [b"1e400", b"1E+400", b"2e+0308", b"1.8e308", b"-3E0999", b"1e+00123", b"9" * 200, b"0" * 199 + b"1",
              b"1e99", b"1e-400", b"1e+099", b"1e0099", b'"image0123.png"', b'"frame_000123.png"', b"E+",
@@ -127,7 +127,7 @@ def test_yolo_labels_round_trip():
 
 @pytest.mark.parametrize("bad", ["nan", True, "1", None, 10**400])
 def test_coco_boxes_for_training_export_and_verify_are_plain_finite_numbers(bad):
-    from aegis_data.readers import coco_boxes_by_stem
+    from aegis_data.files.readers import coco_boxes_by_stem
 
     coco = {"images": [{"id": 1, "file_name": "a.png"}], "categories": [{"id": 1, "name": "person"}],
             "annotations": [{"image_id": 1, "category_id": 1, "bbox": [1, bad, 3, 4]}]}

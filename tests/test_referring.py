@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from aegis_data.errors import AegisError
-from aegis_eval.bootstrap import BootstrapOptions
-from aegis_eval.referring import (parse_ref_predictions, parse_refs, refs_from_refcoco, score_referring,
+from aegis_eval.metrics.bootstrap import BootstrapOptions
+from aegis_eval.protocols.referring import (parse_ref_predictions, parse_refs, refs_from_refcoco, score_referring,
                                   score_referring_paths)
 from cli.main import app
 from conftest import assert_one_line_error

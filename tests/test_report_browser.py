@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aegis_data.imageio import read_rgb
+from aegis_data.files.imageio import read_rgb
 from aegis_eval.report.build import build_report
 from aegis_eval.report.results import load_results
 from browser import check_page, find_chromium

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from aegis_data.config import load_config
-from aegis_eval.robustness import defined, relative_drop, relative_drops, summarize_robustness
+from aegis_data.engine.config import load_config
+from aegis_eval.metrics.robustness import defined, relative_drop, relative_drops, summarize_robustness
 
 
 def test_relative_drop_and_undefined_cases():

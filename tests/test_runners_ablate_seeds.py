@@ -10,12 +10,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from aegis_data.augment import load_policy
+from aegis_data.augment.transform import load_policy
 from aegis_data.errors import AegisError
-from aegis_data.imageio import file_sha256
-from aegis_eval.bootstrap import BootstrapOptions, resample_seeds
-from aegis_eval.mitigation import combined_gains, paired_gains, score_model
-from aegis_eval.predictions import detections_from_results, load_ground_truth
+from aegis_data.files.imageio import file_sha256
+from aegis_eval.metrics.bootstrap import BootstrapOptions, resample_seeds
+from aegis_eval.protocols.mitigation import combined_gains, paired_gains, score_model
+from aegis_eval.protocols.predictions import detections_from_results, load_ground_truth
 from aegis_eval.runners.ablate import init_record, parse_seeds
 from aegis_eval.runners.train import TrainSettings, train_baseline
 from cli.main import app

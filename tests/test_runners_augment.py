@@ -11,9 +11,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from aegis_data.augment import DisasterAugment, load_policy
+from aegis_data.augment.transform import DisasterAugment, load_policy
 from aegis_data.errors import AegisError
-from aegis_data.imageio import read_rgb
+from aegis_data.files.imageio import read_rgb
 from aegis_eval.runners.augment_hooks import AUGMENT_FILE, FrameAugmenter, augment_record_for_weights
 from aegis_eval.runners.train import TrainSettings, tile_sources, train_baseline, write_yolo_dataset
 from cli.main import app
@@ -157,9 +157,9 @@ def test_ablate_two_policies_writes_score_jsons_and_a_report_table(tmp_path):
 
 
 def test_paired_gain_of_a_model_against_itself_is_zero(tmp_path):
-    from aegis_eval.bootstrap import BootstrapOptions
-    from aegis_eval.mitigation import paired_gains, score_model
-    from aegis_eval.predictions import detections_from_results, load_ground_truth
+    from aegis_eval.metrics.bootstrap import BootstrapOptions
+    from aegis_eval.protocols.mitigation import paired_gains, score_model
+    from aegis_eval.protocols.predictions import detections_from_results, load_ground_truth
 
     root = make_split(tmp_path / "s", n_test=4, n_val=1, conditions=["clean", "low_light_s3"])
     gt = load_ground_truth(root, "test")

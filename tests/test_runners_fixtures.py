@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from aegis_data.config import load_config
-from aegis_data.imageio import write_png_atomic
+from aegis_data.engine.config import load_config
+from aegis_data.files.imageio import write_png_atomic
 
 
 def _frame(seed: int, width: int, height: int) -> tuple[np.ndarray, list[list[float]]]:

@@ -7,11 +7,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from aegis_data.config import load_config
+from aegis_data.engine.config import load_config
 from aegis_data.errors import AegisError
+from aegis_eval.protocols.threshold import read_threshold_file
 from aegis_eval.runners.predict import PredictSettings
 from aegis_eval.runners.sweep import run_sweep
-from aegis_eval.threshold import read_threshold_file
 from cli.main import app
 from test_runners_fixtures import make_split
 
@@ -78,7 +78,7 @@ def test_sweep_refuses_a_threshold_frozen_on_other_inputs(split, tmp_path, monke
 
 def test_sweep_on_a_split_written_by_build_splits(tmp_path):
     from aegis_data.sources import load_source
-    from aegis_data.splits import build_splits
+    from aegis_data.split.build import build_splits
 
     root = tmp_path / "synthetic"
     build_splits(load_source("synthetic", n=6, size="128x96"), root, workers=1)

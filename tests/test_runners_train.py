@@ -108,8 +108,8 @@ def test_train_settings_validation():
 def test_validation_ap50_uses_the_real_evaluator(split):
     import json
 
-    from aegis_eval.crosscheck import pycocotools_ap
-    from aegis_eval.predictions import detections_from_results, load_ground_truth
+    from aegis_eval.protocols.crosscheck import pycocotools_ap
+    from aegis_eval.protocols.predictions import detections_from_results, load_ground_truth
     from aegis_eval.runners.train import coco_ap50
 
     gt_path = split / "annotations" / "val.json"

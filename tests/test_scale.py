@@ -15,22 +15,22 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from aegis_data.calibration import calibrate, check_monotone, compute_statistic
-from aegis_data.config import load_config
-from aegis_data.corruptions import (
+from aegis_data.engine.calibration import calibrate, check_monotone, compute_statistic
+from aegis_data.engine.config import load_config
+from aegis_data.engine.corruptions import (
     CORRUPTIONS, apply_corruption, corruption_params, motion_kernel_length, rain_streak_count,
 )
-from aegis_data.errors import AegisError
-from aegis_data.manifest import load_manifest
-from aegis_data.records import Record
-from aegis_data.scale import (
+from aegis_data.engine.scale import (
     FRAME_SCALE, Scale, effective_value, person_unit_from_boxes, person_unit_from_gsd, resolve_scale,
     scale_from_record,
 )
+from aegis_data.errors import AegisError
 from aegis_data.sources import load_source, read_rgb
+from aegis_data.sources.records import Record
 from aegis_data.sources.synthetic import render_scene
-from aegis_data.splits import build_splits
-from aegis_data.verify import verify_split
+from aegis_data.split.build import build_splits
+from aegis_data.split.manifest import load_manifest
+from aegis_data.split.verify import verify_split
 from cli.main import app
 from conftest import assert_one_line_error
 from golden.frames import golden_frame
@@ -240,7 +240,7 @@ def test_object_build_records_its_unit_in_the_identity(object_build, tmp_path):
 def test_verify_regenerates_with_the_recorded_unit(object_build, tmp_path):
     import shutil
 
-    from aegis_data.imageio import read_rgb as read_file, write_png_atomic
+    from aegis_data.files.imageio import read_rgb as read_file, write_png_atomic
 
     _, out, _ = object_build
     copy = tmp_path / "copy"
@@ -283,7 +283,7 @@ def test_cli_build_list_and_errors(tmp_path):
 
 
 def test_cli_calibrate_and_corrupt_take_the_scale(tmp_path):
-    from aegis_data.imageio import read_rgb as read_file, write_png_atomic
+    from aegis_data.files.imageio import read_rgb as read_file, write_png_atomic
 
     img = tmp_path / "imgs" / "a.png"
     img.parent.mkdir()
@@ -305,7 +305,7 @@ def test_cli_calibrate_and_corrupt_take_the_scale(tmp_path):
 
 
 def test_a_suite_config_can_make_object_scale_its_default(tmp_path):
-    from aegis_data.config import config_from_bytes
+    from aegis_data.engine.config import config_from_bytes
 
     base = load_config().raw
     v2 = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\nscale: {mode: object, person_px: 30}"),

@@ -11,15 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aegis_data.config import load_config
+from aegis_data.engine.config import load_config
 from aegis_data.errors import AegisError
-from aegis_eval.bootstrap import BootstrapOptions
-from aegis_eval.predictions import detections_from_results, ground_truth_from_coco
-from aegis_eval.result_keys import (AP_METRICS, CI_METRICS, COUNT_KEYS, LOCALIZATION_KEYS, SCHEMA,
+from aegis_eval.metrics.bootstrap import BootstrapOptions
+from aegis_eval.metrics.result_keys import (AP_METRICS, CI_METRICS, COUNT_KEYS, LOCALIZATION_KEYS, SCHEMA,
                                     THRESHOLD_METRICS)
-from aegis_eval.scoring import (csv_columns, score_conditions, score_json_bytes, score_paths, write_score_csv,
+from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
+from aegis_eval.protocols.scoring import (csv_columns, score_conditions, score_json_bytes, score_paths, write_score_csv,
                                 write_score_json)
-from aegis_eval.threshold import freeze_threshold, write_threshold_file
+from aegis_eval.protocols.threshold import freeze_threshold, write_threshold_file
 
 def documented_example() -> dict:
     """The jsonc example of docs/SCORE_JSON.md, comments stripped: the schema the scorer must produce."""
@@ -319,7 +319,7 @@ def test_bad_threshold_value_is_refused(sweep):
 
 
 def test_git_state_fails_soft_outside_a_checkout(tmp_path):
-    from aegis_eval.provenance import git_state
+    from aegis_eval.protocols.provenance import git_state
 
     assert git_state(tmp_path) == (None, None)
     sha, dirty = git_state()  # the toolkit's own checkout
@@ -329,13 +329,11 @@ def test_git_state_fails_soft_outside_a_checkout(tmp_path):
 # --- summary intervals and the sample block ------------------------------------------------------------------
 
 def test_summary_intervals_are_the_summaries_of_each_resample(sweep, sweep_result):
-    from aegis_eval.bootstrap import percentile_interval
-    from aegis_eval.scoring import score_paths_detailed
+    from aegis_eval.metrics.bootstrap import percentile_interval
+    from aegis_eval.protocols.scoring import PathOptions, score_paths_detailed
 
     _, _, tfile = sweep_result
-    scored = score_paths_detailed(sweep["preds"], sweep["split"], threshold=None, threshold_file=tfile, bootstrap=60,
-                                  seed=3, iou=0.5, cluster_by=None, label=None, split="test", on_warning=None,
-                                  classes=None, class_map=None)
+    scored = score_paths_detailed(sweep["preds"], sweep["split"], PathOptions(threshold_file=tfile, bootstrap=60, seed=3))
     ci, samples = scored.result["summary"]["ci"], scored.samples
     assert ci["confidence"] == 0.95 and set(ci["mpc"]) == set(ci["rpc"]) == set(CI_METRICS)
     corrupted = [c for c in samples if c != "clean"]

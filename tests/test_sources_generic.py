@@ -9,9 +9,9 @@ import cv2
 import numpy as np
 import pytest
 
-from aegis_data.audit import audit_dataset
 from aegis_data.errors import AegisError
 from aegis_data.sources import DATASETS, adapter_options, load_source, parse_option_pairs, read_rgb
+from aegis_data.sources.audit import audit_dataset
 
 
 def write_image(path: Path, width: int = 40, height: int = 30, value: int = 100, ext_ok: bool = True) -> Path:

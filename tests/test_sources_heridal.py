@@ -99,7 +99,7 @@ def test_val_carve_is_the_sha256_rule(heridal: Path):
 
 
 def test_large_frame_size_comes_from_the_header(heridal: Path, monkeypatch):
-    import aegis_data.imageio as imageio
+    import aegis_data.files.imageio as imageio
 
     def no_decoding(*a, **k):
         raise AssertionError("the adapter decoded an image")

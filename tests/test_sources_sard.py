@@ -11,9 +11,9 @@ import cv2
 import numpy as np
 import pytest
 
-from aegis_data.audit import audit_dataset
 from aegis_data.errors import AegisError
 from aegis_data.sources import load_source
+from aegis_data.sources.audit import audit_dataset
 from aegis_data.sources.sard import original_stem, sequence_groups
 
 

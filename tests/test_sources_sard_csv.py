@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from aegis_data.audit import audit_dataset
 from aegis_data.errors import AegisError
 from aegis_data.sources import load_source
 from aegis_data.sources._sard_csv import copy_origins, row_problem, CsvRow
+from aegis_data.sources.audit import audit_dataset
 from cli.main import app
 from test_sources_sard import assert_no_near_duplicates_straddle, frame, voc
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aegis_data.config import load_config
+from aegis_data.engine.config import load_config
 from aegis_data.errors import AegisError
-from aegis_data.imageio import file_sha256, pixel_sha256, read_rgb
-from aegis_data.manifest import load_manifest, root_hash
-from aegis_data.splits import JOURNAL_DIR, JOURNAL_NAME, build_splits, yolo_label_text
+from aegis_data.files.imageio import file_sha256, pixel_sha256, read_rgb
+from aegis_data.split.build import JOURNAL_DIR, JOURNAL_NAME, build_splits, yolo_label_text
+from aegis_data.split.manifest import load_manifest, root_hash
 from test_splits_doubles import (
     FEW,
     build_kwargs,
@@ -168,7 +168,7 @@ def test_a_finished_build_reruns_without_writing(tmp_path):
 def test_a_build_killed_with_sigkill_resumes_to_the_same_manifest(tmp_path):
     ds_args = "fake_dataset(n_test=10, n_val=1)"
     code = (
-        "from aegis_data.splits import build_splits\n"
+        "from aegis_data.split.build import build_splits\n"
         "from test_splits_doubles import *\n"
         f"build_splits({ds_args}, {str(tmp_path / 'killed')!r}, **build_kwargs(corrupt=slow_corrupt, workers=2))\n"
     )

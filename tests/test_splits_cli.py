@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import aegis_data.splits as splits_mod
+import aegis_data.split.build as splits_mod
 from cli import splits as splits_cli
 from test_splits_doubles import fake_corrupt, no_leak
 from conftest import assert_one_line_error as _one_line_error
@@ -35,7 +35,7 @@ def app() -> typer.Typer:
 @pytest.fixture
 def doubles(monkeypatch):
     """The real synthetic source, with the corruption and the audit replaced (in-process, --workers 1)."""
-    monkeypatch.setattr(splits_mod, "_default_corrupt", fake_corrupt)
+    monkeypatch.setattr(splits_mod, "SuiteCorruptor", lambda config, scale: fake_corrupt)
     monkeypatch.setattr(splits_mod, "_default_audit", no_leak)
 
 
@@ -73,8 +73,8 @@ def test_build_verify_export_round_trip(app, doubles, tmp_path):
 def test_verify_byte_only_differences_are_a_note_against_a_reference_and_fail_with_strict_bytes(app, doubles, tmp_path):
     import cv2
 
-    from aegis_data.imageio import file_sha256, read_rgb
-    from aegis_data.manifest import build_manifest, write_manifest
+    from aegis_data.files.imageio import file_sha256, read_rgb
+    from aegis_data.split.manifest import build_manifest, write_manifest
 
     out = tmp_path / "syn"
     assert runner.invoke(app, ["build-splits", "--out", str(out), *SMALL]).exit_code == 0

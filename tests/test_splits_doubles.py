@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from aegis_data.records import Record
+from aegis_data.sources.records import Record
 
 FEW = ["water_glare", "low_light"]  # a small selection keeps the builds in tests fast
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from aegis_data.config import load_config
-from aegis_data.manifest import gt_digest, load_manifest
+from aegis_data.engine.config import load_config
 from aegis_data.sources import load_source
-from aegis_data.splits import build_splits
+from aegis_data.split.build import build_splits
+from aegis_data.split.manifest import gt_digest, load_manifest
 
 REFERENCE = Path(__file__).resolve().parent.parent / "manifests" / "synthetic-c.json"
 
@@ -65,7 +65,7 @@ def test_rebuilt_ground_truth_equals_the_reference(rebuilt):
 
 
 def test_verify_subset_against_the_reference(rebuilt):
-    from aegis_data.verify import verify_split
+    from aegis_data.split.verify import verify_split
 
     _, out = rebuilt
     report = verify_split(out, against=REFERENCE, subset=True)

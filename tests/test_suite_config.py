@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aegis_data.calibration import calibrate_split
-from aegis_data.config import DEFAULT_CONFIG_PATH, config_from_bytes, load_config, split_config
+from aegis_data.engine.calibration import calibrate_split
+from aegis_data.engine.config import DEFAULT_CONFIG_PATH, config_from_bytes, load_config, split_config
 from aegis_data.errors import AegisError
-from aegis_data.imageio import read_rgb
-from aegis_data.layout import SUITE_CONFIG_NAME
-from aegis_data.manifest import load_manifest
-from aegis_data.splits import build_splits
-from aegis_data.verify import verify_split
-from aegis_eval.scoring import score_paths
+from aegis_data.files.imageio import read_rgb
+from aegis_data.files.layout import SUITE_CONFIG_NAME
+from aegis_data.split.build import build_splits
+from aegis_data.split.manifest import load_manifest
+from aegis_data.split.verify import verify_split
+from aegis_eval.protocols.scoring import score_paths
 from test_splits_doubles import build_kwargs, fake_dataset
 
 CONDS = ("low_light", "dust_haze")
@@ -95,9 +95,12 @@ def test_scoring_refuses_a_split_whose_config_is_not_available(splits, tmp_path)
 def test_an_edited_split_config_is_refused(splits, tmp_path):
     copy = tmp_path / "edited"
     shutil.copytree(splits["modified"], copy, symlinks=True)
-    (copy / SUITE_CONFIG_NAME).write_bytes(modified_config_bytes() + b"# edited\n")
+    (copy / SUITE_CONFIG_NAME).write_bytes(modified_config_bytes().replace(b"seed: 20260707", b"seed: 20260708"))
     with pytest.raises(AegisError, match="the file was changed"):
         split_config(copy)
+    # A comment is no change of the suite: its identity is its parsed content.
+    (copy / SUITE_CONFIG_NAME).write_bytes(modified_config_bytes() + b"# a note\n")
+    assert split_config(copy).config_hash == split_config(splits["modified"]).config_hash
 
 
 def test_calibration_and_verify_use_the_split_config(splits):
@@ -108,7 +111,7 @@ def test_calibration_and_verify_use_the_split_config(splits):
 
 
 def test_verify_regenerates_with_the_split_config(splits, tmp_path):
-    from aegis_data.imageio import write_png_atomic
+    from aegis_data.files.imageio import write_png_atomic
 
     copy = tmp_path / "tampered"
     shutil.copytree(splits["modified"], copy, symlinks=True)
@@ -124,7 +127,7 @@ def test_verify_regenerates_with_the_split_config(splits, tmp_path):
 def test_verify_flags_an_edited_split_config(splits, tmp_path):
     copy = tmp_path / "edited-verify"
     shutil.copytree(splits["modified"], copy, symlinks=True)
-    (copy / SUITE_CONFIG_NAME).write_bytes(modified_config_bytes() + b"# edited\n")
+    (copy / SUITE_CONFIG_NAME).write_bytes(modified_config_bytes().replace(b"seed: 20260707", b"seed: 20260708"))
     report = verify_split(copy)
     assert not report.ok
     assert [(f.path, f.kind) for f in report.failures] == [(SUITE_CONFIG_NAME, "manifest")]

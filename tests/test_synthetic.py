@@ -11,10 +11,10 @@ import cv2
 import numpy as np
 import pytest
 
-from aegis_data.calibration import compute_statistic
-from aegis_data.corruptions import apply_corruption
+from aegis_data.engine.calibration import compute_statistic
+from aegis_data.engine.corruptions import apply_corruption
 from aegis_data.errors import AegisError
-from aegis_data.imageio import pixel_sha256
+from aegis_data.files.imageio import pixel_sha256
 from aegis_data.sources import load_source, read_rgb
 from aegis_data.sources import synthetic as syn
 
@@ -54,7 +54,7 @@ def test_same_bytes_in_any_order_unoptimised_and_single_threaded():
 def test_same_bytes_in_another_process_with_simd_paths_disabled():
     # A fresh process with OpenCV's and NumPy's wide-vector kernels switched off (the determinism test matrix, docs/REPRODUCIBILITY.md).
     code = (
-        "from aegis_data.sources import synthetic as s; from aegis_data.imageio import pixel_sha256;"
+        "from aegis_data.sources import synthetic as s; from aegis_data.files.imageio import pixel_sha256;"
         "print(pixel_sha256(s.render_scene(4, 150, 110).rgb)); print(pixel_sha256(s.render_scene(1, 640, 360).rgb))"
     )
     env = dict(os.environ, OPENCV_CPU_DISABLE="AVX512-SKX,AVX2,FMA3,AVX,FP16",

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from aegis_data.errors import AegisError
-from aegis_eval.matching import match_at_threshold, threshold_metrics
-from aegis_eval.predictions import (detections_from_results, ground_truth_from_coco, load_ground_truth,
+from aegis_eval.metrics.matching import match_at_threshold, threshold_metrics
+from aegis_eval.protocols.predictions import (detections_from_results, ground_truth_from_coco, load_ground_truth,
                                     load_predictions)
-from aegis_eval.threshold import (DEFAULT_GRID, THRESHOLD_SCHEMA, freeze_threshold, parse_grid, parse_rule,
+from aegis_eval.protocols.threshold import (DEFAULT_GRID, THRESHOLD_SCHEMA, freeze_threshold, parse_grid, parse_rule,
                                   read_threshold_file, threshold_curve, write_threshold_file)
 
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from aegis_data.errors import AegisError
-from aegis_data.tiling import Tile, assign_boxes, boxes_to_frame, crop, tile_grid, tile_starts
+from aegis_eval.runners.tiling import Tile, assign_boxes, boxes_to_frame, crop, tile_grid, tile_starts
 
 
 def test_single_tile_when_frame_fits():

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from aegis_data.errors import AegisError
-from aegis_data.imageio import file_sha256, read_rgb, write_png_atomic
-from aegis_data.manifest import build_manifest, load_manifest, write_manifest
-from aegis_data.splits import build_splits
-from aegis_data.verify import pixel_difference, verify_split
+from aegis_data.files.imageio import file_sha256, read_rgb, write_png_atomic
+from aegis_data.split.build import build_splits
+from aegis_data.split.manifest import build_manifest, load_manifest, write_manifest
+from aegis_data.split.verify import pixel_difference, verify_split
 from test_splits_doubles import build_kwargs, fake_corrupt, fake_dataset
 
 

@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from aegis_data.errors import AegisError
-from aegis_eval.bootstrap import BootstrapOptions, percentile_interval
-from aegis_eval.predictions import detections_from_results, ground_truth_from_coco
-from aegis_eval.scoring import score_conditions_with_samples, score_paths
-from aegis_eval.versions import score_versions, version_names
+from aegis_eval.metrics.bootstrap import BootstrapOptions, percentile_interval
+from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
+from aegis_eval.protocols.scoring import score_conditions_with_samples, score_paths
+from aegis_eval.protocols.versions import score_versions, version_names
 from cli.main import app
 from conftest import assert_one_line_error
 
@@ -119,7 +119,7 @@ def test_one_file_twice_with_the_remap_on_the_second(tmp_path):
     """SULAND's fix: the same OOD labels as they are and with the inverted class ids swapped back."""
     from test_multiclass import two_class_doc, two_class_preds
 
-    from aegis_eval.class_map import parse_class_map
+    from aegis_eval.protocols.class_map import parse_class_map
 
     gt, preds = tmp_path / "ood.json", tmp_path / "clean.json"
     gt.write_text(json.dumps(two_class_doc(inverted=True)))

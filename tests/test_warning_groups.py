@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from aegis_data.config import load_config
+from aegis_data.engine.config import load_config
+from aegis_eval.protocols.scoring import score_paths
+from aegis_eval.protocols.warning_groups import group_lines, grouped
 from aegis_eval.runners.sweep import freeze_or_reuse_threshold
-from aegis_eval.scoring import score_paths
-from aegis_eval.warning_groups import group_lines, grouped
 
 
 def test_repeated_kind_becomes_one_line_with_count_and_examples():

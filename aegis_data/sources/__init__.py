@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from aegis_data.errors import AegisError
-from aegis_data.imageio import DEFAULT_MAX_PIXELS
-from aegis_data.records import Record
+from aegis_data.files.imageio import DEFAULT_MAX_PIXELS
 from aegis_data.sources._common import PERSON_NAMES
 from aegis_data.sources._dataset import SourceDataset
+from aegis_data.sources.records import Record
 
 # name -> module implementing ``load(source, options) -> SourceDataset`` and ``OPTIONS``.
 _ADAPTERS = {
@@ -81,8 +81,7 @@ def read_rgb(record: Record, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray
 
         rgb = hf.read_image(path, max_pixels=max_pixels)
     else:
-        from aegis_data import imageio
-
+        from aegis_data.files import imageio
         rgb = imageio.read_rgb(path, max_pixels=max_pixels)
     if rgb.shape[1] != record.width or rgb.shape[0] != record.height:
         raise AegisError(

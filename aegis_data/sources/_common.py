@@ -11,11 +11,10 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from aegis_data.errors import AegisError
-from aegis_data.readers import json_number
-from aegis_data.imageio import DEFAULT_MAX_PIXELS, image_size
-from aegis_data.records import Box
+from aegis_data.files.imageio import DEFAULT_MAX_PIXELS, image_size, list_images  # noqa: F401 (list_images: the adapters import it from here)
+from aegis_data.files.readers import json_number
+from aegis_data.sources.records import Box
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 # Class names counted as "person" by the XML adapters (compared case-insensitively).
 PERSON_NAMES = frozenset({"human", "person", "people", "pedestrian"})
 # Labels may overshoot the frame by this much (rounding in annotation tools); they are clipped, not rejected.
@@ -123,14 +122,6 @@ def safe_id(name: str) -> str:
     if not out:
         raise AegisError(f"cannot make an image id from the name {name!r}")
     return out
-
-
-def list_images(folder: Path, *, recursive: bool = False) -> list[Path]:
-    """Image files in a folder (by suffix), sorted by path; hidden files ignored."""
-    it = folder.rglob("*") if recursive else folder.iterdir()
-    return sorted(
-        p for p in it if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith(".")
-    )
 
 
 def frame_size(path: Path, max_pixels: int) -> tuple[int, int]:

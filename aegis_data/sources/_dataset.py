@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from aegis_data.errors import AegisError
-from aegis_data.layout import SAFE_IMAGE_ID
-from aegis_data.records import Record
+from aegis_data.files.layout import SAFE_IMAGE_ID
 from aegis_data.sources._common import SPLITS
+from aegis_data.sources.records import Record
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from aegis_data.records import Box, Record
 from aegis_data.sources._common import PERSON_NAMES, check_box, frame_size, safe_id
 from aegis_data.sources._xml import parse_voc_xml
+from aegis_data.sources.records import Box, Record
 
 
 def xml_record(

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aegis_data.errors import AegisError
-from aegis_data.records import Box, Record
 from aegis_data.sources._common import (
     EDGE_TOLERANCE_PX, check_box, frame_size, list_images, plain_number, portable_path, safe_id,
 )
+from aegis_data.sources.records import Box, Record
 
 CSV_COLUMNS = ("filename", "width", "height", "class", "xmin", "ymin", "xmax", "ymax")
 # The six posture classes of the original annotations, and the single class of the CSV copy.

@@ -14,14 +14,14 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Mapping
 
 from aegis_data.errors import AegisError
-from aegis_data.readers import read_coco_gt
-from aegis_data.records import Record
+from aegis_data.files.readers import read_coco_gt
 from aegis_data.sources._common import (
     opt_follow_links,
     PERSON_NAMES, check_box, check_options, frame_size, opt_fraction, opt_ids, opt_max_pixels, opt_path,
     portable_path, require_dir, safe_id, xywh_to_xyxy,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset
+from aegis_data.sources.records import Record
 from aegis_data.sources.yolo import carve_val, opt_split
 
 NAME = "coco"

@@ -24,12 +24,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from aegis_data.errors import AegisError
-from aegis_data.imageio import DEFAULT_MAX_PIXELS, decode_image_bytes, header_size
-from aegis_data.records import Record
+from aegis_data.files.imageio import DEFAULT_MAX_PIXELS, decode_image_bytes, header_size
 from aegis_data.sources._common import (
     SPLITS, check_box, check_options, opt_fraction, opt_ids, opt_max_pixels, safe_id, xywh_to_xyxy,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset
+from aegis_data.sources.records import Record
 from aegis_data.sources.yolo import carve_val
 
 NAME = "hf"

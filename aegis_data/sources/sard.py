@@ -32,19 +32,19 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from aegis_data.errors import AegisError
-from aegis_data.readers import read_json
-from aegis_data.records import Record
+from aegis_data.files.readers import read_json
 from aegis_data.sources._common import (
     opt_bool, opt_follow_links,
     check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, portable_path,
     require_dir, safe_id,
 )
+from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
+from aegis_data.sources._labels import split_stats, xml_record
 from aegis_data.sources._sard_csv import (
     DEGENERATE_KINDS, SARD_PERSON_CLASSES, CsvLayout, folder_image_id, is_csv_layout, read_csv_layout,
 )
-from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
-from aegis_data.sources._labels import split_stats, xml_record
 from aegis_data.sources._split import assign_groups
+from aegis_data.sources.records import Record
 from aegis_data.sources.yolo import check_classes_matched, class_stats, label_folder, yolo_class_filter
 
 NAME = "sard"

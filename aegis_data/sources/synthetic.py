@@ -8,7 +8,7 @@ above; lying: torso, legs, arms and head; in varied clothing colours) with cast 
 person (negatives).
 
 Determinism. An image is a pure function of ``(index, width, height, seed)``. Every random draw comes from a
-keyed stream of ``aegis_data.seeding`` (Philox keyed by the SHA-256 of the generation key plus a label per
+keyed stream of ``aegis_data.engine.seeding`` (Philox keyed by the SHA-256 of the generation key plus a label per
 scene element, no global RNG); only raw 64-bit words are used, converted by this module's own integer code.
 Pixel work is integer: uint8 ``cv2.resize`` (INTER_LINEAR) and ``cv2.GaussianBlur`` (fixed-point, measured bit-exact
 across SIMD paths and OpenCV 4.14/5.0), cv2 integer drawing primitives with integer coordinates, lookup
@@ -30,11 +30,11 @@ from typing import Any, Mapping
 import cv2
 import numpy as np
 
+from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.errors import AegisError
-from aegis_data.records import Record
-from aegis_data.seeding import KeyedRandom
 from aegis_data.sources._common import check_options, opt_fraction, opt_int, opt_max_pixels
 from aegis_data.sources._dataset import SourceDataset, build_dataset
+from aegis_data.sources.records import Record
 
 NAME = "synthetic"
 VERSION = "v2"  # bump when the generator's output changes; it is part of every generation key
@@ -55,7 +55,7 @@ _ONE = 1 << _SHIFT
 
 # --- keyed draws -----------------------------------------------------------------------------------------
 class KeyedDraws:
-    """Scalar and byte draws on top of ``aegis_data.seeding.KeyedRandom`` (raw 64-bit words of a keyed
+    """Scalar and byte draws on top of ``aegis_data.engine.seeding.KeyedRandom`` (raw 64-bit words of a keyed
     Philox stream); every conversion here is exact integer or power-of-two arithmetic."""
 
     def __init__(self, key: str) -> None:

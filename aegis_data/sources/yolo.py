@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from aegis_data.errors import AegisError
-from aegis_data.records import Box, Record
 from aegis_data.sources._common import (
     opt_follow_links,
     SPLITS, check_box, check_options, frame_size, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path,
@@ -23,7 +22,8 @@ from aegis_data.sources._common import (
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
 from aegis_data.sources._split import assign_groups
-from aegis_data.yolo_labels import read_yolo_labels
+from aegis_data.sources.records import Box, Record
+from aegis_data.sources.yolo_labels import read_yolo_labels
 
 NAME = "yolo"
 OPTIONS = ("images", "labels", "classes", "split", "val_fraction", "max_pixels", "follow_links")

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from aegis_data.config import SuiteConfig
+from aegis_data.engine.config import SuiteConfig
 from aegis_data.errors import AegisError
-from aegis_data.imageio import write_bytes_atomic
+from aegis_data.files.imageio import write_bytes_atomic
 from aegis_eval.report.latex import (LatexFigure, label_key, latex_document, latex_grid, latex_grid_file,
                                      latex_table)
 from aegis_eval.report.render import HTML_FIGURES, TITLE, FigureRef, html_report, markdown_report, named_tables

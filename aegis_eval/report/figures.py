@@ -28,8 +28,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
-from aegis_data.config import condition_id
-from aegis_data.imageio import encode_png
+from aegis_data.engine.config import condition_id
+from aegis_data.files.imageio import encode_png
+from aegis_eval.metrics.result_keys import LOWER_IS_BETTER
 from aegis_eval.report import palette
 from aegis_eval.report.results import (
     DatasetGroup,
@@ -41,7 +42,6 @@ from aegis_eval.report.results import (
     metric_value,
     per_family_drop,
 )
-from aegis_eval.result_keys import LOWER_IS_BETTER
 
 # Metrics bounded to [0, 1]; the others (fp_per_image) get an automatic upper limit.
 _UNBOUNDED = ("fp_per_image",)

@@ -5,7 +5,7 @@ the ground truth on top (bluish green; solid = found, dashed and thicker = misse
 rasterisation, so the same inputs give the same bytes), then indexed in ``index.md`` and ``index.html``.
 
 Ranking (pure, see ``rank_pairs``): per-image recall = matched GT / GT boxes in that image, at the frozen
-threshold with the scorer's one-to-one matching (``aegis_eval.matching``). Only images with GT and a strictly
+threshold with the scorer's one-to-one matching (``aegis_eval.metrics.matching``). Only images with GT and a strictly
 positive drop qualify; order is drop descending, then more GT lost, then condition order, then image order.
 """
 
@@ -19,13 +19,13 @@ from typing import Mapping, Sequence
 import cv2
 import numpy as np
 
-from aegis_data.config import SuiteConfig, load_config, parse_condition
+from aegis_data.engine.config import SuiteConfig, load_config, parse_condition
 from aegis_data.errors import AegisError
-from aegis_data.imageio import read_rgb, write_bytes_atomic, write_png_atomic
-from aegis_data.layout import condition_dir
-from aegis_eval.matching import DEFAULT_IOU, PerImageCounts, ThresholdMatch, match_at_threshold
+from aegis_data.files.imageio import read_rgb, write_bytes_atomic, write_png_atomic
+from aegis_data.files.layout import condition_dir
+from aegis_eval.metrics.matching import DEFAULT_IOU, PerImageCounts, ThresholdMatch, match_at_threshold
+from aegis_eval.metrics.types import Detections, GroundTruth
 from aegis_eval.report import palette
-from aegis_eval.types import Detections, GroundTruth
 
 DEFAULT_N = 8
 DEFAULT_MAX_WIDTH = 1600  # of the whole side-by-side picture; 4000x3000 frames become 796x597 panels
@@ -255,7 +255,7 @@ def resolve_threshold(threshold: float | None, threshold_file: str | Path | None
         raise AegisError("give exactly one of --threshold X or --threshold-file F (the frozen operating point), "
                          f"got {'both' if threshold is not None else 'neither'}")
     if threshold_file is not None:
-        from aegis_eval.threshold import read_threshold_file
+        from aegis_eval.protocols.threshold import read_threshold_file
 
         value, _info = read_threshold_file(threshold_file)
         return float(value), f"{value:g} (from {threshold_file})"
@@ -349,8 +349,8 @@ def build_gallery(split_dir: str | Path, preds_dir: str | Path, out: str | Path,
     Pictures go to ``out/pairs/<rank>_<condition>_<stem>.png``. Raises AegisError for a missing clean.json,
     an unknown requested condition, a threshold given both or neither way, or unreadable frames.
     """
-    from aegis_eval.predictions import load_ground_truth, load_predictions, suite_config_of
-    from aegis_eval.scoring import prediction_files
+    from aegis_eval.protocols.predictions import load_ground_truth, load_predictions, suite_config_of
+    from aegis_eval.protocols.scoring import prediction_files
 
     split_dir, out = Path(split_dir), Path(out)
     value, threshold_text = resolve_threshold(threshold, threshold_file)

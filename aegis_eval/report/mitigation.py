@@ -1,7 +1,7 @@
 """Mitigation tables of the report: augmentation policies against the clean-trained model.
 
 A run takes part when its score JSON carries a ``mitigation`` block (written by ``aegis baseline ablate``:
-paired-bootstrap gains over the clean-trained model, ``aegis_eval.mitigation``). The tables read the gains for
+paired-bootstrap gains over the clean-trained model, ``aegis_eval.protocols.mitigation``). The tables read the gains for
 the report metric when the block has them (recall and map50 by default) and are empty otherwise.
 """
 

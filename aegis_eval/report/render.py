@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 from urllib.parse import quote
 
+from aegis_eval.metrics.result_keys import LOWER_IS_BETTER
 from aegis_eval.report.mitigation import mitigation_tables
 from aegis_eval.report.results import DatasetGroup
 from aegis_eval.report.tables import (
@@ -30,7 +31,6 @@ from aegis_eval.report.tables import (
     summary_table,
     threshold_table,
 )
-from aegis_eval.result_keys import LOWER_IS_BETTER
 
 TITLE = "AegisBench robustness report"
 

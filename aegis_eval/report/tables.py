@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from aegis_data.config import condition_id
+from aegis_data.engine.config import condition_id
+from aegis_eval.metrics.result_keys import LOWER_IS_BETTER
 from aegis_eval.report.results import (
     DatasetGroup,
     Run,
@@ -28,7 +29,6 @@ from aegis_eval.report.results import (
     sample_size,
     summary_interval,
 )
-from aegis_eval.result_keys import LOWER_IS_BETTER
 
 MISSING = ""
 UNDEFINED = "n/a"
@@ -273,11 +273,11 @@ RANKING_BOOTSTRAP = 1000
 
 def ranking_table(group: DatasetGroup, metric: str) -> Table | None:
     """With two or more models: per condition, Kendall's tau-b between the clean ranking and the condition's
-    (95% interval over resampled models), the number of rank flips and the order (``aegis_eval.ranking``)."""
+    (95% interval over resampled models), the number of rank flips and the order (``aegis_eval.protocols.ranking``)."""
     if len(group.runs) < 2 or not any(r.has("clean") for r in group.runs):
         return None
-    from aegis_eval.bootstrap import BootstrapOptions
-    from aegis_eval.ranking import rank_models
+    from aegis_eval.metrics.bootstrap import BootstrapOptions
+    from aegis_eval.protocols.ranking import rank_models
 
     doc = rank_models([r.result for r in group.runs], metric, labels=list(group.labels),
                       bootstrap=BootstrapOptions(n_bootstrap=RANKING_BOOTSTRAP, seed=0))

@@ -13,37 +13,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from aegis_data.errors import AegisError
+from aegis_eval.runners.detector import (FASTERRCNN_ARCHS, MODELS, Detector, Prediction, check_batch,
+                                         empty_prediction)
 
-MODELS = ("yolo11", "rtdetr", "fasterrcnn")
-FASTERRCNN_ARCHS = ("resnet50_v2", "mobilenet_v3")
 # Ultralytics resolves these names itself (built-in yaml) or downloads them (.pt); see resolve_weights.
 _ULTRALYTICS_WEIGHT_SUFFIXES = (".pt", ".yaml", ".yml")
-
-Prediction = tuple[np.ndarray, np.ndarray]  # (N,4) xyxy float64, (N,) float64
-
-
-@runtime_checkable
-class Detector(Protocol):
-    """A loaded detector.
-
-    ``predict`` takes RGB uint8 HxWx3 arrays (any sizes) and returns one ``(boxes, scores)`` per image:
-    boxes (N,4) float64 xyxy in that image's pixels, scores (N,) float64 in [0,1], descending, only the
-    person class, at most ``max_det`` and none below ``score_floor``.
-    """
-
-    model: str
-    device: str
-    max_det: int
-
-    def predict(self, images: list[np.ndarray], score_floor: float) -> list[Prediction]: ...
-
-    def describe(self) -> dict: ...
-
 
 def resolve_device(device: str = "auto") -> str:
     """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``; ``cpu``, ``cuda``, ``cuda:N`` pass through."""
@@ -137,20 +115,6 @@ def load_detector(model: str, weights: str | None, device: str = "auto", *, arch
     from aegis_eval.runners.ultralytics_runner import UltralyticsDetector
 
     return UltralyticsDetector(model, resolved, dev, max_det=max_det, imgsz=imgsz)
-
-
-def check_batch(images: list[np.ndarray]) -> None:
-    """Validate a predict() batch: a list of HxWx3 uint8 arrays."""
-    if not isinstance(images, (list, tuple)):
-        raise AegisError(f"predict expects a list of images, got {type(images).__name__}")
-    for i, im in enumerate(images):
-        if not isinstance(im, np.ndarray) or im.dtype != np.uint8 or im.ndim != 3 or im.shape[2] != 3:
-            got = f"{im.dtype} {im.shape}" if isinstance(im, np.ndarray) else type(im).__name__
-            raise AegisError(f"image {i} of the batch must be an HxWx3 uint8 RGB array, got {got}")
-
-
-def empty_prediction() -> Prediction:
-    return np.zeros((0, 4), np.float64), np.zeros((0,), np.float64)
 
 
 __all__ = ["MODELS", "FASTERRCNN_ARCHS", "Detector", "Prediction", "load_detector", "resolve_device",

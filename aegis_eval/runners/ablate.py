@@ -29,16 +29,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from aegis_data.augment import AugmentPolicy, load_policy
+from aegis_data.augment.transform import AugmentPolicy, load_policy
 from aegis_data.errors import AegisError
-from aegis_data.imageio import write_bytes_atomic
-from aegis_eval.bootstrap import BootstrapOptions
-from aegis_eval.predictions import load_ground_truth, load_predictions
+from aegis_data.files.imageio import write_bytes_atomic
+from aegis_eval.metrics.bootstrap import BootstrapOptions
+from aegis_eval.protocols.predictions import load_ground_truth, load_predictions
+from aegis_eval.protocols.scoring import prediction_files, write_score_json
+from aegis_eval.protocols.threshold import DEFAULT_RULE, read_threshold_file
 from aegis_eval.runners.predict import PredictSettings
 from aegis_eval.runners.sweep import THRESHOLD_FILE, run_sweep
 from aegis_eval.runners.train import TrainSettings, train_baseline
-from aegis_eval.scoring import prediction_files, write_score_json
-from aegis_eval.threshold import DEFAULT_RULE, read_threshold_file
 
 CLEAN = "clean"
 ABLATION_FILE = "ablation.json"
@@ -77,7 +77,7 @@ def parse_seeds(spec: str | Sequence[int]) -> list[int]:
 
 def init_record(model: str, init: str | Path) -> dict[str, Any]:
     """The provenance of a fine-tuning start point: a local checkpoint file (never a name that downloads)."""
-    from aegis_data.imageio import file_sha256
+    from aegis_data.files.imageio import file_sha256
     from aegis_eval.runners import resolve_weights
     from aegis_eval.runners.augment_hooks import augment_record_for_weights
 
@@ -109,7 +109,7 @@ def run_ablation(train: TrainSettings, predict: PredictSettings, split_dir: str 
         ``train.weights``. seeds: training seeds, one model per (policy, seed) and per-seed folders; None trains
         once with ``train.seed`` in the single-seed layout. ``seed`` keys the bootstrap draws only.
     """
-    from aegis_eval.mitigation import combined_gains, paired_gains, score_model
+    from aegis_eval.protocols.mitigation import combined_gains, paired_gains, score_model
 
     if not policies:
         raise AegisError("the ablation needs at least one augmentation policy besides the clean baseline")

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from aegis_data.augment import AugmentPolicy, DisasterAugment
+from aegis_data.augment.transform import AugmentPolicy, DisasterAugment
 from aegis_data.errors import AegisError
-from aegis_data.imageio import read_rgb
-from aegis_data.tiling import Tile, crop
+from aegis_data.files.imageio import read_rgb
+from aegis_eval.runners.tiling import Tile, crop
 
 AUGMENT_FILE = "augment.json"
 # Corrupted full frames kept per process: tiles of one frame are usually read close together.
@@ -90,7 +90,7 @@ def check_augment_record(run: Path, policy: AugmentPolicy | None, seed: int) -> 
 def write_augment_record(run: Path, record: dict[str, Any]) -> Path:
     import json
 
-    from aegis_data.imageio import write_bytes_atomic
+    from aegis_data.files.imageio import write_bytes_atomic
 
     path = run / AUGMENT_FILE
     write_bytes_atomic(path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
@@ -98,7 +98,7 @@ def write_augment_record(run: Path, record: dict[str, Any]) -> Path:
 
 
 def _read_record(path: Path) -> dict[str, Any]:
-    from aegis_eval.predictions import read_json_file
+    from aegis_eval.protocols.predictions import read_json_file
 
     obj, _ = read_json_file(path, "augmentation record")
     if not isinstance(obj, dict) or not isinstance(obj.get("hash"), str):

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from aegis_data.errors import AegisError
-from aegis_data.readers import read_yaml
-from aegis_data.tiling import DEFAULT_OVERLAP, DEFAULT_TILE
+from aegis_data.files.readers import read_yaml
 from aegis_eval.runners.tiled import DEFAULT_NMS_IOU
+from aegis_eval.runners.tiling import DEFAULT_OVERLAP, DEFAULT_TILE
 
 # key -> (type, default). Defaults are the reference protocol, declared here once: TrainSettings and
 # PredictSettings take theirs from this table (``default``); the yaml files pin dataset/model choices.

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from aegis_data.errors import AegisError
-from aegis_data.imageio import file_sha256
-from aegis_data.layout import annotation_path
-from aegis_eval.predictions import load_ground_truth, load_predictions
+from aegis_data.files.imageio import file_sha256
+from aegis_data.files.layout import annotation_path
+from aegis_eval.protocols.predictions import load_ground_truth, load_predictions
+from aegis_eval.protocols.scoring import score_paths, write_score_csv, write_score_json
+from aegis_eval.protocols.threshold import DEFAULT_RULE, freeze_threshold, read_threshold_file, write_threshold_file
 from aegis_eval.runners.augment_hooks import augment_record_for_weights
 from aegis_eval.runners.predict import LazyDetector, PredictSettings, predict_split
-from aegis_eval.scoring import score_paths, write_score_csv, write_score_json
-from aegis_eval.threshold import DEFAULT_RULE, freeze_threshold, read_threshold_file, write_threshold_file
 
 THRESHOLD_FILE = "threshold.json"
 

@@ -1,7 +1,7 @@
 """Tiled inference on large frames and the class-agnostic NMS that merges tiles (docs/BASELINES.md, "Tiled inference").
 
 The frame is corrupted first (it comes from the split on disk), then cut with
-``aegis_data.tiling.tile_grid`` (1024 px tiles, 256 px overlap, last tile flush with the edge). Every tile is
+``aegis_eval.runners.tiling.tile_grid`` (1024 px tiles, 256 px overlap, last tile flush with the edge). Every tile is
 predicted at the low score floor, boxes are shifted back to frame pixels, and overlapping detections of one
 person seen by two tiles are merged by greedy NMS.
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from aegis_data.errors import AegisError
-from aegis_data.tiling import DEFAULT_OVERLAP, DEFAULT_TILE, Tile, boxes_to_frame, crop, tile_grid
-from aegis_eval.runners import Detector, Prediction, check_batch, empty_prediction
+from aegis_eval.runners.detector import Detector, Prediction, check_batch, empty_prediction
+from aegis_eval.runners.tiling import DEFAULT_OVERLAP, DEFAULT_TILE, Tile, boxes_to_frame, crop, tile_grid
 
 DEFAULT_NMS_IOU = 0.5
 

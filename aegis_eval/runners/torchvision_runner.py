@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from aegis_data.errors import AegisError
-from aegis_eval.runners import FASTERRCNN_ARCHS, Prediction, check_batch, empty_prediction
+from aegis_eval.runners.detector import FASTERRCNN_ARCHS, Prediction, check_batch, empty_prediction
 
 NUM_CLASSES = 2  # background + person
 PERSON_LABEL = 1

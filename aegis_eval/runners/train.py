@@ -27,15 +27,15 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from aegis_data.augment import AugmentPolicy, DisasterAugment
+from aegis_data.augment.transform import AugmentPolicy, DisasterAugment
 from aegis_data.errors import AegisError
-from aegis_data.imageio import file_sha256, image_size, read_rgb, write_bytes_atomic, write_png_atomic
-from aegis_data.layout import annotation_path, condition_dir
-from aegis_data.readers import coco_images, coco_person_boxes, read_coco_gt, read_json
-from aegis_data.tiling import assign_boxes, crop, tile_grid
-from aegis_data.yolo_labels import read_yolo_labels, yolo_label_text
+from aegis_data.files.imageio import file_sha256, image_size, read_rgb, write_bytes_atomic, write_png_atomic
+from aegis_data.files.layout import annotation_path, condition_dir
+from aegis_data.files.readers import coco_images, coco_person_boxes, read_coco_gt, read_json
+from aegis_data.sources.yolo_labels import read_yolo_labels, yolo_label_text
 from aegis_eval.runners import MODELS, resolve_device, resolve_weights, seed_torch
 from aegis_eval.runners.config import OPTIMIZERS, check_values, default
+from aegis_eval.runners.tiling import assign_boxes, crop, tile_grid
 
 DATA_STAMP = "dataset.json"
 
@@ -194,7 +194,7 @@ def train_baseline(settings: TrainSettings, split_dir: str | Path, run_dir: str 
                    log: Callable[[str], None] | None = None, augment: AugmentPolicy | None = None) -> dict[str, Any]:
     """Fine-tune ``settings.model`` on the split's clean train, validate on clean val; resume when possible.
 
-    augment: a disaster-augmentation policy (``aegis_data.augment``) applied to every training frame before
+    augment: a disaster-augmentation policy (``aegis_data.augment.transform``) applied to every training frame before
         tiling and before the trainer's own augmentation, keyed by (seed, epoch, frame id); recorded in
         RUN/config.yaml and RUN/augment.json. None trains on clean frames only, exactly as before.
     Returns ``{"best": path, "last": path, "config": path, "data": data.yaml, "resumed": bool, ...}``
@@ -329,9 +329,9 @@ def validate_ap50(detector, split_dir: Path, settings: TrainSettings) -> float:
 
 def coco_ap50(gt_path: Path, rows: list[dict]) -> float:
     """COCO AP@0.5 (person) of a results list against a GT file, by the toolkit's evaluator
-    (``aegis_eval.metrics.coco_ap``, pycocotools-identical); 0.0 when there are no detections or no GT boxes."""
-    from aegis_eval.metrics import coco_ap
-    from aegis_eval.predictions import detections_from_results, load_ground_truth
+    (``aegis_eval.metrics.coco.coco_ap``, pycocotools-identical); 0.0 when there are no detections or no GT boxes."""
+    from aegis_eval.metrics.coco import coco_ap
+    from aegis_eval.protocols.predictions import detections_from_results, load_ground_truth
 
     if not rows:
         return 0.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from aegis_data.errors import AegisError
-from aegis_eval.runners import Prediction, check_batch, empty_prediction
+from aegis_eval.runners.detector import Prediction, check_batch, empty_prediction
 
 PERSON_NAMES = ("person", "human", "people", "pedestrian")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aegis_data.imageio import pixel_sha256 as pixel_hash  # the manifests' rule: b"HxWx3:" + pixel bytes
+from aegis_data.files.imageio import pixel_sha256 as pixel_hash  # the manifests' rule: b"HxWx3:" + pixel bytes
 
 GOLDEN_SIZES = ((240, 320), (479, 641), (750, 1000))  # (height, width)
 HASHES_PATH = Path(__file__).with_name("hashes.json")
@@ -49,7 +49,7 @@ def golden_frame(height: int, width: int) -> np.ndarray:
 
 def compute_hashes(sizes=GOLDEN_SIZES) -> dict[str, str]:
     """``{"<H>x<W>/<corruption>_s<k>": sha256}`` for every golden frame, corruption and severity."""
-    from aegis_data.corruptions import CORRUPTIONS, apply_corruption
+    from aegis_data.engine.corruptions import CORRUPTIONS, apply_corruption
 
     out = {}
     for h, w in sizes:
@@ -86,8 +86,7 @@ def runtime_report() -> dict:
 
 
 def _kernels_report() -> str:
-    from aegis_data import _kernels as K
-
+    from aegis_data.engine import kernels as K
     return "numpy" if K.CKERNELS is None else f"compiled:{Path(K.CKERNELS.__file__).resolve()}"
 
 
@@ -95,8 +94,7 @@ def use_compiled_from(path: str) -> None:
     """Run the engine with a compiled-loops module built elsewhere (e.g. without its AVX2 variants)."""
     import importlib.util
 
-    from aegis_data import _kernels as K
-
+    from aegis_data.engine import kernels as K
     spec = importlib.util.spec_from_file_location("aegis_data._ckernels", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -118,7 +116,7 @@ def main(argv: list[str]) -> None:
             cv2.setNumThreads(int(a.split("=", 1)[1]))
     only = [a.split("=", 1)[1] for a in argv if a.startswith("--only=")]
     if only:
-        from aegis_data.corruptions import apply_corruption
+        from aegis_data.engine.corruptions import apply_corruption
 
         hashes = {}
         for key in only:

@@ -17,8 +17,8 @@ from tests.golden.frames import HASHES_PATH, compute_hashes  # noqa: E402
 
 
 def main() -> None:
-    from aegis_data.config import load_config
-    from aegis_data.imageio import write_bytes_atomic
+    from aegis_data.engine.config import load_config
+    from aegis_data.files.imageio import write_bytes_atomic
 
     cfg = load_config()
     doc = {

@@ -1,0 +1,473 @@
+"""Severity calibration (docs/CORRUPTIONS.md, "Severity calibration"): one statistic per corruption, and the check that its ladder is monotone.
+
+Every statistic is a pure function of uint8 RGB arrays and is computed in float64 on values in [0, 1], with
+luma ``Y = 0.299 R + 0.587 G + 0.114 B``. Which statistic a corruption uses, and in which direction it must
+move with severity, is declared in ``configs/corruptions.yaml``; nothing here hard-codes that mapping.
+
+Statistics (direction as declared for the corruptions that use them):
+
+- ``saturated_fraction = mean(Y > 0.94)`` (glare, up)
+- ``rms_contrast = std(Y)`` (turbidity, smoke, dust; down)
+- ``occluded_fraction = mean(|Y - Y_clean| > 0.08)`` (inundation, up; needs the clean image)
+- ``red_blue_ratio = mean(R) / mean(B)`` (fire, up)
+- ``streak_density`` (rain, up; needs the clean image) - see :func:`streak_density`
+- ``edge_strength = mean Sobel magnitude of Y`` (motion, down)
+- ``mean_luminance = mean(Y)`` (low light, down)
+
+A ladder passes :func:`check_monotone` when the mean statistic over the image set moves strictly in the
+declared direction from severity 1 to 3 *and* severity 1 already lies strictly beyond the clean value.
+
+Layers: the statistics and :func:`check_monotone` are pure; :func:`calibrate` streams images through an
+injectable ``corrupt`` function (default: the engine, in memory); :func:`calibrate_folder` /
+:func:`calibrate_split` are the disk edge used by ``aegis calibrate``. The visual counterpart of a ladder,
+the severity contact sheet (``aegis grid``), is in ``aegis_data.engine.grid``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import cv2
+import numpy as np
+
+from aegis_data.engine.config import SEVERITIES, SuiteConfig, check_severities, condition_id, config_for, load_config
+from aegis_data.engine.corruptor import SuiteCorruptor
+from aegis_data.engine.scale import FRAME_SCALE, Scale, pixel_length, scale_from_record
+from aegis_data.errors import AegisError
+from aegis_data.files.imageio import IMAGE_SUFFIXES, read_rgb
+from aegis_data.files.imageio import list_images as images_in_folder
+from aegis_data.files.layout import MANIFEST_NAME, condition_dir, image_file_name
+from aegis_data.files.readers import read_json_object
+from aegis_data.files.rgb import check_rgb_image
+
+# Defaults for the two thresholds the config also declares (``calibration_threshold``); the config wins.
+SATURATED_LUMA = 0.94
+OCCLUDED_DELTA = 0.08
+# streak_density: a pixel counts as a streak when its luma exceeds the veil-only bound by this much. Streaks
+# add screen(., 0.15..0.45) before a 3x3 blur, well over 0.03 at their cores; 0.02 let JPEG-textured photos
+# produce false positives on the veil alone, 0.03 produced none (measured on the golden frames, bus, zidane).
+STREAK_MARGIN = 0.03
+# The veil's blur sigmas per 1000 px of the long side, used when the config has no rain entry.
+_VEIL_SIGMA_FALLBACK = (0.4, 0.8, 1.2)
+
+# corrupt(image, corruption, severity, image_id) -> corrupted HxWx3 uint8, or None when not available.
+Corruptor = Callable[[np.ndarray, str, int, str], "np.ndarray | None"]
+
+
+# --- input checks and luma ------------------------------------------------------------------------------
+def _check_pair(corrupted: object, clean: object) -> tuple[np.ndarray, np.ndarray]:
+    a = check_rgb_image(corrupted, "corrupted image")
+    b = check_rgb_image(clean, "clean image")
+    if a.shape != b.shape:
+        raise AegisError(f"corrupted and clean images differ in shape: {a.shape} vs {b.shape}")
+    return a, b
+
+
+def luma(rgb: np.ndarray) -> np.ndarray:
+    """HxW float64 luma in [0, 1]: ``(0.299 R + 0.587 G + 0.114 B) / 255``."""
+    check_rgb_image(rgb, "image")
+    r = rgb[:, :, 0].astype(np.float64)
+    g = rgb[:, :, 1].astype(np.float64)
+    b = rgb[:, :, 2].astype(np.float64)
+    return (0.299 * r + 0.587 * g + 0.114 * b) / 255.0
+
+
+# --- the statistics ------------------------------------------------------------------------------------
+def saturated_fraction(rgb: np.ndarray, threshold: float = SATURATED_LUMA) -> float:
+    """Fraction of pixels whose luma is strictly above ``threshold`` (0.94): blown-out glare."""
+    return float(np.mean(luma(rgb) > threshold))
+
+
+def rms_contrast(rgb: np.ndarray) -> float:
+    """Population standard deviation of luma (ddof=0), in [0, 0.5]."""
+    return float(np.std(luma(rgb)))
+
+
+def occluded_fraction(rgb: np.ndarray, clean: np.ndarray, delta: float = OCCLUDED_DELTA) -> float:
+    """Fraction of pixels whose luma moved by more than ``delta`` (0.08) from the clean image."""
+    a, b = _check_pair(rgb, clean)
+    return float(np.mean(np.abs(luma(a) - luma(b)) > delta))
+
+
+def red_blue_ratio(rgb: np.ndarray) -> float:
+    """``mean(R) / mean(B)``; +inf when the blue channel is all zero (nan when red is too)."""
+    check_rgb_image(rgb, "image")
+    r = float(np.mean(rgb[:, :, 0], dtype=np.float64))
+    b = float(np.mean(rgb[:, :, 2], dtype=np.float64))
+    if b == 0.0:
+        return math.inf if r > 0.0 else math.nan
+    return r / b
+
+
+def edge_strength(rgb: np.ndarray) -> float:
+    """Mean 3x3 Sobel gradient magnitude ``sqrt(Gx^2 + Gy^2)`` of luma over the interior (H-2)x(W-2) pixels.
+
+    The kernels are the unnormalised [1 2 1] x [-1 0 1] pair, so a unit luma step scores 4. Computed in float64
+    NumPy (not cv2's float path, whose bytes depend on the SIMD target). 0.0 for images under 3x3.
+    """
+    y = luma(rgb)
+    if y.shape[0] < 3 or y.shape[1] < 3:
+        return 0.0
+    # Separable Sobel: smooth [1 2 1] across, difference [-1 0 1] along.
+    sv = y[:-2, :] + 2.0 * y[1:-1, :] + y[2:, :]  # vertical smoothing, (H-2)xW
+    gx = sv[:, 2:] - sv[:, :-2]
+    sh = y[:, :-2] + 2.0 * y[:, 1:-1] + y[:, 2:]  # horizontal smoothing, Hx(W-2)
+    gy = sh[2:, :] - sh[:-2, :]
+    return float(np.mean(np.sqrt(gx * gx + gy * gy)))
+
+
+def mean_luminance(rgb: np.ndarray) -> float:
+    """Mean luma in [0, 1]."""
+    return float(np.mean(luma(rgb)))
+
+
+def veil_sigmas(width: int, height: int, config: SuiteConfig | None = None,
+                scale: Scale | None = None) -> tuple[float, ...]:
+    """The rain veil's Gaussian blur sigmas in px for a frame of this size, one per severity of the config.
+
+    The config declares them per 1000 px of the long side (``rain_streaks.severities.veil_sigma_px``), or of the
+    object scale's reference side when ``scale`` is one (``aegis_data.engine.scale``).
+    """
+    spec = (config or load_config()).corruptions.get("rain_streaks")
+    per_1000 = spec.severities.get("veil_sigma_px") if spec is not None else None
+    side = None if scale is None else scale.reference_side
+    return tuple(pixel_length(v, height, width, side) for v in (per_1000 or _VEIL_SIGMA_FALLBACK))
+
+
+def streak_density(
+    rgb: np.ndarray, clean: np.ndarray, margin: float = STREAK_MARGIN, sigmas: Sequence[float] | None = None
+) -> float:
+    """Fraction of pixels brighter than the veil-only image by more than ``margin`` (0.03 luma).
+
+    The rain model is a veil (a small Gaussian blur, a gain ``brightness <= 1``, and a desaturation, which
+    keeps luma) with streaks screen-blended on top; screen only ever brightens. The veil-only luma is not
+    observable from outside the engine, so it is bounded from the (corrupted, clean) pair:
+
+        V = g * max(Y_clean, G_s1(Y_clean), ..., G_sk(Y_clean))
+
+    where ``G_s`` is a Gaussian blur with each of the veil sigmas the config declares (default
+    :func:`veil_sigmas`; whichever severity made the image, its blur is among them) and ``g`` is the veil's
+    gain, estimated robustly as the median of ``Y / V1`` (``V1`` the bracket above) over pixels with
+    ``V1 > 0.05``, capped at 1; streaks cover a small minority of pixels, so they barely move the median.
+    A pixel is a streak pixel when ``Y > V + margin``. On the clean image itself the value is exactly 0.
+    On the golden frames and real photos this tracks the engine's true streak fraction (output minus the
+    engine's own veil > 0.03) within ~15%, with no false positives on the veil alone.
+    """
+    a, b = _check_pair(rgb, clean)
+    y = luma(a)
+    yc = luma(b)
+    if sigmas is None:
+        sigmas = veil_sigmas(a.shape[1], a.shape[0])
+    bound = yc.copy()
+    for sigma in sigmas:
+        if sigma > 0:
+            np.maximum(bound, cv2.GaussianBlur(yc, (0, 0), float(sigma), borderType=cv2.BORDER_REFLECT), out=bound)
+    lit = bound > 0.05
+    gain = float(np.median(y[lit] / bound[lit])) if np.any(lit) else 1.0
+    gain = min(gain, 1.0)
+    return float(np.mean(y > gain * bound + margin))
+
+
+# Statistic name -> (function, needs the clean image).
+STATISTICS: dict[str, tuple[Callable[..., float], bool]] = {
+    "saturated_fraction": (saturated_fraction, False),
+    "rms_contrast": (rms_contrast, False),
+    "occluded_fraction": (occluded_fraction, True),
+    "red_blue_ratio": (red_blue_ratio, False),
+    "streak_density": (streak_density, True),
+    "edge_strength": (edge_strength, False),
+    "mean_luminance": (mean_luminance, False),
+}
+
+
+def compute_statistic(stat: str, corrupted: np.ndarray, clean: np.ndarray | None = None,
+                      config: SuiteConfig | None = None, scale: Scale | None = None) -> float:
+    """Value of the named statistic (a key of :data:`STATISTICS`) for one image.
+
+    ``clean`` is required by the paired statistics (occluded_fraction, streak_density) and ignored otherwise.
+    ``scale``: the length unit the corrupted image was made with (streak_density's veil sigmas follow it).
+    The thresholds come from the config's ``calibration_threshold`` block where it declares them.
+    """
+    try:
+        fn, paired = STATISTICS[stat]
+    except KeyError:
+        raise AegisError(f"unknown calibration statistic {stat!r}; expected one of {', '.join(STATISTICS)}") from None
+    cfg = config or load_config()
+    thresholds = cfg.calibration_threshold
+    kwargs = {}
+    if stat == "saturated_fraction":
+        kwargs["threshold"] = float(thresholds.get("saturated_luma", SATURATED_LUMA))
+    elif stat == "occluded_fraction":
+        kwargs["delta"] = float(thresholds.get("occluded_delta", OCCLUDED_DELTA))
+    elif stat == "streak_density" and (config is not None or scale is not None):
+        kwargs["sigmas"] = veil_sigmas(corrupted.shape[1], corrupted.shape[0], config, scale)
+    if paired:
+        if clean is None:
+            raise AegisError(f"statistic {stat!r} compares against the clean image, but none was given")
+        return fn(corrupted, clean, **kwargs)
+    return fn(corrupted, **kwargs)
+
+
+def _spec(name: str, config: SuiteConfig | None = None):
+    cfg = config or load_config()
+    return cfg.corruptions[cfg.check_corruption(name)]
+
+
+def statistic(name: str, corrupted: np.ndarray, clean: np.ndarray, config: SuiteConfig | None = None) -> float:
+    """The calibration statistic the config declares for corruption ``name``, on one (corrupted, clean) pair."""
+    return compute_statistic(_spec(name, config).statistic, corrupted, clean, config)
+
+
+# --- calibration table ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CalibrationRow:
+    """One corruption x severity: the statistic's mean/std (ddof=0) over ``n`` images, and the clean value."""
+
+    corruption: str
+    family: str
+    statistic: str
+    direction: str  # "increase" | "decrease"
+    severity: int
+    condition: str
+    n: int
+    mean: float
+    std: float
+    clean_mean: float
+    clean_std: float
+
+
+@dataclass(frozen=True)
+class CalibrationTable:
+    """Rows in config order (corruption, then severity); ``n_images`` is how many clean images were read."""
+
+    rows: tuple[CalibrationRow, ...]
+    n_images: int
+    config_hash: str
+    seed: int
+    scale: str = "frame"  # the length unit of the corruptions (``Scale.describe``)
+
+    def ladder(self, corruption: str) -> list[CalibrationRow]:
+        return [r for r in self.rows if r.corruption == corruption]
+
+    @property
+    def corruptions(self) -> list[str]:
+        return list(dict.fromkeys(r.corruption for r in self.rows))
+
+    def to_dict(self) -> dict:
+        """JSON-ready form; a non-finite value becomes null."""
+
+        def clean_num(v):
+            return v if isinstance(v, (int, str)) or (isinstance(v, float) and math.isfinite(v)) else None
+
+        return {
+            "n_images": self.n_images,
+            "config_hash": self.config_hash,
+            "seed": self.seed,
+            "scale": self.scale,
+            "rows": [{k: clean_num(v) for k, v in asdict(r).items()} for r in self.rows],
+            "violations": [asdict(v) for v in check_monotone(self)],
+        }
+
+
+@dataclass(frozen=True)
+class Violation:
+    corruption: str
+    message: str
+
+
+def _mean_std(values: Sequence[float]) -> tuple[float, float]:
+    if not values:
+        return math.nan, math.nan
+    arr = np.asarray(values, dtype=np.float64)
+    return float(arr.mean()), float(arr.std())
+
+
+def resolve_corruptions(corruptions: Iterable[str] | None, config: SuiteConfig | None = None) -> tuple[str, ...]:
+    """Validate corruption names against the config (None = all, in config order)."""
+    return (config or load_config()).select(corruptions)
+
+
+def calibrate(
+    images: Iterable[tuple[str, np.ndarray]],
+    corruptions: Iterable[str] | None = None,
+    severities: Sequence[int] = SEVERITIES,
+    *,
+    seed: int | None = None,
+    corrupt: Corruptor | None = None,
+    config: SuiteConfig | None = None,
+    scale: Scale | None = None,
+) -> CalibrationTable:
+    """Mean/std of each corruption's statistic per severity over a stream of ``(image_id, clean_rgb)``.
+
+    ``corrupt(image, name, severity, image_id)`` produces the corrupted image, or None when that condition is
+    unavailable (it is then left out of that row's ``n``). The default applies the aegis-v1 engine in memory
+    with ``seed`` (None = the config's global seed). Images are consumed one at a time; only floats are kept.
+    config: the suite (statistics, thresholds, parameters, seed); default the installed one. scale: the length
+    unit the images are (or, by the default corruptor, get) corrupted with; default frame scale.
+    """
+    cfg = config or load_config()
+    names = resolve_corruptions(corruptions, cfg)
+    sevs = check_severities(severities)
+    if corrupt is None:
+        corrupt = SuiteCorruptor(cfg, scale, seed)
+    stats_needed = sorted({cfg.corruptions[n].statistic for n in names})
+    clean_vals: dict[str, list[float]] = {s: [] for s in stats_needed}
+    vals: dict[tuple[str, int], list[float]] = {(n, s): [] for n in names for s in sevs}
+    n_images = 0
+    for image_id, clean in images:
+        check_rgb_image(clean, f"clean image {image_id!r}")
+        n_images += 1
+        for stat in stats_needed:
+            clean_vals[stat].append(compute_statistic(stat, clean, clean, cfg, scale))
+        for name in names:
+            stat = cfg.corruptions[name].statistic
+            for sev in sevs:
+                corrupted = corrupt(clean, name, sev, str(image_id))
+                if corrupted is None:
+                    continue
+                vals[(name, sev)].append(compute_statistic(stat, corrupted, clean, cfg, scale))
+    if n_images == 0:
+        raise AegisError("calibration needs at least one image; none were given")
+    rows = []
+    for name in names:
+        spec = cfg.corruptions[name]
+        cm, cs = _mean_std(clean_vals[spec.statistic])
+        for sev in sevs:
+            m, s = _mean_std(vals[(name, sev)])
+            rows.append(
+                CalibrationRow(
+                    corruption=name,
+                    family=spec.family,
+                    statistic=spec.statistic,
+                    direction=spec.direction,
+                    severity=sev,
+                    condition=condition_id(name, sev),
+                    n=len(vals[(name, sev)]),
+                    mean=m,
+                    std=s,
+                    clean_mean=cm,
+                    clean_std=cs,
+                )
+            )
+    return CalibrationTable(rows=tuple(rows), n_images=n_images, config_hash=cfg.config_hash,
+                            seed=cfg.seed if seed is None else int(seed),
+                            scale=(scale or FRAME_SCALE).describe())
+
+
+def _moves(a: float, b: float, direction: str) -> bool:
+    """True when ``b`` lies strictly beyond ``a`` in ``direction`` (False for nan)."""
+    return b > a if direction == "increase" else b < a
+
+
+def check_monotone(table: CalibrationTable) -> list[Violation]:
+    """Ladders that are not strictly monotone in their declared direction.
+
+    For each corruption, over the severities that have data (``n > 0``) in ascending order: severity-to-severity
+    steps must move strictly in the declared direction, and the lowest severity must lie strictly beyond the
+    clean value. A corruption with no data at all is not judged (nothing to check), and is not a violation.
+    """
+    out: list[Violation] = []
+    for name in table.corruptions:
+        ladder = sorted((r for r in table.ladder(name) if r.n > 0), key=lambda r: r.severity)
+        if not ladder:
+            continue
+        direction = ladder[0].direction
+        if direction not in ("increase", "decrease"):
+            out.append(Violation(name, f"direction must be 'increase' or 'decrease', got {direction!r}"))
+            continue
+        word = "above" if direction == "increase" else "below"
+        first = ladder[0]
+        if not _moves(first.clean_mean, first.mean, direction):
+            out.append(Violation(name, f"{first.statistic} at severity {first.severity} ({first.mean:.6g}) is not "
+                                       f"strictly {word} clean ({first.clean_mean:.6g})"))
+        for lo, hi in zip(ladder, ladder[1:]):
+            if not _moves(lo.mean, hi.mean, direction):
+                out.append(Violation(name, f"{lo.statistic} at severity {hi.severity} ({hi.mean:.6g}) is not strictly "
+                                           f"{word} severity {lo.severity} ({lo.mean:.6g})"))
+    return out
+
+
+# --- image sets on disk (the I/O edge used by `aegis calibrate`) ----------------------------------------
+def list_images(folder: str | Path, limit: int | None = None) -> list[Path]:
+    """``folder`` itself if it is a file, else the image files directly inside it (the source adapters' rule:
+    by suffix, case-insensitive, hidden files ignored), sorted by name; at most ``limit``."""
+    p = Path(folder)
+    if not p.exists():
+        raise AegisError(f"path not found: {p}")
+    files = [p] if p.is_file() else images_in_folder(p)
+    if not files:
+        raise AegisError(f"no images in {p} (looked for {', '.join(IMAGE_SUFFIXES)})")
+    return files if limit is None else files[:limit]
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and limit < 1:
+        raise AegisError(f"--limit must be at least 1, got {limit}")
+
+
+def is_split_dir(path: str | Path) -> bool:
+    """True for a directory written by ``aegis build-splits`` (it holds a manifest)."""
+    return (Path(path) / MANIFEST_NAME).is_file()
+
+
+def calibrate_folder(
+    folder: str | Path,
+    corruptions: Iterable[str] | None = None,
+    limit: int | None = None,
+    *,
+    seed: int | None = None,
+    scale: Scale | None = None,
+) -> CalibrationTable:
+    """Calibrate on a folder of images (image id = file stem), corrupting each in memory with the engine
+    (``scale``: the length unit; default frame scale)."""
+    _check_limit(limit)
+    names = resolve_corruptions(corruptions)
+    files = list_images(folder, limit)
+    images = ((f.stem, read_rgb(f)) for f in files)
+    return calibrate(images, names, seed=seed, scale=scale)
+
+
+def calibrate_split(
+    root: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None
+) -> CalibrationTable:
+    """Calibrate on a frozen split: ``test/clean/<stem>.png`` against ``test/<corruption>_s<k>/<stem>.png``.
+
+    Conditions that are not on disk for an image are skipped (the row's ``n`` counts what was found).
+    """
+    _check_limit(limit)
+    clean_dir = condition_dir(root, "test", "clean")
+    if not clean_dir.is_dir():
+        raise AegisError(f"{root} has a manifest but no {clean_dir.relative_to(root)} folder of clean test images")
+    config = config_for(root)  # the suite the split was built with
+    scale = scale_from_record(read_json_object(Path(root) / MANIFEST_NAME, "split manifest", "manifest_")[0]
+                              .get("scale"), f"{root}/{MANIFEST_NAME}")  # and the unit its lengths follow
+    names = resolve_corruptions(corruptions, config)
+    stems = sorted(f.stem for f in clean_dir.glob("*.png"))
+    if not stems:
+        raise AegisError(f"no clean test images (*.png) in {clean_dir}")
+    if limit is not None:
+        stems = stems[:limit]
+
+    def from_disk(_clean: np.ndarray, name: str, severity: int, image_id: str) -> np.ndarray | None:
+        f = condition_dir(root, "test", condition_id(name, severity)) / image_file_name(image_id)
+        return read_rgb(f) if f.is_file() else None
+
+    images = ((s, read_rgb(clean_dir / image_file_name(s))) for s in stems)
+    return calibrate(images, names, corrupt=from_disk, config=config, scale=scale)
+
+
+def calibrate_path(
+    path: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None,
+    scale: Scale | None = None,
+) -> CalibrationTable:
+    """:func:`calibrate_split` for a split directory (has ``manifest.json``; its own scale applies, so
+    ``scale`` must be None), else :func:`calibrate_folder` with ``scale``."""
+    if is_split_dir(path):
+        if scale is not None and scale.is_object:
+            raise AegisError(f"{path} is a split: its manifest fixes the scale its images were built with; "
+                             f"--scale/--person-px/--gsd apply to folders of clean images")
+        return calibrate_split(path, corruptions, limit)
+    return calibrate_folder(path, corruptions, limit, scale=scale)

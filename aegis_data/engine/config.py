@@ -1,0 +1,293 @@
+"""Loading the corruption suite configuration (``configs/corruptions.yaml``) and its hash.
+
+The config hash identifies the exact suite an artefact was built with: the first 12 hex of the SHA-256 of the
+*parsed* suite in a canonical form (:func:`canonical_suite_bytes`), so comments and formatting never change it.
+Before aegisbench 0.3 it covered the file's bytes; splits built then still resolve (``SuiteConfig.bytes_hash``).
+A split carries the exact bytes of the config it was built with (``<split>/corruptions.yaml``, named by the
+manifest's ``config_hash``); everything that works on a split -- scoring, robustness, calibration, report,
+gallery, verify -- takes its :class:`SuiteConfig` from :func:`split_config`, and the installed default only
+where there is no split.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from numbers import Integral
+from pathlib import Path
+from typing import Any, Mapping
+
+from aegis_data.engine.config_schema import validate_suite
+from aegis_data.errors import AegisError
+from aegis_data.files.layout import MANIFEST_NAME, SUITE_CONFIG_NAME
+from aegis_data.files.readers import parse_yaml_bytes, read_file_bytes, read_json_object, read_yaml
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # aegis_data/
+REPO_ROOT = PACKAGE_ROOT.parent
+# In a checkout the config is read from configs/; an installed wheel carries the same bytes inside the package
+# (aegis_data/corruptions.yaml is a symlink to it in the repository, copied as a file into wheels).
+_CHECKOUT_CONFIG = REPO_ROOT / "configs" / "corruptions.yaml"
+_PACKAGED_CONFIG = PACKAGE_ROOT / "corruptions.yaml"
+DEFAULT_CONFIG_PATH = _CHECKOUT_CONFIG if _CHECKOUT_CONFIG.is_file() else _PACKAGED_CONFIG
+SEVERITIES = (1, 2, 3)
+
+
+@dataclass(frozen=True)
+class CorruptionSpec:
+    """One corruption's declaration: family, calibration statistic and parameters."""
+
+    name: str
+    family: str
+    statistic: str
+    direction: str  # "increase" | "decrease"
+    severities: Mapping[str, tuple]  # parameter -> (s1, s2, s3)
+    fixed: Mapping[str, Any]
+
+    def params(self, severity: int) -> dict[str, Any]:
+        """All parameters for one severity: the severity-dependent values merged over the fixed ones."""
+        severity = check_severity(severity)
+        out = dict(self.fixed)
+        out.update({k: v[severity - 1] for k, v in self.severities.items()})
+        return out
+
+
+@dataclass(frozen=True)
+class SuiteConfig:
+    suite: str
+    seed: int
+    families: Mapping[str, tuple[str, ...]]
+    corruptions: Mapping[str, CorruptionSpec]  # in file order
+    calibration_threshold: Mapping[str, float]
+    config_hash: str  # first 12 hex of the SHA-256 of the canonical parsed suite (canonical_suite_bytes)
+    config_sha256: str
+    path: str
+    raw: bytes = field(default=b"", repr=False, compare=False)  # the exact file bytes (a split stores them)
+    # The default length unit of builds with this suite ({"mode": "frame"} for aegis-v1; see suite_scale).
+    scale: Mapping[str, Any] = field(default_factory=lambda: {"mode": "frame"}, compare=False)
+    bytes_hash: str = ""  # first 12 hex of the file bytes' SHA-256: the config hash of builds before 0.3
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.corruptions)
+
+    def check_corruption(self, name: Any) -> str:
+        """``name`` when the suite declares it; else AegisError listing the suite's corruptions."""
+        if not isinstance(name, str) or name not in self.corruptions:
+            raise AegisError(f"unknown corruption {name!r}; expected one of: {', '.join(self.names)}")
+        return name
+
+    def select(self, corruptions: Any = None) -> tuple[str, ...]:
+        """Validated corruption names, duplicates dropped, in the order given (None = all, in suite order)."""
+        if corruptions is None:
+            return self.names
+        names = tuple(dict.fromkeys(str(c).strip() for c in corruptions if str(c).strip()))
+        if not names:
+            raise AegisError("no corruptions selected; name at least one of: " + ", ".join(self.names))
+        for n in names:
+            self.check_corruption(n)
+        return names
+
+    def conditions(self, corruptions=None, severities=SEVERITIES) -> list[str]:
+        """Condition ids in canonical order: ``clean`` then ``<corruption>_s<k>``."""
+        names = self.names if corruptions is None else tuple(corruptions)
+        return ["clean"] + [condition_id(n, s) for n in names for s in severities]
+
+
+def check_severity(severity: Any, what: str = "severity") -> int:
+    """``severity`` as int when it is 1, 2 or 3 (an integer, not a bool); else AegisError naming ``what``."""
+    if isinstance(severity, bool) or not isinstance(severity, Integral) or int(severity) not in SEVERITIES:
+        raise AegisError(f"{what} must be 1, 2 or 3, got {severity!r}")
+    return int(severity)
+
+
+def check_severities(severities: Any) -> tuple[int, ...]:
+    """A non-empty subset of 1, 2, 3, sorted and deduplicated; else AegisError."""
+    given = list(severities)
+    if not given or any(isinstance(s, bool) or not isinstance(s, Integral) or int(s) not in SEVERITIES for s in given):
+        raise AegisError(f"severities must be a non-empty subset of 1, 2, 3; got {given!r}")
+    return tuple(sorted({int(s) for s in given}))
+
+
+def condition_id(corruption: str, severity: int) -> str:
+    return f"{corruption}_s{int(severity)}"
+
+
+def parse_condition(cond: str) -> tuple[str | None, int]:
+    """``'low_light_s3' -> ('low_light', 3)``; ``'clean' -> (None, 0)``."""
+    if cond == "clean":
+        return None, 0
+    name, sep, sev = cond.rpartition("_s")
+    if not sep or not sev.isdigit() or not name:
+        raise AegisError(f"not a condition id: {cond!r} (expected 'clean' or '<corruption>_s<1-3>')")
+    return name, int(sev)
+
+
+def _parse(raw: dict, data: bytes, path: Path) -> SuiteConfig:
+    if not isinstance(raw, dict):
+        raise AegisError(f"{path}: expected a mapping at the top level")
+    validate_suite(raw, str(path))
+    try:
+        families = {f: tuple(ms) for f, ms in raw["families"].items()}
+        corrs = {}
+        for name, c in raw["corruptions"].items():
+            sev = {k: tuple(v) for k, v in c["severities"].items()}
+            for k, v in sev.items():
+                if len(v) != len(SEVERITIES):
+                    raise AegisError(f"{path}: {name}.{k} must list 3 severities, got {len(v)}")
+            fixed = {k: (tuple(v) if isinstance(v, list) else v) for k, v in (c.get("fixed") or {}).items()}
+            corrs[name] = CorruptionSpec(name, c["family"], c["statistic"], c["direction"], sev, fixed)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise AegisError(f"{path}: malformed corruption config ({exc!r})") from None
+    suite, seed = str(raw.get("suite", "aegis-v1")), int(raw["seed"])
+    calibration = dict(raw.get("calibration_threshold") or {})
+    scale = suite_scale(raw.get("scale"), path)
+    digest = hashlib.sha256(canonical_suite_bytes(suite, seed, families, corrs, calibration, scale)).hexdigest()
+    return SuiteConfig(
+        suite=suite,
+        seed=seed,
+        families=families,
+        corruptions=corrs,
+        calibration_threshold=calibration,
+        config_hash=digest[:12],
+        config_sha256=digest,
+        path=str(path),
+        raw=bytes(data),
+        scale=scale,
+        bytes_hash=config_bytes_hash(data),
+    )
+
+
+def suite_scale(value: Any, path: str | Path = "<config>") -> dict[str, Any]:
+    """The suite's default length unit (docs/CORRUPTIONS.md, "Scale"): the optional top-level ``scale`` key,
+    ``frame`` (also when absent; aegis-v1), ``object``, or ``{mode: object, person_px: N}`` /
+    ``{mode: object, gsd_cm_per_px: G}``. A build's ``--scale`` / ``--person-px`` / ``--gsd`` override it."""
+    from aegis_data.engine.scale import FRAME, OBJECT, check_person_px, person_unit_from_gsd
+
+    if value is None or value == FRAME:
+        return {"mode": FRAME}
+    if value == OBJECT:
+        return {"mode": OBJECT}
+    if not isinstance(value, dict) or value.get("mode") not in (FRAME, OBJECT) \
+            or set(value) - {"mode", "person_px", "gsd_cm_per_px"}:
+        raise AegisError(f"{path}: scale must be 'frame', 'object' or {{mode: object, person_px: N}} / "
+                         f"{{mode: object, gsd_cm_per_px: G}}, got {value!r:.80}")
+    out = {"mode": value["mode"]}
+    if "person_px" in value and "gsd_cm_per_px" in value:
+        raise AegisError(f"{path}: scale gives person_px and gsd_cm_per_px; give one")
+    for key, check in (("person_px", lambda v: check_person_px(v, f"{path}: scale.person_px")),
+                       ("gsd_cm_per_px", person_unit_from_gsd)):
+        if key in value:
+            if out["mode"] != OBJECT:
+                raise AegisError(f"{path}: scale.{key} applies to mode object only")
+            check(value[key])
+            out[key] = float(value[key])
+    return out
+
+
+def config_from_bytes(data: bytes, path: str | Path = "<config>") -> SuiteConfig:
+    """A SuiteConfig from the exact bytes of a suite config file (``path`` names it in messages)."""
+    return _parse(parse_yaml_bytes(data, "corruption config", path), data, Path(path))
+
+
+@lru_cache(maxsize=8)
+def _load_cached(path: str) -> SuiteConfig:
+    p = Path(path)
+    raw, data = read_yaml(p, "corruption config")
+    return _parse(raw, data, p)
+
+
+def load_config(path: str | Path | None = None) -> SuiteConfig:
+    """The suite config (default: the repository's ``configs/corruptions.yaml``), cached per path."""
+    return _load_cached(str(Path(path or DEFAULT_CONFIG_PATH).resolve()))
+
+
+def _canonical_value(value: Any) -> Any:
+    """Numbers as floats (``16`` and ``16.0`` are one value), tuples as lists, mappings with string keys."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {str(k): _canonical_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical_value(v) for v in value]
+    raise AegisError(f"suite config value {value!r:.60} is not a number, string, list or mapping")
+
+
+def canonical_suite_bytes(suite: str, seed: int, families: Mapping[str, tuple], corruptions: Mapping[str, Any],
+                          calibration: Mapping[str, Any], scale: Mapping[str, Any]) -> bytes:
+    """The parsed suite as canonical JSON (sorted keys, no whitespace, every number a float written by Python's
+    shortest round-trip ``repr``): what the config hash covers. Comments, key order inside a block, quoting
+    and number spelling never change it; the order of corruptions and of families does (it is the order of
+    the conditions), so both are listed explicitly."""
+    doc = {
+        "suite": suite,
+        "seed": int(seed),
+        "family_order": list(families),
+        "families": {f: list(ms) for f, ms in families.items()},
+        "corruption_order": list(corruptions),
+        "corruptions": {n: {"family": c.family, "statistic": c.statistic, "direction": c.direction,
+                            "severities": _canonical_value(dict(c.severities)),
+                            "fixed": _canonical_value(dict(c.fixed))} for n, c in corruptions.items()},
+        "calibration_threshold": _canonical_value(dict(calibration)),
+        "scale": _canonical_value(dict(scale)),
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+def config_bytes_hash(data: bytes) -> str:
+    """First 12 hex of the SHA-256 of a config file's bytes: the config hash of builds made before the hash
+    covered the parsed content (aegisbench 0.2); still accepted when such a split is read."""
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+def config_hash_of(data: bytes, path: str | Path = "<config>") -> str:
+    """The config hash of a suite config file's bytes: that of its parsed content (see canonical_suite_bytes)."""
+    return config_from_bytes(data, path).config_hash
+
+
+def split_config(root: str | Path, config_hash: str | None = None) -> SuiteConfig:
+    """The suite config a split was built with.
+
+    ``config_hash`` is the manifest's (read from ``<root>/manifest.json`` when not given). The split's own copy
+    ``<root>/corruptions.yaml`` is used when its bytes hash to it; else the installed config when *its* hash is
+    the manifest's; otherwise AegisError: scoring against another suite's families, order or parameters would
+    give wrong answers silently.
+    """
+    root = Path(root)
+    if config_hash is None:
+        manifest, _ = read_json_object(root / MANIFEST_NAME, "split manifest", "manifest_")
+        config_hash = manifest.get("config_hash")
+    if not isinstance(config_hash, str):
+        raise AegisError(f"{root / MANIFEST_NAME}: no config_hash recorded; cannot tell which suite config built "
+                         f"this split")
+    copy = root / SUITE_CONFIG_NAME
+    if copy.is_file():
+        data = read_file_bytes(copy, "split suite config")
+        suite = _split_copy_cached(str(copy.resolve()), data)
+        # A split built before the hash covered the parsed content recorded the file bytes' hash; both name it.
+        if config_hash in (suite.config_hash, suite.bytes_hash):
+            return suite
+        raise AegisError(f"{copy} hashes to {suite.config_hash} but the split's manifest names suite config "
+                         f"{config_hash} (the file was changed); restore it or rebuild the split")
+    installed = load_config()
+    if config_hash in (installed.config_hash, installed.bytes_hash):
+        return installed
+    raise AegisError(f"{root} was built with suite config {config_hash}, but it holds no {SUITE_CONFIG_NAME} and "
+                     f"the installed suite config is {installed.config_hash}; put that suite's corruptions.yaml "
+                     f"at {copy} or rebuild the split with this toolkit")
+
+
+@lru_cache(maxsize=8)
+def _split_copy_cached(path: str, data: bytes) -> SuiteConfig:
+    return config_from_bytes(data, path)
+
+
+def config_for(path: str | Path | None, config_hash: str | None = None) -> SuiteConfig:
+    """:func:`split_config` when ``path`` is a split directory (it holds a manifest), else the installed
+    config (no split: a bare image folder or COCO file)."""
+    if path is not None and (Path(path) / MANIFEST_NAME).is_file():
+        return split_config(path, config_hash)
+    return load_config()

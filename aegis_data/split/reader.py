@@ -1,0 +1,116 @@
+"""Reading a frozen split back: its conditions, images, COCO ground truth and manifest facts.
+
+``load_split(root)`` checks the manifest (format, seal, confined paths) and returns a :class:`FrozenSplit`;
+``split.images("low_light_s3")`` yields ``(image_id, rgb, boxes)`` one image at a time, decoded from the PNG
+files (boxes as float64 ``(N, 4)`` ``x0, y0, x1, y1`` pixels, the person boxes of that image). Reading checks
+nothing beyond the manifest itself: ``aegis verify`` / :func:`aegis_data.split.verify.verify_split` proves the files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+
+from aegis_data.engine.scale import Scale, scale_from_record
+from aegis_data.errors import AegisError
+from aegis_data.files.imageio import read_rgb
+from aegis_data.files.layout import MANIFEST_NAME, SPLIT_NAMES, annotation_path, condition_dir, image_file_name
+from aegis_data.files.readers import coco_boxes_by_stem, read_coco_gt
+from aegis_data.split.manifest import Manifest, load_manifest
+
+
+@dataclass(frozen=True)
+class FrozenSplit:
+    """A split on disk written by ``aegis build-splits`` (see docs/SPLITS.md for the layout)."""
+
+    root: Path
+    manifest: Manifest
+
+    @property
+    def dataset(self) -> str:
+        return str(self.manifest.data.get("dataset"))
+
+    @property
+    def conditions(self) -> tuple[str, ...]:
+        """Test conditions in canonical order (``clean`` first)."""
+        return tuple(self.manifest.data.get("conditions") or ())
+
+    @property
+    def splits(self) -> dict[str, int]:
+        """Images per written split (``test``, ``val``, ``train``)."""
+        return dict(self.manifest.data.get("splits") or {})
+
+    @property
+    def root_hash(self) -> str:
+        return self.manifest.root_hash
+
+    @property
+    def config_hash(self) -> str:
+        return str(self.manifest.data.get("config_hash"))
+
+    @property
+    def seed(self) -> int:
+        return int(self.manifest.data.get("seed"))
+
+    @property
+    def suite(self) -> str:
+        return str(self.manifest.data.get("suite"))
+
+    @property
+    def scale(self) -> Scale:
+        return scale_from_record(self.manifest.data.get("scale"), self.manifest.path)
+
+    def ground_truth(self, split: str = "test") -> dict[str, Any]:
+        """The split's COCO ground truth (``annotations/<split>.json``) as a dict."""
+        coco, _ = read_coco_gt(annotation_path(self.root, self._check_split(split)))
+        return coco
+
+    def image_ids(self, split: str = "test") -> list[str]:
+        """Image stems of ``split`` in COCO id order."""
+        return [im.get("stem") or Path(im["file_name"]).stem
+                for im in sorted(self.ground_truth(split)["images"], key=lambda im: im["id"])]
+
+    def images(self, condition: str = "clean", split: str = "test") -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+        """``(image_id, rgb, boxes)`` for every image of ``condition`` (val and train hold ``clean`` only), one
+        decoded at a time: rgb HxWx3 uint8, boxes float64 (N, 4) ``x0, y0, x1, y1`` in pixels."""
+        split = self._check_split(split)
+        available = self.conditions if split == "test" else ("clean",)
+        if condition not in available:
+            raise AegisError(f"{self.root}: no condition {condition!r} in the {split} split; it has "
+                             f"{', '.join(available[:6])}{', ...' if len(available) > 6 else ''}")
+        where = annotation_path(self.root, split)
+        coco, _ = read_coco_gt(where)
+        boxes = coco_boxes_by_stem(coco, where)
+        folder = condition_dir(self.root, split, condition)
+        for image_id in self.image_ids(split):
+            xywh = np.asarray(boxes.get(image_id, []), dtype=np.float64).reshape(-1, 4)
+            xyxy = np.concatenate([xywh[:, :2], xywh[:, :2] + xywh[:, 2:]], axis=1)
+            yield image_id, read_rgb(folder / image_file_name(image_id)), xyxy
+
+    def __iter__(self) -> Iterator[tuple[str, Iterator[tuple[str, np.ndarray, np.ndarray]]]]:
+        """``(condition, images(condition))`` for every test condition."""
+        for condition in self.conditions:
+            yield condition, self.images(condition)
+
+    def facts(self) -> dict[str, Any]:
+        """What the manifest says about the build (dataset, suite, config, seed, scale, conditions, splits, root)."""
+        data: Mapping[str, Any] = self.manifest.data
+        return {"dataset": self.dataset, "suite": self.suite, "config_hash": self.config_hash, "seed": self.seed,
+                "scale": self.scale.describe(), "conditions": list(self.conditions), "splits": self.splits,
+                "root_hash": self.root_hash, "toolkit": dict(data.get("toolkit") or {})}
+
+    def _check_split(self, split: str) -> str:
+        if split not in SPLIT_NAMES or split not in self.splits:
+            raise AegisError(f"{self.root}: no {split!r} split; it has {', '.join(self.splits) or 'none'}")
+        return split
+
+
+def load_split(root: str | Path) -> FrozenSplit:
+    """A frozen split folder, its manifest checked; AegisError when it is not one (or not finished)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise AegisError(f"split folder not found: {root}")
+    return FrozenSplit(root, load_manifest(root / MANIFEST_NAME))

@@ -1,0 +1,571 @@
+"""Checking a frozen split against its manifest, or against a reference manifest from another machine.
+
+``verify_split`` recomputes the SHA-256 of every file the manifest lists and classifies each difference:
+
+    missing      listed in the manifest, not on disk
+    extra        on disk under a split directory or annotations/, not listed (includes temp files of a crash)
+    bytes-only   file bytes differ but the decoded pixels are identical (another PNG encoder or settings);
+                 against a reference manifest this is information (the benchmark's identity is the pixels),
+                 unless ``strict_bytes``; against the split's own manifest it fails (this copy was changed).
+                 Only a plain 8-bit RGB PNG without alpha or orientation metadata, which OpenCV (default
+                 flags) and Pillow decode to exactly the expected pixels, is bytes-only; else ``format``
+    format       this toolkit decodes the expected pixels, but a detector's reader would not (16-bit samples
+                 it truncates, alpha, an EXIF orientation it applies, another layout)
+    pixels       decoded pixels differ; with the count of differing pixels and max |delta| where the expected
+                 image can be regenerated: the clean image of the split is the decoded source, so a corrupted
+                 condition is re-run from it with the suite's corruption function
+    source       the decoded *source* pixels differ from the reference's (``source_pixel_sha256``): this
+                 machine's image decoder produced different pixels; the corrupted files of that image then
+                 differ as a consequence, not because the corruption drifted
+    annotations  a GT file changed; names the images whose boxes changed
+    yolo         a YOLO label/list/data.yaml file changed
+    manifest     the reference describes another benchmark (dataset, config hash, seed, conditions, splits),
+                 or names a file with other identity fields (condition, image id, size, source pixels, GT)
+    seal         information: the manifest carries the earlier seal, which left its top-level fields (toolkit,
+                 format, ...) out of ``files_hash``; rebuilding re-seals it
+    link         a symbolic link in the split that resolves outside it (its target is not hashed), or a YOLO
+                 view link (``yolo/images/<split>``, ``yolo/labels/<split>/<condition>``) missing or pointing
+                 at the wrong place, so ``yolo val`` would read other data
+    hardlink     information: a file shares its bytes with a file outside the split (editing that one changes
+                 this one)
+
+Only reading happens here; the caller renders the report.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from aegis_data.engine.config import SuiteConfig, parse_condition, split_config
+from aegis_data.engine.corruptor import SuiteCorruptor
+from aegis_data.engine.scale import Scale, scale_from_record
+from aegis_data.errors import AegisError
+from aegis_data.executors import Placement, map_units
+from aegis_data.files.imageio import DEFAULT_MAX_PIXELS, file_sha256, pixel_sha256, read_rgb, standard_decode_problem
+from aegis_data.files.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, SUITE_CONFIG_NAME, condition_dir,
+                               image_file_name)
+from aegis_data.files.readers import coco_images, json_number, read_coco_gt
+from aegis_data.split.manifest import (ROOT_ENTRY_KEYS, ROOT_IDENTITY_KEYS, Manifest, annotation_digest, annotation_identity,
+                                 load_manifest)
+
+YOLO_DIR = "yolo"  # see aegis_data.split.build.yolo_files / link_yolo_dirs
+
+_BYTES_ONLY = "pixels identical, file bytes differ (another PNG encoder, its version or settings)"
+_UNCHANGED_GT = "file bytes differ, every annotation field the scorer reads is identical (formatting/metadata)"
+FINDING_KINDS = ("missing", "extra", "bytes-only", "format", "pixels", "source", "annotations", "yolo", "manifest",
+                 "link", "hardlink", "seal")
+INFO_KINDS = ("hardlink", "seal")  # never failures
+_LEGACY_SEAL = ("sealed in the earlier form (aegisbench 0.2.0 before top-level fields were sealed): toolkit, format "
+                "and any added top-level field are not covered; re-run the same `aegis build-splits` command to "
+                "re-seal (no pixel is re-rendered)")
+
+Corrupt = Callable[..., np.ndarray]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One difference. ``pixels_differing``/``max_abs_delta`` are None when no expected pixels are available."""
+
+    path: str
+    kind: str
+    detail: str
+    pixels_differing: int | None = None
+    max_abs_delta: int | None = None
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    root: str
+    reference: str  # the manifest file the files were checked against
+    expected_root_hash: str
+    local_root_hash: str
+    checked: int  # files listed in the reference
+    findings: tuple[Finding, ...] = field(default_factory=tuple)
+    bytes_only_is_info: bool = False  # against a reference and not --strict-bytes
+    scale: str = ""  # the length unit the pixels were built with (``Scale.describe``)
+
+    def is_failure(self, finding: Finding) -> bool:
+        if finding.kind in INFO_KINDS:
+            return False
+        return not (self.bytes_only_is_info and finding.kind == "bytes-only")
+
+    @property
+    def failures(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if self.is_failure(f))
+
+    @property
+    def information(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if not self.is_failure(f))
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    @property
+    def roots_match(self) -> bool:
+        return self.expected_root_hash == self.local_root_hash
+
+    def counts(self, findings: Sequence[Finding] | None = None) -> dict[str, int]:
+        """Findings per kind: of all findings, or of the given ones (e.g. ``self.failures``)."""
+        out: dict[str, int] = {}
+        for f in self.findings if findings is None else findings:
+            out[f.kind] = out.get(f.kind, 0) + 1
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok, "root": self.root, "reference": self.reference,
+            "expected_root_hash": self.expected_root_hash, "local_root_hash": self.local_root_hash,
+            "checked": self.checked, "counts": self.counts(), "roots_match": self.roots_match,
+            "bytes_only_is_information": self.bytes_only_is_info, "scale": self.scale,
+            "findings": [dict(asdict(f), failure=self.is_failure(f)) for f in self.findings],
+        }
+
+
+def pixel_difference(actual: np.ndarray, expected: np.ndarray) -> tuple[int, int]:
+    """(pixels where any channel differs, max |delta| over all channels); shapes must match."""
+    if actual.shape != expected.shape:
+        raise AegisError(f"cannot compare pixels of shapes {actual.shape} and {expected.shape}")
+    delta = np.abs(actual.astype(np.int16) - expected.astype(np.int16))
+    return int(np.count_nonzero(delta.max(axis=2))), int(delta.max())
+
+
+def _suite_config(root: Path, config_hash: Any) -> tuple[SuiteConfig | None, str]:
+    """(the suite config named by ``config_hash`` -- the split's copy or the installed one --, or None with why)."""
+    try:
+        return split_config(root, config_hash if isinstance(config_hash, str) else None), ""
+    except AegisError as exc:
+        return None, str(exc)
+
+
+def _walk_files(root: Path) -> list[str]:
+    """Relative POSIX paths of every file (or file-like link) under the split dirs and annotations/."""
+    found = []
+    for top in (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR):
+        d = root / top
+        if not d.is_dir() or d.is_symlink():
+            continue
+        for dirpath, _dirs, files in os.walk(d):
+            for name in files:
+                found.append(Path(dirpath, name).relative_to(root).as_posix())
+    return found
+
+
+def gt_digests(path: Path) -> dict[str, str]:
+    """Per image stem, the digest of every field the scorer reads from its annotations (box, category, crowd
+    flag, area; :func:`aegis_data.split.manifest.annotation_identity`), from a COCO GT file; AegisError when unreadable."""
+    coco = read_coco_gt(path)[0]
+    stems = {im["id"]: im.get("stem") or Path(im["file_name"]).stem for im in coco_images(coco, path)}
+    items: dict[int, list] = {i: [] for i in stems}
+    for k, a in enumerate(coco.get("annotations") or []):
+        if not isinstance(a, dict) or a.get("image_id") not in items or not isinstance(a.get("bbox"), list) \
+                or len(a["bbox"]) != 4:
+            raise AegisError(f"{path}: annotations[{k}] must be an object with a known 'image_id' and a 4-number "
+                             f"'bbox'")
+        box = [json_number(v, f"{path}: annotations[{k}]", "bbox value") for v in a["bbox"]]
+        items[a["image_id"]].append(annotation_identity(box, a.get("category_id"), a.get("iscrowd", 0), a.get("area")))
+    return {stems[i]: annotation_digest(v) for i, v in items.items()}
+
+
+def _annotation_finding(path: Path, rel: str, expected: Mapping[str, Any], only: Any = None) -> Finding | None:
+    """How the GT file at ``path`` differs from ``expected['gt']`` (for the stems in ``only`` when given);
+    None when ``only`` is given and those images' annotations are unchanged."""
+    try:
+        digests = gt_digests(path)
+    except AegisError as exc:
+        return Finding(rel, "annotations", f"not a readable COCO GT file ({exc})")
+    want: Mapping[str, str] = expected.get("gt") or {}
+    if only is not None:
+        want = {s: d for s, d in want.items() if s in only}
+        digests = {s: d for s, d in digests.items() if s in only}
+    changed = sorted(s for s in want if s in digests and digests[s] != want[s])
+    lost = sorted(s for s in want if s not in digests)
+    added = sorted(s for s in digests if s not in want)
+    parts = []
+    for label, items in (("annotations changed", changed), ("images removed", lost), ("images added", added)):
+        if items:
+            shown = ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
+            parts.append(f"{label} for {len(items)}: {shown}" if label == "annotations changed" else
+                         f"{label}: {shown}")
+    if not parts and only is not None:
+        return None
+    return Finding(rel, "annotations", "; ".join(parts) or _UNCHANGED_GT)
+
+
+def hash_item(root: str, max_pixels: int, item: tuple[str, str, bool]) -> tuple[str, str | None, str | None]:
+    """For one (relative path, expected file SHA-256, is an image): (file SHA-256, decoded-pixel SHA-256, why a
+    standard reader would see other pixels).
+
+    The last two are computed only for an image whose bytes differ from the expectation (None otherwise, and
+    when the file does not decode); see ``imageio.standard_decode_problem``. A unit of ``map_units``: runs in
+    threads here, or on Dask workers (``aegis_data.executors``).
+    """
+    rel, expected, is_image = item
+    p = Path(root, rel)
+    sha = file_sha256(p)
+    pixels = problem = None
+    if is_image and sha != expected:
+        try:
+            rgb = read_rgb(p, max_pixels=max_pixels)
+            pixels, problem = pixel_sha256(rgb), standard_decode_problem(p.read_bytes(), rgb)
+        except (AegisError, OSError):
+            pixels = problem = None
+    return sha, pixels, problem
+
+
+def hash_files(
+    root: Path,
+    items: Sequence[tuple[str, str, bool]],
+    *,
+    workers: int | None = None,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    scheduler: str | None = None,
+    on_cluster: Callable[[Mapping[str, Any]], None] | None = None,
+    timeout: float | None = None,
+) -> dict[str, tuple[str, str | None, str | None]]:
+    """``hash_item`` over every item, keyed by relative path: in ``workers`` threads (hashlib and the PNG
+    decoder release the GIL), or on Dask when ``scheduler`` is ``"local"`` (a LocalCluster of ``workers``
+    processes) or a scheduler address whose workers see ``root`` at the same path."""
+    placement = Placement(workers=workers, scheduler=scheduler, timeout=timeout, on_cluster=on_cluster,
+                          shared=(root / MANIFEST_NAME, "the split directory"), threads=True)
+    hashed = map_units(functools.partial(hash_item, str(root), int(max_pixels)), items, placement, chunked=True)
+    return {item[0]: hashes for item, hashes in hashed}
+
+
+def verify_split(
+    root: str | Path,
+    against: str | Path | None = None,
+    *,
+    strict_bytes: bool = False,
+    regenerate: bool = True,
+    corrupt: Corrupt | None = None,
+    workers: int | None = None,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    subset: bool = False,
+    scheduler: str | None = None,
+    on_cluster: Callable[[Mapping[str, Any]], None] | None = None,
+    timeout: float | None = None,
+) -> VerifyReport:
+    """Check every file of the split under ``root`` against its manifest (or ``against``, a reference manifest).
+
+    The local ``manifest.json`` must exist (a build without one is unfinished). ``regenerate`` re-runs the
+    corruption (``corrupt``, default ``apply_corruption``) from the split's clean image to count differing
+    pixels of a corrupted file; it is skipped when the local suite config differs from the manifest's.
+    ``subset`` (with ``against``): check only the images the local manifest lists, and the GT of those images,
+    so a partial build (``--limit``, ``--corruptions``) can be checked against a full reference.
+    With ``against``, files whose bytes differ but whose decoded pixels match are reported as information
+    (another encoder wrote the same pixels); ``strict_bytes`` makes them failures. Against the split's own
+    manifest they are always failures: the copy no longer matches what was built.
+    scheduler (``"local"`` or a Dask scheduler address, see ``hash_files``) moves the hashing to a cluster;
+    timeout: seconds a scheduler address has to answer (default 10).
+    """
+    root = Path(root) if scheduler is None else Path(root).resolve()  # workers see absolute paths only
+    if not root.is_dir():
+        raise AegisError(f"split directory not found: {root}")
+    local: Manifest = load_manifest(root / MANIFEST_NAME)
+    ref: Manifest = load_manifest(against) if against is not None else local
+    findings = _identity_findings(ref, local, subset)
+    findings.extend(Finding(MANIFEST_NAME if m is local else Path(m.path).name, "seal", _LEGACY_SEAL)
+                    for m in ([local] if ref is local else [local, ref]) if m.legacy_seal)
+    if subset and ref is not local:
+        paths, partial = _subset_paths(root, local, ref)
+        findings.extend(partial)
+    else:
+        paths = sorted(ref.entries)
+    outside = escaping_paths(root, paths)
+    findings.extend(Finding(p, "link", f"resolves outside the split, to {t}; not read") for p, t in outside.items())
+    present = {p for p in paths if p not in outside and (root / p).is_file()}
+    items = [(p, ref.entries[p]["sha256"], ref.entries[p].get("kind") == "image") for p in sorted(present)]
+    hashed = hash_files(root, items, workers=workers, max_pixels=max_pixels, scheduler=scheduler, on_cluster=on_cluster,
+                        timeout=timeout)
+
+    config, no_config = _suite_config(root, ref.data.get("config_hash"))
+    scale = scale_from_record(ref.data.get("scale"), f"manifest {ref.path}")  # the unit the pixels were made with
+    if (root / SUITE_CONFIG_NAME).is_file() and config is None:
+        findings.append(Finding(SUITE_CONFIG_NAME, "manifest", no_config))
+    images = _ImageCheck(
+        root=root, max_pixels=max_pixels, seed=int(ref.data["seed"]), regenerate=regenerate and config is not None,
+        why_not=("regeneration off" if not regenerate else f"the manifest's suite config is not available: {no_config}"),
+        corrupt=corrupt or SuiteCorruptor(config, scale),
+        source_differs=_sources_that_differ(local, ref),
+    )
+    for rel in paths:
+        if rel in outside:
+            continue
+        if rel not in present:
+            findings.append(Finding(rel, "missing", "listed in the manifest, not on disk"))
+            continue
+        e = ref.entries[rel]
+        file_hash, decoded, problem = hashed[rel]  # decoded: pixel hash, computed with the file hash when bytes differ
+        if file_hash == e["sha256"]:
+            continue
+        kind = e.get("kind")
+        if kind == "annotations":
+            findings.append(_annotation_finding(root / rel, rel, e))
+        elif kind != "image":
+            findings.append(Finding(rel, "yolo" if kind == "yolo" else str(kind), "file content differs"))
+        else:
+            findings.append(images.finding(rel, e, decoded, problem))
+
+    findings.extend(_unlisted_findings(root, ref, local, subset))
+    findings.extend(link_findings(root, sorted(present)))
+    return VerifyReport(
+        root=str(root), reference=ref.path, expected_root_hash=ref.root_hash, local_root_hash=local.root_hash,
+        checked=len(paths), findings=tuple(findings), bytes_only_is_info=against is not None and not strict_bytes,
+        scale=scale.describe(),
+    )
+
+
+def _identity_findings(ref: Manifest, local: Manifest, subset: bool = False) -> list[Finding]:
+    """``manifest`` findings where a reference describes another build, or one of the files both list with
+    other identity fields (every field the root hash covers: condition, image id, COCO id, size, decoded
+    source, GT digests). The source description may hold machine-specific paths, so it is not compared; a
+    ``subset`` build has fewer conditions, images and GT entries by design, so those are compared per image."""
+    if ref is local:
+        return []
+    keys = [k for k in (*ROOT_IDENTITY_KEYS, "scale") if k != "source"
+            and not (subset and k in ("conditions", "splits"))]
+    a, b = ref.data, local.data
+    diffs = [k for k in keys if a.get(k) != b.get(k)]
+    out = []
+    if diffs:
+        out.append(Finding(MANIFEST_NAME, "manifest", "reference and local manifest describe different builds: "
+                           + ", ".join(f"{k} {b.get(k)!r:.60} here vs {a.get(k)!r:.60} in the reference" for k in diffs)))
+    for rel in sorted(set(ref.entries) & set(local.entries)):
+        mine, theirs = local.entries[rel], ref.entries[rel]
+        if subset and mine.get("kind") != "image":
+            continue  # GT and YOLO files of a partial build differ by design; GT is compared per image
+        fields = ROOT_ENTRY_KEYS.get(str(theirs.get("kind")), ())
+        differ = [k for k in dict.fromkeys(("kind", *fields)) if k != "sha256" and mine.get(k) != theirs.get(k)]
+        if differ:
+            out.append(Finding(rel, "manifest", "the reference lists this file with other identity fields: "
+                               + ", ".join(f"{k} {mine.get(k)!r:.40} here vs {theirs.get(k)!r:.40} in the reference"
+                                           for k in differ)))
+    return out
+
+
+def _subset_paths(root: Path, local: Manifest, ref: Manifest) -> tuple[list[str], list[Finding]]:
+    """A partial build against a full reference: (its own image paths the reference lists, findings). Its GT files
+    are compared per image (their bytes differ by design); its images the reference lacks are ``extra``."""
+    findings = []
+    for rel, e in sorted(local.entries.items()):
+        if e["kind"] == "annotations" and rel in ref.entries:
+            want = ref.entries[rel].get("gt") or {}
+            changed = sorted(s for s, d in (e.get("gt") or {}).items() if want.get(s) != d)
+            if changed:
+                findings.append(Finding(rel, "annotations", f"annotations differ from the reference for "
+                                                            f"{len(changed)}: {', '.join(changed[:5])}"))
+            if not (root / rel).is_file():
+                findings.append(Finding(rel, "missing", "listed in the local manifest, not on disk"))
+                continue
+            if file_sha256(root / rel) != e["sha256"]:
+                findings.append(_annotation_finding(root / rel, rel, e))  # edited since the build
+                continue
+            # The file itself against the reference, for this build's images: the local manifest's digests
+            # are only as good as the manifest, which anyone can reseal.
+            against_ref = _annotation_finding(root / rel, rel, ref.entries[rel], only=set(e.get("gt") or {}))
+            if against_ref is not None:
+                findings.append(Finding(rel, "annotations", "against the reference: " + against_ref.detail))
+    paths = sorted(p for p in local.entries if p in ref.entries and ref.entries[p]["kind"] == "image")
+    findings.extend(Finding(p, "extra", "listed in the local manifest, not in the reference")
+                    for p in sorted(local.entries) if local.entries[p]["kind"] == "image" and p not in ref.entries)
+    return paths, findings
+
+
+def _sources_that_differ(local: Manifest, ref: Manifest) -> set[tuple[str, str]]:
+    """(split, image_id) whose decoded source pixels differ between the local manifest and the reference."""
+    local_src = {(e["split"], e["image_id"]): e.get("source_pixel_sha256") for e in local.images()}
+    ref_src = {(e["split"], e["image_id"]): e.get("source_pixel_sha256") for e in ref.images()}
+    return {k for k, v in ref_src.items() if k in local_src and local_src[k] != v}
+
+
+@dataclass
+class _ImageCheck:
+    """Classifies an image file whose bytes differ from the manifest: bytes-only, a source difference, or pixels
+    (counted against a regeneration from the split's own clean image where one is possible)."""
+
+    root: Path
+    max_pixels: int
+    seed: int
+    regenerate: bool
+    why_not: str  # why pixels cannot be regenerated, when ``regenerate`` is False
+    corrupt: Corrupt
+    source_differs: set[tuple[str, str]]
+    clean_cache: dict[tuple[str, str], np.ndarray | None] = field(default_factory=dict)
+
+    def clean_pixels(self, split: str, image_id: str, expected_hash: str) -> np.ndarray | None:
+        key = (split, image_id)
+        if key not in self.clean_cache:
+            p = condition_dir(self.root, split, "clean") / image_file_name(image_id)
+            img = None
+            try:
+                img = read_rgb(p, max_pixels=self.max_pixels)
+            except AegisError:
+                pass
+            self.clean_cache[key] = img if img is not None and pixel_sha256(img) == expected_hash else None
+        return self.clean_cache[key]
+
+    def finding(self, rel: str, e: Mapping[str, Any], decoded: str | None, problem: str | None = None) -> Finding:
+        """``decoded``, ``problem``: the file's pixel hash and standard-decode problem from ``hash_item`` (None
+        when it did not decode there)."""
+        if decoded == e["pixel_sha256"]:
+            if problem:
+                return Finding(rel, "format", f"{problem}: this toolkit decodes the expected pixels, but a "
+                                              f"detector's image reader would not")
+            return Finding(rel, "bytes-only", _BYTES_ONLY)
+        try:
+            actual = read_rgb(self.root / rel, max_pixels=self.max_pixels)  # the pixels differ: decode to count
+        except AegisError as exc:
+            return Finding(rel, "pixels", f"does not decode: {exc}")
+        name, severity = parse_condition(e["condition"])
+        if (e["split"], e["image_id"]) in self.source_differs:
+            if name is None:
+                return Finding(rel, "source", "your decoder produced different source pixels for this image than the "
+                                              "reference (source_pixel_sha256 differs); not a corruption drift")
+            return Finding(rel, "pixels", "differs because the decoded source differs (see the source row)")
+        if name is None:
+            return Finding(rel, "pixels", "clean pixels differ from the manifest; no reference copy to count against")
+        if not self.regenerate:
+            return Finding(rel, "pixels", f"pixels differ ({self.why_not}; no expected pixels to count against)")
+        clean = self.clean_pixels(e["split"], e["image_id"], e["source_pixel_sha256"])
+        if clean is None:
+            return Finding(rel, "pixels", "pixels differ; the clean image is missing or changed, so the expected "
+                                          "pixels cannot be regenerated")
+        expected = self.corrupt(clean, name, severity, e["image_id"], self.seed)
+        if actual.shape != expected.shape:
+            return Finding(rel, "pixels", f"size {actual.shape[1]}x{actual.shape[0]}, expected "
+                                          f"{expected.shape[1]}x{expected.shape[0]}")
+        n, dmax = pixel_difference(actual, expected)
+        if pixel_sha256(expected) == e["pixel_sha256"]:
+            detail = f"{n} pixels differ, max |delta| {dmax}"
+        else:
+            detail = (f"{n} pixels differ from this machine's regeneration (max |delta| {dmax}); this machine does not "
+                      f"reproduce the expected pixels either: corruption drift")
+        return Finding(rel, "pixels", detail, n, dmax)
+
+
+def _unlisted_findings(root: Path, ref: Manifest, local: Manifest, subset: bool) -> list[Finding]:
+    """The YOLO view's findings, then every file on disk that no manifest lists (``extra``)."""
+    listed = set(ref.entries) | (set(local.entries) if subset else set())
+    view, copies = yolo_view_findings(root, local)
+    walked = [p for p in _walk_files(root) if not p.startswith((*copies, f"{YOLO_DIR}/images/"))]
+    return [*view, *(Finding(rel, "extra", "on disk, not in the manifest") for rel in sorted(set(walked) - listed))]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What a user consumes besides the listed files: the YOLO view's links, and links leaving the split
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+        return True
+    except ValueError:
+        return False
+
+
+def escaping_paths(root: Path, paths) -> dict[str, str]:
+    """Listed paths that resolve (through a symlinked file or folder) outside ``root``: path -> target."""
+    real_root = root.resolve()
+    out = {}
+    for rel in paths:
+        p = root / rel
+        if not (p.is_symlink() or any(q.is_symlink() for q in list(p.parents)[: rel.count("/")])):
+            continue
+        target = p.resolve()
+        if not _inside(target, real_root):
+            out[rel] = str(target)
+    return out
+
+
+def link_findings(root: Path, paths) -> list[Finding]:
+    """Symlinks under the split's folders that leave it, and listed files hard-linked to files outside it."""
+    real_root = root.resolve()
+    findings = []
+    for top in (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR):
+        d = root / top
+        if d.is_symlink() and not _inside(d.resolve(), real_root):
+            findings.append(Finding(top, "link", f"symbolic link to {d.resolve()}, outside the split"))
+            continue
+        if not d.is_dir():
+            continue
+        for dirpath, dirs, files in os.walk(d):
+            for name in (*dirs, *files):
+                p = Path(dirpath, name)
+                if p.is_symlink() and not _inside(p.resolve(), real_root):
+                    findings.append(Finding(p.relative_to(root).as_posix(), "link",
+                                            f"symbolic link to {p.resolve()}, outside the split"))
+    names: dict[tuple[int, int], int] = {}
+    stats = {}
+    for rel in paths:
+        try:
+            st = (root / rel).stat()
+        except OSError:
+            continue
+        if st.st_nlink > 1:
+            stats[rel] = st
+            names[(st.st_dev, st.st_ino)] = names.get((st.st_dev, st.st_ino), 0) + 1
+    for rel, st in stats.items():
+        if st.st_nlink > names[(st.st_dev, st.st_ino)]:
+            findings.append(Finding(rel, "hardlink", f"hard link: {st.st_nlink} names share these bytes, some outside "
+                                                     f"the split (editing one changes the other)"))
+    return findings
+
+
+def yolo_view_findings(root: Path, manifest: Manifest) -> tuple[list[Finding], tuple[str, ...]]:
+    """Check the Ultralytics view of the split: each ``yolo/images/<split>`` must be the link to ``<split>`` and
+    each ``yolo/labels/<split>/<condition>`` the link to ``clean`` (or, where links could not be made, a copy of
+    it). Returns the findings and the folders accepted as label copies (their files are not ``extra``)."""
+    if not any(e.get("kind") == "yolo" for e in manifest.entries.values()):
+        return [], ()
+    findings: list[Finding] = []
+    copies: list[str] = []
+    real_root = root.resolve()
+    conditions = list(manifest.data.get("conditions") or [])
+    for split in manifest.data.get("splits") or {}:
+        rel = f"{YOLO_DIR}/images/{split}"
+        link, want = root / rel, (root / split).resolve()
+        if not link.is_symlink():
+            what = "missing" if not link.exists() else "a real folder, not the link"
+            findings.append(Finding(rel, "link", f"{what}: expected a symbolic link to ../../{split}, which the "
+                                                 f"YOLO lists read images through"))
+        elif link.resolve() != want:
+            findings.append(Finding(rel, "link", f"points to {link.resolve()}, not to the split's {split}/ folder: "
+                                                 f"`yolo val` would read other images"))
+        clean = root / YOLO_DIR / "labels" / split / "clean"
+        for cond in (conditions if split == "test" else ["clean"]):
+            if cond == "clean":
+                continue
+            rel = f"{YOLO_DIR}/labels/{split}/{cond}"
+            link = root / rel
+            if link.is_symlink():
+                if link.resolve() != clean.resolve() or not _inside(link.resolve(), real_root):
+                    findings.append(Finding(rel, "link", f"points to {link.resolve()}, not to the split's clean "
+                                                         f"labels: `yolo val` would read other labels"))
+            elif link.is_dir():
+                if _same_files(link, clean):
+                    copies.append(rel + "/")
+                else:
+                    findings.append(Finding(rel, "yolo", "a folder whose label files differ from labels/"
+                                                         f"{split}/clean: `yolo val` would read other labels"))
+                    copies.append(rel + "/")
+            else:
+                findings.append(Finding(rel, "link", "missing: expected a symbolic link to clean (the labels of "
+                                                     "every condition)"))
+    return findings, tuple(copies)
+
+
+def _same_files(a: Path, b: Path) -> bool:
+    """Two flat folders with the same file names and bytes."""
+    try:
+        fa = sorted(p.name for p in a.iterdir())
+        fb = sorted(p.name for p in b.iterdir())
+        return fa == fb and all((a / n).is_file() and file_sha256(a / n) == file_sha256(b / n) for n in fa)
+    except OSError:
+        return False

@@ -1,0 +1,465 @@
+"""Image-level bootstrap of the scoring metrics from cached per-image tables (docs/SCORING.md, "Bootstrap intervals").
+
+A resample is a row of image multiplicities (how many times each image is drawn). Every metric of a resample
+comes from tables computed once per condition: thresholded metrics from per-image counts, AP from the
+:class:`~aegis_eval.metrics.coco.ApTable`. No COCO evaluation is re-run per resample.
+
+Randomness: one ``aegis_data.engine.seeding.KeyedRandom`` stream keyed by (seed, "bootstrap", number of images, B,
+cluster partition); its raw 64-bit words become indices by an unbiased rejection rule of our own, so the draws
+do not depend on NumPy's distribution methods and the same options give the same resamples on any machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from aegis_data.engine.seeding import KeyedRandom
+from aegis_data.errors import AegisError
+from aegis_eval.metrics.coco import IOU_THRESHOLDS, RECALL_THRESHOLDS, ApTable
+from aegis_eval.metrics.matching import PerImageCounts, threshold_rates
+from aegis_eval.metrics.result_keys import CI_METRICS
+
+_KEY_VERSION = "aegis-bootstrap/1"
+# Resample rows handled together in the AP bootstrap; bounds the (rows, detections) working arrays.
+_ROW_CHUNK = 16
+_COUNT_FIELDS = ("tp", "fp", "n_gt", "tp_small", "gt_small", "tp_medium", "gt_medium", "tp_large", "gt_large")
+_THRESHOLD_CI = tuple(m for m in CI_METRICS if m not in ("map50", "map50_95"))
+
+
+@dataclass(frozen=True)
+class BootstrapOptions:
+    """Resampling options, validated on construction (AegisError otherwise).
+
+    n_bootstrap: number of resamples B >= 1; B = 1 gives the point estimate only (a zero-width interval).
+    seed: integer recorded in provenance; part of the key of every draw.
+    confidence: coverage of the percentile interval, strictly between 0 and 1.
+    """
+
+    n_bootstrap: int = 1000
+    seed: int = 0
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        b = self.n_bootstrap
+        if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
+            raise AegisError(f"n_bootstrap must be an integer >= 1; got {b!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
+            raise AegisError(f"seed must be an integer; got {self.seed!r}")
+        c = self.confidence
+        if isinstance(c, bool) or not isinstance(c, (int, float, np.floating)) or not math.isfinite(c) \
+                or not 0.0 < c < 1.0:
+            raise AegisError(f"confidence must be a number strictly between 0 and 1; got {c!r}")
+
+
+def _cluster_structure(n_images: int, clusters: np.ndarray | None) -> tuple[np.ndarray | None, int, str]:
+    """(cluster index per image or None, number of units to draw, signature for the key)."""
+    if clusters is None:
+        return None, n_images, "none"
+    labels = np.asarray(clusters)
+    if labels.shape != (n_images,):
+        raise AegisError(f"clusters must have one label per image, shape ({n_images},); got {labels.shape}")
+    if labels.dtype.kind not in "iu":
+        raise AegisError(f"cluster labels must be integers; got dtype {labels.dtype}")
+    _, first_index, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    # The partition, not the label values, identifies the resampling: number clusters by first appearance.
+    relabel = np.empty(len(first_index), dtype=np.int64)
+    relabel[np.argsort(first_index)] = np.arange(len(first_index))
+    canonical = relabel[inverse.reshape(-1)]
+    signature = hashlib.sha256(canonical.astype("<i8").tobytes()).hexdigest()
+    return canonical, int(canonical.max()) + 1, signature
+
+
+def _keyed_indices(key: str, n: int, count: int) -> np.ndarray:
+    """``count`` uniform integers in [0, n) from the keyed stream ``key`` (``aegis_data.engine.seeding``).
+
+    Raw 64-bit words are reduced with ``% n`` after rejecting the top ``2**64 mod n`` values, so every index is
+    exactly equally likely and the result depends only on the raw stream.
+    """
+    stream = KeyedRandom(key)
+    span = 2**64
+    limit = (span // n) * n
+    parts: list[np.ndarray] = []
+    got = 0
+    while got < count:
+        raw = stream.bits(count - got)
+        if limit < span:
+            raw = raw[raw < np.uint64(limit)]
+        parts.append((raw % np.uint64(n)).astype(np.int64))
+        got += len(raw)
+    return np.concatenate(parts)[:count] if parts else np.zeros(0, dtype=np.int64)
+
+
+def resample_weights(n_images: int, options: BootstrapOptions, clusters: np.ndarray | None = None) -> np.ndarray:
+    """(B, I) int32 matrix; row b holds how many times each image occurs in resample b.
+
+    Without clusters, each row draws I images with replacement. With clusters ((I,) integer labels), each row
+    draws the C clusters with replacement and every image takes its cluster's multiplicity, so clusters stay
+    whole. B = 1 returns a single row of ones: the point estimate.
+    The draws are keyed by (seed, "bootstrap", n_images, B, cluster partition): identical options give
+    identical rows anywhere; the row order is part of the contract (paired intervals rely on it).
+    """
+    if isinstance(n_images, bool) or not isinstance(n_images, (int, np.integer)) or n_images < 1:
+        raise AegisError(f"cannot resample {n_images!r} images; expected an integer >= 1")
+    n_images = int(n_images)
+    inverse, n_units, signature = _cluster_structure(n_images, clusters)
+    b = int(options.n_bootstrap)
+    if b == 1:
+        return np.ones((1, n_images), dtype=np.int32)
+    key = f"{_KEY_VERSION}|{int(options.seed)}|bootstrap|{n_images}|{b}|{signature}"
+    draws = _keyed_indices(key, n_units, b * n_units).reshape(b, n_units)
+    flat = draws + (np.arange(b, dtype=np.int64) * n_units)[:, None]
+    unit_counts = np.bincount(flat.ravel(), minlength=b * n_units).reshape(b, n_units)
+    weights = unit_counts if inverse is None else unit_counts[:, inverse]
+    return weights.astype(np.int32)
+
+
+def resample_seeds(n_seeds: int, options: BootstrapOptions) -> np.ndarray:
+    """(B, S) int64 matrix; row b lists the S training seeds (as indices) drawn with replacement in resample b.
+
+    The outer level of a two-level bootstrap over training runs (``aegis_eval.protocols.mitigation.combined_gains``):
+    row b is paired with row b of ``resample_weights``, so resample b draws seeds, then images. Keyed by
+    (seed, "training-seeds", S, B) in the bootstrap namespace; B = 1 returns every seed once (the point estimate).
+    """
+    if isinstance(n_seeds, bool) or not isinstance(n_seeds, (int, np.integer)) or n_seeds < 1:
+        raise AegisError(f"cannot resample {n_seeds!r} training seeds; expected an integer >= 1")
+    n, b = int(n_seeds), int(options.n_bootstrap)
+    if b == 1:
+        return np.arange(n, dtype=np.int64)[None, :]
+    key = f"{_KEY_VERSION}|{int(options.seed)}|training-seeds|{n}|{b}"
+    return _keyed_indices(key, n, b * n).reshape(b, n).astype(np.int64)
+
+
+def _check_weights(weights: np.ndarray, n_images: int) -> np.ndarray:
+    w = np.asarray(weights)
+    if w.ndim != 2 or w.shape[1] != n_images:
+        raise AegisError(f"bootstrap weights must have shape (B, {n_images}); got {w.shape}")
+    if w.dtype.kind not in "iu":
+        raise AegisError(f"bootstrap weights must be integer multiplicities; got dtype {w.dtype}")
+    if w.size and w.min() < 0:
+        raise AegisError("bootstrap weights must be >= 0")
+    return w.astype(np.int64)
+
+
+def _required_tp(n_pos: np.ndarray) -> np.ndarray:
+    """(B, R) smallest TP count n with ``n / n_pos >= r`` in float64, per recall threshold r.
+
+    Evaluated with the same division the reference uses for recall, so the first detection whose recall
+    reaches r is found exactly. n_pos: (B,) int64 > 0.
+    """
+    npos = n_pos.astype(np.float64)[:, None]
+    guess = np.ceil(RECALL_THRESHOLDS[None, :] * npos).astype(np.int64)
+    # the float test differs from the exact one by at most one count; scan a margin of two each side
+    fails = np.zeros_like(guess)
+    for delta in range(-2, 3):
+        c = guess + delta
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ok = (c >= 0) & ((c > n_pos[:, None]) | (c.astype(np.float64) / npos >= RECALL_THRESHOLDS[None, :]))
+        fails += ~ok
+    return guess - 2 + fails
+
+
+@dataclass(frozen=True)
+class _ThresholdPlan:
+    """Static layout of one IoU threshold's detections in accumulation order (shared by all resamples).
+
+    Precision can only peak right after a TP, and inside a run of TPs with no FP between them precision only
+    rises, so only the last TP of each run needs evaluating. A run of TPs is what the reference sees for the
+    copies of one detection, or of a tie block (equal-score detections of one image) holding TPs only, so those
+    need nothing special. A *mixed* tie block (TPs and FPs of one image at one score) is different: the
+    reference repeats the whole block once per copy of its image, so its points are built per copy (``blk_*``).
+    """
+
+    tp_image: np.ndarray  # (P,) image row of every TP detection, in order
+    run_end: np.ndarray  # (E,) index into the TP list of the last TP of each run outside mixed blocks
+    end_position: np.ndarray  # (E,) position of those TPs in the accumulation order
+    ig_image: np.ndarray  # (Q,) image row of every ignored detection, in order
+    ig_before: np.ndarray  # (E,) ignored detections before each run end
+    blk_image: np.ndarray  # (M,) image of each mixed tie block
+    blk_start: np.ndarray  # (M,) position of its first detection
+    blk_tp_before: np.ndarray  # (M,) TP detections before it (index into the TP list)
+    blk_ig_before: np.ndarray  # (M,) ignored detections before it
+    blk_tp: np.ndarray  # (M,) TPs in the block
+    blk_fp: np.ndarray  # (M,) FPs in the block
+    pt_block: np.ndarray  # (L,) block of each in-block point (a TP followed by an FP of the block, or last)
+    pt_tp: np.ndarray  # (L,) TPs of the block up to and including that TP
+    pt_fp: np.ndarray  # (L,) FPs of the block before it
+    pt_last: np.ndarray  # (M,) index into the points of each block's last point
+
+
+def _threshold_plans(table: ApTable) -> list[_ThresholdPlan]:
+    order = table.order
+    det_img = table.det_image[order]
+    scores = table.scores[order]
+    n = len(order)
+    new_block = np.ones(n, dtype=bool)
+    new_block[1:] = (scores[1:] != scores[:-1]) | (det_img[1:] != det_img[:-1])
+    block_id = np.cumsum(new_block) - 1
+    block_start = np.flatnonzero(new_block)
+    plans = []
+    for t in range(len(IOU_THRESHOLDS)):
+        ignored = table.ignored[0][t][order]
+        tp = table.matched[0][t][order] & ~ignored
+        fp = ~table.matched[0][t][order] & ~ignored
+        mixed_block = (np.bincount(block_id, tp, len(block_start)) > 0) & \
+            (np.bincount(block_id, fp, len(block_start)) > 0)
+        in_mixed = mixed_block[block_id]
+        counted = np.flatnonzero(~ignored)
+        tp_c, mixed_c, block_c = tp[counted], in_mixed[counted], block_id[counted]
+        nxt_tp = np.concatenate([tp_c[1:], [False]])
+        nxt_mixed = np.concatenate([mixed_c[1:], [False]])
+        end_position = counted[tp_c & ~mixed_c & ~(nxt_tp & ~nxt_mixed)]
+        same_block_next = np.concatenate([block_c[1:] == block_c[:-1], [False]])
+        pt_position = counted[tp_c & mixed_c & ~(nxt_tp & same_block_next)]
+
+        tp_position = np.flatnonzero(tp)
+        ig_position = np.flatnonzero(ignored)
+        blocks = np.flatnonzero(mixed_block)
+        starts = block_start[blocks]
+        cum_tp = np.concatenate([[0], np.cumsum(tp)])  # cum_tp[p] = TPs before position p
+        cum_fp = np.concatenate([[0], np.cumsum(fp)])
+        ends = np.append(block_start, n)[blocks + 1]
+        pt_block = np.searchsorted(blocks, block_id[pt_position])
+        pt_last = np.searchsorted(pt_block, np.arange(len(blocks)), side="right") - 1
+        plans.append(_ThresholdPlan(
+            tp_image=det_img[tp_position], run_end=np.searchsorted(tp_position, end_position),
+            end_position=end_position, ig_image=det_img[ig_position],
+            ig_before=np.searchsorted(ig_position, end_position),
+            blk_image=det_img[starts], blk_start=starts, blk_tp_before=cum_tp[starts],
+            blk_ig_before=np.searchsorted(ig_position, starts), blk_tp=cum_tp[ends] - cum_tp[starts],
+            blk_fp=cum_fp[ends] - cum_fp[starts], pt_block=pt_block,
+            pt_tp=cum_tp[pt_position + 1] - cum_tp[starts][pt_block],
+            pt_fp=cum_fp[pt_position] - cum_fp[starts][pt_block], pt_last=pt_last))
+    return plans
+
+
+def _point_order(plan: _ThresholdPlan, copies: int) -> np.ndarray:
+    """Permutation putting [run ends, block points (point, copy)] into sequence order.
+
+    Block points sort at their block's start, then by copy, then by point: the reference's repeated block.
+    """
+    n_pt = len(plan.pt_block)
+    pos = np.concatenate([plan.end_position, np.repeat(plan.blk_start[plan.pt_block], copies)])
+    copy = np.concatenate([np.zeros(len(plan.end_position), np.int64), np.tile(np.arange(copies), n_pt)])
+    point = np.concatenate([np.zeros(len(plan.end_position), np.int64), np.repeat(np.arange(n_pt), copies)])
+    return np.lexsort((point, copy, pos))
+
+
+def _block_points(plan: _ThresholdPlan, w: np.ndarray, cum_tp_full: np.ndarray, all_before: np.ndarray,
+                  cum_ig: np.ndarray | None, copies: int) -> tuple[np.ndarray, np.ndarray]:
+    """(TP, FP) counts (rows, L * copies) at every point of every mixed tie block, copy by copy.
+
+    Copies beyond an image's weight repeat the block's final point (or the state before the block when the
+    weight is 0), which keeps counts monotone and adds no new point. all_before: (rows, M) weighted count of
+    all detections before each block.
+    """
+    rows = w.shape[0]
+    before = plan.blk_tp_before
+    t0 = np.where(before > 0, cum_tp_full[:, np.maximum(before - 1, 0)], 0.0)
+    ig0 = 0.0 if cum_ig is None else cum_ig[:, plan.blk_ig_before]
+    f0 = all_before - t0 - ig0  # (rows, M)
+    k = w[:, plan.blk_image]  # (rows, M) copies of each block's image
+    b = plan.pt_block
+    j = np.arange(copies, dtype=np.float64)[None, None, :]
+    kb = k[:, b][:, :, None]
+    valid = j < kb
+    last = plan.pt_last[b]
+    full_tp = (kb - 1) * plan.blk_tp[b][None, :, None] + plan.pt_tp[last][None, :, None]
+    full_fp = (kb - 1) * plan.blk_fp[b][None, :, None] + plan.pt_fp[last][None, :, None]
+    tp_in = np.where(valid, j * plan.blk_tp[b][None, :, None] + plan.pt_tp[None, :, None], full_tp)
+    fp_in = np.where(valid, j * plan.blk_fp[b][None, :, None] + plan.pt_fp[None, :, None], full_fp)
+    tp_in = np.where(kb > 0, tp_in, 0.0)
+    fp_in = np.where(kb > 0, fp_in, 0.0)
+    tp = t0[:, b][:, :, None] + tp_in
+    fp = f0[:, b][:, :, None] + fp_in
+    return tp.reshape(rows, -1), fp.reshape(rows, -1)
+
+
+def bootstrap_ap(weights: np.ndarray, table: ApTable) -> dict[str, np.ndarray]:
+    """Per-resample AP50 and AP (IoU .50:.95), area "all", ``table.max_dets`` detections per image.
+
+    weights: (B, I) non-negative ints. Returns {"map50": (B,), "map50_95": (B,)} float64, NaN for a resample
+    without regular GT (where pycocotools reports -1). Row b equals
+    ``accumulate(table, weights[b])`` (pycocotools on the data with each image repeated weights[b, i] times).
+
+    Method: along the score order only the points after the last TP of a run of TPs can carry the
+    interpolated precision (an FP lowers precision at unchanged recall; a further TP raises both), so per
+    resample we need the weighted cumulative TP and FP counts at those run ends only (see ``_ThresholdPlan``);
+    FP counts come from one weighted cumulative sum over all detections.
+    """
+    w_all = _check_weights(weights, table.n_images)
+    n_rows = w_all.shape[0]
+    det_img = table.det_image[table.order]
+    plans = _threshold_plans(table)
+    # copies to lay out for mixed tie blocks: the largest weight any of their images gets
+    copies = [int(w_all[:, p.blk_image].max()) if len(p.blk_image) and n_rows else 0 for p in plans]
+    slots = _block_slots(plans, copies)
+    n_pos_all = w_all @ table.n_gt[0]
+    t50 = np.flatnonzero(IOU_THRESHOLDS == 0.5)
+
+    out50 = np.full(n_rows, np.nan)
+    out = np.full(n_rows, np.nan)
+    # float64 holds every count exactly (< 2**53) and is what the precision formula needs anyway.
+    w_float = w_all.astype(np.float64)
+    columns, end_col, blk_col = _count_columns(plans)
+    running = np.empty((_ROW_CHUNK, len(det_img)))
+    for r0 in range(0, n_rows, _ROW_CHUNK):
+        n_pos = n_pos_all[r0:r0 + _ROW_CHUNK]
+        live = np.flatnonzero(n_pos > 0)
+        if len(live) == 0:
+            continue
+        rows = len(live)
+        w = w_float[r0 + live]  # (rows, I)
+        n_pos = n_pos[live]
+        np.take(w, det_img, axis=1, out=running[:rows])
+        np.cumsum(running[:rows], axis=1, out=running[:rows])
+        cum_all = running[:rows][:, columns]
+        q = _chunk_precisions(plans, slots, copies, w, cum_all, end_col, blk_col, n_pos)
+        target = live + r0
+        out50[target] = q[:, t50].reshape(rows, -1).mean(axis=1)
+        out[target] = q.reshape(rows, -1).mean(axis=1)
+    return {"map50": out50, "map50_95": out}
+
+
+def _block_slots(plans: list, copies: list[int]) -> list[tuple[np.ndarray, np.ndarray] | None]:
+    """Per IoU threshold: where its run ends and mixed-block points go in the merged, sequence-ordered point
+    list (None without mixed blocks)."""
+    slots = []
+    for p, c in zip(plans, copies):
+        if not c:
+            slots.append(None)
+            continue
+        order = _point_order(p, c)
+        place = np.empty_like(order)
+        place[order] = np.arange(len(order))
+        slots.append((place[:len(p.end_position)], place[len(p.end_position):]))
+    return slots
+
+
+def _count_columns(plans: list) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
+    """The running count of all detections is read only at run ends and before mixed blocks: the columns to
+    keep, and per threshold the positions of its run ends and block starts among them."""
+    wanted = [(p.end_position, np.maximum(p.blk_start - 1, 0)) for p in plans]
+    columns = np.unique(np.concatenate([np.concatenate(pair) for pair in wanted] + [np.zeros(0, np.int64)]))
+    end_col = [np.searchsorted(columns, e) for e, _ in wanted]
+    blk_col = [np.searchsorted(columns, b) for _, b in wanted]
+    return columns, end_col, blk_col
+
+
+def _chunk_precisions(plans: list, slots: list, copies: list[int], w: np.ndarray, cum_all: np.ndarray,
+                      end_col: list, blk_col: list, n_pos: np.ndarray) -> np.ndarray:
+    """(rows, T, R) interpolated precision at every recall threshold for one chunk of resample rows."""
+    rows = w.shape[0]
+    n_thr, n_rec = len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS)
+    need = _required_tp(n_pos).astype(np.float64)  # (rows, R)
+    # row-wise searchsorted below: each row is shifted into its own disjoint range of counts
+    offset = (np.arange(rows) * float(n_pos.max() + 1))[:, None]
+    targets = (need + offset).ravel()
+    q = np.zeros((rows, n_thr, n_rec))
+    for t, plan in enumerate(plans):
+        cum_tp_full = w[:, plan.tp_image]
+        np.cumsum(cum_tp_full, axis=1, out=cum_tp_full)
+        tp = cum_tp_full[:, plan.run_end]  # (rows, E)
+        fp = cum_all[:, end_col[t]]
+        fp -= tp
+        cum_ig = None
+        if len(plan.ig_image):
+            cum_ig = np.concatenate([np.zeros((rows, 1)), np.cumsum(w[:, plan.ig_image], axis=1)], axis=1)
+            fp -= cum_ig[:, plan.ig_before]
+        if slots[t] is not None:
+            all_before = np.where(plan.blk_start > 0, cum_all[:, blk_col[t]], 0.0)
+            tp_b, fp_b = _block_points(plan, w, cum_tp_full, all_before, cum_ig, copies[t])
+            n_e = tp.shape[1] + tp_b.shape[1]
+            merged_tp, merged_fp = np.empty((rows, n_e)), np.empty((rows, n_e))
+            merged_tp[:, slots[t][0]], merged_tp[:, slots[t][1]] = tp, tp_b
+            merged_fp[:, slots[t][0]], merged_fp[:, slots[t][1]] = fp, fp_b
+            tp, fp = merged_tp, merged_fp
+        if tp.shape[1]:
+            q[:, t] = _precision_at_recalls(tp, fp, offset, targets)
+    return q
+
+
+def _precision_at_recalls(tp: np.ndarray, fp: np.ndarray, offset: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """(rows, R) interpolated precision from the (rows, E) cumulative TP/FP counts at the candidate points
+    (both overwritten): the envelope's value at the first point reaching each required TP count, 0 if none."""
+    rows, n_e = tp.shape
+    eps = np.spacing(1)
+    # pr = tp / (fp + tp + eps), the reference's expression and order, computed in place
+    pr = np.add(fp, tp, out=fp)
+    pr += eps
+    np.divide(tp, pr, out=pr)
+    envelope = np.maximum.accumulate(pr[:, ::-1], axis=1)[:, ::-1]
+    # first point reaching the required TP count, per row
+    tp += offset
+    idx = np.searchsorted(tp.ravel(), targets, side="left").reshape(rows, -1)
+    idx -= (np.arange(rows) * n_e)[:, None]
+    reached = idx < n_e
+    picked = np.take_along_axis(envelope, np.minimum(idx, n_e - 1), axis=1)
+    return np.where(reached, picked, 0.0)
+
+
+def bootstrap_samples(weights: np.ndarray, ap_table: ApTable, counts: PerImageCounts) -> dict[str, np.ndarray]:
+    """Per-resample values (B,) of every CI_METRICS key (precision, recall, f1, fp_per_image, map50, map50_95).
+
+    weights: (B, I) from :func:`resample_weights`. ap_table: the condition's ApTable. counts: its
+    ``aegis_eval.metrics.matching.PerImageCounts`` at the frozen threshold. Thresholded metrics are
+    ``threshold_rates`` of the weighted totals (NaN where undefined); AP as :func:`bootstrap_ap`.
+    """
+    w = _check_weights(weights, ap_table.n_images)
+    if counts.n_images != ap_table.n_images:
+        raise AegisError(f"per-image counts cover {counts.n_images} images but the AP table covers "
+                         f"{ap_table.n_images}; both must come from the same ground truth")
+    totals = {name: w @ np.asarray(getattr(counts, name), dtype=np.int64) for name in _COUNT_FIELDS}
+    images_with_fp = w @ (np.asarray(counts.fp) > 0).astype(np.int64)
+    rates = threshold_rates(n_images=w.sum(axis=1), images_with_fp=images_with_fp, **totals)
+    samples = {m: np.asarray(rates[m], dtype=np.float64) for m in _THRESHOLD_CI}
+    samples.update(bootstrap_ap(w, ap_table))
+    return {m: samples[m] for m in CI_METRICS}
+
+
+def percentile_interval(samples: np.ndarray, confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """Percentile-method interval of bootstrap samples: the (1-c)/2 and (1+c)/2 quantiles (linear), NaNs ignored.
+
+    Returns (None, None) when every sample is NaN (the metric is undefined in every resample).
+    """
+    if not 0.0 < confidence < 1.0:
+        raise AegisError(f"confidence must be strictly between 0 and 1; got {confidence!r}")
+    values = np.asarray(samples, dtype=np.float64).ravel()
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return None, None
+    lo, hi = np.percentile(values, [50.0 * (1.0 - confidence), 50.0 * (1.0 + confidence)])
+    return float(lo), float(hi)
+
+
+def intervals(samples: Mapping[str, np.ndarray], confidence: float = 0.95) -> dict[str, list[float | None]]:
+    """{metric: [lo, hi]} percentile intervals for every metric in ``samples``."""
+    return {name: list(percentile_interval(values, confidence)) for name, values in samples.items()}
+
+
+def paired_drop_intervals(clean_samples: Mapping[str, np.ndarray], cond_samples: Mapping[str, np.ndarray],
+                          confidence: float = 0.95) -> dict[str, list[float | None]]:
+    """{metric: [lo, hi]} intervals of the relative drop (clean - condition) / clean, paired per resample.
+
+    Both sample sets must come from the SAME weight matrix over the SAME image set (row b of each is the same
+    resample of images), which holds when every condition is scored against one GroundTruth with one
+    :func:`resample_weights` call. Resamples where the clean value is 0 or NaN give NaN and are skipped.
+    Metrics present in only one of the two are left out.
+    """
+    out: dict[str, list[float | None]] = {}
+    for name, clean in clean_samples.items():
+        if name not in cond_samples:
+            continue
+        c = np.asarray(clean, dtype=np.float64)
+        x = np.asarray(cond_samples[name], dtype=np.float64)
+        if c.shape != x.shape:
+            raise AegisError(f"paired samples of {name!r} differ in shape: clean {c.shape}, condition {x.shape}; "
+                             "both must use the same bootstrap weights")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            drop = np.where((c != 0) & ~np.isnan(c), (c - x) / np.where(c != 0, c, 1.0), np.nan)
+        out[name] = list(percentile_interval(drop, confidence))
+    return out

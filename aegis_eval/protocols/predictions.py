@@ -1,0 +1,696 @@
+"""Loading and validating COCO ground truth and COCO-results predictions (docs/SCORING.md, "Inputs").
+
+Every rejection is an :class:`AegisError` whose one-line message starts with a stable finding code in
+brackets (``[bbox_negative] ...``), names what was received and what was expected. Findings that do not
+invalidate the file (duplicate detections, zero-size boxes, other-category detections dropped) are returned
+as warning lines in ``Detections.source["warnings"]`` (``GroundTruth.warnings`` for the GT); the CLI prints them.
+
+Image id resolution (predictions -> GT rows), in this order:
+
+* an ``int`` id that is a GT image id resolves to that image;
+* an id (int or string) equal to the ``file_name`` stem of a GT image resolves to it; this covers Ultralytics
+  ``save_json`` output, whose ``image_id`` is the file stem, converted to ``int`` when all digits
+  (``"000123"`` -> ``123``, so numeric stems are also matched by their integer value);
+* a digit string equal to a GT image id resolves to it.
+
+An id that resolves to two *different* images (an int that is the id of one image and the numeric stem of
+another) is ambiguous and refused, unless the entry carries a ``file_name`` (Ultralytics writes one) whose stem
+names one of the candidates.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from itertools import chain
+from pathlib import Path, PurePath
+from typing import Any, Mapping, NoReturn, Sequence
+
+import numpy as np
+
+from aegis_data.engine.config import SuiteConfig, config_for
+from aegis_data.errors import AegisError
+from aegis_data.files.layout import MANIFEST_NAME, annotation_path
+from aegis_data.files.readers import read_json
+from aegis_eval.metrics.types import Detections, GroundTruth
+from aegis_eval.protocols.class_map import ClassMap, remap_ground_truth, remap_predictions
+from aegis_eval.protocols.coco_doc import category_names, check_coco_shape, is_int64
+
+REQUIRED_DET_KEYS = ("image_id", "category_id", "bbox", "score")
+_STANDARD_IMAGE_KEYS = ("id", "file_name", "width", "height")
+
+
+# --- small helpers -------------------------------------------------------------------------------------
+def read_json_file(path: Path, what: str, code_prefix: str = "") -> tuple[Any, str]:
+    """(parsed JSON, SHA-256 of the bytes): the toolkit's one JSON reader (:func:`aegis_data.files.readers.read_json`),
+    with finding codes ``[<code_prefix>not_found]``, ``wrong_type``, ``unreadable``, ``not_json``, ``json_nonfinite``,
+    ``json_number_overflow`` and ``json_too_deep``."""
+    return read_json(path, what, code_prefix)
+
+
+def _first(items: Sequence, n: int = 3) -> str:
+    shown = ", ".join(repr(x) for x in list(items)[:n])
+    return shown + (", ..." if len(items) > n else "")
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def as_float(x: Any) -> float:
+    """float(x) for a JSON number; an integer too large for float64 (``10**400``) becomes +-inf, so the
+    finiteness checks refuse it as a finding instead of an OverflowError."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
+
+
+def _is_finite_number(x: Any) -> bool:
+    return _is_number(x) and math.isfinite(as_float(x))
+
+
+
+
+# --- ground truth --------------------------------------------------------------------------------------
+def _person_category(categories: Any, where: str) -> tuple[int, tuple[int, ...]]:
+    if not isinstance(categories, list) or not categories:
+        raise AegisError(f"[gt_no_category] {where}: 'categories' must be a non-empty list; got {categories!r:.60}")
+    ids = []
+    person = []
+    for k, c in enumerate(categories):
+        if not isinstance(c, dict) or not isinstance(c.get("id"), int) or isinstance(c.get("id"), bool):
+            raise AegisError(f"[gt_bad_category] {where}: categories[{k}] must be an object with an integer 'id'")
+        ids.append(int(c["id"]))
+        if str(c.get("name", "")).strip().lower() == "person":
+            person.append(int(c["id"]))
+    if len(person) == 1:
+        return person[0], tuple(ids)
+    if not person and len(ids) == 1:
+        return ids[0], tuple(ids)
+    names = [c.get("name") for c in categories]
+    raise AegisError(f"[gt_no_person_category] {where}: expected one category named 'person' or a single category; "
+                     f"got {len(ids)} categories ({_first(names, 5)})")
+
+
+def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None,
+                           category_id: int | None = None) -> GroundTruth:
+    """A GroundTruth from a parsed COCO GT dict, keeping one category: the person category by default,
+    or ``category_id`` when given.
+
+    Images are sorted by id; annotations keep their file order within each image (the matching tie rule
+    uses it). ``area`` comes from the annotation (COCO's size field) and falls back to w*h.
+    """
+    where = str((source or {}).get("path", "ground truth"))
+    check_coco_shape(coco, where)
+    if category_id is None:
+        category_id, _ = _person_category(coco["categories"], where)
+    return ground_truths_from_coco(coco, source, (category_id,))[int(category_id)]
+
+
+def ground_truths_from_coco(coco: Any, source: Mapping[str, Any] | None,
+                            category_ids: Sequence[int]) -> dict[int, GroundTruth]:
+    """{category id: GroundTruth} for several categories of one parsed COCO GT, in one pass over the
+    annotations (what multi-class scoring needs; :func:`ground_truth_from_coco` is the one-category case).
+
+    An annotation without ``category_id`` belongs to the wanted category when only one is wanted, and is
+    refused (``[gt_missing_key]``) otherwise.
+    """
+    source = dict(source or {})
+    where = str(source.get("path", "ground truth"))
+    check_coco_shape(coco, where)
+    all_cats = tuple(category_names(coco, where))
+    wanted = [int(c) for c in category_ids]
+    unknown = [c for c in wanted if c not in all_cats]
+    if unknown:
+        raise AegisError(f"[gt_category_unknown] {where}: no category with id {unknown[0]!r} "
+                         f"(known: {_first(list(all_cats), 5)})")
+    default_cat = wanted[0] if len(wanted) == 1 else None
+    keep = set(wanted)
+    images, anns = coco["images"], coco["annotations"]
+    if not isinstance(images, list) or not isinstance(anns, list):
+        raise AegisError(f"[gt_wrong_type] {where}: 'images' and 'annotations' must be lists")
+    rows = _gt_image_rows(images, where)
+    image_ids = np.array([im["id"] for im in rows], dtype=np.int64)
+    if len(image_ids) != len(np.unique(image_ids)):
+        dup = image_ids[1:][np.diff(image_ids) == 0]
+        raise AegisError(f"[gt_duplicate_image_id] {where}: image ids repeat ({_first(dup.tolist())})")
+    row_of = {int(i): r for r, i in enumerate(image_ids)}
+    file_names = tuple(str(im.get("file_name", im["id"])) for im in rows)
+    widths = np.array([int(im.get("width") or 0) for im in rows], dtype=np.int64)
+    heights = np.array([int(im.get("height") or 0) for im in rows], dtype=np.int64)
+    attributes = tuple({k: v for k, v in im.items() if k not in _STANDARD_IMAGE_KEYS} for im in rows)
+    box_cat, box_image, boxes, areas, crowd, ann_ids = _gt_boxes(anns, keep, default_cat, row_of, where)
+
+    cat_arr = np.array(box_cat, dtype=np.int64)
+    box_image_arr = np.array(box_image, dtype=np.int64)
+    boxes_arr = np.array(boxes, dtype=np.float64).reshape(-1, 4)
+    areas_arr = np.array(areas, dtype=np.float64)
+    crowd_arr = np.array(crowd, dtype=bool)
+    ann_arr = np.array(ann_ids, dtype=np.int64)
+    source.setdefault("category_ids", all_cats)
+    out = {}
+    for cat_id in wanted:
+        mine = np.flatnonzero(cat_arr == cat_id)
+        # Group boxes by image row but keep file order inside each image (stable).
+        order = mine[np.argsort(box_image_arr[mine], kind="stable")]
+        warnings = list(source.get("warnings", []))
+        if (ann_arr[mine] == 0).any():
+            # pycocotools marks matches by annotation id, so a match to id 0 reads as "unmatched": that box can
+            # be matched again and its detection counts as a false positive. Our AP reproduces pycocotools
+            # exactly, quirk included; the thresholded metrics do not depend on ids.
+            warnings.append(
+                "[gt_annotation_id_zero] the GT has an annotation with id 0; COCO AP (like pycocotools) treats "
+                "matches to it as misses — renumber annotation ids from 1")
+        class_source = {k: v for k, v in source.items() if k != "warnings"}
+        if warnings:
+            class_source["warnings"] = warnings
+        out[cat_id] = GroundTruth(
+            image_ids=image_ids, file_names=file_names, widths=widths, heights=heights,
+            box_image=box_image_arr[order], boxes=boxes_arr[order], areas=areas_arr[order],
+            iscrowd=crowd_arr[order], ann_ids=ann_arr[order], category_id=cat_id, attributes=attributes,
+            category_ids=all_cats, warnings=tuple(warnings), dataset=source.get("dataset"),
+            split_dir=source.get("split_dir"), config_hash=source.get("config_hash"), source=class_source)
+    return out
+
+
+def _gt_image_rows(images: list, where: str) -> list[dict]:
+    """The ``images`` entries, each checked (integer id, non-negative size), sorted by id."""
+    rows = []
+    for k, im in enumerate(images):
+        if not isinstance(im, dict) or "id" not in im:
+            raise AegisError(f"[gt_missing_key] {where}: images[{k}] lacks 'id'")
+        if not is_int64(im["id"]):
+            raise AegisError(f"[gt_image_id_type] {where}: images[{k}].id must be an integer; got {im['id']!r:.40}")
+        for key in ("width", "height"):
+            v = im.get(key)
+            if v is not None and not (_is_number(v) and 0 <= v < 2**31):  # NaN fails the range test too
+                raise AegisError(f"[gt_image_size] {where}: images[{k}].{key} must be a non-negative number; "
+                                 f"got {v!r:.40}")
+        rows.append(im)
+    rows.sort(key=lambda im: im["id"])
+    return rows
+
+
+_ABSENT = object()  # a key's default that no JSON value can equal
+
+
+def _gt_boxes(anns: list, keep: set[int], default_cat: int | None, row_of: Mapping[int, int], where: str
+              ) -> tuple[list[int], list[int], list[list[float]], list[float], list[bool], list[int]]:
+    """(category, image row, xywh box, area, iscrowd, annotation id) of every annotation of a kept category,
+    in file order; other categories are skipped, malformed annotations refused."""
+    fast = _gt_boxes_well_formed(anns, keep, default_cat, row_of)
+    if fast is not None:
+        return fast
+    # Something is unusual: the per-annotation checks below name the first problem (or accept the file).
+    box_cat, box_image, boxes, areas, crowd, ann_ids = [], [], [], [], [], []
+    for k, a in enumerate(anns):
+        if not isinstance(a, dict):
+            raise AegisError(f"[gt_wrong_type] {where}: annotations[{k}] is not an object")
+        cat = a.get("category_id", default_cat)
+        if cat is None:
+            raise AegisError(f"[gt_missing_key] {where}: annotations[{k}] lacks 'category_id' (needed to score "
+                             "several classes)")
+        if cat not in keep:
+            continue
+        miss = [key for key in ("image_id", "bbox") if key not in a]
+        if miss:
+            raise AegisError(f"[gt_missing_key] {where}: annotations[{k}] lacks {', '.join(map(repr, miss))}")
+        if not is_int64(a["image_id"]) or a["image_id"] not in row_of:
+            raise AegisError(f"[gt_unknown_image] {where}: annotations[{k}].image_id {a['image_id']!r:.40} "
+                             "is not an id in 'images'")
+        if "id" in a and not is_int64(a["id"]):
+            raise AegisError(f"[gt_annotation_id] {where}: annotations[{k}].id must be an integer; got {a['id']!r:.40}")
+        b = a["bbox"]
+        if (not isinstance(b, list) or len(b) != 4 or not all(_is_finite_number(v) for v in b)
+                or b[2] < 0 or b[3] < 0):
+            raise AegisError(f"[gt_bbox_invalid] {where}: annotations[{k}].bbox must be 4 finite numbers "
+                             f"[x, y, w, h] with w, h >= 0; got {b!r:.80}")
+        area = a.get("area")
+        box_cat.append(int(cat))
+        box_image.append(row_of[a["image_id"]])
+        boxes.append([float(v) for v in b])
+        areas.append(float(area) if _is_finite_number(area) else float(b[2]) * float(b[3]))
+        crowd.append(bool(a.get("iscrowd", 0)))
+        ann_ids.append(int(a["id"]) if "id" in a else k + 1)
+    return box_cat, box_image, boxes, areas, crowd, ann_ids
+
+
+def _gt_boxes_well_formed(anns: list, keep: set[int], default_cat: int | None, row_of: Mapping[int, int]):
+    """:func:`_gt_boxes` for the common file, one pass per key instead of one check per value (a GT holds tens
+    of thousands of boxes): exact-int categories, image ids and annotation ids, lists of four int/float box
+    values, finite with w, h >= 0. Returns None for anything else; the per-annotation checks then decide, so
+    what is accepted or refused, and the values returned, do not depend on which path ran."""
+    try:
+        if set(map(type, anns)) - {dict}:
+            return None
+        cats = [a.get("category_id", default_cat) for a in anns]
+        if set(map(type, cats)) - {int}:
+            return None
+        cat_arr = np.array(cats, dtype=np.int64)
+        kept = np.flatnonzero(np.isin(cat_arr, np.array(sorted(keep), dtype=np.int64)))
+        mine = [anns[k] for k in kept.tolist()]
+        image_keys = [a["image_id"] for a in mine]
+        bboxes = [a["bbox"] for a in mine]
+        ids = [a.get("id", _ABSENT) for a in mine]
+        if set(map(type, image_keys)) - {int} or set(map(type, bboxes)) - {list} or set(map(len, bboxes)) - {4}:
+            return None
+        if set(map(type, ids)) - {int, object} or set(map(type, chain.from_iterable(bboxes))) - {int, float}:
+            return None
+        rows = list(map(row_of.get, image_keys))
+        boxes = np.array(bboxes, dtype=np.float64).reshape(-1, 4)
+        absent = np.array([i is _ABSENT for i in ids], dtype=bool)
+        ann_ids = np.array([0 if i is _ABSENT else i for i in ids], dtype=np.int64)
+        given_area = np.array([v if type(v) in (int, float) else np.nan for v in (a.get("area") for a in mine)],
+                              dtype=np.float64)
+    except (KeyError, OverflowError):  # a missing key; an integer beyond int64 / float64
+        return None
+    if None in rows or not np.isfinite(boxes).all() or (boxes[:, 2:] < 0).any():
+        return None
+    areas = np.where(np.isfinite(given_area), given_area, boxes[:, 2] * boxes[:, 3])
+    ann_ids = np.where(absent, kept + 1, ann_ids)
+    crowd = [bool(a.get("iscrowd", 0)) for a in mine]
+    return cat_arr[kept].tolist(), rows, boxes.tolist(), areas.tolist(), crowd, ann_ids.tolist()
+
+
+def _read_manifest(root: Path) -> dict[str, Any]:
+    """Provenance fields of a split directory's manifest (empty when there is none)."""
+    path = root / MANIFEST_NAME
+    if not path.is_file():
+        return {}
+    obj, sha = read_json_file(path, "split manifest", "manifest_")
+    if not isinstance(obj, dict):
+        raise AegisError(f"[manifest_wrong_type] {path}: expected a JSON object")
+    if "format" in obj:  # a real split manifest: its provenance fields count only if they hash to its root
+        from aegis_data.split.manifest import check_manifest
+
+        try:
+            check_manifest(obj, path)
+        except AegisError as exc:
+            raise AegisError(f"[manifest_invalid] {exc}") from None
+    dataset = obj.get("dataset")
+    if isinstance(dataset, dict):
+        dataset = dataset.get("name")
+    return {
+        "manifest": str(path),
+        "manifest_sha256": sha,
+        "config_hash": obj.get("config_hash"),
+        "manifest_root_hash": obj.get("root_hash"),
+        "dataset": dataset,
+        # The length unit of an object-scale build (aegis_data.engine.scale); frame-scale builds have none.
+        **({"scale": obj["scale"]} if obj.get("scale") is not None else {}),
+    }
+
+
+def resolve_gt_path(path: str | Path, split: str = "test") -> tuple[Path, Path | None]:
+    """(annotation file, split root or None) for a COCO file or a split directory."""
+    path = Path(path)
+    if path.is_dir():
+        ann = annotation_path(path, split)
+        if not ann.is_file():
+            raise AegisError(f"[gt_not_found] {path} is a directory but has no annotations/{split}.json; "
+                             "expected a split directory from 'aegis build-splits' or a COCO JSON file")
+        return ann, path
+    if not path.exists():
+        raise AegisError(f"[gt_not_found] ground truth not found: {path}")
+    return path, None
+
+
+def read_ground_truth_doc(path: str | Path, split: str = "test", class_map: ClassMap | None = None
+                          ) -> tuple[Any, dict[str, Any]]:
+    """(parsed COCO GT, source record) from a COCO file or a split directory, with a GT-side class map applied."""
+    ann, root = resolve_gt_path(path, split)
+    coco, sha = read_json_file(ann, "ground truth", "gt_")
+    source: dict[str, Any] = {"path": str(ann), "sha256": sha, "split": split if root else None}
+    if root is not None:
+        source["split_dir"] = str(root)
+        source.update(_read_manifest(root))
+    if class_map is not None and class_map.side == "gt":
+        check_coco_shape(coco, str(ann))
+        coco = remap_ground_truth(coco, class_map, str(ann))
+    return coco, source
+
+
+def load_ground_truth(path: str | Path, split: str = "test", class_map: ClassMap | None = None) -> GroundTruth:
+    """Ground truth from a COCO JSON file, or from a split directory (``annotations/<split>.json``, with the
+    split's manifest read for provenance: config_hash, manifest_root_hash, dataset)."""
+    coco, source = read_ground_truth_doc(path, split, class_map)
+    return ground_truth_from_coco(coco, source)
+
+
+def select_classes(names: Mapping[int, str], classes: str, where: str) -> dict[str, int]:
+    """{class name: category id} chosen by ``classes``: ``"all"`` (file order) or comma-separated names.
+    Classes are chosen by name, so two categories sharing a name are refused."""
+    seen: set[str] = set()
+    for name in names.values():
+        if name in seen:
+            raise AegisError(f"[gt_duplicate_category_name] {where}: two categories are named {name!r}; class "
+                             "names must be unique to choose classes by name")
+        seen.add(name)
+    if classes.strip() == "all":
+        return {name: cid for cid, name in names.items()}
+    wanted = [c.strip() for c in classes.split(",") if c.strip()]
+    if not wanted:
+        raise AegisError(f"[classes_empty] --classes {classes!r} names no class; expected 'all' or NAME,NAME")
+    by_name = {name: cid for cid, name in names.items()}
+    unknown = [c for c in wanted if c not in by_name]
+    if unknown:
+        raise AegisError(f"[classes_unknown] {where}: no category named {_first(unknown)} "
+                         f"(known: {_first(list(by_name), 8)})")
+    if len(set(wanted)) != len(wanted):
+        raise AegisError(f"[classes_repeated] --classes {classes!r} names a class twice")
+    return {c: by_name[c] for c in wanted}
+
+
+def ground_truth_by_class(coco: Any, source: Mapping[str, Any] | None, classes: str) -> dict[str, GroundTruth]:
+    """{class name: GroundTruth of that category} for multi-class scoring; ``classes`` as :func:`select_classes`."""
+    where = str((source or {}).get("path", "ground truth"))
+    chosen = select_classes(category_names(coco, where), classes, where)
+    by_id = ground_truths_from_coco(coco, source, list(chosen.values()))
+    return {name: replace(by_id[cid], source={**by_id[cid].source, "class": name}) for name, cid in chosen.items()}
+
+
+def load_ground_truth_by_class(path: str | Path, classes: str, split: str = "test",
+                               class_map: ClassMap | None = None) -> dict[str, GroundTruth]:
+    """:func:`ground_truth_by_class` of a COCO file or split directory (GT-side class map applied first)."""
+    coco, source = read_ground_truth_doc(path, split, class_map)
+    return ground_truth_by_class(coco, source, classes)
+
+
+def suite_config_of(gt: GroundTruth) -> SuiteConfig:
+    """The suite config the GT's conditions belong to: the split's (see :func:`aegis_data.engine.config.split_config`,
+    which refuses when that config is not available) for GT read from a split directory, else the installed one."""
+    return config_for(gt.split_dir, gt.config_hash)
+
+
+# --- predictions ---------------------------------------------------------------------------------------
+class _IdResolver:
+    """Maps prediction image ids (int or str) to GT rows, following the module docstring's rules."""
+
+    def __init__(self, gt: GroundTruth):
+        self.by_id = {int(i): r for r, i in enumerate(gt.image_ids)}
+        self.by_stem: dict[str, int] = {}
+        self.by_num_stem: dict[int, int] = {}
+        clashing: set[int] = set()
+        for r, name in enumerate(gt.file_names):
+            stem = PurePath(name).stem
+            self.by_stem.setdefault(stem, r)
+            if stem.isdigit():
+                n = int(stem)
+                if n in self.by_num_stem and self.by_num_stem[n] != r:
+                    clashing.add(n)  # "1" and "01" both map to 1
+                self.by_num_stem.setdefault(n, r)
+        self.clashing = clashing
+        self.file_names = gt.file_names
+
+    def candidates(self, image_id: Any) -> set[int]:
+        found: set[int] = set()
+        if isinstance(image_id, int):
+            if image_id in self.by_id:
+                found.add(self.by_id[image_id])
+            if image_id in self.by_num_stem:
+                found.add(self.by_num_stem[image_id])
+                if image_id in self.clashing:
+                    found.add(-2)  # marks a stem clash: always ambiguous
+        else:
+            if image_id in self.by_stem:
+                found.add(self.by_stem[image_id])
+            if image_id.isdigit():
+                n = int(image_id)
+                if n in self.by_id:
+                    found.add(self.by_id[n])
+                if n in self.by_num_stem and not found:
+                    found.add(self.by_num_stem[n])
+        return found
+
+
+def _validated_arrays(obj: Any, where: str, warnings: list[str]) -> tuple[list, list, np.ndarray, np.ndarray, np.ndarray]:
+    """(entries, image id keys, category ids, boxes, scores) of a parsed COCO results list, every value checked."""
+    if isinstance(obj, dict) and "annotations" in obj:
+        obj = obj["annotations"]
+    if not isinstance(obj, list):
+        got = f"an object with keys {_first(sorted(obj), 4)}" if isinstance(obj, dict) else f"a JSON {type(obj).__name__}"
+        raise AegisError(f"[wrong_type] {where}: expected a COCO results list "
+                         f"[{{image_id, category_id, bbox, score}}, ...] or {{\"annotations\": [...]}}; got {got}")
+    n = len(obj)
+    try:  # the fast path: one comprehension per key (files hold millions of detections)
+        image_keys = [e["image_id"] for e in obj]
+        cats = [e["category_id"] for e in obj]
+        bboxes = [e["bbox"] for e in obj]
+        scores = [e["score"] for e in obj]
+    except (KeyError, TypeError):
+        _raise_entry_problem(obj, where)
+    boxes = _numeric_array(bboxes, where, "bbox", (4,))
+    score_arr = _numeric_array(scores, where, "score", ())
+    cat_arr = _category_array(cats, where)
+    bad = np.flatnonzero(~np.isfinite(boxes).all(axis=1)) if n else []
+    if len(bad):
+        raise AegisError(f"[bbox_nonfinite] {where}: {len(bad)} boxes have NaN/inf values or numbers beyond float64 "
+                         f"(first at entry {bad[0]}: {bboxes[bad[0]]!r:.80})")
+    bad = np.flatnonzero((boxes[:, 2] < 0) | (boxes[:, 3] < 0)) if n else []
+    if len(bad):
+        raise AegisError(f"[bbox_negative] {where}: {len(bad)} boxes have negative width or height "
+                         f"(first at entry {bad[0]}: {bboxes[bad[0]]!r:.80}); expected [x, y, w, h] with w, h >= 0")
+    bad = np.flatnonzero(~np.isfinite(score_arr) | (score_arr < 0) | (score_arr > 1)) if n else []
+    if len(bad):
+        raise AegisError(f"[score_out_of_range] {where}: {len(bad)} scores are outside [0, 1] "
+                         f"(first at entry {bad[0]}: {scores[bad[0]]!r:.40})")
+    zero = int(((boxes[:, 2] == 0) | (boxes[:, 3] == 0)).sum()) if n else 0
+    if zero:
+        warnings.append(f"[bbox_degenerate] {zero} boxes have zero width or height; they can never match")
+    return obj, image_keys, cat_arr, boxes, score_arr
+
+
+def _warn_duplicates(det_image: np.ndarray, boxes: np.ndarray, scores: np.ndarray, warnings: list[str]) -> None:
+    if len(scores):
+        # Rows as opaque 48-byte records: one sort finds identical detections (bitwise equal floats).
+        table = np.ascontiguousarray(np.column_stack([det_image.astype(np.float64), boxes, scores]))
+        n_unique = len(np.unique(table.view(np.dtype((np.void, table.shape[1] * 8))).ravel()))
+        if n_unique < len(table):
+            warnings.append(f"[duplicate_detection] {len(table) - n_unique} detections repeat an identical "
+                            "detection (same image, box and score); kept as given")
+
+
+def detections_from_results(obj: Any, gt: GroundTruth, source: Mapping[str, Any] | None = None) -> Detections:
+    """Validate a parsed COCO results list (or ``{"annotations": [...]}``) and resolve it against ``gt``.
+
+    Raises AegisError with a finding code on the first invalid finding; returns warnings in
+    ``source["warnings"]``. An empty list is valid (zero detections).
+    """
+    source = dict(source or {})
+    where = str(source.get("path", "predictions"))
+    warnings: list[str] = []
+    entries, image_keys, cat_arr, boxes, score_arr = _validated_arrays(obj, where, warnings)
+    keep, offset = _resolve_categories(cat_arr, gt, where, warnings)
+    det_image = _resolve_image_ids(entries, image_keys, gt, where)
+    det_image, boxes, score_arr = det_image[keep], boxes[keep], score_arr[keep]
+    _warn_duplicates(det_image, boxes, score_arr, warnings)
+    source.update(warnings=warnings, n_detections=int(len(score_arr)), category_offset=offset)
+    return Detections(det_image=det_image, boxes=boxes, scores=score_arr, source=source)
+
+
+def detections_by_class(obj: Any, gts: Mapping[str, GroundTruth], source: Mapping[str, Any] | None = None
+                        ) -> dict[str, Detections]:
+    """{class name: Detections} of one results list for multi-class scoring, parsed and resolved once.
+
+    ``gts`` are the per-class GroundTruths of one file (same image table). Every category id must be one of the
+    GT's; detections of classes not in ``gts`` are dropped with a ``[category_other]`` warning. 0-based ids are
+    not guessed with several classes: map them with a class map (``--class-map 0:1,1:2 --remap-side preds``).
+    """
+    if not gts:
+        raise AegisError("[classes_empty] no classes to score")
+    source = dict(source or {})
+    where = str(source.get("path", "predictions"))
+    warnings: list[str] = []
+    entries, image_keys, cat_arr, boxes, score_arr = _validated_arrays(obj, where, warnings)
+    first = next(iter(gts.values()))
+    known = set(int(c) for c in first.source.get("category_ids", ()))
+    present = set(np.unique(cat_arr).tolist())
+    unknown = sorted(present - known)
+    if unknown:
+        hint = " (0-based class indices? map them with --class-map)" if 0 in unknown else ""
+        raise AegisError(f"[category_unknown] {where}: category_id {_first(unknown)} not in the ground truth "
+                         f"(known: {_first(sorted(known), 5)}){hint}")
+    det_image = _resolve_image_ids(entries, image_keys, first, where)
+    _warn_duplicates(det_image, boxes, score_arr, warnings)
+    wanted = {int(gt.category_id) for gt in gts.values()}
+    other = sorted(present - wanted)
+    if other:
+        warnings.append(f"[category_other] dropped {int(np.isin(cat_arr, other).sum())} detections of GT "
+                        f"categories not scored {_first(other)}")
+    out = {}
+    for name, gt in gts.items():
+        keep = cat_arr == gt.category_id
+        out[name] = Detections(det_image=det_image[keep], boxes=boxes[keep], scores=score_arr[keep],
+                               source={**source, "warnings": warnings, "n_detections": int(keep.sum()),
+                                       "category_offset": 0, "category_id": int(gt.category_id)})
+    return out
+
+
+def _raise_entry_problem(obj: list, where: str) -> NoReturn:
+    """Find and report the first entry that is not an object or lacks a required key."""
+    for k, e in enumerate(obj):
+        if not isinstance(e, dict):
+            raise AegisError(f"[entry_type] {where}: entry {k} is a {type(e).__name__}, expected an object")
+        missing = [key for key in REQUIRED_DET_KEYS if key not in e]
+        if missing:
+            count = sum(1 for x in obj if isinstance(x, dict) and any(key not in x for key in REQUIRED_DET_KEYS))
+            raise AegisError(f"[missing_key] {where}: entry {k} lacks {', '.join(map(repr, missing))} "
+                             f"({count} entries incomplete; each needs {', '.join(REQUIRED_DET_KEYS)})")
+    raise AegisError(f"[entry_type] {where}: malformed entries")  # pragma: no cover - the loop always finds one
+
+
+def _numeric_array(values: list, where: str, key: str, shape: tuple[int, ...]) -> np.ndarray:
+    """values as a float64 array of shape (n, *shape), or AegisError naming the first bad entry."""
+    n = len(values)
+    if n == 0:
+        return np.zeros((0, *shape), dtype=np.float64)
+    try:
+        arr = np.array(values)
+    except (ValueError, TypeError):
+        arr = None
+    # np.array silently turns True into 1.0 next to floats; JSON booleans are not numbers here.
+    if (arr is not None and arr.shape == (n, *shape) and arr.dtype.kind in "iuf"
+            and (shape or bool not in set(map(type, values)))):
+        return arr.astype(np.float64)
+    for k, v in enumerate(values):
+        ok = (all(_is_number(x) for x in v) and len(v) == shape[0]) if shape and isinstance(v, list) else (
+            not shape and _is_number(v))
+        if not ok:
+            code = "bbox_invalid" if key == "bbox" else "score_not_numeric"
+            want = "a list of 4 numbers [x, y, w, h]" if key == "bbox" else "a number in [0, 1]"
+            raise AegisError(f"[{code}] {where}: entry {k} has {key} {v!r:.80}; expected {want}")
+    # Numbers numpy kept as objects (very large ints): those beyond float64 become inf, refused by the caller.
+    if shape:
+        return np.array([[as_float(x) for x in v] for v in values], dtype=np.float64)
+    return np.array([as_float(v) for v in values], dtype=np.float64)
+
+
+def _category_array(cats: list, where: str) -> np.ndarray:
+    try:
+        arr = np.array(cats)
+    except (ValueError, TypeError, OverflowError):
+        arr = None
+    if arr is not None and arr.shape == (len(cats),) and arr.dtype.kind in "iu":
+        return arr.astype(np.int64)
+    if arr is not None and len(cats) == 0:
+        return np.zeros(0, dtype=np.int64)
+    for k, c in enumerate(cats):
+        if not isinstance(c, int) or isinstance(c, bool) or not -2**63 <= c < 2**63:
+            raise AegisError(f"[category_invalid] {where}: entry {k} has category_id {c!r:.40}; expected an integer")
+    return np.array(cats, dtype=np.int64)
+
+
+def _resolve_categories(cats: np.ndarray, gt: GroundTruth, where: str, warnings: list[str]) -> tuple[np.ndarray, int]:
+    """(keep mask, offset applied): person detections kept; 0-based single-class ids accepted; others refused."""
+    if len(cats) == 0:
+        return np.ones(0, dtype=bool), 0
+    person = int(gt.category_id)
+    known = set(int(c) for c in (gt.category_ids or (person,)))
+    present = set(np.unique(cats).tolist())
+    if present == {person}:
+        return np.ones(len(cats), dtype=bool), 0
+    if present == {0} and person == 1 and 0 not in known:
+        warnings.append("[category_zero_based] all detections have category_id 0 and the GT person id is 1; "
+                        "read as 0-based class indices")
+        return np.ones(len(cats), dtype=bool), 1
+    if person == 1 and 0 not in known and 0 in present and person in present:
+        raise AegisError(f"[category_mixed] {where}: detections mix category_id 0 and 1; expected all {person} "
+                         "(the GT person id) or all 0 (0-based class index)")
+    unknown = sorted(present - known)
+    if unknown:
+        raise AegisError(f"[category_unknown] {where}: category_id {_first(unknown)} not in the ground truth "
+                         f"(known: {_first(sorted(known), 5)}; person is {person})")
+    keep = cats == person
+    warnings.append(f"[category_other] dropped {int((~keep).sum())} detections of non-person GT categories "
+                    f"{_first(sorted(present - {person}))}")
+    return keep, 0
+
+
+def _resolve_image_ids(entries: list, keys: list, gt: GroundTruth, where: str) -> np.ndarray:
+    """(D,) GT rows of the detections' image ids; resolves each distinct id once."""
+    resolver = _IdResolver(gt)
+    rows = np.empty(len(keys), dtype=np.int64)
+    if not keys:
+        return rows
+    # Group entries by their distinct id; (type, value) so that 7 and "7" stay apart.
+    first_of: dict[tuple[type, Any], int] = {}
+    types = set(map(type, keys))
+    key_array = None
+    if len(types) == 1 and types <= {int, str}:  # the common case, vectorised
+        kind = types.pop()
+        try:
+            key_array = np.array(keys, dtype=np.int64 if kind is int else str)
+        except OverflowError:  # ints beyond int64 cannot be GT ids; the loop below reports them as unknown
+            key_array = None
+    if key_array is not None:
+        values, group = np.unique(key_array, return_inverse=True)
+        group = group.reshape(-1).astype(np.int64)
+        first_of = {(kind, kind(v)): g for g, v in enumerate(values.tolist())}
+    else:
+        group = np.empty(len(keys), dtype=np.int64)
+        for k, key in enumerate(keys):
+            if isinstance(key, bool) or not isinstance(key, (int, str)):
+                raise AegisError(f"[image_id_type] {where}: entry {k} has image_id {key!r}; expected an integer "
+                                 "id or a file-name stem string")
+            group[k] = first_of.setdefault((type(key), key), len(first_of))
+    resolved = np.empty(len(first_of), dtype=np.int64)
+    unknown: list[Any] = []
+    for (_, key), g in first_of.items():
+        found = resolver.candidates(key)
+        if len(found) == 1 and -2 not in found:
+            resolved[g] = found.pop()
+        elif not found:
+            unknown.append(key)
+            resolved[g] = -1
+        else:
+            resolved[g] = -2  # settled per entry by its file_name below
+    if unknown:
+        unknown_set = {first_of[(type(key), key)] for key in unknown}
+        n_dets = int(np.isin(group, list(unknown_set)).sum())
+        raise AegisError(f"[image_id_unknown] {where}: {n_dets} detections reference {len(unknown)} image ids not "
+                         f"in the ground truth (first: {_first(unknown)}); expected GT image ids or "
+                         "file-name stems")
+    rows[:] = resolved[group]
+    for k in np.flatnonzero(rows == -2):  # only entries with an ambiguous id need their file_name
+        key = keys[k]
+        rows[k] = _disambiguate(entries[k], key, resolver.candidates(key), resolver, where, int(k))
+    return rows
+
+
+def _disambiguate(entry: Mapping, key: Any, found: set[int], resolver: _IdResolver, where: str, k: int) -> int:
+    found.discard(-2)
+    name = entry.get("file_name")
+    if isinstance(name, str):
+        row = resolver.by_stem.get(PurePath(name).stem)
+        if row is not None and row in found:
+            return row
+    names = sorted(resolver.file_names[r] for r in found)
+    raise AegisError(f"[image_id_ambiguous] {where}: entry {k} has image_id {key!r}, which matches several GT "
+                     f"images ({_first(names)}) by id and by file-name stem; use the GT integer ids")
+
+
+def _read_predictions_doc(path: Path, class_map: ClassMap | None) -> tuple[Any, str]:
+    obj, sha = read_json_file(path, "predictions")
+    if class_map is not None and class_map.side == "preds":
+        obj = remap_predictions(obj, class_map, str(path))
+    return obj, sha
+
+
+def load_predictions(path: str | Path, gt: GroundTruth, class_map: ClassMap | None = None) -> Detections:
+    """Detections from a COCO results JSON file, validated and resolved against ``gt`` (a prediction-side class
+    map applied first).
+
+    ``source`` carries path, sha256 and warnings for provenance.
+    """
+    path = Path(path)
+    obj, sha = _read_predictions_doc(path, class_map)
+    return detections_from_results(obj, gt, {"path": str(path), "sha256": sha})
+
+
+def load_predictions_by_class(path: str | Path, gts: Mapping[str, GroundTruth],
+                              class_map: ClassMap | None = None) -> dict[str, Detections]:
+    """:func:`detections_by_class` of a COCO results JSON file."""
+    path = Path(path)
+    obj, sha = _read_predictions_doc(path, class_map)
+    return detections_by_class(obj, gts, {"path": str(path), "sha256": sha})

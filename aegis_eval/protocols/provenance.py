@@ -1,0 +1,73 @@
+"""Provenance of a score: which toolkit, code, suite, split, inputs and settings produced it (docs/SCORING.md, "Provenance").
+
+Everything here fails soft: a toolkit run outside a git checkout (an installed wheel) reports ``git_sha`` and
+``git_dirty`` as None rather than failing the score.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+from aegis_data import __version__
+from aegis_data.engine.config import REPO_ROOT, load_config
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def git_state(root: str | Path = REPO_ROOT) -> tuple[str | None, bool | None]:
+    """(HEAD commit SHA, dirty flag) of the checkout the toolkit runs from; (None, None) when not in git.
+
+    Dirty means tracked files differ from HEAD (untracked files do not count).
+    """
+    root = Path(root)
+    sha = _git(["rev-parse", "HEAD"], root)
+    if sha is None:
+        return None, None
+    status = _git(["status", "--porcelain", "--untracked-files=no"], root)
+    return sha.strip(), (None if status is None else bool(status.strip()))
+
+
+def utc_timestamp() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def build_provenance(*, gt_source: Mapping[str, Any], predictions: Mapping[str, Mapping[str, Any]],
+                     threshold_sha256: str | None, seed: int, bootstrap: int, iou: float,
+                     cluster_by: str | None = None, class_map: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``provenance`` block of the score JSON.
+
+    gt_source: ``GroundTruth.source`` (path, sha256 and, for a split dir, config_hash / manifest_root_hash).
+    predictions: {condition: Detections.source} (path -> ``file``, sha256).
+    The config hash is the split manifest's when GT is a split directory, else the installed suite config's.
+    class_map: the applied class remap (``ClassMap.record()``); the key is present only when one was applied.
+    """
+    sha, dirty = git_state()
+    config_hash = gt_source.get("config_hash") or load_config().config_hash
+    return {
+        "toolkit_version": __version__,
+        "git_sha": sha,
+        "git_dirty": dirty,
+        "config_hash": config_hash,
+        "manifest_root_hash": gt_source.get("manifest_root_hash"),
+        "gt_file": gt_source.get("path"),
+        "gt_sha256": gt_source.get("sha256"),
+        "predictions": {c: {"file": s.get("path"), "sha256": s.get("sha256")} for c, s in predictions.items()},
+        "threshold_sha256": threshold_sha256,
+        "seed": int(seed),
+        "bootstrap": int(bootstrap),
+        "cluster_by": cluster_by,
+        "iou": float(iou),
+        **({"class_map": dict(class_map)} if class_map is not None else {}),
+        # The split's length unit when it was built with --scale object (frame-scale results carry no key).
+        **({"scale": dict(gt_source["scale"])} if gt_source.get("scale") else {}),
+        "timestamp": utc_timestamp(),
+    }

@@ -1,0 +1,213 @@
+"""Rankings of models across conditions or GT versions (``aegis rank``), and how far they agree.
+
+Input: one ``aegis score`` JSON per model, or several per model merged by label (one per domain, say IID
+and OOD test sets scored separately; their condition names become the columns). Per column (a condition, or a GT version of a cross-version
+score) models are ranked on one metric: rank 1 is the best (the lowest value for lower-is-better metrics
+such as FP per image), ties share the mean of their ranks, and a model whose value is undefined there is
+left out of that column.
+
+Agreement with the reference column (``clean``, or the reference GT version):
+
+* Kendall's tau-b between the reference values and the column's values over the models defined in both
+  (pairs tied in one ranking count against the denominator, as tau-b does); None with fewer than two models or
+  when one side is all ties.
+* Its 95% interval resamples the **models** with replacement (the keyed bootstrap of
+  ``aegis_eval.metrics.bootstrap``): it says how much the agreement depends on which detectors happen to be in the
+  study, which is the question "does the clean ranking predict the corrupted one" asks. Copies of one model
+  form pairs tied in both rankings. With few models the interval is wide, honestly so.
+* Rank flips: every pair (A, B) with A strictly better than B on the reference and strictly worse in the column.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from aegis_data.errors import AegisError
+from aegis_eval.metrics.bootstrap import BootstrapOptions, percentile_interval, resample_weights
+from aegis_eval.metrics.result_keys import AP_METRICS, LOWER_IS_BETTER, THRESHOLD_METRICS
+from aegis_eval.metrics.robustness import defined
+from aegis_eval.protocols.predictions import read_json_file
+from aegis_eval.protocols.score_doc import validate_result
+
+RANK_SCHEMA = "aegis-rank/1"
+RANK_AXES = ("condition", "version")
+RANKABLE_METRICS = AP_METRICS + THRESHOLD_METRICS
+
+
+def kendall_tau_b(x: np.ndarray, y: np.ndarray, multiplicity: np.ndarray | None = None) -> float:
+    """Kendall's tau-b of paired values (M,), each pair repeated ``multiplicity`` times (default once).
+
+    Counts are over all pairs of the repeated sample: copies of one item are tied in both x and y. Returns NaN
+    when a side has no untied pair (tau-b is undefined there).
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    w = np.ones(len(x)) if multiplicity is None else np.asarray(multiplicity, float)
+    sx = np.sign(x[:, None] - x[None, :])
+    sy = np.sign(y[:, None] - y[None, :])
+    pair_weight = np.triu(w[:, None] * w[None, :], k=1)  # distinct items i < j
+    concordant_minus_discordant = float(np.sum(pair_weight * sx * sy))
+    n = float(w.sum())
+    total = n * (n - 1) / 2
+    within = float(np.sum(w * (w - 1) / 2))  # pairs of copies: tied in both
+    tied_x = float(np.sum(pair_weight * (sx == 0))) + within
+    tied_y = float(np.sum(pair_weight * (sy == 0))) + within
+    denominator = np.sqrt((total - tied_x) * (total - tied_y))
+    return concordant_minus_discordant / denominator if denominator > 0 else float("nan")
+
+
+def fractional_ranks(values: Sequence[float], lower_is_better: bool) -> list[float]:
+    """1 = best; tied values share the mean of the ranks they span."""
+    v = np.asarray(values, float)
+    key = v if lower_is_better else -v
+    order = np.argsort(key, kind="stable")
+    ranks = np.empty(len(v))
+    k = 0
+    while k < len(order):
+        end = k
+        while end + 1 < len(order) and key[order[end + 1]] == key[order[k]]:
+            end += 1
+        ranks[order[k:end + 1]] = (k + end) / 2 + 1
+        k = end + 1
+    return ranks.tolist()
+
+
+def model_labels(results: Sequence[Mapping[str, Any]], files: Sequence[str] | None = None) -> list[str]:
+    """A unique name per model: its ``label`` (else the file stem), with ``#k`` added to repeats."""
+    base = []
+    for k, r in enumerate(results):
+        label = r.get("label")
+        base.append(str(label) if label else (Path(files[k]).stem if files else f"model{k + 1}"))
+    return [b if base.count(b) == 1 else f"{b}#{k + 1}" for k, b in enumerate(base)]
+
+
+def _columns(result: Mapping[str, Any], metric: str, by: str, condition: str) -> tuple[dict[str, Any], str | None]:
+    """({column: value} of one model, the column that is its reference)."""
+    if by == "condition":
+        conds = result.get("conditions") or {}
+        return {c: defined(e.get(metric)) for c, e in conds.items()}, "clean"
+    block = result.get("versions")
+    if not block:
+        raise AegisError("[rank_no_versions] --by version needs scores written with several --gt "
+                         f"(a 'versions' block); {result.get('label')!r} has none")
+    row = block["matrix"].get(condition)
+    if row is None:
+        raise AegisError(f"[rank_unknown_condition] {result.get('label')!r} has no condition {condition!r} in its "
+                         "versions matrix")
+    return {v: defined(m.get(metric)) for v, m in row.items()}, block["reference"]
+
+
+def rank_models(results: Sequence[Mapping[str, Any]], metric: str = "map50", *, by: str = "condition",
+                condition: str = "clean", reference: str | None = None,
+                bootstrap: BootstrapOptions | None = None, labels: Sequence[str] | None = None) -> dict[str, Any]:
+    """The ``aegis-rank/1`` document (docs/SCORE_JSON.md) for score results of two or more models.
+
+    by: "condition" (columns are conditions, reference ``clean``) or "version" (columns are the GT versions of
+    ``condition`` in cross-version scores, reference the first version). ``reference`` overrides the column.
+    """
+    if len(results) < 2:
+        raise AegisError(f"[rank_too_few] ranking needs score files of at least two models; got {len(results)}")
+    if metric not in RANKABLE_METRICS:
+        raise AegisError(f"[rank_metric] cannot rank on {metric!r}; expected one of {', '.join(RANKABLE_METRICS)}")
+    if by not in RANK_AXES:
+        raise AegisError(f"[rank_axis] --by must be one of {', '.join(RANK_AXES)}; got {by!r}")
+    bootstrap = bootstrap or BootstrapOptions()
+    names = list(labels) if labels is not None else model_labels(results)
+    per_model, refs = [], []
+    for r in results:
+        cols, ref = _columns(r, metric, by, condition)
+        per_model.append(cols)
+        refs.append(ref)
+    ref_col = reference or refs[0]
+    columns: list[str] = []
+    for cols in per_model:
+        columns += [c for c in cols if c not in columns]
+    if ref_col not in columns:
+        raise AegisError(f"[rank_no_reference] no model has a {metric} value for the reference {ref_col!r}; "
+                         f"columns: {columns[:6]}")
+    lower = metric in LOWER_IS_BETTER
+    weights = resample_weights(len(names), bootstrap)
+    values, ranks, taus, flips = {}, {}, {}, {}
+    for col in columns:
+        present = [k for k, cols in enumerate(per_model) if cols.get(col) is not None]
+        values[col] = {names[k]: per_model[k].get(col) for k in range(len(names))}
+        col_ranks = fractional_ranks([per_model[k][col] for k in present], lower)
+        ranks[col] = {names[k]: rank for k, rank in zip(present, col_ranks)}
+        both = [k for k in present if per_model[k].get(ref_col) is not None]
+        sign = -1.0 if lower else 1.0  # tau on "goodness", so the sign reads the same for every metric
+        x = sign * np.array([per_model[k][ref_col] for k in both], float)
+        y = sign * np.array([per_model[k][col] for k in both], float)
+        tau = kendall_tau_b(x, y) if len(both) >= 2 else float("nan")
+        draws = np.array([kendall_tau_b(x, y, w[both]) for w in weights]) if len(both) >= 2 else np.array([np.nan])
+        lo, hi = percentile_interval(draws, bootstrap.confidence)
+        taus[col] = {"tau": None if np.isnan(tau) else float(tau), "ci": [lo, hi], "n_models": len(both)}
+        flips[col] = [[names[a], names[b]] for i, a in enumerate(both) for j, b in enumerate(both)
+                      if x[i] > x[j] and y[i] < y[j]]
+    return {
+        "schema": RANK_SCHEMA,
+        "metric": metric,
+        "by": by,
+        "condition": condition if by == "version" else None,
+        "reference": ref_col,
+        "models": names,
+        "values": values,
+        "ranks": ranks,
+        "kendall_tau": taus,
+        "rank_flips": flips,  # [better on the reference, better in this column]
+        "bootstrap": {"n_bootstrap": bootstrap.n_bootstrap, "seed": bootstrap.seed, "resampled": "models"},
+    }
+
+
+def load_score_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """Score JSONs read and checked by the report's validator (one schema check for rank and report):
+    AegisError ``[score_schema]`` naming the file and the first problem."""
+    out = []
+    for p in paths:
+        doc, _ = read_json_file(Path(p), "score", "score_")
+        try:
+            out.append(validate_result(doc, str(p), suite_conditions=False))
+        except AegisError as exc:
+            raise AegisError(f"[score_schema] {exc}") from None
+    return out
+
+
+def merge_by_label(results: Sequence[Mapping[str, Any]], files: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """One result per label, the conditions of its files merged: a model scored on several domains in
+    separate runs (``aegis score iid.json --gt iid/`` and ``aegis score ood.json --gt ood/`` give conditions
+    ``iid`` and ``ood``) becomes one ranking row. A condition in two files of one label is refused."""
+    merged: dict[str, dict[str, Any]] = {}
+    sources: dict[str, list[str]] = {}
+    for r, f in zip(results, files):
+        label = str(r.get("label") or Path(f).stem)
+        if r.get("versions"):
+            raise AegisError(f"[rank_merge_versions] {f}: scores with GT versions cannot be merged by label; "
+                             "rank them with --by version")
+        target = merged.setdefault(label, {"schema": r.get("schema"), "label": label, "conditions": {}})
+        clash = sorted(set(target["conditions"]) & set(r["conditions"]))
+        if clash:
+            raise AegisError(f"[rank_duplicate_condition] model {label!r} has condition {clash[0]!r} in both "
+                             f"{sources[label][0]} and {f}; give the runs different --label values")
+        target["conditions"].update(r["conditions"])
+        sources.setdefault(label, []).append(str(f))
+    return list(merged.values()), sources
+
+
+def rank_paths(paths: Sequence[str | Path], metric: str = "map50", *, by: str = "condition",
+               condition: str = "clean", reference: str | None = None, bootstrap: int = 1000,
+               seed: int = 0, merge_same_label: bool = False) -> dict[str, Any]:
+    """:func:`rank_models` of score JSON files, with the files recorded. ``merge_same_label``: files with one
+    label are one model (:func:`merge_by_label`); otherwise repeated labels get ``#k``."""
+    results = load_score_results(paths)
+    files = [str(p) for p in paths]
+    if merge_same_label:
+        results, sources = merge_by_label(results, files)
+        labels = [r["label"] for r in results]
+    else:
+        labels = model_labels(results, files)
+        sources = {name: [f] for name, f in zip(labels, files)}
+    doc = rank_models(results, metric, by=by, condition=condition, reference=reference,
+                      bootstrap=BootstrapOptions(n_bootstrap=bootstrap, seed=seed), labels=labels)
+    doc["files"] = sources
+    return doc
