@@ -34,7 +34,7 @@ venv: $(PY)
 install: $(STAMP_ALL)
 
 demo: $(STAMP_CORE)
-	$(VENV)/bin/aegis build-splits --out $(DEMO_OUT)
+	$(VENV)/bin/aegis build-splits --out-dir $(DEMO_OUT)
 	$(VENV)/bin/aegis verify $(DEMO_OUT)
 	$(VENV)/bin/aegis verify $(DEMO_OUT) --against manifests/synthetic-c.json
 

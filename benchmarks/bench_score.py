@@ -226,7 +226,7 @@ def aegis_process(repo: Path, gt_path: Path, preds_path: Path, out: Path) -> tup
     Byte-compiled modules are cached as in an installed package (PYTHONDONTWRITEBYTECODE is dropped; the first
     call of a round is an untimed warm-up)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    cmd = [sys.executable, "-m", "cli.main", "score", str(preds_path), "--gt", str(gt_path),
+    cmd = [sys.executable, "-m", "cli.main", "score", str(preds_path), "--split-dir", str(gt_path),
            "--threshold", str(THRESHOLD), "--bootstrap", "1", "--json", str(out)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -283,7 +283,7 @@ def whole_process(args) -> int:
         f"Condition: {args.images:,} images × {args.gt} GT × {args.dets} detections = {args.images * args.dets:,} "
         f"detections, one class, written as a COCO GT file ({sizes[0] / 1e6:.1f} MB) and a results file "
         f"({sizes[1] / 1e6:.1f} MB). "
-        f"`aegis score clean.json --gt gt.json --threshold {THRESHOLD} --bootstrap 1 --json out.json` runs as a "
+        f"`aegis score clean.json --split-dir gt.json --threshold {THRESHOLD} --bootstrap 1 --json out.json` runs as a "
         "separate process (interpreter start, imports, reading and validating both files, thresholded matching, "
         "COCO AP, false-alarm bounds, the score JSON and the tables); pycocotools' `COCOeval` evaluate + "
         "accumulate runs in the benchmark's process on the same files, loading them not timed. "

@@ -13,21 +13,23 @@ import typer
 from rich.table import Table
 
 from aegis_data.errors import AegisError
-from cli.common import err, handle_errors, out, warn
+from cli.common import err, out, warn
+from cli.tables import fit
+from cli.vocabulary import Arch, Model, Optimizer, SplitName, add_command, mode, value
 
-baseline_app = typer.Typer(help="Reference detectors (YOLO11, RT-DETR, Faster R-CNN): predict, train, sweep.",
-                           no_args_is_help=True, pretty_exceptions_show_locals=False)
+baseline_app = typer.Typer(help="Reference detectors (YOLO11, RT-DETR, Faster R-CNN): predict, train, sweep, ablate.",
+                           no_args_is_help=True, pretty_exceptions_show_locals=False, rich_markup_mode=None)
 
 # Shared option declarations (None = not given: the config file or the default decides).
-ModelOpt = Annotated[Optional[str], typer.Option("--model", help="yolo11 | rtdetr | fasterrcnn.")]
+ModelOpt = Annotated[Optional[Model], mode(Model, "--model", help="The detector.")]
 WeightsOpt = Annotated[Optional[str], typer.Option(
     "--weights", help="Local weights file; for Ultralytics also a model yaml (yolo11n.yaml: random init); "
                       "'none' = random Faster R-CNN.")]
-SplitOpt = Annotated[Path, typer.Option("--split", help="Split folder written by `aegis build-splits`.")]
+SplitOpt = Annotated[Path, typer.Option("--split-dir", help="Split folder written by `aegis build-splits`.",
+                                         show_default=False)]
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Baseline config yaml "
                                                    "(configs/baselines/*.yaml); flags override it.")]
-ArchOpt = Annotated[Optional[str], typer.Option("--arch", help="Faster R-CNN backbone: resnet50_v2 (default) | "
-                                                "mobilenet_v3.")]
+ArchOpt = Annotated[Optional[Arch], mode(Arch, "--arch", help="Faster R-CNN backbone (default resnet50_v2).")]
 ImgszOpt = Annotated[Optional[int], typer.Option("--imgsz", help="Network input size in px (config default 1024).")]
 DeviceOpt = Annotated[Optional[str], typer.Option("--device", help="auto (CUDA when available) | cpu | cuda | "
                                                   "cuda:N.")]
@@ -47,7 +49,7 @@ FloorOpt = Annotated[Optional[float], typer.Option("--score-floor", help="Lowest
 MaxDetOpt = Annotated[Optional[int], typer.Option("--max-det", help="Detections kept per image (default 300).")]
 EpochsOpt = Annotated[Optional[int], typer.Option("--epochs", help="Training epochs.")]
 LrOpt = Annotated[Optional[float], typer.Option("--lr0", help="Initial learning rate.")]
-OptimizerOpt = Annotated[Optional[str], typer.Option("--optimizer", help="SGD | AdamW.")]
+OptimizerOpt = Annotated[Optional[Optimizer], mode(Optimizer, "--optimizer", help="The optimizer (default SGD).")]
 BootstrapOpt = Annotated[Optional[int], typer.Option("--bootstrap", help="Bootstrap resamples (default 1000).")]
 AugmentOpt = Annotated[Optional[str], typer.Option(
     "--augment", help="Disaster-augmentation policy: a name from configs/augment (all, loo-flood, ...) or a yaml "
@@ -59,7 +61,7 @@ NmsOpt = Annotated[Optional[float], typer.Option("--nms-iou", help="IoU of the c
 def _settings(config: Optional[Path], **overrides: Any) -> dict[str, Any]:
     from aegis_eval.runners.config import resolve_settings
 
-    cfg = resolve_settings(config, overrides)
+    cfg = resolve_settings(config, {key: value(v) for key, v in overrides.items()})
     if not cfg.get("model"):
         raise AegisError("no model given: pass --model yolo11|rtdetr|fasterrcnn, or a --config that names one")
     if not cfg.get("weights"):
@@ -102,16 +104,16 @@ def _run_table(record: dict, title: str) -> Table:
     return table
 
 
-@baseline_app.command("predict")
-@handle_errors
 def predict_cmd(
     split: SplitOpt,
-    out_dir: Annotated[Path, typer.Option("--out", help="Folder for <condition>.json files and run.json.")],
+    out_dir: Annotated[Path, typer.Option("--out-dir", help="Folder for <condition>.json files and run.json.",
+                                          show_default=False)],
     model: ModelOpt = None,
     weights: WeightsOpt = None,
     config: ConfigOpt = None,
     conditions: ConditionsOpt = "all",
-    split_name: Annotated[str, typer.Option("--split-name", help="test | val (val has only clean).")] = "test",
+    split_name: Annotated[SplitName, mode(SplitName, "--split-name", help="The split to predict (val has only "
+                                          "clean).")] = SplitName.test,
     tile: TileOpt = None,
     tile_size: TileSizeOpt = None,
     overlap: OverlapOpt = None,
@@ -133,16 +135,15 @@ def predict_cmd(
     cfg = _settings(config, model=model, weights=weights, tile=tile_size, overlap=overlap, batch=batch,
                     score_floor=score_floor, max_det=max_det, nms_iou=nms_iou, imgsz=imgsz, arch=arch,
                     device=device, seed=seed)
-    settings = _predict_settings(cfg, tile, limit, split_name, allow_download)
+    settings = _predict_settings(cfg, tile, limit, value(split_name), allow_download)
     record = predict_split(settings, split, out_dir, conditions=conditions, force=force, progress=_progress)
-    out.print(_run_table(record, f"{settings.model} predictions ({record['device']}) → {out_dir}"))
+    out.print(fit(_run_table(record, f"{settings.model} predictions ({record['device']}) → {out_dir}")))
 
 
-@baseline_app.command("train")
-@handle_errors
 def train_cmd(
     split: SplitOpt,
-    out_dir: Annotated[Path, typer.Option("--out", help="Run folder (config.yaml, data/, weights).")],
+    out_dir: Annotated[Path, typer.Option("--out-dir", help="Run folder (config.yaml, data/, weights).",
+                                          show_default=False)],
     model: ModelOpt = None,
     weights: WeightsOpt = None,
     config: ConfigOpt = None,
@@ -185,12 +186,10 @@ def train_cmd(
     out.print(f"last checkpoint: {result['last']}; config: {result['config']}", highlight=False)
 
 
-@baseline_app.command("sweep")
-@handle_errors
 def sweep_cmd(
     split: SplitOpt,
-    out_dir: Annotated[Path, typer.Option("--out", help="Results folder (val/, threshold.json, predictions/, "
-                                          "score.json, score.csv).")],
+    out_dir: Annotated[Path, typer.Option("--out-dir", help="Results folder (val/, threshold.json, predictions/, "
+                                          "score.json, score.csv).", show_default=False)],
     model: ModelOpt = None,
     weights: WeightsOpt = None,
     config: ConfigOpt = None,
@@ -224,20 +223,18 @@ def sweep_cmd(
     result = run_sweep(settings, split, out_dir, bootstrap=cfg["bootstrap"], seed=cfg["seed"],
                        rule=cfg["threshold_rule"], label=label or cfg.get("name") or settings.model,
                        conditions=conditions, force=force, progress=_progress, on_warning=warn)
-    out.print(conditions_table(result))
+    out.print(fit(conditions_table(result)))
     matrix = recall_matrix(result)
     if matrix is not None:
-        out.print(matrix)
+        out.print(fit(matrix, 2))
     out.print(f"score: {Path(out_dir) / 'score.json'}  threshold: {Path(out_dir) / 'threshold.json'}",
               highlight=False)
 
 
-@baseline_app.command("ablate")
-@handle_errors
 def ablate_cmd(
     split: SplitOpt,
-    out_dir: Annotated[Path, typer.Option("--out", help="Ablation folder (<policy>/run, <policy>/results, "
-                                          "scores/<policy>.json, ablation.json).")],
+    out_dir: Annotated[Path, typer.Option("--out-dir", help="Ablation folder (<policy>/run, <policy>/results, "
+                                          "scores/<policy>.json, ablation.json).", show_default=False)],
     policies: Annotated[str, typer.Option("--policies", help="Comma list of augmentation policies (names in "
                                           "configs/augment or yaml paths); the clean baseline is always added.")],
     model: ModelOpt = None,
@@ -281,9 +278,9 @@ def ablate_cmd(
                           rule=cfg["threshold_rule"], label=label or cfg.get("name") or cfg["model"],
                           conditions=conditions, init=init, seeds=seed_list, progress=_progress,
                           log=lambda line: err.print(line, highlight=False), on_warning=warn)
-    out.print(ablation_table(record))
+    out.print(fit(ablation_table(record)))
     out.print(f"scores: {Path(out_dir) / 'scores'}  (render with `aegis report {Path(out_dir) / 'scores'}/*.json "
-              f"--out REPORT`)", highlight=False)
+              f"--out-dir REPORT`)", highlight=False)
 
 
 def ablation_table(record: dict) -> Table:
@@ -319,4 +316,6 @@ def ablation_table(record: dict) -> Table:
 
 def register(app: typer.Typer) -> None:
     """Add the ``baseline`` command group to the root app."""
+    for name, fn in (("predict", predict_cmd), ("train", train_cmd), ("sweep", sweep_cmd), ("ablate", ablate_cmd)):
+        add_command(baseline_app, name, fn)
     app.add_typer(baseline_app, name="baseline")

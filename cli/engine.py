@@ -17,7 +17,9 @@ from rich.table import Table
 
 from aegis_data.engine.config import check_severity, load_config
 from aegis_data.errors import AegisError
-from cli.common import GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, check_outputs, fail, handle_errors, out
+from cli.common import GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, check_outputs, fail, out
+from cli.tables import fit
+from cli.vocabulary import ListFormat, add_command, mode
 
 
 _ARROW = {"increase": "↑", "decrease": "↓"}  # a statistic's declared direction
@@ -85,9 +87,9 @@ def suite_description(scale=None, long_side: int | None = None) -> dict:
     return desc
 
 
-@handle_errors
 def list_cmd(
-    as_json: Annotated[bool, typer.Option("--json", help="Print the suite as JSON instead of a table.")] = False,
+    output_format: Annotated[ListFormat, mode(ListFormat, "--format", help="Print the suite as a table or as "
+                                              "JSON.")] = ListFormat.table,
     scale: ScaleOpt = ScaleMode.frame,
     person_px: PersonPxOpt = None,
     gsd: GsdOpt = None,
@@ -106,7 +108,7 @@ def list_cmd(
         raise AegisError("--long-side takes a positive number of px and applies to --scale frame only")
     chosen = resolve_scale(scale.value, None, person_px=person_px, gsd_cm_per_px=gsd)
     desc = suite_description(chosen, long_side)
-    if as_json:
+    if output_format is ListFormat.json:
         out.print_json(json.dumps(desc))
         return
     title = f"{desc['suite']}  seed {desc['seed']}  config {desc['config_hash']}"
@@ -127,12 +129,12 @@ def list_cmd(
             row.append("\n".join(f"{k} {' / '.join(f'{x:.3g}' for x in e['values'])} {e['unit']}"
                                  for k, e in c["effective"].items()) or "-")
         table.add_row(*row)
-    out.print(table)
+    out.print(fit(table))
 
 
-@handle_errors
 def corrupt_cmd(
-    image: Annotated[Path, typer.Argument(help="Input image (any format OpenCV decodes).")],
+    image: Annotated[Path, typer.Argument(metavar="IMAGE", help="Input image (any format OpenCV decodes).",
+                                          show_default=False)],
     corruption: Annotated[str, typer.Option("--corruption", "-c", help="Corruption name (see `aegis list`).")],
     severity: Annotated[int, typer.Option("--severity", "-s", help="Severity 1, 2 or 3.")],
     out_path: Annotated[Path, typer.Option("--out", "-o", help="Output PNG path (written atomically).")],
@@ -163,9 +165,8 @@ def corrupt_cmd(
     out.print(f"{out_path}\tpixel-sha256 {pixel_sha256(result)}", highlight=False, soft_wrap=True)
 
 
-@handle_errors
 def grid_cmd(
-    image: Annotated[Path, typer.Argument(help="Input image.")],
+    image: Annotated[Path, typer.Argument(metavar="IMAGE", help="Input image.", show_default=False)],
     out_path: Annotated[Path, typer.Option("--out", "-o", help="Output PNG path for the grid.")],
     width: Annotated[int, typer.Option("--width", "-w", help="Grid width in px (3 severity columns).")] = 1536,
     image_id: Annotated[
@@ -191,15 +192,15 @@ def _fmt_stat(v: float) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
 
 
-@handle_errors
 def calibrate_cmd(
-    path: Annotated[Path, typer.Argument(help="A folder of images, or a split directory from `aegis build-splits`.")],
+    path: Annotated[Path, typer.Argument(metavar="SPLIT_DIR", help="A split folder from `aegis build-splits`, or "
+                                         "any folder of images.", show_default=False)],
     corruptions: Annotated[
         Optional[list[str]],
         typer.Option("--corruptions", "-c", metavar="NAMES",
                      help="Corruptions to check (repeat or comma-separate); default all."),
     ] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", "-n", help="Use at most N images (by name).")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", help="Use at most N images (by name).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the table as JSON here.")] = None,
     scale: ScaleOpt = ScaleMode.frame,
     person_px: PersonPxOpt = None,
@@ -247,7 +248,7 @@ def calibrate_cmd(
                 mark,
                 end_section=i == len(ladder) - 1,
             )
-    out.print(rt)
+    out.print(fit(rt))
     if json_out is not None:
         write_bytes_atomic(json_out, (json.dumps(table.to_dict(), indent=2) + "\n").encode())
     if violations:
@@ -259,7 +260,7 @@ def calibrate_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
-    app.command("list")(list_cmd)
-    app.command("corrupt")(corrupt_cmd)
-    app.command("grid")(grid_cmd)
-    app.command("calibrate")(calibrate_cmd)
+    add_command(app, "list", list_cmd)
+    add_command(app, "corrupt", corrupt_cmd)
+    add_command(app, "grid", grid_cmd)
+    add_command(app, "calibrate", calibrate_cmd)

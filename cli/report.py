@@ -8,27 +8,31 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from cli.common import check_output_dirs, check_outputs, handle_errors, out, warn
+from cli.common import check_output_dirs, check_outputs, out, warn
+from cli.tables import fit
+from cli.vocabulary import REPORT_FORMATS, HtmlFigures, RankBy, add_command, mode, value
 
 
-@handle_errors
 def report(
-    results: Annotated[list[Path], typer.Argument(help="Score JSONs written by `aegis score --json` (one per model "
+    results: Annotated[list[Path], typer.Argument(metavar="SCORE_JSON...", help="Score JSONs written by `aegis score --json` (one per model "
                                                        "and dataset).", show_default=False)],
-    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the report, its figures/ and tables.",
+    out_dir: Annotated[Path, typer.Option("--out-dir", help="Folder for the report, its figures/ and tables.",
                                           show_default=False)],
-    formats: Annotated[str, typer.Option("--format", help="Comma-separated subset of md, html, latex.")] = "md,html,latex",
+    formats: Annotated[str, typer.Option("--format", metavar=f"[{'|'.join(REPORT_FORMATS)}],...",
+                                         help="The report files to write: a comma-separated subset of "
+                                              f"{', '.join(REPORT_FORMATS)}.")] = ",".join(REPORT_FORMATS),
     metric: Annotated[str, typer.Option("--metric", help="Metric whose relative drop the figures and the main "
                                                          "table show (recall, precision, f1, map50, ...).")] = "recall",
-    html_figures: Annotated[str, typer.Option("--html-figures", help="Figures embedded in report.html: png "
-                                                                    "(200 DPI) or svg (vector, smaller file).")] = "png",
+    html_figures: Annotated[HtmlFigures, mode(HtmlFigures, "--html-figures", help="Figures embedded in report.html: "
+                                              "png (200 DPI) or svg (vector, smaller file).")] = HtmlFigures.png,
 ) -> None:
     """Render heatmaps, severity curves, family bars, localization and false-alarm plots (PNG, PDF, SVG) and
     report.md/html, LaTeX tables and report.tex from score JSONs."""
     from aegis_eval.report import build_report, load_results
 
-    check_output_dirs({"--out": out_dir})
-    files = build_report(load_results(results), out_dir, formats=formats, metric=metric, html_figures=html_figures)
+    check_output_dirs({"--out-dir": out_dir})
+    files = build_report(load_results(results), out_dir, formats=formats, metric=metric,
+                         html_figures=value(html_figures))
     for note in files.notes:
         warn(note)
     table = Table(title=f"aegis report → {files.out}")
@@ -36,16 +40,15 @@ def report(
     table.add_column("bytes", justify="right")
     for path in files.files:
         table.add_row(str(path.relative_to(files.out)), f"{path.stat().st_size:,}")
-    out.print(table)
+    out.print(fit(table))
 
 
-@handle_errors
 def gallery(
-    split_dir: Annotated[Path, typer.Argument(help="A frozen split directory (annotations/test.json, test/<condition>/).",
-                                              show_default=False)],
-    preds: Annotated[Path, typer.Option("--preds", help="Folder with clean.json and <condition>.json COCO results.",
-                                        show_default=False)],
-    out_dir: Annotated[Path, typer.Option("--out", help="Folder for pairs/*.png, index.md and index.html.",
+    preds: Annotated[Path, typer.Argument(metavar="PREDS", help="Folder with clean.json and <condition>.json COCO "
+                                                               "results.", show_default=False)],
+    split_dir: Annotated[Path, typer.Option("--split-dir", help="The frozen split folder (annotations/test.json, "
+                                                                "test/<condition>/).", show_default=False)],
+    out_dir: Annotated[Path, typer.Option("--out-dir", help="Folder for pairs/*.png, index.md and index.html.",
                                           show_default=False)],
     threshold: Annotated[Optional[float], typer.Option("--threshold", help="Frozen confidence threshold in [0, 1].",
                                                        show_default=False)] = None,
@@ -59,7 +62,7 @@ def gallery(
     """Draw the (image, condition) pairs whose recall drops most vs clean: clean | corrupted, GT and predictions."""
     from aegis_eval.report.gallery import build_gallery
 
-    check_output_dirs({"--out": out_dir}, [split_dir, preds])
+    check_output_dirs({"--out-dir": out_dir}, [split_dir, preds])
     files = build_gallery(split_dir, preds, out_dir, threshold=threshold, threshold_file=threshold_file,
                           conditions=conditions, n=n, max_width=max_width)
     for note in files.notes:
@@ -70,18 +73,17 @@ def gallery(
     for p in files.pairs:
         table.add_row(str(p.rank), p.file_name, p.condition, f"{p.recall_clean:.2f} → {p.recall_condition:.2f}",
                       f"{p.drop:.2f}")
-    out.print(table)
+    out.print(fit(table))
     out.print(f"index: {files.index_html}")
 
 
-@handle_errors
 def rank(
-    results: Annotated[list[Path], typer.Argument(help="Score JSONs of two or more models (`aegis score --json`).",
+    results: Annotated[list[Path], typer.Argument(metavar="SCORE_JSON...", help="Score JSONs of two or more models (`aegis score --json`).",
                                                   show_default=False)],
     metric: Annotated[str, typer.Option("--metric", help="Metric to rank on (map50, map50_95, recall, f1, "
                                                          "fp_per_image, ...).")] = "map50",
-    by: Annotated[str, typer.Option("--by", help="'condition' (columns: conditions, reference clean) or 'version' "
-                                                 "(columns: the GT versions of a cross-version score).")] = "condition",
+    by: Annotated[RankBy, mode(RankBy, "--by", help="'condition' (columns: conditions, reference clean) or 'version' "
+                                                    "(columns: the GT versions of a cross-version score).")] = RankBy.condition,
     condition: Annotated[str, typer.Option("--condition", help="With --by version: the condition whose versions "
                                                                "are ranked.")] = "clean",
     reference: Annotated[Optional[str], typer.Option("--reference", help="Reference column (default: clean, or the "
@@ -100,7 +102,7 @@ def rank(
     from aegis_eval.protocols.scoring import score_json_bytes
 
     check_outputs({"--json": json_out}, results)
-    doc = rank_paths(results, metric, by=by, condition=condition, reference=reference, bootstrap=bootstrap, seed=seed,
+    doc = rank_paths(results, metric, by=value(by), condition=condition, reference=reference, bootstrap=bootstrap, seed=seed,
                      merge_same_label=merge_same_label)
     table = Table(title=f"ranking on {doc['metric']} vs {doc['reference']}: Kendall's tau-b (95% CI over resampled "
                         "models) and rank flips")
@@ -109,10 +111,10 @@ def rank(
     for col, ranks in doc["ranks"].items():
         t = doc["kendall_tau"][col]
         lo, hi = t["ci"]
-        tau = "–" if t["tau"] is None else f"{t['tau']:+.2f}" + ("" if lo is None else f" ({lo:+.2f}…{hi:+.2f})")
+        tau = "–" if t["tau"] is None else f"{t['tau']:+.2f}" + ("" if lo is None else f" [{lo:+.2f}, {hi:+.2f}]")
         order = " > ".join(name for name, _ in sorted(ranks.items(), key=lambda kv: kv[1]))
         table.add_row(col, str(t["n_models"]), tau, str(len(doc["rank_flips"][col])), order)
-    out.print(table)
+    out.print(fit(table))
     if json_out is not None:
         write_bytes_atomic(json_out, score_json_bytes(doc))
         out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
@@ -120,6 +122,6 @@ def rank(
 
 def register(app: typer.Typer) -> None:
     """Add ``report``, ``gallery`` and ``rank`` to the root app."""
-    app.command("report")(report)
-    app.command("gallery")(gallery)
-    app.command("rank")(rank)
+    add_command(app, "report", report)
+    add_command(app, "gallery", gallery)
+    add_command(app, "rank", rank)

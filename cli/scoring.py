@@ -14,7 +14,9 @@ from aegis_eval.protocols.predictions import (load_ground_truth, load_ground_tru
                                     load_predictions_by_class)
 from aegis_eval.protocols.threshold import (DEFAULT_RULE, freeze_threshold, freeze_thresholds_by_class, parse_grid,
                                   write_class_threshold_file, write_threshold_file)
-from cli.common import check_outputs, handle_errors, out, warn
+from cli.common import check_outputs, out, warn
+from cli.tables import fit
+from cli.vocabulary import ClassThresholds, CrossCheck, RemapSide, SplitName, Task, add_command, mode, value
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
@@ -167,7 +169,7 @@ def versions_table(result: Mapping[str, Any]) -> Table | None:
             for name in names[1:]:
                 d = block["differences"][name][cond][metric]
                 lo, hi = d["ci"]
-                ci = "" if lo is None else f" ({lo:+.3f}…{hi:+.3f})"
+                ci = "" if lo is None else f" [{lo:+.3f}, {hi:+.3f}]"
                 cells.append("–" if d["value"] is None else f"{d['value']:+.3f}{ci}")
             table.add_row(cond, metric, *cells)
     return table
@@ -179,13 +181,15 @@ ClassesOption = Annotated[Optional[str], typer.Option(
 ClassMapOption = Annotated[Optional[str], typer.Option(
     "--class-map", help="Remap category ids before scoring: 'SRC:DST,...' (e.g. '0:1,1:0') or a JSON file "
                         "{\"0\": 1, ...}. Every id must be mapped; recorded in provenance.")]
-RemapSideOption = Annotated[str, typer.Option("--remap-side", help="Apply --class-map to the ground truth ('gt') "
-                                                                  "or to the predictions ('preds').")]
+RemapSideOption = Annotated[RemapSide, mode(RemapSide, "--remap-side", help="Apply --class-map to the ground truth "
+                                             "('gt') or to the predictions ('preds').")]
 AllowMergeOption = Annotated[bool, typer.Option("--allow-merge", help="Let --class-map send several ids onto one.")]
 
 
-def _class_map(spec: Optional[str], side: str, allow_merge: bool):
+def _class_map(spec: Optional[str], side: RemapSide | str, allow_merge: bool):
     from aegis_eval.protocols.class_map import parse_class_map
+
+    side = value(side)
 
     if spec is None:
         if side != "gt" or allow_merge:
@@ -195,10 +199,11 @@ def _class_map(spec: Optional[str], side: str, allow_merge: bool):
 
 
 def freeze_threshold_cmd(
-    val_preds: Annotated[Path, typer.Argument(help="Clean validation predictions (COCO results JSON).")],
-    gt: Annotated[Path, typer.Option("--gt", help="Validation GT: a COCO JSON file or a split directory "
-                                                  "(then annotations/val.json is used).")],
-    out_path: Annotated[Path, typer.Option("--out", help="Where to write the threshold JSON.")] = Path("threshold.json"),
+    val_preds: Annotated[Path, typer.Argument(metavar="PREDS", help="Clean validation predictions (COCO results "
+                                                                   "JSON).", show_default=False)],
+    gt: Annotated[Path, typer.Option("--split-dir", help="The split folder (its annotations/val.json is used), or a "
+                                                         "validation GT COCO JSON file.", show_default=False)],
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="Where to write the threshold JSON.")] = Path("threshold.json"),
     rule: Annotated[str, typer.Option(help="'max-f1' (ties -> lowest threshold), 'precision>=X' (lowest "
                                            "threshold reaching X), 'recall>=X' (highest threshold keeping X), or a "
                                            "false-alarm budget 'fp_per_image<=A' / 'false_alarm_image_share<=A' "
@@ -209,11 +214,11 @@ def freeze_threshold_cmd(
                                                      "Default 0.00..0.99 step 0.01 plus 0.995, 0.999.")] = None,
     iou: Annotated[float, typer.Option(help="IoU for one-to-one matching.")] = 0.5,
     classes: ClassesOption = None,
-    class_thresholds: Annotated[Optional[str], typer.Option(
-        help="With --classes: 'per-class' (the default: the rule applied to each class) or 'shared' (one "
-             "threshold, the rule applied to all classes' counts added).")] = None,
+    class_thresholds: Annotated[Optional[ClassThresholds], mode(
+        ClassThresholds, "--class-thresholds", help="With --classes: 'per-class' (the default: the rule applied to "
+        "each class) or 'shared' (one threshold, the rule applied to all classes' counts added).")] = None,
     class_map: ClassMapOption = None,
-    remap_side: RemapSideOption = "gt",
+    remap_side: RemapSideOption = RemapSide.gt,
     allow_merge: AllowMergeOption = False,
 ) -> None:
     """Choose the confidence threshold once, on clean validation predictions, and store it with its val metrics."""
@@ -222,7 +227,7 @@ def freeze_threshold_cmd(
     cmap = _class_map(class_map, remap_side, allow_merge)
     if classes is not None:
         _freeze_classes(val_preds, gt, out_path, rule, delta, grid_values, iou, classes,
-                        class_thresholds or "per-class", cmap)
+                        value(class_thresholds) or "per-class", cmap)
         return
     if class_thresholds is not None:
         raise AegisError("[threshold_class_mode] --class-thresholds applies with --classes only")
@@ -268,11 +273,12 @@ def _freeze_classes(val_preds: Path, gt: Path, out_path: Path, rule: str, delta:
 
 
 def score_cmd(
-    preds: Annotated[Path, typer.Argument(help="A COCO results JSON (one condition, named after its stem) or a "
-                                               "directory of <condition>.json files.")],
-    gt: Annotated[list[Path], typer.Option("--gt", help="Test GT: a COCO JSON file or a split directory. Repeat "
-                                                        "it to re-score the same predictions against several "
-                                                        "annotation versions of the same images.")],
+    preds: Annotated[Path, typer.Argument(metavar="PREDS", help="A COCO results JSON (one condition, named after its "
+                                               "stem) or a folder of <condition>.json files.", show_default=False)],
+    gt: Annotated[list[Path], typer.Option("--split-dir", help="The split folder (its annotations/<--split-name>.json "
+                                                               "is used), or a GT COCO JSON file. Repeat it to re-score "
+                                                               "the same predictions against several annotation "
+                                                               "versions of the same images.", show_default=False)],
     threshold: Annotated[Optional[float], typer.Option(help="Frozen confidence threshold in [0, 1].")] = None,
     threshold_file: Annotated[Optional[Path], typer.Option(help="Threshold JSON from 'aegis freeze-threshold'.")] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples B (1 = point estimate only, zero-width intervals).")] = 1000,
@@ -281,27 +287,29 @@ def score_cmd(
     cluster_by: Annotated[Optional[str], typer.Option(help="Resample whole groups: a GT image attribute name "
                                                            "(e.g. 'group') or a JSON file {image_id or file_name: group}.")] = None,
     label: Annotated[Optional[str], typer.Option(help="Model / run label (default: the predictions name).")] = None,
-    split: Annotated[str, typer.Option(help="Split to read when --gt is a split directory.")] = "test",
+    split: Annotated[SplitName, mode(SplitName, "--split-name", help="The split whose GT is read from a --split-dir "
+                                     "folder.")] = SplitName.test,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the aegis-score/1 JSON here.")] = None,
     csv_out: Annotated[Optional[Path], typer.Option("--csv", help="Write one CSV row per condition here.")] = None,
     classes: ClassesOption = None,
     class_map: ClassMapOption = None,
-    remap_side: RemapSideOption = "gt",
+    remap_side: RemapSideOption = RemapSide.gt,
     allow_merge: AllowMergeOption = False,
     remap_version: Annotated[Optional[list[int]], typer.Option(
-        help="With several --gt: apply the GT-side --class-map only to this version (1-based; repeatable).")] = None,
-    task: Annotated[str, typer.Option(help="'detection' (COCO results per condition) or 'referring' (one box per "
-                                           "referring expression, scored with P@0.5..0.8; --gt is an aegis-refs/1 "
-                                           "file).")] = "detection",
-    cross_check: Annotated[Optional[str], typer.Option(
-        "--cross-check", help="Also compute COCO AP with this reference implementation ('pycocotools') on the same "
+        help="With several --split-dir: apply the GT-side --class-map only to this version (1-based; repeatable).")] = None,
+    task: Annotated[Task, mode(Task, "--task", help="'detection' (COCO results per condition) or 'referring' (one box "
+                                                    "per referring expression, scored with P@0.5..0.8; --split-dir is "
+                                                    "an aegis-refs/1 file).")] = Task.detection,
+    cross_check: Annotated[Optional[CrossCheck], mode(
+        CrossCheck, "--cross-check", help="Also compute COCO AP with this reference implementation ('pycocotools') on the same "
                               "inputs; exit 1 on any difference above 1e-12.")] = None,
 ) -> None:
     """Score predictions at a frozen threshold: COCO AP, P/R/F1, size recall, false-alarm bounds, drops vs clean,
-    bootstrap CIs; several classes (--classes), GT versions (repeat --gt) or referring expressions (--task)."""
+    bootstrap CIs; several classes (--classes), GT versions (repeat --split-dir) or referring expressions (--task)."""
     # Imported here so the other commands (and --help) start without loading the AP engine and bootstrap.
     from aegis_eval.protocols.scoring import score_paths
 
+    task, split, cross_check = value(task), value(split), value(cross_check)
     inputs = [preds, *gt, threshold_file, *(Path(v) for v in (cluster_by, class_map) if v and Path(v).is_file())]
     check_outputs({"--json": json_out, "--csv": csv_out}, inputs)
     if task == "referring":
@@ -309,9 +317,9 @@ def score_cmd(
                           "--class-map": class_map, "--csv": csv_out, "--cross-check": cross_check}
         given = [name for name, value in detection_only.items() if value is not None]
         if given or len(gt) != 1 or iou != 0.5 or split != "test":
-            raise AegisError(f"[referring_option] --task referring takes one --gt (an aegis-refs/1 file), "
+            raise AegisError(f"[referring_option] --task referring takes one --split-dir (an aegis-refs/1 file), "
                              f"--bootstrap, --seed, --cluster-by image_id, --label and --json; not "
-                             f"{', '.join(given) or '--iou/--split or several --gt'}")
+                             f"{', '.join(given) or '--iou/--split-name or several --split-dir'}")
         _score_referring(preds, gt[0], bootstrap, seed, cluster_by, label, json_out)
         return
     if task != "detection":
@@ -323,11 +331,11 @@ def score_cmd(
         from aegis_eval.protocols.versions import score_versions
 
         if cross_check is not None:
-            raise AegisError("[cross_check_versions] --cross-check applies to one --gt")
+            raise AegisError("[cross_check_versions] --cross-check applies to one --split-dir")
 
         result = score_versions(preds, gt, **options, remap_versions=remap_version)
     elif remap_version:
-        raise AegisError("[class_map_versions] --remap-version applies with several --gt only")
+        raise AegisError("[class_map_versions] --remap-version applies with several --split-dir only")
     else:
         result = score_paths(preds, gt[0], **options, cross_check=cross_check)
     _print_score(result)
@@ -337,20 +345,20 @@ def score_cmd(
 def _print_score(result: dict) -> None:
     """The score's tables on stdout: conditions, then whatever the options added (cross-check, classes, false
     alarms, the recall matrix, the robustness summary, GT versions)."""
-    out.print(conditions_table(result))
+    out.print(fit(conditions_table(result)))
     checked = result["provenance"].get("cross_check")
     if checked:
         out.print(f"cross-check: {checked['tool']} {checked['version'] or ''} agrees on {checked['conditions']} "
                   f"condition(s) x 6 AP metrics (max |difference| {checked['max_abs_diff']:.3g} <= "
                   f"{checked['tolerance']:g})", highlight=False, soft_wrap=True)
-    for table in (classes_table(result), false_alarm_table(result), recall_matrix(result)):
+    for table, keys in ((classes_table(result), 3), (false_alarm_table(result), 1), (recall_matrix(result), 2)):
         if table is not None:
-            out.print(table)
+            out.print(fit(table, keys))
     if len(result["conditions"]) > 1:
         out.print(_summary_line(result), highlight=False, soft_wrap=True)
     versions = versions_table(result)
     if versions is not None:
-        out.print(versions)
+        out.print(fit(versions, 2))
 
 
 def _write_score_outputs(result: dict, json_out: Path | None, csv_out: Path | None) -> None:
@@ -394,8 +402,8 @@ def gt_diff_tables(doc: Mapping[str, Any]) -> list[Table]:
 
 
 def gt_diff_cmd(
-    old: Annotated[Path, typer.Argument(help="The older annotation version: a COCO JSON file or a split directory.")],
-    new: Annotated[Path, typer.Argument(help="The newer version of the same images (same kind as OLD).")],
+    old: Annotated[Path, typer.Argument(metavar="OLD", show_default=False, help="The older annotation version: a COCO JSON file or a split directory.")],
+    new: Annotated[Path, typer.Argument(metavar="NEW", show_default=False, help="The newer version of the same images (same kind as OLD).")],
     iou: Annotated[float, typer.Option(help="IoU for the one-to-one OLD/NEW box matching.")] = 0.3,
     pr_iou: Annotated[float, typer.Option(help="IoU for scoring OLD as predictions against NEW.")] = 0.5,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the aegis-gt-diff/1 JSON here.")] = None,
@@ -407,7 +415,7 @@ def gt_diff_cmd(
     check_outputs({"--json": json_out}, [old, new])
     doc = gt_diff_paths(old, new, iou=iou, pr_iou=pr_iou)
     for table in gt_diff_tables(doc):
-        out.print(table)
+        out.print(fit(table))
     for split, d in doc["splits"].items():
         for finding in d.get("findings", ()):
             warn(f"{split}: [{finding['code']}] {finding['detail']}")
@@ -441,7 +449,7 @@ def _score_referring(preds: Path, refs: Path, bootstrap: int, seed: int, cluster
     from aegis_eval.protocols.scoring import write_score_json
 
     doc = score_referring_paths(preds, refs, bootstrap=bootstrap, seed=seed, cluster_by=cluster_by, label=label)
-    out.print(referring_table(doc))
+    out.print(fit(referring_table(doc)))
     if doc["missing"]:
         shown = ", ".join(doc["missing"][:8]) + (", ..." if len(doc["missing"]) > 8 else "")
         warn(f"[ref_pred_missing] {len(doc['missing'])} expressions have no prediction (counted as wrong): {shown}")
@@ -451,10 +459,10 @@ def _score_referring(preds: Path, refs: Path, bootstrap: int, seed: int, cluster
 
 
 def convert_refs_cmd(
-    refs: Annotated[Path, typer.Argument(help="RefCOCO-style refs as JSON: a list of {ref_id, ann_id, image_id, "
+    refs: Annotated[Path, typer.Argument(metavar="REFS", show_default=False, help="RefCOCO-style refs as JSON: a list of {ref_id, ann_id, image_id, "
                                               "split, sentences: [{sent_id, sent}]}.")],
     instances: Annotated[Path, typer.Option("--instances", help="The COCO instances JSON holding the referred boxes.")],
-    out_path: Annotated[Path, typer.Option("--out", help="Where to write the aegis-refs/1 JSON.")],
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="Where to write the aegis-refs/1 JSON.")],
 ) -> None:
     """Convert RefCOCO-style refs to the aegis-refs/1 ground truth of 'aegis score --task referring'."""
     import json
@@ -473,7 +481,7 @@ def convert_refs_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add ``freeze-threshold``, ``score``, ``gt-diff`` and ``convert-refs`` to the root app."""
-    app.command("freeze-threshold")(handle_errors(freeze_threshold_cmd))
-    app.command("score")(handle_errors(score_cmd))
-    app.command("gt-diff")(handle_errors(gt_diff_cmd))
-    app.command("convert-refs")(handle_errors(convert_refs_cmd))
+    add_command(app, "freeze-threshold", freeze_threshold_cmd)
+    add_command(app, "score", score_cmd)
+    add_command(app, "gt-diff", gt_diff_cmd)
+    add_command(app, "convert-refs", convert_refs_cmd)

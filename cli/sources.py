@@ -9,11 +9,13 @@ from typing import Annotated, Any, Mapping, Optional
 import typer
 from rich.table import Table
 
-from cli.common import check_outputs, handle_errors, out, warn
+from cli.common import check_outputs, out, warn
 from cli.splits import (
     AnnotationsOpt, ClassesOpt, FollowLinksOpt, GroupsOpt, HfSplitOpt, ImagesOpt, LabelsOpt, MaxPixelsOpt, NOpt, OptionOpt, SizeOpt,
     adapter_options,
 )
+from cli.tables import fit
+from cli.vocabulary import Dataset, add_command, mode, value
 
 
 def _q(stats: Mapping[str, Any] | None, key: str) -> str:
@@ -70,9 +72,8 @@ def _fact_text(value: Any) -> str:
     return str(value)
 
 
-@handle_errors
 def audit_command(
-    dataset: Annotated[str, typer.Option(help="Source adapter: synthetic, heridal, sard, coco, yolo, voc, hf.")],
+    dataset: Annotated[Dataset, mode(Dataset, "--dataset", help="Source adapter.", show_default=False)],
     source: Annotated[Optional[Path], typer.Option(help="Root of the source dataset (or a HF dataset path/id for hf).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the report as JSON to this file.")] = None,
     no_hash: Annotated[bool, typer.Option("--no-hash", help="Skip content hashing (no duplicate check; faster).")] = False,
@@ -96,6 +97,7 @@ def audit_command(
     from aegis_data.files.imageio import write_bytes_atomic
     from aegis_data.sources import load_source
 
+    dataset = value(dataset)
     check_outputs({"--json": json_out}, [source, images, labels, annotations])
     options = adapter_options(dataset, option, n=n, size=size, images=images, labels=labels, annotations=annotations,
                               classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels,
@@ -108,7 +110,7 @@ def audit_command(
     if json_out is not None:
         write_bytes_atomic(json_out, (json.dumps(report, indent=2, sort_keys=True, default=str) + "\n").encode())
     for table in render_audit(report):
-        out.print(table)
+        out.print(fit(table))
     if report["leakage"]:
         warn("leakage between splits: the same group or image content appears in more than one split")
         raise typer.Exit(code=1)
@@ -116,4 +118,4 @@ def audit_command(
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
-    app.command("audit")(audit_command)
+    add_command(app, "audit", audit_command)

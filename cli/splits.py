@@ -11,7 +11,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from cli.common import (GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, check_output_dirs, check_outputs, err, fail,
-                        handle_errors, out, warn)
+                        out, warn)
+from cli.tables import fit
+from cli.vocabulary import Dataset, add_command, mode, value
 
 _ADAPTER = "Source adapter options"
 
@@ -41,7 +43,7 @@ FollowLinksOpt = Annotated[bool, typer.Option(
     "--follow-links", help="Read source images that are symlinks leaving the source folder (default: skip and count "
     "them).", rich_help_panel=_ADAPTER)]
 OptionOpt = Annotated[Optional[list[str]], typer.Option(
-    "--option", "-o", help="Any adapter option as key=value (repeatable), e.g. -o val_fraction=0.1.",
+    "--option", help="Any adapter option as key=value (repeatable), e.g. --option val_fraction=0.1.",
     rich_help_panel=_ADAPTER)]
 
 
@@ -87,9 +89,9 @@ def adapter_options(dataset: str, pairs: list[str] | None, **given: Any) -> dict
 
 
 def build_command(
-    dataset: Annotated[str, typer.Option(help="Source adapter: synthetic (default), heridal, sard, coco, yolo, voc, hf.")] = "synthetic",
+    dataset: Annotated[Dataset, mode(Dataset, "--dataset", help="Source adapter.")] = Dataset.synthetic,
     source: Annotated[Optional[Path], typer.Option(help="Root of the source dataset on disk (or a HF dataset path/id for --dataset hf).")] = None,
-    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Output directory (default: ./aegis-splits/<dataset>-c).")] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out-dir", help="Output folder (default: ./aegis-splits/<dataset>-c).", show_default=False)] = None,
     corruptions: Annotated[Optional[str], typer.Option(help="Comma-separated corruption names (default: all nine).")] = None,
     severities: Annotated[str, typer.Option(help="Comma-separated severities among 1,2,3.")] = "1,2,3",
     workers: Annotated[Optional[int], typer.Option(help="Worker processes (default: all cores); with --scheduler local, the LocalCluster's.")] = None,
@@ -117,6 +119,7 @@ def build_command(
     from aegis_data.sources import load_source
     from aegis_data.split.build import build_splits
 
+    dataset = value(dataset)
     options = adapter_options(dataset, option, n=n, size=size, images=images, labels=labels, annotations=annotations,
                               classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels,
                               follow_links=follow_links or None)
@@ -124,7 +127,7 @@ def build_command(
     for line in ds.warnings:
         warn(line)
     target = out_dir or Path("aegis-splits") / f"{dataset}-c"
-    check_output_dirs({"--out": target})
+    check_output_dirs({"--out-dir": target})
     # The bar starts with the first progress report, so a refused build prints only its one error line.
     bar = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
@@ -167,7 +170,7 @@ def build_command(
     table.add_row("time", f"{result.seconds:.1f} s ({result.images_per_s:.2f} files/s, {result.mp_per_s:.1f} MP/s)")
     table.add_row("manifest", str(result.manifest_path))
     table.add_row("root hash", result.root_hash)
-    out.print(table)
+    out.print(fit(table))
 
 
 def print_cluster(info) -> None:
@@ -178,7 +181,8 @@ def print_cluster(info) -> None:
 
 
 def verify_command(
-    directory: Annotated[Path, typer.Argument(help="A frozen split written by build-splits.")],
+    directory: Annotated[Path, typer.Argument(metavar="SPLIT_DIR", help="A frozen split written by build-splits.",
+                                              show_default=False)],
     against: Annotated[Optional[Path], typer.Option(help="Reference manifest to check the files against (e.g. manifests/synthetic-c.json).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the report as JSON to this file.")] = None,
     strict_bytes: Annotated[bool, typer.Option("--strict-bytes", help="With --against: also fail on files whose bytes differ although their decoded pixels match (by default that is reported as information).")] = False,
@@ -229,7 +233,7 @@ def verify_command(
     for f in failures[:200]:
         table.add_row(f.kind, f.path, "" if f.pixels_differing is None else str(f.pixels_differing),
                       "" if f.max_abs_delta is None else str(f.max_abs_delta), f.detail)
-    out.print(table)
+    out.print(fit(table, 2))
     if len(failures) > 200:
         out.print(f"... and {len(failures) - 200} more (use --json for all)")
     summary = ", ".join(f"{k}: {v}" for k, v in sorted(report.counts(failures).items()))
@@ -238,21 +242,22 @@ def verify_command(
 
 
 def export_command(
-    directory: Annotated[Path, typer.Argument(help="A frozen split written by build-splits.")],
-    out_dir: Annotated[Path, typer.Option("--out", help="Where to write the Hugging Face dataset (save_to_disk + parquet).")],
+    directory: Annotated[Path, typer.Argument(metavar="SPLIT_DIR", help="A frozen split written by build-splits.",
+                                              show_default=False)],
+    out_dir: Annotated[Path, typer.Option("--out-dir", show_default=False, help="Where to write the Hugging Face dataset (save_to_disk + parquet).")],
     push: Annotated[Optional[str], typer.Option(help="Also upload the parquet files to this Hugging Face dataset repo id.")] = None,
 ) -> None:
     """Export a verified frozen split as a Hugging Face `datasets` dataset with embedded images."""
     from aegis_data.split.export_hf import export_split, push_split
 
-    check_output_dirs({"--out": out_dir}, [directory])
+    check_output_dirs({"--out-dir": out_dir}, [directory])
     result = export_split(directory, out_dir)
     table = Table(title=f"Hugging Face export of {directory}")
     table.add_column("split")
     table.add_column("rows")
     for split, rows in result.rows.items():
         table.add_row(split, str(rows))
-    out.print(table)
+    out.print(fit(table))
     out.print(f"save_to_disk: {result.dataset_dir}\nparquet: {result.parquet_dir}", highlight=False)
     if push:
         from huggingface_hub import HfApi
@@ -263,6 +268,6 @@ def export_command(
 
 def register(app: typer.Typer) -> None:
     """Add build-splits, verify and export-hf to the root app."""
-    app.command("build-splits")(handle_errors(build_command))
-    app.command("verify")(handle_errors(verify_command))
-    app.command("export-hf")(handle_errors(export_command))
+    add_command(app, "build-splits", build_command)
+    add_command(app, "verify", verify_command)
+    add_command(app, "export-hf", export_command)

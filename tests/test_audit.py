@@ -115,8 +115,8 @@ def test_cli_audit_exits_1_on_leakage(tmp_path: Path):
         (["--dataset", "kitti", "--source", "."], "unknown dataset 'kitti'"),
         (["--dataset", "heridal", "--source", "/nonexistent/heridal"], "HERIDAL root not found"),
         (["--dataset", "heridal"], "needs a source"),
-        (["--dataset", "synthetic", "-o", "sise=64"], "did you mean 'size'"),
-        (["--dataset", "synthetic", "-o", "oops"], "not key=value"),
+        (["--dataset", "synthetic", "--option", "sise=64"], "did you mean 'size'"),
+        (["--dataset", "synthetic", "--option", "oops"], "not key=value"),
         (["--dataset", "coco", "--source", "."], "needs the option annotations"),
     ],
 )

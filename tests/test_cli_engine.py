@@ -61,7 +61,7 @@ def test_list_table_names_every_corruption_and_the_config():
 
 
 def test_list_json_matches_the_config():
-    result = runner.invoke(app, ["list", "--json"])
+    result = runner.invoke(app, ["list", "--format", "json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["config_hash"] == CFG.config_hash and data["seed"] == CFG.seed

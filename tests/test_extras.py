@@ -42,17 +42,17 @@ def _run_without(module: str, args: list[str], cwd: Path) -> subprocess.Complete
 
 
 CASES = {
-    "torch": ("runners", lambda s, o, j: ["baseline", "predict", "--split", str(s), "--out", str(o / "p"),
+    "torch": ("runners", lambda s, o, j: ["baseline", "predict", "--split-dir", str(s), "--out-dir", str(o / "p"),
                                           "--model", "fasterrcnn", "--weights", "none", "--conditions", "clean"]),
-    "torchvision": ("runners", lambda s, o, j: ["baseline", "predict", "--split", str(s), "--out", str(o / "p"),
+    "torchvision": ("runners", lambda s, o, j: ["baseline", "predict", "--split-dir", str(s), "--out-dir", str(o / "p"),
                                                 "--model", "fasterrcnn", "--weights", "none", "--conditions", "clean"]),
-    "ultralytics": ("runners", lambda s, o, j: ["baseline", "predict", "--split", str(s), "--out", str(o / "p"),
+    "ultralytics": ("runners", lambda s, o, j: ["baseline", "predict", "--split-dir", str(s), "--out-dir", str(o / "p"),
                                                 "--model", "yolo11", "--weights", "yolo11n.yaml", "--conditions",
                                                 "clean"]),
-    "matplotlib": ("report", lambda s, o, j: ["report", str(j), "--out", str(o / "r")]),
-    "distributed": ("distributed", lambda s, o, j: ["build-splits", "--n", "2", "--out", str(o / "d"),
+    "matplotlib": ("report", lambda s, o, j: ["report", str(j), "--out-dir", str(o / "r")]),
+    "distributed": ("distributed", lambda s, o, j: ["build-splits", "--n", "2", "--out-dir", str(o / "d"),
                                                     "--scheduler", "local", "--workers", "1"]),
-    "datasets": (None, lambda s, o, j: ["export-hf", str(s), "--out", str(o / "hf")]),
+    "datasets": (None, lambda s, o, j: ["export-hf", str(s), "--out-dir", str(o / "hf")]),
 }
 
 

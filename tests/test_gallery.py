@@ -203,8 +203,8 @@ runner = CliRunner()
 
 def test_cli_gallery(tiny, tmp_path):
     split, preds, thr = tiny
-    result = runner.invoke(app, ["gallery", str(split), "--preds", str(preds), "--threshold-file", str(thr),
-                                    "--n", "2", "--out", str(tmp_path / "g"), "--max-width", "648"])
+    result = runner.invoke(app, ["gallery", str(preds), "--split-dir", str(split), "--threshold-file", str(thr),
+                                    "--n", "2", "--out-dir", str(tmp_path / "g"), "--max-width", "648"])
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (tmp_path / "g" / "pairs").iterdir()) == [
         "001_smoke_haze_s2_frame_c.png", "002_low_light_s3_frame_b.png"]
@@ -226,7 +226,7 @@ def test_cli_gallery(tiny, tmp_path):
 def test_cli_gallery_errors_are_one_line(tiny, tmp_path, extra, message):
     split, preds, thr = tiny
     args = [a.format(thr=thr, split=split) for a in extra]
-    result = runner.invoke(app, ["gallery", str(split), "--preds", str(preds), "--out", str(tmp_path / "g"), *args])
+    result = runner.invoke(app, ["gallery", str(preds), "--split-dir", str(split), "--out-dir", str(tmp_path / "g"), *args])
     assert result.exit_code == 1, result.output
     lines = [l for l in result.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], result.stderr
@@ -239,8 +239,8 @@ def test_cli_gallery_without_clean_predictions(tiny, tmp_path):
     partial = tmp_path / "preds"
     partial.mkdir()
     (partial / "low_light_s3.json").write_bytes((preds / "low_light_s3.json").read_bytes())
-    result = runner.invoke(app, ["gallery", str(split), "--preds", str(partial), "--threshold", "0.5",
-                                    "--out", str(tmp_path / "g")])
+    result = runner.invoke(app, ["gallery", str(partial), "--split-dir", str(split), "--threshold", "0.5",
+                                    "--out-dir", str(tmp_path / "g")])
     assert result.exit_code == 1
     assert "has no clean.json" in result.stderr and "Traceback" not in result.output
 

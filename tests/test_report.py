@@ -276,8 +276,8 @@ def test_load_results_missing_file_directory_and_empty(tmp_path):
 
 def test_cli_report_out_is_a_file(tmp_path):
     (tmp_path / "taken").write_text("x")
-    result = runner.invoke(app, ["report", str(SARD), "--out", str(tmp_path / "taken")])
-    assert result.exit_code == 1 and "--out must be a directory" in result.stderr
+    result = runner.invoke(app, ["report", str(SARD), "--out-dir", str(tmp_path / "taken")])
+    assert result.exit_code == 1 and "--out-dir must be a directory" in result.stderr
     assert (tmp_path / "taken").read_text() == "x"
 
 
@@ -297,7 +297,7 @@ runner = CliRunner()
 
 
 def test_cli_report_writes_files_and_lists_them(tmp_path):
-    result = runner.invoke(app, ["report", str(SARD), "--out", str(tmp_path / "r"),
+    result = runner.invoke(app, ["report", str(SARD), "--out-dir", str(tmp_path / "r"),
                                     "--format", "md,latex", "--metric", "f1"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "r" / "report.md").is_file() and (tmp_path / "r" / "report_table.tex").is_file()
@@ -322,7 +322,7 @@ def test_cli_report_writes_files_and_lists_them(tmp_path):
 def test_cli_report_errors_are_one_line(tmp_path, make_args, message):
     (tmp_path / "bad.json").write_text("{oops")
     (tmp_path / "thr.json").write_text('{"schema": "aegis-threshold/1", "value": 0.4}')
-    result = runner.invoke(app, ["report", *make_args(tmp_path), "--out", str(tmp_path / "out")])
+    result = runner.invoke(app, ["report", *make_args(tmp_path), "--out-dir", str(tmp_path / "out")])
     assert result.exit_code == 1
     lines = [l for l in result.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], result.stderr

@@ -106,7 +106,7 @@ def test_tiles_are_cut_from_the_augmented_full_frame(tmp_path):
 
 
 def test_unknown_policy_on_the_command_line_is_one_line(split, tmp_path):
-    result = runner.invoke(app, ["baseline", "train", "--split", str(split), "--out", str(tmp_path / "r"),
+    result = runner.invoke(app, ["baseline", "train", "--split-dir", str(split), "--out-dir", str(tmp_path / "r"),
                                  "--model", "yolo11", "--weights", "yolo11n.yaml", "--augment", "nope"])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "unknown augmentation policy" in result.stderr and len(result.stderr.strip().splitlines()) == 1
@@ -187,7 +187,7 @@ def test_paired_gain_of_a_model_against_itself_is_zero(tmp_path):
     (" , ", "no policies given"),
 ])
 def test_ablate_policy_errors_are_one_line(split, tmp_path, policies, fragment):
-    result = runner.invoke(app, ["baseline", "ablate", "--split", str(split), "--out", str(tmp_path / "a"),
+    result = runner.invoke(app, ["baseline", "ablate", "--split-dir", str(split), "--out-dir", str(tmp_path / "a"),
                                  "--model", "yolo11", "--weights", "yolo11n.yaml", "--policies", policies])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert fragment in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -46,7 +46,7 @@ def test_yolo_dataset_tiles_large_frames(tmp_path):
 
 def test_train_without_train_split_is_a_clear_error(tmp_path):
     root = make_split(tmp_path / "s", n_test=1, n_val=1, conditions=["clean"])
-    result = runner.invoke(app, ["baseline", "train", "--split", str(root), "--out", str(tmp_path / "run"),
+    result = runner.invoke(app, ["baseline", "train", "--split-dir", str(root), "--out-dir", str(tmp_path / "run"),
                                  "--model", "fasterrcnn", "--weights", "none", "--device", "cpu"])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "--with-train" in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -273,13 +273,13 @@ def test_cli_build_list_and_errors(tmp_path):
     bad = runner.invoke(app, ["build-splits", "--out", str(tmp_path / "h"), "--scale", "tiles"])
     assert bad.exit_code == 2 and "Traceback" not in bad.output
 
-    listed = runner.invoke(app, ["list", "--json", "--scale", "object", "--person-px", "60"])
+    listed = runner.invoke(app, ["list", "--format", "json", "--scale", "object", "--person-px", "60"])
     desc = json.loads(listed.output)
     blur = next(c for c in desc["corruptions"] if c["name"] == "motion_blur")
     assert blur["effective"]["length_px"] == {"unit": "px", "values": [36.0, 68.0, 100.0]}
-    at_anchor = json.loads(runner.invoke(app, ["list", "--json", "--long-side", "4000"]).output)
+    at_anchor = json.loads(runner.invoke(app, ["list", "--format", "json", "--long-side", "4000"]).output)
     assert at_anchor["corruptions"] == desc["corruptions"]  # the anchor: the same effective values
-    assert "effective" not in json.loads(runner.invoke(app, ["list", "--json"]).output)["corruptions"][0]
+    assert "effective" not in json.loads(runner.invoke(app, ["list", "--format", "json"]).output)["corruptions"][0]
 
 
 def test_cli_calibrate_and_corrupt_take_the_scale(tmp_path):
