@@ -99,12 +99,19 @@ def test_baseline_tables():
                                                 "images_per_s": 1.21}}}
     assert_readable(_run_table(record, "fasterrcnn predictions (cpu) → /a/long/path/to/the/results/folder"))
     gain = {"gain": 0.0123, "ci": [-0.0101, 0.0345]}
-    ablation = {"label": "yolo11n-sard", "runs": {
+    ablation = {"label": "yolo11n-sard", "settings": {"seeds": None}, "runs": {
         name: {"policy": {"hash": "3f2a9c1b0d4e"} if name != "clean" else None, "threshold": 0.285}
         for name in ("clean", "all", "loo-flood", "loo-wildfire")},
         "gains": {name: {"recall": {k: gain for k in ("mpc", "rpc", "seen", "unseen")}}
                   for name in ("all", "loo-flood", "loo-wildfire")}}
     assert_readable(ablation_table(ablation))
+    # Several training seeds: per-seed gains, their spread and the combined interval (the widest table).
+    seeded = {**ablation, "settings": {"seeds": [0, 1, 2]},
+              "runs": {n: {**r, "threshold": [0.285, 0.31, 0.27]} for n, r in ablation["runs"].items()},
+              "gains": {n: {"recall": {k: {**gain, "seeds": [{"gain": 0.01}, {"gain": -0.0234}, {"gain": 0.05}],
+                                            "seed_sd": 0.0367} for k in ("mpc", "rpc", "seen", "unseen")}}
+                        for n in ("all", "loo-flood", "loo-wildfire")}}
+    assert_readable(ablation_table(seeded))
 
 
 def _cli(args, width=80):
