@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from aegis_data.errors import AegisError
-from cli.common import err, out, warn
+from cli.common import check_output_dirs, err, out, warn
 from cli.tables import fit
 from cli.vocabulary import Arch, Model, Optimizer, SplitName, add_command, mode, value
 
@@ -130,6 +130,7 @@ def predict_cmd(
     allow_download: DownloadOpt = False,
 ) -> None:
     """Predict every condition of a split: one COCO results file per condition, resumable."""
+    check_output_dirs({"--out-dir": out_dir}, [split])
     from aegis_eval.runners.predict import predict_split
 
     cfg = _settings(config, model=model, weights=weights, tile=tile_size, overlap=overlap, batch=batch,
@@ -170,6 +171,7 @@ def train_cmd(
 
     With --augment, every training frame is disaster-corrupted by the policy before tiling (docs/MITIGATION.md).
     """
+    check_output_dirs({"--out-dir": out_dir}, [split])
     from aegis_data.augment.transform import load_policy
     from aegis_eval.runners.train import train_baseline
 
@@ -213,6 +215,7 @@ def sweep_cmd(
     allow_download: DownloadOpt = False,
 ) -> None:
     """Predict clean val, freeze the threshold once, predict all test conditions, score with bootstrap CIs."""
+    check_output_dirs({"--out-dir": out_dir}, [split])
     from aegis_eval.runners.sweep import run_sweep
     from cli.scoring import conditions_table, recall_matrix
 
@@ -263,6 +266,7 @@ def ablate_cmd(
     allow_download: DownloadOpt = False,
 ) -> None:
     """Train one model per augmentation policy plus the clean baseline, sweep every condition, compare."""
+    check_output_dirs({"--out-dir": out_dir}, [split])
     from aegis_eval.runners.ablate import parse_policies, parse_seeds, run_ablation
 
     chosen = parse_policies(policies)

@@ -1059,3 +1059,15 @@ def test_a_bad_scheduler_timeout_is_one_line_before_any_connection(tmp_path, val
                "--timeout", value)
     assert_one_line_error(r, "--timeout must be a number of seconds")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("command", ["predict", "train", "sweep", "ablate"])
+def test_baseline_commands_check_their_output_folder_first(command, tmp_path):
+    split = tmp_path / "split"
+    (split / "annotations").mkdir(parents=True)
+    (tmp_path / "afile").write_text("x")
+    extra = ["--policies", "all"] if command == "ablate" else []
+    inside = invoke("baseline", command, "--split-dir", split, "--out-dir", split / "results", *extra)
+    assert_one_line_error(inside, "lies inside the input folder")
+    a_file = invoke("baseline", command, "--split-dir", split, "--out-dir", tmp_path / "afile", *extra)
+    assert_one_line_error(a_file, "must be a directory")
