@@ -127,7 +127,7 @@ def _run(env: dict, code: str) -> subprocess.CompletedProcess:
 
 
 def test_environment_switch():
-    code = "from aegis_data import _kernels as K; print(K.kernels_backend())"
+    code = "from aegis_data.engine import kernels as K; print(K.kernels_backend())"
     assert _run({KERNELS_ENV: "numpy"}, code).stdout.strip() == "numpy"
     bad = _run({KERNELS_ENV: "fast"}, code)
     assert bad.returncode != 0 and "must be auto, compiled or numpy" in bad.stderr

@@ -122,7 +122,7 @@ def test_ablate_from_one_checkpoint_with_two_seeds(tmp_path):
                                        device="cpu"), root, tmp_path / "pretrain")
     init = pre["best"]
     out = tmp_path / "ablation"
-    cmd = ["baseline", "ablate", "--split", str(root), "--out", str(out), "--model", "yolo11", "--init", init,
+    cmd = ["baseline", "ablate", "--split-dir", str(root), "--out-dir", str(out), "--model", "yolo11", "--init", init,
            "--seeds", "0,1", "--epochs", "1", "--imgsz", "64", "--batch", "2", "--device", "cpu", "--bootstrap", "20",
            "--conditions", ",".join(CONDS), "--policies", "low-light-s12"]
     result = runner.invoke(app, cmd)
@@ -161,8 +161,8 @@ def test_ablate_from_one_checkpoint_with_two_seeds(tmp_path):
     assert again.exit_code == 0, again.output
     assert again.stderr.count("already finished") == 4 and "started" in again.stderr
 
-    report = runner.invoke(app, ["report", *(str(p) for p in sorted((out / "scores").glob("*.json"))), "--out",
-                                 str(tmp_path / "rep"), "--format", "md"])
+    report = runner.invoke(app, ["report", *(str(p) for p in sorted((out / "scores").glob("*.json"))),
+                                 "--out-dir", str(tmp_path / "rep"), "--format", "md"])
     assert report.exit_code == 0, report.output
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "Mitigation: per training seed (Δ recall)" in md and "| seed 0 | seed 1 | seed SD |" in md
@@ -171,7 +171,7 @@ def test_ablate_from_one_checkpoint_with_two_seeds(tmp_path):
 
 
 def test_ablate_refuses_init_with_weights(tmp_path):
-    result = runner.invoke(app, ["baseline", "ablate", "--split", str(tmp_path), "--out", str(tmp_path / "a"),
+    result = runner.invoke(app, ["baseline", "ablate", "--split-dir", str(tmp_path), "--out-dir", str(tmp_path / "a"),
                                  "--model", "yolo11", "--weights", "yolo11n.yaml", "--init", str(tmp_path / "x.pt"),
                                  "--policies", "low-light-s12"])
     assert result.exit_code == 1 and "not both" in result.stderr
