@@ -171,7 +171,8 @@ def test_ablate_from_one_checkpoint_with_two_seeds(tmp_path):
 
 
 def test_ablate_refuses_init_with_weights(tmp_path):
-    result = runner.invoke(app, ["baseline", "ablate", "--split-dir", str(tmp_path), "--out-dir", str(tmp_path / "a"),
+    (tmp_path / "split").mkdir()
+    result = runner.invoke(app, ["baseline", "ablate", "--split-dir", str(tmp_path / "split"), "--out-dir", str(tmp_path / "a"),
                                  "--model", "yolo11", "--weights", "yolo11n.yaml", "--init", str(tmp_path / "x.pt"),
                                  "--policies", "low-light-s12"])
     assert result.exit_code == 1 and "not both" in result.stderr
