@@ -1,4 +1,4 @@
-"""Build of the optional compiled extensions; everything else is in pyproject.toml.
+"""Packages (cli/ installs as aegis_cli) and the optional compiled extensions; everything else is in pyproject.toml.
 
 aegis_data._ckernels holds the engine's inner loops, aegis_data._cpng the PNG writer's deflate. Both are optional:
 where they cannot be compiled the toolkit runs its NumPy code, which produces the same bytes, more slowly. The
@@ -8,7 +8,7 @@ flags forbid the two things that would change the engine's results: fusing a*b+c
 
 import sys
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 
 if sys.platform == "win32":
     flags, libraries = ["/O2", "/fp:precise"], []
@@ -16,6 +16,10 @@ else:
     flags, libraries = ["-O3", "-std=c99", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing"], ["m"]
 
 setup(
+    # cli/ is the source folder of the installed package aegis_cli (a top-level "cli" would collide with any other
+    # package of that name); inside it every import is relative, so it runs under that name only.
+    packages=find_packages(include=["aegis_data", "aegis_data.*", "aegis_eval", "aegis_eval.*"]) + ["aegis_cli"],
+    package_dir={"aegis_cli": "cli"},
     ext_modules=[
         Extension("aegis_data._ckernels", ["aegis_data/_ckernels.c"], extra_compile_args=flags, libraries=libraries,
                   optional=True),

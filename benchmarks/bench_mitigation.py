@@ -78,7 +78,7 @@ class LoadSampler:
 def build_split(split: Path, n: int, size: int, test_fraction: float, val_fraction: float, seed: int) -> None:
     if (split / "manifest.json").is_file():
         return
-    cmd = [sys.executable, "-m", "cli.main", "build-splits", "--dataset", "synthetic", "--n", str(n), "--size",
+    cmd = [sys.executable, "-m", "aegis_cli.main", "build-splits", "--dataset", "synthetic", "--n", str(n), "--size",
            str(size), "--out-dir", str(split), "--with-train", "--workers", "2", "--option", f"seed={seed}",
            "--option", f"test_fraction={test_fraction}", "--option", f"val_fraction={val_fraction}"]
     subprocess.run(cmd, check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})

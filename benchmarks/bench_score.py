@@ -14,7 +14,7 @@ Usage: ``python benchmarks/bench_score.py [--images N] [--skip-pycocotools] [--w
 Timings are wall-clock seconds from ``time.perf_counter``; run it on a quiet machine.
 
 ``--whole-process`` times what a user waits for instead: the condition is written as a COCO GT file and a results
-file, ``aegis score`` runs on them as a separate process (``python -m cli.main score ... --bootstrap 1``:
+file, ``aegis score`` runs on them as a separate process (``python -m aegis_cli.main score ... --bootstrap 1``:
 interpreter start, imports, reading, validation, matching, AP, the score JSON and the tables), and pycocotools'
 ``COCOeval`` evaluate + accumulate runs in this process on the same files (loading them excluded). Rounds
 alternate the two, so each ratio compares runs minutes apart; medians are reported. ``--baseline-repo DIR``
@@ -226,7 +226,7 @@ def aegis_process(repo: Path, gt_path: Path, preds_path: Path, out: Path) -> tup
     Byte-compiled modules are cached as in an installed package (PYTHONDONTWRITEBYTECODE is dropped; the first
     call of a round is an untimed warm-up)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    cmd = [sys.executable, "-m", "cli.main", "score", str(preds_path), "--split-dir", str(gt_path),
+    cmd = [sys.executable, "-m", "aegis_cli.main", "score", str(preds_path), "--split-dir", str(gt_path),
            "--threshold", str(THRESHOLD), "--bootstrap", "1", "--json", str(out)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()

@@ -13,9 +13,9 @@ import typer
 from rich.table import Table
 
 from aegis_data.errors import AegisError
-from cli.common import check_output_dirs, err, out, warn
-from cli.tables import fit
-from cli.vocabulary import Arch, Model, Optimizer, SplitName, add_command, mode, value
+from .common import check_output_dirs, err, out, warn
+from .tables import fit
+from .vocabulary import Arch, Model, Optimizer, SplitName, add_command, mode, value
 
 baseline_app = typer.Typer(help="Reference detectors (YOLO11, RT-DETR, Faster R-CNN): predict, train, sweep, ablate.",
                            no_args_is_help=True, pretty_exceptions_show_locals=False, rich_markup_mode=None)
@@ -217,7 +217,7 @@ def sweep_cmd(
     """Predict clean val, freeze the threshold once, predict all test conditions, score with bootstrap CIs."""
     check_output_dirs({"--out-dir": out_dir}, [split])
     from aegis_eval.runners.sweep import run_sweep
-    from cli.scoring import conditions_table, recall_matrix
+    from .scoring import conditions_table, recall_matrix
 
     cfg = _settings(config, model=model, weights=weights, bootstrap=bootstrap, tile=tile_size, overlap=overlap,
                     batch=batch, score_floor=score_floor, max_det=max_det, nms_iou=nms_iou, imgsz=imgsz, arch=arch,

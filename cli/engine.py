@@ -17,9 +17,9 @@ from rich.table import Table
 
 from aegis_data.engine.config import check_severity, load_config
 from aegis_data.errors import AegisError
-from cli.common import GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, check_outputs, fail, out
-from cli.tables import fit
-from cli.vocabulary import ListFormat, add_command, mode
+from .common import GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, check_outputs, fail, out
+from .tables import fit
+from .vocabulary import ListFormat, add_command, mode
 
 
 _ARROW = {"increase": "↑", "decrease": "↓"}  # a statistic's declared direction

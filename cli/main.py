@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from aegis_data import __version__
-from cli import baseline, engine, report, scoring, sources, splits
+from . import baseline, engine, report, scoring, sources, splits
 
 app = typer.Typer(
     name="aegis",

@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from cli.common import check_output_dirs, check_outputs, out, warn
-from cli.tables import fit
-from cli.vocabulary import REPORT_FORMATS, HtmlFigures, RankBy, add_command, mode, value
+from .common import check_output_dirs, check_outputs, out, warn
+from .tables import fit
+from .vocabulary import REPORT_FORMATS, HtmlFigures, RankBy, add_command, mode, value
 
 
 def report(

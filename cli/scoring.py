@@ -14,9 +14,9 @@ from aegis_eval.protocols.predictions import (load_ground_truth, load_ground_tru
                                     load_predictions_by_class)
 from aegis_eval.protocols.threshold import (DEFAULT_RULE, freeze_threshold, freeze_thresholds_by_class, parse_grid,
                                   write_class_threshold_file, write_threshold_file)
-from cli.common import check_outputs, out, warn
-from cli.tables import fit
-from cli.vocabulary import ClassThresholds, CrossCheck, RemapSide, SplitName, Task, add_command, mode, value
+from .common import check_outputs, out, warn
+from .tables import fit
+from .vocabulary import ClassThresholds, CrossCheck, RemapSide, SplitName, Task, add_command, mode, value
 
 
 def _fmt(x: Any, digits: int = 3) -> str:

@@ -9,13 +9,13 @@ from typing import Annotated, Any, Mapping, Optional
 import typer
 from rich.table import Table
 
-from cli.common import check_outputs, out, warn
-from cli.splits import (
+from .common import check_outputs, out, warn
+from .splits import (
     AnnotationsOpt, ClassesOpt, FollowLinksOpt, GroupsOpt, HfSplitOpt, ImagesOpt, LabelsOpt, MaxPixelsOpt, NOpt, OptionOpt, SizeOpt,
     adapter_options,
 )
-from cli.tables import fit
-from cli.vocabulary import Dataset, add_command, mode, value
+from .tables import fit
+from .vocabulary import Dataset, add_command, mode, value
 
 
 def _q(stats: Mapping[str, Any] | None, key: str) -> str:

@@ -10,10 +10,10 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from cli.common import (GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, check_output_dirs, check_outputs, err, fail,
+from .common import (GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, check_output_dirs, check_outputs, err, fail,
                         out, warn)
-from cli.tables import fit
-from cli.vocabulary import Dataset, add_command, mode, value
+from .tables import fit
+from .vocabulary import Dataset, add_command, mode, value
 
 _ADAPTER = "Source adapter options"
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 import typer
 from typer.core import TyperCommand
 
-from cli.common import handle_errors
+from .common import handle_errors
 
 
 # --- modes: the accepted values of each mode option, shown in --help --------------------------------------
@@ -155,7 +155,7 @@ GALLERY_PREDS = "--preds"
 
 
 def _deprecated(old: str, new: str) -> None:
-    from cli.common import warn
+    from .common import warn
 
     warn(f"{old} is deprecated, use {new}")
 
@@ -190,7 +190,7 @@ def rewrite(path: str, args: Sequence[str], value_options: set[str]) -> list[str
         if gallery and name == GALLERY_PREDS:
             if name not in warned:
                 warned.add(name)
-                from cli.common import warn
+                from .common import warn
 
                 warn("gallery SPLIT_DIR --preds PREDS is deprecated, use gallery PREDS --split-dir SPLIT_DIR")
             old_preds = attached if eq else following
@@ -227,7 +227,7 @@ class AegisCommand(TyperCommand):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         names, c = [], ctx
-        while c.parent is not None:  # the root's name is the program's (maybe "python -m cli.main")
+        while c.parent is not None:  # the root's name is the program's (maybe "python -m aegis_cli.main")
             names.append(c.info_name)
             c = c.parent
         path = " ".join(reversed(names))

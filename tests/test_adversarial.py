@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
+from aegis_cli.main import app
 from conftest import assert_one_line_error
 
 runner = CliRunner()

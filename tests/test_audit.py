@@ -15,7 +15,7 @@ from aegis_data.sources import load_source
 from aegis_data.sources._dataset import build_dataset
 from aegis_data.sources.audit import audit_dataset, box_statistics
 from aegis_data.sources.records import Record
-from cli.main import app
+from aegis_cli.main import app
 
 runner = CliRunner()
 

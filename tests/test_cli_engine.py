@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import apply_corruption
 from aegis_data.files.imageio import pixel_sha256, read_rgb, write_png_atomic
-from cli.main import app
+from aegis_cli.main import app
 from golden.frames import golden_frame
 from conftest import assert_one_line_error as _one_line_error
 

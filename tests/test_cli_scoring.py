@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from aegis_data.engine.config import load_config
-from cli.main import app
+from aegis_cli.main import app
 from conftest import assert_one_line_error
 
 runner = CliRunner()

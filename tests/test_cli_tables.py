@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 from typer.testing import CliRunner
 
-from cli.main import app
-from cli.tables import fit
+from aegis_cli.main import app
+from aegis_cli.tables import fit
 
 runner = CliRunner()
 NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)*%?")
@@ -83,7 +83,7 @@ def score_result():
 
 
 def test_score_tables(score_result):
-    from cli.scoring import conditions_table, false_alarm_table, recall_matrix
+    from aegis_cli.scoring import conditions_table, false_alarm_table, recall_matrix
 
     assert_readable(conditions_table(score_result))
     assert_readable(false_alarm_table(score_result))
@@ -91,7 +91,7 @@ def test_score_tables(score_result):
 
 
 def test_baseline_tables():
-    from cli.baseline import _run_table, ablation_table
+    from aegis_cli.baseline import _run_table, ablation_table
 
     record = {"conditions": {"clean": {"n_images": 120, "n_detections": 45210, "seconds": 123.456,
                                        "images_per_s": 0.97},

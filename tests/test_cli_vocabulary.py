@@ -12,8 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cli.main import app
-from cli.vocabulary import ALIASES, AegisCommand, rewrite
+from aegis_cli.main import app
+from aegis_cli.vocabulary import ALIASES, AegisCommand, rewrite
 
 runner = CliRunner()
 DOC = Path(__file__).resolve().parents[1] / "docs" / "CLI.md"
@@ -141,7 +141,7 @@ def test_mode_values_match_the_library():
     from aegis_eval.runners import FASTERRCNN_ARCHS, MODELS
     from aegis_eval.runners.config import OPTIMIZERS
     from aegis_eval.protocols.threshold import CLASS_THRESHOLD_MODES
-    from cli import vocabulary as v
+    from aegis_cli import vocabulary as v
 
     pairs = [(v.Dataset, DATASETS), (v.RemapSide, SIDES), (v.CrossCheck, CROSS_CHECKERS), (v.RankBy, RANK_AXES),
              (v.HtmlFigures, HTML_FIGURES), (v.Model, MODELS), (v.Arch, FASTERRCNN_ARCHS), (v.Optimizer, OPTIMIZERS),

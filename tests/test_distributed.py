@@ -24,7 +24,7 @@ from aegis_data.files.imageio import write_png_atomic  # noqa: E402
 from aegis_data.split.build import build_splits  # noqa: E402
 from aegis_data.split.manifest import load_manifest  # noqa: E402
 from aegis_data.split.verify import verify_split  # noqa: E402
-from cli.main import app  # noqa: E402
+from aegis_cli.main import app  # noqa: E402
 from conftest import assert_one_line_error  # noqa: E402
 from test_splits_doubles import FakeDataset, build_kwargs, fake_dataset, fake_read, record  # noqa: E402
 
@@ -280,6 +280,6 @@ def test_without_dask_installed_the_scheduler_option_says_how_to_get_it(tmp_path
 
 
 def test_cli_start_up_does_not_import_dask():
-    code = "import sys, cli.main; print(','.join(m for m in ('dask', 'distributed') if m in sys.modules))"
+    code = "import sys, aegis_cli.main; print(','.join(m for m in ('dask', 'distributed') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "", done.stdout + done.stderr

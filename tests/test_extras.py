@@ -35,7 +35,7 @@ def score_json(split, tmp_path_factory) -> Path:
 
 def _run_without(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     code = (f"import sys; sys.modules[{module!r}] = None; sys.argv = ['aegis'] + {args!r}; "
-            "from cli.main import main; main()")
+            "from aegis_cli.main import main; main()")
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(cwd), "COLUMNS": "200",
            "YOLO_OFFLINE": "1", "YOLO_CONFIG_DIR": str(cwd), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)

@@ -29,7 +29,7 @@ from aegis_eval.report.gallery import (
     panel_scale,
     select_conditions,
 )
-from cli.main import app  # the real root app: also checks that `register` wires the commands
+from aegis_cli.main import app  # the real root app: also checks that `register` wires the commands
 
 FRAMES = {  # stem: (width, height, GT boxes xywh)
     "frame_a": (200, 150, [[20, 30, 24, 30], [120, 60, 20, 28]]),

@@ -61,7 +61,7 @@ def test_ci_turns_a_missing_dependency_skip_into_a_failure(tmp_path):
 
 def test_cli_start_up_imports_no_heavy_library():
     # The console script must start fast and work with the core install only (make demo installs no torch).
-    code = ("import sys, cli.main; heavy = [m for m in ('torch', 'ultralytics', 'matplotlib', 'torchvision') "
+    code = ("import sys, aegis_cli.main; heavy = [m for m in ('torch', 'ultralytics', 'matplotlib', 'torchvision') "
             "if m in sys.modules]; print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.bootstrap import BootstrapOptions
 from aegis_eval.protocols.ranking import fractional_ranks, kendall_tau_b, rank_models, rank_paths
-from cli.main import app
+from aegis_cli.main import app
 from conftest import assert_one_line_error
 
 

@@ -27,7 +27,7 @@ from aegis_eval.report.results import (
     relative_drop,
     robustness_summary,
 )
-from cli.main import app  # the real root app: also checks that `register` wires the commands
+from aegis_cli.main import app  # the real root app: also checks that `register` wires the commands
 
 FIXTURES = Path(__file__).parent / "fixtures"
 YOLO = FIXTURES / "score_heridal_yolo11n.json"

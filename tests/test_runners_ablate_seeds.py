@@ -18,7 +18,7 @@ from aegis_eval.protocols.mitigation import combined_gains, paired_gains, score_
 from aegis_eval.protocols.predictions import detections_from_results, load_ground_truth
 from aegis_eval.runners.ablate import init_record, parse_seeds
 from aegis_eval.runners.train import TrainSettings, train_baseline
-from cli.main import app
+from aegis_cli.main import app
 from test_runners_fixtures import make_split
 
 runner = CliRunner()
@@ -150,7 +150,7 @@ def test_ablate_from_one_checkpoint_with_two_seeds(tmp_path):
         assert block["thresholds"]["policy"][s] == own["thresholds"]["policy"]
     assert s3["ci"][0] <= s3["ci"][1]
     assert "low_light_s3" in block["unseen_conditions"]
-    from cli.baseline import ablation_table
+    from aegis_cli.baseline import ablation_table
 
     table = ablation_table(record)
     assert [c.header for c in table.columns][-2:] == ["ΔmPC per seed", "seed SD"]

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from aegis_data.engine.config import load_config
 from aegis_eval.protocols.predictions import load_ground_truth, load_predictions
-from cli.main import app
+from aegis_cli.main import app
 from test_runners_fixtures import make_split
 from conftest import assert_one_line_error as _one_line_error
 

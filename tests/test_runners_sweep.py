@@ -12,7 +12,7 @@ from aegis_data.errors import AegisError
 from aegis_eval.protocols.threshold import read_threshold_file
 from aegis_eval.runners.predict import PredictSettings
 from aegis_eval.runners.sweep import run_sweep
-from cli.main import app
+from aegis_cli.main import app
 from test_runners_fixtures import make_split
 
 runner = CliRunner()

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from aegis_data.errors import AegisError
 from aegis_eval.runners import load_detector
 from aegis_eval.runners.train import TrainSettings, epoch_order, read_yolo_folder, train_baseline, write_yolo_dataset
-from cli.main import app
+from aegis_cli.main import app
 from test_runners_fixtures import make_split
 
 runner = CliRunner()

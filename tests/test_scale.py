@@ -31,7 +31,7 @@ from aegis_data.sources.synthetic import render_scene
 from aegis_data.split.build import build_splits
 from aegis_data.split.manifest import load_manifest
 from aegis_data.split.verify import verify_split
-from cli.main import app
+from aegis_cli.main import app
 from conftest import assert_one_line_error
 from golden.frames import golden_frame
 

@@ -170,7 +170,7 @@ def test_yolo_images_and_labels_without_source(yolo: Path, tmp_path: Path):
 def test_cli_build_splits_yolo_folders_without_source(yolo: Path, tmp_path: Path):
     from typer.testing import CliRunner
 
-    from cli.main import app
+    from aegis_cli.main import app
 
     out = tmp_path / "yolo-c"
     r = CliRunner().invoke(app, ["build-splits", "--dataset", "yolo", "--images", str(yolo / "images"), "--labels",

@@ -17,7 +17,7 @@ from aegis_data.errors import AegisError
 from aegis_data.sources import load_source
 from aegis_data.sources._sard_csv import copy_origins, row_problem, CsvRow
 from aegis_data.sources.audit import audit_dataset
-from cli.main import app
+from aegis_cli.main import app
 from test_sources_sard import assert_no_near_duplicates_straddle, frame, voc
 
 W, H = 64, 48
