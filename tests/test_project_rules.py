@@ -103,3 +103,14 @@ def test_the_product_cites_no_internal_document():
                 if "SPEC" in line:
                     offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not offenders, "citations of the internal spec:\n" + "\n".join(offenders)
+
+
+def test_the_installed_cli_package_is_aegis_cli():
+    # pip installs the command line as aegis_cli (from the cli/ folder): a top-level "cli" package would collide
+    # with any other package of that name in the user's environment.
+    from importlib import metadata
+
+    dist = metadata.distribution("aegisbench")
+    assert set((dist.read_text("top_level.txt") or "").split()) == {"aegis_cli", "aegis_data", "aegis_eval"}
+    (script,) = [e for e in dist.entry_points if e.group == "console_scripts" and e.name == "aegis"]
+    assert script.value == "aegis_cli.main:main"
