@@ -11,8 +11,7 @@ aegis_data`` stays light::
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from aegis_data.exports import lazy_exports
 
 __version__ = "0.3.0"
 
@@ -34,14 +33,4 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'aegis_data' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later lookups skip this hook
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

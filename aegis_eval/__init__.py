@@ -11,8 +11,7 @@ aegis_eval`` stays light (no torch, matplotlib or pycocotools until a function n
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from aegis_data.exports import lazy_exports
 
 _EXPORTS = {
     "score": "aegis_eval.api",
@@ -26,14 +25,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'aegis_eval' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later lookups skip this hook
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
