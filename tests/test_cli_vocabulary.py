@@ -260,6 +260,8 @@ def test_old_baseline_spellings_reach_the_command(tmp_path):
     """The runner itself needs torch; the old names must get as far as the settings check either way."""
     from conftest import assert_one_line_error
 
+    (tmp_path / "split").mkdir()
     for split_opt, out_opt in (("--split", "--out"), ("--split-dir", "--out-dir")):
-        result = runner.invoke(app, ["baseline", "predict", split_opt, str(tmp_path), out_opt, str(tmp_path / "o")])
+        result = runner.invoke(app, ["baseline", "predict", split_opt, str(tmp_path / "split"), out_opt,
+                                     str(tmp_path / "o")])
         assert_one_line_error(result, "no model given")

@@ -92,8 +92,9 @@ def test_predict_errors_are_one_line(split, tmp_path, extra, needle):
 
 
 def test_predict_rejects_a_folder_that_is_not_a_split(tmp_path):
-    result = runner.invoke(app, ["baseline", "predict", "--split", str(tmp_path), "--out", str(tmp_path / "o"),
-                                 *FAST])
+    (tmp_path / "plain").mkdir()
+    result = runner.invoke(app, ["baseline", "predict", "--split-dir", str(tmp_path / "plain"), "--out-dir",
+                                 str(tmp_path / "o"), *FAST])
     _one_line_error(result, "not a split folder")
 
 
