@@ -181,6 +181,21 @@ def versions() -> dict[str, str]:
             "faster-coco-eval": faster_coco_eval.__version__}
 
 
+def machine_lines(load_before, load_after, load_note: str) -> list[str]:
+    """The machine, versions and load lines every section of this benchmark ends with."""
+    return [f"Machine: {os.cpu_count()} cores ({cpu_name()}), {platform.system()} {platform.machine()}; "
+            + ", ".join(f"{k} {v}" for k, v in versions().items()) + ".",
+            f"Load average before / after: {load_before[0]:.1f} / {load_after[0]:.1f} {load_note}", ""]
+
+
+def emit(text: str, path) -> None:
+    """Print a section and, with ``--write``, store it for benchmarks/perfdoc.py."""
+    print(text)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
 def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -305,18 +320,9 @@ def whole_process(args) -> int:
         lines.append(f"Baseline: {args.baseline_label or '`' + str(args.baseline_repo) + '`'}; its score JSON "
                      + ("identical" if all(same_json.values()) else "**different**")
                      + " apart from " + ", ".join(VOLATILE) + ".")
-    lines += [
-        f"Machine: {os.cpu_count()} cores ({cpu_name()}), {platform.system()} {platform.machine()}; "
-        + ", ".join(f"{k} {v}" for k, v in versions().items()) + ".",
-        f"Load average before / after: {load_before[0]:.1f} / {load_after[0]:.1f} (2 cores; above ~1 other jobs "
-        "competed for the CPU and inflate wall times).",
-        "",
-    ]
-    text = "\n".join(lines)
-    print(text)
-    if args.write:
-        args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(text)
+    lines += machine_lines(load_before, load_after, "(2 cores; above ~1 other jobs competed for the CPU and "
+                                                    "inflate wall times).")
+    emit("\n".join(lines), args.write)
     return 0 if diff <= 1e-12 and all(same_json.values()) else 1
 
 
@@ -405,19 +411,9 @@ def main(argv=None) -> int:
     ]
     for name, v in values.items():
         lines.append(f"| {name} | " + " | ".join(f"{v[k]:.6f}" for k in AP_METRICS) + f" | {agree[name]:.1e} |")
-    lines += [
-        "",
-        f"Machine: {os.cpu_count()} cores ({cpu_name()}), {platform.system()} {platform.machine()}; "
-        + ", ".join(f"{k} {v}" for k, v in versions().items()) + ".",
-        f"Load average before / after: {load_before[0]:.1f} / {load_after[0]:.1f} — the machine was shared with "
-        "other jobs, so absolute times are inflated and noisy; ratios from the same run are more meaningful.",
-        "",
-    ]
-    text = "\n".join(lines)
-    print(text)
-    if args.write:
-        args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(text)
+    lines += [""] + machine_lines(load_before, load_after, "— the machine was shared with other jobs, so absolute "
+                                  "times are inflated and noisy; ratios from the same run are more meaningful.")
+    emit("\n".join(lines), args.write)
     return 0 if max(agree.values()) <= 1e-9 else 1
 
 
