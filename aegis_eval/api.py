@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
@@ -50,11 +51,14 @@ def _as_mapping(predictions: Predictions) -> Mapping[str, ConditionPredictions] 
                      f"{type(predictions).__name__}")
 
 
-def _load_condition(value: ConditionPredictions, condition: str, gt: Any, loader: Callable, from_results: Callable):
+def _load_condition(value: ConditionPredictions, condition: str, gt: Any):
+    """Detections of one condition given as a results file or a results list, resolved against ``gt``."""
+    from aegis_eval.protocols.predictions import detections_from_results, load_predictions
+
     if isinstance(value, (str, Path)):
-        return loader(value, gt)
+        return load_predictions(value, gt)
     if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
-        return from_results(list(value), gt, _in_memory_source(value, condition))
+        return detections_from_results(list(value), gt, _in_memory_source(value, condition))
     raise AegisError(f"predictions for {condition!r} must be a file path or a results list, got "
                      f"{type(value).__name__}")
 
@@ -101,7 +105,7 @@ class ScoreResult:
 
     document: Mapping[str, Any]
 
-    @property
+    @cached_property  # built once per result: loops over conditions do not rebuild it on every access
     def conditions(self) -> dict[str, ConditionResult]:
         out = {}
         for name, entry in self.document.get("conditions", {}).items():
@@ -172,29 +176,23 @@ def score(predictions: Predictions, gt: PathLike, *, threshold: float | None = N
     scores several GT categories; it takes file or folder predictions. ``label`` names the model (default: the
     file or folder name; ``"predictions"`` for in-memory ones). AegisError on bad input.
     """
-    from aegis_eval.protocols.predictions import detections_from_results, load_ground_truth, load_predictions
-    from aegis_eval.protocols.scoring import PathOptions, check_threshold_choice, score_loaded, score_paths
-    from aegis_eval.protocols.threshold import read_threshold_file
+    from aegis_eval.protocols.predictions import load_ground_truth
+    from aegis_eval.protocols.scoring import PathOptions, frozen_threshold, score_loaded, score_paths_detailed
 
+    options = PathOptions(threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap, seed=seed,
+                          iou=iou, cluster_by=cluster_by, label=label, split=split, on_warning=on_warning,
+                          classes=classes)
     mapping = _as_mapping(predictions)
     if mapping is None:
-        return ScoreResult(score_paths(predictions, gt, threshold=threshold, threshold_file=threshold_file,
-                                       bootstrap=bootstrap, seed=seed, iou=iou, cluster_by=cluster_by,
-                                       label=label, split=split, on_warning=on_warning, classes=classes))
+        return ScoreResult(score_paths_detailed(predictions, gt, options).result)
     if classes is not None:
         raise AegisError("classes= scores predictions from files; pass a file or a folder of <condition>.json")
-    check_threshold_choice(threshold, threshold_file)
-    if threshold_file is not None:
-        value, info = read_threshold_file(threshold_file)
-    else:
-        value, info = float(threshold), {}
+    value, info = frozen_threshold(options)
     ground_truth = load_ground_truth(gt, split)
-    detections = {str(cond): _load_condition(v, str(cond), ground_truth, load_predictions, detections_from_results)
-                  for cond, v in mapping.items()}
-    options = PathOptions(bootstrap=bootstrap, seed=seed, iou=iou, cluster_by=cluster_by, split=split,
-                          label="predictions" if label is None else label, on_warning=on_warning)
-    scored = score_loaded(ground_truth, detections, value, info, options)
-    return ScoreResult(scored.result)
+    detections = {str(cond): _load_condition(v, str(cond), ground_truth) for cond, v in mapping.items()}
+    if label is None:
+        options = replace(options, label="predictions")
+    return ScoreResult(score_loaded(ground_truth, detections, value, info, options).result)
 
 
 # --- freeze_threshold -------------------------------------------------------------------------------------------
@@ -209,11 +207,11 @@ def freeze_threshold(predictions: ConditionPredictions, gt: PathLike, *, rule: s
     ``out``, also writes the threshold file ``aegis score`` reads (predictions from memory are recorded by the
     SHA-256 of their canonical JSON).
     """
-    from aegis_eval.protocols.predictions import detections_from_results, load_ground_truth, load_predictions
+    from aegis_eval.protocols.predictions import load_ground_truth
     from aegis_eval.protocols.threshold import freeze_threshold as freeze, write_threshold_file
 
     ground_truth = load_ground_truth(gt, split)
-    dets = _load_condition(predictions, "val", ground_truth, load_predictions, detections_from_results)
+    dets = _load_condition(predictions, "val", ground_truth)
     frozen = freeze(ground_truth, dets, rule=rule, grid=None if grid is None else tuple(grid), iou=iou, delta=delta)
     if out is not None:
         preds_path = predictions if isinstance(predictions, (str, Path)) else IN_MEMORY

@@ -132,8 +132,14 @@ def test_object_lengths_follow_the_people_not_the_frame():
 
 
 def test_scale_side_cannot_come_from_a_config_or_a_non_scale():
+    from aegis_data.engine.config import config_from_bytes
+
     with pytest.raises(AegisError, match="Scale"):
         corruption_params("motion_blur", 1, scale="object")
+    # The unit is the build's choice: a suite config that tries to set it is refused when it is loaded.
+    data = load_config().raw.replace(b"      min_length: 3", b"      min_length: 3\n      scale_side: 99")
+    with pytest.raises(AegisError, match="no parameter 'scale_side'"):
+        config_from_bytes(data, "x.yaml")
 
 
 def _neighbourhoods(boxes, x0: int, width: int, height: int, unit: float):

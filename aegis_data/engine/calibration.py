@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Sequence
 import cv2
 import numpy as np
 
-from aegis_data.engine.config import SEVERITIES, SuiteConfig, check_severities, condition_id, config_for, load_config
+from aegis_data.engine.config import SEVERITIES, SuiteConfig, check_severities, condition_id, load_config, split_config
 from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.scale import FRAME_SCALE, Scale, pixel_length, scale_from_record
 from aegis_data.errors import AegisError
@@ -441,9 +441,10 @@ def calibrate_split(
     clean_dir = condition_dir(root, "test", "clean")
     if not clean_dir.is_dir():
         raise AegisError(f"{root} has a manifest but no {clean_dir.relative_to(root)} folder of clean test images")
-    config = config_for(root)  # the suite the split was built with
-    scale = scale_from_record(read_json_object(Path(root) / MANIFEST_NAME, "split manifest", "manifest_")[0]
-                              .get("scale"), f"{root}/{MANIFEST_NAME}")  # and the unit its lengths follow
+    manifest, _ = read_json_object(Path(root) / MANIFEST_NAME, "split manifest", "manifest_")
+    # The suite the split was built with, and the unit its lengths follow.
+    config = split_config(root, manifest.get("config_hash") if isinstance(manifest.get("config_hash"), str) else None)
+    scale = scale_from_record(manifest.get("scale"), f"{root}/{MANIFEST_NAME}")
     names = resolve_corruptions(corruptions, config)
     stems = sorted(f.stem for f in clean_dir.glob("*.png"))
     if not stems:

@@ -896,8 +896,6 @@ def corruption_params(name: str, severity: int, config: SuiteConfig | None = Non
     unknown = set(values) - known
     if unknown:
         raise AegisError(f"{name}: config keys {sorted(unknown)} are not parameters of {ptype.__name__}")
-    if "scale_side" in values:
-        raise AegisError(f"{name}: scale_side is set by the build's scale (--scale), not by the suite config")
     if scale is not None and not isinstance(scale, Scale):
         raise AegisError(f"scale must be an aegis_data.engine.scale.Scale, got {type(scale).__name__}")
     if scale is not None and scale.is_object and "scale_side" in known:

@@ -73,10 +73,6 @@ class Scale:
             return None
         return float(self.person_px) * ANCHOR_LONG_SIDE / ANCHOR_PERSON_PX
 
-    def px(self, value: float, height: int, width: int) -> float:
-        """Pixels of a ``*_px`` parameter on a ``height x width`` frame."""
-        return pixel_length(value, height, width, self.reference_side)
-
     def identity(self) -> dict | None:
         """What a build records (and its root hash covers): None for frame, so frame builds keep their roots."""
         if not self.is_object:

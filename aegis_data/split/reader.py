@@ -70,8 +70,13 @@ class FrozenSplit:
 
     def image_ids(self, split: str = "test") -> list[str]:
         """Image stems of ``split`` in COCO id order."""
-        return [im.get("stem") or Path(im["file_name"]).stem
-                for im in sorted(self.ground_truth(split)["images"], key=lambda im: im["id"])]
+        return list(self._boxes(split))
+
+    def _boxes(self, split: str) -> dict[str, list[list[float]]]:
+        """{stem: person boxes [x, y, w, h]} of ``split``, in COCO id order (one read of the GT file)."""
+        where = annotation_path(self.root, self._check_split(split))
+        coco, _ = read_coco_gt(where)
+        return coco_boxes_by_stem(coco, where)
 
     def images(self, condition: str = "clean", split: str = "test") -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
         """``(image_id, rgb, boxes)`` for every image of ``condition`` (val and train hold ``clean`` only), one
@@ -81,12 +86,9 @@ class FrozenSplit:
         if condition not in available:
             raise AegisError(f"{self.root}: no condition {condition!r} in the {split} split; it has "
                              f"{', '.join(available[:6])}{', ...' if len(available) > 6 else ''}")
-        where = annotation_path(self.root, split)
-        coco, _ = read_coco_gt(where)
-        boxes = coco_boxes_by_stem(coco, where)
         folder = condition_dir(self.root, split, condition)
-        for image_id in self.image_ids(split):
-            xywh = np.asarray(boxes.get(image_id, []), dtype=np.float64).reshape(-1, 4)
+        for image_id, boxes in self._boxes(split).items():
+            xywh = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
             xyxy = np.concatenate([xywh[:, :2], xywh[:, :2] + xywh[:, 2:]], axis=1)
             yield image_id, read_rgb(folder / image_file_name(image_id)), xyxy
 

@@ -536,10 +536,7 @@ def _score_paths_detailed(preds: str | Path, gt: str | Path, o: PathOptions) -> 
             values, info = {c: float(o.threshold) for c in gts}, {"class_thresholds": "shared"}
         detections = {cond: load_predictions_by_class(f, gts, o.class_map) for cond, f in files.items()}
         return score_loaded(gts, detections, values, info, o)
-    if o.threshold_file is not None:
-        value, info = read_threshold_file(o.threshold_file)
-    else:
-        value, info = float(o.threshold), {}
+    value, info = frozen_threshold(o)
     ground_truth = load_ground_truth(gt, o.split, o.class_map)
     detections = {cond: load_predictions(f, ground_truth, o.class_map) for cond, f in files.items()}
     scored = score_loaded(ground_truth, detections, value, info, o)
@@ -549,6 +546,15 @@ def _score_paths_detailed(preds: str | Path, gt: str | Path, o: PathOptions) -> 
         scored.result["provenance"]["cross_check"] = run_cross_check(scored.result, ground_truth, detections,
                                                                      o.cross_check)
     return scored
+
+
+def frozen_threshold(o: PathOptions) -> tuple[float, dict[str, Any]]:
+    """(threshold value, its file's record) of the single-class protocol: exactly one of ``o.threshold`` and
+    ``o.threshold_file``; the record is empty for a value given directly."""
+    check_threshold_choice(o.threshold, o.threshold_file)
+    if o.threshold_file is not None:
+        return read_threshold_file(o.threshold_file)
+    return float(o.threshold), {}
 
 
 def score_loaded(ground_truth: GroundTruth | Mapping[str, GroundTruth],
