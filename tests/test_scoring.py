@@ -195,6 +195,19 @@ def test_same_seed_same_result(sweep, sweep_result):
     assert score_json_bytes(strip(result)) == score_json_bytes(strip(again))
 
 
+def test_source_date_epoch_makes_the_whole_json_reproducible(sweep, sweep_result, monkeypatch):
+    _, _, tfile = sweep_result
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764547200")
+    first = score_paths(sweep["preds"], sweep["split"], threshold_file=tfile, bootstrap=20, seed=3)
+    again = score_paths(sweep["preds"], sweep["split"], threshold_file=tfile, bootstrap=20, seed=3)
+    assert first["provenance"]["timestamp"] == "2025-12-01T00:00:00Z"
+    assert score_json_bytes(first) == score_json_bytes(again)
+    for bad in ("yesterday", "-5", "1.5", "9" * 30):
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", bad)
+        with pytest.raises(AegisError, match="SOURCE_DATE_EPOCH"):
+            score_paths(sweep["preds"], sweep["split"], threshold_file=tfile, bootstrap=1)
+
+
 # --- single-condition edge cases ----------------------------------------------------------------------------
 def small_gt():
     return ground_truth_from_coco(synthetic_gt(12, 7))

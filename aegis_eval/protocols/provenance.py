@@ -6,6 +6,7 @@ Everything here fails soft: a toolkit run outside a git checkout (an installed w
 
 from __future__ import annotations
 
+import os
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any, Mapping
 
 from aegis_data import __version__
 from aegis_data.engine.config import REPO_ROOT, load_config
+from aegis_data.errors import AegisError
 
 
 def _git(args: list[str], cwd: Path) -> str | None:
@@ -37,7 +39,22 @@ def git_state(root: str | Path = REPO_ROOT) -> tuple[str | None, bool | None]:
 
 
 def utc_timestamp() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Now, in UTC to the second; or the time ``SOURCE_DATE_EPOCH`` names, when it is set.
+
+    That variable (the reproducible-builds convention) lets a reviewer regenerate a score or threshold JSON
+    byte for byte: the timestamp is the one field that otherwise differs between two runs of one commit.
+    """
+    fixed = os.environ.get("SOURCE_DATE_EPOCH")
+    if fixed is None:
+        moment = datetime.now(timezone.utc)
+    else:
+        if not fixed.strip().isdigit():
+            raise AegisError(f"SOURCE_DATE_EPOCH must be a whole number of seconds since 1970, got {fixed!r}")
+        try:
+            moment = datetime.fromtimestamp(int(fixed), timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise AegisError(f"SOURCE_DATE_EPOCH is out of range: {fixed!r}") from None
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def build_provenance(*, gt_source: Mapping[str, Any], predictions: Mapping[str, Mapping[str, Any]],
