@@ -99,7 +99,8 @@ class ScoreResult:
     """A scored run: the ``aegis-score/1`` document (docs/SCORE_JSON.md) with typed access.
 
     ``conditions[name]`` -> :class:`ConditionResult`; ``mpc`` / ``rpc`` / ``mean_rel_drop`` / ``per_family`` /
-    ``per_corruption``: the robustness summary; ``threshold``: the frozen value applied. ``to_dict()`` is the
+    ``per_corruption``: the robustness summary; ``threshold``: the frozen value applied (None with per-class
+    values, which ``class_thresholds`` holds). ``to_dict()`` is the
     document; ``to_json(path)`` writes exactly what ``aegis score --json`` writes.
     """
 
@@ -118,8 +119,15 @@ class ScoreResult:
         return out
 
     @property
-    def threshold(self) -> float:
-        return float(self.document["threshold"]["value"])
+    def threshold(self) -> float | None:
+        """The frozen value applied; None when each class had its own (then see :attr:`class_thresholds`)."""
+        value = self.document["threshold"].get("value")
+        return None if value is None else float(value)
+
+    @property
+    def class_thresholds(self) -> dict[str, float]:
+        """{class: value} when the threshold was frozen per class (``classes=`` scoring), else empty."""
+        return {str(k): float(v) for k, v in (self.document["threshold"].get("per_class") or {}).items()}
 
     def _summary(self, key: str) -> dict[str, Any]:
         return dict((self.document.get("summary") or {}).get(key) or {})

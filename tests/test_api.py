@@ -53,6 +53,15 @@ def test_in_memory_and_file_predictions_score_alike(bench, tmp_path):
     assert list(ae.score(preds["clean"], bench, threshold=0.5, bootstrap=1).conditions) == ["clean"]
 
 
+def test_per_class_thresholds_read_without_a_shared_value(bench):
+    doc = ae.score([], bench, threshold=0.5, bootstrap=1).to_dict()
+    assert ae.ScoreResult(doc).class_thresholds == {}
+    doc["threshold"].update(value=None, per_class={"anti_tank": 0.37, "anti_personnel": 0.41})
+    per_class = ae.ScoreResult(doc)
+    assert per_class.threshold is None
+    assert per_class.class_thresholds == {"anti_tank": 0.37, "anti_personnel": 0.41}
+
+
 def test_api_refusals(bench):
     with pytest.raises(AegisError, match="must be a path"):
         ae.score(42, bench, threshold=0.5)
