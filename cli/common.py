@@ -5,9 +5,8 @@ from __future__ import annotations
 import errno
 import functools
 import sys
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Callable, Iterable, Mapping, Optional, TypeVar
+from typing import Callable, Iterable, Mapping, TypeVar
 
 import typer
 from rich.console import Console
@@ -22,27 +21,6 @@ out = Console()
 err = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable)
-
-
-class ScaleMode(str, Enum):
-    """The length unit of the corruption parameters (docs/CORRUPTIONS.md, "Scale")."""
-
-    frame = "frame"
-    object = "object"
-
-
-# The scale choice, shared by build-splits, list, corrupt and calibrate (declared once).
-_SCALE = "Scale (docs/CORRUPTIONS.md)"
-ScaleOpt = Annotated[Optional[ScaleMode], typer.Option(
-    "--scale", help="Length unit of blur, streak, ripple and feather sizes: frame = per 1000 px of each frame's long "
-    "side; object = per person (the median test person box, or --person-px / --gsd), the same for full frames and "
-    "crops. Default: the suite config's scale (frame for aegis-v1).", rich_help_panel=_SCALE)]
-PersonPxOpt = Annotated[Optional[float], typer.Option(
-    "--person-px", help="--scale object: the person unit in px (median sqrt(w*h) of a person box).",
-    rich_help_panel=_SCALE)]
-GsdOpt = Annotated[Optional[float], typer.Option(
-    "--gsd", metavar="CM_PER_PX", help="--scale object: ground sampling distance in cm/px; the unit is then a "
-    "1.7 m person's box (170 / gsd * sqrt(1/2) px).", rich_help_panel=_SCALE)]
 
 
 def fail(message: str, code: int = 1) -> "typer.Exit":

@@ -17,9 +17,9 @@ from rich.table import Table
 
 from aegis_data.engine.config import check_severity, load_config
 from aegis_data.errors import AegisError
-from .common import GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, check_outputs, fail, out
+from .common import check_outputs, fail, out
 from .tables import fit
-from .vocabulary import ListFormat, add_command, mode
+from .vocabulary import GsdOpt, ListFormat, PersonPxOpt, ScaleMode, ScaleOpt, add_command, mode, value
 
 
 _ARROW = {"increase": "↑", "decrease": "↓"}  # a statistic's declared direction
@@ -45,23 +45,12 @@ def _fmt_value(v) -> str:
     return _fmt_num(v)
 
 
-def effective_parameters(spec, scale, long_side: int | None) -> dict:
-    """{parameter: {"unit", "values" (s1, s2, s3)}} for the parameters of ``spec`` that follow the length unit."""
-    from aegis_data.engine.scale import effective_value, is_scaled_parameter
-
-    found = {}
-    params = [(k, list(v)) for k, v in spec.severities.items()] + [(k, [v] * 3) for k, v in spec.fixed.items()]
-    for key, values in params:
-        if is_scaled_parameter(key):
-            pairs = [effective_value(key, v, scale, long_side) for v in values]
-            found[key] = {"unit": pairs[0][1], "values": [p[0] for p in pairs]}
-    return found
-
-
 def suite_description(scale=None, long_side: int | None = None) -> dict:
     """The suite as plain data: seed, config hash, families and every corruption's declaration; with a ``scale``
     (and, for frame scale, a ``long_side``), the effective pixel values of the parameters that follow it."""
     cfg = load_config()
+    from aegis_data.engine.scale import effective_parameters
+
     effective = scale is not None and (scale.is_object or long_side is not None)
     desc = {
         "suite": cfg.suite,
@@ -106,7 +95,7 @@ def list_cmd(
 
     if long_side is not None and (long_side < 1 or scale is ScaleMode.object):
         raise AegisError("--long-side takes a positive number of px and applies to --scale frame only")
-    chosen = resolve_scale(scale.value, None, person_px=person_px, gsd_cm_per_px=gsd)
+    chosen = resolve_scale(value(scale), None, person_px=person_px, gsd_cm_per_px=gsd)
     desc = suite_description(chosen, long_side)
     if output_format is ListFormat.json:
         out.print_json(json.dumps(desc))
@@ -152,9 +141,7 @@ def corrupt_cmd(
 
     load_config().check_corruption(corruption)
     check_severity(severity, "--severity")
-    if scale is ScaleMode.object and person_px is None and gsd is None:
-        raise AegisError("--scale object on one image needs the person unit: --person-px N or --gsd CM_PER_PX")
-    chosen = resolve_scale(scale.value, None, person_px=person_px, gsd_cm_per_px=gsd)
+    chosen = resolve_scale(value(scale), None, person_px=person_px, gsd_cm_per_px=gsd)
     if out_path.suffix.lower() != ".png":
         raise AegisError(f"--out must be a .png file (lossless), got {str(out_path)!r}")
     check_outputs({"--out": out_path}, [image])
@@ -202,7 +189,7 @@ def calibrate_cmd(
     ] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Use at most N images (by name).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the table as JSON here.")] = None,
-    scale: ScaleOpt = ScaleMode.frame,
+    scale: ScaleOpt = None,
     person_px: PersonPxOpt = None,
     gsd: GsdOpt = None,
 ) -> None:
@@ -216,15 +203,8 @@ def calibrate_cmd(
     from aegis_data.files.imageio import write_bytes_atomic
 
     check_outputs({"--json": json_out}, [path])
-    from aegis_data.engine.scale import resolve_scale
-
-    chosen = None
-    if scale is ScaleMode.object or person_px is not None or gsd is not None:
-        if person_px is None and gsd is None:
-            raise AegisError("calibrating a folder under --scale object needs the person unit: --person-px N or "
-                             "--gsd CM_PER_PX (a folder of images carries no boxes)")
-        chosen = resolve_scale(scale.value, None, person_px=person_px, gsd_cm_per_px=gsd)
-    table = calibrate_path(path, _split_names(corruptions), limit, scale=chosen)
+    table = calibrate_path(path, _split_names(corruptions), limit, scale=value(scale), person_px=person_px,
+                           gsd_cm_per_px=gsd)
     violations = check_monotone(table)
     bad = {v.corruption for v in violations}
     rt = Table(title=f"calibration on {table.n_images} image(s)  config {table.config_hash}  seed {table.seed}\n"

@@ -10,10 +10,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .common import (GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, check_output_dirs, check_outputs, err, fail,
-                        out, warn)
+from .common import check_output_dirs, check_outputs, err, fail, out, warn
 from .tables import fit
-from .vocabulary import Dataset, add_command, mode, value
+from .vocabulary import Dataset, GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, add_command, mode, value
 
 _ADAPTER = "Source adapter options"
 
@@ -148,7 +147,7 @@ def build_command(
             ds, target, corruptions=parse_csv(corruptions, "--corruptions"), severities=parse_severities(severities),
             workers=workers, limit=limit, with_train=with_train, progress=on_progress,
             max_pixels=max_pixels or DEFAULT_MAX_PIXELS, scheduler=scheduler, on_cluster=print_cluster, timeout=timeout,
-            scale=None if scale is None else scale.value, person_px=person_px, gsd_cm_per_px=gsd,
+            scale=value(scale), person_px=person_px, gsd_cm_per_px=gsd,
         )
     except BaseException:
         if tasks:  # a failed build ends in its one error line, without the bar's last frame

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Sequence
+from typing import Annotated, Any, Callable, Optional, Sequence
 
 import typer
 from typer.core import TyperCommand
@@ -113,6 +113,27 @@ def mode(enum: type[Enum], *decls: str, help: str, **kwargs: Any) -> Any:
 def value(mode_value: Any) -> Any:
     """The plain string of a parsed mode (a member's value; an unknown string or None unchanged)."""
     return mode_value.value if isinstance(mode_value, Enum) else mode_value
+
+
+# --- the scale options, shared by build-splits, list, corrupt and calibrate ----------------------------------
+class ScaleMode(str, Enum):
+    """The length unit of the corruption parameters (docs/CORRUPTIONS.md, "Scale")."""
+
+    frame = "frame"
+    object = "object"
+
+
+_SCALE = "Scale (docs/CORRUPTIONS.md)"
+ScaleOpt = Annotated[Optional[ScaleMode], mode(
+    ScaleMode, "--scale", help="Length unit of blur, streak, ripple and feather sizes: frame = per 1000 px of each frame's long "
+    "side; object = per person (the median test person box, or --person-px / --gsd), the same for full frames and "
+    "crops. Default: the suite config's scale (frame for aegis-v1).", rich_help_panel=_SCALE)]
+PersonPxOpt = Annotated[Optional[float], typer.Option(
+    "--person-px", help="--scale object: the person unit in px (median sqrt(w*h) of a person box).",
+    rich_help_panel=_SCALE)]
+GsdOpt = Annotated[Optional[float], typer.Option(
+    "--gsd", metavar="CM_PER_PX", help="--scale object: ground sampling distance in cm/px; the unit is then a "
+    "1.7 m person's box (170 / gsd * sqrt(1/2) px).", rich_help_panel=_SCALE)]
 
 
 # --- old spellings ----------------------------------------------------------------------------------------

@@ -132,6 +132,7 @@ def test_every_mode_lists_its_choices_in_help(row):
 
 
 def test_mode_values_match_the_library():
+    from aegis_data.engine.scale import SCALE_MODES
     from aegis_data.sources import DATASETS
     from aegis_eval.protocols.class_map import SIDES
     from aegis_eval.protocols.crosscheck import CROSS_CHECKERS
@@ -145,7 +146,7 @@ def test_mode_values_match_the_library():
 
     pairs = [(v.Dataset, DATASETS), (v.RemapSide, SIDES), (v.CrossCheck, CROSS_CHECKERS), (v.RankBy, RANK_AXES),
              (v.HtmlFigures, HTML_FIGURES), (v.Model, MODELS), (v.Arch, FASTERRCNN_ARCHS), (v.Optimizer, OPTIMIZERS),
-             (v.ClassThresholds, CLASS_THRESHOLD_MODES)]
+             (v.ClassThresholds, CLASS_THRESHOLD_MODES), (v.ScaleMode, SCALE_MODES)]
     for enum, values in pairs:
         assert tuple(m.value for m in enum) == tuple(values), enum
     assert v.REPORT_FORMATS == FORMATS
@@ -156,6 +157,7 @@ def test_an_unknown_mode_value_is_still_the_library_one_line_error(tmp_path):
 
     assert_one_line_error(runner.invoke(app, ["build-splits", "--dataset", "kitti", "--out-dir", str(tmp_path / "o")]),
                           "unknown dataset 'kitti'")
+    assert_one_line_error(runner.invoke(app, ["list", "--scale", "tile"]), "--scale must be one of frame, object")
 
 
 def test_every_command_is_registered_the_one_way():

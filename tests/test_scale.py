@@ -276,8 +276,9 @@ def test_cli_build_list_and_errors(tmp_path):
                           "no meaning under --scale frame")
     assert_one_line_error(runner.invoke(app, ["build-splits", "--out", str(tmp_path / "g"), "--scale", "object",
                                               "--gsd", "0"]), "--gsd")
-    bad = runner.invoke(app, ["build-splits", "--out", str(tmp_path / "h"), "--scale", "tiles"])
-    assert bad.exit_code == 2 and "Traceback" not in bad.output
+    assert_one_line_error(runner.invoke(app, ["build-splits", "--out-dir", str(tmp_path / "h"), "--scale", "tiles"]),
+                          "--scale must be one of frame, object")
+    assert not (tmp_path / "h").exists()
 
     listed = runner.invoke(app, ["list", "--format", "json", "--scale", "object", "--person-px", "60"])
     desc = json.loads(listed.output)
@@ -295,7 +296,8 @@ def test_cli_calibrate_and_corrupt_take_the_scale(tmp_path):
     img.parent.mkdir()
     scene = render_scene(0, 320, 240).rgb  # a scene, not the periodic golden pattern a 30-px box blur can alias on
     write_png_atomic(img, scene)
-    assert_one_line_error(runner.invoke(app, ["calibrate", str(img.parent), "--scale", "object"]), "--person-px")
+    assert_one_line_error(runner.invoke(app, ["calibrate", str(img.parent), "--scale", "object"]),
+                          "no person boxes to measure it from")
     ok = runner.invoke(app, ["calibrate", str(img.parent), "-c", "motion_blur", "--scale", "object",
                              "--person-px", "20", "--json", str(tmp_path / "c.json")])
     assert ok.exit_code == 0, ok.output
@@ -308,6 +310,14 @@ def test_cli_calibrate_and_corrupt_take_the_scale(tmp_path):
     assert np.array_equal(read_file(out), expected)
     assert_one_line_error(runner.invoke(app, ["corrupt", str(img), "-c", "motion_blur", "-s", "3", "-o",
                                               str(tmp_path / "p.png"), "--scale", "object"]), "--person-px")
+    # A split keeps the unit its manifest records: any scale option is refused with that reason, not with
+    # advice to add a person unit.
+    split = tmp_path / "split"
+    build_splits(load_source("synthetic", n=2, size=96), split, corruptions=["motion_blur"], severities=[1],
+                 workers=1)
+    for extra in (["--scale", "object"], ["--scale", "object", "--person-px", "20"], ["--scale", "frame"]):
+        assert_one_line_error(runner.invoke(app, ["calibrate", str(split), *extra]), "its manifest fixes the scale")
+    assert runner.invoke(app, ["calibrate", str(split), "-c", "motion_blur"]).exit_code == 0
 
 
 def test_a_suite_config_can_make_object_scale_its_default(tmp_path):

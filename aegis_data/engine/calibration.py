@@ -35,7 +35,7 @@ import numpy as np
 
 from aegis_data.engine.config import SEVERITIES, SuiteConfig, check_severities, condition_id, load_config, split_config
 from aegis_data.engine.corruptor import SuiteCorruptor
-from aegis_data.engine.scale import FRAME_SCALE, Scale, pixel_length, scale_from_record
+from aegis_data.engine.scale import FRAME_SCALE, Scale, pixel_length, resolve_scale, scale_from_record
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import IMAGE_SUFFIXES, read_rgb
 from aegis_data.files.imageio import list_images as images_in_folder
@@ -462,13 +462,18 @@ def calibrate_split(
 
 def calibrate_path(
     path: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None,
-    scale: Scale | None = None,
+    scale: str | Scale | None = None, *, person_px: float | None = None, gsd_cm_per_px: float | None = None,
 ) -> CalibrationTable:
-    """:func:`calibrate_split` for a split directory (has ``manifest.json``; its own scale applies, so
-    ``scale`` must be None), else :func:`calibrate_folder` with ``scale``."""
+    """:func:`calibrate_split` for a split directory (has ``manifest.json``), else :func:`calibrate_folder`.
+
+    A split's manifest fixes the unit its images were built with, so it takes none of ``scale`` / ``person_px``
+    / ``gsd_cm_per_px``; a folder takes them as ``aegis_data.engine.scale.resolve_scale`` does (default frame
+    scale; object scale needs the unit, as a folder carries no boxes).
+    """
     if is_split_dir(path):
-        if scale is not None and scale.is_object:
+        if scale is not None or person_px is not None or gsd_cm_per_px is not None:
             raise AegisError(f"{path} is a split: its manifest fixes the scale its images were built with; "
                              f"--scale/--person-px/--gsd apply to folders of clean images")
         return calibrate_split(path, corruptions, limit)
-    return calibrate_folder(path, corruptions, limit, scale=scale)
+    chosen = resolve_scale(scale, None, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px)
+    return calibrate_folder(path, corruptions, limit, scale=chosen)

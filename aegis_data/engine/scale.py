@@ -158,7 +158,8 @@ def resolve_scale(mode: str | Scale | None, records: Mapping[str, Iterable[Any]]
     ``mode``: ``"frame"`` (default), ``"object"`` or a ready Scale. Under object scale the unit is, in order:
     ``person_px``; the unit of a ``gsd_cm_per_px``; the median person box of the *test* records; the median
     over the other splits' records when test has no boxes. No boxes anywhere and no unit given: AegisError
-    (the unit cannot be guessed). ``records``: split -> records with ``.boxes`` (x0, y0, x1, y1).
+    (the unit cannot be guessed). ``records``: split -> records with ``.boxes`` (x0, y0, x1, y1); None when the
+    caller has no boxes at all (one image, a folder of images), so the unit must be given.
     """
     if isinstance(mode, Scale):
         if person_px is not None or gsd_cm_per_px is not None:
@@ -178,7 +179,9 @@ def resolve_scale(mode: str | Scale | None, records: Mapping[str, Iterable[Any]]
         return Scale(OBJECT, round(check_person_px(person_px, "--person-px"), _ROUND_DECIMALS), "--person-px")
     if gsd_cm_per_px is not None:
         return Scale(OBJECT, person_unit_from_gsd(gsd_cm_per_px), f"--gsd {float(gsd_cm_per_px):g} cm/px")
-    records = records or {}
+    if records is None:  # one image or a folder of images: nothing to measure a person on
+        raise AegisError("--scale object here needs the person unit, as there are no person boxes to measure it "
+                         "from: give --person-px N (px) or --gsd CM_PER_PX")
     order = ["test"] + sorted(s for s in records if s != "test")
     for split in order:
         unit, n = person_unit_from_boxes(b for r in records.get(split, ()) for b in r.boxes)
@@ -227,3 +230,15 @@ def effective_value(key: str, value: float, scale: Scale, long_side: int | None)
     if key in TEXTURE_KEYS:
         return float(side) / float(value), "px cells"
     return float(value) * float(side) / 1000.0, "px"
+
+
+def effective_parameters(spec: Any, scale: Scale, long_side: int | None) -> dict[str, dict[str, Any]]:
+    """{parameter: {"unit", "values" (s1, s2, s3)}} for the parameters of corruption ``spec`` (a suite entry with
+    ``severities`` and ``fixed``) that follow the length unit, as :func:`effective_value` gives them."""
+    found = {}
+    params = [(k, list(v)) for k, v in spec.severities.items()] + [(k, [v] * 3) for k, v in spec.fixed.items()]
+    for key, values in params:
+        if is_scaled_parameter(key):
+            pairs = [effective_value(key, v, scale, long_side) for v in values]
+            found[key] = {"unit": pairs[0][1], "values": [p[0] for p in pairs]}
+    return found

@@ -566,7 +566,7 @@ def _describe(found: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
 def check_output_dir(out: Path, identity: Mapping[str, Any]) -> None:
     """Refuse a directory that holds something else: another dataset's split, or unrelated files."""
     if out.exists() and not out.is_dir():
-        raise AegisError(f"--out {out} exists and is not a directory")
+        raise AegisError(f"--out-dir {out} exists and is not a directory")
     if not out.exists() or not any(out.iterdir()):
         return
     found = None
@@ -577,16 +577,16 @@ def check_output_dir(out: Path, identity: Mapping[str, Any]) -> None:
             try:
                 found = json.loads(canonical_json(identity_of(read_json(p, "build record")[0])))
             except (AegisError, AttributeError):
-                raise AegisError(f"{p} is unreadable; refusing to build into {out} (remove it or choose another --out)") from None
+                raise AegisError(f"{p} is unreadable; refusing to build into {out} (remove it or choose another --out-dir)") from None
             if found != identity:
                 raise AegisError(
                     f"refusing to build into {out}: it holds a split of {_describe(found, identity)}; "
-                    "choose another --out or remove that directory"
+                    "choose another --out-dir or remove that directory"
                 )
     if found is None:
         raise AegisError(
             f"refusing to build into {out}: the directory is not empty and holds no AegisBench build "
-            f"(no {MANIFEST_NAME} or {JOURNAL_DIR}/); choose an empty or new --out"
+            f"(no {MANIFEST_NAME} or {JOURNAL_DIR}/); choose an empty or new --out-dir"
         )
 
 
@@ -727,7 +727,7 @@ def build_splits(
                               k.get("source_pixel_sha256"), read_image, corrupt, config,
                               plan.scale if plan.scale.is_object else None))
     placement = Placement(workers=workers, scheduler=scheduler, timeout=timeout, on_cluster=on_cluster,
-                          shared=(out / JOURNAL_DIR / STATE_NAME, "--out"))
+                          shared=(out / JOURNAL_DIR / STATE_NAME, "--out-dir"))
     finished = (result for _, result in map_units(render_unit, tasks, placement, name=_render_key))
     run = _render_into_journal(out, tasks, journalled, progress, finished)
     if scheduler is not None:

@@ -106,9 +106,9 @@ def export_split(root: str | Path, out: str | Path) -> ExportResult:
     root, out = Path(root), Path(out)
     manifest = load_manifest(root / MANIFEST_NAME)
     if out.resolve() == root.resolve() or root.resolve() in out.resolve().parents:
-        raise AegisError(f"--out {out} is inside the split {root}; choose a directory outside it")
+        raise AegisError(f"--out-dir {out} is inside the split {root}; choose a directory outside it")
     if out.exists() and any(out.iterdir()):
-        raise AegisError(f"--out {out} exists and is not empty; choose a new directory")
+        raise AegisError(f"--out-dir {out} exists and is not empty; choose a new directory")
     order = _condition_order(manifest)
     images = manifest.images()
     features = hf_features()

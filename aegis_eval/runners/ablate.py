@@ -115,7 +115,7 @@ def run_ablation(train: TrainSettings, predict: PredictSettings, split_dir: str 
         raise AegisError("the ablation needs at least one augmentation policy besides the clean baseline")
     split, out = Path(split_dir), Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise AegisError(f"--out {out} exists and is not a folder")
+        raise AegisError(f"--out-dir {out} exists and is not a folder")
     multi = seeds is not None
     seed_list = parse_seeds(seeds) if multi else [train.seed]
     start = init_record(train.model, init) if init is not None else None

@@ -278,7 +278,7 @@ def predict_split(settings: PredictSettings, split_dir: str | Path, out_dir: str
     conds = resolve_conditions(split, conditions)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise AegisError(f"--out {out} exists and is not a folder")
+        raise AegisError(f"--out-dir {out} exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     lazy = detector if isinstance(detector, LazyDetector) else LazyDetector(settings, detector)
     device = lazy.device

@@ -69,7 +69,7 @@ def run_sweep(settings: PredictSettings, split_dir: str | Path, results_dir: str
     split = Path(split_dir)
     out = Path(results_dir)
     if out.exists() and not out.is_dir():
-        raise AegisError(f"--out {out} exists and is not a folder")
+        raise AegisError(f"--out-dir {out} exists and is not a folder")
     if bootstrap < 1:
         raise AegisError(f"bootstrap must be >= 1 resamples, got {bootstrap}")
     out.mkdir(parents=True, exist_ok=True)

@@ -206,7 +206,7 @@ def train_baseline(settings: TrainSettings, split_dir: str | Path, run_dir: str 
         raise AegisError(f"split folder not found: {split}")
     run = Path(run_dir)
     if run.exists() and not run.is_dir():
-        raise AegisError(f"--out {run} exists and is not a folder")
+        raise AegisError(f"--out-dir {run} exists and is not a folder")
     weights = resolve_weights(settings.model, settings.weights, allow_download=settings.allow_download)
     device = resolve_device(settings.device)
     run.mkdir(parents=True, exist_ok=True)
