@@ -271,3 +271,12 @@ def test_old_baseline_spellings_reach_the_command(tmp_path):
         result = runner.invoke(app, ["baseline", "predict", split_opt, str(tmp_path / "split"), out_opt,
                                      str(tmp_path / "o")])
         assert_one_line_error(result, "no model given")
+
+
+def test_library_refusals_name_the_folder_option_as_it_is_spelled_now(tmp_path):
+    from conftest import assert_one_line_error
+
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("x")
+    assert_one_line_error(runner.invoke(app, ["build-splits", "--n", "1", "--out-dir", str(tmp_path / "full")]),
+                          "choose an empty or new --out-dir")
