@@ -189,6 +189,18 @@ def resolve_scale(mode: str | Scale | None, records: Mapping[str, Iterable[Any]]
                      "give it with --person-px N (px) or --gsd CM_PER_PX")
 
 
+def suite_unit_scale(block: Mapping[str, Any]) -> Scale | None:
+    """The object Scale of a suite config's ``scale`` block when that block gives a unit (``person_px`` or
+    ``gsd_cm_per_px``, allowed under mode object only), else None; its basis names the suite config key."""
+    if block.get("person_px") is not None:
+        what = "suite config scale.person_px"
+        return Scale(OBJECT, round(check_person_px(block["person_px"], what), _ROUND_DECIMALS), what)
+    if block.get("gsd_cm_per_px") is not None:
+        gsd = block["gsd_cm_per_px"]
+        return Scale(OBJECT, person_unit_from_gsd(gsd), f"suite config scale.gsd_cm_per_px {float(gsd):g} cm/px")
+    return None
+
+
 def scale_from_record(value: Any, where: str = "manifest") -> Scale:
     """The Scale a manifest (or build state) recorded: absent/None means frame; else AegisError on a bad block."""
     if value is None:
