@@ -103,3 +103,22 @@ def test_a_split_recorded_with_the_byte_hash_still_resolves(tmp_path):
         split_config(tmp_path, "0123456789ab")
     (tmp_path / SUITE_CONFIG_NAME).unlink()
     assert split_config(tmp_path, base.bytes_hash) is base  # no copy: the installed suite, by either hash
+
+
+@pytest.mark.parametrize("old, new, match", [
+    (b"bloom_sigma_px: [8, 12, 16]", b"bloom_sigma_px: [8, 12, 1" + b"0" * 400 + b"]", r"bloom_sigma_px\[s3\] must be"),
+    (b"saturated_luma: 0.94", b"saturated_luma: 9" + b"9" * 399, "calibration_threshold.saturated_luma must be"),
+    (b"suite: aegis-v1", b"suite: aegis-v1\nscale: {mode: object, person_px: 1" + b"0" * 400 + b"}",
+     r"scale.person_px must lie in \[4, 2000\]"),
+    (b"suite: aegis-v1", b"suite: aegis-v1\nscale: {mode: object, gsd_cm_per_px: 1" + b"0" * 400 + b"}", "must lie in"),
+    (b"  wildfire: [smoke_haze", b"  1: [smoke_haze", "family names must be non-empty strings, got 1"),
+    (b"  wildfire: [smoke_haze", b"  '': [smoke_haze", "family names must be non-empty strings"),
+])
+def test_huge_integers_and_non_string_family_names_are_one_line_refusals(old, new, match):
+    from aegis_data.engine.config import config_from_bytes
+
+    data = load_config().raw
+    assert old in data
+    with pytest.raises(AegisError, match=match) as err:
+        config_from_bytes(data.replace(old, new, 1), "big.yaml")
+    assert "\n" not in str(err.value) and len(str(err.value)) < 300

@@ -111,24 +111,30 @@ def texture_cells(base: float, height: int, width: int, reference_side: float | 
     return float(base) * max(height, width) / reference_side
 
 
+def _is_finite_number(value: Any) -> bool:
+    """An int (any size) or a finite float, not a bool."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) or math.isfinite(value)
+
+
 def check_person_px(value: Any, what: str = "person unit") -> float:
     """A finite person unit inside ``PERSON_PX_RANGE``; else AegisError naming ``what``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise AegisError(f"{what} must be a finite number of px, got {value!r}")
+    if not _is_finite_number(value):
+        raise AegisError(f"{what} must be a finite number of px, got {value!r:.60}")
     lo, hi = PERSON_PX_RANGE
-    if not lo <= float(value) <= hi:
-        raise AegisError(f"{what} must lie in [{lo:g}, {hi:g}] px, got {value!r}")
+    if not lo <= value <= hi:  # compared as given: float() of a 400-digit int would overflow
+        raise AegisError(f"{what} must lie in [{lo:g}, {hi:g}] px, got {value!r:.60}")
     return float(value)
 
 
 def person_unit_from_gsd(gsd_cm_per_px: Any) -> float:
     """The person unit (px) of a 1.7 m person at ``gsd_cm_per_px`` (ground sampling distance), rounded."""
-    if isinstance(gsd_cm_per_px, bool) or not isinstance(gsd_cm_per_px, (int, float)) \
-            or not math.isfinite(gsd_cm_per_px):
-        raise AegisError(f"--gsd must be a finite number of cm per px, got {gsd_cm_per_px!r}")
+    if not _is_finite_number(gsd_cm_per_px):
+        raise AegisError(f"--gsd must be a finite number of cm per px, got {gsd_cm_per_px!r:.60}")
     lo, hi = GSD_RANGE_CM
-    if not lo <= float(gsd_cm_per_px) <= hi:
-        raise AegisError(f"--gsd must lie in [{lo:g}, {hi:g}] cm per px, got {gsd_cm_per_px!r}")
+    if not lo <= gsd_cm_per_px <= hi:
+        raise AegisError(f"--gsd must lie in [{lo:g}, {hi:g}] cm per px, got {gsd_cm_per_px!r:.60}")
     return round(PERSON_HEIGHT_CM / float(gsd_cm_per_px) * UPRIGHT_BOX_FACTOR, _ROUND_DECIMALS)
 
 
