@@ -355,3 +355,25 @@ def test_an_explicit_object_scale_keeps_the_suite_unit_and_names_its_source(tmp_
     bare = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\nscale: object"), tmp_path / "b.yaml")
     for cfg in (bare, load_config()):
         assert plan_build(ds, cfg, scale="object").scale.basis.startswith("median sqrt(w*h)")
+
+
+def test_the_gsd_range_is_the_person_unit_range_and_refusals_name_the_key():
+    from aegis_data.engine.config import config_from_bytes
+    from aegis_data.engine.scale import GSD_RANGE_CM, PERSON_PX_RANGE
+
+    lo, hi = GSD_RANGE_CM
+    # Every gsd in range gives a usable unit, the bounds give the unit's bounds.
+    assert (person_unit_from_gsd(lo), person_unit_from_gsd(hi)) == (PERSON_PX_RANGE[1], PERSON_PX_RANGE[0])
+    for gsd in (lo, 2.5, 30.0, hi):
+        assert Scale("object", person_unit_from_gsd(gsd)).is_object
+    for bad in (40, 31, 0.05):
+        with pytest.raises(AegisError, match=r"^--gsd must lie in \[0\.0601, 30\.05\] cm per px \(a person unit of 4"):
+            resolve_scale("object", gsd_cm_per_px=bad)
+    # A suite config's gsd is refused when the config is loaded, naming the config key, not a flag.
+    base = load_config().raw
+    with pytest.raises(AegisError, match=r"^g\.yaml: scale\.gsd_cm_per_px must lie in \[0\.0601, 30\.05\]"):
+        config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\nscale: {mode: object, gsd_cm_per_px: 40}"),
+                          "g.yaml")
+    with pytest.raises(AegisError, match=r"^g\.yaml: scale\.gsd_cm_per_px must be a finite number"):
+        config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\nscale: {mode: object, gsd_cm_per_px: .inf}"),
+                          "g.yaml")

@@ -177,7 +177,7 @@ def suite_scale(value: Any, path: str | Path = "<config>") -> dict[str, Any]:
     if "person_px" in value and "gsd_cm_per_px" in value:
         raise AegisError(f"{path}: scale gives person_px and gsd_cm_per_px; give one")
     for key, check in (("person_px", lambda v: check_person_px(v, f"{path}: scale.person_px")),
-                       ("gsd_cm_per_px", person_unit_from_gsd)):
+                       ("gsd_cm_per_px", lambda v: person_unit_from_gsd(v, f"{path}: scale.gsd_cm_per_px"))):
         if key in value:
             if out["mode"] != OBJECT:
                 raise AegisError(f"{path}: scale.{key} applies to mode object only")

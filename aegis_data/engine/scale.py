@@ -38,7 +38,9 @@ PERSON_HEIGHT_CM = 170.0
 UPRIGHT_BOX_FACTOR = math.sqrt(0.5)
 # Person units outside this range are not people at any plausible altitude (or a unit typo such as mm).
 PERSON_PX_RANGE = (4.0, 2000.0)
-GSD_RANGE_CM = (0.1, 50.0)
+# The ground sampling distances whose person unit lies in PERSON_PX_RANGE (about 0.06 to 30.05 cm/px).
+GSD_RANGE_CM = (PERSON_HEIGHT_CM * UPRIGHT_BOX_FACTOR / PERSON_PX_RANGE[1],
+                PERSON_HEIGHT_CM * UPRIGHT_BOX_FACTOR / PERSON_PX_RANGE[0])
 _ROUND_DECIMALS = 2  # the unit is recorded to 0.01 px: readable, and identical wherever it is computed
 
 
@@ -128,13 +130,15 @@ def check_person_px(value: Any, what: str = "person unit") -> float:
     return float(value)
 
 
-def person_unit_from_gsd(gsd_cm_per_px: Any) -> float:
-    """The person unit (px) of a 1.7 m person at ``gsd_cm_per_px`` (ground sampling distance), rounded."""
+def person_unit_from_gsd(gsd_cm_per_px: Any, what: str = "--gsd") -> float:
+    """The person unit (px) of a 1.7 m person at ``gsd_cm_per_px`` (ground sampling distance), rounded; inside
+    ``PERSON_PX_RANGE`` because the gsd must lie in ``GSD_RANGE_CM``, else AegisError naming ``what``."""
     if not _is_finite_number(gsd_cm_per_px):
-        raise AegisError(f"--gsd must be a finite number of cm per px, got {gsd_cm_per_px!r:.60}")
+        raise AegisError(f"{what} must be a finite number of cm per px, got {gsd_cm_per_px!r:.60}")
     lo, hi = GSD_RANGE_CM
     if not lo <= gsd_cm_per_px <= hi:
-        raise AegisError(f"--gsd must lie in [{lo:g}, {hi:g}] cm per px, got {gsd_cm_per_px!r:.60}")
+        raise AegisError(f"{what} must lie in [{lo:.4g}, {hi:.4g}] cm per px (a person unit of "
+                         f"{PERSON_PX_RANGE[0]:g} to {PERSON_PX_RANGE[1]:g} px), got {gsd_cm_per_px!r:.60}")
     return round(PERSON_HEIGHT_CM / float(gsd_cm_per_px) * UPRIGHT_BOX_FACTOR, _ROUND_DECIMALS)
 
 
@@ -203,7 +207,8 @@ def suite_unit_scale(block: Mapping[str, Any]) -> Scale | None:
         return Scale(OBJECT, round(check_person_px(block["person_px"], what), _ROUND_DECIMALS), what)
     if block.get("gsd_cm_per_px") is not None:
         gsd = block["gsd_cm_per_px"]
-        return Scale(OBJECT, person_unit_from_gsd(gsd), f"suite config scale.gsd_cm_per_px {float(gsd):g} cm/px")
+        what = "suite config scale.gsd_cm_per_px"
+        return Scale(OBJECT, person_unit_from_gsd(gsd, what), f"{what} {float(gsd):g} cm/px")
     return None
 
 
