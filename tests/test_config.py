@@ -1,4 +1,5 @@
 import hashlib
+import math
 from pathlib import Path
 
 import pytest
@@ -113,8 +114,14 @@ def test_a_split_recorded_with_the_byte_hash_still_resolves(tmp_path):
     (b"suite: aegis-v1", b"suite: aegis-v1\nscale: {mode: object, gsd_cm_per_px: 1" + b"0" * 400 + b"}", "must lie in"),
     (b"  wildfire: [smoke_haze", b"  1: [smoke_haze", "family names must be non-empty strings, got 1"),
     (b"  wildfire: [smoke_haze", b"  '': [smoke_haze", "family names must be non-empty strings"),
+    # _parse reads these blocks without guards of its own: the schema must refuse them first.
+    (b"bloom_sigma_px: [8, 12, 16]", b"bloom_sigma_px: [8, 12]", r"bloom_sigma_px must list 3 values"),
+    (b"bloom_sigma_px: [8, 12, 16]", b"bloom_sigma_px: 8", r"bloom_sigma_px must list 3 values"),
+    (b"  flood: [water_glare, turbidity_cast, inundation]", b"  flood: water_glare", "family 'flood' must list"),
+    (b"  flood: [water_glare, turbidity_cast, inundation]", b"  flood: {a: 1}", "family 'flood' must list"),
+    (b"    family: flood\n", b"", r"water_glare.family must be a non-empty string, got None"),
 ])
-def test_huge_integers_and_non_string_family_names_are_one_line_refusals(old, new, match):
+def test_malformed_suite_configs_are_one_line_refusals(old, new, match):
     from aegis_data.engine.config import config_from_bytes
 
     data = load_config().raw
@@ -122,3 +129,12 @@ def test_huge_integers_and_non_string_family_names_are_one_line_refusals(old, ne
     with pytest.raises(AegisError, match=match) as err:
         config_from_bytes(data.replace(old, new, 1), "big.yaml")
     assert "\n" not in str(err.value) and len(str(err.value)) < 300
+
+
+def test_a_streak_count_is_the_aegis_v1_expression_under_frame_scale():
+    from aegis_data.engine.corruptions import corruption_params, rain_streak_count
+
+    for sev in (1, 2, 3):
+        p = corruption_params("rain_streaks", sev)
+        for h, w in ((3000, 4000), (1080, 1920), (37, 53), (640, 640)):
+            assert rain_streak_count(p, h, w) == int(math.floor(p.density_per_mp * h * w / 1e6 + 0.5))

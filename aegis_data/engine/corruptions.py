@@ -655,8 +655,7 @@ def _draw_rain_streaks(params: RainStreaksParams, h: int, w: int, rng: KeyedRand
 def rain_streak_count(params: RainStreaksParams, h: int, w: int) -> int:
     """Streaks on an ``h x w`` frame: ``density_per_mp`` per megapixel (frame scale), or per the anchor's person
     area under object scale (``aegis_data.engine.scale.density_factor``), rounded half up."""
-    if params.scale_side is None:  # the aegis-v1 expression, untouched
-        return int(math.floor(params.density_per_mp * h * w / 1e6 + 0.5))
+    # density_factor is exactly 1.0 under frame scale, and x * 1.0 == x: the aegis-v1 count, bit for bit.
     return int(math.floor(params.density_per_mp * h * w / 1e6 * density_factor(params.scale_side) + 0.5))
 
 
