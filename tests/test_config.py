@@ -37,6 +37,7 @@ def test_config_hash_is_the_canonical_content_sha256_prefix():
     canonical = canonical_suite_bytes(cfg.suite, cfg.seed, cfg.families, cfg.corruptions, cfg.calibration_threshold,
                                       cfg.scale)
     assert cfg.config_hash == hashlib.sha256(canonical).hexdigest()[:12]
+    assert cfg.config_hash == "939fc3c23420"  # the shipped aegis-v1 suite (docs/REPRODUCIBILITY.md): pinned
     assert cfg.bytes_hash == hashlib.sha256(data).hexdigest()[:12]  # the identity before 0.3, still accepted
     doc = json.loads(canonical)
     assert doc["corruption_order"][0] == "water_glare" and doc["seed"] == 20260707

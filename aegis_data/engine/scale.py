@@ -76,7 +76,8 @@ class Scale:
         return float(self.person_px) * ANCHOR_LONG_SIDE / ANCHOR_PERSON_PX
 
     def identity(self) -> dict | None:
-        """What a build records (and its root hash covers): None for frame, so frame builds keep their roots."""
+        """What a build records (and its root hash covers): None for frame, so the scale mechanism adds nothing to
+        a frame build's identity (its root is what the build gives without it)."""
         if not self.is_object:
             return None
         return {"mode": OBJECT, "person_px": float(self.person_px), "basis": self.basis}
