@@ -171,6 +171,13 @@ def read_rgb(path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarr
         raise AegisError(f"expected an image file, got a directory: {p}") from None
     except OSError as exc:
         raise AegisError(f"cannot read image {p}: {exc.strerror}") from None
+    return decode_file_bytes(data, p, max_pixels)
+
+
+def decode_file_bytes(data: bytes, path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """:func:`read_rgb` on bytes already read from the image file at ``path`` (a caller that also hashes them
+    reads the file once)."""
+    p = Path(path)
     if p.suffix.lower() == ".png" and not data.rstrip(b"\x00").endswith(b"IEND\xaeB`\x82"):
         # OpenCV decodes truncated PNGs partially and silently; insist on the end chunk.
         raise AegisError(f"cannot decode image {p}: truncated PNG (no IEND chunk)")

@@ -35,6 +35,7 @@ Only reading happens here; the caller renders the report.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -47,7 +48,8 @@ from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.scale import Scale, scale_from_record
 from aegis_data.errors import AegisError
 from aegis_data.executors import Placement, map_units
-from aegis_data.files.imageio import DEFAULT_MAX_PIXELS, file_sha256, pixel_sha256, read_rgb, standard_decode_problem
+from aegis_data.files.imageio import (DEFAULT_MAX_PIXELS, decode_file_bytes, file_sha256, pixel_sha256, read_rgb,
+                                      standard_decode_problem)
 from aegis_data.files.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, SUITE_CONFIG_NAME, condition_dir,
                                image_file_name)
 from aegis_data.files.readers import coco_images, json_number, read_coco_gt
@@ -208,13 +210,16 @@ def hash_item(root: str, max_pixels: int, item: tuple[str, str, bool]) -> tuple[
     """
     rel, expected, is_image = item
     p = Path(root, rel)
-    sha = file_sha256(p)
+    if not is_image:
+        return file_sha256(p), None, None
+    data = p.read_bytes()  # read once: hashed, and decoded only when it is not the expected file
+    sha = hashlib.sha256(data).hexdigest()
     pixels = problem = None
-    if is_image and sha != expected:
+    if sha != expected:
         try:
-            rgb = read_rgb(p, max_pixels=max_pixels)
-            pixels, problem = pixel_sha256(rgb), standard_decode_problem(p.read_bytes(), rgb)
-        except (AegisError, OSError):
+            rgb = decode_file_bytes(data, p, max_pixels)
+            pixels, problem = pixel_sha256(rgb), standard_decode_problem(data, rgb)
+        except AegisError:
             pixels = problem = None
     return sha, pixels, problem
 
@@ -420,7 +425,9 @@ class _ImageCheck:
                                               f"detector's image reader would not")
             return Finding(rel, "bytes-only", _BYTES_ONLY)
         try:
-            actual = read_rgb(self.root / rel, max_pixels=self.max_pixels)  # the pixels differ: decode to count
+            # The pixels differ: decode to count. hash_item's decode is not kept (it may run on another worker,
+            # and holding every changed image's pixels until here would grow memory with their number).
+            actual = read_rgb(self.root / rel, max_pixels=self.max_pixels)
         except AegisError as exc:
             return Finding(rel, "pixels", f"does not decode: {exc}")
         name, severity = parse_condition(e["condition"])
