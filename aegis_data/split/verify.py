@@ -52,7 +52,7 @@ from aegis_data.files.imageio import (DEFAULT_MAX_PIXELS, decode_file_bytes, fil
                                       standard_decode_problem)
 from aegis_data.files.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, SUITE_CONFIG_NAME, condition_dir,
                                image_file_name)
-from aegis_data.files.readers import coco_images, json_number, read_coco_gt
+from aegis_data.files.readers import coco_annotations, coco_bbox, coco_images, read_coco_gt
 from aegis_data.split.manifest import (ROOT_ENTRY_KEYS, ROOT_IDENTITY_KEYS, Manifest, annotation_digest, annotation_identity,
                                  load_manifest)
 
@@ -165,12 +165,8 @@ def gt_digests(path: Path) -> dict[str, str]:
     coco = read_coco_gt(path)[0]
     stems = {im["id"]: im.get("stem") or Path(im["file_name"]).stem for im in coco_images(coco, path)}
     items: dict[int, list] = {i: [] for i in stems}
-    for k, a in enumerate(coco.get("annotations") or []):
-        if not isinstance(a, dict) or a.get("image_id") not in items or not isinstance(a.get("bbox"), list) \
-                or len(a["bbox"]) != 4:
-            raise AegisError(f"{path}: annotations[{k}] must be an object with a known 'image_id' and a 4-number "
-                             f"'bbox'")
-        box = [json_number(v, f"{path}: annotations[{k}]", "bbox value") for v in a["bbox"]]
+    for k, a in coco_annotations(coco, path, items):
+        box = coco_bbox(a, path, k)
         items[a["image_id"]].append(annotation_identity(box, a.get("category_id"), a.get("iscrowd", 0), a.get("area")))
     return {stems[i]: annotation_digest(v) for i, v in items.items()}
 
