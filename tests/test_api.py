@@ -94,3 +94,25 @@ def test_split_reader_reads_what_was_built(bench):
     assert iid == iid2 and clean.shape == dark.shape and dark.mean() < clean.mean()
     assert np.array_equal(dark, ad.apply_corruption(clean, "low_light", 3, iid))  # the file is the engine's output
     assert boxes.shape[1] == 4 and np.all(boxes[:, 2:] > boxes[:, :2])
+
+
+def test_split_reader_parses_each_ground_truth_file_once(bench, monkeypatch):
+    import aegis_data.split.reader as reader
+
+    reads: list[str] = []
+    real = reader.read_coco_gt
+
+    def counting(path, *a, **k):
+        reads.append(str(path))
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(reader, "read_coco_gt", counting)
+    split = ad.load_split(bench)
+    for _ in range(2):
+        ids = split.image_ids()
+        for _condition, images in split:
+            assert [i for i, _rgb, _boxes in images] == ids
+        gt = split.ground_truth()
+    assert len(reads) == 1 and reads[0].endswith("test.json")
+    gt["images"].clear()  # each caller gets its own copy: the cached one is untouched
+    assert len(split.ground_truth()["images"]) == len(ids) and ad.load_split(bench) == split

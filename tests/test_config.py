@@ -1,4 +1,5 @@
 import hashlib
+import math
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,7 @@ def test_config_hash_is_the_canonical_content_sha256_prefix():
     canonical = canonical_suite_bytes(cfg.suite, cfg.seed, cfg.families, cfg.corruptions, cfg.calibration_threshold,
                                       cfg.scale)
     assert cfg.config_hash == hashlib.sha256(canonical).hexdigest()[:12]
+    assert cfg.config_hash == "939fc3c23420"  # the shipped aegis-v1 suite (docs/REPRODUCIBILITY.md): pinned
     assert cfg.bytes_hash == hashlib.sha256(data).hexdigest()[:12]  # the identity before 0.3, still accepted
     doc = json.loads(canonical)
     assert doc["corruption_order"][0] == "water_glare" and doc["seed"] == 20260707
@@ -103,3 +105,37 @@ def test_a_split_recorded_with_the_byte_hash_still_resolves(tmp_path):
         split_config(tmp_path, "0123456789ab")
     (tmp_path / SUITE_CONFIG_NAME).unlink()
     assert split_config(tmp_path, base.bytes_hash) is base  # no copy: the installed suite, by either hash
+
+
+@pytest.mark.parametrize("old, new, match", [
+    (b"bloom_sigma_px: [8, 12, 16]", b"bloom_sigma_px: [8, 12, 1" + b"0" * 400 + b"]", r"bloom_sigma_px\[s3\] must be"),
+    (b"saturated_luma: 0.94", b"saturated_luma: 9" + b"9" * 399, "calibration_threshold.saturated_luma must be"),
+    (b"suite: aegis-v1", b"suite: aegis-v1\nscale: {mode: object, person_px: 1" + b"0" * 400 + b"}",
+     r"scale.person_px must lie in \[4, 2000\]"),
+    (b"suite: aegis-v1", b"suite: aegis-v1\nscale: {mode: object, gsd_cm_per_px: 1" + b"0" * 400 + b"}", "must lie in"),
+    (b"  wildfire: [smoke_haze", b"  1: [smoke_haze", "family names must be non-empty strings, got 1"),
+    (b"  wildfire: [smoke_haze", b"  '': [smoke_haze", "family names must be non-empty strings"),
+    # _parse reads these blocks without guards of its own: the schema must refuse them first.
+    (b"bloom_sigma_px: [8, 12, 16]", b"bloom_sigma_px: [8, 12]", r"bloom_sigma_px must list 3 values"),
+    (b"bloom_sigma_px: [8, 12, 16]", b"bloom_sigma_px: 8", r"bloom_sigma_px must list 3 values"),
+    (b"  flood: [water_glare, turbidity_cast, inundation]", b"  flood: water_glare", "family 'flood' must list"),
+    (b"  flood: [water_glare, turbidity_cast, inundation]", b"  flood: {a: 1}", "family 'flood' must list"),
+    (b"    family: flood\n", b"", r"water_glare.family must be a non-empty string, got None"),
+])
+def test_malformed_suite_configs_are_one_line_refusals(old, new, match):
+    from aegis_data.engine.config import config_from_bytes
+
+    data = load_config().raw
+    assert old in data
+    with pytest.raises(AegisError, match=match) as err:
+        config_from_bytes(data.replace(old, new, 1), "big.yaml")
+    assert "\n" not in str(err.value) and len(str(err.value)) < 300
+
+
+def test_a_streak_count_is_the_aegis_v1_expression_under_frame_scale():
+    from aegis_data.engine.corruptions import corruption_params, rain_streak_count
+
+    for sev in (1, 2, 3):
+        p = corruption_params("rain_streaks", sev)
+        for h, w in ((3000, 4000), (1080, 1920), (37, 53), (640, 640)):
+            assert rain_streak_count(p, h, w) == int(math.floor(p.density_per_mp * h * w / 1e6 + 0.5))

@@ -146,6 +146,26 @@ def test_unknown_name_lists_the_valid_ones(frame):
         apply_corruption(frame, "fog", 1, "x")
 
 
+def test_a_name_the_given_suite_lacks_is_refused_against_that_suite(frame):
+    full = load_config()
+    storm_less = dataclasses.replace(full, corruptions={n: c for n, c in full.corruptions.items() if n != "low_light"})
+    for call in (lambda: apply_corruption(frame, "low_light", 1, "a", config=storm_less),
+                 lambda: corruption_params("low_light", 1, storm_less),
+                 lambda: C.corrupt_with_stream(frame, "low_light", 1, KeyedRandom("k"), storm_less)):
+        with pytest.raises(AegisError, match=r"unknown corruption 'low_light'; expected one of: .*motion_blur, dust_haze$"):
+            call()
+    assert corruption_params("motion_blur", 1, storm_less) == corruption_params("motion_blur", 1)
+
+
+def test_a_suite_built_in_python_with_a_foreign_parameter_is_refused():
+    # A SuiteConfig made in Python skips the file schema; corruption_params' own key check is what stops it.
+    full = load_config()
+    spec = dataclasses.replace(full.corruptions["motion_blur"], fixed={**full.corruptions["motion_blur"].fixed, "bogus": 1})
+    odd = dataclasses.replace(full, corruptions={**full.corruptions, "motion_blur": spec})
+    with pytest.raises(AegisError, match=r"motion_blur: config keys \['bogus'\] are not parameters of MotionBlurParams"):
+        corruption_params("motion_blur", 1, odd)
+
+
 @pytest.mark.parametrize("severity", [0, 4, -1, 1.0, True, "2", None])
 def test_bad_severity(frame, severity):
     with pytest.raises(AegisError, match="severity must be 1, 2 or 3, got"):

@@ -114,6 +114,42 @@ def test_coco_gt_reader_refuses_non_coco(tmp_path):
     assert coco == GT and len(sha) == 64
 
 
+_IMAGES = [{"id": 1, "file_name": "a.png", "width": 10, "height": 10}]
+_PERSON = {"id": 1, "name": "person"}
+
+
+@pytest.mark.parametrize("annotation, message", [
+    ("not an object", r"annotations\[0\] must be an object with a known 'image_id'"),
+    ({"image_id": 9, "bbox": [0, 0, 1, 1], "category_id": 1}, r"annotations\[0\] must be an object with a known"),
+    ({"image_id": 1, "bbox": [0, 0, 1], "category_id": 1}, r"a 4-number 'bbox'"),
+    ({"image_id": 1, "bbox": [0, 0, 1, "1"], "category_id": 1}, r"annotations\[0\]: bbox value '1' is not a number"),
+])
+def test_split_reader_and_verify_read_coco_annotations_alike(tmp_path, annotation, message):
+    from aegis_data.files.readers import coco_person_boxes
+    from aegis_data.split.verify import gt_digests
+
+    coco = {"images": _IMAGES, "annotations": [annotation], "categories": [_PERSON]}
+    f = tmp_path / "gt.json"
+    f.write_text(json.dumps(coco))
+    for read in (lambda: coco_person_boxes(coco, f), lambda: gt_digests(f)):
+        with pytest.raises(AegisError, match=message):
+            read()
+
+
+def test_person_boxes_skip_other_categories_before_reading_their_boxes(tmp_path):
+    from aegis_data.files.readers import coco_person_boxes
+    from aegis_data.split.verify import gt_digests
+
+    car = {"image_id": 1, "bbox": [0, 0, 1, "x"], "category_id": 2}
+    coco = {"images": _IMAGES, "annotations": [{"image_id": 1, "bbox": [1, 2, 3, 4], "category_id": 1}, car],
+            "categories": [_PERSON, {"id": 2, "name": "car"}]}
+    assert coco_person_boxes(coco, "gt.json") == {1: [[1.0, 2.0, 3.0, 4.0]]}
+    f = tmp_path / "gt.json"
+    f.write_text(json.dumps(coco))
+    with pytest.raises(AegisError, match=r"annotations\[1\]: bbox value 'x'"):
+        gt_digests(f)  # verify digests every annotation the scorer could read
+
+
 def test_yolo_labels_round_trip():
     boxes = [(1.0, 2.0, 11.0, 22.0), (0.0, 0.0, 40.0, 30.0)]
     text = yolo_label_text(boxes, 40, 30)

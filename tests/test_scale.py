@@ -338,3 +338,52 @@ def test_a_suite_config_can_make_object_scale_its_default(tmp_path):
                 b"scale: {mode: object, person_px: 30, gsd_cm_per_px: 2}"):
         with pytest.raises(AegisError, match="scale"):
             config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\n" + bad), "bad.yaml")
+
+
+def test_an_explicit_object_scale_keeps_the_suite_unit_and_names_its_source(tmp_path):
+    from aegis_data.engine.config import config_from_bytes
+    from aegis_data.split.build import plan_build
+
+    base = load_config().raw
+    ds = load_source("synthetic", n=3)
+    v2 = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\nscale: {mode: object, person_px: 30}"),
+                           tmp_path / "v2.yaml")
+    implicit = plan_build(ds, v2).scale
+    assert implicit == Scale("object", 30.0, "suite config scale.person_px")
+    # Naming object scale (--scale object) must not drop the unit the suite declares.
+    assert plan_build(ds, v2, scale="object").scale == implicit
+    # The call's unit wins; a frame call has none.
+    assert plan_build(ds, v2, scale="object", person_px=40).scale == Scale("object", 40.0, "--person-px")
+    assert plan_build(ds, v2, person_px=40).scale.basis == "--person-px"
+    assert not plan_build(ds, v2, scale="frame").scale.is_object
+    gsd = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\nscale: {mode: object, gsd_cm_per_px: 2.5}"),
+                            tmp_path / "g.yaml")
+    for call in ({}, {"scale": "object"}):
+        s = plan_build(ds, gsd, **call).scale
+        assert s.person_px == person_unit_from_gsd(2.5) and s.basis == "suite config scale.gsd_cm_per_px 2.5 cm/px"
+    # An object suite without a unit, and the aegis-v1 (frame) suite under --scale object: the median box.
+    bare = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\nscale: object"), tmp_path / "b.yaml")
+    for cfg in (bare, load_config()):
+        assert plan_build(ds, cfg, scale="object").scale.basis.startswith("median sqrt(w*h)")
+
+
+def test_the_gsd_range_is_the_person_unit_range_and_refusals_name_the_key():
+    from aegis_data.engine.config import config_from_bytes
+    from aegis_data.engine.scale import GSD_RANGE_CM, PERSON_PX_RANGE
+
+    lo, hi = GSD_RANGE_CM
+    # Every gsd in range gives a usable unit, the bounds give the unit's bounds.
+    assert (person_unit_from_gsd(lo), person_unit_from_gsd(hi)) == (PERSON_PX_RANGE[1], PERSON_PX_RANGE[0])
+    for gsd in (lo, 2.5, 30.0, hi):
+        assert Scale("object", person_unit_from_gsd(gsd)).is_object
+    for bad in (40, 31, 0.05):
+        with pytest.raises(AegisError, match=r"^--gsd must lie in \[0\.0601, 30\.05\] cm per px \(a person unit of 4"):
+            resolve_scale("object", gsd_cm_per_px=bad)
+    # A suite config's gsd is refused when the config is loaded, naming the config key, not a flag.
+    base = load_config().raw
+    with pytest.raises(AegisError, match=r"^g\.yaml: scale\.gsd_cm_per_px must lie in \[0\.0601, 30\.05\]"):
+        config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\nscale: {mode: object, gsd_cm_per_px: 40}"),
+                          "g.yaml")
+    with pytest.raises(AegisError, match=r"^g\.yaml: scale\.gsd_cm_per_px must be a finite number"):
+        config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\nscale: {mode: object, gsd_cm_per_px: .inf}"),
+                          "g.yaml")

@@ -103,6 +103,17 @@ def test_an_edited_split_config_is_refused(splits, tmp_path):
     assert split_config(copy).config_hash == split_config(splits["modified"]).config_hash
 
 
+@pytest.mark.parametrize("recorded", [5, None])
+def test_calibration_refuses_a_manifest_without_a_string_config_hash(splits, tmp_path, recorded):
+    copy = tmp_path / "nohash"
+    shutil.copytree(splits["modified"], copy, symlinks=True)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["config_hash"] = recorded
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(AegisError, match=r"manifest.json: no config_hash recorded"):
+        calibrate_split(copy)
+
+
 def test_calibration_and_verify_use_the_split_config(splits):
     table = calibrate_split(splits["modified"])
     assert table.config_hash == split_config(splits["modified"]).config_hash

@@ -91,6 +91,29 @@ def test_a_reencoded_png_fails_against_its_own_manifest(split):
     assert _kinds(report) == {"test/low_light_s1/img000.png": "bytes-only"} and not report.ok
 
 
+def test_a_changed_image_is_read_from_disk_once_while_hashing(split, monkeypatch):
+    import aegis_data.split.verify as verify
+    from aegis_data.files.imageio import pixel_sha256
+
+    rel = "test/low_light_s1/img000.png"
+    _reencode_with_opencv(split / rel)
+    reads: list[str] = []
+    real_read_bytes = Path.read_bytes
+
+    def counting_read_bytes(self):
+        reads.append(self.name)
+        return real_read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counting_read_bytes)
+    monkeypatch.setattr(verify, "file_sha256", lambda p: reads.append(f"stream {Path(p).name}") or file_sha256(p))
+    sha, pixels, problem = verify.hash_item(str(split), 10**8, (rel, "0" * 64, True))
+    assert reads == ["img000.png"]
+    assert sha == file_sha256(split / rel) and pixels == pixel_sha256(read_rgb(split / rel)) and problem is None
+    # The decode from the bytes keeps read_rgb's refusal of a truncated PNG: no pixel hash, not a crash.
+    (split / rel).write_bytes(real_read_bytes(split / rel)[:-12])
+    assert verify.hash_item(str(split), 10**8, (rel, "0" * 64, True))[1:] == (None, None)
+
+
 def _as_if_built_elsewhere(split: Path, tmp_path: Path) -> Path:
     """Keep the pristine manifest as the reference; re-encode one file and re-seal the local manifest, as a
     machine whose PNG encoder writes other bytes for the same pixels would have produced."""

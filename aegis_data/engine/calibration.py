@@ -443,7 +443,7 @@ def calibrate_split(
         raise AegisError(f"{root} has a manifest but no {clean_dir.relative_to(root)} folder of clean test images")
     manifest, _ = read_json_object(Path(root) / MANIFEST_NAME, "split manifest", "manifest_")
     # The suite the split was built with, and the unit its lengths follow.
-    config = split_config(root, manifest.get("config_hash") if isinstance(manifest.get("config_hash"), str) else None)
+    config = split_config(root, manifest.get("config_hash"))  # refuses a missing or non-string hash in one line
     scale = scale_from_record(manifest.get("scale"), f"{root}/{MANIFEST_NAME}")
     names = resolve_corruptions(corruptions, config)
     stems = sorted(f.stem for f in clean_dir.glob("*.png"))

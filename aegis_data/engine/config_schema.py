@@ -128,6 +128,15 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, Real) and not isinstance(v, bool)
 
 
+def _float(v: Real) -> float:
+    """``float(v)``, with an integer too large for a float (YAML reads 400 digits as an int) as infinity, so the
+    range check refuses it rather than raising OverflowError."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf
+
+
 def check_value(where: str, value: Any, p: Param) -> None:
     """AegisError naming ``where`` unless ``value`` has ``p``'s type and lies in its range."""
     if p.kind in ("rgb", "pair"):
@@ -137,8 +146,8 @@ def check_value(where: str, value: Any, p: Param) -> None:
     else:
         items = [value]
         ok = _is_number(value) and (p.kind != "int" or isinstance(value, Integral))
-    ok = ok and all(math.isfinite(float(v)) and (float(v) > p.lo if p.lo_open else float(v) >= p.lo)
-                    and float(v) <= p.hi for v in items)
+    ok = ok and all(math.isfinite(_float(v)) and (_float(v) > p.lo if p.lo_open else _float(v) >= p.lo)
+                    and _float(v) <= p.hi for v in items)
     if ok and p.kind == "pair":
         ok = float(items[0]) <= float(items[1])
     if ok and where.endswith("streak_blur_ksize"):
@@ -218,6 +227,8 @@ def validate_suite(raw: Any, where: str = "suite config") -> None:
         _check_corruption(f"{where}: {name}", name, c)
     families = _mapping(f"{where}: families", raw.get("families"))
     for fam, members in families.items():
+        if not isinstance(fam, str) or not fam:
+            raise AegisError(f"{where}: family names must be non-empty strings, got {fam!r:.60}")
         if not isinstance(members, list) or not all(isinstance(m, str) and m in corruptions for m in members):
             raise AegisError(f"{where}: family {fam!r} must list declared corruptions, got {members!r:.80}")
     thresholds = raw.get("calibration_threshold")

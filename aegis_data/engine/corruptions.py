@@ -655,8 +655,7 @@ def _draw_rain_streaks(params: RainStreaksParams, h: int, w: int, rng: KeyedRand
 def rain_streak_count(params: RainStreaksParams, h: int, w: int) -> int:
     """Streaks on an ``h x w`` frame: ``density_per_mp`` per megapixel (frame scale), or per the anchor's person
     area under object scale (``aegis_data.engine.scale.density_factor``), rounded half up."""
-    if params.scale_side is None:  # the aegis-v1 expression, untouched
-        return int(math.floor(params.density_per_mp * h * w / 1e6 + 0.5))
+    # density_factor is exactly 1.0 under frame scale, and x * 1.0 == x: the aegis-v1 count, bit for bit.
     return int(math.floor(params.density_per_mp * h * w / 1e6 * density_factor(params.scale_side) + 0.5))
 
 
@@ -887,9 +886,10 @@ def corruption_params(name: str, severity: int, config: SuiteConfig | None = Non
     """The frozen parameter record of ``name`` at ``severity``, filled from ``config`` (default: the installed
     suite config). ``scale``: an object :class:`~aegis_data.engine.scale.Scale` sets the record's ``scale_side`` (its
     ``*_px`` fields then follow the person unit); None or frame scale leaves the aegis-v1 record as it is."""
-    _check_name(name)
+    suite = config or load_config()
+    _check_name(name, suite)
     _check_severity(severity)
-    spec = (config or load_config()).corruptions[name]  # every config's names are the engine's (_check_registry)
+    spec = suite.corruptions[name]
     ptype = _BY_NAME[name].params_type
     values = spec.params(int(severity))
     known = {f.name for f in fields(ptype)}
@@ -911,8 +911,12 @@ def draw_params(name: str, params, height: int, width: int, rng: KeyedRandom):
     return _BY_NAME[name].draw(params, int(height), int(width), rng)
 
 
-def _check_name(name) -> None:
+def _check_name(name, config: SuiteConfig | None = None) -> None:
+    """``name`` is a corruption the engine runs (the installed suite's names are the engine's: _check_registry)
+    and, with ``config``, one that suite declares: a config may hold a subset of the nine."""
     load_config().check_corruption(name)
+    if config is not None:
+        config.check_corruption(name)
 
 
 def _check_severity(severity) -> None:
@@ -932,7 +936,7 @@ def apply_corruption(
     frame scale, the aegis-v1 behaviour). Raises AegisError for bad input.
     """
     check_rgb_image(image)
-    _check_name(name)
+    _check_name(name, config)
     _check_severity(severity)
     return corrupt_with_stream(image, name, severity, keyed_random(image_id, name, int(severity), seed), config,
                                scale)

@@ -38,7 +38,9 @@ PERSON_HEIGHT_CM = 170.0
 UPRIGHT_BOX_FACTOR = math.sqrt(0.5)
 # Person units outside this range are not people at any plausible altitude (or a unit typo such as mm).
 PERSON_PX_RANGE = (4.0, 2000.0)
-GSD_RANGE_CM = (0.1, 50.0)
+# The ground sampling distances whose person unit lies in PERSON_PX_RANGE (about 0.06 to 30.05 cm/px).
+GSD_RANGE_CM = (PERSON_HEIGHT_CM * UPRIGHT_BOX_FACTOR / PERSON_PX_RANGE[1],
+                PERSON_HEIGHT_CM * UPRIGHT_BOX_FACTOR / PERSON_PX_RANGE[0])
 _ROUND_DECIMALS = 2  # the unit is recorded to 0.01 px: readable, and identical wherever it is computed
 
 
@@ -74,7 +76,8 @@ class Scale:
         return float(self.person_px) * ANCHOR_LONG_SIDE / ANCHOR_PERSON_PX
 
     def identity(self) -> dict | None:
-        """What a build records (and its root hash covers): None for frame, so frame builds keep their roots."""
+        """What a build records (and its root hash covers): None for frame, so the scale mechanism adds nothing to
+        a frame build's identity (its root is what the build gives without it)."""
         if not self.is_object:
             return None
         return {"mode": OBJECT, "person_px": float(self.person_px), "basis": self.basis}
@@ -111,24 +114,32 @@ def texture_cells(base: float, height: int, width: int, reference_side: float | 
     return float(base) * max(height, width) / reference_side
 
 
+def _is_finite_number(value: Any) -> bool:
+    """An int (any size) or a finite float, not a bool."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) or math.isfinite(value)
+
+
 def check_person_px(value: Any, what: str = "person unit") -> float:
     """A finite person unit inside ``PERSON_PX_RANGE``; else AegisError naming ``what``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise AegisError(f"{what} must be a finite number of px, got {value!r}")
+    if not _is_finite_number(value):
+        raise AegisError(f"{what} must be a finite number of px, got {value!r:.60}")
     lo, hi = PERSON_PX_RANGE
-    if not lo <= float(value) <= hi:
-        raise AegisError(f"{what} must lie in [{lo:g}, {hi:g}] px, got {value!r}")
+    if not lo <= value <= hi:  # compared as given: float() of a 400-digit int would overflow
+        raise AegisError(f"{what} must lie in [{lo:g}, {hi:g}] px, got {value!r:.60}")
     return float(value)
 
 
-def person_unit_from_gsd(gsd_cm_per_px: Any) -> float:
-    """The person unit (px) of a 1.7 m person at ``gsd_cm_per_px`` (ground sampling distance), rounded."""
-    if isinstance(gsd_cm_per_px, bool) or not isinstance(gsd_cm_per_px, (int, float)) \
-            or not math.isfinite(gsd_cm_per_px):
-        raise AegisError(f"--gsd must be a finite number of cm per px, got {gsd_cm_per_px!r}")
+def person_unit_from_gsd(gsd_cm_per_px: Any, what: str = "--gsd") -> float:
+    """The person unit (px) of a 1.7 m person at ``gsd_cm_per_px`` (ground sampling distance), rounded; inside
+    ``PERSON_PX_RANGE`` because the gsd must lie in ``GSD_RANGE_CM``, else AegisError naming ``what``."""
+    if not _is_finite_number(gsd_cm_per_px):
+        raise AegisError(f"{what} must be a finite number of cm per px, got {gsd_cm_per_px!r:.60}")
     lo, hi = GSD_RANGE_CM
-    if not lo <= float(gsd_cm_per_px) <= hi:
-        raise AegisError(f"--gsd must lie in [{lo:g}, {hi:g}] cm per px, got {gsd_cm_per_px!r}")
+    if not lo <= gsd_cm_per_px <= hi:
+        raise AegisError(f"{what} must lie in [{lo:.4g}, {hi:.4g}] cm per px (a person unit of "
+                         f"{PERSON_PX_RANGE[0]:g} to {PERSON_PX_RANGE[1]:g} px), got {gsd_cm_per_px!r:.60}")
     return round(PERSON_HEIGHT_CM / float(gsd_cm_per_px) * UPRIGHT_BOX_FACTOR, _ROUND_DECIMALS)
 
 
@@ -190,6 +201,19 @@ def resolve_scale(mode: str | Scale | None, records: Mapping[str, Iterable[Any]]
                          f"median sqrt(w*h) of {n} {split} box{'es' if n != 1 else ''}")
     raise AegisError("--scale object needs the dataset's person size, but its splits hold no person boxes; "
                      "give it with --person-px N (px) or --gsd CM_PER_PX")
+
+
+def suite_unit_scale(block: Mapping[str, Any]) -> Scale | None:
+    """The object Scale of a suite config's ``scale`` block when that block gives a unit (``person_px`` or
+    ``gsd_cm_per_px``, allowed under mode object only), else None; its basis names the suite config key."""
+    if block.get("person_px") is not None:
+        what = "suite config scale.person_px"
+        return Scale(OBJECT, round(check_person_px(block["person_px"], what), _ROUND_DECIMALS), what)
+    if block.get("gsd_cm_per_px") is not None:
+        gsd = block["gsd_cm_per_px"]
+        what = "suite config scale.gsd_cm_per_px"
+        return Scale(OBJECT, person_unit_from_gsd(gsd, what), f"{what} {float(gsd):g} cm/px")
+    return None
 
 
 def scale_from_record(value: Any, where: str = "manifest") -> Scale:

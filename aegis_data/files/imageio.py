@@ -20,7 +20,8 @@ from typing import Iterable
 import numpy as np
 
 from aegis_data.errors import AegisError
-from aegis_data.files.png import encode_png  # noqa: F401  (the one PNG writer, re-exported for callers)
+from aegis_data.files.outputs import file_above
+from aegis_data.files.png import PNG_SIGNATURE, encode_png  # noqa: F401  (encode_png: the one PNG writer, re-exported)
 
 DEFAULT_MAX_PIXELS = 200_000_000  # ~4x a 50 MP frame; guards against decompression bombs
 _SOF_MARKERS = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
@@ -105,7 +106,6 @@ def decode_image_bytes(data: bytes, *, what: str = "<bytes>", max_pixels: int = 
     return rgb
 
 
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Chunks that make a standard reader show other pixels than the stored samples: orientation (eXIf, which
 # cv2.imread applies by default) and a transparent colour (tRNS, an alpha channel in Pillow's RGBA).
 _VIEW_CHANGING_CHUNKS = (b"eXIf", b"tRNS")
@@ -113,7 +113,7 @@ _VIEW_CHANGING_CHUNKS = (b"eXIf", b"tRNS")
 
 def _png_layout(data: bytes) -> str | None:
     """Why a PNG is not plain 8-bit RGB without alpha or orientation metadata (None when it is)."""
-    if not data.startswith(_PNG_SIGNATURE) or len(data) < 33 or data[12:16] != b"IHDR":
+    if not data.startswith(PNG_SIGNATURE) or len(data) < 33 or data[12:16] != b"IHDR":
         return "not a PNG file"
     depth, colour = data[24], data[25]
     if (depth, colour) != (8, 2):
@@ -171,6 +171,13 @@ def read_rgb(path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarr
         raise AegisError(f"expected an image file, got a directory: {p}") from None
     except OSError as exc:
         raise AegisError(f"cannot read image {p}: {exc.strerror}") from None
+    return decode_file_bytes(data, p, max_pixels)
+
+
+def decode_file_bytes(data: bytes, path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """:func:`read_rgb` on bytes already read from the image file at ``path`` (a caller that also hashes them
+    reads the file once)."""
+    p = Path(path)
     if p.suffix.lower() == ".png" and not data.rstrip(b"\x00").endswith(b"IEND\xaeB`\x82"):
         # OpenCV decodes truncated PNGs partially and silently; insist on the end chunk.
         raise AegisError(f"cannot decode image {p}: truncated PNG (no IEND chunk)")
@@ -241,7 +248,7 @@ def write_error(path: Path, exc: OSError) -> AegisError:
     if exc.errno == errno.ENOSPC:
         return AegisError(f"no space left on the device while writing {path} ({_free_space(path)} free there); "
                           f"free some space and re-run")
-    blocker = next((d for d in path.parents if d.exists() and not d.is_dir()), None)
+    blocker = file_above(path)
     if blocker is not None:
         return AegisError(f"cannot write {path}: {blocker} is a file, not a folder")
     if path.is_dir():

@@ -13,9 +13,14 @@ from typing import Iterable, Mapping
 from aegis_data.errors import AegisError
 
 
+def file_above(path: Path) -> Path | None:
+    """The first of ``path``'s parents that exists and is not a folder (a file where a folder must be), or None."""
+    return next((d for d in path.parents if d.exists() and not d.is_dir()), None)
+
+
 def _check_creatable(opt: str, path: Path, verb: str) -> None:
     """No file where a parent folder must be, and write permission in the nearest existing folder."""
-    blocker = next((d for d in path.parents if d.exists() and not d.is_dir()), None)
+    blocker = file_above(path)
     if blocker is not None:
         raise AegisError(f"{opt} {path} cannot be {verb}: {blocker} is a file, not a folder")
     existing = next((d for d in (path, *path.parents) if d.exists() and d.is_dir()), Path("."))

@@ -20,7 +20,7 @@ import numbers
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Container, Iterator
 
 import numpy as np
 import yaml
@@ -199,15 +199,28 @@ def coco_person_boxes(coco: dict, where: str | Path, *, skip_crowd: bool = False
     cats = {c.get("id") for c in coco.get("categories") or [] if isinstance(c, dict)
             and str(c.get("name", "")).strip().lower() == "person"}
     out: dict[int, list[list[float]]] = {im["id"]: [] for im in images}
+    for k, a in coco_annotations(coco, where, out):
+        if (cats and a.get("category_id") not in cats) or (skip_crowd and a.get("iscrowd", 0)):
+            continue
+        out[a["image_id"]].append(coco_bbox(a, where, k))
+    return out
+
+
+def coco_annotations(coco: dict, where: str | Path, image_ids: Container[int]) -> Iterator[tuple[int, dict]]:
+    """``(index, annotation)`` of every annotation of a COCO GT, in file order; AegisError unless each is an
+    object whose ``image_id`` is in ``image_ids`` and whose ``bbox`` is a list of 4 items (read them with
+    :func:`coco_bbox`)."""
     for k, a in enumerate(coco.get("annotations") or []):
-        if not isinstance(a, dict) or a.get("image_id") not in out or not isinstance(a.get("bbox"), list) \
+        if not isinstance(a, dict) or a.get("image_id") not in image_ids or not isinstance(a.get("bbox"), list) \
                 or len(a["bbox"]) != 4:
             raise AegisError(f"{where}: annotations[{k}] must be an object with a known 'image_id' and a 4-number "
                              f"'bbox'")
-        if (cats and a.get("category_id") not in cats) or (skip_crowd and a.get("iscrowd", 0)):
-            continue
-        out[a["image_id"]].append([json_number(v, f"{where}: annotations[{k}]", "bbox value") for v in a["bbox"]])
-    return out
+        yield k, a
+
+
+def coco_bbox(annotation: dict, where: str | Path, k: int) -> list[float]:
+    """The ``bbox`` of annotation ``k`` (from :func:`coco_annotations`) as 4 finite floats; else AegisError."""
+    return [json_number(v, f"{where}: annotations[{k}]", "bbox value") for v in annotation["bbox"]]
 
 
 def coco_boxes_by_stem(coco: dict, where: str | Path) -> dict[str, list[list[float]]]:

@@ -33,7 +33,7 @@ import numpy as np
 from aegis_data import __version__
 from aegis_data.engine.config import SEVERITIES, SuiteConfig, check_severities, load_config, parse_condition
 from aegis_data.engine.corruptor import SuiteCorruptor
-from aegis_data.engine.scale import FRAME_SCALE, Scale, resolve_scale
+from aegis_data.engine.scale import FRAME, FRAME_SCALE, OBJECT, Scale, resolve_scale, suite_unit_scale
 from aegis_data.errors import AegisError
 from aegis_data.executors import Placement, map_units
 from aegis_data.files.imageio import (
@@ -190,8 +190,8 @@ def plan_build(
     """Decide what to write (pure). ``dataset`` is a SourceDataset (name, description, splits).
 
     scale / person_px / gsd_cm_per_px: the length unit (``aegis_data.engine.scale.resolve_scale``; scale None: the
-    suite config's ``scale``, frame for aegis-v1); under object scale without a given unit, it is the median
-    person box of the test records (before ``limit``, so a ``--limit`` build corrupts its images exactly as the
+    suite config's mode, frame for aegis-v1); under object scale without a given unit, it is the unit the suite
+    config declares, else the median person box of the test records (before ``limit``, so a ``--limit`` build corrupts its images exactly as the
     full build does).
     """
     conditions = resolve_selection(config, corruptions, severities)
@@ -222,12 +222,16 @@ def plan_build(
             recs = recs[: int(limit)]
         records[split] = tuple(recs)
         units.extend(Unit(split, r, split_conditions(split, conditions)) for r in recs)
-    if scale is None:  # the suite's default unit (frame for aegis-v1), the call's overrides on top
-        scale = config.scale.get("mode", "frame")
-        if person_px is None and gsd_cm_per_px is None:
-            person_px, gsd_cm_per_px = config.scale.get("person_px"), config.scale.get("gsd_cm_per_px")
-    build_scale = resolve_scale(scale, {s: splits_in.get(s) or () for s in wanted}, person_px=person_px,
-                                gsd_cm_per_px=gsd_cm_per_px)
+    # The mode is the call's, else the suite's (frame for aegis-v1). Under object scale with no unit from the
+    # call, the suite's unit applies whenever the suite declares one (only an object-mode suite can), also when
+    # the call names object scale explicitly; failing both, the median person box.
+    mode = config.scale.get("mode", FRAME) if scale is None else scale
+    suite_unit = None
+    if person_px is None and gsd_cm_per_px is None and not isinstance(mode, Scale) \
+            and str(mode).strip().lower() == OBJECT:
+        suite_unit = suite_unit_scale(config.scale)
+    build_scale = suite_unit or resolve_scale(mode, {s: splits_in.get(s) or () for s in wanted},
+                                              person_px=person_px, gsd_cm_per_px=gsd_cm_per_px)
     return BuildPlan(
         dataset=str(dataset.name),
         source=json.loads(canonical_json(dict(getattr(dataset, "description", {}) or {}))),

@@ -7,7 +7,9 @@ Layout of ``manifest.json`` (keys written sorted, two-space indent, UTF-8, trail
     dataset         dataset name, e.g. "synthetic"
     source          the adapter's description of the source (dict)
     suite           corruption-suite name ("aegis-v1")
-    config_hash     first 12 hex of the SHA-256 of configs/corruptions.yaml
+    config_hash     first 12 hex of the SHA-256 of the suite config's parsed content in canonical form
+                    (``aegis_data.engine.config.canonical_suite_bytes``; builds before aegisbench 0.3: of the
+                    file's bytes)
     seed            global seed of every random draw
     scale           only in object-scale builds: {mode: "object", person_px, basis} -- the person unit the
                     length parameters were scaled to (``aegis_data.engine.scale``); absent means frame scale

@@ -8,7 +8,8 @@ nothing beyond the manifest itself: ``aegis verify`` / :func:`aegis_data.split.v
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -28,6 +29,10 @@ class FrozenSplit:
 
     root: Path
     manifest: Manifest
+    # split -> (COCO GT, {stem: boxes}): annotations/<split>.json is read and parsed once per object, not once
+    # per call (iterating the 28 test conditions would otherwise parse test.json 28 times).
+    _gt: dict[str, tuple[dict[str, Any], dict[str, list[list[float]]]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def dataset(self) -> str:
@@ -64,19 +69,25 @@ class FrozenSplit:
         return scale_from_record(self.manifest.data.get("scale"), self.manifest.path)
 
     def ground_truth(self, split: str = "test") -> dict[str, Any]:
-        """The split's COCO ground truth (``annotations/<split>.json``) as a dict."""
-        coco, _ = read_coco_gt(annotation_path(self.root, self._check_split(split)))
-        return coco
+        """The split's COCO ground truth (``annotations/<split>.json``) as a dict (the caller's own copy)."""
+        return copy.deepcopy(self._read_gt(split)[0])
 
     def image_ids(self, split: str = "test") -> list[str]:
         """Image stems of ``split`` in COCO id order."""
         return list(self._boxes(split))
 
     def _boxes(self, split: str) -> dict[str, list[list[float]]]:
-        """{stem: person boxes [x, y, w, h]} of ``split``, in COCO id order (one read of the GT file)."""
-        where = annotation_path(self.root, self._check_split(split))
-        coco, _ = read_coco_gt(where)
-        return coco_boxes_by_stem(coco, where)
+        """{stem: person boxes [x, y, w, h]} of ``split``, in COCO id order."""
+        return self._read_gt(split)[1]
+
+    def _read_gt(self, split: str) -> tuple[dict[str, Any], dict[str, list[list[float]]]]:
+        """(COCO GT, {stem: boxes}) of ``split``, read from its file on first use only."""
+        split = self._check_split(split)
+        if split not in self._gt:
+            where = annotation_path(self.root, split)
+            coco, _ = read_coco_gt(where)
+            self._gt[split] = (coco, coco_boxes_by_stem(coco, where))
+        return self._gt[split]
 
     def images(self, condition: str = "clean", split: str = "test") -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
         """``(image_id, rgb, boxes)`` for every image of ``condition`` (val and train hold ``clean`` only), one

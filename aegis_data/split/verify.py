@@ -35,6 +35,7 @@ Only reading happens here; the caller renders the report.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -47,10 +48,11 @@ from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.scale import Scale, scale_from_record
 from aegis_data.errors import AegisError
 from aegis_data.executors import Placement, map_units
-from aegis_data.files.imageio import DEFAULT_MAX_PIXELS, file_sha256, pixel_sha256, read_rgb, standard_decode_problem
+from aegis_data.files.imageio import (DEFAULT_MAX_PIXELS, decode_file_bytes, file_sha256, pixel_sha256, read_rgb,
+                                      standard_decode_problem)
 from aegis_data.files.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, SUITE_CONFIG_NAME, condition_dir,
                                image_file_name)
-from aegis_data.files.readers import coco_images, json_number, read_coco_gt
+from aegis_data.files.readers import coco_annotations, coco_bbox, coco_images, read_coco_gt
 from aegis_data.split.manifest import (ROOT_ENTRY_KEYS, ROOT_IDENTITY_KEYS, Manifest, annotation_digest, annotation_identity,
                                  load_manifest)
 
@@ -163,12 +165,8 @@ def gt_digests(path: Path) -> dict[str, str]:
     coco = read_coco_gt(path)[0]
     stems = {im["id"]: im.get("stem") or Path(im["file_name"]).stem for im in coco_images(coco, path)}
     items: dict[int, list] = {i: [] for i in stems}
-    for k, a in enumerate(coco.get("annotations") or []):
-        if not isinstance(a, dict) or a.get("image_id") not in items or not isinstance(a.get("bbox"), list) \
-                or len(a["bbox"]) != 4:
-            raise AegisError(f"{path}: annotations[{k}] must be an object with a known 'image_id' and a 4-number "
-                             f"'bbox'")
-        box = [json_number(v, f"{path}: annotations[{k}]", "bbox value") for v in a["bbox"]]
+    for k, a in coco_annotations(coco, path, items):
+        box = coco_bbox(a, path, k)
         items[a["image_id"]].append(annotation_identity(box, a.get("category_id"), a.get("iscrowd", 0), a.get("area")))
     return {stems[i]: annotation_digest(v) for i, v in items.items()}
 
@@ -208,13 +206,16 @@ def hash_item(root: str, max_pixels: int, item: tuple[str, str, bool]) -> tuple[
     """
     rel, expected, is_image = item
     p = Path(root, rel)
-    sha = file_sha256(p)
+    if not is_image:
+        return file_sha256(p), None, None
+    data = p.read_bytes()  # read once: hashed, and decoded only when it is not the expected file
+    sha = hashlib.sha256(data).hexdigest()
     pixels = problem = None
-    if is_image and sha != expected:
+    if sha != expected:
         try:
-            rgb = read_rgb(p, max_pixels=max_pixels)
-            pixels, problem = pixel_sha256(rgb), standard_decode_problem(p.read_bytes(), rgb)
-        except (AegisError, OSError):
+            rgb = decode_file_bytes(data, p, max_pixels)
+            pixels, problem = pixel_sha256(rgb), standard_decode_problem(data, rgb)
+        except AegisError:
             pixels = problem = None
     return sha, pixels, problem
 
@@ -420,7 +421,9 @@ class _ImageCheck:
                                               f"detector's image reader would not")
             return Finding(rel, "bytes-only", _BYTES_ONLY)
         try:
-            actual = read_rgb(self.root / rel, max_pixels=self.max_pixels)  # the pixels differ: decode to count
+            # The pixels differ: decode to count. hash_item's decode is not kept (it may run on another worker,
+            # and holding every changed image's pixels until here would grow memory with their number).
+            actual = read_rgb(self.root / rel, max_pixels=self.max_pixels)
         except AegisError as exc:
             return Finding(rel, "pixels", f"does not decode: {exc}")
         name, severity = parse_condition(e["condition"])
