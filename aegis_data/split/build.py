@@ -191,8 +191,8 @@ def plan_build(
 
     scale / person_px / gsd_cm_per_px: the length unit (``aegis_data.engine.scale.resolve_scale``; scale None: the
     suite config's mode, frame for aegis-v1); under object scale without a given unit, it is the unit the suite
-    config declares, else the median person box of the test records (before ``limit``, so a ``--limit`` build corrupts its images exactly as the
-    full build does).
+    config declares, else the median person box of the test records (before ``limit``, so a ``--limit`` build
+    corrupts its images exactly as the full build does).
     """
     conditions = resolve_selection(config, corruptions, severities)
     if limit is not None and int(limit) < 1:
