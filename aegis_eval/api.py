@@ -231,26 +231,34 @@ def freeze_threshold(predictions: ConditionPredictions, gt: PathLike, *, rule: s
 def rank(scores: Sequence[PathLike | ScoreResult | Mapping[str, Any]], metric: str = "map50", *,
          by: str = "condition", condition: str = "clean", reference: str | None = None, bootstrap: int = 1000,
          seed: int = 0) -> dict[str, Any]:
-    """Rank models by ``metric`` from their score JSONs (paths), :class:`ScoreResult` s or score documents:
-    the ``aegis rank`` document (rank agreement across conditions, paired intervals; docs/SCORING.md)."""
+    """Rank models by ``metric`` from a list of their score JSONs (paths), :class:`ScoreResult` s or score
+    documents (each checked as ``aegis rank`` checks a file): the ``aegis rank`` document (rank agreement across
+    conditions, paired intervals; docs/SCORING.md). AegisError on bad input."""
     from aegis_eval.metrics.bootstrap import BootstrapOptions
-    from aegis_eval.protocols.ranking import load_score_results, model_labels, rank_models
+    from aegis_eval.protocols.ranking import checked_score_result, load_score_results, model_labels, rank_models
 
+    if isinstance(scores, (str, Path, Mapping, ScoreResult)) or not isinstance(scores, Iterable):
+        raise AegisError(f"rank takes a list of two or more score files or results, got one "
+                         f"{type(scores).__name__}")
+    scores = list(scores)
     if not scores:
         raise AegisError("rank needs at least two scored models; none were given")
     if all(isinstance(s, (str, Path)) for s in scores):
         from aegis_eval.protocols.ranking import rank_paths
 
-        return rank_paths(list(scores), metric, by=by, condition=condition, reference=reference,
+        return rank_paths(scores, metric, by=by, condition=condition, reference=reference,
                           bootstrap=bootstrap, seed=seed)
     results = []
-    for s in scores:
+    for k, s in enumerate(scores):
         if isinstance(s, ScoreResult):
             results.append(s.to_dict())
         elif isinstance(s, Mapping):
-            results.append(dict(s))
-        else:
+            results.append(checked_score_result(dict(s), f"scores[{k}]"))
+        elif isinstance(s, (str, Path)):
             results.extend(load_score_results([s]))
+        else:
+            raise AegisError(f"scores[{k}] must be a score file path, a ScoreResult or a score document, got "
+                             f"{type(s).__name__}")
     return rank_models(results, metric, by=by, condition=condition, reference=reference,
                        bootstrap=BootstrapOptions(n_bootstrap=bootstrap, seed=seed), labels=model_labels(results))
 

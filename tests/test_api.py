@@ -94,3 +94,21 @@ def test_split_reader_reads_what_was_built(bench):
     assert iid == iid2 and clean.shape == dark.shape and dark.mean() < clean.mean()
     assert np.array_equal(dark, ad.apply_corruption(clean, "low_light", 3, iid))  # the file is the engine's output
     assert boxes.shape[1] == 4 and np.all(boxes[:, 2:] > boxes[:, :2])
+
+
+def test_rank_checks_documents_in_memory_as_it_checks_files(bench, tmp_path):
+    doc = ae.score([], bench, threshold=0.5, bootstrap=1).to_dict()
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(doc))
+    for one in (str(path), path):  # one path is not a list of them (a str would rank its characters)
+        with pytest.raises(AegisError, match="list of two or more"):
+            ae.rank(one)
+    broken = dict(doc, conditions={"clean": {"map50": "high"}})
+    with pytest.raises(AegisError, match=r"\[score_schema\] scores\[1\]: conditions\['clean'\]\.map50"):
+        ae.rank([doc, broken])
+    with pytest.raises(AegisError, match=r"\[score_schema\] scores\[0\]: 'conditions' must be"):
+        ae.rank([{"schema": doc["schema"], "label": "x"}, doc])
+    with pytest.raises(AegisError, match=r"scores\[1\] must be a score file path"):
+        ae.rank([doc, 7])
+    ranked = ae.rank([doc, dict(doc, label="other"), path], bootstrap=10)
+    assert ranked["models"] == [doc["label"] + "#1", "other", doc["label"] + "#3"]
