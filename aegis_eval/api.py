@@ -26,11 +26,23 @@ Predictions = Union[PathLike, Sequence[Mapping[str, Any]], Mapping[str, Conditio
 IN_MEMORY = "<in-memory>"  # the "file" provenance records for predictions passed as lists
 
 
+def _numpy_as_python(value: Any) -> Any:
+    """NumPy scalars and arrays (a detector's float32 score, an ndarray bbox) as the Python numbers and lists
+    they hold, so they hash as their JSON; only called for objects json cannot write, so pure-Python
+    predictions hash exactly as before."""
+    import numpy as np
+
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist() if isinstance(value, np.ndarray) else value.item()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def _in_memory_source(results: Any, condition: str) -> dict[str, Any]:
     """Provenance of predictions given as a list: the file is ``IN_MEMORY``, the hash that of their canonical
     JSON (sorted keys, no whitespace), so the same predictions always record the same hash."""
     try:
-        data = json.dumps(results, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+        data = json.dumps(results, sort_keys=True, separators=(",", ":"), allow_nan=False,
+                          default=_numpy_as_python).encode()
     except (TypeError, ValueError) as exc:
         raise AegisError(f"[predictions_not_json] predictions for {condition!r} are not JSON-serialisable "
                          f"({exc})") from None

@@ -3,6 +3,7 @@ the split reader refuses what is not there (one AegisError line each)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -112,3 +113,20 @@ def test_rank_checks_documents_in_memory_as_it_checks_files(bench, tmp_path):
         ae.rank([doc, 7])
     ranked = ae.rank([doc, dict(doc, label="other"), path], bootstrap=10)
     assert ranked["models"] == [doc["label"] + "#1", "other", doc["label"] + "#3"]
+
+
+def test_numpy_predictions_in_memory_hash_as_their_python_values(bench):
+    split = ad.load_split(bench)
+    plain = _gt_as_predictions(split, "clean")
+    arrays = [dict(p, score=np.float32(p["score"]), bbox=np.asarray(p["bbox"]), category_id=np.int64(1))
+              for p in plain]
+    as_numpy, as_python = (ae.score(p, bench, threshold=0.5, bootstrap=5) for p in (arrays, plain))
+    # float32 scores round to other doubles, so the hash differs from `plain`'s; it equals that of the values held.
+    held = [dict(p, score=float(np.float32(p["score"]))) for p in plain]
+    assert as_numpy.provenance["predictions"] == ae.score(held, bench, threshold=0.5, bootstrap=5).provenance["predictions"]
+    assert as_numpy.conditions["clean"].recall == as_python.conditions["clean"].recall == 1.0
+    # Pure-Python predictions keep the hash of their canonical JSON.
+    canonical = json.dumps(plain, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    assert as_python.provenance["predictions"]["clean"]["sha256"] == hashlib.sha256(canonical).hexdigest()
+    with pytest.raises(AegisError, match="not JSON"):
+        ae.score([dict(plain[0], score=object())], bench, threshold=0.5)
