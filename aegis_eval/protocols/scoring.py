@@ -387,10 +387,8 @@ def prediction_files(preds: str | Path, on_warning: Warn | None = None) -> dict[
     """{condition: file}. A file is one condition named after its stem; a directory contributes every
     ``<condition>.json`` whose stem is a condition id (other JSON files are skipped with a warning)."""
     preds = Path(preds)
-    if preds.is_file():
+    if preds.exists() and not preds.is_dir():  # the reader refuses what is not a regular file (a FIFO, ...)
         return {preds.stem: preds}
-    if preds.exists() and not preds.is_dir():  # a FIFO, socket or device would block or never end
-        raise AegisError(f"[predictions_not_a_file] {preds} is not a regular file or a folder")
     if not preds.is_dir():
         raise AegisError(f"[predictions_not_found] predictions not found: {preds}")
     found, skipped, irregular = {}, [], []
