@@ -103,6 +103,20 @@ def test_load_ground_truth_from_file_and_split_dir(tmp_path):
     assert "[gt_not_json]" in msg and "truncated" in msg
 
 
+@pytest.mark.parametrize("scale", ["object", 5, [1, 2], True])
+def test_a_manifest_scale_that_is_not_an_object_is_one_line(tmp_path, scale):
+    root = tmp_path / "split"
+    (root / "annotations").mkdir(parents=True)
+    (root / "annotations" / "val.json").write_text(json.dumps(coco([img(1)])))
+    manifest = {"dataset": "synthetic", "config_hash": "abc123", "root_hash": "f" * 64}
+    (root / "manifest.json").write_text(json.dumps(dict(manifest, scale=scale)))
+    assert "[manifest_invalid]" in error_of(load_ground_truth, root, "val") and "'scale' must be an object" in \
+        error_of(load_ground_truth, root, "val")
+    unit = {"mode": "object", "person_px": 24.0}
+    (root / "manifest.json").write_text(json.dumps(dict(manifest, scale=unit)))
+    assert load_ground_truth(root, "val").source["scale"] == unit  # what provenance records
+
+
 # --- predictions: formats ----------------------------------------------------------------------------------
 def test_results_list_and_wrapped_form_and_empty(gt):
     dets = detections_from_results([det(1), det(3, (1, 2, 3, 4), 0.25)], gt)

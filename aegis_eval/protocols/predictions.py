@@ -291,6 +291,10 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     dataset = obj.get("dataset")
     if isinstance(dataset, dict):
         dataset = dataset.get("name")
+    scale = obj.get("scale")
+    if scale is not None and not isinstance(scale, dict):
+        raise AegisError(f"[manifest_invalid] {path}: 'scale' must be an object (the length unit of an object-scale "
+                         f"build) or absent, got a JSON {type(scale).__name__}")
     return {
         "manifest": str(path),
         "manifest_sha256": sha,
@@ -298,7 +302,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         "manifest_root_hash": obj.get("root_hash"),
         "dataset": dataset,
         # The length unit of an object-scale build (aegis_data.engine.scale); frame-scale builds have none.
-        **({"scale": obj["scale"]} if obj.get("scale") is not None else {}),
+        **({"scale": scale} if scale else {}),
     }
 
 

@@ -85,6 +85,6 @@ def build_provenance(*, gt_source: Mapping[str, Any], predictions: Mapping[str, 
         "iou": float(iou),
         **({"class_map": dict(class_map)} if class_map is not None else {}),
         # The split's length unit when it was built with --scale object (frame-scale results carry no key).
-        **({"scale": dict(gt_source["scale"])} if gt_source.get("scale") else {}),
+        **({"scale": dict(gt_source["scale"])} if "scale" in gt_source else {}),
         "timestamp": utc_timestamp(),
     }
