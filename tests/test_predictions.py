@@ -306,7 +306,8 @@ def _gt_outcome(coco):
     ("bbox", [1, 2, 10**400, 4]), ("bbox", "1,2,3,4"), ("area", None), ("area", "12"), ("area", 10**400),
     ("area", True), ("id", None), ("id", 2**70), ("id", 0), ("image_id", 99), ("image_id", True), ("iscrowd", 1),
     ("iscrowd", "no"), ("category_id", 2), ("category_id", 1.0), ("category_id", None), ("drop", "id"),
-    ("drop", "area"), ("drop", "bbox"), ("drop", "category_id"), ("not an object", None),
+    ("drop", "area"), ("drop", "bbox"), ("drop", "category_id"), ("not an object", None), ("category_id", [1]),
+    ("category_id", {"id": 1}),
 ])
 def test_gt_fast_path_matches_the_per_annotation_checks(monkeypatch, change):
     """Well-formed annotations are read one key at a time; whatever the data, the result (or the refusal
@@ -329,3 +330,5 @@ def test_gt_fast_path_matches_the_per_annotation_checks(monkeypatch, change):
     monkeypatch.setattr(predictions, "_gt_boxes_well_formed", lambda *args: None)
     slow = _gt_outcome(coco)
     assert fast == slow
+    if change is not None and change[0] == "category_id" and isinstance(change[1], (list, dict)):
+        assert fast.startswith("[gt_bad_category]") and "annotations[2].category_id must be an integer" in fast

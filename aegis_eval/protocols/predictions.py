@@ -211,6 +211,9 @@ def _gt_boxes(anns: list, keep: set[int], default_cat: int | None, row_of: Mappi
         if cat is None:
             raise AegisError(f"[gt_missing_key] {where}: annotations[{k}] lacks 'category_id' (needed to score "
                              "several classes)")
+        if isinstance(cat, (list, dict)):  # unhashable: no category set can hold it
+            raise AegisError(f"[gt_bad_category] {where}: annotations[{k}].category_id must be an integer; "
+                             f"got {cat!r:.40}")
         if cat not in keep:
             continue
         miss = [key for key in ("image_id", "bbox") if key not in a]
