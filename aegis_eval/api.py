@@ -198,6 +198,7 @@ def score(predictions: Predictions, gt: PathLike, *, threshold: float | None = N
     """
     from aegis_eval.protocols.predictions import load_ground_truth
     from aegis_eval.protocols.scoring import PathOptions, frozen_threshold, score_loaded, score_paths_detailed
+    from aegis_eval.protocols.warning_groups import grouped
 
     options = PathOptions(threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap, seed=seed,
                           iou=iou, cluster_by=cluster_by, label=label, split=split, on_warning=on_warning,
@@ -210,9 +211,9 @@ def score(predictions: Predictions, gt: PathLike, *, threshold: float | None = N
     value, info = frozen_threshold(options)
     ground_truth = load_ground_truth(gt, split)
     detections = {str(cond): _load_condition(v, str(cond), ground_truth) for cond, v in mapping.items()}
-    if label is None:
-        options = replace(options, label="predictions")
-    return ScoreResult(score_loaded(ground_truth, detections, value, info, options).result)
+    with grouped(on_warning) as collect:  # repeated kinds as one line, as score_paths_detailed passes them
+        options = replace(options, label="predictions" if label is None else label, on_warning=collect)
+        return ScoreResult(score_loaded(ground_truth, detections, value, info, options).result)
 
 
 # --- freeze_threshold -------------------------------------------------------------------------------------------

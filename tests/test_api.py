@@ -130,3 +130,19 @@ def test_numpy_predictions_in_memory_hash_as_their_python_values(bench):
     assert as_python.provenance["predictions"]["clean"]["sha256"] == hashlib.sha256(canonical).hexdigest()
     with pytest.raises(AegisError, match="not JSON"):
         ae.score([dict(plain[0], score=object())], bench, threshold=0.5)
+
+
+def test_in_memory_and_file_scoring_group_repeated_warnings_alike(bench, tmp_path):
+    split = ad.load_split(bench)
+    once = _gt_as_predictions(split, "clean")
+    preds = {c: once + once[:1] for c in ("clean", "low_light_s1", "low_light_s3")}  # one detection twice in each
+    folder = tmp_path / "dup"
+    folder.mkdir()
+    for c, p in preds.items():
+        (folder / f"{c}.json").write_text(json.dumps(p))
+    seen = {"memory": [], "files": []}
+    ae.score(preds, bench, threshold=0.5, bootstrap=1, on_warning=seen["memory"].append)
+    ae.score(folder, bench, threshold=0.5, bootstrap=1, on_warning=seen["files"].append)
+    for lines in seen.values():
+        dup = [line for line in lines if "duplicate_detection" in line]
+        assert len(dup) == 1 and dup[0].startswith("[duplicate_detection] 3 warnings, e.g. clean: "), lines
