@@ -85,7 +85,7 @@ class ConditionResult:
     name: str
     corruption: str | None
     family: str | None
-    severity: int
+    severity: int | None  # 0 for clean; None for a condition that is no suite condition id (iid, ood)
     metrics: Mapping[str, Any]
     ci: Mapping[str, tuple]
     rel_drop: Mapping[str, Any]
@@ -113,19 +113,27 @@ class ScoreResult:
     ``conditions[name]`` -> :class:`ConditionResult`; ``mpc`` / ``rpc`` / ``mean_rel_drop`` / ``per_family`` /
     ``per_corruption``: the robustness summary; ``threshold``: the frozen value applied (None with per-class
     values, which ``class_thresholds`` holds). ``to_dict()`` is the
-    document; ``to_json(path)`` writes exactly what ``aegis score --json`` writes.
+    document; ``to_json(path)`` writes exactly what ``aegis score --json`` writes. A document that is no score
+    document (docs/SCORE_JSON.md) is refused at construction with one ``[score_schema]`` AegisError line.
     """
 
     document: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        from aegis_eval.protocols.ranking import checked_score_result
+
+        doc = dict(self.document) if isinstance(self.document, Mapping) else self.document
+        checked_score_result(doc, "score document")
 
     @cached_property  # built once per result: loops over conditions do not rebuild it on every access
     def conditions(self) -> dict[str, ConditionResult]:
         out = {}
         for name, entry in self.document.get("conditions", {}).items():
             metrics = {k: v for k, v in entry.items() if k not in _CONDITION_FIELDS and not isinstance(v, dict)}
+            severity = entry.get("severity")
             out[name] = ConditionResult(
                 name=name, corruption=entry.get("corruption"), family=entry.get("family"),
-                severity=int(entry.get("severity") or 0), metrics=metrics, ci=_pairs(entry.get("ci")),
+                severity=None if severity is None else int(severity), metrics=metrics, ci=_pairs(entry.get("ci")),
                 rel_drop=dict(entry.get("rel_drop") or {}), ci_drop=_pairs(entry.get("ci_drop")),
                 localization=dict(entry.get("localization") or {}))
         return out
@@ -133,13 +141,14 @@ class ScoreResult:
     @property
     def threshold(self) -> float | None:
         """The frozen value applied; None when each class had its own (then see :attr:`class_thresholds`)."""
-        value = self.document["threshold"].get("value")
+        value = (self.document.get("threshold") or {}).get("value")
         return None if value is None else float(value)
 
     @property
     def class_thresholds(self) -> dict[str, float]:
         """{class: value} when the threshold was frozen per class (``classes=`` scoring), else empty."""
-        return {str(k): float(v) for k, v in (self.document["threshold"].get("per_class") or {}).items()}
+        per_class = (self.document.get("threshold") or {}).get("per_class") or {}
+        return {str(k): float(v) for k, v in per_class.items()}
 
     def _summary(self, key: str) -> dict[str, Any]:
         return dict((self.document.get("summary") or {}).get(key) or {})

@@ -146,3 +146,20 @@ def test_in_memory_and_file_scoring_group_repeated_warnings_alike(bench, tmp_pat
     for lines in seen.values():
         dup = [line for line in lines if "duplicate_detection" in line]
         assert len(dup) == 1 and dup[0].startswith("[duplicate_detection] 3 warnings, e.g. clean: "), lines
+
+
+def test_score_result_refuses_what_is_no_score_document_and_keeps_unknown_severity(bench):
+    doc = ae.score([], bench, threshold=0.5, bootstrap=1).to_dict()
+    for bad, fragment in ((dict(doc, schema="x"), "schema"), ({k: v for k, v in doc.items() if k != "conditions"},
+                          "'conditions'"), (dict(doc, threshold=5), "'threshold' must be an object"), ([], "JSON list")):
+        with pytest.raises(AegisError, match=rf"^\[score_schema\] score document: .*{fragment}"):
+            ae.ScoreResult(bad)
+    for threshold in (None, {}):  # no frozen value recorded: None, not KeyError / AttributeError
+        bare = ae.ScoreResult({**doc, "threshold": threshold})
+        assert bare.threshold is None and bare.class_thresholds == {}
+    bare = ae.ScoreResult({k: v for k, v in doc.items() if k != "threshold"})
+    assert bare.threshold is None
+    # A domain that is no suite condition (iid, ood) has no severity; it must not read as clean's 0.
+    domains = ae.ScoreResult(dict(doc, conditions={"iid": dict(doc["conditions"]["clean"], severity=None),
+                                                   "clean": doc["conditions"]["clean"]}))
+    assert domains.conditions["iid"].severity is None and domains.conditions["clean"].severity == 0
