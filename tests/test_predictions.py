@@ -255,6 +255,11 @@ def test_id_that_is_an_id_and_another_images_numeric_stem_is_ambiguous():
     assert detections_from_results([det(5)], same).det_image.tolist() == [0]
 
 
+def test_superscript_digits_are_no_numeric_stem():
+    g = ground_truth_from_coco(coco([img(1, "².png"), img(2, "7.png")]))  # "²".isdigit() is True, int("²") fails
+    assert detections_from_results([det("²"), det("7"), det(7)], g).det_image.tolist() == [0, 1, 1]
+
+
 def test_numeric_stem_clash_is_ambiguous():
     g = ground_truth_from_coco(coco([img(10, "1.png"), img(20, "01.png")]))
     assert "[image_id_ambiguous]" in error_of(detections_from_results, [det(1)], g)

@@ -208,6 +208,17 @@ def test_source_date_epoch_makes_the_whole_json_reproducible(sweep, sweep_result
             score_paths(sweep["preds"], sweep["split"], threshold_file=tfile, bootstrap=1)
 
 
+@pytest.mark.parametrize("bad", ["²", "١٧٠٠٠٠٠٠٠٠", "12a"])
+def test_source_date_epoch_takes_ascii_digits_only(monkeypatch, bad):
+    from aegis_eval.protocols.provenance import utc_timestamp
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", bad)
+    with pytest.raises(AegisError, match=r"^SOURCE_DATE_EPOCH must be a whole number of seconds"):
+        utc_timestamp()
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", " 1764547200 ")
+    assert utc_timestamp() == "2025-12-01T00:00:00Z"
+
+
 # --- single-condition edge cases ----------------------------------------------------------------------------
 def small_gt():
     return ground_truth_from_coco(synthetic_gt(12, 7))

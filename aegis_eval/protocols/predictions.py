@@ -402,7 +402,7 @@ class _IdResolver:
         for r, name in enumerate(gt.file_names):
             stem = PurePath(name).stem
             self.by_stem.setdefault(stem, r)
-            if stem.isdigit():
+            if stem.isdecimal():  # what int() reads; isdigit also takes "²"
                 n = int(stem)
                 if n in self.by_num_stem and self.by_num_stem[n] != r:
                     clashing.add(n)  # "1" and "01" both map to 1
@@ -422,7 +422,7 @@ class _IdResolver:
         else:
             if image_id in self.by_stem:
                 found.add(self.by_stem[image_id])
-            if image_id.isdigit():
+            if image_id.isdecimal():
                 n = int(image_id)
                 if n in self.by_id:
                     found.add(self.by_id[n])

@@ -48,7 +48,8 @@ def utc_timestamp() -> str:
     if fixed is None:
         moment = datetime.now(timezone.utc)
     else:
-        if not fixed.strip().isdigit():
+        digits = fixed.strip()
+        if not (digits.isascii() and digits.isdigit()):  # str.isdigit alone takes "²", which int() refuses
             raise AegisError(f"SOURCE_DATE_EPOCH must be a whole number of seconds since 1970, got {fixed!r}")
         try:
             moment = datetime.fromtimestamp(int(fixed), timezone.utc)
