@@ -241,6 +241,20 @@ def test_perfect_predictions_score_one_with_zero_width_intervals():
     assert e["ci"]["recall"] == [pytest.approx(1.0)] * 2 and e["ci"]["fp_per_image"] == [0.0, 0.0]
 
 
+def test_options_and_option_fields_together_are_refused():
+    from aegis_eval.protocols.scoring import ScoreOptions, score_conditions_by_class
+
+    gt = ground_truth_from_coco(synthetic_gt(4, 3))
+    none = detections_from_results([], gt)
+    with pytest.raises(AegisError, match=r"^pass ScoreOptions or its fields \(iou, label\), not both"):
+        score_conditions(gt, {"clean": none}, 0.5, ScoreOptions(), iou=0.7, label="x")
+    with pytest.raises(AegisError, match="not both"):
+        score_conditions_by_class({"person": gt}, {"clean": {"person": none}}, {"person": 0.5}, ScoreOptions(),
+                                  label="x")
+    one = score_conditions(gt, {"clean": none}, 0.5, ScoreOptions(label="x", bootstrap=BootstrapOptions(1)))
+    assert one["label"] == "x"
+
+
 def test_empty_predictions_score_zero_without_crashing():
     gt = small_gt()
     empty = detections_from_results([], gt)

@@ -268,6 +268,13 @@ class ScoreOptions:
     config: SuiteConfig | None = None
 
 
+def _options(options: ScoreOptions | None, fields: Mapping[str, Any]) -> ScoreOptions:
+    """``options``, or ScoreOptions made of ``fields``; both at once would silently drop the fields."""
+    if options is not None and fields:
+        raise AegisError(f"pass ScoreOptions or its fields ({', '.join(sorted(fields))}), not both")
+    return options or ScoreOptions(**fields)
+
+
 def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], threshold: float,
                      options: ScoreOptions | None = None, **fields: Any) -> dict[str, Any]:
     """Score every condition at one frozen ``threshold``; returns the docs/SCORE_JSON.md structure
@@ -286,7 +293,7 @@ def score_conditions_with_samples(gt: GroundTruth, predictions: Mapping[str, Det
     if not predictions:
         raise AegisError("nothing to score: no predictions were given")
     return _score(({PERSON: gt}), {c: {PERSON: d} for c, d in predictions.items()}, {PERSON: threshold},
-                  options or ScoreOptions(**fields), single=True)
+                  _options(options, fields), single=True)
 
 
 def score_conditions_by_class(gts: Mapping[str, GroundTruth], predictions: Mapping[str, Mapping[str, Detections]],
@@ -312,7 +319,7 @@ def score_conditions_by_class_with_samples(
         raise AegisError("[classes_empty] no classes to score")
     if not predictions:
         raise AegisError("nothing to score: no predictions were given")
-    return _score(gts, predictions, thresholds, options or ScoreOptions(**fields), single=False)
+    return _score(gts, predictions, thresholds, _options(options, fields), single=False)
 
 
 PERSON = "person"  # the class name of the single-class protocol (never written: its document has no classes)
