@@ -15,7 +15,6 @@ import csv
 import io
 import json
 import math
-import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -26,8 +25,8 @@ from aegis_data.engine.config import SuiteConfig, load_config, parse_condition
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import write_bytes_atomic
 from aegis_eval.metrics import coco as ap_metrics
-from aegis_eval.metrics.bootstrap import (BootstrapOptions, bootstrap_samples, intervals, paired_drop_intervals,
-                                  resample_weights)
+from aegis_eval.metrics.bootstrap import (BootstrapOptions, bootstrap_samples, intervals, nanmean_rows,
+                                  paired_drop_intervals, resample_weights)
 from aegis_eval.metrics.exact_bounds import DEFAULT_DELTA
 from aegis_eval.metrics.false_alarms import false_alarm_record
 from aegis_eval.metrics.localization import localization_stability
@@ -197,13 +196,8 @@ def _macro_samples(per_class: list[Mapping[str, np.ndarray]]) -> dict[str, np.nd
     """Per-resample macro values: the mean over classes defined in that resample; FP per image summed."""
     out = {}
     for m in CI_METRICS:
-        stack = np.vstack([np.asarray(s[m], dtype=np.float64) for s in per_class])
-        if m in LOWER_IS_BETTER:
-            out[m] = stack.sum(axis=0)
-        else:
-            with np.errstate(invalid="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns stay NaN
-                out[m] = np.nanmean(stack, axis=0)
+        rows = [np.asarray(s[m], dtype=np.float64) for s in per_class]
+        out[m] = np.vstack(rows).sum(axis=0) if m in LOWER_IS_BETTER else nanmean_rows(rows)
     return out
 
 
