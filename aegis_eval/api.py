@@ -26,11 +26,23 @@ Predictions = Union[PathLike, Sequence[Mapping[str, Any]], Mapping[str, Conditio
 IN_MEMORY = "<in-memory>"  # the "file" provenance records for predictions passed as lists
 
 
+def _numpy_as_python(value: Any) -> Any:
+    """NumPy scalars and arrays (a detector's float32 score, an ndarray bbox) as the Python numbers and lists
+    they hold, so they hash as their JSON; only called for objects json cannot write, so pure-Python
+    predictions hash exactly as before."""
+    import numpy as np
+
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist() if isinstance(value, np.ndarray) else value.item()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def _in_memory_source(results: Any, condition: str) -> dict[str, Any]:
     """Provenance of predictions given as a list: the file is ``IN_MEMORY``, the hash that of their canonical
     JSON (sorted keys, no whitespace), so the same predictions always record the same hash."""
     try:
-        data = json.dumps(results, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+        data = json.dumps(results, sort_keys=True, separators=(",", ":"), allow_nan=False,
+                          default=_numpy_as_python).encode()
     except (TypeError, ValueError) as exc:
         raise AegisError(f"[predictions_not_json] predictions for {condition!r} are not JSON-serialisable "
                          f"({exc})") from None
@@ -73,7 +85,7 @@ class ConditionResult:
     name: str
     corruption: str | None
     family: str | None
-    severity: int
+    severity: int | None  # 0 for clean; None for a condition that is no suite condition id (iid, ood)
     metrics: Mapping[str, Any]
     ci: Mapping[str, tuple]
     rel_drop: Mapping[str, Any]
@@ -101,19 +113,27 @@ class ScoreResult:
     ``conditions[name]`` -> :class:`ConditionResult`; ``mpc`` / ``rpc`` / ``mean_rel_drop`` / ``per_family`` /
     ``per_corruption``: the robustness summary; ``threshold``: the frozen value applied (None with per-class
     values, which ``class_thresholds`` holds). ``to_dict()`` is the
-    document; ``to_json(path)`` writes exactly what ``aegis score --json`` writes.
+    document; ``to_json(path)`` writes exactly what ``aegis score --json`` writes. A document that is no score
+    document (docs/SCORE_JSON.md) is refused at construction with one ``[score_schema]`` AegisError line.
     """
 
     document: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        from aegis_eval.protocols.ranking import checked_score_result
+
+        doc = dict(self.document) if isinstance(self.document, Mapping) else self.document
+        checked_score_result(doc, "score document")
 
     @cached_property  # built once per result: loops over conditions do not rebuild it on every access
     def conditions(self) -> dict[str, ConditionResult]:
         out = {}
         for name, entry in self.document.get("conditions", {}).items():
             metrics = {k: v for k, v in entry.items() if k not in _CONDITION_FIELDS and not isinstance(v, dict)}
+            severity = entry.get("severity")
             out[name] = ConditionResult(
                 name=name, corruption=entry.get("corruption"), family=entry.get("family"),
-                severity=int(entry.get("severity") or 0), metrics=metrics, ci=_pairs(entry.get("ci")),
+                severity=None if severity is None else int(severity), metrics=metrics, ci=_pairs(entry.get("ci")),
                 rel_drop=dict(entry.get("rel_drop") or {}), ci_drop=_pairs(entry.get("ci_drop")),
                 localization=dict(entry.get("localization") or {}))
         return out
@@ -121,13 +141,14 @@ class ScoreResult:
     @property
     def threshold(self) -> float | None:
         """The frozen value applied; None when each class had its own (then see :attr:`class_thresholds`)."""
-        value = self.document["threshold"].get("value")
+        value = (self.document.get("threshold") or {}).get("value")
         return None if value is None else float(value)
 
     @property
     def class_thresholds(self) -> dict[str, float]:
         """{class: value} when the threshold was frozen per class (``classes=`` scoring), else empty."""
-        return {str(k): float(v) for k, v in (self.document["threshold"].get("per_class") or {}).items()}
+        per_class = (self.document.get("threshold") or {}).get("per_class") or {}
+        return {str(k): float(v) for k, v in per_class.items()}
 
     def _summary(self, key: str) -> dict[str, Any]:
         return dict((self.document.get("summary") or {}).get(key) or {})
@@ -186,6 +207,7 @@ def score(predictions: Predictions, gt: PathLike, *, threshold: float | None = N
     """
     from aegis_eval.protocols.predictions import load_ground_truth
     from aegis_eval.protocols.scoring import PathOptions, frozen_threshold, score_loaded, score_paths_detailed
+    from aegis_eval.protocols.warning_groups import grouped
 
     options = PathOptions(threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap, seed=seed,
                           iou=iou, cluster_by=cluster_by, label=label, split=split, on_warning=on_warning,
@@ -198,9 +220,9 @@ def score(predictions: Predictions, gt: PathLike, *, threshold: float | None = N
     value, info = frozen_threshold(options)
     ground_truth = load_ground_truth(gt, split)
     detections = {str(cond): _load_condition(v, str(cond), ground_truth) for cond, v in mapping.items()}
-    if label is None:
-        options = replace(options, label="predictions")
-    return ScoreResult(score_loaded(ground_truth, detections, value, info, options).result)
+    with grouped(on_warning) as collect:  # repeated kinds as one line, as score_paths_detailed passes them
+        options = replace(options, label="predictions" if label is None else label, on_warning=collect)
+        return ScoreResult(score_loaded(ground_truth, detections, value, info, options).result)
 
 
 # --- freeze_threshold -------------------------------------------------------------------------------------------
@@ -231,26 +253,34 @@ def freeze_threshold(predictions: ConditionPredictions, gt: PathLike, *, rule: s
 def rank(scores: Sequence[PathLike | ScoreResult | Mapping[str, Any]], metric: str = "map50", *,
          by: str = "condition", condition: str = "clean", reference: str | None = None, bootstrap: int = 1000,
          seed: int = 0) -> dict[str, Any]:
-    """Rank models by ``metric`` from their score JSONs (paths), :class:`ScoreResult` s or score documents:
-    the ``aegis rank`` document (rank agreement across conditions, paired intervals; docs/SCORING.md)."""
+    """Rank models by ``metric`` from a list of their score JSONs (paths), :class:`ScoreResult` s or score
+    documents (each checked as ``aegis rank`` checks a file): the ``aegis rank`` document (rank agreement across
+    conditions, paired intervals; docs/SCORING.md). AegisError on bad input."""
     from aegis_eval.metrics.bootstrap import BootstrapOptions
-    from aegis_eval.protocols.ranking import load_score_results, model_labels, rank_models
+    from aegis_eval.protocols.ranking import checked_score_result, load_score_results, model_labels, rank_models
 
+    if isinstance(scores, (str, Path, Mapping, ScoreResult)) or not isinstance(scores, Iterable):
+        raise AegisError(f"rank takes a list of two or more score files or results, got one "
+                         f"{type(scores).__name__}")
+    scores = list(scores)
     if not scores:
         raise AegisError("rank needs at least two scored models; none were given")
     if all(isinstance(s, (str, Path)) for s in scores):
         from aegis_eval.protocols.ranking import rank_paths
 
-        return rank_paths(list(scores), metric, by=by, condition=condition, reference=reference,
+        return rank_paths(scores, metric, by=by, condition=condition, reference=reference,
                           bootstrap=bootstrap, seed=seed)
     results = []
-    for s in scores:
+    for k, s in enumerate(scores):
         if isinstance(s, ScoreResult):
             results.append(s.to_dict())
         elif isinstance(s, Mapping):
-            results.append(dict(s))
-        else:
+            results.append(checked_score_result(dict(s), f"scores[{k}]"))
+        elif isinstance(s, (str, Path)):
             results.extend(load_score_results([s]))
+        else:
+            raise AegisError(f"scores[{k}] must be a score file path, a ScoreResult or a score document, got "
+                             f"{type(s).__name__}")
     return rank_models(results, metric, by=by, condition=condition, reference=reference,
                        bootstrap=BootstrapOptions(n_bootstrap=bootstrap, seed=seed), labels=model_labels(results))
 

@@ -3,6 +3,7 @@ the split reader refuses what is not there (one AegisError line each)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -116,3 +117,71 @@ def test_split_reader_parses_each_ground_truth_file_once(bench, monkeypatch):
     assert len(reads) == 1 and reads[0].endswith("test.json")
     gt["images"].clear()  # each caller gets its own copy: the cached one is untouched
     assert len(split.ground_truth()["images"]) == len(ids) and ad.load_split(bench) == split
+
+
+def test_rank_checks_documents_in_memory_as_it_checks_files(bench, tmp_path):
+    doc = ae.score([], bench, threshold=0.5, bootstrap=1).to_dict()
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(doc))
+    for one in (str(path), path):  # one path is not a list of them (a str would rank its characters)
+        with pytest.raises(AegisError, match="list of two or more"):
+            ae.rank(one)
+    broken = dict(doc, conditions={"clean": {"map50": "high"}})
+    with pytest.raises(AegisError, match=r"\[score_schema\] scores\[1\]: conditions\['clean'\]\.map50"):
+        ae.rank([doc, broken])
+    with pytest.raises(AegisError, match=r"\[score_schema\] scores\[0\]: 'conditions' must be"):
+        ae.rank([{"schema": doc["schema"], "label": "x"}, doc])
+    with pytest.raises(AegisError, match=r"scores\[1\] must be a score file path"):
+        ae.rank([doc, 7])
+    ranked = ae.rank([doc, dict(doc, label="other"), path], bootstrap=10)
+    assert ranked["models"] == [doc["label"] + "#1", "other", doc["label"] + "#3"]
+
+
+def test_numpy_predictions_in_memory_hash_as_their_python_values(bench):
+    split = ad.load_split(bench)
+    plain = _gt_as_predictions(split, "clean")
+    arrays = [dict(p, score=np.float32(p["score"]), bbox=np.asarray(p["bbox"]), category_id=np.int64(1))
+              for p in plain]
+    as_numpy, as_python = (ae.score(p, bench, threshold=0.5, bootstrap=5) for p in (arrays, plain))
+    # float32 scores round to other doubles, so the hash differs from `plain`'s; it equals that of the values held.
+    held = [dict(p, score=float(np.float32(p["score"]))) for p in plain]
+    assert as_numpy.provenance["predictions"] == ae.score(held, bench, threshold=0.5, bootstrap=5).provenance["predictions"]
+    assert as_numpy.conditions["clean"].recall == as_python.conditions["clean"].recall == 1.0
+    # Pure-Python predictions keep the hash of their canonical JSON.
+    canonical = json.dumps(plain, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    assert as_python.provenance["predictions"]["clean"]["sha256"] == hashlib.sha256(canonical).hexdigest()
+    with pytest.raises(AegisError, match="not JSON"):
+        ae.score([dict(plain[0], score=object())], bench, threshold=0.5)
+
+
+def test_in_memory_and_file_scoring_group_repeated_warnings_alike(bench, tmp_path):
+    split = ad.load_split(bench)
+    once = _gt_as_predictions(split, "clean")
+    preds = {c: once + once[:1] for c in ("clean", "low_light_s1", "low_light_s3")}  # one detection twice in each
+    folder = tmp_path / "dup"
+    folder.mkdir()
+    for c, p in preds.items():
+        (folder / f"{c}.json").write_text(json.dumps(p))
+    seen = {"memory": [], "files": []}
+    ae.score(preds, bench, threshold=0.5, bootstrap=1, on_warning=seen["memory"].append)
+    ae.score(folder, bench, threshold=0.5, bootstrap=1, on_warning=seen["files"].append)
+    for lines in seen.values():
+        dup = [line for line in lines if "duplicate_detection" in line]
+        assert len(dup) == 1 and dup[0].startswith("[duplicate_detection] 3 warnings, e.g. clean: "), lines
+
+
+def test_score_result_refuses_what_is_no_score_document_and_keeps_unknown_severity(bench):
+    doc = ae.score([], bench, threshold=0.5, bootstrap=1).to_dict()
+    for bad, fragment in ((dict(doc, schema="x"), "schema"), ({k: v for k, v in doc.items() if k != "conditions"},
+                          "'conditions'"), (dict(doc, threshold=5), "'threshold' must be an object"), ([], "JSON list")):
+        with pytest.raises(AegisError, match=rf"^\[score_schema\] score document: .*{fragment}"):
+            ae.ScoreResult(bad)
+    for threshold in (None, {}):  # no frozen value recorded: None, not KeyError / AttributeError
+        bare = ae.ScoreResult({**doc, "threshold": threshold})
+        assert bare.threshold is None and bare.class_thresholds == {}
+    bare = ae.ScoreResult({k: v for k, v in doc.items() if k != "threshold"})
+    assert bare.threshold is None
+    # A domain that is no suite condition (iid, ood) has no severity; it must not read as clean's 0.
+    domains = ae.ScoreResult(dict(doc, conditions={"iid": dict(doc["conditions"]["clean"], severity=None),
+                                                   "clean": doc["conditions"]["clean"]}))
+    assert domains.conditions["iid"].severity is None and domains.conditions["clean"].severity == 0

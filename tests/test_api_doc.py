@@ -3,12 +3,16 @@ public imports stay light (no torch, Dask, matplotlib or cv2 until a function ne
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from aegis_cli.main import app
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "API.md"
@@ -32,8 +36,19 @@ def test_every_block_of_the_api_doc_runs(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "bench" / "manifest.json").is_file() and (tmp_path / "threshold.json").is_file()
     result = namespace["result"]
     assert result.conditions["clean"].recall > result.conditions["low_light_s3"].recall
-    assert (tmp_path / "model_a.json").read_bytes() == result.to_bytes()
     assert namespace["ranking"]["models"] == ["model_a", "model_b"]
+    # The API writes what the command writes, byte for byte: the same predictions as files, scored both ways.
+    folder = tmp_path / "preds"
+    folder.mkdir()
+    for cond, preds in namespace["predictions"].items():
+        (folder / f"{cond}.json").write_text(json.dumps(preds))
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")  # one timestamp for both
+    api = namespace["ae"].score("preds", "bench", threshold_file="threshold.json", bootstrap=200, label="model_a")
+    cli = CliRunner().invoke(app, ["score", "preds", "--split-dir", "bench", "--threshold-file", "threshold.json",
+                                   "--bootstrap", "200", "--label", "model_a", "--json", "cli.json"])
+    assert cli.exit_code == 0, cli.output
+    assert api.to_bytes() == (tmp_path / "cli.json").read_bytes()
+    assert api.document["conditions"] == result.document["conditions"]  # files and lists in memory score alike
 
 
 def test_public_names_resolve_and_are_listed():

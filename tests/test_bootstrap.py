@@ -232,3 +232,23 @@ def test_paired_drop_intervals():
     assert paired_drop_intervals({"recall": np.zeros(3)}, {"recall": np.zeros(3)}) == {"recall": [None, None]}
     with pytest.raises(AegisError, match="same bootstrap weights"):
         paired_drop_intervals({"recall": np.ones(3)}, {"recall": np.ones(4)})
+
+
+@pytest.mark.parametrize("n_rows", [1, 2, 5, 17])
+def test_nanmean_rows_gives_nanmean_values_bit_for_bit(n_rows):
+    """The shared per-resample mean (robustness summaries, class macros, mitigation) replaced np.nanmean in two
+    places: its values must be np.nanmean's to the last bit, all-NaN columns included."""
+    import warnings
+
+    from aegis_eval.metrics.bootstrap import nanmean_rows
+
+    rng = np.random.default_rng(n_rows)
+    rows = rng.random((n_rows, 300)) * 10.0 ** rng.integers(-3, 4, (n_rows, 300))
+    rows[rng.random(rows.shape) < 0.3] = np.nan
+    rows[:, :7] = np.nan  # columns where no row is defined
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = np.nanmean(np.stack(list(rows)), axis=0)
+    got = nanmean_rows(list(rows))
+    assert np.array_equal(np.isnan(got), np.isnan(expected))  # NaN where a column is empty (its sign bit aside)
+    assert got[~np.isnan(got)].tobytes() == expected[~np.isnan(expected)].tobytes()

@@ -125,3 +125,15 @@ def test_repeated_file_names_are_refused():
     doc["images"][1]["file_name"] = "a.png"
     with pytest.raises(AegisError, match=r"^\[gt_diff_duplicate_file_name\] OLD .*'a.png'"):
         diff_versions(ground_truth_by_class(doc, {}, "all"), ground_truth_by_class(new_version(), {}, "all"))
+
+
+@pytest.mark.parametrize("category", [[1], {"id": 1}])
+def test_an_unhashable_category_id_is_one_line(tmp_path, category):
+    new = new_version()
+    new["annotations"][3]["category_id"] = category
+    paths = []
+    for name, doc in (("old.json", old_version()), ("new.json", new)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(doc))
+    with pytest.raises(AegisError, match=r"^\[gt_bad_category\] .*annotations\[3\]\.category_id must be an integer"):
+        gt_diff_paths(*paths)

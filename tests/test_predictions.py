@@ -103,6 +103,20 @@ def test_load_ground_truth_from_file_and_split_dir(tmp_path):
     assert "[gt_not_json]" in msg and "truncated" in msg
 
 
+@pytest.mark.parametrize("scale", ["object", 5, [1, 2], True])
+def test_a_manifest_scale_that_is_not_an_object_is_one_line(tmp_path, scale):
+    root = tmp_path / "split"
+    (root / "annotations").mkdir(parents=True)
+    (root / "annotations" / "val.json").write_text(json.dumps(coco([img(1)])))
+    manifest = {"dataset": "synthetic", "config_hash": "abc123", "root_hash": "f" * 64}
+    (root / "manifest.json").write_text(json.dumps(dict(manifest, scale=scale)))
+    assert "[manifest_invalid]" in error_of(load_ground_truth, root, "val") and "'scale' must be an object" in \
+        error_of(load_ground_truth, root, "val")
+    unit = {"mode": "object", "person_px": 24.0}
+    (root / "manifest.json").write_text(json.dumps(dict(manifest, scale=unit)))
+    assert load_ground_truth(root, "val").source["scale"] == unit  # what provenance records
+
+
 # --- predictions: formats ----------------------------------------------------------------------------------
 def test_results_list_and_wrapped_form_and_empty(gt):
     dets = detections_from_results([det(1), det(3, (1, 2, 3, 4), 0.25)], gt)
@@ -241,6 +255,11 @@ def test_id_that_is_an_id_and_another_images_numeric_stem_is_ambiguous():
     assert detections_from_results([det(5)], same).det_image.tolist() == [0]
 
 
+def test_superscript_digits_are_no_numeric_stem():
+    g = ground_truth_from_coco(coco([img(1, "².png"), img(2, "7.png")]))  # "²".isdigit() is True, int("²") fails
+    assert detections_from_results([det("²"), det("7"), det(7)], g).det_image.tolist() == [0, 1, 1]
+
+
 def test_numeric_stem_clash_is_ambiguous():
     g = ground_truth_from_coco(coco([img(10, "1.png"), img(20, "01.png")]))
     assert "[image_id_ambiguous]" in error_of(detections_from_results, [det(1)], g)
@@ -292,7 +311,8 @@ def _gt_outcome(coco):
     ("bbox", [1, 2, 10**400, 4]), ("bbox", "1,2,3,4"), ("area", None), ("area", "12"), ("area", 10**400),
     ("area", True), ("id", None), ("id", 2**70), ("id", 0), ("image_id", 99), ("image_id", True), ("iscrowd", 1),
     ("iscrowd", "no"), ("category_id", 2), ("category_id", 1.0), ("category_id", None), ("drop", "id"),
-    ("drop", "area"), ("drop", "bbox"), ("drop", "category_id"), ("not an object", None),
+    ("drop", "area"), ("drop", "bbox"), ("drop", "category_id"), ("not an object", None), ("category_id", [1]),
+    ("category_id", {"id": 1}),
 ])
 def test_gt_fast_path_matches_the_per_annotation_checks(monkeypatch, change):
     """Well-formed annotations are read one key at a time; whatever the data, the result (or the refusal
@@ -315,3 +335,5 @@ def test_gt_fast_path_matches_the_per_annotation_checks(monkeypatch, change):
     monkeypatch.setattr(predictions, "_gt_boxes_well_formed", lambda *args: None)
     slow = _gt_outcome(coco)
     assert fast == slow
+    if change is not None and change[0] == "category_id" and isinstance(change[1], (list, dict)):
+        assert fast.startswith("[gt_bad_category]") and "annotations[2].category_id must be an integer" in fast

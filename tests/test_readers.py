@@ -4,6 +4,8 @@ AegisError line naming the file, for every JSON input the toolkit reads."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -91,6 +93,36 @@ def test_reader_names_missing_directory_and_truncated_files(tmp_path):
     f.write_bytes(b'{"a": "\xff"}')
     with pytest.raises(AegisError, match="not UTF-8"):
         read_json(f, "thing")
+
+
+class OpenedFifo(Exception):
+    """Raised by the alarm: not an OSError, so no reader's `except OSError` can swallow it."""
+
+
+# load_manifest reads with its own open (aegis_data/split/manifest.py), not through read_file_bytes.
+@pytest.mark.parametrize("loader", sorted(set(LOADERS) - {"manifest"}) + ["yaml", "api score", "api freeze_threshold"])
+def test_every_reader_refuses_a_fifo_before_opening_it(tmp_path, loader):
+    import aegis_eval as ae
+
+    gt = tmp_path / "gt.json"
+    gt.write_text(json.dumps(GT))
+    fifo = tmp_path / "clean.json"
+    os.mkfifo(fifo)
+    call = {**LOADERS, "yaml": lambda p: read_yaml(p, "config"),
+            "api score": lambda p: ae.score({"clean": p}, gt, threshold=0.5),
+            "api freeze_threshold": lambda p: ae.freeze_threshold(p, gt)}[loader]
+
+    def opened(signum, frame):  # open() on a FIFO with no writer blocks: the refusal must come first
+        raise OpenedFifo(f"{loader} opened the FIFO instead of refusing it")
+
+    previous = signal.signal(signal.SIGALRM, opened)
+    signal.alarm(30)
+    try:
+        with pytest.raises(AegisError, match=r"wrong_type\] .* is not a regular file \(a FIFO"):
+            call(fifo)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def test_yaml_reader(tmp_path):

@@ -93,7 +93,8 @@ def test_combined_gains_refuses_bad_pairs(scored, bad, fragment):
 
 
 @pytest.mark.parametrize("spec, fragment", [("", "no training seeds"), ("0,x", "'x' is invalid"),
-                                            ("1,-2", "'-2' is invalid"), ("0,1,0", "given twice")])
+                                            ("1,-2", "'-2' is invalid"), ("0,1,0", "given twice"),
+                                            ("0,²", "'²' is invalid"), ("٣", "'٣' is invalid")])
 def test_parse_seeds_errors(spec, fragment):
     with pytest.raises(AegisError, match=fragment):
         parse_seeds(spec)

@@ -208,6 +208,17 @@ def test_source_date_epoch_makes_the_whole_json_reproducible(sweep, sweep_result
             score_paths(sweep["preds"], sweep["split"], threshold_file=tfile, bootstrap=1)
 
 
+@pytest.mark.parametrize("bad", ["²", "١٧٠٠٠٠٠٠٠٠", "12a"])
+def test_source_date_epoch_takes_ascii_digits_only(monkeypatch, bad):
+    from aegis_eval.protocols.provenance import utc_timestamp
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", bad)
+    with pytest.raises(AegisError, match=r"^SOURCE_DATE_EPOCH must be a whole number of seconds"):
+        utc_timestamp()
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", " 1764547200 ")
+    assert utc_timestamp() == "2025-12-01T00:00:00Z"
+
+
 # --- single-condition edge cases ----------------------------------------------------------------------------
 def small_gt():
     return ground_truth_from_coco(synthetic_gt(12, 7))
@@ -228,6 +239,20 @@ def test_perfect_predictions_score_one_with_zero_width_intervals():
         lo, hi = e["ci"][m]
         assert lo == pytest.approx(hi), m
     assert e["ci"]["recall"] == [pytest.approx(1.0)] * 2 and e["ci"]["fp_per_image"] == [0.0, 0.0]
+
+
+def test_options_and_option_fields_together_are_refused():
+    from aegis_eval.protocols.scoring import ScoreOptions, score_conditions_by_class
+
+    gt = ground_truth_from_coco(synthetic_gt(4, 3))
+    none = detections_from_results([], gt)
+    with pytest.raises(AegisError, match=r"^pass ScoreOptions or its fields \(iou, label\), not both"):
+        score_conditions(gt, {"clean": none}, 0.5, ScoreOptions(), iou=0.7, label="x")
+    with pytest.raises(AegisError, match="not both"):
+        score_conditions_by_class({"person": gt}, {"clean": {"person": none}}, {"person": 0.5}, ScoreOptions(),
+                                  label="x")
+    one = score_conditions(gt, {"clean": none}, 0.5, ScoreOptions(label="x", bootstrap=BootstrapOptions(1)))
+    assert one["label"] == "x"
 
 
 def test_empty_predictions_score_zero_without_crashing():

@@ -105,13 +105,16 @@ def parse_json_bytes(data: bytes, what: str, path: str | Path, code_prefix: str 
 
 
 def read_file_bytes(path: str | Path, what: str, code_prefix: str = "") -> bytes:
-    """The bytes of one input file; AegisError ``[<prefix>not_found]``, ``wrong_type`` (a directory) or
-    ``unreadable``."""
+    """The bytes of one input file; AegisError ``[<prefix>not_found]``, ``wrong_type`` (a directory, FIFO,
+    socket or device) or ``unreadable``."""
     p = Path(path)
     if not p.exists():
         raise AegisError(f"[{code_prefix}not_found] {what} file not found: {p}")
     if p.is_dir():
         raise AegisError(f"[{code_prefix}wrong_type] {what} path is a directory, expected a file: {p}")
+    if not p.is_file():  # checked before open(): reading a FIFO blocks, a device may never end
+        raise AegisError(f"[{code_prefix}wrong_type] {what} path is not a regular file (a FIFO, socket or "
+                         f"device): {p}")
     try:
         return p.read_bytes()
     except OSError as exc:

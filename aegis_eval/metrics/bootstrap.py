@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -459,7 +459,22 @@ def paired_drop_intervals(clean_samples: Mapping[str, np.ndarray], cond_samples:
         if c.shape != x.shape:
             raise AegisError(f"paired samples of {name!r} differ in shape: clean {c.shape}, condition {x.shape}; "
                              "both must use the same bootstrap weights")
-        with np.errstate(divide="ignore", invalid="ignore"):
-            drop = np.where((c != 0) & ~np.isnan(c), (c - x) / np.where(c != 0, c, 1.0), np.nan)
-        out[name] = list(percentile_interval(drop, confidence))
+        out[name] = list(percentile_interval(relative_to_clean(c - x, c), confidence))
     return out
+
+
+def relative_to_clean(numerator: np.ndarray, clean: np.ndarray) -> np.ndarray:
+    """numerator / clean per resample (a drop ``clean - x`` gives the relative drop); NaN where clean is 0 or
+    undefined."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((clean != 0) & ~np.isnan(clean), numerator / np.where(clean != 0, clean, 1.0), np.nan)
+
+
+def nanmean_rows(rows: Sequence[np.ndarray]) -> np.ndarray:
+    """Mean of equal-length rows per resample (column), skipping NaN; NaN where a column has no value. The
+    values of ``np.nanmean(np.stack(rows), axis=0)`` (same sums, same order), without its all-NaN warning."""
+    arr = np.vstack([np.asarray(r, dtype=np.float64) for r in rows])
+    n = (~np.isnan(arr)).sum(axis=0)
+    total = np.where(np.isnan(arr), 0.0, arr).sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(n > 0, total / np.maximum(n, 1), np.nan)

@@ -22,7 +22,7 @@ import numpy as np
 
 from aegis_data.engine.config import SuiteConfig, load_config, parse_condition
 from aegis_data.errors import AegisError
-from aegis_eval.metrics.bootstrap import percentile_interval
+from aegis_eval.metrics.bootstrap import nanmean_rows, percentile_interval, relative_to_clean
 from aegis_eval.metrics.result_keys import AP_METRICS, THRESHOLD_METRICS
 
 ROBUSTNESS_METRICS: tuple[str, ...] = AP_METRICS + THRESHOLD_METRICS
@@ -114,21 +114,6 @@ def summarize_robustness(conditions: Mapping[str, Mapping[str, Any]], config: Su
     }
 
 
-def _over_clean(numerator: np.ndarray, clean: np.ndarray) -> np.ndarray:
-    """numerator / clean per resample; NaN where clean is 0 or undefined."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where((clean != 0) & ~np.isnan(clean), numerator / np.where(clean != 0, clean, 1.0), np.nan)
-
-
-def _nanmean_rows(stack: list[np.ndarray]) -> np.ndarray:
-    """Mean over conditions per resample, skipping NaN; NaN where no condition is defined."""
-    arr = np.vstack(stack)
-    n = (~np.isnan(arr)).sum(axis=0)
-    total = np.where(np.isnan(arr), 0.0, arr).sum(axis=0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(n > 0, total / np.maximum(n, 1), np.nan)
-
-
 def summary_intervals(samples: Mapping[str, Mapping[str, np.ndarray]], config: SuiteConfig | None = None,
                       confidence: float = 0.95) -> dict[str, Any]:
     """Percentile intervals of mPC, rPC, the mean relative drop and each corruption's and family's mean drop.
@@ -151,22 +136,22 @@ def summary_intervals(samples: Mapping[str, Mapping[str, np.ndarray]], config: S
                            "per_corruption": {}, "per_family": {}}
     for m in metrics:
         per_cond = {c: np.asarray(samples[c][m], dtype=np.float64) for c in corrupted}
-        mpc = _nanmean_rows(list(per_cond.values())) if per_cond else None
+        mpc = nanmean_rows(list(per_cond.values())) if per_cond else None
         c0 = np.asarray(clean[m], dtype=np.float64) if clean is not None else None
         rpc = drops = None
         if c0 is not None and mpc is not None:
-            rpc = _over_clean(mpc, c0)
-            drops = {c: _over_clean(c0 - v, c0) for c, v in per_cond.items()}
+            rpc = relative_to_clean(mpc, c0)
+            drops = {c: relative_to_clean(c0 - v, c0) for c, v in per_cond.items()}
         out["mpc"][m] = ci(mpc)
         out["rpc"][m] = ci(rpc)
-        out["mean_rel_drop"][m] = ci(_nanmean_rows(list(drops.values())) if drops else None)
+        out["mean_rel_drop"][m] = ci(nanmean_rows(list(drops.values())) if drops else None)
         for name in dict.fromkeys(n for n, _ in corrupted.values()):
             conds = [c for c, (n, _) in corrupted.items() if n == name]
-            mean = _nanmean_rows([drops[c] for c in conds]) if drops else None
+            mean = nanmean_rows([drops[c] for c in conds]) if drops else None
             out["per_corruption"].setdefault(name, {})[m] = ci(mean)
         for family, members in config.families.items():
             conds = [c for c, (name, _) in corrupted.items() if name in members]
             if conds:
-                fam = _nanmean_rows([drops[c] for c in conds]) if drops else None
+                fam = nanmean_rows([drops[c] for c in conds]) if drops else None
                 out["per_family"].setdefault(family, {})[m] = ci(fam)
     return out

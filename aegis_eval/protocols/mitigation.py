@@ -19,8 +19,8 @@ import numpy as np
 
 from aegis_data.errors import AegisError
 from aegis_eval.metrics import coco as ap_metrics
-from aegis_eval.metrics.bootstrap import (BootstrapOptions, bootstrap_samples, percentile_interval, resample_seeds,
-                                          resample_weights)
+from aegis_eval.metrics.bootstrap import (BootstrapOptions, bootstrap_samples, nanmean_rows, percentile_interval,
+                                          resample_seeds, resample_weights)
 from aegis_eval.metrics.matching import DEFAULT_IOU, match_at_threshold, threshold_metrics
 from aegis_eval.metrics.types import Detections, GroundTruth
 from aegis_eval.protocols.scoring import condition_order
@@ -50,8 +50,7 @@ def _gain(policy: np.ndarray, baseline: np.ndarray, p_point, b_point, confidence
 
 
 def _mean_rows(samples: Mapping[str, Mapping[str, np.ndarray]], conds: list[str], metric: str) -> np.ndarray:
-    with np.errstate(invalid="ignore"):
-        return np.nanmean(np.stack([samples[c][metric] for c in conds]), axis=0)
+    return nanmean_rows([samples[c][metric] for c in conds])
 
 
 def _mean_point(points: Mapping[str, Mapping[str, Any]], conds: list[str], metric: str) -> float | None:

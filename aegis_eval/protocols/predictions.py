@@ -211,6 +211,9 @@ def _gt_boxes(anns: list, keep: set[int], default_cat: int | None, row_of: Mappi
         if cat is None:
             raise AegisError(f"[gt_missing_key] {where}: annotations[{k}] lacks 'category_id' (needed to score "
                              "several classes)")
+        if isinstance(cat, (list, dict)):  # unhashable: no category set can hold it
+            raise AegisError(f"[gt_bad_category] {where}: annotations[{k}].category_id must be an integer; "
+                             f"got {cat!r:.40}")
         if cat not in keep:
             continue
         miss = [key for key in ("image_id", "bbox") if key not in a]
@@ -291,6 +294,10 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     dataset = obj.get("dataset")
     if isinstance(dataset, dict):
         dataset = dataset.get("name")
+    scale = obj.get("scale")
+    if scale is not None and not isinstance(scale, dict):
+        raise AegisError(f"[manifest_invalid] {path}: 'scale' must be an object (the length unit of an object-scale "
+                         f"build) or absent, got a JSON {type(scale).__name__}")
     return {
         "manifest": str(path),
         "manifest_sha256": sha,
@@ -298,7 +305,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         "manifest_root_hash": obj.get("root_hash"),
         "dataset": dataset,
         # The length unit of an object-scale build (aegis_data.engine.scale); frame-scale builds have none.
-        **({"scale": obj["scale"]} if obj.get("scale") is not None else {}),
+        **({"scale": scale} if scale else {}),
     }
 
 
@@ -395,7 +402,7 @@ class _IdResolver:
         for r, name in enumerate(gt.file_names):
             stem = PurePath(name).stem
             self.by_stem.setdefault(stem, r)
-            if stem.isdigit():
+            if stem.isdecimal():  # what int() reads; isdigit also takes "²"
                 n = int(stem)
                 if n in self.by_num_stem and self.by_num_stem[n] != r:
                     clashing.add(n)  # "1" and "01" both map to 1
@@ -415,7 +422,7 @@ class _IdResolver:
         else:
             if image_id in self.by_stem:
                 found.add(self.by_stem[image_id])
-            if image_id.isdigit():
+            if image_id.isdecimal():
                 n = int(image_id)
                 if n in self.by_id:
                     found.add(self.by_id[n])

@@ -48,7 +48,8 @@ def utc_timestamp() -> str:
     if fixed is None:
         moment = datetime.now(timezone.utc)
     else:
-        if not fixed.strip().isdigit():
+        digits = fixed.strip()
+        if not (digits.isascii() and digits.isdigit()):  # str.isdigit alone takes "²", which int() refuses
             raise AegisError(f"SOURCE_DATE_EPOCH must be a whole number of seconds since 1970, got {fixed!r}")
         try:
             moment = datetime.fromtimestamp(int(fixed), timezone.utc)
@@ -85,6 +86,6 @@ def build_provenance(*, gt_source: Mapping[str, Any], predictions: Mapping[str, 
         "iou": float(iou),
         **({"class_map": dict(class_map)} if class_map is not None else {}),
         # The split's length unit when it was built with --scale object (frame-scale results carry no key).
-        **({"scale": dict(gt_source["scale"])} if gt_source.get("scale") else {}),
+        **({"scale": dict(gt_source["scale"])} if "scale" in gt_source else {}),
         "timestamp": utc_timestamp(),
     }

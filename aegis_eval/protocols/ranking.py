@@ -166,11 +166,17 @@ def load_score_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
     out = []
     for p in paths:
         doc, _ = read_json_file(Path(p), "score", "score_")
-        try:
-            out.append(validate_result(doc, str(p), suite_conditions=False))
-        except AegisError as exc:
-            raise AegisError(f"[score_schema] {exc}") from None
+        out.append(checked_score_result(doc, str(p)))
     return out
+
+
+def checked_score_result(doc: Any, where: str) -> dict[str, Any]:
+    """``doc`` when it is a score document rank can read (the check files get, for documents already in
+    memory); AegisError ``[score_schema]`` naming ``where`` and the first problem otherwise."""
+    try:
+        return validate_result(doc, where, suite_conditions=False)
+    except AegisError as exc:
+        raise AegisError(f"[score_schema] {exc}") from None
 
 
 def merge_by_label(results: Sequence[Mapping[str, Any]], files: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:

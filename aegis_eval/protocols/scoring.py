@@ -15,7 +15,6 @@ import csv
 import io
 import json
 import math
-import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -26,8 +25,8 @@ from aegis_data.engine.config import SuiteConfig, load_config, parse_condition
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import write_bytes_atomic
 from aegis_eval.metrics import coco as ap_metrics
-from aegis_eval.metrics.bootstrap import (BootstrapOptions, bootstrap_samples, intervals, paired_drop_intervals,
-                                  resample_weights)
+from aegis_eval.metrics.bootstrap import (BootstrapOptions, bootstrap_samples, intervals, nanmean_rows,
+                                  paired_drop_intervals, resample_weights)
 from aegis_eval.metrics.exact_bounds import DEFAULT_DELTA
 from aegis_eval.metrics.false_alarms import false_alarm_record
 from aegis_eval.metrics.localization import localization_stability
@@ -197,13 +196,8 @@ def _macro_samples(per_class: list[Mapping[str, np.ndarray]]) -> dict[str, np.nd
     """Per-resample macro values: the mean over classes defined in that resample; FP per image summed."""
     out = {}
     for m in CI_METRICS:
-        stack = np.vstack([np.asarray(s[m], dtype=np.float64) for s in per_class])
-        if m in LOWER_IS_BETTER:
-            out[m] = stack.sum(axis=0)
-        else:
-            with np.errstate(invalid="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns stay NaN
-                out[m] = np.nanmean(stack, axis=0)
+        rows = [np.asarray(s[m], dtype=np.float64) for s in per_class]
+        out[m] = np.vstack(rows).sum(axis=0) if m in LOWER_IS_BETTER else nanmean_rows(rows)
     return out
 
 
@@ -268,6 +262,13 @@ class ScoreOptions:
     config: SuiteConfig | None = None
 
 
+def _options(options: ScoreOptions | None, fields: Mapping[str, Any]) -> ScoreOptions:
+    """``options``, or ScoreOptions made of ``fields``; both at once would silently drop the fields."""
+    if options is not None and fields:
+        raise AegisError(f"pass ScoreOptions or its fields ({', '.join(sorted(fields))}), not both")
+    return options or ScoreOptions(**fields)
+
+
 def score_conditions(gt: GroundTruth, predictions: Mapping[str, Detections], threshold: float,
                      options: ScoreOptions | None = None, **fields: Any) -> dict[str, Any]:
     """Score every condition at one frozen ``threshold``; returns the docs/SCORE_JSON.md structure
@@ -286,7 +287,7 @@ def score_conditions_with_samples(gt: GroundTruth, predictions: Mapping[str, Det
     if not predictions:
         raise AegisError("nothing to score: no predictions were given")
     return _score(({PERSON: gt}), {c: {PERSON: d} for c, d in predictions.items()}, {PERSON: threshold},
-                  options or ScoreOptions(**fields), single=True)
+                  _options(options, fields), single=True)
 
 
 def score_conditions_by_class(gts: Mapping[str, GroundTruth], predictions: Mapping[str, Mapping[str, Detections]],
@@ -312,7 +313,7 @@ def score_conditions_by_class_with_samples(
         raise AegisError("[classes_empty] no classes to score")
     if not predictions:
         raise AegisError("nothing to score: no predictions were given")
-    return _score(gts, predictions, thresholds, options or ScoreOptions(**fields), single=False)
+    return _score(gts, predictions, thresholds, _options(options, fields), single=False)
 
 
 PERSON = "person"  # the class name of the single-class protocol (never written: its document has no classes)
@@ -387,10 +388,8 @@ def prediction_files(preds: str | Path, on_warning: Warn | None = None) -> dict[
     """{condition: file}. A file is one condition named after its stem; a directory contributes every
     ``<condition>.json`` whose stem is a condition id (other JSON files are skipped with a warning)."""
     preds = Path(preds)
-    if preds.is_file():
+    if preds.exists() and not preds.is_dir():  # the reader refuses what is not a regular file (a FIFO, ...)
         return {preds.stem: preds}
-    if preds.exists() and not preds.is_dir():  # a FIFO, socket or device would block or never end
-        raise AegisError(f"[predictions_not_a_file] {preds} is not a regular file or a folder")
     if not preds.is_dir():
         raise AegisError(f"[predictions_not_found] predictions not found: {preds}")
     found, skipped, irregular = {}, [], []

@@ -65,8 +65,8 @@ def parse_seeds(spec: str | Sequence[int]) -> list[int]:
     items = [s for s in items if s]
     if not items:
         raise AegisError("no training seeds given: pass --seeds 0,1,2")
-    if any(not s.isdigit() for s in items):
-        bad = next(s for s in items if not s.isdigit())
+    bad = next((s for s in items if not (s.isascii() and s.isdigit())), None)  # isdigit alone takes "²"
+    if bad is not None:
         raise AegisError(f"training seed {bad!r} is invalid; expected non-negative integers such as --seeds 0,1,2")
     seeds = [int(s) for s in items]
     dup = next((s for s in seeds if seeds.count(s) > 1), None)
