@@ -518,3 +518,16 @@ def test_bar_labels_overlap_neither_each_other_nor_the_bars():
     with F.drawn(F.FigurePlan(200, 100, lambda fig: [fig.text(0.5, 0.5, "-40"), fig.text(0.51, 0.5, "-40")])) as fig:
         boxes = [t.get_window_extent(fig.canvas.get_renderer()) for t in fig.texts]
     assert _overlaps(boxes) == [(0, 1)]
+
+
+def test_latex_labels_are_unique_when_dataset_names_differ_only_in_punctuation(tmp_path):
+    (res,) = load_results([SARD])
+    names = ("sard v1", "sard-v1", "sard_v1")
+    results = [{**copy.deepcopy(res), "dataset": name} for name in names]
+    files = build_report(results, tmp_path, formats="latex")
+    labels = [lab for p in files.latex_tables
+              for lab in re.findall(r"\\label\{([^}]+)\}", p.read_text(encoding="utf-8"))]
+    assert len(labels) == len(files.latex_tables)
+    assert len(set(labels)) == len(labels), sorted(labels)
+    grid = (files.out / "tables" / "sard-v1-2_grid_recall.tex").read_text(encoding="utf-8")
+    assert "\\label{tab:aegis-sard-v1-2-grid-recall}" in grid

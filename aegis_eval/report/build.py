@@ -16,7 +16,7 @@ from aegis_data.engine.config import SuiteConfig
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import write_bytes_atomic
 from aegis_eval.report.latex import (LatexFigure, label_key, latex_document, latex_grid, latex_grid_file,
-                                     latex_table)
+                                     latex_table, table_label)
 from aegis_eval.report.render import HTML_FIGURES, TITLE, FigureRef, html_report, markdown_report, named_tables
 from aegis_eval.report.results import (
     SOURCE_KEY,
@@ -137,11 +137,11 @@ def _latex_files(groups: Sequence[DatasetGroup], metric: str, tables: Mapping[st
             if name.startswith("grid_"):  # the grid has its own two-level header, one per grid metric
                 continue
             rel = f"{TABLES_DIR}/{slug}_{name}.tex"
-            files[rel] = latex_table(t, f"tab:aegis-{label_key(slug)}-{label_key(name)}")
+            files[rel] = latex_table(t, table_label(slug, name))
             names.append(rel)
         for m in grid_metrics(metric):
             rel = f"{TABLES_DIR}/{slug}_grid_{m}.tex"
-            files[rel] = latex_grid(g, m)
+            files[rel] = latex_grid(g, m, table_label(slug, f"grid_{m}"))
             names.append(rel)
         figures = [LatexFigure(r.relpath.rsplit(".", 1)[0] + ".pdf", f"{g.name}: {r.caption}")
                    for r in refs if r.dataset == g.name and r.pdf]
@@ -199,7 +199,7 @@ def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Ite
         write_bytes_atomic(html, html_report(groups, metric, refs, plain, html_figures).encode("utf-8"))
     if "latex" in formats:
         tex = out / REPORT_TEX
-        write_bytes_atomic(tex, latex_grid_file(groups, metric).encode("utf-8"))
+        write_bytes_atomic(tex, latex_grid_file(groups, _slugs(groups), metric).encode("utf-8"))
         for rel, text in _latex_files(groups, metric, tables, refs).items():
             write_bytes_atomic(out / rel, text.encode("utf-8"))
             if rel == REPORT_DOC:

@@ -44,6 +44,12 @@ def label_key(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", s).strip("-") or "x"
 
 
+def table_label(slug: str, name: str) -> str:
+    """``tab:aegis-<dataset>-<table>``: the dataset's file-name slug is unique within a report and holds only
+    characters a label may hold, so it goes in as it is (two names differing only in punctuation keep apart)."""
+    return f"tab:aegis-{slug}-{label_key(name)}"
+
+
 # Shrink a tabular to the line width only when it is wider (graphicx's \resizebox measures it as \width).
 _FIT_OPEN = r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%"
 
@@ -73,7 +79,7 @@ def latex_table(t: Table, label: str) -> str:
     return _float(latex_escape(t.title) + ".", label, tabular, t.notes)
 
 
-def latex_grid(group: DatasetGroup, metric: str) -> str:
+def latex_grid(group: DatasetGroup, metric: str, label: str) -> str:
     """The per-condition grid: a clean row, then one row per corruption/severity present, families separated
     by ``\\midrule``; per model the metric and its relative drop in percent, each with its interval."""
     n_m = len(group.runs)
@@ -109,14 +115,14 @@ def latex_grid(group: DatasetGroup, metric: str) -> str:
               sample_note(group)]
     caption = (f"{latex_escape(group.name)}: {latex_escape(metric)} per condition and relative drop vs clean "
                f"(\\%).")
-    return _float(caption, f"tab:aegis-{label_key(group.name)}-{label_key(metric)}", tabular, notes)
+    return _float(caption, label, tabular, notes)
 
 
-def latex_grid_file(groups: Sequence[DatasetGroup], metric: str) -> str:
-    """report_table.tex: the per-condition grid of ``metric`` for every dataset."""
+def latex_grid_file(groups: Sequence[DatasetGroup], slugs: Sequence[str], metric: str) -> str:
+    """report_table.tex: the per-condition grid of ``metric`` for every dataset (slugs: one per dataset)."""
     head = ("% AegisBench main grid, written by `aegis report`. Requires \\usepackage{booktabs} and "
             "\\usepackage{graphicx}.\n% Empty cells: condition missing from that run; n/a: undefined value.\n")
-    return head + "\n".join(latex_grid(g, metric) for g in groups)
+    return head + "\n".join(latex_grid(g, metric, table_label(s, f"grid_{metric}")) for g, s in zip(groups, slugs))
 
 
 _FLOATS_PER_PAGE = 4
