@@ -531,3 +531,20 @@ def test_latex_labels_are_unique_when_dataset_names_differ_only_in_punctuation(t
     assert len(set(labels)) == len(labels), sorted(labels)
     grid = (files.out / "tables" / "sard-v1-2_grid_recall.tex").read_text(encoding="utf-8")
     assert "\\label{tab:aegis-sard-v1-2-grid-recall}" in grid
+
+
+def test_latex_grid_has_the_grid_tables_notes_brackets_only_with_intervals(full_report, tmp_path):
+    with_ci = (full_report.out / "tables" / "sard_grid_recall.tex").read_text(encoding="utf-8")
+    assert "Brackets: percentile 95\\% bootstrap interval" in with_ci
+    assert full_report.latex.read_text(encoding="utf-8").count("Brackets:") == 2  # heridal and sard
+    (res,) = load_results([SARD])
+    bare = copy.deepcopy(res)
+    for block in bare["conditions"].values():
+        block.pop("ci", None)
+        block.pop("ci_drop", None)
+    files = build_report([bare], tmp_path, formats="md,latex")
+    grid_md = next(t for t in _tables(files.markdown.read_text(encoding="utf-8")) if "per condition" in t.splitlines()[0])
+    grid_tex = (tmp_path / "tables" / "sard_grid_recall.tex").read_text(encoding="utf-8")
+    assert "Brackets" not in grid_md and "Brackets" not in grid_tex
+    assert "n: 28 conditions, 1 model;" in grid_md and "n: 28 conditions, 1 model;" in grid_tex
+    assert files.latex.read_text(encoding="utf-8").endswith(grid_tex)  # report_table.tex reuses the same float

@@ -17,7 +17,8 @@ from aegis_data.errors import AegisError
 from aegis_data.files.imageio import write_bytes_atomic
 from aegis_eval.report.latex import (LatexFigure, label_key, latex_document, latex_grid, latex_grid_file,
                                      latex_table, table_label)
-from aegis_eval.report.render import HTML_FIGURES, TITLE, FigureRef, html_report, markdown_report, named_tables
+from aegis_eval.report.render import (HTML_FIGURES, TITLE, FigureRef, html_report, markdown_report, named_tables,
+                                      with_sample_note)
 from aegis_eval.report.results import (
     SOURCE_KEY,
     DatasetGroup,
@@ -25,7 +26,8 @@ from aegis_eval.report.results import (
     group_by_dataset,
     validate_result,
 )
-from aegis_eval.report.tables import Table, missing_note, provenance_table, threshold_table
+from aegis_eval.report.tables import (Table, grid_table, missing_note, provenance_table, sample_note,
+                                      threshold_table)
 
 FORMATS = ("md", "html", "latex")
 FIGURES_DIR = "figures"
@@ -126,11 +128,17 @@ def grid_metrics(metric: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((metric, "map50", "recall")))
 
 
+def _grid_tables(g: DatasetGroup, metric: str, named: Sequence[tuple[str, Table]]) -> dict[str, Table]:
+    """{grid metric: grid table with its sample note}; the report metric's is the one the other formats show."""
+    shown = dict(named)
+    return {m: shown.get(f"grid_{m}") or with_sample_note(grid_table(g, m), sample_note(g)) for m in grid_metrics(metric)}
+
+
 def _latex_files(groups: Sequence[DatasetGroup], metric: str, tables: Mapping[str, list[tuple[str, Table]]],
                  refs: Sequence[FigureRef]) -> dict[str, str]:
-    """{relative path: text} of every LaTeX table file and of report.tex."""
+    """{relative path: text} of report_table.tex, every LaTeX table file and report.tex."""
     files: dict[str, str] = {}
-    sections = []
+    sections, main_grids = [], []
     for g, slug in zip(groups, _slugs(groups)):
         names = []
         for name, t in tables[g.name]:
@@ -139,13 +147,16 @@ def _latex_files(groups: Sequence[DatasetGroup], metric: str, tables: Mapping[st
             rel = f"{TABLES_DIR}/{slug}_{name}.tex"
             files[rel] = latex_table(t, table_label(slug, name))
             names.append(rel)
-        for m in grid_metrics(metric):
+        for m, t in _grid_tables(g, metric, tables[g.name]).items():
             rel = f"{TABLES_DIR}/{slug}_grid_{m}.tex"
-            files[rel] = latex_grid(g, m, table_label(slug, f"grid_{m}"))
+            files[rel] = latex_grid(t, g.labels, m, table_label(slug, f"grid_{m}"))
             names.append(rel)
+            if m == metric:
+                main_grids.append(files[rel])
         figures = [LatexFigure(r.relpath.rsplit(".", 1)[0] + ".pdf", f"{g.name}: {r.caption}")
                    for r in refs if r.dataset == g.name and r.pdf]
         sections.append((g.name, figures, names))
+    files[REPORT_TEX] = latex_grid_file(main_grids)
     common = []
     for name, t in (("thresholds", threshold_table(groups)), ("provenance", provenance_table(groups))):
         rel = f"{TABLES_DIR}/{name}.tex"
@@ -198,11 +209,11 @@ def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Ite
         html = out / REPORT_HTML
         write_bytes_atomic(html, html_report(groups, metric, refs, plain, html_figures).encode("utf-8"))
     if "latex" in formats:
-        tex = out / REPORT_TEX
-        write_bytes_atomic(tex, latex_grid_file(groups, _slugs(groups), metric).encode("utf-8"))
         for rel, text in _latex_files(groups, metric, tables, refs).items():
             write_bytes_atomic(out / rel, text.encode("utf-8"))
-            if rel == REPORT_DOC:
+            if rel == REPORT_TEX:
+                tex = out / rel
+            elif rel == REPORT_DOC:
                 doc = out / rel
             else:
                 tex_tables.append(out / rel)

@@ -169,14 +169,15 @@ def missing_note(group: DatasetGroup) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def grid_table(group: DatasetGroup, metric: str, with_ci: bool = True) -> Table:
+def grid_table(group: DatasetGroup, metric: str) -> Table:
     """Main grid: one row per condition, per model the metric (with its CI) and the relative drop in %."""
     header = ["family", "corruption", "severity"]
     for run in group.runs:
         header += [f"{run.label} {metric}", f"{run.label} drop %"]
+    grid = grid_rows(group, metric)
     rows, breaks = [], []
     last_family = "clean"
-    for r in grid_rows(group, metric):
+    for r in grid:
         fam = r.family or "clean"
         if fam != last_family:
             breaks.append(len(rows))
@@ -187,14 +188,13 @@ def grid_table(group: DatasetGroup, metric: str, with_ci: bool = True) -> Table:
             if not cell.present:
                 row += [MISSING, MISSING]
                 continue
-            row.append(fmt_value_ci(cell.value, cell.ci if with_ci else None, metric))
-            row.append(fmt_percent_ci(cell.drop, cell.drop_ci if with_ci else None))
+            row += [fmt_value_ci(cell.value, cell.ci, metric), fmt_percent_ci(cell.drop, cell.drop_ci)]
         rows.append(tuple(row))
     notes = list(missing_note(group))
     absent = absent_conditions(group)
     if absent:
         notes.append(f"No run has {', '.join(absent)}; those rows are omitted.")
-    if with_ci and any(c.ci for r in grid_rows(group, metric) for c in r.cells):
+    if any(c.ci for r in grid for c in r.cells):
         notes.append("Brackets: percentile 95% bootstrap interval; for the drop, paired with clean over the same "
                      "resamples.")
     return Table(f"{group.name}: {metric} per condition", tuple(header), tuple(rows),
