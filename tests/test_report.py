@@ -548,3 +548,12 @@ def test_latex_grid_has_the_grid_tables_notes_brackets_only_with_intervals(full_
     assert "Brackets" not in grid_md and "Brackets" not in grid_tex
     assert "n: 28 conditions, 1 model;" in grid_md and "n: 28 conditions, 1 model;" in grid_tex
     assert files.latex.read_text(encoding="utf-8").endswith(grid_tex)  # report_table.tex reuses the same float
+
+
+def test_markdown_only_report_still_writes_every_figure_as_png_pdf_and_svg(tmp_path):
+    """docs/REPORT.md: every figure is written three times whatever the formats."""
+    files = build_report(load_results([SARD]), tmp_path, formats="md")
+    stems = {p.stem for p in files.figures}
+    assert len(stems) == 4 and files.latex is None and files.html is None
+    assert sorted(p.name for p in files.vector_figures) == sorted(f"{s}.{e}" for s in stems for e in ("pdf", "svg"))
+    assert all(p.is_file() for p in files.vector_figures)

@@ -86,8 +86,9 @@ def _slug(name: str) -> str:
     return slug
 
 
-def render_figures(groups: Sequence[DatasetGroup], metric: str, vector: bool = True) -> list[FigureRef]:
-    """Every figure of every dataset, in report order (bytes, not yet written); PDF and SVG with ``vector``."""
+def render_figures(groups: Sequence[DatasetGroup], metric: str) -> list[FigureRef]:
+    """Every figure of every dataset, in report order (bytes, not yet written): PNG, PDF and SVG whatever the
+    formats, since docs/REPORT.md promises all three files for every figure."""
     from aegis_data.extras import require
 
     require("matplotlib", "`aegis report`")  # the optional "report" extra
@@ -107,7 +108,7 @@ def render_figures(groups: Sequence[DatasetGroup], metric: str, vector: bool = T
             plans.append(("false_alarms", "Share of images with a false alarm and its exact upper bound",
                           "false_alarms", F.false_alarm_shares(g)))
         for kind, caption, name, plan in plans:
-            r = F.render(plan, vector=vector)
+            r = F.render(plan)
             refs.append(FigureRef(g.name, kind, caption, f"{rel}_{name}.png", r.png, r.pdf, r.svg, plan.width))
     return refs
 
