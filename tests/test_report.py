@@ -557,3 +557,35 @@ def test_markdown_only_report_still_writes_every_figure_as_png_pdf_and_svg(tmp_p
     assert len(stems) == 4 and files.latex is None and files.html is None
     assert sorted(p.name for p in files.vector_figures) == sorted(f"{s}.{e}" for s in stems for e in ("pdf", "svg"))
     assert all(p.is_file() for p in files.vector_figures)
+
+
+def _seeded_gain(gain: float) -> dict:
+    return {"gain": gain, "ci": [gain - 0.05, gain + 0.05], "seeds": [{"gain": gain}, {"gain": gain}], "seed_sd": 0.0}
+
+
+def test_mitigation_held_out_severities_read_condition_ids_with_the_engine_parser(tmp_path):
+    from aegis_eval.report.mitigation import seed_table
+
+    (res,) = load_results([SARD])
+    block = {"metrics": ["recall"], "seeds": [0, 1], "baseline_label": "clean",
+             "seen_conditions": ["low_light_s1", "low_light_s2"],
+             "unseen_conditions": ["low_light_s3", "smoke_haze_s1"],
+             "conditions": {c: {"recall": _seeded_gain(0.1)} for c in ("clean", "low_light_s3", "smoke_haze_s1")}}
+    (group,) = group_by_dataset([{**res, "mitigation": block}])
+    held = [row[1] for row in seed_table(group, "recall").rows]
+    assert "low_light_s3" in held and "smoke_haze_s1" not in held  # a held-out severity, not a left-out family
+    bad = {**res, "mitigation": {**block, "unseen_conditions": ["low_light_s3", "fog"]}}
+    with pytest.raises(AegisError, match="not a condition id: 'fog'"):
+        build_report([bad], tmp_path / "out", formats="md")
+    assert not (tmp_path / "out").exists(), "a refused result must write nothing"
+
+
+def test_ranking_and_threshold_cells_share_the_report_formatters():
+    from aegis_eval.report.mitigation import fmt_threshold
+    from aegis_eval.report.tables import fmt_tau, rank_order
+
+    assert fmt_tau({"tau": 0.5, "ci": [None, None]}) == "+0.50"
+    assert fmt_tau({"tau": -1.0, "ci": [-1.0, 0.25]}) == "-1.00 [-1.00, +0.25]"
+    assert fmt_tau({"tau": None, "ci": [None, None]}, undefined="–") == "–"
+    assert rank_order({"a": 2.0, "b": 1.0, "c": 3.0}) == "b > a > c"
+    assert fmt_threshold([0.285, 0.31]) == "0.285/0.31" and fmt_threshold(0.4) == "0.4"

@@ -193,13 +193,13 @@ def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Ite
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise AegisError(f"--out must be a directory, got an existing file: {out}")
+    tables = {g.name: named_tables(g, metric) for g in groups}  # before any write: a bad block writes nothing
     refs = render_figures(groups, metric)
     pngs, vectors = [], []
     for ref in refs:
         for rel, data in ref.files().items():
             write_bytes_atomic(out / rel, data)
             (pngs if rel == ref.relpath else vectors).append(out / rel)
-    tables = {g.name: named_tables(g, metric) for g in groups}
     plain = {name: [t for _, t in named] for name, named in tables.items()}
     md = html = tex = doc = None
     tex_tables: list[Path] = []

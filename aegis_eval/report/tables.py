@@ -271,6 +271,20 @@ def model_summary_table(group: DatasetGroup, metric: str) -> Table:
 RANKING_BOOTSTRAP = 1000
 
 
+def fmt_tau(tau: Mapping[str, Any], undefined: str = UNDEFINED) -> str:
+    """One ``kendall_tau`` entry of an aegis-rank document: ``+0.67 [+0.33, +1.00]``, the bracket only when the
+    interval exists; ``undefined`` when tau is (fewer than two models, or no variation)."""
+    if tau["tau"] is None:
+        return undefined
+    lo, hi = tau["ci"]
+    return f"{tau['tau']:+.2f}" + ("" if lo is None else f" [{lo:+.2f}, {hi:+.2f}]")
+
+
+def rank_order(ranks: Mapping[str, float]) -> str:
+    """Models best first, ``a > b > c`` (ties keep the document's order)."""
+    return " > ".join(name for name, _ in sorted(ranks.items(), key=lambda kv: kv[1]))
+
+
 def ranking_table(group: DatasetGroup, metric: str) -> Table | None:
     """With two or more models: per condition, Kendall's tau-b between the clean ranking and the condition's
     (95% interval over resampled models), the number of rank flips and the order (``aegis_eval.protocols.ranking``)."""
@@ -284,10 +298,8 @@ def ranking_table(group: DatasetGroup, metric: str) -> Table | None:
     rows = []
     for cond in (c for c in group.present_conditions if c in doc["ranks"]):
         t = doc["kendall_tau"][cond]
-        lo, hi = t["ci"]
-        tau = UNDEFINED if t["tau"] is None else f"{t['tau']:+.2f}" + ("" if lo is None else f" [{lo:+.2f}, {hi:+.2f}]")
-        order = " > ".join(name for name, _ in sorted(doc["ranks"][cond].items(), key=lambda kv: kv[1]))
-        rows.append((cond, str(t["n_models"]), tau, str(len(doc["rank_flips"][cond])), order))
+        rows.append((cond, str(t["n_models"]), fmt_tau(t), str(len(doc["rank_flips"][cond])),
+                     rank_order(doc["ranks"][cond])))
     return Table(f"{group.name}: model ranking on {metric} vs clean", ("condition", "models", "Kendall τ-b",
                                                                        "rank flips", "order (best first)"),
                  tuple(rows), ("l", "r", "r", "r", "l"),
