@@ -589,3 +589,26 @@ def test_ranking_and_threshold_cells_share_the_report_formatters():
     assert fmt_tau({"tau": None, "ci": [None, None]}, undefined="–") == "–"
     assert rank_order({"a": 2.0, "b": 1.0, "c": 3.0}) == "b > a > c"
     assert fmt_threshold([0.285, 0.31]) == "0.285/0.31" and fmt_threshold(0.4) == "0.4"
+
+
+def test_cross_dataset_tables_and_slugs_are_built_once_for_every_format(tmp_path, monkeypatch):
+    from aegis_eval.report import build as B
+    from aegis_eval.report import render as R
+
+    calls: dict[str, int] = {}
+
+    def counted(name, fn):
+        def wrapper(*args, **kwargs):
+            calls[name] = calls.get(name, 0) + 1
+            return fn(*args, **kwargs)
+        return wrapper
+
+    for name in ("threshold_table", "provenance_table", "_slugs"):
+        fn = getattr(B, name)
+        monkeypatch.setattr(B, name, counted(name, fn))
+        monkeypatch.setattr(R, name, counted(name, fn), raising=False)
+    files = build_report(load_results([SARD]), tmp_path)
+    assert files.markdown and files.html and files.latex_document
+    assert calls == {"threshold_table": 1, "provenance_table": 1, "_slugs": 1}
+    for text in (files.markdown.read_text(encoding="utf-8"), files.html.read_text(encoding="utf-8")):
+        assert "Frozen confidence thresholds" in text and "Provenance" in text

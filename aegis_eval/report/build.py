@@ -86,15 +86,15 @@ def _slug(name: str) -> str:
     return slug
 
 
-def render_figures(groups: Sequence[DatasetGroup], metric: str) -> list[FigureRef]:
-    """Every figure of every dataset, in report order (bytes, not yet written): PNG, PDF and SVG whatever the
-    formats, since docs/REPORT.md promises all three files for every figure."""
+def render_figures(groups: Sequence[DatasetGroup], slugs: Sequence[str], metric: str) -> list[FigureRef]:
+    """Every figure of every dataset (slugs: ``_slugs(groups)``), in report order (bytes, not yet written): PNG,
+    PDF and SVG whatever the formats, since docs/REPORT.md promises all three files for every figure."""
     from aegis_data.extras import require
 
     require("matplotlib", "`aegis report`")  # the optional "report" extra
     from aegis_eval.report import figures as F
     refs: list[FigureRef] = []
-    for g, slug in zip(groups, _slugs(groups)):
+    for g, slug in zip(groups, slugs):
         rel = f"{FIGURES_DIR}/{slug}"
         plans = [("heatmap", f"Relative drop of {metric} per condition and model", f"heatmap_{metric}",
                   F.heatmap(g, metric)),
@@ -135,12 +135,13 @@ def _grid_tables(g: DatasetGroup, metric: str, named: Sequence[tuple[str, Table]
     return {m: shown.get(f"grid_{m}") or with_sample_note(grid_table(g, m), sample_note(g)) for m in grid_metrics(metric)}
 
 
-def _latex_files(groups: Sequence[DatasetGroup], metric: str, tables: Mapping[str, list[tuple[str, Table]]],
+def _latex_files(groups: Sequence[DatasetGroup], slugs: Sequence[str], metric: str,
+                 tables: Mapping[str, list[tuple[str, Table]]], common: Sequence[tuple[str, Table]],
                  refs: Sequence[FigureRef]) -> dict[str, str]:
     """{relative path: text} of report_table.tex, every LaTeX table file and report.tex."""
     files: dict[str, str] = {}
     sections, main_grids = [], []
-    for g, slug in zip(groups, _slugs(groups)):
+    for g, slug in zip(groups, slugs):
         names = []
         for name, t in tables[g.name]:
             if name.startswith("grid_"):  # the grid has its own two-level header, one per grid metric
@@ -158,12 +159,12 @@ def _latex_files(groups: Sequence[DatasetGroup], metric: str, tables: Mapping[st
                    for r in refs if r.dataset == g.name and r.pdf]
         sections.append((g.name, figures, names))
     files[REPORT_TEX] = latex_grid_file(main_grids)
-    common = []
-    for name, t in (("thresholds", threshold_table(groups)), ("provenance", provenance_table(groups))):
+    common_files = []
+    for name, t in common:
         rel = f"{TABLES_DIR}/{name}.tex"
         files[rel] = latex_table(t, f"tab:aegis-{label_key(name)}")
-        common.append(rel)
-    sections.append(("Thresholds and provenance", [], common))
+        common_files.append(rel)
+    sections.append(("Thresholds and provenance", [], common_files))
     files[REPORT_DOC] = latex_document(TITLE, sections, [f"Metric: {metric} at each model's frozen confidence "
                                                          "threshold (IoU 0.5, one-to-one matching)."])
     return files
@@ -193,24 +194,28 @@ def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Ite
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise AegisError(f"--out must be a directory, got an existing file: {out}")
-    tables = {g.name: named_tables(g, metric) for g in groups}  # before any write: a bad block writes nothing
-    refs = render_figures(groups, metric)
+    # Every table before any write (a bad block writes nothing), each built once for all formats.
+    tables = {g.name: named_tables(g, metric) for g in groups}
+    common = [("thresholds", threshold_table(groups)), ("provenance", provenance_table(groups))]
+    slugs = _slugs(groups)
+    refs = render_figures(groups, slugs, metric)
     pngs, vectors = [], []
     for ref in refs:
         for rel, data in ref.files().items():
             write_bytes_atomic(out / rel, data)
             (pngs if rel == ref.relpath else vectors).append(out / rel)
     plain = {name: [t for _, t in named] for name, named in tables.items()}
+    plain_common = [t for _, t in common]
     md = html = tex = doc = None
     tex_tables: list[Path] = []
     if "md" in formats:
         md = out / REPORT_MD
-        write_bytes_atomic(md, markdown_report(groups, metric, refs, plain).encode("utf-8"))
+        write_bytes_atomic(md, markdown_report(groups, metric, refs, plain, plain_common).encode("utf-8"))
     if "html" in formats:
         html = out / REPORT_HTML
-        write_bytes_atomic(html, html_report(groups, metric, refs, plain, html_figures).encode("utf-8"))
+        write_bytes_atomic(html, html_report(groups, metric, refs, plain, plain_common, html_figures).encode("utf-8"))
     if "latex" in formats:
-        for rel, text in _latex_files(groups, metric, tables, refs).items():
+        for rel, text in _latex_files(groups, slugs, metric, tables, common, refs).items():
             write_bytes_atomic(out / rel, text.encode("utf-8"))
             if rel == REPORT_TEX:
                 tex = out / rel
