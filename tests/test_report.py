@@ -281,6 +281,13 @@ def test_cli_report_out_is_a_file(tmp_path):
     assert (tmp_path / "taken").read_text() == "x"
 
 
+def test_library_refusal_of_a_file_as_report_folder_names_no_old_flag(tmp_path):
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(AegisError, match="^the report folder must be a directory") as info:
+        build_report(load_results([SARD]), tmp_path / "taken")
+    assert "--out " not in str(info.value) and (tmp_path / "taken").read_text() == "x"
+
+
 def test_bad_metric_and_format(tmp_path):
     res = load_results([SARD])
     with pytest.raises(AegisError, match="unknown metric 'mAP'"):

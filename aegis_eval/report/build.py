@@ -193,7 +193,7 @@ def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Ite
     groups = group_by_dataset(results, config)
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise AegisError(f"--out must be a directory, got an existing file: {out}")
+        raise AegisError(f"the report folder must be a directory, got an existing file: {out}")
     # Every table before any write (a bad block writes nothing), each built once for all formats.
     tables = {g.name: named_tables(g, metric) for g in groups}
     common = [("thresholds", threshold_table(groups)), ("provenance", provenance_table(groups))]
