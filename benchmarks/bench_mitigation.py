@@ -98,8 +98,7 @@ def contrast(split: Path, ring: int = 4) -> dict[str, dict[str, float]]:
     for cond in LADDER:
         cnr, means = [], []
         for im in gt["images"]:
-            y = luma(read_rgb(split / "test" / cond / im["file_name"])).astype(np.float64)
-            y = y * 255.0 if y.max() <= 1.0 else y
+            y = luma(read_rgb(split / "test" / cond / im["file_name"])) * 255.0  # luma is float64 in [0, 1]
             means.append(float(y.mean()))
             h, w = y.shape
             for x, yy, bw, bh in boxes.get(im["id"], []):

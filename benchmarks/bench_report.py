@@ -9,7 +9,8 @@ Times, in one run:
       4000x3000 source frame (what ``build_gallery`` reads twice per pair).
 
 Usage: ``python benchmarks/bench_report.py [--repeat 3] [--write docs/perf/report.md]``. Timings are the
-median wall-clock seconds (``time.perf_counter``) of ``--repeat`` runs; run it on a quiet machine.
+median wall-clock seconds (``time.perf_counter``) of ``--repeat`` runs; run it on a quiet machine. ``--write``
+keeps the section's hand-written notes (below the notes marker) and re-assembles docs/PERFORMANCE.md.
 """
 
 from __future__ import annotations
@@ -30,14 +31,16 @@ import matplotlib
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from aegis_data.files.imageio import decode_image_bytes, encode_png  # noqa: E402
+from aegis_data.files.imageio import decode_image_bytes, encode_png, write_bytes_atomic  # noqa: E402
 from aegis_eval.report import build_report  # noqa: E402
 from aegis_eval.report import figures as F  # noqa: E402
 from aegis_eval.report.gallery import compose_pair, draw_panel, panel_scale  # noqa: E402
 from aegis_eval.report.results import group_by_dataset, validate_result  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "score_heridal_yolo11n.json"
+NOTES_MARKER = "<!-- notes: kept across re-runs -->"
 
 
 def _median_time(fn, repeat: int) -> float:
@@ -125,8 +128,14 @@ def main() -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:
-        args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(text)
+        from perfdoc import assemble
+
+        # Hand-written analysis below the marker survives a re-run.
+        previous = args.write.read_text(encoding="utf-8") if args.write.exists() else ""
+        if NOTES_MARKER in previous:
+            text += "\n" + NOTES_MARKER + previous.split(NOTES_MARKER, 1)[1]
+        write_bytes_atomic(args.write, text.encode("utf-8"))
+        assemble()
     return 0
 
 

@@ -19,7 +19,8 @@ interpreter start, imports, reading, validation, matching, AP, the score JSON an
 ``COCOeval`` evaluate + accumulate runs in this process on the same files (loading them excluded). Rounds
 alternate the two, so each ratio compares runs minutes apart; medians are reported. ``--baseline-repo DIR``
 also times another checkout's ``aegis score`` (the code before a change) on the same files and checks that its
-score JSON is the same apart from the timestamp and git state. The AP values must agree to 1e-12.
+score JSON is the same apart from the timestamp and git state. Each timed process imports all of its packages,
+the CLI included, from its own checkout (``tree_env``), not from wherever the toolkit is installed. The AP values must agree to 1e-12.
 Usage: ``python benchmarks/bench_score.py --whole-process --images 1000 [--rounds 3]
 [--baseline-repo DIR] [--write docs/perf/score_process.md]``.
 """
@@ -235,12 +236,25 @@ def pycocotools_files(gt_path: Path, preds_path: Path) -> tuple[dict, Seconds]:
     return dict(zip(AP_METRICS, ev.stats[:6].tolist())), t_eval + t_acc
 
 
-def aegis_process(repo: Path, gt_path: Path, preds_path: Path, out: Path) -> tuple[dict, Seconds]:
-    """(score JSON, wall and CPU seconds) of ``aegis score`` from the checkout ``repo`` in a fresh interpreter.
+def tree_env(repo: Path, links: Path) -> dict[str, str]:
+    """Environment of a subprocess that imports every toolkit package from the checkout ``repo``.
 
-    Byte-compiled modules are cached as in an installed package (PYTHONDONTWRITEBYTECODE is dropped; the first
-    call of a round is an untimed warm-up)."""
+    The source folder cli/ installs as ``aegis_cli``, so an editable install would hand the subprocess the CLI of
+    the installed tree whatever its working directory: a link ``links/aegis_cli -> repo/cli`` goes first on
+    PYTHONPATH, then ``repo`` (aegis_data, aegis_eval). Byte-compiled modules are cached as in an installed
+    package (PYTHONDONTWRITEBYTECODE is dropped; the first call of a round is an untimed warm-up)."""
+    links.mkdir(parents=True, exist_ok=True)
+    link = links / "aegis_cli"
+    if not link.is_symlink():
+        link.symlink_to(repo / "cli", target_is_directory=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.pathsep.join((str(links), str(repo)))
+    return env
+
+
+def aegis_process(repo: Path, env: dict[str, str], gt_path: Path, preds_path: Path, out: Path) -> tuple[dict, Seconds]:
+    """(score JSON, wall and CPU seconds) of ``aegis score`` from the checkout ``repo`` (``env``: its
+    ``tree_env``) in a fresh interpreter."""
     cmd = [sys.executable, "-m", "aegis_cli.main", "score", str(preds_path), "--split-dir", str(gt_path),
            "--threshold", str(THRESHOLD), "--bootstrap", "1", "--json", str(out)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -274,11 +288,12 @@ def whole_process(args) -> int:
         folder = Path(tmp)
         gt_path, preds_path = write_fixture(folder, gt, dets)
         sizes = (gt_path.stat().st_size, preds_path.stat().st_size)
-        docs = {name: aegis_process(repo, gt_path, preds_path, folder / "warm.json")[0]
+        envs = {name: tree_env(repo, folder / f"tree-{k}") for k, (name, repo) in enumerate(repos.items())}
+        docs = {name: aegis_process(repo, envs[name], gt_path, preds_path, folder / "warm.json")[0]
                 for name, repo in repos.items()}
         for r in range(args.rounds):
             for name, repo in repos.items():
-                _, t = aegis_process(repo, gt_path, preds_path, folder / f"{r}.json")
+                _, t = aegis_process(repo, envs[name], gt_path, preds_path, folder / f"{r}.json")
                 times[name].append(t)
             ref, t = pycocotools_files(gt_path, preds_path)
             times["pycocotools"].append(t)

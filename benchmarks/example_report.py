@@ -5,7 +5,8 @@ The data come from ``bench_score_sweep.make_sweep`` (the scoring benchmark's gen
 10 boxes per image). Each threshold is frozen on a separate validation sweep of the same generator:
 ``model_a`` by max-F1, ``model_b`` by the risk rule ``fp_per_image<=0.5``. Both are scored over all 28
 conditions with B = ``--bootstrap`` and reported with ``aegis report``. What is kept (small enough to commit):
-report.html (figures embedded as SVG), the PDF figures, the LaTeX tables and report.tex.
+report.html (figures embedded as SVG), the PDF figures, the LaTeX tables and report.tex, plus build_time.txt:
+the wall time of that ``build_report`` call, with the machine's load.
 
     .venv/bin/python benchmarks/example_report.py [--out docs/example-report] [--images 120] [--bootstrap 500]
 """
@@ -13,6 +14,9 @@ report.html (figures embedded as SVG), the PDF figures, the LaTeX tables and rep
 from __future__ import annotations
 
 import argparse
+import datetime
+import os
+import platform
 import shutil
 import sys
 import tempfile
@@ -31,6 +35,7 @@ from bench_score_sweep import make_sweep  # noqa: E402
 
 MODELS = (("model_a", 40, "max-f1"), ("model_b", 10, "fp_per_image<=0.5"))
 KEEP = ("report.html", "report.tex", "report_table.tex", "tables/*.tex", "figures/*.pdf")
+TIMING = "build_time.txt"  # the build's own wall time, written beside what is kept
 
 
 def main() -> int:
@@ -59,6 +64,7 @@ def main() -> int:
             result["dataset"] = "synthetic-sweep"
             write_score_json(result, root / f"{label}.json")
             scores.append(root / f"{label}.json")
+        load_before = os.getloadavg()[0]
         t0 = time.perf_counter()
         files = build_report(load_results(scores), root / "report", html_figures="svg")
         seconds = time.perf_counter() - t0
@@ -71,8 +77,21 @@ def main() -> int:
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, dst)
                 kept += dst.stat().st_size
+        kept += _write_timing(args.out / TIMING, seconds, load_before)
     print(f"build_report: {seconds:.1f} s; kept {kept / 1024:.0f} KiB in {args.out}")
     return 0
+
+
+def _write_timing(path: Path, seconds: float, load_before: float) -> int:
+    """The build time docs/REPORT.md quotes, with what it depends on; returns the file's size."""
+    text = (f"build_report of this example (2 models, 28 conditions, every figure as PNG, PDF and SVG; report.md, "
+            f"report.html with SVG figures, the LaTeX files): {seconds:.1f} s wall.\n"
+            f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average {load_before:.1f} before / "
+            f"{os.getloadavg()[0]:.1f} after; Python {platform.python_version()}. "
+            f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC. "
+            "Written by benchmarks/example_report.py.\n")
+    path.write_text(text, encoding="utf-8")
+    return path.stat().st_size
 
 
 if __name__ == "__main__":

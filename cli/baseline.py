@@ -288,6 +288,8 @@ def ablate_cmd(
 
 
 def ablation_table(record: dict) -> Table:
+    from aegis_eval.report.mitigation import fmt_threshold
+
     seeds = record["settings"].get("seeds")
     what = f"mean of seeds {','.join(map(str, seeds))}, two-level bootstrap CI" if seeds else "95% CI"
     table = Table(title=f"ablation: gains over the clean-trained {record['label']} (recall; {what})")
@@ -305,9 +307,7 @@ def ablation_table(record: dict) -> Table:
 
     for name, entry in record["runs"].items():
         gains = record["gains"].get(name, {}).get("recall", {})
-        thr = entry["threshold"]
-        row = [name, (entry["policy"] or {}).get("hash", "–"),
-               "/".join(f"{t:g}" for t in thr) if isinstance(thr, list) else f"{thr:g}",
+        row = [name, (entry["policy"] or {}).get("hash", "–"), fmt_threshold(entry["threshold"]),
                cell(gains.get("mpc")), cell(gains.get("rpc")), cell(gains.get("seen")), cell(gains.get("unseen"))]
         if seeds:
             mpc = gains.get("mpc") or {}

@@ -100,6 +100,7 @@ def rank(
     from aegis_data.files.imageio import write_bytes_atomic
     from aegis_eval.protocols.ranking import rank_paths
     from aegis_eval.protocols.scoring import score_json_bytes
+    from aegis_eval.report.tables import fmt_tau, rank_order
 
     check_outputs({"--json": json_out}, results)
     doc = rank_paths(results, metric, by=value(by), condition=condition, reference=reference, bootstrap=bootstrap, seed=seed,
@@ -110,10 +111,8 @@ def rank(
         table.add_column(col, justify="right" if col in ("models", "Kendall τ", "flips") else "left")
     for col, ranks in doc["ranks"].items():
         t = doc["kendall_tau"][col]
-        lo, hi = t["ci"]
-        tau = "–" if t["tau"] is None else f"{t['tau']:+.2f}" + ("" if lo is None else f" [{lo:+.2f}, {hi:+.2f}]")
-        order = " > ".join(name for name, _ in sorted(ranks.items(), key=lambda kv: kv[1]))
-        table.add_row(col, str(t["n_models"]), tau, str(len(doc["rank_flips"][col])), order)
+        table.add_row(col, str(t["n_models"]), fmt_tau(t, undefined="–"), str(len(doc["rank_flips"][col])),
+                      rank_order(ranks))
     out.print(fit(table))
     if json_out is not None:
         write_bytes_atomic(json_out, score_json_bytes(doc))

@@ -112,6 +112,10 @@ def test_baseline_tables():
                                             "seed_sd": 0.0367} for k in ("mpc", "rpc", "seen", "unseen")}}
                         for n in ("all", "loo-flood", "loo-wildfire")}}
     assert_readable(ablation_table(seeded))
+    from aegis_eval.report.mitigation import fmt_threshold  # the report's gains table writes thresholds alike
+
+    threshold = next(c for c in ablation_table(seeded).columns if c.header == "threshold")
+    assert list(threshold.cells) == [fmt_threshold([0.285, 0.31, 0.27])] * 4 == ["0.285/0.31/0.27"] * 4
 
 
 def _cli(args, width=80):

@@ -130,6 +130,12 @@ def test_cli_rank_and_repeated_labels(tmp_path):
     res = runner.invoke(app, ["rank", *map(str, paths), "--bootstrap", "20", "--json", str(out)])
     assert res.exit_code == 0, res.output
     assert "Kendall" in res.output and json.loads(out.read_text())["schema"] == "aegis-rank/1"
+    from aegis_eval.report.tables import fmt_tau, rank_order  # the report's ranking table writes the same cells
+
+    written = json.loads(out.read_text())
+    for col, ranks in written["ranks"].items():
+        line = next(line for line in res.output.splitlines() if line.lstrip("│ ").startswith(col + " "))
+        assert fmt_tau(written["kendall_tau"][col], undefined="–") in line and rank_order(ranks) in line, line
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     assert_one_line_error(runner.invoke(app, ["rank", str(paths[0]), str(bad)]), "[score_schema]")

@@ -281,6 +281,13 @@ def test_cli_report_out_is_a_file(tmp_path):
     assert (tmp_path / "taken").read_text() == "x"
 
 
+def test_library_refusal_of_a_file_as_report_folder_names_no_old_flag(tmp_path):
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(AegisError, match="^the report folder must be a directory") as info:
+        build_report(load_results([SARD]), tmp_path / "taken")
+    assert "--out " not in str(info.value) and (tmp_path / "taken").read_text() == "x"
+
+
 def test_bad_metric_and_format(tmp_path):
     res = load_results([SARD])
     with pytest.raises(AegisError, match="unknown metric 'mAP'"):
@@ -518,3 +525,97 @@ def test_bar_labels_overlap_neither_each_other_nor_the_bars():
     with F.drawn(F.FigurePlan(200, 100, lambda fig: [fig.text(0.5, 0.5, "-40"), fig.text(0.51, 0.5, "-40")])) as fig:
         boxes = [t.get_window_extent(fig.canvas.get_renderer()) for t in fig.texts]
     assert _overlaps(boxes) == [(0, 1)]
+
+
+def test_latex_labels_are_unique_when_dataset_names_differ_only_in_punctuation(tmp_path):
+    (res,) = load_results([SARD])
+    names = ("sard v1", "sard-v1", "sard_v1")
+    results = [{**copy.deepcopy(res), "dataset": name} for name in names]
+    files = build_report(results, tmp_path, formats="latex")
+    labels = [lab for p in files.latex_tables
+              for lab in re.findall(r"\\label\{([^}]+)\}", p.read_text(encoding="utf-8"))]
+    assert len(labels) == len(files.latex_tables)
+    assert len(set(labels)) == len(labels), sorted(labels)
+    grid = (files.out / "tables" / "sard-v1-2_grid_recall.tex").read_text(encoding="utf-8")
+    assert "\\label{tab:aegis-sard-v1-2-grid-recall}" in grid
+
+
+def test_latex_grid_has_the_grid_tables_notes_brackets_only_with_intervals(full_report, tmp_path):
+    with_ci = (full_report.out / "tables" / "sard_grid_recall.tex").read_text(encoding="utf-8")
+    assert "Brackets: percentile 95\\% bootstrap interval" in with_ci
+    assert full_report.latex.read_text(encoding="utf-8").count("Brackets:") == 2  # heridal and sard
+    (res,) = load_results([SARD])
+    bare = copy.deepcopy(res)
+    for block in bare["conditions"].values():
+        block.pop("ci", None)
+        block.pop("ci_drop", None)
+    files = build_report([bare], tmp_path, formats="md,latex")
+    grid_md = next(t for t in _tables(files.markdown.read_text(encoding="utf-8")) if "per condition" in t.splitlines()[0])
+    grid_tex = (tmp_path / "tables" / "sard_grid_recall.tex").read_text(encoding="utf-8")
+    assert "Brackets" not in grid_md and "Brackets" not in grid_tex
+    assert "n: 28 conditions, 1 model;" in grid_md and "n: 28 conditions, 1 model;" in grid_tex
+    assert files.latex.read_text(encoding="utf-8").endswith(grid_tex)  # report_table.tex reuses the same float
+
+
+def test_markdown_only_report_still_writes_every_figure_as_png_pdf_and_svg(tmp_path):
+    """docs/REPORT.md: every figure is written three times whatever the formats."""
+    files = build_report(load_results([SARD]), tmp_path, formats="md")
+    stems = {p.stem for p in files.figures}
+    assert len(stems) == 4 and files.latex is None and files.html is None
+    assert sorted(p.name for p in files.vector_figures) == sorted(f"{s}.{e}" for s in stems for e in ("pdf", "svg"))
+    assert all(p.is_file() for p in files.vector_figures)
+
+
+def _seeded_gain(gain: float) -> dict:
+    return {"gain": gain, "ci": [gain - 0.05, gain + 0.05], "seeds": [{"gain": gain}, {"gain": gain}], "seed_sd": 0.0}
+
+
+def test_mitigation_held_out_severities_read_condition_ids_with_the_engine_parser(tmp_path):
+    from aegis_eval.report.mitigation import seed_table
+
+    (res,) = load_results([SARD])
+    block = {"metrics": ["recall"], "seeds": [0, 1], "baseline_label": "clean",
+             "seen_conditions": ["low_light_s1", "low_light_s2"],
+             "unseen_conditions": ["low_light_s3", "smoke_haze_s1"],
+             "conditions": {c: {"recall": _seeded_gain(0.1)} for c in ("clean", "low_light_s3", "smoke_haze_s1")}}
+    (group,) = group_by_dataset([{**res, "mitigation": block}])
+    held = [row[1] for row in seed_table(group, "recall").rows]
+    assert "low_light_s3" in held and "smoke_haze_s1" not in held  # a held-out severity, not a left-out family
+    bad = {**res, "mitigation": {**block, "unseen_conditions": ["low_light_s3", "fog"]}}
+    with pytest.raises(AegisError, match="not a condition id: 'fog'"):
+        build_report([bad], tmp_path / "out", formats="md")
+    assert not (tmp_path / "out").exists(), "a refused result must write nothing"
+
+
+def test_ranking_and_threshold_cells_share_the_report_formatters():
+    from aegis_eval.report.mitigation import fmt_threshold
+    from aegis_eval.report.tables import fmt_tau, rank_order
+
+    assert fmt_tau({"tau": 0.5, "ci": [None, None]}) == "+0.50"
+    assert fmt_tau({"tau": -1.0, "ci": [-1.0, 0.25]}) == "-1.00 [-1.00, +0.25]"
+    assert fmt_tau({"tau": None, "ci": [None, None]}, undefined="–") == "–"
+    assert rank_order({"a": 2.0, "b": 1.0, "c": 3.0}) == "b > a > c"
+    assert fmt_threshold([0.285, 0.31]) == "0.285/0.31" and fmt_threshold(0.4) == "0.4"
+
+
+def test_cross_dataset_tables_and_slugs_are_built_once_for_every_format(tmp_path, monkeypatch):
+    from aegis_eval.report import build as B
+    from aegis_eval.report import render as R
+
+    calls: dict[str, int] = {}
+
+    def counted(name, fn):
+        def wrapper(*args, **kwargs):
+            calls[name] = calls.get(name, 0) + 1
+            return fn(*args, **kwargs)
+        return wrapper
+
+    for name in ("threshold_table", "provenance_table", "_slugs"):
+        fn = getattr(B, name)
+        monkeypatch.setattr(B, name, counted(name, fn))
+        monkeypatch.setattr(R, name, counted(name, fn), raising=False)
+    files = build_report(load_results([SARD]), tmp_path)
+    assert files.markdown and files.html and files.latex_document
+    assert calls == {"threshold_table": 1, "provenance_table": 1, "_slugs": 1}
+    for text in (files.markdown.read_text(encoding="utf-8"), files.html.read_text(encoding="utf-8")):
+        assert "Frozen confidence thresholds" in text and "Provenance" in text

@@ -16,8 +16,9 @@ from aegis_data.engine.config import SuiteConfig
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import write_bytes_atomic
 from aegis_eval.report.latex import (LatexFigure, label_key, latex_document, latex_grid, latex_grid_file,
-                                     latex_table)
-from aegis_eval.report.render import HTML_FIGURES, TITLE, FigureRef, html_report, markdown_report, named_tables
+                                     latex_table, table_label)
+from aegis_eval.report.render import (HTML_FIGURES, TITLE, FigureRef, html_report, markdown_report, named_tables,
+                                      with_sample_note)
 from aegis_eval.report.results import (
     SOURCE_KEY,
     DatasetGroup,
@@ -25,7 +26,8 @@ from aegis_eval.report.results import (
     group_by_dataset,
     validate_result,
 )
-from aegis_eval.report.tables import Table, missing_note, provenance_table, threshold_table
+from aegis_eval.report.tables import (Table, grid_table, missing_note, provenance_table, sample_note,
+                                      threshold_table)
 
 FORMATS = ("md", "html", "latex")
 FIGURES_DIR = "figures"
@@ -84,14 +86,15 @@ def _slug(name: str) -> str:
     return slug
 
 
-def render_figures(groups: Sequence[DatasetGroup], metric: str, vector: bool = True) -> list[FigureRef]:
-    """Every figure of every dataset, in report order (bytes, not yet written); PDF and SVG with ``vector``."""
+def render_figures(groups: Sequence[DatasetGroup], slugs: Sequence[str], metric: str) -> list[FigureRef]:
+    """Every figure of every dataset (slugs: ``_slugs(groups)``), in report order (bytes, not yet written): PNG,
+    PDF and SVG whatever the formats, since docs/REPORT.md promises all three files for every figure."""
     from aegis_data.extras import require
 
     require("matplotlib", "`aegis report`")  # the optional "report" extra
     from aegis_eval.report import figures as F
     refs: list[FigureRef] = []
-    for g, slug in zip(groups, _slugs(groups)):
+    for g, slug in zip(groups, slugs):
         rel = f"{FIGURES_DIR}/{slug}"
         plans = [("heatmap", f"Relative drop of {metric} per condition and model", f"heatmap_{metric}",
                   F.heatmap(g, metric)),
@@ -105,7 +108,7 @@ def render_figures(groups: Sequence[DatasetGroup], metric: str, vector: bool = T
             plans.append(("false_alarms", "Share of images with a false alarm and its exact upper bound",
                           "false_alarms", F.false_alarm_shares(g)))
         for kind, caption, name, plan in plans:
-            r = F.render(plan, vector=vector)
+            r = F.render(plan)
             refs.append(FigureRef(g.name, kind, caption, f"{rel}_{name}.png", r.png, r.pdf, r.svg, plan.width))
     return refs
 
@@ -126,32 +129,42 @@ def grid_metrics(metric: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((metric, "map50", "recall")))
 
 
-def _latex_files(groups: Sequence[DatasetGroup], metric: str, tables: Mapping[str, list[tuple[str, Table]]],
+def _grid_tables(g: DatasetGroup, metric: str, named: Sequence[tuple[str, Table]]) -> dict[str, Table]:
+    """{grid metric: grid table with its sample note}; the report metric's is the one the other formats show."""
+    shown = dict(named)
+    return {m: shown.get(f"grid_{m}") or with_sample_note(grid_table(g, m), sample_note(g)) for m in grid_metrics(metric)}
+
+
+def _latex_files(groups: Sequence[DatasetGroup], slugs: Sequence[str], metric: str,
+                 tables: Mapping[str, list[tuple[str, Table]]], common: Sequence[tuple[str, Table]],
                  refs: Sequence[FigureRef]) -> dict[str, str]:
-    """{relative path: text} of every LaTeX table file and of report.tex."""
+    """{relative path: text} of report_table.tex, every LaTeX table file and report.tex."""
     files: dict[str, str] = {}
-    sections = []
-    for g, slug in zip(groups, _slugs(groups)):
+    sections, main_grids = [], []
+    for g, slug in zip(groups, slugs):
         names = []
         for name, t in tables[g.name]:
             if name.startswith("grid_"):  # the grid has its own two-level header, one per grid metric
                 continue
             rel = f"{TABLES_DIR}/{slug}_{name}.tex"
-            files[rel] = latex_table(t, f"tab:aegis-{label_key(slug)}-{label_key(name)}")
+            files[rel] = latex_table(t, table_label(slug, name))
             names.append(rel)
-        for m in grid_metrics(metric):
+        for m, t in _grid_tables(g, metric, tables[g.name]).items():
             rel = f"{TABLES_DIR}/{slug}_grid_{m}.tex"
-            files[rel] = latex_grid(g, m)
+            files[rel] = latex_grid(t, g.labels, m, table_label(slug, f"grid_{m}"))
             names.append(rel)
+            if m == metric:
+                main_grids.append(files[rel])
         figures = [LatexFigure(r.relpath.rsplit(".", 1)[0] + ".pdf", f"{g.name}: {r.caption}")
                    for r in refs if r.dataset == g.name and r.pdf]
         sections.append((g.name, figures, names))
-    common = []
-    for name, t in (("thresholds", threshold_table(groups)), ("provenance", provenance_table(groups))):
+    files[REPORT_TEX] = latex_grid_file(main_grids)
+    common_files = []
+    for name, t in common:
         rel = f"{TABLES_DIR}/{name}.tex"
         files[rel] = latex_table(t, f"tab:aegis-{label_key(name)}")
-        common.append(rel)
-    sections.append(("Thresholds and provenance", [], common))
+        common_files.append(rel)
+    sections.append(("Thresholds and provenance", [], common_files))
     files[REPORT_DOC] = latex_document(TITLE, sections, [f"Metric: {metric} at each model's frozen confidence "
                                                          "threshold (IoU 0.5, one-to-one matching)."])
     return files
@@ -180,29 +193,33 @@ def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Ite
     groups = group_by_dataset(results, config)
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise AegisError(f"--out must be a directory, got an existing file: {out}")
-    refs = render_figures(groups, metric)
+        raise AegisError(f"the report folder must be a directory, got an existing file: {out}")
+    # Every table before any write (a bad block writes nothing), each built once for all formats.
+    tables = {g.name: named_tables(g, metric) for g in groups}
+    common = [("thresholds", threshold_table(groups)), ("provenance", provenance_table(groups))]
+    slugs = _slugs(groups)
+    refs = render_figures(groups, slugs, metric)
     pngs, vectors = [], []
     for ref in refs:
         for rel, data in ref.files().items():
             write_bytes_atomic(out / rel, data)
             (pngs if rel == ref.relpath else vectors).append(out / rel)
-    tables = {g.name: named_tables(g, metric) for g in groups}
     plain = {name: [t for _, t in named] for name, named in tables.items()}
+    plain_common = [t for _, t in common]
     md = html = tex = doc = None
     tex_tables: list[Path] = []
     if "md" in formats:
         md = out / REPORT_MD
-        write_bytes_atomic(md, markdown_report(groups, metric, refs, plain).encode("utf-8"))
+        write_bytes_atomic(md, markdown_report(groups, metric, refs, plain, plain_common).encode("utf-8"))
     if "html" in formats:
         html = out / REPORT_HTML
-        write_bytes_atomic(html, html_report(groups, metric, refs, plain, html_figures).encode("utf-8"))
+        write_bytes_atomic(html, html_report(groups, metric, refs, plain, plain_common, html_figures).encode("utf-8"))
     if "latex" in formats:
-        tex = out / REPORT_TEX
-        write_bytes_atomic(tex, latex_grid_file(groups, metric).encode("utf-8"))
-        for rel, text in _latex_files(groups, metric, tables, refs).items():
+        for rel, text in _latex_files(groups, slugs, metric, tables, common, refs).items():
             write_bytes_atomic(out / rel, text.encode("utf-8"))
-            if rel == REPORT_DOC:
+            if rel == REPORT_TEX:
+                tex = out / rel
+            elif rel == REPORT_DOC:
                 doc = out / rel
             else:
                 tex_tables.append(out / rel)

@@ -13,16 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from aegis_eval.report.results import DatasetGroup
-from aegis_eval.report.tables import (
-    Table,
-    absent_conditions,
-    fmt_percent_ci,
-    fmt_value_ci,
-    grid_rows,
-    missing_note,
-    sample_note,
-)
+from aegis_eval.report.tables import Table
 
 _LATEX_ESCAPES = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
@@ -44,6 +35,12 @@ def label_key(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", s).strip("-") or "x"
 
 
+def table_label(slug: str, name: str) -> str:
+    """``tab:aegis-<dataset>-<table>``: the dataset's file-name slug is unique within a report and holds only
+    characters a label may hold, so it goes in as it is (two names differing only in punctuation keep apart)."""
+    return f"tab:aegis-{slug}-{label_key(name)}"
+
+
 # Shrink a tabular to the line width only when it is wider (graphicx's \resizebox measures it as \width).
 _FIT_OPEN = r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%"
 
@@ -58,65 +55,48 @@ def _float(caption: str, label: str, tabular: list[str], notes: Sequence[str]) -
     return "\n".join(lines) + "\n"
 
 
+def _body(t: Table) -> list[str]:
+    """The tabular's rows: bold cells as ``\\textbf``, a ``\\midrule`` before each family break."""
+    lines = []
+    for i, row in enumerate(t.rows):
+        if i in t.breaks and i > 0:
+            lines.append("\\midrule")
+        cells = [f"\\textbf{{{latex_escape(c)}}}" if (i, j) in t.bold and c else latex_escape(c)
+                 for j, c in enumerate(row)]
+        lines.append(" & ".join(cells) + " \\\\")
+    return lines
+
+
 def latex_table(t: Table, label: str) -> str:
     """A ``Table`` as one booktabs float: bold cells as ``\\textbf``, family breaks as ``\\midrule``, notes in
     a footnote-size paragraph under the tabular."""
     tabular = [f"\\begin{{tabular}}{{{''.join(t.align)}}}", "\\toprule",
-               " & ".join(latex_escape(h) for h in t.header) + " \\\\", "\\midrule"]
-    for i, row in enumerate(t.rows):
-        if i in t.breaks and i > 0:
-            tabular.append("\\midrule")
-        cells = [f"\\textbf{{{latex_escape(c)}}}" if (i, j) in t.bold and c else latex_escape(c)
-                 for j, c in enumerate(row)]
-        tabular.append(" & ".join(cells) + " \\\\")
-    tabular += ["\\bottomrule", "\\end{tabular}"]
+               " & ".join(latex_escape(h) for h in t.header) + " \\\\", "\\midrule",
+               *_body(t), "\\bottomrule", "\\end{tabular}"]
     return _float(latex_escape(t.title) + ".", label, tabular, t.notes)
 
 
-def latex_grid(group: DatasetGroup, metric: str) -> str:
-    """The per-condition grid: a clean row, then one row per corruption/severity present, families separated
-    by ``\\midrule``; per model the metric and its relative drop in percent, each with its interval."""
-    n_m = len(group.runs)
+def latex_grid(grid: Table, models: Sequence[str], metric: str, label: str) -> str:
+    """The per-condition grid (``tables.grid_table``: its rows, family breaks and notes) under a two-level
+    header: per model (``models``, in column order) the metric and its relative drop in percent."""
+    n_m = len(models)
     tabular = [
         f"\\begin{{tabular}}{{llr{'rr' * n_m}}}",
         "\\toprule",
-        " & & " + "".join(f" & \\multicolumn{{2}}{{c}}{{{latex_escape(r.label)}}}" for r in group.runs) + " \\\\",
+        " & & " + "".join(f" & \\multicolumn{{2}}{{c}}{{{latex_escape(m)}}}" for m in models) + " \\\\",
         " ".join(f"\\cmidrule(lr){{{4 + 2 * j}-{5 + 2 * j}}}" for j in range(n_m)),
         "Family & Corruption & Sev." + f" & {latex_escape(metric)} & $\\Delta$\\%" * n_m + " \\\\",
         "\\midrule",
+        *_body(grid), "\\bottomrule", "\\end{tabular}",
     ]
-    last_family = None
-    for r in grid_rows(group, metric):
-        fam = r.family or "clean"
-        if last_family is not None and fam != last_family:
-            tabular.append("\\midrule")
-        cells = []
-        for cell in r.cells:
-            if not cell.present:
-                cells += ["", ""]
-            else:
-                cells += [fmt_value_ci(cell.value, cell.ci, metric), latex_escape(fmt_percent_ci(cell.drop, cell.drop_ci))]
-        first = fam != last_family
-        tabular.append(" & ".join([latex_escape(fam) if first else "", latex_escape(r.corruption or "clean"),
-                                   str(r.severity)] + cells) + " \\\\")
-        last_family = fam
-    tabular += ["\\bottomrule", "\\end{tabular}"]
-    notes = list(missing_note(group))
-    absent = absent_conditions(group)
-    if absent:
-        notes.append(f"No run has {', '.join(absent)}; those rows are omitted.")
-    notes += ["Brackets: percentile 95% bootstrap intervals; drops paired with clean over the same resamples.",
-              sample_note(group)]
-    caption = (f"{latex_escape(group.name)}: {latex_escape(metric)} per condition and relative drop vs clean "
-               f"(\\%).")
-    return _float(caption, f"tab:aegis-{label_key(group.name)}-{label_key(metric)}", tabular, notes)
+    return _float(latex_escape(f"{grid.title} and relative drop vs clean (%)."), label, tabular, grid.notes)
 
 
-def latex_grid_file(groups: Sequence[DatasetGroup], metric: str) -> str:
-    """report_table.tex: the per-condition grid of ``metric`` for every dataset."""
+def latex_grid_file(grids: Sequence[str]) -> str:
+    """report_table.tex: the per-condition grid of the report metric for every dataset (``latex_grid``'s floats)."""
     head = ("% AegisBench main grid, written by `aegis report`. Requires \\usepackage{booktabs} and "
             "\\usepackage{graphicx}.\n% Empty cells: condition missing from that run; n/a: undefined value.\n")
-    return head + "\n".join(latex_grid(g, metric) for g in groups)
+    return head + "\n".join(grids)
 
 
 _FLOATS_PER_PAGE = 4

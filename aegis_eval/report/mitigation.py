@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from aegis_data.engine.config import parse_condition
 from aegis_eval.report.results import DatasetGroup, Run
 from aegis_eval.report.tables import MISSING, UNDEFINED, Table
 
@@ -40,7 +41,7 @@ def _value(g: Any, key: str) -> str:
     return UNDEFINED if v is None else f"{v:.3f}"
 
 
-def _threshold(value: Any) -> str:
+def fmt_threshold(value: Any) -> str:
     """One frozen threshold, or one per training seed (``a/b/c``) for a multi-seed block."""
     if isinstance(value, (list, tuple)):
         return "/".join(f"{v:g}" for v in value)
@@ -60,12 +61,12 @@ def gains_table(group: DatasetGroup, metric: str) -> Table:
         clean = (b.get("conditions") or {}).get("clean", {}).get(metric)
         mpc, rpc = (b.get("mpc") or {}).get(metric), (b.get("rpc") or {}).get(metric)
         thr = b.get("thresholds") or {}
-        rows.append((run.label, str(pol.get("hash", MISSING)), _threshold(thr.get("policy")),
+        rows.append((run.label, str(pol.get("hash", MISSING)), fmt_threshold(thr.get("policy")),
                      _value(clean, "policy"), _gain(clean), _value(mpc, "policy"), _gain(mpc),
                      _value(rpc, "policy"), _gain(rpc)))
     baseline = next((b.get("baseline_label") for _, b in mitigation_runs(group, metric)), None)
     thr = next(((b.get("thresholds") or {}).get("baseline") for _, b in mitigation_runs(group, metric)), None)
-    notes = (f"Gains are policy − {baseline} (threshold {_threshold(thr)}, frozen on its own clean val), paired "
+    notes = (f"Gains are policy − {baseline} (threshold {fmt_threshold(thr)}, frozen on its own clean val), paired "
              "over the same bootstrap resamples of test images; each policy's threshold was re-frozen on clean "
              "val for that model.",) if baseline is not None and thr is not None else ()
     return Table(f"Mitigation: gain over the clean-trained model ({metric})",
@@ -125,8 +126,8 @@ def condition_gain_table(group: DatasetGroup, metric: str) -> Table:
 
 def _held_out(block: Mapping[str, Any]) -> list[str]:
     """Unseen conditions whose corruption the policy trains at another severity (a held-out severity)."""
-    trained = {c.rsplit("_s", 1)[0] for c in block.get("seen_conditions") or ()}
-    return [c for c in block.get("unseen_conditions") or () if c.rsplit("_s", 1)[0] in trained]
+    trained = {parse_condition(c)[0] for c in block.get("seen_conditions") or ()} - {None}
+    return [c for c in block.get("unseen_conditions") or () if parse_condition(c)[0] in trained]
 
 
 def seed_table(group: DatasetGroup, metric: str) -> Table | None:

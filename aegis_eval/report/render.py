@@ -25,11 +25,9 @@ from aegis_eval.report.tables import (
     headline_table,
     missing_note,
     model_summary_table,
-    provenance_table,
     ranking_table,
     sample_note,
     summary_table,
-    threshold_table,
 )
 
 TITLE = "AegisBench robustness report"
@@ -104,13 +102,10 @@ def named_tables(g: DatasetGroup, metric: str) -> list[tuple[str, Table]]:
     return [(name, with_sample_note(t, note)) for name, t in tables if t is not None]
 
 
-def group_tables(g: DatasetGroup, metric: str) -> list[Table]:
-    """The tables of :func:`named_tables`, without their names."""
-    return [t for _, t in named_tables(g, metric)]
-
-
 def markdown_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[FigureRef],
-                    tables: Mapping[str, list] | None = None) -> str:
+                    tables: Mapping[str, Sequence[Table]], common: Sequence[Table]) -> str:
+    """report.md. tables: per dataset name its tables (``named_tables``, built once for every format); common:
+    the tables across datasets (frozen thresholds, provenance)."""
     out = [f"# {TITLE}", "", *_reading_guide(metric), "",
            "Datasets: " + ", ".join(f"{g.name} ({len(g.runs)} model{'s' if len(g.runs) != 1 else ''})"
                                    for g in groups) + ".", ""]
@@ -120,10 +115,10 @@ def markdown_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequen
             out += [f"> Partial sweep — {note}", ""]
         for f in (f for f in figures if f.dataset == g.name):
             out += [f"### {f.caption}", "", f"![{f.caption}]({f.relpath})", ""]
-        out += [markdown_table(t) for t in (tables[g.name] if tables is not None else group_tables(g, metric))]
+        out += [markdown_table(t) for t in tables[g.name]]
         for run in g.runs:
             out += [markdown_table(with_sample_note(headline_table(g, run), sample_note(g)), heading="####")]
-    out += [markdown_table(threshold_table(groups), heading="##"), markdown_table(provenance_table(groups), heading="##")]
+    out += [markdown_table(t, heading="##") for t in common]
     return "\n".join(out)
 
 
@@ -186,7 +181,8 @@ def _embedded(f: FigureRef, kind: str) -> str:
 
 
 def html_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[FigureRef],
-                tables: Mapping[str, list] | None = None, figure_format: str = "png") -> str:
+                tables: Mapping[str, Sequence[Table]], common: Sequence[Table], figure_format: str = "png") -> str:
+    """report.html, self-contained; tables and common as for :func:`markdown_report`."""
     def md_inline(s: str) -> str:  # the reading guide uses *emphasis* and **strong** only
         s = _e(s)
         s = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", s)
@@ -204,11 +200,11 @@ def html_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[F
             size = f' width="{f.width}"' if f.width else ""
             body.append(f'<figure><img alt="{_e(f.caption)}"{size} src="{_embedded(f, figure_format)}">'
                         f"<figcaption>{_e(f.caption)}</figcaption></figure>")
-        body += [html_table(t) for t in (tables[g.name] if tables is not None else group_tables(g, metric))]
+        body += [html_table(t) for t in tables[g.name]]
         for run in g.runs:
             body.append(f"<details><summary>Headline metrics: {_e(run.label)}</summary>"
                         f"{html_table(with_sample_note(headline_table(g, run), sample_note(g)), heading='h4')}</details>")
-    body += [html_table(threshold_table(groups), heading="h2"), html_table(provenance_table(groups), heading="h2")]
+    body += [html_table(t, heading="h2") for t in common]
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>{_e(TITLE)}</title>\n<style>\n{_CSS}\n</style>\n</head>\n<body>\n"
             + "\n".join(body) + "\n</body>\n</html>\n")

@@ -169,14 +169,15 @@ def missing_note(group: DatasetGroup) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def grid_table(group: DatasetGroup, metric: str, with_ci: bool = True) -> Table:
+def grid_table(group: DatasetGroup, metric: str) -> Table:
     """Main grid: one row per condition, per model the metric (with its CI) and the relative drop in %."""
     header = ["family", "corruption", "severity"]
     for run in group.runs:
         header += [f"{run.label} {metric}", f"{run.label} drop %"]
+    grid = grid_rows(group, metric)
     rows, breaks = [], []
     last_family = "clean"
-    for r in grid_rows(group, metric):
+    for r in grid:
         fam = r.family or "clean"
         if fam != last_family:
             breaks.append(len(rows))
@@ -187,14 +188,13 @@ def grid_table(group: DatasetGroup, metric: str, with_ci: bool = True) -> Table:
             if not cell.present:
                 row += [MISSING, MISSING]
                 continue
-            row.append(fmt_value_ci(cell.value, cell.ci if with_ci else None, metric))
-            row.append(fmt_percent_ci(cell.drop, cell.drop_ci if with_ci else None))
+            row += [fmt_value_ci(cell.value, cell.ci, metric), fmt_percent_ci(cell.drop, cell.drop_ci)]
         rows.append(tuple(row))
     notes = list(missing_note(group))
     absent = absent_conditions(group)
     if absent:
         notes.append(f"No run has {', '.join(absent)}; those rows are omitted.")
-    if with_ci and any(c.ci for r in grid_rows(group, metric) for c in r.cells):
+    if any(c.ci for r in grid for c in r.cells):
         notes.append("Brackets: percentile 95% bootstrap interval; for the drop, paired with clean over the same "
                      "resamples.")
     return Table(f"{group.name}: {metric} per condition", tuple(header), tuple(rows),
@@ -271,6 +271,20 @@ def model_summary_table(group: DatasetGroup, metric: str) -> Table:
 RANKING_BOOTSTRAP = 1000
 
 
+def fmt_tau(tau: Mapping[str, Any], undefined: str = UNDEFINED) -> str:
+    """One ``kendall_tau`` entry of an aegis-rank document: ``+0.67 [+0.33, +1.00]``, the bracket only when the
+    interval exists; ``undefined`` when tau is (fewer than two models, or no variation)."""
+    if tau["tau"] is None:
+        return undefined
+    lo, hi = tau["ci"]
+    return f"{tau['tau']:+.2f}" + ("" if lo is None else f" [{lo:+.2f}, {hi:+.2f}]")
+
+
+def rank_order(ranks: Mapping[str, float]) -> str:
+    """Models best first, ``a > b > c`` (ties keep the document's order)."""
+    return " > ".join(name for name, _ in sorted(ranks.items(), key=lambda kv: kv[1]))
+
+
 def ranking_table(group: DatasetGroup, metric: str) -> Table | None:
     """With two or more models: per condition, Kendall's tau-b between the clean ranking and the condition's
     (95% interval over resampled models), the number of rank flips and the order (``aegis_eval.protocols.ranking``)."""
@@ -284,10 +298,8 @@ def ranking_table(group: DatasetGroup, metric: str) -> Table | None:
     rows = []
     for cond in (c for c in group.present_conditions if c in doc["ranks"]):
         t = doc["kendall_tau"][cond]
-        lo, hi = t["ci"]
-        tau = UNDEFINED if t["tau"] is None else f"{t['tau']:+.2f}" + ("" if lo is None else f" [{lo:+.2f}, {hi:+.2f}]")
-        order = " > ".join(name for name, _ in sorted(doc["ranks"][cond].items(), key=lambda kv: kv[1]))
-        rows.append((cond, str(t["n_models"]), tau, str(len(doc["rank_flips"][cond])), order))
+        rows.append((cond, str(t["n_models"]), fmt_tau(t), str(len(doc["rank_flips"][cond])),
+                     rank_order(doc["ranks"][cond])))
     return Table(f"{group.name}: model ranking on {metric} vs clean", ("condition", "models", "Kendall τ-b",
                                                                        "rank flips", "order (best first)"),
                  tuple(rows), ("l", "r", "r", "r", "l"),
