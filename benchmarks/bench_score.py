@@ -20,7 +20,8 @@ interpreter start, imports, reading, validation, matching, AP, the score JSON an
 alternate the two, so each ratio compares runs minutes apart; medians are reported. ``--baseline-repo DIR``
 also times another checkout's ``aegis score`` (the code before a change) on the same files and checks that its
 score JSON is the same apart from the timestamp and git state. Each timed process imports all of its packages,
-the CLI included, from its own checkout (``tree_env``), not from wherever the toolkit is installed. The AP values must agree to 1e-12.
+the CLI included, from its own checkout (``tree_env``), not from wherever the toolkit is installed. The AP values
+must agree to 1e-12.
 Usage: ``python benchmarks/bench_score.py --whole-process --images 1000 [--rounds 3]
 [--baseline-repo DIR] [--write docs/perf/score_process.md]``.
 """

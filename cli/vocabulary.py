@@ -125,9 +125,9 @@ class ScaleMode(str, Enum):
 
 _SCALE = "Scale (docs/CORRUPTIONS.md)"
 ScaleOpt = Annotated[Optional[ScaleMode], mode(
-    ScaleMode, "--scale", help="Length unit of blur, streak, ripple and feather sizes: frame = per 1000 px of each frame's long "
-    "side; object = per person (the median test person box, or --person-px / --gsd), the same for full frames and "
-    "crops. Default: the suite config's scale (frame for aegis-v1).", rich_help_panel=_SCALE)]
+    ScaleMode, "--scale", help="Length unit of blur, streak, ripple and feather sizes: frame = per 1000 px of "
+    "each frame's long side; object = per person (the median test person box, or --person-px / --gsd), the same "
+    "for full frames and crops. Default: the suite config's scale (frame for aegis-v1).", rich_help_panel=_SCALE)]
 PersonPxOpt = Annotated[Optional[float], typer.Option(
     "--person-px", help="--scale object: the person unit in px (median sqrt(w*h) of a person box).",
     rich_help_panel=_SCALE)]

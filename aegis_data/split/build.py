@@ -581,7 +581,8 @@ def check_output_dir(out: Path, identity: Mapping[str, Any]) -> None:
             try:
                 found = json.loads(canonical_json(identity_of(read_json(p, "build record")[0])))
             except (AegisError, AttributeError):
-                raise AegisError(f"{p} is unreadable; refusing to build into {out} (remove it or choose another --out-dir)") from None
+                raise AegisError(f"{p} is unreadable; refusing to build into {out} (remove it or choose another "
+                                 f"--out-dir)") from None
             if found != identity:
                 raise AegisError(
                     f"refusing to build into {out}: it holds a split of {_describe(found, identity)}; "

@@ -132,7 +132,8 @@ def grid_metrics(metric: str) -> tuple[str, ...]:
 def _grid_tables(g: DatasetGroup, metric: str, named: Sequence[tuple[str, Table]]) -> dict[str, Table]:
     """{grid metric: grid table with its sample note}; the report metric's is the one the other formats show."""
     shown = dict(named)
-    return {m: shown.get(f"grid_{m}") or with_sample_note(grid_table(g, m), sample_note(g)) for m in grid_metrics(metric)}
+    return {m: shown.get(f"grid_{m}") or with_sample_note(grid_table(g, m), sample_note(g))
+            for m in grid_metrics(metric)}
 
 
 def _latex_files(groups: Sequence[DatasetGroup], slugs: Sequence[str], metric: str,
