@@ -99,8 +99,7 @@ class OpenedFifo(Exception):
     """Raised by the alarm: not an OSError, so no reader's `except OSError` can swallow it."""
 
 
-# load_manifest reads with its own open (aegis_data/split/manifest.py), not through read_file_bytes.
-@pytest.mark.parametrize("loader", sorted(set(LOADERS) - {"manifest"}) + ["yaml", "api score", "api freeze_threshold"])
+@pytest.mark.parametrize("loader", sorted(LOADERS) + ["yaml", "api score", "api freeze_threshold"])
 def test_every_reader_refuses_a_fifo_before_opening_it(tmp_path, loader):
     import aegis_eval as ae
 

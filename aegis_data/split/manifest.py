@@ -312,6 +312,8 @@ def load_manifest(path: str | Path) -> Manifest:
     p = Path(path)
     if p.is_dir() and p.name != "manifest.json":  # a split folder names its manifest; a folder *named* so is no file
         p = p / "manifest.json"
+    if p.exists() and not p.is_file() and not p.is_dir():  # checked before open(): reading a FIFO blocks
+        raise AegisError(f"[manifest_wrong_type] manifest path is not a regular file (a FIFO, socket or device): {p}")
     try:
         raw = p.read_bytes()
     except FileNotFoundError:
