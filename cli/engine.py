@@ -19,7 +19,7 @@ from aegis_data.engine.config import check_severity, load_config
 from aegis_data.errors import AegisError
 from .common import check_outputs, fail, out
 from .tables import fit
-from .vocabulary import GsdOpt, ListFormat, PersonPxOpt, ScaleMode, ScaleOpt, add_command, mode, value
+from .vocabulary import GsdOpt, ListFormat, PersonPxOpt, ScaleMode, ScaleOpt, SuiteOpt, add_command, mode, value
 
 
 _ARROW = {"increase": "↑", "decrease": "↓"}  # a statistic's declared direction
@@ -45,15 +45,17 @@ def _fmt_value(v) -> str:
     return _fmt_num(v)
 
 
-def suite_description(scale=None, long_side: int | None = None) -> dict:
-    """The suite as plain data: seed, config hash, families and every corruption's declaration; with a ``scale``
-    (and, for frame scale, a ``long_side``), the effective pixel values of the parameters that follow it."""
-    cfg = load_config()
+def suite_description(scale=None, long_side: int | None = None, suite: str | None = None) -> dict:
+    """The suite as plain data: seed, config hash, families and every corruption's declaration (and model); with a
+    ``scale`` (and, for frame scale, a ``long_side``), the effective pixel values of the parameters that follow it.
+    ``suite``: a suite name or file (default aegis-v2)."""
+    cfg = load_config(suite)
     from aegis_data.engine.scale import effective_parameters
 
     effective = scale is not None and (scale.is_object or long_side is not None)
     desc = {
         "suite": cfg.suite,
+        "generation": cfg.generation,
         "seed": cfg.seed,
         "config_hash": cfg.config_hash,
         "config_sha256": cfg.config_sha256,
@@ -61,6 +63,7 @@ def suite_description(scale=None, long_side: int | None = None) -> dict:
         "corruptions": [
             {
                 "name": s.name,
+                "model": s.model_name,
                 "family": s.family,
                 "statistic": s.statistic,
                 "direction": s.direction,
@@ -71,15 +74,36 @@ def suite_description(scale=None, long_side: int | None = None) -> dict:
             for s in cfg.corruptions.values()
         ],
     }
+    if cfg.uses_scene:
+        desc["camera"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.camera.items()}
     if effective:
         desc["scale"] = scale.describe() + ("" if scale.is_object else f", on a {long_side}-px long side")
     return desc
 
 
+def _scale_choice(suite, scale, person_px, gsd, *, required: bool):
+    """The scale a command uses: ``--scale`` if given, else the suite's mode; None when the suite's mode is object,
+    no unit was given and ``required`` is False (nothing to measure a person on, nothing needed)."""
+    from aegis_data.engine.scale import resolve_scale
+
+    mode_ = value(scale) if scale is not None else suite.scale.get("mode", "frame")
+    if suite.uses_scene and mode_ != "object":
+        raise AegisError(f"suite {suite.suite} renders in physical units and takes --scale object only")
+    if mode_ == "object" and person_px is None and gsd is None:
+        if suite.scale.get("person_px") is not None or suite.scale.get("gsd_cm_per_px") is not None:
+            from aegis_data.engine.scale import suite_unit_scale
+
+            return suite_unit_scale(suite.scale)
+        if not required:
+            return None
+    return resolve_scale(mode_, None, person_px=person_px, gsd_cm_per_px=gsd)
+
+
 def list_cmd(
     output_format: Annotated[ListFormat, mode(ListFormat, "--format", help="Print the suite as a table or as "
                                               "JSON.")] = ListFormat.table,
-    scale: ScaleOpt = ScaleMode.frame,
+    suite: SuiteOpt = None,
+    scale: ScaleOpt = None,
     person_px: PersonPxOpt = None,
     gsd: GsdOpt = None,
     long_side: Annotated[Optional[int], typer.Option(
@@ -91,20 +115,21 @@ def list_cmd(
     With --scale object (--person-px N or --gsd G), or --long-side L under frame scale, also the effective
     pixel values of every length, density and texture parameter.
     """
-    from aegis_data.engine.scale import resolve_scale
-
-    if long_side is not None and (long_side < 1 or scale is ScaleMode.object):
+    cfg = load_config(suite)
+    if long_side is not None and (long_side < 1 or scale is ScaleMode.object or cfg.uses_scene):
         raise AegisError("--long-side takes a positive number of px and applies to --scale frame only")
-    chosen = resolve_scale(value(scale), None, person_px=person_px, gsd_cm_per_px=gsd)
-    desc = suite_description(chosen, long_side)
+    chosen = _scale_choice(cfg, scale, person_px, gsd, required=False)
+    desc = suite_description(chosen, long_side, suite)
     if output_format is ListFormat.json:
         out.print_json(json.dumps(desc))
         return
     title = f"{desc['suite']}  seed {desc['seed']}  config {desc['config_hash']}"
+    if "camera" in desc:
+        title += "\ncamera: " + ", ".join(f"{k} {_fmt_value(v)}" for k, v in desc["camera"].items())
     if "scale" in desc:
         title += f"\nscale: {desc['scale']}"
     table = Table(title=title, show_lines=True)
-    for col in ("corruption", "family", "statistic", "dir"):
+    for col in ("corruption", "model", "family", "statistic", "dir"):
         table.add_column(col, no_wrap=True)
     table.add_column("severity 1 / 2 / 3", overflow="fold")
     table.add_column("fixed", overflow="fold")
@@ -113,7 +138,8 @@ def list_cmd(
     for c in desc["corruptions"]:
         sev = "\n".join(f"{k} {' / '.join(_fmt_num(x) for x in v)}" for k, v in c["severities"].items())
         fixed = "\n".join(f"{k} {_fmt_value(v)}" for k, v in c["fixed"].items()) or "-"
-        row = [c["name"], c["family"], c["statistic"], _ARROW.get(c["direction"], c["direction"]), sev, fixed]
+        row = [c["name"], c["model"], c["family"], c["statistic"], _ARROW.get(c["direction"], c["direction"]), sev,
+               fixed]
         if "scale" in desc:
             row.append("\n".join(f"{k} {' / '.join(f'{x:.3g}' for x in e['values'])} {e['unit']}"
                                  for k, e in c["effective"].items()) or "-")
@@ -130,24 +156,40 @@ def corrupt_cmd(
     image_id: Annotated[
         Optional[str], typer.Option("--image-id", help="Id keying the random draws; default: the file stem.")
     ] = None,
-    scale: ScaleOpt = ScaleMode.frame,
+    suite: SuiteOpt = None,
+    scale: ScaleOpt = None,
     person_px: PersonPxOpt = None,
     gsd: GsdOpt = None,
+    scene: Annotated[Optional[Path], typer.Option(
+        "--scene", metavar="SIDECAR", help="aegis-v2: the image's scene sidecar (JSON: altitude_m, pitch_deg, gsd_cm, "
+        "speed_mps, exposure_ms, ...; docs/CORRUPTIONS.md); default: IMAGE's <stem>.scene.json when present.",
+        rich_help_panel="Scale (docs/CORRUPTIONS.md)")] = None,
 ) -> None:
     """Apply one corruption at one severity to one image and write a lossless PNG."""
     from aegis_data.engine.corruptions import apply_corruption
-    from aegis_data.engine.scale import resolve_scale
+    from aegis_data.engine.scene import estimate_scene, read_sidecar, read_water_mask, sidecar_path
     from aegis_data.files.imageio import pixel_sha256, read_rgb, write_png_atomic
 
-    load_config().check_corruption(corruption)
+    cfg = load_config(suite)
+    cfg.check_corruption(corruption)
     check_severity(severity, "--severity")
-    chosen = resolve_scale(value(scale), None, person_px=person_px, gsd_cm_per_px=gsd)
+    if scene is not None and not cfg.uses_scene:
+        raise AegisError(f"--scene gives a scene sidecar, which suite {cfg.suite} does not read")
+    chosen = _scale_choice(cfg, scale, person_px, gsd, required=True)
     if out_path.suffix.lower() != ".png":
         raise AegisError(f"--out must be a .png file (lossless), got {str(out_path)!r}")
     check_outputs({"--out": out_path}, [image])
     rgb = read_rgb(image)
+    image_scene = None
+    if cfg.uses_scene:
+        side = scene if scene is not None else sidecar_path(image)
+        facts = read_sidecar(side) if scene is not None or side.is_file() else None
+        mask = None
+        if facts and facts.get("water_mask"):
+            mask = read_water_mask(side.parent / facts["water_mask"], *rgb.shape[:2])
+        image_scene = estimate_scene(rgb, chosen.person_px, cfg.camera, facts, mask)
     result = apply_corruption(rgb, corruption, severity, image_id if image_id is not None else image.stem,
-                              scale=chosen)
+                              config=cfg, scale=chosen, scene=image_scene)
     write_png_atomic(out_path, result)
     out.print(f"{out_path}\tpixel-sha256 {pixel_sha256(result)}", highlight=False, soft_wrap=True)
 
@@ -159,8 +201,15 @@ def grid_cmd(
     image_id: Annotated[
         Optional[str], typer.Option("--image-id", help="Id keying the random draws; default: the file stem.")
     ] = None,
+    suite: SuiteOpt = None,
+    scale: ScaleOpt = None,
+    person_px: PersonPxOpt = None,
+    gsd: GsdOpt = None,
 ) -> None:
-    """Render clean + every corruption at severities 1-3 as one labelled PNG (a visual check of the ladder)."""
+    """Render clean + every corruption at severities 1-3 as one labelled PNG (a visual check of the ladder).
+
+    The image is resized to the cell width first; under object scale the person unit (of the full image) shrinks
+    with it, so every cell shows what the full image would show, at cell size."""
     from aegis_data.engine.grid import severity_grid
     from aegis_data.files.imageio import read_rgb, write_png_atomic
 
@@ -168,9 +217,11 @@ def grid_cmd(
         raise AegisError(f"--out must be a .png file, got {str(out_path)!r}")
     if width < 480:
         raise AegisError(f"--width must be at least 480 px, got {width}")
+    cfg = load_config(suite)
+    chosen = _scale_choice(cfg, scale, person_px, gsd, required=True)
     check_outputs({"--out": out_path}, [image])
     rgb = read_rgb(image)
-    sheet = severity_grid(rgb, image_id if image_id is not None else image.stem, width)
+    sheet = severity_grid(rgb, image_id if image_id is not None else image.stem, width, config=cfg, scale=chosen)
     write_png_atomic(out_path, sheet)
     out.print(f"{out_path}\t{sheet.shape[1]}x{sheet.shape[0]}", highlight=False, soft_wrap=True)
 
@@ -189,6 +240,7 @@ def calibrate_cmd(
     ] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Use at most N images (by name).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the table as JSON here.")] = None,
+    suite: SuiteOpt = None,
     scale: ScaleOpt = None,
     person_px: PersonPxOpt = None,
     gsd: GsdOpt = None,
@@ -204,7 +256,7 @@ def calibrate_cmd(
 
     check_outputs({"--json": json_out}, [path])
     table = calibrate_path(path, _split_names(corruptions), limit, scale=value(scale), person_px=person_px,
-                           gsd_cm_per_px=gsd)
+                           gsd_cm_per_px=gsd, suite=suite)
     violations = check_monotone(table)
     bad = {v.corruption for v in violations}
     rt = Table(title=f"calibration on {table.n_images} image(s)  config {table.config_hash}  seed {table.seed}\n"

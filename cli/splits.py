@@ -12,7 +12,7 @@ from rich.table import Table
 
 from .common import check_output_dirs, check_outputs, err, fail, out, warn
 from .tables import fit
-from .vocabulary import Dataset, GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, add_command, mode, value
+from .vocabulary import Dataset, GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, SuiteOpt, add_command, mode, value
 
 _ADAPTER = "Source adapter options"
 
@@ -98,6 +98,11 @@ def build_command(
     timeout: TimeoutOpt = None,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N images (by image id) of each split.")] = None,
     with_train: Annotated[bool, typer.Option("--with-train", help="Also write train/clean and annotations/train.json.")] = False,
+    suite: SuiteOpt = None,
+    scene_dir: Annotated[Optional[Path], typer.Option(
+        "--scene-dir", help="aegis-v2: folder of per-image scene sidecars <stem>.scene.json (default: beside each "
+        "image); their facts (altitude, pitch, gsd, speed, exposure, sun, water mask) override the estimates.",
+        rich_help_panel="Scale (docs/CORRUPTIONS.md)")] = None,
     scale: ScaleOpt = None,
     person_px: PersonPxOpt = None,
     gsd: GsdOpt = None,
@@ -114,9 +119,12 @@ def build_command(
     option: OptionOpt = None,
 ) -> None:
     """Build the frozen corrupted benchmark (clean + 27 conditions) with its SHA-256 manifest."""
+    from aegis_data.engine.config import load_config
     from aegis_data.files.imageio import DEFAULT_MAX_PIXELS
     from aegis_data.sources import load_source
     from aegis_data.split.build import build_splits
+
+    config = load_config(suite)  # an unknown suite is refused before the source is read
 
     dataset = value(dataset)
     options = adapter_options(dataset, option, n=n, size=size, images=images, labels=labels, annotations=annotations,
@@ -147,7 +155,7 @@ def build_command(
             ds, target, corruptions=parse_csv(corruptions, "--corruptions"), severities=parse_severities(severities),
             workers=workers, limit=limit, with_train=with_train, progress=on_progress,
             max_pixels=max_pixels or DEFAULT_MAX_PIXELS, scheduler=scheduler, on_cluster=print_cluster, timeout=timeout,
-            scale=value(scale), person_px=person_px, gsd_cm_per_px=gsd,
+            scale=value(scale), person_px=person_px, gsd_cm_per_px=gsd, config=config, scene_dir=scene_dir,
         )
     except BaseException:
         if tasks:  # a failed build ends in its one error line, without the bar's last frame
@@ -159,6 +167,7 @@ def build_command(
     table = Table(title=f"{ds.name}-C written to {result.out}")
     table.add_column("item")
     table.add_column("value", overflow="fold")
+    table.add_row("suite", f"{config.suite} (config {config.config_hash})")
     table.add_row("conditions", f"{len(result.conditions)} ({', '.join(result.conditions[:3])}{', ...' if len(result.conditions) > 3 else ''})")
     table.add_row("source images", ", ".join(f"{s}: {k}" for s, k in result.images.items()))
     table.add_row("scale", result.scale.describe())

@@ -127,7 +127,12 @@ _SCALE = "Scale (docs/CORRUPTIONS.md)"
 ScaleOpt = Annotated[Optional[ScaleMode], mode(
     ScaleMode, "--scale", help="Length unit of blur, streak, ripple and feather sizes: frame = per 1000 px of "
     "each frame's long side; object = per person (the median test person box, or --person-px / --gsd), the same "
-    "for full frames and crops. Default: the suite config's scale (frame for aegis-v1).", rich_help_panel=_SCALE)]
+    "for full frames and crops. Default: the suite's scale (object for aegis-v2, which needs it; frame for "
+    "aegis-v1).", rich_help_panel=_SCALE)]
+SuiteOpt = Annotated[Optional[str], typer.Option(
+    "--suite", metavar="NAME|PATH", help="Corruption suite: aegis-v2 (the default: physical units through a scene "
+    "and camera model per image), aegis-v1 (the first suite, frozen), or the path of a suite config file.",
+    rich_help_panel=_SCALE)]
 PersonPxOpt = Annotated[Optional[float], typer.Option(
     "--person-px", help="--scale object: the person unit in px (median sqrt(w*h) of a person box).",
     rich_help_panel=_SCALE)]

@@ -420,14 +420,15 @@ def calibrate_folder(
     *,
     seed: int | None = None,
     scale: Scale | None = None,
+    config: SuiteConfig | None = None,
 ) -> CalibrationTable:
     """Calibrate on a folder of images (image id = file stem), corrupting each in memory with the engine
-    (``scale``: the length unit; default frame scale)."""
+    (``config``: the suite, default aegis-v2; ``scale``: the length unit)."""
     _check_limit(limit)
-    names = resolve_corruptions(corruptions)
+    names = resolve_corruptions(corruptions, config)
     files = list_images(folder, limit)
     images = ((f.stem, read_rgb(f)) for f in files)
-    return calibrate(images, names, seed=seed, scale=scale)
+    return calibrate(images, names, seed=seed, scale=scale, config=config)
 
 
 def calibrate_split(
@@ -463,17 +464,23 @@ def calibrate_split(
 def calibrate_path(
     path: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None,
     scale: str | Scale | None = None, *, person_px: float | None = None, gsd_cm_per_px: float | None = None,
+    suite: str | Path | None = None,
 ) -> CalibrationTable:
     """:func:`calibrate_split` for a split directory (has ``manifest.json``), else :func:`calibrate_folder`.
 
-    A split's manifest fixes the unit its images were built with, so it takes none of ``scale`` / ``person_px``
-    / ``gsd_cm_per_px``; a folder takes them as ``aegis_data.engine.scale.resolve_scale`` does (default frame
-    scale; object scale needs the unit, as a folder carries no boxes).
+    A split's manifest fixes the suite and the unit its images were built with, so it takes none of ``suite`` /
+    ``scale`` / ``person_px`` / ``gsd_cm_per_px``; a folder takes them (``suite`` a name or file, default
+    aegis-v2; the scale as ``aegis_data.engine.scale.resolve_scale`` does, default the suite's; object scale
+    needs the unit, as a folder carries no boxes).
     """
     if is_split_dir(path):
-        if scale is not None or person_px is not None or gsd_cm_per_px is not None:
-            raise AegisError(f"{path} is a split: its manifest fixes the scale its images were built with; "
-                             f"--scale/--person-px/--gsd apply to folders of clean images")
+        if scale is not None or person_px is not None or gsd_cm_per_px is not None or suite is not None:
+            raise AegisError(f"{path} is a split: its manifest fixes the suite and scale its images were built with; "
+                             f"--suite/--scale/--person-px/--gsd apply to folders of clean images")
         return calibrate_split(path, corruptions, limit)
-    chosen = resolve_scale(scale, None, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px)
-    return calibrate_folder(path, corruptions, limit, scale=chosen)
+    config = load_config(suite)
+    mode = scale if scale is not None else config.scale.get("mode", "frame")
+    if config.uses_scene and mode != "object":
+        raise AegisError(f"suite {config.suite} renders in physical units and takes --scale object only")
+    chosen = resolve_scale(mode, None, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px)
+    return calibrate_folder(path, corruptions, limit, scale=chosen, config=config)

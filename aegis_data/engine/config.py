@@ -1,4 +1,8 @@
-"""Loading the corruption suite configuration (``configs/corruptions.yaml``) and its hash.
+"""Loading a corruption suite configuration and its hash.
+
+Two suites ship (``configs/suites/``): ``aegis-v1``, frozen forever, and ``aegis-v2``, the default of new builds,
+whose corruptions render through a scene and camera model (``aegis_data.engine.scene``) in physical units.
+:func:`load_config` takes a suite name or the path of a suite file.
 
 The config hash identifies the exact suite an artefact was built with: the first 12 hex of the SHA-256 of the
 *parsed* suite in a canonical form (:func:`canonical_suite_bytes`), so comments and formatting never change it.
@@ -26,12 +30,17 @@ from aegis_data.files.readers import parse_yaml_bytes, read_file_bytes, read_jso
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # aegis_data/
 REPO_ROOT = PACKAGE_ROOT.parent
-# In a checkout the config is read from configs/; an installed wheel carries the same bytes inside the package
-# (aegis_data/corruptions.yaml is a symlink to it in the repository, copied as a file into wheels).
-_CHECKOUT_CONFIG = REPO_ROOT / "configs" / "corruptions.yaml"
-_PACKAGED_CONFIG = PACKAGE_ROOT / "corruptions.yaml"
-DEFAULT_CONFIG_PATH = _CHECKOUT_CONFIG if _CHECKOUT_CONFIG.is_file() else _PACKAGED_CONFIG
+# In a checkout the suites are read from configs/suites/; an installed wheel carries the same bytes inside the
+# package (aegis_data/suites is a symlink to that folder in the repository, copied as files into wheels).
+_CHECKOUT_SUITES = REPO_ROOT / "configs" / "suites"
+SUITES_DIR = _CHECKOUT_SUITES if _CHECKOUT_SUITES.is_dir() else PACKAGE_ROOT / "suites"
+SUITE_NAMES = ("aegis-v1", "aegis-v2")
+DEFAULT_SUITE = "aegis-v2"
+DEFAULT_CONFIG_PATH = SUITES_DIR / f"{DEFAULT_SUITE}.yaml"
 SEVERITIES = (1, 2, 3)
+# Engine generations (a suite's ``generation`` key): 1 renders each frame alone, lengths per frame or per person
+# (aegis-v1); 2 renders through a per-image scene and camera model in physical units, under object scale only.
+GENERATIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,11 @@ class CorruptionSpec:
     direction: str  # "increase" | "decrease"
     severities: Mapping[str, tuple]  # parameter -> (s1, s2, s3)
     fixed: Mapping[str, Any]
+    model: str = ""  # the engine model that renders it ("" = the aegis-v1 model of the same name)
+
+    @property
+    def model_name(self) -> str:
+        return self.model or self.name
 
     def params(self, severity: int) -> dict[str, Any]:
         """All parameters for one severity: the severity-dependent values merged over the fixed ones."""
@@ -67,6 +81,21 @@ class SuiteConfig:
     # The default length unit of builds with this suite ({"mode": "frame"} for aegis-v1; see suite_scale).
     scale: Mapping[str, Any] = field(default_factory=lambda: {"mode": "frame"}, compare=False)
     bytes_hash: str = ""  # first 12 hex of the file bytes' SHA-256: the config hash of builds before 0.3
+    generation: int = 1  # the engine generation (GENERATIONS)
+    # Generation 2: the default camera and platform of a scene (aegis_data.engine.scene.CAMERA_KEYS), which a
+    # per-image sidecar overrides.
+    camera: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def uses_scene(self) -> bool:
+        """Whether images render through the scene and camera model (generation 2)."""
+        return self.generation >= 2
+
+    @property
+    def key_tag(self) -> str:
+        """The first field of every stream key (``aegis_data.engine.seeding``): the generation's, not the suite's
+        name, so a renamed copy of a suite draws the same values."""
+        return "aegis-v2" if self.generation >= 2 else "aegis-v1"
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -133,11 +162,18 @@ def _parse(raw: dict, data: bytes, path: Path) -> SuiteConfig:
     for name, c in raw["corruptions"].items():
         sev = {k: tuple(v) for k, v in c["severities"].items()}
         fixed = {k: (tuple(v) if isinstance(v, list) else v) for k, v in (c.get("fixed") or {}).items()}
-        corrs[name] = CorruptionSpec(name, c["family"], c["statistic"], c["direction"], sev, fixed)
+        corrs[name] = CorruptionSpec(name, c["family"], c["statistic"], c["direction"], sev, fixed,
+                                     str(c.get("model") or ""))
     suite, seed = str(raw.get("suite", "aegis-v1")), int(raw["seed"])
     calibration = dict(raw.get("calibration_threshold") or {})
     scale = suite_scale(raw.get("scale"), path)
-    digest = hashlib.sha256(canonical_suite_bytes(suite, seed, families, corrs, calibration, scale)).hexdigest()
+    generation = int(raw.get("generation", 1))
+    camera = {k: (tuple(v) if isinstance(v, list) else v) for k, v in (raw.get("camera") or {}).items()}
+    if generation >= 2 and scale["mode"] != "object":
+        raise AegisError(f"{path}: a generation-2 suite renders in physical units, which need a person unit: "
+                         f"declare scale: object")
+    digest = hashlib.sha256(canonical_suite_bytes(suite, seed, families, corrs, calibration, scale,
+                                                  generation, camera)).hexdigest()
     return SuiteConfig(
         suite=suite,
         seed=seed,
@@ -150,6 +186,8 @@ def _parse(raw: dict, data: bytes, path: Path) -> SuiteConfig:
         raw=bytes(data),
         scale=scale,
         bytes_hash=config_bytes_hash(data),
+        generation=generation,
+        camera=camera,
     )
 
 
@@ -192,9 +230,29 @@ def _load_cached(path: str) -> SuiteConfig:
     return _parse(raw, data, p)
 
 
-def load_config(path: str | Path | None = None) -> SuiteConfig:
-    """The suite config (default: the repository's ``configs/corruptions.yaml``), cached per path."""
-    return _load_cached(str(Path(path or DEFAULT_CONFIG_PATH).resolve()))
+def suite_path(suite: str | Path | None = None) -> Path:
+    """The file of a shipped suite (``aegis-v1``, ``aegis-v2``; None: the default, aegis-v2), or ``suite`` as a
+    path to a suite file; AegisError for a name that is neither."""
+    if suite is None:
+        return DEFAULT_CONFIG_PATH
+    if isinstance(suite, str) and suite in SUITE_NAMES:
+        return SUITES_DIR / f"{suite}.yaml"
+    p = Path(suite)
+    if not p.is_file():
+        raise AegisError(f"unknown suite {str(suite)!r}: give {' or '.join(SUITE_NAMES)}, or the path of a suite "
+                         f"config file")
+    return p
+
+
+def load_config(suite: str | Path | None = None) -> SuiteConfig:
+    """A suite config, cached per file: ``suite`` is a shipped suite's name (``"aegis-v1"``, ``"aegis-v2"``),
+    the path of a suite file, or None for the default suite (aegis-v2)."""
+    return _load_cached(str(suite_path(suite).resolve()))
+
+
+def installed_suites() -> tuple[SuiteConfig, ...]:
+    """Every shipped suite, default first."""
+    return tuple(load_config(n) for n in (DEFAULT_SUITE, *[n for n in SUITE_NAMES if n != DEFAULT_SUITE]))
 
 
 def _canonical_value(value: Any) -> Any:
@@ -211,11 +269,13 @@ def _canonical_value(value: Any) -> Any:
 
 
 def canonical_suite_bytes(suite: str, seed: int, families: Mapping[str, tuple], corruptions: Mapping[str, Any],
-                          calibration: Mapping[str, Any], scale: Mapping[str, Any]) -> bytes:
+                          calibration: Mapping[str, Any], scale: Mapping[str, Any], generation: int = 1,
+                          camera: Mapping[str, Any] | None = None) -> bytes:
     """The parsed suite as canonical JSON (sorted keys, no whitespace, every number a float written by Python's
     shortest round-trip ``repr``): what the config hash covers. Comments, key order inside a block, quoting
     and number spelling never change it; the order of corruptions and of families does (it is the order of
-    the conditions), so both are listed explicitly."""
+    the conditions), so both are listed explicitly. Generation-2 keys (``generation``, ``camera``, a
+    corruption's ``model``) enter only when the suite has them, so a generation-1 suite hashes as before."""
     doc = {
         "suite": suite,
         "seed": int(seed),
@@ -224,10 +284,14 @@ def canonical_suite_bytes(suite: str, seed: int, families: Mapping[str, tuple], 
         "corruption_order": list(corruptions),
         "corruptions": {n: {"family": c.family, "statistic": c.statistic, "direction": c.direction,
                             "severities": _canonical_value(dict(c.severities)),
-                            "fixed": _canonical_value(dict(c.fixed))} for n, c in corruptions.items()},
+                            "fixed": _canonical_value(dict(c.fixed)),
+                            **({"model": c.model} if c.model else {})} for n, c in corruptions.items()},
         "calibration_threshold": _canonical_value(dict(calibration)),
         "scale": _canonical_value(dict(scale)),
     }
+    if generation != 1:
+        doc["generation"] = int(generation)
+        doc["camera"] = _canonical_value(dict(camera or {}))
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
@@ -261,12 +325,13 @@ def split_config(root: str | Path, config_hash: str | None = None) -> SuiteConfi
             return suite
         raise AegisError(f"{copy} hashes to {suite.config_hash} but the split's manifest names suite config "
                          f"{config_hash} (the file was changed); restore it or rebuild the split")
-    installed = load_config()
-    if config_hash in (installed.config_hash, installed.bytes_hash):
-        return installed
+    installed = installed_suites()
+    for suite in installed:
+        if config_hash in (suite.config_hash, suite.bytes_hash):
+            return suite
     raise AegisError(f"{root} was built with suite config {config_hash}, but it holds no {SUITE_CONFIG_NAME} and "
-                     f"the installed suite config is {installed.config_hash}; put that suite's corruptions.yaml "
-                     f"at {copy} or rebuild the split with this toolkit")
+                     f"no installed suite has that hash ({', '.join(f'{s.suite} {s.config_hash}' for s in installed)}"
+                     f"); put that suite's config file at {copy} or rebuild the split with this toolkit")
 
 
 @lru_cache(maxsize=8)

@@ -19,8 +19,10 @@ from typing import Any, Mapping
 from aegis_data.errors import AegisError
 
 # Top-level keys a suite config may hold; ``scale`` is an optional block read (and checked) elsewhere.
-TOP_LEVEL_KEYS = ("suite", "seed", "families", "calibration_threshold", "corruptions", "scale")
-CORRUPTION_KEYS = ("family", "statistic", "direction", "severities", "fixed")
+# ``generation`` (1 or 2) and ``camera`` (generation 2: the default camera and platform of a scene) are optional.
+TOP_LEVEL_KEYS = ("suite", "seed", "generation", "camera", "families", "calibration_threshold", "corruptions",
+                  "scale")
+CORRUPTION_KEYS = ("family", "statistic", "direction", "severities", "fixed", "model")
 DIRECTIONS = ("increase", "decrease")
 CALIBRATION_KEYS = {"saturated_luma": (0.0, 1.0), "occluded_delta": (0.0, 1.0)}
 MAX_SEED = 2**63 - 1
@@ -30,7 +32,8 @@ MAX_NOISE_CELLS = 2048
 
 @dataclass(frozen=True)
 class Param:
-    """One parameter: ``kind`` is "number", "int", "rgb" (three numbers) or "pair" (two numbers, low <= high);
+    """One parameter: ``kind`` is "number", "int", "rgb" (three numbers), "pair" (two numbers, low <= high) or
+    "two" (two numbers in any order);
     every number lies in [lo, hi] (``lo_open``: strictly above lo)."""
 
     kind: str
@@ -42,7 +45,7 @@ class Param:
 
     def describe(self) -> str:
         what = {"number": "a number", "int": "an integer", "rgb": "a list of 3 numbers",
-                "pair": "a list of 2 numbers (low <= high)"}[self.kind]
+                "pair": "a list of 2 numbers (low <= high)", "two": "a list of 2 numbers"}[self.kind]
         return f"{what} in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}]"
 
 
@@ -119,6 +122,40 @@ PARAMETERS: Mapping[str, Mapping[str, Param]] = {
     "fire_warm_tint": {**_HAZE, "red_gain": _gain("red channel factor", False),
                        "blue_gain": _gain("blue channel factor", False)},
     "dust_haze": {**_HAZE, "grain": _fraction("grain strength"), "grain_octaves": _OCTAVES, "grain_base": _BASE},
+    # Generation-2 models (aegis_data.engine.camera, aegis_data.engine.motion): physical units.
+    "camera_low_light": {
+        "ev_loss": Param("number", 0.0, 20.0, "scene light lost, in EV (stops) below the clean frame's"),
+        "shutter_limit_ms": Param("number", 0.0, 1000.0, "longest exposure the auto-exposure chooses, in ms",
+                                  lo_open=True),
+        "iso_cap": Param("number", 1.0, 409600.0, "highest ISO the auto-exposure chooses"),
+        "chroma_denoise_sigma_px": Param("number", 0.0, 8.0, "std of the camera's chroma denoise blur, in px"),
+    },
+    "trajectory_blur": {
+        "speed_mps": Param("number", 0.0, 60.0, "platform speed over the ground, in m/s"),
+        "exposure_ms": Param("number", 0.0, 1000.0, "exposure time, in ms"),
+        "jitter_mrad": Param("number", 0.0, 20.0, "RMS angular jitter of the camera during the exposure, in mrad"),
+        "yaw_rate_dps": Param("number", 0.0, 360.0, "heading change rate during the exposure, in deg/s"),
+        "heading_range_deg": Param("pair", -360.0, 360.0, "range of the flight direction in the image, from +x"),
+    },
+}
+# The engine's models: the aegis-v1 models carry the name of their corruption; a generation-2 suite names other
+# models with a corruption's ``model`` key (which of them a generation-1 suite may use: MODELS_V1 only).
+MODELS_V1 = ("water_glare", "turbidity_cast", "inundation", "smoke_haze", "fire_warm_tint", "rain_streaks",
+             "motion_blur", "low_light", "dust_haze")
+# Generation 2: the default camera and platform of every image (a per-image sidecar overrides the scene facts).
+CAMERA: Mapping[str, Param] = {
+    "hfov_deg": Param("number", 1.0, 170.0, "horizontal field of view of a full frame, in degrees"),
+    "base_exposure_ms": Param("number", 0.0, 1000.0, "exposure time of the clean frames, in ms", lo_open=True),
+    "base_iso": Param("number", 1.0, 409600.0, "ISO of the clean frames (the sensor's base ISO)"),
+    "platform_speed_mps": Param("number", 0.0, 60.0, "platform speed of the clean flight, in m/s"),
+    "readout_ms": Param("number", 0.0, 100.0, "rolling-shutter readout time of a full frame, in ms"),
+    "shot_noise_base": Param("number", 0.0, 1.0, "shot-noise variance per unit signal at base ISO (raw units)",
+                             lo_open=True),
+    "read_noise_line": Param("two", -100.0, 100.0, "slope and intercept of log(read variance) against "
+                             "log(shot variance)"),
+    "white_balance": Param("rgb", 0.25, 8.0, "raw white-balance gains (R, G, B) of the clean light"),
+    "max_content_shift_px": Param("number", 0.0, 4.0, "largest displacement of image content a corruption may "
+                                  "cause, in px (ground truth stays valid)"),
 }
 # Parameters that belong together: (octaves, base) of one noise field, bounded in cells together.
 NOISE_PAIRS = (("noise_octaves", "noise_base"), ("sparkle_octaves", "sparkle_base"), ("grain_octaves", "grain_base"))
@@ -139,7 +176,7 @@ def _float(v: Real) -> float:
 
 def check_value(where: str, value: Any, p: Param) -> None:
     """AegisError naming ``where`` unless ``value`` has ``p``'s type and lies in its range."""
-    if p.kind in ("rgb", "pair"):
+    if p.kind in ("rgb", "pair", "two"):
         n = 3 if p.kind == "rgb" else 2
         items = list(value) if isinstance(value, (list, tuple)) else None
         ok = items is not None and len(items) == n and all(_is_number(v) for v in items)
@@ -163,17 +200,22 @@ def _mapping(where: str, value: Any) -> Mapping:
     return value
 
 
-def _check_corruption(where: str, name: str, c: Any) -> None:
+def _check_corruption(where: str, name: str, c: Any, generation: int = 1) -> None:
     c = _mapping(where, c)
     unknown = sorted(set(c) - set(CORRUPTION_KEYS))
     if unknown:
         raise AegisError(f"{where}: unknown keys {unknown}; expected {', '.join(CORRUPTION_KEYS)}")
+    model = c.get("model", name)
+    allowed = tuple(PARAMETERS) if generation >= 2 else MODELS_V1
+    if not isinstance(model, str) or model not in allowed:
+        raise AegisError(f"{where}.model must be one of {', '.join(allowed)}, got {model!r:.60}"
+                         + ("" if generation >= 2 else " (other models need generation: 2)"))
     for key in ("family", "statistic"):
         if not isinstance(c.get(key), str) or not c[key]:
             raise AegisError(f"{where}.{key} must be a non-empty string, got {c.get(key)!r:.60}")
     if c.get("direction") not in DIRECTIONS:
         raise AegisError(f"{where}.direction must be one of {', '.join(DIRECTIONS)}, got {c.get('direction')!r:.60}")
-    schema = PARAMETERS[name]
+    schema = PARAMETERS[model]
     severities = _mapping(f"{where}.severities", c.get("severities"))
     fixed = _mapping(f"{where}.fixed", c.get("fixed") if c.get("fixed") is not None else {})
     values: dict[str, Any] = {}
@@ -181,7 +223,7 @@ def _check_corruption(where: str, name: str, c: Any) -> None:
         for key, value in items.items():
             at = f"{where}.{block}.{key}"
             if key not in schema:
-                raise AegisError(f"{at}: {name} has no parameter {key!r}; its parameters: {', '.join(schema)}")
+                raise AegisError(f"{at}: {model} has no parameter {key!r}; its parameters: {', '.join(schema)}")
             if key in values:
                 raise AegisError(f"{at}: {key} is given both per severity and fixed")
             if block == "severities":
@@ -220,11 +262,25 @@ def validate_suite(raw: Any, where: str = "suite config") -> None:
     seed = raw.get("seed")
     if isinstance(seed, bool) or not isinstance(seed, Integral) or not 0 <= seed <= MAX_SEED:
         raise AegisError(f"{where}: seed must be an integer in [0, 2**63), got {seed!r:.60}")
+    generation = raw.get("generation", 1)
+    if isinstance(generation, bool) or generation not in (1, 2):
+        raise AegisError(f"{where}: generation must be 1 or 2, got {generation!r:.60}")
+    camera = raw.get("camera")
+    if generation >= 2:
+        camera = _mapping(f"{where}: camera", camera)
+        for key in sorted(set(camera) - set(CAMERA)):
+            raise AegisError(f"{where}: camera.{key} is unknown; expected {', '.join(CAMERA)}")
+        for key, p in CAMERA.items():
+            if key not in camera:
+                raise AegisError(f"{where}: camera.{key} is missing ({p.why})")
+            check_value(f"{where}: camera.{key}", camera[key], p)
+    elif camera is not None:
+        raise AegisError(f"{where}: camera applies to generation 2 suites only")
     corruptions = _mapping(f"{where}: corruptions", raw.get("corruptions"))
     for name, c in corruptions.items():
-        if name not in PARAMETERS:
-            raise AegisError(f"{where}: unknown corruption {name!r}; this engine runs {', '.join(PARAMETERS)}")
-        _check_corruption(f"{where}: {name}", name, c)
+        if name not in MODELS_V1:
+            raise AegisError(f"{where}: unknown corruption {name!r}; this engine runs {', '.join(MODELS_V1)}")
+        _check_corruption(f"{where}: {name}", name, c, generation)
     families = _mapping(f"{where}: families", raw.get("families"))
     for fam, members in families.items():
         if not isinstance(fam, str) or not fam:

@@ -22,8 +22,11 @@ import cv2
 import numpy as np
 
 from aegis_data.engine import kernels as K
+from aegis_data.engine.camera import CameraLowLightParams, camera_low_light, draw_low_light
 from aegis_data.engine.config import SuiteConfig, check_severity, load_config
-from aegis_data.engine.scale import Scale, density_factor, pixel_length, texture_cells
+from aegis_data.engine.motion import TrajectoryBlurParams, draw_trajectory, trajectory_blur
+from aegis_data.engine.scale import OBJECT, Scale, density_factor, pixel_length, texture_cells
+from aegis_data.engine.scene import Scene, estimate_scene
 from aegis_data.engine.seeding import NORMAL_FRAC_BITS, KeyedRandom, keyed_random, normal_table
 from aegis_data.errors import AegisError
 from aegis_data.files.rgb import check_rgb_image
@@ -860,12 +863,36 @@ _KERNELS: tuple[Corruption, ...] = (
 _BY_NAME: dict[str, Corruption] = {c.kernel.__name__: c for c in _KERNELS}
 
 
+class SceneModel(NamedTuple):
+    """A generation-2 model: ``kernel(image, params, draw, scene)`` and ``draw(params, scene, h, w, rng)``."""
+
+    kernel: Callable[..., np.ndarray]
+    params_type: type
+    draw: Callable[..., object]
+
+
+_SCENE_MODELS: dict[str, SceneModel] = {
+    "trajectory_blur": SceneModel(trajectory_blur, TrajectoryBlurParams,
+                                  lambda params, scene, h, w, rng: draw_trajectory(params, scene, rng)),
+    "camera_low_light": SceneModel(camera_low_light, CameraLowLightParams, draw_low_light),
+}
+
+
 def _check_registry() -> tuple[tuple[str, ...], Mapping[str, tuple[str, ...]]]:
-    cfg = load_config()
-    if set(cfg.names) != set(_BY_NAME):
-        raise AegisError(
-            f"{cfg.path}: corruptions {sorted(cfg.names)} do not match the engine's {sorted(_BY_NAME)}"
-        )
+    """The default suite's names and families, after checking that every shipped suite names only corruptions and
+    models this engine runs."""
+    from aegis_data.engine.config import installed_suites
+
+    suites = installed_suites()
+    for cfg in suites:
+        if set(cfg.names) != set(_BY_NAME):
+            raise AegisError(
+                f"{cfg.path}: corruptions {sorted(cfg.names)} do not match the engine's {sorted(_BY_NAME)}"
+            )
+        for spec in cfg.corruptions.values():
+            if spec.model_name not in _BY_NAME and spec.model_name not in _SCENE_MODELS:
+                raise AegisError(f"{cfg.path}: {spec.name} names model {spec.model_name!r}, which this engine lacks")
+    cfg = suites[0]
     return cfg.names, {k: tuple(v) for k, v in cfg.families.items()}
 
 
@@ -883,19 +910,23 @@ def corruption_names(family: str | None = None) -> tuple[str, ...]:
 
 
 def corruption_params(name: str, severity: int, config: SuiteConfig | None = None, scale: Scale | None = None):
-    """The frozen parameter record of ``name`` at ``severity``, filled from ``config`` (default: the installed
-    suite config). ``scale``: an object :class:`~aegis_data.engine.scale.Scale` sets the record's ``scale_side`` (its
-    ``*_px`` fields then follow the person unit); None or frame scale leaves the aegis-v1 record as it is."""
+    """The frozen parameter record of ``name`` at ``severity``, filled from ``config`` (default: the default suite,
+    aegis-v2). ``scale``: an object :class:`~aegis_data.engine.scale.Scale` sets the record's ``scale_side`` (its
+    ``*_px`` fields then follow the person unit); None or frame scale leaves the aegis-v1 record as it is. A
+    generation-2 model's record also carries the suite camera's facts it reads (``SuiteConfig.camera``)."""
     suite = config or load_config()
     _check_name(name, suite)
     _check_severity(severity)
     spec = suite.corruptions[name]
-    ptype = _BY_NAME[name].params_type
+    model = spec.model_name
+    ptype = _SCENE_MODELS[model].params_type if model in _SCENE_MODELS else _BY_NAME[model].params_type
     values = spec.params(int(severity))
     known = {f.name for f in fields(ptype)}
     unknown = set(values) - known
     if unknown:
         raise AegisError(f"{name}: config keys {sorted(unknown)} are not parameters of {ptype.__name__}")
+    if model in _SCENE_MODELS:
+        values.update({k: v for k, v in suite.camera.items() if k in known})
     if scale is not None and not isinstance(scale, Scale):
         raise AegisError(f"scale must be an aegis_data.engine.scale.Scale, got {type(scale).__name__}")
     if scale is not None and scale.is_object and "scale_side" in known:
@@ -903,11 +934,17 @@ def corruption_params(name: str, severity: int, config: SuiteConfig | None = Non
     return ptype(**values)
 
 
-def draw_params(name: str, params, height: int, width: int, rng: KeyedRandom):
+def draw_params(name: str, params, height: int, width: int, rng: KeyedRandom, scene: Scene | None = None):
     """Every random value ``name`` needs for a ``height x width`` frame, from stream ``rng``: the public draw
     layer. ``kernel(image, params, draw_params(...))`` with the stream ``keyed_random(image_id, name, severity,
-    seed)`` is exactly :func:`apply_corruption`; tests drive kernels with draws from their own streams."""
+    seed)`` is exactly :func:`apply_corruption` for an aegis-v1 model; a generation-2 model (a params record of
+    its type) also takes the ``scene``. Tests drive kernels with draws from their own streams."""
     _check_name(name)
+    for model in _SCENE_MODELS.values():
+        if isinstance(params, model.params_type):
+            if scene is None:
+                raise AegisError(f"{type(params).__name__} draws need the image's scene")
+            return model.draw(params, scene, int(height), int(width), rng)
     return _BY_NAME[name].draw(params, int(height), int(width), rng)
 
 
@@ -925,35 +962,79 @@ def _check_severity(severity) -> None:
 
 def apply_corruption(
     image: np.ndarray, name: str, severity: int, image_id: ImageId, seed: int = DEFAULT_SEED,
-    config: SuiteConfig | None = None, scale: Scale | None = None,
+    config: SuiteConfig | None = None, scale: Scale | None = None, scene: Scene | None = None,
 ) -> np.ndarray:
     """Corrupt one image: HxWx3 uint8 RGB in, a new array of the same shape and dtype out.
 
     Deterministic in (pixels, name, severity, image_id, seed) alone: the draws come from the stream keyed
-    ``stream_key(image_id, name, severity, seed)``, so any image can be regenerated alone, in any order or
-    process, with identical bytes on any machine. ``config``: the suite whose parameters apply (default: the
-    installed one; a split's build passes its own). ``scale``: the length unit (``aegis_data.engine.scale``; default
-    frame scale, the aegis-v1 behaviour). Raises AegisError for bad input.
+    ``stream_key(image_id, name, severity, seed, config.key_tag)``, so any image can be regenerated alone, in any
+    order or process, with identical bytes on any machine. ``config``: the suite whose parameters apply (default:
+    the default suite, aegis-v2; ``load_config("aegis-v1")`` for the first suite; a split's build passes its own).
+    ``scale``: the length unit (``aegis_data.engine.scale``; default frame scale, the aegis-v1 behaviour). An
+    aegis-v2 suite renders in physical units, so it needs an object scale (``Scale("object", person_px)``) or the
+    image's ``scene`` (``aegis_data.engine.scene.estimate_scene``). Raises AegisError for bad input.
     """
     check_rgb_image(image)
-    _check_name(name, config)
+    suite = config or load_config()
+    _check_name(name, suite)
     _check_severity(severity)
-    return corrupt_with_stream(image, name, severity, keyed_random(image_id, name, int(severity), seed), config,
-                               scale)
+    rng = keyed_random(image_id, name, int(severity), seed, suite.key_tag)
+    return corrupt_with_stream(image, name, severity, rng, suite, scale, scene)
+
+
+def scene_for(image: np.ndarray, config: SuiteConfig, scale: Scale | None) -> Scene:
+    """The scene a generation-2 suite renders ``image`` in when the caller gives none: estimated from its pixels
+    with the object scale's person unit and the suite's default camera."""
+    if scale is None or not scale.is_object:
+        raise AegisError(f"suite {config.suite} renders in physical units and needs the person unit: give an object "
+                         f"scale (--scale object with --person-px N or --gsd CM_PER_PX) or the image's scene")
+    return estimate_scene(image, scale.person_px, config.camera)
 
 
 def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedRandom,
-                        config: SuiteConfig | None = None, scale: Scale | None = None) -> np.ndarray:
+                        config: SuiteConfig | None = None, scale: Scale | None = None,
+                        scene: Scene | None = None) -> np.ndarray:
     """Corrupt one image with every random value drawn from ``rng``: the engine behind :func:`apply_corruption`.
 
     The benchmark passes the stream keyed by ``stream_key``; training-time augmentation
     (``aegis_data.augment.transform``) passes one from its own key namespace, so both run the same kernels.
-    ``config``: the suite whose parameters apply (default: the installed one); ``scale``: the length unit.
+    ``config``: the suite whose parameters apply (default: the default suite); ``scale``: the length unit;
+    ``scene``: a generation-2 suite's scene of this image (estimated when None).
     """
     check_rgb_image(image)
-    params = corruption_params(name, severity, config, scale)  # validates name and severity
+    suite = config or load_config()
     if not isinstance(rng, KeyedRandom):
         raise AegisError(f"rng must be a KeyedRandom stream, got {type(rng).__name__}")
+    if suite.uses_scene:
+        if scene is None:
+            scene = scene_for(image, suite, scale)
+        elif not isinstance(scene, Scene) or (scene.height, scene.width) != image.shape[:2]:
+            raise AegisError(f"scene must be the aegis_data.engine.scene.Scene of this {image.shape[1]}x"
+                             f"{image.shape[0]} image")
+        return _render_in_scene(image, name, severity, rng, suite, scene)
+    params = corruption_params(name, severity, suite, scale)  # validates name and severity
     h, w = image.shape[:2]
     draw = draw_params(name, params, h, w, rng)
     return _BY_NAME[name].kernel(np.ascontiguousarray(image), params, draw)
+
+
+def _render_in_scene(image: np.ndarray, name: str, severity: int, rng: KeyedRandom, suite: SuiteConfig,
+                     scene: Scene) -> np.ndarray:
+    """A generation-2 render: the model runs on the scene's valid region only (bars and constant borders stay as
+    they are, and no statistic of a model sees them); aegis-v1 models there take the scene's person unit."""
+    rows, cols = scene.valid_slices
+    region = np.ascontiguousarray(image[rows, cols])
+    h, w = region.shape[:2]
+    model = suite.corruptions[name].model_name
+    if model in _SCENE_MODELS:
+        params = corruption_params(name, severity, suite)
+        m = _SCENE_MODELS[model]
+        out_region = m.kernel(region, params, m.draw(params, scene, h, w, rng), scene)
+    else:
+        params = corruption_params(name, severity, suite, Scale(OBJECT, scene.person_px, "scene"))
+        out_region = _BY_NAME[model].kernel(region, params, _BY_NAME[model].draw(params, h, w, rng))
+    if scene.is_full_frame:
+        return out_region
+    out = image.copy()
+    out[rows, cols] = out_region
+    return out

@@ -12,8 +12,9 @@ import cv2
 import numpy as np
 
 from aegis_data.engine.calibration import Corruptor, resolve_corruptions
-from aegis_data.engine.config import SEVERITIES, condition_id, load_config
+from aegis_data.engine.config import SEVERITIES, SuiteConfig, condition_id, load_config
 from aegis_data.engine.corruptor import SuiteCorruptor
+from aegis_data.engine.scale import OBJECT, PERSON_PX_RANGE, Scale
 from aegis_data.errors import AegisError
 from aegis_data.files.rgb import check_rgb_image
 
@@ -58,24 +59,33 @@ def severity_grid(
     *,
     seed: int | None = None,
     corrupt: Corruptor | None = None,
+    config: SuiteConfig | None = None,
+    scale: Scale | None = None,
 ) -> np.ndarray:
     """A contact sheet of the suite on one image: HxWx3 uint8 RGB, ``width`` px wide.
 
     The first row shows the clean image and a legend (suite, seed, config hash, families); then one row per
     corruption in config order, columns severity 1-3, every cell labelled with its condition id. The input is
     first resized to the cell width and then corrupted at that size with ``image_id``, so a grid is
-    deterministic and cheap even for 12 MP frames.
+    deterministic and cheap even for 12 MP frames. ``config``: the suite (default aegis-v2); ``scale``: the
+    length unit of the *full* image (an object scale's person unit shrinks with the resize, so each cell shows
+    what the full image would show).
     """
     if width < 480:
         raise AegisError(f"grid width must be at least 480 px, got {width}")
     check_rgb_image(image, "image")
-    cfg = load_config()
+    cfg = config or load_config()
     names = resolve_corruptions(corruptions, cfg)
-    if corrupt is None:
-        corrupt = SuiteCorruptor(cfg, None, seed)
     pad = max(4, width // 256)
     cw = (width - 4 * pad) // 3
     small = fit_width(image, cw)
+    if corrupt is None:
+        cell_scale = None
+        if scale is not None and scale.is_object:
+            # The resize shrinks people by cw / w; the unit follows (never below the engine's smallest unit).
+            unit = max(PERSON_PX_RANGE[0], round(scale.person_px * cw / image.shape[1], 2))
+            cell_scale = Scale(OBJECT, unit, f"{scale.basis}, x {cw}/{image.shape[1]} for the grid cell")
+        corrupt = SuiteCorruptor(cfg, cell_scale, seed)
     ch = small.shape[0]
     scale = max(0.35, cw / 900)
     title_h = int(44 * scale / 0.55)

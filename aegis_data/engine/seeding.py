@@ -12,6 +12,8 @@ Key format (``stream_key``)::
 
     aegis-v1|<image_id>|<corruption>|<severity>|<seed>
 
+(``aegis-v2|...`` for suites of engine generation 2: the tag names the generation, not the suite.)
+
 ``image_id`` is written with ``str()`` (so the int ``7`` and the string ``"7"`` name the same image, matching
 file stems that detectors report as ints). Fields after the id contain no ``|``, so the key parses
 unambiguously from the right even if an id contains ``|``. Sub-streams append ``|<label>`` (``child``), so a
@@ -43,13 +45,15 @@ NORMAL_TABLE_MARGIN = 1e-6
 Shape = Union[int, tuple]
 
 
-def stream_key(image_id: Union[str, int], corruption: str, severity: int, seed: int) -> str:
-    """The canonical key of one image's draws for one corruption and severity (format in the module doc)."""
+def stream_key(image_id: Union[str, int], corruption: str, severity: int, seed: int, tag: str = SUITE_TAG) -> str:
+    """The canonical key of one image's draws for one corruption and severity (format in the module doc).
+
+    ``tag``: the engine generation's key tag (``SuiteConfig.key_tag``): ``aegis-v1`` (default) or ``aegis-v2``."""
     if isinstance(image_id, bool) or not isinstance(image_id, (str, int, np.integer)):
         raise AegisError(f"image_id must be a str or int, got {type(image_id).__name__} {image_id!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise AegisError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
-    return f"{SUITE_TAG}|{image_id}|{corruption}|{int(severity)}|{int(seed)}"
+    return f"{tag}|{image_id}|{corruption}|{int(severity)}|{int(seed)}"
 
 
 @lru_cache(maxsize=1)
@@ -133,6 +137,7 @@ class KeyedRandom:
         return normal_table()[self.normal_indices(shape)].astype(np.float64) * (2.0**-NORMAL_FRAC_BITS)
 
 
-def keyed_random(image_id: Union[str, int], corruption: str, severity: int, seed: int) -> KeyedRandom:
-    """The stream for one (image, corruption, severity, seed)."""
-    return KeyedRandom(stream_key(image_id, corruption, severity, seed))
+def keyed_random(image_id: Union[str, int], corruption: str, severity: int, seed: int,
+                 tag: str = SUITE_TAG) -> KeyedRandom:
+    """The stream for one (image, corruption, severity, seed) of the engine generation ``tag``."""
+    return KeyedRandom(stream_key(image_id, corruption, severity, seed, tag))

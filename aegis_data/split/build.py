@@ -34,6 +34,9 @@ from aegis_data import __version__
 from aegis_data.engine.config import SEVERITIES, SuiteConfig, check_severities, load_config, parse_condition
 from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.scale import FRAME, FRAME_SCALE, OBJECT, Scale, resolve_scale, suite_unit_scale
+from aegis_data.engine.scene import (
+    SIDECAR_SUFFIX, Scene, estimate_scene, read_sidecar, read_water_mask, scene_digest, sidecar_path,
+)
 from aegis_data.errors import AegisError
 from aegis_data.executors import Placement, map_units
 from aegis_data.files.imageio import (
@@ -77,11 +80,14 @@ Corrupt = Callable[..., np.ndarray]  # (image, name, severity, image_id, seed) -
 
 @dataclass(frozen=True)
 class Unit:
-    """One source image and the condition files to produce from it."""
+    """One source image and the condition files to produce from it; with a generation-2 suite, the facts of the
+    image's scene sidecar (``aegis_data.engine.scene``) and the folder it came from (for its water mask)."""
 
     split: str
     record: Record
     conditions: tuple[str, ...]
+    sidecar: Mapping[str, Any] | None = None
+    sidecar_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -186,15 +192,24 @@ def plan_build(
     scale: str | Scale | None = None,
     person_px: float | None = None,
     gsd_cm_per_px: float | None = None,
+    scene_dir: str | Path | None = None,
 ) -> BuildPlan:
-    """Decide what to write (pure). ``dataset`` is a SourceDataset (name, description, splits).
+    """Decide what to write (pure but for reading scene sidecars). ``dataset`` is a SourceDataset (name,
+    description, splits).
 
     scale / person_px / gsd_cm_per_px: the length unit (``aegis_data.engine.scale.resolve_scale``; scale None: the
     suite config's mode, frame for aegis-v1); under object scale without a given unit, it is the unit the suite
     config declares, else the median person box of the test records (before ``limit``, so a ``--limit`` build
     corrupts its images exactly as the full build does).
+    scene_dir: where a generation-2 suite looks for each image's sidecar ``<stem>.scene.json`` (default: beside the
+    image file); a sidecar's facts override the scene estimates and join the image's identity.
     """
     conditions = resolve_selection(config, corruptions, severities)
+    if scene_dir is not None and not config.uses_scene:
+        raise AegisError(f"--scene-dir gives scene sidecars, which suite {config.suite} does not read (it has no "
+                         f"scene model; use --suite aegis-v2)")
+    if scene_dir is not None and not Path(scene_dir).is_dir():
+        raise AegisError(f"--scene-dir {scene_dir} is not a folder")
     if limit is not None and int(limit) < 1:
         raise AegisError(f"--limit must be at least 1, got {limit}")
     splits_in = dict(getattr(dataset, "splits", {}) or {})
@@ -221,7 +236,9 @@ def plan_build(
         if limit is not None:
             recs = recs[: int(limit)]
         records[split] = tuple(recs)
-        units.extend(Unit(split, r, split_conditions(split, conditions)) for r in recs)
+        for r in recs:
+            facts, where = _sidecar_of(r, scene_dir) if config.uses_scene else (None, None)
+            units.append(Unit(split, r, split_conditions(split, conditions), facts, where))
     # The mode is the call's, else the suite's (frame for aegis-v1). Under object scale with no unit from the
     # call, the suite's unit applies whenever the suite declares one (only an object-mode suite can), also when
     # the call names object scale explicitly; failing both, the median person box.
@@ -232,6 +249,9 @@ def plan_build(
         suite_unit = suite_unit_scale(config.scale)
     build_scale = suite_unit or resolve_scale(mode, {s: splits_in.get(s) or () for s in wanted},
                                               person_px=person_px, gsd_cm_per_px=gsd_cm_per_px)
+    if config.uses_scene and not build_scale.is_object:
+        raise AegisError(f"suite {config.suite} renders in physical units, which need a person unit: build it with "
+                         f"--scale object (the default), not --scale frame")
     return BuildPlan(
         dataset=str(dataset.name),
         source=json.loads(canonical_json(dict(getattr(dataset, "description", {}) or {}))),
@@ -243,6 +263,19 @@ def plan_build(
         units=tuple(units),
         scale=build_scale,
     )
+
+
+def _sidecar_of(record: Record, scene_dir: str | Path | None) -> tuple[dict | None, str | None]:
+    """(the checked facts of ``record``'s scene sidecar, its folder), or (None, None) when it has none."""
+    if record.path.startswith(("synthetic:", "hf:")):
+        if scene_dir is None:
+            return None, None
+        path = Path(scene_dir) / f"{record.image_id}{SIDECAR_SUFFIX}"
+    else:
+        path = sidecar_path(record.path, scene_dir)
+    if not path.is_file() and not path.is_symlink():
+        return None, None
+    return read_sidecar(path), str(path.parent)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -379,6 +412,7 @@ class UnitTask:
     corrupt: Corrupt | None
     config: SuiteConfig | None = None  # the suite the default corruption renders with
     scale: Scale | None = None  # the length unit the default corruption renders with (None: frame)
+    known_scene: str | None = None  # the journalled scene digest (generation 2): a changed scene re-renders all
 
 
 @dataclass
@@ -396,6 +430,18 @@ class UnitResult:
     seconds_hash: float = 0.0
     seconds_write: float = 0.0
     source_changed: bool = False  # the source decoded to other pixels than the journal recorded
+    scene: dict | None = None  # generation 2: the image's scene record (``Scene.record``)
+
+
+def unit_scene(unit: Unit, source: np.ndarray, suite: SuiteConfig, scale: Scale | None) -> Scene:
+    """The scene of a unit's source image: estimated with the build's person unit, the suite's camera and the
+    unit's sidecar (whose water mask is read from the sidecar's folder)."""
+    if scale is None or not scale.is_object:
+        raise AegisError(f"suite {suite.suite} needs an object scale (a person unit) to derive scenes")
+    mask = None
+    if unit.sidecar and unit.sidecar.get("water_mask"):
+        mask = read_water_mask(Path(unit.sidecar_dir or ".") / unit.sidecar["water_mask"], *source.shape[:2])
+    return estimate_scene(source, scale.person_px, suite.camera, unit.sidecar, mask)
 
 
 def image_relpath(split: str, condition: str, image_id: str) -> str:
@@ -448,6 +494,14 @@ def render_unit(task: UnitTask) -> UnitResult:
         # The source changed since those files were written: none of them can be trusted.
         res.source_changed = bool(res.skipped or task.known)
         todo, res.files, res.skipped = list(u.conditions), {}, 0
+    scene = None
+    suite = task.config or load_config()
+    if suite.uses_scene:
+        scene = unit_scene(u, source, suite, task.scale)
+        res.scene = scene.record()
+        if task.known_scene is not None and scene_digest(res.scene) != task.known_scene:
+            # The scene (a sidecar, the person unit) changed: every corrupted file depends on it.
+            todo, res.files, res.skipped = list(u.conditions), {}, 0
     if not todo:
         return res
     mp = source.shape[0] * source.shape[1] / 1e6
@@ -456,6 +510,8 @@ def render_unit(task: UnitTask) -> UnitResult:
         t0 = time.perf_counter()
         if name is None:
             img = source  # clean: the decoded source, re-encoded losslessly
+        elif scene is not None and task.corrupt is None:
+            img = corrupt(source, name, severity, rec.image_id, task.seed, scene=scene)
         else:
             img = corrupt(source, name, severity, rec.image_id, task.seed)
             if not (isinstance(img, np.ndarray) and img.dtype == np.uint8 and img.shape == source.shape):
@@ -497,7 +553,8 @@ def read_journal(out: Path) -> dict[str, dict]:
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             item = json.loads(line)
-            _remember(known, _journal_key(item["split"], item["image_id"]), item["source_pixel_sha256"], item["files"])
+            _remember(known, _journal_key(item["split"], item["image_id"]), item["source_pixel_sha256"], item["files"],
+                      item.get("scene_sha256"))
         except (json.JSONDecodeError, KeyError, TypeError):
             continue
     return known
@@ -512,14 +569,18 @@ def _known_from_manifest(out: Path) -> dict[str, dict]:
     known: dict[str, dict] = {}
     for e in m.images():
         file = {"condition": e["condition"], "sha256": e["sha256"], "pixel_sha256": e["pixel_sha256"]}
-        _remember(known, _journal_key(e["split"], e["image_id"]), e["source_pixel_sha256"], {e["path"]: file})
+        scene = scene_digest(e["scene"]) if isinstance(e.get("scene"), dict) else None
+        _remember(known, _journal_key(e["split"], e["image_id"]), e["source_pixel_sha256"], {e["path"]: file}, scene)
     return known
 
 
-def _remember(known: dict[str, dict], key: str, source_pixel_sha256: str, files: Mapping[str, Any]) -> None:
-    """Merge one unit's hashes into ``known`` (see ``read_journal``); the later source hash wins."""
+def _remember(known: dict[str, dict], key: str, source_pixel_sha256: str, files: Mapping[str, Any],
+              scene_sha256: str | None = None) -> None:
+    """Merge one unit's hashes into ``known`` (see ``read_journal``); the later source (and scene) hash wins."""
     entry = known.setdefault(key, {"source_pixel_sha256": source_pixel_sha256, "files": {}})
     entry["source_pixel_sha256"] = source_pixel_sha256
+    if scene_sha256 is not None:
+        entry["scene_sha256"] = scene_sha256
     entry["files"].update(files)
 
 
@@ -533,8 +594,11 @@ class _Journal:
             self._fh.write("\n")
 
     def append(self, res: UnitResult) -> None:
-        line = json.dumps({"split": res.split, "image_id": res.image_id,
-                           "source_pixel_sha256": res.source_pixel_sha256, "files": res.files}, sort_keys=True)
+        item = {"split": res.split, "image_id": res.image_id, "source_pixel_sha256": res.source_pixel_sha256,
+                "files": res.files}
+        if res.scene is not None:
+            item["scene_sha256"] = scene_digest(res.scene)
+        line = json.dumps(item, sort_keys=True)
         self._fh.write(line + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
@@ -690,6 +754,7 @@ def build_splits(
     person_px: float | None = None,
     gsd_cm_per_px: float | None = None,
     timeout: float | None = None,
+    scene_dir: str | Path | None = None,
 ) -> BuildResult:
     """Write the frozen split of ``dataset`` (a SourceDataset) under ``out`` and return a summary.
 
@@ -722,7 +787,8 @@ def build_splits(
         check_scheduler(scheduler, workers)
         check_timeout(timeout)
     plan = plan_build(dataset, config, corruptions=corruptions, severities=severities, limit=limit,
-                      with_train=with_train, seed=seed, scale=scale, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px)
+                      with_train=with_train, seed=seed, scale=scale, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px,
+                      scene_dir=scene_dir)
     _refuse_leakage(plan, (audit or _default_audit)(dataset))
     known, journalled = _prepare_output(out, plan)
     tasks = []
@@ -730,7 +796,7 @@ def build_splits(
         k = known.get(_journal_key(u.split, u.record.image_id), {})
         tasks.append(UnitTask(u, str(out), plan.seed, int(max_pixels), k.get("files", {}),
                               k.get("source_pixel_sha256"), read_image, corrupt, config,
-                              plan.scale if plan.scale.is_object else None))
+                              plan.scale if plan.scale.is_object else None, k.get("scene_sha256")))
     placement = Placement(workers=workers, scheduler=scheduler, timeout=timeout, on_cluster=on_cluster,
                           shared=(out / JOURNAL_DIR / STATE_NAME, "--out-dir"))
     finished = (result for _, result in map_units(render_unit, tasks, placement, name=_render_key))
@@ -769,7 +835,7 @@ def _prepare_output(out: Path, plan: BuildPlan) -> tuple[dict[str, dict], dict[s
     known = _known_from_manifest(out)
     journalled = read_journal(out)
     for key, val in journalled.items():
-        _remember(known, key, val["source_pixel_sha256"], val["files"])
+        _remember(known, key, val["source_pixel_sha256"], val["files"], val.get("scene_sha256"))
     location = source_location(plan)
     check_source_location(out, location)
     _remove_stale_temp_files(out)
@@ -851,13 +917,16 @@ def _finish(out: Path, plan: BuildPlan, results: list[UnitResult]) -> list[dict]
         for coco_id, rec in enumerate(recs, start=1):
             res = by_key.pop(_journal_key(split, rec.image_id))
             for rel, f in res.files.items():
-                entries.append({
+                entry = {
                     # Interned: a condition name arrives as a fresh string with every unit's result.
                     "path": rel, "kind": "image", "split": split, "condition": sys.intern(f["condition"]),
                     "image_id": rec.image_id, "coco_id": coco_id, "width": int(rec.width), "height": int(rec.height),
                     "sha256": f["sha256"], "pixel_sha256": f["pixel_sha256"],
                     "source_pixel_sha256": res.source_pixel_sha256,
-                })
+                }
+                if res.scene is not None and f["condition"] == "clean":
+                    entry["scene"] = res.scene  # once per source image: the clean file's entry
+                entries.append(entry)
         gt = coco_ground_truth(plan, split)
         data = coco_bytes(gt)
         rel = f"{ANNOTATIONS_DIR}/{split}.json"

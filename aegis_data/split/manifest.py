@@ -85,11 +85,16 @@ def sort_entries(entries: Iterable[Mapping[str, Any]]) -> list[dict]:
 
 
 def entry_identity(entry: Mapping[str, Any]) -> dict:
-    """The fields of one entry that the root hash covers (no encoded-byte hash for images or GT files)."""
+    """The fields of one entry that the root hash covers (no encoded-byte hash for images or GT files); a
+    generation-2 build's clean image entries add the image's ``scene`` record (absent elsewhere, so the roots of
+    aegis-v1 builds are unchanged)."""
     kind = entry.get("kind")
     if kind not in ROOT_ENTRY_KEYS:
         raise AegisError(f"manifest entry {entry.get('path')!r} has kind {kind!r}; expected one of {ENTRY_KINDS}")
-    return {k: entry.get(k) for k in ROOT_ENTRY_KEYS[kind]}
+    out = {k: entry.get(k) for k in ROOT_ENTRY_KEYS[kind]}
+    if kind == "image" and entry.get("scene") is not None:
+        out["scene"] = entry["scene"]
+    return out
 
 
 def root_identity(identity: Mapping[str, Any]) -> dict:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -46,6 +46,7 @@ import numpy as np
 from aegis_data.engine.config import SuiteConfig, parse_condition, split_config
 from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.scale import Scale, scale_from_record
+from aegis_data.engine.scene import Scene, check_sidecar, estimate_scene
 from aegis_data.errors import AegisError
 from aegis_data.executors import Placement, map_units
 from aegis_data.files.imageio import (DEFAULT_MAX_PIXELS, decode_file_bytes, file_sha256, pixel_sha256, read_rgb,
@@ -60,7 +61,7 @@ YOLO_DIR = "yolo"  # see aegis_data.split.build.yolo_files / link_yolo_dirs
 
 _BYTES_ONLY = "pixels identical, file bytes differ (another PNG encoder, its version or settings)"
 _UNCHANGED_GT = "file bytes differ, every annotation field the scorer reads is identical (formatting/metadata)"
-FINDING_KINDS = ("missing", "extra", "bytes-only", "format", "pixels", "source", "annotations", "yolo", "manifest",
+FINDING_KINDS = ("missing", "extra", "bytes-only", "format", "pixels", "source", "scene", "annotations", "yolo", "manifest",
                  "link", "hardlink", "seal")
 INFO_KINDS = ("hardlink", "seal")  # never failures
 _LEGACY_SEAL = ("sealed in the earlier form (aegisbench 0.2.0 before top-level fields were sealed): toolkit, format "
@@ -295,7 +296,12 @@ def verify_split(
         why_not=("regeneration off" if not regenerate else f"the manifest's suite config is not available: {no_config}"),
         corrupt=corrupt or SuiteCorruptor(config, scale),
         source_differs=_sources_that_differ(local, ref),
+        config=config, scale=scale, scenes=_recorded_scenes(ref),
+        scene_sources={(e["split"], e["image_id"]): e.get("source_pixel_sha256", "") for e in ref.images()
+                       if e.get("condition") == "clean"},
     )
+    if config is not None and config.uses_scene:
+        findings.extend(images.scene_findings(paths, present, hashed))
     for rel in paths:
         if rel in outside:
             continue
@@ -399,6 +405,51 @@ class _ImageCheck:
     corrupt: Corrupt
     source_differs: set[tuple[str, str]]
     clean_cache: dict[tuple[str, str], np.ndarray | None] = field(default_factory=dict)
+    config: SuiteConfig | None = None
+    scale: Scale | None = None
+    scenes: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)  # recorded, generation 2
+    scene_sources: Mapping[tuple[str, str], str] = field(default_factory=dict)  # their clean pixel hashes
+    derived: dict[tuple[str, str], Scene | None] = field(default_factory=dict)
+
+    def scene(self, split: str, image_id: str, clean: np.ndarray) -> Scene | None:
+        """The scene re-derived from the clean image and the recorded sidecar facts (generation 2), or None when the
+        manifest records none for this image."""
+        key = (split, image_id)
+        if key not in self.derived:
+            recorded = self.scenes.get(key)
+            if recorded is None or self.config is None or self.scale is None or not self.scale.is_object:
+                self.derived[key] = None
+            else:
+                given = recorded.get("given") if isinstance(recorded.get("given"), dict) else {}
+                facts = check_sidecar(dict(given), f"manifest scene of {split}/{image_id}")
+                facts.pop("water_mask", None)  # the mask file is not in the split; its digest is the recorded one
+                scene = estimate_scene(clean, self.scale.person_px, self.config.camera, facts)
+                self.derived[key] = replace(scene, water_mask_sha256=recorded.get("water_mask_sha256"),
+                                            given=dict(given))
+        return self.derived[key]
+
+    def scene_findings(self, paths: Sequence[str], present: set[str], hashed: Mapping[str, Any]) -> list[Finding]:
+        """``scene`` findings: every recorded scene re-derived from its clean image must equal the record."""
+        out = []
+        for (split, image_id), recorded in sorted(self.scenes.items()):
+            rel = f"{split}/clean/{image_file_name(image_id)}"
+            if rel not in present:
+                continue
+            clean = self.clean_pixels(split, image_id, self.scene_sources.get((split, image_id), ""))
+            if clean is None:
+                continue  # a changed or missing clean file has its own finding
+            try:
+                scene = self.scene(split, image_id, clean)
+            except AegisError as exc:
+                out.append(Finding(rel, "scene", f"the recorded scene cannot be re-derived: {exc}"))
+                continue
+            if scene is not None and scene.record() != recorded:
+                mine = scene.record()
+                differ = [k for k in sorted(set(mine) | set(recorded)) if mine.get(k) != recorded.get(k)]
+                out.append(Finding(rel, "scene", "the scene re-derived from the clean image differs from the "
+                                   "recorded one: " + ", ".join(f"{k} {mine.get(k)!r:.40} vs {recorded.get(k)!r:.40}"
+                                                                for k in differ)))
+        return out
 
     def clean_pixels(self, split: str, image_id: str, expected_hash: str) -> np.ndarray | None:
         key = (split, image_id)
@@ -440,7 +491,11 @@ class _ImageCheck:
         if clean is None:
             return Finding(rel, "pixels", "pixels differ; the clean image is missing or changed, so the expected "
                                           "pixels cannot be regenerated")
-        expected = self.corrupt(clean, name, severity, e["image_id"], self.seed)
+        scene = self.scene(e["split"], e["image_id"], clean)
+        if scene is not None:
+            expected = self.corrupt(clean, name, severity, e["image_id"], self.seed, scene=scene)
+        else:
+            expected = self.corrupt(clean, name, severity, e["image_id"], self.seed)
         if actual.shape != expected.shape:
             return Finding(rel, "pixels", f"size {actual.shape[1]}x{actual.shape[0]}, expected "
                                           f"{expected.shape[1]}x{expected.shape[0]}")
@@ -451,6 +506,12 @@ class _ImageCheck:
             detail = (f"{n} pixels differ from this machine's regeneration (max |delta| {dmax}); this machine does not "
                       f"reproduce the expected pixels either: corruption drift")
         return Finding(rel, "pixels", detail, n, dmax)
+
+
+def _recorded_scenes(ref: Manifest) -> dict[tuple[str, str], dict]:
+    """(split, image_id) -> the scene record of its clean entry (generation-2 builds)."""
+    return {(e["split"], e["image_id"]): e["scene"] for e in ref.images()
+            if e.get("condition") == "clean" and isinstance(e.get("scene"), dict)}
 
 
 def _unlisted_findings(root: Path, ref: Manifest, local: Manifest, subset: bool) -> list[Finding]:

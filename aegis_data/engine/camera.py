@@ -1,0 +1,256 @@
+"""Low light as a camera records it (generation 2; docs/CORRUPTIONS.md, "low_light (aegis-v2)").
+
+The scene loses ``ev_loss`` stops of light. The camera's auto-exposure (:func:`auto_exposure`) wins light back,
+first by a longer exposure up to ``shutter_limit_ms`` (which smears the moving scene: the same path model as
+motion_blur, ``aegis_data.engine.motion``), then by analogue gain up to ``iso_cap``; what it cannot win back
+darkens the frame. The sensor adds noise in raw space: Poisson shot noise (variance proportional to the raw
+signal) and Gaussian read noise, variances added, with the shot and read levels of a published calibration
+(Brooks et al. 2019, "Unprocessing images for learned raw denoising": ``lambda_shot`` grows with the gain from
+``shot_noise_base`` at base ISO, ``log lambda_read = a log lambda_shot + b``). Only the noise the low-light
+capture has beyond the clean capture's own is added. The noise lives on the RGGB Bayer mosaic, is demosaiced
+bilinearly (so it is spatially correlated), white-balanced (raw red and blue are weaker, so their noise grows),
+added to the signal in linear light and tone-mapped with the sRGB curve; then the image goes through the camera's
+chroma path: BT.601 YCbCr, a mild chroma denoise and 4:2:0 chroma subsampling with triangle upsampling. The
+result's noise is mostly luminance and correlated over a few pixels, as a real camera's is.
+
+Exactness: scalars derived through exp/log/pow pass ``photometry.stable``; per pixel only IEEE + - * / and sqrt in
+float64, in a fixed order, then integer arithmetic (tables, fixed-point colour transforms, exact convolutions).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from aegis_data.engine import kernels as K
+from aegis_data.engine.motion import Exposure, TrajectoryBlurParams, TrajectoryDraw, smear_linear
+from aegis_data.engine.photometry import LINEAR_MAX, encode_table, stable, to_linear
+from aegis_data.engine.scene import Scene
+from aegis_data.engine.seeding import NORMAL_FRAC_BITS, KeyedRandom, normal_table
+
+
+@dataclass(frozen=True)
+class CameraLowLightParams:
+    """low_light of a generation-2 suite: the condition (light lost, auto-exposure limits, chroma denoise) plus
+    the suite camera's sensor facts."""
+
+    ev_loss: float
+    shutter_limit_ms: float
+    iso_cap: float
+    chroma_denoise_sigma_px: float
+    base_iso: float = 100.0
+    shot_noise_base: float = 1e-4
+    read_noise_line: tuple = (2.18, 1.20)
+    white_balance: tuple = (2.0, 1.0, 1.7)
+    readout_ms: float = 0.0
+    max_content_shift_px: float = 1.5
+
+
+@dataclass(frozen=True)
+class LowLightCapture:
+    """What the auto-exposure chose: exposure (ms), ISO, and the share of the clean frame's brightness that
+    remains (1 when the camera recovered all the light)."""
+
+    exposure_ms: float
+    iso: float
+    brightness: float
+
+
+@dataclass(frozen=True)
+class CameraLowLightDraw:
+    heading_deg: float  # direction of the exposure's smear (the scene's heading when known)
+    noise: np.ndarray  # (h, w) uint16 indices into seeding.normal_table(): one normal deviate per Bayer site
+
+
+def auto_exposure(ev_loss: float, exposure_ms: float, iso: float, shutter_limit_ms: float,
+                  iso_cap: float) -> LowLightCapture:
+    """The camera's answer to a scene ``ev_loss`` stops darker than the clean capture (``exposure_ms``, ``iso``):
+    exposure first, up to ``shutter_limit_ms`` (never shorter than the clean one), then ISO up to ``iso_cap``
+    (never lower than the clean one); the brightness that remains is ``(t / t0) (iso / iso0) / 2**ev_loss``."""
+    need = stable(2.0 ** ev_loss, "2**ev_loss")
+    t = max(exposure_ms, min(shutter_limit_ms, exposure_ms * need))
+    t = stable(t, "exposure")
+    remaining = need * exposure_ms / t
+    gain_iso = stable(max(iso, min(iso_cap, iso * remaining)), "ISO")
+    brightness = min(1.0, stable((t / exposure_ms) * (gain_iso / iso) / need, "brightness"))
+    return LowLightCapture(t, gain_iso, brightness)
+
+
+def noise_levels(params: CameraLowLightParams, iso: float) -> tuple[float, float]:
+    """(lambda_shot, lambda_read) of the raw noise at ``iso``: variance = lambda_shot x + lambda_read for a raw
+    signal x in [0, 1] (Brooks et al. 2019's heteroscedastic Gaussian model)."""
+    shot = stable(params.shot_noise_base * iso / params.base_iso, "shot noise")
+    slope, intercept = params.read_noise_line
+    read = stable(math.exp(slope * math.log(shot) + intercept), "read noise")
+    return shot, read
+
+
+def added_noise_coefficients(params: CameraLowLightParams, capture: LowLightCapture,
+                             clean_iso: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per channel (R, G, B) ``a``, ``b`` with the added noise's variance ``a S + b`` for a display-linear signal
+    S (in LINEAR_MAX units) of that channel at its Bayer site.
+
+    A raw site of channel c reads ``x = S / (LINEAR_MAX wb_c)``. The low-light capture's variance there is
+    ``shot x + read``; the clean frame, darkened by the remaining brightness d, already carries
+    ``d shot0 x + d**2 read0``; the difference, scaled to display-linear units by ``LINEAR_MAX wb_c``, is added.
+    """
+    shot, read = noise_levels(params, capture.iso)
+    shot0, read0 = noise_levels(params, clean_iso)
+    d = capture.brightness
+    wb = np.asarray(params.white_balance, dtype=np.float64)
+    scale = LINEAR_MAX * wb
+    a = scale * max(0.0, shot - d * shot0)
+    b = scale * scale * max(0.0, read - d * d * read0)
+    return a, b
+
+
+def draw_low_light(params: CameraLowLightParams, scene: Scene, height: int, width: int,
+                   rng: KeyedRandom) -> CameraLowLightDraw:
+    heading = float(180.0 * rng.child("heading").uniform(1)[0]) if scene.heading_deg is None else scene.heading_deg
+    return CameraLowLightDraw(heading, rng.child("sensor_noise").normal_indices((height, width)))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The raw-noise path (float64 per pixel, fixed order)
+# ----------------------------------------------------------------------------------------------------------
+def _site_channel(height: int, width: int) -> np.ndarray:
+    """(h, w) int: the RGGB Bayer channel of each site (0 R at even rows and columns, 2 B at odd ones, 1 G)."""
+    y = (np.arange(height) % 2)[:, None]
+    x = (np.arange(width) % 2)[None, :]
+    return y + x  # 0 (R) at (0, 0), 1 (G) at (0, 1) and (1, 0), 2 (B) at (1, 1)
+
+
+def _demosaic(site: np.ndarray) -> np.ndarray:
+    """Bilinear demosaic of one float64 value per RGGB site (h, w) into (h, w, 3): each channel is the site's
+    own value where it was sampled, else the mean of its 2 or 4 nearest samples of that channel, summed in a fixed
+    order ((a + b) * 0.5, ((a + b) + c) + d) * 0.25). The mosaic is mirrored about its edge pixels (reflect-101),
+    which keeps the colour pattern."""
+    h, w = site.shape
+    p = np.pad(site, 1, mode="reflect") if min(h, w) > 1 else np.pad(site, 1, mode="edge")
+    c = p[1:-1, 1:-1]
+    up, down, left, right = p[:-2, 1:-1], p[2:, 1:-1], p[1:-1, :-2], p[1:-1, 2:]
+    diag = ((p[:-2, :-2] + p[:-2, 2:]) + p[2:, :-2]) + p[2:, 2:]
+    cross = ((up + down) + left) + right
+    horiz = (left + right) * 0.5
+    vert = (up + down) * 0.5
+    ye = (np.arange(h) % 2 == 0)[:, None]
+    xe = (np.arange(w) % 2 == 0)[None, :]
+    r_site, b_site = ye & xe, ~ye & ~xe
+    g_on_r_row, g_on_b_row = ye & ~xe, ~ye & xe
+    out = np.empty((h, w, 3), dtype=np.float64)
+    # R: at R sites itself; G sites on R rows: left/right; G sites on B rows: up/down; B sites: the 4 diagonals.
+    out[..., 0] = np.where(r_site, c, np.where(g_on_r_row, horiz, np.where(g_on_b_row, vert, diag * 0.25)))
+    out[..., 2] = np.where(b_site, c, np.where(g_on_b_row, horiz, np.where(g_on_r_row, vert, diag * 0.25)))
+    out[..., 1] = np.where(r_site | b_site, cross * 0.25, c)
+    return out
+
+
+def raw_noise_image(linear: np.ndarray, capture: LowLightCapture, a: np.ndarray, b: np.ndarray,
+                    noise: np.ndarray) -> np.ndarray:
+    """uint8 sRGB: the darkened linear image (uint16 (h, w, 3)) plus the demosaiced raw noise, tone-mapped."""
+    h, w = linear.shape[:2]
+    d = capture.brightness
+    signal = linear.astype(np.float64) * d
+    chan = _site_channel(h, w)
+    site_signal = np.take_along_axis(signal, chan[..., None], axis=2)[..., 0]
+    sd = np.sqrt(site_signal * a[chan] + b[chan])
+    z = normal_table()[noise].astype(np.float64) * (2.0 ** -NORMAL_FRAC_BITS)
+    noisy = signal + _demosaic(sd * z)
+    q = np.floor(noisy + 0.5)
+    np.clip(q, 0.0, float(LINEAR_MAX), out=q)
+    return np.take(encode_table(), q.astype(np.int64))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The chroma path (integers)
+# ----------------------------------------------------------------------------------------------------------
+_OFFSET = 1 << 30  # added before a right shift so every shifted value is non-negative (C's >> on negatives)
+
+
+def _shift16(x: np.ndarray) -> np.ndarray:
+    """``floor(x / 65536)`` for int64 x of magnitude < 2**30."""
+    return ((x + _OFFSET) >> 16) - (_OFFSET >> 16)
+
+
+def to_ycbcr(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """uint8 RGB -> BT.601 full-range Y, Cb, Cr (int64, 16-bit fixed-point coefficients, round half up; Cb and
+    Cr in [0, 256])."""
+    r, g, b_ = (rgb[..., k].astype(np.int64) for k in range(3))
+    y = (19595 * r + 38470 * g + 7471 * b_ + 32768) >> 16
+    cb = (-11059 * r - 21709 * g + 32768 * b_ + (128 << 16) + 32768) >> 16
+    cr = (32768 * r - 27439 * g - 5329 * b_ + (128 << 16) + 32768) >> 16
+    return y, cb, cr
+
+
+def from_ycbcr(y: np.ndarray, cb: np.ndarray, cr: np.ndarray) -> np.ndarray:
+    """BT.601 full-range YCbCr (int64) -> uint8 RGB (16-bit fixed point, rounded, clipped)."""
+    u, v = cb - 128, cr - 128
+    r = y + _shift16(91881 * v + 32768)
+    g = y + _shift16(-22554 * u - 46802 * v + 32768)
+    b_ = y + _shift16(116130 * u + 32768)
+    return np.clip(np.stack([r, g, b_], axis=-1), 0, 255).astype(np.uint8)
+
+
+def subsample_chroma(c: np.ndarray, sigma_px: float) -> np.ndarray:
+    """A chroma plane (int64 (h, w)) averaged over 2 x 2 blocks (round half up; odd sides repeat their last row or
+    column) and, for ``sigma_px`` > 0, blurred there with a discrete Gaussian of std ``sigma_px / 2`` (the same
+    width in full-resolution pixels; exact integer convolution, mirrored border, rounded)."""
+    h, w = c.shape
+    if h % 2 or w % 2:
+        c = np.pad(c, ((0, h % 2), (0, w % 2)), mode="edge")
+    hh, ww = c.shape[0] // 2, c.shape[1] // 2
+    half = (c.reshape(hh, 2, ww, 2).sum(axis=(1, 3)) + 2) >> 2
+    if sigma_px > 0.0:
+        k = K.discrete_gaussian(sigma_px / 2.0)
+        total = int(k.sum()) ** 2
+        blurred = K.convolve_exact(half, k).astype(np.int64)  # exact integers (< 2**53)
+        half = (blurred * 2 + total) // (2 * total)
+    return half
+
+
+def upsample_chroma(half: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Triangle ("fancy") upsampling of a 2x-subsampled chroma plane: each pixel takes 9/16 of its own block,
+    3/16 of each of the two nearest neighbours and 1/16 of the diagonal one (edges repeat), rounded."""
+    hh, ww = half.shape
+    yi = np.arange(height) // 2
+    xi = np.arange(width) // 2
+    yn = np.clip(np.where(np.arange(height) % 2 == 0, yi - 1, yi + 1), 0, hh - 1)
+    xn = np.clip(np.where(np.arange(width) % 2 == 0, xi - 1, xi + 1), 0, ww - 1)
+    own = half[yi][:, xi]
+    return (9 * own + 3 * half[yn][:, xi] + 3 * half[yi][:, xn] + half[yn][:, xn] + 8) >> 4
+
+
+def chroma_path(rgb: np.ndarray, sigma_px: float) -> np.ndarray:
+    """The camera's chroma path on uint8 RGB: YCbCr, chroma denoise and 4:2:0, triangle upsampling, RGB."""
+    h, w = rgb.shape[:2]
+    y, cb, cr = to_ycbcr(rgb)
+    cb = upsample_chroma(subsample_chroma(cb, sigma_px), h, w)
+    cr = upsample_chroma(subsample_chroma(cr, sigma_px), h, w)
+    return from_ycbcr(y, cb, cr)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The model
+# ----------------------------------------------------------------------------------------------------------
+def capture_for(params: CameraLowLightParams, scene: Scene) -> LowLightCapture:
+    """The auto-exposure's choice for this scene's clean capture (its exposure and ISO)."""
+    return auto_exposure(params.ev_loss, scene.exposure_ms, scene.iso, params.shutter_limit_ms, params.iso_cap)
+
+
+def camera_low_light(image: np.ndarray, params: CameraLowLightParams, draw: CameraLowLightDraw,
+                     scene: Scene) -> np.ndarray:
+    """low_light (aegis-v2) of the valid region ``image`` (uint8 RGB): auto-exposure, the smear of its longer
+    exposure at the scene's platform speed, raw shot + read noise on the Bayer mosaic, demosaic, white balance,
+    tone curve, chroma denoise and 4:2:0."""
+    capture = capture_for(params, scene)
+    linear = to_linear(image)
+    smear = TrajectoryBlurParams(scene.speed_mps, capture.exposure_ms, 0.0, 0.0, (0.0, 180.0),
+                                 params.readout_ms, params.max_content_shift_px)
+    exposure = Exposure(scene.speed_mps, capture.exposure_ms, scene.speed_mps, scene.exposure_ms)
+    path = TrajectoryDraw(draw.heading_deg, np.zeros((2, 2)))
+    linear = smear_linear(linear, smear, scene, path, exposure)
+    a, b = added_noise_coefficients(params, capture, scene.iso)
+    noisy = raw_noise_image(linear, capture, a, b, draw.noise)
+    return chroma_path(noisy, params.chroma_denoise_sigma_px)

@@ -1,0 +1,405 @@
+"""The scene and camera model of one image (generation-2 suites such as aegis-v2; docs/CORRUPTIONS.md, "Scene and
+camera model").
+
+A corruption that follows physics needs to know what the camera looked at and how: which pixels hold the scene
+(letterbox bars and constant borders hold none), whether the view is near-nadir or oblique (a horizon and a sky),
+how many metres one pixel spans at each row (the ground sampling distance, from the person unit: a person is
+about 1.7 m), and the camera's exposure, ISO, focal length and platform speed. :func:`estimate_scene` derives
+that from the decoded pixels, the dataset's person unit and the suite's default camera; an optional per-image
+sidecar (``<stem>.scene.json``, :func:`read_sidecar`) overrides any estimate with what the flight log knows.
+
+Everything here is a pure function of integers (pixel values, their block sums and differences) plus the given
+facts; derived lengths are rounded to fixed decimals, so two machines derive the same scene, and ``verify``
+re-derives it from a split's clean image and compares it with the one the manifest recorded
+(:meth:`Scene.record`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from aegis_data.engine.scale import PERSON_HEIGHT_CM, UPRIGHT_BOX_FACTOR, check_person_px, person_unit_from_gsd
+from aegis_data.errors import AegisError
+from aegis_data.files.rgb import check_rgb_image
+
+NADIR = "nadir"
+OBLIQUE = "oblique"
+VIEWS = (NADIR, OBLIQUE)
+SIDECAR_SUFFIX = ".scene.json"
+
+# Letterbox/pillarbox bars and constant borders: a row (column) at the edge whose pixels all lie within
+# BAR_TOLERANCE of the edge's first row (column), per channel. JPEG ringing leaves a few DN in real bars.
+BAR_TOLERANCE = 6
+MIN_BAR_PX = 2  # a single uniform edge row is scene (a road, a roof), not a bar
+MAX_BAR_FRACTION = 0.45  # bars never take more than this share of a side: beyond, the frame is one flat colour
+
+# Sky: blocks of about 1/128 of the short side whose mean absolute luma difference between neighbours is at most
+# SKY_TEXTURE_DN (clear, overcast or hazy sky is smooth; vegetation, roofs and roads are not), no darker than the
+# median block, connected to the top of the valid region. The view is oblique when such sky spans
+# SKY_MIN_COLUMNS of the columns, at least two blocks deep, with a coherent bottom edge (the horizon).
+SKY_TEXTURE_DN = 2.0
+SKY_MIN_COLUMNS = 0.6
+HORIZON_SPREAD = 0.25  # interquartile range of the sky depth, as a share of the valid height
+
+# The sidecar's keys: name -> (low, high, unit and meaning). ``water_mask`` is a file name, ``valid`` a rectangle.
+SIDECAR_NUMBERS: Mapping[str, tuple[float, float, str]] = {
+    "altitude_m": (1.0, 10000.0, "flight height above the ground, m"),
+    "pitch_deg": (0.0, 90.0, "camera pitch below the horizontal, degrees (90 = nadir)"),
+    "gsd_cm": (0.0601, 30.05, "ground sampling distance at the image centre, cm/px"),
+    "focal_px": (1.0, 1.0e6, "focal length, px"),
+    "speed_mps": (0.0, 60.0, "platform speed over the ground, m/s"),
+    "heading_deg": (-360.0, 360.0, "flight direction in the image, degrees from +x (y down)"),
+    "exposure_ms": (0.001, 1000.0, "exposure time of the frame, ms"),
+    "iso": (1.0, 409600.0, "ISO of the frame"),
+    "sun_elevation_deg": (-90.0, 90.0, "sun elevation above the horizon, degrees"),
+    "sun_azimuth_deg": (-360.0, 360.0, "sun azimuth in the image, degrees from +x (y down)"),
+}
+SIDECAR_KEYS = (*SIDECAR_NUMBERS, "water_mask", "valid")
+MAX_SIDECAR_BYTES = 1 << 16
+_DECIMALS = 4  # recorded scalars: 0.1 mm, 0.0001 px, 0.0001 m/s ... identical wherever they are computed
+
+
+def _round(value: float, decimals: int = _DECIMALS) -> float:
+    """``value`` rounded to ``decimals`` places; AegisError in the (astronomically rare) case that it lies so close to
+    a rounding boundary that one ulp of libm error elsewhere could flip it."""
+    scaled = value * 10.0**decimals
+    if abs(scaled - math.floor(scaled) - 0.5) < 1e-7:
+        raise AegisError(f"scene value {value!r} lies on a rounding boundary; give it in a sidecar")
+    return round(value, decimals)
+
+
+@dataclass(frozen=True)
+class Scene:
+    """What a generation-2 corruption knows about one image. Rows and columns are frame pixels (0 = top/left).
+
+    valid: (x0, y0, x1, y1), end-exclusive, the rectangle that holds the scene (outside it: bars, never corrupted).
+    view: ``nadir`` (ground sampling distance the same everywhere) or ``oblique`` (a horizon; the ground recedes).
+    horizon_row: the horizon's image row (oblique; may lie above the frame), else None.
+    sky_depth: oblique: per column of the valid region, how many rows from its top are sky; () when no sky.
+    person_px, gsd_m: the person unit (px) and ground sampling distance (m/px) at ``reference_row``; in a nadir view
+    everywhere, in an oblique one ``gsd(y) = gsd_m (reference_row - horizon_row) / (y - horizon_row)`` (a flat
+    ground plane seen by a pinhole camera without roll: inverse depth is linear in the row).
+    focal_px: the focal length in px. speed_mps, exposure_ms, iso: the clean capture's platform speed, exposure and
+    ISO. heading_deg: the flight direction in the image (None: unknown, a corruption draws it).
+    given: the sidecar's facts (they overrode the estimates and are part of the image's identity).
+    """
+
+    width: int
+    height: int
+    valid: tuple[int, int, int, int]
+    view: str
+    horizon_row: float | None
+    person_px: float
+    gsd_m: float
+    reference_row: float
+    focal_px: float
+    speed_mps: float
+    exposure_ms: float
+    iso: float
+    heading_deg: float | None = None
+    sun_elevation_deg: float | None = None
+    sun_azimuth_deg: float | None = None
+    sky_depth: tuple[int, ...] = ()
+    water_mask_sha256: str | None = None
+    given: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def valid_slices(self) -> tuple[slice, slice]:
+        x0, y0, x1, y1 = self.valid
+        return slice(y0, y1), slice(x0, x1)
+
+    @property
+    def is_full_frame(self) -> bool:
+        return self.valid == (0, 0, self.width, self.height)
+
+    def gsd_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Ground sampling distance (m/px) at each frame row in ``rows``; ``inf`` at and above the horizon (sky)."""
+        rows = np.asarray(rows, dtype=np.float64)
+        if self.view == NADIR or self.horizon_row is None:
+            return np.full(rows.shape, self.gsd_m)
+        below = rows - self.horizon_row
+        out = np.full(rows.shape, np.inf)
+        ground = below >= 0.5
+        out[ground] = self.gsd_m * (self.reference_row - self.horizon_row) / below[ground]
+        return out
+
+    def sky_mask(self) -> np.ndarray:
+        """bool (height, width): True on sky pixels (oblique views with detected sky), False elsewhere."""
+        mask = np.zeros((self.height, self.width), dtype=bool)
+        if self.sky_depth:
+            x0, y0, x1, _ = self.valid
+            rows = np.arange(self.height)[:, None]
+            depth = np.asarray(self.sky_depth, dtype=np.int64)[None, :]
+            mask[:, x0:x1] = (rows >= y0) & (rows < y0 + depth)
+        return mask
+
+    def record(self) -> dict:
+        """What a manifest records (and its root hash covers): every field a corruption reads, with the sky mask as
+        its SHA-256 and share of the valid area."""
+        vx0, vy0, vx1, vy1 = self.valid
+        area = max(1, (vx1 - vx0) * (vy1 - vy0))
+        sky = None
+        if self.sky_depth:
+            sky = {"sha256": hashlib.sha256(np.asarray(self.sky_depth, dtype="<i4").tobytes()).hexdigest(),
+                   "fraction": round(sum(self.sky_depth) / area, 6)}
+        return {
+            "valid": list(self.valid), "view": self.view, "horizon_row": self.horizon_row, "sky": sky,
+            "person_px": self.person_px, "gsd_cm": _round(self.gsd_m * 100.0), "reference_row": self.reference_row,
+            "focal_px": self.focal_px, "speed_mps": self.speed_mps, "exposure_ms": self.exposure_ms,
+            "iso": self.iso, "heading_deg": self.heading_deg, "sun_elevation_deg": self.sun_elevation_deg,
+            "sun_azimuth_deg": self.sun_azimuth_deg, "water_mask_sha256": self.water_mask_sha256,
+            "given": dict(sorted(self.given.items())),
+        }
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Valid-pixel region
+# ----------------------------------------------------------------------------------------------------------
+def _bar_depth(lines, count: int) -> int:
+    """How many leading lines (rows or columns, each (n, 3) uint8) form one flat bar of the first line's colour."""
+    limit = int(count * MAX_BAR_FRACTION)
+    first = None
+    depth = 0
+    for i in range(limit):
+        line = lines(i)
+        lo, hi = line.min(axis=0).astype(np.int32), line.max(axis=0).astype(np.int32)
+        if first is None:
+            first = (lo + hi) // 2
+        if (hi - lo).max() > BAR_TOLERANCE or np.abs(lo - first).max() > BAR_TOLERANCE \
+                or np.abs(hi - first).max() > BAR_TOLERANCE:
+            break
+        depth += 1
+    return depth if depth >= MIN_BAR_PX else 0
+
+
+def valid_region(rgb: np.ndarray) -> tuple[int, int, int, int]:
+    """(x0, y0, x1, y1): the frame without letterbox/pillarbox bars or constant borders (docs/CORRUPTIONS.md).
+
+    A side has a bar when at least ``MIN_BAR_PX`` lines at that edge are each flat (every pixel within
+    ``BAR_TOLERANCE`` per channel of the edge line's colour), up to ``MAX_BAR_FRACTION`` of the side. Integer
+    comparisons only. A frame that is one flat colour is all valid (nothing to protect from anything).
+    """
+    check_rgb_image(rgb, "image")
+    h, w = rgb.shape[:2]
+    top = _bar_depth(lambda i: rgb[i], h)
+    bottom = _bar_depth(lambda i: rgb[h - 1 - i], h)
+    if top + bottom >= h:
+        return 0, 0, w, h
+    inner = rgb[top: h - bottom]
+    left = _bar_depth(lambda i: inner[:, i], w)
+    right = _bar_depth(lambda i: inner[:, w - 1 - i], w)
+    if left + right >= w:
+        return 0, 0, w, h
+    return left, top, w - right, h - bottom
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Sky and horizon
+# ----------------------------------------------------------------------------------------------------------
+def _block_size(height: int, width: int) -> int:
+    return max(4, min(height, width) // 128)
+
+
+def sky_depth(rgb: np.ndarray, valid: tuple[int, int, int, int]) -> tuple[int, ...]:
+    """Per column of the valid region, the number of sky rows from its top (all zeros: no sky found).
+
+    Luma in integer thousandths (299 R + 587 G + 114 B) is cut into b x b blocks (b about 1/128 of the short side).
+    A block is sky-like when its mean absolute difference between horizontal and vertical neighbours is at most
+    ``SKY_TEXTURE_DN`` and its mean is at least the median block mean. A block column's sky is the run of sky-like
+    blocks from the top. The view counts as having sky when at least ``SKY_MIN_COLUMNS`` of the block columns hold
+    two or more sky blocks, the interquartile range of their depths is within ``HORIZON_SPREAD`` of the height, and
+    the sky is brighter on average than the rest. Integer arithmetic throughout.
+    """
+    x0, y0, x1, y1 = valid
+    region = rgb[y0:y1, x0:x1]
+    h, w = region.shape[:2]
+    b = _block_size(h, w)
+    nby, nbx = h // b, w // b
+    if nby < 4 or nbx < 4:
+        return ()
+    crop = region[: nby * b, : nbx * b].astype(np.int32)
+    luma = crop[..., 0] * 299 + crop[..., 1] * 587 + crop[..., 2] * 114  # DN x 1000
+    dx = np.abs(np.diff(luma, axis=1))
+    dy = np.abs(np.diff(luma, axis=0))
+    # Per block: sums of the differences inside it (the last column/row of differences joins the block to its left).
+    tex = np.zeros((nby, nbx), dtype=np.int64)
+    tex += np.pad(dx, ((0, 0), (0, 1))).reshape(nby, b, nbx, b).sum(axis=(1, 3))
+    tex += np.pad(dy, ((0, 1), (0, 0))).reshape(nby, b, nbx, b).sum(axis=(1, 3))
+    means = luma.reshape(nby, b, nbx, b).sum(axis=(1, 3), dtype=np.int64)
+    pairs = 2 * b * b  # about the number of differences per block
+    smooth = tex * 1 <= int(SKY_TEXTURE_DN * 1000) * pairs
+    bright = means >= np.sort(means.ravel())[means.size // 2]
+    sky_like = smooth & bright
+    depth = np.argmin(np.vstack([sky_like, np.zeros((1, nbx), dtype=bool)]), axis=0)  # first non-sky block
+    deep = depth >= 2
+    if deep.sum() * 10 < int(SKY_MIN_COLUMNS * 10) * nbx:
+        return ()
+    q1, q3 = np.sort(depth[deep])[[deep.sum() // 4, (3 * deep.sum()) // 4]]
+    if (q3 - q1) * b > HORIZON_SPREAD * h:
+        return ()
+    sky_blocks = np.arange(nby)[:, None] < depth[None, :]
+    if not sky_blocks.any() or sky_blocks.all():
+        return ()
+    # Brighter than the rest: compare sums scaled by counts (integers, no division).
+    n_sky, n_rest = int(sky_blocks.sum()), int((~sky_blocks).sum())
+    if int(means[sky_blocks].sum()) * n_rest <= int(means[~sky_blocks].sum()) * n_sky:
+        return ()
+    per_column = np.repeat(depth * b, b)
+    per_column = np.concatenate([per_column, np.full(w - per_column.size, per_column[-1])])
+    return tuple(int(v) for v in per_column)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Sidecar
+# ----------------------------------------------------------------------------------------------------------
+def sidecar_path(image_path: str | Path, scene_dir: str | Path | None = None) -> Path:
+    """Where an image's sidecar would be: ``<image stem>.scene.json`` beside it, or in ``scene_dir``."""
+    image_path = Path(image_path)
+    folder = Path(scene_dir) if scene_dir is not None else image_path.parent
+    return folder / f"{image_path.stem}{SIDECAR_SUFFIX}"
+
+
+def check_sidecar(doc: Any, where: str) -> dict[str, Any]:
+    """The sidecar's facts, checked: a JSON object of known keys with finite numbers in range, ``valid`` as four
+    integers, ``water_mask`` as a plain file name; AegisError (one line naming ``where`` and the key) otherwise."""
+    if not isinstance(doc, dict):
+        raise AegisError(f"{where}: a scene sidecar must be a JSON object, got {type(doc).__name__}")
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        if key not in SIDECAR_KEYS:
+            raise AegisError(f"{where}: unknown key {str(key)!r:.60}; a scene sidecar may hold {', '.join(SIDECAR_KEYS)}")
+        if key in SIDECAR_NUMBERS:
+            lo, hi, what = SIDECAR_NUMBERS[key]
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(float(value)) \
+                and lo <= value <= hi
+            if not ok:
+                raise AegisError(f"{where}: {key} must be a number in [{lo:g}, {hi:g}] ({what}), got {value!r:.60}")
+            out[key] = float(value)
+        elif key == "valid":
+            ok = isinstance(value, list) and len(value) == 4 and all(
+                isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 1 << 20 for v in value)
+            if not ok or value[0] >= value[2] or value[1] >= value[3]:
+                raise AegisError(f"{where}: valid must be [x0, y0, x1, y1] with x0 < x1 and y0 < y1 (px), got "
+                                 f"{value!r:.60}")
+            out[key] = [int(v) for v in value]
+        else:  # water_mask
+            if not isinstance(value, str) or not value or Path(value).name != value or value in (".", ".."):
+                raise AegisError(f"{where}: water_mask must be the name of a file beside the sidecar, got {value!r:.60}")
+            out[key] = value
+    return out
+
+
+def read_sidecar(path: str | Path) -> dict[str, Any]:
+    """The checked facts of a sidecar file (JSON, at most 64 KiB); AegisError for anything else."""
+    from aegis_data.files.readers import read_json_object
+
+    path = Path(path)
+    if path.is_file() and path.stat().st_size > MAX_SIDECAR_BYTES:
+        raise AegisError(f"{path}: a scene sidecar is at most {MAX_SIDECAR_BYTES} bytes")
+    doc, _ = read_json_object(path, "scene sidecar", "sidecar_")
+    return check_sidecar(doc, str(path))
+
+
+def water_mask_digest(mask: np.ndarray) -> str:
+    """SHA-256 of a water mask as the scene records it: one byte per pixel, 1 = water, row-major, after 8 bytes of
+    little-endian height and width."""
+    m = np.ascontiguousarray(mask, dtype=bool).view(np.uint8)
+    return hashlib.sha256(np.asarray(m.shape, dtype="<u4").tobytes() + m.tobytes()).hexdigest()
+
+
+def read_water_mask(path: str | Path, height: int, width: int) -> np.ndarray:
+    """A water mask image (any format OpenCV decodes; non-zero = water) of the image's size, as bool (H, W)."""
+    from aegis_data.files.imageio import read_rgb
+
+    rgb = read_rgb(Path(path))
+    if rgb.shape[:2] != (height, width):
+        raise AegisError(f"{path}: water mask is {rgb.shape[1]}x{rgb.shape[0]}, the image {width}x{height}")
+    return rgb.max(axis=2) > 0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The scene
+# ----------------------------------------------------------------------------------------------------------
+def gsd_from_person_px(person_px: float) -> float:
+    """Ground sampling distance (m/px) of a person unit: 1.7 m x sqrt(1/2) / P."""
+    return PERSON_HEIGHT_CM * UPRIGHT_BOX_FACTOR / 100.0 / float(person_px)
+
+
+def focal_from_hfov(width: int, hfov_deg: float) -> float:
+    """Focal length in px of a full frame ``width`` px wide with horizontal field of view ``hfov_deg``."""
+    return _round((width / 2.0) / math.tan(math.radians(hfov_deg) / 2.0), 2)
+
+
+def estimate_scene(rgb: np.ndarray, person_px: float, camera: Mapping[str, Any],
+                   sidecar: Mapping[str, Any] | None = None, water_mask: np.ndarray | None = None) -> Scene:
+    """The scene of one image: estimated from its pixels, the dataset's person unit and the suite's default
+    ``camera`` (``SuiteConfig.camera``), with every fact the ``sidecar`` (checked by :func:`check_sidecar`) gives
+    taking precedence. ``water_mask``: the decoded mask the sidecar names (its digest joins the identity)."""
+    check_rgb_image(rgb, "image")
+    h, w = rgb.shape[:2]
+    given = dict(sidecar or {})
+    person_px = check_person_px(person_px)
+    if "valid" in given:
+        x0, y0, x1, y1 = given["valid"]
+        if x1 > w or y1 > h:
+            raise AegisError(f"scene sidecar: valid {given['valid']} lies outside the {w}x{h} image")
+        valid = (x0, y0, x1, y1)
+    else:
+        valid = valid_region(rgb)
+    vx0, vy0, vx1, vy1 = valid
+    if "gsd_cm" in given:
+        person_px = person_unit_from_gsd(given["gsd_cm"], "scene sidecar gsd_cm")
+    gsd = gsd_from_person_px(person_px)
+    if "focal_px" in given:
+        focal = given["focal_px"]
+    elif "altitude_m" in given and given.get("pitch_deg", 90.0) >= 90.0:
+        focal = _round(given["altitude_m"] / gsd, 2)  # nadir: altitude = gsd x focal length
+    else:
+        focal = focal_from_hfov(w, float(camera["hfov_deg"]))
+    # The view: a sidecar pitch decides; else sky found at the top means oblique.
+    depth: tuple[int, ...] = ()
+    horizon = None
+    if "pitch_deg" in given:
+        view = NADIR if given["pitch_deg"] >= 60.0 else OBLIQUE
+        if view == OBLIQUE:
+            # The horizon lies f tan(pitch) above the principal point (the frame centre; no roll).
+            horizon = _round((h - 1) / 2.0 - focal * math.tan(math.radians(given["pitch_deg"])), 2)
+            depth = sky_depth(rgb, valid) if horizon > vy0 else ()
+    else:
+        depth = sky_depth(rgb, valid)
+        view = OBLIQUE if depth else NADIR
+        if depth:
+            horizon = float(vy0 + sorted(depth)[len(depth) // 2])
+    reference = _round((vy0 + vy1 - 1) / 2.0, 2)
+    if view == OBLIQUE:
+        # The person unit (or the sidecar's gsd) holds midway between the horizon and the bottom of the scene.
+        reference = _round((max(horizon, vy0) + vy1 - 1) / 2.0, 2)
+    return Scene(
+        width=w, height=h, valid=valid, view=view, horizon_row=horizon,
+        person_px=round(person_px, 2), gsd_m=gsd, reference_row=reference, focal_px=focal,
+        speed_mps=float(given.get("speed_mps", camera["platform_speed_mps"])),
+        exposure_ms=float(given.get("exposure_ms", camera["base_exposure_ms"])),
+        iso=float(given.get("iso", camera["base_iso"])),
+        heading_deg=given.get("heading_deg"), sun_elevation_deg=given.get("sun_elevation_deg"),
+        sun_azimuth_deg=given.get("sun_azimuth_deg"), sky_depth=depth,
+        water_mask_sha256=None if water_mask is None else water_mask_digest(water_mask),
+        given={k: v for k, v in given.items()},
+    )
+
+
+def scene_digest(record: Mapping[str, Any]) -> str:
+    """SHA-256 of a scene record's canonical JSON (sorted keys, no whitespace)."""
+    return hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
+                          .encode("utf-8")).hexdigest()
+
+
+def with_given(scene: Scene, **facts: Any) -> Scene:
+    """``scene`` with some facts replaced (tests and tools; a build derives scenes with :func:`estimate_scene`)."""
+    return replace(scene, **facts)
