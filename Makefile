@@ -33,10 +33,13 @@ $(STAMP_ALL): $(BUILD_INPUTS) | $(PY)
 venv: $(PY)
 install: $(STAMP_ALL)
 
+# Both suites: aegis-v2 (the default) against its committed reference, and aegis-v1, bit-identical forever.
 demo: $(STAMP_CORE)
 	$(VENV)/bin/aegis build-splits --out-dir $(DEMO_OUT)
 	$(VENV)/bin/aegis verify $(DEMO_OUT)
-	$(VENV)/bin/aegis verify $(DEMO_OUT) --against manifests/synthetic-c.json
+	$(VENV)/bin/aegis verify $(DEMO_OUT) --against manifests/synthetic-c-v2.json
+	$(VENV)/bin/aegis build-splits --suite aegis-v1 --out-dir $(DEMO_OUT)-v1
+	$(VENV)/bin/aegis verify $(DEMO_OUT)-v1 --against manifests/synthetic-c.json
 
 test: $(STAMP_ALL)
 	$(PY) -m pytest -q

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from .common import check_output_dirs, check_outputs, out, warn
 from .tables import fit
-from .vocabulary import REPORT_FORMATS, HtmlFigures, RankBy, add_command, mode, value
+from .vocabulary import REPORT_FORMATS, AllowMixedSuitesOpt, HtmlFigures, RankBy, add_command, mode, value
 
 
 def report(
@@ -25,6 +25,7 @@ def report(
                                                          "table show (recall, precision, f1, map50, ...).")] = "recall",
     html_figures: Annotated[HtmlFigures, mode(HtmlFigures, "--html-figures", help="Figures embedded in report.html: "
                                               "png (200 DPI) or svg (vector, smaller file).")] = HtmlFigures.png,
+    allow_mixed_suites: AllowMixedSuitesOpt = False,
 ) -> None:
     """Render heatmaps, severity curves, family bars, localization and false-alarm plots (PNG, PDF, SVG) and
     report.md/html, LaTeX tables and report.tex from score JSONs."""
@@ -32,7 +33,7 @@ def report(
 
     check_output_dirs({"--out-dir": out_dir})
     files = build_report(load_results(results), out_dir, formats=formats, metric=metric,
-                         html_figures=value(html_figures))
+                         html_figures=value(html_figures), allow_mixed_suites=allow_mixed_suites)
     for note in files.notes:
         warn(note)
     table = Table(title=f"aegis report → {files.out}")
@@ -95,6 +96,7 @@ def rank(
                                                    "columns.")] = False,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the aegis-rank/1 JSON here.",
                                                      show_default=False)] = None,
+    allow_mixed_suites: AllowMixedSuitesOpt = False,
 ) -> None:
     """Rank models per condition (or GT version), with Kendall's tau to the reference ranking and rank flips."""
     from aegis_data.files.imageio import write_bytes_atomic
@@ -104,7 +106,7 @@ def rank(
 
     check_outputs({"--json": json_out}, results)
     doc = rank_paths(results, metric, by=value(by), condition=condition, reference=reference, bootstrap=bootstrap, seed=seed,
-                     merge_same_label=merge_same_label)
+                     merge_same_label=merge_same_label, allow_mixed_suites=allow_mixed_suites)
     table = Table(title=f"ranking on {doc['metric']} vs {doc['reference']}: Kendall's tau-b (95% CI over resampled "
                         "models) and rank flips")
     for col in ("column", "models", "Kendall τ", "flips", "order (best first)"):

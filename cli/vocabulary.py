@@ -129,6 +129,9 @@ ScaleOpt = Annotated[Optional[ScaleMode], mode(
     "each frame's long side; object = per person (the median test person box, or --person-px / --gsd), the same "
     "for full frames and crops. Default: the suite's scale (object for aegis-v2, which needs it; frame for "
     "aegis-v1).", rich_help_panel=_SCALE)]
+AllowMixedSuitesOpt = Annotated[bool, typer.Option(
+    "--allow-mixed-suites", help="Compare scores made on different corruption suites (aegis-v1, aegis-v2) "
+    "anyway; by default that is refused, as one condition id names a different corruption in each.")]
 SuiteOpt = Annotated[Optional[str], typer.Option(
     "--suite", metavar="NAME|PATH", help="Corruption suite: aegis-v2 (the default: physical units through a scene "
     "and camera model per image), aegis-v1 (the first suite, frozen), or the path of a suite config file.",

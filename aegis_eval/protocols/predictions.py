@@ -302,6 +302,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         "manifest": str(path),
         "manifest_sha256": sha,
         "config_hash": obj.get("config_hash"),
+        "suite": obj.get("suite") if isinstance(obj.get("suite"), str) else None,
         "manifest_root_hash": obj.get("root_hash"),
         "dataset": dataset,
         # The length unit of an object-scale build (aegis_data.engine.scale); frame-scale builds have none.

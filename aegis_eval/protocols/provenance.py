@@ -10,10 +10,10 @@ import os
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from aegis_data import __version__
-from aegis_data.engine.config import REPO_ROOT, load_config
+from aegis_data.engine.config import REPO_ROOT, installed_suites, load_config
 from aegis_data.errors import AegisError
 
 
@@ -58,6 +58,40 @@ def utc_timestamp() -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def suite_of_config_hash(config_hash: Any) -> str | None:
+    """The name of the shipped suite whose config hash this is (current or pre-0.3 form), else None."""
+    for suite in installed_suites():
+        if config_hash in (suite.config_hash, suite.bytes_hash):
+            return suite.suite
+    return None
+
+
+def score_suite(doc: Mapping[str, Any]) -> str:
+    """The suite a score document was made with: its provenance's ``suite``; a document from before suites
+    were recorded names a shipped suite by its config hash, else it is taken as aegis-v1 (the only suite then)."""
+    prov = doc.get("provenance") if isinstance(doc.get("provenance"), Mapping) else {}
+    named = prov.get("suite")
+    if isinstance(named, str) and named:
+        return named
+    return suite_of_config_hash(prov.get("config_hash")) or "aegis-v1"
+
+
+def check_one_suite(docs: Sequence[Mapping[str, Any]], names: Sequence[str], allow_mixed: bool = False) -> str | None:
+    """The one suite all ``docs`` (named ``names`` in messages) were scored on; AegisError ``[mixed_suites]`` when
+    they differ and ``allow_mixed`` is False (a condition id means a different corruption in another suite), None
+    when they differ and mixing is allowed."""
+    suites = [score_suite(d) for d in docs]
+    if len(set(suites)) <= 1:
+        return suites[0] if suites else None
+    if allow_mixed:
+        return None
+    first = suites[0]
+    other = next(i for i, s in enumerate(suites) if s != first)
+    raise AegisError(f"[mixed_suites] {names[0]} was scored on suite {first} but {names[other]} on {suites[other]}: "
+                     f"the same condition id names a different corruption in each; compare scores of one suite, or "
+                     f"pass --allow-mixed-suites to compare them anyway")
+
+
 def build_provenance(*, gt_source: Mapping[str, Any], predictions: Mapping[str, Mapping[str, Any]],
                      threshold_sha256: str | None, seed: int, bootstrap: int, iou: float,
                      cluster_by: str | None = None, class_map: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -74,6 +108,7 @@ def build_provenance(*, gt_source: Mapping[str, Any], predictions: Mapping[str, 
         "toolkit_version": __version__,
         "git_sha": sha,
         "git_dirty": dirty,
+        "suite": gt_source.get("suite") or suite_of_config_hash(config_hash),
         "config_hash": config_hash,
         "manifest_root_hash": gt_source.get("manifest_root_hash"),
         "gt_file": gt_source.get("path"),

@@ -30,6 +30,7 @@ from aegis_eval.metrics.bootstrap import BootstrapOptions, percentile_interval, 
 from aegis_eval.metrics.result_keys import AP_METRICS, LOWER_IS_BETTER, THRESHOLD_METRICS
 from aegis_eval.metrics.robustness import defined
 from aegis_eval.protocols.predictions import read_json_file
+from aegis_eval.protocols.provenance import check_one_suite
 from aegis_eval.protocols.score_doc import validate_result
 
 RANK_SCHEMA = "aegis-rank/1"
@@ -101,14 +102,17 @@ def _columns(result: Mapping[str, Any], metric: str, by: str, condition: str) ->
 
 def rank_models(results: Sequence[Mapping[str, Any]], metric: str = "map50", *, by: str = "condition",
                 condition: str = "clean", reference: str | None = None,
-                bootstrap: BootstrapOptions | None = None, labels: Sequence[str] | None = None) -> dict[str, Any]:
+                bootstrap: BootstrapOptions | None = None, labels: Sequence[str] | None = None,
+                allow_mixed_suites: bool = False) -> dict[str, Any]:
     """The ``aegis-rank/1`` document (docs/SCORE_JSON.md) for score results of two or more models.
 
     by: "condition" (columns are conditions, reference ``clean``) or "version" (columns are the GT versions of
     ``condition`` in cross-version scores, reference the first version). ``reference`` overrides the column.
+    Results scored on different suites (aegis-v1, aegis-v2) are refused unless ``allow_mixed_suites``.
     """
     if len(results) < 2:
         raise AegisError(f"[rank_too_few] ranking needs score files of at least two models; got {len(results)}")
+    check_one_suite(results, list(labels) if labels is not None else model_labels(results), allow_mixed_suites)
     if metric not in RANKABLE_METRICS:
         raise AegisError(f"[rank_metric] cannot rank on {metric!r}; expected one of {', '.join(RANKABLE_METRICS)}")
     if by not in RANK_AXES:
@@ -202,11 +206,12 @@ def merge_by_label(results: Sequence[Mapping[str, Any]], files: Sequence[str]) -
 
 def rank_paths(paths: Sequence[str | Path], metric: str = "map50", *, by: str = "condition",
                condition: str = "clean", reference: str | None = None, bootstrap: int = 1000,
-               seed: int = 0, merge_same_label: bool = False) -> dict[str, Any]:
+               seed: int = 0, merge_same_label: bool = False, allow_mixed_suites: bool = False) -> dict[str, Any]:
     """:func:`rank_models` of score JSON files, with the files recorded. ``merge_same_label``: files with one
     label are one model (:func:`merge_by_label`); otherwise repeated labels get ``#k``."""
     results = load_score_results(paths)
     files = [str(p) for p in paths]
+    check_one_suite(results, files, allow_mixed_suites)  # before merging: a label's files may mix suites too
     if merge_same_label:
         results, sources = merge_by_label(results, files)
         labels = [r["label"] for r in results]
@@ -214,6 +219,7 @@ def rank_paths(paths: Sequence[str | Path], metric: str = "map50", *, by: str = 
         labels = model_labels(results, files)
         sources = {name: [f] for name, f in zip(labels, files)}
     doc = rank_models(results, metric, by=by, condition=condition, reference=reference,
-                      bootstrap=BootstrapOptions(n_bootstrap=bootstrap, seed=seed), labels=labels)
+                      bootstrap=BootstrapOptions(n_bootstrap=bootstrap, seed=seed), labels=labels,
+                      allow_mixed_suites=allow_mixed_suites)
     doc["files"] = sources
     return doc

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from aegis_data.engine.config import SuiteConfig
+from aegis_data.engine.config import SUITE_NAMES, SuiteConfig, load_config
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import write_bytes_atomic
+from aegis_eval.protocols.provenance import check_one_suite
 from aegis_eval.report.latex import (LatexFigure, label_key, latex_document, latex_grid, latex_grid_file,
                                      latex_table, table_label)
 from aegis_eval.report.render import (HTML_FIGURES, TITLE, FigureRef, html_report, markdown_report, named_tables,
@@ -172,7 +173,8 @@ def _latex_files(groups: Sequence[DatasetGroup], slugs: Sequence[str], metric: s
 
 
 def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Iterable[str] = FORMATS,
-                 metric: str = "recall", config: SuiteConfig | None = None, html_figures: str = "png") -> ReportFiles:
+                 metric: str = "recall", config: SuiteConfig | None = None, html_figures: str = "png",
+                 allow_mixed_suites: bool = False) -> ReportFiles:
     """Write the report for validated score results (see ``load_results``) into ``out``.
 
     Results are grouped by ``dataset`` (null -> "unknown"), models by ``label``. Figures go to
@@ -182,6 +184,8 @@ def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Ite
     full grid; default the installed one); each condition's family is the one the scorer recorded.
     html_figures: what report.html embeds, ``png`` (200 DPI) or ``svg`` (vector; several times smaller, since
     the toolkit's PNG writer compresses without back-references).
+    Results scored on different suites (aegis-v1, aegis-v2) are refused unless ``allow_mixed_suites``; the suite
+    of one-suite results gives the default ``config``.
     """
     metric = check_metric(metric)
     if html_figures not in HTML_FIGURES:
@@ -191,6 +195,9 @@ def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Ite
         raise AegisError("no score results given (expected one or more `aegis score --json` outputs)")
     for i, r in enumerate(results):
         validate_result(r, str(r.get(SOURCE_KEY) or f"results[{i}]") if isinstance(r, Mapping) else f"results[{i}]")
+    suite = check_one_suite(results, [str(r.get(SOURCE_KEY) or r.get("label")) for r in results], allow_mixed_suites)
+    if config is None and suite in SUITE_NAMES:
+        config = load_config(suite)
     groups = group_by_dataset(results, config)
     out = Path(out)
     if out.exists() and not out.is_dir():

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from aegis_data.engine.config import condition_id
 from aegis_eval.metrics.result_keys import LOWER_IS_BETTER
+from aegis_eval.protocols.provenance import score_suite
 from aegis_eval.report.results import (
     DatasetGroup,
     Run,
@@ -468,6 +469,8 @@ def provenance_table(groups: Sequence[DatasetGroup]) -> Table:
     rows = []
     for name, keys, short in _PROVENANCE_FIELDS:
         rows.append((name,) + tuple(_text(_get(r.result.get("provenance"), *keys), short) for _, r in runs))
+        if keys == ("git_dirty",):  # the suite first among the benchmark's identity rows
+            rows.append(("corruption suite",) + tuple(_text(score_suite(r.result)) for _, r in runs))
     rows.append(("corruption scale",) + tuple(_scale_text(r.result.get("provenance") or {}) for _, r in runs))
     rows.append(("prediction files",) + tuple(
         _text(len(p)) if isinstance(p := _get(r.result.get("provenance"), "predictions"), dict) else ""
