@@ -675,7 +675,8 @@ def _shear_box(image: np.ndarray, length: int, slope: float, band: int = 256) ->
     """Mean along a near-vertical line (|slope| = |dx/dy| <= 1) of ``length`` pixels through each pixel.
 
     Rows are sheared sideways by ``round(y * slope)`` (contiguous copies), summed down columns with OpenCV's
-    integer box filter (8-bit in, 16-bit sums: exact) and unsheared, so each output sums one pixel per row of
+    integer box filter (8-bit in; 16-bit sums up to 257 px, 32-bit beyond: exact) and unsheared, so each output
+    sums one pixel per row of
     the digital line. That line's rounding phase ``phi = y slope - round(y slope)`` would shift row y's result
     by ~phi (a +-0.5 px sawtooth, seen as seams every 1/slope rows), so the unshear reads the sums at
     ``x - phi`` with 2-tap interpolation (weights in 1/64), and the total is divided by ``64 length`` with
@@ -692,6 +693,10 @@ def _shear_box(image: np.ndarray, length: int, slope: float, band: int = 256) ->
     w_left = np.floor(np.maximum(phase, 0.0) * 64.0 + 0.5).astype(np.uint32)  # weight of column x - 1
     w_right = np.floor(np.maximum(-phase, 0.0) * 64.0 + 0.5).astype(np.uint32)  # weight of column x + 1
     w_mid = 64 - w_left - w_right
+    # A column sum reaches 255 * length: 16 bits hold it up to 257 px (every shipped blur, so their bytes stay
+    # as they were); beyond that OpenCV's 16-bit sums saturate (a constant 250 frame came out 197 at 333 px), so
+    # longer lines sum in 32 bits. The unshear's 64 * 255 * length + 32 * length fits uint32 for length <= 65535.
+    wide_sums = length * 255 > 0xFFFF
     out = np.empty((h, w, 3), dtype=np.uint8)
     c = K.CKERNELS
     for r0 in range(0, h, band):
@@ -707,12 +712,15 @@ def _shear_box(image: np.ndarray, length: int, slope: float, band: int = 256) ->
             for y0, y1 in _runs(e):
                 left = span - int(e[y0])
                 sheared[y0:y1, left: left + wp] = padded[r0 + y0: r0 + y1]
-        sums = cv2.boxFilter(sheared, cv2.CV_16U, (1, length), normalize=False, borderType=cv2.BORDER_CONSTANT)
+        sums = cv2.boxFilter(sheared, cv2.CV_32S if wide_sums else cv2.CV_16U, (1, length), normalize=False,
+                             borderType=cv2.BORDER_CONSTANT)
+        if wide_sums:
+            sums = sums.view(np.uint32)  # non-negative: the same bits, and uint32 products below stay unsigned
         # Unsheared sums for output row y sit at sums[y + r, x + pad_x + span - e[y + r]].
         start = pad_x + span - e[r: r + (r1 - r0)]
         if c is not None:  # the same integer operations per element
             c.unshear(out, h, w, np.ascontiguousarray(sums), sums.shape[0], sums.shape[1], r0, r1, r,
-                      np.ascontiguousarray(start), w_mid, w_left, w_right, length)
+                      np.ascontiguousarray(start), w_mid, w_left, w_right, length, sums.dtype.itemsize)
             continue
         for y0, y1 in _runs(start):
             s0 = int(start[y0])
