@@ -591,11 +591,16 @@ static PyObject *low_light(PyObject *self, PyObject *args) {
  * ------------------------------------------------------------------------------------------------------- */
 
 /* OpenCV's borderInterpolate for BORDER_REFLECT (fedcba|abcdefgh|hgfedcb), repeated for reaches beyond the
- * size, so results match cv2.sepFilter2D's border handling for any kernel radius. */
+ * size, so results match cv2.sepFilter2D's border handling for any kernel radius. Repeated mirroring is periodic
+ * with period 2 len (mirror at -1/2, then at len - 1/2), so the index is found in constant time: a block sum
+ * whose blocks are far larger than the frame would otherwise mirror step by step for every pixel it reads. */
 static Py_ssize_t reflect_index(Py_ssize_t p, Py_ssize_t len) {
     if (len == 1) return 0;
-    while (p < 0 || p >= len) p = p < 0 ? -p - 1 : len - 1 - (p - len);
-    return p;
+    if (p >= 0 && p < len) return p;
+    const Py_ssize_t period = 2 * len;
+    Py_ssize_t q = p % period;
+    if (q < 0) q += period;
+    return q < len ? q : period - 1 - q;
 }
 
 VECTORISED
@@ -734,16 +739,18 @@ static PyObject *block_sum(PyObject *self, PyObject *args) {
     PyObject *o_out, *o_mask;
     Py_ssize_t h, w, f;
     if (!PyArg_ParseTuple(args, "OOnnn", &o_out, &o_mask, &h, &w, &f)) return NULL;
-    /* Mirroring repeats for f above a side, but a factor far beyond the frame is no block geometry: the bound
-     * keeps the work (about (h + f)(w + f)) and the column buffer (wb * f) a multiple of the frame, never a
-     * wrapped-around size. */
-    const Py_ssize_t limit = mul(h > w ? h : w, 16);
-    if (h < 1 || w < 1 || f < 1 || limit < 0 || f > limit) {
-        PyErr_SetString(PyExc_ValueError, "block_sum: bad arguments (sizes must be positive, the factor at most 16 "
-                                          "times the frame's long side)");
+    /* Mirroring repeats for f above a side (a blur far wider than a small frame, as object scale gives at a large
+     * person unit). The work is the padded area (hb f)(wb f) and the column buffer wb f; the engine's render
+     * budget (aegis_data/engine/budget.py) bounds both before any call, and here they must merely not overflow. */
+    if (h < 1 || w < 1 || f < 1 || h > PY_SSIZE_T_MAX - f || w > PY_SSIZE_T_MAX - f) {
+        PyErr_SetString(PyExc_ValueError, "block_sum: bad arguments (sizes and factor must be positive)");
         return NULL;
     }
     const Py_ssize_t hb = (h + f - 1) / f, wb = (w + f - 1) / f;
+    if (mul(mul(hb, f), mul(wb, f)) < 0) {
+        PyErr_SetString(PyExc_ValueError, "block_sum: the padded area overflows");
+        return NULL;
+    }
     Buffers b = {.n = 0, .failed = 0};
     int64_t *out = get(&b, o_out, mul(mul(hb, wb), 8), 1, "out");
     const uint8_t *mask = get(&b, o_mask, mul(h, w), 0, "mask");

@@ -107,3 +107,48 @@ def test_a_long_motion_blur_keeps_a_constant_frame_constant():
     wide = np.full((8, 12000, 3), 250, np.uint8)
     for out in _on_each_backend(lambda: apply_corruption(wide, "motion_blur", 3, "a")):
         assert np.unique(out).tolist() == [250]
+
+
+# ==========================================================================================================
+# Item 11 (engine part): the largest person unit on a tiny frame, and the documented gsd bounds
+# ==========================================================================================================
+def test_aegis_corrupt_runs_on_a_32px_image_at_the_largest_person_unit(tmp_path):
+    """At P = 2000 the shipped inundation s3 feathers its shore over 2000 px, a block sum of 666 px blocks on a
+    32x32 image: the compiled block sum refused factors above 16x the frame (a ValueError traceback)."""
+    src = tmp_path / "tiny.png"
+    cv2.imwrite(str(src), np.random.default_rng(1).integers(0, 256, (32, 32, 3), dtype=np.uint8))
+    for name in ("inundation", "water_glare"):
+        r = runner.invoke(app, ["corrupt", str(src), "-c", name, "-s", "3", "-o", str(tmp_path / f"{name}.png"),
+                                "--scale", "object", "--person-px", "2000"])
+        assert r.exit_code == 0, r.output
+        assert cv2.imread(str(tmp_path / f"{name}.png")).shape == (32, 32, 3)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (32, 32), (3, 90)])
+def test_every_shipped_corruption_renders_tiny_frames_at_both_ends_of_the_person_unit(shape):
+    img = np.random.default_rng(shape[1]).integers(0, 256, (*shape, 3), dtype=np.uint8)
+    for person_px in (4.0, 2000.0):
+        for name in CORRUPTIONS:
+            for sev in (1, 3):
+                outs = _on_each_backend(lambda: apply_corruption(img, name, sev, "t", scale=Scale("object", person_px)))
+                assert all(o.shape == img.shape and np.array_equal(o, outs[0]) for o in outs), (name, sev, person_px)
+
+
+def test_block_sums_far_beyond_the_frame_match_on_both_backends():
+    mask = np.random.default_rng(3).random((32, 29)) < 0.4
+    for factor in (512, 700, 2001):  # past the compiled loop's old limit of 16x the long side (512)
+        a = _on_each_backend(lambda: K.block_sum(mask, factor))
+        assert all(x.dtype == np.int64 and np.array_equal(x, a[0]) for x in a)
+        # One block covering the mirrored tiling of the frame: every pixel counted by its multiplicity.
+        assert a[0].shape == (1, 1)
+
+
+def test_the_documented_gsd_bounds_are_the_codes_and_inclusive():
+    text = (REPO / "docs" / "CORRUPTIONS.md").read_text()
+    lo, hi = (float(v) for v in re.search(r"The gsd must give a unit of 4 to 2000 px: ([\d.]+) to ([\d.]+) cm/px",
+                                          text).groups())
+    for gsd, unit in ((lo, 2000.0), (hi, 4.0)):
+        assert resolve_scale("object", gsd_cm_per_px=gsd).person_px == unit
+    for bad in (lo - 1e-6, hi + 1e-6):
+        with pytest.raises(AegisError, match=rf"^--gsd must lie in \[{lo}, {hi}\] cm per px"):
+            resolve_scale("object", gsd_cm_per_px=bad)
