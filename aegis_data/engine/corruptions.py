@@ -21,7 +21,9 @@ from typing import Callable, Mapping, NamedTuple, Union
 import cv2
 import numpy as np
 
+from aegis_data.engine import budget as B
 from aegis_data.engine import kernels as K
+from aegis_data.engine.budget import RenderCost
 from aegis_data.engine.config import SuiteConfig, check_severity, load_config
 from aegis_data.engine.scale import Scale, density_factor, pixel_length, texture_cells
 from aegis_data.engine.seeding import NORMAL_FRAC_BITS, KeyedRandom, keyed_random, normal_table
@@ -360,6 +362,12 @@ def ripple(image: np.ndarray, dx: np.ndarray, dy: np.ndarray) -> np.ndarray:
     # The x offset is constant along a row and the y offset along a column, so each map is a broadcast sum.
     shift_x, frac_x = qx >> 5, (qx & 31).astype(np.uint16)
     shift_y, frac_y = qy >> 5, ((qy & 31) << 5).astype(np.uint16)
+    # Source coordinates are int16: one beyond 32767 would wrap to a negative column and read the clamped edge.
+    lo_x, hi_x = (int(shift_x.min()), int(shift_x.max())) if h else (0, 0)
+    lo_y, hi_y = (int(shift_y.min()), int(shift_y.max())) if w else (0, 0)
+    if w - 1 + hi_x > 32767 or h - 1 + hi_y > 32767 or min(lo_x, lo_y) < -32768:
+        raise AegisError(f"inundation: a ripple of up to {max(hi_x, hi_y, -lo_x, -lo_y)} px on a {w}x{h} frame "
+                         f"reaches beyond the 16-bit coordinates of OpenCV's remap (32767 px)")
     # The int16 pair (x, y) = (c + shift_x[r], r + shift_y[c]) read as one little-endian int32 is
     # y * 65536 + x for x >= 0, the sum of a per-column and a per-row int32: one contiguous add per strip.
     # Columns where x can be negative (the first few; the borrow would reach y) are rewritten directly.
@@ -585,6 +593,28 @@ def rasterize_streaks(h: int, w: int, draw: RainDraw, blur_ksize: int, blur_sigm
         K.CKERNELS.streaks(layer, h, w, n, np.ascontiguousarray(first), np.ascontiguousarray(counts),
                            np.ascontiguousarray(steep).view(np.uint8), *f64)
         return K.convolve_exact_scaled(layer.reshape(h, w), k, scale, cap_one=True)
+    # Walked in chunks of whole streaks, so the per-step arrays stay bounded (docs/CORRUPTIONS.md, "Render
+    # budget"); the weights are integers, so the chunks' sums add up exactly to the one-pass layer.
+    layer = np.zeros(h * w, dtype=np.float64)
+    ends = np.cumsum(counts)
+    chunk, s0 = B.streak_chunk_steps(h, w), 0
+    while s0 < n:
+        s1 = max(s0 + 1, int(np.searchsorted(ends, ends[s0] - counts[s0] + chunk, side="right")))
+        at = slice(s0, s1)
+        idx, wq = _streak_steps(w, h, counts[at], first[at], major_c[at], minor_c[at], slope[at], lo[at], hi[at],
+                                steep[at], draw.intensity[at])
+        if idx.size:
+            base = int(idx.min())
+            part = np.bincount(idx - base, weights=wq, minlength=int(idx.max()) - base + 1)
+            layer[base: base + part.size] += part
+        s0 = s1
+    return K.convolve_exact_scaled(layer.reshape(h, w), k, scale, cap_one=True)
+
+
+def _streak_steps(w: int, h: int, counts, first, major_c, minor_c, slope, lo, hi, steep, intensity):
+    """(flat pixel index, integer weight in 1/4096) of both pixels of every step of the given streaks, inside the
+    frame: the NumPy twin of the compiled ``streaks`` loop."""
+    n = counts.size
     sid = np.repeat(np.arange(n), counts)
     step = np.arange(sid.size) - np.repeat(np.cumsum(counts) - counts, counts)
     m = first[sid] + step
@@ -593,7 +623,7 @@ def rasterize_streaks(h: int, w: int, draw: RainDraw, blur_ksize: int, blur_sigm
     minor = minor_c[sid] + (mf - major_c[sid]) * slope[sid]
     base = np.floor(minor)
     frac = minor - base
-    weight = coverage * draw.intensity[sid]
+    weight = coverage * intensity[sid]
     minor0 = base.astype(np.int64)
     is_steep = steep[sid]
     # Both pixels of every step in one exact accumulation (integer weights in 1/4096 units).
@@ -604,8 +634,7 @@ def rasterize_streaks(h: int, w: int, draw: RainDraw, blur_ksize: int, blur_sigm
     px_y = np.where(steep2, major_px, minor_px)
     wq = np.floor(np.concatenate([weight * (1.0 - frac), weight * frac]) * 4096.0 + 0.5)
     ok = (px_x >= 0) & (px_x < w) & (px_y >= 0) & (px_y < h)
-    layer = np.bincount(px_y[ok] * w + px_x[ok], weights=wq[ok], minlength=h * w)
-    return K.convolve_exact_scaled(layer.reshape(h, w), k, scale, cap_one=True)
+    return px_y[ok] * w + px_x[ok], wq[ok]
 
 
 def rain_streaks(image: np.ndarray, params: RainStreaksParams, draw: RainDraw) -> np.ndarray:
@@ -754,6 +783,40 @@ def motion_blur(image: np.ndarray, params: MotionBlurParams, draw: MotionDraw) -
 def _draw_motion_blur(params: MotionBlurParams, h: int, w: int, rng: KeyedRandom) -> MotionDraw:
     lo, hi = params.angle_range_deg
     return MotionDraw(float(lo + (hi - lo) * rng.child("angle").uniform(1)[0]))
+
+
+def render_cost(params, height: int, width: int) -> RenderCost:
+    """What rendering with the parameter record ``params`` (after scaling) on a ``height x width`` frame needs:
+    effective lengths, streak pixels, filter work and peak memory, from those alone (``aegis_data.engine.budget``;
+    docs/CORRUPTIONS.md, "Render budget"). Corruptions whose work only follows the frame cost the frame's share."""
+    h, w = int(height), int(width)
+    return B.frame_cost(h, w) + _length_cost(params, h, w)
+
+
+def _length_cost(params, h: int, w: int) -> RenderCost:
+    """The part of :func:`render_cost` that grows with a length, a streak count or a noise grid."""
+    if isinstance(params, WaterGlareParams):
+        return (B.noise_cost(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base))
+                + B.mask_blur_cost(h, w, _px(params.bloom_sigma_px, h, w, params.scale_side), "glare bloom kernel"))
+    if isinstance(params, InundationParams):
+        side = params.scale_side
+        ripple_px = _px(params.ripple_amplitude_px, h, w, side)
+        return (B.noise_cost(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base))
+                + B.noise_cost(h, w, _sparkle_spec(params, h, w))
+                + B.mask_blur_cost(h, w, _px(params.feather_sigma_px, h, w, side), "shoreline feather kernel")
+                + RenderCost((("ripple displacement", ripple_px),)))
+    if isinstance(params, HazeParams):
+        cost = B.noise_cost(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base))
+        if isinstance(params, DustHazeParams):
+            cost = cost + B.noise_cost(h, w, _grain_spec(params, h, w))
+        return cost
+    if isinstance(params, RainStreaksParams):
+        longest = _px(params.length_px, h, w, params.scale_side) * float(params.length_jitter[1])
+        return (B.veil_blur_cost(h, w, _px(params.veil_sigma_px, h, w, params.scale_side))
+                + B.streak_cost(h, w, rain_streak_count(params, h, w), longest))
+    if isinstance(params, MotionBlurParams):
+        return B.line_blur_cost(h, w, motion_kernel_length(params, h, w))
+    return RenderCost()  # turbidity_cast, low_light: frame-sized work only
 
 
 _LIN_FRAC_BITS = 24
@@ -963,5 +1026,9 @@ def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedR
     if not isinstance(rng, KeyedRandom):
         raise AegisError(f"rng must be a KeyedRandom stream, got {type(rng).__name__}")
     h, w = image.shape[:2]
+    # Priced before anything is drawn or allocated: a valid config under a large or small person unit can ask for
+    # a blur, streak field or buffer no machine holds (docs/CORRUPTIONS.md, "Render budget").
+    unit = f" at person unit {scale.person_px:g} px" if scale is not None and scale.is_object else ""
+    B.check_render_budget(render_cost(params, h, w), h, w, f"{name} s{int(severity)}{unit} on a {w}x{h} frame")
     draw = draw_params(name, params, h, w, rng)
     return _BY_NAME[name].kernel(np.ascontiguousarray(image), params, draw)
