@@ -102,7 +102,8 @@ def test_a_long_motion_blur_keeps_a_constant_frame_constant():
     218 on a 12,000-px frame at frame scale (301 px)."""
     flat = np.full((96, 128, 3), 250, np.uint8)
     for person_px in (200.0, 2000.0):
-        for out in _on_each_backend(lambda: apply_corruption(flat, "motion_blur", 3, "a", scale=Scale("object", person_px))):
+        scale = Scale("object", person_px)
+        for out in _on_each_backend(lambda: apply_corruption(flat, "motion_blur", 3, "a", scale=scale)):
             assert np.unique(out).tolist() == [250], person_px
     wide = np.full((8, 12000, 3), 250, np.uint8)
     for out in _on_each_backend(lambda: apply_corruption(wide, "motion_blur", 3, "a")):
@@ -306,3 +307,16 @@ def test_a_ripple_reaching_past_16_bit_coordinates_is_refused_not_wrapped():
         C.ripple(img, np.array([1600.0, 1600.0]), np.zeros(32000))
     out = C.ripple(img, np.array([700.0, -700.0]), np.zeros(32000))  # within 32767: as before
     assert out[0, -1].tolist() == [200] * 3 and out[1, 0].tolist() == [0] * 3
+
+
+def test_aegis_corrupt_prints_the_budget_refusal_as_one_line(tmp_path):
+    """The shipped rain s3 at the largest unit on a 640x640 image: a 961-px veil kernel, beyond the work bound."""
+    src = tmp_path / "f.png"
+    cv2.imwrite(str(src), np.zeros((640, 640, 3), np.uint8))
+    t0 = time.perf_counter()
+    r = runner.invoke(app, ["corrupt", str(src), "-c", "rain_streaks", "-s", "3", "-o", str(tmp_path / "o.png"),
+                            "--scale", "object", "--person-px", "2000"])
+    assert time.perf_counter() - t0 < 5.0
+    assert_one_line_error(r, "rain_streaks s3 at person unit 2000 px on a 640x640 frame exceeds the render budget",
+                          "filter steps")
+    assert not (tmp_path / "o.png").exists()
