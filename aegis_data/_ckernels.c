@@ -591,11 +591,16 @@ static PyObject *low_light(PyObject *self, PyObject *args) {
  * ------------------------------------------------------------------------------------------------------- */
 
 /* OpenCV's borderInterpolate for BORDER_REFLECT (fedcba|abcdefgh|hgfedcb), repeated for reaches beyond the
- * size, so results match cv2.sepFilter2D's border handling for any kernel radius. */
+ * size, so results match cv2.sepFilter2D's border handling for any kernel radius. Repeated mirroring is periodic
+ * with period 2 len (mirror at -1/2, then at len - 1/2), so the index is found in constant time: a block sum
+ * whose blocks are far larger than the frame would otherwise mirror step by step for every pixel it reads. */
 static Py_ssize_t reflect_index(Py_ssize_t p, Py_ssize_t len) {
     if (len == 1) return 0;
-    while (p < 0 || p >= len) p = p < 0 ? -p - 1 : len - 1 - (p - len);
-    return p;
+    if (p >= 0 && p < len) return p;
+    const Py_ssize_t period = 2 * len;
+    Py_ssize_t q = p % period;
+    if (q < 0) q += period;
+    return q < len ? q : period - 1 - q;
 }
 
 VECTORISED
@@ -734,16 +739,18 @@ static PyObject *block_sum(PyObject *self, PyObject *args) {
     PyObject *o_out, *o_mask;
     Py_ssize_t h, w, f;
     if (!PyArg_ParseTuple(args, "OOnnn", &o_out, &o_mask, &h, &w, &f)) return NULL;
-    /* Mirroring repeats for f above a side, but a factor far beyond the frame is no block geometry: the bound
-     * keeps the work (about (h + f)(w + f)) and the column buffer (wb * f) a multiple of the frame, never a
-     * wrapped-around size. */
-    const Py_ssize_t limit = mul(h > w ? h : w, 16);
-    if (h < 1 || w < 1 || f < 1 || limit < 0 || f > limit) {
-        PyErr_SetString(PyExc_ValueError, "block_sum: bad arguments (sizes must be positive, the factor at most 16 "
-                                          "times the frame's long side)");
+    /* Mirroring repeats for f above a side (a blur far wider than a small frame, as object scale gives at a large
+     * person unit). The work is the padded area (hb f)(wb f) and the column buffer wb f; the engine's render
+     * budget (aegis_data/engine/budget.py) bounds both before any call, and here they must merely not overflow. */
+    if (h < 1 || w < 1 || f < 1 || h > PY_SSIZE_T_MAX - f || w > PY_SSIZE_T_MAX - f) {
+        PyErr_SetString(PyExc_ValueError, "block_sum: bad arguments (sizes and factor must be positive)");
         return NULL;
     }
     const Py_ssize_t hb = (h + f - 1) / f, wb = (w + f - 1) / f;
+    if (mul(mul(hb, f), mul(wb, f)) < 0) {
+        PyErr_SetString(PyExc_ValueError, "block_sum: the padded area overflows");
+        return NULL;
+    }
     Buffers b = {.n = 0, .failed = 0};
     int64_t *out = get(&b, o_out, mul(mul(hb, wb), 8), 1, "out");
     const uint8_t *mask = get(&b, o_mask, mul(h, w), 0, "mask");
@@ -816,23 +823,39 @@ static void unshear_run(uint8_t *restrict o, const uint16_t *mid, const uint16_t
     }
 }
 
+/* The same for 32-bit box sums (lines longer than 257 px, whose sums of up to 255 per pixel pass 65535). */
+VECTORISED
+static void unshear32_run(uint8_t *restrict o, const uint32_t *mid, const uint32_t *lft, const uint32_t *rgt,
+                          uint32_t wm, uint32_t wl, uint32_t wr, uint32_t bias, uint32_t div, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) {
+        uint32_t acc = mid[i] * wm;
+        acc += lft[i] * wl;
+        acc += rgt[i] * wr;
+        acc += bias;
+        o[i] = (uint8_t)(acc / div);
+    }
+}
+
 /* unshear(out u8 (h, w, 3), h, w, sums u16 (n, wide, 3), n, wide, r0, r1, r, start i64 (r1 - r0),
- *         w_mid, w_left, w_right u32 (h), length): output row y = r0 + i reads the box sums of sheared row i + r
- * at columns start[i] + x (weight w_mid), one to the left (w_left) and one to the right (w_right), adds 32 L and
- * divides by 64 L (integer floor). */
+ *         w_mid, w_left, w_right u32 (h), length[, sum_bytes]): output row y = r0 + i reads the box sums of
+ * sheared row i + r at columns start[i] + x (weight w_mid), one to the left (w_left) and one to the right
+ * (w_right), adds 32 L and divides by 64 L (integer floor). sum_bytes: 2 (uint16 sums, the default) or 4 (uint32
+ * sums). A sum is at most 255 L and the weights add to 64, so 64 * 255 L + 32 L stays below 2**32 for L <= 65535:
+ * no uint32 step wraps. */
 static PyObject *unshear(PyObject *self, PyObject *args) {
     PyObject *o_out, *o_sums, *o_start, *o_wm, *o_wl, *o_wr;
-    Py_ssize_t h, w, n, wide, r0, r1, r, length;
-    if (!PyArg_ParseTuple(args, "OnnOnnnnnOOOOn", &o_out, &h, &w, &o_sums, &n, &wide, &r0, &r1, &r, &o_start, &o_wm,
-                          &o_wl, &o_wr, &length))
+    Py_ssize_t h, w, n, wide, r0, r1, r, length, sum_bytes = 2;
+    if (!PyArg_ParseTuple(args, "OnnOnnnnnOOOOn|n", &o_out, &h, &w, &o_sums, &n, &wide, &r0, &r1, &r, &o_start, &o_wm,
+                          &o_wl, &o_wr, &length, &sum_bytes))
         return NULL;
-    if (r0 < 0 || r1 > h || r1 < r0 || r1 - r0 + 2 * r > n || length < 1 || length > 65535) {
+    if (r0 < 0 || r1 > h || r1 < r0 || r1 - r0 + 2 * r > n || length < 1 || length > 65535 ||
+        (sum_bytes != 2 && sum_bytes != 4)) {
         PyErr_SetString(PyExc_ValueError, "unshear: bad arguments");
         return NULL;
     }
     Buffers b = {.n = 0, .failed = 0};
     uint8_t *out = get(&b, o_out, mul(mul(h, w), 3), 1, "out");
-    const uint16_t *sums = get(&b, o_sums, mul(mul(mul(n, wide), 3), 2), 0, "sums");
+    const void *sums = get(&b, o_sums, mul(mul(mul(n, wide), 3), sum_bytes), 0, "sums");
     const int64_t *start = get(&b, o_start, mul((r1 - r0), 8), 0, "start");
     const uint32_t *wm = get(&b, o_wm, mul(h, 4), 0, "w_mid");
     const uint32_t *wl = get(&b, o_wl, mul(h, 4), 0, "w_left");
@@ -848,8 +871,14 @@ static PyObject *unshear(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < r1 - r0; i++) {
         const Py_ssize_t y = r0 + i;
-        const uint16_t *src = sums + (i + r) * wide * 3 + start[i] * 3;
-        unshear_run(out + y * w * 3, src, src - 3, src + 3, wm[y], wl[y], wr[y], bias, div, w * 3);
+        const Py_ssize_t at = (i + r) * wide * 3 + start[i] * 3;
+        if (sum_bytes == 4) {
+            const uint32_t *src = (const uint32_t *)sums + at;
+            unshear32_run(out + y * w * 3, src, src - 3, src + 3, wm[y], wl[y], wr[y], bias, div, w * 3);
+        } else {
+            const uint16_t *src = (const uint16_t *)sums + at;
+            unshear_run(out + y * w * 3, src, src - 3, src + 3, wm[y], wl[y], wr[y], bias, div, w * 3);
+        }
     }
     Py_END_ALLOW_THREADS
     release(&b);

@@ -13,6 +13,7 @@ import pytest
 
 from aegis_data.compiled import KERNELS_ENV
 from aegis_data.engine import kernels as K
+from aegis_data.engine import corruptions as C
 from aegis_data.engine.corruptions import CORRUPTIONS, apply_corruption
 
 REPO = Path(__file__).resolve().parents[1]
@@ -148,3 +149,15 @@ def test_block_sums_and_mask_quantiles_match(shape, factor):
     for cover in (0.01, 0.3, 1.0):
         a, b = _both(lambda: K.top_fraction_mask(field, cover))
         assert np.array_equal(a, b)
+
+
+@needs_compiled
+@pytest.mark.parametrize("length,slope", [(255, 0.41), (257, -0.77), (259, 1.0), (301, -0.05), (999, 0.66)])
+def test_long_motion_blurs_match_in_32_bit_sums(length, slope):
+    """From 259 px on the line sums leave 16 bits: both loops then read 32-bit sums (bright frames, where a 16-bit
+    sum would saturate), bands and all."""
+    for frame in _frames(37, 53):
+        bright = np.maximum(frame, 200).astype(np.uint8)
+        for band in (256, 16):
+            a, b = _both(lambda: C._shear_box(bright, length, slope, band=band))
+            assert np.array_equal(a, b), (length, slope, band)

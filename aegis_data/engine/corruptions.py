@@ -21,10 +21,12 @@ from typing import Callable, Mapping, NamedTuple, Union
 import cv2
 import numpy as np
 
+from aegis_data.engine import budget as B
 from aegis_data.engine import kernels as K
-from aegis_data.engine.camera import CameraLowLightParams, camera_low_light, draw_low_light
+from aegis_data.engine.budget import RenderCost
+from aegis_data.engine.camera import CameraLowLightParams, camera_low_light, capture_for, draw_low_light
 from aegis_data.engine.config import SuiteConfig, check_severity, load_config
-from aegis_data.engine.motion import TrajectoryBlurParams, draw_trajectory, trajectory_blur
+from aegis_data.engine.motion import Exposure, TrajectoryBlurParams, draw_trajectory, trajectory_blur
 from aegis_data.engine.scale import OBJECT, Scale, density_factor, pixel_length, texture_cells
 from aegis_data.engine.scene import Scene, estimate_scene
 from aegis_data.engine.seeding import NORMAL_FRAC_BITS, KeyedRandom, keyed_random, normal_table
@@ -363,6 +365,12 @@ def ripple(image: np.ndarray, dx: np.ndarray, dy: np.ndarray) -> np.ndarray:
     # The x offset is constant along a row and the y offset along a column, so each map is a broadcast sum.
     shift_x, frac_x = qx >> 5, (qx & 31).astype(np.uint16)
     shift_y, frac_y = qy >> 5, ((qy & 31) << 5).astype(np.uint16)
+    # Source coordinates are int16: one beyond 32767 would wrap to a negative column and read the clamped edge.
+    lo_x, hi_x = (int(shift_x.min()), int(shift_x.max())) if h else (0, 0)
+    lo_y, hi_y = (int(shift_y.min()), int(shift_y.max())) if w else (0, 0)
+    if w - 1 + hi_x > 32767 or h - 1 + hi_y > 32767 or min(lo_x, lo_y) < -32768:
+        raise AegisError(f"inundation: a ripple of up to {max(hi_x, hi_y, -lo_x, -lo_y)} px on a {w}x{h} frame "
+                         f"reaches beyond the 16-bit coordinates of OpenCV's remap (32767 px)")
     # The int16 pair (x, y) = (c + shift_x[r], r + shift_y[c]) read as one little-endian int32 is
     # y * 65536 + x for x >= 0, the sum of a per-column and a per-row int32: one contiguous add per strip.
     # Columns where x can be negative (the first few; the borrow would reach y) are rewritten directly.
@@ -588,6 +596,28 @@ def rasterize_streaks(h: int, w: int, draw: RainDraw, blur_ksize: int, blur_sigm
         K.CKERNELS.streaks(layer, h, w, n, np.ascontiguousarray(first), np.ascontiguousarray(counts),
                            np.ascontiguousarray(steep).view(np.uint8), *f64)
         return K.convolve_exact_scaled(layer.reshape(h, w), k, scale, cap_one=True)
+    # Walked in chunks of whole streaks, so the per-step arrays stay bounded (docs/CORRUPTIONS.md, "Render
+    # budget"); the weights are integers, so the chunks' sums add up exactly to the one-pass layer.
+    layer = np.zeros(h * w, dtype=np.float64)
+    ends = np.cumsum(counts)
+    chunk, s0 = B.streak_chunk_steps(h, w), 0
+    while s0 < n:
+        s1 = max(s0 + 1, int(np.searchsorted(ends, ends[s0] - counts[s0] + chunk, side="right")))
+        at = slice(s0, s1)
+        idx, wq = _streak_steps(w, h, counts[at], first[at], major_c[at], minor_c[at], slope[at], lo[at], hi[at],
+                                steep[at], draw.intensity[at])
+        if idx.size:
+            base = int(idx.min())
+            part = np.bincount(idx - base, weights=wq, minlength=int(idx.max()) - base + 1)
+            layer[base: base + part.size] += part
+        s0 = s1
+    return K.convolve_exact_scaled(layer.reshape(h, w), k, scale, cap_one=True)
+
+
+def _streak_steps(w: int, h: int, counts, first, major_c, minor_c, slope, lo, hi, steep, intensity):
+    """(flat pixel index, integer weight in 1/4096) of both pixels of every step of the given streaks, inside the
+    frame: the NumPy twin of the compiled ``streaks`` loop."""
+    n = counts.size
     sid = np.repeat(np.arange(n), counts)
     step = np.arange(sid.size) - np.repeat(np.cumsum(counts) - counts, counts)
     m = first[sid] + step
@@ -596,7 +626,7 @@ def rasterize_streaks(h: int, w: int, draw: RainDraw, blur_ksize: int, blur_sigm
     minor = minor_c[sid] + (mf - major_c[sid]) * slope[sid]
     base = np.floor(minor)
     frac = minor - base
-    weight = coverage * draw.intensity[sid]
+    weight = coverage * intensity[sid]
     minor0 = base.astype(np.int64)
     is_steep = steep[sid]
     # Both pixels of every step in one exact accumulation (integer weights in 1/4096 units).
@@ -607,8 +637,7 @@ def rasterize_streaks(h: int, w: int, draw: RainDraw, blur_ksize: int, blur_sigm
     px_y = np.where(steep2, major_px, minor_px)
     wq = np.floor(np.concatenate([weight * (1.0 - frac), weight * frac]) * 4096.0 + 0.5)
     ok = (px_x >= 0) & (px_x < w) & (px_y >= 0) & (px_y < h)
-    layer = np.bincount(px_y[ok] * w + px_x[ok], weights=wq[ok], minlength=h * w)
-    return K.convolve_exact_scaled(layer.reshape(h, w), k, scale, cap_one=True)
+    return px_y[ok] * w + px_x[ok], wq[ok]
 
 
 def rain_streaks(image: np.ndarray, params: RainStreaksParams, draw: RainDraw) -> np.ndarray:
@@ -678,7 +707,8 @@ def _shear_box(image: np.ndarray, length: int, slope: float, band: int = 256) ->
     """Mean along a near-vertical line (|slope| = |dx/dy| <= 1) of ``length`` pixels through each pixel.
 
     Rows are sheared sideways by ``round(y * slope)`` (contiguous copies), summed down columns with OpenCV's
-    integer box filter (8-bit in, 16-bit sums: exact) and unsheared, so each output sums one pixel per row of
+    integer box filter (8-bit in; 16-bit sums up to 257 px, 32-bit beyond: exact) and unsheared, so each output
+    sums one pixel per row of
     the digital line. That line's rounding phase ``phi = y slope - round(y slope)`` would shift row y's result
     by ~phi (a +-0.5 px sawtooth, seen as seams every 1/slope rows), so the unshear reads the sums at
     ``x - phi`` with 2-tap interpolation (weights in 1/64), and the total is divided by ``64 length`` with
@@ -695,6 +725,10 @@ def _shear_box(image: np.ndarray, length: int, slope: float, band: int = 256) ->
     w_left = np.floor(np.maximum(phase, 0.0) * 64.0 + 0.5).astype(np.uint32)  # weight of column x - 1
     w_right = np.floor(np.maximum(-phase, 0.0) * 64.0 + 0.5).astype(np.uint32)  # weight of column x + 1
     w_mid = 64 - w_left - w_right
+    # A column sum reaches 255 * length: 16 bits hold it up to 257 px (every shipped blur, so their bytes stay
+    # as they were); beyond that OpenCV's 16-bit sums saturate (a constant 250 frame came out 197 at 333 px), so
+    # longer lines sum in 32 bits. The unshear's 64 * 255 * length + 32 * length fits uint32 for length <= 65535.
+    wide_sums = length * 255 > 0xFFFF
     out = np.empty((h, w, 3), dtype=np.uint8)
     c = K.CKERNELS
     for r0 in range(0, h, band):
@@ -710,12 +744,15 @@ def _shear_box(image: np.ndarray, length: int, slope: float, band: int = 256) ->
             for y0, y1 in _runs(e):
                 left = span - int(e[y0])
                 sheared[y0:y1, left: left + wp] = padded[r0 + y0: r0 + y1]
-        sums = cv2.boxFilter(sheared, cv2.CV_16U, (1, length), normalize=False, borderType=cv2.BORDER_CONSTANT)
+        sums = cv2.boxFilter(sheared, cv2.CV_32S if wide_sums else cv2.CV_16U, (1, length), normalize=False,
+                             borderType=cv2.BORDER_CONSTANT)
+        if wide_sums:
+            sums = sums.view(np.uint32)  # non-negative: the same bits, and uint32 products below stay unsigned
         # Unsheared sums for output row y sit at sums[y + r, x + pad_x + span - e[y + r]].
         start = pad_x + span - e[r: r + (r1 - r0)]
         if c is not None:  # the same integer operations per element
             c.unshear(out, h, w, np.ascontiguousarray(sums), sums.shape[0], sums.shape[1], r0, r1, r,
-                      np.ascontiguousarray(start), w_mid, w_left, w_right, length)
+                      np.ascontiguousarray(start), w_mid, w_left, w_right, length, sums.dtype.itemsize)
             continue
         for y0, y1 in _runs(start):
             s0 = int(start[y0])
@@ -749,6 +786,40 @@ def motion_blur(image: np.ndarray, params: MotionBlurParams, draw: MotionDraw) -
 def _draw_motion_blur(params: MotionBlurParams, h: int, w: int, rng: KeyedRandom) -> MotionDraw:
     lo, hi = params.angle_range_deg
     return MotionDraw(float(lo + (hi - lo) * rng.child("angle").uniform(1)[0]))
+
+
+def render_cost(params, height: int, width: int) -> RenderCost:
+    """What rendering with the parameter record ``params`` (after scaling) on a ``height x width`` frame needs:
+    effective lengths, streak pixels, filter work and peak memory, from those alone (``aegis_data.engine.budget``;
+    docs/CORRUPTIONS.md, "Render budget"). Corruptions whose work only follows the frame cost the frame's share."""
+    h, w = int(height), int(width)
+    return B.frame_cost(h, w) + _length_cost(params, h, w)
+
+
+def _length_cost(params, h: int, w: int) -> RenderCost:
+    """The part of :func:`render_cost` that grows with a length, a streak count or a noise grid."""
+    if isinstance(params, WaterGlareParams):
+        return (B.noise_cost(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base))
+                + B.mask_blur_cost(h, w, _px(params.bloom_sigma_px, h, w, params.scale_side), "glare bloom kernel"))
+    if isinstance(params, InundationParams):
+        side = params.scale_side
+        ripple_px = _px(params.ripple_amplitude_px, h, w, side)
+        return (B.noise_cost(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base))
+                + B.noise_cost(h, w, _sparkle_spec(params, h, w))
+                + B.mask_blur_cost(h, w, _px(params.feather_sigma_px, h, w, side), "shoreline feather kernel")
+                + RenderCost((("ripple displacement", ripple_px),)))
+    if isinstance(params, HazeParams):
+        cost = B.noise_cost(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base))
+        if isinstance(params, DustHazeParams):
+            cost = cost + B.noise_cost(h, w, _grain_spec(params, h, w))
+        return cost
+    if isinstance(params, RainStreaksParams):
+        longest = _px(params.length_px, h, w, params.scale_side) * float(params.length_jitter[1])
+        return (B.veil_blur_cost(h, w, _px(params.veil_sigma_px, h, w, params.scale_side))
+                + B.streak_cost(h, w, rain_streak_count(params, h, w), longest))
+    if isinstance(params, MotionBlurParams):
+        return B.line_blur_cost(h, w, motion_kernel_length(params, h, w))
+    return RenderCost()  # turbidity_cast, low_light: frame-sized work only
 
 
 _LIN_FRAC_BITS = 24
@@ -1014,8 +1085,30 @@ def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedR
         return _render_in_scene(image, name, severity, rng, suite, scene)
     params = corruption_params(name, severity, suite, scale)  # validates name and severity
     h, w = image.shape[:2]
+    # Priced before anything is drawn or allocated: a valid config under a large or small person unit can ask for
+    # a blur, streak field or buffer no machine holds (docs/CORRUPTIONS.md, "Render budget").
+    unit = f" at person unit {scale.person_px:g} px" if scale is not None and scale.is_object else ""
+    B.check_render_budget(render_cost(params, h, w), h, w, f"{name} s{int(severity)}{unit} on a {w}x{h} frame")
     draw = draw_params(name, params, h, w, rng)
     return _BY_NAME[name].kernel(np.ascontiguousarray(image), params, draw)
+
+
+def _scene_cost(params, scene: Scene, h: int, w: int) -> RenderCost:
+    """The render cost of a generation-2 model on an ``h x w`` valid region: its longest smear path (at the
+    nearest row of an oblique view) plus jitter, and the camera pipeline's buffers."""
+    if isinstance(params, TrajectoryBlurParams):
+        smear_m, jitter_mrad = Exposure(params.speed_mps, params.exposure_ms, scene.speed_mps,
+                                        scene.exposure_ms).added_smear_m(), params.jitter_mrad
+    else:
+        capture = capture_for(params, scene)
+        smear_m = Exposure(scene.speed_mps, capture.exposure_ms, scene.speed_mps, scene.exposure_ms).added_smear_m()
+        jitter_mrad = 0.0
+    nearest = float(scene.gsd_rows(np.array([scene.valid[3] - 1.0]))[0])
+    path = smear_m / nearest + 4.0 * jitter_mrad / 1000.0 * scene.focal_px
+    cost = B.frame_cost(h, w) + B.path_blur_cost(h, w, path)
+    if isinstance(params, CameraLowLightParams):
+        cost = cost + B.camera_pipeline_cost(h, w)
+    return cost
 
 
 def _render_in_scene(image: np.ndarray, name: str, severity: int, rng: KeyedRandom, suite: SuiteConfig,
@@ -1026,12 +1119,15 @@ def _render_in_scene(image: np.ndarray, name: str, severity: int, rng: KeyedRand
     region = np.ascontiguousarray(image[rows, cols])
     h, w = region.shape[:2]
     model = suite.corruptions[name].model_name
+    what = f"{name} s{int(severity)} at person unit {scene.person_px:g} px on a {w}x{h} region"
     if model in _SCENE_MODELS:
         params = corruption_params(name, severity, suite)
+        B.check_render_budget(_scene_cost(params, scene, h, w), h, w, what)
         m = _SCENE_MODELS[model]
         out_region = m.kernel(region, params, m.draw(params, scene, h, w, rng), scene)
     else:
         params = corruption_params(name, severity, suite, Scale(OBJECT, scene.person_px, "scene"))
+        B.check_render_budget(render_cost(params, h, w), h, w, what)
         out_region = _BY_NAME[model].kernel(region, params, _BY_NAME[model].draw(params, h, w, rng))
     if scene.is_full_frame:
         return out_region

@@ -38,9 +38,11 @@ PERSON_HEIGHT_CM = 170.0
 UPRIGHT_BOX_FACTOR = math.sqrt(0.5)
 # Person units outside this range are not people at any plausible altitude (or a unit typo such as mm).
 PERSON_PX_RANGE = (4.0, 2000.0)
-# The ground sampling distances whose person unit lies in PERSON_PX_RANGE (about 0.06 to 30.05 cm/px).
-GSD_RANGE_CM = (PERSON_HEIGHT_CM * UPRIGHT_BOX_FACTOR / PERSON_PX_RANGE[1],
-                PERSON_HEIGHT_CM * UPRIGHT_BOX_FACTOR / PERSON_PX_RANGE[0])
+# The ground sampling distances whose person unit lies in PERSON_PX_RANGE, as docs/CORRUPTIONS.md states them
+# (inclusive). The exact ends, 120.2 / P for P = 2000 and 4, are 0.060104... and 30.052...; the documented
+# 0.0601 lies just below the first, and was refused while the docs offered it. The unit of a gsd at that end is
+# held inside PERSON_PX_RANGE (0.0601 gives 2000.03 px, kept at 2000).
+GSD_RANGE_CM = (0.0601, 30.05)
 _ROUND_DECIMALS = 2  # the unit is recorded to 0.01 px: readable, and identical wherever it is computed
 
 
@@ -140,7 +142,8 @@ def person_unit_from_gsd(gsd_cm_per_px: Any, what: str = "--gsd") -> float:
     if not lo <= gsd_cm_per_px <= hi:
         raise AegisError(f"{what} must lie in [{lo:.4g}, {hi:.4g}] cm per px (a person unit of "
                          f"{PERSON_PX_RANGE[0]:g} to {PERSON_PX_RANGE[1]:g} px), got {gsd_cm_per_px!r:.60}")
-    return round(PERSON_HEIGHT_CM / float(gsd_cm_per_px) * UPRIGHT_BOX_FACTOR, _ROUND_DECIMALS)
+    unit = round(PERSON_HEIGHT_CM / float(gsd_cm_per_px) * UPRIGHT_BOX_FACTOR, _ROUND_DECIMALS)
+    return min(max(unit, PERSON_PX_RANGE[0]), PERSON_PX_RANGE[1])
 
 
 def person_unit_from_boxes(boxes: Iterable[Iterable[float]]) -> tuple[float, int]:
