@@ -179,6 +179,14 @@ def _fmt_stat(v: float) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
 
 
+def _fmt_share(v: float) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.0f}%"
+
+
+def _fmt_v(v: float) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
+
+
 def calibrate_cmd(
     path: Annotated[Path, typer.Argument(metavar="SPLIT_DIR", help="A split folder from `aegis build-splits`, or "
                                          "any folder of images.", show_default=False)],
@@ -207,17 +215,25 @@ def calibrate_cmd(
                            gsd_cm_per_px=gsd)
     violations = check_monotone(table)
     bad = {v.corruption for v in violations}
-    rt = Table(title=f"calibration on {table.n_images} image(s)  config {table.config_hash}  seed {table.seed}\n"
-                     f"scale: {table.scale}")
-    for col, just in (("corruption", "left"), ("sev", "right"), ("statistic", "left"), ("mean", "right"),
-                      ("std", "right"), ("clean", "right"), ("n", "right"), ("monotone", "center")):
+    seen = table.clean_visibility
+    title = (f"calibration on {table.n_images} image(s)  config {table.config_hash}  seed {table.seed}\n"
+             f"scale: {table.scale}")
+    if seen is not None:
+        title += (f"\nvisibility V (Rose): clean median {_fmt_v(seen.median)}, {_fmt_share(seen.detectable_share)} "
+                  f"with V >= 5, over {seen.n_measured} of {seen.n_persons} person(s)")
+    rt = Table(title=title)
+    columns = [("corruption", "left"), ("sev", "right"), ("statistic", "left"), ("mean", "right"), ("std", "right"),
+               ("clean", "right"), ("n", "right"), ("monotone", "center")]
+    if seen is not None:  # after the check, so that a table split to fit the terminal keeps it in its first part
+        columns += [("V med", "right"), ("V≥5", "right")]
+    for col, just in columns:
         rt.add_column(col, justify=just)
     for name in table.corruptions:
         ladder = table.ladder(name)
         for i, r in enumerate(ladder):
             first = i == 0
             mark = ("[red]✗[/]" if name in bad else "[green]✓[/]") if first else ""
-            rt.add_row(
+            cells = [
                 name if first else "",
                 str(r.severity),
                 f"{r.statistic} {_ARROW.get(r.direction, '')}" if first else "",
@@ -226,8 +242,10 @@ def calibrate_cmd(
                 _fmt_stat(r.clean_mean) if first else "",
                 str(r.n),
                 mark,
-                end_section=i == len(ladder) - 1,
-            )
+            ]
+            if seen is not None:
+                cells += [_fmt_v(r.visibility_median), _fmt_share(r.visibility_detectable_share)]
+            rt.add_row(*cells, end_section=i == len(ladder) - 1)
     out.print(fit(rt))
     if json_out is not None:
         write_bytes_atomic(json_out, (json.dumps(table.to_dict(), indent=2) + "\n").encode())
