@@ -1,8 +1,8 @@
-"""Commands around the corruption engine: ``list``, ``corrupt``, ``grid`` and ``calibrate``.
+"""Commands around the corruption engine: ``list``, ``corrupt``, ``grid``, ``calibrate`` and ``realism``.
 
 Parsing and rendering only: the work is done by ``aegis_data.engine.corruptions`` (the engine),
-``aegis_data.engine.calibration`` (statistics, calibration tables) and ``aegis_data.engine.grid`` (the severity grid), which
-the tests call directly.
+``aegis_data.engine.calibration`` (statistics, calibration tables), ``aegis_data.engine.grid`` (the severity grid)
+and ``aegis_data.engine.realism`` (camera statistics against real footage), which the tests call directly.
 """
 
 from __future__ import annotations
@@ -230,6 +230,14 @@ def _fmt_stat(v: float) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
 
 
+def _fmt_share(v: float) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.0f}%"
+
+
+def _fmt_v(v: float) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
+
+
 def calibrate_cmd(
     path: Annotated[Path, typer.Argument(metavar="SPLIT_DIR", help="A split folder from `aegis build-splits`, or "
                                          "any folder of images.", show_default=False)],
@@ -259,17 +267,25 @@ def calibrate_cmd(
                            gsd_cm_per_px=gsd, suite=suite)
     violations = check_monotone(table)
     bad = {v.corruption for v in violations}
-    rt = Table(title=f"calibration on {table.n_images} image(s)  config {table.config_hash}  seed {table.seed}\n"
-                     f"scale: {table.scale}")
-    for col, just in (("corruption", "left"), ("sev", "right"), ("statistic", "left"), ("mean", "right"),
-                      ("std", "right"), ("clean", "right"), ("n", "right"), ("monotone", "center")):
+    seen = table.clean_visibility
+    title = (f"calibration on {table.n_images} image(s)  config {table.config_hash}  seed {table.seed}\n"
+             f"scale: {table.scale}")
+    if seen is not None:
+        title += (f"\nvisibility V (Rose): clean median {_fmt_v(seen.median)}, {_fmt_share(seen.detectable_share)} "
+                  f"with V >= 5, over {seen.n_measured} of {seen.n_persons} person(s)")
+    rt = Table(title=title)
+    columns = [("corruption", "left"), ("sev", "right"), ("statistic", "left"), ("mean", "right"), ("std", "right"),
+               ("clean", "right"), ("n", "right"), ("monotone", "center")]
+    if seen is not None:  # after the check, so that a table split to fit the terminal keeps it in its first part
+        columns += [("V med", "right"), ("V≥5", "right")]
+    for col, just in columns:
         rt.add_column(col, justify=just)
     for name in table.corruptions:
         ladder = table.ladder(name)
         for i, r in enumerate(ladder):
             first = i == 0
             mark = ("[red]✗[/]" if name in bad else "[green]✓[/]") if first else ""
-            rt.add_row(
+            cells = [
                 name if first else "",
                 str(r.severity),
                 f"{r.statistic} {_ARROW.get(r.direction, '')}" if first else "",
@@ -278,8 +294,10 @@ def calibrate_cmd(
                 _fmt_stat(r.clean_mean) if first else "",
                 str(r.n),
                 mark,
-                end_section=i == len(ladder) - 1,
-            )
+            ]
+            if seen is not None:
+                cells += [_fmt_v(r.visibility_median), _fmt_share(r.visibility_detectable_share)]
+            rt.add_row(*cells, end_section=i == len(ladder) - 1)
     out.print(fit(rt))
     if json_out is not None:
         write_bytes_atomic(json_out, (json.dumps(table.to_dict(), indent=2) + "\n").encode())
@@ -290,9 +308,71 @@ def calibrate_cmd(
         raise fail(f"{len(bad)} severity ladder(s) not strictly monotone: {names}")
 
 
+def _fmt_dist(v, ratio: bool) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return f"×{v:.3g}" if ratio else f"{v:.3g}"
+
+
+def realism_cmd(
+    real_dir: Annotated[Path, typer.Argument(metavar="REAL_DIR", help="A folder of real frames taken in the "
+                                             "condition (every image file in it).", show_default=False)],
+    condition: Annotated[str, typer.Option("--condition", help="The condition the frames show, as the split names "
+                                           "it: clean or <corruption>_s<1-3>.", show_default=False)],
+    split_dir: Annotated[Path, typer.Option("--split-dir", help="A split from `aegis build-splits` holding that "
+                                            "condition's test images.", show_default=False)],
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the comparison as JSON here.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", help="Use at most N images of each set (by name).")] = None,
+) -> None:
+    """Compare the camera physics of a rendered condition with real frames of it.
+
+    Measures noise against brightness, the noise's lag-1 correlation, chroma against luma noise and edge width on
+    the real frames, on the split's test/<condition> images and on its test/clean images, and prints each beside
+    the others with its distance from the real frames (docs/CORRUPTIONS.md, "Checking the physics against real
+    footage").
+    """
+    from aegis_data.engine.realism import DISTANCES, realism_report
+    from aegis_data.files.imageio import write_bytes_atomic
+
+    check_outputs({"--json": json_out}, [real_dir, split_dir])
+    report = realism_report(real_dir, split_dir, condition, limit)
+    sets = {"real": report.real, "rendered": report.rendered, "clean": report.clean}
+    near, base = report.rendered_distance, report.clean_distance
+    rt = Table(title=f"{condition}: {report.real.n_images} real frame(s) vs {report.rendered.n_images} rendered, "
+                     f"{report.clean.n_images} clean")
+    for col, just in (("statistic", "left"), ("unit", "left"), ("real", "right"), ("rendered", "right"),
+                      ("clean", "right"), ("rendered↔real", "right"), ("clean↔real", "right")):
+        rt.add_column(col, justify=just)
+    rows = (
+        ("noise_sigma", "DN", lambda st: _fmt_v(st.noise.noise_sigma), True),
+        ("noise_curve", "ln σ", lambda st: f"{sum(1 for v in st.noise.sigma if math.isfinite(v))} bins", False),
+        ("noise_autocorrelation", "ρ lag 1", lambda st: _fmt_stat(st.correlation), False),
+        ("chroma_luma_noise_ratio", "σC / σY", lambda st: _fmt_stat(st.chroma_ratio), False),
+        ("edge_width", "px", lambda st: _fmt_v(st.edge_width), True),
+    )
+    for key, unit, show, ratio in rows:
+        rt.add_row(key, unit, *(show(st) for st in sets.values()), _fmt_dist(near[key], ratio),
+                   _fmt_dist(base[key], ratio))
+    out.print(fit(rt))
+    ct = Table(title="noise σ (DN) per brightness bin (flat blocks)")
+    for col in ("luma DN", "real", "rendered", "clean"):
+        ct.add_column(col, justify="right")
+    for k, centre in enumerate(report.real.noise.centres):
+        cells = [f"{st.noise.sigma[k]:.2f} ({st.noise.counts[k]})" if math.isfinite(st.noise.sigma[k]) else "-"
+                 for st in sets.values()]
+        if any(c != "-" for c in cells):
+            ct.add_row(f"{centre:g}", *cells)
+    out.print(fit(ct))
+    for key, text in DISTANCES.items():
+        out.print(f"{key}: {text}", highlight=False, soft_wrap=True)
+    if json_out is not None:
+        write_bytes_atomic(json_out, (json.dumps(report.to_dict(), indent=2) + "\n").encode())
+
+
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
     add_command(app, "list", list_cmd)
     add_command(app, "corrupt", corrupt_cmd)
     add_command(app, "grid", grid_cmd)
     add_command(app, "calibrate", calibrate_cmd)
+    add_command(app, "realism", realism_cmd)

@@ -4,7 +4,8 @@ calibration.
 Lives here: ``config`` (the suite file, parsed and checked by ``config_schema``), ``scale`` (frame or object
 units), ``seeding`` (keyed streams), ``kernels`` (exact numeric building blocks, with the optional compiled
 loops), ``corruptions`` (parameter and draw records, kernels, ``apply_corruption``), ``calibration`` (the
-severity statistics) and ``grid`` (the severity picture).
+severity statistics), ``realism`` (camera statistics measured against real footage), ``visibility`` (the persons'
+detector-free Rose index) and ``grid`` (the severity picture).
 May import: ``aegis_data.errors``, ``aegis_data.compiled``, ``aegis_data.files``. Never sources, split,
 executors or augment (they build on the engine, not the other way round).
 """

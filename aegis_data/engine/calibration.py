@@ -13,9 +13,17 @@ Statistics (direction as declared for the corruptions that use them):
 - ``streak_density`` (rain, up; needs the clean image) - see :func:`streak_density`
 - ``edge_strength = mean Sobel magnitude of Y`` (motion, down)
 - ``mean_luminance = mean(Y)`` (low light, down)
+- ``noise_sigma``: median luma noise std over flat blocks, in DN (camera noise, up) - see
+  :func:`aegis_data.engine.realism.noise_curve`
+- ``edge_width``: median 10-90 % rise distance across strong edges in their most blurred orientation, in px
+  (blur, up) - see :func:`aegis_data.engine.realism.edge_widths`
 
 A ladder passes :func:`check_monotone` when the mean statistic over the image set moves strictly in the
 declared direction from severity 1 to 3 *and* severity 1 already lies strictly beyond the clean value.
+
+Where the person boxes are known (a split's ``annotations/test.json``), each row also carries the persons'
+detector-free visibility: the median Rose index V and the share with V >= 5
+(:mod:`aegis_data.engine.visibility`). It is reported, not checked.
 
 Layers: the statistics and :func:`check_monotone` are pure; :func:`calibrate` streams images through an
 injectable ``corrupt`` function (default: the engine, in memory); :func:`calibrate_folder` /
@@ -28,19 +36,21 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import cv2
 import numpy as np
 
 from aegis_data.engine.config import SEVERITIES, SuiteConfig, check_severities, condition_id, load_config, split_config
 from aegis_data.engine.corruptor import SuiteCorruptor
+from aegis_data.engine.realism import edge_width, noise_sigma
 from aegis_data.engine.scale import FRAME_SCALE, Scale, pixel_length, resolve_scale, scale_from_record
+from aegis_data.engine.visibility import VisibilitySummary, person_visibility, summarize_visibility
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import IMAGE_SUFFIXES, read_rgb
 from aegis_data.files.imageio import list_images as images_in_folder
-from aegis_data.files.layout import MANIFEST_NAME, condition_dir, image_file_name
-from aegis_data.files.readers import read_json_object
+from aegis_data.files.layout import MANIFEST_NAME, annotation_path, condition_dir, image_file_name
+from aegis_data.files.readers import coco_boxes_by_stem, read_coco_gt, read_json_object
 from aegis_data.files.rgb import check_rgb_image
 
 # Defaults for the two thresholds the config also declares (``calibration_threshold``); the config wins.
@@ -180,6 +190,8 @@ STATISTICS: dict[str, tuple[Callable[..., float], bool]] = {
     "streak_density": (streak_density, True),
     "edge_strength": (edge_strength, False),
     "mean_luminance": (mean_luminance, False),
+    "noise_sigma": (noise_sigma, False),
+    "edge_width": (edge_width, False),
 }
 
 
@@ -224,7 +236,9 @@ def statistic(name: str, corrupted: np.ndarray, clean: np.ndarray, config: Suite
 # --- calibration table ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CalibrationRow:
-    """One corruption x severity: the statistic's mean/std (ddof=0) over ``n`` images, and the clean value."""
+    """One corruption x severity: the statistic's mean/std (ddof=0) over ``n`` images, and the clean value; where
+    person boxes are known, the persons' median visibility V and the share with V >= 5 over ``visibility_n``
+    measured persons (NaN and 0 otherwise)."""
 
     corruption: str
     family: str
@@ -237,17 +251,25 @@ class CalibrationRow:
     std: float
     clean_mean: float
     clean_std: float
+    visibility_median: float = math.nan
+    visibility_detectable_share: float = math.nan
+    visibility_n: int = 0
+
+
+_VISIBILITY_FIELDS = ("visibility_median", "visibility_detectable_share", "visibility_n")
 
 
 @dataclass(frozen=True)
 class CalibrationTable:
-    """Rows in config order (corruption, then severity); ``n_images`` is how many clean images were read."""
+    """Rows in config order (corruption, then severity); ``n_images`` is how many clean images were read;
+    ``clean_visibility``: the persons' visibility on the clean images, None when no boxes were given."""
 
     rows: tuple[CalibrationRow, ...]
     n_images: int
     config_hash: str
     seed: int
     scale: str = "frame"  # the length unit of the corruptions (``Scale.describe``)
+    clean_visibility: VisibilitySummary | None = None
 
     def ladder(self, corruption: str) -> list[CalibrationRow]:
         return [r for r in self.rows if r.corruption == corruption]
@@ -257,19 +279,24 @@ class CalibrationTable:
         return list(dict.fromkeys(r.corruption for r in self.rows))
 
     def to_dict(self) -> dict:
-        """JSON-ready form; a non-finite value becomes null."""
+        """JSON-ready form; a non-finite value becomes null. The visibility keys are there only when person boxes
+        were given."""
 
         def clean_num(v):
             return v if isinstance(v, (int, str)) or (isinstance(v, float) and math.isfinite(v)) else None
 
-        return {
+        skip = () if self.clean_visibility is not None else _VISIBILITY_FIELDS
+        doc = {
             "n_images": self.n_images,
             "config_hash": self.config_hash,
             "seed": self.seed,
             "scale": self.scale,
-            "rows": [{k: clean_num(v) for k, v in asdict(r).items()} for r in self.rows],
+            "rows": [{k: clean_num(v) for k, v in asdict(r).items() if k not in skip} for r in self.rows],
             "violations": [asdict(v) for v in check_monotone(self)],
         }
+        if self.clean_visibility is not None:
+            doc["clean_visibility"] = self.clean_visibility.to_dict()
+        return doc
 
 
 @dataclass(frozen=True)
@@ -299,6 +326,7 @@ def calibrate(
     corrupt: Corruptor | None = None,
     config: SuiteConfig | None = None,
     scale: Scale | None = None,
+    boxes: Mapping[str, Sequence[Sequence[float]]] | None = None,
 ) -> CalibrationTable:
     """Mean/std of each corruption's statistic per severity over a stream of ``(image_id, clean_rgb)``.
 
@@ -306,7 +334,9 @@ def calibrate(
     unavailable (it is then left out of that row's ``n``). The default applies the aegis-v1 engine in memory
     with ``seed`` (None = the config's global seed). Images are consumed one at a time; only floats are kept.
     config: the suite (statistics, thresholds, parameters, seed); default the installed one. scale: the length
-    unit the images are (or, by the default corruptor, get) corrupted with; default frame scale.
+    unit the images are (or, by the default corruptor, get) corrupted with; default frame scale. boxes: the person
+    boxes ``(x, y, w, h)`` of each image id (an id not in it has none); when given, every row and the clean images
+    also get the persons' visibility (:mod:`aegis_data.engine.visibility`).
     """
     cfg = config or load_config()
     names = resolve_corruptions(corruptions, cfg)
@@ -316,12 +346,17 @@ def calibrate(
     stats_needed = sorted({cfg.corruptions[n].statistic for n in names})
     clean_vals: dict[str, list[float]] = {s: [] for s in stats_needed}
     vals: dict[tuple[str, int], list[float]] = {(n, s): [] for n in names for s in sevs}
+    clean_vis: list[float] = []
+    vis: dict[tuple[str, int], list[float]] = {(n, s): [] for n in names for s in sevs}
     n_images = 0
     for image_id, clean in images:
         check_rgb_image(clean, f"clean image {image_id!r}")
         n_images += 1
+        people = list(boxes.get(str(image_id), ())) if boxes is not None else []
         for stat in stats_needed:
             clean_vals[stat].append(compute_statistic(stat, clean, clean, cfg, scale))
+        if people:
+            clean_vis.extend(person_visibility(clean, people))
         for name in names:
             stat = cfg.corruptions[name].statistic
             for sev in sevs:
@@ -329,6 +364,8 @@ def calibrate(
                 if corrupted is None:
                     continue
                 vals[(name, sev)].append(compute_statistic(stat, corrupted, clean, cfg, scale))
+                if people:
+                    vis[(name, sev)].extend(person_visibility(corrupted, people))
     if n_images == 0:
         raise AegisError("calibration needs at least one image; none were given")
     rows = []
@@ -337,6 +374,7 @@ def calibrate(
         cm, cs = _mean_std(clean_vals[spec.statistic])
         for sev in sevs:
             m, s = _mean_std(vals[(name, sev)])
+            seen = summarize_visibility(vis[(name, sev)])
             rows.append(
                 CalibrationRow(
                     corruption=name,
@@ -350,11 +388,15 @@ def calibrate(
                     std=s,
                     clean_mean=cm,
                     clean_std=cs,
+                    visibility_median=seen.median,
+                    visibility_detectable_share=seen.detectable_share,
+                    visibility_n=seen.n_measured,
                 )
             )
     return CalibrationTable(rows=tuple(rows), n_images=n_images, config_hash=cfg.config_hash,
                             seed=cfg.seed if seed is None else int(seed),
-                            scale=(scale or FRAME_SCALE).describe())
+                            scale=(scale or FRAME_SCALE).describe(),
+                            clean_visibility=summarize_visibility(clean_vis) if boxes is not None else None)
 
 
 def _moves(a: float, b: float, direction: str) -> bool:
@@ -436,7 +478,8 @@ def calibrate_split(
 ) -> CalibrationTable:
     """Calibrate on a frozen split: ``test/clean/<stem>.png`` against ``test/<corruption>_s<k>/<stem>.png``.
 
-    Conditions that are not on disk for an image are skipped (the row's ``n`` counts what was found).
+    Conditions that are not on disk for an image are skipped (the row's ``n`` counts what was found). When the
+    split holds ``annotations/test.json``, its person boxes give every row the persons' visibility.
     """
     _check_limit(limit)
     clean_dir = condition_dir(root, "test", "clean")
@@ -457,8 +500,13 @@ def calibrate_split(
         f = condition_dir(root, "test", condition_id(name, severity)) / image_file_name(image_id)
         return read_rgb(f) if f.is_file() else None
 
+    gt_path = annotation_path(root, "test")
+    boxes = None
+    if gt_path.is_file():
+        coco, _ = read_coco_gt(gt_path)
+        boxes = coco_boxes_by_stem(coco, gt_path)
     images = ((s, read_rgb(clean_dir / image_file_name(s))) for s in stems)
-    return calibrate(images, names, corrupt=from_disk, config=config, scale=scale)
+    return calibrate(images, names, corrupt=from_disk, config=config, scale=scale, boxes=boxes)
 
 
 def calibrate_path(

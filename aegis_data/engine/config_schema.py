@@ -24,6 +24,9 @@ TOP_LEVEL_KEYS = ("suite", "seed", "generation", "camera", "families", "calibrat
                   "scale")
 CORRUPTION_KEYS = ("family", "statistic", "direction", "severities", "fixed", "model")
 DIRECTIONS = ("increase", "decrease")
+# The calibration statistics a corruption may declare (computed by aegis_data.engine.calibration.STATISTICS).
+CALIBRATION_STATISTICS = ("saturated_fraction", "rms_contrast", "occluded_fraction", "red_blue_ratio",
+                          "streak_density", "edge_strength", "mean_luminance", "noise_sigma", "edge_width")
 CALIBRATION_KEYS = {"saturated_luma": (0.0, 1.0), "occluded_delta": (0.0, 1.0)}
 MAX_SEED = 2**63 - 1
 # The finest value-noise grid has base * 2**(octaves - 1) cells on the long side, whatever the frame size.
@@ -213,6 +216,9 @@ def _check_corruption(where: str, name: str, c: Any, generation: int = 1) -> Non
     for key in ("family", "statistic"):
         if not isinstance(c.get(key), str) or not c[key]:
             raise AegisError(f"{where}.{key} must be a non-empty string, got {c.get(key)!r:.60}")
+    if c["statistic"] not in CALIBRATION_STATISTICS:
+        raise AegisError(f"{where}.statistic: unknown calibration statistic {c['statistic']!r:.60}; expected one of "
+                         f"{', '.join(CALIBRATION_STATISTICS)}")
     if c.get("direction") not in DIRECTIONS:
         raise AegisError(f"{where}.direction must be one of {', '.join(DIRECTIONS)}, got {c.get('direction')!r:.60}")
     schema = PARAMETERS[model]
