@@ -121,6 +121,10 @@ def run_ablation(train: TrainSettings, predict: PredictSettings, split_dir: str 
     start = init_record(train.model, init) if init is not None else None
     if start is not None:
         train = replace(train, weights=start["path"])
+    if train.model != "fasterrcnn" and train.weights is not None:  # refused before any stage starts
+        from aegis_eval.runners.checkpoints import check_ultralytics_weights
+
+        check_ultralytics_weights(train.weights)
     base_label = label or train.model
     say = progress or (lambda stage, status: None)
     models = [(CLEAN, None)] + [(p.name, p) for p in policies]

@@ -1,0 +1,175 @@
+"""Reliability round 3, part A: what a received file may make the toolkit do (docs/SECURITY.md).
+
+Checkpoints run no code, names from files or options never leave their folder, verify's ground-truth identity
+covers every field the scorer reads, and metadata a reader applies is a format finding. Numbers in the section
+titles follow the issue that listed them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from aegis_cli.main import app
+from conftest import assert_one_line_error
+from test_runners_fixtures import make_split
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+# --- 1. a checkpoint is data, never code ---------------------------------------------------------------------
+class _RunsCode:
+    """Unpickling this runs code that creates ``marker``: what a hostile ``.pt`` does under weights_only=False."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return exec, (f"open({self.marker!r}, 'w').write('ran')",)
+
+
+class _CallsAModelClass:
+    """A pickle that *calls* an allow-listed model class instead of rebuilding one: DetectionModel's constructor
+    evaluates the yaml's ``activation`` string, so an allow-list of classes alone would still run code."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        from ultralytics.nn.tasks import DetectionModel
+
+        cfg = {"nc": 1, "activation": f"open({self.marker!r}, 'w').write('ran') and nn.SiLU()",
+               "backbone": [[-1, 1, "Conv", [8, 3, 2]]], "head": [[[-1], 1, "Detect", ["nc"]]]}
+        return DetectionModel, (cfg,)
+
+
+def hostile_checkpoint(path: Path, marker: Path, payload=_RunsCode, **extra) -> Path:
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"model": payload(marker), "train_args": {}, **extra}, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_split(tmp_path_factory):
+    return make_split(tmp_path_factory.mktemp("split"), n_test=1, n_val=2, n_train=2, conditions=["clean"])
+
+
+TRAIN_FAST = ("--model", "yolo11", "--epochs", "1", "--imgsz", "64", "--batch", "2", "--device", "cpu")
+
+
+@pytest.mark.parametrize("payload", [_RunsCode, _CallsAModelClass])
+def test_predict_with_a_hostile_checkpoint_runs_no_code(tmp_path, tiny_split, payload):
+    marker = tmp_path / "ran"
+    evil = hostile_checkpoint(tmp_path / "evil.pt", marker, payload)
+    result = invoke("baseline", "predict", "--split-dir", tiny_split, "--out-dir", tmp_path / "o", "--model",
+                    "yolo11", "--weights", evil, "--imgsz", "64", "--device", "cpu", "--conditions", "clean")
+    assert not marker.exists()
+    assert_one_line_error(result, str(evil))
+
+
+@pytest.mark.parametrize("case", ["activation", "layer"])
+def test_a_hostile_model_yaml_runs_no_code(tmp_path, tiny_split, case, monkeypatch):
+    """Ultralytics evaluates a model yaml's activation and calls any name of its tasks module as a layer."""
+    import yaml
+
+    marker = tmp_path / "ran"
+    conv = [-1, 1, "Conv", [8, 3, 2]]
+    cfg = {"nc": 1, "activation": "nn.SiLU()", "backbone": [conv, conv], "head": [[[-1], 1, "Detect", ["nc"]]]}
+    if case == "activation":
+        cfg["activation"] = f"open({str(marker)!r}, 'w').write('ran') and nn.SiLU()"
+    else:  # a "layer" that is Ultralytics' own unsafe loader, pointed at a hostile checkpoint
+        hostile_checkpoint(tmp_path / "evil.pt", marker)
+        monkeypatch.chdir(tmp_path)  # a relative name: the yaml's argument strings go through ast.literal_eval
+        cfg["backbone"][0] = [-1, 1, "torch_safe_load", ["evil.pt"]]
+    evil = tmp_path / "evil.yaml"
+    evil.write_text(yaml.safe_dump(cfg))
+    result = invoke("baseline", "predict", "--split-dir", tiny_split, "--out-dir", tmp_path / "o", "--model",
+                    "yolo11", "--weights", evil, "--imgsz", "64", "--device", "cpu", "--conditions", "clean")
+    assert not marker.exists()
+    assert_one_line_error(result, str(evil), case)
+
+
+def test_ablate_init_with_a_hostile_checkpoint_runs_no_code(tmp_path, tiny_split):
+    marker = tmp_path / "ran"
+    evil = hostile_checkpoint(tmp_path / "evil.pt", marker, epoch=-1)
+    result = invoke("baseline", "ablate", "--split-dir", tiny_split, "--out-dir", tmp_path / "a", "--policies",
+                    "all", "--init", evil, *TRAIN_FAST, "--bootstrap", "10")
+    assert not marker.exists()
+    assert_one_line_error(result, str(evil))
+
+
+def test_a_hostile_last_pt_planted_in_a_run_folder_runs_no_code(tmp_path, tiny_split):
+    marker = tmp_path / "ran"
+    run = tmp_path / "run"
+    last = hostile_checkpoint(run / "train" / "weights" / "last.pt", marker)  # no epoch: looked "finished"
+    result = invoke("baseline", "train", "--split-dir", tiny_split, "--out-dir", run, "--weights", "yolo11n.yaml",
+                    *TRAIN_FAST)
+    assert not marker.exists()
+    assert_one_line_error(result, str(last))
+    assert "already finished" not in result.output
+
+
+def test_a_last_pt_without_an_epoch_is_not_a_finished_run(tmp_path, tiny_split):
+    import torch
+
+    run = tmp_path / "run"
+    last = run / "train" / "weights" / "last.pt"
+    last.parent.mkdir(parents=True)
+    torch.save({"train_args": {}, "model": None}, last)  # loads safely, but says nothing about training
+    result = invoke("baseline", "train", "--split-dir", tiny_split, "--out-dir", run, "--weights", "yolo11n.yaml",
+                    *TRAIN_FAST)
+    assert_one_line_error(result, str(last), "epoch")
+
+
+@pytest.fixture(scope="module")
+def interrupted_run(tmp_path_factory, tiny_split):
+    """A YOLO run stopped after its first of two epochs: last.pt holds epoch 0 and the optimizer state."""
+    from ultralytics.utils.callbacks import base
+
+    from aegis_eval.runners.train import TrainSettings, train_baseline
+
+    class Stop(Exception):
+        pass
+
+    def stop(trainer):
+        raise Stop
+
+    run = tmp_path_factory.mktemp("interrupted") / "run"
+    settings = TrainSettings(model="yolo11", weights="yolo11n.yaml", epochs=2, imgsz=64, batch=2, device="cpu")
+    saved = base.default_callbacks["on_fit_epoch_end"]
+    base.default_callbacks["on_fit_epoch_end"] = [*saved, stop]
+    try:
+        with pytest.raises(Stop):
+            train_baseline(settings, tiny_split, run)
+    finally:
+        base.default_callbacks["on_fit_epoch_end"] = saved
+    return settings, run
+
+
+def test_genuine_checkpoints_still_load_and_resume(tmp_path, tiny_split, interrupted_run):
+    import torch
+
+    from aegis_eval.runners import load_detector
+    from aegis_eval.runners.checkpoints import check_ultralytics_checkpoint
+    from aegis_eval.runners.train import train_baseline
+
+    settings, run = interrupted_run
+    last = run / "train" / "weights" / "last.pt"
+    assert check_ultralytics_checkpoint(last)["epoch"] == 0
+    det = load_detector("yolo11", str(run / "train" / "weights" / "best.pt"), "cpu", imgsz=64)
+    assert det.net.names == {0: "person"}
+    resumed = train_baseline(settings, tiny_split, run)
+    assert (resumed["status"], resumed["resumed"]) == ("trained", True)
+    assert check_ultralytics_checkpoint(last)["epoch"] == -1  # Ultralytics' mark of a finished run
+    assert train_baseline(settings, tiny_split, run)["status"] == "already finished"
+    # Ultralytics wrote nowhere else: the resumed run kept its folder.
+    assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "data", "train"]
