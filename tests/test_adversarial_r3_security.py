@@ -173,3 +173,40 @@ def test_genuine_checkpoints_still_load_and_resume(tmp_path, tiny_split, interru
     assert train_baseline(settings, tiny_split, run)["status"] == "already finished"
     # Ultralytics wrote nowhere else: the resumed run kept its folder.
     assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "data", "train"]
+
+
+# --- 2. a name that becomes a path stays in its folder ---------------------------------------------------------
+FRCNN_FAST = ("--model", "fasterrcnn", "--weights", "none", "--arch", "mobilenet_v3", "--epochs", "1", "--imgsz",
+              "64", "--batch", "2", "--device", "cpu", "--bootstrap", "10")
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "ABSOLUTE", "a/b", "..", "scores", "ablation.json"])
+def test_an_ablation_policy_name_never_leaves_the_out_dir(tmp_path, tiny_split, name):
+    import yaml
+
+    name = str(tmp_path / "escaped") if name == "ABSOLUTE" else name
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({"name": name, "p_clean": 0.5, "families": "all", "severities": [1]}))
+    out = tmp_path / "a" / "out"
+    result = invoke("baseline", "ablate", "--split-dir", tiny_split, "--out-dir", out, "--policies", policy,
+                    *FRCNN_FAST)
+    assert_one_line_error(result, "policy name", repr(name))
+    assert not (tmp_path / "escaped").exists()
+    assert not out.exists()  # refused before any work
+
+
+def test_run_ablation_checks_policy_names_too(tmp_path, tiny_split):
+    from dataclasses import replace
+
+    from aegis_data.augment.transform import load_policy
+    from aegis_data.errors import AegisError
+    from aegis_eval.runners.ablate import run_ablation
+    from aegis_eval.runners.predict import PredictSettings
+    from aegis_eval.runners.train import TrainSettings
+
+    evil = replace(load_policy("all"), name="../../escaped")
+    train = TrainSettings(model="fasterrcnn", weights="none", epochs=1, imgsz=64, batch=2, device="cpu")
+    with pytest.raises(AegisError, match="policy name"):
+        run_ablation(train, PredictSettings(model="fasterrcnn", weights="none"), tiny_split, tmp_path / "out",
+                     [evil], bootstrap=10)
+    assert not (tmp_path / "escaped").exists() and not (tmp_path / "out").exists()
