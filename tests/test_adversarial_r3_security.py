@@ -210,3 +210,105 @@ def test_run_ablation_checks_policy_names_too(tmp_path, tiny_split):
         run_ablation(train, PredictSettings(model="fasterrcnn", weights="none"), tiny_split, tmp_path / "out",
                      [evil], bootstrap=10)
     assert not (tmp_path / "escaped").exists() and not (tmp_path / "out").exists()
+
+
+# --- 3. a ground-truth file name or stem stays in its folder --------------------------------------------------
+def write_png(path: Path, width: int = 48, height: int = 32, seed: int = 0) -> Path:
+    import numpy as np
+
+    from aegis_data.files.imageio import write_png_atomic
+
+    rgb = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    write_png_atomic(path, rgb)
+    return path
+
+
+@pytest.fixture(scope="module")
+def built_split(tmp_path_factory) -> Path:
+    """A tiny split built by the toolkit (YOLO source, one corrupted condition): copy it before editing."""
+    src = tmp_path_factory.mktemp("src")
+    for i in range(3):
+        write_png(src / "images" / f"f{i}.png", seed=i)
+        (src / "labels").mkdir(exist_ok=True)
+        (src / "labels" / f"f{i}.txt").write_text("0 0.5 0.5 0.25 0.25\n")
+    out = tmp_path_factory.mktemp("built") / "split"
+    r = invoke("build-splits", "--source", src, "--out", out, "--dataset", "yolo", "--corruptions", "low_light",
+               "--severities", "1", "--workers", "1")
+    assert r.exit_code == 0, r.output
+    return out
+
+
+@pytest.fixture
+def split_copy(built_split, tmp_path) -> Path:
+    import shutil
+
+    dst = tmp_path / "deep" / "er" / "split"
+    shutil.copytree(built_split, dst, symlinks=True)
+    return dst
+
+
+def edit_gt(split: Path, edit, name: str = "test") -> dict:
+    path = split / "annotations" / f"{name}.json"
+    gt = json.loads(path.read_text())
+    edit(gt)
+    path.write_text(json.dumps(gt))
+    return gt
+
+
+def point_outside(split: Path, field: str) -> Path:
+    """Aim the first test image's ``field`` at a PNG planted outside the split; return that PNG."""
+    outside = write_png(split.parent.parent / "outside.png", seed=9)  # split/test/clean/../../../../outside.png
+
+    def edit(gt):
+        im = gt["images"][0]
+        if field == "stem":
+            im["stem"] = "../../../../outside"
+        else:
+            im["file_name"] = "../../../../outside.png"
+            im.pop("stem", None)
+    edit_gt(split, edit)
+    return outside
+
+
+@pytest.mark.parametrize("field", ["stem", "file_name"])
+def test_load_split_images_stay_inside_the_split(split_copy, field):
+    from aegis_data.errors import AegisError
+    from aegis_data.split.reader import load_split
+
+    point_outside(split_copy, field)
+    with pytest.raises(AegisError, match=field):
+        list(load_split(split_copy).images("clean"))
+
+
+def test_baseline_predict_reads_no_frame_outside_the_split(split_copy, tmp_path):
+    point_outside(split_copy, "file_name")
+    result = invoke("baseline", "predict", "--split-dir", split_copy, "--out-dir", tmp_path / "p", "--model",
+                    "fasterrcnn", "--weights", "none", "--arch", "mobilenet_v3", "--imgsz", "64", "--device", "cpu",
+                    "--conditions", "clean")
+    assert_one_line_error(result, "file_name", "outside")
+
+
+def test_gallery_reads_no_frame_outside_the_split(split_copy, tmp_path):
+    point_outside(split_copy, "file_name")
+    gt = json.loads((split_copy / "annotations" / "test.json").read_text())
+    found = [{"image_id": a["image_id"], "category_id": a["category_id"], "bbox": a["bbox"], "score": 0.9}
+             for a in gt["annotations"]]
+    preds = tmp_path / "preds"
+    preds.mkdir()
+    (preds / "clean.json").write_text(json.dumps(found))
+    (preds / "low_light_s1.json").write_text("[]")  # every image loses its person: every image is drawn
+    result = invoke("gallery", preds, "--split-dir", split_copy, "--out-dir", tmp_path / "g",
+                    "--threshold", "0.5")
+    assert_one_line_error(result, "file_name", "outside")
+
+
+@pytest.mark.parametrize("stem", [[1], {"a": 1}, 7, "", "a/b", ".."])
+def test_verify_of_a_gt_stem_that_is_no_name_is_a_finding(split_copy, stem):
+    def edit(gt):
+        gt["images"][0]["stem"] = stem
+    edit_gt(split_copy, edit)
+    result = invoke("verify", split_copy)
+    assert result.exit_code == 1 and result.exception is None or isinstance(result.exception, SystemExit), \
+        result.exception
+    assert "Traceback" not in result.output
+    assert "annotations/test.json" in result.output and "not a plain file name" in result.output, result.output
