@@ -312,3 +312,82 @@ def test_verify_of_a_gt_stem_that_is_no_name_is_a_finding(split_copy, stem):
         result.exception
     assert "Traceback" not in result.output
     assert "annotations/test.json" in result.output and "not a plain file name" in result.output, result.output
+
+
+# --- 4. verify's GT identity covers every image field the scorer reads ----------------------------------------
+def reseal(split: Path, gt_map_edit=None) -> None:
+    """Rewrite the local manifest over the edited GT file as an attacker would: new file hash, the GT map edited
+    (``gt_map_edit``), both hashes recomputed, so the split verifies against its own manifest."""
+    import hashlib
+
+    from aegis_data.split.manifest import files_hash, root_hash, sealed_header
+
+    m = json.loads((split / "manifest.json").read_text())
+    entry = next(e for e in m["entries"] if e["path"] == "annotations/test.json")
+    entry["sha256"] = hashlib.sha256((split / "annotations" / "test.json").read_bytes()).hexdigest()
+    if gt_map_edit is not None:
+        gt_map_edit(entry["gt"])
+    m["root_hash"] = root_hash(m, m["entries"])
+    m["files_hash"] = files_hash(m["root_hash"], m["encoder"], m["entries"], sealed_header(m))
+    (split / "manifest.json").write_text(json.dumps(m))
+
+
+def swap_file_names(gt):
+    a, b = gt["images"][0], gt["images"][1]
+    a["file_name"], b["file_name"] = b["file_name"], a["file_name"]
+
+
+def shrink_to_one_pixel(gt):
+    gt["images"][0]["width"] = gt["images"][0]["height"] = 1
+
+
+def drop_image(gt):
+    gone = gt["images"].pop()
+    gt["annotations"] = [a for a in gt["annotations"] if a["image_id"] != gone["id"]]
+
+
+def drop_boxes(gt):
+    gt["annotations"] = [a for a in gt["annotations"] if a["image_id"] != gt["images"][-1]["id"]]
+
+
+GT_EDITS = {  # edit, the GT-map edit that goes with it, what the finding names
+    "swapped file names": (swap_file_names, None, "file_name"),
+    "size set to 1x1": (shrink_to_one_pixel, None, "width"),
+    "image deleted, stem dropped": (drop_image, lambda gt_map: gt_map.pop("f2"), "f2"),
+    "boxes deleted, stem dropped": (drop_boxes, lambda gt_map: gt_map.pop("f2"), "f2"),
+}
+
+
+@pytest.mark.parametrize("case", list(GT_EDITS))
+def test_a_resealed_gt_edit_fails_verify_against_the_reference(split_copy, tmp_path, case):
+    import shutil
+
+    edit, gt_map_edit, named = GT_EDITS[case]
+    ref = tmp_path / "reference.json"
+    shutil.copyfile(split_copy / "manifest.json", ref)
+    edit_gt(split_copy, edit)
+    reseal(split_copy, gt_map_edit)
+    for subset in ([], ["--subset"]):
+        report = tmp_path / "v.json"
+        r = invoke("verify", split_copy, "--against", ref, *subset, "--json", report)
+        assert r.exit_code == 1, (subset, r.output)
+        found = [f for f in json.loads(report.read_text())["findings"] if f["failure"]]
+        assert any(f["path"] == "annotations/test.json" and named in f["detail"] for f in found), (subset, found)
+        assert not any("is identical" in f["detail"] for f in found), found
+
+
+def test_plain_verify_names_the_image_fields_that_changed(split_copy, tmp_path):
+    edit_gt(split_copy, swap_file_names)
+    report = tmp_path / "v.json"
+    assert invoke("verify", split_copy, "--json", report).exit_code == 1
+    (finding,) = json.loads(report.read_text())["findings"]
+    assert "file_name 'f1.png'" in finding["detail"] and "is identical" not in finding["detail"], finding
+
+
+def test_formatting_only_gt_changes_still_say_so(split_copy, tmp_path):
+    path = split_copy / "annotations" / "test.json"
+    path.write_text(json.dumps(json.loads(path.read_text()), indent=4))
+    report = tmp_path / "v.json"
+    assert invoke("verify", split_copy, "--json", report).exit_code == 1
+    (finding,) = json.loads(report.read_text())["findings"]
+    assert "is identical" in finding["detail"] and "file name" in finding["detail"], finding
