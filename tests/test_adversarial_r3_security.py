@@ -391,3 +391,85 @@ def test_formatting_only_gt_changes_still_say_so(split_copy, tmp_path):
     assert invoke("verify", split_copy, "--json", report).exit_code == 1
     (finding,) = json.loads(report.read_text())["findings"]
     assert "is identical" in finding["detail"] and "file name" in finding["detail"], finding
+
+
+# --- 5. (from 11) orientation carried in PNG text chunks is a format finding -----------------------------------
+def _chunk(name: bytes, body: bytes) -> bytes:
+    import zlib
+
+    return len(body).to_bytes(4, "big") + name + body + zlib.crc32(name + body).to_bytes(4, "big")
+
+
+def _exif_rotate_90() -> bytes:
+    """A little-endian TIFF header with one IFD entry: Orientation (0x0112) = 6, 'rotate 90 clockwise'."""
+    return b"II*\x00" + (8).to_bytes(4, "little") + (1).to_bytes(2, "little") + bytes.fromhex("1201") + \
+        (3).to_bytes(2, "little") + (1).to_bytes(4, "little") + (6).to_bytes(2, "little") + b"\x00\x00" + bytes(4)
+
+
+def _raw_profile(exif: bytes) -> bytes:
+    """ImageMagick's text form of an EXIF block, which Pillow reads as the image's EXIF."""
+    return f"\nexif\n{len(exif):8d}\n".encode() + exif.hex().encode() + b"\n"
+
+
+def _xmp(orientation: bool) -> bytes:
+    extra = ' tiff:Orientation="6"' if orientation else ""
+    return (f'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+            f'<rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/"{extra}/></rdf:RDF></x:xmpmeta>').encode()
+
+
+def _text_chunk(kind: str, keyword: bytes, text: bytes) -> bytes:
+    import zlib
+
+    if kind == "tEXt":
+        return _chunk(b"tEXt", keyword + b"\x00" + text)
+    if kind == "zTXt":
+        return _chunk(b"zTXt", keyword + b"\x00\x00" + zlib.compress(text))
+    return _chunk(b"iTXt", keyword + b"\x00\x01\x00\x00\x00" + zlib.compress(text))  # compressed, no language
+
+
+ORIENTING_CHUNKS = {
+    "exif profile in tEXt": ("tEXt", b"Raw profile type exif", _raw_profile(_exif_rotate_90())),
+    "exif profile in zTXt": ("zTXt", b"Raw profile type exif", _raw_profile(_exif_rotate_90())),
+    "xmp orientation in iTXt": ("iTXt", b"XML:com.adobe.xmp", _xmp(True)),
+    "xmp orientation in tEXt": ("tEXt", b"XML:com.adobe.xmp", _xmp(True)),
+}
+
+
+def with_chunk(png: Path, chunk: bytes) -> None:
+    data = png.read_bytes()
+    at = 8 + 12 + int.from_bytes(data[8:12], "big")  # after IHDR
+    png.write_bytes(data[:at] + chunk + data[at:])
+
+
+@pytest.mark.parametrize("case", list(ORIENTING_CHUNKS))
+def test_orientation_in_a_png_text_chunk_is_a_format_finding(split_copy, tmp_path, case):
+    import shutil
+
+    from PIL import Image, ImageOps
+
+    ref = tmp_path / "reference.json"
+    shutil.copyfile(split_copy / "manifest.json", ref)
+    png = split_copy / "test" / "clean" / "f0.png"
+    with_chunk(png, _text_chunk(*ORIENTING_CHUNKS[case]))
+    with Image.open(png) as im:  # what torchvision's Pillow loaders and exif_transpose users see: rotated
+        assert ImageOps.exif_transpose(im).size == im.size[::-1]
+    report = tmp_path / "v.json"
+    r = invoke("verify", split_copy, "--against", ref, "--json", report)
+    assert r.exit_code == 1, r.output
+    (finding,) = json.loads(report.read_text())["findings"]
+    assert (finding["path"], finding["kind"], finding["failure"]) == ("test/clean/f0.png", "format", True)
+    assert "orientation" in finding["detail"], finding
+
+
+def test_text_metadata_without_orientation_stays_bytes_only(split_copy, tmp_path):
+    import shutil
+
+    ref = tmp_path / "reference.json"
+    shutil.copyfile(split_copy / "manifest.json", ref)
+    png = split_copy / "test" / "clean" / "f0.png"
+    with_chunk(png, _text_chunk("iTXt", b"XML:com.adobe.xmp", _xmp(False)))
+    with_chunk(png, _text_chunk("tEXt", b"Software", b"another encoder"))
+    report = tmp_path / "v.json"
+    assert invoke("verify", split_copy, "--against", ref, "--json", report).exit_code == 0
+    (finding,) = json.loads(report.read_text())["findings"]
+    assert (finding["kind"], finding["failure"]) == ("bytes-only", False)

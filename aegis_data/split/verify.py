@@ -10,7 +10,8 @@
                  Only a plain 8-bit RGB PNG without alpha or orientation metadata, which OpenCV (default
                  flags) and Pillow decode to exactly the expected pixels, is bytes-only; else ``format``
     format       this toolkit decodes the expected pixels, but a detector's reader would not (16-bit samples
-                 it truncates, alpha, an EXIF orientation it applies, another layout)
+                 it truncates, alpha, an EXIF orientation it applies -- from eXIf, or EXIF/XMP in a text
+                 chunk --, another layout)
     pixels       decoded pixels differ; with the count of differing pixels and max |delta| where the expected
                  image can be regenerated: the clean image of the split is the decoded source, so a corrupted
                  condition is re-run from it with the suite's corruption function
