@@ -175,6 +175,21 @@ def test_genuine_checkpoints_still_load_and_resume(tmp_path, tiny_split, interru
     assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "data", "train"]
 
 
+def test_a_checkpoint_keeping_its_loss_and_argument_namespace_loads(tmp_path):
+    """What some Ultralytics checkpoints hold beside the layers: the loss object and an argument namespace."""
+    import torch
+    from ultralytics import YOLO
+    from ultralytics.cfg import get_cfg
+
+    from aegis_eval.runners.checkpoints import check_ultralytics_checkpoint
+
+    model = YOLO("yolo11n.yaml").model
+    model.args = get_cfg()
+    model.criterion = model.init_criterion()
+    torch.save({"epoch": -1, "model": model, "train_args": {}}, tmp_path / "w.pt")
+    assert type(check_ultralytics_checkpoint(tmp_path / "w.pt")["model"].criterion).__name__ == "v8DetectionLoss"
+
+
 # --- 2. a name that becomes a path stays in its folder ---------------------------------------------------------
 FRCNN_FAST = ("--model", "fasterrcnn", "--weights", "none", "--arch", "mobilenet_v3", "--epochs", "1", "--imgsz",
               "64", "--batch", "2", "--device", "cpu", "--bootstrap", "10")

@@ -31,6 +31,8 @@ from aegis_data.errors import AegisError
 # Modules whose nn.Module classes a checkpoint may rebuild: torch's layers, Ultralytics' blocks and models.
 _CLASS_MODULE_PREFIXES = ("torch.nn.modules.", "ultralytics.nn.modules.")
 _CLASS_MODULES = ("ultralytics.nn.tasks",)
+# Modules whose own classes (not nn.Modules) a checkpoint may rebuild: a saved model can keep its loss object.
+_LOSS_MODULES = ("ultralytics.utils.loss", "ultralytics.utils.tal")
 # Opcodes torch.save never writes and torch's weights_only loader does not run; each one builds or calls objects.
 _REFUSED_OPCODES = {"INST", "OBJ", "STACK_GLOBAL", "EXT1", "EXT2", "EXT4", "NEWOBJ_EX"}
 _STRING_OPCODES = {"STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "BINUNICODE", "SHORT_BINUNICODE",
@@ -60,20 +62,25 @@ def _data_globals() -> dict[str, Any]:
 
 
 def _layer_class(name: str):
-    """The nn.Module class ``name`` (``module.Class``) when it is a torch or Ultralytics layer or model, else None.
+    """The class ``name`` (``module.Class``) when it is a torch or Ultralytics layer or model (an nn.Module), or
+    an Ultralytics loss class defined in its loss modules; else None.
 
-    Only modules of torch.nn and of Ultralytics' nn package are imported: the installed toolkit's own code.
+    Only modules of torch.nn and of Ultralytics' nn package and loss modules are imported: installed code.
     """
     import torch
 
     module, _, attr = name.rpartition(".")
-    if not (module.startswith(_CLASS_MODULE_PREFIXES) or module in _CLASS_MODULES):
+    if not (module.startswith(_CLASS_MODULE_PREFIXES) or module in _CLASS_MODULES + _LOSS_MODULES):
         return None
     try:
         obj = getattr(importlib.import_module(module), attr, None)
     except Exception:  # a module name that does not exist here: not a class this toolkit knows
         return None
-    return obj if isinstance(obj, type) and issubclass(obj, torch.nn.Module) else None
+    if not isinstance(obj, type):
+        return None
+    if module in _LOSS_MODULES:
+        return obj if obj.__module__ == module else None
+    return obj if issubclass(obj, torch.nn.Module) else None
 
 
 def _read_archive(path: Path) -> tuple[io.BytesIO, bytes]:
