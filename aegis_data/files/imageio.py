@@ -109,10 +109,47 @@ def decode_image_bytes(data: bytes, *, what: str = "<bytes>", max_pixels: int = 
 # Chunks that make a standard reader show other pixels than the stored samples: orientation (eXIf, which
 # cv2.imread applies by default) and a transparent colour (tRNS, an alpha channel in Pillow's RGBA).
 _VIEW_CHANGING_CHUNKS = (b"eXIf", b"tRNS")
+# Text chunks whose metadata a reader turns into an orientation: Pillow's getexif (so ImageOps.exif_transpose)
+# reads EXIF from a "Raw profile type exif" text (ImageMagick's form) and an orientation from XMP.
+_TEXT_CHUNKS = (b"tEXt", b"zTXt", b"iTXt")
+_EXIF_TEXT_KEYWORD = b"Raw profile type exif"
+_XMP_KEYWORD = b"XML:com.adobe.xmp"
+_MAX_TEXT = 1 << 20  # bytes of a compressed XMP text inspected; Pillow refuses larger decompressed text chunks
+
+
+def _text_chunk_problem(name: bytes, body: bytes) -> str | None:
+    """Why a tEXt/zTXt/iTXt chunk could make a reader rotate the image (None when it cannot)."""
+    import zlib
+
+    keyword, _, rest = body.partition(b"\x00")
+    where = f"a {name.decode()} chunk"
+    if keyword == _EXIF_TEXT_KEYWORD:  # an EXIF block, like eXIf: the orientation a reader applies may be in it
+        return f"carries an EXIF profile in {where} (orientation Pillow's exif_transpose applies)"
+    if keyword != _XMP_KEYWORD:
+        return None
+    compressed = name == b"zTXt" or (name == b"iTXt" and rest[:1] == b"\x01")
+    if name == b"zTXt":
+        text = rest[1:]
+    elif name == b"iTXt":  # compression flag and method, then language and translated keyword, each NUL-ended
+        text = rest[2:].split(b"\x00", 2)[-1]
+    else:
+        text = rest
+    if compressed:
+        try:
+            inflate = zlib.decompressobj()
+            text = inflate.decompress(text, _MAX_TEXT)
+        except zlib.error:
+            return None  # Pillow cannot read it either
+        if inflate.unconsumed_tail:
+            return f"carries XMP in {where} too large to inspect for an orientation"
+    if b"orientation" in text.lower():
+        return f"carries an XMP orientation in {where} (Pillow's exif_transpose applies it)"
+    return None
 
 
 def _png_layout(data: bytes) -> str | None:
-    """Why a PNG is not plain 8-bit RGB without alpha or orientation metadata (None when it is)."""
+    """Why a PNG is not plain 8-bit RGB without alpha or orientation metadata (eXIf, or EXIF/XMP in a text
+    chunk; None when it is)."""
     if not data.startswith(PNG_SIGNATURE) or len(data) < 33 or data[12:16] != b"IHDR":
         return "not a PNG file"
     depth, colour = data[24], data[25]
@@ -124,6 +161,10 @@ def _png_layout(data: bytes) -> str | None:
         length, name = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
         if name in _VIEW_CHANGING_CHUNKS:
             return f"carries a {name.decode()} chunk ({'orientation' if name == b'eXIf' else 'transparency'})"
+        if name in _TEXT_CHUNKS:
+            why = _text_chunk_problem(name, data[pos + 8:pos + 8 + length])
+            if why:
+                return why
         if name == b"IEND":
             break
         pos += 12 + length

@@ -71,3 +71,22 @@ def check_output_dirs(outputs: Mapping[str, Path | None], inputs: Iterable[Path 
             if real == src or src in real.parents:
                 raise AegisError(f"{opt} {path} {'is' if real == src else 'lies inside'} the input folder {src}; "
                                  f"write the output somewhere else")
+
+
+def check_name_component(name: str, what: str, reserved: Iterable[str] = ()) -> str:
+    """``name`` (a policy name, a label, ...) where it becomes one folder or file name inside an output folder.
+
+    A name that is empty, ``.``, ``..``, holds a path separator, a NUL or a control character, or equals one of
+    the folder's own entries (``reserved``) could leave its folder or clobber a sibling: AegisError in one line.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise AegisError(f"{what} {name!r} is empty; it names a folder, so it needs visible characters")
+    bad = next((ch for ch in name if ch in "/\\" or ord(ch) < 32 or ord(ch) == 127), None)
+    if bad is not None or name in (".", "..") or name != name.strip():
+        why = f"holds {bad!r}" if bad is not None else ("is a relative folder name" if name.strip() in (".", "..")
+                                                        else "starts or ends with white space")
+        raise AegisError(f"{what} {name!r} {why}; it names a folder of the output, so it must be one plain name "
+                         f"(letters, digits, '-', '_', '.')")
+    if name in set(reserved):
+        raise AegisError(f"{what} {name!r} is taken: the output folder has its own {name!r}; choose another name")
+    return name

@@ -19,7 +19,7 @@ import math
 import numbers
 import re
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Container, Iterator
 
 import numpy as np
@@ -180,14 +180,42 @@ def read_coco_gt(path: str | Path, what: str = "COCO ground truth", code_prefix:
     return coco, sha
 
 
+def stays_inside(name: Any) -> bool:
+    """Whether ``name`` is a relative POSIX path that stays inside the folder it is joined to: not empty, not
+    absolute (nor a Windows drive), no ``..`` part, no backslash or NUL."""
+    if not isinstance(name, str) or not name or "\x00" in name or "\\" in name:
+        return False
+    return not PurePosixPath(name).is_absolute() and ".." not in PurePosixPath(name).parts \
+        and not PureWindowsPath(name).drive
+
+
+def image_name_problem(image: dict) -> str | None:
+    """Why an ``images`` entry of a split's GT would lead a reader out of its image folder, else None.
+
+    Readers join ``file_name`` to a condition folder, and ``stem`` (the split's image id) as ``<stem>.png``: a
+    file name must stay inside, a stem must be one plain name.
+    """
+    name = image.get("file_name")
+    if isinstance(name, str) and not stays_inside(name):
+        return f"file_name {name!r:.80} leaves the image folder (an absolute path, '..', a backslash or NUL)"
+    stem = image.get("stem")
+    if stem is not None and not (isinstance(stem, str) and stays_inside(stem) and "/" not in stem
+                                 and stem not in (".", "")):
+        return f"stem {stem!r:.80} is not a plain file name (the split's image id, such as 'img001')"
+    return None
+
+
 def coco_images(coco: dict, where: str | Path) -> list[dict]:
     """The ``images`` of a COCO GT sorted by id; AegisError unless every one is an object with an integer id and
-    a ``file_name``, and no id repeats."""
+    a ``file_name``, no id repeats, and no file name or stem leads out of the image folder."""
     images = coco.get("images") if isinstance(coco, dict) else None
     for k, im in enumerate(images if isinstance(images, list) else [None]):
         if not isinstance(im, dict) or not isinstance(im.get("id"), int) or isinstance(im.get("id"), bool) \
                 or not isinstance(im.get("file_name"), str):
             raise AegisError(f"{where}: images[{k}] must be an object with an integer 'id' and a 'file_name'")
+        problem = image_name_problem(im)
+        if problem is not None:
+            raise AegisError(f"{where}: images[{k}] {problem}")
     out = sorted(images, key=lambda im: im["id"])
     ids = [im["id"] for im in out]
     if len(set(ids)) != len(ids):

@@ -168,8 +168,26 @@ def annotation_identity(bbox_xywh: Iterable[float], category_id: Any, iscrowd: A
     return box if plain else [*box, {"area": area, "category_id": category_id, "iscrowd": iscrowd}]
 
 
-def annotation_digest(items: Iterable[list]) -> str:
-    """SHA-256 of one image's :func:`annotation_identity` list (in annotation order)."""
+# The fields of a GT image the scorer reads (COCO id, file name, size); see image_identity.
+IMAGE_IDENTITY_KEYS = ("id", "file_name", "width", "height")
+
+
+def image_identity(image: Mapping[str, Any], expected: Mapping[str, Any] | None) -> dict | None:
+    """What one GT image's own fields add to its digest: nothing when they are what the toolkit writes (the id,
+    width and height of the manifest's image entries for that stem, file name ``<stem>.png``: ``expected``),
+    else ``{"image": {id, file_name, width, height}}``. So editing any of them changes the digest, while the
+    digest of every toolkit-built split stays the box-list digest earlier versions wrote (root hashes unchanged).
+    """
+    got = {k: image.get(k) for k in IMAGE_IDENTITY_KEYS}
+    if expected is not None and all(type(got[k]) is type(expected.get(k)) and got[k] == expected.get(k)
+                                    for k in IMAGE_IDENTITY_KEYS):
+        return None
+    return {"image": got}
+
+
+def annotation_digest(items: Iterable[Any]) -> str:
+    """SHA-256 of one image's :func:`annotation_identity` list (in annotation order), followed by its
+    :func:`image_identity` when that is not None."""
     return hashlib.sha256(canonical_json(list(items))).hexdigest()
 
 

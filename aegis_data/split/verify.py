@@ -10,7 +10,8 @@
                  Only a plain 8-bit RGB PNG without alpha or orientation metadata, which OpenCV (default
                  flags) and Pillow decode to exactly the expected pixels, is bytes-only; else ``format``
     format       this toolkit decodes the expected pixels, but a detector's reader would not (16-bit samples
-                 it truncates, alpha, an EXIF orientation it applies, another layout)
+                 it truncates, alpha, an EXIF orientation it applies -- from eXIf, or EXIF/XMP in a text
+                 chunk --, another layout)
     pixels       decoded pixels differ; with the count of differing pixels and max |delta| where the expected
                  image can be regenerated: the clean image of the split is the decoded source, so a corrupted
                  condition is re-run from it with the suite's corruption function
@@ -54,14 +55,16 @@ from aegis_data.files.imageio import (DEFAULT_MAX_PIXELS, decode_file_bytes, fil
 from aegis_data.files.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, SUITE_CONFIG_NAME, condition_dir,
                                image_file_name)
 from aegis_data.files.readers import coco_annotations, coco_bbox, coco_images, read_coco_gt
-from aegis_data.split.manifest import (ROOT_ENTRY_KEYS, ROOT_IDENTITY_KEYS, Manifest, annotation_digest, annotation_identity,
-                                 load_manifest)
+from aegis_data.split.manifest import (IMAGE_IDENTITY_KEYS, ROOT_ENTRY_KEYS, ROOT_IDENTITY_KEYS, Manifest,
+                                       annotation_digest, annotation_identity, image_identity, load_manifest)
 
 YOLO_DIR = "yolo"  # see aegis_data.split.build.yolo_files / link_yolo_dirs
 
 _BYTES_ONLY = "pixels identical, file bytes differ (another PNG encoder, its version or settings)"
-_UNCHANGED_GT = "file bytes differ, every annotation field the scorer reads is identical (formatting/metadata)"
-FINDING_KINDS = ("missing", "extra", "bytes-only", "format", "pixels", "source", "scene", "annotations", "yolo", "manifest",
+_UNCHANGED_GT = ("file bytes differ; every field the scorer reads is identical (boxes, categories, crowd flags, areas; "
+                 "image ids, file names, sizes): formatting or metadata")
+FINDING_KINDS = ("missing", "extra", "bytes-only", "format", "pixels", "source", "scene", "annotations", "yolo",
+                 "manifest",
                  "link", "hardlink", "seal")
 INFO_KINDS = ("hardlink", "seal")  # never failures
 _LEGACY_SEAL = ("sealed in the earlier form (aegisbench 0.2.0 before top-level fields were sealed): toolkit, format "
@@ -160,38 +163,86 @@ def _walk_files(root: Path) -> list[str]:
     return found
 
 
-def gt_digests(path: Path) -> dict[str, str]:
-    """Per image stem, the digest of every field the scorer reads from its annotations (box, category, crowd
-    flag, area; :func:`aegis_data.split.manifest.annotation_identity`), from a COCO GT file; AegisError when unreadable."""
+def expected_gt_images(manifest: Manifest, split: str) -> dict[str, dict[str, Any]]:
+    """Per image stem of ``split``, the GT image fields the toolkit writes, from the manifest's image entries
+    (which the root hash covers): COCO id, ``<stem>.png``, width and height (see ``image_identity``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for e in manifest.images():
+        if e.get("split") == split and e["image_id"] not in out:
+            out[e["image_id"]] = {"id": e.get("coco_id"), "file_name": image_file_name(e["image_id"]),
+                                  "width": e.get("width"), "height": e.get("height")}
+    return out
+
+
+def _gt_identity(path: Path, images: Mapping[str, Mapping[str, Any]] | None
+                 ) -> tuple[dict[str, str], dict[str, str], dict[str, list[str]]]:
+    """(per stem: digest of the boxes alone, digest of boxes and image fields, how the image fields differ from
+    ``images``) of a COCO GT file. Without ``images`` the image fields are not compared (the two digests agree)."""
     coco = read_coco_gt(path)[0]
-    stems = {im["id"]: im.get("stem") or Path(im["file_name"]).stem for im in coco_images(coco, path)}
+    rows = coco_images(coco, path)
+    stems: dict[int, str] = {}
+    for k, im in enumerate(rows):
+        stem = im.get("stem") or Path(im["file_name"]).stem
+        if stem in stems.values():
+            raise AegisError(f"{path}: two images have the stem {stem!r}")
+        stems[im["id"]] = stem
     items: dict[int, list] = {i: [] for i in stems}
     for k, a in coco_annotations(coco, path, items):
         box = coco_bbox(a, path, k)
         items[a["image_id"]].append(annotation_identity(box, a.get("category_id"), a.get("iscrowd", 0), a.get("area")))
-    return {stems[i]: annotation_digest(v) for i, v in items.items()}
+    boxes, full, fields = {}, {}, {}
+    for im in rows:
+        stem, v = stems[im["id"]], items[im["id"]]
+        boxes[stem] = annotation_digest(v)
+        extra = None if images is None else image_identity(im, images.get(stem))
+        full[stem] = boxes[stem] if extra is None else annotation_digest([*v, extra])
+        if extra is not None:
+            want = images.get(stem)  # type: ignore[union-attr]
+            fields[stem] = [f"{k} {extra['image'][k]!r:.40}" + ("" if want is None else f" (expected {want.get(k)!r})")
+                            for k in IMAGE_IDENTITY_KEYS if want is None or extra["image"][k] != want.get(k)
+                            or type(extra["image"][k]) is not type(want.get(k))]
+    return boxes, full, fields
 
 
-def _annotation_finding(path: Path, rel: str, expected: Mapping[str, Any], only: Any = None) -> Finding | None:
-    """How the GT file at ``path`` differs from ``expected['gt']`` (for the stems in ``only`` when given);
-    None when ``only`` is given and those images' annotations are unchanged."""
+def gt_digests(path: Path, images: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, str]:
+    """Per image stem, the digest of every field the scorer reads from its annotations (box, category, crowd
+    flag, area; :func:`aegis_data.split.manifest.annotation_identity`) and, given ``images`` (the manifest's,
+    :func:`expected_gt_images`), from the image itself (id, file name, size; ``image_identity``), from a COCO
+    GT file; AegisError when unreadable."""
+    return _gt_identity(path, images)[1]
+
+
+def _shown(items: Sequence[str]) -> str:
+    return ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
+
+
+def _annotation_finding(path: Path, rel: str, expected: Mapping[str, Any], only: Any = None,
+                        images: Mapping[str, Mapping[str, Any]] | None = None) -> Finding | None:
+    """How the GT file at ``path`` differs from ``expected['gt']`` and, per image, from ``images`` (the image
+    fields the manifest implies; for the stems in ``only`` when given); None when ``only`` is given and those
+    images are unchanged."""
     try:
-        digests = gt_digests(path)
+        boxes, digests, fields = _gt_identity(path, images)
     except AegisError as exc:
         return Finding(rel, "annotations", f"not a readable COCO GT file ({exc})")
     want: Mapping[str, str] = expected.get("gt") or {}
     if only is not None:
         want = {s: d for s, d in want.items() if s in only}
         digests = {s: d for s, d in digests.items() if s in only}
-    changed = sorted(s for s in want if s in digests and digests[s] != want[s])
+        fields = {s: f for s, f in fields.items() if s in only}
+    changed = sorted(s for s in want if s in boxes and boxes[s] != want[s])
+    redrawn = sorted(s for s in want if s in fields)
     lost = sorted(s for s in want if s not in digests)
     added = sorted(s for s in digests if s not in want)
     parts = []
-    for label, items in (("annotations changed", changed), ("images removed", lost), ("images added", added)):
+    if changed:
+        parts.append(f"annotations changed for {len(changed)}: {_shown(changed)}")
+    if redrawn:
+        parts.append(f"image fields changed for {len(redrawn)}: "
+                     + _shown([f"{s} {', '.join(fields[s])}" for s in redrawn]))
+    for label, items in (("images removed", lost), ("images added", added)):
         if items:
-            shown = ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
-            parts.append(f"{label} for {len(items)}: {shown}" if label == "annotations changed" else
-                         f"{label}: {shown}")
+            parts.append(f"{label}: {_shown(items)}")
     if not parts and only is not None:
         return None
     return Finding(rel, "annotations", "; ".join(parts) or _UNCHANGED_GT)
@@ -314,7 +365,7 @@ def verify_split(
             continue
         kind = e.get("kind")
         if kind == "annotations":
-            findings.append(_annotation_finding(root / rel, rel, e))
+            findings.append(_annotation_finding(root / rel, rel, e, images=expected_gt_images(ref, e["split"])))
         elif kind != "image":
             findings.append(Finding(rel, "yolo" if kind == "yolo" else str(kind), "file content differs"))
         else:
@@ -364,19 +415,30 @@ def _subset_paths(root: Path, local: Manifest, ref: Manifest) -> tuple[list[str]
     for rel, e in sorted(local.entries.items()):
         if e["kind"] == "annotations" and rel in ref.entries:
             want = ref.entries[rel].get("gt") or {}
-            changed = sorted(s for s, d in (e.get("gt") or {}).items() if want.get(s) != d)
+            mine = e.get("gt") or {}
+            changed = sorted(s for s, d in mine.items() if want.get(s) != d)
             if changed:
                 findings.append(Finding(rel, "annotations", f"annotations differ from the reference for "
-                                                            f"{len(changed)}: {', '.join(changed[:5])}"))
+                                                            f"{len(changed)}: {_shown(changed)}"))
+            # Every image this build holds has its GT checked: a stem dropped from the local GT map would
+            # otherwise take its image's annotations out of the comparison.
+            held = set(expected_gt_images(local, e["split"]))
+            unmapped = sorted(held - set(mine))
+            if unmapped:
+                findings.append(Finding(rel, "annotations", f"the local manifest lists images without a GT digest "
+                                                            f"({len(unmapped)}): {_shown(unmapped)}"))
             if not (root / rel).is_file():
                 findings.append(Finding(rel, "missing", "listed in the local manifest, not on disk"))
                 continue
+            # Image fields are expected as the reference's image entries give them (the root hash covers those).
+            images = expected_gt_images(ref, e["split"])
             if file_sha256(root / rel) != e["sha256"]:
-                findings.append(_annotation_finding(root / rel, rel, e))  # edited since the build
+                findings.append(_annotation_finding(root / rel, rel, e, images=images))  # edited since the build
                 continue
             # The file itself against the reference, for this build's images: the local manifest's digests
             # are only as good as the manifest, which anyone can reseal.
-            against_ref = _annotation_finding(root / rel, rel, ref.entries[rel], only=set(e.get("gt") or {}))
+            against_ref = _annotation_finding(root / rel, rel, ref.entries[rel], only=held | set(mine),
+                                              images=images)
             if against_ref is not None:
                 findings.append(Finding(rel, "annotations", "against the reference: " + against_ref.detail))
     paths = sorted(p for p in local.entries if p in ref.entries and ref.entries[p]["kind"] == "image")

@@ -31,7 +31,7 @@ import numpy as np
 from aegis_data.engine.config import SuiteConfig, config_for
 from aegis_data.errors import AegisError
 from aegis_data.files.layout import MANIFEST_NAME, annotation_path
-from aegis_data.files.readers import read_json
+from aegis_data.files.readers import image_name_problem, read_json
 from aegis_eval.metrics.types import Detections, GroundTruth
 from aegis_eval.protocols.class_map import ClassMap, remap_ground_truth, remap_predictions
 from aegis_eval.protocols.coco_doc import category_names, check_coco_shape, is_int64
@@ -324,6 +324,15 @@ def resolve_gt_path(path: str | Path, split: str = "test") -> tuple[Path, Path |
     return path, None
 
 
+def _check_split_image_names(coco: Any, where: str) -> None:
+    """A split's GT names frames a reader opens (the gallery, the runners): none may lead out of its folder."""
+    images = coco.get("images") if isinstance(coco, dict) else None
+    for k, im in enumerate(images if isinstance(images, list) else []):
+        problem = image_name_problem(im) if isinstance(im, dict) else None
+        if problem is not None:
+            raise AegisError(f"[gt_image_name] {where}: images[{k}] {problem}")
+
+
 def read_ground_truth_doc(path: str | Path, split: str = "test", class_map: ClassMap | None = None
                           ) -> tuple[Any, dict[str, Any]]:
     """(parsed COCO GT, source record) from a COCO file or a split directory, with a GT-side class map applied."""
@@ -333,6 +342,7 @@ def read_ground_truth_doc(path: str | Path, split: str = "test", class_map: Clas
     if root is not None:
         source["split_dir"] = str(root)
         source.update(_read_manifest(root))
+        _check_split_image_names(coco, str(ann))
     if class_map is not None and class_map.side == "gt":
         check_coco_shape(coco, str(ann))
         coco = remap_ground_truth(coco, class_map, str(ann))

@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 from aegis_data.augment.transform import AugmentPolicy, load_policy
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import write_bytes_atomic
+from aegis_data.files.outputs import check_name_component
 from aegis_eval.metrics.bootstrap import BootstrapOptions
 from aegis_eval.protocols.predictions import load_ground_truth, load_predictions
 from aegis_eval.protocols.scoring import prediction_files, write_score_json
@@ -43,6 +44,7 @@ from aegis_eval.runners.train import TrainSettings, train_baseline
 CLEAN = "clean"
 ABLATION_FILE = "ablation.json"
 SCORES_DIR = "scores"
+RESERVED = (SCORES_DIR, ABLATION_FILE)  # the ablation folder's own entries: no policy may be named like them
 
 
 def parse_policies(spec: str | Sequence[str]) -> list[AugmentPolicy]:
@@ -51,6 +53,8 @@ def parse_policies(spec: str | Sequence[str]) -> list[AugmentPolicy]:
     if not items:
         raise AegisError("no policies given: pass --policies all,loo-flood,... (names in configs/augment)")
     policies = [load_policy(s) for s in items]
+    for p in policies:  # each name becomes OUT/<name>/ and OUT/scores/<name>.json
+        check_name_component(p.name, "policy name", RESERVED)
     names = [p.name for p in policies]
     dup = next((n for n in names if names.count(n) > 1 or n == CLEAN), None)
     if dup is not None:
@@ -113,6 +117,8 @@ def run_ablation(train: TrainSettings, predict: PredictSettings, split_dir: str 
 
     if not policies:
         raise AegisError("the ablation needs at least one augmentation policy besides the clean baseline")
+    for p in policies:  # before any work: each name becomes a folder and a file name under out_dir
+        check_name_component(p.name, "policy name", (*RESERVED, CLEAN))
     split, out = Path(split_dir), Path(out_dir)
     if out.exists() and not out.is_dir():
         raise AegisError(f"--out-dir {out} exists and is not a folder")
@@ -121,6 +127,10 @@ def run_ablation(train: TrainSettings, predict: PredictSettings, split_dir: str 
     start = init_record(train.model, init) if init is not None else None
     if start is not None:
         train = replace(train, weights=start["path"])
+    if train.model != "fasterrcnn" and train.weights is not None:  # refused before any stage starts
+        from aegis_eval.runners.checkpoints import check_ultralytics_weights
+
+        check_ultralytics_weights(train.weights)
     base_label = label or train.model
     say = progress or (lambda stage, status: None)
     models = [(CLEAN, None)] + [(p.name, p) for p in policies]

@@ -241,8 +241,9 @@ def train_baseline(settings: TrainSettings, split_dir: str | Path, run_dir: str 
 # --- Ultralytics --------------------------------------------------------------------------------------
 def _train_ultralytics(settings: TrainSettings, weights: str, device: str, run: Path, data_yaml: Path,
                        augmenter=None) -> dict[str, Any]:
-    import torch
     from ultralytics import RTDETR, YOLO
+
+    from aegis_eval.runners.checkpoints import check_ultralytics_checkpoint, check_ultralytics_weights
 
     cls = RTDETR if settings.model == "rtdetr" else YOLO
     hook: dict[str, Any] = {}
@@ -254,13 +255,18 @@ def _train_ultralytics(settings: TrainSettings, weights: str, device: str, run: 
     last = weights_dir / "last.pt"
     resumed = False
     if last.is_file():
-        ckpt = torch.load(str(last), map_location="cpu", weights_only=False)
-        if int(ckpt.get("epoch", -1)) == -1:  # ultralytics marks a finished run's checkpoint with epoch -1
+        # Vetted first (no code runs from it); it must record its epoch: Ultralytics marks a finished run with -1.
+        epoch = check_ultralytics_checkpoint(last, resume=True)["epoch"]
+        if epoch == -1:
             return {"best": str(weights_dir / "best.pt"), "last": str(last), "resumed": False,
                     "status": "already finished", "train_dir": str(run / "train")}
-        cls(str(last)).train(resume=True, device=device, workers=settings.workers, plots=False, **hook)
+        # A resume takes its settings from the checkpoint's train_args; the ones naming places are ours instead:
+        # the dataset, the run folder, and no teacher model to load.
+        cls(str(last)).train(resume=True, data=str(data_yaml), save_dir=str((run / "train").resolve()),
+                             distill_model=None, device=device, workers=settings.workers, plots=False, **hook)
         resumed = True
     else:
+        check_ultralytics_weights(weights)
         net = cls(weights)
         net.train(data=str(data_yaml), epochs=settings.epochs, imgsz=settings.imgsz, batch=settings.batch,
                   seed=settings.seed, deterministic=True, workers=settings.workers, optimizer=settings.optimizer,

@@ -34,6 +34,9 @@ class UltralyticsDetector:
         ultralytics = require("ultralytics", f"the {model} runner")
         RTDETR, YOLO = ultralytics.RTDETR, ultralytics.YOLO
         cls = RTDETR if model == "rtdetr" else YOLO
+        from aegis_eval.runners.checkpoints import check_ultralytics_weights
+
+        check_ultralytics_weights(weights)  # Ultralytics itself would unpickle the file with weights_only=False
         try:
             self._net = cls(weights)
         except (FileNotFoundError, OSError) as exc:
