@@ -17,6 +17,8 @@ Statistics (direction as declared for the corruptions that use them):
   :func:`aegis_data.engine.realism.noise_curve`
 - ``edge_width``: median 10-90 % rise distance across strong edges in their most blurred orientation, in px
   (blur, up) - see :func:`aegis_data.engine.realism.edge_widths`
+- ``luma_snr``: mean luma over the standard deviation of the noise the corruption added, both in DN (camera
+  noise and darkening together, down; needs the clean image) - see :func:`luma_snr`
 
 A ladder passes :func:`check_monotone` when the mean statistic over the image set moves strictly in the
 declared direction from severity 1 to 3 *and* severity 1 already lies strictly beyond the clean value.
@@ -181,6 +183,22 @@ def streak_density(
     return float(np.mean(y > gain * bound + margin))
 
 
+def luma_snr(rgb: np.ndarray, clean: np.ndarray) -> float:
+    """Signal-to-noise ratio of the corrupted image's luma against the noise the corruption added: the mean luma of
+    ``rgb`` (DN) over the noise std of ``rgb - clean`` (DN, :func:`aegis_data.engine.realism.noise_sigma` of the
+    difference offset to mid-grey, so smooth differences such as a darkening or a blur's gentle changes fall
+    away in its per-block plane fit and only the added grain counts); infinite when nothing was added.
+
+    Noise measured on the image alone cannot tell an added grain from the scene's own texture (a smear that
+    removes texture can make ``noise_sigma`` fall although noise was added), and darkening lowers the noise in DN
+    while the image gets worse; the ratio to the added noise moves one way with both."""
+    a, b = _check_pair(rgb, clean)
+    diff = np.clip(a.astype(np.int16) - b.astype(np.int16) + 128, 0, 255).astype(np.uint8)
+    sigma = noise_sigma(diff)
+    mean = float(luma(a).mean()) * 255.0
+    return mean / sigma if sigma > 0 else math.inf
+
+
 # Statistic name -> (function, needs the clean image).
 STATISTICS: dict[str, tuple[Callable[..., float], bool]] = {
     "saturated_fraction": (saturated_fraction, False),
@@ -192,6 +210,7 @@ STATISTICS: dict[str, tuple[Callable[..., float], bool]] = {
     "mean_luminance": (mean_luminance, False),
     "noise_sigma": (noise_sigma, False),
     "edge_width": (edge_width, False),
+    "luma_snr": (luma_snr, True),
 }
 
 

@@ -26,7 +26,7 @@ CORRUPTION_KEYS = ("family", "statistic", "direction", "severities", "fixed", "m
 DIRECTIONS = ("increase", "decrease")
 # The calibration statistics a corruption may declare (computed by aegis_data.engine.calibration.STATISTICS).
 CALIBRATION_STATISTICS = ("saturated_fraction", "rms_contrast", "occluded_fraction", "red_blue_ratio",
-                          "streak_density", "edge_strength", "mean_luminance", "noise_sigma", "edge_width")
+                          "streak_density", "edge_strength", "mean_luminance", "noise_sigma", "edge_width", "luma_snr")
 CALIBRATION_KEYS = {"saturated_luma": (0.0, 1.0), "occluded_delta": (0.0, 1.0)}
 MAX_SEED = 2**63 - 1
 # The finest value-noise grid has base * 2**(octaves - 1) cells on the long side, whatever the frame size.
