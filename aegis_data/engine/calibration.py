@@ -328,6 +328,8 @@ def _mean_std(values: Sequence[float]) -> tuple[float, float]:
     if not values:
         return math.nan, math.nan
     arr = np.asarray(values, dtype=np.float64)
+    if np.isinf(arr).any():  # luma_snr of a clean image: no added noise, an infinite ratio and no spread
+        return float(arr.mean()), math.nan
     return float(arr.mean()), float(arr.std())
 
 

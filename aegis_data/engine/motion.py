@@ -25,6 +25,7 @@ import cv2
 import numpy as np
 
 from aegis_data.engine import kernels as K
+from aegis_data.engine.budget import MAX_LENGTH_PX
 from aegis_data.engine.photometry import LINEAR_MAX, to_linear, to_srgb
 from aegis_data.engine.scene import OBLIQUE, Scene
 from aegis_data.engine.seeding import KeyedRandom
@@ -36,8 +37,9 @@ MIN_SAMPLES = 16
 JITTER_STEPS = 64  # random-walk steps of the jitter over one exposure (interpolated to the path samples)
 SKEW_STEP_PX = 0.25  # rolling-shutter skew changes by at most this much between row bands
 BAND_ROWS = 32  # oblique views: the smear length is evaluated per band of this many rows
-# The cost budget: a kernel longer than this (px of path) is refused before any work (docs/CORRUPTIONS.md).
-MAX_PATH_PX = 1000.0
+# A path longer than the render budget's longest length is refused here too, for direct callers of this module;
+# apply_corruption prices the whole render first (aegis_data.engine.budget, docs/CORRUPTIONS.md "Render budget").
+MAX_PATH_PX = float(MAX_LENGTH_PX)
 
 
 @dataclass(frozen=True)
@@ -97,9 +99,9 @@ def path_samples(length_px: float, heading_deg: float, yaw_deg: float, jitter_px
     (cumulative sums of equal steps), plus a random walk (``jitter_steps`` summed, interpolated linearly to the
     samples, detrended to start and end at zero and scaled to an RMS of ``jitter_px``).
     """
-    if not length_px <= MAX_PATH_PX or not jitter_px <= MAX_PATH_PX / 4:
-        raise AegisError(f"motion blur path of {length_px:.4g} px with {jitter_px:.4g} px jitter exceeds the "
-                         f"engine's cost budget ({MAX_PATH_PX:g} px of path); lower the speed or exposure")
+    if not length_px + 4.0 * jitter_px <= MAX_PATH_PX:
+        raise AegisError(f"motion path of {length_px:.4g} px with {jitter_px:.4g} px jitter exceeds the render budget "
+                         f"({MAX_PATH_PX:g} px); lower the speed or the exposure (docs/CORRUPTIONS.md, \"Render budget\")")
     n = max(MIN_SAMPLES, int(math.ceil(SAMPLES_PER_PX * (length_px + 4.0 * jitter_px))))
     u = (np.arange(n, dtype=np.float64) + 0.5) / n
     turns = (heading_deg + yaw_deg * (u - 0.5)) / 360.0

@@ -38,6 +38,9 @@ SIDECAR_SUFFIX = ".scene.json"
 # BAR_TOLERANCE of the edge's first row (column), per channel. JPEG ringing leaves a few DN in real bars.
 BAR_TOLERANCE = 6
 MIN_BAR_PX = 2  # a single uniform edge row is scene (a road, a roof), not a bar
+# A bar ends in a step: the first scene line differs from the last bar line by at least this much on average (the
+# largest channel difference per pixel). A clear sky is as flat along a row as a bar, but changes smoothly.
+BAR_EDGE_DN = 6
 MAX_BAR_FRACTION = 0.45  # bars never take more than this share of a side: beyond, the frame is one flat colour
 
 # Sky: blocks of about 1/128 of the short side whose mean absolute luma difference between neighbours is at most
@@ -163,7 +166,8 @@ class Scene:
 # Valid-pixel region
 # ----------------------------------------------------------------------------------------------------------
 def _bar_depth(lines, count: int) -> int:
-    """How many leading lines (rows or columns, each (n, 3) uint8) form one flat bar of the first line's colour."""
+    """How many leading lines (rows or columns, each (n, 3) uint8) form one flat bar of the first line's colour,
+    ended by a step to the scene."""
     limit = int(count * MAX_BAR_FRACTION)
     first = None
     depth = 0
@@ -176,15 +180,20 @@ def _bar_depth(lines, count: int) -> int:
                 or np.abs(hi - first).max() > BAR_TOLERANCE:
             break
         depth += 1
-    return depth if depth >= MIN_BAR_PX else 0
+    # A bar ends where the scene starts; a flat run reaching the limit is a flat scene, not a bar.
+    if not MIN_BAR_PX <= depth < limit:
+        return 0
+    step = np.abs(lines(depth).astype(np.int32) - lines(depth - 1).astype(np.int32)).max(axis=1)
+    return depth if int(step.sum()) >= BAR_EDGE_DN * step.size else 0
 
 
 def valid_region(rgb: np.ndarray) -> tuple[int, int, int, int]:
     """(x0, y0, x1, y1): the frame without letterbox/pillarbox bars or constant borders (docs/CORRUPTIONS.md).
 
     A side has a bar when at least ``MIN_BAR_PX`` lines at that edge are each flat (every pixel within
-    ``BAR_TOLERANCE`` per channel of the edge line's colour), up to ``MAX_BAR_FRACTION`` of the side. Integer
-    comparisons only. A frame that is one flat colour is all valid (nothing to protect from anything).
+    ``BAR_TOLERANCE`` per channel of the edge line's colour), fewer than ``MAX_BAR_FRACTION`` of the side, and the
+    next line steps away from the last bar line by ``BAR_EDGE_DN`` on average (a uniform clear sky changes
+    smoothly and is scene). Integer comparisons only. A frame that is one flat colour is all valid.
     """
     check_rgb_image(rgb, "image")
     h, w = rgb.shape[:2]
@@ -297,13 +306,21 @@ def check_sidecar(doc: Any, where: str) -> dict[str, Any]:
 
 
 def read_sidecar(path: str | Path) -> dict[str, Any]:
-    """The checked facts of a sidecar file (JSON, at most 64 KiB); AegisError for anything else."""
-    from aegis_data.files.readers import read_json_object
+    """The checked facts of a sidecar file (strict JSON, at most 64 KiB, no key twice); AegisError otherwise."""
+    from aegis_data.files.readers import parse_json_bytes, read_file_bytes
 
     path = Path(path)
     if path.is_file() and path.stat().st_size > MAX_SIDECAR_BYTES:
         raise AegisError(f"{path}: a scene sidecar is at most {MAX_SIDECAR_BYTES} bytes")
-    doc, _ = read_json_object(path, "scene sidecar", "sidecar_")
+    data = read_file_bytes(path, "scene sidecar", "sidecar_")
+    doc = parse_json_bytes(data, "scene sidecar", path, "sidecar_")
+    if isinstance(doc, dict):
+        # A fact given twice is ambiguous (JSON keeps the last one silently): refuse it.
+        pairs = json.loads(data, object_pairs_hook=lambda items: items)
+        keys = [k for k, _ in pairs] if isinstance(pairs, list) else []
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise AegisError(f"{path}: scene sidecar gives {twice[0]!r} more than once")
     return check_sidecar(doc, str(path))
 
 
