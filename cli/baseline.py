@@ -15,7 +15,7 @@ from rich.table import Table
 from aegis_data.errors import AegisError
 from .common import check_output_dirs, err, out, warn
 from .tables import fit
-from .vocabulary import Arch, Model, Optimizer, SplitName, add_command, mode, value
+from .vocabulary import Arch, Model, Optimizer, SplitName, SuiteOpt, add_command, mode, value
 
 baseline_app = typer.Typer(help="Reference detectors (YOLO11, RT-DETR, Faster R-CNN): predict, train, sweep, ablate.",
                            no_args_is_help=True, pretty_exceptions_show_locals=False, rich_markup_mode=None)
@@ -165,6 +165,7 @@ def train_cmd(
     min_visibility: Annotated[Optional[float], typer.Option(
         "--min-visibility", help="Share of a box's area a tile must show to keep it (default 0.5).")] = None,
     augment: AugmentOpt = None,
+    suite: SuiteOpt = None,
     allow_download: DownloadOpt = False,
 ) -> None:
     """Fine-tune on the split's train images (tiled), validating on clean val; resumes a stopped run.
@@ -173,13 +174,14 @@ def train_cmd(
     """
     check_output_dirs({"--out-dir": out_dir}, [split])
     from aegis_data.augment.transform import load_policy
+    from aegis_eval.runners.augment_hooks import policy_suite_for
     from aegis_eval.runners.train import train_baseline
 
     cfg = _settings(config, model=model, weights=weights, epochs=epochs, imgsz=imgsz, batch=batch, seed=seed,
                     lr0=lr0, optimizer=optimizer, device=device, workers=workers, arch=arch, amp=amp, tile=tile_size,
                     overlap=overlap, min_visibility=min_visibility)
     settings = _train_settings(cfg, allow_download)
-    policy = load_policy(augment) if augment else None
+    policy = load_policy(augment, suite or policy_suite_for(split)) if augment else None
     result = train_baseline(settings, split, out_dir, log=lambda line: err.print(line, highlight=False),
                             augment=policy)
     out.print(f"{settings.model}: {result['status']}; best weights: {result['best']}", highlight=False)
@@ -263,13 +265,15 @@ def ablate_cmd(
         "--seeds", help="Training seeds, e.g. 0,1,2: one model per (policy, seed) in OUT/<name>/seed-<k>/, "
                         "per-seed gains plus a combined two-level bootstrap interval. --seed then keys only the "
                         "bootstrap.")] = None,
+    suite: SuiteOpt = None,
     allow_download: DownloadOpt = False,
 ) -> None:
     """Train one model per augmentation policy plus the clean baseline, sweep every condition, compare."""
     check_output_dirs({"--out-dir": out_dir}, [split])
     from aegis_eval.runners.ablate import parse_policies, parse_seeds, run_ablation
+    from aegis_eval.runners.augment_hooks import policy_suite_for
 
-    chosen = parse_policies(policies)
+    chosen = parse_policies(policies, suite or policy_suite_for(split))
     seed_list = parse_seeds(seeds) if seeds is not None else None
     if init is not None and weights is not None:
         raise AegisError("give --init (a checkpoint to fine-tune from) or --weights, not both")

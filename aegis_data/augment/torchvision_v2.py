@@ -91,9 +91,10 @@ def _like(out: np.ndarray, image: Any) -> Any:
 class DisasterAugmentV2(v2.Transform):
     """torchvision-v2 wrapper of :class:`aegis_data.augment.transform.DisasterAugment` (see the module doc)."""
 
-    def __init__(self, policy: AugmentPolicy | str | Path, seed: int = 0, epoch: int = 0):
+    def __init__(self, policy: AugmentPolicy | str | Path, seed: int = 0, epoch: int = 0, scale=None):
+        """``scale``: the training frames' person unit (``Scale("object", px)``), which aegis-v2 policies need."""
         super().__init__()
-        self.augment = DisasterAugment(policy, seed)
+        self.augment = DisasterAugment(policy, seed, scale=scale)
         self.epoch = 0
         self.set_epoch(epoch)
 

@@ -4,13 +4,15 @@ A **policy** (``configs/augment/<name>.yaml``, format in docs/MITIGATION.md) dec
 training run may see, at which severities and with which weights, and the probability ``p_clean`` of leaving an
 image clean. It resolves to a list of *cells* (corruption, severity, weight); the hash of that resolved form
 (plus the suite config hash, since the kernels read their parameters from it) identifies the policy in every
-artefact trained with it.
+artefact trained with it. A policy renders with one suite: its ``suite`` key (``aegis-v1`` or ``aegis-v2``), else
+the one its loader is given (``--suite``), else the default suite, aegis-v2; an aegis-v2 policy needs the training
+frames' person unit (``DisasterAugment(..., scale=)``).
 
 Severities are discrete (1, 2, 3). They are not interpolated: several kernels' parameters are not continuous
 in the severity (motion blur's odd kernel length, rain's streak count, the calibrated three-level tables), and
 only the three declared levels are calibrated.
 
-Key namespace. The frozen benchmark keys its draws ``aegis-v1|<image_id>|<corruption>|<severity>|<seed>``
+Key namespace. The frozen benchmark keys its draws ``aegis-v1|<image_id>|<corruption>|<severity>|<seed>`` (``aegis-v2|...``)
 (``aegis_data.engine.seeding.stream_key``). Training draws are keyed::
 
     aegis-train|<seed>|<epoch>|<sample>
@@ -18,7 +20,7 @@ Key namespace. The frozen benchmark keys its draws ``aegis-v1|<image_id>|<corrup
 (``train_key``), with sub-streams ``|choice`` (clean or which cell) and ``|<corruption>|s<severity>`` (the
 corruption's own draws). Every key is a ``|``-joined string whose first field is its namespace tag, and tags
 contain no ``|``; so a training key's first field is always ``aegis-train`` and a test key's always
-``aegis-v1``, whatever the other fields hold. Two different strings give independent SHA-256-keyed streams, so
+``aegis-v1`` or ``aegis-v2``, whatever the other fields hold. Two different strings give independent SHA-256-keyed streams, so
 no training draw can reuse a frozen test draw. Draws are deterministic in (seed, epoch, sample) and differ
 across epochs.
 """
@@ -35,7 +37,9 @@ from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 
-from aegis_data.engine.config import PACKAGE_ROOT, REPO_ROOT, SEVERITIES, condition_id, load_config
+from aegis_data.engine.config import (DEFAULT_SUITE, PACKAGE_ROOT, REPO_ROOT, SEVERITIES, SUITE_NAMES, condition_id,
+                                     load_config)
+from aegis_data.engine.scale import Scale
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.errors import AegisError
 from aegis_data.files.readers import read_yaml
@@ -64,6 +68,7 @@ POLICY_KEYS: dict[str, str] = {
     "severities": "severities drawn, a subset of [1, 2, 3]",
     "severity_weights": "relative weight of each listed severity (default equal)",
     "per_corruption_severities": "corruption -> its own severity list (severity hold-out)",
+    "suite": "the suite the policy renders with, aegis-v1 or aegis-v2 (default: the loader's --suite, else aegis-v2)",
 }
 
 
@@ -110,6 +115,7 @@ class AugmentPolicy:
     suite_config_hash: str
     description: str = ""
     source: str | None = None
+    suite: str = DEFAULT_SUITE  # the shipped suite the cells render with (its hash is suite_config_hash)
 
     @property
     def corruptions(self) -> tuple[str, ...]:
@@ -131,10 +137,10 @@ class AugmentPolicy:
 
     def record(self) -> dict[str, Any]:
         """What runs and scores record about the policy (docs/MITIGATION.md)."""
-        families = load_config().corruptions
+        families = load_config(self.suite).corruptions
         return {"name": self.name, "hash": self.hash, "p_clean": float(self.p_clean),
                 "description": self.description, "source": self.source,
-                "suite_config_hash": self.suite_config_hash,
+                "suite": self.suite, "suite_config_hash": self.suite_config_hash,
                 "families": sorted({families[c].family for c in self.corruptions}),
                 "trained_conditions": list(self.trained_conditions),
                 "cells": [[c.corruption, c.severity, float(c.weight)] for c in self.cells]}
@@ -162,8 +168,10 @@ def _names(value: Any, key: str, valid: Sequence[str], where: str) -> list[str]:
     return items
 
 
-def resolve_policy(raw: Mapping[str, Any], where: str = "<policy>") -> AugmentPolicy:
-    """Validate a policy mapping and resolve it to cells (AegisError naming ``where`` and the key otherwise)."""
+def resolve_policy(raw: Mapping[str, Any], where: str = "<policy>", suite: str | None = None) -> AugmentPolicy:
+    """Validate a policy mapping and resolve it to cells (AegisError naming ``where`` and the key otherwise).
+    ``suite``: the suite to render with when the policy names none (default aegis-v2); a policy naming another
+    suite than a given one is refused."""
     if not isinstance(raw, Mapping):
         raise AegisError(f"{where}: expected a mapping of policy keys, got {type(raw).__name__}")
     unknown = [k for k in raw if k not in POLICY_KEYS]
@@ -177,7 +185,16 @@ def resolve_policy(raw: Mapping[str, Any], where: str = "<policy>") -> AugmentPo
     p_clean = raw.get("p_clean", 0.5)
     if isinstance(p_clean, bool) or not isinstance(p_clean, (int, float)) or not 0.0 <= p_clean <= 1.0:
         raise AegisError(f"{where}: p_clean={p_clean!r} is invalid; expected a number in [0, 1]")
-    cfg = load_config()
+    named = raw.get("suite")
+    if named is not None and named not in SUITE_NAMES:
+        raise AegisError(f"{where}: suite={named!r} is invalid; expected one of {', '.join(SUITE_NAMES)}")
+    if named is not None and suite is not None and named != suite:
+        raise AegisError(f"{where}: the policy renders with suite {named}, not {suite}; drop --suite or the "
+                         f"policy's suite key")
+    if suite is not None and suite not in SUITE_NAMES:
+        raise AegisError(f"--suite {suite!r} is invalid for a policy; expected one of {', '.join(SUITE_NAMES)}")
+    suite_name = named or suite or DEFAULT_SUITE
+    cfg = load_config(suite_name)
     families = _names(raw.get("families", ALL), "families", list(cfg.families), where)
     families = [f for f in families if f not in _names(raw.get("exclude_families", []), "exclude_families",
                                                          list(cfg.families), where)]
@@ -205,15 +222,16 @@ def resolve_policy(raw: Mapping[str, Any], where: str = "<policy>") -> AugmentPo
     if not cells and p_clean < 1.0:
         raise AegisError(f"{where}: the policy draws no corruption; set p_clean: 1.0 for clean-only training")
     return AugmentPolicy(name=name, p_clean=float(p_clean), cells=tuple(cells), suite_config_hash=cfg.config_hash,
-                         description=str(raw.get("description") or ""))
+                         description=str(raw.get("description") or ""), suite=suite_name)
 
 
 def available_policies() -> list[str]:
     return sorted(p.stem for p in POLICY_DIR.glob("*.yaml"))
 
 
-def load_policy(spec: str | Path) -> AugmentPolicy:
-    """A policy by name (``configs/augment/<name>.yaml``) or by path to a yaml file."""
+def load_policy(spec: str | Path, suite: str | None = None) -> AugmentPolicy:
+    """A policy by name (``configs/augment/<name>.yaml``) or by path to a yaml file; ``suite``: the suite it
+    renders with when it names none (default aegis-v2)."""
     p = Path(spec)
     if not p.suffix and not p.exists():
         p = POLICY_DIR / f"{spec}.yaml"
@@ -221,7 +239,7 @@ def load_policy(spec: str | Path) -> AugmentPolicy:
             raise AegisError(f"unknown augmentation policy {str(spec)!r}; expected a yaml path or one of: "
                              f"{', '.join(available_policies())}")
     raw, _ = read_yaml(p, "augmentation policy")
-    policy = resolve_policy(raw, str(p))
+    policy = resolve_policy(raw, str(p), suite)
     return AugmentPolicy(**{**policy.__dict__, "source": str(p)})
 
 
@@ -248,10 +266,16 @@ class DisasterAugment:
     gives the same bytes in any order or process; another epoch gives another draw.
     """
 
-    def __init__(self, policy: AugmentPolicy | str | Path, seed: int = 0):
+    def __init__(self, policy: AugmentPolicy | str | Path, seed: int = 0, scale: Scale | None = None):
         self.policy = policy if isinstance(policy, AugmentPolicy) else load_policy(policy)
         train_key(seed, 0, 0)  # validates seed
         self.seed = int(seed)
+        self.config = load_config(self.policy.suite)
+        if self.config.uses_scene and (scale is None or not scale.is_object) and self.policy.cells:
+            raise AegisError(f"augmentation policy {self.policy.name!r} renders with {self.config.suite}, which needs "
+                             f"the training frames' person unit: pass scale=Scale('object', person_px) (the runners "
+                             f"take it from the split)")
+        self.scale = scale
         weight = {c: c.weight for c in self.policy.cells}
         if not math.isfinite(sum(weight.values())):  # huge finite weights: relative to the largest, so sums stay finite
             top = max(weight.values())
@@ -284,7 +308,7 @@ class DisasterAugment:
         if choice.corruption is None:
             return image.copy()
         rng = KeyedRandom(choice.key).child(f"{choice.corruption}|s{choice.severity}")
-        return corrupt_with_stream(image, choice.corruption, choice.severity, rng)
+        return corrupt_with_stream(image, choice.corruption, choice.severity, rng, self.config, self.scale)
 
     def __call__(self, image: np.ndarray, boxes: Any = None, *, epoch: int, sample: Sample):
         return self.apply(image, self.choose(epoch, sample)), boxes

@@ -47,12 +47,13 @@ SCORES_DIR = "scores"
 RESERVED = (SCORES_DIR, ABLATION_FILE)  # the ablation folder's own entries: no policy may be named like them
 
 
-def parse_policies(spec: str | Sequence[str]) -> list[AugmentPolicy]:
-    """``"all,loo-flood"`` (names or yaml paths) -> policies; AegisError for an unknown or repeated one."""
+def parse_policies(spec: str | Sequence[str], suite: str | None = None) -> list[AugmentPolicy]:
+    """``"all,loo-flood"`` (names or yaml paths) -> policies; AegisError for an unknown or repeated one.
+    ``suite``: the suite policies that name none render with (default aegis-v2)."""
     items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if str(s).strip()]
     if not items:
         raise AegisError("no policies given: pass --policies all,loo-flood,... (names in configs/augment)")
-    policies = [load_policy(s) for s in items]
+    policies = [load_policy(s, suite) for s in items]
     for p in policies:  # each name becomes OUT/<name>/ and OUT/scores/<name>.json
         check_name_component(p.name, "policy name", RESERVED)
     names = [p.name for p in policies]

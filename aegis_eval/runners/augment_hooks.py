@@ -65,6 +65,46 @@ class FrameAugmenter:
         return np.ascontiguousarray(crop(self.frame(src, epoch), src.tile))
 
 
+def policy_suite_for(split: str | Path) -> str | None:
+    """The shipped suite a split was built with (the default for its augmentation policies), or None when it has no
+    manifest or another suite."""
+    from aegis_data.engine.config import SUITE_NAMES
+    from aegis_data.files.layout import MANIFEST_NAME
+    from aegis_data.files.readers import read_json_object
+
+    path = Path(split) / MANIFEST_NAME
+    if not path.is_file():
+        return None
+    manifest, _ = read_json_object(path, "split manifest", "manifest_")
+    suite = manifest.get("suite")
+    return suite if suite in SUITE_NAMES else None
+
+
+def training_scale(split: str | Path):
+    """The person unit the training frames of ``split`` are corrupted with (an aegis-v2 policy needs one): the
+    split's own object scale when it was built with one, else the median ``sqrt(w h)`` of its train (or val) person
+    boxes; None when it has neither."""
+    from aegis_data.engine.scale import OBJECT, Scale, person_unit_from_boxes, scale_from_record
+    from aegis_data.files.layout import MANIFEST_NAME, annotation_path
+    from aegis_data.files.readers import coco_person_boxes, read_coco_gt, read_json_object
+
+    split = Path(split)
+    if (split / MANIFEST_NAME).is_file():
+        manifest, _ = read_json_object(split / MANIFEST_NAME, "split manifest", "manifest_")
+        recorded = scale_from_record(manifest.get("scale"), f"manifest {split / MANIFEST_NAME}")
+        if recorded.is_object:
+            return recorded
+    for name in ("train", "val"):
+        path = annotation_path(split, name)
+        if path.is_file():
+            coco, _ = read_coco_gt(path)
+            boxes = [(x, y, x + w, y + h) for bs in coco_person_boxes(coco, path).values() for x, y, w, h in bs]
+            unit, n = person_unit_from_boxes(boxes)
+            if n:
+                return Scale(OBJECT, unit, f"median sqrt(w*h) of {n} {name} boxes")
+    return None
+
+
 # --- the run's record ------------------------------------------------------------------------------------------
 def _checkpoints(run: Path) -> list[Path]:
     return [p for p in (run / "last.pt", run / "train" / "weights" / "last.pt") if p.is_file()]

@@ -215,12 +215,13 @@ def train_baseline(settings: TrainSettings, split_dir: str | Path, run_dir: str 
     from aegis_eval.runners.predict import library_versions
 
     extra: dict[str, Any] = {"device_resolved": device, "versions": library_versions()}
-    from aegis_eval.runners.augment_hooks import FrameAugmenter, check_augment_record, write_augment_record
+    from aegis_eval.runners.augment_hooks import (FrameAugmenter, check_augment_record, training_scale,
+                                                  write_augment_record)
 
     record = check_augment_record(run, augment, settings.seed)  # refuses a resume under another policy
     augmenter = None
     if augment is not None:
-        augmenter = FrameAugmenter(DisasterAugment(augment, settings.seed),
+        augmenter = FrameAugmenter(DisasterAugment(augment, settings.seed, scale=training_scale(split)),
                                    tile_sources(split, tile=settings.tile, overlap=settings.overlap))
         extra["augment"] = record
     cfg_path = write_run_config(settings, split, run, extra)
