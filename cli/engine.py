@@ -259,7 +259,7 @@ def calibrate_cmd(
 
     In a split, test/clean is compared with test/<corruption>_s<k>; conditions not on disk are skipped.
     """
-    from aegis_data.engine.calibration import calibrate_path, check_monotone
+    from aegis_data.engine.calibration import VISIBILITY_FLOOR, calibrate_path, check_monotone, check_visibility_floor
     from aegis_data.files.imageio import write_bytes_atomic
 
     check_outputs({"--json": json_out}, [path])
@@ -299,8 +299,18 @@ def calibrate_cmd(
                 cells += [_fmt_v(r.visibility_median), _fmt_share(r.visibility_detectable_share)]
             rt.add_row(*cells, end_section=i == len(ladder) - 1)
     out.print(fit(rt))
+    below = check_visibility_floor(table)
+    if seen is not None:
+        floor = f"visibility floor (median V at the highest severity >= {VISIBILITY_FLOOR:g} x clean): "
+        out.print(floor + ("met by every ladder" if not below else
+                           "not met by " + ", ".join(v.corruption for v in below)), markup=False, highlight=False)
+        for v in below:
+            out.print(f"  {v.corruption}: {v.message}", markup=False, highlight=False)
     if json_out is not None:
-        write_bytes_atomic(json_out, (json.dumps(table.to_dict(), indent=2) + "\n").encode())
+        doc = table.to_dict()
+        if seen is not None:
+            doc["visibility_floor"] = {"ratio": VISIBILITY_FLOOR, "below": {v.corruption: v.message for v in below}}
+        write_bytes_atomic(json_out, (json.dumps(doc, indent=2) + "\n").encode())
     if violations:
         for v in violations:
             out.print(f"[red]✗[/] {v.corruption}: {v.message}", highlight=False, soft_wrap=True)

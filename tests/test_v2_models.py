@@ -212,3 +212,18 @@ def test_a_person_stays_visible_at_severity_3(synthetic_people):
     for name, values in v2.items():
         assert np.nanmedian(values) >= 0.5 * base, (name, np.nanmedian(values), base)
     assert np.nanmedian(v1_motion) < np.nanmedian(v2["motion_blur"])
+
+
+def test_the_visibility_floor_names_ladders_whose_s3_loses_more_than_half_the_clean_visibility():
+    from aegis_data.engine.calibration import CalibrationRow, CalibrationTable, check_visibility_floor
+    from aegis_data.engine.visibility import VisibilitySummary
+
+    def row(name, sev, v):
+        return CalibrationRow(name, "storm", "edge_width", "increase", sev, f"{name}_s{sev}", 4, 1.0 + sev, 0.1,
+                              1.0, 0.1, v, 0.5, 4)
+
+    clean = VisibilitySummary(4, 4, 4.0, 0.5)
+    table = CalibrationTable((row("a", 1, 3.9), row("a", 3, 2.1), row("b", 1, 3.0), row("b", 3, 1.9)), 2, "h", 0,
+                             clean_visibility=clean)
+    assert [v.corruption for v in check_visibility_floor(table)] == ["b"]
+    assert check_visibility_floor(CalibrationTable(table.rows, 2, "h", 0)) == []  # no boxes: nothing to judge

@@ -425,6 +425,30 @@ def _moves(a: float, b: float, direction: str) -> bool:
     return b > a if direction == "increase" else b < a
 
 
+# The visibility floor (docs/CORRUPTIONS.md, "Visibility floor"): at severity 3 the persons' median Rose index keeps
+# at least this share of its clean value. Relative, because scene clutter puts many persons' clean V below Rose's 5.
+VISIBILITY_FLOOR = 0.5
+
+
+def check_visibility_floor(table: CalibrationTable, floor: float = VISIBILITY_FLOOR) -> list[Violation]:
+    """Corruptions whose highest measured severity leaves the persons' median visibility V below ``floor`` times
+    the clean median (only where person boxes were given and V was measured); informational, as the rule of the
+    suite's ladders, not of an image set."""
+    clean = table.clean_visibility
+    if clean is None or not math.isfinite(clean.median) or clean.median <= 0:
+        return []
+    out = []
+    for name in table.corruptions:
+        measured = [r for r in table.ladder(name) if r.visibility_n > 0 and math.isfinite(r.visibility_median)]
+        if not measured:
+            continue
+        top = max(measured, key=lambda r: r.severity)
+        if top.visibility_median < floor * clean.median:
+            out.append(Violation(name, f"median visibility V at severity {top.severity} is {top.visibility_median:.3g}, "
+                                       f"below {floor:g} x the clean {clean.median:.3g}"))
+    return out
+
+
 def check_monotone(table: CalibrationTable) -> list[Violation]:
     """Ladders that are not strictly monotone in their declared direction.
 
