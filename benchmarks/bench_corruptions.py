@@ -2,6 +2,11 @@
 
     .venv/bin/python benchmarks/bench_corruptions.py [--repeat-small 5] [--repeat-large 3] [--out docs/perf/corruptions.md]
     .venv/bin/python benchmarks/bench_corruptions.py --person-px 60 --out docs/perf/corruptions-object.md
+    .venv/bin/python benchmarks/bench_corruptions.py --suite aegis-v2 --person-px 60 --out docs/perf/corruptions-v2.md
+
+``--suite`` picks the suite (default aegis-v1, what the first two lines measure). aegis-v2 needs ``--person-px``;
+each frame's scene is estimated once, outside the timed calls, as a build does (one scene per source image for
+all 27 conditions), and its cost is reported on its own line.
 
 ``--person-px P`` times object scale (``--scale object`` with that person unit): at P = 60 a 4000-px frame gets
 exactly the frame-scale parameters, while a 640-px crop gets the lengths of a 4000-px frame (6.25x the blur and
@@ -116,15 +121,43 @@ def reset_peak_rss() -> bool:
         return False
 
 
-def memory_probe(name: str, severity: int) -> dict:
+class Runner:
+    """``apply_corruption`` bound to a suite and scale; aegis-v2 frames get their scene once, here."""
+
+    def __init__(self, suite: str, scale: Scale):
+        self.cfg = load_config(suite)
+        self.scale = scale
+        self.scenes: dict[int, object] = {}
+        self.scene_seconds: dict[tuple[int, int], float] = {}
+
+    def __call__(self, frame: np.ndarray, name: str, severity: int, image_id: str):
+        scene = None
+        if self.cfg.uses_scene:
+            scene = self.scenes.get(id(frame))
+            if scene is None or (scene.height, scene.width) != frame.shape[:2]:
+                from aegis_data.engine.scene import estimate_scene
+
+                t0 = time.perf_counter()
+                scene = estimate_scene(frame, self.scale.person_px, self.cfg.camera)
+                self.scene_seconds[frame.shape[:2]] = time.perf_counter() - t0
+                self.scenes[id(frame)] = scene
+        return apply_corruption(frame, name, severity, image_id, config=self.cfg, scale=self.scale, scene=scene)
+
+
+def memory_probe(name: str, severity: int, suite: str = "aegis-v1", person_px: float | None = None) -> dict:
     """Run in a fresh process: peak memory of one 12 MP corruption call."""
     width, height = SIZES[-1]
     frame = bench_frame(width, height)
-    apply_corruption(frame[:64, :64].copy(), name, severity, "warmup")  # load lazy tables outside the window
+    run = Runner(suite, FRAME_SCALE if person_px is None else Scale("object", person_px, "--person-px"))
+    run(frame[:64, :64].copy(), name, severity, "warmup")  # load lazy tables outside the window
+    run.scenes.clear()
+    scene_frame = frame
+    if run.cfg.uses_scene:
+        run(scene_frame, name, severity, "warmup-scene")  # the scene is estimated once, outside the window too
     reset = reset_peak_rss()  # so the frame's own construction does not count as the corruption's peak
     before = rss_mb()
     tracemalloc.start()
-    out = apply_corruption(frame, name, severity, "bench")
+    out = run(scene_frame, name, severity, "bench")
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     maxrss = peak_rss_mb()
@@ -158,12 +191,13 @@ def machine() -> dict:
 
 
 def render(results: list[dict], memory: dict[str, dict], info: dict, load_after: str, repeats: tuple[int, int],
-           scale: Scale = FRAME_SCALE) -> str:
-    cfg = load_config()
-    title = "## Corruption engine throughput (benchmarks/bench_corruptions.py)"
+           scale: Scale = FRAME_SCALE, suite: str = "aegis-v1", scene_seconds: dict | None = None) -> str:
+    cfg = load_config(suite)
+    flag = "" if suite == "aegis-v1" else f" --suite {suite}"
+    title = f"## Corruption engine throughput{', ' + suite if flag else ''} (benchmarks/bench_corruptions.py{flag})"
     if scale.is_object:
-        title = (f"## Corruption engine throughput, object scale, person unit {scale.person_px:g} px "
-                 f"(benchmarks/bench_corruptions.py --person-px {scale.person_px:g})")
+        title = (f"## Corruption engine throughput, {suite}, object scale, person unit {scale.person_px:g} px "
+                 f"(benchmarks/bench_corruptions.py{flag} --person-px {scale.person_px:g})")
     lines = [
         title,
         "",
@@ -176,6 +210,9 @@ def render(results: list[dict], memory: dict[str, dict], info: dict, load_after:
         "over all cells (a slow spell of a shared machine costs a cell one sample, not all).",
         f"- Targets: >= {TARGET_MPS:.0f} MP/s on one core at 640x640 and at 4000x3000; peak memory < "
         f"{TARGET_MEM_MB / 1024:.1f} GB.",
+        *([f"- The scene (estimated once per source image, outside the timed calls): "
+           + ", ".join(f"{w}x{h} {t * 1e3:.0f} ms" for (h, w), t in sorted(scene_seconds.items()))]
+          if scene_seconds else []),
         "",
         "| corruption | sev | 640x640 ms | 640x640 MP/s | 4000x3000 ms | 4000x3000 MP/s | >= 30 MP/s |",
         "|---|---:|---:|---:|---:|---:|:---:|",
@@ -215,15 +252,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "perf" / "corruptions.md")
     ap.add_argument("--person-px", type=float, default=None, help="time object scale with this person unit (px)")
     ap.add_argument("--no-memory", action="store_true", help="skip the per-corruption memory probes")
+    ap.add_argument("--suite", default="aegis-v1", help="suite to time (aegis-v1, aegis-v2 or a suite file)")
     ap.add_argument("--memory-probe", nargs=2, metavar=("NAME", "SEV"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     scale = FRAME_SCALE if args.person_px is None else Scale("object", args.person_px, "--person-px")
 
     if args.memory_probe:
-        print(json.dumps(memory_probe(args.memory_probe[0], int(args.memory_probe[1]))))
+        print(json.dumps(memory_probe(args.memory_probe[0], int(args.memory_probe[1]), args.suite, args.person_px)))
         return 0
 
-    cfg = load_config()
+    cfg = load_config(args.suite)
+    run = Runner(args.suite, scale)
     names = [n for n in args.corruptions.split(",") if n] or list(cfg.names)
     info = machine()
     frames = {size: bench_frame(*size) for size in SIZES}
@@ -231,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     best = {(cell, label): float("inf") for cell in cells for label in ("small", "large")}
     for cell in cells:
         for size in SIZES:
-            apply_corruption(frames[size], cell[0], cell[1], "bench", scale=scale)  # warm-up (lazy tables, page faults)
+            run(frames[size], cell[0], cell[1], "bench")  # warm-up (lazy tables, page faults, the scene)
     # Rounds over all cells, so the samples of one cell are spread over the whole run: on a shared machine a
     # slow spell then costs a cell one sample, not all of them. Each cell keeps its best time.
     for rnd in range(max(args.repeat_small, args.repeat_large)):
@@ -240,8 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                 if rnd < rep:
                     frame = frames[(w, h)]
                     best[(cell, label)] = min(best[(cell, label)],
-                                              best_time(lambda: apply_corruption(frame, cell[0], cell[1], "bench",
-                                                                                 scale=scale), 1))
+                                              best_time(lambda: run(frame, cell[0], cell[1], "bench"), 1))
     results = []
     for name, sev in cells:
         row = {"corruption": name, "severity": sev}
@@ -253,14 +291,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name} s{sev}: {row['mps_small']:.1f} MP/s @640, {row['mps_large']:.1f} MP/s @12MP", flush=True)
     memory = {}
     for name in ([] if args.no_memory else names):
-        proc = subprocess.run([sys.executable, __file__, "--memory-probe", name, "3"], capture_output=True, text=True)
+        probe = [sys.executable, __file__, "--memory-probe", name, "3", "--suite", args.suite]
+        if args.person_px is not None:
+            probe += ["--person-px", str(args.person_px)]
+        proc = subprocess.run(probe, capture_output=True, text=True)
         if proc.returncode != 0:
             memory[name] = {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:120]}
         else:
             memory[name] = json.loads(proc.stdout.strip().splitlines()[-1])
         print(f"{name} memory: {memory[name]}", flush=True)
     load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    text = render(results, memory, info, load_after, (args.repeat_small, args.repeat_large), scale)
+    text = render(results, memory, info, load_after, (args.repeat_small, args.repeat_large), scale, args.suite,
+                  run.scene_seconds)
     # Hand-written analysis below the marker survives a re-run.
     previous = args.out.read_text() if args.out.exists() else ""
     if NOTES_MARKER in previous:
