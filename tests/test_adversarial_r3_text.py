@@ -1,0 +1,198 @@
+"""Reliability round 3, part B: user text that reaches a terminal, a report or a parser.
+
+Each case is an adversarial input an issue listed (numbers follow the issue) and the behaviour the toolkit now
+promises: user strings print verbatim (never as Rich markup), reports neutralise Markdown / HTML / LaTeX /
+mathtext in names, score JSONs hold only their suite's conditions, SARD CSVs and class filters never build a
+silent wrong ground truth, and bad values end as one line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from aegis_cli.main import app
+from aegis_data.errors import AegisError
+from conftest import assert_one_line_error
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def write_png(path: Path, width: int = 48, height: int = 32, seed: int = 0) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    img = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    assert cv2.imwrite(str(path), img)
+    return path
+
+
+def yolo_source(root: Path, n: int = 3) -> Path:
+    for i in range(n):
+        write_png(root / "images" / f"f{i}.png", seed=i)
+        (root / "labels").mkdir(parents=True, exist_ok=True)
+        (root / "labels" / f"f{i}.txt").write_text("0 0.5 0.5 0.25 0.25\n")
+    return root
+
+
+BUILD = ("--dataset", "yolo", "--corruptions", "low_light", "--severities", "1", "--workers", "1")
+PRED = {"image_id": 1, "category_id": 1, "bbox": [18, 12, 12, 8], "score": 0.9}
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory) -> Path:
+    """A tiny frozen split (clean + low_light_s1) and a predictions folder beside it; tests copy what they edit."""
+    base = tmp_path_factory.mktemp("split")
+    out = base / "out"
+    r = invoke("build-splits", "--source", yolo_source(base / "src"), "--out", out, *BUILD)
+    assert r.exit_code == 0, r.output
+    preds = base / "preds"
+    preds.mkdir()
+    for cond in ("clean", "low_light_s1"):
+        (preds / f"{cond}.json").write_text(json.dumps([PRED]))
+    return out
+
+
+def preds_of(split: Path) -> Path:
+    return split.parent / "preds"
+
+
+def score_file(split: Path, path: Path, label: str = "m", *extra) -> dict:
+    r = invoke("score", preds_of(split), "--split-dir", split, "--threshold", "0.5", "--bootstrap", "1",
+               "--label", label, "--json", path, *extra)
+    assert r.exit_code == 0, r.output
+    return json.loads(path.read_text())
+
+
+# --- 6. Rich markup in user strings ----------------------------------------------------------------------------
+MARKUP = ("m[/]", "yolo[v11]", "[bold]b", "x[link=https://e.x]y[/link]", ":smile:")
+
+
+@pytest.mark.parametrize("label", MARKUP)
+def test_score_prints_a_markup_label_verbatim_and_writes_the_json(tmp_path, split, label):
+    doc = score_file(split, tmp_path / "s.json", label)
+    assert doc["label"] == label
+    r = invoke("score", preds_of(split), "--split-dir", split, "--threshold", "0.5", "--bootstrap", "1",
+               "--label", label)
+    assert r.exit_code == 0, r.output
+    assert f"{label} @ threshold" in r.stdout.replace("\n", "")
+
+
+def test_rank_keeps_labels_that_look_like_markup_apart(tmp_path, split):
+    paths = []
+    for k, label in enumerate(("yolo[v11]", "yolo[v8]", "yolo[/]")):
+        path = tmp_path / f"s{k}.json"
+        doc = score_file(split, path, label)
+        doc["conditions"]["clean"]["recall"] = 0.9 - 0.1 * k  # a strict order, so the order column names all three
+        path.write_text(json.dumps(doc))
+        paths.append(path)
+    r = invoke("rank", *paths, "--metric", "recall", "--bootstrap", "10")
+    assert r.exit_code == 0, r.output
+    flat = _flat(r.stdout)
+    assert all(s in flat for s in ("yolo[v11]", "yolo[v8]", "yolo[/]")), r.stdout
+
+
+def _resealed(m: dict) -> dict:
+    from aegis_data.split.manifest import files_hash, root_hash, sealed_header
+
+    m["root_hash"] = root_hash(m, m["entries"])
+    m["files_hash"] = files_hash(m["root_hash"], m["encoder"], m["entries"], sealed_header(m))
+    return m
+
+
+def _flat(text: str) -> str:
+    return text.replace("\n", "").replace("│", "").replace(" ", "")
+
+
+def test_verify_against_a_reference_naming_a_markup_dataset_is_a_finding(tmp_path, split):
+    ref = json.loads((split / "manifest.json").read_text())
+    ref["dataset"] = "syn[/]"
+    (tmp_path / "ref.json").write_text(json.dumps(_resealed(ref)))
+    r = invoke("verify", split, "--against", tmp_path / "ref.json")
+    assert r.exit_code == 1, r.output
+    assert "Traceback" not in r.output and "syn[/]" in _flat(r.stdout)
+
+
+def test_verify_prints_a_markup_scale_basis_verbatim(tmp_path):
+    out = tmp_path / "out"
+    r = invoke("build-splits", "--source", yolo_source(tmp_path / "src"), "--out", out, *BUILD, "--scale", "object",
+               "--person-px", "40")
+    assert r.exit_code == 0, r.output
+    m = json.loads((out / "manifest.json").read_text())
+    m["scale"]["basis"] = "syn[/]"
+    (out / "manifest.json").write_text(json.dumps(_resealed(m)))
+    r = invoke("verify", out)
+    assert r.exit_code == 0, r.output
+    assert "syn[/]" in r.stdout
+
+
+def sard_tree(root: Path, cls: str = "person", n: int = 6, rows: list[str] | None = None) -> Path:
+    """One folder of frames gss1..gssN with one labels CSV: a box of class ``cls`` on every frame (or ``rows``)."""
+    lines = ["filename,width,height,class,xmin,ymin,xmax,ymax"]
+    for k in range(1, n + 1):
+        write_png(root / "train" / f"gss{k}.png", 64, 48, seed=k)
+        lines.append(f"gss{k}.png,64,48,{cls},4,4,30,30")
+    (root / "train" / "train_labels.csv").write_text("\n".join(rows if rows is not None else lines) + "\n")
+    return root
+
+
+def test_audit_prints_a_markup_class_verbatim(tmp_path):
+    src = sard_tree(tmp_path / "sard", cls="Dog[/]")
+    r = invoke("audit", "--dataset", "sard", "--source", src, "--classes", "Dog[/]", "--no-hash")
+    assert r.exit_code == 0, r.output
+    assert "Dog[/]" in r.stdout
+
+
+def test_every_command_prints_paths_with_markup_verbatim(tmp_path):
+    """The walk: every path lies below a folder whose name holds closing markup (``w[/]`` is the folder ``w[``
+    and its sub-folder ``]``); build, verify, freeze, score, rank and gt-diff each print their paths verbatim."""
+    base = tmp_path / "w[/]"
+    base.mkdir(parents=True)
+    out = base / "o[bold]"
+    r = invoke("build-splits", "--source", yolo_source(base / "src"), "--out", out, *BUILD)
+    assert r.exit_code == 0, r.output
+    assert "w[/]/o[bold]" in _flat(r.stdout)
+    r = invoke("verify", out)
+    assert r.exit_code == 0, r.output
+    assert "w[/]/o[bold]" in r.stdout
+    preds = base / "p[v8]"
+    preds.mkdir()
+    for cond in ("clean", "low_light_s1"):
+        (preds / f"{cond}.json").write_text(json.dumps([PRED]))
+    threshold = base / "t[red].json"
+    r = invoke("freeze-threshold", preds / "clean.json", "--split-dir", out / "annotations" / "test.json", "--out",
+               threshold)
+    assert r.exit_code == 0, r.output
+    assert f"wrote {threshold}" in r.stdout
+    jsons = []
+    for label in ("a[/]", "b[/]"):
+        jsons.append(base / f"s[{label[0]}].json")
+        r = invoke("score", preds, "--split-dir", out, "--threshold-file", threshold, "--bootstrap", "1",
+                   "--label", label, "--json", jsons[-1], "--csv", base / "s[i].csv")
+        assert r.exit_code == 0, r.output
+        assert f"wrote {jsons[-1]}" in r.stdout and f"wrote {base / 's[i].csv'}" in r.stdout
+    r = invoke("rank", *jsons, "--bootstrap", "10", "--json", base / "r[b].json")
+    assert r.exit_code == 0, r.output
+    assert f"wrote {base / 'r[b].json'}" in r.stdout
+    gt = out / "annotations" / "test.json"
+    r = invoke("gt-diff", gt, gt, "--json", base / "d[b].json")
+    assert r.exit_code == 0, r.output
+    assert f"wrote {base / 'd[b].json'}" in r.stdout
+
+
+def test_the_shared_consoles_never_read_markup_or_emoji_codes():
+    from aegis_cli.common import err, out
+
+    for console in (out, err):
+        with console.capture() as cap:
+            console.print("a[/] [bold]b :smile:", highlight=False)
+        assert cap.get().strip() == "a[/] [bold]b :smile:"
