@@ -196,3 +196,88 @@ def test_the_shared_consoles_never_read_markup_or_emoji_codes():
         with console.capture() as cap:
             console.print("a[/] [bold]b :smile:", highlight=False)
         assert cap.get().strip() == "a[/] [bold]b :smile:"
+
+
+# --- 7. names in the report: Markdown, HTML, mathtext, LaTeX -----------------------------------------------------
+SCORE_FIXTURE = Path(__file__).parent / "fixtures" / "score_sard_yolo11n.json"
+HOSTILE_LABEL = ("<script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1)) "
+                 "![i](https://evil.example/p.png) <https://evil.example> *em* _u_ `code` a|b")
+HOSTILE_DATASET = "d\n\n# Injected\x7f\x00\u2028z"
+
+
+def _hostile_result(label: str = HOSTILE_LABEL, dataset: str = HOSTILE_DATASET) -> dict:
+    from aegis_eval.report import load_results
+
+    (res,) = load_results([SCORE_FIXTURE])
+    return {**res, "label": label, "dataset": dataset}
+
+
+@pytest.fixture(scope="module")
+def hostile_report(tmp_path_factory):
+    from aegis_eval.report import build_report
+
+    return build_report([_hostile_result()], tmp_path_factory.mktemp("hostile") / "r", formats="md,html,latex")
+
+
+def test_report_md_renders_user_strings_as_plain_text(hostile_report):
+    from markdown_it import MarkdownIt
+
+    md = hostile_report.markdown.read_text(encoding="utf-8")
+    html = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
+    assert "<script" not in html and "<img src=\"x\"" not in html and "onerror" not in html.replace("onerror=", "")
+    assert 'href="javascript:' not in html and 'src="https://evil' not in html and 'href="https://evil' not in html
+    assert "<h1>Injected" not in html and "<em>em</em>" not in html and "<code>code</code>" not in html
+    assert html.count("<h1>") == 1  # the report's title only
+    assert "](javascript:" not in md and "![i](" not in md  # renderers that do not filter link targets
+    # The label is still there, as text, in one table cell (the pipe escaped, not a column break).
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "a|b" in html
+    assert not any(ch in md for ch in "\x7f\x00\u2028")
+
+
+def test_report_html_holds_no_markup_from_user_strings(hostile_report):
+    text = hostile_report.html.read_text(encoding="utf-8")
+    assert "<script" not in text and "<img src=x" not in text and "href=\"javascript:" not in text
+    assert not any(ch in text for ch in "\x7f\x00\u2028")
+
+
+def test_report_latex_of_names_with_blank_lines_and_control_characters_compiles(hostile_report, tmp_path):
+    import subprocess
+
+    for p in [hostile_report.latex_document, *hostile_report.latex_tables]:
+        tex = p.read_text(encoding="utf-8")
+        assert not any(ord(ch) < 32 and ch != "\n" or ord(ch) == 127 for ch in tex), p.name
+        assert not _blank_line_inside_braces(tex), p.name
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex not installed; the checks of the .tex text above ran")
+    work = tmp_path / "tex"
+    shutil.copytree(hostile_report.out, work)
+    run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "report.tex"], cwd=work,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:]
+
+
+def _blank_line_inside_braces(tex: str) -> bool:
+    """A blank line inside an argument (a caption, a section title): pdflatex's "Paragraph ended before"."""
+    depth = 0
+    for k, ch in enumerate(tex):
+        if ch == "\\":
+            continue
+        if ch in "{}" and (k == 0 or tex[k - 1] != "\\"):
+            depth += 1 if ch == "{" else -1
+        elif depth > 0 and tex.startswith("\n\n", k):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("label", [r"$\foo$", "$x$ and $", r"a$\frac{1}{0$b", "$$"])
+def test_report_figures_draw_labels_with_dollar_signs_literally(tmp_path, label):
+    from aegis_eval.report import build_report
+    from aegis_eval.report import figures as F
+    from aegis_eval.report.results import group_by_dataset
+
+    (g,) = group_by_dataset([_hostile_result(label=label, dataset="d")])
+    with F.drawn(F.heatmap(g, "recall")) as fig:
+        texts = [t.get_text() for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels() + ax.texts]
+        assert any(label in t for t in texts) or any(label in t.get_text() for t in fig.texts)
+    files = build_report([_hostile_result(label=label, dataset="d")], tmp_path / "r", formats="md")
+    assert files.markdown.is_file()
