@@ -281,3 +281,77 @@ def test_report_figures_draw_labels_with_dollar_signs_literally(tmp_path, label)
         assert any(label in t for t in texts) or any(label in t.get_text() for t in fig.texts)
     files = build_report([_hostile_result(label=label, dataset="d")], tmp_path / "r", formats="md")
     assert files.markdown.is_file()
+
+
+# --- 8. a score JSON holds only its suite's conditions ------------------------------------------------------------
+def _score_json_with(tmp_path: Path, edit) -> Path:
+    doc = json.loads(SCORE_FIXTURE.read_text())
+    edit(doc)
+    path = tmp_path / "score.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_report_refuses_hundreds_of_made_up_conditions_at_once(tmp_path):
+    import time
+
+    def add(doc):
+        for k in range(300):
+            doc["conditions"][f"made_up_{k}_s1"] = dict(doc["conditions"]["low_light_s1"])
+
+    start = time.perf_counter()
+    r = invoke("report", _score_json_with(tmp_path, add), "--out-dir", tmp_path / "r")
+    assert_one_line_error(r, "328 entries", "at most 28")
+    assert time.perf_counter() - start < 30 and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("cond", ["low_light_s99", "low_light_s0", "made_up_s1", "clean_s1", "low_light_s01"])
+def test_report_refuses_a_condition_its_suite_cannot_make(tmp_path, cond):
+    def add(doc):
+        doc["conditions"][cond] = doc["conditions"].pop("low_light_s3")
+
+    r = invoke("report", _score_json_with(tmp_path, add), "--out-dir", tmp_path / "r")
+    assert_one_line_error(r, f"not a condition id: {cond!r}")
+
+
+def test_conditions_are_checked_against_the_suite_the_score_names(tmp_path):
+    import yaml
+
+    from aegis_data.engine.config import DEFAULT_CONFIG_PATH, config_from_bytes, load_config
+    from aegis_eval.protocols.score_doc import validate_result
+    from aegis_eval.report import build_report, load_results
+
+    raw = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text())
+    raw["corruptions"] = {"low_light": raw["corruptions"]["low_light"]}
+    raw["families"] = {"storm": ["low_light"]}
+    storm_only = config_from_bytes(yaml.safe_dump(raw).encode(), "storm-only.yaml")
+    (res,) = load_results([SCORE_FIXTURE])
+    with pytest.raises(AegisError, match=rf"not a condition id: 'water_glare_s1' .* of suite config {storm_only.config_hash}"):
+        validate_result(res, "s.json", config=storm_only)
+    with pytest.raises(AegisError, match="water_glare_s1"):
+        build_report([res], tmp_path / "r", formats="md", config=storm_only)
+    assert not (tmp_path / "r").exists()
+    # A score whose provenance names the installed suite is held to that suite; one of another (unknown here)
+    # suite to the corruptions the engine can make at all.
+    installed = load_config()
+    for config_hash in (installed.config_hash, "0123456789ab"):
+        doc = {**res, "provenance": {**res["provenance"], "config_hash": config_hash}}
+        doc["conditions"] = {**res["conditions"], "snow_s1": res["conditions"]["low_light_s1"]}
+        del doc["conditions"]["low_light_s3"]
+        with pytest.raises(AegisError, match="not a condition id: 'snow_s1'"):
+            validate_result(doc)
+        validate_result(res)
+
+
+def test_rank_bounds_the_number_and_length_of_condition_names(tmp_path, split):
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    for path, label in zip(paths, "ab"):
+        score_file(split, path, label)
+    doc = json.loads(paths[0].read_text())
+    doc["conditions"].update({f"domain{k}": doc["conditions"]["clean"] for k in range(40)})
+    paths[0].write_text(json.dumps(doc))
+    assert_one_line_error(invoke("rank", *paths, "--bootstrap", "10"), "at most 28")
+    doc = json.loads(paths[1].read_text())
+    doc["conditions"]["x" * 5000] = doc["conditions"]["clean"]
+    paths[0].write_text(json.dumps(doc))
+    assert_one_line_error(invoke("rank", *paths, "--bootstrap", "10"), "1 to 100 characters")

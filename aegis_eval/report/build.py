@@ -190,7 +190,8 @@ def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Ite
     if not results:
         raise AegisError("no score results given (expected one or more `aegis score --json` outputs)")
     for i, r in enumerate(results):
-        validate_result(r, str(r.get(SOURCE_KEY) or f"results[{i}]") if isinstance(r, Mapping) else f"results[{i}]")
+        validate_result(r, str(r.get(SOURCE_KEY) or f"results[{i}]") if isinstance(r, Mapping) else f"results[{i}]",
+                        config=config)
     groups = group_by_dataset(results, config)
     out = Path(out)
     if out.exists() and not out.is_dir():
