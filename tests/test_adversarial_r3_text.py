@@ -355,3 +355,107 @@ def test_rank_bounds_the_number_and_length_of_condition_names(tmp_path, split):
     doc["conditions"]["x" * 5000] = doc["conditions"]["clean"]
     paths[0].write_text(json.dumps(doc))
     assert_one_line_error(invoke("rank", *paths, "--bootstrap", "10"), "1 to 100 characters")
+
+
+# --- 9. SARD CSV and class filters never build a silent wrong ground truth ---------------------------------------
+def _sard(root: Path, **options):
+    from aegis_data.sources import load_source
+
+    return load_source("sard", source=root, **options)
+
+
+def _boxes(ds) -> dict[str, int]:
+    return {r.image_id: len(r.boxes) for r in ds.records()}
+
+
+def test_exact_duplicate_csv_rows_are_dropped_counted_and_warned(tmp_path):
+    src = sard_tree(tmp_path / "sard")
+    csv_path = src / "train" / "train_labels.csv"
+    lines = csv_path.read_text().splitlines()
+    csv_path.write_text("\n".join(lines + lines[1:3] + lines[1:2]) + "\n")  # gss1 three times, gss2 twice
+    ds = _sard(src)
+    assert set(_boxes(ds).values()) == {1}
+    assert ds.description["duplicate_rows"] == 3
+    (line,) = [w for w in ds.warnings if "duplicate" in w]
+    assert "3 exact duplicate row(s) dropped" in line and "train_labels.csv:8" in line
+    r = invoke("audit", "--dataset", "sard", "--source", src, "--no-hash")
+    assert r.exit_code == 0, r.output
+    assert r.stderr.count("warning:") == 1 and "duplicate" in r.stderr
+
+
+def test_two_different_boxes_on_one_frame_are_kept(tmp_path):
+    rows = ["filename,width,height,class,xmin,ymin,xmax,ymax"] + [f"gss{k}.png,64,48,person,4,4,30,30"
+                                                                   for k in range(1, 7)]
+    rows.append("gss1.png,64,48,person,34,4,60,30")
+    ds = _sard(sard_tree(tmp_path / "sard", rows=rows))
+    assert _boxes(ds)["gss1"] == 2 and not ds.warnings
+
+
+@pytest.mark.parametrize("cls,classes,present", [("person", "persn", "person"),
+                                                 ("Standing", "person", "Standing"),
+                                                 ("person", "person,persn", "person")])
+def test_a_sard_class_filter_matching_no_label_is_refused(tmp_path, cls, classes, present):
+    src = sard_tree(tmp_path / "sard", cls=cls)
+    with pytest.raises(AegisError, match=rf"matches no label .*; the labels hold classes: {present}") as exc:
+        _sard(src, classes=classes)
+    assert "\n" not in str(exc.value)
+    assert_one_line_error(invoke("audit", "--dataset", "sard", "--source", src, "--classes", classes, "--no-hash"),
+                          "matches no label", present)
+
+
+def _voc_tree(root: Path, name: str = "person") -> Path:
+    for k in range(3):
+        write_png(root / "JPEGImages" / f"v{k}.png", seed=k)
+        (root / "Annotations").mkdir(parents=True, exist_ok=True)
+        (root / "Annotations" / f"v{k}.xml").write_text(
+            f"<annotation><size><width>48</width><height>32</height></size><object><name>{name}</name>"
+            "<bndbox><xmin>4</xmin><ymin>4</ymin><xmax>20</xmax><ymax>20</ymax></bndbox></object></annotation>")
+    return root
+
+
+def test_a_voc_class_filter_matching_no_label_is_refused(tmp_path):
+    from aegis_data.sources import load_source
+
+    src = _voc_tree(tmp_path / "voc", name="Person")
+    assert_one_line_error(invoke("audit", "--dataset", "voc", "--source", src, "--classes", "persn", "--no-hash"),
+                          "'persn' matches no label", "the labels hold classes: Person")
+    ds = load_source("voc", source=src, classes="person")  # names compare case-insensitively, as before
+    assert sum(len(r.boxes) for r in ds.records()) == 3
+
+
+def test_a_quoted_class_with_a_newline_is_one_field(tmp_path):
+    rows = ["filename,width,height,class,xmin,ymin,xmax,ymax", 'gss1.png,64,48,"Not\nDefined",4,4,30,30']
+    rows += [f"gss{k}.png,64,48,person,4,4,30,30" for k in range(2, 7)]
+    ds = _sard(sard_tree(tmp_path / "sard", rows=rows))
+    assert set(_boxes(ds).values()) == {1}
+    # Line numbers still count file lines: the record after the two-line one starts on line 4.
+    rows[2] = "gss2.png,64,48,person,4,4,30"
+    with pytest.raises(AegisError, match=r"train_labels\.csv:4: expected 8 values"):
+        _sard(sard_tree(tmp_path / "sard2", rows=rows))
+
+
+def test_a_labels_csv_linked_outside_the_root_is_refused_unread(tmp_path):
+    src = sard_tree(tmp_path / "sard")
+    secret = tmp_path / "elsewhere" / "secret.csv"
+    secret.parent.mkdir()
+    secret.write_text("TOKEN-8f1e2d,not,a,labels,file\n")
+    (src / "train" / "train_labels.csv").unlink()
+    (src / "train" / "train_labels.csv").symlink_to(secret)
+    with pytest.raises(AegisError, match="resolves outside the dataset root") as exc:
+        _sard(src)
+    assert "TOKEN" not in str(exc.value)
+    r = invoke("audit", "--dataset", "sard", "--source", src, "--no-hash")
+    assert_one_line_error(r, "resolves outside the dataset root")
+    assert "TOKEN" not in r.output
+
+
+def test_the_sard_xml_layout_applies_and_checks_its_class_filter(tmp_path):
+    root = tmp_path / "sard"
+    for k in range(1, 7):
+        write_png(root / f"gss{k}.png", 48, 32, seed=k)
+        (root / f"gss{k}.xml").write_text(
+            "<annotation><object><name>Standing</name><bndbox><xmin>4</xmin><ymin>4</ymin><xmax>20</xmax>"
+            "<ymax>20</ymax></bndbox></object></annotation>")
+    with pytest.raises(AegisError, match="'persn' matches no label .*the labels hold classes: Standing"):
+        _sard(root, classes="persn")
+    assert set(_boxes(_sard(root, classes="standing")).values()) == {1}

@@ -35,7 +35,7 @@ from aegis_data.errors import AegisError
 from aegis_data.files.readers import read_json
 from aegis_data.sources._common import (
     opt_bool, opt_follow_links,
-    check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, portable_path,
+    check_names_matched, check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, portable_path,
     require_dir, safe_id,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
@@ -104,10 +104,12 @@ def _roboflow_records(root: Path, classes, max_pixels: int, stats: Counter) -> t
     return records, layout
 
 
-def _original_records(root: Path, max_pixels: int, stats: Counter) -> tuple[list[Record], dict]:
+def _original_records(root: Path, max_pixels: int, stats: Counter,
+                      classes: frozenset[str] | None = None) -> tuple[list[Record], dict]:
     """Frames and VOC XML anywhere below ROOT. An XML in the image's own folder wins over one elsewhere;
     when one stem occurs in several folders (e.g. a mirror's own train/test folders), the ids carry the
-    folder path, and the copies share the frame's group."""
+    folder path, and the copies share the frame's group. ``classes``: the object names counted as persons (any
+    case; default the person aliases), each of which must occur."""
     images = list_images(root, recursive=True)
     xml_by_stem: dict[str, Path] = {}
     xml_by_place: dict[tuple[Path, str], Path] = {}
@@ -118,14 +120,17 @@ def _original_records(root: Path, max_pixels: int, stats: Counter) -> tuple[list
     stem_count = Counter(p.stem for p in images)
     records = []
     skipped = []
+    seen: set[str] = set()
+    names = {"person_names": {c.lower() for c in classes}} if classes else {}
     for img in images:
         xml = xml_by_place.get((img.parent, img.stem)) or xml_by_stem.get(img.stem)
         if xml is None:
             skipped.append(img.name)
             continue
         records.append(xml_record(img, xml, split="test", image_id=folder_image_id(img, root, stem_count),
-                                  max_pixels=max_pixels, stats=stats,
-                                  meta={"original_stem": img.stem}))
+                                  max_pixels=max_pixels, stats=stats, seen=seen,
+                                  meta={"original_stem": img.stem}, **names))
+    check_names_matched(classes, seen, root)
     stems = set(stem_count)
     orphans = sorted(s for s in xml_by_stem if s not in stems)
     layout = {"images_found": len(images), "images_without_xml_skipped": len(skipped),
@@ -228,7 +233,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         csv_layout = read_csv_layout(root, classes=classes, max_pixels=max_pixels, stats=stats, exclude=groups_path)
         records, layout = csv_layout.records, csv_layout.layout
     else:
-        records, layout = _original_records(root, max_pixels, stats)
+        records, layout = _original_records(root, max_pixels, stats, classes)
     if drop_augmented and csv_layout is None:
         raise AegisError("option drop_augmented applies to SARD's CSV layout only (folders of frames with one "
                          "labels CSV each); this source is the " + ("Roboflow" if roboflow else "original XML") + " layout")
@@ -319,6 +324,9 @@ def _csv_description(found: CsvLayout, classes, drop_augmented: bool, copies_dro
         "degenerate_rows": sum(found.degenerate.values()),
         "degenerate_rows_by_kind": {k: found.degenerate[k] for k in DEGENERATE_KINDS if found.degenerate[k]},
         "degenerate_examples": list(found.degenerate_examples),
+        # Only when rows were dropped, so the descriptions (and root hashes) of clean copies stay as they were.
+        **({"duplicate_rows": found.duplicates, "duplicate_examples": list(found.duplicate_examples)}
+           if found.duplicates else {}),
     }
     person = (f"class names {sorted(classes)} (any case) are persons; other rows are left out and counted" if classes
               else f"{', '.join(SARD_PERSON_CLASSES)} (any case) are persons; any other class is refused")
@@ -336,10 +344,15 @@ def _csv_description(found: CsvLayout, classes, drop_augmented: bool, copies_dro
 
 
 def _csv_warnings(found: CsvLayout) -> tuple[str, ...]:
-    """One line when rows were dropped, so a user sees it without reading the description."""
+    """One line per kind of dropped rows, so a user sees it without reading the description."""
+    out = []
     total = sum(found.degenerate.values())
-    if not total:
-        return ()
-    kinds = ", ".join(f"{k}: {found.degenerate[k]}" for k in DEGENERATE_KINDS if found.degenerate[k])
-    return (f"SARD CSV: {total} degenerate row(s) dropped ({kinds}), e.g. {found.degenerate_examples[0]}; "
-            f"see degenerate_examples in the source description",)
+    if total:
+        kinds = ", ".join(f"{k}: {found.degenerate[k]}" for k in DEGENERATE_KINDS if found.degenerate[k])
+        out.append(f"SARD CSV: {total} degenerate row(s) dropped ({kinds}), e.g. {found.degenerate_examples[0]}; "
+                   f"see degenerate_examples in the source description")
+    if found.duplicates:
+        out.append(f"SARD CSV: {found.duplicates} exact duplicate row(s) dropped (each would be a second GT box on "
+                   f"the same person), e.g. {found.duplicate_examples[0]}; see duplicate_examples in the source "
+                   f"description")
+    return tuple(out)
