@@ -206,12 +206,14 @@ def verify_command(
         write_bytes_atomic(json_out, (json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n").encode())
     info = [f for f in report.information if f.kind == "bytes-only"]
     if info:
-        out.print(styled(("note", "yellow"), f" {len(info)} file(s) differ in bytes only: identical decoded pixels, another PNG "
-                  f"encoder or version (information; --strict-bytes makes this a failure), e.g. {info[0].path}"))
+        out.print(styled(("note", "yellow"), f" {len(info)} file(s) differ in bytes only: identical decoded pixels, "
+                                             f"another PNG encoder or version (information; --strict-bytes makes "
+                                             f"this a failure), e.g. {info[0].path}"))
     linked = [f for f in report.information if f.kind == "hardlink"]
     if linked:
-        out.print(styled(("note", "yellow"), f" {len(linked)} file(s) are hard links shared with files outside the split "
-                  f"(information: editing those changes these), e.g. {linked[0].path}"))
+        out.print(styled(("note", "yellow"), f" {len(linked)} file(s) are hard links shared with files outside "
+                                             f"the split (information: editing those changes these), e.g. "
+                                             f"{linked[0].path}"))
     for f in report.information:
         if f.kind == "seal":
             out.print(styled(("note", "yellow"), f" {f.path}: {f.detail}"))

@@ -326,7 +326,7 @@ def test_conditions_are_checked_against_the_suite_the_score_names(tmp_path):
     raw["families"] = {"storm": ["low_light"]}
     storm_only = config_from_bytes(yaml.safe_dump(raw).encode(), "storm-only.yaml")
     (res,) = load_results([SCORE_FIXTURE])
-    with pytest.raises(AegisError, match=rf"not a condition id: 'water_glare_s1' .* of suite config {storm_only.config_hash}"):
+    with pytest.raises(AegisError, match=rf"not a condition id: 'water_glare_s1' .* {storm_only.config_hash}"):
         validate_result(res, "s.json", config=storm_only)
     with pytest.raises(AegisError, match="water_glare_s1"):
         build_report([res], tmp_path / "r", formats="md", config=storm_only)
@@ -459,3 +459,163 @@ def test_the_sard_xml_layout_applies_and_checks_its_class_filter(tmp_path):
     with pytest.raises(AegisError, match="'persn' matches no label .*the labels hold classes: Standing"):
         _sard(root, classes="persn")
     assert set(_boxes(_sard(root, classes="standing")).values()) == {1}
+
+
+# --- 11. one line instead of a traceback ----------------------------------------------------------------------------
+def test_a_non_utf8_image_name_in_a_sard_folder_is_one_line(tmp_path):
+    src = sard_tree(tmp_path / "sard")
+    write_png(src / "train" / "x.png", seed=9)
+    os.rename(bytes(src / "train" / "x.png"), bytes(src / "train") + b"/gss\xff9.png")
+    with pytest.raises(AegisError, match=r"image file name 'gss\\udcff9.png' .* is not UTF-8"):
+        _sard(src)
+    assert_one_line_error(invoke("audit", "--dataset", "sard", "--source", src, "--no-hash"), "is not UTF-8")
+
+
+@pytest.mark.parametrize("name,data,fragment", [
+    ("groups.csv", b"stem,group\ngss1,\xff\xfe\n", "is not UTF-8 text"),
+    ("groups.json", json.dumps({f"gss{k}": None for k in range(1, 7)}).encode(), "the group of 'gss1' is null"),
+    ("groups.json", json.dumps({f"gss{k}": ["a"] for k in range(1, 7)}).encode(), "the group of 'gss1' is [\"a\"]"),
+    ("groups.csv", b"gss1,\ngss2,b\n", "the group of 'gss1' is empty"),
+])
+def test_bad_groups_files_are_one_line(tmp_path, name, data, fragment):
+    src = sard_tree(tmp_path / "sard")
+    (tmp_path / name).write_bytes(data)
+    with pytest.raises(AegisError, match="groups file") as exc:
+        _sard(src, groups=str(tmp_path / name))
+    assert fragment in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_groups_csv_reads_quoted_fields_as_csv(tmp_path):
+    src = sard_tree(tmp_path / "sard")
+    rows = "".join(f'gss{k},"seq, {k // 4}"\n' for k in range(1, 7))
+    (tmp_path / "groups.csv").write_text(rows)
+    assert {r.group for r in _sard(src, groups=str(tmp_path / "groups.csv")).records()} == {"seq, 0", "seq, 1"}
+
+
+@pytest.fixture(scope="module")
+def api_inputs(split):
+    import aegis_eval as ae
+
+    base = ae.score([PRED], split, threshold=0.5, bootstrap=1).to_dict()
+    return ae, split, base
+
+
+@pytest.mark.parametrize("conditions", [{"../../evil": [PRED]}, {"clean": [PRED], "a/b": [PRED]}, {1: [PRED]},
+                                        {"clean": [PRED], "low_light_s9": [PRED]}])
+def test_api_score_refuses_condition_names_no_file_could_have(api_inputs, conditions):
+    ae, split, _ = api_inputs
+    with pytest.raises(AegisError, match=r"\[condition_(name|unknown)\]"):
+        ae.score(conditions, split, threshold=0.5, bootstrap=1)
+
+
+def test_cli_score_refuses_a_condition_file_of_another_suite(tmp_path, split):
+    (tmp_path / "low_light_s9.json").write_text(json.dumps([PRED]))
+    r = invoke("score", tmp_path / "low_light_s9.json", "--split-dir", split, "--threshold", "0.5", "--bootstrap", "1")
+    assert_one_line_error(r, "[condition_unknown]", "'low_light_s9'")
+
+
+@pytest.mark.parametrize("kwargs,fragment", [
+    (dict(threshold=True), "threshold must be a number in [0, 1]; got True"),
+    (dict(threshold="0.5"), "threshold must be a number"),
+    (dict(threshold=0.5, bootstrap=10**12), "at most 100,000 resamples"),
+])
+def test_api_score_refuses_bad_threshold_and_bootstrap_values(api_inputs, kwargs, fragment):
+    ae, split, _ = api_inputs
+    with pytest.raises(AegisError) as exc:
+        ae.score([PRED], split, **kwargs)
+    assert fragment in str(exc.value)
+
+
+def test_cli_bootstrap_is_bounded(split):
+    r = invoke("score", preds_of(split), "--split-dir", split, "--threshold", "0.5", "--bootstrap", "1000000000000")
+    assert_one_line_error(r, "at most 100,000 resamples")
+    r = invoke("score", preds_of(split), "--split-dir", split, "--threshold", "0.5", "--bootstrap", "100000")
+    assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("gt", [None, 3, ["a"]])
+def test_api_score_refuses_a_ground_truth_that_is_no_path(api_inputs, gt):
+    ae, _, _ = api_inputs
+    with pytest.raises(AegisError, match=r"\[gt_not_found\] the ground truth must be a split folder or a COCO"):
+        ae.score([PRED], gt, threshold=0.5, bootstrap=1)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 5.0, -0.5])
+def test_api_rank_refuses_in_memory_documents_with_impossible_values(api_inputs, value):
+    ae, _, base = api_inputs
+    docs = [json.loads(json.dumps({**base, "label": f"m{k}"})) for k in range(3)]
+    docs[1]["conditions"]["clean"]["recall"] = value
+    with pytest.raises(AegisError, match=r"scores\[1\]: conditions\['clean'\]\.recall = .* is out of range"):
+        ae.rank(docs, "recall", bootstrap=10)
+
+
+@pytest.mark.parametrize("edit,fragment", [
+    (lambda d: d["conditions"]["clean"].update(severity="high"), "severity must be 0 (clean), 1-3 or null"),
+    (lambda d: d["conditions"]["clean"].update(severity=True), "severity must be"),
+    (lambda d: d["threshold"].update(value="0.5"), "threshold.value must be a number in [0, 1] or null"),
+    (lambda d: d["threshold"].update(value=7), "threshold.value must be a number in [0, 1] or null"),
+    (lambda d: d["threshold"].update(per_class={"person": None, "car": "x"}), "threshold.per_class['car']"),
+])
+def test_score_result_refuses_bad_types_at_construction(api_inputs, edit, fragment):
+    ae, _, base = api_inputs
+    doc = json.loads(json.dumps(base))
+    edit(doc)
+    with pytest.raises(AegisError, match=r"\[score_schema\]") as exc:
+        ae.ScoreResult(doc)
+    assert fragment in str(exc.value)
+
+
+def test_an_image_id_that_is_no_text_is_one_line():
+    import aegis_data as ad
+
+    rgb = np.zeros((64, 64, 3), np.uint8)
+    with pytest.raises(AegisError, match=r"image_id 'a\\udcff' is not valid text"):
+        ad.apply_corruption(rgb, "low_light", 1, image_id="a\udcff")
+    ad.apply_corruption(rgb, "low_light", 1, image_id="bild_ä")  # any real text still keys the draws
+
+
+@pytest.mark.parametrize("kwargs,fragment", [
+    (dict(seed=2**64), "seed must be an integer in [0, 2**63)"), (dict(seed=-1), "seed must be"),
+    (dict(seed=True), "seed must be"), (dict(limit=True), "--limit must be at least 1, an integer"),
+    (dict(limit=1.5), "--limit must be at least 1, an integer"),
+    (dict(limit=0), "--limit must be at least 1, an integer"),
+])
+def test_build_splits_refuses_seed_and_limit_values_that_are_no_such_integer(tmp_path, kwargs, fragment):
+    from aegis_data.sources import load_source
+    from aegis_data.split.build import build_splits
+
+    ds = load_source("yolo", source=yolo_source(tmp_path / "src"))
+    with pytest.raises(AegisError) as exc:
+        build_splits(ds, tmp_path / "out", corruptions=["low_light"], severities=[1], workers=1, **kwargs)
+    assert fragment in str(exc.value)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_training_seeds_beyond_32_bits_are_one_line():
+    from aegis_eval.runners.ablate import parse_seeds
+    from aegis_eval.runners.config import resolve_settings
+
+    with pytest.raises(AegisError, match=r"training seed 18446744073709551616 is too large; expected integers in "
+                                         r"\[0, 4294967295\]"):
+        parse_seeds("0,18446744073709551616")
+    assert parse_seeds("0,4294967295") == [0, 4294967295]
+    with pytest.raises(AegisError, match=r"seed=4294967296 is invalid"):
+        resolve_settings(None, {"seed": 2**32})
+    with pytest.raises(AegisError, match=r"bootstrap=1000000000000 is invalid; expected at most 100,000"):
+        resolve_settings(None, {"bootstrap": 10**12})
+
+
+def test_cli_training_seeds_beyond_32_bits_are_one_line(tmp_path, split):
+    r = invoke("baseline", "ablate", "--split-dir", split, "--out-dir", tmp_path / "ab", "--policies", "all",
+               "--seeds", "18446744073709551616", "--model", "yolo11", "--weights", "yolo11n.yaml")
+    assert_one_line_error(r, "training seed 18446744073709551616 is too large")
+
+
+def test_a_400_digit_policy_weight_is_one_line(tmp_path):
+    from aegis_data.augment.transform import load_policy, resolve_policy
+
+    with pytest.raises(AegisError, match="finite positive number"):
+        resolve_policy({"name": "w", "p_clean": 0.0, "severity_weights": [10**400, 1, 1]}, "p.yaml")
+    (tmp_path / "p.yaml").write_text(f"name: w\np_clean: 0.0\nseverity_weights: [{'9' * 400}, 1, 1]\n")
+    with pytest.raises(AegisError, match="finite positive number"):
+        load_policy(tmp_path / "p.yaml")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aegis_data.errors import AegisError
+from aegis_data.files.imageio import check_text_path
 from aegis_data.sources._common import (
     EDGE_TOLERANCE_PX, check_box, check_names_matched, frame_size, list_images, plain_number, portable_path, safe_id,
 )
@@ -68,7 +69,7 @@ def label_csvs(root: Path, exclude: Path | None = None) -> list[Path]:
     """Every ``*.csv`` below ROOT (hidden files ignored), except ``exclude`` (the groups file). AegisError for a
     CSV that is a link resolving outside ROOT: it is not read (its lines would end up in messages)."""
     skip = exclude.resolve() if exclude is not None else None
-    found = sorted(p for p in root.rglob("*.csv")
+    found = sorted(check_text_path(p, "labels CSV") for p in root.rglob("*.csv")
                    if p.is_file() and not p.name.startswith(".") and (skip is None or p.resolve() != skip))
     inside = root.resolve()
     for p in found:
@@ -93,7 +94,7 @@ def read_label_csv(path: Path) -> list[CsvRow]:
         raise AegisError(f"cannot read labels CSV {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise AegisError(f"labels CSV {path} is not UTF-8 text") from None
-    rows = _csv_records(text, path)
+    rows = csv_records(text, path)
     if not rows:
         raise AegisError(f"labels CSV {path} is empty (expected the header {','.join(CSV_COLUMNS)})")
     header_line, header = rows[0]
@@ -119,7 +120,7 @@ def read_label_csv(path: Path) -> list[CsvRow]:
     return out
 
 
-def _csv_records(text: str, path: Path) -> list[tuple[int, list[str]]]:
+def csv_records(text: str, path: Path) -> list[tuple[int, list[str]]]:
     """(first line, fields) of every non-blank record, parsed as the csv module reads a file: a quoted field
     may hold a comma or a line break ("Not\nDefined" is one class), so records are not lines."""
     reader = csv.reader(io.StringIO(text, newline=""))

@@ -24,7 +24,7 @@ images, then val to ``val_fraction`` (default 0.1); the rest is train.
 
 from __future__ import annotations
 
-import csv
+import json
 import re
 from collections import Counter, defaultdict
 from dataclasses import replace
@@ -35,13 +35,14 @@ from aegis_data.errors import AegisError
 from aegis_data.files.readers import read_json
 from aegis_data.sources._common import (
     opt_bool, opt_follow_links,
-    check_names_matched, check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, portable_path,
+    check_names_matched, check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path,
+    portable_path,
     require_dir, safe_id,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
 from aegis_data.sources._labels import split_stats, xml_record
 from aegis_data.sources._sard_csv import (
-    DEGENERATE_KINDS, SARD_PERSON_CLASSES, CsvLayout, folder_image_id, is_csv_layout, read_csv_layout,
+    DEGENERATE_KINDS, SARD_PERSON_CLASSES, CsvLayout, csv_records, folder_image_id, is_csv_layout, read_csv_layout,
 )
 from aegis_data.sources._split import assign_groups
 from aegis_data.sources.records import Record
@@ -72,17 +73,26 @@ def read_groups_file(path: Path) -> dict[str, str]:
         if not isinstance(data, dict):
             raise AegisError(f"groups file {path}: expected a JSON object {{stem: group}}, got {type(data).__name__}")
         for k, v in data.items():
+            # A null, list or object would become the group "None" (every such image in one group), silently.
+            if v is None or isinstance(v, (bool, list, dict)) or not str(v).strip():
+                raise AegisError(f"groups file {path}: the group of {str(k)!r:.60} is {json.dumps(v)[:40]}; "
+                                 f"expected a non-empty string or a number")
             out[Path(str(k)).stem if "." in str(k) and not str(k).startswith(".") else str(k)] = str(v)
     else:
-        text = path.read_text(encoding="utf-8")
-        for n, row in enumerate(csv.reader(text.splitlines()), start=1):
-            if not row or not "".join(row).strip():
-                continue
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise AegisError(f"groups file {path} is not UTF-8 text (byte {exc.start})") from None
+        except OSError as exc:
+            raise AegisError(f"cannot read groups file {path}: {exc.strerror}") from None
+        for n, row in csv_records(text, path):
             if len(row) < 2:
-                raise AegisError(f"groups file {path}:{n}: expected 'stem,group', got {','.join(row)!r}")
+                raise AegisError(f"groups file {path}:{n}: expected 'stem,group', got {','.join(row)!r:.80}")
             stem, group = row[0].strip(), row[1].strip()
             if n == 1 and stem.lower() in ("stem", "image", "file", "file_name", "image_id") and group.lower() in ("group", "sequence", "video"):
                 continue
+            if not group:
+                raise AegisError(f"groups file {path}:{n}: the group of {stem!r:.60} is empty")
             out[Path(stem).stem if Path(stem).suffix else stem] = group
     if not out:
         raise AegisError(f"groups file {path} lists no images")

@@ -16,7 +16,8 @@ from aegis_data.errors import AegisError
 from aegis_data.sources import _labels
 from aegis_data.sources._common import (
     opt_follow_links,
-    check_names_matched, check_options, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path, portable_path, require_dir,
+    check_names_matched, check_options, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path, portable_path,
+    require_dir,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset
 from aegis_data.sources.yolo import carve_val, opt_split

@@ -85,7 +85,8 @@ def validate_result(obj: Any, where: str = "<result>", suite_conditions: bool = 
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise _fail(where, f"conditions[{cond!r}].{key} must be a number or null, got {v!r:.40}")
             if not _in_range(key, v):
-                raise _fail(where, f"conditions[{cond!r}].{key} = {v!r:.40} is out of range ({_RANGE_TEXT[_kind(key)]})")
+                raise _fail(where, f"conditions[{cond!r}].{key} = {v!r:.40} is out of range "
+                                   f"({_RANGE_TEXT[_kind(key)]})")
         severity = block.get("severity")
         if severity is not None and (isinstance(severity, bool) or not isinstance(severity, int)
                                      or not 0 <= severity <= max(SEVERITIES)):
