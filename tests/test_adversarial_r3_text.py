@@ -487,9 +487,9 @@ def test_bad_groups_files_are_one_line(tmp_path, name, data, fragment):
 
 def test_a_groups_csv_reads_quoted_fields_as_csv(tmp_path):
     src = sard_tree(tmp_path / "sard")
-    rows = "".join(f'gss{k},"seq, {k // 4}"\n' for k in range(1, 7))
+    rows = "".join(f'gss{k},"seq,\n{k // 4}"\n' for k in range(1, 7))  # a comma and a line break inside quotes
     (tmp_path / "groups.csv").write_text(rows)
-    assert {r.group for r in _sard(src, groups=str(tmp_path / "groups.csv")).records()} == {"seq, 0", "seq, 1"}
+    assert {r.group for r in _sard(src, groups=str(tmp_path / "groups.csv")).records()} == {"seq,\n0", "seq,\n1"}
 
 
 @pytest.fixture(scope="module")
