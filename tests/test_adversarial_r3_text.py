@@ -619,3 +619,17 @@ def test_a_400_digit_policy_weight_is_one_line(tmp_path):
     (tmp_path / "p.yaml").write_text(f"name: w\np_clean: 0.0\nseverity_weights: [{'9' * 400}, 1, 1]\n")
     with pytest.raises(AegisError, match="finite positive number"):
         load_policy(tmp_path / "p.yaml")
+
+
+def test_gallery_index_md_shows_file_names_as_text():
+    from markdown_it import MarkdownIt
+
+    from aegis_eval.report.gallery import GalleryPair, _index_md
+
+    pair = GalleryPair(rank=1, row=0, image_id=1, file_name="<img src=x onerror=alert(1)>) [a](javascript:x).png",
+                       condition="low_light_s1", n_gt=1, found_clean=1, found_condition=0)
+    rel = "pairs/001_low_light_s1_<img src=x onerror=alert(1)>) [a](javascript:x).png"
+    md = _index_md([(pair, rel)], "0.5", Path("sp`lit"), ["a *note*"])
+    html = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
+    assert "<img src=\"x\"" not in html and "<img src=x" not in html and "](javascript:" not in md
+    assert html.count("<img") == 1 and "<em>note</em>" not in html and "<code>" not in html
