@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -49,6 +50,10 @@ def _in_memory_source(results: Any, condition: str) -> dict[str, Any]:
     return {"path": IN_MEMORY, "sha256": hashlib.sha256(data).hexdigest()}
 
 
+# A condition named in memory: what a <condition>.json file stem may be, without folders or hidden names.
+_CONDITION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
 def _as_mapping(predictions: Predictions) -> Mapping[str, ConditionPredictions] | None:
     """{condition: file or list} for in-memory forms; None when ``predictions`` is a path (file or folder)."""
     if isinstance(predictions, (str, Path)):
@@ -56,6 +61,11 @@ def _as_mapping(predictions: Predictions) -> Mapping[str, ConditionPredictions] 
     if isinstance(predictions, Mapping):
         if not predictions:
             raise AegisError("nothing to score: the predictions mapping is empty")
+        for cond in predictions:
+            if not isinstance(cond, str) or not _CONDITION_NAME.fullmatch(cond):
+                raise AegisError(f"[condition_name] {cond!r:.60} is no condition name; expected 'clean', a condition "
+                                 "id such as 'low_light_s3', or a name such as 'ood' (letters, digits, '_', '.', "
+                                 "'-'; at most 100)")
         return predictions
     if isinstance(predictions, Sequence):
         return {"clean": predictions}

@@ -186,7 +186,7 @@ def train_cmd(
                             augment=policy)
     out.print(f"{settings.model}: {result['status']}; best weights: {result['best']}", highlight=False)
     if policy is not None:
-        out.print(f"augmentation: {policy.name} [{policy.hash}]", markup=False, highlight=False)
+        out.print(f"augmentation: {policy.name} [{policy.hash}]", highlight=False)
     out.print(f"last checkpoint: {result['last']}; config: {result['config']}", highlight=False)
 
 

@@ -10,27 +10,34 @@ from typing import Callable, Iterable, Mapping, TypeVar
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from aegis_data.errors import AegisError
 from aegis_data.extras import MissingExtra
 from aegis_data.files.outputs import check_output_dirs, check_outputs  # noqa: F401 (the commands' checks)
 
-# Results go to stdout, diagnostics to stderr.
-out = Console()
-err = Console(stderr=True)
+# Results go to stdout, diagnostics to stderr. Markup and emoji codes are off: labels, dataset and class names,
+# paths and messages are user text ("m[/]", "yolo[v8]", ":smile:") and print as they are; the few styled words
+# are Text objects (``styled``), never markup strings.
+out = Console(markup=False, emoji=False)
+err = Console(stderr=True, markup=False, emoji=False)
 
 F = TypeVar("F", bound=Callable)
 
 
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """A line of plain strings and (text, style) pairs: styling without markup, so no part is ever parsed."""
+    return Text.assemble(*parts)
+
+
 def fail(message: str, code: int = 1) -> "typer.Exit":
     """Print one error line to stderr and return the Exit to raise."""
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err.print(styled(("error:", "bold red"), " ", message), highlight=False, soft_wrap=True)
     return typer.Exit(code=code)
 
 
 def warn(message: str) -> None:
-    err.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err.print(styled(("warning:", "yellow"), " ", message), highlight=False, soft_wrap=True)
 
 
 def handle_errors(fn: F) -> F:

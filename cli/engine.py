@@ -17,7 +17,7 @@ from rich.table import Table
 
 from aegis_data.engine.config import check_severity, load_config
 from aegis_data.errors import AegisError
-from .common import check_outputs, fail, out
+from .common import check_outputs, fail, out, styled
 from .tables import fit
 from .vocabulary import GsdOpt, ListFormat, PersonPxOpt, ScaleMode, ScaleOpt, SuiteOpt, add_command, mode, value
 
@@ -284,7 +284,7 @@ def calibrate_cmd(
         ladder = table.ladder(name)
         for i, r in enumerate(ladder):
             first = i == 0
-            mark = ("[red]✗[/]" if name in bad else "[green]✓[/]") if first else ""
+            mark = (styled(("✗", "red")) if name in bad else styled(("✓", "green"))) if first else ""
             cells = [
                 name if first else "",
                 str(r.severity),
@@ -313,7 +313,7 @@ def calibrate_cmd(
         write_bytes_atomic(json_out, (json.dumps(doc, indent=2) + "\n").encode())
     if violations:
         for v in violations:
-            out.print(f"[red]✗[/] {v.corruption}: {v.message}", highlight=False, soft_wrap=True)
+            out.print(styled(("✗", "red"), f" {v.corruption}: {v.message}"), soft_wrap=True)
         names = ", ".join(sorted(bad))
         raise fail(f"{len(bad)} severity ladder(s) not strictly monotone: {names}")
 

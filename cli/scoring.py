@@ -14,7 +14,7 @@ from aegis_eval.protocols.predictions import (load_ground_truth, load_ground_tru
                                     load_predictions_by_class)
 from aegis_eval.protocols.threshold import (DEFAULT_RULE, freeze_threshold, freeze_thresholds_by_class, parse_grid,
                                   write_class_threshold_file, write_threshold_file)
-from .common import check_outputs, out, warn
+from .common import check_outputs, out, styled, warn
 from .tables import fit
 from .vocabulary import ClassThresholds, CrossCheck, RemapSide, SplitName, Task, add_command, mode, value
 
@@ -111,10 +111,10 @@ def recall_matrix(result: Mapping[str, Any], metric: str = "recall") -> Table | 
         for s in SEVERITIES:
             e = conds.get(f"{n}_s{s}")
             if e is None:
-                cells.append("[dim]missing[/]")
+                cells.append(styled(("missing", "dim")))
                 continue
             drop = e["rel_drop"].get(metric)
-            cells.append(f"[{_drop_style(drop)}]{_fmt(e.get(metric))}[/]")
+            cells.append(styled((_fmt(e.get(metric)), _drop_style(drop))))
         mean_drop = per_corruption.get(n, {}).get(metric)
         table.add_row(n, family_of[n] or "–", *cells,
                       "–" if mean_drop is None else f"{100 * mean_drop:.1f}%")
@@ -338,8 +338,11 @@ def score_cmd(
         raise AegisError("[class_map_versions] --remap-version applies with several --split-dir only")
     else:
         result = score_paths(preds, gt[0], **options, cross_check=cross_check)
+    # The files first: whatever happens while printing (a closed pipe), the score that took minutes is kept.
+    written = _write_score_outputs(result, json_out, csv_out)
     _print_score(result)
-    _write_score_outputs(result, json_out, csv_out)
+    for path in written:
+        out.print(f"wrote {path}", highlight=False, soft_wrap=True)
 
 
 def _print_score(result: dict) -> None:
@@ -361,15 +364,15 @@ def _print_score(result: dict) -> None:
         out.print(fit(versions, 2))
 
 
-def _write_score_outputs(result: dict, json_out: Path | None, csv_out: Path | None) -> None:
+def _write_score_outputs(result: dict, json_out: Path | None, csv_out: Path | None) -> list[Path]:
+    """Write the JSON and CSV asked for; returns their paths."""
     from aegis_eval.protocols.scoring import write_score_csv, write_score_json
 
     if json_out is not None:
         write_score_json(result, json_out)
-        out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
     if csv_out is not None:
         write_score_csv(result, csv_out)
-        out.print(f"wrote {csv_out}", highlight=False, soft_wrap=True)
+    return [p for p in (json_out, csv_out) if p is not None]
 
 
 def _pct(x: Any) -> str:
@@ -389,7 +392,7 @@ def gt_diff_tables(doc: Mapping[str, Any]) -> list[Table]:
             table.add_column(col, justify="left" if col == "class" else "right", no_wrap=col == "class")
         rows = list(d["per_class"].items()) + [("all", d["total"])]
         for name, r in rows:
-            table.add_row(f"[bold]{name}[/]" if name == "all" else name,
+            table.add_row(styled((name, "bold")) if name == "all" else name,
                           *(str(r[k]) for k in ("old_boxes", "new_boxes", "matched", "added", "removed", "tightened",
                                                 "loosened", "shifted", "class_changed")),
                           _fmt(r["median_iou"]), _fmt(r["median_area_ratio"]), _pct(r["share_iou_below_0_7"]),

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Mapping, Optional
 import typer
 from rich.table import Table
 
-from .common import check_outputs, out, warn
+from .common import check_outputs, out, styled, warn
 from .splits import (
     AnnotationsOpt, ClassesOpt, FollowLinksOpt, GroupsOpt, HfSplitOpt, ImagesOpt, LabelsOpt, MaxPixelsOpt, NOpt, OptionOpt, SizeOpt,
     adapter_options,
@@ -52,7 +52,7 @@ def render_audit(report: Mapping[str, Any]) -> list[Table]:
     findings.add_row("duplicates in several splits", str(leak["duplicates_in_several_splits"]) + (
         " (e.g. " + ", ".join("=".join(d["images"][:2]) for d in leak["duplicate_examples"][:3]) + ")"
         if leak["duplicate_examples"] else ""))
-    findings.add_row("leakage", "[bold red]YES[/]" if report["leakage"] else "[green]none[/]")
+    findings.add_row("leakage", styled(("YES", "bold red")) if report["leakage"] else styled(("none", "green")))
     tables = [main, findings]
     if report.get("source_facts"):
         facts = Table(title="source facts")

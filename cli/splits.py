@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .common import check_output_dirs, check_outputs, err, fail, out, warn
+from .common import check_output_dirs, check_outputs, err, fail, out, styled, warn
 from .tables import fit
 from .vocabulary import Dataset, GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, SuiteOpt, add_command, mode, value
 
@@ -137,7 +137,8 @@ def build_command(
     check_output_dirs({"--out-dir": target})
     # The bar starts with the first progress report, so a refused build prints only its one error line.
     bar = Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+        TextColumn("{task.description}", style="bold", markup=False), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}", markup=False),
         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err, transient=False,
     )
     tasks: list = []
@@ -214,16 +215,17 @@ def verify_command(
         write_bytes_atomic(json_out, (json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n").encode())
     info = [f for f in report.information if f.kind == "bytes-only"]
     if info:
-        out.print(f"[yellow]note[/] {len(info)} file(s) differ in bytes only: identical decoded pixels, another PNG "
-                  f"encoder or version (information; --strict-bytes makes this a failure), e.g. {info[0].path}",
-                  highlight=False)
+        out.print(styled(("note", "yellow"), f" {len(info)} file(s) differ in bytes only: identical decoded pixels, "
+                                             f"another PNG encoder or version (information; --strict-bytes makes "
+                                             f"this a failure), e.g. {info[0].path}"))
     linked = [f for f in report.information if f.kind == "hardlink"]
     if linked:
-        out.print(f"[yellow]note[/] {len(linked)} file(s) are hard links shared with files outside the split "
-                  f"(information: editing those changes these), e.g. {linked[0].path}", highlight=False)
+        out.print(styled(("note", "yellow"), f" {len(linked)} file(s) are hard links shared with files outside "
+                                             f"the split (information: editing those changes these), e.g. "
+                                             f"{linked[0].path}"))
     for f in report.information:
         if f.kind == "seal":
-            out.print(f"[yellow]note[/] {f.path}: {f.detail}", highlight=False)
+            out.print(styled(("note", "yellow"), f" {f.path}: {f.detail}"))
     if report.ok:
         if against is None:
             root = f"root {report.expected_root_hash}"
@@ -231,8 +233,8 @@ def verify_command(
             root = f"same root hash as the reference: {report.expected_root_hash}"
         else:  # a --subset build: its own root, a part of the reference's files
             root = f"local root {report.local_root_hash}, reference root {report.expected_root_hash}"
-        out.print(f"[green]OK[/] {report.checked} files match {report.reference} ({root}); scale: {report.scale}",
-                  highlight=False)
+        out.print(styled(("OK", "green"), f" {report.checked} files match {report.reference} ({root}); scale: "
+                                          f"{report.scale}"))
         return
     failures = report.failures
     table = Table(title=f"{directory}: {len(failures)} difference(s) against {report.reference}")
@@ -245,7 +247,7 @@ def verify_command(
     if len(failures) > 200:
         out.print(f"... and {len(failures) - 200} more (use --json for all)")
     summary = ", ".join(f"{k}: {v}" for k, v in sorted(report.counts(failures).items()))
-    err.print(f"[bold red]verify failed:[/] {summary}", highlight=False)
+    err.print(styled(("verify failed:", "bold red"), f" {summary}"))
     raise typer.Exit(code=1)
 
 

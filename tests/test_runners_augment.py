@@ -145,9 +145,11 @@ def test_ablate_two_policies_writes_score_jsons_and_a_report_table(tmp_path):
                                  "--format", "md,html"])
     assert report.exit_code == 0, report.output
     md = (tmp_path / "rep" / "report.md").read_text()
+    from aegis_eval.report.text import md_text
+
     for title in ("Mitigation: gain over the clean-trained model (recall)", "seen vs unseen",
                   "side effects on untrained conditions", "per condition (* = not trained on)"):
-        assert title in md
+        assert md_text(title) in md  # as Markdown text: the "*" escaped, so it can never start emphasis
     assert "| yolo11/loo-flood |" in md and "| yolo11/blur-only |" in md
     assert "Mitigation: seen vs unseen" in (tmp_path / "rep" / "report.html").read_text()
     # Without ablation results the report has no mitigation section.

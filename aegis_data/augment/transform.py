@@ -153,6 +153,14 @@ def _as_list(value: Any, key: str, where: str) -> list:
                      f"got {value!r}")
 
 
+def _finite(w: int | float) -> bool:
+    """A weight a float holds: an integer beyond float64 (400 digits in YAML) is no finite weight."""
+    try:
+        return math.isfinite(w)
+    except OverflowError:
+        return False
+
+
 def _severity_list(value: Any, key: str, where: str) -> list[int]:
     sev = _as_list(value, key, where)
     if not sev or any(isinstance(s, bool) or s not in SEVERITIES for s in sev) or len(set(sev)) != len(sev):
@@ -205,8 +213,8 @@ def resolve_policy(raw: Mapping[str, Any], where: str = "<policy>", suite: str |
     weights = raw.get("severity_weights")
     weights = [1.0] * len(severities) if weights is None else _as_list(weights, "severity_weights", where)
     if len(weights) != len(severities) or any(isinstance(w, bool) or not isinstance(w, (int, float))
-                                              or not math.isfinite(w) or w <= 0 for w in weights):
-        raise AegisError(f"{where}: severity_weights={raw.get('severity_weights')!r} is invalid; expected one "
+                                              or not _finite(w) or w <= 0 for w in weights):
+        raise AegisError(f"{where}: severity_weights={raw.get('severity_weights')!r:.80} is invalid; expected one "
                          f"finite positive number per severity in {severities}")
     weight_of = dict(zip(severities, (float(w) for w in weights)))
     per = raw.get("per_corruption_severities") or {}

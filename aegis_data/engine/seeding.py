@@ -53,6 +53,12 @@ def stream_key(image_id: Union[str, int], corruption: str, severity: int, seed: 
         raise AegisError(f"image_id must be a str or int, got {type(image_id).__name__} {image_id!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise AegisError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+    if isinstance(image_id, str) and not image_id.isascii():  # the key is hashed as UTF-8: no lone surrogate
+        try:
+            image_id.encode("utf-8")
+        except UnicodeEncodeError:
+            raise AegisError(f"image_id {image_id!r} is not valid text (a lone surrogate, as a non-UTF-8 file "
+                             "name decodes to)") from None
     return f"{tag}|{image_id}|{corruption}|{int(severity)}|{int(seed)}"
 
 

@@ -31,11 +31,24 @@ _SOF_MARKERS = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 
 
+def check_text_path(path: Path, what: str = "file") -> Path:
+    """``path`` when its name is text: AegisError for a name that is not UTF-8 on disk (Python holds its bytes
+    as lone surrogates, which no id, hash, JSON or message can carry), naming it with its bytes escaped."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise AegisError(f"{what} name {ascii(path.name)} in {ascii(str(path.parent))} is not UTF-8; rename it "
+                         "(file names become image ids and manifest paths, which are text)") from None
+    return path
+
+
 def list_images(folder: Path, *, recursive: bool = False) -> list[Path]:
-    """Image files in a folder (by suffix), sorted by path; hidden files ignored."""
+    """Image files in a folder (by suffix), sorted by path; hidden files ignored. AegisError for an image whose
+    name is not UTF-8 (``check_text_path``)."""
     it = folder.rglob("*") if recursive else folder.iterdir()
     return sorted(
-        p for p in it if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith(".")
+        check_text_path(p, "image file") for p in it
+        if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith(".")
     )
 
 

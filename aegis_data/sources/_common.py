@@ -6,7 +6,7 @@ import difflib
 import math
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -83,6 +83,30 @@ def opt_ids(options: Mapping[str, Any], key: str) -> frozenset[str] | None:
     if not out:
         raise AegisError(f"option {key}={value!r}: expected a comma-separated list of class ids or names")
     return out
+
+
+def _shown_name(name: str) -> str:
+    return name if name.isprintable() else repr(name)
+
+
+def check_names_matched(classes: Iterable[str] | None, seen: Iterable[str], where: Path | str, *,
+                        key_of: Callable[[str], str] = str.lower, option: str = "classes") -> None:
+    """AegisError when a class name of the ``classes`` filter matches no label (``seen``: every class name the
+    labels carry, compared through ``key_of``): the benchmark would silently have fewer or no ground-truth
+    boxes ("persn", or "person" on a copy labelled with postures). One line naming the classes present."""
+    if not classes:
+        return
+    present: dict[str, str] = {}
+    for name in seen:
+        present.setdefault(key_of(name), name)
+    missing = [c for c in sorted(classes) if key_of(c) not in present]
+    if not missing:
+        return
+    held = sorted(present.values())
+    listed = ", ".join(_shown_name(n) for n in held[:20]) + (f", ... ({len(held)} classes)" if len(held) > 20 else "")
+    what = f"class {missing[0]!r} matches" if len(missing) == 1 else f"classes {', '.join(map(repr, missing))} match"
+    raise AegisError(f"option {option}: {what} no label under {where}; the labels hold classes: "
+                     f"{listed or 'none (no labelled objects)'}")
 
 
 def opt_bool(options: Mapping[str, Any], key: str, default: bool = False) -> bool:

@@ -21,12 +21,14 @@ def xml_record(
     stats: Counter,
     meta: dict | None = None,
     person_names: frozenset[str] | set[str] = PERSON_NAMES,
+    seen: set[str] | None = None,
 ) -> Record:
     """One record from an image and its VOC XML (None = no label file: a negative).
 
     The image header is the size authority; a disagreeing ``<size>`` is counted, not trusted. Objects whose
     class (lower-cased) is not in ``person_names`` (default: the person aliases) are counted per class name in
-    ``stats`` and left out.
+    ``stats`` and left out. ``seen``: when given, every object's class name is added to it (class filters
+    are checked against it).
     """
     width, height = frame_size(image, max_pixels)
     boxes: list[Box] = []
@@ -39,6 +41,8 @@ def xml_record(
         if not label.objects:
             stats["empty_label_files"] += 1
         for k, obj in enumerate(label.objects):
+            if seen is not None:
+                seen.add(obj.name)
             if obj.name.lower() not in person_names:
                 stats[f"ignored_class:{obj.name or '<empty>'}"] += 1
                 continue

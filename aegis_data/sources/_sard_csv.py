@@ -5,6 +5,8 @@ This is the copy most users download: ``Sard/train/`` with ``train_labels.csv``,
 - augmented copies sit beside the frames; their stem no longer ends in the frame number (see ``copy_origins``);
 - some rows are degenerate (a zero-size box, a corner outside the image, a width/height column that is not the
   image's size): they are dropped and counted, not fatal (see ``row_problem``);
+- a row repeated exactly (same file, size, class and corners) would be a second GT box on the same person: the
+  repeats are dropped and counted;
 - a frame without a row has no person;
 - the class column holds ``person`` or the original posture names (``SARD_PERSON_CLASSES``).
 The group rule and the split are the SARD adapter's own (``aegis_data.sources.sard``).
@@ -13,13 +15,15 @@ The group rule and the split are the SARD adapter's own (``aegis_data.sources.sa
 from __future__ import annotations
 
 import csv
+import io
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from aegis_data.errors import AegisError
+from aegis_data.files.imageio import check_text_path
 from aegis_data.sources._common import (
-    EDGE_TOLERANCE_PX, check_box, frame_size, list_images, plain_number, portable_path, safe_id,
+    EDGE_TOLERANCE_PX, check_box, check_names_matched, frame_size, list_images, plain_number, portable_path, safe_id,
 )
 from aegis_data.sources.records import Box, Record
 
@@ -57,13 +61,22 @@ class CsvLayout:
     copies: dict[str, str]  # copy stem -> frame stem
     degenerate: Counter = field(default_factory=Counter)  # kind -> rows
     degenerate_examples: list[str] = field(default_factory=list)  # the first ones, in file and line order
+    duplicates: int = 0  # rows dropped as exact repeats of an earlier row of the same CSV
+    duplicate_examples: list[str] = field(default_factory=list)
 
 
 def label_csvs(root: Path, exclude: Path | None = None) -> list[Path]:
-    """Every ``*.csv`` below ROOT (hidden files ignored), except ``exclude`` (the groups file)."""
+    """Every ``*.csv`` below ROOT (hidden files ignored), except ``exclude`` (the groups file). AegisError for a
+    CSV that is a link resolving outside ROOT: it is not read (its lines would end up in messages)."""
     skip = exclude.resolve() if exclude is not None else None
-    return sorted(p for p in root.rglob("*.csv")
-                  if p.is_file() and not p.name.startswith(".") and (skip is None or p.resolve() != skip))
+    found = sorted(check_text_path(p, "labels CSV") for p in root.rglob("*.csv")
+                   if p.is_file() and not p.name.startswith(".") and (skip is None or p.resolve() != skip))
+    inside = root.resolve()
+    for p in found:
+        if not p.resolve().is_relative_to(inside):
+            raise AegisError(f"labels CSV {p} resolves outside the dataset root {root}; refusing to read it (copy "
+                             "the file into the dataset folder)")
+    return found
 
 
 def is_csv_layout(root: Path, exclude: Path | None = None) -> bool:
@@ -81,7 +94,7 @@ def read_label_csv(path: Path) -> list[CsvRow]:
         raise AegisError(f"cannot read labels CSV {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise AegisError(f"labels CSV {path} is not UTF-8 text") from None
-    rows = [(n, row) for n, row in enumerate(csv.reader(text.splitlines()), start=1) if "".join(row).strip()]
+    rows = csv_records(text, path)
     if not rows:
         raise AegisError(f"labels CSV {path} is empty (expected the header {','.join(CSV_COLUMNS)})")
     header_line, header = rows[0]
@@ -104,6 +117,22 @@ def read_label_csv(path: Path) -> list[CsvRow]:
         num = {c: plain_number(value[c], where, c) for c in ("width", "height", "xmin", "ymin", "xmax", "ymax")}
         out.append(CsvRow(n, value["filename"], num["width"], num["height"], value["class"],
                           (num["xmin"], num["ymin"], num["xmax"], num["ymax"])))
+    return out
+
+
+def csv_records(text: str, path: Path) -> list[tuple[int, list[str]]]:
+    """(first line, fields) of every non-blank record, parsed as the csv module reads a file: a quoted field
+    may hold a comma or a line break ("Not\nDefined" is one class), so records are not lines."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    out = []
+    start = 1
+    try:
+        for row in reader:
+            if "".join(row).strip():
+                out.append((start, row))
+            start = reader.line_num + 1
+    except csv.Error as exc:  # an unclosed quote, a field beyond the csv module's size limit
+        raise AegisError(f"{path}:{start}: not a valid CSV record ({exc})") from None
     return out
 
 
@@ -169,6 +198,7 @@ def read_csv_layout(root: Path, *, classes: frozenset[str] | None, max_pixels: i
     person = None if classes is None else {class_key(c) for c in classes}
 
     result = CsvLayout([], {}, copies)
+    seen_classes: set[str] = set()
     negatives = rows_total = 0
     csv_files, empty_csv_folders = [], []
     for folder, images in folder_images.items():
@@ -178,7 +208,8 @@ def read_csv_layout(root: Path, *, classes: frozenset[str] | None, max_pixels: i
             empty_csv_folders.append(shown)
             continue
         csv_files.append(shown)
-        rows = read_label_csv(csv_path)
+        rows = _without_repeats(read_label_csv(csv_path), shown, result)
+        seen_classes.update(row.cls for row in rows)
         rows_total += len(rows)
         dropped: list[tuple[int, str]] = []
         by_name = {img.name: img for img in images}
@@ -201,6 +232,7 @@ def read_csv_layout(root: Path, *, classes: frozenset[str] | None, max_pixels: i
             ))
         need = _EXAMPLES - len(result.degenerate_examples)
         result.degenerate_examples += [text for _, text in sorted(dropped)[:need]]
+    check_names_matched(classes, seen_classes, root, key_of=class_key)
     result.layout = {
         "csv_files": csv_files, "images_found": len(all_images), "csv_rows": rows_total,
         "images_without_rows_negative": negatives,
@@ -209,6 +241,22 @@ def read_csv_layout(root: Path, *, classes: frozenset[str] | None, max_pixels: i
         "examples_skipped": [portable_path(p, root) for p in without_csv[:5]] + empty_csv_folders[:5],
     }
     return result
+
+
+def _without_repeats(rows: list[CsvRow], shown: str, found: CsvLayout) -> list[CsvRow]:
+    """``rows`` without exact repeats of an earlier row (counted, with the first few in ``found``)."""
+    first_line: dict[tuple, int] = {}
+    kept = []
+    for row in rows:
+        key = (row.filename, row.width, row.height, row.cls, row.box)
+        if key in first_line:
+            found.duplicates += 1
+            if len(found.duplicate_examples) < _EXAMPLES:
+                found.duplicate_examples.append(f"{shown}:{row.line} {row.filename} (as line {first_line[key]})")
+            continue
+        first_line[key] = row.line
+        kept.append(row)
+    return kept
 
 
 def _row_boxes(rows, width: int, height: int, person: set[str] | None, shown: str, csv_path: Path,

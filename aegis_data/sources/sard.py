@@ -24,7 +24,7 @@ images, then val to ``val_fraction`` (default 0.1); the rest is train.
 
 from __future__ import annotations
 
-import csv
+import json
 import re
 from collections import Counter, defaultdict
 from dataclasses import replace
@@ -35,13 +35,14 @@ from aegis_data.errors import AegisError
 from aegis_data.files.readers import read_json
 from aegis_data.sources._common import (
     opt_bool, opt_follow_links,
-    check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path, portable_path,
+    check_names_matched, check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path,
+    portable_path,
     require_dir, safe_id,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
 from aegis_data.sources._labels import split_stats, xml_record
 from aegis_data.sources._sard_csv import (
-    DEGENERATE_KINDS, SARD_PERSON_CLASSES, CsvLayout, folder_image_id, is_csv_layout, read_csv_layout,
+    DEGENERATE_KINDS, SARD_PERSON_CLASSES, CsvLayout, csv_records, folder_image_id, is_csv_layout, read_csv_layout,
 )
 from aegis_data.sources._split import assign_groups
 from aegis_data.sources.records import Record
@@ -72,17 +73,26 @@ def read_groups_file(path: Path) -> dict[str, str]:
         if not isinstance(data, dict):
             raise AegisError(f"groups file {path}: expected a JSON object {{stem: group}}, got {type(data).__name__}")
         for k, v in data.items():
+            # A null, list or object would become the group "None" (every such image in one group), silently.
+            if v is None or isinstance(v, (bool, list, dict)) or not str(v).strip():
+                raise AegisError(f"groups file {path}: the group of {str(k)!r:.60} is {json.dumps(v)[:40]}; "
+                                 f"expected a non-empty string or a number")
             out[Path(str(k)).stem if "." in str(k) and not str(k).startswith(".") else str(k)] = str(v)
     else:
-        text = path.read_text(encoding="utf-8")
-        for n, row in enumerate(csv.reader(text.splitlines()), start=1):
-            if not row or not "".join(row).strip():
-                continue
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise AegisError(f"groups file {path} is not UTF-8 text (byte {exc.start})") from None
+        except OSError as exc:
+            raise AegisError(f"cannot read groups file {path}: {exc.strerror}") from None
+        for n, row in csv_records(text, path):
             if len(row) < 2:
-                raise AegisError(f"groups file {path}:{n}: expected 'stem,group', got {','.join(row)!r}")
+                raise AegisError(f"groups file {path}:{n}: expected 'stem,group', got {','.join(row)!r:.80}")
             stem, group = row[0].strip(), row[1].strip()
             if n == 1 and stem.lower() in ("stem", "image", "file", "file_name", "image_id") and group.lower() in ("group", "sequence", "video"):
                 continue
+            if not group:
+                raise AegisError(f"groups file {path}:{n}: the group of {stem!r:.60} is empty")
             out[Path(stem).stem if Path(stem).suffix else stem] = group
     if not out:
         raise AegisError(f"groups file {path} lists no images")
@@ -104,10 +114,12 @@ def _roboflow_records(root: Path, classes, max_pixels: int, stats: Counter) -> t
     return records, layout
 
 
-def _original_records(root: Path, max_pixels: int, stats: Counter) -> tuple[list[Record], dict]:
+def _original_records(root: Path, max_pixels: int, stats: Counter,
+                      classes: frozenset[str] | None = None) -> tuple[list[Record], dict]:
     """Frames and VOC XML anywhere below ROOT. An XML in the image's own folder wins over one elsewhere;
     when one stem occurs in several folders (e.g. a mirror's own train/test folders), the ids carry the
-    folder path, and the copies share the frame's group."""
+    folder path, and the copies share the frame's group. ``classes``: the object names counted as persons (any
+    case; default the person aliases), each of which must occur."""
     images = list_images(root, recursive=True)
     xml_by_stem: dict[str, Path] = {}
     xml_by_place: dict[tuple[Path, str], Path] = {}
@@ -118,14 +130,17 @@ def _original_records(root: Path, max_pixels: int, stats: Counter) -> tuple[list
     stem_count = Counter(p.stem for p in images)
     records = []
     skipped = []
+    seen: set[str] = set()
+    names = {"person_names": {c.lower() for c in classes}} if classes else {}
     for img in images:
         xml = xml_by_place.get((img.parent, img.stem)) or xml_by_stem.get(img.stem)
         if xml is None:
             skipped.append(img.name)
             continue
         records.append(xml_record(img, xml, split="test", image_id=folder_image_id(img, root, stem_count),
-                                  max_pixels=max_pixels, stats=stats,
-                                  meta={"original_stem": img.stem}))
+                                  max_pixels=max_pixels, stats=stats, seen=seen,
+                                  meta={"original_stem": img.stem}, **names))
+    check_names_matched(classes, seen, root)
     stems = set(stem_count)
     orphans = sorted(s for s in xml_by_stem if s not in stems)
     layout = {"images_found": len(images), "images_without_xml_skipped": len(skipped),
@@ -228,7 +243,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         csv_layout = read_csv_layout(root, classes=classes, max_pixels=max_pixels, stats=stats, exclude=groups_path)
         records, layout = csv_layout.records, csv_layout.layout
     else:
-        records, layout = _original_records(root, max_pixels, stats)
+        records, layout = _original_records(root, max_pixels, stats, classes)
     if drop_augmented and csv_layout is None:
         raise AegisError("option drop_augmented applies to SARD's CSV layout only (folders of frames with one "
                          "labels CSV each); this source is the " + ("Roboflow" if roboflow else "original XML") + " layout")
@@ -319,6 +334,9 @@ def _csv_description(found: CsvLayout, classes, drop_augmented: bool, copies_dro
         "degenerate_rows": sum(found.degenerate.values()),
         "degenerate_rows_by_kind": {k: found.degenerate[k] for k in DEGENERATE_KINDS if found.degenerate[k]},
         "degenerate_examples": list(found.degenerate_examples),
+        # Only when rows were dropped, so the descriptions (and root hashes) of clean copies stay as they were.
+        **({"duplicate_rows": found.duplicates, "duplicate_examples": list(found.duplicate_examples)}
+           if found.duplicates else {}),
     }
     person = (f"class names {sorted(classes)} (any case) are persons; other rows are left out and counted" if classes
               else f"{', '.join(SARD_PERSON_CLASSES)} (any case) are persons; any other class is refused")
@@ -336,10 +354,15 @@ def _csv_description(found: CsvLayout, classes, drop_augmented: bool, copies_dro
 
 
 def _csv_warnings(found: CsvLayout) -> tuple[str, ...]:
-    """One line when rows were dropped, so a user sees it without reading the description."""
+    """One line per kind of dropped rows, so a user sees it without reading the description."""
+    out = []
     total = sum(found.degenerate.values())
-    if not total:
-        return ()
-    kinds = ", ".join(f"{k}: {found.degenerate[k]}" for k in DEGENERATE_KINDS if found.degenerate[k])
-    return (f"SARD CSV: {total} degenerate row(s) dropped ({kinds}), e.g. {found.degenerate_examples[0]}; "
-            f"see degenerate_examples in the source description",)
+    if total:
+        kinds = ", ".join(f"{k}: {found.degenerate[k]}" for k in DEGENERATE_KINDS if found.degenerate[k])
+        out.append(f"SARD CSV: {total} degenerate row(s) dropped ({kinds}), e.g. {found.degenerate_examples[0]}; "
+                   f"see degenerate_examples in the source description")
+    if found.duplicates:
+        out.append(f"SARD CSV: {found.duplicates} exact duplicate row(s) dropped (each would be a second GT box on "
+                   f"the same person), e.g. {found.duplicate_examples[0]}; see duplicate_examples in the source "
+                   f"description")
+    return tuple(out)

@@ -16,7 +16,8 @@ from aegis_data.errors import AegisError
 from aegis_data.sources import _labels
 from aegis_data.sources._common import (
     opt_follow_links,
-    check_options, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path, portable_path, require_dir,
+    check_names_matched, check_options, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path, portable_path,
+    require_dir,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset
 from aegis_data.sources.yolo import carve_val, opt_split
@@ -44,6 +45,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     xmls = {p.stem: p for p in sorted(ann_dir.glob("*.xml")) if p.is_file()}
     images = list_images(images_dir)
     stats: Counter = Counter()
+    seen: set[str] = set()
     records = []
     skipped = []
     for img in images:
@@ -51,10 +53,11 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         if xml is None:
             skipped.append(img.name)
             continue
-        records.append(_labels.xml_record(img, xml, split=split, max_pixels=max_pixels, stats=stats,
+        records.append(_labels.xml_record(img, xml, split=split, max_pixels=max_pixels, stats=stats, seen=seen,
                                           **({} if names is None else {"person_names": names})))
     if not records:
         raise AegisError(f"no images with VOC XML found (images in {images_dir}, XML in {ann_dir})")
+    check_names_matched(classes, seen, ann_dir)
     stems = {p.stem for p in images}
     records = carve_val(records, val_fraction, salt="voc-val")
     description = {

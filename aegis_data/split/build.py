@@ -32,6 +32,7 @@ import numpy as np
 
 from aegis_data import __version__
 from aegis_data.engine.config import SEVERITIES, SuiteConfig, check_severities, load_config, parse_condition
+from aegis_data.engine.config_schema import MAX_SEED
 from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.scale import FRAME, FRAME_SCALE, OBJECT, Scale, resolve_scale, suite_unit_scale
 from aegis_data.engine.scene import (
@@ -210,8 +211,12 @@ def plan_build(
                          f"scene model; use --suite aegis-v2)")
     if scene_dir is not None and not Path(scene_dir).is_dir():
         raise AegisError(f"--scene-dir {scene_dir} is not a folder")
-    if limit is not None and int(limit) < 1:
-        raise AegisError(f"--limit must be at least 1, got {limit}")
+    # Integers only: True would read as 1 and 2.5 as 2, silently.
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1):
+        raise AegisError(f"--limit must be at least 1, an integer; got {limit!r:.40}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                             or not 0 <= seed <= MAX_SEED):
+        raise AegisError(f"seed must be an integer in [0, 2**63), as in a suite config; got {seed!r:.40}")
     splits_in = dict(getattr(dataset, "splits", {}) or {})
     unknown = [s for s in splits_in if s not in SPLIT_NAMES]
     if unknown:

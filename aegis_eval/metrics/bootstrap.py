@@ -29,13 +29,17 @@ _KEY_VERSION = "aegis-bootstrap/1"
 _ROW_CHUNK = 16
 _COUNT_FIELDS = ("tp", "fp", "n_gt", "tp_small", "gt_small", "tp_medium", "gt_medium", "tp_large", "gt_large")
 _THRESHOLD_CI = tuple(m for m in CI_METRICS if m not in ("map50", "map50_95"))
+# The most resamples one run takes: the weight matrix is B x images (a 10**12 request would ask for terabytes);
+# percentile intervals are stable long before (docs/SCORING.md).
+MAX_BOOTSTRAP = 100_000
 
 
 @dataclass(frozen=True)
 class BootstrapOptions:
     """Resampling options, validated on construction (AegisError otherwise).
 
-    n_bootstrap: number of resamples B >= 1; B = 1 gives the point estimate only (a zero-width interval).
+    n_bootstrap: number of resamples, 1 <= B <= ``MAX_BOOTSTRAP``; B = 1 gives the point estimate only (a
+        zero-width interval).
     seed: integer recorded in provenance; part of the key of every draw.
     confidence: coverage of the percentile interval, strictly between 0 and 1.
     """
@@ -48,6 +52,8 @@ class BootstrapOptions:
         b = self.n_bootstrap
         if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
             raise AegisError(f"n_bootstrap must be an integer >= 1; got {b!r}")
+        if b > MAX_BOOTSTRAP:
+            raise AegisError(f"n_bootstrap (--bootstrap) is at most {MAX_BOOTSTRAP:,} resamples; got {b:,}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
             raise AegisError(f"seed must be an integer; got {self.seed!r}")
         c = self.confidence

@@ -21,6 +21,7 @@ names one of the candidates.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import replace
 from itertools import chain
 from pathlib import Path, PurePath
@@ -312,6 +313,9 @@ def _read_manifest(root: Path) -> dict[str, Any]:
 
 def resolve_gt_path(path: str | Path, split: str = "test") -> tuple[Path, Path | None]:
     """(annotation file, split root or None) for a COCO file or a split directory."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise AegisError(f"[gt_not_found] the ground truth must be a split folder or a COCO JSON file path, got "
+                         f"{type(path).__name__}")
     path = Path(path)
     if path.is_dir():
         ann = annotation_path(path, split)

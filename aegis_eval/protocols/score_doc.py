@@ -3,24 +3,49 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from aegis_data.engine.config import parse_condition
+from aegis_data.engine.config import SEVERITIES, SuiteConfig, condition_id, load_config
+from aegis_data.engine.config_schema import PARAMETERS
 from aegis_data.errors import AegisError
-from aegis_eval.metrics.result_keys import AP_METRICS, COUNT_KEYS, SCHEMA, THRESHOLD_METRICS
+from aegis_eval.metrics.result_keys import AP_METRICS, COUNT_KEYS, LOWER_IS_BETTER, SCHEMA, THRESHOLD_METRICS
 
 METRICS = THRESHOLD_METRICS + AP_METRICS
+# Every suite's corruptions are among the engine's, so no score holds more conditions than this (clean plus three
+# severities of each); documents whose condition names are free (rank's iid / ood domains) are held to it too.
+MAX_CONDITIONS = 1 + len(SEVERITIES) * len(PARAMETERS)
+MAX_CONDITION_NAME = 100
 
 
 def _fail(where: str, message: str) -> AegisError:
     return AegisError(f"{where}: {message}")
 
 
-def validate_result(obj: Any, where: str = "<result>", suite_conditions: bool = True) -> dict:
+def suite_conditions_of(obj: dict, config: SuiteConfig | None = None) -> tuple[str, frozenset[str]]:
+    """(what names the suite, its condition ids) for a score document: ``config`` when given, else the suite
+    its ``provenance.config_hash`` names when that is the installed one; else (a split built with another suite
+    config) every condition the engine can make, which holds every suite's."""
+    if config is None:
+        recorded = (obj.get("provenance") or {}).get("config_hash") if isinstance(obj.get("provenance"), dict) else None
+        installed = load_config()
+        if recorded is not None and recorded in (installed.config_hash, installed.bytes_hash):
+            config = installed
+    if config is not None:
+        names, what = config.names, f"suite config {config.config_hash}"
+    else:
+        names, what = tuple(PARAMETERS), "any suite (the score's suite config is not installed here)"
+    return what, frozenset(["clean", *(condition_id(n, k) for n in names for k in SEVERITIES)])
+
+
+def validate_result(obj: Any, where: str = "<result>", suite_conditions: bool = True,
+                    config: SuiteConfig | None = None) -> dict:
     """Check the parts of a score JSON that report and rank rely on; returns it unchanged.
 
-    ``suite_conditions``: condition keys must be suite condition ids (the report's grid); rank also takes
-    other domains (``iid``, ``ood``), so it passes False. Raises AegisError naming ``where`` and the first
+    ``suite_conditions``: condition keys must be condition ids of the suite the score was made with
+    (``suite_conditions_of``; ``config`` overrides the one the provenance names), the report's grid; rank also
+    takes other domains (``iid``, ``ood``), so it passes False and only the number and length of the names are
+    bounded. Metric values must be finite and in their range. Raises AegisError naming ``where`` and the first
     problem found.
     """
     if not isinstance(obj, dict):
@@ -38,12 +63,16 @@ def validate_result(obj: Any, where: str = "<result>", suite_conditions: bool = 
     conditions = obj.get("conditions")
     if not isinstance(conditions, dict) or not conditions:
         raise _fail(where, "'conditions' must be a non-empty object of condition id -> metrics")
+    if len(conditions) > MAX_CONDITIONS:
+        raise _fail(where, f"'conditions' holds {len(conditions):,} entries; a score has at most {MAX_CONDITIONS} "
+                           f"(clean and {len(SEVERITIES)} severities of each corruption)")
+    allowed = suite_conditions_of(obj, config) if suite_conditions else None
     for cond, block in conditions.items():
-        try:
-            if suite_conditions:
-                parse_condition(cond)
-        except AegisError as exc:
-            raise _fail(where, str(exc)) from None
+        if allowed is not None and cond not in allowed[1]:
+            raise _fail(where, f"not a condition id: {cond!r:.60} (expected 'clean' or "
+                               f"'<corruption>_s<1-{len(SEVERITIES)}>' with a corruption of {allowed[0]})")
+        if not cond or len(cond) > MAX_CONDITION_NAME:
+            raise _fail(where, f"condition names are 1 to {MAX_CONDITION_NAME} characters, got {cond!r:.60}")
         if not isinstance(block, dict):
             raise _fail(where, f"conditions[{cond!r}] must be an object, got {type(block).__name__}")
         huge = _beyond_float64(block)
@@ -51,12 +80,58 @@ def validate_result(obj: Any, where: str = "<result>", suite_conditions: bool = 
             raise _fail(where, f"conditions[{cond!r}].{huge} is a number that does not fit a 64-bit float")
         for key in (*METRICS, *COUNT_KEYS):  # what rank, report and robustness read: a number or null
             v = block.get(key)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise _fail(where, f"conditions[{cond!r}].{key} must be a number or null, got {v!r:.40}")
+            if not _in_range(key, v):
+                raise _fail(where, f"conditions[{cond!r}].{key} = {v!r:.40} is out of range "
+                                   f"({_RANGE_TEXT[_kind(key)]})")
+        severity = block.get("severity")
+        if severity is not None and (isinstance(severity, bool) or not isinstance(severity, int)
+                                     or not 0 <= severity <= max(SEVERITIES)):
+            raise _fail(where, f"conditions[{cond!r}].severity must be 0 (clean), 1-{max(SEVERITIES)} or null, "
+                               f"got {severity!r:.40}")
     for key in ("summary", "provenance", "threshold"):
         if key in obj and obj[key] is not None and not isinstance(obj[key], dict):
             raise _fail(where, f"'{key}' must be an object, got {type(obj[key]).__name__}")
+    threshold = obj.get("threshold") or {}
+    per_class = threshold.get("per_class")
+    if per_class is not None and not isinstance(per_class, dict):
+        raise _fail(where, f"threshold.per_class must be an object of class -> value, got {per_class!r:.40}")
+    for name, value in (("threshold.value", threshold.get("value")),
+                        *((f"threshold.per_class[{k!r}]", v) for k, v in (per_class or {}).items())):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not _in_range("recall", value)):
+            raise _fail(where, f"{name} must be a number in [0, 1] or null, got {value!r:.40}")
     return obj
+
+
+_RANGE_TEXT = {"ap": "an AP in [0, 1], or negative (-1) where COCO has no GT", "share": "a share in [0, 1]",
+               "rate": "a finite number >= 0", "count": "a finite number >= 0"}
+
+
+def _kind(key: str) -> str:
+    if key in AP_METRICS:
+        return "ap"
+    if key in COUNT_KEYS:
+        return "count"
+    return "rate" if key in LOWER_IS_BETTER and key != "false_alarm_image_share" else "share"
+
+
+def _in_range(key: str, v: int | float) -> bool:
+    """A metric as the scorer writes it: finite; shares in [0, 1]; AP in [-1, 1] (negative: no GT, read as
+    undefined); rates and counts >= 0."""
+    try:
+        x = float(v)
+    except OverflowError:  # reported as beyond float64 above
+        return True
+    if not math.isfinite(x):
+        return False
+    kind = _kind(key)
+    if kind in ("ap", "share"):
+        return (-1.0 if kind == "ap" else 0.0) <= x <= 1.0
+    return x >= 0.0
 
 
 def _beyond_float64(value: Any, path: str = "") -> str | None:

@@ -17,7 +17,7 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -449,10 +449,25 @@ def cluster_labels(gt: GroundTruth, cluster_by: str) -> np.ndarray:
     return codes.astype(np.int64)
 
 
+def check_condition_names(names: Iterable[str], config: SuiteConfig) -> None:
+    """AegisError ``[condition_unknown]`` for a name shaped as a condition id (``<x>_s<k>``) that the suite
+    does not have (``low_light_s9``, ``made_up_s1``): the report would refuse the score. ``clean``, the suite's
+    ids and other names (``iid``, ``ood``) pass."""
+    known = set(config.conditions())
+    for name in names:
+        if name not in known and corruption_of(name) is not None:
+            raise AegisError(f"[condition_unknown] {name!r:.60} is not a condition of suite config "
+                             f"{config.config_hash} (expected 'clean' or '<corruption>_s<1-3>' with one of: "
+                             f"{', '.join(config.names)})")
+
+
 def check_threshold_choice(threshold: float | None, threshold_file: str | Path | None) -> None:
     if (threshold is None) == (threshold_file is None):
         raise AegisError("give exactly one of a threshold value (--threshold) or a threshold file "
                          "(--threshold-file, written by 'aegis freeze-threshold')")
+    # True is no threshold (it would read as 1.0); a string or None here is a caller's slip, not a value.
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating))):
+        raise AegisError(f"threshold must be a number in [0, 1]; got {threshold!r:.40}")
 
 
 def _warn_iou_mismatch(info: Mapping[str, Any], iou: float, on_warning: Warn | None) -> None:
@@ -571,6 +586,8 @@ def score_loaded(ground_truth: GroundTruth | Mapping[str, GroundTruth],
         one = d if single else next(iter(d.values()))
         _warn_all(cond, one.source.get("warnings", ()), o.on_warning)
     bootstrap = BootstrapOptions(n_bootstrap=o.bootstrap, seed=o.seed)
+    config = suite_config_of(first)
+    check_condition_names(detections, config)
     clusters = cluster_labels(first, o.cluster_by) if o.cluster_by else None
     provenance = build_provenance(
         gt_source=first.source,
@@ -578,7 +595,7 @@ def score_loaded(ground_truth: GroundTruth | Mapping[str, GroundTruth],
         threshold_sha256=info.get("sha256"), seed=o.seed, bootstrap=o.bootstrap, iou=o.iou, cluster_by=o.cluster_by,
         class_map=o.class_map.record() if o.class_map is not None else None)
     options = ScoreOptions(bootstrap=bootstrap, iou=o.iou, clusters=clusters, label=o.label, provenance=provenance,
-                           threshold_info=info, config=suite_config_of(first))
+                           threshold_info=info, config=config)
     if single:
         result, samples = score_conditions_with_samples(ground_truth, detections, thresholds, options)
     else:

@@ -194,7 +194,8 @@ def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Ite
     if not results:
         raise AegisError("no score results given (expected one or more `aegis score --json` outputs)")
     for i, r in enumerate(results):
-        validate_result(r, str(r.get(SOURCE_KEY) or f"results[{i}]") if isinstance(r, Mapping) else f"results[{i}]")
+        validate_result(r, str(r.get(SOURCE_KEY) or f"results[{i}]") if isinstance(r, Mapping) else f"results[{i}]",
+                        config=config)
     suite = check_one_suite(results, [str(r.get(SOURCE_KEY) or r.get("label")) for r in results], allow_mixed_suites)
     if config is None and suite in SUITE_NAMES:
         config = load_config(suite)

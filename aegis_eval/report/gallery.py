@@ -15,6 +15,7 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
+from urllib.parse import quote
 
 import cv2
 import numpy as np
@@ -26,6 +27,7 @@ from aegis_data.files.layout import condition_dir
 from aegis_eval.metrics.matching import DEFAULT_IOU, PerImageCounts, ThresholdMatch, match_at_threshold
 from aegis_eval.metrics.types import Detections, GroundTruth
 from aegis_eval.report import palette
+from aegis_eval.report.text import md_text
 
 DEFAULT_N = 8
 DEFAULT_MAX_WIDTH = 1600  # of the whole side-by-side picture; 4000x3000 frames become 796x597 panels
@@ -292,17 +294,19 @@ def select_conditions(available: Sequence[str], requested: str | Sequence[str] =
 
 
 def _index_md(files: Sequence[tuple[GalleryPair, str]], threshold_text: str, split_dir: Path, notes: Sequence[str]) -> str:
+    # File names come from the split's GT file, which anyone can edit: Markdown text, as in report.md.
     lines = ["# Failure gallery", "",
-             f"Split `{split_dir}`; frozen threshold {threshold_text}; one-to-one matching at IoU {DEFAULT_IOU:g}.",
-             LEGEND, ""]
-    lines += [f"*{n}*  " for n in notes] + ([""] if notes else [])
+             f"Split {md_text(str(split_dir))}; frozen threshold {threshold_text}; one-to-one matching at IoU "
+             f"{DEFAULT_IOU:g}.", LEGEND, ""]
+    lines += [f"*{md_text(n)}*  " for n in notes] + ([""] if notes else [])
     lines += ["| rank | image | condition | GT | recall clean | recall condition | drop | picture |",
               "| ---: | :--- | :--- | ---: | ---: | ---: | ---: | :--- |"]
     for p, rel in files:
-        lines.append(f"| {p.rank} | {p.file_name} | {p.condition} | {p.n_gt} | {p.recall_clean:.2f} | "
-                     f"{p.recall_condition:.2f} | {p.drop:.2f} | [{rel}]({rel}) |")
+        lines.append(f"| {p.rank} | {md_text(p.file_name)} | {md_text(p.condition)} | {p.n_gt} | "
+                     f"{p.recall_clean:.2f} | {p.recall_condition:.2f} | {p.drop:.2f} | [{md_text(rel)}]({quote(rel)}) |")
     lines.append("")
-    lines += [f"![#{p.rank} {p.file_name} {p.condition}]({rel})\n" for p, rel in files]
+    # Link targets percent-encoded: a file name's ")" or space would end the target early.
+    lines += [f"![#{p.rank} {md_text(p.file_name)} {md_text(p.condition)}]({quote(rel)})\n" for p, rel in files]
     return "\n".join(lines)
 
 

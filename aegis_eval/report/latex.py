@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from aegis_eval.report.tables import Table
+from aegis_eval.report.text import one_line
 
 _LATEX_ESCAPES = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
@@ -26,9 +27,10 @@ _LATEX_ESCAPES = {
 
 
 def latex_escape(s: str) -> str:
-    """Escape LaTeX's special characters so any label or name typesets literally; the few non-ASCII
-    characters the report writes become their LaTeX commands, any other one a ``?``."""
-    return "".join(_LATEX_ESCAPES.get(ch, ch if ord(ch) < 128 else "?") for ch in s)
+    """Escape LaTeX's special characters so any label or name typesets literally, on one line (a blank line
+    would end a paragraph inside a caption, a control character stops pdflatex); the few non-ASCII characters
+    the report writes become their LaTeX commands, any other one a ``?``."""
+    return "".join(_LATEX_ESCAPES.get(ch, ch if ord(ch) < 128 else "?") for ch in one_line(s))
 
 
 def label_key(s: str) -> str:

@@ -62,6 +62,8 @@ RC_PARAMS = {
     # SVG text stays text (editable, searchable, a fraction of the size of glyph outlines), set in DejaVu Sans
     # with the usual sans-serif fallbacks; the PDFs embed the font.
     "svg.fonttype": "none",
+    # Labels and names are user text: a label "$\foo$" is drawn as it is, never parsed as mathtext (and failing).
+    "text.parse_math": False,
 }
 
 

@@ -16,6 +16,7 @@ from urllib.parse import quote
 from aegis_eval.metrics.result_keys import LOWER_IS_BETTER
 from aegis_eval.report.mitigation import mitigation_tables
 from aegis_eval.report.results import DatasetGroup
+from aegis_eval.report.text import md_text, one_line
 from aegis_eval.report.tables import (
     Table,
     corruption_table,
@@ -71,12 +72,12 @@ def _reading_guide(metric: str) -> list[str]:
 # --- Markdown ------------------------------------------------------------------------------------------------
 
 def _md_cell(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
+    return md_text(s)
 
 
 def markdown_table(t: Table, heading: str = "###") -> str:
     sep = {"l": ":---", "r": "---:", "c": ":---:"}
-    lines = [f"{heading} {t.title}", "", "| " + " | ".join(_md_cell(h) for h in t.header) + " |",
+    lines = [f"{heading} {md_text(t.title)}", "", "| " + " | ".join(_md_cell(h) for h in t.header) + " |",
              "| " + " | ".join(sep[a] for a in t.align) + " |"]
     lines += ["| " + " | ".join(f"**{_md_cell(c)}**" if (i, j) in t.bold and c else _md_cell(c)
                                 for j, c in enumerate(row)) + " |" for i, row in enumerate(t.rows)]
@@ -107,14 +108,14 @@ def markdown_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequen
     """report.md. tables: per dataset name its tables (``named_tables``, built once for every format); common:
     the tables across datasets (frozen thresholds, provenance)."""
     out = [f"# {TITLE}", "", *_reading_guide(metric), "",
-           "Datasets: " + ", ".join(f"{g.name} ({len(g.runs)} model{'s' if len(g.runs) != 1 else ''})"
+           "Datasets: " + ", ".join(f"{md_text(g.name)} ({len(g.runs)} model{'s' if len(g.runs) != 1 else ''})"
                                    for g in groups) + ".", ""]
     for g in groups:
-        out += [f"## {g.name}", ""]
+        out += [f"## {md_text(g.name)}", ""]
         for note in missing_note(g):
-            out += [f"> Partial sweep — {note}", ""]
+            out += [f"> Partial sweep — {md_text(note)}", ""]
         for f in (f for f in figures if f.dataset == g.name):
-            out += [f"### {f.caption}", "", f"![{f.caption}]({f.relpath})", ""]
+            out += [f"### {md_text(f.caption)}", "", f"![{md_text(f.caption)}]({f.relpath})", ""]
         out += [markdown_table(t) for t in tables[g.name]]
         for run in g.runs:
             out += [markdown_table(with_sample_note(headline_table(g, run), sample_note(g)), heading="####")]
@@ -143,7 +144,7 @@ details { margin: .5rem 0; } summary { cursor: pointer; }
 
 
 def _e(s: str) -> str:
-    return html.escape(s, quote=True)
+    return html.escape(one_line(s), quote=True)
 
 
 def html_table(t: Table, heading: str = "h3") -> str:

@@ -26,6 +26,7 @@ from aegis_data.errors import AegisError
 from aegis_data.files.readers import read_json
 from aegis_eval.metrics.result_keys import AP_METRICS, COUNT_KEYS, LOWER_IS_BETTER, SCHEMA, THRESHOLD_METRICS
 from aegis_eval.protocols.score_doc import validate_result  # noqa: F401 (the report's loaders use it)
+from aegis_eval.report.text import one_line
 
 METRICS = THRESHOLD_METRICS + AP_METRICS
 UNKNOWN_DATASET = "unknown"
@@ -311,9 +312,10 @@ def group_by_dataset(results: Sequence[Mapping], config: SuiteConfig | None = No
     corruptions, families = _corruption_rows(results, config)
     groups: dict[str, list[Run]] = {}
     for res in results:
-        name = res.get("dataset") or UNKNOWN_DATASET
+        # Names on one line (a blank line in a name would end a Markdown line or a LaTeX paragraph).
+        name = one_line(res.get("dataset") or UNKNOWN_DATASET)
         runs = groups.setdefault(name, [])
-        label = res["label"]
+        label = one_line(res["label"])
         for other in runs:
             if other.label == label:
                 raise AegisError(

@@ -37,6 +37,7 @@ from aegis_eval.metrics.bootstrap import BootstrapOptions
 from aegis_eval.protocols.predictions import load_ground_truth, load_predictions
 from aegis_eval.protocols.scoring import prediction_files, write_score_json
 from aegis_eval.protocols.threshold import DEFAULT_RULE, read_threshold_file
+from aegis_eval.runners.config import MAX_TRAINING_SEED
 from aegis_eval.runners.predict import PredictSettings
 from aegis_eval.runners.sweep import THRESHOLD_FILE, run_sweep
 from aegis_eval.runners.train import TrainSettings, train_baseline
@@ -74,6 +75,10 @@ def parse_seeds(spec: str | Sequence[int]) -> list[int]:
     if bad is not None:
         raise AegisError(f"training seed {bad!r} is invalid; expected non-negative integers such as --seeds 0,1,2")
     seeds = [int(s) for s in items]
+    big = next((s for s in seeds if s > MAX_TRAINING_SEED), None)
+    if big is not None:
+        raise AegisError(f"training seed {big} is too large; expected integers in [0, {MAX_TRAINING_SEED}] (NumPy "
+                         f"and the trainers take 32-bit seeds)")
     dup = next((s for s in seeds if seeds.count(s) > 1), None)
     if dup is not None:
         raise AegisError(f"training seed {dup} is given twice; every seed trains its own models")

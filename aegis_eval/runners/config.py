@@ -12,6 +12,7 @@ from typing import Any
 
 from aegis_data.errors import AegisError
 from aegis_data.files.readers import read_yaml
+from aegis_eval.metrics.bootstrap import MAX_BOOTSTRAP
 from aegis_eval.runners.tiled import DEFAULT_NMS_IOU
 from aegis_eval.runners.tiling import DEFAULT_OVERLAP, DEFAULT_TILE
 
@@ -45,6 +46,7 @@ KEYS: dict[str, tuple[type | tuple[type, ...], Any]] = {
     "notes": (str, None),
 }
 OPTIMIZERS = ("SGD", "AdamW")
+MAX_TRAINING_SEED = 2**32 - 1
 
 
 def defaults() -> dict[str, Any]:
@@ -97,6 +99,11 @@ def check_values(cfg: dict[str, Any], where: str = "settings") -> None:
     for key in ("imgsz", "epochs", "batch", "tile", "max_det", "bootstrap"):
         if cfg.get(key) is not None and cfg[key] < 1:
             raise bad(key, "an integer >= 1")
+    # Checked before training, not hours later when the scorer refuses it.
+    if cfg.get("bootstrap") is not None and cfg["bootstrap"] > MAX_BOOTSTRAP:
+        raise bad("bootstrap", f"at most {MAX_BOOTSTRAP:,} resamples")
+    if cfg.get("seed") is not None and not 0 <= cfg["seed"] <= MAX_TRAINING_SEED:
+        raise bad("seed", f"an integer in [0, {MAX_TRAINING_SEED}] (NumPy and the trainers take 32-bit seeds)")
     if cfg.get("workers") is not None and cfg["workers"] < 0:
         raise bad("workers", "an integer >= 0")
     if cfg.get("lr0") is not None and not cfg["lr0"] > 0:
