@@ -147,11 +147,46 @@ def _demosaic(site: np.ndarray) -> np.ndarray:
     return out
 
 
+# The compiled loop's bound on the noise variance (``_ckernels.c``, raw_noise): far above any camera's, and it keeps
+# every float64 value finite.
+_RAW_VARIANCE_LIMIT = 1e300
+
+
+def _compiled_raw_noise(linear: np.ndarray, d: float, a: np.ndarray, b: np.ndarray, noise: np.ndarray):
+    """The compiled raw-noise loop's result, or None where it does not run: not built, or values outside its
+    preconditions (brightness and coefficients finite, >= 0 and bounded, so no NaN or infinity can arise)."""
+    c = K.CKERNELS
+    if c is None or not hasattr(c, "raw_noise") or linear.dtype != np.uint16 or linear.ndim != 3:
+        return None
+    h, w, ch = linear.shape
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    noise = np.asarray(noise)
+    if ch != 3 or h < 1 or w < 1 or a.shape != (3,) or b.shape != (3,) or noise.shape != (h, w):
+        return None
+    if noise.dtype != np.uint16 or not (math.isfinite(d) and d >= 0.0):
+        return None
+    if not (np.isfinite(a).all() and np.isfinite(b).all() and (a >= 0.0).all() and (b >= 0.0).all()):
+        return None
+    if not all(65535.0 * d * float(a[k]) + float(b[k]) <= _RAW_VARIANCE_LIMIT for k in range(3)):
+        return None
+    out = np.empty((h, w, 3), dtype=np.uint8)
+    c.raw_noise(out, np.ascontiguousarray(linear), h, w, float(d), np.ascontiguousarray(a), np.ascontiguousarray(b),
+                np.ascontiguousarray(noise), normal_table(), encode_table())
+    return out
+
+
 def raw_noise_image(linear: np.ndarray, capture: LowLightCapture, a: np.ndarray, b: np.ndarray,
                     noise: np.ndarray) -> np.ndarray:
-    """uint8 sRGB: the darkened linear image (uint16 (h, w, 3)) plus the demosaiced raw noise, tone-mapped."""
+    """uint8 sRGB: the darkened linear image (uint16 (h, w, 3)) plus the demosaiced raw noise, tone-mapped.
+
+    The compiled loop (``_ckernels.raw_noise``) does the same float64 operations in the same order, fused; this
+    NumPy code is the reference."""
     h, w = linear.shape[:2]
     d = capture.brightness
+    fused = _compiled_raw_noise(linear, d, a, b, noise)
+    if fused is not None:
+        return fused
     signal = linear.astype(np.float64) * d
     chan = _site_channel(h, w)
     site_signal = np.take_along_axis(signal, chan[..., None], axis=2)[..., 0]
@@ -202,8 +237,8 @@ def subsample_chroma(c: np.ndarray, sigma_px: float) -> np.ndarray:
         c = np.pad(c, ((0, h % 2), (0, w % 2)), mode="edge")
     hh, ww = c.shape[0] // 2, c.shape[1] // 2
     half = (c.reshape(hh, 2, ww, 2).sum(axis=(1, 3)) + 2) >> 2
-    if sigma_px > 0.0:
-        k = K.discrete_gaussian(sigma_px / 2.0)
+    k = _chroma_kernel(sigma_px)
+    if k is not None:
         total = int(k.sum()) ** 2
         blurred = K.convolve_exact(half, k).astype(np.int64)  # exact integers (< 2**53)
         half = (blurred * 2 + total) // (2 * total)
@@ -222,9 +257,27 @@ def upsample_chroma(half: np.ndarray, height: int, width: int) -> np.ndarray:
     return (9 * own + 3 * half[yn][:, xi] + 3 * half[yi][:, xn] + half[yn][:, xn] + 8) >> 4
 
 
+def _chroma_kernel(sigma_px: float):
+    """The chroma blur's integer kernel (None for no blur), as :func:`subsample_chroma` makes it."""
+    return K.discrete_gaussian(sigma_px / 2.0) if sigma_px > 0.0 else None
+
+
 def chroma_path(rgb: np.ndarray, sigma_px: float) -> np.ndarray:
-    """The camera's chroma path on uint8 RGB: YCbCr, chroma denoise and 4:2:0, triangle upsampling, RGB."""
+    """The camera's chroma path on uint8 RGB: YCbCr, chroma denoise and 4:2:0, triangle upsampling, RGB.
+
+    The compiled loop (``_ckernels.chroma``) computes the same integers, fused; the stages below are the
+    reference."""
     h, w = rgb.shape[:2]
+    c = K.CKERNELS
+    if c is not None and hasattr(c, "chroma") and rgb.dtype == np.uint8 and rgb.ndim == 3 and rgb.shape[2] == 3 \
+            and h > 0 and w > 0:
+        k = _chroma_kernel(sigma_px)
+        # The loop's bounds (_ckernels.c): weights >= 0 summing to at most 2**20 (a Gaussian's sum about 2**16).
+        if k is None or (int(k.min()) >= 0 and 1 <= int(k.sum()) <= 1 << 20):
+            out = np.empty_like(rgb)
+            taps = np.zeros(0, dtype=np.int64) if k is None else np.ascontiguousarray(k, dtype=np.int64)
+            c.chroma(out, np.ascontiguousarray(rgb), h, w, taps, taps.size)
+            return out
     y, cb, cr = to_ycbcr(rgb)
     cb = upsample_chroma(subsample_chroma(cb, sigma_px), h, w)
     cr = upsample_chroma(subsample_chroma(cr, sigma_px), h, w)
