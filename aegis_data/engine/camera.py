@@ -122,6 +122,18 @@ def _site_channel(height: int, width: int) -> np.ndarray:
     return y + x  # 0 (R) at (0, 0), 1 (G) at (0, 1) and (1, 0), 2 (B) at (1, 1)
 
 
+class _ClassNeighbours:
+    """``at(dy, dx)``: the neighbours at offset (dy, dx) of the sites with row parity ``ys`` and column parity
+    ``xs``, as a strided view of the mosaic ``p`` padded by one pixel."""
+
+    def __init__(self, p: np.ndarray, ys: int, xs: int):
+        self.p, self.ys, self.xs = p, ys, xs
+
+    def __call__(self, dy: int, dx: int) -> np.ndarray:
+        h, w = self.p.shape[0] - 2, self.p.shape[1] - 2
+        return self.p[1 + self.ys + dy: h + 1 + dy: 2, 1 + self.xs + dx: w + 1 + dx: 2]
+
+
 def _demosaic(site: np.ndarray) -> np.ndarray:
     """Bilinear demosaic of one float64 value per RGGB site (h, w) into (h, w, 3): each channel is the site's
     own value where it was sampled, else the mean of its 2 or 4 nearest samples of that channel, summed in a fixed
@@ -129,21 +141,27 @@ def _demosaic(site: np.ndarray) -> np.ndarray:
     which keeps the colour pattern."""
     h, w = site.shape
     p = np.pad(site, 1, mode="reflect") if min(h, w) > 1 else np.pad(site, 1, mode="edge")
-    c = p[1:-1, 1:-1]
-    up, down, left, right = p[:-2, 1:-1], p[2:, 1:-1], p[1:-1, :-2], p[1:-1, 2:]
-    diag = ((p[:-2, :-2] + p[:-2, 2:]) + p[2:, :-2]) + p[2:, 2:]
-    cross = ((up + down) + left) + right
-    horiz = (left + right) * 0.5
-    vert = (up + down) * 0.5
-    ye = (np.arange(h) % 2 == 0)[:, None]
-    xe = (np.arange(w) % 2 == 0)[None, :]
-    r_site, b_site = ye & xe, ~ye & ~xe
-    g_on_r_row, g_on_b_row = ye & ~xe, ~ye & xe
     out = np.empty((h, w, 3), dtype=np.float64)
-    # R: at R sites itself; G sites on R rows: left/right; G sites on B rows: up/down; B sites: the 4 diagonals.
-    out[..., 0] = np.where(r_site, c, np.where(g_on_r_row, horiz, np.where(g_on_b_row, vert, diag * 0.25)))
-    out[..., 2] = np.where(b_site, c, np.where(g_on_b_row, horiz, np.where(g_on_r_row, vert, diag * 0.25)))
-    out[..., 1] = np.where(r_site | b_site, cross * 0.25, c)
+    # Each of the four site classes (row parity ys, column parity xs) is computed on its own strided view, so
+    # every value is formed only where it is used (the same operations on the same operands as over the whole
+    # mosaic).
+    for ys in (0, 1):
+        for xs in (0, 1):
+            o = out[ys::2, xs::2]
+            if o.size == 0:
+                continue
+            at = _ClassNeighbours(p, ys, xs)
+            if ys == xs:  # R (0, 0) or B (1, 1) site: itself, green across, the other colour diagonally
+                own = 0 if ys == 0 else 2
+                o[..., own] = at(0, 0)
+                o[..., 1] = (((at(-1, 0) + at(1, 0)) + at(0, -1)) + at(0, 1)) * 0.25
+                o[..., 2 - own] = (((at(-1, -1) + at(-1, 1)) + at(1, -1)) + at(1, 1)) * 0.25
+            else:  # G site: on an R row R is left/right and B up/down; on a B row the other way round
+                horiz = (at(0, -1) + at(0, 1)) * 0.5
+                vert = (at(-1, 0) + at(1, 0)) * 0.5
+                o[..., 0] = horiz if ys == 0 else vert
+                o[..., 1] = at(0, 0)
+                o[..., 2] = vert if ys == 0 else horiz
     return out
 
 
@@ -225,7 +243,10 @@ def from_ycbcr(y: np.ndarray, cb: np.ndarray, cr: np.ndarray) -> np.ndarray:
     r = y + _shift16(91881 * v + 32768)
     g = y + _shift16(-22554 * u - 46802 * v + 32768)
     b_ = y + _shift16(116130 * u + 32768)
-    return np.clip(np.stack([r, g, b_], axis=-1), 0, 255).astype(np.uint8)
+    out = np.empty(np.shape(y) + (3,), dtype=np.uint8)
+    for k, channel in enumerate((r, g, b_)):  # clipped into place: no (h, w, 3) int64 stack
+        out[..., k] = np.clip(channel, 0, 255)
+    return out
 
 
 def subsample_chroma(c: np.ndarray, sigma_px: float) -> np.ndarray:

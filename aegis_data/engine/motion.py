@@ -198,11 +198,16 @@ def convolve_taps(linear: np.ndarray, bands: list[tuple[int, int, tuple]]) -> np
     padded = cv2.copyMakeBorder(np.ascontiguousarray(linear), ry, ry, rx, rx, cv2.BORDER_REFLECT)
     out = np.empty_like(linear)
     for r0, r1, (dy, dx, wt) in bands:
-        for s0 in range(r0, r1, 64):
-            s1 = min(r1, s0 + 64)
-            acc = np.full((s1 - s0, w, 3), 1 << (WEIGHT_BITS - 1), dtype=np.int64)
+        # Integers, so any accumulator that holds every partial sum gives the same result: uint32 (twice as fast)
+        # when the weights are those rasterise makes (>= 0, summing to at most 2**15; with uint16 values every sum
+        # is below 65535 * 2**15 + 2**14 < 2**32), else int64.
+        narrow = linear.dtype == np.uint16 and _bounded_weights(wt)
+        acc_type = np.uint32 if narrow else np.int64
+        for s0 in range(r0, r1, 16):
+            s1 = min(r1, s0 + 16)
+            acc = np.full((s1 - s0, w, 3), 1 << (WEIGHT_BITS - 1), dtype=acc_type)
             for a, b, k in zip(dy.tolist(), dx.tolist(), wt.tolist()):
-                acc += np.multiply(padded[ry + s0 + a: ry + s1 + a, rx + b: rx + b + w], k, dtype=np.int64)
+                acc += np.multiply(padded[ry + s0 + a: ry + s1 + a, rx + b: rx + b + w], k, dtype=acc_type)
             out[s0:s1] = acc >> WEIGHT_BITS
     return out
 
