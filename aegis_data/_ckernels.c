@@ -1,11 +1,14 @@
 /*
- * Compiled inner loops of the aegis-v1 corruption engine (module aegis_data._ckernels).
+ * Compiled inner loops of the corruption engine (module aegis_data._ckernels): the aegis-v1 corruptions and, at
+ * the end, the aegis-v2 models' blur, sensor noise and chroma path.
  *
  * Each function fuses, per element, exactly the IEEE-754 float32/float64 operations that the NumPy code in
- * aegis_data/_kernels.py and aegis_data/corruptions.py performs, in the same order and with the same types, so
- * the output bytes are those of the NumPy path (tests compare both on every kernel). What makes that hold:
+ * aegis_data/engine (kernels.py, corruptions.py, motion.py, camera.py) performs, in the same order and with the
+ * same types, or sums integers in types that hold every partial sum (exact in any order), so the output bytes
+ * are those of the NumPy path (tests compare both on every kernel). What makes that hold:
  *
- *   - only + - * / on float and double, each correctly rounded by IEEE-754 whatever the compiler vectorises;
+ *   - only + - * / and sqrt on float and double, each correctly rounded by IEEE-754 whatever the compiler
+ *     vectorises;
  *   - no contraction of a*b+c into a fused multiply-add (which rounds once instead of twice): the pragma below
  *     and -ffp-contract=off in setup.py; no -ffast-math (no reassociation);
  *   - float <-> double and float -> integer conversions as C defines them (truncation for the in-range values
@@ -955,6 +958,701 @@ static PyObject *hist_u16(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Generation 2 (aegis-v2): the trajectory blur's taps (aegis_data/engine/motion.py), the raw sensor noise and
+ * the camera's chroma path (aegis_data/engine/camera.py). Integers (exact in any order), or float64 with the
+ * NumPy code's operations in its order. The Python wrappers check the preconditions stated here (weights,
+ * finiteness, kernel sums) and run the NumPy code where they do not hold; the C side checks them again.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Which instruction set the taps loop uses: 0 plain C (the compiler's vectors), 1 SSE2, 2 AVX2. All three sum
+ * the same integers exactly, so the choice changes speed only; set_isa() lowers it so tests run every path. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#include <immintrin.h>
+#define X86_SSE2 1
+#if !defined(AEGIS_NO_CLONES)
+#define X86_AVX2 1
+#endif
+#endif
+
+static int isa_cap(void) {
+#if defined(X86_AVX2)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) return 2;
+#endif
+#if defined(X86_SSE2)
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+static int taps_isa = -1; /* -1: not chosen yet (the CPU's best on first use) */
+
+static int current_isa(void) {
+    if (taps_isa < 0) taps_isa = isa_cap();
+    return taps_isa;
+}
+
+/* set_isa(level): use at most `level` (clamped to what this build and CPU have); returns the level now in use. */
+static PyObject *set_isa(PyObject *self, PyObject *args) {
+    int level;
+    if (!PyArg_ParseTuple(args, "i", &level)) return NULL;
+    const int cap = isa_cap();
+    taps_isa = level < 0 ? 0 : (level > cap ? cap : level);
+    return PyLong_FromLong(taps_isa);
+}
+
+/* lut_u8_u16(out u16 (n), src u8 (n), n, table u16[256]): out[i] = table[src[i]] (the sRGB decode). */
+static PyObject *lut_u8_u16(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_src, *o_tab;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOnO", &o_out, &o_src, &n, &o_tab)) return NULL;
+    Buffers b = {.n = 0, .failed = 0};
+    uint16_t *out = get(&b, o_out, mul(n, 2), 1, "out");
+    const uint8_t *src = get(&b, o_src, n, 0, "src");
+    const uint16_t *tab = get(&b, o_tab, 512, 0, "table");
+    if (b.failed) { release(&b); return NULL; }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = tab[src[i]];
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+/* --- Trajectory blur taps --------------------------------------------------------------------------------
+ * out(y, x, c) = (2**14 + sum_k w_k I(reflect(y + dy_k), reflect(x + dx_k), c)) >> 15 for the taps of the band
+ * holding row y, reflect being cv2.BORDER_REFLECT (reflect_index). Bounds: I <= 65535, w_k >= 0 and
+ * sum_k w_k <= 2**15 (checked), so every partial sum is below 65535 * 2**15 + 2**14 < 2**31: exact in uint32 and
+ * in int32, and the result fits uint16. The SIMD paths multiply 16-bit pairs (pmaddwd: I_a w_a + I_b w_b in
+ * int32), which needs I <= 32767 and w <= 32767 as signed 16-bit values: a row whose source rows hold a larger
+ * value, or a band with a weight of 2**15 (a single tap), takes the plain loop instead. */
+
+#define TAP_CHUNK 1024
+#define TAP_SLACK 64 /* elements readable past each ring row's end: the SIMD loops run whole blocks of 32 */
+
+VECTORISED
+static void tap_acc_run(uint32_t *restrict acc, const uint16_t *restrict s, uint32_t wk, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) acc[i] += (uint32_t)s[i] * wk;
+}
+
+static void taps_plain(uint16_t *dst, const uint16_t *const *src, const uint32_t *wt, Py_ssize_t nt, Py_ssize_t m) {
+    uint32_t acc[TAP_CHUNK];
+    for (Py_ssize_t i0 = 0; i0 < m; i0 += TAP_CHUNK) {
+        const Py_ssize_t k = m - i0 < TAP_CHUNK ? m - i0 : TAP_CHUNK;
+        for (Py_ssize_t i = 0; i < k; i++) acc[i] = 1u << 14;
+        for (Py_ssize_t t = 0; t < nt; t++) tap_acc_run(acc, src[t] + i0, wt[t], k);
+        for (Py_ssize_t i = 0; i < k; i++) dst[i0 + i] = (uint16_t)(acc[i] >> 15);
+    }
+}
+
+#if defined(X86_SSE2)
+/* Blocks of 16 elements, tap pairs (a, b) interleaved so that pmaddwd forms I_a w_a + I_b w_b per element;
+ * wpair = w_a | w_b << 16. The sums (< 2**30 here) are shifted and packed back to uint16 by a signed pack of
+ * v - 32768 (SSE2 has no unsigned 32-bit pack). Writes whole blocks: dst holds m rounded up to 32. */
+static void taps_sse2(uint16_t *dst, const uint16_t *const *pa, const uint16_t *const *pb, const int32_t *wpair,
+                      Py_ssize_t np_, Py_ssize_t m) {
+    const __m128i bias = _mm_set1_epi32(1 << 14), half = _mm_set1_epi32(32768), flip = _mm_set1_epi16(-32768);
+    for (Py_ssize_t i = 0; i < m; i += 16) {
+        __m128i a0 = bias, a1 = bias, a2 = bias, a3 = bias;
+        for (Py_ssize_t j = 0; j < np_; j++) {
+            const __m128i wv = _mm_set1_epi32(wpair[j]);
+            const __m128i x0 = _mm_loadu_si128((const __m128i *)(pa[j] + i));
+            const __m128i y0 = _mm_loadu_si128((const __m128i *)(pb[j] + i));
+            const __m128i x1 = _mm_loadu_si128((const __m128i *)(pa[j] + i + 8));
+            const __m128i y1 = _mm_loadu_si128((const __m128i *)(pb[j] + i + 8));
+            a0 = _mm_add_epi32(a0, _mm_madd_epi16(_mm_unpacklo_epi16(x0, y0), wv));
+            a1 = _mm_add_epi32(a1, _mm_madd_epi16(_mm_unpackhi_epi16(x0, y0), wv));
+            a2 = _mm_add_epi32(a2, _mm_madd_epi16(_mm_unpacklo_epi16(x1, y1), wv));
+            a3 = _mm_add_epi32(a3, _mm_madd_epi16(_mm_unpackhi_epi16(x1, y1), wv));
+        }
+        a0 = _mm_sub_epi32(_mm_srli_epi32(a0, 15), half);
+        a1 = _mm_sub_epi32(_mm_srli_epi32(a1, 15), half);
+        a2 = _mm_sub_epi32(_mm_srli_epi32(a2, 15), half);
+        a3 = _mm_sub_epi32(_mm_srli_epi32(a3, 15), half);
+        _mm_storeu_si128((__m128i *)(dst + i), _mm_xor_si128(_mm_packs_epi32(a0, a1), flip));
+        _mm_storeu_si128((__m128i *)(dst + i + 8), _mm_xor_si128(_mm_packs_epi32(a2, a3), flip));
+    }
+}
+#endif
+
+#if defined(X86_AVX2)
+/* The same in 256-bit registers, 32 elements per block. unpacklo/hi work within 128-bit lanes, so a0 holds
+ * elements 0-3 and 8-11, a1 4-7 and 12-15; packus (also per lane) puts them back in order. */
+__attribute__((target("avx2")))
+static void taps_avx2(uint16_t *dst, const uint16_t *const *pa, const uint16_t *const *pb, const int32_t *wpair,
+                      Py_ssize_t np_, Py_ssize_t m) {
+    const __m256i bias = _mm256_set1_epi32(1 << 14);
+    for (Py_ssize_t i = 0; i < m; i += 32) {
+        __m256i a0 = bias, a1 = bias, a2 = bias, a3 = bias;
+        for (Py_ssize_t j = 0; j < np_; j++) {
+            const __m256i wv = _mm256_set1_epi32(wpair[j]);
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(pa[j] + i));
+            const __m256i y0 = _mm256_loadu_si256((const __m256i *)(pb[j] + i));
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(pa[j] + i + 16));
+            const __m256i y1 = _mm256_loadu_si256((const __m256i *)(pb[j] + i + 16));
+            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, y0), wv));
+            a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_unpackhi_epi16(x0, y0), wv));
+            a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(_mm256_unpacklo_epi16(x1, y1), wv));
+            a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_unpackhi_epi16(x1, y1), wv));
+        }
+        a0 = _mm256_srli_epi32(a0, 15);
+        a1 = _mm256_srli_epi32(a1, 15);
+        a2 = _mm256_srli_epi32(a2, 15);
+        a3 = _mm256_srli_epi32(a3, 15);
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_packus_epi32(a0, a1));
+        _mm256_storeu_si256((__m256i *)(dst + i + 16), _mm256_packus_epi32(a2, a3));
+    }
+}
+#endif
+
+/* taps(out, out_kind, src, src_kind, h, w, decode u16[256] | None, encode u8[32768] | None, bands i64 (nb, 2),
+ *      starts i64 (nb + 1), dy, dx, wt i64 (nt), nb, nt, bits)
+ * src (h, w, 3): src_kind 0 uint16 linear, 1 uint8 sRGB decoded through `decode`. out (h, w, 3): out_kind 0
+ * uint16 linear, 1 uint8 sRGB: encode[min(v, 32767)]. Band i covers rows bands[i, 0] .. bands[i, 1] - 1 with
+ * the taps starts[i] .. starts[i + 1] - 1; rows in no band are not written. bits must be 15.
+ *
+ * Source rows are decoded once each into a ring of 2 ry + 1 rows, each widened by rx reflected pixels on both
+ * sides (the rows cv2.copyMakeBorder would make), indexed by padded row y + dy + ry. */
+static PyObject *taps(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_src, *o_dec, *o_enc, *o_bands, *o_starts, *o_dy, *o_dx, *o_wt;
+    int out_kind, src_kind, bits;
+    Py_ssize_t h, w, nb, nt;
+    if (!PyArg_ParseTuple(args, "OiOinnOOOOOOOnni", &o_out, &out_kind, &o_src, &src_kind, &h, &w, &o_dec, &o_enc,
+                          &o_bands, &o_starts, &o_dy, &o_dx, &o_wt, &nb, &nt, &bits))
+        return NULL;
+    if (out_kind < 0 || out_kind > 1 || src_kind < 0 || src_kind > 1 || h < 1 || w < 1 || nb < 0 || nt < 0 ||
+        bits != 15) {
+        PyErr_SetString(PyExc_ValueError, "taps: bad arguments");
+        return NULL;
+    }
+    const Py_ssize_t row = mul(w, 3), n = mul(h, row);
+    Buffers b = {.n = 0, .failed = 0};
+    void *out = get(&b, o_out, mul(n, out_kind == 0 ? 2 : 1), 1, "out");
+    const void *src = get(&b, o_src, mul(n, src_kind == 0 ? 2 : 1), 0, "src");
+    const uint16_t *dec = src_kind == 1 ? get(&b, o_dec, 512, 0, "decode") : NULL;
+    const uint8_t *enc = out_kind == 1 ? get(&b, o_enc, 32768, 0, "encode") : NULL;
+    const int64_t *bands = get(&b, o_bands, mul(mul(nb, 2), 8), 0, "bands");
+    const int64_t *starts = get(&b, o_starts, mul(nb + 1, 8), 0, "starts");
+    const int64_t *dy = get(&b, o_dy, mul(nt, 8), 0, "dy");
+    const int64_t *dx = get(&b, o_dx, mul(nt, 8), 0, "dx");
+    const int64_t *wt = get(&b, o_wt, mul(nt, 8), 0, "wt");
+    if (b.failed) { release(&b); return NULL; }
+    /* The Python side refuses kernels over four frames; the same bound keeps the ring a multiple of the frame. */
+    const int64_t reach = 4 * (int64_t)(h > w ? h : w);
+    int64_t ry = 0, rx = 0;
+    const char *bad = NULL;
+    /* Tap ranges first (all of them: a later range must not let an earlier one read past the taps). */
+    if (starts[0] != 0 || starts[nb] > nt) bad = "taps: band tap ranges out of range";
+    for (Py_ssize_t i = 0; !bad && i < nb; i++)
+        if (starts[i] > starts[i + 1]) bad = "taps: band tap ranges out of range";
+    for (Py_ssize_t i = 0; !bad && i < nb; i++) {
+        if (bands[2 * i] < 0 || bands[2 * i] > bands[2 * i + 1] || bands[2 * i + 1] > h)
+            bad = "taps: band rows out of range";
+        int64_t sum = 0;
+        for (int64_t t = starts[i]; !bad && t < starts[i + 1]; t++) {
+            if (wt[t] < 0 || wt[t] > (1 << 15)) bad = "taps: weights must lie in [0, 2**15]";
+            else if (dy[t] < -reach || dy[t] > reach || dx[t] < -reach || dx[t] > reach) bad = "taps: offset too large";
+            sum += wt[t];
+            ry = dy[t] < 0 ? (-dy[t] > ry ? -dy[t] : ry) : (dy[t] > ry ? dy[t] : ry);
+            rx = dx[t] < 0 ? (-dx[t] > rx ? -dx[t] : rx) : (dx[t] > rx ? dx[t] : rx);
+        }
+        if (!bad && sum > (1 << 15)) bad = "taps: a band's weights sum above 2**15";
+    }
+    if (bad) { release(&b); PyErr_SetString(PyExc_ValueError, bad); return NULL; }
+    const Py_ssize_t nslots = (Py_ssize_t)(2 * ry + 1), prow = (w + 2 * (Py_ssize_t)rx) * 3;
+    const Py_ssize_t stride = prow + TAP_SLACK, mpad = (row + 31) / 32 * 32;
+    Py_ssize_t maxt = 1;
+    for (Py_ssize_t i = 0; i < nb; i++)
+        if (starts[i + 1] - starts[i] > maxt) maxt = (Py_ssize_t)(starts[i + 1] - starts[i]);
+    const Py_ssize_t maxp = (maxt + 1) / 2;
+    if (mul(nslots, stride) < 0) { release(&b); return PyErr_NoMemory(); }
+    uint16_t *ring = PyMem_RawCalloc((size_t)mul(nslots, stride), sizeof(uint16_t));
+    int64_t *tag = PyMem_RawMalloc((size_t)nslots * sizeof(int64_t));
+    uint8_t *high = PyMem_RawMalloc((size_t)nslots);
+    uint16_t *tmp = PyMem_RawMalloc((size_t)mpad * sizeof(uint16_t));
+    const uint16_t **ptr = PyMem_RawMalloc((size_t)(maxt + 2 * maxp) * sizeof(uint16_t *));
+    uint32_t *wu = PyMem_RawMalloc((size_t)maxt * sizeof(uint32_t));
+    int32_t *wpair = PyMem_RawMalloc((size_t)maxp * sizeof(int32_t));
+    if (!ring || !tag || !high || !tmp || !ptr || !wu || !wpair) {
+        PyMem_RawFree(ring); PyMem_RawFree(tag); PyMem_RawFree(high); PyMem_RawFree(tmp); PyMem_RawFree((void *)ptr);
+        PyMem_RawFree(wu); PyMem_RawFree(wpair);
+        release(&b);
+        return PyErr_NoMemory();
+    }
+    const uint16_t **pa = ptr + maxt, **pb = ptr + maxt + maxp; /* the taps in pairs for the SIMD loops */
+    const int isa = current_isa();
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t s = 0; s < nslots; s++) tag[s] = -1;
+    for (Py_ssize_t bi = 0; bi < nb; bi++) {
+        const Py_ssize_t t0 = (Py_ssize_t)starts[bi], ntap = (Py_ssize_t)(starts[bi + 1] - starts[bi]);
+        const Py_ssize_t npairs = (ntap + 1) / 2;
+        int small_weights = 1;
+        for (Py_ssize_t t = 0; t < ntap; t++) {
+            wu[t] = (uint32_t)wt[t0 + t];
+            small_weights &= wt[t0 + t] < (1 << 15);
+        }
+        for (Py_ssize_t j = 0; j < npairs; j++) {
+            /* an odd last tap pairs with weight 0 */
+            const uint32_t wa = wu[2 * j], wb = 2 * j + 1 < ntap ? wu[2 * j + 1] : 0;
+            wpair[j] = (int32_t)(wa | (wb << 16));
+        }
+        for (Py_ssize_t y = (Py_ssize_t)bands[2 * bi]; y < (Py_ssize_t)bands[2 * bi + 1]; y++) {
+            int any_high = 0;
+            for (Py_ssize_t t = 0; t < ntap; t++) {
+                const int64_t p = (int64_t)y + dy[t0 + t] + ry; /* padded row, in [y, y + 2 ry] */
+                const Py_ssize_t slot = (Py_ssize_t)(p % nslots);
+                uint16_t *rp = ring + slot * stride;
+                if (tag[slot] != p) {
+                    const Py_ssize_t sy = reflect_index((Py_ssize_t)(p - ry), h);
+                    uint16_t *mid = rp + rx * 3;
+                    if (src_kind == 0) {
+                        memcpy(mid, (const uint16_t *)src + sy * row, (size_t)row * sizeof(uint16_t));
+                    } else {
+                        const uint8_t *s8 = (const uint8_t *)src + sy * row;
+                        for (Py_ssize_t i = 0; i < row; i++) mid[i] = dec[s8[i]];
+                    }
+                    for (Py_ssize_t x = 0; x < rx; x++) {
+                        const Py_ssize_t left = reflect_index(x - (Py_ssize_t)rx, w), right = reflect_index(w + x, w);
+                        for (int c = 0; c < 3; c++) {
+                            rp[x * 3 + c] = mid[left * 3 + c];
+                            rp[(w + rx + x) * 3 + c] = mid[right * 3 + c];
+                        }
+                    }
+                    uint16_t any = 0;
+                    for (Py_ssize_t i = 0; i < prow; i++) any |= rp[i];
+                    high[slot] = (any & 0x8000) != 0;
+                    tag[slot] = p;
+                }
+                any_high |= high[slot];
+                ptr[t] = rp + (rx + dx[t0 + t]) * 3;
+            }
+            const int paired = isa >= 1 && small_weights && !any_high;
+            if (paired) {
+                for (Py_ssize_t j = 0; j < npairs; j++) {
+                    pa[j] = ptr[2 * j];
+                    pb[j] = 2 * j + 1 < ntap ? ptr[2 * j + 1] : ptr[2 * j];
+                }
+            }
+#if defined(X86_AVX2)
+            if (paired && isa == 2) taps_avx2(tmp, pa, pb, wpair, npairs, row);
+            else
+#endif
+#if defined(X86_SSE2)
+            if (paired) taps_sse2(tmp, pa, pb, wpair, npairs, row);
+            else
+#endif
+            taps_plain(tmp, ptr, wu, ntap, row);
+            if (out_kind == 0) {
+                memcpy((uint16_t *)out + y * row, tmp, (size_t)row * sizeof(uint16_t));
+            } else {
+                uint8_t *o8 = (uint8_t *)out + y * row;
+                for (Py_ssize_t i = 0; i < row; i++) o8[i] = enc[tmp[i] < 32767 ? tmp[i] : 32767];
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(ring); PyMem_RawFree(tag); PyMem_RawFree(high); PyMem_RawFree(tmp); PyMem_RawFree((void *)ptr);
+    PyMem_RawFree(wu); PyMem_RawFree(wpair);
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+/* --- Raw sensor noise -------------------------------------------------------------------------------------
+ * camera.raw_noise_image fused, per element the NumPy code's float64 operations in its order:
+ *   S = (double)L * d;  sd = sqrt((S_site * a_c) + b_c);  z = (double)normal[idx] * 2**-20;  n = sd * z  (per site)
+ *   demosaic of n (camera._demosaic: ((a + b) * 0.5, (((a + b) + c) + d) * 0.25; reflect-101 border, or the edge
+ *   pixel for a frame one pixel thick);  v = (S + dem) + 0.5;  out = encode[clip(floor(v), 0, 32767)].
+ * Preconditions (checked): d, a_c, b_c finite and >= 0 and 65535 d a_c + b_c <= 1e300, so every value is finite
+ * (no NaN reaches the float -> int conversion); floor then clip equals clamp to [0, 32767] then truncation. */
+
+#define RAW_LIMIT 1e300
+
+/* n = sqrt(((sv d) a) + b) (z 2**-20) element-wise. Written with SSE2 intrinsics where present: the compiler
+ * keeps a scalar sqrt for C's errno otherwise (the operands here are never negative); IEEE sqrt is correctly
+ * rounded either way. */
+static void site_noise_run(double *restrict n, const double *sv, const double *z, const double *ar, const double *br,
+                           double d, Py_ssize_t m) {
+    Py_ssize_t i = 0;
+#if defined(X86_SSE2)
+    const __m128d dv = _mm_set1_pd(d), scale = _mm_set1_pd(0x1p-20);
+    for (; i + 2 <= m; i += 2) {
+        __m128d s = _mm_mul_pd(_mm_loadu_pd(sv + i), dv);
+        s = _mm_mul_pd(s, _mm_loadu_pd(ar + i));
+        s = _mm_add_pd(s, _mm_loadu_pd(br + i));
+        const __m128d zi = _mm_mul_pd(_mm_loadu_pd(z + i), scale);
+        _mm_storeu_pd(n + i, _mm_mul_pd(_mm_sqrt_pd(s), zi));
+    }
+#endif
+    for (; i < m; i++) {
+        double s = sv[i] * d;
+        s = s * ar[i];
+        s = s + br[i];
+        const double zi = z[i] * 0x1p-20;
+        n[i] = sqrt(s) * zi;
+    }
+}
+
+VECTORISED
+static void noisy_quantize_run(int32_t *restrict q, const uint16_t *lin, const double *dem, double d, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) {
+        double v = (double)lin[i] * d;
+        v = v + dem[i];
+        v = v + 0.5;
+        v = v < 0.0 ? 0.0 : v;
+        v = v > 32767.0 ? 32767.0 : v;
+        q[i] = (int32_t)v;
+    }
+}
+
+/* Row r's index in the mirrored mosaic: reflect-101 (np.pad "reflect") when both sides exceed 1, else the
+ * edge (np.pad "edge"), for r in [-1, len]. */
+static Py_ssize_t mosaic_index(Py_ssize_t r, Py_ssize_t len, int reflect) {
+    if (r < 0) return reflect ? 1 : 0;
+    if (r >= len) return reflect ? len - 2 : len - 1;
+    return r;
+}
+
+/* The site at x of a row with red (own = 0) or blue (own = 2) sites: its own value, green from the 4 neighbours
+ * across, the other of red / blue from the 4 diagonals. */
+static inline void dem_red_blue(double *o, const double *up, const double *c, const double *dn, Py_ssize_t x, int own) {
+    const double cross = ((up[x] + dn[x]) + c[x - 1]) + c[x + 1];
+    const double diag = ((up[x - 1] + up[x + 1]) + dn[x - 1]) + dn[x + 1];
+    o[own] = c[x];
+    o[1] = cross * 0.25;
+    o[2 - own] = diag * 0.25;
+}
+
+/* A green site: red and blue from its left / right and up / down neighbours (which is which depends on the row). */
+static inline void dem_green(double *o, const double *up, const double *c, const double *dn, Py_ssize_t x, int odd) {
+    const double horiz = (c[x - 1] + c[x + 1]) * 0.5, vert = (up[x] + dn[x]) * 0.5;
+    o[0] = odd ? vert : horiz;
+    o[1] = c[x];
+    o[2] = odd ? horiz : vert;
+}
+
+/* One row of camera._demosaic into dem (w, 3) from the noise rows above, at and below (each readable at -1 and w):
+ * R G R G ... on even rows, G B G B ... on odd ones. */
+static void demosaic_row(double *restrict dem, const double *up, const double *c, const double *dn, Py_ssize_t w,
+                         int odd) {
+    Py_ssize_t x = 0;
+    if (!odd) {
+        for (; x + 1 < w; x += 2) {
+            dem_red_blue(dem + 3 * x, up, c, dn, x, 0);
+            dem_green(dem + 3 * x + 3, up, c, dn, x + 1, 0);
+        }
+        if (x < w) dem_red_blue(dem + 3 * x, up, c, dn, x, 0);
+    } else {
+        for (; x + 1 < w; x += 2) {
+            dem_green(dem + 3 * x, up, c, dn, x, 1);
+            dem_red_blue(dem + 3 * x + 3, up, c, dn, x + 1, 2);
+        }
+        if (x < w) dem_green(dem + 3 * x, up, c, dn, x, 1);
+    }
+}
+
+/* raw_noise(out u8 (h, w, 3), lin u16 (h, w, 3), h, w, d, a f64[3], b f64[3], noise u16 (h, w),
+ *           normal i32[65536], encode u8[32768]) */
+static PyObject *raw_noise(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_lin, *o_a, *o_b, *o_noise, *o_normal, *o_enc;
+    Py_ssize_t h, w;
+    double d;
+    if (!PyArg_ParseTuple(args, "OOnndOOOOO", &o_out, &o_lin, &h, &w, &d, &o_a, &o_b, &o_noise, &o_normal, &o_enc))
+        return NULL;
+    if (h < 1 || w < 1) {
+        PyErr_SetString(PyExc_ValueError, "raw_noise: bad arguments");
+        return NULL;
+    }
+    const Py_ssize_t row = mul(w, 3);
+    Buffers b = {.n = 0, .failed = 0};
+    uint8_t *out = get(&b, o_out, mul(h, row), 1, "out");
+    const uint16_t *lin = get(&b, o_lin, mul(mul(h, row), 2), 0, "linear");
+    const double *a = get(&b, o_a, 24, 0, "a");
+    const double *bb = get(&b, o_b, 24, 0, "b");
+    const uint16_t *noise = get(&b, o_noise, mul(mul(h, w), 2), 0, "noise");
+    const int32_t *normal = get(&b, o_normal, 65536 * 4, 0, "normal");
+    const uint8_t *enc = get(&b, o_enc, 32768, 0, "encode");
+    if (b.failed) { release(&b); return NULL; }
+    int ok = isfinite(d) && d >= 0.0;
+    for (int c = 0; c < 3; c++)
+        ok = ok && isfinite(a[c]) && isfinite(bb[c]) && a[c] >= 0.0 && bb[c] >= 0.0 &&
+             65535.0 * d * a[c] + bb[c] <= RAW_LIMIT;
+    if (!ok) {
+        release(&b);
+        PyErr_SetString(PyExc_ValueError, "raw_noise: brightness and noise coefficients must be finite, >= 0 and "
+                                          "bounded");
+        return NULL;
+    }
+    /* Work rows: three noise rows (previous, current, next) widened by one mirrored column each side. */
+    const Py_ssize_t pw = w + 2;
+    double *ring = PyMem_RawMalloc((size_t)(3 * pw) * sizeof(double));
+    double *sv = PyMem_RawMalloc((size_t)w * sizeof(double));
+    double *z = PyMem_RawMalloc((size_t)w * sizeof(double));
+    double *pat = PyMem_RawMalloc((size_t)(4 * w) * sizeof(double));
+    double *dem = PyMem_RawMalloc((size_t)row * sizeof(double));
+    int32_t *q = PyMem_RawMalloc((size_t)row * sizeof(int32_t));
+    if (!ring || !sv || !z || !pat || !dem || !q) {
+        PyMem_RawFree(ring); PyMem_RawFree(sv); PyMem_RawFree(z); PyMem_RawFree(pat); PyMem_RawFree(dem);
+        PyMem_RawFree(q);
+        release(&b);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    const int reflect = h > 1 && w > 1;
+    /* a and b per column for even rows (R G R G ...) and odd rows (G B G B ...) */
+    double *a_even = pat, *a_odd = pat + w, *b_even = pat + 2 * w, *b_odd = pat + 3 * w;
+    for (Py_ssize_t x = 0; x < w; x++) {
+        a_even[x] = a[x & 1]; a_odd[x] = a[1 + (x & 1)];
+        b_even[x] = bb[x & 1]; b_odd[x] = bb[1 + (x & 1)];
+    }
+    Py_ssize_t held[3] = {-1, -1, -1}; /* source row in each ring slot */
+    for (Py_ssize_t y = 0; y < h; y++) {
+        const double *rows[3];
+        for (int k = 0; k < 3; k++) {
+            const Py_ssize_t r = mosaic_index(y - 1 + k, h, reflect);
+            const int slot = (int)(r % 3);
+            double *rp = ring + slot * pw;
+            if (held[slot] != r) {
+                const uint16_t *lr = lin + r * row;
+                const uint16_t *nr = noise + r * w;
+                const int odd = (int)(r & 1);
+                for (Py_ssize_t x = 0; x < w; x++) {
+                    sv[x] = (double)lr[3 * x + odd + (x & 1)]; /* the site's own channel: 0 R, 1 G, 2 B */
+                    z[x] = (double)normal[nr[x]];
+                }
+                site_noise_run(rp + 1, sv, z, odd ? a_odd : a_even, odd ? b_odd : b_even, d, w);
+                rp[0] = rp[1 + mosaic_index(-1, w, reflect)];
+                rp[w + 1] = rp[1 + mosaic_index(w, w, reflect)];
+                held[slot] = r;
+            }
+            rows[k] = rp + 1;
+        }
+        demosaic_row(dem, rows[0], rows[1], rows[2], w, (int)(y & 1));
+        noisy_quantize_run(q, lin + y * row, dem, d, row);
+        uint8_t *orow = out + y * row;
+        for (Py_ssize_t i = 0; i < row; i++) orow[i] = enc[q[i]];
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(ring); PyMem_RawFree(sv); PyMem_RawFree(z); PyMem_RawFree(pat); PyMem_RawFree(dem); PyMem_RawFree(q);
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+/* --- Chroma path ------------------------------------------------------------------------------------------
+ * camera.chroma_path fused (integers; bounds in comments): BT.601 YCbCr in 16-bit fixed point, the chroma planes
+ * averaged over 2 x 2 blocks (odd sides repeat their last row / column), optionally blurred with an integer
+ * kernel k (k >= 0, 1 <= sum k <= 2**20: checked) and rounded (2 B + T) // (2 T) with T = (sum k)**2, triangle
+ * upsampling, back to RGB with floor(x / 65536) as camera._shift16. */
+
+#define CHROMA_KSUM_MAX (1 << 20)
+
+/* The r, g, b planes (int32) of n interleaved pixels. */
+static void split_rgb(int32_t *restrict r, int32_t *restrict g, int32_t *restrict b, const uint8_t *rgb, Py_ssize_t n) {
+    for (Py_ssize_t x = 0; x < n; x++) {
+        r[x] = rgb[3 * x];
+        g[x] = rgb[3 * x + 1];
+        b[x] = rgb[3 * x + 2];
+    }
+}
+
+/* Cb and Cr (camera.to_ycbcr): the shifted operands lie in [65536, 16777216], so the values lie in [1, 256]. */
+VECTORISED
+static void cbcr_run(int32_t *restrict cb, int32_t *restrict cr, const int32_t *r, const int32_t *g, const int32_t *b,
+                     Py_ssize_t n) {
+    for (Py_ssize_t x = 0; x < n; x++) {
+        cb[x] = (-11059 * r[x] - 21709 * g[x] + 32768 * b[x] + (128 << 16) + 32768) >> 16;
+        cr[x] = (32768 * r[x] - 27439 * g[x] - 5329 * b[x] + (128 << 16) + 32768) >> 16;
+    }
+}
+
+/* 2 x 2 block averages of one pair of rows: s holds the column sums of the two rows (values <= 512), with
+ * s[w] = s[w - 1] for an odd width; out[bx] = (s[2 bx] + s[2 bx + 1] + 2) >> 2 in [1, 256]. */
+VECTORISED
+static void pair_sum_run(int32_t *restrict s, const int32_t *a, const int32_t *b, Py_ssize_t n) {
+    for (Py_ssize_t x = 0; x < n; x++) s[x] = a[x] + b[x];
+}
+
+VECTORISED
+static void block_avg_run(int32_t *restrict out, const int32_t *s, Py_ssize_t n) {
+    for (Py_ssize_t bx = 0; bx < n; bx++) out[bx] = (s[2 * bx] + s[2 * bx + 1] + 2) >> 2;
+}
+
+/* col[x + 1] = 3 H(yi, x) + H(yn, x) (<= 1024) for the triangle upsampling of one output row. */
+VECTORISED
+static void tri_col_run(int32_t *restrict col, const int32_t *own, const int32_t *near, Py_ssize_t n) {
+    for (Py_ssize_t x = 0; x < n; x++) col[x + 1] = 3 * own[x] + near[x];
+}
+
+/* Upsampled chroma of one row from its padded col (col[0] = column -1, col[n + 1] = column n, edges repeated):
+ * (9 own + 3 vertical + 3 horizontal + diagonal + 8) >> 4 = (3 col(xi) + col(xn) + 8) >> 4 (integers: any
+ * grouping is exact), in [1, 256]; pixel 2 x takes its left neighbour block, 2 x + 1 its right one. */
+VECTORISED
+static void tri_row_run(int32_t *restrict up, const int32_t *col, Py_ssize_t n) {
+    for (Py_ssize_t x = 0; x < n; x++) {
+        const int32_t own = 3 * col[x + 1];
+        up[2 * x] = (own + col[x] + 8) >> 4;
+        up[2 * x + 1] = (own + col[x + 2] + 8) >> 4;
+    }
+}
+
+/* floor(v / 65536) for |v| < 2**30, as camera._shift16 (the operand of >> is made non-negative). */
+static inline int32_t shift16(int32_t v) { return ((v + (1 << 30)) >> 16) - (1 << 14); }
+
+static inline int32_t clip255(int32_t v) { return v < 0 ? 0 : (v > 255 ? 255 : v); }
+
+/* camera.from_ycbcr with Y from the pixel's own RGB: u, v in [-128, 128], so every product is below 2**24 and
+ * every shifted operand lies in (0, 2**31). Results in place of r, g, b. */
+VECTORISED
+static void to_rgb_run(int32_t *restrict r, int32_t *restrict g, int32_t *restrict b, const int32_t *cb,
+                       const int32_t *cr, Py_ssize_t n) {
+    for (Py_ssize_t x = 0; x < n; x++) {
+        const int32_t yy = (19595 * r[x] + 38470 * g[x] + 7471 * b[x] + 32768) >> 16;
+        const int32_t u = cb[x] - 128, v = cr[x] - 128;
+        r[x] = clip255(yy + shift16(91881 * v + 32768));
+        g[x] = clip255(yy + shift16(-22554 * u - 46802 * v + 32768));
+        b[x] = clip255(yy + shift16(116130 * u + 32768));
+    }
+}
+
+VECTORISED
+static void i32_tap_run(int32_t *restrict acc, const int32_t *restrict s, int32_t k, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) acc[i] += k * s[i];
+}
+
+VECTORISED
+static void f64_tap_run(double *restrict acc, const int32_t *restrict s, double k, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++) acc[i] = acc[i] + k * (double)s[i];
+}
+
+/* dst = floor((2 acc + total) / den) with den = 2 total: 2 acc + total < 2**50 and den < 2**42 are exact
+ * float64 integers and the quotient lies in [0, 257]. num * (1 / den) in float64 is within 1e-13 of it, so its
+ * truncation is the floor or one off; the corrections against the exact products q den (< 2**51) make it the
+ * integer floor. */
+VECTORISED
+static void round_div_run(int32_t *restrict dst, const double *acc, double total, double den, Py_ssize_t n) {
+    const double inv = 1.0 / den;
+    for (Py_ssize_t x = 0; x < n; x++) {
+        const double num = 2.0 * acc[x] + total;
+        double q = (double)(int32_t)(num * inv);
+        q = q * den > num ? q - 1.0 : q;
+        q = (q + 1.0) * den <= num ? q + 1.0 : q;
+        dst[x] = (int32_t)q;
+    }
+}
+
+/* plane (hh, ww) blurred in place as subsample_chroma does (convolve_exact: correlation with k, mirrored border
+ * cv2.BORDER_REFLECT, then the rounding above): the row pass in int32 (values <= 256 sum k <= 2**28), the column
+ * pass in float64 (integers <= 2**28 sum k <= 2**48: exact). pad holds ww + 2 r values. */
+static void chroma_blur(int32_t *plane, Py_ssize_t hh, Py_ssize_t ww, const int64_t *k, Py_ssize_t nk, int32_t *rows,
+                        int32_t *pad, double *acc) {
+    const Py_ssize_t r = nk / 2;
+    int64_t ksum = 0;
+    for (Py_ssize_t j = 0; j < nk; j++) ksum += k[j];
+    const double total = (double)(ksum * ksum), den = 2.0 * total; /* sum k <= 2**20: exact */
+    for (Py_ssize_t y = 0; y < hh; y++) {
+        const int32_t *src = plane + y * ww;
+        memcpy(pad + r, src, (size_t)ww * sizeof(int32_t));
+        for (Py_ssize_t x = 0; x < r; x++) {
+            pad[x] = src[reflect_index(x - r, ww)];
+            pad[ww + r + x] = src[reflect_index(ww + x, ww)];
+        }
+        int32_t *dst = rows + y * ww;
+        for (Py_ssize_t x = 0; x < ww; x++) dst[x] = 0;
+        for (Py_ssize_t j = 0; j < nk; j++) i32_tap_run(dst, pad + j, (int32_t)k[j], ww);
+    }
+    for (Py_ssize_t y = 0; y < hh; y++) {
+        for (Py_ssize_t x = 0; x < ww; x++) acc[x] = 0.0;
+        for (Py_ssize_t j = 0; j < nk; j++)
+            f64_tap_run(acc, rows + reflect_index(y + j - r, hh) * ww, (double)k[j], ww);
+        round_div_run(plane + y * ww, acc, total, den, ww);
+    }
+}
+
+/* chroma(out u8 (h, w, 3), rgb u8 (h, w, 3), h, w, kernel i64 (nk) | None, nk) */
+static PyObject *chroma(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_rgb, *o_k;
+    Py_ssize_t h, w, nk;
+    if (!PyArg_ParseTuple(args, "OOnnOn", &o_out, &o_rgb, &h, &w, &o_k, &nk)) return NULL;
+    if (h < 1 || w < 1 || nk < 0 || (nk > 0 && nk % 2 == 0)) {
+        PyErr_SetString(PyExc_ValueError, "chroma: bad arguments");
+        return NULL;
+    }
+    const Py_ssize_t row = mul(w, 3);
+    Buffers b = {.n = 0, .failed = 0};
+    uint8_t *out = get(&b, o_out, mul(h, row), 1, "out");
+    const uint8_t *rgb = get(&b, o_rgb, mul(h, row), 0, "rgb");
+    const int64_t *k = nk > 0 ? get(&b, o_k, mul(nk, 8), 0, "kernel") : NULL;
+    if (b.failed) { release(&b); return NULL; }
+    int64_t ksum = 0;
+    for (Py_ssize_t j = 0; j < nk; j++) {
+        if (k[j] < 0 || k[j] > CHROMA_KSUM_MAX) ksum = CHROMA_KSUM_MAX + 1;
+        else ksum += k[j];
+        if (ksum > CHROMA_KSUM_MAX) break;
+    }
+    if (nk > 0 && (ksum < 1 || ksum > CHROMA_KSUM_MAX)) {
+        release(&b);
+        PyErr_SetString(PyExc_ValueError, "chroma: kernel weights must be >= 0 with a sum in [1, 2**20]");
+        return NULL;
+    }
+    const Py_ssize_t hh = (h + 1) / 2, ww = (w + 1) / 2, r = nk / 2;
+    const Py_ssize_t plane = mul(hh, ww), wr = 2 * ww + 2 * r + 4; /* work rows: 2 ww >= w, room for padding */
+    int32_t *half = PyMem_RawMalloc((size_t)(2 * plane) * sizeof(int32_t));
+    int32_t *rows = nk > 0 ? PyMem_RawMalloc((size_t)plane * sizeof(int32_t)) : NULL;
+    int32_t *work = PyMem_RawMalloc((size_t)(10 * wr) * sizeof(int32_t));
+    double *acc = PyMem_RawMalloc((size_t)ww * sizeof(double));
+    if (!half || (nk > 0 && !rows) || !work || !acc) {
+        PyMem_RawFree(half); PyMem_RawFree(rows); PyMem_RawFree(work); PyMem_RawFree(acc);
+        release(&b);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    int32_t *pr = work, *pg = work + wr, *pb = work + 2 * wr;
+    int32_t *cb0 = work + 3 * wr, *cr0 = work + 4 * wr, *cb1 = work + 5 * wr, *cr1 = work + 6 * wr;
+    int32_t *sum = work + 7 * wr, *colb = work + 8 * wr, *colr = work + 9 * wr;
+    int32_t *hcb = half, *hcr = half + plane;
+    /* 2 x 2 block averages; an odd last row or column is repeated (np.pad "edge"). */
+    for (Py_ssize_t by = 0; by < hh; by++) {
+        const Py_ssize_t y0 = 2 * by, y1 = 2 * by + 1 < h ? 2 * by + 1 : h - 1;
+        split_rgb(pr, pg, pb, rgb + y0 * row, w);
+        cbcr_run(cb0, cr0, pr, pg, pb, w);
+        split_rgb(pr, pg, pb, rgb + y1 * row, w);
+        cbcr_run(cb1, cr1, pr, pg, pb, w);
+        pair_sum_run(sum, cb0, cb1, w);
+        sum[w] = sum[w - 1];
+        block_avg_run(hcb + by * ww, sum, ww);
+        pair_sum_run(sum, cr0, cr1, w);
+        sum[w] = sum[w - 1];
+        block_avg_run(hcr + by * ww, sum, ww);
+    }
+    if (nk > 0) {
+        chroma_blur(hcb, hh, ww, k, nk, rows, sum, acc); /* sum (wr >= ww + 2 r) holds the mirrored row */
+        chroma_blur(hcr, hh, ww, k, nk, rows, sum, acc);
+    }
+    int32_t *upb = cb0, *upr = cr0; /* upsampled rows, 2 ww >= w values */
+    for (Py_ssize_t y = 0; y < h; y++) {
+        const Py_ssize_t yi = y / 2, yn = (y & 1) ? (yi + 1 < hh ? yi + 1 : hh - 1) : (yi > 0 ? yi - 1 : 0);
+        tri_col_run(colb, hcb + yi * ww, hcb + yn * ww, ww);
+        tri_col_run(colr, hcr + yi * ww, hcr + yn * ww, ww);
+        colb[0] = colb[1]; colb[ww + 1] = colb[ww];
+        colr[0] = colr[1]; colr[ww + 1] = colr[ww];
+        tri_row_run(upb, colb, ww);
+        tri_row_run(upr, colr, ww);
+        split_rgb(pr, pg, pb, rgb + y * row, w);
+        to_rgb_run(pr, pg, pb, upb, upr, w);
+        uint8_t *o = out + y * row;
+        for (Py_ssize_t x = 0; x < w; x++) {
+            o[3 * x] = (uint8_t)pr[x];
+            o[3 * x + 1] = (uint8_t)pg[x];
+            o[3 * x + 2] = (uint8_t)pb[x];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(half); PyMem_RawFree(rows); PyMem_RawFree(work); PyMem_RawFree(acc);
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+
 static PyMethodDef methods[] = {
     {"shear", shear, METH_VARARGS, "motion blur: sheared band of rows"},
     {"unshear", unshear, METH_VARARGS, "motion blur: interpolated unshear of the box sums"},
@@ -971,6 +1669,11 @@ static PyMethodDef methods[] = {
     {"inundation", inundation, METH_VARARGS, "inundation blend"},
     {"rain", rain, METH_VARARGS, "rain_streaks veil and streak screen"},
     {"low_light", low_light, METH_VARARGS, "low_light noise and re-encode"},
+    {"taps", taps, METH_VARARGS, "aegis-v2 trajectory blur: integer taps per row band, reflect border"},
+    {"raw_noise", raw_noise, METH_VARARGS, "aegis-v2 low_light: raw sensor noise, demosaic, tone curve"},
+    {"chroma", chroma, METH_VARARGS, "aegis-v2 low_light: YCbCr, chroma denoise and 4:2:0, RGB"},
+    {"lut_u8_u16", lut_u8_u16, METH_VARARGS, "uint8 -> uint16 table lookup (the sRGB decode)"},
+    {"set_isa", set_isa, METH_VARARGS, "tests: the highest instruction set the taps loop may use"},
     {NULL, NULL, 0, NULL},
 };
 

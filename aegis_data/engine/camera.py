@@ -122,6 +122,18 @@ def _site_channel(height: int, width: int) -> np.ndarray:
     return y + x  # 0 (R) at (0, 0), 1 (G) at (0, 1) and (1, 0), 2 (B) at (1, 1)
 
 
+class _ClassNeighbours:
+    """``at(dy, dx)``: the neighbours at offset (dy, dx) of the sites with row parity ``ys`` and column parity
+    ``xs``, as a strided view of the mosaic ``p`` padded by one pixel."""
+
+    def __init__(self, p: np.ndarray, ys: int, xs: int):
+        self.p, self.ys, self.xs = p, ys, xs
+
+    def __call__(self, dy: int, dx: int) -> np.ndarray:
+        h, w = self.p.shape[0] - 2, self.p.shape[1] - 2
+        return self.p[1 + self.ys + dy: h + 1 + dy: 2, 1 + self.xs + dx: w + 1 + dx: 2]
+
+
 def _demosaic(site: np.ndarray) -> np.ndarray:
     """Bilinear demosaic of one float64 value per RGGB site (h, w) into (h, w, 3): each channel is the site's
     own value where it was sampled, else the mean of its 2 or 4 nearest samples of that channel, summed in a fixed
@@ -129,29 +141,70 @@ def _demosaic(site: np.ndarray) -> np.ndarray:
     which keeps the colour pattern."""
     h, w = site.shape
     p = np.pad(site, 1, mode="reflect") if min(h, w) > 1 else np.pad(site, 1, mode="edge")
-    c = p[1:-1, 1:-1]
-    up, down, left, right = p[:-2, 1:-1], p[2:, 1:-1], p[1:-1, :-2], p[1:-1, 2:]
-    diag = ((p[:-2, :-2] + p[:-2, 2:]) + p[2:, :-2]) + p[2:, 2:]
-    cross = ((up + down) + left) + right
-    horiz = (left + right) * 0.5
-    vert = (up + down) * 0.5
-    ye = (np.arange(h) % 2 == 0)[:, None]
-    xe = (np.arange(w) % 2 == 0)[None, :]
-    r_site, b_site = ye & xe, ~ye & ~xe
-    g_on_r_row, g_on_b_row = ye & ~xe, ~ye & xe
     out = np.empty((h, w, 3), dtype=np.float64)
-    # R: at R sites itself; G sites on R rows: left/right; G sites on B rows: up/down; B sites: the 4 diagonals.
-    out[..., 0] = np.where(r_site, c, np.where(g_on_r_row, horiz, np.where(g_on_b_row, vert, diag * 0.25)))
-    out[..., 2] = np.where(b_site, c, np.where(g_on_b_row, horiz, np.where(g_on_r_row, vert, diag * 0.25)))
-    out[..., 1] = np.where(r_site | b_site, cross * 0.25, c)
+    # Each of the four site classes (row parity ys, column parity xs) is computed on its own strided view, so
+    # every value is formed only where it is used (the same operations on the same operands as over the whole
+    # mosaic).
+    for ys in (0, 1):
+        for xs in (0, 1):
+            o = out[ys::2, xs::2]
+            if o.size == 0:
+                continue
+            at = _ClassNeighbours(p, ys, xs)
+            if ys == xs:  # R (0, 0) or B (1, 1) site: itself, green across, the other colour diagonally
+                own = 0 if ys == 0 else 2
+                o[..., own] = at(0, 0)
+                o[..., 1] = (((at(-1, 0) + at(1, 0)) + at(0, -1)) + at(0, 1)) * 0.25
+                o[..., 2 - own] = (((at(-1, -1) + at(-1, 1)) + at(1, -1)) + at(1, 1)) * 0.25
+            else:  # G site: on an R row R is left/right and B up/down; on a B row the other way round
+                horiz = (at(0, -1) + at(0, 1)) * 0.5
+                vert = (at(-1, 0) + at(1, 0)) * 0.5
+                o[..., 0] = horiz if ys == 0 else vert
+                o[..., 1] = at(0, 0)
+                o[..., 2] = vert if ys == 0 else horiz
+    return out
+
+
+# The compiled loop's bound on the noise variance (``_ckernels.c``, raw_noise): far above any camera's, and it keeps
+# every float64 value finite.
+_RAW_VARIANCE_LIMIT = 1e300
+
+
+def _compiled_raw_noise(linear: np.ndarray, d: float, a: np.ndarray, b: np.ndarray, noise: np.ndarray):
+    """The compiled raw-noise loop's result, or None where it does not run: not built, or values outside its
+    preconditions (brightness and coefficients finite, >= 0 and bounded, so no NaN or infinity can arise)."""
+    c = K.CKERNELS
+    if c is None or not hasattr(c, "raw_noise") or linear.dtype != np.uint16 or linear.ndim != 3:
+        return None
+    h, w, ch = linear.shape
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    noise = np.asarray(noise)
+    if ch != 3 or h < 1 or w < 1 or a.shape != (3,) or b.shape != (3,) or noise.shape != (h, w):
+        return None
+    if noise.dtype != np.uint16 or not (math.isfinite(d) and d >= 0.0):
+        return None
+    if not (np.isfinite(a).all() and np.isfinite(b).all() and (a >= 0.0).all() and (b >= 0.0).all()):
+        return None
+    if not all(65535.0 * d * float(a[k]) + float(b[k]) <= _RAW_VARIANCE_LIMIT for k in range(3)):
+        return None
+    out = np.empty((h, w, 3), dtype=np.uint8)
+    c.raw_noise(out, np.ascontiguousarray(linear), h, w, float(d), np.ascontiguousarray(a), np.ascontiguousarray(b),
+                np.ascontiguousarray(noise), normal_table(), encode_table())
     return out
 
 
 def raw_noise_image(linear: np.ndarray, capture: LowLightCapture, a: np.ndarray, b: np.ndarray,
                     noise: np.ndarray) -> np.ndarray:
-    """uint8 sRGB: the darkened linear image (uint16 (h, w, 3)) plus the demosaiced raw noise, tone-mapped."""
+    """uint8 sRGB: the darkened linear image (uint16 (h, w, 3)) plus the demosaiced raw noise, tone-mapped.
+
+    The compiled loop (``_ckernels.raw_noise``) does the same float64 operations in the same order, fused; this
+    NumPy code is the reference."""
     h, w = linear.shape[:2]
     d = capture.brightness
+    fused = _compiled_raw_noise(linear, d, a, b, noise)
+    if fused is not None:
+        return fused
     signal = linear.astype(np.float64) * d
     chan = _site_channel(h, w)
     site_signal = np.take_along_axis(signal, chan[..., None], axis=2)[..., 0]
@@ -190,7 +243,10 @@ def from_ycbcr(y: np.ndarray, cb: np.ndarray, cr: np.ndarray) -> np.ndarray:
     r = y + _shift16(91881 * v + 32768)
     g = y + _shift16(-22554 * u - 46802 * v + 32768)
     b_ = y + _shift16(116130 * u + 32768)
-    return np.clip(np.stack([r, g, b_], axis=-1), 0, 255).astype(np.uint8)
+    out = np.empty(np.shape(y) + (3,), dtype=np.uint8)
+    for k, channel in enumerate((r, g, b_)):  # clipped into place: no (h, w, 3) int64 stack
+        out[..., k] = np.clip(channel, 0, 255)
+    return out
 
 
 def subsample_chroma(c: np.ndarray, sigma_px: float) -> np.ndarray:
@@ -202,8 +258,8 @@ def subsample_chroma(c: np.ndarray, sigma_px: float) -> np.ndarray:
         c = np.pad(c, ((0, h % 2), (0, w % 2)), mode="edge")
     hh, ww = c.shape[0] // 2, c.shape[1] // 2
     half = (c.reshape(hh, 2, ww, 2).sum(axis=(1, 3)) + 2) >> 2
-    if sigma_px > 0.0:
-        k = K.discrete_gaussian(sigma_px / 2.0)
+    k = _chroma_kernel(sigma_px)
+    if k is not None:
         total = int(k.sum()) ** 2
         blurred = K.convolve_exact(half, k).astype(np.int64)  # exact integers (< 2**53)
         half = (blurred * 2 + total) // (2 * total)
@@ -222,9 +278,27 @@ def upsample_chroma(half: np.ndarray, height: int, width: int) -> np.ndarray:
     return (9 * own + 3 * half[yn][:, xi] + 3 * half[yi][:, xn] + half[yn][:, xn] + 8) >> 4
 
 
+def _chroma_kernel(sigma_px: float):
+    """The chroma blur's integer kernel (None for no blur), as :func:`subsample_chroma` makes it."""
+    return K.discrete_gaussian(sigma_px / 2.0) if sigma_px > 0.0 else None
+
+
 def chroma_path(rgb: np.ndarray, sigma_px: float) -> np.ndarray:
-    """The camera's chroma path on uint8 RGB: YCbCr, chroma denoise and 4:2:0, triangle upsampling, RGB."""
+    """The camera's chroma path on uint8 RGB: YCbCr, chroma denoise and 4:2:0, triangle upsampling, RGB.
+
+    The compiled loop (``_ckernels.chroma``) computes the same integers, fused; the stages below are the
+    reference."""
     h, w = rgb.shape[:2]
+    c = K.CKERNELS
+    if c is not None and hasattr(c, "chroma") and rgb.dtype == np.uint8 and rgb.ndim == 3 and rgb.shape[2] == 3 \
+            and h > 0 and w > 0:
+        k = _chroma_kernel(sigma_px)
+        # The loop's bounds (_ckernels.c): weights >= 0 summing to at most 2**20 (a Gaussian's sum about 2**16).
+        if k is None or (int(k.min()) >= 0 and 1 <= int(k.sum()) <= 1 << 20):
+            out = np.empty_like(rgb)
+            taps = np.zeros(0, dtype=np.int64) if k is None else np.ascontiguousarray(k, dtype=np.int64)
+            c.chroma(out, np.ascontiguousarray(rgb), h, w, taps, taps.size)
+            return out
     y, cb, cr = to_ycbcr(rgb)
     cb = upsample_chroma(subsample_chroma(cb, sigma_px), h, w)
     cr = upsample_chroma(subsample_chroma(cr, sigma_px), h, w)

@@ -26,7 +26,7 @@ import numpy as np
 
 from aegis_data.engine import kernels as K
 from aegis_data.engine.budget import MAX_LENGTH_PX
-from aegis_data.engine.photometry import LINEAR_MAX, to_linear, to_srgb
+from aegis_data.engine.photometry import LINEAR_MAX, decode_table, encode_table, to_linear, to_srgb
 from aegis_data.engine.scene import OBLIQUE, Scene
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.errors import AegisError
@@ -145,30 +145,86 @@ def rasterise(pos: np.ndarray, shift: tuple[float, float] = (0.0, 0.0)) -> tuple
     return cells[:, 0].copy(), cells[:, 1].copy(), weights.astype(np.int64)
 
 
-def convolve_taps(linear: np.ndarray, bands: list[tuple[int, int, tuple]]) -> np.ndarray:
-    """Each row band ``(r0, r1, (dy, dx, w))`` of ``linear`` (uint16 (h, w, 3), values <= LINEAR_MAX) convolved
-    with its integer taps: ``(sum w I(y + dy, x + dx) + 2**14) >> 15`` with a mirrored border; uint16 out."""
-    h, w = linear.shape[:2]
+def _tap_reach(h: int, w: int, bands: list[tuple[int, int, tuple]]) -> tuple[int, int]:
+    """The largest |dy| and |dx| of the bands' taps; AegisError beyond four frames (the cost budget)."""
     ry = max(int(np.abs(t[0]).max()) for _, _, t in bands)
     rx = max(int(np.abs(t[1]).max()) for _, _, t in bands)
     if ry > 4 * max(h, w) or rx > 4 * max(h, w):
         raise AegisError("motion blur kernel is larger than four frames")
+    return ry, rx
+
+
+def _bounded_weights(wt: np.ndarray) -> bool:
+    """Whether integer weights are those ``rasterise`` makes: >= 0, summing (exactly, in Python integers) to at
+    most 2**WEIGHT_BITS. Then every partial sum of 16-bit values times weights stays below 2**31."""
+    values = np.asarray(wt).tolist()
+    return all(isinstance(v, int) and v >= 0 for v in values) and sum(values) <= 1 << WEIGHT_BITS
+
+
+def _compiled_bands(shape: tuple, bands: list[tuple[int, int, tuple]]):
+    """The bands packed for the compiled loop (rows (nb, 2), tap starts (nb + 1), dy, dx, w, nb, nt, bits), or
+    None where it does not run them: not built, or taps outside its proven bounds (integer taps with weights in
+    [0, 2**15] summing to at most 2**15 per band, which ``rasterise`` always makes; see ``_ckernels.c``)."""
+    c = K.CKERNELS
+    if c is None or not hasattr(c, "taps") or len(shape) != 3 or shape[2] != 3 or min(shape) < 1 or not bands:
+        return None
+    rows, starts, dys, dxs, wts = [], [0], [], [], []
+    for r0, r1, (dy, dx, wt) in bands:
+        dy, dx, wt = np.asarray(dy), np.asarray(dx), np.asarray(wt)
+        if not all(a.ndim == 1 and a.dtype.kind in "iu" for a in (dy, dx, wt)) or not len(dy) == len(dx) == len(wt):
+            return None
+        if not 0 <= int(r0) <= int(r1) <= shape[0] or not _bounded_weights(wt):
+            return None
+        rows.append((int(r0), int(r1)))
+        starts.append(starts[-1] + len(wt))
+        dys.append(dy)
+        dxs.append(dx)
+        wts.append(wt)
+    dy, dx, wt = (np.ascontiguousarray(np.concatenate(parts), dtype=np.int64) for parts in (dys, dxs, wts))
+    return (np.array(rows, dtype=np.int64), np.array(starts, dtype=np.int64), dy, dx, wt, len(rows), starts[-1],
+            WEIGHT_BITS)
+
+
+def convolve_taps(linear: np.ndarray, bands: list[tuple[int, int, tuple]]) -> np.ndarray:
+    """Each row band ``(r0, r1, (dy, dx, w))`` of ``linear`` (uint16 (h, w, 3), values <= LINEAR_MAX) convolved
+    with its integer taps: ``(sum w I(y + dy, x + dx) + 2**14) >> 15`` with a mirrored border; uint16 out.
+
+    The compiled loop (``_ckernels.taps``) sums the same integers; this NumPy code is the reference."""
+    h, w = linear.shape[:2]
+    ry, rx = _tap_reach(h, w, bands)
+    packed = _compiled_bands(linear.shape, bands) if linear.dtype == np.uint16 else None
+    if packed is not None:
+        out = np.empty_like(linear)
+        K.CKERNELS.taps(out, 0, np.ascontiguousarray(linear), 0, h, w, None, None, *packed)
+        return out
     padded = cv2.copyMakeBorder(np.ascontiguousarray(linear), ry, ry, rx, rx, cv2.BORDER_REFLECT)
     out = np.empty_like(linear)
-    c = K.CKERNELS
     for r0, r1, (dy, dx, wt) in bands:
-        if c is not None and hasattr(c, "taps"):
-            c.taps(out, padded, padded.shape[0], padded.shape[1], r0, r1, w, ry, rx,
-                   np.ascontiguousarray(dy, dtype=np.int64), np.ascontiguousarray(dx, dtype=np.int64),
-                   np.ascontiguousarray(wt, dtype=np.int64), len(wt), WEIGHT_BITS)
-            continue
-        for s0 in range(r0, r1, 64):
-            s1 = min(r1, s0 + 64)
-            acc = np.full((s1 - s0, w, 3), 1 << (WEIGHT_BITS - 1), dtype=np.int64)
+        # Integers, so any accumulator that holds every partial sum gives the same result: uint32 (twice as fast)
+        # when the weights are those rasterise makes (>= 0, summing to at most 2**15; with uint16 values every sum
+        # is below 65535 * 2**15 + 2**14 < 2**32), else int64.
+        narrow = linear.dtype == np.uint16 and _bounded_weights(wt)
+        acc_type = np.uint32 if narrow else np.int64
+        for s0 in range(r0, r1, 16):
+            s1 = min(r1, s0 + 16)
+            acc = np.full((s1 - s0, w, 3), 1 << (WEIGHT_BITS - 1), dtype=acc_type)
             for a, b, k in zip(dy.tolist(), dx.tolist(), wt.tolist()):
-                acc += np.multiply(padded[ry + s0 + a: ry + s1 + a, rx + b: rx + b + w], k, dtype=np.int64)
+                acc += np.multiply(padded[ry + s0 + a: ry + s1 + a, rx + b: rx + b + w], k, dtype=acc_type)
             out[s0:s1] = acc >> WEIGHT_BITS
     return out
+
+
+def convolve_taps_srgb(image: np.ndarray, bands: list[tuple[int, int, tuple]]) -> np.ndarray:
+    """uint8 sRGB ``image`` decoded to linear light, convolved as :func:`convolve_taps`, clipped to LINEAR_MAX
+    and encoded (the compiled loop does all four row by row)."""
+    h, w = image.shape[:2]
+    _tap_reach(h, w, bands)
+    packed = _compiled_bands(image.shape, bands) if image.dtype == np.uint8 else None
+    if packed is not None:
+        out = np.empty_like(image)
+        K.CKERNELS.taps(out, 1, np.ascontiguousarray(image), 1, h, w, decode_table(), encode_table(), *packed)
+        return out
+    return to_srgb(np.minimum(convolve_taps(to_linear(image), bands), LINEAR_MAX))
 
 
 def _skew_px(params: TrajectoryBlurParams, speed_px_per_ms: float, rows: int) -> float:
@@ -222,12 +278,17 @@ def blur_bands(params: TrajectoryBlurParams, scene: Scene, draw: TrajectoryDraw,
     return out
 
 
+def _still(bands: list[tuple[int, int, tuple]]) -> bool:
+    """Whether every band's path lies inside one pixel (nothing moves)."""
+    return all(len(t[2]) == 1 and t[0][0] == 0 and t[1][0] == 0 for _, _, t in bands)
+
+
 def smear_linear(linear: np.ndarray, params: TrajectoryBlurParams, scene: Scene, draw: TrajectoryDraw,
                  exposure: Exposure) -> np.ndarray:
     """The valid region's linear image (uint16 (h, w, 3)) blurred along the exposure's path."""
     bands = blur_bands(params, scene, draw, exposure, linear.shape[0])
-    if all(len(t[2]) == 1 and t[0][0] == 0 and t[1][0] == 0 for _, _, t in bands):
-        return linear  # a path inside one pixel: nothing moves
+    if _still(bands):
+        return linear
     return convolve_taps(linear, bands)
 
 
@@ -236,8 +297,7 @@ def trajectory_blur(image: np.ndarray, params: TrajectoryBlurParams, draw: Traje
     """motion_blur (aegis-v2) of the valid region ``image``: decode to linear light, blur along the path of the
     condition's exposure (speed x exposure over the ground, minus the clean capture's own smear), encode."""
     exposure = Exposure(params.speed_mps, params.exposure_ms, scene.speed_mps, scene.exposure_ms)
-    lin = to_linear(image)
-    blurred = smear_linear(lin, params, scene, draw, exposure)
-    if blurred is lin:
+    bands = blur_bands(params, scene, draw, exposure, image.shape[0])
+    if _still(bands):
         return image.copy()
-    return to_srgb(np.minimum(blurred, LINEAR_MAX))
+    return convolve_taps_srgb(image, bands)

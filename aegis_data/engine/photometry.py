@@ -19,6 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from aegis_data.engine import kernels as K
 from aegis_data.errors import AegisError
 
 LINEAR_BITS = 15
@@ -60,7 +61,12 @@ def encode_table() -> np.ndarray:
 
 
 def to_linear(image: np.ndarray) -> np.ndarray:
-    """uint8 sRGB (..., 3) -> uint16 linear in [0, LINEAR_MAX] (a table read)."""
+    """uint8 sRGB (..., 3) -> uint16 linear in [0, LINEAR_MAX] (a table read; the compiled loops' when built)."""
+    c = K.CKERNELS
+    if c is not None and hasattr(c, "lut_u8_u16") and isinstance(image, np.ndarray) and image.dtype == np.uint8:
+        out = np.empty(image.shape, dtype=np.uint16)
+        c.lut_u8_u16(out, np.ascontiguousarray(image), image.size, decode_table())
+        return out
     return np.take(decode_table(), image)
 
 
