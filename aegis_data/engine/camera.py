@@ -140,7 +140,12 @@ def _demosaic(site: np.ndarray) -> np.ndarray:
     order ((a + b) * 0.5, ((a + b) + c) + d) * 0.25). The mosaic is mirrored about its edge pixels (reflect-101),
     which keeps the colour pattern."""
     h, w = site.shape
-    p = np.pad(site, 1, mode="reflect") if min(h, w) > 1 else np.pad(site, 1, mode="edge")
+    return _demosaic_padded(np.pad(site, 1, mode="reflect") if min(h, w) > 1 else np.pad(site, 1, mode="edge"))
+
+
+def _demosaic_padded(p: np.ndarray) -> np.ndarray:
+    """:func:`_demosaic` of a mosaic already padded by one pixel on every side (its first inner row an even row)."""
+    h, w = p.shape[0] - 2, p.shape[1] - 2
     out = np.empty((h, w, 3), dtype=np.float64)
     # Each of the four site classes (row parity ys, column parity xs) is computed on its own strided view, so
     # every value is formed only where it is used (the same operations on the same operands as over the whole
@@ -205,15 +210,31 @@ def raw_noise_image(linear: np.ndarray, capture: LowLightCapture, a: np.ndarray,
     fused = _compiled_raw_noise(linear, d, a, b, noise)
     if fused is not None:
         return fused
-    signal = linear.astype(np.float64) * d
-    chan = _site_channel(h, w)
-    site_signal = np.take_along_axis(signal, chan[..., None], axis=2)[..., 0]
-    sd = np.sqrt(site_signal * a[chan] + b[chan])
-    z = normal_table()[noise].astype(np.float64) * (2.0 ** -NORMAL_FRAC_BITS)
-    noisy = signal + _demosaic(sd * z)
-    q = np.floor(noisy + 0.5)
-    np.clip(q, 0.0, float(LINEAR_MAX), out=q)
-    return np.take(encode_table(), q.astype(np.int64))
+    # Bands of an even number of rows (so each band's first row is an R/G row, as the whole mosaic's), each with
+    # the mosaic rows just above and below it (mirrored at the frame's edges as np.pad does): the same operations
+    # on the same operands as over the whole frame, in bounded memory.
+    out = np.empty((h, w, 3), dtype=np.uint8)
+    thin = min(h, w) <= 1
+    table = normal_table()
+    for r0 in range(0, h, _RAW_BAND_ROWS):
+        r1 = min(h, r0 + _RAW_BAND_ROWS)
+        rows = np.arange(r0 - 1, r1 + 1)
+        rows = np.clip(rows, 0, h - 1) if thin else np.abs(rows) - 2 * np.maximum(rows - (h - 1), 0)
+        signal = linear[rows].astype(np.float64) * d
+        chan = (rows % 2)[:, None] + (np.arange(w) % 2)[None, :]  # each row's own Bayer pattern
+        site_signal = np.take_along_axis(signal, chan[..., None], axis=2)[..., 0]
+        sd = np.sqrt(site_signal * a[chan] + b[chan])
+        z = table[noise[rows]].astype(np.float64) * (2.0 ** -NORMAL_FRAC_BITS)
+        site = sd * z
+        padded = np.pad(site, ((0, 0), (1, 1)), mode="edge" if thin else "reflect")
+        noisy = signal[1:-1] + _demosaic_padded(padded)
+        q = np.floor(noisy + 0.5)
+        np.clip(q, 0.0, float(LINEAR_MAX), out=q)
+        out[r0:r1] = np.take(encode_table(), q.astype(np.int64))
+    return out
+
+
+_RAW_BAND_ROWS = 64  # even: a band starts on an R/G row
 
 
 # ----------------------------------------------------------------------------------------------------------
