@@ -47,6 +47,7 @@ test: $(STAMP_ALL)
 # Each benchmark writes its section under docs/perf/; perfdoc.py assembles them into docs/PERFORMANCE.md.
 bench: $(STAMP_ALL)
 	$(PY) benchmarks/bench_corruptions.py
+	$(PY) benchmarks/bench_corruptions.py --suite aegis-v2 --person-px 60 --out docs/perf/corruptions-v2.md
 	$(PY) benchmarks/bench_sources.py
 	$(PY) benchmarks/bench_build.py --write docs/perf/build.md
 	$(PY) benchmarks/bench_file_split.py --write docs/perf/file_split.md
