@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Second-environment determinism check (docs/REPRODUCIBILITY.md): recompute the golden corruption hashes under a different
-# NumPy major and OpenCV minor, in a throwaway venv, and compare them with tests/golden/hashes.json.
+# Second-environment determinism check (docs/REPRODUCIBILITY.md): recompute the golden corruption hashes of both suites
+# under a different NumPy major and OpenCV minor, in a throwaway venv, and compare them with tests/golden/hashes.json
+# (aegis-v1) and tests/golden/hashes_v2.json (aegis-v2).
 #
 #   scripts/check_second_env.sh                     # numpy 1.26.4 + opencv-python 4.10.0.84
 #   NUMPY_VERSION=1.26.4 OPENCV_VERSION=4.11.0.86 scripts/check_second_env.sh
@@ -18,6 +19,7 @@ NUMPY_VERSION="${NUMPY_VERSION:-1.26.4}"
 OPENCV_VERSION="${OPENCV_VERSION:-4.10.0.84}"
 WORK="${WORK:-$(mktemp -d /tmp/aegis-env2.XXXX)}"
 GOLDEN="${GOLDEN:-$REPO/tests/golden/hashes.json}"
+GOLDEN_V2="${GOLDEN_V2:-$REPO/tests/golden/hashes_v2.json}"
 
 cleanup() { if [ "${KEEP:-0}" != "1" ]; then rm -rf "$WORK"; fi; }
 trap cleanup EXIT
@@ -30,7 +32,7 @@ command -v "$PYTHON" >/dev/null || die_env "$PYTHON not found (set PYTHON=...)"
 # A private copy of the sources, so the editable install writes its metadata there, not into the checkout.
 SRC="$WORK/src"
 mkdir -p "$SRC/tests"
-for item in pyproject.toml README.md aegis_data cli aegis_eval configs; do
+for item in pyproject.toml setup.py README.md aegis_data cli aegis_eval configs; do
     [ -e "$REPO/$item" ] && cp -R "$REPO/$item" "$SRC/"
 done
 cp -R "$REPO/tests/golden" "$SRC/tests/"
@@ -41,13 +43,13 @@ echo "== building venv in $WORK/venv ($PYTHON, numpy==$NUMPY_VERSION, opencv-pyt
 PY="$WORK/venv/bin/python"
 "$PY" -m pip install -q "numpy==$NUMPY_VERSION" "opencv-python==$OPENCV_VERSION" pyyaml \
     || die_env "pip could not install numpy==$NUMPY_VERSION opencv-python==$OPENCV_VERSION pyyaml"
-# Editable so that configs/corruptions.yaml is found beside the package, as in a checkout.
+# Editable so that configs/suites/ is found beside the package, as in a checkout.
 "$PY" -m pip install -q --no-deps --no-build-isolation -e "$SRC" 2>/dev/null \
     || "$PY" -m pip install -q --no-deps -e "$SRC" || die_env "installing the project failed"
 
 cd "$SRC"
 set +e
-"$PY" - "$GOLDEN" <<'EOF'
+"$PY" - "$GOLDEN" "$GOLDEN_V2" <<'EOF'
 import json
 import os
 import platform
@@ -57,12 +59,12 @@ import sys
 import cv2
 import numpy as np
 
-golden = json.load(open(sys.argv[1]))["hashes"]
 import hashlib
 
-digest = hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest()[:12]
+suites = [("aegis-v1", "tests/golden/frames.py", sys.argv[1]), ("aegis-v2", "tests/golden/v2.py", sys.argv[2])]
 print(f"python {platform.python_version()}  numpy {np.__version__}  opencv {cv2.__version__}  "
-      f"machine {platform.machine()}  golden file {digest} ({len(golden)} entries)")
+      f"machine {platform.machine()}  golden files " + ", ".join(
+          f"{name} {hashlib.sha256(open(path, 'rb').read()).hexdigest()[:12]}" for name, _, path in suites))
 umath = getattr(np, "_core", None) or np.core
 umath = umath._multiarray_umath
 # NumPy's runtime-dispatched SIMD targets from AVX2 up that this CPU has: switched off in the third run.
@@ -77,8 +79,10 @@ if cv_feats:
 if simd:
     runs.append((f"NPY_DISABLE_CPU_FEATURES={' '.join(simd)}", [], {"NPY_DISABLE_CPU_FEATURES": " ".join(simd)}))
 ok = True
-for label, extra, env in runs:
-    proc = subprocess.run([sys.executable, "tests/golden/frames.py", *extra], capture_output=True, text=True,
+for (suite, script, path), (label, extra, env) in ((s, r) for s in suites for r in runs):
+    golden = json.load(open(path))["hashes"]
+    label = f"{suite} {label}"
+    proc = subprocess.run([sys.executable, script, *extra], capture_output=True, text=True,
                           env={**os.environ, **env})
     if proc.returncode != 0:
         print(f"[{label}] computing the hashes failed:\n{proc.stderr.strip()}")
@@ -104,5 +108,5 @@ for label, extra, env in runs:
 sys.exit(0 if ok else 1)
 EOF
 status=$?
-if [ $status -eq 0 ]; then echo "== MATCH: numpy $NUMPY_VERSION / opencv-python $OPENCV_VERSION reproduce every golden hash"; fi
+if [ $status -eq 0 ]; then echo "== MATCH: numpy $NUMPY_VERSION / opencv-python $OPENCV_VERSION reproduce every golden hash of both suites"; fi
 exit $status
