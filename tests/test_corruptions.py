@@ -169,6 +169,18 @@ def test_a_suite_built_in_python_with_a_foreign_parameter_is_refused():
         corruption_params("motion_blur", 1, odd)
 
 
+@pytest.mark.parametrize("name, severity, match", [("fog", 1, "unknown corruption 'fog'"),
+                                                     ("low_light", None, "severity must be 1, 2 or 3, got None"),
+                                                     ("water_glare", None, "severity must be 1, 2 or 3, got None")])
+def test_the_stream_entry_point_refuses_bad_names_and_severities_under_a_scene_suite(frame, name, severity, match):
+    # corrupt_with_stream is public (augmentation calls it): a generation-2 suite once let a bad name through to a
+    # KeyError and a None severity to a TypeError instead of the one-line AegisError.
+    from aegis_data.engine.scale import Scale
+
+    with pytest.raises(AegisError, match=match):
+        C.corrupt_with_stream(frame, name, severity, KeyedRandom("k"), load_config("aegis-v2"), Scale("object", 40.0))
+
+
 @pytest.mark.parametrize("severity", [0, 4, -1, 1.0, True, "2", None])
 def test_bad_severity(frame, severity):
     with pytest.raises(AegisError, match="severity must be 1, 2 or 3, got"):
