@@ -48,6 +48,10 @@ POLICY_SCHEMA = "aegis-augment/1"
 _CHECKOUT_POLICIES = REPO_ROOT / "configs" / "augment"
 POLICY_DIR = _CHECKOUT_POLICIES if _CHECKOUT_POLICIES.is_dir() else PACKAGE_ROOT / "augment_policies"
 ALL = "all"
+# The suite augmentation renders with: aegis-v1's kernels at frame scale (docs/MITIGATION.md). Not the default
+# suite: aegis-v2 renders in physical units and needs each image's person unit, which a training loop does not give;
+# and the suite's hash is part of every policy hash, so runs trained before aegis-v2 keep theirs.
+AUGMENT_SUITE = "aegis-v1"
 
 Sample = Union[int, str]
 
@@ -131,7 +135,7 @@ class AugmentPolicy:
 
     def record(self) -> dict[str, Any]:
         """What runs and scores record about the policy (docs/MITIGATION.md)."""
-        families = load_config().corruptions
+        families = load_config(AUGMENT_SUITE).corruptions
         return {"name": self.name, "hash": self.hash, "p_clean": float(self.p_clean),
                 "description": self.description, "source": self.source,
                 "suite_config_hash": self.suite_config_hash,
@@ -177,7 +181,7 @@ def resolve_policy(raw: Mapping[str, Any], where: str = "<policy>") -> AugmentPo
     p_clean = raw.get("p_clean", 0.5)
     if isinstance(p_clean, bool) or not isinstance(p_clean, (int, float)) or not 0.0 <= p_clean <= 1.0:
         raise AegisError(f"{where}: p_clean={p_clean!r} is invalid; expected a number in [0, 1]")
-    cfg = load_config()
+    cfg = load_config(AUGMENT_SUITE)
     families = _names(raw.get("families", ALL), "families", list(cfg.families), where)
     families = [f for f in families if f not in _names(raw.get("exclude_families", []), "exclude_families",
                                                          list(cfg.families), where)]
@@ -284,7 +288,7 @@ class DisasterAugment:
         if choice.corruption is None:
             return image.copy()
         rng = KeyedRandom(choice.key).child(f"{choice.corruption}|s{choice.severity}")
-        return corrupt_with_stream(image, choice.corruption, choice.severity, rng)
+        return corrupt_with_stream(image, choice.corruption, choice.severity, rng, load_config(AUGMENT_SUITE))
 
     def __call__(self, image: np.ndarray, boxes: Any = None, *, epoch: int, sample: Sample):
         return self.apply(image, self.choose(epoch, sample)), boxes
