@@ -502,7 +502,7 @@ def test_workers_die_when_only_the_parent_is_killed(tmp_path):
         "from test_splits_doubles import *\n"
         "ds = FakeDataset('fake', {'n': 40}, {'test': [Record(f'i{k:02d}', f'fake:{k}', 64, 48) for k in range(40)]})\n"
         f"build_splits(ds, {str(tmp_path / 'out')!r}, corruptions=FEW, workers=2, read_image=fake_read,\n"
-        "             corrupt=slow_corrupt, audit=no_leak)\n"
+        "             corrupt=slow_corrupt, audit=no_leak, person_px=30)\n"  # the default suite needs a unit
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tests_dir), str(tests_dir.parent)]))
     proc = subprocess.Popen([sys.executable, "-c", code], env=env)
@@ -663,14 +663,27 @@ CONFIG_EDITS = [
     (b"direction: increase", b"direction: sideways", "direction"),
     (b"suite: aegis-v1", b"suite: aegis-v1\nextra_key: 1", "extra_key"),
 ]
+# The same for aegis-v2's own blocks: its models' physical parameters, the camera, the model names.
+CONFIG_EDITS_V2 = [
+    (b"ev_loss: [4.6, 8.0, 11.6]", b"ev_loss: [.nan, .nan, .nan]", "low_light.severities.ev_loss"),
+    (b"ev_loss: [4.6, 8.0, 11.6]", b"ev_loss: [.inf, 8.0, 11.6]", "low_light.severities.ev_loss[s1]"),
+    (b"exposure_ms: [2.0, 8.3, 33.3]", b"exposure_ms: [2.0, 8.3, 1e9]", "motion_blur.severities.exposure_ms[s3]"),
+    (b"model: trajectory_blur", b"model: warp_drive", "motion_blur.model"),
+    (b"hfov_deg: 71.5", b"hfov_deg: 0", "camera.hfov_deg"),
+    (b"white_balance: [2.0, 1.0, 1.7]", b"white_balance: [2.0, 1.0]", "camera.white_balance"),
+    (b"  base_iso: 100\n", b"", "camera.base_iso is missing"),
+    (b"\nscale: object\n", b"\nscale: frame\n", "declare scale: object"),
+]
 
 
-@pytest.mark.parametrize("old,new,names", CONFIG_EDITS, ids=[c[2] for c in CONFIG_EDITS])
-def test_every_suite_config_value_is_checked_on_load(old, new, names):
-    from aegis_data.engine.config import DEFAULT_CONFIG_PATH, config_from_bytes
+@pytest.mark.parametrize("suite,old,new,names", [("aegis-v1", *c) for c in CONFIG_EDITS]
+                         + [("aegis-v2", *c) for c in CONFIG_EDITS_V2],
+                         ids=[f"v1-{c[2]}" for c in CONFIG_EDITS] + [f"v2-{c[2]}" for c in CONFIG_EDITS_V2])
+def test_every_suite_config_value_is_checked_on_load(suite, old, new, names):
+    from aegis_data.engine.config import config_from_bytes, suite_path
     from aegis_data.errors import AegisError
 
-    data = DEFAULT_CONFIG_PATH.read_bytes()
+    data = suite_path(suite).read_bytes()
     assert old in data
     with pytest.raises(AegisError, match=names.replace("[", r"\[").replace("]", r"\]")) as info:
         config_from_bytes(data.replace(old, new, 1), "edited.yaml")
@@ -678,20 +691,24 @@ def test_every_suite_config_value_is_checked_on_load(old, new, names):
 
 
 def test_a_suite_config_may_carry_a_scale_block():
-    from aegis_data.engine.config import DEFAULT_CONFIG_PATH, config_from_bytes, load_config
+    from aegis_data.engine.config import config_from_bytes, load_config, suite_path
     from aegis_data.errors import AegisError
 
-    cfg = config_from_bytes(DEFAULT_CONFIG_PATH.read_bytes() + b"scale: {mode: object, person_px: 30}\n")
-    assert cfg.corruptions == load_config().corruptions and cfg.scale == {"mode": "object", "person_px": 30.0}
+    v1 = suite_path("aegis-v1").read_bytes()  # a suite without a scale block (frame scale) gets one
+    cfg = config_from_bytes(v1 + b"scale: {mode: object, person_px: 30}\n")
+    assert cfg.corruptions == load_config("aegis-v1").corruptions and cfg.scale == {"mode": "object", "person_px": 30.0}
     with pytest.raises(AegisError, match="scale must be"):
-        config_from_bytes(DEFAULT_CONFIG_PATH.read_bytes() + b"scale: {reference: 1}\n")
+        config_from_bytes(v1 + b"scale: {reference: 1}\n")
 
 
-@pytest.mark.parametrize("old,new,names", CONFIG_EDITS[:2], ids=["nan", "inf"])
-def test_verify_of_a_split_whose_config_holds_nan_is_one_finding_not_a_crash(tmp_path, yolo_split, old, new, names):
+@pytest.mark.parametrize("suite,old,new,names", [("aegis-v1", *CONFIG_EDITS[0]), ("aegis-v1", *CONFIG_EDITS[1]),
+                                                 ("aegis-v2", *CONFIG_EDITS_V2[0]), ("aegis-v2", *CONFIG_EDITS_V2[1])],
+                         ids=["v1-nan", "v1-inf", "v2-nan", "v2-inf"])
+def test_verify_of_a_split_whose_config_holds_nan_is_one_finding_not_a_crash(tmp_path, suite, old, new, names):
     from aegis_data.engine.config import config_bytes_hash
 
-    src, out, m = yolo_split
+    src, out = yolo_source(tmp_path / "src"), tmp_path / "out"
+    m = build_yolo(src, out, "--suite", suite)
     data = (out / "corruptions.yaml").read_bytes().replace(old, new, 1)
     (out / "corruptions.yaml").write_bytes(data)
     m["config_hash"] = config_bytes_hash(data)  # a config that does not parse has only a byte hash
@@ -722,12 +739,20 @@ def test_compiled_loops_refuse_sizes_that_overflow():
 
 
 def test_the_documented_parameter_table_is_the_validators():
-    from aegis_data.engine.config_schema import PARAMETERS
+    from aegis_data.engine.config_schema import CAMERA, PARAMETERS
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "CORRUPTIONS.md").read_text()
-    for name, params in PARAMETERS.items():
+    for name, params in PARAMETERS.items():  # every model, aegis-v1's and generation 2's
         for key, p in params.items():
             assert f"| `{name}` | `{key}` | {p.describe()}" in doc, (name, key)
+    for key, p in CAMERA.items():
+        assert f"| `camera` | `{key}` | {p.describe()}" in doc, key
+    # ... and the tables document nothing the validators do not know.
+    section = doc.split("## Allowed parameter values", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:3] for line in section.splitlines() if line.startswith("| `")]
+    known = {(m, k) for m, ps in PARAMETERS.items() for k in ps} | {("camera", k) for k in CAMERA}
+    documented = {(a.strip().strip("`"), b.strip().strip("`")) for a, b in rows}
+    assert documented == known and len(rows) == len(known)
 
 
 # --- 3. a YOLO class filter that matches nothing is refused ------------------------------------------------

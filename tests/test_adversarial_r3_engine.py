@@ -30,6 +30,9 @@ from conftest import assert_one_line_error
 
 REPO = Path(__file__).resolve().parents[1]
 COMPILED = K.CKERNELS
+# These repros and budget bounds are aegis-v1's shipped suite and kernels (frame scale included): pinned.
+V1 = load_config("aegis-v1")
+SUITE_V1 = ["--suite", "aegis-v1"]
 runner = CliRunner()
 
 
@@ -52,7 +55,7 @@ def _on_each_backend(fn):
 
 def _suite(name: str, **fixed) -> object:
     """The installed suite with ``name``'s parameters in ``fixed`` set for every severity (schema-valid values)."""
-    raw = yaml.safe_load(load_config().raw)
+    raw = yaml.safe_load(V1.raw)
     spec = raw["corruptions"][name]
     for key, value in fixed.items():
         spec["severities"].pop(key, None)
@@ -103,10 +106,10 @@ def test_a_long_motion_blur_keeps_a_constant_frame_constant():
     flat = np.full((96, 128, 3), 250, np.uint8)
     for person_px in (200.0, 2000.0):
         scale = Scale("object", person_px)
-        for out in _on_each_backend(lambda: apply_corruption(flat, "motion_blur", 3, "a", scale=scale)):
+        for out in _on_each_backend(lambda: apply_corruption(flat, "motion_blur", 3, "a", scale=scale, config=V1)):
             assert np.unique(out).tolist() == [250], person_px
     wide = np.full((8, 12000, 3), 250, np.uint8)
-    for out in _on_each_backend(lambda: apply_corruption(wide, "motion_blur", 3, "a")):
+    for out in _on_each_backend(lambda: apply_corruption(wide, "motion_blur", 3, "a", config=V1)):
         assert np.unique(out).tolist() == [250]
 
 
@@ -119,8 +122,8 @@ def test_aegis_corrupt_runs_on_a_32px_image_at_the_largest_person_unit(tmp_path)
     src = tmp_path / "tiny.png"
     cv2.imwrite(str(src), np.random.default_rng(1).integers(0, 256, (32, 32, 3), dtype=np.uint8))
     for name in ("inundation", "water_glare"):
-        r = runner.invoke(app, ["corrupt", str(src), "-c", name, "-s", "3", "-o", str(tmp_path / f"{name}.png"),
-                                "--scale", "object", "--person-px", "2000"])
+        r = runner.invoke(app, ["corrupt", str(src), *SUITE_V1, "-c", name, "-s", "3", "-o",
+                                str(tmp_path / f"{name}.png"), "--scale", "object", "--person-px", "2000"])
         assert r.exit_code == 0, r.output
         assert cv2.imread(str(tmp_path / f"{name}.png")).shape == (32, 32, 3)
 
@@ -131,7 +134,8 @@ def test_every_shipped_corruption_renders_tiny_frames_at_both_ends_of_the_person
     for person_px in (4.0, 2000.0):
         for name in CORRUPTIONS:
             for sev in (1, 3):
-                outs = _on_each_backend(lambda: apply_corruption(img, name, sev, "t", scale=Scale("object", person_px)))
+                outs = _on_each_backend(lambda: apply_corruption(img, name, sev, "t", config=V1,
+                                                                 scale=Scale("object", person_px)))
                 assert all(o.shape == img.shape and np.array_equal(o, outs[0]) for o in outs), (name, sev, person_px)
 
 
@@ -211,7 +215,7 @@ def _budget_ratios(scale, h: int, w: int) -> dict:
     worst = {"length": 0.0, "streak": 0.0, "work": 0.0, "memory": 0.0}
     for name in CORRUPTIONS:
         for sev in (1, 2, 3):
-            cost = C.render_cost(C.corruption_params(name, sev, scale=scale), h, w)
+            cost = C.render_cost(C.corruption_params(name, sev, scale=scale, config=V1), h, w)
             ratios = {"length": max([px for _, px in cost.lengths], default=0.0) / lim.length_px,
                       "streak": cost.streak_px / lim.streak_px, "work": cost.work / lim.work,
                       "memory": cost.peak_bytes / lim.peak_bytes}
@@ -247,14 +251,15 @@ def test_the_predicted_memory_bounds_what_a_render_allocates(case):
     both backends."""
     name, sev, person_px, (h, w) = case
     scale = Scale() if person_px is None else Scale("object", person_px)
-    predicted = C.render_cost(C.corruption_params(name, sev, scale=scale), h, w).peak_bytes
+    predicted = C.render_cost(C.corruption_params(name, sev, scale=scale, config=V1), h, w).peak_bytes
     img = np.random.default_rng(h).integers(0, 256, (h, w, 3), dtype=np.uint8)
-    apply_corruption(img, name, sev, "warm", scale=scale)  # cached tables are built once, outside the measure
+    # Cached tables are built once, outside the measure.
+    apply_corruption(img, name, sev, "warm", scale=scale, config=V1)
     for backend in _backends():
         try:
             K.CKERNELS = backend
             tracemalloc.start()
-            apply_corruption(img, name, sev, "m", scale=scale)
+            apply_corruption(img, name, sev, "m", scale=scale, config=V1)
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -267,7 +272,7 @@ def test_the_chunked_numpy_streak_walk_gives_the_one_pass_layer(monkeypatch):
     layer as one pass (and as the compiled loop) whatever the chunk size."""
     from aegis_data.engine import budget as B
 
-    params = C.corruption_params("rain_streaks", 3, scale=Scale("object", 10.0))
+    params = C.corruption_params("rain_streaks", 3, scale=Scale("object", 10.0), config=V1)
     h, w = 120, 160
     draw = C.draw_params("rain_streaks", params, h, w, C.KeyedRandom("chunks"))
     assert draw.x.size > 100
@@ -314,8 +319,8 @@ def test_aegis_corrupt_prints_the_budget_refusal_as_one_line(tmp_path):
     src = tmp_path / "f.png"
     cv2.imwrite(str(src), np.zeros((640, 640, 3), np.uint8))
     t0 = time.perf_counter()
-    r = runner.invoke(app, ["corrupt", str(src), "-c", "rain_streaks", "-s", "3", "-o", str(tmp_path / "o.png"),
-                            "--scale", "object", "--person-px", "2000"])
+    r = runner.invoke(app, ["corrupt", str(src), *SUITE_V1, "-c", "rain_streaks", "-s", "3", "-o",
+                            str(tmp_path / "o.png"), "--scale", "object", "--person-px", "2000"])
     assert time.perf_counter() - t0 < 5.0
     assert_one_line_error(r, "rain_streaks s3 at person unit 2000 px on a 640x640 frame exceeds the render budget",
                           "filter steps")

@@ -93,7 +93,10 @@ def test_split_reader_reads_what_was_built(bench):
     assert set(seen) == {"clean", "low_light_s3"}
     (iid, clean, boxes), (iid2, dark, _) = next(seen["clean"]), next(seen["low_light_s3"])
     assert iid == iid2 and clean.shape == dark.shape and dark.mean() < clean.mean()
-    assert np.array_equal(dark, ad.apply_corruption(clean, "low_light", 3, iid))  # the file is the engine's output
+    # The file is the engine's output under the split's suite and person unit (the default suite: aegis-v2).
+    assert split.suite == "aegis-v2" and split.scale.is_object
+    assert np.array_equal(dark, ad.apply_corruption(clean, "low_light", 3, iid, config=ad.load_config(split.suite),
+                                                    scale=split.scale))
     assert boxes.shape[1] == 4 and np.all(boxes[:, 2:] > boxes[:, :2])
 
 

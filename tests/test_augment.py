@@ -26,7 +26,10 @@ from aegis_data.augment.transform import (
 from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import CORRUPTIONS, apply_corruption
 from aegis_data.engine.seeding import SUITE_TAG, KeyedRandom, stream_key
+from aegis_data.engine.scale import Scale
 from aegis_data.errors import AegisError
+
+UNIT = Scale("object", 20.0, "test")  # aegis-v2 policies take the training frames' person unit
 
 # Ids chosen to break a naive key format: separators, the other namespace's tag, empty strings, unicode.
 HOSTILE_IDS = [0, 7, "7", "", "|", "a|b", f"{SUITE_TAG}|x", f"{TRAIN_TAG}|0|0|0", "aegis-v1", "aegis-train",
@@ -72,7 +75,7 @@ def test_train_draws_come_from_train_namespace_only(monkeypatch):
         real_init(self, key)
 
     monkeypatch.setattr(KeyedRandom, "__init__", spy)
-    aug = DisasterAugment(load_policy("all"), seed=20260707)
+    aug = DisasterAugment(load_policy("all"), seed=20260707, scale=UNIT)
     img = _frame()
     for i, ident in enumerate(HOSTILE_IDS):
         aug(img, None, epoch=i % 3, sample=ident)
@@ -81,7 +84,7 @@ def test_train_draws_come_from_train_namespace_only(monkeypatch):
 
 def test_same_seed_epoch_sample_same_bytes_any_order():
     img = _frame()
-    a, b = DisasterAugment("all", seed=3), DisasterAugment("all", seed=3)
+    a, b = DisasterAugment("all", seed=3, scale=UNIT), DisasterAugment("all", seed=3, scale=UNIT)
     forward = [a(img, None, epoch=1, sample=i)[0] for i in range(12)]
     backward = [b(img, None, epoch=1, sample=i)[0] for i in reversed(range(12))][::-1]
     for x, y in zip(forward, backward):
@@ -89,10 +92,10 @@ def test_same_seed_epoch_sample_same_bytes_any_order():
 
 
 def test_draws_vary_across_epochs_and_seeds():
-    aug = DisasterAugment("all", seed=0)
+    aug = DisasterAugment("all", seed=0, scale=UNIT)
     by_epoch = [[aug.choose(e, i).condition for i in range(40)] for e in range(3)]
     assert by_epoch[0] != by_epoch[1] != by_epoch[2]
-    assert by_epoch[0] != [DisasterAugment("all", seed=1).choose(0, i).condition for i in range(40)]
+    assert by_epoch[0] != [DisasterAugment("all", seed=1, scale=UNIT).choose(0, i).condition for i in range(40)]
     # The same cell in two epochs still gets new random draws (a new key), so different pixels.
     img = _frame(96, 128)
     same = [i for i in range(500) if aug.choose(0, i).condition == aug.choose(1, i).condition
@@ -104,16 +107,45 @@ def test_draws_vary_across_epochs_and_seeds():
 
 def test_training_draw_differs_from_frozen_test_draw_on_same_cell():
     img = _frame(96, 128)
-    aug = DisasterAugment("all", seed=20260707)
+    aug = DisasterAugment("all", seed=20260707, scale=UNIT)
     sample = next(i for i in range(200) if aug.choose(0, i).condition == "rain_streaks_s2")
     train = aug(img, epoch=0, sample=sample)[0]
-    assert not np.array_equal(train, apply_corruption(img, "rain_streaks", 2, sample, 20260707))
+    # The same kernels (aegis-v1, augmentation's suite) under the frozen test key: other pixels.
+    frozen = apply_corruption(img, "rain_streaks", 2, sample, 20260707, config=load_config("aegis-v1"))
+    assert not np.array_equal(train, frozen)
+
+
+def test_a_policy_renders_with_its_suite_and_aegis_v2_takes_the_person_unit():
+    """A policy renders with one suite (docs/MITIGATION.md): aegis-v1 by name keeps the hash runs trained before
+    aegis-v2 recorded; aegis-v2 (the default) needs the frames' person unit and refuses in one line without it."""
+    from aegis_data.engine.corruptions import corrupt_with_stream
+    from aegis_data.engine.scale import Scale
+
+    v1, v2 = load_config("aegis-v1"), load_config("aegis-v2")
+    old = DisasterAugment(load_policy("all", "aegis-v1"), seed=0)
+    assert old.policy.suite_config_hash == v1.config_hash == "939fc3c23420" and old.policy.hash == "a46b2cea4cff"
+    with pytest.raises(AegisError, match="person unit"):
+        DisasterAugment("all", seed=0)
+    unit = Scale("object", 20.0, "test")
+    new = DisasterAugment("all", seed=0, scale=unit)
+    assert new.policy.suite == "aegis-v2" and new.policy.suite_config_hash == v2.config_hash
+    img = _frame(96, 128)
+    for aug, cfg, scale in ((old, v1, None), (new, v2, unit)):
+        sample = next(i for i in range(200) if aug.choose(0, i).condition == "low_light_s2")
+        choice = aug.choose(0, sample)
+        rng = KeyedRandom(choice.key).child(f"{choice.corruption}|s{choice.severity}")
+        assert np.array_equal(aug(img, epoch=0, sample=sample)[0],
+                              corrupt_with_stream(img, "low_light", 2, rng, cfg, scale))
+    with pytest.raises(AegisError, match="suite"):
+        resolve_policy({"name": "x", "suite": "aegis-v9"})
+    with pytest.raises(AegisError, match="renders with suite aegis-v1"):
+        resolve_policy({"name": "x", "suite": "aegis-v1"}, suite="aegis-v2")
 
 
 def test_boxes_are_passed_through_unchanged():
     boxes = np.array([[1.0, 2.0, 10.0, 12.0]])
     keep = boxes.copy()
-    aug = DisasterAugment("all", seed=0)
+    aug = DisasterAugment("all", seed=0, scale=UNIT)
     for i in range(10):
         out, b = aug(_frame(), boxes, epoch=0, sample=i)
         assert b is boxes and np.array_equal(b, keep)
@@ -121,13 +153,13 @@ def test_boxes_are_passed_through_unchanged():
 
 def test_clean_choice_returns_a_copy_and_p_clean_is_respected():
     always_clean = resolve_policy({"name": "clean", "p_clean": 1.0, "corruptions": []})
-    aug = DisasterAugment(always_clean, seed=0)
+    aug = DisasterAugment(always_clean, seed=0, scale=UNIT)
     img = _frame()
     out, _ = aug(img, epoch=0, sample=0)
     assert np.array_equal(out, img) and out is not img
-    never = DisasterAugment(resolve_policy({"name": "n", "p_clean": 0.0}), seed=0)
+    never = DisasterAugment(resolve_policy({"name": "n", "p_clean": 0.0}), seed=0, scale=UNIT)
     assert all(never.choose(0, i).corruption is not None for i in range(50))
-    half = collections.Counter(DisasterAugment("all", 0).choose(0, i).corruption is None for i in range(1000))
+    half = collections.Counter(DisasterAugment("all", 0, scale=UNIT).choose(0, i).corruption is None for i in range(1000))
     assert 400 < half[True] < 600
 
 
@@ -147,7 +179,7 @@ def test_shipped_policies_resolve_to_their_declared_cells():
     hashes = {load_policy(n).hash for n in names}
     assert len(hashes) == len(names)
     # Only the chosen cells are ever drawn.
-    aug = DisasterAugment(hold, seed=0)
+    aug = DisasterAugment(hold, seed=0, scale=UNIT)
     assert all(aug.choose(0, i).condition != "low_light_s3" for i in range(2000))
     assert load_policy(POLICY_DIR / "all.yaml").hash == load_policy("all").hash
 
@@ -173,7 +205,7 @@ def test_unknown_policy_name_lists_the_shipped_ones():
 
 
 def test_bad_augment_arguments():
-    aug = DisasterAugment("all", 0)
+    aug = DisasterAugment("all", 0, scale=UNIT)
     with pytest.raises(AegisError, match="epoch"):
         aug(_frame(), epoch=-1, sample=0)
     with pytest.raises(AegisError, match="sample"):
@@ -188,20 +220,20 @@ def test_v2_pipeline_round_trip_with_bounding_boxes():
     img = _frame(96, 128)
     image = tv_tensors.Image(torch.from_numpy(img).permute(2, 0, 1).contiguous())
     boxes = tv_tensors.BoundingBoxes(torch.tensor([[10.0, 12.0, 40.0, 50.0]]), format="XYXY", canvas_size=(96, 128))
-    aug = DisasterAugmentV2("all", seed=0, epoch=2)
+    aug = DisasterAugmentV2("all", seed=0, epoch=2, scale=UNIT)
     target = {"boxes": boxes, "labels": torch.tensor([1]), "image_id": 5}
     pipeline = v2.Compose([aug, v2.ToDtype(torch.float32, scale=True)])
     out_img, out_target = pipeline(image, target)
     assert isinstance(out_img, tv_tensors.Image) and out_img.dtype == torch.float32
     assert out_target["boxes"] is boxes and out_target["image_id"] == 5
-    expected = DisasterAugment("all", 0)(img, epoch=2, sample=5)[0]
+    expected = DisasterAugment("all", 0, scale=UNIT)(img, epoch=2, sample=5)[0]
     assert torch.equal((out_img * 255).round().to(torch.uint8).permute(1, 2, 0), torch.from_numpy(expected))
 
 
 def test_v2_plain_tensor_and_ndarray_agree_with_the_core():
     img = _frame()
-    aug = DisasterAugmentV2("photometric-only", seed=4)
-    core = DisasterAugment("photometric-only", 4)
+    aug = DisasterAugmentV2("photometric-only", seed=4, scale=UNIT)
+    core = DisasterAugment("photometric-only", 4, scale=UNIT)
     for i in range(6):
         expected = core(img, epoch=0, sample=i)[0]
         t = aug(torch.from_numpy(img).permute(2, 0, 1).contiguous(), sample=i)
@@ -212,7 +244,7 @@ def test_v2_plain_tensor_and_ndarray_agree_with_the_core():
 
 
 def test_v2_needs_a_sample_id():
-    aug = DisasterAugmentV2("all", seed=0)
+    aug = DisasterAugmentV2("all", seed=0, scale=UNIT)
     with pytest.raises(AegisError, match="image_id"):
         aug(torch.zeros(3, 8, 8, dtype=torch.uint8))
     with pytest.raises(AegisError, match="epoch"):

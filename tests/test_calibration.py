@@ -10,8 +10,12 @@ import pytest
 
 from aegis_data.engine import calibration as cal
 from aegis_data.engine.calibration import CalibrationRow, CalibrationTable, calibrate, check_monotone
-from aegis_data.engine.config import load_config
+from aegis_data.engine.config import SUITE_NAMES, load_config
 from aegis_data.errors import AegisError
+
+
+# The statistics, directions and ladders checked here are aegis-v1's declarations and engine: pinned.
+V1 = load_config("aegis-v1")
 
 
 def grey(h: int, w: int, v: int) -> np.ndarray:
@@ -128,8 +132,9 @@ def test_statistics_reject_bad_input():
         cal.compute_statistic("occluded_fraction", grey(4, 4, 0))
 
 
-def test_every_declared_statistic_is_implemented():
-    cfg = load_config()
+@pytest.mark.parametrize("suite", SUITE_NAMES)
+def test_every_declared_statistic_is_implemented(suite):
+    cfg = load_config(suite)
     for spec in cfg.corruptions.values():
         assert spec.statistic in cal.STATISTICS, spec.name
         assert spec.direction in ("increase", "decrease"), spec.name
@@ -143,7 +148,7 @@ def _darken(image, name, severity, image_id):
 
 def test_calibrate_aggregates_means_and_stds_per_severity():
     images = [("a", grey(8, 8, 100)), ("b", grey(8, 8, 200))]
-    table = calibrate(images, ["low_light"], corrupt=_darken)
+    table = calibrate(images, ["low_light"], corrupt=_darken, config=V1)
     assert table.n_images == 2
     assert [r.severity for r in table.rows] == [1, 2, 3]
     s1 = table.rows[0]
@@ -158,7 +163,7 @@ def test_calibrate_skips_absent_conditions_and_checks_what_is_there():
     def only_s1_s3(image, name, severity, image_id):
         return None if severity == 2 else _darken(image, name, severity, image_id)
 
-    table = calibrate([("a", grey(4, 4, 120))], ["low_light"], corrupt=only_s1_s3)
+    table = calibrate([("a", grey(4, 4, 120))], ["low_light"], corrupt=only_s1_s3, config=V1)
     assert [r.n for r in table.rows] == [1, 0, 1]
     assert math.isnan(table.rows[1].mean)
     assert check_monotone(table) == []
@@ -167,11 +172,11 @@ def test_calibrate_skips_absent_conditions_and_checks_what_is_there():
 
 def test_calibrate_rejects_empty_input_and_bad_names():
     with pytest.raises(AegisError, match="at least one image"):
-        calibrate([], ["low_light"], corrupt=_darken)
+        calibrate([], ["low_light"], corrupt=_darken, config=V1)
     with pytest.raises(AegisError, match="unknown corruption 'fog'"):
-        calibrate([("a", grey(4, 4, 1))], ["fog"], corrupt=_darken)
+        calibrate([("a", grey(4, 4, 1))], ["fog"], corrupt=_darken, config=V1)
     with pytest.raises(AegisError, match="severities"):
-        calibrate([("a", grey(4, 4, 1))], ["low_light"], severities=(1, 4), corrupt=_darken)
+        calibrate([("a", grey(4, 4, 1))], ["low_light"], severities=(1, 4), corrupt=_darken, config=V1)
 
 
 def _table(direction: str, clean: float, means: list[float]) -> CalibrationTable:
@@ -206,12 +211,12 @@ def golden_table() -> CalibrationTable:
     from golden.frames import GOLDEN_SIZES, golden_frame
 
     images = [(f"golden-{h}x{w}", golden_frame(h, w)) for h, w in GOLDEN_SIZES]
-    return calibrate(images)
+    return calibrate(images, config=V1)
 
 
 def test_every_ladder_is_strictly_monotone_on_the_golden_frames(golden_table):
     assert golden_table.n_images == 3
-    assert [r.condition for r in golden_table.rows] == load_config().conditions()[1:]
+    assert [r.condition for r in golden_table.rows] == V1.conditions()[1:]
     assert check_monotone(golden_table) == []
     for row in golden_table.rows:  # every severity, not only the first, is away from clean
         assert row.n == 3 and row.mean != row.clean_mean, row
@@ -224,8 +229,8 @@ def test_dust_and_smoke_are_told_apart_by_colour(golden_table):
     frame = golden_frame(240, 320)
     from aegis_data.engine.corruptions import apply_corruption
 
-    dust = cal.red_blue_ratio(apply_corruption(frame, "dust_haze", 3, "golden-240x320"))
-    smoke = cal.red_blue_ratio(apply_corruption(frame, "smoke_haze", 3, "golden-240x320"))
+    dust = cal.red_blue_ratio(apply_corruption(frame, "dust_haze", 3, "golden-240x320", config=V1))
+    smoke = cal.red_blue_ratio(apply_corruption(frame, "smoke_haze", 3, "golden-240x320", config=V1))
     assert dust > 1.25 > 1.0 > smoke, (dust, smoke)
 
 
@@ -237,8 +242,8 @@ def test_streak_density_tracks_the_engines_own_veil():
 
     frame = golden_frame(479, 641)
     for sev in (1, 2, 3):
-        rain = apply_corruption(frame, "rain_streaks", sev, "golden-479x641")
-        veil = rain_veil(frame, corruption_params("rain_streaks", sev))
+        rain = apply_corruption(frame, "rain_streaks", sev, "golden-479x641", config=V1)
+        veil = rain_veil(frame, corruption_params("rain_streaks", sev, config=V1))
         truth = float(np.mean(cal.luma(rain) - cal.luma(veil) > cal.STREAK_MARGIN))
         assert truth > 0
         assert cal.streak_density(rain, frame) == pytest.approx(truth, rel=0.2), sev
@@ -249,7 +254,7 @@ def test_calibrate_seed_reaches_the_engine():
     from golden.frames import golden_frame
 
     images = [("s", golden_frame(120, 160))]
-    default = calibrate(images, ["rain_streaks"])
-    other = calibrate(images, ["rain_streaks"], seed=7)
-    assert default.seed == load_config().seed and other.seed == 7
+    default = calibrate(images, ["rain_streaks"], config=V1)
+    other = calibrate(images, ["rain_streaks"], seed=7, config=V1)
+    assert default.seed == V1.seed and other.seed == 7
     assert [r.mean for r in default.rows] != [r.mean for r in other.rows]

@@ -24,7 +24,12 @@ def assert_one_line_error(result, *fragments: str) -> None:
 
 
 runner = CliRunner()
-CFG = load_config()
+CFG = load_config()  # the default suite (aegis-v2)
+# Tests of aegis-v1's values, pixels and ladders pin that suite; tests of a command's plumbing run the default suite
+# with a person unit (aegis-v2 renders in physical units and needs one).
+V1 = load_config("aegis-v1")
+SUITE_V1 = ["--suite", "aegis-v1"]
+UNIT = ["--person-px", "40"]
 
 
 def frame(h: int = 240, w: int = 320, phase: int = 0) -> np.ndarray:
@@ -61,22 +66,27 @@ def test_list_table_names_every_corruption_and_the_config():
 
 
 def test_list_json_matches_the_config():
-    result = runner.invoke(app, ["list", "--format", "json"])
+    result = runner.invoke(app, ["list", "--format", "json", *SUITE_V1])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["config_hash"] == CFG.config_hash and data["seed"] == CFG.seed
-    assert [c["name"] for c in data["corruptions"]] == list(CFG.names)
+    assert data["config_hash"] == V1.config_hash and data["seed"] == V1.seed
+    assert [c["name"] for c in data["corruptions"]] == list(V1.names)
     low = next(c for c in data["corruptions"] if c["name"] == "low_light")
     assert low["severities"]["gain"] == [0.330, 0.130, 0.045] and low["direction"] == "decrease"
 
 
 # --- corrupt ---------------------------------------------------------------------------------------------
-def test_corrupt_writes_the_engine_output_and_its_hash(image_dir, tmp_path):
+@pytest.mark.parametrize("suite, extra", [("aegis-v1", SUITE_V1), ("aegis-v2", UNIT)])
+def test_corrupt_writes_the_engine_output_and_its_hash(image_dir, tmp_path, suite, extra):
+    from aegis_data.engine.scale import Scale
+
     out = tmp_path / "sub" / "rain.png"
     result = runner.invoke(app, ["corrupt", str(image_dir / "alpha.png"), "--corruption", "rain_streaks",
-                                 "--severity", "3", "--out", str(out)])
+                                 "--severity", "3", "--out", str(out), *extra])
     assert result.exit_code == 0, result.output
-    expected = apply_corruption(read_rgb(image_dir / "alpha.png"), "rain_streaks", 3, "alpha")
+    scale = Scale("object", 40.0) if suite == "aegis-v2" else None
+    expected = apply_corruption(read_rgb(image_dir / "alpha.png"), "rain_streaks", 3, "alpha",
+                                config=load_config(suite), scale=scale)
     np.testing.assert_array_equal(read_rgb(out), expected)
     assert pixel_sha256(expected) in result.stdout and "rain.png" in result.stdout
     assert [p.name for p in out.parent.iterdir()] == ["rain.png"]  # no temp file left behind
@@ -84,12 +94,12 @@ def test_corrupt_writes_the_engine_output_and_its_hash(image_dir, tmp_path):
 
 def test_corrupt_image_id_keys_the_draws(image_dir, tmp_path):
     a, b = tmp_path / "a.png", tmp_path / "b.png"
-    args = ["corrupt", str(image_dir / "alpha.png"), "-c", "water_glare", "-s", "2"]
+    args = ["corrupt", str(image_dir / "alpha.png"), "-c", "water_glare", "-s", "2", *SUITE_V1]
     assert runner.invoke(app, args + ["--out", str(a)]).exit_code == 0
     assert runner.invoke(app, args + ["--out", str(b), "--image-id", "other"]).exit_code == 0
     assert not np.array_equal(read_rgb(a), read_rgb(b))
     np.testing.assert_array_equal(
-        read_rgb(b), apply_corruption(read_rgb(image_dir / "alpha.png"), "water_glare", 2, "other")
+        read_rgb(b), apply_corruption(read_rgb(image_dir / "alpha.png"), "water_glare", 2, "other", config=V1)
     )
 
 
@@ -111,13 +121,13 @@ def test_corrupt_bad_input_is_one_line(image_dir, tmp_path, case, extra, fragmen
         src = tmp_path / "broken.jpg"
         src.write_bytes(b"\xff\xd8\xff\xe0 definitely not a jpeg")
     out = tmp_path / "out.png"
-    result = runner.invoke(app, ["corrupt", str(src), *extra, "--out", str(out)])
+    result = runner.invoke(app, ["corrupt", str(src), *extra, *UNIT, "--out", str(out)])
     assert_one_line_error(result, *fragments)
     assert not out.exists()
 
 
 def test_corrupt_refuses_a_lossy_output(image_dir, tmp_path):
-    result = runner.invoke(app, ["corrupt", str(image_dir / "alpha.png"), "-c", "low_light", "-s", "1",
+    result = runner.invoke(app, ["corrupt", str(image_dir / "alpha.png"), "-c", "low_light", "-s", "1", *UNIT,
                                  "--out", str(tmp_path / "x.jpg")])
     assert_one_line_error(result, "must be a .png")
 
@@ -125,7 +135,7 @@ def test_corrupt_refuses_a_lossy_output(image_dir, tmp_path):
 # --- grid ------------------------------------------------------------------------------------------------
 def test_grid_writes_a_labelled_sheet(image_dir, tmp_path):
     out = tmp_path / "grid.png"
-    result = runner.invoke(app, ["grid", str(image_dir / "alpha.png"), "--out", str(out), "--width", "600"])
+    result = runner.invoke(app, ["grid", str(image_dir / "alpha.png"), "--out", str(out), "--width", "600", *UNIT])
     assert result.exit_code == 0, result.output
     sheet = read_rgb(out)
     assert sheet.shape[1] == 600 and sheet.shape[0] > 10 * 100  # 1 clean row + 9 corruption rows
@@ -137,7 +147,7 @@ def test_grid_bad_input_is_one_line(image_dir, tmp_path, case):
     src = image_dir / "alpha.png" if case != "missing" else tmp_path / "gone.png"
     out = tmp_path / ("grid.jpg" if case == "lossy" else "grid.png")
     width = "100" if case == "narrow" else "600"
-    result = runner.invoke(app, ["grid", str(src), "--out", str(out), "--width", width])
+    result = runner.invoke(app, ["grid", str(src), "--out", str(out), "--width", width, *UNIT])
     frag = {"missing": "image not found", "narrow": "--width must be at least 480", "lossy": "must be a .png"}[case]
     assert_one_line_error(result, frag)
     assert not out.exists()
@@ -146,7 +156,7 @@ def test_grid_bad_input_is_one_line(image_dir, tmp_path, case):
 # --- calibrate -------------------------------------------------------------------------------------------
 def test_calibrate_folder_passes_and_writes_json(image_dir, tmp_path):
     js = tmp_path / "cal.json"
-    result = runner.invoke(app, ["calibrate", str(image_dir), "--json", str(js)], env={"COLUMNS": "160"})
+    result = runner.invoke(app, ["calibrate", str(image_dir), "--json", str(js), *SUITE_V1], env={"COLUMNS": "160"})
     assert result.exit_code == 0, result.output
     assert "✓" in result.stdout and "✗" not in result.stdout
     data = json.loads(js.read_text())
@@ -157,7 +167,7 @@ def test_calibrate_folder_passes_and_writes_json(image_dir, tmp_path):
 def test_calibrate_subset_and_limit(image_dir, tmp_path):
     js = tmp_path / "cal.json"
     result = runner.invoke(app, ["calibrate", str(image_dir), "-c", "low_light,smoke_haze", "-c", "fire_warm_tint",
-                                 "--limit", "1", "--json", str(js)])
+                                 "--limit", "1", "--json", str(js), *SUITE_V1])
     assert result.exit_code == 0, result.output
     data = json.loads(js.read_text())
     assert data["n_images"] == 1
@@ -167,7 +177,7 @@ def test_calibrate_subset_and_limit(image_dir, tmp_path):
 def _split(root: Path, conditions: dict[str, callable]) -> Path:
     """A minimal frozen-split layout: manifest + test/clean + the given conditions (condition -> fn(img, stem))."""
     root.mkdir(parents=True, exist_ok=True)
-    (root / "manifest.json").write_text(json.dumps({"config_hash": load_config().config_hash}))
+    (root / "manifest.json").write_text(json.dumps({"config_hash": V1.config_hash}))
     for phase, stem in ((0, "img_a"), (5, "img_b")):
         img = frame(phase=phase)
         write_png_atomic(root / "test" / "clean" / f"{stem}.png", img)
@@ -177,7 +187,8 @@ def _split(root: Path, conditions: dict[str, callable]) -> Path:
 
 
 def test_calibrate_split_reads_conditions_from_disk_and_skips_absent(tmp_path):
-    conds = {f"low_light_s{s}": (lambda img, stem, s=s: apply_corruption(img, "low_light", s, stem)) for s in (1, 3)}
+    conds = {f"low_light_s{s}": (lambda img, stem, s=s: apply_corruption(img, "low_light", s, stem, config=V1))
+             for s in (1, 3)}
     root = _split(tmp_path / "split", conds)
     js = tmp_path / "cal.json"
     result = runner.invoke(app, ["calibrate", str(root), "-c", "low_light", "--json", str(js)])
@@ -210,5 +221,6 @@ def test_calibrate_bad_input_is_one_line(image_dir, tmp_path, case):
     elif case == "no_clean":
         (tmp_path / "manifest.json").write_text("{}")
         path, frag = tmp_path, "no test/clean folder"
-    result = runner.invoke(app, ["calibrate", str(path), *extra])
+    # A folder of images under the default suite needs a person unit; a split takes none (its manifest fixes it).
+    result = runner.invoke(app, ["calibrate", str(path), *extra, *([] if case == "no_clean" else UNIT)])
     assert_one_line_error(result, frag)

@@ -8,10 +8,13 @@ from aegis_data.engine.config import SEVERITIES, condition_id, load_config, pars
 from aegis_data.errors import AegisError
 
 ROOT = Path(__file__).resolve().parent.parent
+SUITES = ROOT / "configs" / "suites"
+# aegis-v1 is frozen forever (its values, hash and bytes are checked here); aegis-v2 is the default of new builds.
+V1 = load_config("aegis-v1")
 
 
 def test_config_matches_spec_shape():
-    cfg = load_config()
+    cfg = V1
     assert cfg.seed == 20260707
     assert len(cfg.names) == 9
     assert {f: set(m) for f, m in cfg.families.items()} == {
@@ -25,6 +28,22 @@ def test_config_matches_spec_shape():
     assert len(conds) == 28 and conds[0] == "clean" and conds[1] == "water_glare_s1"
     assert cfg.corruptions["low_light"].params(3)["gain"] == 0.045
     assert cfg.corruptions["smoke_haze"].params(1)["airlight"] == (0.78, 0.78, 0.80)
+    # The default suite keeps the conditions (names, families, order, seed): scores stay comparable by condition.
+    v2 = load_config()
+    assert v2.suite == "aegis-v2" and v2.generation == 2 and cfg.generation == 1
+    assert (v2.names, dict(v2.families), v2.seed, v2.conditions()) == (cfg.names, dict(cfg.families), cfg.seed, conds)
+
+
+def test_the_shipped_suites_are_the_files_of_configs_suites():
+    from aegis_data.engine.config import DEFAULT_SUITE, SUITE_NAMES, installed_suites, suite_path
+
+    assert sorted(p.stem for p in SUITES.glob("*.yaml")) == sorted(SUITE_NAMES) and DEFAULT_SUITE == "aegis-v2"
+    for name in SUITE_NAMES:
+        cfg = load_config(name)
+        assert cfg.suite == name and suite_path(name).resolve() == (SUITES / f"{name}.yaml").resolve()
+        assert cfg.raw == (SUITES / f"{name}.yaml").read_bytes()
+    assert load_config() is load_config("aegis-v2") and [s.suite for s in installed_suites()] == ["aegis-v2",
+                                                                                                 "aegis-v1"]
 
 
 def test_config_hash_is_the_canonical_content_sha256_prefix():
@@ -32,8 +51,8 @@ def test_config_hash_is_the_canonical_content_sha256_prefix():
 
     from aegis_data.engine.config import canonical_suite_bytes
 
-    cfg = load_config()
-    data = (ROOT / "configs" / "corruptions.yaml").read_bytes()
+    cfg = V1
+    data = (SUITES / "aegis-v1.yaml").read_bytes()
     canonical = canonical_suite_bytes(cfg.suite, cfg.seed, cfg.families, cfg.corruptions, cfg.calibration_threshold,
                                       cfg.scale)
     assert cfg.config_hash == hashlib.sha256(canonical).hexdigest()[:12]
@@ -45,9 +64,27 @@ def test_config_hash_is_the_canonical_content_sha256_prefix():
 
 
 def test_packaged_copy_is_the_same_bytes():
-    # Wheels carry aegis_data/corruptions.yaml; in the checkout it must be the very same file.
-    packaged = ROOT / "aegis_data" / "corruptions.yaml"
-    assert packaged.read_bytes() == (ROOT / "configs" / "corruptions.yaml").read_bytes()
+    # Wheels carry aegis_data/suites/*.yaml; in the checkout that folder is a symlink to configs/suites.
+    packaged = ROOT / "aegis_data" / "suites"
+    assert packaged.is_symlink() and packaged.resolve() == SUITES.resolve()
+    for path in SUITES.glob("*.yaml"):
+        assert (packaged / path.name).read_bytes() == path.read_bytes()
+
+
+def test_the_wheel_carries_every_shipped_suite_and_policy():
+    """pyproject's package-data globs (setuptools: relative to the package, '*' never crosses a '/') must match
+    every file of the packaged folders: an installed wheel without its suites cannot even import the engine."""
+    import glob
+    import tomllib
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    package = ROOT / "aegis_data"
+    shipped = {str(p.relative_to(package)) for folder in ("suites", "augment_policies")
+               for p in (package / folder).glob("*.yaml")}
+    assert any(name.startswith("suites/") for name in shipped)
+    matched = {m for pattern in [*data.get("*", []), *data.get("aegis_data", [])]
+               for m in glob.glob(pattern, root_dir=package)}
+    assert shipped <= matched, sorted(shipped - matched)
 
 
 def test_condition_ids_round_trip():
@@ -125,7 +162,7 @@ def test_a_split_recorded_with_the_byte_hash_still_resolves(tmp_path):
 def test_malformed_suite_configs_are_one_line_refusals(old, new, match):
     from aegis_data.engine.config import config_from_bytes
 
-    data = load_config().raw
+    data = V1.raw
     assert old in data
     with pytest.raises(AegisError, match=match) as err:
         config_from_bytes(data.replace(old, new, 1), "big.yaml")
@@ -136,6 +173,6 @@ def test_a_streak_count_is_the_aegis_v1_expression_under_frame_scale():
     from aegis_data.engine.corruptions import corruption_params, rain_streak_count
 
     for sev in (1, 2, 3):
-        p = corruption_params("rain_streaks", sev)
+        p = corruption_params("rain_streaks", sev, V1)
         for h, w in ((3000, 4000), (1080, 1920), (37, 53), (640, 640)):
             assert rain_streak_count(p, h, w) == int(math.floor(p.density_per_mp * h * w / 1e6 + 0.5))

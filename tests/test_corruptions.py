@@ -17,6 +17,8 @@ from aegis_data.errors import AegisError
 from golden.frames import GOLDEN_SIZES, golden_frame
 
 RANDOM_CORRUPTIONS = [n for n in CORRUPTIONS if n != "turbidity_cast"]
+# The kernels, parameter records and draws tested here are aegis-v1's (frozen): pinned, whatever the default suite.
+V1 = load_config("aegis-v1")
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +60,12 @@ def test_registry_matches_the_config_in_order():
 
 
 def test_parameter_records_are_frozen_and_filled_from_the_config():
-    p = corruption_params("rain_streaks", 2)
+    p = corruption_params("rain_streaks", 2, config=V1)
     assert (p.density_per_mp, p.length_px, p.veil_sigma_px) == (350, 20, 0.8)
     assert p.length_jitter == (0.7, 1.3)
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.length_px = 3
-    assert corruption_params("low_light", 3).gain == 0.045
+    assert corruption_params("low_light", 3, config=V1).gain == 0.045
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -74,18 +76,18 @@ def test_parameter_records_are_frozen_and_filled_from_the_config():
 def test_contract_keeps_shape_and_dtype_on_any_size(name, shape):
     img = golden_frame(*shape)
     before = img.copy()
-    out = apply_corruption(img, name, 3, "tiny")
+    out = apply_corruption(img, name, 3, "tiny", config=V1)
     assert out.shape == img.shape and out.dtype == np.uint8
     assert np.array_equal(img, before), "the input must not be modified"
 
 
 @pytest.mark.parametrize("name", CORRUPTIONS)
 def test_contract_same_key_same_bytes_and_severity_1_acts(name, frame):
-    a = apply_corruption(frame, name, 1, "img-1")
-    b = apply_corruption(frame.copy(), name, 1, "img-1")
+    a = apply_corruption(frame, name, 1, "img-1", config=V1)
+    b = apply_corruption(frame.copy(), name, 1, "img-1", config=V1)
     assert np.array_equal(a, b)
     assert not np.array_equal(a, frame), f"{name} severity 1 leaves the frame unchanged"
-    assert not np.array_equal(a, apply_corruption(frame, name, 2, "img-1"))
+    assert not np.array_equal(a, apply_corruption(frame, name, 2, "img-1", config=V1))
 
 
 @pytest.mark.parametrize("name", CORRUPTIONS)
@@ -93,24 +95,25 @@ def test_contract_params_draw_kernel_layers_compose_to_apply(name, frame):
     """The three public layers: parameter record, draw (from the keyed stream) and kernel."""
     from aegis_data.engine.seeding import keyed_random
 
-    params = corruption_params(name, 2)
+    params = corruption_params(name, 2, config=V1)
     draw = C.draw_params(name, params, *frame.shape[:2], keyed_random("img-1", name, 2, C.DEFAULT_SEED))
-    assert np.array_equal(getattr(C, name)(frame, params, draw), apply_corruption(frame, name, 2, "img-1"))
+    assert np.array_equal(getattr(C, name)(frame, params, draw), apply_corruption(frame, name, 2, "img-1", config=V1))
     with pytest.raises(AegisError, match="unknown corruption 'fog'"):
         C.draw_params("fog", params, 8, 8, KeyedRandom("x"))
 
 
 @pytest.mark.parametrize("name", RANDOM_CORRUPTIONS)
 def test_contract_image_id_and_seed_change_the_draws(name, frame):
-    a = apply_corruption(frame, name, 2, "img-1")
-    assert not np.array_equal(a, apply_corruption(frame, name, 2, "img-2"))
-    assert not np.array_equal(a, apply_corruption(frame, name, 2, "img-1", seed=1))
-    assert np.array_equal(apply_corruption(frame, name, 2, 7), apply_corruption(frame, name, 2, "7"))
+    a = apply_corruption(frame, name, 2, "img-1", config=V1)
+    assert not np.array_equal(a, apply_corruption(frame, name, 2, "img-2", config=V1))
+    assert not np.array_equal(a, apply_corruption(frame, name, 2, "img-1", seed=1, config=V1))
+    assert np.array_equal(apply_corruption(frame, name, 2, 7, config=V1),
+                          apply_corruption(frame, name, 2, "7", config=V1))
 
 
 def test_turbidity_cast_draws_nothing(frame):
-    a = apply_corruption(frame, "turbidity_cast", 2, "img-1")
-    assert np.array_equal(a, apply_corruption(frame, "turbidity_cast", 2, "other", seed=3))
+    a = apply_corruption(frame, "turbidity_cast", 2, "img-1", config=V1)
+    assert np.array_equal(a, apply_corruption(frame, "turbidity_cast", 2, "other", seed=3, config=V1))
 
 
 def test_full_size_4000x3000_frame_every_corruption():
@@ -118,7 +121,7 @@ def test_full_size_4000x3000_frame_every_corruption():
     tile = golden_frame(*GOLDEN_SIZES[0])
     big = np.ascontiguousarray(np.tile(tile, (13, 13, 1))[:3000, :4000])
     for name in CORRUPTIONS:
-        out = apply_corruption(big, name, 3, "heridal-size")
+        out = apply_corruption(big, name, 3, "heridal-size", config=V1)
         assert out.shape == big.shape and out.dtype == np.uint8
         assert np.abs(out.astype(np.int16) - big).mean() > 1.0, name
 
@@ -138,49 +141,61 @@ def test_full_size_4000x3000_frame_every_corruption():
 )
 def test_bad_images_are_rejected(image, match):
     with pytest.raises(AegisError, match=match):
-        apply_corruption(image, "low_light", 1, "x")
+        apply_corruption(image, "low_light", 1, "x", config=V1)
 
 
 def test_unknown_name_lists_the_valid_ones(frame):
     with pytest.raises(AegisError, match="unknown corruption 'fog'; expected one of: water_glare, .*dust_haze"):
-        apply_corruption(frame, "fog", 1, "x")
+        apply_corruption(frame, "fog", 1, "x", config=V1)
 
 
 def test_a_name_the_given_suite_lacks_is_refused_against_that_suite(frame):
-    full = load_config()
+    full = V1
     storm_less = dataclasses.replace(full, corruptions={n: c for n, c in full.corruptions.items() if n != "low_light"})
     for call in (lambda: apply_corruption(frame, "low_light", 1, "a", config=storm_less),
                  lambda: corruption_params("low_light", 1, storm_less),
                  lambda: C.corrupt_with_stream(frame, "low_light", 1, KeyedRandom("k"), storm_less)):
         with pytest.raises(AegisError, match=r"unknown corruption 'low_light'; expected one of: .*motion_blur, dust_haze$"):
             call()
-    assert corruption_params("motion_blur", 1, storm_less) == corruption_params("motion_blur", 1)
+    assert corruption_params("motion_blur", 1, storm_less) == corruption_params("motion_blur", 1, config=V1)
 
 
 def test_a_suite_built_in_python_with_a_foreign_parameter_is_refused():
     # A SuiteConfig made in Python skips the file schema; corruption_params' own key check is what stops it.
-    full = load_config()
+    full = V1
     spec = dataclasses.replace(full.corruptions["motion_blur"], fixed={**full.corruptions["motion_blur"].fixed, "bogus": 1})
     odd = dataclasses.replace(full, corruptions={**full.corruptions, "motion_blur": spec})
     with pytest.raises(AegisError, match=r"motion_blur: config keys \['bogus'\] are not parameters of MotionBlurParams"):
         corruption_params("motion_blur", 1, odd)
 
 
+@pytest.mark.parametrize("name, severity, match", [("fog", 1, "unknown corruption 'fog'"),
+                                                     ("low_light", None, "severity must be 1, 2 or 3, got None"),
+                                                     ("water_glare", None, "severity must be 1, 2 or 3, got None")])
+def test_the_stream_entry_point_refuses_bad_names_and_severities_under_a_scene_suite(frame, name, severity, match):
+    # corrupt_with_stream is public (augmentation calls it): a generation-2 suite once let a bad name through to a
+    # KeyError and a None severity to a TypeError instead of the one-line AegisError.
+    from aegis_data.engine.scale import Scale
+
+    with pytest.raises(AegisError, match=match):
+        C.corrupt_with_stream(frame, name, severity, KeyedRandom("k"), load_config("aegis-v2"), Scale("object", 40.0))
+
+
 @pytest.mark.parametrize("severity", [0, 4, -1, 1.0, True, "2", None])
 def test_bad_severity(frame, severity):
     with pytest.raises(AegisError, match="severity must be 1, 2 or 3, got"):
-        apply_corruption(frame, "smoke_haze", severity, "x")
+        apply_corruption(frame, "smoke_haze", severity, "x", config=V1)
 
 
 @pytest.mark.parametrize("image_id", [1.5, None, ["a"], False])
 def test_bad_image_id(frame, image_id):
     with pytest.raises(AegisError, match="image_id must be a str or int"):
-        apply_corruption(frame, "smoke_haze", 1, image_id)
+        apply_corruption(frame, "smoke_haze", 1, image_id, config=V1)
 
 
 def test_errors_are_value_errors(frame):
     with pytest.raises(ValueError):
-        apply_corruption(frame, "smoke_haze", 9, "x")
+        apply_corruption(frame, "smoke_haze", 9, "x", config=V1)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -192,20 +207,20 @@ def test_to_uint8_rounds_half_up_and_clips():
 
 
 def test_turbidity_cast_follows_the_spec_formula(frame):
-    p = corruption_params("turbidity_cast", 3)
+    p = corruption_params("turbidity_cast", 3, config=V1)
     x = frame.astype(np.float64) / 255.0
     j = (1 - p.alpha) * x + p.alpha * np.array(p.cast)
     mu = j.reshape(-1, 3).mean(axis=0)
     j = mu + p.contrast * (j - mu)
     y = (0.299 * j[..., 0] + 0.587 * j[..., 1] + 0.114 * j[..., 2])[..., None]
     ref = np.floor(np.clip(y + p.saturation * (j - y), 0, 1) * 255 + 0.5)
-    got = apply_corruption(frame, "turbidity_cast", 3, "x").astype(np.float64)
+    got = apply_corruption(frame, "turbidity_cast", 3, "x", config=V1).astype(np.float64)
     assert np.abs(got - ref).max() <= 1
 
 
 def test_haze_with_uniform_density_is_koschmieder(frame):
     """A constant noise grid gives f = 0.5, so t = t_mean everywhere: out = I t + A (1 - t)."""
-    p = corruption_params("smoke_haze", 2)
+    p = corruption_params("smoke_haze", 2, config=V1)
     flat = tuple(np.full(s, 0.3) for s in K.noise_grid_shapes(*frame.shape[:2], K.NoiseSpec(3, 3)))
     got = C.smoke_haze(frame, p, C.HazeDraw(flat)).astype(np.float64)
     ref = np.floor((frame / 255.0 * p.transmission + np.array(p.airlight) * (1 - p.transmission)) * 255 + 0.5)
@@ -213,7 +228,7 @@ def test_haze_with_uniform_density_is_koschmieder(frame):
 
 
 def test_low_light_without_noise_is_the_gamma_model(frame):
-    p = corruption_params("low_light", 1)
+    p = corruption_params("low_light", 1, config=V1)
     zero_ish = np.full(frame.shape, 32768, dtype=np.uint16)  # the table's smallest positive quantile
     got = C.low_light(frame, p, C.LowLightDraw(zero_ish)).astype(np.float64)
     lin = (frame / 255.0) ** p.gamma * p.gain * np.array([p.red_gain, 1.0, p.blue_gain])
@@ -233,7 +248,7 @@ def test_low_light_tables():
 def test_motion_blur_horizontal_is_a_box_mean():
     rng = KeyedRandom("mb")
     img = (rng.uniform((30, 40, 3)) * 255).astype(np.uint8)
-    p = dataclasses.replace(corruption_params("motion_blur", 1), length_px=130)  # 0.13 * 40 -> 5 px
+    p = dataclasses.replace(corruption_params("motion_blur", 1, config=V1), length_px=130)  # 0.13 * 40 -> 5 px
     assert C.motion_kernel_length(p, 30, 40) == 5
     got = C.motion_blur(img, p, C.MotionDraw(0.0))
     pad = np.pad(img.astype(np.int64), ((0, 0), (2, 2), (0, 0)), mode="symmetric")
@@ -252,7 +267,7 @@ def test_motion_blur_has_no_seams(angle):
     img = np.ascontiguousarray(np.broadcast_to(stripes[None, :, None], (240, 300, 3)))
     if abs(math.cos(math.radians(angle))) > 0.5:  # flat line: turn the stripes so the line crosses them
         img = np.ascontiguousarray(img.transpose(1, 0, 2))
-    p = dataclasses.replace(corruption_params("motion_blur", 3), length_px=100)
+    p = dataclasses.replace(corruption_params("motion_blur", 3, config=V1), length_px=100)
     out = C.motion_blur(img, p, C.MotionDraw(angle)).astype(np.float64)[..., 1]
     axis = 0 if abs(math.cos(math.radians(angle))) <= 0.5 else 1
     steps = np.abs(np.diff(out[40:-40, 40:-40], axis=axis)).mean(axis=1 - axis)
@@ -262,14 +277,14 @@ def test_motion_blur_has_no_seams(angle):
 @pytest.mark.parametrize("size", [(17, 23), (240, 320), (750, 1000), (3000, 4000), (2250, 4000)])
 def test_motion_kernel_length_is_odd(size):
     for sev in (1, 2, 3):
-        n = C.motion_kernel_length(corruption_params("motion_blur", sev), *size)
+        n = C.motion_kernel_length(corruption_params("motion_blur", sev, config=V1), *size)
         assert n % 2 == 1 and n >= 3
 
 
 @pytest.mark.parametrize("angle", [0.0, 12.0, 30.0, 45.0, 63.0, 90.0, 117.0, 135.0, 160.0, 179.0])
 def test_motion_blur_smears_along_the_angle_and_keeps_the_centre(angle):
     img = _dot_image(81, 81, [(40, 40)])
-    p = dataclasses.replace(corruption_params("motion_blur", 3), length_px=300)  # 0.3 * 81 -> 25 px
+    p = dataclasses.replace(corruption_params("motion_blur", 3, config=V1), length_px=300)  # 0.3 * 81 -> 25 px
     out = C.motion_blur(img, p, C.MotionDraw(angle))[..., 1].astype(np.float64)
     ys, xs = np.nonzero(out)
     wts = out[ys, xs]
@@ -302,7 +317,8 @@ def test_ripple_moves_content_by_at_most_the_amplitude():
 def test_inundation_full_water_without_tint_is_the_ripple():
     h, w = 120, 160
     img = _dot_image(h, w, [(60, 80), (30, 40)], background=30)
-    p = dataclasses.replace(corruption_params("inundation", 3), coverage=1.0, opacity=0.0, sparkle_strength=0.0)
+    p = dataclasses.replace(corruption_params("inundation", 3, config=V1), coverage=1.0, opacity=0.0,
+                            sparkle_strength=0.0)
     draw = C.draw_params("inundation", p, h, w, KeyedRandom("inund"))
     out = C.inundation(img, p, draw)
     amp = C._px(p.ripple_amplitude_px, h, w)
@@ -314,7 +330,7 @@ def test_inundation_full_water_without_tint_is_the_ripple():
 
 def test_rain_without_streaks_is_the_veil_and_keeps_dots_in_place():
     img = _dot_image(101, 121, [(50, 60)], background=40)
-    p = corruption_params("rain_streaks", 3)
+    p = corruption_params("rain_streaks", 3, config=V1)
     empty = np.zeros(0)
     out = C.rain_streaks(img, p, C.RainDraw(70.0, empty, empty, empty, empty, empty))
     assert np.array_equal(out, C.rain_veil(img, p))
@@ -341,8 +357,8 @@ def test_rain_streak_pixels_grow_with_severity(frame):
     """Streak pixels (luma above the veil-only image by more than 2/255) increase from severity 1 to 3."""
     fractions = []
     for sev in (1, 2, 3):
-        out = apply_corruption(frame, "rain_streaks", sev, "rain")
-        veil = C.rain_veil(frame, corruption_params("rain_streaks", sev))
+        out = apply_corruption(frame, "rain_streaks", sev, "rain", config=V1)
+        veil = C.rain_veil(frame, corruption_params("rain_streaks", sev, config=V1))
         assert np.all(out >= veil)  # screen blending only brightens
         fractions.append(float(np.mean(_luma(out) - _luma(veil) > 2 / 255)))
     assert 0 < fractions[0] < fractions[1] < fractions[2]
@@ -380,7 +396,7 @@ def test_convolve_exact_float32_row_pass_gives_the_float64_integers(sigma):
 
 
 def test_cached_tables_are_read_only():
-    p = corruption_params("low_light", 2)
+    p = corruption_params("low_light", 2, config=V1)
     tables = (C.encode_table(p.gamma), C.linear_table(p.gamma), *C._low_light_tables(p), C._normal_table_f32(),
               C._transmission_table(0.5, 0.2), C._grain_table(0.03), C._bloom_table(0.6))
     for table in tables:
@@ -413,6 +429,6 @@ def test_dust_and_smoke_differ_by_airlight_chromaticity():
         f = golden_frame(h, w)
         ratio = {}
         for name in ("smoke_haze", "dust_haze"):
-            o = apply_corruption(f, name, 3, "chroma").reshape(-1, 3).astype(np.float64)
+            o = apply_corruption(f, name, 3, "chroma", config=V1).reshape(-1, 3).astype(np.float64)
             ratio[name] = o[:, 0].mean() / o[:, 2].mean()
         assert ratio["smoke_haze"] < 1.05 and ratio["dust_haze"] > 1.4

@@ -24,9 +24,11 @@ from aegis_data.engine import kernels as K
 from aegis_data.engine import corruptions as C
 from aegis_data.engine.corruptions import apply_corruption
 import cbuild
-from golden.frames import GOLDEN_SIZES, compute_hashes, golden_frame, load_golden, pixel_hash
+from aegis_data.engine.config import load_config
+from golden.frames import GOLDEN_SIZES, GOLDEN_SUITE, compute_hashes, golden_frame, load_golden, pixel_hash
 
 REPO = Path(__file__).resolve().parents[1]
+V1 = load_config(GOLDEN_SUITE)  # the golden hashes are aegis-v1's
 FRAMES = REPO / "tests" / "golden" / "frames.py"
 
 # Tables every corruption leans on; pinned so a change shows up as itself, not as 81 moved hashes.
@@ -92,6 +94,8 @@ def golden() -> dict[str, str]:
 
 
 def test_golden_file_covers_every_frame_corruption_and_severity(golden):
+    assert GOLDEN_SUITE == "aegis-v1" and json.loads((REPO / "tests" / "golden" / "hashes.json").read_text())[
+        "suite"] == GOLDEN_SUITE
     assert len(golden) == 81
     assert {k.split("/")[0] for k in golden} == {f"{h}x{w}" for h, w in GOLDEN_SIZES}
 
@@ -144,8 +148,8 @@ def test_order_independence_in_process(golden):
     key = f"{h}x{w}/inundation_s2"
     a = golden_frame(*GOLDEN_SIZES[0])
     for name in C.CORRUPTIONS:
-        apply_corruption(a, name, 3, "image-A")
-    b = apply_corruption(golden_frame(h, w), "inundation", 2, f"golden-{h}x{w}")
+        apply_corruption(a, name, 3, "image-A", config=V1)
+    b = apply_corruption(golden_frame(h, w), "inundation", 2, f"golden-{h}x{w}", config=V1)
     assert pixel_hash(b) == golden[key]
 
 

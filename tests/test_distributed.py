@@ -55,11 +55,14 @@ def _manifest_bytes(out: Path) -> bytes:
 
 @pytest.mark.slow
 def test_cluster_build_of_the_synthetic_default_equals_the_reference(tmp_path, address):
+    from aegis_data.engine.config import load_config
     from aegis_data.sources import load_source
 
     out = tmp_path / "synthetic-c"
     seen = []
-    result = build_splits(load_source("synthetic"), out, scheduler=address, on_cluster=seen.append)
+    # The reference manifest is an aegis-v1 build (`aegis build-splits --suite aegis-v1`).
+    result = build_splits(load_source("synthetic"), out, scheduler=address, on_cluster=seen.append,
+                          config=load_config("aegis-v1"))
     local, ref = load_manifest(out / "manifest.json"), load_manifest(REFERENCE)
     assert seen and seen[0]["workers"] == 2 and seen[0]["dashboard"].startswith("http://127.0.0.1:")
     assert result.root_hash == ref.root_hash

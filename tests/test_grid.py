@@ -10,12 +10,14 @@ from aegis_data.errors import AegisError
 
 
 def test_severity_grid_layout_is_deterministic_and_uses_the_engine_at_cell_size():
+    from aegis_data.engine.config import load_config
     from aegis_data.engine.corruptions import apply_corruption
     from golden.frames import golden_frame
 
+    v1 = load_config("aegis-v1")  # frame scale: a cell is the engine's output on the downscaled image
     img = golden_frame(300, 400)
-    sheet = severity_grid(img, "g", width=600)
-    again = severity_grid(img, "g", width=600)
+    sheet = severity_grid(img, "g", width=600, config=v1)
+    again = severity_grid(img, "g", width=600, config=v1)
     np.testing.assert_array_equal(sheet, again)
     pad = max(4, 600 // 256)
     cw = (600 - 4 * pad) // 3
@@ -26,7 +28,7 @@ def test_severity_grid_layout_is_deterministic_and_uses_the_engine_at_cell_size(
     title_h = sheet.shape[0] - 10 * (ch + pad) - pad
     y0, x0 = title_h + 9 * (ch + pad), pad + 2 * (cw + pad)
     cell = sheet[y0 : y0 + ch, x0 : x0 + cw]
-    expected = apply_corruption(small, "dust_haze", 3, "g")
+    expected = apply_corruption(small, "dust_haze", 3, "g", config=v1)
     np.testing.assert_array_equal(cell[ch // 2 :], expected[ch // 2 :])
     assert not np.array_equal(cell[:8, :40], expected[:8, :40])  # the label band was drawn
     with pytest.raises(AegisError, match="at least 480"):

@@ -12,7 +12,10 @@ import yaml
 from typer.testing import CliRunner
 
 from aegis_data.augment.transform import DisasterAugment, load_policy
+from aegis_data.engine.scale import Scale
 from aegis_data.errors import AegisError
+
+UNIT = Scale("object", 20.0, "test")  # aegis-v2 policies take the training frames' person unit
 from aegis_data.files.imageio import read_rgb
 from aegis_eval.runners.augment_hooks import AUGMENT_FILE, FrameAugmenter, augment_record_for_weights
 from aegis_eval.runners.train import TrainSettings, tile_sources, train_baseline, write_yolo_dataset
@@ -94,7 +97,7 @@ def test_tiles_are_cut_from_the_augmented_full_frame(tmp_path):
     write_yolo_dataset(root, tmp_path / "data", tile=1024, overlap=256)
     sources = tile_sources(root, tile=1024, overlap=256)
     assert sorted(sources) == sorted(p.stem for p in (tmp_path / "data" / "images" / "train").glob("*.png"))
-    aug = DisasterAugment("all", seed=0)
+    aug = DisasterAugment("all", seed=0, scale=UNIT)
     frames = FrameAugmenter(aug, sources)
     epoch = next(e for e in range(20) if aug.choose(e, 1).corruption not in (None, "turbidity_cast"))
     full = aug.apply(read_rgb(root / "train" / "clean" / "train_000.png"), aug.choose(epoch, 1))

@@ -36,6 +36,10 @@ from conftest import assert_one_line_error
 from golden.frames import golden_frame
 
 runner = CliRunner()
+# Object scale as aegis-v1 defines it (scale_side, the 4000-px / 60-px anchor, frame scale as the default): pinned.
+# aegis-v2 renders in physical units through a scene model, under object scale only.
+V1 = load_config("aegis-v1")
+SUITE_V1 = ["--suite", "aegis-v1"]
 
 
 def _record(image_id: str, boxes) -> Record:
@@ -96,7 +100,7 @@ def test_scale_record_round_trip_and_refusals():
 def test_frame_scale_leaves_the_parameter_records_as_they_were():
     for name in CORRUPTIONS:
         for sev in (1, 2, 3):
-            assert corruption_params(name, sev, scale=FRAME_SCALE) == corruption_params(name, sev)
+            assert corruption_params(name, sev, scale=FRAME_SCALE, config=V1) == corruption_params(name, sev, config=V1)
 
 
 def test_the_anchor_gives_frame_pixels_exactly():
@@ -106,19 +110,19 @@ def test_the_anchor_gives_frame_pixels_exactly():
     assert anchor.reference_side == 4000.0
     for name in CORRUPTIONS:
         for sev in (1, 2, 3):
-            a = apply_corruption(strip, name, sev, "anchor")
-            b = apply_corruption(strip, name, sev, "anchor", scale=anchor)
+            a = apply_corruption(strip, name, sev, "anchor", config=V1)
+            b = apply_corruption(strip, name, sev, "anchor", scale=anchor, config=V1)
             assert np.array_equal(a, b), (name, sev)
 
 
 def test_object_lengths_follow_the_people_not_the_frame():
     obj = Scale("object", 30.0, "t")
     for sev in (1, 2, 3):
-        blur = corruption_params("motion_blur", sev, scale=obj)
-        frame_blur = corruption_params("motion_blur", sev)
+        blur = corruption_params("motion_blur", sev, scale=obj, config=V1)
+        frame_blur = corruption_params("motion_blur", sev, config=V1)
         assert motion_kernel_length(blur, 640, 640) == motion_kernel_length(blur, 2160, 3840)
         assert motion_kernel_length(frame_blur, 2160, 3840) >= 5 * motion_kernel_length(frame_blur, 640, 640) - 5
-        rain = corruption_params("rain_streaks", sev, scale=obj)
+        rain = corruption_params("rain_streaks", sev, scale=obj, config=V1)
         # Streaks per frame area: the crop holds (640*640)/(3840*2160) of the frame's streaks.
         full, crop = rain_streak_count(rain, 2160, 3840), rain_streak_count(rain, 640, 640)
         assert crop == pytest.approx(full * 640 * 640 / (3840 * 2160), rel=0.01, abs=1)
@@ -135,9 +139,9 @@ def test_scale_side_cannot_come_from_a_config_or_a_non_scale():
     from aegis_data.engine.config import config_from_bytes
 
     with pytest.raises(AegisError, match="Scale"):
-        corruption_params("motion_blur", 1, scale="object")
+        corruption_params("motion_blur", 1, scale="object", config=V1)
     # The unit is the build's choice: a suite config that tries to set it is refused when it is loaded.
-    data = load_config().raw.replace(b"      min_length: 3", b"      min_length: 3\n      scale_side: 99")
+    data = V1.raw.replace(b"      min_length: 3", b"      min_length: 3\n      scale_side: 99")
     with pytest.raises(AegisError, match="no parameter 'scale_side'"):
         config_from_bytes(data, "x.yaml")
 
@@ -168,14 +172,14 @@ def frames_and_crops():
 def _statistic_ratio(scenes, name: str, severity: int, scale_of) -> tuple[float, float]:
     """Mean over people of the calibration statistic around them: (full frame, crop). For motion blur the
     edge strength relative to clean; for rain the streak density (paired with clean)."""
-    cfg = load_config()
+    cfg = V1
     stat = cfg.corruptions[name].statistic
     full_vals, crop_vals = [], []
     for sc, x0, crop in scenes:
         unit, _ = person_unit_from_boxes(sc.boxes)
         scale = scale_of(unit)
-        full = apply_corruption(sc.rgb, name, severity, "same-view", scale=scale)
-        cut = apply_corruption(crop, name, severity, "same-view", scale=scale)
+        full = apply_corruption(sc.rgb, name, severity, "same-view", scale=scale, config=V1)
+        cut = apply_corruption(crop, name, severity, "same-view", scale=scale, config=V1)
         full_in_crop = full[:, x0: x0 + 1000]
         sigmas_scale = scale if scale.is_object else None
         for ys, xs in _neighbourhoods(sc.boxes, x0, 1000, 1000, unit):
@@ -206,7 +210,7 @@ def test_calibration_stays_monotone_under_object_scale():
     ds = load_source("synthetic")
     images = [(r.image_id, read_rgb(r)) for r in ds.splits["test"][:8]]
     unit = resolve_scale("object", ds.splits)
-    table = calibrate(images, scale=unit)
+    table = calibrate(images, scale=unit, config=V1)
     assert check_monotone(table) == []
     assert len(table.corruptions) == 9 and table.scale.startswith("object")
 
@@ -217,7 +221,7 @@ def object_build(tmp_path_factory):
     out = tmp_path_factory.mktemp("obj") / "split"
     ds = load_source("synthetic", n=6)
     res = build_splits(ds, out, corruptions=["motion_blur", "rain_streaks"], severities=[1, 3], workers=1,
-                       scale="object")
+                       scale="object", config=V1)
     return ds, out, res
 
 
@@ -228,7 +232,7 @@ def test_object_build_records_its_unit_in_the_identity(object_build, tmp_path):
     assert m.data["scale"] == {"mode": "object", "person_px": unit, "basis": f"median sqrt(w*h) of {n} test boxes"}
     assert res.scale.person_px == unit
     frame = build_splits(ds, tmp_path / "frame", corruptions=["motion_blur", "rain_streaks"], severities=[1, 3],
-                         workers=1)
+                         workers=1, config=V1)
     assert "scale" not in load_manifest(tmp_path / "frame").data
     assert frame.root_hash != res.root_hash
     # Same clean pixels; other corrupted pixels (the lengths changed).
@@ -240,7 +244,7 @@ def test_object_build_records_its_unit_in_the_identity(object_build, tmp_path):
     # A rebuild into the same folder with another scale is refused: that folder holds another benchmark.
     with pytest.raises(AegisError, match="scale"):
         build_splits(ds, out, corruptions=["motion_blur", "rain_streaks"], severities=[1, 3], workers=1,
-                     scale="object", person_px=99)
+                     scale="object", person_px=99, config=V1)
 
 
 def test_verify_regenerates_with_the_recorded_unit(object_build, tmp_path):
@@ -265,28 +269,30 @@ def test_verify_regenerates_with_the_recorded_unit(object_build, tmp_path):
 
 def test_cli_build_list_and_errors(tmp_path):
     out = tmp_path / "s"
-    r = runner.invoke(app, ["build-splits", "--out", str(out), "--n", "6", "--limit", "2", "--corruptions",
+    r = runner.invoke(app, ["build-splits", *SUITE_V1, "--out", str(out), "--n", "6", "--limit", "2", "--corruptions",
                             "motion_blur", "--severities", "1", "--workers", "1", "--scale", "object",
                             "--person-px", "30"])
     assert r.exit_code == 0, r.output
     assert json.loads((out / "manifest.json").read_text())["scale"]["person_px"] == 30.0
     v = runner.invoke(app, ["verify", str(out)])
     assert v.exit_code == 0 and "scale: object (person unit 30 px" in " ".join(v.output.split())
-    assert_one_line_error(runner.invoke(app, ["build-splits", "--out", str(tmp_path / "f"), "--person-px", "30"]),
+    build = ["build-splits", *SUITE_V1]
+    assert_one_line_error(runner.invoke(app, [*build, "--out", str(tmp_path / "f"), "--person-px", "30"]),
                           "no meaning under --scale frame")
-    assert_one_line_error(runner.invoke(app, ["build-splits", "--out", str(tmp_path / "g"), "--scale", "object",
+    assert_one_line_error(runner.invoke(app, [*build, "--out", str(tmp_path / "g"), "--scale", "object",
                                               "--gsd", "0"]), "--gsd")
-    assert_one_line_error(runner.invoke(app, ["build-splits", "--out-dir", str(tmp_path / "h"), "--scale", "tiles"]),
+    assert_one_line_error(runner.invoke(app, [*build, "--out-dir", str(tmp_path / "h"), "--scale", "tiles"]),
                           "--scale must be one of frame, object")
     assert not (tmp_path / "h").exists()
 
-    listed = runner.invoke(app, ["list", "--format", "json", "--scale", "object", "--person-px", "60"])
+    listed = runner.invoke(app, ["list", *SUITE_V1, "--format", "json", "--scale", "object", "--person-px", "60"])
     desc = json.loads(listed.output)
     blur = next(c for c in desc["corruptions"] if c["name"] == "motion_blur")
     assert blur["effective"]["length_px"] == {"unit": "px", "values": [36.0, 68.0, 100.0]}
-    at_anchor = json.loads(runner.invoke(app, ["list", "--format", "json", "--long-side", "4000"]).output)
+    at_anchor = json.loads(runner.invoke(app, ["list", *SUITE_V1, "--format", "json", "--long-side", "4000"]).output)
     assert at_anchor["corruptions"] == desc["corruptions"]  # the anchor: the same effective values
-    assert "effective" not in json.loads(runner.invoke(app, ["list", "--format", "json"]).output)["corruptions"][0]
+    plain = json.loads(runner.invoke(app, ["list", *SUITE_V1, "--format", "json"]).output)
+    assert "effective" not in plain["corruptions"][0]
 
 
 def test_cli_calibrate_and_corrupt_take_the_scale(tmp_path):
@@ -296,37 +302,38 @@ def test_cli_calibrate_and_corrupt_take_the_scale(tmp_path):
     img.parent.mkdir()
     scene = render_scene(0, 320, 240).rgb  # a scene, not the periodic golden pattern a 30-px box blur can alias on
     write_png_atomic(img, scene)
-    assert_one_line_error(runner.invoke(app, ["calibrate", str(img.parent), "--scale", "object"]),
+    assert_one_line_error(runner.invoke(app, ["calibrate", str(img.parent), *SUITE_V1, "--scale", "object"]),
                           "no person boxes to measure it from")
-    ok = runner.invoke(app, ["calibrate", str(img.parent), "-c", "motion_blur", "--scale", "object",
+    ok = runner.invoke(app, ["calibrate", str(img.parent), *SUITE_V1, "-c", "motion_blur", "--scale", "object",
                              "--person-px", "20", "--json", str(tmp_path / "c.json")])
     assert ok.exit_code == 0, ok.output
     assert json.loads((tmp_path / "c.json").read_text())["scale"].startswith("object (person unit 20 px")
     out = tmp_path / "o.png"
-    r = runner.invoke(app, ["corrupt", str(img), "-c", "motion_blur", "-s", "3", "-o", str(out), "--scale", "object",
-                            "--person-px", "20"])
+    r = runner.invoke(app, ["corrupt", *SUITE_V1, str(img), "-c", "motion_blur", "-s", "3", "-o", str(out),
+                            "--scale", "object", "--person-px", "20"])
     assert r.exit_code == 0, r.output
-    expected = apply_corruption(scene, "motion_blur", 3, "a", scale=Scale("object", 20.0, "x"))
+    expected = apply_corruption(scene, "motion_blur", 3, "a", scale=Scale("object", 20.0, "x"), config=V1)
     assert np.array_equal(read_file(out), expected)
-    assert_one_line_error(runner.invoke(app, ["corrupt", str(img), "-c", "motion_blur", "-s", "3", "-o",
+    assert_one_line_error(runner.invoke(app, ["corrupt", *SUITE_V1, str(img), "-c", "motion_blur", "-s", "3", "-o",
                                               str(tmp_path / "p.png"), "--scale", "object"]), "--person-px")
     # A split keeps the unit its manifest records: any scale option is refused with that reason, not with
     # advice to add a person unit.
     split = tmp_path / "split"
     build_splits(load_source("synthetic", n=2, size=96), split, corruptions=["motion_blur"], severities=[1],
-                 workers=1)
+                 workers=1, config=V1)
     for extra in (["--scale", "object"], ["--scale", "object", "--person-px", "20"], ["--scale", "frame"]):
-        assert_one_line_error(runner.invoke(app, ["calibrate", str(split), *extra]), "its manifest fixes the scale")
+        assert_one_line_error(runner.invoke(app, ["calibrate", str(split), *extra]),
+                              "its manifest fixes the suite and scale")
     assert runner.invoke(app, ["calibrate", str(split), "-c", "motion_blur"]).exit_code == 0
 
 
 def test_a_suite_config_can_make_object_scale_its_default(tmp_path):
     from aegis_data.engine.config import config_from_bytes
 
-    base = load_config().raw
-    v2 = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\nscale: {mode: object, person_px: 30}"),
+    base = V1.raw
+    v2 = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, person_px: 30}"),
                            tmp_path / "v2.yaml")
-    assert v2.scale == {"mode": "object", "person_px": 30.0} and load_config().scale == {"mode": "frame"}
+    assert v2.scale == {"mode": "object", "person_px": 30.0} and V1.scale == {"mode": "frame"}
     ds = load_source("synthetic", n=3)
     res = build_splits(ds, tmp_path / "s", corruptions=["motion_blur"], severities=[1], workers=1, config=v2)
     assert load_manifest(tmp_path / "s").data["scale"]["person_px"] == 30.0 and res.scale.person_px == 30.0
@@ -337,16 +344,16 @@ def test_a_suite_config_can_make_object_scale_its_default(tmp_path):
     for bad in (b"scale: tiles", b"scale: {mode: frame, person_px: 30}", b"scale: {mode: object, person_px: 1e6}",
                 b"scale: {mode: object, person_px: 30, gsd_cm_per_px: 2}"):
         with pytest.raises(AegisError, match="scale"):
-            config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\n" + bad), "bad.yaml")
+            config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: v1-object\n" + bad), "bad.yaml")
 
 
 def test_an_explicit_object_scale_keeps_the_suite_unit_and_names_its_source(tmp_path):
     from aegis_data.engine.config import config_from_bytes
     from aegis_data.split.build import plan_build
 
-    base = load_config().raw
+    base = V1.raw
     ds = load_source("synthetic", n=3)
-    v2 = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\nscale: {mode: object, person_px: 30}"),
+    v2 = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, person_px: 30}"),
                            tmp_path / "v2.yaml")
     implicit = plan_build(ds, v2).scale
     assert implicit == Scale("object", 30.0, "suite config scale.person_px")
@@ -356,14 +363,14 @@ def test_an_explicit_object_scale_keeps_the_suite_unit_and_names_its_source(tmp_
     assert plan_build(ds, v2, scale="object", person_px=40).scale == Scale("object", 40.0, "--person-px")
     assert plan_build(ds, v2, person_px=40).scale.basis == "--person-px"
     assert not plan_build(ds, v2, scale="frame").scale.is_object
-    gsd = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\nscale: {mode: object, gsd_cm_per_px: 2.5}"),
+    gsd = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, gsd_cm_per_px: 2.5}"),
                             tmp_path / "g.yaml")
     for call in ({}, {"scale": "object"}):
         s = plan_build(ds, gsd, **call).scale
         assert s.person_px == person_unit_from_gsd(2.5) and s.basis == "suite config scale.gsd_cm_per_px 2.5 cm/px"
     # An object suite without a unit, and the aegis-v1 (frame) suite under --scale object: the median box.
-    bare = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\nscale: object"), tmp_path / "b.yaml")
-    for cfg in (bare, load_config()):
+    bare = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: object"), tmp_path / "b.yaml")
+    for cfg in (bare, V1):
         assert plan_build(ds, cfg, scale="object").scale.basis.startswith("median sqrt(w*h)")
 
 
@@ -380,10 +387,10 @@ def test_the_gsd_range_is_the_person_unit_range_and_refusals_name_the_key():
         with pytest.raises(AegisError, match=r"^--gsd must lie in \[0\.0601, 30\.05\] cm per px \(a person unit of 4"):
             resolve_scale("object", gsd_cm_per_px=bad)
     # A suite config's gsd is refused when the config is loaded, naming the config key, not a flag.
-    base = load_config().raw
+    base = V1.raw
     with pytest.raises(AegisError, match=r"^g\.yaml: scale\.gsd_cm_per_px must lie in \[0\.0601, 30\.05\]"):
-        config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\nscale: {mode: object, gsd_cm_per_px: 40}"),
+        config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, gsd_cm_per_px: 40}"),
                           "g.yaml")
     with pytest.raises(AegisError, match=r"^g\.yaml: scale\.gsd_cm_per_px must be a finite number"):
-        config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: aegis-v2\nscale: {mode: object, gsd_cm_per_px: .inf}"),
+        config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, gsd_cm_per_px: .inf}"),
                           "g.yaml")

@@ -87,7 +87,8 @@ def test_verify_byte_only_differences_are_a_note_against_a_reference_and_fail_wi
     m = json.loads((out / "manifest.json").read_text())
     m["entries"] = [dict(e, sha256=file_sha256(out / rel)) if e["path"] == rel else e for e in m["entries"]]
     fields = {k: m[k] for k in ("dataset", "source", "suite", "config_hash", "seed", "conditions", "splits", "entries")}
-    write_manifest(out / "manifest.json", build_manifest(**fields, encoder={"name": "other", "version": "1"}))
+    write_manifest(out / "manifest.json", build_manifest(**fields, encoder={"name": "other", "version": "1"},
+                                                         scale=m.get("scale")))  # an object-scale build's unit
 
     r = runner.invoke(app, ["verify", str(out), "--against", str(ref)])
     assert r.exit_code == 0, r.output

@@ -37,10 +37,11 @@ def fake_read(record: Record, max_pixels: int) -> np.ndarray:
 
 
 def fake_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int, config=None,
-                 scale=None) -> np.ndarray:
-    """A keyed brightness shift: depends on every argument, like the real engine (``config`` and ``scale`` are
-    accepted so it can stand in for the builder's default corruption, which receives the split's suite config
-    and length unit; an object scale shifts by its person unit too)."""
+                 scale=None, scene=None) -> np.ndarray:
+    """A keyed brightness shift: depends on every argument, like the real engine (``config``, ``scale`` and
+    ``scene`` are accepted so it can stand in for the builder's default corruption, which receives the split's
+    suite config and length unit, and under a generation-2 suite each image's scene; an object scale shifts by its
+    person unit too)."""
     shift = 1 + (_key(name, severity, image_id, seed) + (0 if scale is None else int(scale.person_px))) % 250
     return ((image.astype(np.int32) + shift) % 256).astype(np.uint8)
 

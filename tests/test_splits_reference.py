@@ -1,4 +1,4 @@
-"""This machine reproduces the committed reference manifest of the default synthetic split (manifests/).
+"""This machine reproduces the committed reference manifest of the synthetic split (manifests/), an aegis-v1 build.
 
 Rebuilds the first two test and val images in all 28 conditions with the real source adapter and corruption
 engine, in two worker processes, and requires every entry (file bytes, decoded pixels, decoded source) to equal
@@ -19,18 +19,20 @@ from aegis_data.split.build import build_splits
 from aegis_data.split.manifest import gt_digest, load_manifest
 
 REFERENCE = Path(__file__).resolve().parent.parent / "manifests" / "synthetic-c.json"
+# The reference is `aegis build-splits --suite aegis-v1`: frozen with that suite, whatever the default.
+V1 = load_config("aegis-v1")
 
 
 @pytest.fixture(scope="module")
 def rebuilt(tmp_path_factory):
     out = tmp_path_factory.mktemp("ref") / "synthetic-c"
-    build_splits(load_source("synthetic"), out, limit=2, workers=2)
+    build_splits(load_source("synthetic"), out, limit=2, workers=2, config=V1)
     return load_manifest(out / "manifest.json"), out
 
 
 def test_reference_describes_this_suite():
     ref = load_manifest(REFERENCE)
-    config = load_config()
+    config = V1
     assert (ref.data["dataset"], ref.data["suite"], ref.data["config_hash"], ref.data["seed"]) == (
         "synthetic", config.suite, config.config_hash, config.seed)
     assert len(ref.data["conditions"]) == 28

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from aegis_data.engine.calibration import calibrate_split
-from aegis_data.engine.config import DEFAULT_CONFIG_PATH, config_from_bytes, load_config, split_config
+from aegis_data.engine.config import SUITE_NAMES, config_from_bytes, load_config, split_config, suite_path
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import read_rgb
 from aegis_data.files.layout import SUITE_CONFIG_NAME
@@ -22,30 +22,39 @@ from aegis_eval.protocols.scoring import score_paths
 from test_splits_doubles import build_kwargs, fake_dataset
 
 CONDS = ("low_light", "dust_haze")
+# Each shipped suite's low_light severity 1, and a darker one (aegis-v1: a lower gain; aegis-v2: more light lost).
+LOW_LIGHT_S1 = {"aegis-v1": (b"gain: [0.330,", b"gain: [0.250,"), "aegis-v2": (b"ev_loss: [4.6,", b"ev_loss: [5.6,")}
 
 
-def modified_config_bytes() -> bytes:
-    """The installed suite with the earthquake family renamed and a darker low_light severity 1."""
-    data = DEFAULT_CONFIG_PATH.read_bytes()
-    assert b"gain: [0.330," in data and data.count(b"earthquake") == 2
-    return data.replace(b"earthquake", b"seismic").replace(b"gain: [0.330,", b"gain: [0.250,")
+@pytest.fixture(scope="module", params=SUITE_NAMES)
+def suite(request) -> str:
+    """Every shipped suite: a split's own config is the source of truth whichever suite built it."""
+    return request.param
 
 
-def _build(out: Path, config=None) -> Path:
+def modified_config_bytes(suite: str) -> bytes:
+    """The shipped suite with the earthquake family renamed and a darker low_light severity 1."""
+    data = suite_path(suite).read_bytes()
+    old, new = LOW_LIGHT_S1[suite]
+    assert data.count(old) == 1 and data.count(b"earthquake") == 2
+    return data.replace(b"earthquake", b"seismic").replace(old, new)
+
+
+def _build(out: Path, config) -> Path:
     kw = build_kwargs(corruptions=CONDS, severities=(1,), corrupt=None)
     build_splits(fake_dataset(n_test=3, n_val=0), out, config=config, **kw)
     return out
 
 
 @pytest.fixture(scope="module")
-def splits(tmp_path_factory) -> dict[str, Path]:
+def splits(tmp_path_factory, suite) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("suite")
-    modified = config_from_bytes(modified_config_bytes(), "modified.yaml")
-    return {"default": _build(root / "default"), "modified": _build(root / "modified", modified)}
+    modified = config_from_bytes(modified_config_bytes(suite), "modified.yaml")
+    return {"default": _build(root / "default", load_config(suite)), "modified": _build(root / "modified", modified)}
 
 
-def test_build_renders_with_the_given_config_and_records_its_hash_and_bytes(splits):
-    default, modified = load_config(), config_from_bytes(modified_config_bytes())
+def test_build_renders_with_the_given_config_and_records_its_hash_and_bytes(splits, suite):
+    default, modified = load_config(suite), config_from_bytes(modified_config_bytes(suite))
     assert default.config_hash != modified.config_hash
     for name, cfg in (("default", default), ("modified", modified)):
         root = splits[name]
@@ -58,11 +67,11 @@ def test_build_renders_with_the_given_config_and_records_its_hash_and_bytes(spli
     assert np.array_equal(read_rgb(splits["default"] / same), read_rgb(splits["modified"] / same))
 
 
-def test_split_config_prefers_the_split_copy(splits):
+def test_split_config_prefers_the_split_copy(splits, suite):
     cfg = split_config(splits["modified"])
-    assert cfg.config_hash == config_from_bytes(modified_config_bytes()).config_hash
+    assert cfg.config_hash == config_from_bytes(modified_config_bytes(suite)).config_hash
     assert "seismic" in cfg.families and "earthquake" not in cfg.families
-    assert split_config(splits["default"]).config_hash == load_config().config_hash
+    assert split_config(splits["default"]).config_hash == load_config(suite).config_hash
 
 
 def _preds(tmp_path: Path, split: Path) -> Path:
@@ -89,17 +98,19 @@ def test_scoring_refuses_a_split_whose_config_is_not_available(splits, tmp_path)
     with pytest.raises(AegisError) as err:
         score_paths(_preds(tmp_path, copy), copy, threshold=0.5, bootstrap=1)
     msg = str(err.value)
-    assert "\n" not in msg and "was built with suite config" in msg and load_config().config_hash in msg
+    # The message lists every installed suite's hash.
+    assert "\n" not in msg and "was built with suite config" in msg
+    assert all(load_config(name).config_hash in msg for name in SUITE_NAMES)
 
 
-def test_an_edited_split_config_is_refused(splits, tmp_path):
+def test_an_edited_split_config_is_refused(splits, suite, tmp_path):
     copy = tmp_path / "edited"
     shutil.copytree(splits["modified"], copy, symlinks=True)
-    (copy / SUITE_CONFIG_NAME).write_bytes(modified_config_bytes().replace(b"seed: 20260707", b"seed: 20260708"))
+    (copy / SUITE_CONFIG_NAME).write_bytes(modified_config_bytes(suite).replace(b"seed: 20260707", b"seed: 20260708"))
     with pytest.raises(AegisError, match="the file was changed"):
         split_config(copy)
     # A comment is no change of the suite: its identity is its parsed content.
-    (copy / SUITE_CONFIG_NAME).write_bytes(modified_config_bytes() + b"# a note\n")
+    (copy / SUITE_CONFIG_NAME).write_bytes(modified_config_bytes(suite) + b"# a note\n")
     assert split_config(copy).config_hash == split_config(splits["modified"]).config_hash
 
 
@@ -135,10 +146,10 @@ def test_verify_regenerates_with_the_split_config(splits, tmp_path):
     assert (finding.path, finding.kind, finding.pixels_differing, finding.max_abs_delta) == (rel, "pixels", 1, 1)
 
 
-def test_verify_flags_an_edited_split_config(splits, tmp_path):
+def test_verify_flags_an_edited_split_config(splits, suite, tmp_path):
     copy = tmp_path / "edited-verify"
     shutil.copytree(splits["modified"], copy, symlinks=True)
-    (copy / SUITE_CONFIG_NAME).write_bytes(modified_config_bytes().replace(b"seed: 20260707", b"seed: 20260708"))
+    (copy / SUITE_CONFIG_NAME).write_bytes(modified_config_bytes(suite).replace(b"seed: 20260707", b"seed: 20260708"))
     report = verify_split(copy)
     assert not report.ok
     assert [(f.path, f.kind) for f in report.failures] == [(SUITE_CONFIG_NAME, "manifest")]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from aegis_data.engine.calibration import compute_statistic
+from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import apply_corruption
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import pixel_sha256
@@ -142,7 +143,8 @@ def test_default_images_have_bright_ground_that_glare_saturates(default_test_spl
     assert max(bright) < 0.25
     clean_sat = [compute_statistic("saturated_fraction", rgb, rgb) for _, rgb in default_test_split]
     assert np.mean(clean_sat) < 1e-4  # bright, but not clipped
-    glare = [compute_statistic("saturated_fraction", apply_corruption(rgb, "water_glare", 1, iid), rgb)
+    v1 = load_config("aegis-v1")  # the frame-scale glare ladder these images were tuned for
+    glare = [compute_statistic("saturated_fraction", apply_corruption(rgb, "water_glare", 1, iid, config=v1), rgb)
              for iid, rgb in default_test_split]
     assert np.mean(glare) > np.mean(clean_sat) + 1e-4
 

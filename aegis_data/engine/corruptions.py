@@ -1076,6 +1076,9 @@ def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedR
     suite = config or load_config()
     if not isinstance(rng, KeyedRandom):
         raise AegisError(f"rng must be a KeyedRandom stream, got {type(rng).__name__}")
+    # Checked here too: the scene path reads the suite's entry and formats the severity before any record is made.
+    _check_name(name, suite)
+    _check_severity(severity)
     if suite.uses_scene:
         if scene is None:
             scene = scene_for(image, suite, scale)

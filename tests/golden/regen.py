@@ -13,14 +13,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root, for aegis_data
 
-from tests.golden.frames import HASHES_PATH, compute_hashes  # noqa: E402
+from tests.golden.frames import GOLDEN_SUITE, HASHES_PATH, compute_hashes  # noqa: E402
 
 
 def main() -> None:
     from aegis_data.engine.config import load_config
     from aegis_data.files.imageio import write_bytes_atomic
 
-    cfg = load_config()
+    cfg = load_config(GOLDEN_SUITE)
     doc = {
         "suite": cfg.suite,
         "config_hash": cfg.config_hash,
