@@ -1,10 +1,11 @@
-"""AegisBench data side: sources, the aegis-v1 corruption engine, frozen splits and their verification.
+"""AegisBench data side: sources, the corruption engine and its suites, frozen splits and their verification.
 
 One import gives the public API (docs/API.md); each name is loaded on first use (PEP 562), so ``import
 aegis_data`` stays light::
 
     import aegis_data as ad
-    out = ad.apply_corruption(rgb, "rain_streaks", 3, image_id="frame_0042")
+    out = ad.apply_corruption(rgb, "rain_streaks", 3, image_id="frame_0042", scale=ad.Scale("object", 60.0))
+    old = ad.apply_corruption(rgb, "rain_streaks", 3, image_id="frame_0042", config=ad.load_config("aegis-v1"))
     result = ad.build_splits(ad.load_source("synthetic"), "aegis-splits/synthetic-c")
     split = ad.load_split("aegis-splits/synthetic-c")
 """

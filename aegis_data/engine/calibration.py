@@ -2,7 +2,7 @@
 
 Every statistic is a pure function of uint8 RGB arrays and is computed in float64 on values in [0, 1], with
 luma ``Y = 0.299 R + 0.587 G + 0.114 B``. Which statistic a corruption uses, and in which direction it must
-move with severity, is declared in ``configs/corruptions.yaml``; nothing here hard-codes that mapping.
+move with severity, is declared in the suite file (``configs/suites/``); nothing here hard-codes that mapping.
 
 Statistics (direction as declared for the corruptions that use them):
 
@@ -45,6 +45,7 @@ import numpy as np
 
 from aegis_data.engine.config import SEVERITIES, SuiteConfig, check_severities, condition_id, load_config, split_config
 from aegis_data.engine.corruptor import SuiteCorruptor
+from aegis_data.engine.scene import estimate_scene
 from aegis_data.engine.realism import edge_width, noise_sigma
 from aegis_data.engine.scale import FRAME_SCALE, Scale, pixel_length, resolve_scale, scale_from_record
 from aegis_data.engine.visibility import VisibilitySummary, person_visibility, summarize_visibility
@@ -197,6 +198,14 @@ def luma_snr(rgb: np.ndarray, clean: np.ndarray) -> float:
     sigma = noise_sigma(diff)
     mean = float(luma(a).mean()) * 255.0
     return mean / sigma if sigma > 0 else math.inf
+
+
+def scene_for(image: np.ndarray, config: SuiteConfig, scale: Scale | None):
+    """The scene an aegis-v2 calibration renders ``image`` in (the scale's person unit, the suite's camera)."""
+    if scale is None or not scale.is_object:
+        raise AegisError(f"suite {config.suite} renders in physical units and needs the person unit: give --person-px "
+                         f"N or --gsd CM_PER_PX (a folder of images carries no person boxes)")
+    return estimate_scene(image, scale.person_px, config.camera)
 
 
 # Statistic name -> (function, needs the clean image).
@@ -352,9 +361,10 @@ def calibrate(
     """Mean/std of each corruption's statistic per severity over a stream of ``(image_id, clean_rgb)``.
 
     ``corrupt(image, name, severity, image_id)`` produces the corrupted image, or None when that condition is
-    unavailable (it is then left out of that row's ``n``). The default applies the aegis-v1 engine in memory
-    with ``seed`` (None = the config's global seed). Images are consumed one at a time; only floats are kept.
-    config: the suite (statistics, thresholds, parameters, seed); default the installed one. scale: the length
+    unavailable (it is then left out of that row's ``n``). The default applies the suite's engine in memory
+    with ``seed`` (None = the config's global seed; an aegis-v2 image's scene is estimated once for all its
+    conditions). Images are consumed one at a time; only floats are kept.
+    config: the suite (statistics, thresholds, parameters, seed); default the default suite, aegis-v2. scale: the length
     unit the images are (or, by the default corruptor, get) corrupted with; default frame scale. boxes: the person
     boxes ``(x, y, w, h)`` of each image id (an id not in it has none); when given, every row and the clean images
     also get the persons' visibility (:mod:`aegis_data.engine.visibility`).
@@ -362,7 +372,8 @@ def calibrate(
     cfg = config or load_config()
     names = resolve_corruptions(corruptions, cfg)
     sevs = check_severities(severities)
-    if corrupt is None:
+    own = corrupt is None
+    if own:
         corrupt = SuiteCorruptor(cfg, scale, seed)
     stats_needed = sorted({cfg.corruptions[n].statistic for n in names})
     clean_vals: dict[str, list[float]] = {s: [] for s in stats_needed}
@@ -378,10 +389,12 @@ def calibrate(
             clean_vals[stat].append(compute_statistic(stat, clean, clean, cfg, scale))
         if people:
             clean_vis.extend(person_visibility(clean, people))
+        # The default corruptor renders an aegis-v2 image in one scene, derived once (as a build does).
+        extra = {"scene": scene_for(clean, cfg, scale)} if own and cfg.uses_scene else {}
         for name in names:
             stat = cfg.corruptions[name].statistic
             for sev in sevs:
-                corrupted = corrupt(clean, name, sev, str(image_id))
+                corrupted = corrupt(clean, name, sev, str(image_id), **extra)
                 if corrupted is None:
                     continue
                 vals[(name, sev)].append(compute_statistic(stat, corrupted, clean, cfg, scale))
@@ -572,7 +585,13 @@ def calibrate_path(
                              f"--suite/--scale/--person-px/--gsd apply to folders of clean images")
         return calibrate_split(path, corruptions, limit)
     config = load_config(suite)
+    # The folder and the names first: a missing path or an unknown name is the error to report, not the unit.
+    if not Path(path).is_dir():
+        raise AegisError(f"{path} is neither a split (a folder with manifest.json) nor a folder of images")
+    resolve_corruptions(corruptions, config)
     mode = scale if scale is not None else config.scale.get("mode", "frame")
+    if mode not in ("frame", "object"):
+        raise AegisError(f"--scale must be frame or object, got {mode!r:.40}")
     if config.uses_scene and mode != "object":
         raise AegisError(f"suite {config.suite} renders in physical units and takes --scale object only")
     chosen = resolve_scale(mode, None, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px)

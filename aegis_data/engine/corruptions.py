@@ -1,7 +1,9 @@
-"""The aegis-v1 corruption engine (docs/CORRUPTIONS.md): nine disaster-imaging corruptions, bit-identical anywhere.
+"""The corruption engine (docs/CORRUPTIONS.md): nine disaster-imaging corruptions, bit-identical anywhere.
 
-Three layers, as in torchvision's transforms: for each corruption a frozen **parameter record** filled from
-``configs/corruptions.yaml``; a **draw** function that takes every random value it needs (noise node grids,
+The aegis-v1 models live here; a generation-2 suite (aegis-v2) renders some corruptions with the physical models of
+``aegis_data.engine.camera`` and ``aegis_data.engine.motion`` and every one of them inside the scene's valid pixels
+(``_render_in_scene``). Three layers, as in torchvision's transforms: for each corruption a frozen **parameter
+record** filled from the suite file (``configs/suites/``); a **draw** function that takes every random value it needs (noise node grids,
 angles, streaks, noise indices) from a keyed stream (``aegis_data.engine.seeding``) into a frozen draw record; and a
 pure **kernel** ``<name>(image, params, draw) -> image`` that tests can drive with fixed values. The single
 entry point :func:`apply_corruption` validates, draws and dispatches.

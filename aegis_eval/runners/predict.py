@@ -142,8 +142,8 @@ def resolve_conditions(split: SplitImages, conditions: str | Iterable[str] | Non
         raise AegisError("--conditions is empty; pass 'all' or a comma list such as clean,low_light_s3")
     unknown = [c for c in wanted if c not in canonical]
     if unknown:
-        raise AegisError(f"unknown condition {unknown[0]!r}; expected 'clean' or '<corruption>_s<1-3>' from "
-                         f"configs/corruptions.yaml")
+        raise AegisError(f"unknown condition {unknown[0]!r}; expected 'clean' or '<corruption>_s<1-3>' of the "
+                         f"split's suite")
     missing = [c for c in wanted if c not in present]
     if missing:
         raise AegisError(f"condition {missing[0]!r} has no folder {split.split_dir / split.split_name / missing[0]}")
