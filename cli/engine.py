@@ -88,7 +88,7 @@ def _scale_choice(suite, scale, person_px, gsd, *, required: bool):
 
     mode_ = value(scale) if scale is not None else suite.scale.get("mode", "frame")
     if mode_ not in ("frame", "object"):
-        raise AegisError(f"--scale must be frame or object, got {mode_!r:.40}")
+        raise AegisError(f"--scale must be one of frame, object, got {mode_!r:.40}")
     if suite.uses_scene and mode_ != "object":
         raise AegisError(f"suite {suite.suite} renders in physical units and takes --scale object only")
     if mode_ == "object" and person_px is None and gsd is None:

@@ -794,7 +794,8 @@ def test_huge_severity_weights_keep_their_proportions():
     from aegis_data.augment.transform import DisasterAugment, resolve_policy
 
     def severities(weights):
-        aug = DisasterAugment(resolve_policy({"name": "w", "p_clean": 0.0, "severity_weights": weights}), seed=3)
+        policy = resolve_policy({"name": "w", "p_clean": 0.0, "severity_weights": weights}, suite="aegis-v1")
+        aug = DisasterAugment(policy, seed=3)
         return [aug.choose(0, i).severity for i in range(300)]
 
     huge, plain = severities([1e308, 1e308, 1e308]), severities([1, 1, 1])

@@ -574,8 +574,8 @@ def test_an_image_id_that_is_no_text_is_one_line():
 
     rgb = np.zeros((64, 64, 3), np.uint8)
     with pytest.raises(AegisError, match=r"image_id 'a\\udcff' is not valid text"):
-        ad.apply_corruption(rgb, "low_light", 1, image_id="a\udcff")
-    ad.apply_corruption(rgb, "low_light", 1, image_id="bild_ä")  # any real text still keys the draws
+        ad.apply_corruption(rgb, "low_light", 1, image_id="a\udcff", config=ad.load_config("aegis-v1"))
+    ad.apply_corruption(rgb, "low_light", 1, image_id="bild_ä", config=ad.load_config("aegis-v1"))  # real text keys
 
 
 @pytest.mark.parametrize("kwargs,fragment", [

@@ -159,8 +159,9 @@ def test_an_unknown_mode_value_is_still_the_library_one_line_error(tmp_path):
                           "unknown dataset 'kitti'")
     assert_one_line_error(runner.invoke(app, ["list", "--suite", "aegis-v1", "--scale", "tile"]),
                           "--scale must be one of frame, object")
-    # aegis-v2 (the default) takes object scale only, and says so for any other value.
-    assert_one_line_error(runner.invoke(app, ["list", "--scale", "tile"]), "takes --scale object only")
+    # aegis-v2 (the default) names an unknown mode the same way, and takes object scale only.
+    assert_one_line_error(runner.invoke(app, ["list", "--scale", "tile"]), "--scale must be one of frame, object")
+    assert_one_line_error(runner.invoke(app, ["list", "--scale", "frame"]), "takes --scale object only")
 
 
 def test_every_command_is_registered_the_one_way():

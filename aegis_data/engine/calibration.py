@@ -591,7 +591,7 @@ def calibrate_path(
     resolve_corruptions(corruptions, config)
     mode = scale if scale is not None else config.scale.get("mode", "frame")
     if mode not in ("frame", "object"):
-        raise AegisError(f"--scale must be frame or object, got {mode!r:.40}")
+        raise AegisError(f"--scale must be one of frame, object, got {mode!r:.40}")
     if config.uses_scene and mode != "object":
         raise AegisError(f"suite {config.suite} renders in physical units and takes --scale object only")
     chosen = resolve_scale(mode, None, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px)
