@@ -1,4 +1,4 @@
-"""The committed reference manifest reproduces on "another machine": a host whose system zlib is zlib-ng (as on
+"""The committed reference manifests (aegis-v1 and aegis-v2) reproduce on "another machine": a host whose system zlib is zlib-ng (as on
 Fedora 40+), a CPU cut to x86-64-v2, one or two workers -- root hash, every entry and every file byte.
 
 "Another machine's zlib" is zlib-ng built in zlib-compat mode from the sources vendored in the ``zlib-ng``
@@ -24,7 +24,8 @@ import pytest
 from test_determinism import _present_cv2_features, _present_npy_groups
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = REPO / "manifests" / "synthetic-c.json"
+REFERENCE = REPO / "manifests" / "synthetic-c.json"  # aegis-v1
+REFERENCE_V2 = REPO / "manifests" / "synthetic-c-v2.json"  # the default build, aegis-v2
 AEGIS = Path(sys.executable).with_name("aegis")
 # The sdist `make test` downloads (the Makefile's one pin of it).
 ZLIB_NG_SDIST_VERSION = re.search(r"^ZLIB_NG_VERSION := (\S+)$", (REPO / "Makefile").read_text(), re.M).group(1)
@@ -86,26 +87,28 @@ def test_the_zlib_swap_changes_opencv_png_bytes(zlib_ng_compat):
     assert run(_env()) != run(_env(LD_LIBRARY_PATH=str(zlib_ng_compat)))
 
 
-def _build_and_compare(out: Path, env: dict[str, str], workers: int) -> None:
-    # The reference manifest is an aegis-v1 build.
-    r = subprocess.run([str(AEGIS), "build-splits", "--suite", "aegis-v1", "--out", str(out),
+def _build_and_compare(out: Path, env: dict[str, str], workers: int, suite: str = "aegis-v1") -> None:
+    reference = REFERENCE if suite == "aegis-v1" else REFERENCE_V2
+    r = subprocess.run([str(AEGIS), "build-splits", "--suite", suite, "--out", str(out),
                         "--workers", str(workers)], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    built, ref = json.loads((out / "manifest.json").read_text()), json.loads(REFERENCE.read_text())
+    built, ref = json.loads((out / "manifest.json").read_text()), json.loads(reference.read_text())
     assert built["root_hash"] == ref["root_hash"]
     assert built["entries"] == ref["entries"]  # pixels, GT and every file-byte hash
     assert built["files_hash"] == ref["files_hash"] and built["encoder"] == ref["encoder"]
     # `make demo`'s own check, with byte differences counted as failures.
-    v = subprocess.run([str(AEGIS), "verify", str(out), "--against", str(REFERENCE), "--strict-bytes"],
+    v = subprocess.run([str(AEGIS), "verify", str(out), "--against", str(reference), "--strict-bytes"],
                        capture_output=True, text=True, env=env)
     assert v.returncode == 0, v.stdout[-2000:] + v.stderr[-2000:]
 
 
-def test_reference_reproduces_with_zlib_ng_as_system_zlib_one_worker(zlib_ng_compat, tmp_path):
-    _build_and_compare(tmp_path / "zlibng", _env(LD_LIBRARY_PATH=str(zlib_ng_compat)), workers=1)
+@pytest.mark.parametrize("suite", ["aegis-v1", "aegis-v2"])
+def test_reference_reproduces_with_zlib_ng_as_system_zlib_one_worker(zlib_ng_compat, tmp_path, suite):
+    _build_and_compare(tmp_path / "zlibng", _env(LD_LIBRARY_PATH=str(zlib_ng_compat)), workers=1, suite=suite)
 
 
-def test_reference_reproduces_on_a_cpu_cut_to_x86_64_v2_two_workers(tmp_path):
+@pytest.mark.parametrize("suite", ["aegis-v1", "aegis-v2"])
+def test_reference_reproduces_on_a_cpu_cut_to_x86_64_v2_two_workers(tmp_path, suite):
     cut = {}
     if _present_cv2_features():
         cut["OPENCV_CPU_DISABLE"] = ",".join(_present_cv2_features())
@@ -119,4 +122,4 @@ def test_reference_reproduces_on_a_cpu_cut_to_x86_64_v2_two_workers(tmp_path):
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=_env(**cut),
                        cwd=REPO / "tests", check=True)
     assert json.loads(r.stdout) == [[], []], r.stdout
-    _build_and_compare(tmp_path / "v2", _env(**cut), workers=2)
+    _build_and_compare(tmp_path / "cut", _env(**cut), workers=2, suite=suite)
