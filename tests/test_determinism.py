@@ -106,22 +106,28 @@ def test_golden_hashes_in_process(golden):
     assert not moved, f"{len(moved)} corrupted golden frames changed: {moved[:6]} (regen only on purpose)"
 
 
-def test_matrix_of_cpu_and_thread_settings_gives_the_golden_hashes(golden, baseline_so):
-    """All settings run concurrently, each in a fresh interpreter, and must all reproduce the golden file."""
-    settings = _settings(baseline_so)
-    assert {"default", "cv2_no_optimizations", "one_thread", "two_threads"} <= set(settings)
+def run_matrix(script: Path, settings: dict[str, tuple[dict, list[str]]], timeout: int = 300) -> dict[str, dict]:
+    """``script``'s JSON output under every matrix setting, all run concurrently, each in a fresh interpreter."""
     procs = {}
     for name, (extra_env, args) in settings.items():
         env = {**os.environ, **extra_env, "PYTHONPATH": str(REPO)}
         procs[name] = subprocess.Popen(
-            [sys.executable, str(FRAMES), *args], env=env, cwd=str(REPO),
+            [sys.executable, str(script), *args], env=env, cwd=str(REPO),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
     results = {}
     for name, p in procs.items():
-        stdout, stderr = p.communicate(timeout=300)
+        stdout, stderr = p.communicate(timeout=timeout)
         assert p.returncode == 0, f"{name}: {stderr.strip().splitlines()[-1:]}"
         results[name] = json.loads(stdout)
+    return results
+
+
+def test_matrix_of_cpu_and_thread_settings_gives_the_golden_hashes(golden, baseline_so):
+    """All settings run concurrently, each in a fresh interpreter, and must all reproduce the golden file."""
+    settings = _settings(baseline_so)
+    assert {"default", "cv2_no_optimizations", "one_thread", "two_threads"} <= set(settings)
+    results = run_matrix(FRAMES, settings)
     for name, res in results.items():
         moved = sorted(k for k in golden if res["hashes"].get(k) != golden[k])
         assert not moved, f"setting {name!r} changed {len(moved)} hashes, e.g. {moved[:4]}"

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +17,7 @@ from aegis_data.engine.photometry import decode_table, encode_table
 from aegis_data.engine.scene import estimate_scene
 from golden.frames import pixel_hash
 from golden.v2 import PERSON_PX, compute_hashes_v2, load_golden_v2, v2_frames
-from test_determinism import _present_npy_groups, _settings, baseline_so  # noqa: F401 (baseline_so: a fixture)
+from test_determinism import _present_npy_groups, _settings, baseline_so, run_matrix  # noqa: F401 (a fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 V2_SCRIPT = REPO / "tests" / "golden" / "v2.py"
@@ -49,17 +46,7 @@ def test_golden_hashes_in_process(golden):
 
 
 def test_matrix_of_cpu_and_thread_settings_gives_the_v2_golden_hashes(golden, baseline_so):
-    settings = _settings(baseline_so)
-    procs = {}
-    for name, (extra_env, args) in settings.items():
-        env = {**os.environ, **extra_env, "PYTHONPATH": str(REPO)}
-        procs[name] = subprocess.Popen([sys.executable, str(V2_SCRIPT), *args], env=env, cwd=str(REPO),
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    results = {}
-    for name, p in procs.items():
-        stdout, stderr = p.communicate(timeout=600)
-        assert p.returncode == 0, f"{name}: {stderr.strip().splitlines()[-1:]}"
-        results[name] = json.loads(stdout)
+    results = run_matrix(V2_SCRIPT, _settings(baseline_so), timeout=600)
     for name, res in results.items():
         moved = sorted(k for k in golden if res["hashes"].get(k) != golden[k])
         assert not moved, f"setting {name!r} changed {len(moved)} aegis-v2 hashes, e.g. {moved[:4]}"

@@ -105,19 +105,24 @@ def use_compiled_from(path: str) -> None:
     K.CKERNELS = mod
 
 
-def main(argv: list[str]) -> None:
-    """``frames.py [--small] [--only=<HxW/condition>] [--cv2-noopt] [--cv2-threads=N] [--ckernels=SO]`` -> JSON."""
+def apply_matrix_flags(argv: list[str]) -> None:
+    """The determinism matrix's in-process settings: ``--ckernels=SO`` (compiled loops built elsewhere),
+    ``--cv2-noopt`` (OpenCV's optimised paths off), ``--cv2-threads=N``."""
     import cv2
 
     for a in argv:
         if a.startswith("--ckernels="):
             use_compiled_from(a.split("=", 1)[1])
-
     if "--cv2-noopt" in argv:
         cv2.setUseOptimized(False)
     for a in argv:
         if a.startswith("--cv2-threads="):
             cv2.setNumThreads(int(a.split("=", 1)[1]))
+
+
+def main(argv: list[str]) -> None:
+    """``frames.py [--small] [--only=<HxW/condition>] [--cv2-noopt] [--cv2-threads=N] [--ckernels=SO]`` -> JSON."""
+    apply_matrix_flags(argv)
     only = [a.split("=", 1)[1] for a in argv if a.startswith("--only=")]
     if only:
         from aegis_data.engine.config import load_config

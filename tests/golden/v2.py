@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for golden.*
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root, for aegis_data
 
-from golden.frames import GOLDEN_SIZES, golden_frame, pixel_hash, runtime_report, use_compiled_from  # noqa: E402
+from golden.frames import GOLDEN_SIZES, apply_matrix_flags, golden_frame, pixel_hash, runtime_report  # noqa: E402
 from golden.scenes import letterboxed_frame, oblique_frame  # noqa: E402
 
 HASHES_PATH = Path(__file__).with_name("hashes_v2.json")
@@ -56,16 +56,7 @@ def load_golden_v2() -> dict[str, str]:
 
 
 def main(argv: list[str]) -> None:
-    import cv2
-
-    for a in argv:
-        if a.startswith("--ckernels="):
-            use_compiled_from(a.split("=", 1)[1])
-    if "--cv2-noopt" in argv:
-        cv2.setUseOptimized(False)
-    for a in argv:
-        if a.startswith("--cv2-threads="):
-            cv2.setNumThreads(int(a.split("=", 1)[1]))
+    apply_matrix_flags(argv)
     hashes = compute_hashes_v2()
     if "--write" in argv:
         from aegis_data.engine.config import load_config
