@@ -228,9 +228,10 @@ def convolve_taps_srgb(image: np.ndarray, bands: list[tuple[int, int, tuple]]) -
 
 
 def _skew_px(params: TrajectoryBlurParams, speed_px_per_ms: float, rows: int) -> float:
-    """Half the rolling-shutter skew (px) between the first and last row, clamped to the content-shift budget."""
+    """Half the rolling-shutter skew (px, signed along the heading) between the first and last row, clamped to the
+    content-shift budget."""
     half = 0.5 * speed_px_per_ms * params.readout_ms * (rows - 1) / max(rows, 1)
-    return min(half, params.max_content_shift_px)
+    return max(-params.max_content_shift_px, min(half, params.max_content_shift_px))
 
 
 def blur_bands(params: TrajectoryBlurParams, scene: Scene, draw: TrajectoryDraw, exposure: Exposure,
@@ -250,15 +251,19 @@ def blur_bands(params: TrajectoryBlurParams, scene: Scene, draw: TrajectoryDraw,
         e = min(height, s + BAND_ROWS) if scene.view == OBLIQUE else height
         gsd = float(scene.gsd_rows(np.array([y0 + (s + e - 1) / 2.0]))[0])
         bands_len.append((s, e, 0.0 if not math.isfinite(gsd) else smear_m / gsd))
-    # Rolling-shutter skew: rows later in the readout are displaced along the heading.
-    ref_len = max(length for _, _, length in bands_len)
-    speed_px_per_ms = ref_len / exposure.exposure_ms if exposure.exposure_ms > 0 else 0.0
+    # Rolling-shutter skew: rows later in the readout are displaced along the heading. The clean frame was read out
+    # by the same shutter at its own speed and holds that skew already; what a faster (or slower) flight adds is
+    # (v - v0) times the readout, at the finest ground sample of the region.
+    gsds = [float(g) for g in scene.gsd_rows(np.array([y0 + (s + e - 1) / 2.0 for s, e, _ in bands_len]))
+            if math.isfinite(g)]
+    rel_speed = exposure.speed_mps - exposure.base_speed_mps
+    speed_px_per_ms = rel_speed / 1000.0 / min(gsds) if gsds else 0.0
     half_skew = _skew_px(params, speed_px_per_ms, height) if params.readout_ms > 0 else 0.0
     sin, cos = K.sin_cos_turns(draw.heading_deg / 360.0)
     out: list[tuple[int, int, tuple]] = []
     for s, e, length in bands_len:
         pos = path_samples(length, draw.heading_deg, yaw, jitter_px, draw.jitter_steps)
-        n_skew = 1 if half_skew == 0.0 else int(math.ceil(2.0 * half_skew / SKEW_STEP_PX)) + 1
+        n_skew = 1 if half_skew == 0.0 else int(math.ceil(2.0 * abs(half_skew) / SKEW_STEP_PX)) + 1
         edges = [s + (e - s) * i // n_skew for i in range(n_skew + 1)]
         for a, b in zip(edges, edges[1:]):
             if a == b:
