@@ -50,6 +50,7 @@ def suite_description(scale=None, long_side: int | None = None, suite: str | Non
     ``scale`` (and, for frame scale, a ``long_side``), the effective pixel values of the parameters that follow it.
     ``suite``: a suite name or file (default aegis-v2)."""
     cfg = load_config(suite)
+    from aegis_data.engine.corruptions import physical_ladder
     from aegis_data.engine.scale import effective_parameters
 
     effective = scale is not None and (scale.is_object or long_side is not None)
@@ -70,6 +71,8 @@ def suite_description(scale=None, long_side: int | None = None, suite: str | Non
                 "severities": {k: list(v) for k, v in s.severities.items()},
                 "fixed": {k: (list(v) if isinstance(v, tuple) else v) for k, v in s.fixed.items()},
                 **({"effective": effective_parameters(s, scale, long_side)} if effective else {}),
+                **({"physical": physical_ladder(s.name, cfg, scale.person_px if scale is not None and scale.is_object
+                                                else None)} if s.model else {}),
             }
             for s in cfg.corruptions.values()
         ],
@@ -137,6 +140,9 @@ def list_cmd(
     table.add_column("fixed", overflow="fold")
     if "scale" in desc:
         table.add_column("effective 1 / 2 / 3", overflow="fold")
+    physical = any(c.get("physical") for c in desc["corruptions"])
+    if physical:
+        table.add_column("camera 1 / 2 / 3", overflow="fold")
     for c in desc["corruptions"]:
         sev = "\n".join(f"{k} {' / '.join(_fmt_num(x) for x in v)}" for k, v in c["severities"].items())
         fixed = "\n".join(f"{k} {_fmt_value(v)}" for k, v in c["fixed"].items()) or "-"
@@ -145,8 +151,22 @@ def list_cmd(
         if "scale" in desc:
             row.append("\n".join(f"{k} {' / '.join(f'{x:.3g}' for x in e['values'])} {e['unit']}"
                                  for k, e in c["effective"].items()) or "-")
+        if physical:
+            row.append(_fmt_physical(c.get("physical") or []))
         table.add_row(*row)
     out.print(fit(table))
+
+
+_PHYSICAL = (("exposure_ms", "exposure", "ms"), ("iso", "ISO", ""), ("brightness", "brightness", ""),
+             ("smear_m", "smear", "m"), ("smear_px", "smear", "px"))
+
+
+def _fmt_physical(rows: list[dict]) -> str:
+    """A generation-2 model's ladder on the default camera, one quantity per line: ``smear 0.018 / 0.099 / 0.5 m``."""
+    if not rows:
+        return "-"
+    return "\n".join(f"{label} {' / '.join(f'{r[key]:.3g}' for r in rows)}{' ' + unit if unit else ''}"
+                     for key, label, unit in _PHYSICAL if key in rows[0])
 
 
 def corrupt_cmd(

@@ -39,7 +39,7 @@ class CameraLowLightParams:
     ev_loss: float
     shutter_limit_ms: float
     iso_cap: float
-    chroma_denoise_sigma_px: float
+    chroma_denoise_sigma: float
     base_iso: float = 100.0
     shot_noise_base: float = 1e-4
     read_noise_line: tuple = (2.18, 1.20)
@@ -348,4 +348,4 @@ def camera_low_light(image: np.ndarray, params: CameraLowLightParams, draw: Came
     linear = smear_linear(linear, smear, scene, path, exposure)
     a, b = added_noise_coefficients(params, capture, scene.iso)
     noisy = raw_noise_image(linear, capture, a, b, draw.noise)
-    return chroma_path(noisy, params.chroma_denoise_sigma_px)
+    return chroma_path(noisy, params.chroma_denoise_sigma)

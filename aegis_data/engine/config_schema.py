@@ -131,7 +131,7 @@ PARAMETERS: Mapping[str, Mapping[str, Param]] = {
         "shutter_limit_ms": Param("number", 0.0, 1000.0, "longest exposure the auto-exposure chooses, in ms",
                                   lo_open=True),
         "iso_cap": Param("number", 1.0, 409600.0, "highest ISO the auto-exposure chooses"),
-        "chroma_denoise_sigma_px": Param("number", 0.0, 8.0, "std of the camera's chroma denoise blur, in px"),
+        "chroma_denoise_sigma": Param("number", 0.0, 8.0, "std of the camera's chroma denoise blur, in px of the frame (not scaled: the camera works on its pixels)"),
     },
     "trajectory_blur": {
         "speed_mps": Param("number", 0.0, 60.0, "platform speed over the ground, in m/s"),

@@ -1007,6 +1007,40 @@ def corruption_params(name: str, severity: int, config: SuiteConfig | None = Non
     return ptype(**values)
 
 
+def physical_ladder(name: str, config: SuiteConfig, person_px: float | None = None) -> list[dict]:
+    """What a generation-2 model's severities mean on the suite's default camera, one dict per severity: low light's
+    exposure, ISO and remaining brightness chosen by the auto-exposure, and the smear (m; px when ``person_px`` is
+    given) the exposure adds; motion blur's added smear and jitter. Empty for an aegis-v1 model."""
+    from aegis_data.engine.camera import auto_exposure
+    from aegis_data.engine.motion import Exposure
+    from aegis_data.engine.scene import gsd_from_person_px
+
+    spec = config.corruptions[name]
+    cam = config.camera
+    gsd = gsd_from_person_px(person_px) if person_px is not None else None
+    out = []
+    for sev in (1, 2, 3):
+        if spec.model_name == "camera_low_light":
+            p = corruption_params(name, sev, config)
+            cap = auto_exposure(p.ev_loss, cam["base_exposure_ms"], cam["base_iso"], p.shutter_limit_ms, p.iso_cap)
+            v = cam["platform_speed_mps"]
+            smear = Exposure(v, cap.exposure_ms, v, cam["base_exposure_ms"]).added_smear_m()
+            row = {"ev_loss": p.ev_loss, "exposure_ms": cap.exposure_ms, "iso": round(cap.iso, 1),
+                   "brightness": round(cap.brightness, 4), "smear_m": round(smear, 4)}
+        elif spec.model_name == "trajectory_blur":
+            p = corruption_params(name, sev, config)
+            smear = Exposure(p.speed_mps, p.exposure_ms, cam["platform_speed_mps"],
+                             cam["base_exposure_ms"]).added_smear_m()
+            row = {"speed_mps": p.speed_mps, "exposure_ms": p.exposure_ms, "smear_m": round(smear, 4),
+                   "jitter_mrad": p.jitter_mrad}
+        else:
+            return []
+        if gsd is not None:
+            row["smear_px"] = round(smear / gsd, 2)
+        out.append(row)
+    return out
+
+
 def draw_params(name: str, params, height: int, width: int, rng: KeyedRandom, scene: Scene | None = None):
     """Every random value ``name`` needs for a ``height x width`` frame, from stream ``rng``: the public draw
     layer. ``kernel(image, params, draw_params(...))`` with the stream ``keyed_random(image_id, name, severity,

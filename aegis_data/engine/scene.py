@@ -376,8 +376,8 @@ def estimate_scene(rgb: np.ndarray, person_px: float, camera: Mapping[str, Any],
     gsd = gsd_from_person_px(person_px)
     if "focal_px" in given:
         focal = given["focal_px"]
-    elif "altitude_m" in given and given.get("pitch_deg", 90.0) >= 90.0:
-        focal = _round(given["altitude_m"] / gsd, 2)  # nadir: altitude = gsd x focal length
+    elif "altitude_m" in given and given.get("pitch_deg", 90.0) >= 60.0:
+        focal = _round(given["altitude_m"] / gsd, 2)  # near-nadir: altitude = gsd x focal length
     else:
         focal = focal_from_hfov(w, float(camera["hfov_deg"]))
     # The view: a sidecar pitch decides; else sky found at the top means oblique.
