@@ -117,7 +117,7 @@ def test_list_corrupt_grid_and_calibrate_take_the_suite(tmp_path):
     assert r.exit_code == 0, r.output
     r = invoke("calibrate", tmp_path / "in", "--suite", "aegis-v1", "-c", "low_light")
     assert r.exit_code == 0, r.output
-    assert_one_line_error(invoke("calibrate", tmp_path / "nowhere"), "neither a split")
+    assert_one_line_error(invoke("calibrate", tmp_path / "nowhere"), "path not found")
     assert_one_line_error(invoke("list", "--scale", "tile"), "one of frame, object")
 
 

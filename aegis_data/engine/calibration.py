@@ -585,9 +585,9 @@ def calibrate_path(
                              f"--suite/--scale/--person-px/--gsd apply to folders of clean images")
         return calibrate_split(path, corruptions, limit)
     config = load_config(suite)
-    # The folder and the names first: a missing path or an unknown name is the error to report, not the unit.
-    if not Path(path).is_dir():
-        raise AegisError(f"{path} is neither a split (a folder with manifest.json) nor a folder of images")
+    # The images and the names first: a missing path or an unknown name is the error to report, not the unit.
+    _check_limit(limit)
+    list_images(path, limit)
     resolve_corruptions(corruptions, config)
     mode = scale if scale is not None else config.scale.get("mode", "frame")
     if mode not in ("frame", "object"):
