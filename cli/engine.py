@@ -189,7 +189,7 @@ def corrupt_cmd(
 ) -> None:
     """Apply one corruption at one severity to one image and write a lossless PNG."""
     from aegis_data.engine.corruptions import apply_corruption
-    from aegis_data.engine.scene import estimate_scene, read_sidecar, read_water_mask, sidecar_path
+    from aegis_data.engine.scene import estimate_scene, found_sidecar, read_sidecar, read_water_mask, sidecar_path
     from aegis_data.files.imageio import pixel_sha256, read_rgb, write_png_atomic
 
     cfg = load_config(suite)
@@ -205,7 +205,9 @@ def corrupt_cmd(
     image_scene = None
     if cfg.uses_scene:
         side = scene if scene is not None else sidecar_path(image)
-        facts = read_sidecar(side) if scene is not None or side.is_file() else None
+        # A sidecar named on the command line is yours; one found beside IMAGE is read only from IMAGE's folder.
+        facts = read_sidecar(side) if scene is not None else \
+            read_sidecar(side, confined=True) if found_sidecar(side) is not None else None
         mask = None
         if facts and facts.get("water_mask"):
             mask = read_water_mask(side.parent / facts["water_mask"], *rgb.shape[:2])

@@ -112,8 +112,9 @@ def test_covered_area_of_the_border_windows():
     from aegis_data.engine.visibility import _border_windows
 
     u, v = _border_windows(50, 50, 10, 20)
-    assert _covered_area(u, v, 10, 20) == 8 * 10 * 20  # the full surround: 3 x 3 boxes minus the person
-    assert _covered_area(np.array([0, 5]), np.array([0, 0]), 10, 10) == 150
+    assert _covered_area(u, v, 10, 20, 50, 50) == 8 * 10 * 20  # the full surround: 3 x 3 boxes minus the person
+    # Two overlapping windows of the top row of a 10 x 10 person's surround at (10, 10).
+    assert _covered_area(np.array([0, 5]), np.array([0, 0]), 10, 10, 10, 10) == 150
 
 
 def test_pixel_box_rounds_and_clips_and_refuses_garbage():

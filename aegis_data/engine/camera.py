@@ -29,6 +29,11 @@ from aegis_data.engine.motion import Exposure, TrajectoryBlurParams, TrajectoryD
 from aegis_data.engine.photometry import LINEAR_MAX, encode_table, stable, to_linear
 from aegis_data.engine.scene import Scene
 from aegis_data.engine.seeding import NORMAL_FRAC_BITS, KeyedRandom, normal_table
+from aegis_data.errors import AegisError
+
+
+# ln of the largest read-noise variance computed: exp() of more overflows a float64 (exp(709.78) is the largest).
+_MAX_LOG_VARIANCE = 709.0
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,14 @@ def noise_levels(params: CameraLowLightParams, iso: float) -> tuple[float, float
     signal x in [0, 1] (Brooks et al. 2019's heteroscedastic Gaussian model)."""
     shot = stable(params.shot_noise_base * iso / params.base_iso, "shot noise")
     slope, intercept = params.read_noise_line
-    read = stable(math.exp(slope * math.log(shot) + intercept), "read noise")
+    if not (math.isfinite(shot) and shot > 0.0):  # a shot_noise_base so small that it underflows at this ISO
+        raise AegisError(f"the shot-noise variance at ISO {iso:g} is {shot!r}, which has no logarithm; raise "
+                         f"camera.shot_noise_base")
+    exponent = slope * math.log(shot) + intercept
+    if exponent > _MAX_LOG_VARIANCE:
+        raise AegisError(f"the read-noise variance exp({slope:g} ln {shot:.4g} + {intercept:g}) = exp({exponent:.4g}) "
+                         f"at ISO {iso:g} does not fit a 64-bit float; lower camera.read_noise_line")
+    read = stable(math.exp(exponent), "read noise")
     return shot, read
 
 
@@ -103,6 +115,9 @@ def added_noise_coefficients(params: CameraLowLightParams, capture: LowLightCapt
     scale = LINEAR_MAX * wb
     a = scale * max(0.0, shot - d * shot0)
     b = scale * scale * max(0.0, read - d * d * read0)
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):  # the per-pixel std would be inf, then NaN
+        raise AegisError(f"the added sensor-noise variance (read {read:.4g}, shot {shot:.4g} in raw units) does not "
+                         f"fit a 64-bit float in display units; lower camera.read_noise_line or shot_noise_base")
     return a, b
 
 

@@ -26,7 +26,8 @@ from typing import Any, Mapping
 from aegis_data.engine.config_schema import validate_suite
 from aegis_data.errors import AegisError
 from aegis_data.files.layout import MANIFEST_NAME, SUITE_CONFIG_NAME
-from aegis_data.files.readers import parse_yaml_bytes, read_file_bytes, read_json_object, read_yaml
+from aegis_data.files.readers import (MAX_YAML_BYTES, parse_yaml_bytes, read_file_bytes, read_json_object,
+                                      read_yaml)
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # aegis_data/
 REPO_ROOT = PACKAGE_ROOT.parent
@@ -238,6 +239,9 @@ def suite_path(suite: str | Path | None = None) -> Path:
     if isinstance(suite, str) and suite in SUITE_NAMES:
         return SUITES_DIR / f"{suite}.yaml"
     p = Path(suite)
+    if p.exists() and not p.is_file():
+        raise AegisError(f"suite {str(suite)!r} is not a regular file (a folder, FIFO, socket or device); give "
+                         f"{' or '.join(SUITE_NAMES)}, or the path of a suite config file")
     if not p.is_file():
         raise AegisError(f"unknown suite {str(suite)!r}: give {' or '.join(SUITE_NAMES)}, or the path of a suite "
                          f"config file")
@@ -318,7 +322,7 @@ def split_config(root: str | Path, config_hash: str | None = None) -> SuiteConfi
                          f"this split")
     copy = root / SUITE_CONFIG_NAME
     if copy.is_file():
-        data = read_file_bytes(copy, "split suite config")
+        data = read_file_bytes(copy, "split suite config", max_bytes=MAX_YAML_BYTES)
         suite = _split_copy_cached(str(copy.resolve()), data)
         # A split built before the hash covered the parsed content recorded the file bytes' hash; both name it.
         if config_hash in (suite.config_hash, suite.bytes_hash):

@@ -1163,7 +1163,10 @@ def _render_in_scene(image: np.ndarray, name: str, severity: int, rng: KeyedRand
         params = corruption_params(name, severity, suite)
         B.check_render_budget(_scene_cost(params, scene, h, w), h, w, what)
         m = _SCENE_MODELS[model]
-        out_region = m.kernel(region, params, m.draw(params, scene, h, w, rng), scene)
+        try:
+            out_region = m.kernel(region, params, m.draw(params, scene, h, w, rng), scene)
+        except AegisError as exc:  # a limit the model checks as it goes (a kernel's reach, a noise variance)
+            raise AegisError(f"{what}: {exc}") from None
     else:
         params = corruption_params(name, severity, suite, Scale(OBJECT, scene.person_px, "scene"))
         B.check_render_budget(render_cost(params, h, w), h, w, what)

@@ -53,7 +53,7 @@ import numpy as np
 from aegis_data.engine.config import split_config
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import IMAGE_SUFFIXES, list_images, read_rgb
-from aegis_data.files.layout import MANIFEST_NAME, condition_dir
+from aegis_data.files.layout import MANIFEST_NAME, condition_dir, link_target
 from aegis_data.files.rgb import check_rgb_image
 
 BLOCK = 8
@@ -783,12 +783,25 @@ class RealismReport:
 
 
 def _split_images(split_dir: Path, condition: str, limit: int | None) -> list[Path]:
+    """The split's ``test/<condition>/*.png`` to read (the first ``limit`` by name); AegisError for none, and for a
+    file that is a link leaving the split or not a regular file: a received split is read only inside itself
+    (docs/SECURITY.md), and a FIFO would block the read."""
     folder = condition_dir(split_dir, "test", condition)
     files = sorted(folder.glob("*.png")) if folder.is_dir() else []
     if not files:
         raise AegisError(f"{split_dir} holds no rendering of {condition} ({folder.relative_to(split_dir)}/*.png); "
                          f"build the split with that condition")
-    return files if limit is None else files[:limit]
+    files = files if limit is None else files[:limit]
+    root = split_dir.resolve()
+    for f in files:
+        real = link_target(f)
+        if real is None:
+            raise AegisError(f"{f} is a symbolic link loop; not read")
+        if not real.is_relative_to(root):
+            raise AegisError(f"{f} resolves outside the split, to {real}; not read (`aegis verify` reports such links)")
+        if not f.is_file():
+            raise AegisError(f"{f} is not a regular file (a folder, FIFO, socket or device); not read")
+    return files
 
 
 def realism_report(real_dir: str | Path, split_dir: str | Path, condition: str,

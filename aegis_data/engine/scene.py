@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -299,20 +300,47 @@ def check_sidecar(doc: Any, where: str) -> dict[str, Any]:
                                  f"{value!r:.60}")
             out[key] = [int(v) for v in value]
         else:  # water_mask
-            if not isinstance(value, str) or not value or Path(value).name != value or value in (".", ".."):
-                raise AegisError(f"{where}: water_mask must be the name of a file beside the sidecar, got {value!r:.60}")
+            if not isinstance(value, str) or not value or Path(value).name != value or value in (".", "..") \
+                    or "\\" in value or any(ord(c) < 32 or ord(c) == 127 for c in value) or len(value) > 255:
+                raise AegisError(f"{where}: water_mask must be the name of a file beside the sidecar (no separator, "
+                                 f"backslash or control character), got {value!r:.60}")
             out[key] = value
     return out
 
 
-def read_sidecar(path: str | Path) -> dict[str, Any]:
-    """The checked facts of a sidecar file (strict JSON, at most 64 KiB, no key twice); AegisError otherwise."""
+def found_sidecar(path: str | Path) -> Path | None:
+    """``path`` when anything is there (a file, a folder, a FIFO, a link, even a broken one), else None: a sidecar
+    the toolkit looks for is read whenever something carries its name, so a wrong kind of file is refused by
+    :func:`read_sidecar` rather than silently ignored."""
+    path = Path(path)
+    return path if os.path.lexists(path) else None
+
+
+def check_in_folder(path: str | Path, what: str) -> Path:
+    """``path``, unless it is a symbolic link (or lies under one) that resolves outside the folder holding it:
+    a file found in a dataset (a sidecar, the water mask it names) is not read from elsewhere (docs/SECURITY.md)."""
+    from aegis_data.files.layout import link_target
+
+    path = Path(path)
+    real, folder = link_target(path), link_target(path.parent)
+    if real is None or folder is None:
+        raise AegisError(f"{path}: the {what} is a symbolic link loop; not read")
+    if not real.is_relative_to(folder):
+        raise AegisError(f"{path}: the {what} is a link leaving its folder (to {real}); not read: copy the file "
+                         f"into {path.parent}")
+    return path
+
+
+def read_sidecar(path: str | Path, confined: bool = False) -> dict[str, Any]:
+    """The checked facts of a sidecar file (strict JSON, at most 64 KiB, no key twice); AegisError otherwise.
+    ``confined``: the sidecar was found beside an image (not named on the command line), so a link leaving its
+    folder is refused (:func:`check_in_folder`)."""
     from aegis_data.files.readers import parse_json_bytes, read_file_bytes
 
     path = Path(path)
-    if path.is_file() and path.stat().st_size > MAX_SIDECAR_BYTES:
-        raise AegisError(f"{path}: a scene sidecar is at most {MAX_SIDECAR_BYTES} bytes")
-    data = read_file_bytes(path, "scene sidecar", "sidecar_")
+    if confined:
+        check_in_folder(path, "scene sidecar")
+    data = read_file_bytes(path, "scene sidecar", "sidecar_", max_bytes=MAX_SIDECAR_BYTES)
     doc = parse_json_bytes(data, "scene sidecar", path, "sidecar_")
     if isinstance(doc, dict):
         # A fact given twice is ambiguous (JSON keeps the last one silently): refuse it.
@@ -332,13 +360,27 @@ def water_mask_digest(mask: np.ndarray) -> str:
 
 
 def read_water_mask(path: str | Path, height: int, width: int) -> np.ndarray:
-    """A water mask image (any format OpenCV decodes; non-zero = water) of the image's size, as bool (H, W)."""
-    from aegis_data.files.imageio import read_rgb
+    """A water mask image of the image's size, as bool (H, W): water where any colour sample is non-zero, read at
+    its stored depth (8- or 16-bit; a 16-bit label 1 is water). Any format OpenCV decodes; a palette image by its
+    colours. Refused: another size (from the header, before decoding: no decompression bomb), an alpha channel that
+    is not opaque (which pixels it marks would be a guess), a FIFO or device, a link leaving the sidecar's folder."""
+    from aegis_data.files.imageio import decode_samples, header_size
+    from aegis_data.files.readers import read_file_bytes
 
-    rgb = read_rgb(Path(path))
-    if rgb.shape[:2] != (height, width):
-        raise AegisError(f"{path}: water mask is {rgb.shape[1]}x{rgb.shape[0]}, the image {width}x{height}")
-    return rgb.max(axis=2) > 0
+    path = check_in_folder(path, "water mask")
+    data = read_file_bytes(path, "water mask", "water_mask_")
+    size = header_size(data)
+    if size is not None and size != (width, height):
+        raise AegisError(f"{path}: water mask is {size[0]}x{size[1]}, the image {width}x{height}")
+    samples = decode_samples(data, path, max_pixels=max(1, int(height) * int(width)))
+    if samples.shape[:2] != (height, width):
+        raise AegisError(f"{path}: water mask is {samples.shape[1]}x{samples.shape[0]}, the image {width}x{height}")
+    if samples.ndim == 3 and samples.shape[2] in (2, 4):
+        if (samples[..., -1] != np.iinfo(samples.dtype).max).any():
+            raise AegisError(f"{path}: water mask has transparent pixels; give an opaque mask (non-zero = water): "
+                             f"an alpha channel is not read")
+        samples = samples[..., :-1]
+    return samples != 0 if samples.ndim == 2 else (samples != 0).any(axis=2)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -38,6 +38,9 @@ from aegis_data.files.rgb import check_rgb_image
 
 ROSE_K = 5.0  # Rose's detectability threshold
 MIN_SURROUND_BOXES = 4  # the windows used must cover at least this many box areas
+# Persons measured per image: far more than any aerial frame holds; a ground-truth file listing more (a hostile or
+# broken one) leaves the rest unmeasured instead of multiplying the work.
+MAX_MEASURED_PERSONS = 1000
 
 
 def _luma_dn(rgb: np.ndarray) -> np.ndarray:
@@ -54,8 +57,12 @@ def pixel_box(box: Sequence[float], width: int, height: int) -> tuple[int, int, 
         raise AegisError(f"a person box must be 4 numbers (x, y, w, h), got {box!r:.80}") from None
     if not all(math.isfinite(v) for v in (x, y, w, h)):
         raise AegisError(f"a person box must be 4 finite numbers (x, y, w, h), got {box!r:.80}")
-    x0, y0 = max(0, math.floor(x + 0.5)), max(0, math.floor(y + 0.5))
-    x1, y1 = min(width, math.floor(x + w + 0.5)), min(height, math.floor(y + h + 0.5))
+
+    def edge(v: float, side: int) -> int:  # floor(v), clipped to [0, side]; x + w may overflow to inf
+        return math.floor(min(max(v, 0.0), float(side)))
+
+    x0, y0 = edge(x + 0.5, width), edge(y + 0.5, height)
+    x1, y1 = edge(x + w + 0.5, width), edge(y + h + 0.5, height)
     return (x0, y0, x1, y1) if x1 > x0 and y1 > y0 else None
 
 
@@ -79,20 +86,65 @@ def _border_windows(x0: int, y0: int, w: int, h: int) -> tuple[np.ndarray, np.nd
     return u, v
 
 
-def _covered_area(u: np.ndarray, v: np.ndarray, w: int, h: int) -> int:
-    """Pixels covered by the union of the w x h windows at (u, v) (a difference array over their bounding box)."""
-    u0, v0 = int(u.min()), int(v.min())
-    diff = np.zeros((int(v.max()) - v0 + h + 1, int(u.max()) - u0 + w + 1), np.int64)
-    np.add.at(diff, (v - v0, u - u0), 1)
-    np.add.at(diff, (v - v0, u - u0 + w), -1)
-    np.add.at(diff, (v - v0 + h, u - u0), -1)
-    np.add.at(diff, (v - v0 + h, u - u0 + w), 1)
-    return int(np.count_nonzero(np.cumsum(np.cumsum(diff, axis=0), axis=1)))
+def _intervals(starts: np.ndarray, length: int) -> np.ndarray:
+    """The union of the intervals [s, s + length) of integer ``starts`` as disjoint (begin, end) rows, sorted."""
+    s = np.unique(starts)
+    if s.size == 0:
+        return np.zeros((0, 2), np.int64)
+    breaks = np.flatnonzero(np.diff(s) > length) + 1  # a gap: the next interval starts after this one ends
+    begin = s[np.concatenate([[0], breaks])]
+    end = s[np.concatenate([breaks - 1, [s.size - 1]])] + length
+    return np.stack([begin, end], axis=1).astype(np.int64)
+
+
+def _measure(runs: np.ndarray, lo: int | None = None, hi: int | None = None) -> int:
+    """Length of the union ``runs`` (from :func:`_intervals`), clipped to [lo, hi) when given."""
+    if runs.size == 0:
+        return 0
+    b, e = runs[:, 0], runs[:, 1]
+    if lo is not None:
+        b, e = np.maximum(b, lo), np.minimum(e, hi)
+    return int(np.maximum(e - b, 0).sum())
+
+
+def _covered_area(u: np.ndarray, v: np.ndarray, w: int, h: int, x0: int, y0: int) -> int:
+    """Pixels covered by the union of the w x h windows at (u, v), which lie on the border of the neighbourhood of
+    the box at (x0, y0) (:func:`_border_windows`), in time linear in their number.
+
+    The windows form four strips: top (v = y0 - h) and bottom (v = y0 + h) rows of windows sliding in x, left
+    (u = x0 - w) and right (u = x0 + w) columns sliding in y. Each strip is a product of a union of intervals and
+    one band, top and bottom share no row and left and right no column, so the union is the four strips' areas
+    less the four corner overlaps (top-left, top-right, bottom-left, bottom-right) by inclusion-exclusion."""
+    top, bottom = v == y0 - h, v == y0 + h
+    left, right = (u == x0 - w) & ~top & ~bottom, (u == x0 + w) & ~top & ~bottom
+    xt, xb = _intervals(u[top], w), _intervals(u[bottom], w)
+    yl, yr = _intervals(v[left], h), _intervals(v[right], h)
+    area = h * (_measure(xt) + _measure(xb)) + w * (_measure(yl) + _measure(yr))
+    for xs, band_y in ((xt, (y0 - h, y0)), (xb, (y0 + h, y0 + 2 * h))):
+        for ys, band_x in ((yl, (x0 - w, x0)), (yr, (x0 + w, x0 + 2 * w))):
+            area -= _measure(xs, *band_x) * _measure(ys, *band_y)
+    return area
+
+
+def _people_integral(present: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Integral image ((h + 1, w + 1) int64) of the number of person boxes covering each pixel: a window overlaps
+    some person box exactly when its sum is not zero (a difference array, O(frame + boxes))."""
+    diff = np.zeros((height + 1, width + 1), np.int64)
+    np.add.at(diff, (present[:, 1], present[:, 0]), 1)
+    np.add.at(diff, (present[:, 1], present[:, 2]), -1)
+    np.add.at(diff, (present[:, 3], present[:, 0]), -1)
+    np.add.at(diff, (present[:, 3], present[:, 2]), 1)
+    return _integral(np.cumsum(np.cumsum(diff, axis=0), axis=1)[:height, :width])
 
 
 def person_visibility(rgb: np.ndarray, boxes: Sequence[Sequence[float]]) -> tuple[float, ...]:
     """V (module docstring) of each person box ``(x, y, w, h)`` (COCO, px) of one image, in the given order. Every
-    box given is a person whose pixels no other person's windows may use."""
+    box given is a person whose pixels no other person's windows may use.
+
+    Bounded work whatever the boxes (a ground-truth file is not trusted): one pass over the frame, then per person
+    work linear in its surround's windows (at most about twice the frame's width plus height); only the first
+    :data:`MAX_MEASURED_PERSONS` boxes of an image are measured (the rest are NaN, not measured), every box still
+    excludes its pixels from the others' surrounds."""
     rgb = check_rgb_image(rgb, "image")
     height, width = rgb.shape[:2]
     pboxes = [pixel_box(b, width, height) for b in boxes]
@@ -100,9 +152,10 @@ def person_visibility(rgb: np.ndarray, boxes: Sequence[Sequence[float]]) -> tupl
         return ()
     ii = _integral(_luma_dn(rgb))
     present = np.array([b for b in pboxes if b is not None], dtype=np.int64).reshape(-1, 4)
+    people = _people_integral(present, height, width)
     out: list[float] = []
-    for box in pboxes:
-        if box is None:
+    for k, box in enumerate(pboxes):
+        if box is None or k >= MAX_MEASURED_PERSONS:
             out.append(math.nan)
             continue
         x0, y0, x1, y1 = box
@@ -111,10 +164,9 @@ def person_visibility(rgb: np.ndarray, boxes: Sequence[Sequence[float]]) -> tupl
         keep = (u >= 0) & (v >= 0) & (u + w <= width) & (v + h <= height)
         u, v = u[keep], v[keep]
         # Drop windows overlapping any person box (the own box never does: these windows only touch it).
-        hit = ((u[:, None] < present[None, :, 2]) & (u[:, None] + w > present[None, :, 0])
-               & (v[:, None] < present[None, :, 3]) & (v[:, None] + h > present[None, :, 1])).any(axis=1)
+        hit = (people[v + h, u + w] - people[v, u + w] - people[v + h, u] + people[v, u]) != 0
         u, v = u[~hit], v[~hit]
-        if u.size == 0 or _covered_area(u, v, w, h) < MIN_SURROUND_BOXES * w * h:
+        if u.size == 0 or _covered_area(u, v, w, h, x0, y0) < MIN_SURROUND_BOXES * w * h:
             out.append(math.nan)
             continue
         surround = _window_means(ii, u, v, w, h)

@@ -216,7 +216,7 @@ def standard_decode_problem(data: bytes, rgb: np.ndarray) -> str | None:
 
 def read_rgb(path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """Read an image file as HxWx3 uint8 RGB; AegisError when missing, unreadable, truncated or too large."""
-    p = Path(path)
+    p = _regular_image_file(path)
     try:
         data = p.read_bytes()
     except FileNotFoundError:
@@ -226,6 +226,21 @@ def read_rgb(path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarr
     except OSError as exc:
         raise AegisError(f"cannot read image {p}: {exc.strerror}") from None
     return decode_file_bytes(data, p, max_pixels)
+
+
+def _regular_image_file(path: str | Path) -> Path:
+    """``path`` as a Path; AegisError for a name no file can have (a NUL byte) and for a FIFO, socket or device,
+    refused before it is opened: reading a FIFO blocks until a writer comes, a device may never end."""
+    p = Path(path)
+    try:
+        exists, regular, folder = p.exists(), p.is_file(), p.is_dir()
+    except ValueError:  # an embedded NUL byte
+        raise AegisError(f"cannot read image {str(p)[:200]!r}: not a valid file name") from None
+    if "\x00" in str(p):
+        raise AegisError(f"cannot read image {str(p)[:200]!r}: not a valid file name")
+    if exists and not regular and not folder:
+        raise AegisError(f"expected an image file, got a FIFO, socket or device: {p}")
+    return p
 
 
 def decode_file_bytes(data: bytes, path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
@@ -238,9 +253,36 @@ def decode_file_bytes(data: bytes, path: str | Path, max_pixels: int = DEFAULT_M
     return decode_image_bytes(data, what=str(p), max_pixels=max_pixels)
 
 
+def decode_samples(data: bytes, path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """The stored samples of image bytes, unconverted: uint8 or uint16, (h, w) or (h, w, c) in OpenCV's channel
+    order (B, G, R[, A]); palette PNGs as their colours. For files whose values are labels, not colours (a water
+    mask): :func:`decode_image_bytes` would scale 16-bit samples to 8 bits and drop alpha. The same checks as
+    :func:`read_rgb`: empty, truncated PNG, the pixel limit (from the header before decoding where it has one)."""
+    p = Path(path)
+    if not data:
+        raise AegisError(f"cannot decode image {p}: the file is empty")
+    if p.suffix.lower() == ".png" and not data.rstrip(b"\x00").endswith(b"IEND\xaeB`\x82"):
+        raise AegisError(f"cannot decode image {p}: truncated PNG (no IEND chunk)")
+    size = header_size(data)
+    if size is not None and size[0] * size[1] > max_pixels:
+        raise AegisError(f"image {p} is {size[0]}x{size[1]} = {size[0] * size[1]:,} pixels, above the limit of "
+                         f"{max_pixels:,}")
+    import cv2
+
+    decoded = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED | cv2.IMREAD_IGNORE_ORIENTATION)
+    if decoded is None or decoded.size == 0:
+        raise AegisError(f"cannot decode image {p}: not an image or truncated")
+    if decoded.dtype not in (np.uint8, np.uint16):
+        raise AegisError(f"unsupported pixel type {decoded.dtype} in {p}; expected 8- or 16-bit")
+    if decoded.shape[0] * decoded.shape[1] > max_pixels:
+        raise AegisError(f"image {p} has {decoded.shape[0] * decoded.shape[1]:,} pixels, above the limit of "
+                         f"{max_pixels:,}")
+    return decoded
+
+
 def image_size(path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
     """(width, height) from the file header when possible, else by decoding (under ``max_pixels``)."""
-    p = Path(path)
+    p = _regular_image_file(path)
     try:
         with open(p, "rb") as fh:
             head = fh.read(1 << 16)

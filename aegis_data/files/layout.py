@@ -25,3 +25,12 @@ def condition_dir(root: str | Path, split: str, condition: str) -> Path:
 
 def image_file_name(image_id: str) -> str:
     return f"{image_id}.png"
+
+
+def link_target(path: str | Path) -> Path | None:
+    """Where ``path`` leads with every symbolic link followed (``Path.resolve``), or None when the links form a
+    loop (``resolve`` raises then: a received folder may hold one)."""
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError):
+        return None

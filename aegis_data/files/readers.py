@@ -104,9 +104,10 @@ def parse_json_bytes(data: bytes, what: str, path: str | Path, code_prefix: str 
             gc.enable()
 
 
-def read_file_bytes(path: str | Path, what: str, code_prefix: str = "") -> bytes:
+def read_file_bytes(path: str | Path, what: str, code_prefix: str = "", max_bytes: int | None = None) -> bytes:
     """The bytes of one input file; AegisError ``[<prefix>not_found]``, ``wrong_type`` (a directory, FIFO,
-    socket or device) or ``unreadable``."""
+    socket or device), ``unreadable`` or, with ``max_bytes``, ``too_large`` (checked before reading, and at most
+    ``max_bytes + 1`` bytes are read, so a file that grows meanwhile is refused too)."""
     p = Path(path)
     if not p.exists():
         raise AegisError(f"[{code_prefix}not_found] {what} file not found: {p}")
@@ -115,10 +116,20 @@ def read_file_bytes(path: str | Path, what: str, code_prefix: str = "") -> bytes
     if not p.is_file():  # checked before open(): reading a FIFO blocks, a device may never end
         raise AegisError(f"[{code_prefix}wrong_type] {what} path is not a regular file (a FIFO, socket or "
                          f"device): {p}")
+    too_large = AegisError(f"[{code_prefix}too_large] {what} file {p} is too large: a {what} is at most "
+                           f"{max_bytes or 0:,} bytes")
     try:
-        return p.read_bytes()
+        if max_bytes is None:
+            return p.read_bytes()
+        if p.stat().st_size > max_bytes:
+            raise too_large
+        with open(p, "rb") as fh:
+            data = fh.read(max_bytes + 1)
     except OSError as exc:
         raise AegisError(f"[{code_prefix}unreadable] cannot read {what} file {p}: {exc.strerror}") from None
+    if len(data) > max_bytes:
+        raise too_large
+    return data
 
 
 def read_json(path: str | Path, what: str, code_prefix: str = "") -> tuple[Any, str]:
@@ -138,19 +149,95 @@ def read_json_object(path: str | Path, what: str, code_prefix: str = "") -> tupl
     return obj, sha
 
 
+# YAML inputs (suite configs, augmentation policies, baseline configs) are a few KB; the pure-Python parser reads
+# about 200 KB/s, so these bounds keep any YAML input under about two seconds and a few MB. Aliases are shared by
+# the parser, but every reader walks (and prints) values as trees: a "billion laughs" of nine nested aliases is 6 KB
+# of text and 387 million nodes. So the document's node count with every alias expanded is bounded too.
+MAX_YAML_BYTES = 1 << 18
+MAX_YAML_NODES = 1 << 18
+
+
+class _StrictYamlLoader(yaml.SafeLoader):
+    """The safe loader, refusing a mapping that gives a key twice (YAML keeps the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    twice = key in seen
+                except TypeError:  # an unhashable key: the safe constructor refuses it below
+                    continue
+                if twice:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"the key {str(key)[:60]!r} is given twice", key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_nodes(root: yaml.Node, limit: int) -> int | None:
+    """The number of nodes of the document with every alias expanded, or None when it exceeds ``limit`` or an
+    alias refers to a node that contains it (a cycle). Iterative: nesting depth is bounded by the parser alone."""
+    size: dict[int, int] = {}
+    open_: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if isinstance(node, yaml.ScalarNode):
+            size[key] = 1
+            continue
+        children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else node.value
+        if done:
+            open_.discard(key)
+            total = 1 + sum(size[id(c)] for c in children)
+            if total > limit:
+                return None
+            size[key] = total
+            continue
+        if key in size:
+            continue
+        if key in open_:
+            return None
+        open_.add(key)
+        stack.append((node, True))
+        for child in children:
+            if id(child) in open_:
+                return None
+            if id(child) not in size:
+                stack.append((child, False))
+    return size[id(root)]
+
+
 def parse_yaml_bytes(data: bytes, what: str, path: str | Path) -> Any:
-    """Safe-loaded YAML from bytes (a non-UTF-8 file is a YAML error too); AegisError naming the file."""
+    """Safe-loaded YAML from bytes (a non-UTF-8 file is a YAML error too); AegisError naming the file. At most
+    :data:`MAX_YAML_BYTES` bytes and :data:`MAX_YAML_NODES` nodes with aliases expanded, no alias cycle, no key
+    given twice in one mapping."""
+    if len(data) > MAX_YAML_BYTES:
+        raise AegisError(f"{what} {path}: {len(data):,} bytes; a YAML input holds at most {MAX_YAML_BYTES:,}")
+    loader = _StrictYamlLoader(data)
     try:
-        return yaml.safe_load(data)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_nodes(node, MAX_YAML_NODES) is None:
+            raise AegisError(f"{what} {path}: its aliases expand to more than {MAX_YAML_NODES:,} values or refer "
+                             f"to themselves (a YAML alias bomb?); write the values out")
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise AegisError(f"{what} {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     except RecursionError:
         raise AegisError(f"{what} {path}: nests too deeply to parse") from None
+    finally:
+        loader.dispose()
 
 
 def read_yaml(path: str | Path, what: str) -> tuple[Any, bytes]:
-    """(safe-loaded YAML, the bytes read); AegisError for a missing, unreadable or malformed file."""
-    data = read_file_bytes(path, what)
+    """(safe-loaded YAML, the bytes read); AegisError for a missing, unreadable, oversized or malformed file."""
+    data = read_file_bytes(path, what, max_bytes=MAX_YAML_BYTES)
     return parse_yaml_bytes(data, what, path), data
 
 

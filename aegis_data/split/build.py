@@ -36,7 +36,7 @@ from aegis_data.engine.config_schema import MAX_SEED
 from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.scale import FRAME, FRAME_SCALE, OBJECT, Scale, resolve_scale, suite_unit_scale
 from aegis_data.engine.scene import (
-    SIDECAR_SUFFIX, Scene, estimate_scene, read_sidecar, read_water_mask, scene_digest, sidecar_path,
+    SIDECAR_SUFFIX, Scene, estimate_scene, found_sidecar, read_sidecar, read_water_mask, scene_digest, sidecar_path,
 )
 from aegis_data.errors import AegisError
 from aegis_data.executors import Placement, map_units
@@ -278,9 +278,9 @@ def _sidecar_of(record: Record, scene_dir: str | Path | None) -> tuple[dict | No
         path = Path(scene_dir) / f"{record.image_id}{SIDECAR_SUFFIX}"
     else:
         path = sidecar_path(record.path, scene_dir)
-    if not path.is_file() and not path.is_symlink():
+    if found_sidecar(path) is None:
         return None, None
-    return read_sidecar(path), str(path.parent)
+    return read_sidecar(path, confined=True), str(path.parent)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -446,7 +446,10 @@ def unit_scene(unit: Unit, source: np.ndarray, suite: SuiteConfig, scale: Scale 
     mask = None
     if unit.sidecar and unit.sidecar.get("water_mask"):
         mask = read_water_mask(Path(unit.sidecar_dir or ".") / unit.sidecar["water_mask"], *source.shape[:2])
-    return estimate_scene(source, scale.person_px, suite.camera, unit.sidecar, mask)
+    try:
+        return estimate_scene(source, scale.person_px, suite.camera, unit.sidecar, mask)
+    except AegisError as exc:  # e.g. a sidecar's valid rectangle outside this image: say which image
+        raise AegisError(f"{unit.split} image {unit.record.image_id}: {exc}") from None
 
 
 def image_relpath(split: str, condition: str, image_id: str) -> str:

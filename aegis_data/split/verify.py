@@ -53,7 +53,7 @@ from aegis_data.executors import Placement, map_units
 from aegis_data.files.imageio import (DEFAULT_MAX_PIXELS, decode_file_bytes, file_sha256, pixel_sha256, read_rgb,
                                       standard_decode_problem)
 from aegis_data.files.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, SUITE_CONFIG_NAME, condition_dir,
-                               image_file_name)
+                                     image_file_name, link_target)
 from aegis_data.files.readers import coco_annotations, coco_bbox, coco_images, read_coco_gt
 from aegis_data.split.manifest import (IMAGE_IDENTITY_KEYS, ROOT_ENTRY_KEYS, ROOT_IDENTITY_KEYS, Manifest,
                                        annotation_digest, annotation_identity, image_identity, load_manifest)
@@ -351,6 +351,11 @@ def verify_split(
         scene_sources={(e["split"], e["image_id"]): e.get("source_pixel_sha256", "") for e in ref.images()
                        if e.get("condition") == "clean"},
     )
+    if config is not None:
+        findings.extend(_scene_record_findings(ref, config))
+        if ref.data.get("suite") != config.suite:
+            findings.append(Finding(MANIFEST_NAME, "manifest", f"the manifest names suite "
+                                    f"{ref.data.get('suite')!r:.60} but its suite config is {config.suite!r:.60}"))
     if config is not None and config.uses_scene:
         findings.extend(images.scene_findings(paths, present, hashed))
     for rel in paths:
@@ -400,6 +405,8 @@ def _identity_findings(ref: Manifest, local: Manifest, subset: bool = False) -> 
         if subset and mine.get("kind") != "image":
             continue  # GT and YOLO files of a partial build differ by design; GT is compared per image
         fields = ROOT_ENTRY_KEYS.get(str(theirs.get("kind")), ())
+        if theirs.get("kind") == "image":
+            fields = (*fields, "scene")  # the root hash covers an image's scene record too (generation 2)
         differ = [k for k in dict.fromkeys(("kind", *fields)) if k != "sha256" and mine.get(k) != theirs.get(k)]
         if differ:
             out.append(Finding(rel, "manifest", "the reference lists this file with other identity fields: "
@@ -479,11 +486,13 @@ class _ImageCheck:
         key = (split, image_id)
         if key not in self.derived:
             recorded = self.scenes.get(key)
-            if recorded is None or self.config is None or self.scale is None or not self.scale.is_object:
+            if recorded is None or self.config is None or not self.config.uses_scene or self.scale is None \
+                    or not self.scale.is_object:
                 self.derived[key] = None
             else:
                 given = recorded.get("given") if isinstance(recorded.get("given"), dict) else {}
                 facts = check_sidecar(dict(given), f"manifest scene of {split}/{image_id}")
+                _check_mask_record(recorded.get("water_mask_sha256"), "water_mask" in facts, f"{split}/{image_id}")
                 facts.pop("water_mask", None)  # the mask file is not in the split; its digest is the recorded one
                 scene = estimate_scene(clean, self.scale.person_px, self.config.camera, facts)
                 self.derived[key] = replace(scene, water_mask_sha256=recorded.get("water_mask_sha256"),
@@ -553,7 +562,11 @@ class _ImageCheck:
         if clean is None:
             return Finding(rel, "pixels", "pixels differ; the clean image is missing or changed, so the expected "
                                           "pixels cannot be regenerated")
-        scene = self.scene(e["split"], e["image_id"], clean)
+        try:
+            scene = self.scene(e["split"], e["image_id"], clean)
+        except AegisError as exc:  # its clean entry's scene finding says why
+            return Finding(rel, "pixels", f"pixels differ; the expected pixels cannot be regenerated: the recorded "
+                                          f"scene cannot be re-derived ({exc})")
         if scene is not None:
             expected = self.corrupt(clean, name, severity, e["image_id"], self.seed, scene=scene)
         else:
@@ -568,6 +581,41 @@ class _ImageCheck:
             detail = (f"{n} pixels differ from this machine's regeneration (max |delta| {dmax}); this machine does not "
                       f"reproduce the expected pixels either: corruption drift")
         return Finding(rel, "pixels", detail, n, dmax)
+
+
+def _check_mask_record(digest: Any, named: bool, where: str) -> None:
+    """AegisError unless a scene record's ``water_mask_sha256`` is a SHA-256 exactly when its sidecar facts name a
+    mask (verify cannot read the mask, which is not part of the split, so its digest is taken as recorded)."""
+    is_digest = isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
+    if (is_digest, digest is None) != (named, not named):
+        raise AegisError(f"manifest scene of {where}: water_mask_sha256 {digest!r:.70} does not go with "
+                         f"{'a' if named else 'no'} water mask among the sidecar facts")
+
+
+def _scene_record_findings(ref: Manifest, config: SuiteConfig) -> list[Finding]:
+    """``scene`` findings on the shape of the records: a generation-2 build records one scene (an object) on each
+    image's clean entry and nowhere else; a generation-1 build records none. (Their contents are checked against
+    the clean pixels by ``_ImageCheck.scene_findings``.)"""
+    out = []
+    for rel, e in sorted(ref.entries.items()):
+        scene = e.get("scene")
+        if e.get("kind") != "image":
+            if scene is not None:
+                out.append(Finding(rel, "scene", "holds a scene record; only an image's clean entry records its scene"))
+        elif not config.uses_scene:
+            if scene is not None:
+                out.append(Finding(rel, "scene", f"holds a scene record, but suite {config.suite} renders without a "
+                                                 f"scene model (generation 1)"))
+        elif e.get("condition") != "clean":
+            if scene is not None:
+                out.append(Finding(rel, "scene", "holds a scene record; only an image's clean entry records its scene"))
+        elif scene is None:
+            out.append(Finding(rel, "scene", f"records no scene; suite {config.suite} renders every image through "
+                                             f"the scene its clean entry records"))
+        elif not isinstance(scene, dict):
+            kind = {str: "a string", list: "a list", bool: "a boolean"}.get(type(scene), "a number")
+            out.append(Finding(rel, "scene", f"the scene record is {kind}, not an object"))
+    return out
 
 
 def _recorded_scenes(ref: Manifest) -> dict[tuple[str, str], dict]:
@@ -596,6 +644,12 @@ def _inside(path: Path, root: Path) -> bool:
         return False
 
 
+def _resolved(path: Path) -> Path:
+    """``path`` with its links followed; for links that form a loop, a placeholder naming it (it lies outside any
+    split, so the loop is reported as a link and nothing is read through it)."""
+    return link_target(path) or Path(f"<a symbolic link loop at {path}>")
+
+
 def escaping_paths(root: Path, paths) -> dict[str, str]:
     """Listed paths that resolve (through a symlinked file or folder) outside ``root``: path -> target."""
     real_root = root.resolve()
@@ -604,8 +658,10 @@ def escaping_paths(root: Path, paths) -> dict[str, str]:
         p = root / rel
         if not (p.is_symlink() or any(q.is_symlink() for q in list(p.parents)[: rel.count("/")])):
             continue
-        target = p.resolve()
-        if not _inside(target, real_root):
+        target = link_target(p)
+        if target is None:
+            out[rel] = "itself (a symbolic link loop)"
+        elif not _inside(target, real_root):
             out[rel] = str(target)
     return out
 
@@ -616,17 +672,17 @@ def link_findings(root: Path, paths) -> list[Finding]:
     findings = []
     for top in (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR):
         d = root / top
-        if d.is_symlink() and not _inside(d.resolve(), real_root):
-            findings.append(Finding(top, "link", f"symbolic link to {d.resolve()}, outside the split"))
+        if d.is_symlink() and not _inside(_resolved(d), real_root):
+            findings.append(Finding(top, "link", f"symbolic link to {_resolved(d)}, outside the split"))
             continue
         if not d.is_dir():
             continue
         for dirpath, dirs, files in os.walk(d):
             for name in (*dirs, *files):
                 p = Path(dirpath, name)
-                if p.is_symlink() and not _inside(p.resolve(), real_root):
+                if p.is_symlink() and not _inside(_resolved(p), real_root):
                     findings.append(Finding(p.relative_to(root).as_posix(), "link",
-                                            f"symbolic link to {p.resolve()}, outside the split"))
+                                            f"symbolic link to {_resolved(p)}, outside the split"))
     names: dict[tuple[int, int], int] = {}
     stats = {}
     for rel in paths:
@@ -656,13 +712,13 @@ def yolo_view_findings(root: Path, manifest: Manifest) -> tuple[list[Finding], t
     conditions = list(manifest.data.get("conditions") or [])
     for split in manifest.data.get("splits") or {}:
         rel = f"{YOLO_DIR}/images/{split}"
-        link, want = root / rel, (root / split).resolve()
+        link, want = root / rel, _resolved(root / split)
         if not link.is_symlink():
             what = "missing" if not link.exists() else "a real folder, not the link"
             findings.append(Finding(rel, "link", f"{what}: expected a symbolic link to ../../{split}, which the "
                                                  f"YOLO lists read images through"))
-        elif link.resolve() != want:
-            findings.append(Finding(rel, "link", f"points to {link.resolve()}, not to the split's {split}/ folder: "
+        elif _resolved(link) != want:
+            findings.append(Finding(rel, "link", f"points to {_resolved(link)}, not to the split's {split}/ folder: "
                                                  f"`yolo val` would read other images"))
         clean = root / YOLO_DIR / "labels" / split / "clean"
         for cond in (conditions if split == "test" else ["clean"]):
@@ -671,8 +727,8 @@ def yolo_view_findings(root: Path, manifest: Manifest) -> tuple[list[Finding], t
             rel = f"{YOLO_DIR}/labels/{split}/{cond}"
             link = root / rel
             if link.is_symlink():
-                if link.resolve() != clean.resolve() or not _inside(link.resolve(), real_root):
-                    findings.append(Finding(rel, "link", f"points to {link.resolve()}, not to the split's clean "
+                if _resolved(link) != _resolved(clean) or not _inside(_resolved(link), real_root):
+                    findings.append(Finding(rel, "link", f"points to {_resolved(link)}, not to the split's clean "
                                                          f"labels: `yolo val` would read other labels"))
             elif link.is_dir():
                 if _same_files(link, clean):

@@ -67,13 +67,17 @@ def suite_of_config_hash(config_hash: Any) -> str | None:
 
 
 def score_suite(doc: Mapping[str, Any]) -> str:
-    """The suite a score document was made with: its provenance's ``suite``; a document from before suites
-    were recorded names a shipped suite by its config hash, else it is taken as aegis-v1 (the only suite then)."""
+    """The suite a score document was made with: the shipped suite its provenance's config hash names, else its
+    provenance's ``suite``; a document from before suites were recorded with neither is taken as aegis-v1 (the only
+    suite then)."""
     prov = doc.get("provenance") if isinstance(doc.get("provenance"), Mapping) else {}
+    known = suite_of_config_hash(prov.get("config_hash"))
+    if known is not None:  # the hash covers the suite's name: it wins over a (possibly edited) name field
+        return known
     named = prov.get("suite")
     if isinstance(named, str) and named:
         return named
-    return suite_of_config_hash(prov.get("config_hash")) or "aegis-v1"
+    return "aegis-v1"
 
 
 def check_one_suite(docs: Sequence[Mapping[str, Any]], names: Sequence[str], allow_mixed: bool = False) -> str | None:

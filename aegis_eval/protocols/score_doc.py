@@ -95,6 +95,7 @@ def validate_result(obj: Any, where: str = "<result>", suite_conditions: bool = 
     for key in ("summary", "provenance", "threshold"):
         if key in obj and obj[key] is not None and not isinstance(obj[key], dict):
             raise _fail(where, f"'{key}' must be an object, got {type(obj[key]).__name__}")
+    _check_suite(obj.get("provenance") or {}, where)
     threshold = obj.get("threshold") or {}
     per_class = threshold.get("per_class")
     if per_class is not None and not isinstance(per_class, dict):
@@ -105,6 +106,23 @@ def validate_result(obj: Any, where: str = "<result>", suite_conditions: bool = 
                                   or not _in_range("recall", value)):
             raise _fail(where, f"{name} must be a number in [0, 1] or null, got {value!r:.40}")
     return obj
+
+
+def _check_suite(provenance: dict, where: str) -> None:
+    """``provenance.suite``: a suite name or null (before suites were recorded), and the suite of
+    ``provenance.config_hash`` when that is a shipped suite's (the hash covers the suite's name, so a document
+    naming another suite was edited: rank and report would take it for a score of that suite)."""
+    from aegis_eval.protocols.provenance import suite_of_config_hash
+
+    named = provenance.get("suite")
+    if named is None:
+        return
+    if not isinstance(named, str) or not named.strip():
+        raise _fail(where, f"provenance.suite must be a suite name (a non-empty string) or null, got {named!r:.60}")
+    known = suite_of_config_hash(provenance.get("config_hash"))
+    if known is not None and named != known:
+        raise _fail(where, f"provenance.suite is {named!r:.60}, but its provenance.config_hash "
+                           f"{provenance.get('config_hash')} is suite {known}'s; the document was edited")
 
 
 _RANGE_TEXT = {"ap": "an AP in [0, 1], or negative (-1) where COCO has no GT", "share": "a share in [0, 1]",
