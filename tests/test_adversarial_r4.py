@@ -622,3 +622,20 @@ def test_a_score_suite_is_the_one_its_shipped_config_hash_names():
 
     assert score_suite({"provenance": {"suite": "aegis-v2", "config_hash": V1.config_hash}}) == "aegis-v1"
     assert score_suite({"provenance": {"suite": "mine", "config_hash": "0" * 12}}) == "mine"
+
+
+def test_load_split_reads_no_frame_linked_out_of_the_split(tmp_path):
+    """Round 4, noticed: FrozenSplit.images (calibrate, gallery, the runners) followed a clean frame linked outside
+    the split; like verify and realism, it now refuses to read it."""
+    import aegis_data as ad
+
+    out = tmp_path / "split"
+    ad.build_splits(ad.load_source("synthetic", n=2), out, corruptions=["low_light"], severities=[1], workers=1,
+                    config=ad.load_config("aegis-v1"))
+    frame = next((out / "test" / "clean").glob("*.png"))
+    outside = tmp_path / "elsewhere.png"
+    outside.write_bytes(frame.read_bytes())
+    frame.unlink()
+    frame.symlink_to(outside)
+    with pytest.raises(AegisError, match="resolves outside the split"):
+        list(ad.load_split(out).images("clean"))

@@ -175,7 +175,7 @@ def test_a_changed_sidecar_re_renders_on_resume(v2_split, tmp_path):
 def _score_doc(suite: str | None, label: str) -> dict:
     cond = {"map50": 0.5, "recall": 0.5, "precision": 0.5, "f1": 0.5, "tp": 1, "fp": 1, "fn": 1, "n_gt": 2,
             "n_images": 1}
-    prov = {"config_hash": load_config("aegis-v1").config_hash}
+    prov = {"config_hash": load_config(suite or "aegis-v1").config_hash}
     if suite is not None:
         prov["suite"] = suite
     return {"schema": "aegis-score/1", "label": label, "dataset": "d", "conditions": {"clean": dict(cond),
@@ -213,3 +213,17 @@ def test_a_score_of_an_aegis_v2_split_names_its_suite(v2_split, tmp_path):
 def test_every_shipped_suite_names_the_same_conditions():
     v1, v2 = (load_config(n) for n in ("aegis-v1", "aegis-v2"))
     assert v1.conditions() == v2.conditions() and {s.suite for s in installed_suites()} == {"aegis-v1", "aegis-v2"}
+
+
+def test_two_versions_of_one_suite_are_not_compared_unless_asked(tmp_path):
+    """A suite still growing (aegis-v2 gains its atmosphere and water models) changes its config hash: two scores
+    naming one suite with two hashes are two benchmarks."""
+    files = []
+    for config_hash, label in ((load_config("aegis-v2").config_hash, "a"), ("0123456789ab", "b")):
+        doc = _score_doc("aegis-v2", label)
+        doc["provenance"]["config_hash"] = config_hash
+        p = tmp_path / f"{label}.json"
+        p.write_text(json.dumps(doc))
+        files.append(p)
+    assert_one_line_error(invoke("rank", *files, "--bootstrap", "10"), "two versions of aegis-v2")
+    assert invoke("rank", *files, "--bootstrap", "10", "--allow-mixed-suites").exit_code == 0

@@ -227,3 +227,13 @@ def test_the_visibility_floor_names_ladders_whose_s3_loses_more_than_half_the_cl
                              clean_visibility=clean)
     assert [v.corruption for v in check_visibility_floor(table)] == ["b"]
     assert check_visibility_floor(CalibrationTable(table.rows, 2, "h", 0)) == []  # no boxes: nothing to judge
+
+
+def test_stable_scalars_round_to_ten_digits_and_refuse_a_rounding_boundary():
+    from aegis_data.engine.photometry import stable
+
+    assert stable(2.0 ** 4.6) == float(f"{2.0 ** 4.6:.9e}") and stable(0.0) == 0.0
+    with pytest.raises(AegisError, match="rounding boundary"):
+        stable(1.23456789050000)  # exactly halfway at the 10th digit: an ulp of libm error decides it
+    # A shipped-range extreme that a 12-digit rule refused (round 4): the auto-exposure at 20 EV.
+    assert CAM.auto_exposure(20.0, 1.0, 100.0, 8.3, 3200.0).brightness == pytest.approx(8.3 * 32 / 2 ** 20)

@@ -8,7 +8,7 @@ change an entry (the same rule as ``aegis_data.engine.seeding.normal_table``): d
 encode one of 32768, and encode(decode(v)) == v for every v (tested).
 
 ``stable`` does the same for the few scalars a model derives through ``exp``/``log``/``pow`` (an EV's light
-factor, a read-noise variance): rounded to 12 significant digits, refused within 1e-4 of a digit of a rounding
+factor, a read-noise variance): rounded to 10 significant digits, refused within 1e-5 of a digit of a rounding
 boundary (which no shipped value comes near).
 """
 
@@ -75,15 +75,19 @@ def to_srgb(linear: np.ndarray) -> np.ndarray:
     return np.take(encode_table(), linear)
 
 
+STABLE_DIGITS = 10  # far more than any physical quantity here is known to
+_STABLE_MARGIN = 1e-5  # of the last digit: ~2e-16 relative, a few ulps of libm error
+
+
 def stable(value: float, what: str = "value") -> float:
-    """``value`` rounded to 12 significant digits, so that every machine gets the same float from a formula with
-    ``exp``/``log``/``pow``; AegisError (naming ``what``) when it lies within 1e-4 of a last digit of a rounding
-    boundary, where an ulp of libm error could flip it."""
+    """``value`` rounded to ``STABLE_DIGITS`` significant digits, so that every machine gets the same float from a
+    formula with ``exp``/``log``/``pow``; AegisError (naming ``what``) when it lies within 1e-5 of a last digit of a
+    rounding boundary, where a few ulps of libm error could flip it (about one value in 50,000)."""
     if value == 0.0 or not math.isfinite(value):
         return value
     exponent = math.floor(math.log10(abs(value)))
-    scaled = abs(value) / 10.0 ** (exponent - 11)
-    if abs(scaled - math.floor(scaled) - 0.5) < 1e-4:
-        raise AegisError(f"{what} = {value!r} lies on a rounding boundary of its 12th digit; choose a slightly "
-                         f"different parameter")
-    return float(f"{value:.11e}")
+    scaled = abs(value) / 10.0 ** (exponent - (STABLE_DIGITS - 1))
+    if abs(scaled - math.floor(scaled) - 0.5) < _STABLE_MARGIN:
+        raise AegisError(f"{what} = {value!r} lies on a rounding boundary of its {STABLE_DIGITS}th digit; choose a "
+                         f"slightly different parameter")
+    return float(f"{value:.{STABLE_DIGITS - 1}e}")

@@ -18,7 +18,8 @@ import numpy as np
 from aegis_data.engine.scale import Scale, scale_from_record
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import read_rgb
-from aegis_data.files.layout import MANIFEST_NAME, SPLIT_NAMES, annotation_path, condition_dir, image_file_name
+from aegis_data.files.layout import (MANIFEST_NAME, SPLIT_NAMES, annotation_path, condition_dir, image_file_name,
+                                     link_target)
 from aegis_data.files.readers import coco_boxes_by_stem, read_coco_gt
 from aegis_data.split.manifest import Manifest, load_manifest
 
@@ -98,10 +99,17 @@ class FrozenSplit:
             raise AegisError(f"{self.root}: no condition {condition!r} in the {split} split; it has "
                              f"{', '.join(available[:6])}{', ...' if len(available) > 6 else ''}")
         folder = condition_dir(self.root, split, condition)
+        real_root = link_target(self.root)
         for image_id, boxes in self._boxes(split).items():
             xywh = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
             xyxy = np.concatenate([xywh[:, :2], xywh[:, :2] + xywh[:, 2:]], axis=1)
-            yield image_id, read_rgb(folder / image_file_name(image_id)), xyxy
+            path = folder / image_file_name(image_id)
+            # A received split may link a file (or folder) elsewhere: nothing outside it is read (docs/SECURITY.md).
+            target = link_target(path)
+            if target is None or real_root is None or not target.is_relative_to(real_root):
+                raise AegisError(f"{path} resolves outside the split ({'a link loop' if target is None else target}); "
+                                 f"not read")
+            yield image_id, read_rgb(path), xyxy
 
     def __iter__(self) -> Iterator[tuple[str, Iterator[tuple[str, np.ndarray, np.ndarray]]]]:
         """``(condition, images(condition))`` for every test condition."""

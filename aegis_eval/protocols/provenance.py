@@ -80,20 +80,41 @@ def score_suite(doc: Mapping[str, Any]) -> str:
     return "aegis-v1"
 
 
+def score_suite_version(doc: Mapping[str, Any]) -> str | None:
+    """The version of its suite a score document was made with: the shipped suite's config hash when its provenance
+    names that suite in either hash form, else its own config hash (None when it records none)."""
+    prov = doc.get("provenance") if isinstance(doc.get("provenance"), Mapping) else {}
+    config_hash = prov.get("config_hash")
+    for suite in installed_suites():
+        if config_hash in (suite.config_hash, suite.bytes_hash):
+            return suite.config_hash
+    return config_hash if isinstance(config_hash, str) else None
+
+
 def check_one_suite(docs: Sequence[Mapping[str, Any]], names: Sequence[str], allow_mixed: bool = False) -> str | None:
     """The one suite all ``docs`` (named ``names`` in messages) were scored on; AegisError ``[mixed_suites]`` when
-    they differ and ``allow_mixed`` is False (a condition id means a different corruption in another suite), None
-    when they differ and mixing is allowed."""
+    they differ, or name two versions of one suite (config hashes: a suite such as aegis-v2 may still change its
+    models), and ``allow_mixed`` is False (a condition id means a different corruption in each), None when they
+    differ and mixing is allowed."""
     suites = [score_suite(d) for d in docs]
-    if len(set(suites)) <= 1:
+    versions = [score_suite_version(d) for d in docs]
+    known = {v for v in versions if v is not None}
+    if len(set(suites)) <= 1 and len(known) <= 1:
         return suites[0] if suites else None
     if allow_mixed:
         return None
     first = suites[0]
-    other = next(i for i, s in enumerate(suites) if s != first)
-    raise AegisError(f"[mixed_suites] {names[0]} was scored on suite {first} but {names[other]} on {suites[other]}: "
-                     f"the same condition id names a different corruption in each; compare scores of one suite, or "
-                     f"pass --allow-mixed-suites to compare them anyway")
+    other = next((i for i, s in enumerate(suites) if s != first), None)
+    if other is not None:
+        raise AegisError(f"[mixed_suites] {names[0]} was scored on suite {first} but {names[other]} on "
+                         f"{suites[other]}: the same condition id names a different corruption in each; compare "
+                         f"scores of one suite, or pass --allow-mixed-suites to compare them anyway")
+    base = next(v for v in versions if v is not None)
+    other = next(i for i, v in enumerate(versions) if v is not None and v != base)
+    first_named = names[versions.index(base)]
+    raise AegisError(f"[mixed_suites] {first_named} and {names[other]} were scored on two versions of {first} (config "
+                     f"{base} and {versions[other]}): a condition id may name another model in each; compare scores "
+                     f"of one version, or pass --allow-mixed-suites to compare them anyway")
 
 
 def build_provenance(*, gt_source: Mapping[str, Any], predictions: Mapping[str, Mapping[str, Any]],
