@@ -78,9 +78,10 @@ def auto_exposure(ev_loss: float, exposure_ms: float, iso: float, shutter_limit_
     t = max(exposure_ms, min(shutter_limit_ms, exposure_ms * need))
     t = stable(t, "exposure")
     remaining = need * exposure_ms / t
-    gain_iso = stable(max(iso, min(iso_cap, iso * remaining)), "ISO")
-    brightness = min(1.0, stable((t / exposure_ms) * (gain_iso / iso) / need, "brightness"))
-    return LowLightCapture(t, gain_iso, brightness)
+    if iso * remaining <= max(iso, iso_cap):  # the gain the exposure left to win is within reach: all recovered
+        return LowLightCapture(t, stable(max(iso, iso * remaining), "ISO"), 1.0)
+    gain_iso = stable(max(iso, iso_cap), "ISO")
+    return LowLightCapture(t, gain_iso, min(1.0, stable((t / exposure_ms) * (gain_iso / iso) / need, "brightness")))
 
 
 def noise_levels(params: CameraLowLightParams, iso: float) -> tuple[float, float]:
