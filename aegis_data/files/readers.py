@@ -218,7 +218,10 @@ def parse_yaml_bytes(data: bytes, what: str, path: str | Path) -> Any:
     given twice in one mapping."""
     if len(data) > MAX_YAML_BYTES:
         raise AegisError(f"{what} {path}: {len(data):,} bytes; a YAML input holds at most {MAX_YAML_BYTES:,}")
-    loader = _StrictYamlLoader(data)
+    try:  # the reader decodes the bytes when it is made: a non-UTF-8 file fails here
+        loader = _StrictYamlLoader(data)
+    except yaml.YAMLError as exc:
+        raise AegisError(f"{what} {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     try:
         node = loader.get_single_node()
         if node is None:
