@@ -1653,6 +1653,289 @@ static PyObject *chroma(PyObject *self, PyObject *args) {
 }
 
 
+/* --- aegis-v2 atmosphere (aegis_data/engine/atmosphere.py, rain.py) ---------------------------------------
+ * The same float64 operations per pixel as the NumPy reference (haze_render / _haze_numpy, drop_layer,
+ * blend_drops, cast_linear), in the same order, then integers; sizes and bounds checked here. */
+
+#define ATMOS_ONE 32768
+#define ATMOS_LINEAR_MAX 32767
+
+/* One row's sight-line paths, d = min(sqrt(1 + (cu + cv)) * (sky ? s : g), cap): element-wise IEEE operations in the
+ * NumPy code's order (vectorised where the CPU can: the same results at any width). */
+VECTORISED static void atmos_paths(double *restrict path, const double *restrict cu, double cvy, double gy, double sy,
+                                   const int32_t *restrict sky, Py_ssize_t y, double cap, Py_ssize_t w) {
+    for (Py_ssize_t x = 0; x < w; x++) {
+        const double base = (sky != NULL && y < (Py_ssize_t)sky[x]) ? sy : gy;
+        const double d = sqrt(1.0 + (cu[x] + cvy)) * base;
+        path[x] = d > cap ? cap : d;
+    }
+}
+
+/* One row's transmission-table indices per channel: k = min((int)(min(tau k_c, tau_max) nt + 0.5), kmax), the
+ * NumPy code's operations in its order. */
+VECTORISED static void atmos_trans(int32_t *restrict k3, const double *restrict tau, const double *restrict kc,
+                                   double tau_max, double nt, Py_ssize_t kmax, Py_ssize_t w) {
+    for (Py_ssize_t x = 0; x < w; x++) {
+        for (int c = 0; c < 3; c++) {
+            double tc = tau[x] * kc[c];
+            tc = tc < tau_max ? tc : tau_max;
+            const int32_t k = (int32_t)(tc * nt + 0.5);
+            k3[3 * x + c] = k > (int32_t)kmax ? (int32_t)kmax : k;
+        }
+    }
+}
+
+/* atmos_haze(out u8|u16 (h,w,3), linear_out, src u8 (h,w,3), h, w, dec u16[256], enc u8[32768],
+ *            rows f64 (3,h) = cv, beta z, beta H sky; cu f64 (w); sky_rows i32 (w) | None; density u16 (h,w) | None;
+ *            mtab f64[65536] | None; cap; k0, k1, k2; nt; tau_max; kmax; ttab u16[kmax + 1]; shadow u16 (h,w) | None;
+ *            tables i64 (2, 65536) | None (shadow scale, coat); use_shadow; use_coat; coat r, g, b; air r, g, b) */
+static PyObject *atmos_haze(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_src, *o_dec, *o_enc, *o_rows, *o_cu, *o_sky, *o_den, *o_mtab, *o_ttab, *o_sh, *o_tab;
+    int linear_out, use_shadow, use_coat;
+    Py_ssize_t h, w, kmax;
+    double cap, kc[3], nt, tau_max;
+    long long coat[3], air[3];
+    if (!PyArg_ParseTuple(args, "OiOnnOOOOOOOddddddnOOOiiLLLLLL", &o_out, &linear_out, &o_src, &h, &w, &o_dec,
+                          &o_enc, &o_rows, &o_cu, &o_sky, &o_den, &o_mtab, &cap, &kc[0], &kc[1], &kc[2], &nt,
+                          &tau_max, &kmax, &o_ttab, &o_sh, &o_tab, &use_shadow, &use_coat, &coat[0], &coat[1],
+                          &coat[2], &air[0], &air[1], &air[2]))
+        return NULL;
+    int ok = h >= 1 && w >= 1 && kmax >= 0 && kmax < (1 << 30) && isfinite(nt) && nt > 0.0 && isfinite(tau_max) && tau_max >= 0.0 &&
+             tau_max * nt + 0.5 < (double)kmax + 1.0 && !isnan(cap) && cap >= 0.0;
+    for (int c = 0; c < 3; c++)
+        ok = ok && isfinite(kc[c]) && kc[c] >= 0.0 && coat[c] >= 0 && coat[c] <= ATMOS_LINEAR_MAX && air[c] >= 0 &&
+             air[c] <= ATMOS_LINEAR_MAX;
+    ok = ok && (o_den == Py_None) == (o_mtab == Py_None);
+    ok = ok && (!use_shadow || (o_sh != Py_None && o_tab != Py_None));
+    ok = ok && (!use_coat || (o_den != Py_None && o_tab != Py_None));
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "atmos_haze: bad arguments");
+        return NULL;
+    }
+    const Py_ssize_t n = mul(h, w);
+    Buffers b = {.n = 0, .failed = 0};
+    void *out = get(&b, o_out, mul(mul(n, 3), linear_out ? 2 : 1), 1, "out");
+    const uint8_t *src = get(&b, o_src, mul(n, 3), 0, "src");
+    const uint16_t *dec = get(&b, o_dec, 512, 0, "decode");
+    const uint8_t *enc = get(&b, o_enc, 32768, 0, "encode");
+    const double *rows = get(&b, o_rows, mul(mul(h, 3), 8), 0, "rows");
+    const double *cu = get(&b, o_cu, mul(w, 8), 0, "cu");
+    const int32_t *sky = o_sky == Py_None ? NULL : get(&b, o_sky, mul(w, 4), 0, "sky_rows");
+    const uint16_t *den = o_den == Py_None ? NULL : get(&b, o_den, mul(n, 2), 0, "density");
+    const double *mtab = o_mtab == Py_None ? NULL : get(&b, o_mtab, 65536 * 8, 0, "density table");
+    const uint16_t *ttab = get(&b, o_ttab, mul(kmax + 1, 2), 0, "transmission table");
+    const uint16_t *sh = use_shadow ? get(&b, o_sh, mul(n, 2), 0, "shadow") : NULL;
+    const int64_t *tab = (use_shadow || use_coat) ? get(&b, o_tab, 2 * 65536 * 8, 0, "tables") : NULL;
+    if (b.failed) { release(&b); return NULL; }
+    for (Py_ssize_t q = 0; tab && q < 65536; q++) {
+        if (tab[q] < 0 || tab[q] > 4 * ATMOS_ONE || tab[65536 + q] < 0 || tab[65536 + q] > ATMOS_ONE) {
+            release(&b);
+            PyErr_SetString(PyExc_ValueError, "atmos_haze: shadow or coat table out of range");
+            return NULL;
+        }
+    }
+    for (Py_ssize_t q = 0; mtab && q < 65536; q++) {
+        if (!isfinite(mtab[q]) || mtab[q] < 0.0) {
+            release(&b);
+            PyErr_SetString(PyExc_ValueError, "atmos_haze: density table must be finite and >= 0");
+            return NULL;
+        }
+    }
+    for (Py_ssize_t y = 0; y < h; y++) {
+        if (!isfinite(rows[y]) || !isfinite(rows[h + y]) || !isfinite(rows[2 * h + y]) || rows[y] < 0.0 ||
+            rows[h + y] < 0.0 || rows[2 * h + y] < 0.0) {
+            release(&b);
+            PyErr_SetString(PyExc_ValueError, "atmos_haze: row geometry must be finite and >= 0");
+            return NULL;
+        }
+    }
+    double *path = PyMem_RawMalloc((size_t)w * sizeof(double));
+    int32_t *tq = PyMem_RawMalloc((size_t)(3 * w) * sizeof(int32_t));
+    if (!path || !tq) { PyMem_RawFree(path); PyMem_RawFree(tq); release(&b); return PyErr_NoMemory(); }
+    Py_BEGIN_ALLOW_THREADS
+    uint8_t *out8 = linear_out ? NULL : (uint8_t *)out;
+    uint16_t *out16 = linear_out ? (uint16_t *)out : NULL;
+    const int64_t *stab = tab, *ctab = tab ? tab + 65536 : NULL;
+    for (Py_ssize_t y = 0; y < h; y++) {
+        const double cvy = rows[y], gy = rows[h + y], sy = rows[2 * h + y];
+        atmos_paths(path, cu, cvy, gy, sy, sky, y, cap, w);
+        if (den) {
+            const uint16_t *dr = den + y * w;
+            for (Py_ssize_t x = 0; x < w; x++) path[x] = path[x] * mtab[dr[x]];
+        }
+        atmos_trans(tq, path, kc, tau_max, nt, kmax, w);
+        for (Py_ssize_t x = 0; x < 3 * w; x++) tq[x] = ttab[tq[x]];
+        const Py_ssize_t i0 = y * w;
+        for (Py_ssize_t x = 0; x < w; x++) {
+            const Py_ssize_t i = i0 + x;
+            const int64_t s = use_shadow ? stab[sh[i]] : ATMOS_ONE;
+            const int64_t cf = (use_coat && !(sky != NULL && y < (Py_ssize_t)sky[x])) ? ctab[den[i]] : 0;
+            for (int c = 0; c < 3; c++) {
+                const int64_t t = tq[3 * x + c];
+                int64_t v = dec[src[3 * i + c]];
+                if (use_shadow) {
+                    v = (v * s + (1 << 14)) >> 15;
+                    if (v > ATMOS_LINEAR_MAX) v = ATMOS_LINEAR_MAX;
+                }
+                if (use_coat) v = (v * (ATMOS_ONE - cf) + coat[c] * cf + (1 << 14)) >> 15;
+                const int64_t o = (t * v + (ATMOS_ONE - t) * air[c] + (1 << 14)) >> 15;
+                if (out16) out16[3 * i + c] = (uint16_t)o;
+                else out8[3 * i + c] = enc[o];
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(path);
+    PyMem_RawFree(tq);
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+/* atmos_cast(out u16 (n,3), src u8 (n,3), n, dec u16[256], g_r, g_g, g_b, glow u16 (n) | None, b_r, b_g, b_b):
+ * v = min((dec(I) g_c + 2**14) >> 15, 32767); with glow q: v = min((v (2**15 + ((q b_c + 2**15) >> 16)) + 2**14) >> 15,
+ * 32767). Gains in [0, 2**20] (checked), so every product fits int64. */
+static PyObject *atmos_cast(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_src, *o_dec, *o_glow;
+    Py_ssize_t n;
+    long long g[3], bo[3];
+    if (!PyArg_ParseTuple(args, "OOnOLLLOLLL", &o_out, &o_src, &n, &o_dec, &g[0], &g[1], &g[2], &o_glow, &bo[0],
+                          &bo[1], &bo[2]))
+        return NULL;
+    int ok = n >= 0;
+    for (int c = 0; c < 3; c++) ok = ok && g[c] >= 0 && g[c] <= (1 << 20) && bo[c] >= 0 && bo[c] <= (1LL << 30);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "atmos_cast: bad arguments");
+        return NULL;
+    }
+    Buffers b = {.n = 0, .failed = 0};
+    uint16_t *out = get(&b, o_out, mul(mul(n, 3), 2), 1, "out");
+    const uint8_t *src = get(&b, o_src, mul(n, 3), 0, "src");
+    const uint16_t *dec = get(&b, o_dec, 512, 0, "decode");
+    const uint16_t *glow = o_glow == Py_None ? NULL : get(&b, o_glow, mul(n, 2), 0, "glow");
+    if (b.failed) { release(&b); return NULL; }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        for (int c = 0; c < 3; c++) {
+            int64_t v = ((int64_t)dec[src[3 * i + c]] * g[c] + (1 << 14)) >> 15;
+            if (v > ATMOS_LINEAR_MAX) v = ATMOS_LINEAR_MAX;
+            if (glow) {
+                const int64_t extra = ((int64_t)glow[i] * bo[c] + (1 << 15)) >> 16;
+                v = (v * (ATMOS_ONE + extra) + (1 << 14)) >> 15;
+                if (v > ATMOS_LINEAR_MAX) v = ATMOS_LINEAR_MAX;
+            }
+            out[3 * i + c] = (uint16_t)v;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+/* atmos_drops(layer u32 (h,w), h, w, n, ax, ay, ex, ey, inv_len2, inv_r2, peak (f64 n each), boxes i64 (4, n) =
+ * x0, x1, y0, y1): for each drop and pixel (x, y) of its box, float64: dx = x - ax, dy = y - ay,
+ * t = clip((dx ex + dy ey) inv_len2, 0, 1), qx = dx - t ex, qy = dy - t ey, u2 = (qx qx + qy qy) inv_r2; where
+ * u2 < 1, layer += (int)(peak (1 - u2)(1 - u2) + 0.5), saturating at 2**24 (integers: order-free). */
+static PyObject *atmos_drops(PyObject *self, PyObject *args) {
+    PyObject *o_layer, *o_ax, *o_ay, *o_ex, *o_ey, *o_il, *o_ir, *o_pk, *o_box;
+    Py_ssize_t h, w, n;
+    if (!PyArg_ParseTuple(args, "OnnnOOOOOOOO", &o_layer, &h, &w, &n, &o_ax, &o_ay, &o_ex, &o_ey, &o_il, &o_ir,
+                          &o_pk, &o_box))
+        return NULL;
+    if (h < 1 || w < 1 || n < 0) {
+        PyErr_SetString(PyExc_ValueError, "atmos_drops: bad arguments");
+        return NULL;
+    }
+    Buffers b = {.n = 0, .failed = 0};
+    uint32_t *layer = get(&b, o_layer, mul(mul(h, w), 4), 1, "layer");
+    const double *ax = get(&b, o_ax, mul(n, 8), 0, "ax");
+    const double *ay = get(&b, o_ay, mul(n, 8), 0, "ay");
+    const double *ex = get(&b, o_ex, mul(n, 8), 0, "ex");
+    const double *ey = get(&b, o_ey, mul(n, 8), 0, "ey");
+    const double *il = get(&b, o_il, mul(n, 8), 0, "inv_len2");
+    const double *ir = get(&b, o_ir, mul(n, 8), 0, "inv_r2");
+    const double *pk = get(&b, o_pk, mul(n, 8), 0, "peak");
+    const int64_t *box = get(&b, o_box, mul(n, 32), 0, "boxes");
+    if (b.failed) { release(&b); return NULL; }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        const int64_t x0 = box[k], x1 = box[n + k], y0 = box[2 * n + k], y1 = box[3 * n + k];
+        if (x0 < 0 || y0 < 0 || x1 > w || y1 > h || !(pk[k] >= 0.0 && pk[k] <= 65536.0)) {
+            release(&b);
+            PyErr_SetString(PyExc_ValueError, "atmos_drops: a box outside the layer or a peak outside [0, 2**16]");
+            return NULL;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        const int64_t x0 = box[k], x1 = box[n + k], y0 = box[2 * n + k], y1 = box[3 * n + k];
+        const double exk = ex[k], eyk = ey[k], ilk = il[k], irk = ir[k], pkk = pk[k];
+        for (int64_t y = y0; y < y1; y++) {
+            const double dy = (double)y - ay[k];
+            uint32_t *row = layer + y * w;
+            for (int64_t x = x0; x < x1; x++) {
+                const double dx = (double)x - ax[k];
+                double t = (dx * exk + dy * eyk) * ilk;
+                t = t < 0.0 ? 0.0 : (t > 1.0 ? 1.0 : t);
+                const double qx = dx - t * exk, qy = dy - t * eyk;
+                const double u2 = (qx * qx + qy * qy) * irk;
+                if (u2 < 1.0) {
+                    const double g = 1.0 - u2;
+                    const uint32_t wgt = (uint32_t)(pkk * (g * g) + 0.5);
+                    const uint32_t s = row[x] + wgt;
+                    row[x] = s > (1u << 24) ? (1u << 24) : s;
+                }
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+/* atmos_blend(out u8|u16 (n,3), srgb_out, lin u16 (n,3), layer u32 (n), n, drop r, g, b, enc u8[32768]):
+ * a = min(layer, 2**16); v = (lin (2**16 - a) + drop a + 2**15) >> 16; encoded when srgb_out. */
+static PyObject *atmos_blend(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_lin, *o_layer, *o_enc;
+    int srgb_out;
+    Py_ssize_t n;
+    long long drop[3];
+    if (!PyArg_ParseTuple(args, "OiOOnLLLO", &o_out, &srgb_out, &o_lin, &o_layer, &n, &drop[0], &drop[1], &drop[2],
+                          &o_enc))
+        return NULL;
+    int ok = n >= 0;
+    for (int c = 0; c < 3; c++) ok = ok && drop[c] >= 0 && drop[c] <= ATMOS_LINEAR_MAX;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "atmos_blend: bad arguments");
+        return NULL;
+    }
+    Buffers b = {.n = 0, .failed = 0};
+    void *out = get(&b, o_out, mul(mul(n, 3), srgb_out ? 1 : 2), 1, "out");
+    const uint16_t *lin = get(&b, o_lin, mul(mul(n, 3), 2), 0, "linear");
+    const uint32_t *layer = get(&b, o_layer, mul(n, 4), 0, "layer");
+    const uint8_t *enc = get(&b, o_enc, 32768, 0, "encode");
+    if (b.failed) { release(&b); return NULL; }
+    for (Py_ssize_t i = 0; i < mul(n, 3); i++) {
+        if (lin[i] > ATMOS_LINEAR_MAX) {
+            release(&b);
+            PyErr_SetString(PyExc_ValueError, "atmos_blend: linear values above 32767");
+            return NULL;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    uint8_t *out8 = srgb_out ? (uint8_t *)out : NULL;
+    uint16_t *out16 = srgb_out ? NULL : (uint16_t *)out;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int64_t a = layer[i] > 65536u ? 65536 : (int64_t)layer[i];
+        for (int c = 0; c < 3; c++) {
+            const int64_t v = ((int64_t)lin[3 * i + c] * (65536 - a) + drop[c] * a + (1 << 15)) >> 16;
+            if (out8) out8[3 * i + c] = enc[v];
+            else out16[3 * i + c] = (uint16_t)v;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"shear", shear, METH_VARARGS, "motion blur: sheared band of rows"},
     {"unshear", unshear, METH_VARARGS, "motion blur: interpolated unshear of the box sums"},
@@ -1674,6 +1957,10 @@ static PyMethodDef methods[] = {
     {"chroma", chroma, METH_VARARGS, "aegis-v2 low_light: YCbCr, chroma denoise and 4:2:0, RGB"},
     {"lut_u8_u16", lut_u8_u16, METH_VARARGS, "uint8 -> uint16 table lookup (the sRGB decode)"},
     {"set_isa", set_isa, METH_VARARGS, "tests: the highest instruction set the taps loop may use"},
+    {"atmos_haze", atmos_haze, METH_VARARGS, "aegis-v2 atmosphere: haze along each sight line, shadow, dust coat"},
+    {"atmos_cast", atmos_cast, METH_VARARGS, "aegis-v2 fire_warm_tint: firelight colour gains and glow, linear"},
+    {"atmos_drops", atmos_drops, METH_VARARGS, "aegis-v2 rain_streaks: near raindrops' weights (integers)"},
+    {"atmos_blend", atmos_blend, METH_VARARGS, "aegis-v2 rain_streaks: near raindrops blended, encoded"},
     {NULL, NULL, 0, NULL},
 };
 

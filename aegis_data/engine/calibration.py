@@ -17,6 +17,7 @@ Statistics (direction as declared for the corruptions that use them):
   :func:`aegis_data.engine.realism.noise_curve`
 - ``edge_width``: median 10-90 % rise distance across strong edges in their most blurred orientation, in px
   (blur, up) - see :func:`aegis_data.engine.realism.edge_widths`
+- ``local_contrast``: mean over 8x8 blocks of the luma's std (haze, rain veil; down)
 - ``luma_snr``: mean luma over the standard deviation of the noise the corruption added, both in DN (camera
   noise and darkening together, down; needs the clean image) - see :func:`luma_snr`
 
@@ -97,6 +98,22 @@ def saturated_fraction(rgb: np.ndarray, threshold: float = SATURATED_LUMA) -> fl
 def rms_contrast(rgb: np.ndarray) -> float:
     """Population standard deviation of luma (ddof=0), in [0, 0.5]."""
     return float(np.std(luma(rgb)))
+
+
+LOCAL_BLOCK = 8  # local_contrast: the block over which luma's spread is measured
+
+
+def local_contrast(rgb: np.ndarray) -> float:
+    """Mean over 8x8 blocks of the luma's standard deviation (ddof=0), in [0, 0.5]: the contrast of detail, which
+    haze scales by its transmission. Unlike ``rms_contrast`` it ignores variations larger than a block (the haze's
+    own gradient toward the horizon, a plume's patches and shadows). Blocks that do not fit are left out; the
+    whole image's std under 8 px."""
+    y = luma(rgb)
+    h, w = (y.shape[0] // LOCAL_BLOCK) * LOCAL_BLOCK, (y.shape[1] // LOCAL_BLOCK) * LOCAL_BLOCK
+    if h == 0 or w == 0:
+        return float(np.std(y))
+    blocks = y[:h, :w].reshape(h // LOCAL_BLOCK, LOCAL_BLOCK, w // LOCAL_BLOCK, LOCAL_BLOCK)
+    return float(np.mean(np.std(blocks, axis=(1, 3))))
 
 
 def occluded_fraction(rgb: np.ndarray, clean: np.ndarray, delta: float = OCCLUDED_DELTA) -> float:
@@ -220,6 +237,7 @@ STATISTICS: dict[str, tuple[Callable[..., float], bool]] = {
     "noise_sigma": (noise_sigma, False),
     "edge_width": (edge_width, False),
     "luma_snr": (luma_snr, True),
+    "local_contrast": (local_contrast, False),
 }
 
 

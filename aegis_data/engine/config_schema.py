@@ -26,7 +26,8 @@ CORRUPTION_KEYS = ("family", "statistic", "direction", "severities", "fixed", "m
 DIRECTIONS = ("increase", "decrease")
 # The calibration statistics a corruption may declare (computed by aegis_data.engine.calibration.STATISTICS).
 CALIBRATION_STATISTICS = ("saturated_fraction", "rms_contrast", "occluded_fraction", "red_blue_ratio",
-                          "streak_density", "edge_strength", "mean_luminance", "noise_sigma", "edge_width", "luma_snr")
+                          "streak_density", "edge_strength", "mean_luminance", "noise_sigma", "edge_width", "luma_snr",
+                          "local_contrast")
 CALIBRATION_KEYS = {"saturated_luma": (0.0, 1.0), "occluded_delta": (0.0, 1.0)}
 MAX_SEED = 2**63 - 1
 # The finest value-noise grid has base * 2**(octaves - 1) cells on the long side, whatever the frame size.
@@ -65,6 +66,31 @@ _OCTAVES = Param("int", 1, 8, "octaves of value noise; each doubles the grid")
 _BASE = Param("number", 1.0, MAX_NOISE_CELLS, "cells of the coarsest noise grid on the long side")
 _TRANSMISSION = _fraction("share of the scene that reaches the camera")
 
+# aegis-v2's plumes (smoke_plume, dust_plume); the local plume's keys are optional (a regional layer has none).
+_PLUME = {
+    "visibility_m": Param("number", 1.0, 100000.0, "meteorological visibility inside the plume, m (extinction "
+                          "3.912 / visibility at 550 nm)"),
+    "layer_height_m": Param("number", 0.0, 20000.0, "height of the particle layer above the ground, m", lo_open=True),
+    "albedo": Param("rgb", 0.0, 1.0, "single-scattering albedo per channel"),
+    "angstrom": Param("number", -1.0, 4.0, "Angstrom exponent of the extinction"),
+    "density_amplitude": _fraction("spatial variation of the plume's density around its mean"),
+    "noise_octaves": Param("int", 1, 6, "octaves of the plume's structure; each halves its eddies"),
+    "structure_m": Param("number", 1.0, 100000.0, "across-wind size of the plume's largest eddies over the "
+                         "ground, m"),
+    "elongation": Param("number", 1.0, 20.0, "how many times longer the structure is along the wind than across"),
+    "scene_reflectance": Param("number", 0.0, 1.0, "mean reflectance of the ground the clean exposure was set for "
+                               "(the light level of a view without sky: mean luminance / this)", lo_open=True),
+    "direct_fraction": _fraction("share of the ground's light that comes straight from the sun"),
+    "shadow_height_m": Param("number", 0.0, 10000.0, "height of the plume that casts the shadow, m"),
+    "sun_elevation_range_deg": Param("pair", 0.0, 90.0, "sun elevation drawn when the scene does not know it"),
+    "plume_size_m": Param("number", 0.0, 100000.0, "longest path through a local plume, m (0: a regional layer)",
+                          required=False),
+    "plume_radius_m": Param("number", 0.0, 100000.0, "a local plume's across-wind std over the ground, m (0: fills "
+                            "the view)", required=False),
+    "coat": Param("number", 0.0, 1.0, "share of the ground the settled particles cover at the plume's core",
+                  required=False),
+    "coat_colour": Param("rgb", 0.0, 1.0, "colour of the settled particles", required=False),
+}
 _HAZE = {"transmission": _TRANSMISSION, "noise_octaves": _OCTAVES, "noise_base": _BASE,
          "amplitude": _fraction("spatial variation of the transmission"), "airlight": _COLOUR}
 PARAMETERS: Mapping[str, Mapping[str, Param]] = {
@@ -138,6 +164,44 @@ PARAMETERS: Mapping[str, Mapping[str, Param]] = {
         "exposure_ms": Param("number", 0.0, 1000.0, "exposure time, in ms"),
         "jitter_mrad": Param("number", 0.0, 20.0, "RMS angular jitter of the camera during the exposure, in mrad"),
         "yaw_rate_dps": Param("number", 0.0, 360.0, "heading change rate during the exposure, in deg/s"),
+        "heading_range_deg": Param("pair", -360.0, 360.0, "range of the flight direction in the image, from +x"),
+    },
+    # aegis-v2's atmosphere (aegis_data.engine.atmosphere, aegis_data.engine.rain): physical units.
+    "smoke_plume": dict(_PLUME),
+    "dust_plume": dict(_PLUME),
+    "firelight": {
+        "canopy_aod": Param("number", 0.0, 10.0, "optical depth of the smoke canopy at 550 nm (dimensionless)"),
+        "fire_glow": Param("number", 0.0, 4.0, "a local fire's extra light at its nearest point, relative to the "
+                           "canopy's light"),
+        "angstrom": Param("number", 0.0, 4.0, "Angstrom exponent of the canopy's optical depth"),
+        "canopy_albedo": _fraction("single-scattering albedo of the smoke"),
+        "asymmetry": _fraction("asymmetry parameter g of the smoke's scattering"),
+        "white_balance_correction": _fraction("share (in log) of the light's colour the camera's white balance "
+                                              "removes"),
+        "flame_colour": _COLOUR,
+        "glow_reach": Param("number", 0.0, 10.0, "distance at which a fire's glow halves, in long sides",
+                            lo_open=True),
+        "sun_elevation_range_deg": Param("pair", 0.0, 90.0, "sun elevation drawn when the scene does not know it"),
+        "shutter_limit_ms": Param("number", 0.0, 1000.0, "longest exposure the auto-exposure chooses, in ms",
+                                  lo_open=True),
+        "iso_cap": Param("number", 1.0, 409600.0, "highest ISO the auto-exposure chooses"),
+        "chroma_denoise_sigma": Param("number", 0.0, 8.0, "std of the camera's chroma denoise blur, in px of the "
+                                      "frame"),
+    },
+    "rain_rate": {
+        "rain_mm_h": Param("number", 0.0, 500.0, "rain rate, mm/h"),
+        "lens_drops": Param("int", 0, 20, "drops sitting on the lens"),
+        "rain_height_m": Param("number", 0.0, 20000.0, "height of the rain column above the camera, m "
+                               "(sky sight lines)", lo_open=True),
+        "focal_mm": Param("number", 0.0, 1000.0, "the lens's real focal length, mm", lo_open=True),
+        "f_number": Param("number", 0.5, 64.0, "the lens's f-number (aperture = focal length / f-number)"),
+        "min_drop_mm": Param("number", 0.1, 6.0, "smallest drop drawn one by one, mm (smaller ones are in the "
+                             "veil)"),
+        "nearest_drop_m": Param("number", 0.0, 100.0, "nearest drop to the lens drawn, m", lo_open=True),
+        "sky_reflection": _fraction("share of a drop's radiance that is the sky's light it reflects"),
+        "scene_reflectance": Param("number", 0.0, 1.0, "mean reflectance of the ground the clean exposure was set for "
+                               "(the light level of a view without sky: mean luminance / this)", lo_open=True),
+        "lens_drop_radius": Param("pair", 0.0, 0.5, "radius range of a drop on the lens, shares of the short side"),
         "heading_range_deg": Param("pair", -360.0, 360.0, "range of the flight direction in the image, from +x"),
     },
 }

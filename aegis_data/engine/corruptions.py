@@ -25,6 +25,8 @@ import numpy as np
 
 from aegis_data.engine import budget as B
 from aegis_data.engine import kernels as K
+from aegis_data.engine import atmosphere as ATM
+from aegis_data.engine import rain as RAIN
 from aegis_data.engine.budget import RenderCost
 from aegis_data.engine.camera import CameraLowLightParams, camera_low_light, capture_for, draw_low_light
 from aegis_data.engine.config import SuiteConfig, check_severity, load_config
@@ -948,6 +950,11 @@ _SCENE_MODELS: dict[str, SceneModel] = {
     "trajectory_blur": SceneModel(trajectory_blur, TrajectoryBlurParams,
                                   lambda params, scene, h, w, rng: draw_trajectory(params, scene, rng)),
     "camera_low_light": SceneModel(camera_low_light, CameraLowLightParams, draw_low_light),
+    # The atmosphere (aegis_data.engine.atmosphere, aegis_data.engine.rain).
+    "smoke_plume": SceneModel(ATM.plume_haze, ATM.SmokePlumeParams, ATM.draw_plume),
+    "dust_plume": SceneModel(ATM.plume_haze, ATM.DustPlumeParams, ATM.draw_plume),
+    "firelight": SceneModel(ATM.firelight, ATM.FirelightParams, ATM.draw_firelight),
+    "rain_rate": SceneModel(RAIN.rain_rate, RAIN.RainRateParams, RAIN.draw_rain),
 }
 
 
@@ -1018,6 +1025,9 @@ def physical_ladder(name: str, config: SuiteConfig, person_px: float | None = No
     spec = config.corruptions[name]
     cam = config.camera
     gsd = gsd_from_person_px(person_px) if person_px is not None else None
+    if spec.model_name in _ATMOSPHERE_MODELS:
+        return [_atmosphere_ladder_row(spec.model_name, corruption_params(name, sev, config), cam, gsd)
+                for sev in (1, 2, 3)]
     out = []
     for sev in (1, 2, 3):
         if spec.model_name == "camera_low_light":
@@ -1039,6 +1049,21 @@ def physical_ladder(name: str, config: SuiteConfig, person_px: float | None = No
             row["smear_px"] = round(smear / gsd, 2)
         out.append(row)
     return out
+
+
+_ATMOSPHERE_MODELS = ("smoke_plume", "dust_plume", "firelight", "rain_rate")
+
+
+def _atmosphere_ladder_row(model: str, params, cam: Mapping, gsd: float | None) -> dict:
+    """One severity of an atmosphere model in physical terms (the default camera on the anchor's 4000-px frame)."""
+    from aegis_data.engine.scene import focal_from_hfov
+
+    if model == "firelight":
+        return ATM.firelight_ladder_row(params, cam["base_exposure_ms"], cam["base_iso"])
+    if model == "rain_rate":
+        return RAIN.rain_ladder_row(params)
+    focal = focal_from_hfov(4000, float(cam["hfov_deg"])) if gsd is not None else None
+    return ATM.plume_ladder_row(params, focal, gsd)
 
 
 def draw_params(name: str, params, height: int, width: int, rng: KeyedRandom, scene: Scene | None = None):
@@ -1134,7 +1159,14 @@ def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedR
 
 def _scene_cost(params, scene: Scene, h: int, w: int) -> RenderCost:
     """The render cost of a generation-2 model on an ``h x w`` valid region: its longest smear path (at the
-    nearest row of an oblique view) plus jitter, and the camera pipeline's buffers."""
+    nearest row of an oblique view) plus jitter, and the camera pipeline's buffers; the atmosphere's models price
+    their own (``atmosphere.plume_cost``, ``firelight_cost``, ``rain.rain_cost``)."""
+    if isinstance(params, ATM.PlumeParams):
+        return B.frame_cost(h, w) + ATM.plume_cost(params, scene, h, w)
+    if isinstance(params, ATM.FirelightParams):
+        return B.frame_cost(h, w) + ATM.firelight_cost(params, scene, h, w)
+    if isinstance(params, RAIN.RainRateParams):
+        return B.frame_cost(h, w) + RAIN.rain_cost(params, scene, h, w)
     if isinstance(params, TrajectoryBlurParams):
         smear_m, jitter_mrad = Exposure(params.speed_mps, params.exposure_ms, scene.speed_mps,
                                         scene.exposure_ms).added_smear_m(), params.jitter_mrad
