@@ -258,6 +258,10 @@ def _fmt_share(v: float) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.0f}%"
 
 
+def _fmt_band(v: float) -> str:
+    return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.1f}"
+
+
 def _fmt_v(v: float) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
 
@@ -360,8 +364,9 @@ def realism_cmd(
 ) -> None:
     """Compare the camera physics of a rendered condition with real frames of it.
 
-    Measures noise against brightness, the noise's lag-1 correlation, chroma against luma noise and edge width on
-    the real frames, on the split's test/<condition> images and on its test/clean images, and prints each beside
+    Measures noise against brightness, the noise's lag-1 correlation, chroma against luma noise, edge width, the
+    contrast and dark channel by depth band, the airlight and the streaks' width and orientation on the real
+    frames, on the split's test/<condition> images and on its test/clean images, and prints each beside
     the others with its distance from the real frames (docs/CORRUPTIONS.md, "Checking the physics against real
     footage").
     """
@@ -383,6 +388,14 @@ def realism_cmd(
         ("noise_autocorrelation", "ρ lag 1", lambda st: _fmt_stat(st.correlation), False),
         ("chroma_luma_noise_ratio", "σC / σY", lambda st: _fmt_stat(st.chroma_ratio), False),
         ("edge_width", "px", lambda st: _fmt_v(st.edge_width), True),
+        # The atmosphere (docs/CORRUPTIONS.md): haze by depth band, He et al.'s dark channel and airlight, streaks.
+        ("contrast_by_band", "DN far→near", lambda st: "/".join(_fmt_band(v) for v in st.atmosphere.contrast_bands),
+         False),
+        ("dark_channel", "DN", lambda st: _fmt_v(st.atmosphere.dark_channel), False),
+        ("airlight", "R, G, B DN", lambda st: ", ".join(_fmt_band(v) for v in st.atmosphere.airlight), False),
+        ("streak_width", "px", lambda st: _fmt_v(st.atmosphere.streak_width), True),
+        ("streak_orientation", "° (anisotropy)", lambda st: f"{_fmt_band(st.atmosphere.streak_orientation)} "
+         f"({_fmt_v(st.atmosphere.streak_anisotropy)})", False),
     )
     for key, unit, show, ratio in rows:
         rt.add_row(key, unit, *(show(st) for st in sets.values()), _fmt_dist(near[key], ratio),

@@ -51,6 +51,8 @@ import cv2
 import numpy as np
 
 from aegis_data.engine.config import split_config
+from aegis_data.engine.realism_atmosphere import (ATMOSPHERE_DISTANCES, AtmosphereSet, atmosphere_distances,
+                                                  atmosphere_statistics, summarize_atmosphere)
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import IMAGE_SUFFIXES, list_images, read_rgb
 from aegis_data.files.layout import MANIFEST_NAME, condition_dir, link_target
@@ -661,6 +663,8 @@ class SetStatistics:
     correlation: float
     chroma_ratio: float
     edges: EdgeWidths
+    # The atmosphere (aegis_data.engine.realism_atmosphere): contrast and dark channel by depth band, airlight, streaks.
+    atmosphere: AtmosphereSet | None = None
 
     @property
     def edge_width(self) -> float:
@@ -680,6 +684,7 @@ class SetStatistics:
             "edge_width_by_orientation": dict(zip(("0", "45", "90", "135"),
                                                   (_num(v) for v in self.edges.by_orientation))),
             "n_edges": len(self.edges.widths),
+            **({"atmosphere": self.atmosphere.to_dict()} if self.atmosphere is not None else {}),
         }
 
 
@@ -694,11 +699,13 @@ def _nanmedian(values: Sequence[float]) -> float:
 
 def set_statistics(images: Iterable[np.ndarray]) -> SetStatistics:
     """:class:`SetStatistics` of a stream of RGB images, each measured inside its :func:`letterbox_region`."""
-    curves, corr_h, corr_v, chroma, widths, orientations = [], [], [], [], [], []
+    curves, corr_h, corr_v, chroma, widths, orientations, atmos = [], [], [], [], [], [], []
     candidates = 0
     n = 0
     for rgb in images:
-        st = realism_statistics(rgb, letterbox_region(rgb))
+        region = letterbox_region(rgb)
+        st = realism_statistics(rgb, region)
+        atmos.append(atmosphere_statistics(rgb, region))
         n += 1
         curves.append(st.noise)
         corr_h.append(st.correlation.horizontal)
@@ -709,7 +716,7 @@ def set_statistics(images: Iterable[np.ndarray]) -> SetStatistics:
         candidates += st.edges.candidates
     h, v = _nanmedian(corr_h), _nanmedian(corr_v)
     return SetStatistics(n, pool_noise_curves(curves), h, v, (h + v) / 2.0, _nanmedian(chroma),
-                         summarize_edges(widths, orientations, candidates))
+                         summarize_edges(widths, orientations, candidates), summarize_atmosphere(atmos))
 
 
 # How each statistic of a set is compared with the real frames' (docs/CORRUPTIONS.md).
@@ -719,6 +726,7 @@ DISTANCES = {
     "noise_autocorrelation": "|rho - rho_real| of the mean lag-1 correlation; 0 = same",
     "chroma_luma_noise_ratio": "|ratio - ratio_real|; 0 = same",
     "edge_width": "width / width_real; 1 = same",
+    **ATMOSPHERE_DISTANCES,
 }
 
 
@@ -744,6 +752,8 @@ def set_distances(real: SetStatistics, other: SetStatistics) -> dict[str, float]
         "noise_autocorrelation": abs(other.correlation - real.correlation),
         "chroma_luma_noise_ratio": abs(other.chroma_ratio - real.chroma_ratio),
         "edge_width": _ratio(other.edge_width, real.edge_width),
+        **(atmosphere_distances(real.atmosphere, other.atmosphere)
+           if real.atmosphere is not None and other.atmosphere is not None else {}),
     }
 
 
