@@ -1891,8 +1891,9 @@ static PyObject *atmos_drops(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* atmos_blend(out u8|u16 (n,3), srgb_out, lin u16 (n,3), layer u32 (n), n, drop r, g, b, enc u8[32768]):
- * a = min(layer, 2**16); v = (lin (2**16 - a) + drop a + 2**15) >> 16; encoded when srgb_out. */
+/* atmos_blend(out u8|u16 (n,3), srgb_out, lin u16 (n,3), layer u32 (n) | None, n, drop r, g, b, enc u8[32768]):
+ * a = min(layer, 2**16) (0 without a layer); v = (lin (2**16 - a) + drop a + 2**15) >> 16; encoded when
+ * srgb_out. */
 static PyObject *atmos_blend(PyObject *self, PyObject *args) {
     PyObject *o_out, *o_lin, *o_layer, *o_enc;
     int srgb_out;
@@ -1910,7 +1911,7 @@ static PyObject *atmos_blend(PyObject *self, PyObject *args) {
     Buffers b = {.n = 0, .failed = 0};
     void *out = get(&b, o_out, mul(mul(n, 3), srgb_out ? 1 : 2), 1, "out");
     const uint16_t *lin = get(&b, o_lin, mul(mul(n, 3), 2), 0, "linear");
-    const uint32_t *layer = get(&b, o_layer, mul(n, 4), 0, "layer");
+    const uint32_t *layer = o_layer == Py_None ? NULL : get(&b, o_layer, mul(n, 4), 0, "layer");
     const uint8_t *enc = get(&b, o_enc, 32768, 0, "encode");
     if (b.failed) { release(&b); return NULL; }
     for (Py_ssize_t i = 0; i < mul(n, 3); i++) {
@@ -1924,7 +1925,7 @@ static PyObject *atmos_blend(PyObject *self, PyObject *args) {
     uint8_t *out8 = srgb_out ? (uint8_t *)out : NULL;
     uint16_t *out16 = srgb_out ? NULL : (uint16_t *)out;
     for (Py_ssize_t i = 0; i < n; i++) {
-        const int64_t a = layer[i] > 65536u ? 65536 : (int64_t)layer[i];
+        const int64_t a = layer == NULL ? 0 : (layer[i] > 65536u ? 65536 : (int64_t)layer[i]);
         for (int c = 0; c < 3; c++) {
             const int64_t v = ((int64_t)lin[3 * i + c] * (65536 - a) + drop[c] * a + (1 << 15)) >> 16;
             if (out8) out8[3 * i + c] = enc[v];

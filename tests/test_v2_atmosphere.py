@@ -451,3 +451,19 @@ def test_a_person_keeps_its_visibility_in_the_haze_on_an_oblique_frame(oblique):
     base = person_visibility(frame, box)[0]
     for name in ("smoke_haze", "dust_haze", "rain_streaks"):
         assert person_visibility(_v2(frame, name, 3, scene), box)[0] >= 0.5 * base, name
+
+
+def test_firelight_skips_the_raw_noise_pass_only_where_it_would_add_nothing():
+    """With the light all recovered at the clean ISO the raw-noise pass returns the signal itself: the shortcut
+    writes the same bytes."""
+    img = golden_frame(240, 320)
+    lin = ATM.CAM.to_linear(img)
+    zero = np.zeros(3)
+    full = ATM.CAM.raw_noise_image(lin, ATM.CAM.LowLightCapture(1.0, 100.0, 1.0), zero, zero,
+                                   np.zeros((240, 320), np.uint16))
+    assert np.array_equal(ATM.encode_linear(lin), full)
+    try:
+        K.CKERNELS = None
+        assert np.array_equal(ATM.encode_linear(lin), full)
+    finally:
+        K.CKERNELS = COMPILED

@@ -734,6 +734,18 @@ def cast_linear(image: np.ndarray, gains: np.ndarray, glow: np.ndarray | None, b
     return out
 
 
+def encode_linear(linear: np.ndarray) -> np.ndarray:
+    """uint16 linear levels (at most LINEAR_MAX) encoded to uint8 sRGB (the exact table; the compiled
+    ``atmos_blend`` without a layer where built)."""
+    h, w = linear.shape[:2]
+    c = K.CKERNELS
+    if c is not None and hasattr(c, "atmos_blend") and h > 0 and w > 0:
+        out = np.empty((h, w, 3), dtype=np.uint8)
+        c.atmos_blend(out, 1, np.ascontiguousarray(linear, dtype=np.uint16), None, h * w, 0, 0, 0, encode_table())
+        return out
+    return encode_table()[linear]
+
+
 def firelight_camera(params: FirelightParams, light: CanopyLight):
     """The low-light camera model's parameters for this light: the canopy's loss as the exposure loss, and the
     camera's daylight raw white balance times its firelight correction (the raw channels it amplifies more)."""
@@ -758,7 +770,12 @@ def firelight(image: np.ndarray, params: FirelightParams, draw: FirelightDraw, s
     exposure = Exposure(scene.speed_mps, capture.exposure_ms, scene.speed_mps, scene.exposure_ms)
     linear = smear_linear(linear, smear, scene, TrajectoryDraw(draw.heading_deg, np.zeros((2, 2))), exposure)
     a, b = CAM.added_noise_coefficients(cam, capture, scene.iso)
-    noisy = CAM.raw_noise_image(linear, capture, a, b, draw.noise)
+    if capture.brightness == 1.0 and not a.any() and not b.any():
+        # The camera recovered all the light at the clean frame's ISO: no noise to add, and the raw-noise pass
+        # would return round(signal * 1 + 0) = the signal itself; encoded directly (the same bytes, faster).
+        noisy = encode_linear(linear)
+    else:
+        noisy = CAM.raw_noise_image(linear, capture, a, b, draw.noise)
     return CAM.chroma_path(noisy, params.chroma_denoise_sigma)
 
 

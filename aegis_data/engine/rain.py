@@ -37,8 +37,8 @@ import numpy as np
 
 from aegis_data.engine import kernels as K
 from aegis_data.engine.budget import limits
-from aegis_data.engine.atmosphere import (NO_CAP, ONE, Sightlines, exp_neg, haze_render, log_pos, mean_linear,
-                                          sightlines, sky_colour, white_level)
+from aegis_data.engine.atmosphere import (NO_CAP, ONE, Sightlines, encode_linear, exp_neg, haze_render, log_pos,
+                                          mean_linear, sightlines, sky_colour, white_level)
 from aegis_data.engine.photometry import LINEAR_MAX, decode_table, encode_table, stable
 from aegis_data.engine.scene import NADIR, Scene
 from aegis_data.engine.seeding import KeyedRandom
@@ -258,20 +258,23 @@ def drop_layer(drops: NearDrops, h: int, w: int) -> np.ndarray:
     return layer
 
 
-def blend_drops(linear: np.ndarray, layer: np.ndarray, drop_rgb: np.ndarray, srgb_out: bool) -> np.ndarray:
-    """``(v (2**16 - a) + L_drop a + 2**15) >> 16`` with ``a = min(layer, 2**16)`` per pixel and channel (integers);
-    uint8 sRGB (``srgb_out``) or uint16 linear out."""
+def blend_drops(linear: np.ndarray, layer: np.ndarray | None, drop_rgb: np.ndarray, srgb_out: bool) -> np.ndarray:
+    """``(v (2**16 - a) + L_drop a + 2**15) >> 16`` with ``a = min(layer, 2**16)`` per pixel and channel (integers;
+    no layer: a = 0, the image itself); uint8 sRGB (``srgb_out``) or uint16 linear out."""
     h, w = linear.shape[:2]
     c = K.CKERNELS
     if c is not None and hasattr(c, "atmos_blend") and h > 0 and w > 0:
         out = np.empty((h, w, 3), dtype=np.uint8 if srgb_out else np.uint16)
         r, g, b = (int(v) for v in drop_rgb)
-        c.atmos_blend(out, int(srgb_out), np.ascontiguousarray(linear), np.ascontiguousarray(layer), h * w, r, g, b,
-                      encode_table())
+        c.atmos_blend(out, int(srgb_out), np.ascontiguousarray(linear),
+                      None if layer is None else np.ascontiguousarray(layer), h * w, r, g, b, encode_table())
         return out
     out = np.empty((h, w, 3), dtype=np.uint8 if srgb_out else np.uint16)
     enc = encode_table()
     for strip in K.row_strips(h, w, 1 << 15):
+        if layer is None:
+            out[strip] = enc[linear[strip]] if srgb_out else linear[strip]
+            continue
         a = np.minimum(layer[strip].astype(np.int64), LAYER_ONE)[..., None]
         v = (linear[strip].astype(np.int64) * (LAYER_ONE - a) + drop_rgb[None, None, :] * a + (1 << 15)) >> 16
         out[strip] = enc[v] if srgb_out else v
@@ -358,7 +361,7 @@ def rain_rate(image: np.ndarray, params: RainRateParams, draw: RainRateDraw, sce
     out = blend_drops(linear, layer, drop_radiance(params, mean, air), srgb_out=not lens)
     if not lens:
         return out
-    return encode_table()[lens_drops(out, params, draw)]
+    return encode_linear(lens_drops(out, params, draw))
 
 
 # ----------------------------------------------------------------------------------------------------------
