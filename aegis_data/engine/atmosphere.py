@@ -427,7 +427,8 @@ def shadow_table(params: PlumeParams, elevation_deg: float, levels: np.ndarray) 
     """int64 (65536,) in 2**-15 units: the light a ground point under plume density m receives, relative to the
     frame's mean (the auto-exposure keeps the mean; ``levels``: the shadow field's work-grid levels):
     ``(f_d exp(-tau_s m) + 1 - f_d) / mean``, ``tau_s = beta H / sin(elevation)`` the sun's path through the
-    layer, m at the middle level of each run of 16; capped at 4. None without direct light (no sun, or a sun below 5 degrees)."""
+    layer, m at the middle level of each run of 16; capped at 4. None without direct light (no sun, or a sun below
+    5 degrees)."""
     if params.direct_fraction <= 0.0 or elevation_deg < MIN_SUN_ELEVATION_DEG:
         return None
     sin_e, _ = K.sin_cos_turns(elevation_deg / 360.0)
@@ -564,7 +565,8 @@ def haze_render(image: np.ndarray, lines: Sightlines, beta: float, layer_m: floa
     if c is not None and hasattr(c, "atmos_haze") and h > 0 and w > 0:
         out = np.empty((h, w, 3), dtype=np.uint16 if linear_out else np.uint8)
         c.atmos_haze(out, int(linear_out), np.ascontiguousarray(image), h, w, decode_table(), encode_table(), rows,
-                     np.ascontiguousarray(lines.cu), lines.sky_rows, density, mtab, float(cap), *(float(k) for k in kch),
+                     np.ascontiguousarray(lines.cu), lines.sky_rows, density, mtab, float(cap),
+                     *(float(k) for k in kch),
                      float(TAU_STEPS), float(TAU_MAX), ttab.size - 1, ttab, shadow,
                      None if tables is None else np.ascontiguousarray(tables), int(shadow is not None),
                      int(coat_tab is not None), *(int(v) for v in coat_rgb), *(int(v) for v in air))

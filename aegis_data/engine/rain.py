@@ -39,7 +39,7 @@ from aegis_data.engine import kernels as K
 from aegis_data.engine.budget import limits
 from aegis_data.engine.atmosphere import (NO_CAP, ONE, Sightlines, encode_linear, exp_neg, haze_render, log_pos,
                                           mean_linear, sightlines, sky_colour, white_level)
-from aegis_data.engine.photometry import LINEAR_MAX, decode_table, encode_table, stable
+from aegis_data.engine.photometry import LINEAR_MAX, encode_table, stable
 from aegis_data.engine.scene import NADIR, Scene
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.errors import AegisError
