@@ -111,6 +111,21 @@ def test_an_oblique_view_sees_farther_toward_the_horizon_and_through_the_layer_a
     assert ATM.exp_neg(ATM.beta_550(800.0) * 800.0) == pytest.approx(0.02, rel=1e-3)
 
 
+def test_a_horizon_at_the_bottom_of_the_view_leaves_every_model_a_positive_depth():
+    """A flat frame whose sky detection reaches the last row (a 64x48 HERIDAL-like test image at a 10-px unit)
+    put the reference row above the horizon, and the ground plane's depth came out negative: the haze loop refused
+    it and a build failed. Such rows now take the reference depth."""
+    from aegis_data.engine.scene import OBLIQUE
+
+    img = golden_frame(48, 64)
+    scene = with_given(_scene(img, 10.0), view=OBLIQUE, horizon_row=48.0, reference_row=47.5,
+                       sky_depth=(24,) * 64)
+    lines = ATM.sightlines(scene, 48, 64)
+    assert np.all(np.isfinite(lines.ground)) and np.all(lines.ground > 0)
+    for name in ATMOSPHERE:
+        assert _v2(img, name, 3, scene).shape == img.shape
+
+
 # --- haze by distance ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["smoke_haze", "rain_streaks"])
 def test_on_an_oblique_frame_contrast_loss_grows_with_depth(oblique, name):

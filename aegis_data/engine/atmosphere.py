@@ -187,6 +187,9 @@ def sightlines(scene: Scene, h: int, w: int) -> Sightlines:
     cos_p = 1.0 / math.sqrt(1.0 + tan_p * tan_p)
     far = math.floor(yh + 0.5) + 1.0  # the farthest ground row the model resolves (at least 0.5 px below y_h)
     ground = scene.gsd_rows(np.maximum(rows, far)) * f
+    # A horizon at or below the reference row (sky detected down to the region's bottom) leaves the ground plane no
+    # positive depth: such rows take the reference depth, as a near-nadir view would.
+    ground = np.where(np.isfinite(ground) & (ground > 0.0), ground, float(scene.gsd_m) * f)
     sky = f / (cos_p * np.maximum(yh - rows, 0.5))
     sky_rows = None
     if scene.sky_depth and max(scene.sky_depth) > 0:
