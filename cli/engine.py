@@ -158,14 +158,24 @@ def list_cmd(
 
 
 _PHYSICAL = (("exposure_ms", "exposure", "ms"), ("iso", "ISO", ""), ("brightness", "brightness", ""),
-             ("smear_m", "smear", "m"), ("smear_px", "smear", "px"))
+             ("smear_m", "smear", "m"), ("smear_px", "smear", "px"),
+             # the atmosphere (aegis_data.engine.atmosphere, aegis_data.engine.rain)
+             ("visibility_m", "visibility", "m"), ("extinction_per_km", "extinction", "/km"),
+             ("nadir_transmission", "nadir transmission", ""), ("light_loss_ev", "light loss", "EV"),
+             ("red_blue_cast", "red/blue cast", ""), ("class", "rain", ""), ("drops_per_m3", "drops ≥ 1 mm", "/m³"))
 
 
 def _fmt_physical(rows: list[dict]) -> str:
     """A generation-2 model's ladder on the default camera, one quantity per line: ``smear 0.018 / 0.099 / 0.5 m``."""
     if not rows:
         return "-"
-    return "\n".join(f"{label} {' / '.join(f'{r[key]:.3g}' for r in rows)}{' ' + unit if unit else ''}"
+
+    def cell(v) -> str:  # 3 significant digits, whole numbers from 1000 up (a visibility, an ISO); words as they are
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            return str(v)
+        return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+
+    return "\n".join(f"{label} {' / '.join(cell(r[key]) for r in rows)}{' ' + unit if unit else ''}"
                      for key, label, unit in _PHYSICAL if key in rows[0])
 
 

@@ -482,3 +482,15 @@ def test_firelight_skips_the_raw_noise_pass_only_where_it_would_add_nothing():
         assert np.array_equal(ATM.encode_linear(lin), full)
     finally:
         K.CKERNELS = COMPILED
+
+
+def test_aegis_list_shows_the_atmosphere_in_physical_units():
+    from typer.testing import CliRunner
+
+    from aegis_cli.main import app
+
+    result = CliRunner().invoke(app, ["list", "--person-px", "60"], env={"COLUMNS": "220"})
+    assert result.exit_code == 0, result.output
+    for text in ("visibility 5000 / 1500 / 800 m", "visibility 3000 / 1500 / 500 m", "rain light / moderate / heavy",
+                 "light loss 0.621 / 1.54 / 2.46 EV", "nadir transmission 0.957 / 0.865 / 0.762"):
+        assert text in result.stdout, text
