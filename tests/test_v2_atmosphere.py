@@ -494,3 +494,23 @@ def test_aegis_list_shows_the_atmosphere_in_physical_units():
     for text in ("visibility 5000 / 1500 / 800 m", "visibility 3000 / 1500 / 500 m", "rain light / moderate / heavy",
                  "light loss 0.621 / 1.54 / 2.46 EV", "nadir transmission 0.957 / 0.865 / 0.762"):
         assert text in result.stdout, text
+
+
+@pytest.mark.parametrize("changes", [
+    {"canopy_aod": 10.0, "angstrom": 4.0, "white_balance_correction": 1.0, "flame_colour": (0.0, 0.0, 1.0),
+     "fire_glow": 4.0, "sun_elevation_range_deg": (0.0, 0.0)},
+    {"canopy_aod": 10.0, "canopy_albedo": 0.0, "flame_colour": (0.0, 0.0, 0.0), "fire_glow": 4.0},
+])
+def test_extreme_firelight_renders_or_is_one_line(changes):
+    img = golden_frame(64, 64)
+    scene = _scene(img)
+    p = dataclasses.replace(corruption_params("fire_warm_tint", 3, V2), **changes)
+    draw = ATM.draw_firelight(p, scene, 64, 64, KeyedRandom("x"))
+    try:
+        out = ATM.firelight(img, p, draw, scene)
+    except AegisError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert out.shape == img.shape and out.dtype == np.uint8
+    light = ATM.canopy_light(p, 0.0)
+    assert all(1 / 8 <= g <= 8 for g in light.wb_gains) and light.ev_loss <= 20.0

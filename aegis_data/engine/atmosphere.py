@@ -53,6 +53,7 @@ TAU_STEPS = 1024  # optical depth quantised to 1/1024 (transmission error < 0.05
 TAU_MAX = 20.0  # exp(-20) = 2e-9: no trace of the scene
 NO_CAP = 1e300  # a path cap that never applies (a regional layer)
 LUMA_LINEAR = (0.2126, 0.7152, 0.0722)  # luminance of linear sRGB (ITU-R BT.709)
+MAX_WB_GAIN = 8.0  # the largest white-balance correction a camera applies to one channel
 MAX_EV_LOSS = 20.0  # the low-light camera's range (config_schema: camera_low_light.ev_loss)
 MIN_SUN_ELEVATION_DEG = 5.0  # a sun lower than this lights nothing directly (no shadow; the canopy's path is capped)
 
@@ -679,7 +680,9 @@ def canopy_light(params: FirelightParams, elevation_deg: float) -> CanopyLight:
     # Beyond 20 EV the frame is black whatever the camera does (and 2**EV stays far inside a float).
     ev = min(MAX_EV_LOSS, stable(-log_pos(lum) / _LN2, "canopy light loss")) if lum < 1.0 else 0.0
     kappa = float(params.white_balance_correction)
-    wb = tuple(exp_signed(kappa * (log_pos(trans[1]) - log_pos(t))) for t in trans)
+    # A camera's white balance stays within 8x either way per channel (the suite's raw gains are bounded the same).
+    wb = tuple(min(MAX_WB_GAIN, max(1.0 / MAX_WB_GAIN, exp_signed(kappa * (log_pos(trans[1]) - log_pos(t)))))
+               for t in trans)
     cast = tuple(t * g / lum for t, g in zip(trans, wb))
     return CanopyLight(trans, lum, ev, wb, cast)
 
@@ -713,8 +716,13 @@ def cast_gains(params: FirelightParams, light: CanopyLight) -> tuple[np.ndarray,
     gains = np.array([math.floor(g * ONE + 0.5) for g in light.cast], dtype=np.int64)
     flame = linear_colour(params.flame_colour)
     lum = math.fsum(wt * v for wt, v in zip(LUMA_LINEAR, flame))
+    if not lum > 0.0:
+        return gains, np.zeros(3, dtype=np.int64)  # a black flame adds no light
     boost = np.array([math.floor(float(params.fire_glow) * (v / lum) * g * ONE + 0.5)
                       for v, g in zip(flame, light.wb_gains)], dtype=np.int64)
+    if gains.max() > 1 << 20 or boost.max() > 1 << 30:  # beyond the integer blend's bounds (int64, the C loop's)
+        raise AegisError(f"firelight's colour gains {light.cast} or glow {params.fire_glow:g} in "
+                         f"{tuple(params.flame_colour)} exceed what the camera records; lower them")
     return gains, boost
 
 
