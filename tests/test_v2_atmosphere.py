@@ -514,3 +514,12 @@ def test_extreme_firelight_renders_or_is_one_line(changes):
         assert out.shape == img.shape and out.dtype == np.uint8
     light = ATM.canopy_light(p, 0.0)
     assert all(1 / 8 <= g <= 8 for g in light.wb_gains) and light.ev_loss <= 20.0
+
+
+def test_no_rain_renders_the_frame_through_the_camera_unchanged():
+    """rain_mm_h 0 is a valid value (the schema's lower bound); its drop geometry asked Marshall-Palmer for 0**-0.21."""
+    img = golden_frame(64, 64)
+    scene = _scene(img)
+    p = dataclasses.replace(corruption_params("rain_streaks", 2, V2), rain_mm_h=0.0)
+    out = RAIN.rain_rate(img, p, RAIN.draw_rain(p, scene, 64, 64, KeyedRandom("dry")), scene)
+    assert np.array_equal(out, img)

@@ -176,7 +176,7 @@ def near_drops(params: RainRateParams, draw: RainRateDraw, scene: Scene, lines: 
     keep = z >= z_near
     u = u[:, keep]
     z = z[keep]
-    lam = mp_slope(params.rain_mm_h)
+    lam = mp_slope(params.rain_mm_h) if params.rain_mm_h > 0 else math.inf  # no rain: no drops drawn
     d_mm = np.minimum(float(params.min_drop_mm) - log_pos(1.0 - u[5]) / lam, MAX_DROP_MM)
     x = u[3] * w - 0.5
     y = u[4] * h - 0.5
