@@ -31,6 +31,9 @@ Entry kinds:
     annotations  path, kind, split, sha256, gt {stem: SHA-256 of that image's canonical box list}
     yolo         path, kind, sha256 (YOLO label files, image lists and data.yaml files: text the toolkit writes,
                  whose bytes are their identity)
+    water_mask   path, kind, split, image_id, sha256 (file bytes), mask_sha256 (``scene.water_mask_digest`` of
+                 the decoded mask): a sidecar's water mask that an image's scene used (generation 2), kept under
+                 ``scenes/`` so that verify can re-derive the scene
 
 Why two hashes: PNG bytes depend on the encoder (a host's zlib build changes them for the same pixels), so the
 identity two machines must share is the decoded pixels; the file-byte hashes still catch any flipped byte in a
@@ -51,11 +54,12 @@ from aegis_data import __version__
 from aegis_data.engine.scale import scale_from_record
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import write_bytes_atomic
+from aegis_data.files.layout import water_mask_relpath
 from aegis_data.files.readers import parse_json_bytes
 
 MANIFEST_FORMAT = "aegis-manifest/2"
 LEGACY_FORMATS = ("aegis-manifest/1",)
-ENTRY_KINDS = ("image", "annotations", "yolo")
+ENTRY_KINDS = ("image", "annotations", "yolo", "water_mask")
 # What the root hash covers: the build identity, and per entry kind the fields that do not depend on an encoder.
 ROOT_IDENTITY_KEYS = ("dataset", "source", "suite", "config_hash", "seed", "conditions", "splits")
 ROOT_ENTRY_KEYS = {
@@ -63,10 +67,12 @@ ROOT_ENTRY_KEYS = {
               "pixel_sha256", "source_pixel_sha256"),
     "annotations": ("path", "kind", "split", "gt"),
     "yolo": ("path", "kind", "sha256"),
+    "water_mask": ("path", "kind", "split", "image_id", "mask_sha256"),
 }
 # Where a split's files live; a manifest entry names a path under one of these, nothing else.
-ENTRY_TOPS = ("test", "val", "train", "annotations", "yolo")
-_STRING_FIELDS = ("kind", "split", "condition", "image_id", "sha256", "pixel_sha256", "source_pixel_sha256")
+ENTRY_TOPS = ("test", "val", "train", "annotations", "yolo", "scenes")
+_STRING_FIELDS = ("kind", "split", "condition", "image_id", "sha256", "pixel_sha256", "source_pixel_sha256",
+                  "mask_sha256")
 
 
 def canonical_json(value: Any) -> bytes:
@@ -403,7 +409,8 @@ def check_manifest(data: Any, p: str | Path) -> Manifest:
 
 # Fields each entry kind must hold as strings; they name files, folders and hashes that verify reads.
 _REQUIRED = {"image": ("split", "condition", "image_id", "sha256", "pixel_sha256", "source_pixel_sha256"),
-             "annotations": ("split", "sha256"), "yolo": ("sha256",)}
+             "annotations": ("split", "sha256"), "yolo": ("sha256",),
+             "water_mask": ("split", "image_id", "sha256", "mask_sha256")}
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")  # one path component, no separator, no leading dot
 
 
@@ -424,6 +431,8 @@ def _entry_problem(e: Mapping[str, Any]) -> str | None:
             return f"has {k} {e[k][:60]!r}, which is not a plain file or folder name"
     if kind == "image" and e["path"] != f"{e['split']}/{e['condition']}/{e['image_id']}.png":
         return f"names {e['split']}/{e['condition']}/{e['image_id']}.png in its fields"
+    if kind == "water_mask" and e["path"] != water_mask_relpath(e["split"], e["image_id"]):
+        return f"names {water_mask_relpath(e['split'], e['image_id'])} in its fields"
     gt = e.get("gt")
     if kind == "annotations" and not (isinstance(gt, dict) and all(isinstance(v, str) for v in gt.values())):
         return f"has gt {gt!r:.40}; expected an object of image id -> digest"

@@ -47,16 +47,17 @@ import numpy as np
 from aegis_data.engine.config import SuiteConfig, parse_condition, split_config
 from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.scale import Scale, scale_from_record
-from aegis_data.engine.scene import Scene, check_sidecar, estimate_scene
+from aegis_data.engine.scene import Scene, check_persons, check_sidecar, estimate_scene, read_water_mask
 from aegis_data.errors import AegisError
 from aegis_data.executors import Placement, map_units
 from aegis_data.files.imageio import (DEFAULT_MAX_PIXELS, decode_file_bytes, file_sha256, pixel_sha256, read_rgb,
                                       standard_decode_problem)
 from aegis_data.files.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, SUITE_CONFIG_NAME, condition_dir,
-                                     image_file_name, link_target)
+                                     image_file_name, link_target, water_mask_relpath)
 from aegis_data.files.readers import coco_annotations, coco_bbox, coco_images, read_coco_gt
 from aegis_data.split.manifest import (IMAGE_IDENTITY_KEYS, ROOT_ENTRY_KEYS, ROOT_IDENTITY_KEYS, Manifest,
-                                       annotation_digest, annotation_identity, image_identity, load_manifest)
+                                       annotation_digest, annotation_identity, gt_digest, image_identity,
+                                       load_manifest)
 
 YOLO_DIR = "yolo"  # see aegis_data.split.build.yolo_files / link_yolo_dirs
 
@@ -350,6 +351,7 @@ def verify_split(
         config=config, scale=scale, scenes=_recorded_scenes(ref),
         scene_sources={(e["split"], e["image_id"]): e.get("source_pixel_sha256", "") for e in ref.images()
                        if e.get("condition") == "clean"},
+        gt_digests={e["split"]: e["gt"] for e in ref.entries.values() if e.get("kind") == "annotations"},
     )
     if config is not None:
         findings.extend(_scene_record_findings(ref, config))
@@ -371,6 +373,9 @@ def verify_split(
         kind = e.get("kind")
         if kind == "annotations":
             findings.append(_annotation_finding(root / rel, rel, e, images=expected_gt_images(ref, e["split"])))
+        elif kind == "water_mask":
+            findings.append(Finding(rel, "scene", "the stored water mask differs from the one the build used (the "
+                                                  "scene cannot be re-derived from it)"))
         elif kind != "image":
             findings.append(Finding(rel, "yolo" if kind == "yolo" else str(kind), "file content differs"))
         else:
@@ -479,6 +484,7 @@ class _ImageCheck:
     scenes: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)  # recorded, generation 2
     scene_sources: Mapping[tuple[str, str], str] = field(default_factory=dict)  # their clean pixel hashes
     derived: dict[tuple[str, str], Scene | None] = field(default_factory=dict)
+    gt_digests: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # split -> {image id: GT digest}
 
     def scene(self, split: str, image_id: str, clean: np.ndarray) -> Scene | None:
         """The scene re-derived from the clean image and the recorded sidecar facts (generation 2), or None when the
@@ -490,13 +496,19 @@ class _ImageCheck:
                     or not self.scale.is_object:
                 self.derived[key] = None
             else:
+                where = f"manifest scene of {split}/{image_id}"
                 given = recorded.get("given") if isinstance(recorded.get("given"), dict) else {}
-                facts = check_sidecar(dict(given), f"manifest scene of {split}/{image_id}")
+                facts = check_sidecar(dict(given), where)
                 _check_mask_record(recorded.get("water_mask_sha256"), "water_mask" in facts, f"{split}/{image_id}")
-                facts.pop("water_mask", None)  # the mask file is not in the split; its digest is the recorded one
-                scene = estimate_scene(clean, self.scale.person_px, self.config.camera, facts)
-                self.derived[key] = replace(scene, water_mask_sha256=recorded.get("water_mask_sha256"),
-                                            given=dict(given))
+                persons = recorded.get("persons", [])
+                if not isinstance(persons, list):
+                    raise AegisError(f"{where}: persons must be a list of boxes, got {type(persons).__name__}")
+                persons = check_persons(persons, clean.shape[0], clean.shape[1], where)
+                mask = None
+                if "water_mask" in facts:  # the split keeps the mask the build read (scenes/<split>/<id>.water.png)
+                    mask = read_water_mask(self.root / water_mask_relpath(split, image_id), *clean.shape[:2])
+                scene = estimate_scene(clean, self.scale.person_px, self.config.camera, facts, mask, persons=persons)
+                self.derived[key] = replace(scene, given=dict(given))
         return self.derived[key]
 
     def scene_findings(self, paths: Sequence[str], present: set[str], hashed: Mapping[str, Any]) -> list[Finding]:
@@ -520,7 +532,21 @@ class _ImageCheck:
                 out.append(Finding(rel, "scene", "the scene re-derived from the clean image differs from the "
                                    "recorded one: " + ", ".join(f"{k} {mine.get(k)!r:.40} vs {recorded.get(k)!r:.40}"
                                                                 for k in differ)))
+            elif scene is not None:
+                problem = self.persons_problem(split, image_id, scene.persons)
+                if problem:
+                    out.append(Finding(rel, "scene", problem))
         return out
+
+    def persons_problem(self, split: str, image_id: str, persons: Sequence) -> str | None:
+        """Why a scene's recorded persons are not the image's ground truth as the manifest seals it (its GT digest;
+        None when they are, or when the manifest records no digest for the image: another finding says so)."""
+        digest = (self.gt_digests.get(split) or {}).get(image_id)
+        # The build writes each box as [x0, y0, x1 - x0, y1 - y0] from the same floats: the same digest.
+        if not isinstance(digest, str) or gt_digest([x0, y0, x1 - x0, y1 - y0] for x0, y0, x1, y1 in persons) == digest:
+            return None
+        return (f"the scene's persons ({len(persons)} boxes) are not the image's ground-truth boxes the manifest "
+                f"seals in {ANNOTATIONS_DIR}/{split}.json (the flood models read them)")
 
     def clean_pixels(self, split: str, image_id: str, expected_hash: str) -> np.ndarray | None:
         key = (split, image_id)
@@ -585,7 +611,7 @@ class _ImageCheck:
 
 def _check_mask_record(digest: Any, named: bool, where: str) -> None:
     """AegisError unless a scene record's ``water_mask_sha256`` is a SHA-256 exactly when its sidecar facts name a
-    mask (verify cannot read the mask, which is not part of the split, so its digest is taken as recorded)."""
+    mask (the re-derived scene's digest, from the mask the split keeps, is then compared with it)."""
     is_digest = isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
     if (is_digest, digest is None) != (named, not named):
         raise AegisError(f"manifest scene of {where}: water_mask_sha256 {digest!r:.70} does not go with "
