@@ -1653,6 +1653,264 @@ static PyObject *chroma(PyObject *self, PyObject *args) {
 }
 
 
+/* ---------------------------------------------------------------------------------------------------------
+ * aegis-v2 water models (aegis_data/engine/water.py, glint.py, flood.py)
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* exp(-x) for 0 <= x <= 700 from basic operations, as water.exp_neg: x = (k + f) ln 2, exp(-f ln 2) by a Taylor
+ * polynomial of degree 17 in Horner form with the reciprocals 1/n as constants, times the exact power 2**-k. */
+static const double exp_recip[17] = {
+    1.0 / 17, 1.0 / 16, 1.0 / 15, 1.0 / 14, 1.0 / 13, 1.0 / 12, 1.0 / 11, 1.0 / 10, 1.0 / 9,
+    1.0 / 8, 1.0 / 7, 1.0 / 6, 1.0 / 5, 1.0 / 4, 1.0 / 3, 1.0 / 2, 1.0 / 1,
+};
+
+static inline double exp_neg_exact(double x) {
+    const double t = x * (1.0 / 0.6931471805599453);
+    const double k = floor(t);
+    const double r = (t - k) * 0.6931471805599453;
+    double p = 1.0;
+    for (int i = 0; i < 17; i++) p = 1.0 - (r * exp_recip[i]) * p;
+    /* 2**-k as its bit pattern (exact; k <= 1021 here, so p 2**-k is a normal number): the product is ldexp's. */
+    const uint64_t bits = (uint64_t)(1023 - (int64_t)k) << 52;
+    double scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* Unpolarised Fresnel reflectance for incidence cosine c and refractive index n, as water.fresnel. */
+static inline double fresnel_exact(double c, double n) {
+    const double g = sqrt((n * n - 1.0) + c * c);
+    const double a = (g - c) / (g + c);
+    const double d = (c * (g + c) - 1.0) / (c * (g - c) + 1.0);
+    return (0.5 * (a * a)) * (1.0 + d * d);
+}
+
+/* One row of the glint loop, branch-free so it vectorises: every pixel's energy (0 where it is no water, its ray
+ * does not reach the ground or its facet slope is beyond the cut), the float64 operations of
+ * glint._energy_strip in the same order. Inputs of masked-out pixels are replaced before they could make a NaN
+ * reach a kept value (x -> 0, vz -> 1). */
+VECTORISED
+static void glint_row(double *restrict e, const uint8_t *restrict water, const uint32_t *restrict lot,
+                      const double *restrict rxs, Py_ssize_t w, double ry, double rz, double area_row,
+                      const double *restrict k, double cut, double min_vz) {
+    const double sx = k[0], sy = k[1], sz = k[2], inv_s2 = k[3], norm_p = k[4], k_g = k[5], k_lam = k[6];
+    const double f = k[7], nw = k[8];
+    const double nn1 = nw * nw - 1.0;
+    for (Py_ssize_t x = 0; x < w; x++) {
+        const double rx = rxs[x];
+        const double inv = 1.0 / sqrt((rx * rx + ry * ry) + rz * rz);
+        const double vx = -(rx * inv), vy = -(ry * inv), vz = -(rz * inv);
+        const double hx = sx + vx, hy = sy + vy, hz = sz + vz;
+        const double hxy = hx * hx + hy * hy;
+        const double hz2 = hz * hz;
+        const double xs = (hxy / hz2) * inv_s2;
+        const int ok = (water[x] != 0) & (vz > min_vz) & (xs <= cut);
+        /* exp(-x) as exp_neg_exact, inline: 2**-k from its bit pattern */
+        const double xa = ok ? xs : 0.0;
+        const double t = xa * (1.0 / 0.6931471805599453);
+        const double kf = floor(t);
+        const double r = (t - kf) * 0.6931471805599453;
+        double poly = 1.0;
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 17
+#endif
+        for (int i = 0; i < 17; i++) poly = 1.0 - (r * exp_recip[i]) * poly;
+        union { double d; uint64_t u; } kb = {.d = kf + 4503599627370496.0}, sc; /* 2**52: k in the low bits */
+        sc.u = (1023 - (kb.u & 0xFFFFF)) << 52;
+        const double scale = sc.d;
+        const double p = (poly * scale) * norm_p;
+        const double cos2b = hz2 / (hxy + hz2);
+        const double cos4b = cos2b * cos2b;
+        const double sdotv = (sx * vx + sy * vy) + sz * vz;
+        const double c = sqrt((1.0 + (ok ? sdotv : 0.0)) * 0.5);
+        const double g_ = sqrt(nn1 + c * c);
+        const double fa = (g_ - c) / (g_ + c);
+        const double fd = (c * (g_ + c) - 1.0) / (c * (g_ - c) + 1.0);
+        const double rho = (0.5 * (fa * fa)) * (1.0 + fd * fd);
+        const double vzs = ok ? vz : 1.0;
+        const double q = p / (vzs * cos4b);
+        const double g = (rho * q) * k_g;
+        const double area = (area_row * (f * inv)) / vzs;
+        const double lam = (q * k_lam) * area;
+        /* Every value computed on every lane, then selected (no operation under a condition): a sparkle's energy
+         * g / lambda (lambda 0 divides by 1, never selected), times 1 where the lottery hits, 0 elsewhere. */
+        const double sparkle = g / (lam > 0.0 ? lam : 1.0);
+        const double hit = (double)lot[x] < lam * 4294967296.0 ? 1.0 : 0.0;
+        const double ev = lam >= 1.0 ? g : hit * sparkle;
+        e[x] = ok ? ev : 0.0;
+    }
+}
+
+/* glint(out i64 (h, w), water u8 (h, w), lottery u32 (h, w), h, w, ray_x f64[w], ray_y f64[h], ray_z f64[h],
+ *       gsd2 f64[h], k f64[9] = (sx, sy, sz, 1/s2, 1/(pi s2), k_g, k_lambda, f, n), slope_cut, min_view_cos,
+ *       linear_max, energy_cap)
+ * Each water pixel's sun-glint energy in linear units (glint_row per row), rounded half up after the cap:
+ * floor(min(e linear_max, cap) + 0.5). Returns the bounding box (y0, y1, x0, x1) of the non-zero energies, or
+ * None when there is none. */
+static PyObject *glint(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_water, *o_lot, *o_rx, *o_ry, *o_rz, *o_g2, *o_k;
+    Py_ssize_t h, w;
+    double cut, min_vz, lmax, cap;
+    if (!PyArg_ParseTuple(args, "OOOnnOOOOOdddd", &o_out, &o_water, &o_lot, &h, &w, &o_rx, &o_ry, &o_rz, &o_g2,
+                          &o_k, &cut, &min_vz, &lmax, &cap)) return NULL;
+    Buffers b = {.n = 0, .failed = 0};
+    const Py_ssize_t n = mul(h, w);
+    int64_t *out = get(&b, o_out, mul(8, n), 1, "out");
+    const uint8_t *water = get(&b, o_water, n, 0, "water");
+    const uint32_t *lot = get(&b, o_lot, mul(4, n), 0, "lottery");
+    const double *rxs = get(&b, o_rx, mul(8, w), 0, "ray_x");
+    const double *rys = get(&b, o_ry, mul(8, h), 0, "ray_y");
+    const double *rzs = get(&b, o_rz, mul(8, h), 0, "ray_z");
+    const double *g2 = get(&b, o_g2, mul(8, h), 0, "gsd2");
+    const double *k = get(&b, o_k, 72, 0, "constants");
+    if (b.failed) { release(&b); return NULL; }
+    double *row = PyMem_RawMalloc((size_t)(w > 0 ? w : 1) * sizeof(double));
+    if (!row) { release(&b); return PyErr_NoMemory(); }
+    Py_ssize_t y0 = h, y1 = 0, x0 = w, x1 = 0; /* the bounding box of the lit pixels */
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t y = 0; y < h; y++) {
+        const uint8_t *wr = water + y * w;
+        Py_ssize_t any = 0;
+        for (Py_ssize_t x = 0; x < w; x++) any |= wr[x];
+        if (!any) continue;
+        glint_row(row, wr, lot + y * w, rxs, w, rys[y], rzs[y], g2[y], k, cut, min_vz);
+        int64_t *o = out + y * w;
+        for (Py_ssize_t x = 0; x < w; x++) {
+            if (row[x] == 0.0) continue;
+            double v = row[x] * lmax;
+            v = v < cap ? v : cap;
+            o[x] = (int64_t)floor(v + 0.5);
+            if (o[x] != 0) {
+                y0 = y < y0 ? y : y0; y1 = y + 1 > y1 ? y + 1 : y1;
+                x0 = x < x0 ? x : x0; x1 = x + 1 > x1 ? x + 1 : x1;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(row);
+    release(&b);
+    if (y1 == 0) Py_RETURN_NONE;
+    return Py_BuildValue("nnnn", y0, y1, x0, x1);
+}
+
+/* flood(out u8 (h, w, 3), img u8 (h, w, 3), depth i32 (h, w), h, w, water f64[3], sky f64[3], refl f64[h],
+ *       trans f64[nt], nt, wet_mm, wet_darkening, decode u16[256], encode u8[LINEAR_MAX + 1], linear_max)
+ * flood._blend_numpy per pixel: depth > 0: (1 - R) (T L + (1 - T) W) + R S with T = trans[min(depth, nt - 1)];
+ * -wet < depth <= 0: L (1 - (1 - dark)(1 + depth / wet)); else the pixel unchanged. Rounded half up, clipped to
+ * [0, linear_max], encoded. */
+static PyObject *flood(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_img, *o_depth, *o_w, *o_s, *o_r, *o_t, *o_dec, *o_enc;
+    Py_ssize_t h, w, nt;
+    long wet;
+    double dark, lmax;
+    if (!PyArg_ParseTuple(args, "OOOnnOOOOnldOOd", &o_out, &o_img, &o_depth, &h, &w, &o_w, &o_s, &o_r, &o_t, &nt,
+                          &wet, &dark, &o_dec, &o_enc, &lmax)) return NULL;
+    if (nt < 1 || wet < 0 || !(lmax >= 1.0 && lmax <= 65535.0)) {
+        PyErr_SetString(PyExc_ValueError, "flood: a transmission table, a wet band >= 0 and a linear white up to 65535");
+        return NULL;
+    }
+    Buffers b = {.n = 0, .failed = 0};
+    const Py_ssize_t n = mul(h, w);
+    uint8_t *out = get(&b, o_out, mul(3, n), 1, "out");
+    const uint8_t *img = get(&b, o_img, mul(3, n), 0, "img");
+    const int32_t *depth = get(&b, o_depth, mul(4, n), 0, "depth");
+    const double *wc = get(&b, o_w, 24, 0, "water");
+    const double *sc = get(&b, o_s, 24, 0, "sky");
+    const double *refl = get(&b, o_r, mul(8, h), 0, "reflectance");
+    const double *trans = get(&b, o_t, mul(8, nt), 0, "transmission");
+    const uint16_t *dec = get(&b, o_dec, 512, 0, "decode");
+    const uint8_t *enc = get(&b, o_enc, (Py_ssize_t)lmax + 1, 0, "encode");
+    if (b.failed) { release(&b); return NULL; }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t y = 0; y < h; y++) {
+        const double r = refl[y];
+        for (Py_ssize_t x = 0; x < w; x++) {
+            const Py_ssize_t i = y * w + x;
+            const int32_t d = depth[i];
+            const uint8_t *src = img + 3 * i;
+            uint8_t *dst = out + 3 * i;
+            if (d <= -wet || (wet == 0 && d <= 0)) {
+                dst[0] = src[0]; dst[1] = src[1]; dst[2] = src[2];
+                continue;
+            }
+            double t = 0.0, damp = 1.0;
+            if (d > 0) {
+                t = trans[(Py_ssize_t)d < nt - 1 ? (Py_ssize_t)d : nt - 1];
+            } else {
+                const double frac = 1.0 + (double)d / (double)wet;
+                damp = 1.0 - (1.0 - dark) * frac;
+            }
+            for (int c = 0; c < 3; c++) {
+                const double lin = (double)dec[src[c]];
+                double v = d > 0 ? (1.0 - r) * (t * lin + (1.0 - t) * wc[c]) + r * sc[c] : lin * damp;
+                v = floor(v + 0.5);
+                v = v < 0.0 ? 0.0 : (v > lmax ? lmax : v);
+                dst[c] = enc[(Py_ssize_t)v];
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+/* turbid(out u8 (h, w, 3), img u8 (h, w, 3), water u8 (h, w), h, w, wcol f64[3], sky f64[3], refl f64[h], t,
+ *        median, decode u16[256], encode u8[LINEAR_MAX + 1], linear_max, luma_q15 i64[3])
+ * flood.turbid_water per water pixel: luma = (L . q15 + 2**14) >> 15 (integers), m = min(luma / median, 2),
+ * v = t L + (1 - t)((1 - R)(W m) + R S), rounded half up, clipped, encoded; other pixels unchanged. */
+static PyObject *turbid(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_img, *o_water, *o_w, *o_s, *o_r, *o_dec, *o_enc, *o_q;
+    Py_ssize_t h, w;
+    double t, median, lmax;
+    if (!PyArg_ParseTuple(args, "OOOnnOOOddOOdO", &o_out, &o_img, &o_water, &h, &w, &o_w, &o_s, &o_r, &t, &median,
+                          &o_dec, &o_enc, &lmax, &o_q)) return NULL;
+    if (!(median > 0.0) || !(lmax >= 1.0 && lmax <= 65535.0)) {
+        PyErr_SetString(PyExc_ValueError, "turbid: a positive median and a linear white up to 65535");
+        return NULL;
+    }
+    Buffers b = {.n = 0, .failed = 0};
+    const Py_ssize_t n = mul(h, w);
+    uint8_t *out = get(&b, o_out, mul(3, n), 1, "out");
+    const uint8_t *img = get(&b, o_img, mul(3, n), 0, "img");
+    const uint8_t *water = get(&b, o_water, n, 0, "water");
+    const double *wc = get(&b, o_w, 24, 0, "water colour");
+    const double *sc = get(&b, o_s, 24, 0, "sky");
+    const double *refl = get(&b, o_r, mul(8, h), 0, "reflectance");
+    const uint16_t *dec = get(&b, o_dec, 512, 0, "decode");
+    const uint8_t *enc = get(&b, o_enc, (Py_ssize_t)lmax + 1, 0, "encode");
+    const int64_t *q = get(&b, o_q, 24, 0, "luma weights");
+    if (b.failed) { release(&b); return NULL; }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t y = 0; y < h; y++) {
+        const double r = refl[y];
+        for (Py_ssize_t x = 0; x < w; x++) {
+            const Py_ssize_t i = y * w + x;
+            const uint8_t *src = img + 3 * i;
+            uint8_t *dst = out + 3 * i;
+            if (!water[i]) {
+                dst[0] = src[0]; dst[1] = src[1]; dst[2] = src[2];
+                continue;
+            }
+            const int64_t l0 = dec[src[0]], l1 = dec[src[1]], l2 = dec[src[2]];
+            const int64_t luma = (l0 * q[0] + l1 * q[1] + l2 * q[2] + (1 << 14)) >> 15;
+            double m = (double)luma / median;
+            m = m < 2.0 ? m : 2.0;
+            const int64_t lins[3] = {l0, l1, l2};
+            for (int c = 0; c < 3; c++) {
+                const double turbid_c = (1.0 - r) * (wc[c] * m) + r * sc[c];
+                double v = t * (double)lins[c] + (1.0 - t) * turbid_c;
+                v = floor(v + 0.5);
+                v = v < 0.0 ? 0.0 : (v > lmax ? lmax : v);
+                dst[c] = enc[(Py_ssize_t)v];
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+
 static PyMethodDef methods[] = {
     {"shear", shear, METH_VARARGS, "motion blur: sheared band of rows"},
     {"unshear", unshear, METH_VARARGS, "motion blur: interpolated unshear of the box sums"},
@@ -1672,6 +1930,9 @@ static PyMethodDef methods[] = {
     {"taps", taps, METH_VARARGS, "aegis-v2 trajectory blur: integer taps per row band, reflect border"},
     {"raw_noise", raw_noise, METH_VARARGS, "aegis-v2 low_light: raw sensor noise, demosaic, tone curve"},
     {"chroma", chroma, METH_VARARGS, "aegis-v2 low_light: YCbCr, chroma denoise and 4:2:0, RGB"},
+    {"glint", glint, METH_VARARGS, "aegis-v2 water_glare: sun-glint energy per water pixel"},
+    {"flood", flood, METH_VARARGS, "aegis-v2 inundation: turbid water, shoreline and wet band in linear light"},
+    {"turbid", turbid, METH_VARARGS, "aegis-v2 turbidity_cast: the colour of sediment-laden water"},
     {"lut_u8_u16", lut_u8_u16, METH_VARARGS, "uint8 -> uint16 table lookup (the sRGB decode)"},
     {"set_isa", set_isa, METH_VARARGS, "tests: the highest instruction set the taps loop may use"},
     {NULL, NULL, 0, NULL},

@@ -28,6 +28,9 @@ from aegis_data.engine import kernels as K
 from aegis_data.engine.budget import RenderCost
 from aegis_data.engine.camera import CameraLowLightParams, camera_low_light, capture_for, draw_low_light
 from aegis_data.engine.config import SuiteConfig, check_severity, load_config
+from aegis_data.engine.flood import (FloodParams, TurbidWaterParams, draw_flood, draw_turbid, flood_cost,
+                                     inundation_v2, turbid_cost, turbid_water)
+from aegis_data.engine.glint import SunGlintParams, beaufort, draw_glint, glint_cost, slope_variance, sun_glint
 from aegis_data.engine.motion import Exposure, TrajectoryBlurParams, draw_trajectory, trajectory_blur
 from aegis_data.engine.scale import OBJECT, Scale, density_factor, pixel_length, texture_cells
 from aegis_data.engine.scene import Scene, estimate_scene
@@ -948,6 +951,9 @@ _SCENE_MODELS: dict[str, SceneModel] = {
     "trajectory_blur": SceneModel(trajectory_blur, TrajectoryBlurParams,
                                   lambda params, scene, h, w, rng: draw_trajectory(params, scene, rng)),
     "camera_low_light": SceneModel(camera_low_light, CameraLowLightParams, draw_low_light),
+    "sun_glint": SceneModel(sun_glint, SunGlintParams, draw_glint),
+    "turbid_water": SceneModel(turbid_water, TurbidWaterParams, draw_turbid),
+    "flood": SceneModel(inundation_v2, FloodParams, draw_flood),
 }
 
 
@@ -1027,6 +1033,17 @@ def physical_ladder(name: str, config: SuiteConfig, person_px: float | None = No
             smear = Exposure(v, cap.exposure_ms, v, cam["base_exposure_ms"]).added_smear_m()
             row = {"ev_loss": p.ev_loss, "exposure_ms": cap.exposure_ms, "iso": round(cap.iso, 1),
                    "brightness": round(cap.brightness, 4), "smear_m": round(smear, 4)}
+        elif spec.model_name == "sun_glint":
+            p = corruption_params(name, sev, config)
+            row = {"wind_speed_mps": p.wind_speed_mps, "mean_square_slope": round(slope_variance(p.wind_speed_mps), 5),
+                   "beaufort": beaufort(p.wind_speed_mps)}
+        elif spec.model_name == "turbid_water":
+            p = corruption_params(name, sev, config)
+            row = {"sediment_g_m3": p.sediment_g_m3}
+        elif spec.model_name == "flood":
+            p = corruption_params(name, sev, config)
+            row = {"rise_m": p.rise_m, "flooded_smooth_ground_m": round(p.rise_m / p.bank_slope, 1),
+                   "submerged_at_shore": round(min(1.0, p.rise_m / 1.7), 3)}
         elif spec.model_name == "trajectory_blur":
             p = corruption_params(name, sev, config)
             smear = Exposure(p.speed_mps, p.exposure_ms, cam["platform_speed_mps"],
@@ -1035,7 +1052,7 @@ def physical_ladder(name: str, config: SuiteConfig, person_px: float | None = No
                    "jitter_mrad": p.jitter_mrad}
         else:
             return []
-        if gsd is not None:
+        if gsd is not None and "smear_m" in row:
             row["smear_px"] = round(smear / gsd, 2)
         out.append(row)
     return out
@@ -1134,7 +1151,13 @@ def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedR
 
 def _scene_cost(params, scene: Scene, h: int, w: int) -> RenderCost:
     """The render cost of a generation-2 model on an ``h x w`` valid region: its longest smear path (at the
-    nearest row of an oblique view) plus jitter, and the camera pipeline's buffers."""
+    nearest row of an oblique view) plus jitter, and the camera pipeline's buffers; the water models' own costs."""
+    if isinstance(params, SunGlintParams):
+        return glint_cost(params, h, w)
+    if isinstance(params, FloodParams):
+        return flood_cost(params, scene, h, w)
+    if isinstance(params, TurbidWaterParams):
+        return turbid_cost(params, h, w)
     if isinstance(params, TrajectoryBlurParams):
         smear_m, jitter_mrad = Exposure(params.speed_mps, params.exposure_ms, scene.speed_mps,
                                         scene.exposure_ms).added_smear_m(), params.jitter_mrad

@@ -27,7 +27,6 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from aegis_data.engine.scale import PERSON_HEIGHT_CM, UPRIGHT_BOX_FACTOR, check_person_px, person_unit_from_gsd
-from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.engine.water import estimate_water, water_share
 from aegis_data.errors import AegisError
 from aegis_data.files.rgb import check_rgb_image
@@ -70,7 +69,7 @@ SIDECAR_NUMBERS: Mapping[str, tuple[float, float, str]] = {
 SIDECAR_KEYS = (*SIDECAR_NUMBERS, "water_mask", "valid")
 MAX_SIDECAR_BYTES = 1 << 16
 # The sun of an image whose sidecar does not give it: drawn once per image (the same for every condition and
-# severity) from a stream keyed by the clean pixels' SHA-256, elevation uniform in SUN_ELEVATION_DEG (daytime
+# severity) from the SHA-256 of the valid region's clean pixels, elevation uniform in SUN_ELEVATION_DEG (daytime
 # flights: the sun 15-65 degrees high covers most of a mid-latitude day's flying hours), azimuth uniform in
 # [0, 360). Recorded with the scene (``sun_drawn`` names the drawn angles). A frame taken at dusk or at night
 # needs a sidecar with its sun elevation: its pixels do not tell (docs/CORRUPTIONS.md, "Sun").
@@ -133,6 +132,9 @@ class Scene:
     water_source: str = "estimated"
     persons: tuple[tuple[float, float, float, float], ...] = ()
     sun_drawn: tuple[str, ...] = ()
+    # (block side, texture sums per block) of the valid region, as the water estimate computed them from the clean
+    # pixels (``water.estimate_water``); the flood model reads them instead of computing them again. Derived.
+    block_texture: tuple | None = field(default=None, compare=False, repr=False)
 
     def water_mask(self) -> np.ndarray:
         """bool (height, width): the water (all False when the scene has none)."""
@@ -447,14 +449,17 @@ def check_persons(persons: Any, height: int, width: int, where: str = "persons")
 
 
 def draw_sun(rgb: np.ndarray, given: Mapping[str, Any]) -> tuple[float, float, tuple[str, ...]]:
-    """(elevation, azimuth, drawn): the sidecar's sun angles, the missing ones drawn from the stream keyed by the
-    pixels' SHA-256 (``SUN_ELEVATION_DEG``, azimuth uniform), rounded to 0.01 degree."""
+    """(elevation, azimuth, drawn): the sidecar's sun angles, the missing ones drawn from the SHA-256 of the scene's
+    pixels ``rgb`` (its valid region: bars do not change the sun): elevation uniform in ``SUN_ELEVATION_DEG``,
+    azimuth uniform in [0, 360), rounded to 0.01 degree."""
     drawn = tuple(k for k, key in (("elevation", "sun_elevation_deg"), ("azimuth", "sun_azimuth_deg"))
                   if key not in given)
     elevation, azimuth = given.get("sun_elevation_deg"), given.get("sun_azimuth_deg")
     if drawn:
-        digest = hashlib.sha256(np.ascontiguousarray(rgb).tobytes()).hexdigest()
-        u = KeyedRandom(f"aegis-scene|sun|{digest}").uniform(2)
+        # Two uniforms in [0, 1) from the digest itself (53 bits each): a fact of the image, not a corruption's draw,
+        # so it opens no random stream (neither the benchmark's nor a training augmentation's namespace).
+        digest = hashlib.sha256(b"aegis-scene|sun|" + np.ascontiguousarray(rgb).tobytes()).digest()
+        u = [(int.from_bytes(digest[8 * i: 8 * i + 8], "little") >> 11) * 2.0 ** -53 for i in (0, 1)]
         lo, hi = SUN_ELEVATION_DEG
         if elevation is None:
             elevation = _round(lo + (hi - lo) * float(u[0]), 2)
@@ -511,7 +516,7 @@ def estimate_scene(rgb: np.ndarray, person_px: float, camera: Mapping[str, Any],
         # The person unit (or the sidecar's gsd) holds midway between the horizon and the bottom of the scene.
         reference = _round((max(horizon, vy0) + vy1 - 1) / 2.0, 2)
     boxes = check_persons(persons, h, w)
-    elevation, azimuth, drawn = draw_sun(rgb, given)
+    elevation, azimuth, drawn = draw_sun(rgb[vy0:vy1, vx0:vx1], given)
     scene = Scene(
         width=w, height=h, valid=valid, view=view, horizon_row=horizon,
         person_px=round(person_px, 2), gsd_m=gsd, reference_row=reference, focal_px=focal,
@@ -528,7 +533,8 @@ def estimate_scene(rgb: np.ndarray, person_px: float, camera: Mapping[str, Any],
         inside[scene.valid_slices] = np.asarray(water_mask, dtype=bool)[scene.valid_slices]
         return replace(scene, water=inside, water_source="sidecar")
     sky = scene.sky_mask() if depth else None
-    return replace(scene, water=estimate_water(rgb, valid, sky, scene.gsd_rows(np.arange(h))))
+    water, texture = estimate_water(rgb, valid, sky, scene.gsd_rows(np.arange(h)), with_texture=True)
+    return replace(scene, water=water, block_texture=texture)
 
 
 def scene_digest(record: Mapping[str, Any]) -> str:

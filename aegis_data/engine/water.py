@@ -79,7 +79,7 @@ def _block_stats(region: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray, np
 
 
 def estimate_water(rgb: np.ndarray, valid: tuple[int, int, int, int], sky: np.ndarray | None,
-                   row_gsd_m: np.ndarray) -> np.ndarray:
+                   row_gsd_m: np.ndarray, with_texture: bool = False):
     """bool (H, W): the water of a frame, estimated from its pixels (docs/CORRUPTIONS.md, "The water mask").
 
     ``valid``: the scene rectangle (x0, y0, x1, y1); nothing outside it is water. ``sky``: bool (H, W) sky mask or
@@ -95,6 +95,9 @@ def estimate_water(rgb: np.ndarray, valid: tuple[int, int, int, int], sky: np.nd
     4. Per pixel, within the kept blocks and one block around them: water when B - R is at least a third of the
        kept blocks' median B - R (at least 2 DN), luma at most 225 DN and no channel at 250 or above, confirmed
        by a 3 x 3 majority (at least 5 of 9). A person, a boat or a glint on the water is not water.
+
+    ``with_texture``: return ``(mask, (b, texture sums per block))``, the block textures the flood model reuses
+    (None when the region is too small for blocks).
     """
     height, width = rgb.shape[:2]
     out = np.zeros((height, width), dtype=bool)
@@ -102,9 +105,17 @@ def estimate_water(rgb: np.ndarray, valid: tuple[int, int, int, int], sky: np.nd
     region = rgb[y0:y1, x0:x1]
     h, w = region.shape[:2]
     if h < 2 or w < 2:
-        return out
+        return (out, None) if with_texture else out
     b = water_block_size(h, w)
     tex, lum, blue, n = _block_stats(region, b)
+    texture = (b, tex)
+    mask = _water_from_blocks(region, out, valid, sky, row_gsd_m, b, tex, lum, blue, n)
+    return (mask, texture) if with_texture else mask
+
+
+def _water_from_blocks(region, out, valid, sky, row_gsd_m, b, tex, lum, blue, n) -> np.ndarray:
+    x0, y0, x1, y1 = valid
+    h, w = region.shape[:2]
     nby, nbx = tex.shape
     pairs = 2 * n
     sky_r = sky[y0:y1, x0:x1] if sky is not None else np.zeros((h, w), dtype=bool)
@@ -154,18 +165,23 @@ LN2 = 0.6931471805599453  # the float64 nearest ln 2: only multiplied, never pas
 EXP_ARG_MAX = 700.0
 
 
+EXP_DEGREE = 17
+# 1/n for the Horner steps, each correctly rounded (the compiled loop divides the same 1.0 by the same n).
+_RECIPROCALS = tuple(1.0 / n for n in range(EXP_DEGREE, 0, -1))
+
+
 def exp_neg(x):
-    """``exp(-x)`` for x >= 0 (float64, a NumPy array or a float), from + - * / and an exact power of two only, so
+    """``exp(-x)`` for x >= 0 (float64, a NumPy array or a float), from + - * and an exact power of two only, so
     the bits are the same on every machine: ``x = (k + f) ln 2`` with k = floor(x / ln 2), ``exp(-x) =
-    2**-k exp(-f ln 2)``, the second factor a Taylor polynomial of degree 20 in Horner form (relative error below
-    1e-15). Arguments above 700 give 0."""
+    2**-k exp(-f ln 2)``, the second factor a Taylor polynomial of degree 17 in Horner form with the reciprocals
+    1/n as constants (relative error below 1e-15). Arguments above 700 give 0."""
     a = np.asarray(x, dtype=np.float64)
     t = a * (1.0 / LN2)
     k = np.floor(t)
     r = (t - k) * LN2  # in [0, ln 2)
     p = np.ones_like(r)
-    for n in range(20, 0, -1):
-        p = 1.0 - (r / float(n)) * p
+    for c in _RECIPROCALS:
+        p = 1.0 - (r * c) * p
     out = np.ldexp(p, -np.minimum(k, 1100.0).astype(np.int64))
     out = np.where(a > EXP_ARG_MAX, 0.0, out)
     return float(out) if np.ndim(x) == 0 else out
