@@ -26,13 +26,17 @@ def invoke(*args):
     return runner.invoke(app, [str(a) for a in args])
 
 
-def coast_source(root: Path) -> Path:
+def coast_source(root: Path, land: bool = False) -> Path:
     """Two coast images with YOLO person labels; c0 has a sidecar naming a water mask (a pond the pixels do not
-    show, so the scene's water can only come from the mask)."""
+    show, so the scene's water can only come from the mask). ``land``: a third image, c2, holds no water."""
     (root / "images").mkdir(parents=True)
     (root / "labels").mkdir()
-    for i in range(2):
+    for i in range(3 if land else 2):
         img, _, boxes = coast_frame(120, 160, person_px=12.0)
+        if i == 2:
+            img[:] = (70, 100, 45)  # a lawn: no water, only the persons on it
+            for x0, y0, x1, y1 in boxes:
+                img[int(y0): int(y1), int(x0): int(x1)] = (45, 38, 52)
         write_png_atomic(root / "images" / f"c{i}.png", img)
         lines = [f"0 {(x0 + x1) / 320:.6f} {(y0 + y1) / 240:.6f} {(x1 - x0) / 160:.6f} {(y1 - y0) / 120:.6f}"
                  for x0, y0, x1, y1 in boxes]
@@ -132,3 +136,156 @@ def test_edited_persons_in_a_resealed_manifest_are_a_scene_finding(split):
     found = verify_failures(split)
     assert any(f["path"] == "test/clean/c1.png" and f["kind"] == "scene" and "persons" in f["detail"]
                for f in found), found
+
+
+# --- the water conditions in a build: on how many images each acted; the GT contract of a flood -------------
+@pytest.fixture(scope="module")
+def flooded(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("flooded")
+    src = coast_source(base / "src", land=True)
+    out = base / "split"
+    r = invoke("build-splits", "--source", src, "--out-dir", out, "--corruptions",
+               "water_glare,turbidity_cast,inundation", "--dataset", "yolo", "--severities", "1,3", "--workers", "1",
+               "--suite", "aegis-v2", "--scale", "object", "--person-px", "30", "--scene-dir", src / "scenes")
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def test_the_manifest_records_on_how_many_images_each_condition_acted(flooded):
+    m = manifest(flooded)
+    acted = m["acted"]
+    assert set(acted) == {c for c in m["conditions"] if c != "clean"}
+    for cond, n in acted.items():
+        changed = [e["image_id"] for e in m["entries"] if e.get("condition") == cond
+                   and e["pixel_sha256"] != e["source_pixel_sha256"]]
+        assert n == len(changed)
+    # The lawn has no water: glare and turbidity leave it as it is; a flood reaches every frame.
+    lawn = {e["condition"]: e for e in m["entries"] if e.get("image_id") == "c2" and e["kind"] == "image"}
+    for cond in ("water_glare_s1", "water_glare_s3", "turbidity_cast_s3"):
+        assert lawn[cond]["pixel_sha256"] == lawn[cond]["source_pixel_sha256"]
+        assert acted[cond] <= 2
+    assert acted["inundation_s1"] == 3
+    assert verify_failures(flooded) == []
+
+
+def test_ground_truth_is_unchanged_and_submerged_fractions_are_recorded_per_box(flooded):
+    """The contract: a flood keeps every GT box (one annotation file for all conditions); each file of a flood
+    condition records, per box in annotation order, the share of the person under water."""
+    m = manifest(flooded)
+    gt = json.loads((flooded / "annotations" / "test.json").read_text())
+    per_image = {}
+    for a in gt["annotations"]:
+        per_image.setdefault(a["image_id"], []).append(a["bbox"])
+    stems = {im["id"]: im["stem"] for im in gt["images"]}
+    for image_id, boxes in per_image.items():
+        stem = stems[image_id]
+        scene = next(e["scene"] for e in m["entries"] if e.get("condition") == "clean" and e["image_id"] == stem)
+        assert np.allclose([[x0, y0, x1 - x0, y1 - y0] for x0, y0, x1, y1 in scene["persons"]], boxes, atol=1e-6)
+        f1 = next(e for e in m["entries"] if e.get("condition") == "inundation_s1" and e["image_id"] == stem)
+        f3 = next(e for e in m["entries"] if e.get("condition") == "inundation_s3" and e["image_id"] == stem)
+        assert len(f1["submerged_fraction"]) == len(f3["submerged_fraction"]) == len(boxes)
+        assert all(0.0 <= a <= b <= 1.0 for a, b in zip(f1["submerged_fraction"], f3["submerged_fraction"]))
+    c1 = next(e for e in m["entries"] if e.get("condition") == "inundation_s3" and e["image_id"] == "c1")
+    assert max(c1["submerged_fraction"]) > 0.3  # the person at the shore stands in the water
+    others = [e for e in m["entries"] if e["kind"] == "image" and not e["condition"].startswith("inundation")]
+    assert not any("submerged_fraction" in e for e in others)
+
+
+def _reseal(split: Path, edit) -> None:
+    from aegis_data.split.manifest import files_hash, root_hash, sealed_header
+
+    m = manifest(split)
+    edit(m)
+    m["root_hash"] = root_hash(m, m["entries"])
+    m["files_hash"] = files_hash(m["root_hash"], m["encoder"], m["entries"], sealed_header(m))
+    (split / "manifest.json").write_text(json.dumps(m))
+
+
+@pytest.fixture
+def flooded_copy(flooded, tmp_path) -> Path:
+    dst = tmp_path / "flooded"
+    shutil.copytree(flooded, dst, symlinks=True)
+    return dst
+
+
+def test_an_edited_submerged_fraction_is_an_annotations_finding(flooded_copy):
+    def edit(m):
+        e = next(e for e in m["entries"] if e.get("condition") == "inundation_s3" and e["image_id"] == "c1")
+        e["submerged_fraction"] = [0.0 for _ in e["submerged_fraction"]]  # "nobody is in the water"
+    _reseal(flooded_copy, edit)
+    found = verify_failures(flooded_copy)
+    assert any(f["path"] == "test/inundation_s3/c1.png" and f["kind"] == "annotations" for f in found), found
+
+
+def test_edited_acted_counts_are_a_manifest_finding(flooded_copy):
+    def edit(m):
+        m["acted"]["water_glare_s1"] = 3  # "it acted on every image", the lawn included
+    _reseal(flooded_copy, edit)
+    found = verify_failures(flooded_copy)
+    assert any(f["kind"] == "manifest" and "acted" in f["detail"] for f in found), found
+
+
+# --- the score shows both: acted images next to the cell, recall by submerged share -------------------------
+def _predictions(split: Path, folder: Path, miss_submerged_over: float | None) -> None:
+    """Perfect predictions for every condition, except that in flood conditions the persons submerged beyond
+    ``miss_submerged_over`` are missed."""
+    m = manifest(split)
+    gt = json.loads((split / "annotations" / "test.json").read_text())
+    ids = {im["stem"]: im["id"] for im in gt["images"]}
+    per_image: dict[int, list] = {}
+    for a in gt["annotations"]:
+        per_image.setdefault(a["image_id"], []).append(a["bbox"])
+    folder.mkdir()
+    for cond in m["conditions"]:
+        dets = []
+        for stem, coco_id in ids.items():
+            fractions = next((e.get("submerged_fraction") for e in m["entries"] if e.get("condition") == cond
+                              and e["image_id"] == stem), None)
+            for k, box in enumerate(per_image.get(coco_id, [])):
+                if miss_submerged_over is not None and fractions and fractions[k] > miss_submerged_over:
+                    continue
+                dets.append({"image_id": coco_id, "category_id": 1, "bbox": box, "score": 0.9})
+        (folder / f"{cond}.json").write_text(json.dumps(dets))
+
+
+def test_the_score_shows_acted_images_and_recall_by_submerged_share(flooded, tmp_path):
+    from aegis_eval.protocols.score_doc import validate_result
+    from aegis_eval.protocols.scoring import score_paths
+
+    _predictions(flooded, tmp_path / "preds", miss_submerged_over=0.25)
+    result = score_paths(tmp_path / "preds", flooded, threshold=0.5, bootstrap=10, seed=0)
+    validate_result(result)
+    m = manifest(flooded)
+    conds = result["conditions"]
+    assert "acted_images" not in conds["clean"]
+    for cond, n in m["acted"].items():
+        assert conds[cond]["acted_images"] == n and conds[cond]["n_images"] == 3
+    assert conds["water_glare_s1"]["acted_images"] < 3  # the lawn has no water: glare did nothing there
+    sub = conds["inundation_s3"]["submerged"]
+    assert sub["labels"] == ["dry", "up to 1/4", "1/4 to 1/2", "over 1/2"]
+    assert sum(sub["n_gt"]) == conds["inundation_s3"]["n_gt"]
+    assert sub["recall_clean"] == [1.0 if n else None for n in sub["n_gt"]]
+    deep = [r for r, n in zip(sub["recall"][2:], sub["n_gt"][2:]) if n]
+    assert deep and all(r == 0.0 for r in deep)  # the persons more than a quarter under were missed
+    assert "submerged" not in conds["water_glare_s1"]
+    bad = json.loads(json.dumps(result))
+    bad["conditions"]["water_glare_s1"]["acted_images"] = 7
+    with pytest.raises(Exception, match="acted_images"):
+        validate_result(bad)
+
+
+def test_the_report_shows_acted_images_beside_the_cell_and_the_submerged_contract(flooded, tmp_path):
+    from aegis_eval.protocols.scoring import score_paths, write_score_json
+    from aegis_eval.report.build import build_report
+
+    _predictions(flooded, tmp_path / "preds", miss_submerged_over=0.25)
+    result = score_paths(tmp_path / "preds", flooded, threshold=0.5, bootstrap=10, seed=0, label="m")
+    write_score_json(result, tmp_path / "m.json")
+    files = build_report([json.loads((tmp_path / "m.json").read_text())], tmp_path / "report", formats="md,latex")
+    md = files.markdown.read_text()
+    acted = result["conditions"]["water_glare_s1"]["acted_images"]
+    assert f"1 (acted {acted}/3)" in md
+    assert "recall of persons by the share under water" in md and "Ground-truth contract of a flood" in md
+    assert "over 1/2" in md
+    tex = (tmp_path / "report" / "tables").glob("*submerged*.tex")
+    assert list(tex)

@@ -29,7 +29,7 @@ from aegis_data.engine.budget import RenderCost
 from aegis_data.engine.camera import CameraLowLightParams, camera_low_light, capture_for, draw_low_light
 from aegis_data.engine.config import SuiteConfig, check_severity, load_config
 from aegis_data.engine.flood import (FloodParams, TurbidWaterParams, draw_flood, draw_turbid, flood_cost,
-                                     inundation_v2, turbid_cost, turbid_water)
+                                     inundation_v2, submerged_fractions, turbid_cost, turbid_water)
 from aegis_data.engine.glint import SunGlintParams, beaufort, draw_glint, glint_cost, slope_variance, sun_glint
 from aegis_data.engine.motion import Exposure, TrajectoryBlurParams, draw_trajectory, trajectory_blur
 from aegis_data.engine.scale import OBJECT, Scale, density_factor, pixel_length, texture_cells
@@ -1104,6 +1104,16 @@ def apply_corruption(
     _check_severity(severity)
     rng = keyed_random(image_id, name, int(severity), seed, suite.key_tag)
     return corrupt_with_stream(image, name, severity, rng, suite, scale, scene)
+
+
+def condition_facts(image: np.ndarray, name: str, severity: int, config: SuiteConfig, scene: Scene) -> dict | None:
+    """What a build records beside a corrupted file of a generation-2 suite, or None: for a flood model, the
+    ground-truth contract's ``submerged_fraction`` of every person of the scene (``flood.submerged_fractions``;
+    docs/SCORING.md, "Submerged persons"). A pure function of the clean ``image``, its scene and the suite."""
+    if not config.uses_scene or config.corruptions[name].model_name != "flood":
+        return None
+    params = corruption_params(name, severity, config)
+    return {"submerged_fraction": submerged_fractions(image, params, scene)}
 
 
 def scene_for(image: np.ndarray, config: SuiteConfig, scale: Scale | None) -> Scene:

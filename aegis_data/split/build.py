@@ -526,6 +526,7 @@ def render_unit(task: UnitTask) -> UnitResult:
         res.source_changed = bool(res.skipped or task.known)
         todo, res.files, res.skipped = list(u.conditions), {}, 0
     scene = None
+    pending_facts: dict[str, dict] = {}
     suite = task.config or load_config()
     if suite.uses_scene:
         mask = unit_water_mask(u, source)
@@ -536,7 +537,19 @@ def render_unit(task: UnitTask) -> UnitResult:
         if task.known_scene is not None and scene_digest(res.scene) != task.known_scene:
             # The scene (a sidecar, the person unit) changed: every corrupted file depends on it.
             todo, res.files, res.skipped = list(u.conditions), {}, 0
+    if scene is not None:
+        from aegis_data.engine.corruptions import condition_facts
+
+        # The GT contract of a flood: every file of a flood condition records how deep each person stands
+        # (kept files too: a pure function of the clean pixels, the scene and the suite).
+        for cond in u.conditions:
+            name, severity = parse_condition(cond)
+            facts = condition_facts(source, name, severity, suite, scene) if name is not None else None
+            rel = image_relpath(u.split, cond, rec.image_id)
+            if facts:
+                pending_facts[rel] = facts
     if not todo:
+        _attach_facts(res, pending_facts)
         return res
     mp = source.shape[0] * source.shape[1] / 1e6
     for cond in todo:
@@ -566,7 +579,14 @@ def render_unit(task: UnitTask) -> UnitResult:
         res.seconds_write += time.perf_counter() - t3
         res.written += 1
         res.megapixels += mp
+    _attach_facts(res, pending_facts)
     return res
+
+
+def _attach_facts(res: UnitResult, facts: Mapping[str, Mapping[str, Any]]) -> None:
+    for rel, f in facts.items():
+        if rel in res.files:
+            res.files[rel].update(f)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -960,6 +980,8 @@ def _finish(out: Path, plan: BuildPlan, results: list[UnitResult]) -> list[dict]
                 }
                 if res.scene is not None and f["condition"] == "clean":
                     entry["scene"] = res.scene  # once per source image: the clean file's entry
+                if f.get("submerged_fraction") is not None:
+                    entry["submerged_fraction"] = f["submerged_fraction"]
                 entries.append(entry)
             if res.water_mask is not None:
                 entries.append({"kind": "water_mask", "split": split, "image_id": rec.image_id, **res.water_mask})

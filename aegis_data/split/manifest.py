@@ -13,6 +13,9 @@ Layout of ``manifest.json`` (keys written sorted, two-space indent, UTF-8, trail
     seed            global seed of every random draw
     scale           only in object-scale builds: {mode: "object", person_px, basis} -- the person unit the
                     length parameters were scaled to (``aegis_data.engine.scale``); absent means frame scale
+    acted           generation-2 builds only: {condition: number of test images whose pixels the corruption
+                    changed} (a model that needs water leaves a frame without water unchanged); derived from the
+                    entries (``acted_counts``), sealed by files_hash and checked by verify
     conditions      condition ids built for the test split, canonical order
     splits          {split: number of images}
     entries         one dict per written file, sorted by "path" (see below)
@@ -27,7 +30,9 @@ Layout of ``manifest.json`` (keys written sorted, two-space indent, UTF-8, trail
 
 Entry kinds:
     image        path, kind, split, condition, image_id (stem), coco_id, width, height, sha256 (file bytes),
-                 pixel_sha256 (decoded RGB, see ``imageio.pixel_sha256``), source_pixel_sha256
+                 pixel_sha256 (decoded RGB, see ``imageio.pixel_sha256``), source_pixel_sha256; generation 2: the
+                 clean entry's ``scene``, and a flood condition's ``submerged_fraction`` (per GT box of the image,
+                 in annotation order: the share of the person under water, null outside the valid region)
     annotations  path, kind, split, sha256, gt {stem: SHA-256 of that image's canonical box list}
     yolo         path, kind, sha256 (YOLO label files, image lists and data.yaml files: text the toolkit writes,
                  whose bytes are their identity)
@@ -100,7 +105,26 @@ def entry_identity(entry: Mapping[str, Any]) -> dict:
     out = {k: entry.get(k) for k in ROOT_ENTRY_KEYS[kind]}
     if kind == "image" and entry.get("scene") is not None:
         out["scene"] = entry["scene"]
+    if kind == "image" and entry.get("submerged_fraction") is not None:
+        out["submerged_fraction"] = entry["submerged_fraction"]  # part of the ground truth's contract
     return out
+
+
+def records_acted(entries: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a manifest of these entries records ``acted``: a generation-2 build's (its images carry scenes)."""
+    return any(e.get("kind") == "image" and e.get("scene") is not None for e in entries)
+
+
+def acted_counts(entries: Iterable[Mapping[str, Any]], conditions: Iterable[str], split: str = "test") -> dict:
+    """{condition: number of ``split`` images whose decoded pixels differ from their source's}, for every corrupted
+    condition (clean excluded), in the given order: on how many images the corruption acted."""
+    order = [c for c in conditions if c != "clean"]
+    counts = dict.fromkeys(order, 0)
+    for e in entries:
+        if e.get("kind") == "image" and e.get("split") == split and e.get("condition") in counts \
+                and e.get("pixel_sha256") != e.get("source_pixel_sha256"):
+            counts[e["condition"]] += 1
+    return counts
 
 
 def root_identity(identity: Mapping[str, Any]) -> dict:
@@ -232,7 +256,9 @@ def build_manifest(
     scale: Mapping[str, Any] | None = None,
 ) -> dict:
     """Assemble the manifest dict (pure); ``encoder`` and ``environment`` default to this machine's.
-    ``scale``: ``Scale.identity()`` of an object-scale build (None: frame scale, no ``scale`` key)."""
+    ``scale``: ``Scale.identity()`` of an object-scale build (None: frame scale, no ``scale`` key). A
+    generation-2 build (its image entries carry scenes) also records on how many test images each condition acted
+    (``acted``, :func:`records_acted`)."""
     sorted_entries = sort_entries(entries)  # root_hash below refuses an unknown entry kind
     if encoder is None:
         from aegis_data.files.png import writer_info
@@ -254,6 +280,8 @@ def build_manifest(
     }
     if scale is not None:
         data["scale"] = dict(scale)
+    if records_acted(sorted_entries):
+        data["acted"] = acted_counts(sorted_entries, data["conditions"])
     # One canonical form, as it will read back from disk (tuples become lists, ints stay ints); entry by entry,
     # keeping an entry that already is in that form, so the entries are not all held twice.
     for i, e in enumerate(sorted_entries):

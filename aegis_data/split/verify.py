@@ -56,8 +56,8 @@ from aegis_data.files.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES
                                      image_file_name, link_target, water_mask_relpath)
 from aegis_data.files.readers import coco_annotations, coco_bbox, coco_images, read_coco_gt
 from aegis_data.split.manifest import (IMAGE_IDENTITY_KEYS, ROOT_ENTRY_KEYS, ROOT_IDENTITY_KEYS, Manifest,
-                                       annotation_digest, annotation_identity, gt_digest, image_identity,
-                                       load_manifest)
+                                       acted_counts, annotation_digest, annotation_identity, gt_digest, image_identity,
+                                       load_manifest, records_acted)
 
 YOLO_DIR = "yolo"  # see aegis_data.split.build.yolo_files / link_yolo_dirs
 
@@ -360,6 +360,8 @@ def verify_split(
                                     f"{ref.data.get('suite')!r:.60} but its suite config is {config.suite!r:.60}"))
     if config is not None and config.uses_scene:
         findings.extend(images.scene_findings(paths, present, hashed))
+        findings.extend(_acted_findings(ref))
+        findings.extend(images.contract_findings(ref, present))
     for rel in paths:
         if rel in outside:
             continue
@@ -411,7 +413,8 @@ def _identity_findings(ref: Manifest, local: Manifest, subset: bool = False) -> 
             continue  # GT and YOLO files of a partial build differ by design; GT is compared per image
         fields = ROOT_ENTRY_KEYS.get(str(theirs.get("kind")), ())
         if theirs.get("kind") == "image":
-            fields = (*fields, "scene")  # the root hash covers an image's scene record too (generation 2)
+            # The root hash covers an image's scene record and a flood's submerged fractions too (generation 2).
+            fields = (*fields, "scene", "submerged_fraction")
         differ = [k for k in dict.fromkeys(("kind", *fields)) if k != "sha256" and mine.get(k) != theirs.get(k)]
         if differ:
             out.append(Finding(rel, "manifest", "the reference lists this file with other identity fields: "
@@ -538,6 +541,35 @@ class _ImageCheck:
                     out.append(Finding(rel, "scene", problem))
         return out
 
+    def contract_findings(self, ref: Manifest, present: set[str]) -> list[Finding]:
+        """``annotations`` findings on the ground-truth contract of floods: every file of a flood condition records
+        each person's ``submerged_fraction`` as the engine re-derives it from the clean image and its scene."""
+        from aegis_data.engine.corruptions import condition_facts
+
+        out = []
+        for rel, e in sorted(ref.entries.items()):
+            if e.get("kind") != "image" or e.get("condition") == "clean" or self.config is None:
+                continue
+            name, severity = parse_condition(e["condition"])
+            if name not in self.config.corruptions or self.config.corruptions[name].model_name != "flood":
+                if "submerged_fraction" in e:
+                    out.append(Finding(rel, "annotations", "records submerged fractions, but its condition is no flood"))
+                continue
+            clean = self.clean_pixels(e["split"], e["image_id"], e.get("source_pixel_sha256", ""))
+            if clean is None:
+                continue  # a changed or missing clean file has its own finding
+            try:
+                scene = self.scene(e["split"], e["image_id"], clean)
+                facts = condition_facts(clean, name, severity, self.config, scene) if scene is not None else None
+            except AegisError:
+                continue  # the clean entry's scene finding says why
+            expected = None if facts is None else facts["submerged_fraction"]
+            if e.get("submerged_fraction") != expected:
+                out.append(Finding(rel, "annotations", f"records submerged fractions "
+                                   f"{e.get('submerged_fraction')!r:.60}, the clean image and its scene give "
+                                   f"{expected!r:.60} (the ground-truth contract of a flood, docs/SCORING.md)"))
+        return out
+
     def persons_problem(self, split: str, image_id: str, persons: Sequence) -> str | None:
         """Why a scene's recorded persons are not the image's ground truth as the manifest seals it (its GT digest;
         None when they are, or when the manifest records no digest for the image: another finding says so)."""
@@ -607,6 +639,18 @@ class _ImageCheck:
             detail = (f"{n} pixels differ from this machine's regeneration (max |delta| {dmax}); this machine does not "
                       f"reproduce the expected pixels either: corruption drift")
         return Finding(rel, "pixels", detail, n, dmax)
+
+
+def _acted_findings(ref: Manifest) -> list[Finding]:
+    """A ``manifest`` finding when a manifest's ``acted`` counts are not those of its entries (present exactly in a
+    generation-2 build's)."""
+    expected = acted_counts(ref.entries.values(), ref.data.get("conditions") or []) \
+        if records_acted(ref.entries.values()) else None
+    recorded = ref.data.get("acted")
+    if recorded == expected:
+        return []
+    return [Finding(MANIFEST_NAME, "manifest", f"acted {recorded!r:.80} is not the number of test images each "
+                                               f"condition changed, {expected!r:.80}")]
 
 
 def _check_mask_record(digest: Any, named: bool, where: str) -> None:
