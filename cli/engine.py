@@ -400,6 +400,18 @@ def realism_cmd(
         if any(c != "-" for c in cells):
             ct.add_row(f"{centre:g}", *cells)
     out.print(fit(ct))
+    if report.glint is not None:
+        gt = Table(title="sun glint: saturated pixels (luma > 0.94; rendered: those it added) and where they fall")
+        for col in ("statistic", "real", "rendered", "clean"):
+            gt.add_column(col, justify="left" if col == "statistic" else "right")
+        for label, show in (("glint on water (share of glint px)", lambda g: _fmt_stat(g.on_water)),
+                            ("water px glinting", lambda g: _fmt_stat(g.water_share)),
+                            ("land px glinting", lambda g: _fmt_stat(g.land_share)),
+                            ("sparkles", lambda g: str(g.sparkles)),
+                            ("sparkle size (median px)", lambda g: _fmt_v(g.sparkle_px)),
+                            ("sparkles per MP of water", lambda g: _fmt_v(g.per_mp_water))):
+            gt.add_row(label, *(show(g) for g in report.glint.values()))
+        out.print(fit(gt))
     for key, text in DISTANCES.items():
         out.print(f"{key}: {text}", highlight=False, soft_wrap=True)
     if json_out is not None:

@@ -289,3 +289,40 @@ def test_the_report_shows_acted_images_beside_the_cell_and_the_submerged_contrac
     assert "over 1/2" in md
     tex = (tmp_path / "report" / "tables").glob("*submerged*.tex")
     assert list(tex)
+
+
+# --- aegis realism: where the glint falls -------------------------------------------------------------------
+def test_realism_reports_glint_on_water_and_land_and_the_sparkle_size(flooded, tmp_path):
+    from aegis_data.engine.realism import glint_statistics, realism_report
+
+    real = tmp_path / "real"
+    real.mkdir()
+    img, truth, _ = coast_frame(120, 160, person_px=12.0)
+    shot = img.copy()
+    shot[30:33, 20:23] = 255  # two sparkles on the sea, one "glare" blob on the grass
+    shot[60:62, 30:32] = 255
+    shot[10:14, 140:144] = 255
+    write_png_atomic(real / "sea.png", shot)
+    report = realism_report(real, flooded, "water_glare_s3")
+    g = report.glint
+    assert g is not None and set(g) == {"real", "rendered", "clean"}
+    assert g["real"].sparkles == 3 and g["real"].glint_px == 9 + 4 + 16
+    assert g["real"].on_water == pytest.approx(13 / 29) and g["real"].sparkle_px == 9.0
+    assert g["rendered"].glint_px > 0 and g["rendered"].on_water == 1.0  # the rendering glints on water only
+    assert g["clean"].glint_px == 0
+    doc = report.to_dict()["glint"]
+    assert doc["rendered"]["glint_on_water"] == 1.0 and doc["real"]["sparkle_px"] == 9.0
+    assert realism_report(real, flooded, "inundation_s1").glint is None
+    # One image: a clean reference counts only the pixels the rendering saturated.
+    water = np.zeros(shot.shape[:2], bool)
+    water[:, :80] = True
+    assert glint_statistics(shot, water, clean=shot).glint_px == 0
+
+
+def test_the_realism_command_prints_the_glint_table(flooded, tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    write_png_atomic(real / "sea.png", coast_frame(120, 160, person_px=12.0)[0])
+    r = invoke("realism", real, "--condition", "water_glare_s3", "--split-dir", flooded)
+    assert r.exit_code == 0, r.output
+    assert "sun glint" in r.stdout and "sparkle size" in r.stdout
