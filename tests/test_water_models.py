@@ -296,3 +296,31 @@ def test_every_water_model_writes_the_same_bytes_with_and_without_the_compiled_l
     oscene = _scene(obl, (30.0, 260.0))
     a, b = _swap(lambda: _v2(obl, name, 2, oscene))
     assert np.array_equal(a, b)
+
+
+# --- the render budget -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_priced_memory_bounds_what_the_water_models_hold(compiled):
+    import tracemalloc
+
+    from aegis_data.engine.corruptions import _scene_cost
+
+    img, _, boxes = coast_frame(600, 800, person_px=40.0)
+    y, x = np.mgrid[0:600, 0:800]
+    cases = [(img, _scene(img, (62.0, 180.0), boxes, unit=40.0)), (_sea(600, 800), _scene(_sea(600, 800), (80.0, 0.0)))]
+    saved = K.CKERNELS
+    try:
+        K.CKERNELS = saved if compiled else None
+        for frame, scene in cases:
+            for name in ("water_glare", "turbidity_cast", "inundation"):
+                params = corruption_params(name, 3, V2)
+                predicted = _scene_cost(params, scene, 600, 800).peak_bytes
+                tracemalloc.start()
+                try:
+                    _v2(frame, name, 3, scene)
+                    peak = tracemalloc.get_traced_memory()[1]
+                finally:
+                    tracemalloc.stop()
+                assert peak <= predicted, (name, peak, predicted)
+    finally:
+        K.CKERNELS = saved

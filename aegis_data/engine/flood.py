@@ -6,9 +6,9 @@ height 0 and the ground rises with distance from it, by ``bank_slope`` per metre
 rough ground (``1 + texture / roughness_dn`` times, texture the block's mean absolute luma difference): roads,
 lawns and fields flood first, tree crowns, buildings and rubble last. Distances are metres on the ground (the
 scene's ground sampling distance per row), accumulated over 8-connected blocks with an exact integer chamfer
-transform from the *seeds*: the scene's water, or, on a frame with none, the smoothest ground (the blocks whose
-texture is at or below the ``seed_quantile`` order statistic of the frame's block textures: low, smooth ground
-where rain pools). The water rises by ``rise_m``: a pixel is flooded to the depth ``rise - height``. Sky never
+transform from the *seeds*: the scene's water, or, on a frame with none, the smoothest ground (the largest
+connected region of blocks whose texture is at or below the ``seed_quantile`` order statistic of the frame's block
+textures: the widest flat open ground, where the water spreads first). The water rises by ``rise_m``: a pixel is flooded to the depth ``rise - height``. Sky never
 floods, and the scene's existing water becomes flood water (deep).
 
 Seen from above, flood water (per channel c, linear light):
@@ -242,14 +242,21 @@ def scene_block_textures(scene: Scene, region: np.ndarray, b: int) -> tuple[np.n
 
 
 def _smooth_seeds(tex: np.ndarray, sky_blocks: np.ndarray, quantile: float) -> np.ndarray:
-    """The blocks whose texture is at or below the ``quantile`` order statistic of the non-sky blocks' textures
-    (from their integer values; at least the smoothest block)."""
+    """The low, smooth ground a flood starts from in a frame without water: of the blocks whose texture is at or
+    below the ``quantile`` order statistic of the non-sky blocks' textures, the largest 8-connected region (the
+    widest flat open ground: a field, a lawn, a road; the first in row order among equals)."""
     ground = tex[~sky_blocks]
     if ground.size == 0:
         return np.zeros(tex.shape, dtype=bool)
     ordered = np.sort(ground)
     k = min(ordered.size - 1, max(0, int(math.ceil(quantile * ordered.size)) - 1))
-    return (tex <= ordered[k]) & ~sky_blocks
+    smooth = (tex <= ordered[k]) & ~sky_blocks
+    count, labels = cv2.connectedComponents(smooth.astype(np.uint8), connectivity=8, ltype=cv2.CV_32S)
+    if count <= 1:
+        return smooth
+    sizes = np.bincount(labels.ravel(), minlength=count)
+    sizes[0] = 0
+    return labels == int(np.argmax(sizes))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -475,27 +482,41 @@ def turbid_water(image: np.ndarray, params: TurbidWaterParams, draw: TurbidDraw,
         return image.copy()
     light = water_light(image, scene, params.sediment_g_m3, params.reflectance_saturation,
                         params.reflectance_half_g_m3, params.refractive_index, params.sky, None, 1)
-    lin = to_linear(image[water]).astype(np.int64)
-    luma = (lin[:, 0] * LUMA_Q15[0] + lin[:, 1] * LUMA_Q15[1] + lin[:, 2] * LUMA_Q15[2] + (1 << 14)) >> 15
-    counts = np.bincount(luma, minlength=LINEAR_MAX + 1)
-    median = max(1, int(np.searchsorted(np.cumsum(counts), (luma.size + 1) // 2)))
+    h, w = water.shape
+    counts = np.zeros(LINEAR_MAX + 1, dtype=np.int64)
+    for rows in K.row_strips(h, w, 1 << 16):  # strips: the temporaries stay small whatever the frame
+        counts += np.bincount(_water_luma(image[rows][water[rows]]), minlength=LINEAR_MAX + 1)
+    median = max(1, int(np.searchsorted(np.cumsum(counts), (int(counts.sum()) + 1) // 2)))
     t = exp_neg(float(params.sediment_g_m3) / float(params.clear_g_m3))
     c = K.CKERNELS
     if c is not None and hasattr(c, "turbid"):
-        h, w = water.shape
         out = np.empty_like(image)
         c.turbid(out, np.ascontiguousarray(image), water.view(np.uint8), h, w, np.ascontiguousarray(light.water),
                  np.ascontiguousarray(light.sky), np.ascontiguousarray(light.reflectance), float(t), float(median),
                  decode_table(), encode_table(), float(LINEAR_MAX), np.asarray(LUMA_Q15, dtype=np.int64))
         return out
-    mod = np.minimum(luma.astype(np.float64) / float(median), 2.0)[:, None]
-    r = light.reflectance[np.nonzero(water)[0]][:, None]
-    turbid = (1.0 - r) * (light.water[None, :] * mod) + r * light.sky[None, :]
-    value = t * lin.astype(np.float64) + (1.0 - t) * turbid
-    q = np.minimum(np.maximum(np.floor(value + 0.5), 0.0), float(LINEAR_MAX)).astype(np.int64)
     out = image.copy()
-    out[water] = encode_table()[q]
+    enc = encode_table()
+    for rows in K.row_strips(h, w, 1 << 16):
+        ys, xs = np.nonzero(water[rows])
+        if ys.size == 0:
+            continue
+        pixels = image[rows][ys, xs]
+        lin = to_linear(pixels).astype(np.float64)
+        mod = np.minimum(_water_luma(pixels).astype(np.float64) / float(median), 2.0)[:, None]
+        r = light.reflectance[ys + rows.start][:, None]
+        turbid = (1.0 - r) * (light.water[None, :] * mod) + r * light.sky[None, :]
+        value = t * lin + (1.0 - t) * turbid
+        q = np.minimum(np.maximum(np.floor(value + 0.5), 0.0), float(LINEAR_MAX)).astype(np.int64)
+        strip = out[rows]
+        strip[ys, xs] = enc[q]
     return out
+
+
+def _water_luma(pixels: np.ndarray) -> np.ndarray:
+    """Linear luma (Rec. 709 weights in 1/32768, rounded, integers) of uint8 RGB pixels (n, 3)."""
+    lin = to_linear(pixels).astype(np.int64)
+    return (lin[:, 0] * LUMA_Q15[0] + lin[:, 1] * LUMA_Q15[1] + lin[:, 2] * LUMA_Q15[2] + (1 << 14)) >> 15
 
 
 def flood_cost(params: FloodParams, scene: Scene, h: int, w: int) -> RenderCost:
@@ -507,5 +528,6 @@ def flood_cost(params: FloodParams, scene: Scene, h: int, w: int) -> RenderCost:
 
 
 def turbid_cost(params: TurbidWaterParams, h: int, w: int) -> RenderCost:
-    return B.frame_cost(h, w) + RenderCost((), 0.0, float(4 * h * w), float(h * w * (4 * 3 + 8 * 8)))
+    """turbidity_cast: the white's linear copy (a quarter of the frame), the masks and strip temporaries."""
+    return B.frame_cost(h, w) + RenderCost((), 0.0, float(4 * h * w), float(h * w * (4 * 3 + 8) + (1 << 22)))
 
