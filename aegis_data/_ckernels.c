@@ -1911,6 +1911,79 @@ static PyObject *turbid(PyObject *self, PyObject *args) {
 }
 
 
+/* chamfer(d i64 (h, w) in/out, cost i64 (h, w), h, w, passes, big, num, den): flood._chamfer_numpy's sweeps. Per
+ * pass: forward rows (from the row above: vertical, main diagonal from x - 1, anti-diagonal from x + 1), backward
+ * rows (from the row below, mirrored), each row then relaxed left to right and right to left; a blocked block
+ * (cost >= big) stays big; stops after a pass that changes nothing. Steps: the mean of the two blocks' costs,
+ * floored; diagonals times num / den, floored. Integers only: every sum is below 2**62. */
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+static PyObject *chamfer(PyObject *self, PyObject *args) {
+    PyObject *o_d, *o_c;
+    Py_ssize_t h, w;
+    int passes;
+    long long big_ll, num_ll, den_ll;
+    if (!PyArg_ParseTuple(args, "OOnniLLL", &o_d, &o_c, &h, &w, &passes, &big_ll, &num_ll, &den_ll)) return NULL;
+    if (big_ll <= 0 || big_ll > (1LL << 44) || num_ll <= 0 || num_ll > 1024 || den_ll <= 0 || den_ll > 1024) {
+        PyErr_SetString(PyExc_ValueError, "chamfer: a bound in (0, 2**44] and a diagonal ratio of small integers");
+        return NULL;
+    }
+    Buffers b = {.n = 0, .failed = 0};
+    const Py_ssize_t n = mul(h, w);
+    int64_t *d = get(&b, o_d, mul(8, n), 1, "distance");
+    const int64_t *c = get(&b, o_c, mul(8, n), 0, "cost");
+    if (b.failed) { release(&b); return NULL; }
+    const int64_t big = (int64_t)big_ll, num = (int64_t)num_ll, den = (int64_t)den_ll;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (c[i] < 0 || c[i] > big) {
+            release(&b);
+            PyErr_SetString(PyExc_ValueError, "chamfer: costs must lie in [0, big]");
+            return NULL;
+        }
+    }
+    int64_t *row = PyMem_RawMalloc((size_t)(w > 0 ? w : 1) * sizeof(int64_t));
+    int64_t *before = PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    if (!row || !before) {
+        PyMem_RawFree(row); PyMem_RawFree(before); release(&b);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (int pass = 0; pass < passes; pass++) {
+        memcpy(before, d, (size_t)n * sizeof(int64_t));
+        for (int dir = 0; dir < 2; dir++) {
+            for (Py_ssize_t k = 0; k < h; k++) {
+                const Py_ssize_t y = dir == 0 ? k : h - 1 - k;
+                const Py_ssize_t prev = dir == 0 ? y - 1 : y + 1;
+                const int64_t *cy = c + y * w;
+                for (Py_ssize_t x = 0; x < w; x++) row[x] = d[y * w + x];
+                if (prev >= 0 && prev < h) {
+                    const int64_t *p = d + prev * w, *cp = c + prev * w;
+                    for (Py_ssize_t x = 0; x < w; x++) {
+                        row[x] = min64(row[x], p[x] + (cy[x] + cp[x]) / 2);
+                        if (x > 0) { /* up-left (forward) or down-left (backward) */
+                            const int64_t s = (cy[x] + cp[x - 1]) / 2 * num / den;
+                            row[x] = min64(row[x], p[x - 1] + s);
+                        }
+                        if (x + 1 < w) { /* up-right (forward) or down-right (backward) */
+                            const int64_t s = (cy[x] + cp[x + 1]) / 2 * num / den;
+                            row[x] = min64(row[x], p[x + 1] + s);
+                        }
+                    }
+                }
+                for (Py_ssize_t x = 1; x < w; x++) row[x] = min64(row[x], row[x - 1] + (cy[x] + cy[x - 1]) / 2);
+                for (Py_ssize_t x = w - 2; x >= 0; x--) row[x] = min64(row[x], row[x + 1] + (cy[x] + cy[x + 1]) / 2);
+                for (Py_ssize_t x = 0; x < w; x++) d[y * w + x] = cy[x] >= big ? big : min64(row[x], big);
+            }
+        }
+        if (memcmp(before, d, (size_t)n * sizeof(int64_t)) == 0) break;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(row); PyMem_RawFree(before);
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+
 static PyMethodDef methods[] = {
     {"shear", shear, METH_VARARGS, "motion blur: sheared band of rows"},
     {"unshear", unshear, METH_VARARGS, "motion blur: interpolated unshear of the box sums"},
@@ -1933,6 +2006,7 @@ static PyMethodDef methods[] = {
     {"glint", glint, METH_VARARGS, "aegis-v2 water_glare: sun-glint energy per water pixel"},
     {"flood", flood, METH_VARARGS, "aegis-v2 inundation: turbid water, shoreline and wet band in linear light"},
     {"turbid", turbid, METH_VARARGS, "aegis-v2 turbidity_cast: the colour of sediment-laden water"},
+    {"chamfer", chamfer, METH_VARARGS, "aegis-v2 inundation: integer geodesic heights over the block grid"},
     {"lut_u8_u16", lut_u8_u16, METH_VARARGS, "uint8 -> uint16 table lookup (the sRGB decode)"},
     {"set_isa", set_isa, METH_VARARGS, "tests: the highest instruction set the taps loop may use"},
     {NULL, NULL, 0, NULL},

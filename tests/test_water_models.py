@@ -324,3 +324,59 @@ def test_the_priced_memory_bounds_what_the_water_models_hold(compiled):
                 assert peak <= predicted, (name, peak, predicted)
     finally:
         K.CKERNELS = saved
+
+
+@needs_compiled
+def test_the_compiled_chamfer_makes_the_numpy_sweeps():
+    rng = np.random.default_rng(5)
+    for h, w in ((1, 1), (1, 9), (7, 1), (23, 31), (64, 48)):
+        cost = rng.integers(1, 500, (h, w)).astype(np.int64)
+        cost[rng.random((h, w)) < 0.15] = F.UNREACHED
+        seeds = rng.random((h, w)) < 0.03
+        seeds[0, 0] = True
+        c0 = np.minimum(cost, F.UNREACHED)
+        d0 = np.where(seeds & (c0 < F.UNREACHED), 0, F.UNREACHED).astype(np.int64)
+        numpy = F._chamfer_numpy(d0.copy(), c0)
+        compiled = d0.copy()
+        COMPILED.chamfer(compiled, np.ascontiguousarray(c0), h, w, F.CHAMFER_PASSES, F.UNREACHED,
+                         F.DIAGONAL_NUM, F.DIAGONAL_DEN)
+        assert np.array_equal(compiled, numpy), (h, w)
+        assert np.array_equal(F.chamfer(cost, seeds), numpy)
+
+
+def test_the_chamfer_heights_are_the_shortest_paths_of_the_step_costs():
+    """Against Dijkstra on the same graph: the backward sweep once charged a corner step the cost of the other
+    diagonal (an asymmetric, wrong height); uniform costs could not show it."""
+    import heapq
+
+    rng = np.random.default_rng(11)
+    for trial in range(6):
+        h, w = 9 + trial, 12 - trial
+        cost = rng.integers(1, 1000, (h, w)).astype(np.int64)
+        seeds = np.zeros((h, w), bool)
+        seeds[rng.integers(0, h), rng.integers(0, w)] = True
+        dist = np.full((h, w), F.UNREACHED, np.int64)
+        heap = [(0, y, x) for y, x in zip(*np.nonzero(seeds))]
+        for _, y, x in heap:
+            dist[y, x] = 0
+        while heap:
+            d, y, x = heapq.heappop(heap)
+            if d > dist[y, x]:
+                continue
+            for dy in (-1, 0, 1):
+                for dx in (-1, 0, 1):
+                    ny, nx = y + dy, x + dx
+                    if (dy or dx) and 0 <= ny < h and 0 <= nx < w:
+                        step = (int(cost[y, x]) + int(cost[ny, nx])) // 2
+                        if dy and dx:
+                            step = step * F.DIAGONAL_NUM // F.DIAGONAL_DEN
+                        if d + step < dist[ny, nx]:
+                            dist[ny, nx] = d + step
+                            heapq.heappush(heap, (d + step, ny, nx))
+        saved = K.CKERNELS
+        try:
+            for ck in (saved, None):
+                K.CKERNELS = ck
+                assert np.array_equal(F.chamfer(cost, seeds), dist), (trial, ck is None)
+        finally:
+            K.CKERNELS = saved

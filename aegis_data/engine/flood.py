@@ -149,50 +149,56 @@ class Terrain:
 def chamfer(cost: np.ndarray, seeds: np.ndarray) -> np.ndarray:
     """Integer geodesic distance (int64) over an 8-connected grid from the ``seeds`` (bool): entering a block
     across an edge costs the mean of the two blocks' costs (floored), across a corner that times 181/128
-    (~sqrt 2); blocks of cost >= ``UNREACHED`` are never entered. Forward and backward raster sweeps, each row's
-    horizontal propagation as a running minimum of ``d[k] - P[k]`` (P the prefix sum of the steps): exact
-    integers, the same result in any order of evaluation, repeated until a sweep changes nothing."""
+    (~sqrt 2); blocks of cost >= ``UNREACHED`` are never entered. Forward and backward raster sweeps (each row:
+    the rows before it, then left to right, then right to left), repeated until a sweep pair changes nothing (at
+    most ``CHAMFER_PASSES``): exact integers. The compiled loop (``_ckernels.chamfer``) makes the same sweeps."""
     h, w = cost.shape
     big = np.int64(UNREACHED)
-    c = np.minimum(cost.astype(np.int64), big)
+    c = np.ascontiguousarray(np.minimum(cost.astype(np.int64), big))
+    d = np.ascontiguousarray(np.where(seeds & (c < big), 0, big).astype(np.int64))
+    if K.CKERNELS is not None and hasattr(K.CKERNELS, "chamfer"):
+        K.CKERNELS.chamfer(d, c, h, w, CHAMFER_PASSES, int(big), DIAGONAL_NUM, DIAGONAL_DEN)
+        return d
+    return _chamfer_numpy(d, c)
+
+
+def _chamfer_numpy(d: np.ndarray, c: np.ndarray) -> np.ndarray:
+    h, w = c.shape
+    big = np.int64(UNREACHED)
     blocked = c >= big
-    d = np.where(seeds & ~blocked, 0, big).astype(np.int64)
-    # Step costs: horizontal (between x - 1 and x), vertical (y - 1 to y), diagonal (y - 1, x -+ 1 to y, x).
+    # Step costs: horizontal (x to x + 1), vertical (y to y + 1), main diagonal ((y, x) to (y + 1, x + 1)) and
+    # anti-diagonal ((y, x + 1) to (y + 1, x)).
     step_h = (c[:, 1:] + c[:, :-1]) // 2
     step_v = (c[1:] + c[:-1]) // 2
-    step_d1 = ((c[1:, 1:] + c[:-1, :-1]) // 2) * DIAGONAL_NUM // DIAGONAL_DEN  # from up-left
-    step_d2 = ((c[1:, :-1] + c[:-1, 1:]) // 2) * DIAGONAL_NUM // DIAGONAL_DEN  # from up-right
+    step_main = ((c[1:, 1:] + c[:-1, :-1]) // 2) * DIAGONAL_NUM // DIAGONAL_DEN
+    step_anti = ((c[1:, :-1] + c[:-1, 1:]) // 2) * DIAGONAL_NUM // DIAGONAL_DEN
 
-    def scan_row(row: np.ndarray, steps: np.ndarray, forward: bool) -> np.ndarray:
-        if not forward:
-            return scan_row(row[::-1], steps[::-1], True)[::-1]
+    def scan(row: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        # Left to right: d[x] = min(d[x], d[x - 1] + steps[x - 1]) in sequence is min over k <= x of
+        # d[k] + (P[x] - P[k]), P the prefix sums of the steps: a running minimum (exact integers).
         prefix = np.concatenate([[0], np.cumsum(steps)])
         return np.minimum(row, np.minimum.accumulate(row - prefix) + prefix)
 
     for _ in range(CHAMFER_PASSES):
         before = d.copy()
         for forward in (True, False):
-            order = range(h) if forward else range(h - 1, -1, -1)
-            for y in order:
+            for y in (range(h) if forward else range(h - 1, -1, -1)):
                 row = d[y].copy()
                 prev = y - 1 if forward else y + 1
                 if 0 <= prev < h:
                     p = d[prev]
-                    if forward:
-                        sv, sd1, sd2 = step_v[y - 1], step_d1[y - 1], step_d2[y - 1]
-                    else:
-                        sv, sd1, sd2 = step_v[y], step_d2[y], step_d1[y]
-                    row = np.minimum(row, p + sv)
+                    edge = y - 1 if forward else y  # the step arrays' row between y and prev
+                    row = np.minimum(row, p + step_v[edge])
                     if w > 1:
-                        if forward:  # from up-left (x - 1) and up-right (x + 1)
-                            row[1:] = np.minimum(row[1:], p[:-1] + sd1)
-                            row[:-1] = np.minimum(row[:-1], p[1:] + sd2)
-                        else:  # from down-right (x + 1) and down-left (x - 1)
-                            row[:-1] = np.minimum(row[:-1], p[1:] + sd1)
-                            row[1:] = np.minimum(row[1:], p[:-1] + sd2)
+                        if forward:  # from up-left (main diagonal) and up-right (anti-diagonal)
+                            row[1:] = np.minimum(row[1:], p[:-1] + step_main[edge])
+                            row[:-1] = np.minimum(row[:-1], p[1:] + step_anti[edge])
+                        else:  # from down-right (main diagonal) and down-left (anti-diagonal)
+                            row[:-1] = np.minimum(row[:-1], p[1:] + step_main[edge])
+                            row[1:] = np.minimum(row[1:], p[:-1] + step_anti[edge])
                 if w > 1:
-                    row = scan_row(row, step_h[y], True)
-                    row = scan_row(row, step_h[y], False)
+                    row = scan(row, step_h[y])
+                    row = scan(row[::-1], step_h[y][::-1])[::-1]
                 d[y] = np.where(blocked[y], big, np.minimum(row, big))
         if np.array_equal(d, before):
             break
