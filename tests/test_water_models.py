@@ -268,9 +268,11 @@ def test_the_compiled_glint_loop_writes_the_numpy_bytes(frame):
         lottery = G.draw_glint(params, scene, h, w, KeyedRandom(f"t{sev}")).lottery
         geo = G.glint_geometry(params, scene, h, w)
         water = np.ascontiguousarray(scene.water_mask()[scene.valid_slices])
-        compiled, box = G.glint_energy(geo, water, lottery)
-        numpy = G.glint_energy_numpy(geo, water, lottery)
-        assert compiled.any() and np.array_equal(compiled, numpy) and box == G.lit_box(numpy)
+        for pad in (0, 3):
+            compiled, box = G.glint_energy(geo, water, lottery, pad)
+            numpy = G.glint_energy_numpy(geo, water, lottery, pad)
+            assert compiled.any() and np.array_equal(compiled, numpy)
+            assert box == G.lit_box(numpy[pad: pad + h, pad: pad + w])
 
 
 def _swap(fn):

@@ -480,8 +480,8 @@ def inundation_v2(image: np.ndarray, params: FloodParams, draw: FloodDraw, scene
 def turbid_water(image: np.ndarray, params: TurbidWaterParams, draw: TurbidDraw, scene: Scene) -> np.ndarray:
     """turbidity_cast (aegis-v2) of the valid region ``image``: on the scene's water only, the clear water's light
     fades by ``t = exp(-S / clear_g_m3)`` into that of sediment-laden water (``sediment_g_m3``) modulated by the
-    pixel's luma over the water's median luma (waves and glints stay), plus the Fresnel reflection of the sky.
-    Unchanged where there is no water."""
+    pixel's luma over the water's median luma (times the median's reciprocal, at most 2: waves and glints stay),
+    plus the Fresnel reflection of the sky. Unchanged where there is no water."""
     rows, cols = scene.valid_slices
     water = np.ascontiguousarray(scene.water_mask()[rows, cols])
     if not water.any():
@@ -490,16 +490,21 @@ def turbid_water(image: np.ndarray, params: TurbidWaterParams, draw: TurbidDraw,
                         params.reflectance_half_g_m3, params.refractive_index, params.sky, None, 1)
     h, w = water.shape
     counts = np.zeros(LINEAR_MAX + 1, dtype=np.int64)
-    for rows in K.row_strips(h, w, 1 << 16):  # strips: the temporaries stay small whatever the frame
-        counts += np.bincount(_water_luma(image[rows][water[rows]]), minlength=LINEAR_MAX + 1)
-    median = max(1, int(np.searchsorted(np.cumsum(counts), (int(counts.sum()) + 1) // 2)))
-    t = exp_neg(float(params.sediment_g_m3) / float(params.clear_g_m3))
     c = K.CKERNELS
+    q15 = np.asarray(LUMA_Q15, dtype=np.int64)
+    if c is not None and hasattr(c, "luma_hist"):
+        c.luma_hist(counts, np.ascontiguousarray(image), water.view(np.uint8), h * w, decode_table(), q15, LINEAR_MAX)
+    else:
+        for rows in K.row_strips(h, w, 1 << 16):  # strips: the temporaries stay small whatever the frame
+            counts += np.bincount(_water_luma(image[rows][water[rows]]), minlength=LINEAR_MAX + 1)
+    median = max(1, int(np.searchsorted(np.cumsum(counts), (int(counts.sum()) + 1) // 2)))
+    inv_median = 1.0 / float(median)
+    t = exp_neg(float(params.sediment_g_m3) / float(params.clear_g_m3))
     if c is not None and hasattr(c, "turbid"):
         out = np.empty_like(image)
         c.turbid(out, np.ascontiguousarray(image), water.view(np.uint8), h, w, np.ascontiguousarray(light.water),
-                 np.ascontiguousarray(light.sky), np.ascontiguousarray(light.reflectance), float(t), float(median),
-                 decode_table(), encode_table(), float(LINEAR_MAX), np.asarray(LUMA_Q15, dtype=np.int64))
+                 np.ascontiguousarray(light.sky), np.ascontiguousarray(light.reflectance), float(t), inv_median,
+                 decode_table(), encode_table(), float(LINEAR_MAX), q15)
         return out
     out = image.copy()
     enc = encode_table()
@@ -509,11 +514,11 @@ def turbid_water(image: np.ndarray, params: TurbidWaterParams, draw: TurbidDraw,
             continue
         pixels = image[rows][ys, xs]
         lin = to_linear(pixels).astype(np.float64)
-        mod = np.minimum(_water_luma(pixels).astype(np.float64) / float(median), 2.0)[:, None]
+        mod = np.minimum(_water_luma(pixels).astype(np.float64) * inv_median, 2.0)[:, None]
         r = light.reflectance[ys + rows.start][:, None]
         turbid = (1.0 - r) * (light.water[None, :] * mod) + r * light.sky[None, :]
         value = t * lin + (1.0 - t) * turbid
-        q = np.minimum(np.maximum(np.floor(value + 0.5), 0.0), float(LINEAR_MAX)).astype(np.int64)
+        q = np.minimum(np.floor(value + 0.5), float(LINEAR_MAX)).astype(np.int64)  # value >= 0
         strip = out[rows]
         strip[ys, xs] = enc[q]
     return out

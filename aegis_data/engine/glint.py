@@ -40,7 +40,7 @@ import numpy as np
 from aegis_data.engine import budget as B
 from aegis_data.engine import kernels as K
 from aegis_data.engine.budget import RenderCost
-from aegis_data.engine.photometry import LINEAR_MAX, stable, to_linear, to_srgb
+from aegis_data.engine.photometry import LINEAR_MAX, decode_table, encode_table, stable, to_linear, to_srgb
 from aegis_data.engine.scene import OBLIQUE, Scene
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.engine.water import exp_neg, fresnel
@@ -121,7 +121,8 @@ class GlintGeometry:
     ray_y: np.ndarray  # (h,)
     ray_z: np.ndarray  # (h,)
     gsd2: np.ndarray  # (h,) m^2
-    constants: np.ndarray  # float64: sx, sy, sz, 1/s2, 1/(pi s2), k_g, k_lambda, f, n
+    inv_footprint: np.ndarray  # (h,) 1 / (gsd^2 f), per m^2 and px
+    constants: np.ndarray  # float64: sx, sy, sz, 1/s2, 1/(pi s2), k_g, k_lambda, f, n, k_g / k_lambda
 
 
 def _unit(turns: float) -> tuple[float, float]:
@@ -167,47 +168,53 @@ def glint_geometry(params: SunGlintParams, scene: Scene, height: int, width: int
     patch_m2 = float(params.glint_patch_mm2) * 1e-6
     k_g = stable(math.pi / (4.0 * sin_e), "glint scale")
     k_lambda = stable(SUN_SOLID_ANGLE_SR / (4.0 * patch_m2), "sparkle density scale")
+    f = float(scene.focal_px)
     constants = np.array([cos_e * cos_a, -(cos_e * sin_a), sin_e, 1.0 / s2, stable(1.0 / (math.pi * s2)),
-                          k_g, k_lambda, float(scene.focal_px), float(params.refractive_index)], dtype=np.float64)
-    return GlintGeometry(ray_x, ray_y, ray_z, gsd2, constants)
+                          k_g, k_lambda, f, float(params.refractive_index), k_g / k_lambda], dtype=np.float64)
+    return GlintGeometry(ray_x, ray_y, ray_z, gsd2, 1.0 / (gsd2 * f), constants)
 
 
-def glint_energy_numpy(geo: GlintGeometry, water: np.ndarray, lottery: np.ndarray) -> np.ndarray:
-    """int64 (h, w): each water pixel's glint energy in linear units (``LINEAR_MAX`` = a white pixel), rounded half
-    up: G where sparkles are dense (lambda >= 1), else E = G / lambda where the lottery (uint32) falls below
-    lambda 2**32. The NumPy reference of the compiled ``glint`` loop (the same float64 operations in the same
-    order), in row strips so its temporaries stay bounded."""
+def glint_energy_numpy(geo: GlintGeometry, water: np.ndarray, lottery: np.ndarray, pad: int = 0) -> np.ndarray:
+    """int64 (h + 2 pad, w + 2 pad): each water pixel's glint energy in linear units (``LINEAR_MAX`` = a white
+    pixel) at ``[pad + y, pad + x]``, zeros around, rounded half up: G where sparkles are dense (lambda >= 1), else
+    E = G / lambda where the lottery (uint32) falls below lambda 2**32. The NumPy reference of the compiled
+    ``glint`` loop (the same float64 operations in the same order), in row strips so its temporaries stay
+    bounded."""
     h, w = water.shape
-    out = np.zeros((h, w), dtype=np.int64)
+    padded = np.zeros((h + 2 * pad, w + 2 * pad), dtype=np.int64)
+    out = padded[pad: pad + h, pad: pad + w]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # only pixels masked out by ``ok``
         for rows in K.row_strips(h, w, 1 << 16):
             _energy_strip(geo, water, lottery, rows, out)
-    return out
+    return padded
 
 
 def _glint_terms(geo: GlintGeometry, ys: np.ndarray, xs: np.ndarray):
-    """(ok, G, lambda) of the pixels (ys, xs): whether a facet there can mirror the sun into the camera, the mean glint
-    in units of the frame's white and the sparkles per pixel (the loop's float64 operations in order)."""
-    sx, sy, sz, inv_s2, norm_p, k_g, k_lam, f, n_w = (float(v) for v in geo.constants)
+    """(ok, G, lambda, E) of the pixels (ys, xs): whether a facet there can mirror the sun into the camera, the mean
+    glint in units of the frame's white, the sparkles per pixel and one sparkle's energy (white x px); the loop's
+    float64 operations in order. With ``t2 = tan^2(beta)`` and ``1 / cos^2(beta) = 1 + t2``:
+    ``q = p (1 + t2)**2 / cos(theta_v)``, ``G = rho q k_g``, ``lambda = q k_lambda A_px`` with the footprint
+    ``A_px = gsd^2 f / (|ray| cos(theta_v))``, and ``E = G / lambda = rho (k_g / k_lambda) / A_px``."""
+    sx, sy, sz, inv_s2, norm_p, k_g, k_lam, f, n_w, k_e = (float(v) for v in geo.constants)
     rx, ry, rz = geo.ray_x[xs], geo.ray_y[ys], geo.ray_z[ys]
-    inv = 1.0 / np.sqrt((rx * rx + ry * ry) + rz * rz)
+    norm = np.sqrt((rx * rx + ry * ry) + rz * rz)
+    inv = 1.0 / norm
     vx, vy, vz = -(rx * inv), -(ry * inv), -(rz * inv)
     hx, hy, hz = sx + vx, sy + vy, sz + vz
-    hxy = hx * hx + hy * hy
-    hz2 = hz * hz
-    x = (hxy / hz2) * inv_s2
+    t2 = (hx * hx + hy * hy) / (hz * hz)
+    x = t2 * inv_s2
     ok = (vz > MIN_VIEW_COS) & (x <= SLOPE_CUT)
     p = exp_neg(np.where(ok, x, 0.0)) * norm_p
-    cos2b = hz2 / (hxy + hz2)
-    cos4b = cos2b * cos2b
     sdotv = (sx * vx + sy * vy) + sz * vz
     rho = fresnel(np.sqrt((1.0 + np.where(ok, sdotv, 0.0)) * 0.5), n_w)
     vz_ok = np.where(ok, vz, 1.0)
-    q = p / (vz_ok * cos4b)
+    inv_vz = 1.0 / vz_ok
+    sec2 = 1.0 + t2
+    q = (p * (sec2 * sec2)) * inv_vz
     g = (rho * q) * k_g
-    area = (geo.gsd2[ys] * (f * inv)) / vz_ok
-    lam = (q * k_lam) * area
-    return ok, g, lam
+    lam = (q * k_lam) * ((geo.gsd2[ys] * f) * (inv * inv_vz))
+    energy = (rho * k_e) * ((vz_ok * norm) * geo.inv_footprint[ys])
+    return ok, g, lam, energy
 
 
 def _energy_strip(geo: GlintGeometry, water: np.ndarray, lottery: np.ndarray, rows: slice, out: np.ndarray) -> None:
@@ -215,10 +222,10 @@ def _energy_strip(geo: GlintGeometry, water: np.ndarray, lottery: np.ndarray, ro
     if ys.size == 0:
         return
     ys = ys + rows.start
-    ok, g, lam = _glint_terms(geo, ys, xs)
+    ok, g, lam, sparkle = _glint_terms(geo, ys, xs)
     u = lottery[ys, xs].astype(np.float64)
     hit = np.where(u < lam * 4294967296.0, 1.0, 0.0)
-    energy = np.where(lam >= 1.0, g, hit * (g / np.where(lam > 0.0, lam, 1.0)))
+    energy = np.where(lam >= 1.0, g, hit * sparkle)
     energy = np.where(ok, energy, 0.0)
     out[ys, xs] = np.floor(np.minimum(energy * float(LINEAR_MAX), ENERGY_CAP) + 0.5).astype(np.int64)
 
@@ -231,7 +238,7 @@ def mean_glint(geo: GlintGeometry, water: np.ndarray) -> np.ndarray:
         for rows in K.row_strips(water.shape[0], water.shape[1], 1 << 16):
             ys, xs = np.nonzero(water[rows])
             if ys.size:
-                ok, g, _ = _glint_terms(geo, ys + rows.start, xs)
+                ok, g, _, _ = _glint_terms(geo, ys + rows.start, xs)
                 out[ys + rows.start, xs] = np.where(ok, g, 0.0)
     return out
 
@@ -251,25 +258,29 @@ def lit_box(energy: np.ndarray) -> Box | None:
     return None if y1 == 0 else (slice(y0, y1), slice(x0, x1))
 
 
-def glint_energy(geo: GlintGeometry, water: np.ndarray, lottery: np.ndarray) -> tuple[np.ndarray, Box | None]:
-    """(:func:`glint_energy_numpy`, :func:`lit_box` of it), by the compiled loop when it is built."""
+def glint_energy(geo: GlintGeometry, water: np.ndarray, lottery: np.ndarray,
+                 pad: int = 0) -> tuple[np.ndarray, Box | None]:
+    """(:func:`glint_energy_numpy`, the bounding box of the lit pixels in region coordinates or None), by the
+    compiled loop when it is built."""
     c = K.CKERNELS
+    h, w = water.shape
     if c is not None and hasattr(c, "glint"):
-        h, w = water.shape
-        out = np.zeros((h, w), dtype=np.int64)
+        out = np.zeros((h + 2 * pad, w + 2 * pad), dtype=np.int64)
         box = c.glint(out, np.ascontiguousarray(water).view(np.uint8), np.ascontiguousarray(lottery, dtype=np.uint32),
                       h, w, np.ascontiguousarray(geo.ray_x), np.ascontiguousarray(geo.ray_y),
                       np.ascontiguousarray(geo.ray_z), np.ascontiguousarray(geo.gsd2),
-                      np.ascontiguousarray(geo.constants), SLOPE_CUT, MIN_VIEW_COS, float(LINEAR_MAX), ENERGY_CAP)
+                      np.ascontiguousarray(geo.inv_footprint), np.ascontiguousarray(geo.constants), SLOPE_CUT,
+                      MIN_VIEW_COS, float(LINEAR_MAX), ENERGY_CAP, int(pad))
         return out, (None if box is None else (slice(box[0], box[1]), slice(box[2], box[3])))
-    out = glint_energy_numpy(geo, water, lottery)
-    return out, lit_box(out)
+    out = glint_energy_numpy(geo, water, lottery, pad)
+    return out, lit_box(out[pad: pad + h, pad: pad + w])
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Light: the point-spread function, saturation, bloom
 # ----------------------------------------------------------------------------------------------------------
 def _grow(box: Box, r: int, h: int, w: int) -> Box:
+    """``box`` grown by ``r`` px on every side, within an ``h x w`` region."""
     return (slice(max(0, box[0].start - r), min(h, box[0].stop + r)),
             slice(max(0, box[1].start - r), min(w, box[1].stop + r)))
 
@@ -280,50 +291,69 @@ def psf_kernel(psf_sigma: float) -> np.ndarray:
     return K.discrete_gaussian(psf_sigma, radius=max(1, math.ceil(2.5 * psf_sigma)))
 
 
-def spread_energy(energy: np.ndarray, box: Box, psf_sigma: float) -> tuple[np.ndarray, Box]:
-    """(float64 energy in linear units spread by the lens's point-spread function, the region it covers): the
-    energy image of ``box`` (the lit pixels) and the kernel's reach around it, convolved exactly (integers) with
-    zeros beyond, divided by the kernel's squared sum."""
-    h, w = energy.shape
-    if psf_sigma <= 0.0:
-        return energy[box].astype(np.float64), box
-    k = psf_kernel(psf_sigma)
+@dataclass(frozen=True)
+class Spread:
+    """The glint energy spread by the lens: ``sums`` (float64, exact integers) over region rows ``row0`` ..
+    ``row0 + sums.shape[0]`` and region columns ``-reach`` .. ``w + reach``; a pixel's light in linear units is
+    ``sums[y - row0, x + reach] * scale``."""
+
+    sums: np.ndarray
+    row0: int
+    reach: int
+    scale: float
+
+
+def spread_energy(energy: np.ndarray, box: Box, psf_sigma: float) -> Spread:
+    """The energy (``glint_energy`` padded by the kernel's reach) spread by the lens's point-spread function: the
+    band of the lit rows and the kernel's reach above and below (a contiguous block of the padded array, zeros
+    around the lit pixels), convolved exactly (integers), with the kernel's squared sum as the scale."""
+    k = psf_kernel(psf_sigma) if psf_sigma > 0.0 else np.ones(1, dtype=np.int64)
     r = len(k) // 2
-    grown = _grow(box, r, h, w)
-    # Zeros beyond the reach (not the frame's mirror image), so no energy is reflected back in at an edge.
-    padded = np.pad(np.ascontiguousarray(energy[grown]), r)
-    spread = K.convolve_exact(padded, k)[r: -r, r: -r]
-    spread *= 1.0 / (float(k.sum()) ** 2)
-    return spread, grown
+    band = energy[box[0].start: box[0].stop + 2 * r]  # padded rows = region rows + r
+    sums = K.convolve_exact(band, k) if r else band.astype(np.float64)
+    return Spread(sums, box[0].start - r, r, 1.0 / (float(k.sum()) ** 2))
 
 
-def add_glint(image: np.ndarray, spread: np.ndarray, box: Box, tint: tuple) -> tuple[np.ndarray, np.ndarray]:
+def add_glint(image: np.ndarray, spread: Spread, tint: tuple) -> tuple[np.ndarray, np.ndarray, Box | None]:
     """(uint8 image with the glint added in linear light and clipped at white, bool cores: the pixels any channel of
-    which the glint pushed beyond white). Per lit pixel and channel: ``L + floor(spread tint_c + 0.5)``, clipped
-    at ``LINEAR_MAX``, encoded with the exact sRGB table."""
+    which the glint pushed beyond white, the cores' bounding box or None). Per lit pixel (light > 0) and channel:
+    ``L + floor(light tint_c + 0.5)``, clipped at ``LINEAR_MAX``, encoded with the exact sRGB table; the compiled
+    loop (``_ckernels.glint_add``) does the same."""
     out = image.copy()
-    cores = np.zeros(image.shape[:2], dtype=bool)
-    ys, xs = np.nonzero(spread > 0.0)
+    h, w = image.shape[:2]
+    cores = np.zeros((h, w), dtype=bool)
+    tint64 = np.asarray(tint, dtype=np.float64)
+    sums = np.ascontiguousarray(spread.sums)
+    c = K.CKERNELS
+    if c is not None and hasattr(c, "glint_add"):
+        got = c.glint_add(out, sums, sums.shape[0], sums.shape[1], spread.row0, spread.reach, float(spread.scale), h,
+                          w, tint64, decode_table(), encode_table(), float(LINEAR_MAX), cores.view(np.uint8))
+        return out, cores, (None if got is None else (slice(got[0], got[1]), slice(got[2], got[3])))
+    k0, k1 = max(0, -spread.row0), min(sums.shape[0], h - spread.row0)
+    if k0 >= k1:
+        return out, cores, None
+    light = sums[k0:k1, spread.reach: spread.reach + w] * spread.scale
+    ys, xs = np.nonzero(light > 0.0)
     if ys.size == 0:
-        return out, cores
-    ys_f, xs_f = ys + box[0].start, xs + box[1].start
-    lin = to_linear(image[ys_f, xs_f]).astype(np.float64)  # (n, 3)
-    light = spread[ys, xs]
-    total = np.floor(light[:, None] * np.asarray(tint, dtype=np.float64)[None, :] + 0.5) + lin
-    cores[ys_f, xs_f] = (total > float(LINEAR_MAX)).any(axis=1)
+        return out, cores, None
+    ys_f = ys + (spread.row0 + k0)
+    lin = to_linear(image[ys_f, xs]).astype(np.float64)  # (n, 3)
+    total = np.floor(light[ys, xs][:, None] * tint64[None, :] + 0.5) + lin
+    cores[ys_f, xs] = (total > float(LINEAR_MAX)).any(axis=1)
     np.minimum(total, float(LINEAR_MAX), out=total)
-    out[ys_f, xs_f] = to_srgb(total.astype(np.int64))
-    return out, cores
+    out[ys_f, xs] = to_srgb(total.astype(np.int64))
+    return out, cores, lit_box(cores)
 
 
-def bloom_screen(image: np.ndarray, cores: np.ndarray, sigma: float, weight: float, tint: tuple) -> np.ndarray:
+def bloom_screen(image: np.ndarray, cores: np.ndarray, sigma: float, weight: float, tint: tuple,
+                 box: Box | None) -> np.ndarray:
     """The exact bloom of aegis-v1's glare around the saturated cores, ``g = min(cores + weight * blur(cores), 1)``
     (``kernels.blur_mask``, std ``sigma`` px), screen-blended ``1 - (1 - I)(1 - g tint)``; computed over the
-    cores' bounding box and the blur's reach (the kernel's 4-sigma radius and one block), where it can be non-zero."""
+    cores' bounding box ``box`` and the blur's reach (the kernel's 4-sigma radius and one block), where it can be
+    non-zero. The image is changed in place and returned."""
     h, w = image.shape[:2]
-    box = lit_box(cores)
     if box is None:
-        return image.copy()
+        return image
     reach = 4 * max(1, math.ceil(sigma)) + 2 * max(1, int(sigma // 3.0)) + 2
     region = _grow(box, reach, h, w)
     part = np.ascontiguousarray(image[region])
@@ -332,7 +362,7 @@ def bloom_screen(image: np.ndarray, cores: np.ndarray, sigma: float, weight: flo
     bloom = K.blur_mask(c, sigma) if sigma > 0.0 else np.zeros((ph, pw), dtype=np.uint16)
     table = _bloom_table(float(weight))
     tint32 = np.asarray(tint, dtype=np.float32)
-    out = image.copy()
+    out = image
     if K.CKERNELS is not None:  # the glare blend of aegis-v1 (aegis_data/_ckernels.c)
         done = np.empty_like(part)
         K.CKERNELS.glare(done, part, ph * pw, bloom, table, c.view(np.uint8), tint32)
@@ -368,14 +398,12 @@ def sun_glint(image: np.ndarray, params: SunGlintParams, draw: SunGlintDraw, sce
     if draw.lottery.size == 0 or not can_glint(scene):
         return image.copy()
     water = np.ascontiguousarray(scene.water_mask()[scene.valid_slices])
-    energy, box = glint_energy(glint_geometry(params, scene, h, w), water, draw.lottery)
+    reach = len(psf_kernel(params.psf_sigma)) // 2 if params.psf_sigma > 0.0 else 0
+    energy, box = glint_energy(glint_geometry(params, scene, h, w), water, draw.lottery, reach)
     if box is None:
         return image.copy()
-    spread, box = spread_energy(energy, box, params.psf_sigma)
-    lit, cores = add_glint(image, spread, box, params.tint)
-    if not cores.any():
-        return lit
-    return bloom_screen(lit, cores, params.bloom_sigma, params.bloom_weight, params.tint)
+    lit, cores, core_box = add_glint(image, spread_energy(energy, box, params.psf_sigma), params.tint)
+    return bloom_screen(lit, cores, params.bloom_sigma, params.bloom_weight, params.tint, core_box)
 
 
 def glint_cost(params: SunGlintParams, h: int, w: int) -> RenderCost:
