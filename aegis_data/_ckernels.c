@@ -1694,7 +1694,7 @@ static void glint_row(double *restrict e, const uint8_t *restrict water, const u
                       const double *restrict rxs, Py_ssize_t w, double ry, double rz, double gsd2_row,
                       double inv_footprint_row, const double *restrict k, double cut, double min_vz) {
     const double sx = k[0], sy = k[1], sz = k[2], inv_s2 = k[3], norm_p = k[4], k_g = k[5], k_lam = k[6];
-    const double f = k[7], nw = k[8], k_e = k[9];
+    const double f = k[7], nw = k[8], k_e = k[9], q_max = k[10];
     const double nn1 = nw * nw - 1.0;
     const double area_row = gsd2_row * f;
     for (Py_ssize_t x = 0; x < w; x++) {
@@ -1728,7 +1728,8 @@ static void glint_row(double *restrict e, const uint8_t *restrict water, const u
         const double vzs = ok ? vz : 1.0;
         const double inv_vz = 1.0 / vzs;
         const double sec2 = 1.0 + t2;
-        const double q = (p * (sec2 * sec2)) * inv_vz;
+        const double q_raw = (p * (sec2 * sec2)) * inv_vz;
+        const double q = q_raw < q_max ? q_raw : q_max;
         const double g = (rho * q) * k_g;
         const double lam = (q * k_lam) * (area_row * (inv * inv_vz));
         const double sparkle = (rho * k_e) * ((vzs * norm) * inv_footprint_row);
@@ -1740,8 +1741,8 @@ static void glint_row(double *restrict e, const uint8_t *restrict water, const u
 }
 
 /* glint(out i64 (h + 2 pad, w + 2 pad), water u8 (h, w), lottery u32 (h, w), h, w, ray_x f64[w], ray_y f64[h],
- *       ray_z f64[h], gsd2 f64[h], inv_footprint f64[h], k f64[10] = (sx, sy, sz, 1/s2, 1/(pi s2), k_g, k_lambda,
- *       f, n, k_g / k_lambda), slope_cut, min_view_cos, linear_max, energy_cap, pad)
+ *       ray_z f64[h], gsd2 f64[h], inv_footprint f64[h], k f64[11] = (sx, sy, sz, 1/s2, 1/(pi s2), k_g, k_lambda,
+ *       f, n, k_g / k_lambda, q_max), slope_cut, min_view_cos, linear_max, energy_cap, pad)
  * Each water pixel's sun-glint energy in linear units (glint_row per row), rounded half up after the cap:
  * floor(min(e linear_max, cap) + 0.5), written at (pad + y, pad + x) of out, (h + 2 pad) x (w + 2 pad) (the rest
  * is left as it is: zeros). Returns the bounding box (y0, y1, x0, x1) of the non-zero energies in region
@@ -1767,7 +1768,7 @@ static PyObject *glint(PyObject *self, PyObject *args) {
     const double *rzs = get(&b, o_rz, mul(8, h), 0, "ray_z");
     const double *g2 = get(&b, o_g2, mul(8, h), 0, "gsd2");
     const double *fp = get(&b, o_fp, mul(8, h), 0, "inv_footprint");
-    const double *k = get(&b, o_k, 80, 0, "constants");
+    const double *k = get(&b, o_k, 88, 0, "constants");
     if (b.failed) { release(&b); return NULL; }
     double *row = PyMem_RawMalloc((size_t)(w > 0 ? w : 1) * sizeof(double));
     if (!row) { release(&b); return PyErr_NoMemory(); }

@@ -15,6 +15,7 @@ import pytest
 from aegis_data.engine import flood as F
 from aegis_data.engine import glint as G
 from aegis_data.engine import kernels as K
+from aegis_data.engine import water as W
 from aegis_data.engine.calibration import calibrate, check_monotone, check_visibility_floor, glint_area
 from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import apply_corruption, corruption_params, physical_ladder
@@ -382,3 +383,21 @@ def test_the_chamfer_heights_are_the_shortest_paths_of_the_step_costs():
                 assert np.array_equal(F.chamfer(cost, seeds), dist), (trial, ck is None)
         finally:
             K.CKERNELS = saved
+
+
+def test_the_glitter_near_the_horizon_stays_within_the_suns_own_reflection():
+    """Cox & Munk's relation diverges at the horizon (1 / cos theta_v); a pixel mirrors at most all of its area:
+    G <= rho pi / (Omega_sun sin e). One grazing pixel (cos theta_v = 1e-4) looking at the sun's mirror image."""
+    e = math.atan(1e-4)
+    s2 = G.slope_variance(0.5)
+    k_g = math.pi / (4.0 * math.sin(e))
+    consts = [0.0, math.cos(e), math.sin(e), 1.0 / s2, 1.0 / (math.pi * s2), k_g, 1.0, 1000.0, 1.34, k_g, G.Q_MAX]
+    one = np.ones(1)
+    geo = G.GlintGeometry(np.zeros(1), one * 1e4, -one, one * 1e-4, one * 1e3, np.asarray(consts))
+    ok, g, _, _ = G._glint_terms(geo, np.zeros(1, np.int64), np.zeros(1, np.int64))
+    rho = W.fresnel(math.sqrt((1.0 + math.cos(2 * (math.pi / 2 - e))) / 2.0))
+    bound = rho * math.pi / (G.SUN_SOLID_ANGLE_SR * math.sin(e))
+    assert ok[0] and g[0] == pytest.approx(bound, rel=1e-3)  # capped: all of the pixel mirrors the sun
+    uncapped = G.GlintGeometry(geo.ray_x, geo.ray_y, geo.ray_z, geo.gsd2, geo.inv_footprint,
+                               np.asarray(consts[:-1] + [np.inf]))
+    assert G._glint_terms(uncapped, np.zeros(1, np.int64), np.zeros(1, np.int64))[1][0] > 5 * bound

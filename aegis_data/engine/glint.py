@@ -53,6 +53,9 @@ SUN_SOLID_ANGLE_SR = math.pi * SUN_RADIUS_RAD * SUN_RADIUS_RAD
 COX_MUNK_BASE = 0.003
 COX_MUNK_PER_MPS = 0.00512
 SLOPE_CUT = 50.0  # tan^2(beta) / s2 beyond this: p < 2e-22 / s2, no sparkle in any frame
+# Cox & Munk's relation grows without bound toward the horizon (1 / cos(theta_v); Zeisse 1995, "Radiance of the
+# ocean horizon", JOSA A 12: 2022); a pixel cannot mirror more than all of its area: f = q Omega_sun / 4 <= 1.
+Q_MAX = stable(4.0 / SUN_SOLID_ANGLE_SR, "glitter bound")
 MIN_VIEW_COS = 1e-6  # a ray that does not reach the ground (at or above the horizon) sees no water
 ENERGY_CAP = float(1 << 40)  # linear units per pixel: far above any glint; keeps every sum exact in float64
 FOOTPRINT_CAP = 1e12  # m^2: rows at the horizon (an infinite ground sample) count as this much ground
@@ -122,7 +125,7 @@ class GlintGeometry:
     ray_z: np.ndarray  # (h,)
     gsd2: np.ndarray  # (h,) m^2
     inv_footprint: np.ndarray  # (h,) 1 / (gsd^2 f), per m^2 and px
-    constants: np.ndarray  # float64: sx, sy, sz, 1/s2, 1/(pi s2), k_g, k_lambda, f, n, k_g / k_lambda
+    constants: np.ndarray  # float64: sx, sy, sz, 1/s2, 1/(pi s2), k_g, k_lambda, f, n, k_g / k_lambda, q_max
 
 
 def _unit(turns: float) -> tuple[float, float]:
@@ -170,7 +173,7 @@ def glint_geometry(params: SunGlintParams, scene: Scene, height: int, width: int
     k_lambda = stable(SUN_SOLID_ANGLE_SR / (4.0 * patch_m2), "sparkle density scale")
     f = float(scene.focal_px)
     constants = np.array([cos_e * cos_a, -(cos_e * sin_a), sin_e, 1.0 / s2, stable(1.0 / (math.pi * s2)),
-                          k_g, k_lambda, f, float(params.refractive_index), k_g / k_lambda], dtype=np.float64)
+                          k_g, k_lambda, f, float(params.refractive_index), k_g / k_lambda, Q_MAX], dtype=np.float64)
     return GlintGeometry(ray_x, ray_y, ray_z, gsd2, 1.0 / (gsd2 * f), constants)
 
 
@@ -193,9 +196,10 @@ def _glint_terms(geo: GlintGeometry, ys: np.ndarray, xs: np.ndarray):
     """(ok, G, lambda, E) of the pixels (ys, xs): whether a facet there can mirror the sun into the camera, the mean
     glint in units of the frame's white, the sparkles per pixel and one sparkle's energy (white x px); the loop's
     float64 operations in order. With ``t2 = tan^2(beta)`` and ``1 / cos^2(beta) = 1 + t2``:
-    ``q = p (1 + t2)**2 / cos(theta_v)``, ``G = rho q k_g``, ``lambda = q k_lambda A_px`` with the footprint
+    ``q = min(p (1 + t2)**2 / cos(theta_v), 4 / Omega_sun)`` (the glittering share of a pixel at most 1),
+    ``G = rho q k_g``, ``lambda = q k_lambda A_px`` with the footprint
     ``A_px = gsd^2 f / (|ray| cos(theta_v))``, and ``E = G / lambda = rho (k_g / k_lambda) / A_px``."""
-    sx, sy, sz, inv_s2, norm_p, k_g, k_lam, f, n_w, k_e = (float(v) for v in geo.constants)
+    sx, sy, sz, inv_s2, norm_p, k_g, k_lam, f, n_w, k_e, q_max = (float(v) for v in geo.constants)
     rx, ry, rz = geo.ray_x[xs], geo.ray_y[ys], geo.ray_z[ys]
     norm = np.sqrt((rx * rx + ry * ry) + rz * rz)
     inv = 1.0 / norm
@@ -210,7 +214,7 @@ def _glint_terms(geo: GlintGeometry, ys: np.ndarray, xs: np.ndarray):
     vz_ok = np.where(ok, vz, 1.0)
     inv_vz = 1.0 / vz_ok
     sec2 = 1.0 + t2
-    q = (p * (sec2 * sec2)) * inv_vz
+    q = np.minimum((p * (sec2 * sec2)) * inv_vz, q_max)
     g = (rho * q) * k_g
     lam = (q * k_lam) * ((geo.gsd2[ys] * f) * (inv * inv_vz))
     energy = (rho * k_e) * ((vz_ok * norm) * geo.inv_footprint[ys])
