@@ -17,7 +17,7 @@ from rich.table import Table
 
 from aegis_data.engine.config import check_severity, load_config
 from aegis_data.errors import AegisError
-from .common import check_outputs, fail, out, styled
+from .common import check_outputs, err, fail, out, styled
 from .tables import fit
 from .vocabulary import GsdOpt, ListFormat, PersonPxOpt, ScaleMode, ScaleOpt, SuiteOpt, add_command, mode, value
 
@@ -219,6 +219,12 @@ def corrupt_cmd(
                               config=cfg, scale=chosen, scene=image_scene)
     write_png_atomic(out_path, result)
     out.print(f"{out_path}\tpixel-sha256 {pixel_sha256(result)}", highlight=False, soft_wrap=True)
+    if result.shape == rgb.shape and bool((result == rgb).all()):
+        from aegis_data.engine.corruptions import unchanged_reason
+
+        why = unchanged_reason(corruption, cfg, image_scene)
+        err.print(f"note: {corruption} s{severity} left the image unchanged{': ' + why if why else ''}",
+                  highlight=False, soft_wrap=True)
 
 
 def grid_cmd(

@@ -326,3 +326,26 @@ def test_the_realism_command_prints_the_glint_table(flooded, tmp_path):
     r = invoke("realism", real, "--condition", "water_glare_s3", "--split-dir", flooded)
     assert r.exit_code == 0, r.output
     assert "sun glint" in r.stdout and "sparkle size" in r.stdout
+
+
+def test_aegis_corrupt_says_when_glare_finds_no_water(tmp_path):
+    """On a frame of land, glare does nothing and says so; on a frame of sea it glints."""
+    lawn = np.zeros((120, 160, 3), np.uint8)
+    lawn[:] = (70, 100, 45)
+    write_png_atomic(tmp_path / "lawn.png", lawn)
+    r = invoke("corrupt", tmp_path / "lawn.png", "-c", "water_glare", "-s", "3", "-o", tmp_path / "out.png",
+               "--person-px", "30")
+    assert r.exit_code == 0, r.output
+    assert "left the image unchanged" in r.stderr and "holds no water" in r.stderr
+    assert np.array_equal(read_rgb(tmp_path / "out.png"), lawn)
+    sea = coast_frame(240, 320)[0]
+    write_png_atomic(tmp_path / "sea.png", sea)
+    (tmp_path / "sea.scene.json").write_text(json.dumps({"sun_elevation_deg": 55.0, "sun_azimuth_deg": 175.0}))
+    r = invoke("corrupt", tmp_path / "sea.png", "-c", "water_glare", "-s", "2", "-o", tmp_path / "sea_out.png",
+               "--person-px", "30")
+    assert r.exit_code == 0 and "unchanged" not in r.stderr
+    assert not np.array_equal(read_rgb(tmp_path / "sea_out.png"), sea)
+    (tmp_path / "sea.scene.json").write_text(json.dumps({"sun_elevation_deg": -2.0}))
+    r = invoke("corrupt", tmp_path / "sea.png", "-c", "water_glare", "-s", "2", "-o", tmp_path / "dusk.png",
+               "--person-px", "30")
+    assert r.exit_code == 0 and "below the horizon" in r.stderr

@@ -1116,6 +1116,21 @@ def condition_facts(image: np.ndarray, name: str, severity: int, config: SuiteCo
     return {"submerged_fraction": submerged_fractions(image, params, scene)}
 
 
+def unchanged_reason(name: str, config: SuiteConfig, scene: Scene | None) -> str | None:
+    """Why a generation-2 model leaves an image as it is, in words (None when the scene does not say): the water
+    models need water, and sun glint a sun above the horizon."""
+    if scene is None or not config.uses_scene:
+        return None
+    model = config.corruptions[name].model_name
+    has_water = bool(scene.water_mask()[scene.valid_slices].any())
+    if model in ("sun_glint", "turbid_water") and not has_water:
+        return (f"the scene holds no water ({scene.water_source} mask); {name} acts on water only "
+                f"(docs/CORRUPTIONS.md, \"The water mask\")")
+    if model == "sun_glint" and not (scene.sun_elevation_deg or 0.0) > 0.0:
+        return f"the sun is at or below the horizon (elevation {scene.sun_elevation_deg:g} deg): no glint"
+    return None
+
+
 def scene_for(image: np.ndarray, config: SuiteConfig, scale: Scale | None) -> Scene:
     """The scene a generation-2 suite renders ``image`` in when the caller gives none: estimated from its pixels
     with the object scale's person unit and the suite's default camera."""
