@@ -349,3 +349,21 @@ def test_aegis_corrupt_says_when_glare_finds_no_water(tmp_path):
     r = invoke("corrupt", tmp_path / "sea.png", "-c", "water_glare", "-s", "2", "-o", tmp_path / "dusk.png",
                "--person-px", "30")
     assert r.exit_code == 0 and "below the horizon" in r.stderr
+
+
+def test_verify_keeps_only_the_last_clean_images_and_scenes(flooded, monkeypatch):
+    """verify re-derives every scene from its clean image and kept them all (a 12 MP image with its water mask is
+    ~50 MB: memory grew with the split); it keeps the last two."""
+    from aegis_data.split import verify as VF
+
+    seen = []
+    real = VF._ImageCheck.scene_findings
+
+    def spy(self, *args, **kwargs):
+        out = real(self, *args, **kwargs)
+        seen.append((len(self.clean_cache), len(self.derived)))
+        return out
+
+    monkeypatch.setattr(VF._ImageCheck, "scene_findings", spy)
+    assert verify_failures(flooded) == []
+    assert seen and all(c <= VF.RECENT_IMAGES and d <= VF.RECENT_IMAGES for c, d in seen), seen

@@ -359,9 +359,8 @@ def verify_split(
             findings.append(Finding(MANIFEST_NAME, "manifest", f"the manifest names suite "
                                     f"{ref.data.get('suite')!r:.60} but its suite config is {config.suite!r:.60}"))
     if config is not None and config.uses_scene:
-        findings.extend(images.scene_findings(paths, present, hashed))
+        findings.extend(images.scene_findings(paths, present, hashed, ref))
         findings.extend(_acted_findings(ref))
-        findings.extend(images.contract_findings(ref, present))
     for rel in paths:
         if rel in outside:
             continue
@@ -512,11 +511,16 @@ class _ImageCheck:
                     mask = read_water_mask(self.root / water_mask_relpath(split, image_id), *clean.shape[:2])
                 scene = estimate_scene(clean, self.scale.person_px, self.config.camera, facts, mask, persons=persons)
                 self.derived[key] = replace(scene, given=dict(given))
+            _keep_recent(self.derived)
         return self.derived[key]
 
-    def scene_findings(self, paths: Sequence[str], present: set[str], hashed: Mapping[str, Any]) -> list[Finding]:
-        """``scene`` findings: every recorded scene re-derived from its clean image must equal the record."""
+    def scene_findings(self, paths: Sequence[str], present: set[str], hashed: Mapping[str, Any],
+                       ref: Manifest | None = None) -> list[Finding]:
+        """``scene`` findings: every recorded scene re-derived from its clean image must equal the record. With the
+        manifest ``ref``, also the ``annotations`` findings of the ground-truth contract of floods
+        (:meth:`contract_findings`), image by image, so each clean image is read and its scene derived once."""
         out = []
+        floods = self._flood_entries(ref, out) if ref is not None else {}
         for (split, image_id), recorded in sorted(self.scenes.items()):
             rel = f"{split}/clean/{image_file_name(image_id)}"
             if rel not in present:
@@ -539,30 +543,32 @@ class _ImageCheck:
                 problem = self.persons_problem(split, image_id, scene.persons)
                 if problem:
                     out.append(Finding(rel, "scene", problem))
+            if scene is not None:
+                out.extend(self.contract_findings(clean, scene, floods.get((split, image_id), ())))
         return out
 
-    def contract_findings(self, ref: Manifest, present: set[str]) -> list[Finding]:
+    def _flood_entries(self, ref: Manifest, out: list[Finding]) -> dict[tuple[str, str], list]:
+        """(split, image id) -> [(path, entry, corruption, severity)] of the flood conditions' files; a file of
+        another condition that records submerged fractions is an ``annotations`` finding (added to ``out``)."""
+        floods: dict[tuple[str, str], list] = {}
+        for rel, e in sorted(ref.entries.items()):
+            if e.get("kind") != "image" or e.get("condition") == "clean" or self.config is None:
+                continue
+            name, severity = parse_condition(e["condition"])
+            if name in self.config.corruptions and self.config.corruptions[name].model_name == "flood":
+                floods.setdefault((e["split"], e["image_id"]), []).append((rel, e, name, severity))
+            elif "submerged_fraction" in e:
+                out.append(Finding(rel, "annotations", "records submerged fractions, but its condition is no flood"))
+        return floods
+
+    def contract_findings(self, clean: np.ndarray, scene: Scene, entries: Sequence) -> list[Finding]:
         """``annotations`` findings on the ground-truth contract of floods: every file of a flood condition records
         each person's ``submerged_fraction`` as the engine re-derives it from the clean image and its scene."""
         from aegis_data.engine.corruptions import condition_facts
 
         out = []
-        for rel, e in sorted(ref.entries.items()):
-            if e.get("kind") != "image" or e.get("condition") == "clean" or self.config is None:
-                continue
-            name, severity = parse_condition(e["condition"])
-            if name not in self.config.corruptions or self.config.corruptions[name].model_name != "flood":
-                if "submerged_fraction" in e:
-                    out.append(Finding(rel, "annotations", "records submerged fractions, but its condition is no flood"))
-                continue
-            clean = self.clean_pixels(e["split"], e["image_id"], e.get("source_pixel_sha256", ""))
-            if clean is None:
-                continue  # a changed or missing clean file has its own finding
-            try:
-                scene = self.scene(e["split"], e["image_id"], clean)
-                facts = condition_facts(clean, name, severity, self.config, scene) if scene is not None else None
-            except AegisError:
-                continue  # the clean entry's scene finding says why
+        for rel, e, name, severity in entries:
+            facts = condition_facts(clean, name, severity, self.config, scene)
             expected = None if facts is None else facts["submerged_fraction"]
             if e.get("submerged_fraction") != expected:
                 out.append(Finding(rel, "annotations", f"records submerged fractions "
@@ -590,6 +596,7 @@ class _ImageCheck:
             except AegisError:
                 pass
             self.clean_cache[key] = img if img is not None and pixel_sha256(img) == expected_hash else None
+            _keep_recent(self.clean_cache)
         return self.clean_cache[key]
 
     def finding(self, rel: str, e: Mapping[str, Any], decoded: str | None, problem: str | None = None) -> Finding:
@@ -639,6 +646,17 @@ class _ImageCheck:
             detail = (f"{n} pixels differ from this machine's regeneration (max |delta| {dmax}); this machine does not "
                       f"reproduce the expected pixels either: corruption drift")
         return Finding(rel, "pixels", detail, n, dmax)
+
+
+# The clean images and scenes verify keeps: the last few only. Every scene is re-derived from its clean image, image
+# after image; holding them all grew memory with the split (a 12 MP image and its water mask are ~50 MB).
+RECENT_IMAGES = 2
+
+
+def _keep_recent(cache: dict) -> None:
+    """Drop the oldest entries of an insertion-ordered cache beyond ``RECENT_IMAGES``."""
+    while len(cache) > RECENT_IMAGES:
+        cache.pop(next(iter(cache)))
 
 
 def _acted_findings(ref: Manifest) -> list[Finding]:
