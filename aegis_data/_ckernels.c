@@ -1661,7 +1661,8 @@ static PyObject *chroma(PyObject *self, PyObject *args) {
  * polynomial of degree 13 in Horner form with the reciprocals 1/n as constants, times the exact power 2**-k. */
 #define EXP_DEGREE 13
 static const double exp_recip[EXP_DEGREE] = {
-    1.0 / 13, 1.0 / 12, 1.0 / 11, 1.0 / 10, 1.0 / 9, 1.0 / 8, 1.0 / 7, 1.0 / 6, 1.0 / 5, 1.0 / 4, 1.0 / 3, 1.0 / 2, 1.0 / 1,
+    1.0 / 13, 1.0 / 12, 1.0 / 11, 1.0 / 10, 1.0 / 9, 1.0 / 8, 1.0 / 7,
+    1.0 / 6, 1.0 / 5, 1.0 / 4, 1.0 / 3, 1.0 / 2, 1.0 / 1,
 };
 
 static inline double exp_neg_exact(double x) {
@@ -1812,7 +1813,8 @@ static PyObject *flood(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOnnOOOOnldOOd", &o_out, &o_img, &o_depth, &h, &w, &o_w, &o_s, &o_r, &o_t, &nt,
                           &wet, &dark, &o_dec, &o_enc, &lmax)) return NULL;
     if (nt < 1 || wet < 0 || !(lmax >= 1.0 && lmax <= 65535.0)) {
-        PyErr_SetString(PyExc_ValueError, "flood: a transmission table, a wet band >= 0 and a linear white up to 65535");
+        PyErr_SetString(PyExc_ValueError,
+                        "flood: a transmission table, a wet band >= 0 and a linear white up to 65535");
         return NULL;
     }
     Buffers b = {.n = 0, .failed = 0};
@@ -2050,7 +2052,8 @@ static PyObject *glint_add(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOnnnndnnOOOdO", &o_out, &o_sums, &sh, &sw, &row0, &reach, &scale, &h, &w, &o_tint,
                           &o_dec, &o_enc, &lmax, &o_cores)) return NULL;
     if (sh < 0 || reach < 0 || sw != w + 2 * reach || !(lmax >= 1.0 && lmax <= 65535.0)) {
-        PyErr_SetString(PyExc_ValueError, "glint_add: sums as wide as the region and its reach, a linear white up to 65535");
+        PyErr_SetString(PyExc_ValueError,
+                        "glint_add: sums as wide as the region and its reach, a linear white up to 65535");
         return NULL;
     }
     Buffers b = {.n = 0, .failed = 0};

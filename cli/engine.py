@@ -159,7 +159,8 @@ def list_cmd(
 
 _PHYSICAL = (("exposure_ms", "exposure", "ms"), ("iso", "ISO", ""), ("brightness", "brightness", ""),
              ("smear_m", "smear", "m"), ("smear_px", "smear", "px"), ("wind_speed_mps", "wind", "m/s"),
-             ("beaufort", "Beaufort", ""), ("mean_square_slope", "slope var", ""), ("sediment_g_m3", "sediment", "g/m3"),
+             ("beaufort", "Beaufort", ""), ("mean_square_slope", "slope var", ""),
+             ("sediment_g_m3", "sediment", "g/m3"),
              ("rise_m", "rise", "m"), ("flooded_smooth_ground_m", "flooded smooth ground", "m"),
              ("submerged_at_shore", "submerged at the old shore", ""))
 

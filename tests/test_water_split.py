@@ -114,7 +114,8 @@ def test_a_changed_stored_mask_is_a_scene_finding(split):
     write_png_atomic(path, mask)
     found = verify_failures(split)
     assert any(f["path"] == "scenes/test/c0.water.png" and f["kind"] == "scene" for f in found), found
-    assert any(f["path"] == "test/clean/c0.png" and f["kind"] == "scene" and "water" in f["detail"] for f in found), found
+    assert any(f["path"] == "test/clean/c0.png" and f["kind"] == "scene" and "water" in f["detail"]
+               for f in found), found
 
 
 def test_a_missing_stored_mask_is_a_finding_not_a_traceback(split):

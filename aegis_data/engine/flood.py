@@ -8,8 +8,9 @@ lawns and fields flood first, tree crowns, buildings and rubble last. Distances 
 scene's ground sampling distance per row), accumulated over 8-connected blocks with an exact integer chamfer
 transform from the *seeds*: the scene's water, or, on a frame with none, the smoothest ground (the largest
 connected region of blocks whose texture is at or below the ``seed_quantile`` order statistic of the frame's block
-textures: the widest flat open ground, where the water spreads first). The water rises by ``rise_m``: a pixel is flooded to the depth ``rise - height``. Sky never
-floods, and the scene's existing water becomes flood water (deep).
+textures: the widest flat open ground, where the water spreads first). The water rises by ``rise_m``: a pixel is
+flooded to the depth ``rise - height``. Sky never floods, and the scene's existing water becomes flood water
+(deep).
 
 Seen from above, flood water (per channel c, linear light):
 

@@ -145,7 +145,8 @@ class Scene:
     def water_record(self) -> dict:
         """The water as the manifest records it: where it came from, its digest and its share of the valid area."""
         mask = self.water_mask()
-        return {"source": self.water_source, "sha256": water_mask_digest(mask), "fraction": water_share(mask, self.valid)}
+        return {"source": self.water_source, "sha256": water_mask_digest(mask),
+                "fraction": water_share(mask, self.valid)}
 
     @property
     def valid_slices(self) -> tuple[slice, slice]:
