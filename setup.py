@@ -4,6 +4,9 @@ aegis_data._ckernels holds the engine's inner loops, aegis_data._cpng the PNG wr
 where they cannot be compiled the toolkit runs its NumPy code, which produces the same bytes, more slowly. The
 flags forbid the two things that would change the engine's results: fusing a*b+c into one FMA rounding
 (-ffp-contract=off; MSVC's /fp:precise does not contract) and fast-math reassociation (the deflate is integer-only).
+Two flags change no value and let per-pixel loops with sqrt and selects vectorise (the water models' glint loop):
+-fno-math-errno (sqrt need not set errno, which nothing reads) and -fno-trapping-math (no code relies on a floating-
+point trap, so a select may compute both of its sides).
 """
 
 import sys
@@ -13,7 +16,8 @@ from setuptools import Extension, find_packages, setup
 if sys.platform == "win32":
     flags, libraries = ["/O2", "/fp:precise"], []
 else:
-    flags, libraries = ["-O3", "-std=c99", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing"], ["m"]
+    flags, libraries = ["-O3", "-std=c99", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing",
+                        "-fno-math-errno", "-fno-trapping-math"], ["m"]
 
 setup(
     # cli/ is the source folder of the installed package aegis_cli (a top-level "cli" would collide with any other

@@ -1937,6 +1937,448 @@ static PyObject *atmos_blend(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ---------------------------------------------------------------------------------------------------------
+ * aegis-v2 water models (aegis_data/engine/water.py, glint.py, flood.py)
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* exp(-x) for 0 <= x <= 700 from basic operations, as water.exp_neg: x = (k + f) ln 2, exp(-f ln 2) by a Taylor
+ * polynomial of degree 13 in Horner form with the reciprocals 1/n as constants, times the exact power 2**-k. */
+#define EXP_DEGREE 13
+static const double exp_recip[EXP_DEGREE] = {
+    1.0 / 13, 1.0 / 12, 1.0 / 11, 1.0 / 10, 1.0 / 9, 1.0 / 8, 1.0 / 7,
+    1.0 / 6, 1.0 / 5, 1.0 / 4, 1.0 / 3, 1.0 / 2, 1.0 / 1,
+};
+
+static inline double exp_neg_exact(double x) {
+    const double t = x * (1.0 / 0.6931471805599453);
+    const double k = floor(t);
+    const double r = (t - k) * 0.6931471805599453;
+    double p = 1.0;
+    for (int i = 0; i < EXP_DEGREE; i++) p = 1.0 - (r * exp_recip[i]) * p;
+    /* 2**-k as its bit pattern (exact; k <= 1021 here, so p 2**-k is a normal number): the product is ldexp's. */
+    const uint64_t bits = (uint64_t)(1023 - (int64_t)k) << 52;
+    double scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* Unpolarised Fresnel reflectance for incidence cosine c and refractive index n, as water.fresnel (one division). */
+static inline double fresnel_exact(double c, double n) {
+    const double g = sqrt((n * n - 1.0) + c * c);
+    const double gm = g - c, gp = g + c;
+    const double u = c * gp - 1.0, v = c * gm + 1.0;
+    return ((0.5 * (gm * gm)) * (v * v + u * u)) / ((gp * gp) * (v * v));
+}
+
+/* One row of the glint loop, branch-free so it vectorises: every pixel's energy (0 where it is no water, its ray
+ * does not reach the ground or its facet slope is beyond the cut), the float64 operations of glint._glint_terms
+ * and _energy_strip in the same order (four divisions, three square roots). Inputs of masked-out pixels are
+ * replaced before they could make a NaN reach a kept value (x -> 0, s.v -> 0, vz -> 1). */
+VECTORISED
+static void glint_row(double *restrict e, const uint8_t *restrict water, const uint32_t *restrict lot,
+                      const double *restrict rxs, Py_ssize_t w, double ry, double rz, double gsd2_row,
+                      double inv_footprint_row, const double *restrict k, double cut, double min_vz) {
+    const double sx = k[0], sy = k[1], sz = k[2], inv_s2 = k[3], norm_p = k[4], k_g = k[5], k_lam = k[6];
+    const double f = k[7], nw = k[8], k_e = k[9], q_max = k[10];
+    const double nn1 = nw * nw - 1.0;
+    const double area_row = gsd2_row * f;
+    for (Py_ssize_t x = 0; x < w; x++) {
+        const double rx = rxs[x];
+        const double norm = sqrt((rx * rx + ry * ry) + rz * rz);
+        const double inv = 1.0 / norm;
+        const double vx = -(rx * inv), vy = -(ry * inv), vz = -(rz * inv);
+        const double hx = sx + vx, hy = sy + vy, hz = sz + vz;
+        const double t2 = (hx * hx + hy * hy) / (hz * hz);
+        const double xs = t2 * inv_s2;
+        const int ok = (water[x] != 0) & (vz > min_vz) & (xs <= cut);
+        /* exp(-x) as exp_neg_exact, inline: 2**-k from its bit pattern */
+        const double xa = ok ? xs : 0.0;
+        const double t = xa * (1.0 / 0.6931471805599453);
+        const double kf = floor(t);
+        const double r = (t - kf) * 0.6931471805599453;
+        double poly = 1.0;
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 13
+#endif
+        for (int i = 0; i < EXP_DEGREE; i++) poly = 1.0 - (r * exp_recip[i]) * poly;
+        union { double d; uint64_t u; } kb = {.d = kf + 4503599627370496.0}, sc; /* 2**52: k in the low bits */
+        sc.u = (1023 - (kb.u & 0xFFFFF)) << 52;
+        const double p = (poly * sc.d) * norm_p;
+        const double sdotv = (sx * vx + sy * vy) + sz * vz;
+        const double c = sqrt((1.0 + (ok ? sdotv : 0.0)) * 0.5);
+        const double g_ = sqrt(nn1 + c * c);
+        const double gm = g_ - c, gp = g_ + c;
+        const double fu = c * gp - 1.0, fv = c * gm + 1.0;
+        const double rho = ((0.5 * (gm * gm)) * (fv * fv + fu * fu)) / ((gp * gp) * (fv * fv));
+        const double vzs = ok ? vz : 1.0;
+        const double inv_vz = 1.0 / vzs;
+        const double sec2 = 1.0 + t2;
+        const double q_raw = (p * (sec2 * sec2)) * inv_vz;
+        const double q = q_raw < q_max ? q_raw : q_max;
+        const double g = (rho * q) * k_g;
+        const double lam = (q * k_lam) * (area_row * (inv * inv_vz));
+        const double sparkle = (rho * k_e) * ((vzs * norm) * inv_footprint_row);
+        /* Every value computed on every lane, then selected: a sparkle where the lottery hits. */
+        const double hit = (double)lot[x] < lam * 4294967296.0 ? 1.0 : 0.0;
+        const double ev = lam >= 1.0 ? g : hit * sparkle;
+        e[x] = ok ? ev : 0.0;
+    }
+}
+
+/* glint(out i64 (h + 2 pad, w + 2 pad), water u8 (h, w), lottery u32 (h, w), h, w, ray_x f64[w], ray_y f64[h],
+ *       ray_z f64[h], gsd2 f64[h], inv_footprint f64[h], k f64[11] = (sx, sy, sz, 1/s2, 1/(pi s2), k_g, k_lambda,
+ *       f, n, k_g / k_lambda, q_max), slope_cut, min_view_cos, linear_max, energy_cap, pad)
+ * Each water pixel's sun-glint energy in linear units (glint_row per row), rounded half up after the cap:
+ * floor(min(e linear_max, cap) + 0.5), written at (pad + y, pad + x) of out, (h + 2 pad) x (w + 2 pad) (the rest
+ * is left as it is: zeros). Returns the bounding box (y0, y1, x0, x1) of the non-zero energies in region
+ * coordinates, or None when there is none. */
+static PyObject *glint(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_water, *o_lot, *o_rx, *o_ry, *o_rz, *o_g2, *o_fp, *o_k;
+    Py_ssize_t h, w;
+    double cut, min_vz, lmax, cap;
+    Py_ssize_t pad;
+    if (!PyArg_ParseTuple(args, "OOOnnOOOOOOddddn", &o_out, &o_water, &o_lot, &h, &w, &o_rx, &o_ry, &o_rz, &o_g2,
+                          &o_fp, &o_k, &cut, &min_vz, &lmax, &cap, &pad)) return NULL;
+    if (pad < 0 || pad > 1024) {
+        PyErr_SetString(PyExc_ValueError, "glint: a padding of 0 to 1024 px");
+        return NULL;
+    }
+    Buffers b = {.n = 0, .failed = 0};
+    const Py_ssize_t n = mul(h, w), pw = w + 2 * pad;
+    int64_t *out = get(&b, o_out, mul(8, mul(h + 2 * pad, pw)), 1, "out");
+    const uint8_t *water = get(&b, o_water, n, 0, "water");
+    const uint32_t *lot = get(&b, o_lot, mul(4, n), 0, "lottery");
+    const double *rxs = get(&b, o_rx, mul(8, w), 0, "ray_x");
+    const double *rys = get(&b, o_ry, mul(8, h), 0, "ray_y");
+    const double *rzs = get(&b, o_rz, mul(8, h), 0, "ray_z");
+    const double *g2 = get(&b, o_g2, mul(8, h), 0, "gsd2");
+    const double *fp = get(&b, o_fp, mul(8, h), 0, "inv_footprint");
+    const double *k = get(&b, o_k, 88, 0, "constants");
+    if (b.failed) { release(&b); return NULL; }
+    double *row = PyMem_RawMalloc((size_t)(w > 0 ? w : 1) * sizeof(double));
+    if (!row) { release(&b); return PyErr_NoMemory(); }
+    Py_ssize_t y0 = h, y1 = 0, x0 = w, x1 = 0; /* the bounding box of the lit pixels */
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t y = 0; y < h; y++) {
+        const uint8_t *wr = water + y * w;
+        Py_ssize_t any = 0;
+        for (Py_ssize_t x = 0; x < w; x++) any |= wr[x];
+        if (!any) continue;
+        glint_row(row, wr, lot + y * w, rxs, w, rys[y], rzs[y], g2[y], fp[y], k, cut, min_vz);
+        int64_t *o = out + (y + pad) * pw + pad;
+        for (Py_ssize_t x = 0; x < w; x++) {
+            if (row[x] == 0.0) continue;
+            double v = row[x] * lmax;
+            v = v < cap ? v : cap;
+            o[x] = (int64_t)floor(v + 0.5);
+            if (o[x] != 0) {
+                y0 = y < y0 ? y : y0; y1 = y + 1 > y1 ? y + 1 : y1;
+                x0 = x < x0 ? x : x0; x1 = x + 1 > x1 ? x + 1 : x1;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(row);
+    release(&b);
+    if (y1 == 0) Py_RETURN_NONE;
+    return Py_BuildValue("nnnn", y0, y1, x0, x1);
+}
+
+/* flood(out u8 (h, w, 3), img u8 (h, w, 3), depth i32 (h, w), h, w, water f64[3], sky f64[3], refl f64[h],
+ *       trans f64[nt], nt, wet_mm, wet_darkening, decode u16[256], encode u8[LINEAR_MAX + 1], linear_max)
+ * flood._blend_numpy per pixel: depth > 0: (1 - R) (T L + (1 - T) W) + R S with T = trans[min(depth, nt - 1)];
+ * -wet < depth <= 0: L (1 - (1 - dark)(1 + depth / wet)); else the pixel unchanged. Rounded half up, clipped to
+ * [0, linear_max], encoded. */
+static PyObject *flood(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_img, *o_depth, *o_w, *o_s, *o_r, *o_t, *o_dec, *o_enc;
+    Py_ssize_t h, w, nt;
+    long wet;
+    double dark, lmax;
+    if (!PyArg_ParseTuple(args, "OOOnnOOOOnldOOd", &o_out, &o_img, &o_depth, &h, &w, &o_w, &o_s, &o_r, &o_t, &nt,
+                          &wet, &dark, &o_dec, &o_enc, &lmax)) return NULL;
+    if (nt < 1 || wet < 0 || !(lmax >= 1.0 && lmax <= 65535.0)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "flood: a transmission table, a wet band >= 0 and a linear white up to 65535");
+        return NULL;
+    }
+    Buffers b = {.n = 0, .failed = 0};
+    const Py_ssize_t n = mul(h, w);
+    uint8_t *out = get(&b, o_out, mul(3, n), 1, "out");
+    const uint8_t *img = get(&b, o_img, mul(3, n), 0, "img");
+    const int32_t *depth = get(&b, o_depth, mul(4, n), 0, "depth");
+    const double *wc = get(&b, o_w, 24, 0, "water");
+    const double *sc = get(&b, o_s, 24, 0, "sky");
+    const double *refl = get(&b, o_r, mul(8, h), 0, "reflectance");
+    const double *trans = get(&b, o_t, mul(8, nt), 0, "transmission");
+    const uint16_t *dec = get(&b, o_dec, 512, 0, "decode");
+    const uint8_t *enc = get(&b, o_enc, (Py_ssize_t)lmax + 1, 0, "encode");
+    if (b.failed) { release(&b); return NULL; }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t y = 0; y < h; y++) {
+        const double r = refl[y];
+        for (Py_ssize_t x = 0; x < w; x++) {
+            const Py_ssize_t i = y * w + x;
+            const int32_t d = depth[i];
+            const uint8_t *src = img + 3 * i;
+            uint8_t *dst = out + 3 * i;
+            if (d <= -wet || (wet == 0 && d <= 0)) {
+                dst[0] = src[0]; dst[1] = src[1]; dst[2] = src[2];
+                continue;
+            }
+            double t = 0.0, damp = 1.0;
+            if (d > 0) {
+                t = trans[(Py_ssize_t)d < nt - 1 ? (Py_ssize_t)d : nt - 1];
+            } else {
+                const double frac = 1.0 + (double)d / (double)wet;
+                damp = 1.0 - (1.0 - dark) * frac;
+            }
+            for (int c = 0; c < 3; c++) {
+                const double lin = (double)dec[src[c]];
+                double v = d > 0 ? (1.0 - r) * (t * lin + (1.0 - t) * wc[c]) + r * sc[c] : lin * damp;
+                v = floor(v + 0.5);
+                v = v < 0.0 ? 0.0 : (v > lmax ? lmax : v);
+                dst[c] = enc[(Py_ssize_t)v];
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+/* luma_hist(counts i64[lmax + 1] in/out, img u8 (n, 3), mask u8 (n), n, decode u16[256], luma_q15 i64[3], lmax)
+ * counts[(L . q15 + 2**14) >> 15] += 1 for every masked pixel (flood._water_luma's integers). */
+static PyObject *luma_hist(PyObject *self, PyObject *args) {
+    PyObject *o_counts, *o_img, *o_mask, *o_dec, *o_q;
+    Py_ssize_t n, lmax;
+    if (!PyArg_ParseTuple(args, "OOOnOOn", &o_counts, &o_img, &o_mask, &n, &o_dec, &o_q, &lmax)) return NULL;
+    if (lmax < 1 || lmax > 65535) {
+        PyErr_SetString(PyExc_ValueError, "luma_hist: a linear white up to 65535");
+        return NULL;
+    }
+    Buffers b = {.n = 0, .failed = 0};
+    int64_t *counts = get(&b, o_counts, mul(8, lmax + 1), 1, "counts");
+    const uint8_t *img = get(&b, o_img, mul(3, n), 0, "img");
+    const uint8_t *mask = get(&b, o_mask, n, 0, "mask");
+    const uint16_t *dec = get(&b, o_dec, 512, 0, "decode");
+    const int64_t *q = get(&b, o_q, 24, 0, "luma weights");
+    if (b.failed) { release(&b); return NULL; }
+    for (int c = 0; c < 3; c++) {
+        if (q[c] < 0 || q[c] > 32768) {
+            release(&b);
+            PyErr_SetString(PyExc_ValueError, "luma_hist: weights in [0, 32768] summing to 32768");
+            return NULL;
+        }
+    }
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!mask[i]) continue;
+        const uint8_t *px = img + 3 * i;
+        const int64_t luma = ((int64_t)dec[px[0]] * q[0] + (int64_t)dec[px[1]] * q[1] + (int64_t)dec[px[2]] * q[2]
+                              + (1 << 14)) >> 15;
+        if (luma > lmax) { bad = 1; break; }
+        counts[luma] += 1;
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "luma_hist: a luma beyond the linear white (weights summing above 32768?)");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* turbid(out u8 (h, w, 3), img u8 (h, w, 3), water u8 (h, w), h, w, wcol f64[3], sky f64[3], refl f64[h], t,
+ *        inv_median, decode u16[256], encode u8[LINEAR_MAX + 1], linear_max, luma_q15 i64[3])
+ * flood.turbid_water per water pixel: luma = (L . q15 + 2**14) >> 15 (integers), m = min(luma inv_median, 2),
+ * v = t L + (1 - t)((1 - R)(W m) + R S) (>= 0), rounded half up, clipped, encoded; other pixels unchanged. */
+static PyObject *turbid(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_img, *o_water, *o_w, *o_s, *o_r, *o_dec, *o_enc, *o_q;
+    Py_ssize_t h, w;
+    double t, inv_median, lmax;
+    if (!PyArg_ParseTuple(args, "OOOnnOOOddOOdO", &o_out, &o_img, &o_water, &h, &w, &o_w, &o_s, &o_r, &t,
+                          &inv_median, &o_dec, &o_enc, &lmax, &o_q)) return NULL;
+    if (!(inv_median > 0.0) || !(t >= 0.0 && t <= 1.0) || !(lmax >= 1.0 && lmax <= 65535.0)) {
+        PyErr_SetString(PyExc_ValueError, "turbid: a positive median, t in [0, 1] and a linear white up to 65535");
+        return NULL;
+    }
+    Buffers b = {.n = 0, .failed = 0};
+    const Py_ssize_t n = mul(h, w);
+    uint8_t *out = get(&b, o_out, mul(3, n), 1, "out");
+    const uint8_t *img = get(&b, o_img, mul(3, n), 0, "img");
+    const uint8_t *water = get(&b, o_water, n, 0, "water");
+    const double *wc = get(&b, o_w, 24, 0, "water colour");
+    const double *sc = get(&b, o_s, 24, 0, "sky");
+    const double *refl = get(&b, o_r, mul(8, h), 0, "reflectance");
+    const uint16_t *dec = get(&b, o_dec, 512, 0, "decode");
+    const uint8_t *enc = get(&b, o_enc, (Py_ssize_t)lmax + 1, 0, "encode");
+    const int64_t *q = get(&b, o_q, 24, 0, "luma weights");
+    if (b.failed) { release(&b); return NULL; }
+    for (int c = 0; c < 3; c++) {
+        if (!(wc[c] >= 0.0 && sc[c] >= 0.0 && isfinite(wc[c]) && isfinite(sc[c]))) {
+            release(&b);
+            PyErr_SetString(PyExc_ValueError, "turbid: water and sky light must be finite and >= 0");
+            return NULL;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t y = 0; y < h; y++) {
+        const double r = refl[y];
+        for (Py_ssize_t x = 0; x < w; x++) {
+            const Py_ssize_t i = y * w + x;
+            const uint8_t *src = img + 3 * i;
+            uint8_t *dst = out + 3 * i;
+            if (!water[i]) {
+                dst[0] = src[0]; dst[1] = src[1]; dst[2] = src[2];
+                continue;
+            }
+            const int64_t l0 = dec[src[0]], l1 = dec[src[1]], l2 = dec[src[2]];
+            const int64_t luma = (l0 * q[0] + l1 * q[1] + l2 * q[2] + (1 << 14)) >> 15;
+            double m = (double)luma * inv_median;
+            m = m < 2.0 ? m : 2.0;
+            const int64_t lins[3] = {l0, l1, l2};
+            for (int c = 0; c < 3; c++) {
+                const double turbid_c = (1.0 - r) * (wc[c] * m) + r * sc[c];
+                double v = (t * (double)lins[c] + (1.0 - t) * turbid_c) + 0.5; /* >= 0.5: truncation is floor */
+                v = v > lmax + 0.5 ? lmax + 0.5 : v;
+                dst[c] = enc[(Py_ssize_t)v];
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+/* chamfer(d i64 (h, w) in/out, cost i64 (h, w), h, w, passes, big, num, den): flood._chamfer_numpy's sweeps. Per
+ * pass: forward rows (from the row above: vertical, main diagonal from x - 1, anti-diagonal from x + 1), backward
+ * rows (from the row below, mirrored), each row then relaxed left to right and right to left; a blocked block
+ * (cost >= big) stays big; stops after a pass that changes nothing. Steps: the mean of the two blocks' costs,
+ * floored; diagonals times num / den, floored. Integers only: every sum is below 2**62. */
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+static PyObject *chamfer(PyObject *self, PyObject *args) {
+    PyObject *o_d, *o_c;
+    Py_ssize_t h, w;
+    int passes;
+    long long big_ll, num_ll, den_ll;
+    if (!PyArg_ParseTuple(args, "OOnniLLL", &o_d, &o_c, &h, &w, &passes, &big_ll, &num_ll, &den_ll)) return NULL;
+    if (big_ll <= 0 || big_ll > (1LL << 44) || num_ll <= 0 || num_ll > 1024 || den_ll <= 0 || den_ll > 1024) {
+        PyErr_SetString(PyExc_ValueError, "chamfer: a bound in (0, 2**44] and a diagonal ratio of small integers");
+        return NULL;
+    }
+    Buffers b = {.n = 0, .failed = 0};
+    const Py_ssize_t n = mul(h, w);
+    int64_t *d = get(&b, o_d, mul(8, n), 1, "distance");
+    const int64_t *c = get(&b, o_c, mul(8, n), 0, "cost");
+    if (b.failed) { release(&b); return NULL; }
+    const int64_t big = (int64_t)big_ll, num = (int64_t)num_ll, den = (int64_t)den_ll;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (c[i] < 0 || c[i] > big) {
+            release(&b);
+            PyErr_SetString(PyExc_ValueError, "chamfer: costs must lie in [0, big]");
+            return NULL;
+        }
+    }
+    int64_t *row = PyMem_RawMalloc((size_t)(w > 0 ? w : 1) * sizeof(int64_t));
+    int64_t *before = PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    if (!row || !before) {
+        PyMem_RawFree(row); PyMem_RawFree(before); release(&b);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (int pass = 0; pass < passes; pass++) {
+        memcpy(before, d, (size_t)n * sizeof(int64_t));
+        for (int dir = 0; dir < 2; dir++) {
+            for (Py_ssize_t k = 0; k < h; k++) {
+                const Py_ssize_t y = dir == 0 ? k : h - 1 - k;
+                const Py_ssize_t prev = dir == 0 ? y - 1 : y + 1;
+                const int64_t *cy = c + y * w;
+                for (Py_ssize_t x = 0; x < w; x++) row[x] = d[y * w + x];
+                if (prev >= 0 && prev < h) {
+                    const int64_t *p = d + prev * w, *cp = c + prev * w;
+                    for (Py_ssize_t x = 0; x < w; x++) {
+                        row[x] = min64(row[x], p[x] + (cy[x] + cp[x]) / 2);
+                        if (x > 0) { /* up-left (forward) or down-left (backward) */
+                            const int64_t s = (cy[x] + cp[x - 1]) / 2 * num / den;
+                            row[x] = min64(row[x], p[x - 1] + s);
+                        }
+                        if (x + 1 < w) { /* up-right (forward) or down-right (backward) */
+                            const int64_t s = (cy[x] + cp[x + 1]) / 2 * num / den;
+                            row[x] = min64(row[x], p[x + 1] + s);
+                        }
+                    }
+                }
+                for (Py_ssize_t x = 1; x < w; x++) row[x] = min64(row[x], row[x - 1] + (cy[x] + cy[x - 1]) / 2);
+                for (Py_ssize_t x = w - 2; x >= 0; x--) row[x] = min64(row[x], row[x + 1] + (cy[x] + cy[x + 1]) / 2);
+                for (Py_ssize_t x = 0; x < w; x++) d[y * w + x] = cy[x] >= big ? big : min64(row[x], big);
+            }
+        }
+        if (memcmp(before, d, (size_t)n * sizeof(int64_t)) == 0) break;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(row); PyMem_RawFree(before);
+    release(&b);
+    Py_RETURN_NONE;
+}
+
+
+/* glint_add(out u8 (h, w, 3) in/out, sums f64 (sh, sw), sh, sw, row0, reach, scale, h, w, tint f64[3],
+ *           decode u16[256], encode u8[lmax + 1], lmax, cores u8 (h, w) out)
+ * glint.add_glint: for region rows y = row0 + k inside the region and every column x, light = sums[k, x + reach]
+ * scale; where light > 0, per channel v = floor(light tint_c + 0.5) + L (float64), a core where any channel
+ * exceeds lmax, the channel clipped to lmax and encoded. Returns the cores' bounding box (y0, y1, x0, x1) or None. */
+static PyObject *glint_add(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_sums, *o_tint, *o_dec, *o_enc, *o_cores;
+    Py_ssize_t sh, sw, row0, reach, h, w;
+    double scale, lmax;
+    if (!PyArg_ParseTuple(args, "OOnnnndnnOOOdO", &o_out, &o_sums, &sh, &sw, &row0, &reach, &scale, &h, &w, &o_tint,
+                          &o_dec, &o_enc, &lmax, &o_cores)) return NULL;
+    if (sh < 0 || reach < 0 || sw != w + 2 * reach || !(lmax >= 1.0 && lmax <= 65535.0)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "glint_add: sums as wide as the region and its reach, a linear white up to 65535");
+        return NULL;
+    }
+    Buffers b = {.n = 0, .failed = 0};
+    uint8_t *out = get(&b, o_out, mul(3, mul(h, w)), 1, "out");
+    const double *sums = get(&b, o_sums, mul(8, mul(sh, sw)), 0, "sums");
+    const double *tint = get(&b, o_tint, 24, 0, "tint");
+    const uint16_t *dec = get(&b, o_dec, 512, 0, "decode");
+    const uint8_t *enc = get(&b, o_enc, (Py_ssize_t)lmax + 1, 0, "encode");
+    uint8_t *cores = get(&b, o_cores, mul(h, w), 1, "cores");
+    if (b.failed) { release(&b); return NULL; }
+    Py_ssize_t cy0 = h, cy1 = 0, cx0 = w, cx1 = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < sh; k++) {
+        const Py_ssize_t y = row0 + k;
+        if (y < 0 || y >= h) continue;
+        const double *srow = sums + k * sw + reach;
+        for (Py_ssize_t x = 0; x < w; x++) {
+            const double light = srow[x] * scale;
+            if (!(light > 0.0)) continue;
+            const Py_ssize_t i = y * w + x;
+            uint8_t *px = out + 3 * i;
+            int core = 0;
+            for (int c = 0; c < 3; c++) {
+                double v = floor(light * tint[c] + 0.5) + (double)dec[px[c]];
+                if (v > lmax) { core = 1; v = lmax; }
+                px[c] = enc[(Py_ssize_t)v];
+            }
+            if (core) {
+                cores[i] = 1;
+                cy0 = y < cy0 ? y : cy0; cy1 = y + 1 > cy1 ? y + 1 : cy1;
+                cx0 = x < cx0 ? x : cx0; cx1 = x + 1 > cx1 ? x + 1 : cx1;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    if (cy1 == 0) Py_RETURN_NONE;
+    return Py_BuildValue("nnnn", cy0, cy1, cx0, cx1);
+}
+
+
 static PyMethodDef methods[] = {
     {"shear", shear, METH_VARARGS, "motion blur: sheared band of rows"},
     {"unshear", unshear, METH_VARARGS, "motion blur: interpolated unshear of the box sums"},
@@ -1956,6 +2398,12 @@ static PyMethodDef methods[] = {
     {"taps", taps, METH_VARARGS, "aegis-v2 trajectory blur: integer taps per row band, reflect border"},
     {"raw_noise", raw_noise, METH_VARARGS, "aegis-v2 low_light: raw sensor noise, demosaic, tone curve"},
     {"chroma", chroma, METH_VARARGS, "aegis-v2 low_light: YCbCr, chroma denoise and 4:2:0, RGB"},
+    {"glint", glint, METH_VARARGS, "aegis-v2 water_glare: sun-glint energy per water pixel"},
+    {"glint_add", glint_add, METH_VARARGS, "aegis-v2 water_glare: glint added in linear light, saturated cores"},
+    {"flood", flood, METH_VARARGS, "aegis-v2 inundation: turbid water, shoreline and wet band in linear light"},
+    {"turbid", turbid, METH_VARARGS, "aegis-v2 turbidity_cast: the colour of sediment-laden water"},
+    {"luma_hist", luma_hist, METH_VARARGS, "aegis-v2 turbidity_cast: histogram of the water's linear luma"},
+    {"chamfer", chamfer, METH_VARARGS, "aegis-v2 inundation: integer geodesic heights over the block grid"},
     {"lut_u8_u16", lut_u8_u16, METH_VARARGS, "uint8 -> uint16 table lookup (the sRGB decode)"},
     {"set_isa", set_isa, METH_VARARGS, "tests: the highest instruction set the taps loop may use"},
     {"atmos_haze", atmos_haze, METH_VARARGS, "aegis-v2 atmosphere: haze along each sight line, shadow, dust coat"},

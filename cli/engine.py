@@ -17,7 +17,7 @@ from rich.table import Table
 
 from aegis_data.engine.config import check_severity, load_config
 from aegis_data.errors import AegisError
-from .common import check_outputs, fail, out, styled
+from .common import check_outputs, err, fail, out, styled
 from .tables import fit
 from .vocabulary import GsdOpt, ListFormat, PersonPxOpt, ScaleMode, ScaleOpt, SuiteOpt, add_command, mode, value
 
@@ -162,7 +162,13 @@ _PHYSICAL = (("exposure_ms", "exposure", "ms"), ("iso", "ISO", ""), ("brightness
              # the atmosphere (aegis_data.engine.atmosphere, aegis_data.engine.rain)
              ("visibility_m", "visibility", "m"), ("extinction_per_km", "extinction", "/km"),
              ("nadir_transmission", "nadir transmission", ""), ("light_loss_ev", "light loss", "EV"),
-             ("red_blue_cast", "red/blue cast", ""), ("class", "rain", ""), ("drops_per_m3", "drops ≥ 1 mm", "/m³"))
+             ("red_blue_cast", "red/blue cast", ""), ("class", "rain", ""), ("drops_per_m3", "drops ≥ 1 mm", "/m³"),
+             # the water (aegis_data.engine.glint, aegis_data.engine.flood)
+             ("wind_speed_mps", "wind", "m/s"),
+             ("beaufort", "Beaufort", ""), ("mean_square_slope", "slope var", ""),
+             ("sediment_g_m3", "sediment", "g/m3"),
+             ("rise_m", "rise", "m"), ("flooded_smooth_ground_m", "flooded smooth ground", "m"),
+             ("submerged_at_shore", "submerged at the old shore", ""))
 
 
 def _fmt_physical(rows: list[dict]) -> str:
@@ -226,6 +232,12 @@ def corrupt_cmd(
                               config=cfg, scale=chosen, scene=image_scene)
     write_png_atomic(out_path, result)
     out.print(f"{out_path}\tpixel-sha256 {pixel_sha256(result)}", highlight=False, soft_wrap=True)
+    if result.shape == rgb.shape and bool((result == rgb).all()):
+        from aegis_data.engine.corruptions import unchanged_reason
+
+        why = unchanged_reason(corruption, cfg, image_scene)
+        err.print(f"note: {corruption} s{severity} left the image unchanged{': ' + why if why else ''}",
+                  highlight=False, soft_wrap=True)
 
 
 def grid_cmd(
@@ -420,6 +432,18 @@ def realism_cmd(
         if any(c != "-" for c in cells):
             ct.add_row(f"{centre:g}", *cells)
     out.print(fit(ct))
+    if report.glint is not None:
+        gt = Table(title="sun glint: saturated pixels (luma > 0.94; rendered: those it added) and where they fall")
+        for col in ("statistic", "real", "rendered", "clean"):
+            gt.add_column(col, justify="left" if col == "statistic" else "right")
+        for label, show in (("glint on water (share of glint px)", lambda g: _fmt_stat(g.on_water)),
+                            ("water px glinting", lambda g: _fmt_stat(g.water_share)),
+                            ("land px glinting", lambda g: _fmt_stat(g.land_share)),
+                            ("sparkles", lambda g: str(g.sparkles)),
+                            ("sparkle size (median px)", lambda g: _fmt_v(g.sparkle_px)),
+                            ("sparkles per MP of water", lambda g: _fmt_v(g.per_mp_water))):
+            gt.add_row(label, *(show(g) for g in report.glint.values()))
+        out.print(fit(gt))
     for key, text in DISTANCES.items():
         out.print(f"{key}: {text}", highlight=False, soft_wrap=True)
     if json_out is not None:

@@ -111,7 +111,7 @@ def test_bad_severity_and_bad_file(tmp_path):
 def test_the_config_hash_covers_content_not_bytes(tmp_path):
     from aegis_data.engine.config import config_bytes_hash, config_from_bytes, load_config
 
-    base = load_config()
+    base = load_config("aegis-v1")  # frozen: its text is what the edits below look for
     data = base.raw
     reformatted = (b"# a comment a user added\n" + data.replace(b"bloom_sigma_px: [8, 12, 16]",
                                                                  b"bloom_sigma_px: [8.0, 12.00, 16.0]  # same"))

@@ -133,9 +133,17 @@ def sun_direction(scene: Scene, rng: KeyedRandom, elevation_range: tuple) -> tup
     lo, hi = elevation_range
     drawn_e = float(lo + (hi - lo) * rng.child("sun_elevation").uniform(1)[0])
     drawn_a = float(360.0 * rng.child("sun_azimuth").uniform(1)[0])
-    e = drawn_e if scene.sun_elevation_deg is None else float(scene.sun_elevation_deg)
-    a = drawn_a if scene.sun_azimuth_deg is None else float(scene.sun_azimuth_deg)
-    return e, a
+    known_e, known_a = sidecar_sun(scene)
+    return (drawn_e if known_e is None else known_e), (drawn_a if known_a is None else known_a)
+
+
+def sidecar_sun(scene: Scene) -> tuple[float | None, float | None]:
+    """(elevation, azimuth) as the image's sidecar gives them (None where it does not). The sun a scene draws for an
+    image without one serves the water models; the atmosphere models draw theirs from each model's own elevation
+    range instead, the heights at which their severity ladders were set (docs/CORRUPTIONS.md, "Sun")."""
+    def known(value, name):
+        return None if value is None or name in scene.sun_drawn else float(value)
+    return known(scene.sun_elevation_deg, "elevation"), known(scene.sun_azimuth_deg, "azimuth")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -690,7 +698,8 @@ def canopy_light(params: FirelightParams, elevation_deg: float) -> CanopyLight:
 def draw_firelight(params: FirelightParams, scene: Scene, h: int, w: int, rng: KeyedRandom) -> FirelightDraw:
     lo, hi = params.sun_elevation_range_deg
     drawn = float(lo + (hi - lo) * rng.child("sun_elevation").uniform(1)[0])
-    elevation = drawn if scene.sun_elevation_deg is None else float(scene.sun_elevation_deg)
+    known = sidecar_sun(scene)[0]
+    elevation = drawn if known is None else known
     u = rng.child("fire").uniform(2)
     heading = float(180.0 * rng.child("heading").uniform(1)[0]) if scene.heading_deg is None else scene.heading_deg
     return FirelightDraw(elevation, (float(-0.25 + 1.5 * u[0]), float(-0.25 + 1.5 * u[1])), heading,

@@ -20,6 +20,8 @@ Statistics (direction as declared for the corruptions that use them):
 - ``local_contrast``: mean over 8x8 blocks of the luma's std (haze, rain veil; down)
 - ``luma_snr``: mean luma over the standard deviation of the noise the corruption added, both in DN (camera
   noise and darkening together, down; needs the clean image) - see :func:`luma_snr`
+- ``glint_area``: share of the frame's 16 x 16 blocks in which some pixel's luma rose by more than 0.2 over the
+  clean image (sun glint spreading over the water with the wind, up; needs the clean image) - see :func:`glint_area`
 
 A ladder passes :func:`check_monotone` when the mean statistic over the image set moves strictly in the
 declared direction from severity 1 to 3 *and* severity 1 already lies strictly beyond the clean value.
@@ -217,12 +219,32 @@ def luma_snr(rgb: np.ndarray, clean: np.ndarray) -> float:
     return mean / sigma if sigma > 0 else math.inf
 
 
-def scene_for(image: np.ndarray, config: SuiteConfig, scale: Scale | None):
-    """The scene an aegis-v2 calibration renders ``image`` in (the scale's person unit, the suite's camera)."""
+GLINT_BLOCK = 16
+GLINT_RISE = 0.2
+
+
+def glint_area(rgb: np.ndarray, clean: np.ndarray, block: int = GLINT_BLOCK, rise: float = GLINT_RISE) -> float:
+    """Share of the frame's whole ``block x block`` blocks holding at least one pixel whose luma rose by more than
+    ``rise`` (0.2) over the clean image: where the glint glitters. The wind spreads the glitter over more of the
+    water while its total light can fall (the sun's mirror image widens beyond the frame), so sun glint is graded
+    on this area, not on the saturated share. 0 for a frame smaller than one block."""
+    a, b = _check_pair(rgb, clean)
+    risen = (luma(a) - luma(b)) > rise
+    h, w = risen.shape
+    hb, wb = h // block, w // block
+    if hb == 0 or wb == 0:
+        return 0.0
+    return float(risen[: hb * block, : wb * block].reshape(hb, block, wb, block).any(axis=(1, 3)).mean())
+
+
+def scene_for(image: np.ndarray, config: SuiteConfig, scale: Scale | None, people: Sequence = ()):
+    """The scene an aegis-v2 calibration renders ``image`` in (the scale's person unit, the suite's camera, and the
+    image's person boxes ``(x, y, w, h)`` when known: a flood submerges them as a build does)."""
     if scale is None or not scale.is_object:
         raise AegisError(f"suite {config.suite} renders in physical units and needs the person unit: give --person-px "
                          f"N or --gsd CM_PER_PX (a folder of images carries no person boxes)")
-    return estimate_scene(image, scale.person_px, config.camera)
+    persons = [(float(x), float(y), float(x) + float(w), float(y) + float(h)) for x, y, w, h in people]
+    return estimate_scene(image, scale.person_px, config.camera, persons=persons)
 
 
 # Statistic name -> (function, needs the clean image).
@@ -238,6 +260,7 @@ STATISTICS: dict[str, tuple[Callable[..., float], bool]] = {
     "edge_width": (edge_width, False),
     "luma_snr": (luma_snr, True),
     "local_contrast": (local_contrast, False),
+    "glint_area": (glint_area, True),
 }
 
 
@@ -408,7 +431,7 @@ def calibrate(
         if people:
             clean_vis.extend(person_visibility(clean, people))
         # The default corruptor renders an aegis-v2 image in one scene, derived once (as a build does).
-        extra = {"scene": scene_for(clean, cfg, scale)} if own and cfg.uses_scene else {}
+        extra = {"scene": scene_for(clean, cfg, scale, people)} if own and cfg.uses_scene else {}
         for name in names:
             stat = cfg.corruptions[name].statistic
             for sev in sevs:

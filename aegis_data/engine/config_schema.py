@@ -27,7 +27,7 @@ DIRECTIONS = ("increase", "decrease")
 # The calibration statistics a corruption may declare (computed by aegis_data.engine.calibration.STATISTICS).
 CALIBRATION_STATISTICS = ("saturated_fraction", "rms_contrast", "occluded_fraction", "red_blue_ratio",
                           "streak_density", "edge_strength", "mean_luminance", "noise_sigma", "edge_width", "luma_snr",
-                          "local_contrast")
+                          "local_contrast", "glint_area")
 CALIBRATION_KEYS = {"saturated_luma": (0.0, 1.0), "occluded_delta": (0.0, 1.0)}
 MAX_SEED = 2**63 - 1
 # The finest value-noise grid has base * 2**(octaves - 1) cells on the long side, whatever the frame size.
@@ -158,6 +158,43 @@ PARAMETERS: Mapping[str, Mapping[str, Param]] = {
                                   lo_open=True),
         "iso_cap": Param("number", 1.0, 409600.0, "highest ISO the auto-exposure chooses"),
         "chroma_denoise_sigma": Param("number", 0.0, 8.0, "std of the camera's chroma denoise blur, in px of the frame (not scaled: the camera works on its pixels)"),
+    },
+    # aegis-v2's water models (aegis_data.engine.glint, aegis_data.engine.flood).
+    "sun_glint": {
+        "wind_speed_mps": Param("number", 0.0, 30.0, "wind speed at 10 m over the water, in m/s (Cox & Munk slopes)"),
+        "glint_patch_mm2": Param("number", 0.0, 1.0e6, "apparent area of one glint patch on the water, in mm^2",
+                                 lo_open=True),
+        "refractive_index": Param("number", 1.0, 2.0, "refractive index of the water", lo_open=True),
+        "psf_sigma": Param("number", 0.0, 8.0, "std of the lens's point-spread function, in px of the frame"),
+        "bloom_sigma": Param("number", 0.0, 64.0, "std of the bloom around saturated cores, in px of the frame"),
+        "bloom_weight": _fraction("weight of the bloom in the screen blend"),
+        "tint": _COLOUR,
+    },
+    "turbid_water": {
+        "sediment_g_m3": Param("number", 0.0, 100000.0, "suspended sediment in the water, g/m^3"),
+        "clear_g_m3": Param("number", 0.0, 100000.0, "sediment that hides the clear water's own light to 1/e, g/m^3",
+                            lo_open=True),
+        "reflectance_saturation": Param("rgb", 0.0, 1.0, "water-leaving reflectance of sediment-saturated water"),
+        "reflectance_half_g_m3": Param("rgb", 0.001, 100000.0, "sediment at half the saturated reflectance, g/m^3"),
+        "refractive_index": Param("number", 1.0, 2.0, "refractive index of the water", lo_open=True),
+        "sky": Param("rgb", 0.0, 4.0, "sky light in units of the frame's white, where the frame shows no sky"),
+    },
+    "flood": {
+        "rise_m": Param("number", 0.0, 20.0, "rise of the water above the old waterline, in m"),
+        "bank_slope": Param("number", 0.0, 10.0, "height gained per metre of smooth ground", lo_open=True),
+        "roughness_dn": Param("number", 0.0, 255.0, "ground texture (DN) that doubles the slope", lo_open=True),
+        "seed_quantile": Param("number", 0.0, 1.0, "share of the smoothest ground that floods first in a frame "
+                               "without water", lo_open=True),
+        "sediment_g_m3": Param("number", 0.0, 100000.0, "suspended sediment in the floodwater, g/m^3"),
+        "reflectance_saturation": Param("rgb", 0.0, 1.0, "water-leaving reflectance of sediment-saturated water"),
+        "reflectance_half_g_m3": Param("rgb", 0.001, 100000.0, "sediment at half the saturated reflectance, g/m^3"),
+        "secchi_depth_m": Param("number", 0.001, 100.0, "Secchi depth of the floodwater, in m"),
+        "wet_band_m": Param("number", 0.0, 1.0, "height of wet ground above the waterline, in m"),
+        "wet_darkening": _fraction("linear reflectance of wet ground over dry"),
+        "micro_relief_m": Param("number", 0.0, 1.0, "amplitude of the ground's unevenness, in m"),
+        "micro_relief_cell_m": Param("number", 0.01, 1000.0, "size of the ground's unevenness, in m"),
+        "refractive_index": Param("number", 1.0, 2.0, "refractive index of the water", lo_open=True),
+        "sky": Param("rgb", 0.0, 4.0, "sky light in units of the frame's white, where the frame shows no sky"),
     },
     "trajectory_blur": {
         "speed_mps": Param("number", 0.0, 60.0, "platform speed over the ground, in m/s"),

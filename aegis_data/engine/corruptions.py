@@ -30,6 +30,9 @@ from aegis_data.engine import rain as RAIN
 from aegis_data.engine.budget import RenderCost
 from aegis_data.engine.camera import CameraLowLightParams, camera_low_light, capture_for, draw_low_light
 from aegis_data.engine.config import SuiteConfig, check_severity, load_config
+from aegis_data.engine.flood import (FloodParams, TurbidWaterParams, draw_flood, draw_turbid, flood_cost,
+                                     inundation_v2, submerged_fractions, turbid_cost, turbid_water)
+from aegis_data.engine.glint import SunGlintParams, beaufort, draw_glint, glint_cost, slope_variance, sun_glint
 from aegis_data.engine.motion import Exposure, TrajectoryBlurParams, draw_trajectory, trajectory_blur
 from aegis_data.engine.scale import OBJECT, Scale, density_factor, pixel_length, texture_cells
 from aegis_data.engine.scene import Scene, estimate_scene
@@ -955,6 +958,9 @@ _SCENE_MODELS: dict[str, SceneModel] = {
     "dust_plume": SceneModel(ATM.plume_haze, ATM.DustPlumeParams, ATM.draw_plume),
     "firelight": SceneModel(ATM.firelight, ATM.FirelightParams, ATM.draw_firelight),
     "rain_rate": SceneModel(RAIN.rain_rate, RAIN.RainRateParams, RAIN.draw_rain),
+    "sun_glint": SceneModel(sun_glint, SunGlintParams, draw_glint),
+    "turbid_water": SceneModel(turbid_water, TurbidWaterParams, draw_turbid),
+    "flood": SceneModel(inundation_v2, FloodParams, draw_flood),
 }
 
 
@@ -1037,6 +1043,17 @@ def physical_ladder(name: str, config: SuiteConfig, person_px: float | None = No
             smear = Exposure(v, cap.exposure_ms, v, cam["base_exposure_ms"]).added_smear_m()
             row = {"ev_loss": p.ev_loss, "exposure_ms": cap.exposure_ms, "iso": round(cap.iso, 1),
                    "brightness": round(cap.brightness, 4), "smear_m": round(smear, 4)}
+        elif spec.model_name == "sun_glint":
+            p = corruption_params(name, sev, config)
+            row = {"wind_speed_mps": p.wind_speed_mps, "mean_square_slope": round(slope_variance(p.wind_speed_mps), 5),
+                   "beaufort": beaufort(p.wind_speed_mps)}
+        elif spec.model_name == "turbid_water":
+            p = corruption_params(name, sev, config)
+            row = {"sediment_g_m3": p.sediment_g_m3}
+        elif spec.model_name == "flood":
+            p = corruption_params(name, sev, config)
+            row = {"rise_m": p.rise_m, "flooded_smooth_ground_m": round(p.rise_m / p.bank_slope, 1),
+                   "submerged_at_shore": round(min(1.0, p.rise_m / 1.7), 3)}
         elif spec.model_name == "trajectory_blur":
             p = corruption_params(name, sev, config)
             smear = Exposure(p.speed_mps, p.exposure_ms, cam["platform_speed_mps"],
@@ -1045,7 +1062,7 @@ def physical_ladder(name: str, config: SuiteConfig, person_px: float | None = No
                    "jitter_mrad": p.jitter_mrad}
         else:
             return []
-        if gsd is not None:
+        if gsd is not None and "smear_m" in row:
             row["smear_px"] = round(smear / gsd, 2)
         out.append(row)
     return out
@@ -1114,6 +1131,31 @@ def apply_corruption(
     return corrupt_with_stream(image, name, severity, rng, suite, scale, scene)
 
 
+def condition_facts(image: np.ndarray, name: str, severity: int, config: SuiteConfig, scene: Scene) -> dict | None:
+    """What a build records beside a corrupted file of a generation-2 suite, or None: for a flood model, the
+    ground-truth contract's ``submerged_fraction`` of every person of the scene (``flood.submerged_fractions``;
+    docs/SCORING.md, "Submerged persons"). A pure function of the clean ``image``, its scene and the suite."""
+    if not config.uses_scene or config.corruptions[name].model_name != "flood":
+        return None
+    params = corruption_params(name, severity, config)
+    return {"submerged_fraction": submerged_fractions(image, params, scene)}
+
+
+def unchanged_reason(name: str, config: SuiteConfig, scene: Scene | None) -> str | None:
+    """Why a generation-2 model leaves an image as it is, in words (None when the scene does not say): the water
+    models need water, and sun glint a sun above the horizon."""
+    if scene is None or not config.uses_scene:
+        return None
+    model = config.corruptions[name].model_name
+    has_water = bool(scene.water_mask()[scene.valid_slices].any())
+    if model in ("sun_glint", "turbid_water") and not has_water:
+        return (f"the scene holds no water ({scene.water_source} mask); {name} acts on water only "
+                f"(docs/CORRUPTIONS.md, \"The water mask\")")
+    if model == "sun_glint" and not (scene.sun_elevation_deg or 0.0) > 0.0:
+        return f"the sun is at or below the horizon (elevation {scene.sun_elevation_deg:g} deg): no glint"
+    return None
+
+
 def scene_for(image: np.ndarray, config: SuiteConfig, scale: Scale | None) -> Scene:
     """The scene a generation-2 suite renders ``image`` in when the caller gives none: estimated from its pixels
     with the object scale's person unit and the suite's default camera."""
@@ -1159,14 +1201,21 @@ def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedR
 
 def _scene_cost(params, scene: Scene, h: int, w: int) -> RenderCost:
     """The render cost of a generation-2 model on an ``h x w`` valid region: its longest smear path (at the
-    nearest row of an oblique view) plus jitter, and the camera pipeline's buffers; the atmosphere's models price
-    their own (``atmosphere.plume_cost``, ``firelight_cost``, ``rain.rain_cost``)."""
+    nearest row of an oblique view) plus jitter, and the camera pipeline's buffers; the atmosphere's and the water's
+    models price their own (``atmosphere.plume_cost``, ``firelight_cost``, ``rain.rain_cost``, ``glint_cost``,
+    ``flood_cost``, ``turbid_cost``)."""
     if isinstance(params, ATM.PlumeParams):
         return B.frame_cost(h, w) + ATM.plume_cost(params, scene, h, w)
     if isinstance(params, ATM.FirelightParams):
         return B.frame_cost(h, w) + ATM.firelight_cost(params, scene, h, w)
     if isinstance(params, RAIN.RainRateParams):
         return B.frame_cost(h, w) + RAIN.rain_cost(params, scene, h, w)
+    if isinstance(params, SunGlintParams):
+        return glint_cost(params, h, w)
+    if isinstance(params, FloodParams):
+        return flood_cost(params, scene, h, w)
+    if isinstance(params, TurbidWaterParams):
+        return turbid_cost(params, h, w)
     if isinstance(params, TrajectoryBlurParams):
         smear_m, jitter_mrad = Exposure(params.speed_mps, params.exposure_ms, scene.speed_mps,
                                         scene.exposure_ms).added_smear_m(), params.jitter_mrad

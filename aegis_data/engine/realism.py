@@ -45,7 +45,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import cv2
 import numpy as np
@@ -757,9 +757,103 @@ def set_distances(real: SetStatistics, other: SetStatistics) -> dict[str, float]
     }
 
 
+# --- sun glint: where the saturated pixels fall, and how big the sparkles are ---------------------------------
+GLINT_LUMA = 0.94  # a pixel is saturated glare above this luma (the calibration's saturated_luma)
+
+
+@dataclass(frozen=True)
+class GlintStats:
+    """Glint of one image or a set: the saturated pixels (luma > 0.94; with a clean image, only those it made
+    saturated) and where they fall. ``on_water``: their share on the frame's water (the rest is land, sky or
+    anything else; the water with its holes filled and 2 px around it, since the mask leaves out the saturated
+    pixels a sparkle lands on, and the lens spreads a sparkle by a pixel or two); ``water_share`` /
+    ``land_share``: the share of the water's (the land's) pixels that glint;
+    ``sparkle_px``: the median area of a sparkle (an 8-connected group of glinting pixels), ``sparkles``: their
+    number; ``per_mp_water``: sparkles per megapixel of water."""
+
+    n_images: int
+    glint_px: int
+    water_px: int
+    land_px: int
+    glint_on_water_px: int
+    sparkle_areas: tuple[int, ...]
+
+    @property
+    def on_water(self) -> float:
+        return self.glint_on_water_px / self.glint_px if self.glint_px else math.nan
+
+    @property
+    def water_share(self) -> float:
+        return self.glint_on_water_px / self.water_px if self.water_px else math.nan
+
+    @property
+    def land_share(self) -> float:
+        return (self.glint_px - self.glint_on_water_px) / self.land_px if self.land_px else math.nan
+
+    @property
+    def sparkles(self) -> int:
+        return len(self.sparkle_areas)
+
+    @property
+    def sparkle_px(self) -> float:
+        return float(np.median(self.sparkle_areas)) if self.sparkle_areas else math.nan
+
+    @property
+    def per_mp_water(self) -> float:
+        return self.sparkles / (self.water_px / 1e6) if self.water_px else math.nan
+
+    def to_dict(self) -> dict:
+        return {"n_images": self.n_images, "glint_px": self.glint_px, "glint_on_water": _num(self.on_water),
+                "water_glint_share": _num(self.water_share), "land_glint_share": _num(self.land_share),
+                "sparkles": self.sparkles, "sparkle_px": _num(self.sparkle_px),
+                "sparkles_per_mp_water": _num(self.per_mp_water)}
+
+
+def glint_statistics(rgb: np.ndarray, water: np.ndarray, clean: np.ndarray | None = None) -> GlintStats:
+    """:class:`GlintStats` of one image with its water mask (bool, the image's size); ``clean``: count only the
+    pixels the rendering saturated that the clean image did not."""
+    rgb = check_rgb_image(rgb, "image")
+    water = np.asarray(water, dtype=bool)
+    if water.shape != rgb.shape[:2]:
+        raise AegisError(f"water mask is {water.shape[1]}x{water.shape[0]}, the image {rgb.shape[1]}x{rgb.shape[0]}")
+    glint = _saturated(rgb)
+    if clean is not None:
+        glint &= ~_saturated(check_rgb_image(clean, "clean image"))
+    water = _water_region(water)
+    n, _, stats, _ = cv2.connectedComponentsWithStats(glint.view(np.uint8), connectivity=8)
+    areas = tuple(int(a) for a in stats[1:, cv2.CC_STAT_AREA])
+    water_px = int(water.sum())
+    return GlintStats(1, int(glint.sum()), water_px, int(water.size - water_px), int((glint & water).sum()), areas)
+
+
+def _water_region(water: np.ndarray) -> np.ndarray:
+    """The water with every hole filled (what its outside cannot reach, 4-connected) and grown by 2 px."""
+    if not water.any():
+        return water
+    outside = (~water).astype(np.uint8)
+    padded = np.pad(outside, 1, constant_values=1)
+    cv2.floodFill(padded, None, (0, 0), 2)
+    filled = water | (padded[1:-1, 1:-1] == 1)
+    return cv2.dilate(filled.view(np.uint8), np.ones((5, 5), np.uint8)).astype(bool)
+
+
+def _saturated(rgb: np.ndarray) -> np.ndarray:
+    r, g, b = (rgb[..., k].astype(np.float64) for k in range(3))
+    return (0.299 * r + 0.587 * g + 0.114 * b) / 255.0 > GLINT_LUMA
+
+
+def pool_glint(stats: Iterable[GlintStats]) -> GlintStats:
+    """The glint of a set: every image's pixels and sparkles together."""
+    items = list(stats)
+    return GlintStats(sum(s.n_images for s in items), sum(s.glint_px for s in items), sum(s.water_px for s in items),
+                      sum(s.land_px for s in items), sum(s.glint_on_water_px for s in items),
+                      tuple(a for s in items for a in s.sparkle_areas))
+
+
 @dataclass(frozen=True)
 class RealismReport:
-    """Real frames of one condition beside the split's rendering of it and the split's clean images."""
+    """Real frames of one condition beside the split's rendering of it and the split's clean images; for a sun-glint
+    condition also where the glint falls (``glint``: real, rendered and clean, :class:`GlintStats`)."""
 
     condition: str
     real_dir: str
@@ -767,6 +861,7 @@ class RealismReport:
     real: SetStatistics
     rendered: SetStatistics
     clean: SetStatistics
+    glint: Mapping[str, GlintStats] | None = None
 
     @property
     def rendered_distance(self) -> dict[str, float]:
@@ -789,6 +884,7 @@ class RealismReport:
             "clean": self.clean.to_dict(),
             "distance": {"rendered": dist(self.rendered_distance), "clean": dist(self.clean_distance)},
             "distance_definitions": dict(DISTANCES),
+            **({"glint": {k: v.to_dict() for k, v in self.glint.items()}} if self.glint is not None else {}),
         }
 
 
@@ -840,9 +936,51 @@ def realism_report(real_dir: str | Path, split_dir: str | Path, condition: str,
     clean_files = _split_images(split_dir, "clean", limit)
     if limit is not None:
         real_files = real_files[:limit]
+    name = condition.rpartition("_s")[0]
+    glint = None
+    if config.uses_scene and name in config.corruptions and config.corruptions[name].model_name == "sun_glint":
+        glint = _glint_sets(split_dir, config, real_files, rendered_files)
     return RealismReport(
         condition, str(real_dir), str(split_dir),
         real=set_statistics(read_rgb(f) for f in real_files),
         rendered=set_statistics(read_rgb(f) for f in rendered_files),
         clean=set_statistics(read_rgb(f) for f in clean_files),
+        glint=glint,
     )
+
+
+def _glint_sets(split_dir: Path, config, real_files: Sequence[Path], rendered_files: Sequence[Path]) -> dict:
+    """Glint statistics of the real frames (their saturated pixels, on the water their pixels show), of the
+    rendering (the pixels it saturated beyond its clean image, on the water of that image's scene) and of the clean
+    images. The water of a frame: the scene's (``aegis_data.engine.scene``), with the split's person unit (the
+    real frames: the same unit) and, for a split image, its recorded sidecar facts and stored water mask."""
+    from aegis_data.engine.scale import scale_from_record
+    from aegis_data.engine.scene import check_sidecar, estimate_scene, read_water_mask
+    from aegis_data.files.layout import water_mask_relpath
+    from aegis_data.files.readers import read_json_object
+
+    manifest, _ = read_json_object(split_dir / MANIFEST_NAME, "split manifest")
+    scale = scale_from_record(manifest.get("scale"), f"manifest {split_dir / MANIFEST_NAME}")
+    unit = scale.person_px if scale.is_object else 60.0
+    scenes = {e.get("image_id"): e.get("scene") for e in manifest.get("entries") or []
+              if isinstance(e, dict) and e.get("condition") == "clean" and e.get("split") == "test"}
+
+    def split_water(image_id: str, clean: np.ndarray) -> np.ndarray:
+        record = scenes.get(image_id) if isinstance(scenes.get(image_id), dict) else {}
+        facts = check_sidecar(dict(record.get("given") or {}), f"manifest scene of test/{image_id}")
+        mask = None
+        if "water_mask" in facts:
+            mask = read_water_mask(split_dir / water_mask_relpath("test", image_id), *clean.shape[:2])
+        return estimate_scene(clean, unit, config.camera, facts, mask).water_mask()
+
+    real = []
+    for f in real_files:
+        rgb = read_rgb(f)
+        real.append(glint_statistics(rgb, estimate_scene(rgb, unit, config.camera).water_mask()))
+    rendered, clean_stats = [], []
+    for f in rendered_files:
+        clean = read_rgb(condition_dir(split_dir, "test", "clean") / f.name)
+        water = split_water(f.stem, clean)
+        rendered.append(glint_statistics(read_rgb(f), water, clean))
+        clean_stats.append(glint_statistics(clean, water))
+    return {"real": pool_glint(real), "rendered": pool_glint(rendered), "clean": pool_glint(clean_stats)}

@@ -22,11 +22,12 @@ import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from aegis_data.engine.scale import PERSON_HEIGHT_CM, UPRIGHT_BOX_FACTOR, check_person_px, person_unit_from_gsd
+from aegis_data.engine.water import estimate_water, water_share
 from aegis_data.errors import AegisError
 from aegis_data.files.rgb import check_rgb_image
 
@@ -67,6 +68,15 @@ SIDECAR_NUMBERS: Mapping[str, tuple[float, float, str]] = {
 }
 SIDECAR_KEYS = (*SIDECAR_NUMBERS, "water_mask", "valid")
 MAX_SIDECAR_BYTES = 1 << 16
+# The sun of an image whose sidecar does not give it: drawn once per image (the same for every condition and
+# severity) from the SHA-256 of the valid region's clean pixels, elevation uniform in SUN_ELEVATION_DEG (daytime
+# flights: the sun 15-65 degrees high covers most of a mid-latitude day's flying hours), azimuth uniform in
+# [0, 360). Recorded with the scene (``sun_drawn`` names the drawn angles). A frame taken at dusk or at night
+# needs a sidecar with its sun elevation: its pixels do not tell (docs/CORRUPTIONS.md, "Sun").
+SUN_ELEVATION_DEG = (15.0, 65.0)
+# Persons (the image's ground-truth boxes, which the build hands to the scene): at most this many per image.
+MAX_PERSONS = 4096
+WATER_SOURCES = ("estimated", "sidecar")
 _DECIMALS = 4  # recorded scalars: 0.1 mm, 0.0001 px, 0.0001 m/s ... identical wherever they are computed
 
 
@@ -93,6 +103,11 @@ class Scene:
     focal_px: the focal length in px. speed_mps, exposure_ms, iso: the clean capture's platform speed, exposure and
     ISO. heading_deg: the flight direction in the image (None: unknown, a corruption draws it).
     given: the sidecar's facts (they overrode the estimates and are part of the image's identity).
+    water: bool (height, width), the water the flood models act on (None: not derived, e.g. a scene made by hand:
+    no water); ``water_source`` says where it came from (``estimated`` from the pixels, or the ``sidecar``'s mask).
+    persons: the image's person boxes (x0, y0, x1, y1) in frame pixels, as the build knows them from the ground
+    truth (inundation submerges the ones the water reaches); () when unknown.
+    sun_drawn: which sun angles (``elevation``, ``azimuth``) were drawn rather than given.
     """
 
     width: int
@@ -113,6 +128,25 @@ class Scene:
     sky_depth: tuple[int, ...] = ()
     water_mask_sha256: str | None = None
     given: Mapping[str, Any] = field(default_factory=dict)
+    water: np.ndarray | None = field(default=None, compare=False, repr=False)
+    water_source: str = "estimated"
+    persons: tuple[tuple[float, float, float, float], ...] = ()
+    sun_drawn: tuple[str, ...] = ()
+    # (block side, texture sums per block) of the valid region, as the water estimate computed them from the clean
+    # pixels (``water.estimate_water``); the flood model reads them instead of computing them again. Derived.
+    block_texture: tuple | None = field(default=None, compare=False, repr=False)
+
+    def water_mask(self) -> np.ndarray:
+        """bool (height, width): the water (all False when the scene has none)."""
+        if self.water is None:
+            return np.zeros((self.height, self.width), dtype=bool)
+        return self.water
+
+    def water_record(self) -> dict:
+        """The water as the manifest records it: where it came from, its digest and its share of the valid area."""
+        mask = self.water_mask()
+        return {"source": self.water_source, "sha256": water_mask_digest(mask),
+                "fraction": water_share(mask, self.valid)}
 
     @property
     def valid_slices(self) -> tuple[slice, slice]:
@@ -160,6 +194,7 @@ class Scene:
             "iso": self.iso, "heading_deg": self.heading_deg, "sun_elevation_deg": self.sun_elevation_deg,
             "sun_azimuth_deg": self.sun_azimuth_deg, "water_mask_sha256": self.water_mask_sha256,
             "given": dict(sorted(self.given.items())),
+            "water": self.water_record(), "persons": [list(p) for p in self.persons], "sun_drawn": list(self.sun_drawn),
         }
 
 
@@ -396,11 +431,52 @@ def focal_from_hfov(width: int, hfov_deg: float) -> float:
     return _round((width / 2.0) / math.tan(math.radians(hfov_deg) / 2.0), 2)
 
 
+def check_persons(persons: Any, height: int, width: int, where: str = "persons") -> tuple:
+    """Person boxes as a tuple of (x0, y0, x1, y1) floats: finite, x0 < x1, y0 < y1, inside the frame (up to
+    1e-6 px), at most ``MAX_PERSONS``; AegisError (one line naming ``where``) otherwise."""
+    try:
+        boxes = [tuple(float(v) for v in box) for box in persons]
+    except (TypeError, ValueError):
+        raise AegisError(f"{where}: person boxes must be lists of four numbers (x0, y0, x1, y1)") from None
+    if len(boxes) > MAX_PERSONS:
+        raise AegisError(f"{where}: {len(boxes)} person boxes in one image; at most {MAX_PERSONS}")
+    for box in boxes:
+        ok = len(box) == 4 and all(math.isfinite(v) for v in box) and box[0] < box[2] and box[1] < box[3] \
+            and box[0] >= -1e-6 and box[1] >= -1e-6 and box[2] <= width + 1e-6 and box[3] <= height + 1e-6
+        if not ok:
+            raise AegisError(f"{where}: person box {list(box)!r:.80} is not a box (x0 < x1, y0 < y1) inside the "
+                             f"{width}x{height} image")
+    return tuple(boxes)
+
+
+def draw_sun(rgb: np.ndarray, given: Mapping[str, Any]) -> tuple[float, float, tuple[str, ...]]:
+    """(elevation, azimuth, drawn): the sidecar's sun angles, the missing ones drawn from the SHA-256 of the scene's
+    pixels ``rgb`` (its valid region: bars do not change the sun): elevation uniform in ``SUN_ELEVATION_DEG``,
+    azimuth uniform in [0, 360), rounded to 0.01 degree."""
+    drawn = tuple(k for k, key in (("elevation", "sun_elevation_deg"), ("azimuth", "sun_azimuth_deg"))
+                  if key not in given)
+    elevation, azimuth = given.get("sun_elevation_deg"), given.get("sun_azimuth_deg")
+    if drawn:
+        # Two uniforms in [0, 1) from the digest itself (53 bits each): a fact of the image, not a corruption's draw,
+        # so it opens no random stream (neither the benchmark's nor a training augmentation's namespace).
+        digest = hashlib.sha256(b"aegis-scene|sun|" + np.ascontiguousarray(rgb).tobytes()).digest()
+        u = [(int.from_bytes(digest[8 * i: 8 * i + 8], "little") >> 11) * 2.0 ** -53 for i in (0, 1)]
+        lo, hi = SUN_ELEVATION_DEG
+        if elevation is None:
+            elevation = _round(lo + (hi - lo) * float(u[0]), 2)
+        if azimuth is None:
+            azimuth = _round(360.0 * float(u[1]), 2)
+    return float(elevation), float(azimuth), drawn
+
+
 def estimate_scene(rgb: np.ndarray, person_px: float, camera: Mapping[str, Any],
-                   sidecar: Mapping[str, Any] | None = None, water_mask: np.ndarray | None = None) -> Scene:
+                   sidecar: Mapping[str, Any] | None = None, water_mask: np.ndarray | None = None,
+                   persons: Sequence = ()) -> Scene:
     """The scene of one image: estimated from its pixels, the dataset's person unit and the suite's default
     ``camera`` (``SuiteConfig.camera``), with every fact the ``sidecar`` (checked by :func:`check_sidecar`) gives
-    taking precedence. ``water_mask``: the decoded mask the sidecar names (its digest joins the identity)."""
+    taking precedence. ``water_mask``: the decoded mask the sidecar names (its digest joins the identity; it
+    replaces the estimated water, inside the valid rectangle). ``persons``: the image's person boxes (x0, y0, x1,
+    y1), from the ground truth."""
     check_rgb_image(rgb, "image")
     h, w = rgb.shape[:2]
     given = dict(sidecar or {})
@@ -440,17 +516,26 @@ def estimate_scene(rgb: np.ndarray, person_px: float, camera: Mapping[str, Any],
     if view == OBLIQUE:
         # The person unit (or the sidecar's gsd) holds midway between the horizon and the bottom of the scene.
         reference = _round((max(horizon, vy0) + vy1 - 1) / 2.0, 2)
-    return Scene(
+    boxes = check_persons(persons, h, w)
+    elevation, azimuth, drawn = draw_sun(rgb[vy0:vy1, vx0:vx1], given)
+    scene = Scene(
         width=w, height=h, valid=valid, view=view, horizon_row=horizon,
         person_px=round(person_px, 2), gsd_m=gsd, reference_row=reference, focal_px=focal,
         speed_mps=float(given.get("speed_mps", camera["platform_speed_mps"])),
         exposure_ms=float(given.get("exposure_ms", camera["base_exposure_ms"])),
         iso=float(given.get("iso", camera["base_iso"])),
-        heading_deg=given.get("heading_deg"), sun_elevation_deg=given.get("sun_elevation_deg"),
-        sun_azimuth_deg=given.get("sun_azimuth_deg"), sky_depth=depth,
+        heading_deg=given.get("heading_deg"), sun_elevation_deg=elevation,
+        sun_azimuth_deg=azimuth, sky_depth=depth,
         water_mask_sha256=None if water_mask is None else water_mask_digest(water_mask),
-        given={k: v for k, v in given.items()},
+        given={k: v for k, v in given.items()}, persons=boxes, sun_drawn=drawn,
     )
+    if water_mask is not None:
+        inside = np.zeros((h, w), dtype=bool)
+        inside[scene.valid_slices] = np.asarray(water_mask, dtype=bool)[scene.valid_slices]
+        return replace(scene, water=inside, water_source="sidecar")
+    sky = scene.sky_mask() if depth else None
+    water, texture = estimate_water(rgb, valid, sky, scene.gsd_rows(np.arange(h)), with_texture=True)
+    return replace(scene, water=water, block_texture=texture)
 
 
 def scene_digest(record: Mapping[str, Any]) -> str:

@@ -9,6 +9,10 @@ MANIFEST_NAME = "manifest.json"
 # The exact bytes of the suite config a split was built with (its SHA-256 prefix is the manifest's config_hash).
 SUITE_CONFIG_NAME = "corruptions.yaml"
 ANNOTATIONS_DIR = "annotations"
+# Generation-2 builds keep here what an image's scene read that is not in the image: a sidecar's water mask
+# (``scenes/<split>/<image_id>.water.png``), so that verify can re-derive the scene and re-render from the split.
+SCENES_DIR = "scenes"
+WATER_MASK_SUFFIX = ".water.png"
 SPLIT_NAMES = ("test", "val", "train")
 # An image id names its file (<id>.png) in every condition folder: no separators, no leading dot.
 SAFE_IMAGE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
@@ -25,6 +29,11 @@ def condition_dir(root: str | Path, split: str, condition: str) -> Path:
 
 def image_file_name(image_id: str) -> str:
     return f"{image_id}.png"
+
+
+def water_mask_relpath(split: str, image_id: str) -> str:
+    """Where a split keeps the sidecar water mask an image's scene used, relative to the split root."""
+    return f"{SCENES_DIR}/{split}/{image_id}{WATER_MASK_SUFFIX}"
 
 
 def link_target(path: str | Path) -> Path | None:

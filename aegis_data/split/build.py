@@ -37,6 +37,7 @@ from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.scale import FRAME, FRAME_SCALE, OBJECT, Scale, resolve_scale, suite_unit_scale
 from aegis_data.engine.scene import (
     SIDECAR_SUFFIX, Scene, estimate_scene, found_sidecar, read_sidecar, read_water_mask, scene_digest, sidecar_path,
+    water_mask_digest,
 )
 from aegis_data.errors import AegisError
 from aegis_data.executors import Placement, map_units
@@ -49,6 +50,7 @@ from aegis_data.files.imageio import (
 )
 from aegis_data.files.layout import (
     ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SAFE_IMAGE_ID, SPLIT_NAMES, SUITE_CONFIG_NAME, image_file_name,
+    water_mask_relpath,
 )
 from aegis_data.files.png import check_png_writer
 from aegis_data.files.readers import read_json
@@ -436,20 +438,41 @@ class UnitResult:
     seconds_write: float = 0.0
     source_changed: bool = False  # the source decoded to other pixels than the journal recorded
     scene: dict | None = None  # generation 2: the image's scene record (``Scene.record``)
+    water_mask: dict | None = None  # generation 2: the stored sidecar water mask {path, sha256, mask_sha256}
 
 
-def unit_scene(unit: Unit, source: np.ndarray, suite: SuiteConfig, scale: Scale | None) -> Scene:
-    """The scene of a unit's source image: estimated with the build's person unit, the suite's camera and the
-    unit's sidecar (whose water mask is read from the sidecar's folder)."""
+def unit_water_mask(unit: Unit, source: np.ndarray) -> np.ndarray | None:
+    """The water mask a unit's sidecar names (read from the sidecar's folder), or None."""
+    if unit.sidecar and unit.sidecar.get("water_mask"):
+        return read_water_mask(Path(unit.sidecar_dir or ".") / unit.sidecar["water_mask"], *source.shape[:2])
+    return None
+
+
+def unit_scene(unit: Unit, source: np.ndarray, suite: SuiteConfig, scale: Scale | None,
+               mask: np.ndarray | None = None) -> Scene:
+    """The scene of a unit's source image: estimated with the build's person unit, the suite's camera, the
+    unit's sidecar (whose water mask is read from the sidecar's folder unless given as ``mask``) and its record's
+    person boxes (the ground truth)."""
     if scale is None or not scale.is_object:
         raise AegisError(f"suite {suite.suite} needs an object scale (a person unit) to derive scenes")
-    mask = None
-    if unit.sidecar and unit.sidecar.get("water_mask"):
-        mask = read_water_mask(Path(unit.sidecar_dir or ".") / unit.sidecar["water_mask"], *source.shape[:2])
+    if mask is None:
+        mask = unit_water_mask(unit, source)
     try:
-        return estimate_scene(source, scale.person_px, suite.camera, unit.sidecar, mask)
+        return estimate_scene(source, scale.person_px, suite.camera, unit.sidecar, mask, persons=unit.record.boxes)
     except AegisError as exc:  # e.g. a sidecar's valid rectangle outside this image: say which image
         raise AegisError(f"{unit.split} image {unit.record.image_id}: {exc}") from None
+
+
+def _store_water_mask(root: Path, unit: Unit, mask: np.ndarray) -> dict:
+    """Write the sidecar water mask a scene used into the split (white = water, the toolkit's PNG writer; rewritten
+    only when its bytes change) and return its manifest fields."""
+    rel = water_mask_relpath(unit.split, unit.record.image_id)
+    rgb = np.repeat((np.asarray(mask, dtype=bool).view(np.uint8) * 255)[..., None], 3, axis=2)
+    data = encode_png(np.ascontiguousarray(rgb))
+    path = root / rel
+    if not (path.is_file() and not path.is_symlink() and file_sha256(path) == hashlib.sha256(data).hexdigest()):
+        write_bytes_atomic(path, data)
+    return {"path": rel, "sha256": hashlib.sha256(data).hexdigest(), "mask_sha256": water_mask_digest(mask)}
 
 
 def image_relpath(split: str, condition: str, image_id: str) -> str:
@@ -503,14 +526,30 @@ def render_unit(task: UnitTask) -> UnitResult:
         res.source_changed = bool(res.skipped or task.known)
         todo, res.files, res.skipped = list(u.conditions), {}, 0
     scene = None
+    pending_facts: dict[str, dict] = {}
     suite = task.config or load_config()
     if suite.uses_scene:
-        scene = unit_scene(u, source, suite, task.scale)
+        mask = unit_water_mask(u, source)
+        scene = unit_scene(u, source, suite, task.scale, mask)
         res.scene = scene.record()
+        if mask is not None:  # verify re-derives the scene from the split alone: it must hold the mask
+            res.water_mask = _store_water_mask(root, u, mask)
         if task.known_scene is not None and scene_digest(res.scene) != task.known_scene:
             # The scene (a sidecar, the person unit) changed: every corrupted file depends on it.
             todo, res.files, res.skipped = list(u.conditions), {}, 0
+    if scene is not None:
+        from aegis_data.engine.corruptions import condition_facts
+
+        # The GT contract of a flood: every file of a flood condition records how deep each person stands
+        # (kept files too: a pure function of the clean pixels, the scene and the suite).
+        for cond in u.conditions:
+            name, severity = parse_condition(cond)
+            facts = condition_facts(source, name, severity, suite, scene) if name is not None else None
+            rel = image_relpath(u.split, cond, rec.image_id)
+            if facts:
+                pending_facts[rel] = facts
     if not todo:
+        _attach_facts(res, pending_facts)
         return res
     mp = source.shape[0] * source.shape[1] / 1e6
     for cond in todo:
@@ -540,7 +579,14 @@ def render_unit(task: UnitTask) -> UnitResult:
         res.seconds_write += time.perf_counter() - t3
         res.written += 1
         res.megapixels += mp
+    _attach_facts(res, pending_facts)
     return res
+
+
+def _attach_facts(res: UnitResult, facts: Mapping[str, Mapping[str, Any]]) -> None:
+    for rel, f in facts.items():
+        if rel in res.files:
+            res.files[rel].update(f)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -934,7 +980,11 @@ def _finish(out: Path, plan: BuildPlan, results: list[UnitResult]) -> list[dict]
                 }
                 if res.scene is not None and f["condition"] == "clean":
                     entry["scene"] = res.scene  # once per source image: the clean file's entry
+                if f.get("submerged_fraction") is not None:
+                    entry["submerged_fraction"] = f["submerged_fraction"]
                 entries.append(entry)
+            if res.water_mask is not None:
+                entries.append({"kind": "water_mask", "split": split, "image_id": rec.image_id, **res.water_mask})
         gt = coco_ground_truth(plan, split)
         data = coco_bytes(gt)
         rel = f"{ANNOTATIONS_DIR}/{split}.json"

@@ -13,6 +13,9 @@ Layout of ``manifest.json`` (keys written sorted, two-space indent, UTF-8, trail
     seed            global seed of every random draw
     scale           only in object-scale builds: {mode: "object", person_px, basis} -- the person unit the
                     length parameters were scaled to (``aegis_data.engine.scale``); absent means frame scale
+    acted           generation-2 builds only: {condition: number of test images whose pixels the corruption
+                    changed} (a model that needs water leaves a frame without water unchanged); derived from the
+                    entries (``acted_counts``), sealed by files_hash and checked by verify
     conditions      condition ids built for the test split, canonical order
     splits          {split: number of images}
     entries         one dict per written file, sorted by "path" (see below)
@@ -27,10 +30,15 @@ Layout of ``manifest.json`` (keys written sorted, two-space indent, UTF-8, trail
 
 Entry kinds:
     image        path, kind, split, condition, image_id (stem), coco_id, width, height, sha256 (file bytes),
-                 pixel_sha256 (decoded RGB, see ``imageio.pixel_sha256``), source_pixel_sha256
+                 pixel_sha256 (decoded RGB, see ``imageio.pixel_sha256``), source_pixel_sha256; generation 2: the
+                 clean entry's ``scene``, and a flood condition's ``submerged_fraction`` (per GT box of the image,
+                 in annotation order: the share of the person under water, null outside the valid region)
     annotations  path, kind, split, sha256, gt {stem: SHA-256 of that image's canonical box list}
     yolo         path, kind, sha256 (YOLO label files, image lists and data.yaml files: text the toolkit writes,
                  whose bytes are their identity)
+    water_mask   path, kind, split, image_id, sha256 (file bytes), mask_sha256 (``scene.water_mask_digest`` of
+                 the decoded mask): a sidecar's water mask that an image's scene used (generation 2), kept under
+                 ``scenes/`` so that verify can re-derive the scene
 
 Why two hashes: PNG bytes depend on the encoder (a host's zlib build changes them for the same pixels), so the
 identity two machines must share is the decoded pixels; the file-byte hashes still catch any flipped byte in a
@@ -51,11 +59,12 @@ from aegis_data import __version__
 from aegis_data.engine.scale import scale_from_record
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import write_bytes_atomic
+from aegis_data.files.layout import water_mask_relpath
 from aegis_data.files.readers import parse_json_bytes
 
 MANIFEST_FORMAT = "aegis-manifest/2"
 LEGACY_FORMATS = ("aegis-manifest/1",)
-ENTRY_KINDS = ("image", "annotations", "yolo")
+ENTRY_KINDS = ("image", "annotations", "yolo", "water_mask")
 # What the root hash covers: the build identity, and per entry kind the fields that do not depend on an encoder.
 ROOT_IDENTITY_KEYS = ("dataset", "source", "suite", "config_hash", "seed", "conditions", "splits")
 ROOT_ENTRY_KEYS = {
@@ -63,10 +72,12 @@ ROOT_ENTRY_KEYS = {
               "pixel_sha256", "source_pixel_sha256"),
     "annotations": ("path", "kind", "split", "gt"),
     "yolo": ("path", "kind", "sha256"),
+    "water_mask": ("path", "kind", "split", "image_id", "mask_sha256"),
 }
 # Where a split's files live; a manifest entry names a path under one of these, nothing else.
-ENTRY_TOPS = ("test", "val", "train", "annotations", "yolo")
-_STRING_FIELDS = ("kind", "split", "condition", "image_id", "sha256", "pixel_sha256", "source_pixel_sha256")
+ENTRY_TOPS = ("test", "val", "train", "annotations", "yolo", "scenes")
+_STRING_FIELDS = ("kind", "split", "condition", "image_id", "sha256", "pixel_sha256", "source_pixel_sha256",
+                  "mask_sha256")
 
 
 def canonical_json(value: Any) -> bytes:
@@ -94,7 +105,26 @@ def entry_identity(entry: Mapping[str, Any]) -> dict:
     out = {k: entry.get(k) for k in ROOT_ENTRY_KEYS[kind]}
     if kind == "image" and entry.get("scene") is not None:
         out["scene"] = entry["scene"]
+    if kind == "image" and entry.get("submerged_fraction") is not None:
+        out["submerged_fraction"] = entry["submerged_fraction"]  # part of the ground truth's contract
     return out
+
+
+def records_acted(entries: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a manifest of these entries records ``acted``: a generation-2 build's (its images carry scenes)."""
+    return any(e.get("kind") == "image" and e.get("scene") is not None for e in entries)
+
+
+def acted_counts(entries: Iterable[Mapping[str, Any]], conditions: Iterable[str], split: str = "test") -> dict:
+    """{condition: number of ``split`` images whose decoded pixels differ from their source's}, for every corrupted
+    condition (clean excluded), in the given order: on how many images the corruption acted."""
+    order = [c for c in conditions if c != "clean"]
+    counts = dict.fromkeys(order, 0)
+    for e in entries:
+        if e.get("kind") == "image" and e.get("split") == split and e.get("condition") in counts \
+                and e.get("pixel_sha256") != e.get("source_pixel_sha256"):
+            counts[e["condition"]] += 1
+    return counts
 
 
 def root_identity(identity: Mapping[str, Any]) -> dict:
@@ -226,7 +256,9 @@ def build_manifest(
     scale: Mapping[str, Any] | None = None,
 ) -> dict:
     """Assemble the manifest dict (pure); ``encoder`` and ``environment`` default to this machine's.
-    ``scale``: ``Scale.identity()`` of an object-scale build (None: frame scale, no ``scale`` key)."""
+    ``scale``: ``Scale.identity()`` of an object-scale build (None: frame scale, no ``scale`` key). A
+    generation-2 build (its image entries carry scenes) also records on how many test images each condition acted
+    (``acted``, :func:`records_acted`)."""
     sorted_entries = sort_entries(entries)  # root_hash below refuses an unknown entry kind
     if encoder is None:
         from aegis_data.files.png import writer_info
@@ -248,6 +280,8 @@ def build_manifest(
     }
     if scale is not None:
         data["scale"] = dict(scale)
+    if records_acted(sorted_entries):
+        data["acted"] = acted_counts(sorted_entries, data["conditions"])
     # One canonical form, as it will read back from disk (tuples become lists, ints stay ints); entry by entry,
     # keeping an entry that already is in that form, so the entries are not all held twice.
     for i, e in enumerate(sorted_entries):
@@ -403,7 +437,8 @@ def check_manifest(data: Any, p: str | Path) -> Manifest:
 
 # Fields each entry kind must hold as strings; they name files, folders and hashes that verify reads.
 _REQUIRED = {"image": ("split", "condition", "image_id", "sha256", "pixel_sha256", "source_pixel_sha256"),
-             "annotations": ("split", "sha256"), "yolo": ("sha256",)}
+             "annotations": ("split", "sha256"), "yolo": ("sha256",),
+             "water_mask": ("split", "image_id", "sha256", "mask_sha256")}
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")  # one path component, no separator, no leading dot
 
 
@@ -424,6 +459,8 @@ def _entry_problem(e: Mapping[str, Any]) -> str | None:
             return f"has {k} {e[k][:60]!r}, which is not a plain file or folder name"
     if kind == "image" and e["path"] != f"{e['split']}/{e['condition']}/{e['image_id']}.png":
         return f"names {e['split']}/{e['condition']}/{e['image_id']}.png in its fields"
+    if kind == "water_mask" and e["path"] != water_mask_relpath(e["split"], e["image_id"]):
+        return f"names {water_mask_relpath(e['split'], e['image_id'])} in its fields"
     gt = e.get("gt")
     if kind == "annotations" and not (isinstance(gt, dict) and all(isinstance(v, str) for v in gt.values())):
         return f"has gt {gt!r:.40}; expected an object of image id -> digest"

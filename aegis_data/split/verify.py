@@ -47,16 +47,17 @@ import numpy as np
 from aegis_data.engine.config import SuiteConfig, parse_condition, split_config
 from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.scale import Scale, scale_from_record
-from aegis_data.engine.scene import Scene, check_sidecar, estimate_scene
+from aegis_data.engine.scene import Scene, check_persons, check_sidecar, estimate_scene, read_water_mask
 from aegis_data.errors import AegisError
 from aegis_data.executors import Placement, map_units
 from aegis_data.files.imageio import (DEFAULT_MAX_PIXELS, decode_file_bytes, file_sha256, pixel_sha256, read_rgb,
                                       standard_decode_problem)
 from aegis_data.files.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, SUITE_CONFIG_NAME, condition_dir,
-                                     image_file_name, link_target)
+                                     image_file_name, link_target, water_mask_relpath)
 from aegis_data.files.readers import coco_annotations, coco_bbox, coco_images, read_coco_gt
 from aegis_data.split.manifest import (IMAGE_IDENTITY_KEYS, ROOT_ENTRY_KEYS, ROOT_IDENTITY_KEYS, Manifest,
-                                       annotation_digest, annotation_identity, image_identity, load_manifest)
+                                       acted_counts, annotation_digest, annotation_identity, gt_digest, image_identity,
+                                       load_manifest, records_acted)
 
 YOLO_DIR = "yolo"  # see aegis_data.split.build.yolo_files / link_yolo_dirs
 
@@ -350,6 +351,7 @@ def verify_split(
         config=config, scale=scale, scenes=_recorded_scenes(ref),
         scene_sources={(e["split"], e["image_id"]): e.get("source_pixel_sha256", "") for e in ref.images()
                        if e.get("condition") == "clean"},
+        gt_digests={e["split"]: e["gt"] for e in ref.entries.values() if e.get("kind") == "annotations"},
     )
     if config is not None:
         findings.extend(_scene_record_findings(ref, config))
@@ -357,7 +359,8 @@ def verify_split(
             findings.append(Finding(MANIFEST_NAME, "manifest", f"the manifest names suite "
                                     f"{ref.data.get('suite')!r:.60} but its suite config is {config.suite!r:.60}"))
     if config is not None and config.uses_scene:
-        findings.extend(images.scene_findings(paths, present, hashed))
+        findings.extend(images.scene_findings(paths, present, hashed, ref))
+        findings.extend(_acted_findings(ref))
     for rel in paths:
         if rel in outside:
             continue
@@ -371,6 +374,9 @@ def verify_split(
         kind = e.get("kind")
         if kind == "annotations":
             findings.append(_annotation_finding(root / rel, rel, e, images=expected_gt_images(ref, e["split"])))
+        elif kind == "water_mask":
+            findings.append(Finding(rel, "scene", "the stored water mask differs from the one the build used (the "
+                                                  "scene cannot be re-derived from it)"))
         elif kind != "image":
             findings.append(Finding(rel, "yolo" if kind == "yolo" else str(kind), "file content differs"))
         else:
@@ -406,7 +412,8 @@ def _identity_findings(ref: Manifest, local: Manifest, subset: bool = False) -> 
             continue  # GT and YOLO files of a partial build differ by design; GT is compared per image
         fields = ROOT_ENTRY_KEYS.get(str(theirs.get("kind")), ())
         if theirs.get("kind") == "image":
-            fields = (*fields, "scene")  # the root hash covers an image's scene record too (generation 2)
+            # The root hash covers an image's scene record and a flood's submerged fractions too (generation 2).
+            fields = (*fields, "scene", "submerged_fraction")
         differ = [k for k in dict.fromkeys(("kind", *fields)) if k != "sha256" and mine.get(k) != theirs.get(k)]
         if differ:
             out.append(Finding(rel, "manifest", "the reference lists this file with other identity fields: "
@@ -479,6 +486,7 @@ class _ImageCheck:
     scenes: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)  # recorded, generation 2
     scene_sources: Mapping[tuple[str, str], str] = field(default_factory=dict)  # their clean pixel hashes
     derived: dict[tuple[str, str], Scene | None] = field(default_factory=dict)
+    gt_digests: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # split -> {image id: GT digest}
 
     def scene(self, split: str, image_id: str, clean: np.ndarray) -> Scene | None:
         """The scene re-derived from the clean image and the recorded sidecar facts (generation 2), or None when the
@@ -490,18 +498,29 @@ class _ImageCheck:
                     or not self.scale.is_object:
                 self.derived[key] = None
             else:
+                where = f"manifest scene of {split}/{image_id}"
                 given = recorded.get("given") if isinstance(recorded.get("given"), dict) else {}
-                facts = check_sidecar(dict(given), f"manifest scene of {split}/{image_id}")
+                facts = check_sidecar(dict(given), where)
                 _check_mask_record(recorded.get("water_mask_sha256"), "water_mask" in facts, f"{split}/{image_id}")
-                facts.pop("water_mask", None)  # the mask file is not in the split; its digest is the recorded one
-                scene = estimate_scene(clean, self.scale.person_px, self.config.camera, facts)
-                self.derived[key] = replace(scene, water_mask_sha256=recorded.get("water_mask_sha256"),
-                                            given=dict(given))
+                persons = recorded.get("persons", [])
+                if not isinstance(persons, list):
+                    raise AegisError(f"{where}: persons must be a list of boxes, got {type(persons).__name__}")
+                persons = check_persons(persons, clean.shape[0], clean.shape[1], where)
+                mask = None
+                if "water_mask" in facts:  # the split keeps the mask the build read (scenes/<split>/<id>.water.png)
+                    mask = read_water_mask(self.root / water_mask_relpath(split, image_id), *clean.shape[:2])
+                scene = estimate_scene(clean, self.scale.person_px, self.config.camera, facts, mask, persons=persons)
+                self.derived[key] = replace(scene, given=dict(given))
+            _keep_recent(self.derived)
         return self.derived[key]
 
-    def scene_findings(self, paths: Sequence[str], present: set[str], hashed: Mapping[str, Any]) -> list[Finding]:
-        """``scene`` findings: every recorded scene re-derived from its clean image must equal the record."""
+    def scene_findings(self, paths: Sequence[str], present: set[str], hashed: Mapping[str, Any],
+                       ref: Manifest | None = None) -> list[Finding]:
+        """``scene`` findings: every recorded scene re-derived from its clean image must equal the record. With the
+        manifest ``ref``, also the ``annotations`` findings of the ground-truth contract of floods
+        (:meth:`contract_findings`), image by image, so each clean image is read and its scene derived once."""
         out = []
+        floods = self._flood_entries(ref, out) if ref is not None else {}
         for (split, image_id), recorded in sorted(self.scenes.items()):
             rel = f"{split}/clean/{image_file_name(image_id)}"
             if rel not in present:
@@ -520,7 +539,52 @@ class _ImageCheck:
                 out.append(Finding(rel, "scene", "the scene re-derived from the clean image differs from the "
                                    "recorded one: " + ", ".join(f"{k} {mine.get(k)!r:.40} vs {recorded.get(k)!r:.40}"
                                                                 for k in differ)))
+            elif scene is not None:
+                problem = self.persons_problem(split, image_id, scene.persons)
+                if problem:
+                    out.append(Finding(rel, "scene", problem))
+            if scene is not None:
+                out.extend(self.contract_findings(clean, scene, floods.get((split, image_id), ())))
         return out
+
+    def _flood_entries(self, ref: Manifest, out: list[Finding]) -> dict[tuple[str, str], list]:
+        """(split, image id) -> [(path, entry, corruption, severity)] of the flood conditions' files; a file of
+        another condition that records submerged fractions is an ``annotations`` finding (added to ``out``)."""
+        floods: dict[tuple[str, str], list] = {}
+        for rel, e in sorted(ref.entries.items()):
+            if e.get("kind") != "image" or e.get("condition") == "clean" or self.config is None:
+                continue
+            name, severity = parse_condition(e["condition"])
+            if name in self.config.corruptions and self.config.corruptions[name].model_name == "flood":
+                floods.setdefault((e["split"], e["image_id"]), []).append((rel, e, name, severity))
+            elif "submerged_fraction" in e:
+                out.append(Finding(rel, "annotations", "records submerged fractions, but its condition is no flood"))
+        return floods
+
+    def contract_findings(self, clean: np.ndarray, scene: Scene, entries: Sequence) -> list[Finding]:
+        """``annotations`` findings on the ground-truth contract of floods: every file of a flood condition records
+        each person's ``submerged_fraction`` as the engine re-derives it from the clean image and its scene."""
+        from aegis_data.engine.corruptions import condition_facts
+
+        out = []
+        for rel, e, name, severity in entries:
+            facts = condition_facts(clean, name, severity, self.config, scene)
+            expected = None if facts is None else facts["submerged_fraction"]
+            if e.get("submerged_fraction") != expected:
+                out.append(Finding(rel, "annotations", f"records submerged fractions "
+                                   f"{e.get('submerged_fraction')!r:.60}, the clean image and its scene give "
+                                   f"{expected!r:.60} (the ground-truth contract of a flood, docs/SCORING.md)"))
+        return out
+
+    def persons_problem(self, split: str, image_id: str, persons: Sequence) -> str | None:
+        """Why a scene's recorded persons are not the image's ground truth as the manifest seals it (its GT digest;
+        None when they are, or when the manifest records no digest for the image: another finding says so)."""
+        digest = (self.gt_digests.get(split) or {}).get(image_id)
+        # The build writes each box as [x0, y0, x1 - x0, y1 - y0] from the same floats: the same digest.
+        if not isinstance(digest, str) or gt_digest([x0, y0, x1 - x0, y1 - y0] for x0, y0, x1, y1 in persons) == digest:
+            return None
+        return (f"the scene's persons ({len(persons)} boxes) are not the image's ground-truth boxes the manifest "
+                f"seals in {ANNOTATIONS_DIR}/{split}.json (the flood models read them)")
 
     def clean_pixels(self, split: str, image_id: str, expected_hash: str) -> np.ndarray | None:
         key = (split, image_id)
@@ -532,6 +596,7 @@ class _ImageCheck:
             except AegisError:
                 pass
             self.clean_cache[key] = img if img is not None and pixel_sha256(img) == expected_hash else None
+            _keep_recent(self.clean_cache)
         return self.clean_cache[key]
 
     def finding(self, rel: str, e: Mapping[str, Any], decoded: str | None, problem: str | None = None) -> Finding:
@@ -583,9 +648,32 @@ class _ImageCheck:
         return Finding(rel, "pixels", detail, n, dmax)
 
 
+# The clean images and scenes verify keeps: the last few only. Every scene is re-derived from its clean image, image
+# after image; holding them all grew memory with the split (a 12 MP image and its water mask are ~50 MB).
+RECENT_IMAGES = 2
+
+
+def _keep_recent(cache: dict) -> None:
+    """Drop the oldest entries of an insertion-ordered cache beyond ``RECENT_IMAGES``."""
+    while len(cache) > RECENT_IMAGES:
+        cache.pop(next(iter(cache)))
+
+
+def _acted_findings(ref: Manifest) -> list[Finding]:
+    """A ``manifest`` finding when a manifest's ``acted`` counts are not those of its entries (present exactly in a
+    generation-2 build's)."""
+    expected = acted_counts(ref.entries.values(), ref.data.get("conditions") or []) \
+        if records_acted(ref.entries.values()) else None
+    recorded = ref.data.get("acted")
+    if recorded == expected:
+        return []
+    return [Finding(MANIFEST_NAME, "manifest", f"acted {recorded!r:.80} is not the number of test images each "
+                                               f"condition changed, {expected!r:.80}")]
+
+
 def _check_mask_record(digest: Any, named: bool, where: str) -> None:
     """AegisError unless a scene record's ``water_mask_sha256`` is a SHA-256 exactly when its sidecar facts name a
-    mask (verify cannot read the mask, which is not part of the split, so its digest is taken as recorded)."""
+    mask (the re-derived scene's digest, from the mask the split keeps, is then compared with it)."""
     is_digest = isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
     if (is_digest, digest is None) != (named, not named):
         raise AegisError(f"manifest scene of {where}: water_mask_sha256 {digest!r:.70} does not go with "

@@ -92,6 +92,7 @@ def validate_result(obj: Any, where: str = "<result>", suite_conditions: bool = 
                                      or not 0 <= severity <= max(SEVERITIES)):
             raise _fail(where, f"conditions[{cond!r}].severity must be 0 (clean), 1-{max(SEVERITIES)} or null, "
                                f"got {severity!r:.40}")
+        _check_effects(block, f"conditions[{cond!r}]", where)
     for key in ("summary", "provenance", "threshold"):
         if key in obj and obj[key] is not None and not isinstance(obj[key], dict):
             raise _fail(where, f"'{key}' must be an object, got {type(obj[key]).__name__}")
@@ -106,6 +107,38 @@ def validate_result(obj: Any, where: str = "<result>", suite_conditions: bool = 
                                   or not _in_range("recall", value)):
             raise _fail(where, f"{name} must be a number in [0, 1] or null, got {value!r:.40}")
     return obj
+
+
+def _check_effects(block: dict, at: str, where: str) -> None:
+    """``acted_images`` (an integer in [0, n_images]) and ``submerged`` (per bin: label, n_gt, tp <= n_gt, recall
+    in [0, 1] or null), as the report reads them (docs/SCORE_JSON.md)."""
+    acted = block.get("acted_images")
+    if acted is not None:
+        n = block.get("n_images")
+        ok = isinstance(acted, int) and not isinstance(acted, bool) and acted >= 0
+        if not ok or (isinstance(n, int) and not isinstance(n, bool) and acted > n):
+            raise _fail(where, f"{at}.acted_images must be an integer in [0, n_images], got {acted!r:.40}")
+    sub = block.get("submerged")
+    if sub is None:
+        return
+    if not isinstance(sub, dict):
+        raise _fail(where, f"{at}.submerged must be an object, got {type(sub).__name__}")
+    labels, n_gt, tp, recall = (sub.get(k) for k in ("labels", "n_gt", "tp", "recall"))
+    lists = (labels, n_gt, tp, recall)
+    if not all(isinstance(x, list) for x in lists) or len({len(x) for x in lists}) != 1 or len(labels) > 16:
+        raise _fail(where, f"{at}.submerged must hold lists labels, n_gt, tp and recall of one length (at most 16)")
+    for k, (lab, n, t, r) in enumerate(zip(labels, n_gt, tp, recall)):
+        ok = (isinstance(lab, str) and len(lab) <= 40 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                              and v >= 0 for v in (n, t)) and t <= n
+              and (r is None or (isinstance(r, (int, float)) and not isinstance(r, bool) and _in_range("recall", r))))
+        if not ok:
+            raise _fail(where, f"{at}.submerged bin {k} is not a label, counts tp <= n_gt and a recall in [0, 1] "
+                               f"or null")
+    clean = sub.get("recall_clean")
+    if clean is not None and (not isinstance(clean, list) or len(clean) != len(labels) or not all(
+            r is None or (isinstance(r, (int, float)) and not isinstance(r, bool) and _in_range("recall", r))
+            for r in clean)):
+        raise _fail(where, f"{at}.submerged.recall_clean must list a recall in [0, 1] or null per bin")
 
 
 def _check_suite(provenance: dict, where: str) -> None:

@@ -38,6 +38,7 @@ from aegis_eval.metrics.robustness import (ROBUSTNESS_METRICS, corruption_of, re
                                   summary_intervals)
 from aegis_eval.metrics.types import Detections, GroundTruth
 from aegis_eval.protocols.class_map import ClassMap
+from aegis_eval.protocols.condition_effects import SplitEffects, split_effects, submerged_strata
 from aegis_eval.protocols.predictions import (load_ground_truth, load_ground_truth_by_class, load_predictions,
                                     load_predictions_by_class, read_json_file, suite_config_of)
 from aegis_eval.protocols.provenance import build_provenance
@@ -92,6 +93,7 @@ class _GroundTruthScore:
     samples: dict[str, dict[str, np.ndarray]]
     counts: dict[str, PerImageCounts]
     false_alarms: dict[str, dict[str, Any]]
+    matched: dict[str, np.ndarray] = field(default_factory=dict)  # per condition: (G,) whether each GT box is matched
 
 
 def _check_threshold(threshold: float) -> None:
@@ -136,7 +138,8 @@ def _score_ground_truth(gt: GroundTruth, predictions: Mapping[str, Detections], 
         entry["ci_drop"] = {m: _interval(v) for m, v in drops.items()}
         entry["localization"] = localization_stability(gt, predictions["clean"], matches["clean"],
                                                        predictions[cond], matches[cond])
-    return _GroundTruthScore(conditions, samples, {c: m.counts for c, m in matches.items()}, false_alarms)
+    return _GroundTruthScore(conditions, samples, {c: m.counts for c, m in matches.items()}, false_alarms,
+                             {c: m.gt_matched_det >= 0 for c, m in matches.items()})
 
 
 def _false_alarm_block(records: Mapping[str, Any]) -> dict[str, Any]:
@@ -260,6 +263,7 @@ class ScoreOptions:
     provenance: Mapping[str, Any] | None = None
     threshold_info: Mapping[str, Any] | None = None
     config: SuiteConfig | None = None
+    effects: SplitEffects | None = None  # what the split records per condition (generation 2), or None
 
 
 def _options(options: ScoreOptions | None, fields: Mapping[str, Any]) -> ScoreOptions:
@@ -340,6 +344,8 @@ def _score(gts: Mapping[str, GroundTruth], predictions: Mapping[str, Mapping[str
               for c, gt in gts.items()}
     conditions, macro_samples, false_alarms = _macro_conditions(names, list(scored.values()), first, bootstrap,
                                                                 config)
+    if options.effects is not None:
+        _add_effects(conditions, options.effects, first, scored[PERSON] if single else None)
     info = dict(options.threshold_info or {})
     provenance = options.provenance
     if provenance is None:
@@ -377,6 +383,18 @@ def _score(gts: Mapping[str, GroundTruth], predictions: Mapping[str, Mapping[str
                                  options.clusters)
     doc["provenance"] = dict(provenance)
     return doc, macro_samples
+
+
+def _add_effects(conditions: dict[str, dict[str, Any]], effects: SplitEffects, gt: GroundTruth,
+                 person: _GroundTruthScore | None) -> None:
+    """Beside each corrupted condition's metrics: on how many images it acted (``acted_images``, of its
+    ``n_images``); for a flood condition of the single-class protocol, the recall per submerged-fraction bin."""
+    for cond, entry in conditions.items():
+        if cond in effects.acted:
+            entry["acted_images"] = int(effects.acted[cond])
+        if person is not None and cond in effects.submerged and cond in person.matched:
+            entry["submerged"] = submerged_strata(gt, person.matched[cond], person.matched.get("clean"),
+                                                  effects.submerged[cond])
 
 
 # --- paths -> result ---------------------------------------------------------------------------------------
@@ -595,7 +613,7 @@ def score_loaded(ground_truth: GroundTruth | Mapping[str, GroundTruth],
         threshold_sha256=info.get("sha256"), seed=o.seed, bootstrap=o.bootstrap, iou=o.iou, cluster_by=o.cluster_by,
         class_map=o.class_map.record() if o.class_map is not None else None)
     options = ScoreOptions(bootstrap=bootstrap, iou=o.iou, clusters=clusters, label=o.label, provenance=provenance,
-                           threshold_info=info, config=config)
+                           threshold_info=info, config=config, effects=split_effects(first.split_dir))
     if single:
         result, samples = score_conditions_with_samples(ground_truth, detections, thresholds, options)
     else:

@@ -28,6 +28,7 @@ from aegis_eval.report.tables import (
     model_summary_table,
     ranking_table,
     sample_note,
+    submerged_table,
     summary_table,
 )
 
@@ -96,7 +97,8 @@ def named_tables(g: DatasetGroup, metric: str) -> list[tuple[str, Table]]:
     computes them once and hands them to every format."""
     tables = [("summary", model_summary_table(g, metric)), (f"robustness_{metric}", summary_table(g, metric)),
               (f"families_{metric}", family_table(g, metric)), (f"corruptions_{metric}", corruption_table(g, metric)),
-              (f"grid_{metric}", grid_table(g, metric)), ("false_alarms", false_alarm_table(g)),
+              (f"grid_{metric}", grid_table(g, metric)), ("submerged", submerged_table(g)),
+              ("false_alarms", false_alarm_table(g)),
               (f"ranking_{metric}", ranking_table(g, metric))]
     tables += [(f"mitigation_{k + 1}_{metric}", t) for k, t in enumerate(mitigation_tables(g, metric))]
     note = sample_note(g)

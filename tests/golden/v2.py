@@ -1,8 +1,10 @@
 """Golden pixel hashes of every aegis-v2 cell, and their computation (the determinism matrix runs this file).
 
 Frames: the three ``frames.py`` golden frames (near-nadir), a letterboxed one (bars the scene model must leave
-alone) and an oblique view with a sky (``scenes.py``); every frame at a 30-px person unit, its scene estimated by
-``aegis_data.engine.scene.estimate_scene``. Integer-built frames, so the inputs are identical everywhere.
+alone), an oblique view with a sky, a coast with two persons (one standing in the sea) and an oblique lake
+(``scenes.py``: water for the glint, turbidity and flood models); every frame at a 30-px person unit, its scene
+estimated by ``aegis_data.engine.scene.estimate_scene`` (with the coast's persons). Integer-built frames, so the
+inputs are identical everywhere.
 
     python tests/golden/v2.py                 # print the hashes as JSON (what the matrix's subprocesses do)
     python tests/golden/v2.py --write         # deliberately rewrite hashes_v2.json (only when the math changes)
@@ -20,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for gold
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root, for aegis_data
 
 from golden.frames import GOLDEN_SIZES, apply_matrix_flags, golden_frame, pixel_hash, runtime_report  # noqa: E402
-from golden.scenes import letterboxed_frame, oblique_frame  # noqa: E402
+from golden.scenes import coast_frame, lake_oblique_frame, letterboxed_frame, oblique_frame  # noqa: E402
 
 HASHES_PATH = Path(__file__).with_name("hashes_v2.json")
 PERSON_PX = 30.0
@@ -31,7 +33,14 @@ def v2_frames() -> dict[str, "object"]:
     out = {f"{h}x{w}": golden_frame(h, w) for h, w in GOLDEN_SIZES}
     out["letterbox-479x641"] = letterboxed_frame(479, 641, 48, jitter=2)
     out["oblique-479x641"] = oblique_frame(479, 641)[0]
+    out["coast-479x641"] = coast_frame(479, 641, PERSON_PX)[0]
+    out["lake-479x641"] = lake_oblique_frame(479, 641)[0]
     return out
+
+
+def v2_persons() -> dict[str, list]:
+    """name -> the person boxes (x0, y0, x1, y1) a frame's scene knows (the ground truth a build hands it)."""
+    return {"coast-479x641": coast_frame(479, 641, PERSON_PX)[2]}
 
 
 def compute_hashes_v2() -> dict[str, str]:
@@ -42,8 +51,9 @@ def compute_hashes_v2() -> dict[str, str]:
 
     cfg = load_config("aegis-v2")
     out = {}
+    persons = v2_persons()
     for name, frame in v2_frames().items():
-        scene = estimate_scene(frame, PERSON_PX, cfg.camera)
+        scene = estimate_scene(frame, PERSON_PX, cfg.camera, persons=persons.get(name, ()))
         for corruption in cfg.names:
             for sev in (1, 2, 3):
                 out[f"{name}/{corruption}_s{sev}"] = pixel_hash(
