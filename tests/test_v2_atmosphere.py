@@ -262,6 +262,21 @@ def test_the_canopy_light_loss_goes_to_the_low_light_camera_so_noise_follows():
     assert red_blue_ratio(dim) > red_blue_ratio(img) and red_blue_ratio(bright) > red_blue_ratio(img)
 
 
+@pytest.mark.parametrize("name", ("smoke_haze", "dust_haze", "fire_warm_tint"))
+def test_a_drawn_image_sun_leaves_the_atmosphere_to_its_own_range_and_a_sidecar_sun_sets_it(name):
+    img = golden_frame(240, 320)
+    drawn = _scene(img)
+    assert drawn.sun_drawn == ("elevation", "azimuth") and drawn.sun_elevation_deg is not None
+    unknown = dataclasses.replace(drawn, sun_elevation_deg=None, sun_azimuth_deg=None, sun_drawn=())
+    assert ATM.sidecar_sun(drawn) == (None, None)
+    # The water models' per-image sun does not reach the atmosphere: the same bytes as a scene without a sun.
+    assert np.array_equal(_v2(img, name, 2, drawn), _v2(img, name, 2, unknown))
+    # A sidecar's sun does (a low one here, below every model's own range).
+    given = _scene(img, sun_elevation_deg=8.0, sun_azimuth_deg=90.0)
+    assert ATM.sidecar_sun(given) == (8.0, 90.0)
+    assert not np.array_equal(_v2(img, name, 2, given), _v2(img, name, 2, drawn))
+
+
 # --- rain --------------------------------------------------------------------------------------------------
 def test_marshall_palmer_and_atlas_facts():
     assert RAIN.mp_slope(1.0) == pytest.approx(4.1)
