@@ -8,6 +8,10 @@ corruption and severity. The per-source-image wall time is extrapolated to the f
     python benchmarks/bench_build.py                     # 40 x 640 and 2 x 4000x3000, prints a markdown section
     python benchmarks/bench_build.py --write docs/perf/build.md
     python benchmarks/bench_build.py --quick             # 4 x 640 and 1 x 2000x1500 (smoke run)
+    python benchmarks/bench_build.py --suite aegis-v1 --write docs/perf/build.md    # the frozen first suite
+
+The suite is the default build's (aegis-v2, object scale with the person unit from the test boxes) unless
+--suite names another; the section names the suite and its config hash.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cv2  # noqa: E402
 
+from aegis_data.engine.config import load_config  # noqa: E402
 from aegis_data.engine.kernels import kernels_backend  # noqa: E402
 from aegis_data.files.imageio import write_png_atomic  # noqa: E402
 from aegis_data.files.png import writer_info  # noqa: E402
@@ -45,8 +50,8 @@ def staged_source(n_test: int, size: str, where: Path) -> SourceDataset:
     return SourceDataset(name=f"bench-{size}", description={"bench": size, "n": n_test}, splits={"test": recs})
 
 
-def measure(ds: SourceDataset, workers: int, out: Path) -> dict:
-    r = build_splits(ds, out, workers=workers)
+def measure(ds: SourceDataset, workers: int, out: Path, suite: str) -> dict:
+    r = build_splits(ds, out, workers=workers, config=load_config(suite))
     n = len(ds.splits["test"])
     return {
         "workers": workers, "images": n, "files": r.files_written, "seconds": r.seconds,
@@ -56,11 +61,14 @@ def measure(ds: SourceDataset, workers: int, out: Path) -> dict:
     }
 
 
-def markdown(rows: list[dict], loadavg: tuple[float, ...]) -> str:
+def markdown(rows: list[dict], loadavg: tuple[float, ...], suite: str) -> str:
     import numpy
 
+    config = load_config(suite)
     lines = [
-        "## Split build (`benchmarks/bench_build.py`)",
+        f"## Split build, {config.suite} (`benchmarks/bench_build.py --suite {suite}`)",
+        "",
+        f"Suite {config.suite}, config {config.config_hash[:12]}, scale {config.scale.get('mode')}.",
         "",
         f"Date {datetime.date.today().isoformat()}; machine: {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
         f"Python {platform.python_version()}, numpy {numpy.__version__}, OpenCV {cv2.__version__}, "
@@ -93,6 +101,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small smoke run")
     ap.add_argument("--write", type=Path, help="write the markdown section to this file")
+    ap.add_argument("--suite", default="aegis-v2", help="suite name or config path (default aegis-v2)")
     args = ap.parse_args()
     # 40 small frames: the process pool's start-up (~1 s: two interpreters importing NumPy/OpenCV) is then a
     # small share of the measured time, as it is of a real 862-frame build; with 8 it hid the 2-worker speed-up.
@@ -107,13 +116,13 @@ def main() -> None:
             src_dir.mkdir()
             ds = staged_source(n, size, src_dir)
             for workers in (1, 2):
-                r = measure(ds, workers, tmp / f"out-{size}-{workers}")
+                r = measure(ds, workers, tmp / f"out-{size}-{workers}", args.suite)
                 r.update(size=size, frame_px=(w, h))
                 rows.append(r)
                 print(f"{size} workers={workers}: {r['seconds']:.1f} s, {r['files_per_s']:.2f} files/s, "
                       f"{r['mp_per_s']:.1f} MP/s (corrupt {r['corrupt_s']:.1f} s, encode {r['encode_s']:.1f} s, "
                       f"hash {r['hash_s']:.1f} s, write {r['write_s']:.1f} s, decode {r['read_s']:.1f} s summed)", file=sys.stderr, flush=True)
-    text = markdown(rows, loadavg)
+    text = markdown(rows, loadavg, args.suite)
     print(text)
     if args.write:
         args.write.parent.mkdir(parents=True, exist_ok=True)
