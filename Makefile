@@ -49,7 +49,8 @@ bench: $(STAMP_ALL)
 	$(PY) benchmarks/bench_corruptions.py
 	$(PY) benchmarks/bench_corruptions.py --suite aegis-v2 --person-px 60 --out docs/perf/corruptions-v2.md
 	$(PY) benchmarks/bench_sources.py
-	$(PY) benchmarks/bench_build.py --write docs/perf/build.md
+	$(PY) benchmarks/bench_build.py --suite aegis-v1 --write docs/perf/build.md
+	$(PY) benchmarks/bench_build.py --write docs/perf/build-v2.md
 	$(PY) benchmarks/bench_file_split.py --write docs/perf/file_split.md
 	$(PY) benchmarks/bench_png.py --write docs/perf/png.md
 	$(PY) benchmarks/bench_score.py --write docs/perf/score.md

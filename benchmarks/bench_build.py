@@ -6,7 +6,7 @@ corruption and severity. The per-source-image wall time is extrapolated to the f
 (101 frames of 4000x3000) and SARD-C (862 frames of 640x640) builds.
 
     python benchmarks/bench_build.py                     # 40 x 640 and 2 x 4000x3000, prints a markdown section
-    python benchmarks/bench_build.py --write docs/perf/build.md
+    python benchmarks/bench_build.py --write docs/perf/build-v2.md     # the default suite, aegis-v2
     python benchmarks/bench_build.py --quick             # 4 x 640 and 1 x 2000x1500 (smoke run)
     python benchmarks/bench_build.py --suite aegis-v1 --write docs/perf/build.md    # the frozen first suite
 
