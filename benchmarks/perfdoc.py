@@ -25,17 +25,20 @@ def _shift_headings(text: str) -> str:
     return "\n".join(lines).strip() + "\n"
 
 
-def assemble() -> Path:
+def assembled() -> str:
+    """docs/PERFORMANCE.md as it should read: its hand-written part, then the sections of docs/perf/."""
     names = [n for n in ORDER if (SECTIONS / n).is_file()]
     names += sorted(p.name for p in SECTIONS.glob("*.md") if p.name not in ORDER)
     body = "\n".join(_shift_headings((SECTIONS / n).read_text(encoding="utf-8")) for n in names)
     generated = f"{BEGIN}\n\n## Detailed results\n\n{body}\n{END}\n"
     text = DOC.read_text(encoding="utf-8") if DOC.is_file() else "# Performance\n\n"
     if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + generated + text[text.index(END) + len(END) + 1 :]
-    else:
-        text = text.rstrip() + "\n\n" + generated
-    DOC.write_text(text, encoding="utf-8")
+        return text[: text.index(BEGIN)] + generated + text[text.index(END) + len(END) + 1 :]
+    return text.rstrip() + "\n\n" + generated
+
+
+def assemble() -> Path:
+    DOC.write_text(assembled(), encoding="utf-8")
     return DOC
 
 
