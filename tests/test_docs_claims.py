@@ -66,3 +66,24 @@ def test_the_readme_commands_on_one_frame_run_as_written(tmp_path, monkeypatch):
     for line in lines:
         result = runner.invoke(app, shlex.split(line)[1:])
         assert result.exit_code == 0, (line, result.output)
+
+
+def test_an_aegis_v2_policy_takes_the_person_unit_from_train_boxes_else_val_boxes(tmp_path):
+    """docs/MITIGATION.md, "Suites": without an object-scale manifest the runners' unit is the median sqrt(w h) of
+    the split's train boxes, else of its val boxes."""
+    import json
+
+    from aegis_eval.runners.augment_hooks import training_scale
+
+    def coco(side):
+        return {"images": [{"id": 1, "file_name": "a.png", "width": 640, "height": 640}],
+                "annotations": [{"id": k + 1, "image_id": 1, "category_id": 1, "bbox": [10.0 * k, 0.0, side, side],
+                                 "area": side * side, "iscrowd": 0} for k in range(3)],
+                "categories": [{"id": 1, "name": "person"}]}
+
+    (tmp_path / "annotations").mkdir()
+    (tmp_path / "annotations" / "val.json").write_text(json.dumps(coco(30.0)))
+    only_val = training_scale(tmp_path)
+    assert only_val.person_px == 30.0 and "3 val boxes" in only_val.basis
+    (tmp_path / "annotations" / "train.json").write_text(json.dumps(coco(50.0)))
+    assert training_scale(tmp_path).person_px == 50.0
