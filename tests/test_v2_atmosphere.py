@@ -333,9 +333,9 @@ def test_lens_drops_come_at_the_worst_level_only():
     scene = _scene(img)
     for sev, count in ((1, 0), (2, 0), (3, 2)):
         p = corruption_params("rain_streaks", sev, V2)
-        assert RAIN.draw_rain(p, scene, 240, 320, KeyedRandom("l")).lens.shape == (4, count)
+        assert RAIN.draw_rain(p, scene, 240, 320, KeyedRandom("l")).lens.shape == (3, count)
     p = corruption_params("rain_streaks", 3, V2)
-    draw = RAIN.RainRateDraw(0.0, np.zeros((6, 0)), np.array([[0.5], [0.5], [1.0], [0.0]]))
+    draw = RAIN.RainRateDraw(0.0, np.zeros((6, 0)), np.array([[0.5], [0.5], [1.0]]))
     lin = ATM.CAM.to_linear(img)
     out = RAIN.lens_drops(lin.copy(), p, draw)
     r = p.lens_drop_radius[1] * 240
