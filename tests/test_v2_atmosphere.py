@@ -507,7 +507,7 @@ def test_aegis_list_shows_the_atmosphere_in_physical_units():
     result = CliRunner().invoke(app, ["list", "--person-px", "60"], env={"COLUMNS": "220"})
     assert result.exit_code == 0, result.output
     for text in ("visibility 5000 / 1500 / 800 m", "visibility 3000 / 1500 / 500 m", "rain light / moderate / heavy",
-                 "light loss 0.621 / 1.54 / 2.46 EV", "nadir transmission 0.957 / 0.865 / 0.762"):
+                 "light loss 0.621 / 1.55 / 2.46 EV", "nadir transmission 0.957 / 0.865 / 0.762"):
         assert text in result.stdout, text
 
 

@@ -852,6 +852,8 @@ def firelight_ladder_row(params: FirelightParams, base_exposure_ms: float, base_
     light = canopy_light(params, (float(lo) + float(hi)) / 2.0)
     cam = firelight_camera(params, light)
     cap = CAM.auto_exposure(cam.ev_loss, base_exposure_ms, base_iso, cam.shutter_limit_ms, cam.iso_cap)
-    return {"canopy_aod": params.canopy_aod, "light_loss_ev": round(light.ev_loss, 3),
+    # The light loss is a stable 10-digit scalar, left unrounded as the exposure is: rounded to 3 decimals here and
+    # to 3 digits by `aegis list`, 1.5453 EV read 1.54.
+    return {"canopy_aod": params.canopy_aod, "light_loss_ev": light.ev_loss,
             "exposure_ms": cap.exposure_ms, "iso": round(cap.iso, 1), "brightness": round(cap.brightness, 4),
             "red_blue_cast": round(light.cast[0] / light.cast[2], 3), "fire_glow": params.fire_glow}
