@@ -38,7 +38,7 @@ from aegis_data.engine import camera as CAM
 from aegis_data.engine import kernels as K
 from aegis_data.engine.camera import CameraLowLightParams
 from aegis_data.engine.motion import Exposure, TrajectoryBlurParams, TrajectoryDraw, smear_linear
-from aegis_data.engine.photometry import LINEAR_MAX, decode_table, encode_table, srgb_to_linear, stable
+from aegis_data.engine.photometry import LINEAR_MAX, decode_table, encode_table, srgb_to_linear, stable, to_srgb
 from aegis_data.engine.scene import NADIR, Scene
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.errors import AegisError
@@ -155,15 +155,13 @@ class Sightlines:
 
     cu (w,), cv (h,): squared offsets from the principal point in focal lengths (``rho = sqrt(1 + cu + cv)``);
     ground (h,): depth along the optical axis of each row's ground, m; sky (h,): a sky pixel's path per metre of
-    layer height, before rho; sky_rows (w,) int32: how many rows from the top of each column are sky (None: no sky);
-    pitch_deg: the camera's pitch below the horizontal."""
+    layer height, before rho; sky_rows (w,) int32: how many rows from the top of each column are sky (None: no sky)."""
 
     cu: np.ndarray
     cv: np.ndarray
     ground: np.ndarray
     sky: np.ndarray
     sky_rows: np.ndarray | None
-    pitch_deg: float
 
     @property
     def has_sky(self) -> bool:
@@ -180,6 +178,16 @@ class Sightlines:
         return rho * base
 
 
+def pitch_cos_sin(scene: Scene) -> tuple[float, float]:
+    """(cos p, sin p) of the camera's pitch below the horizontal: (0, 1) in a near-nadir view, else from the horizon
+    row, ``tan p = (c_y - y_h) / f`` (basic operations)."""
+    if scene.view == NADIR or scene.horizon_row is None:
+        return 0.0, 1.0
+    tan_p = ((scene.height - 1) / 2.0 - float(scene.horizon_row)) / float(scene.focal_px)
+    cos_p = 1.0 / math.sqrt(1.0 + tan_p * tan_p)
+    return cos_p, tan_p * cos_p
+
+
 def sightlines(scene: Scene, h: int, w: int) -> Sightlines:
     """The sight lines of the scene's valid region (``h x w``, starting at ``scene.valid``'s corner)."""
     x0, y0 = scene.valid[0], scene.valid[1]
@@ -190,10 +198,9 @@ def sightlines(scene: Scene, h: int, w: int) -> Sightlines:
     rows = np.arange(h, dtype=np.float64) + y0
     if scene.view == NADIR or scene.horizon_row is None:
         depth = float(scene.gsd_m) * f
-        return Sightlines(u * u, v * v, np.full(h, depth), np.zeros(h), None, 90.0)
+        return Sightlines(u * u, v * v, np.full(h, depth), np.zeros(h), None)
     yh = float(scene.horizon_row)
-    tan_p = (cy - yh) / f
-    cos_p = 1.0 / math.sqrt(1.0 + tan_p * tan_p)
+    cos_p, _ = pitch_cos_sin(scene)
     far = math.floor(yh + 0.5) + 1.0  # the farthest ground row the model resolves (at least 0.5 px below y_h)
     ground = scene.gsd_rows(np.maximum(rows, far)) * f
     # A horizon at or below the reference row (sky detected down to the region's bottom) leaves the ground plane no
@@ -203,8 +210,7 @@ def sightlines(scene: Scene, h: int, w: int) -> Sightlines:
     sky_rows = None
     if scene.sky_depth and max(scene.sky_depth) > 0:
         sky_rows = np.ascontiguousarray(np.minimum(np.asarray(scene.sky_depth, dtype=np.int64), h), dtype=np.int32)
-    pitch = math.degrees(math.atan(tan_p))  # reported only
-    return Sightlines(u * u, v * v, np.ascontiguousarray(ground), sky, sky_rows, pitch)
+    return Sightlines(u * u, v * v, np.ascontiguousarray(ground), sky, sky_rows)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -696,10 +702,7 @@ def canopy_light(params: FirelightParams, elevation_deg: float) -> CanopyLight:
 
 
 def draw_firelight(params: FirelightParams, scene: Scene, h: int, w: int, rng: KeyedRandom) -> FirelightDraw:
-    lo, hi = params.sun_elevation_range_deg
-    drawn = float(lo + (hi - lo) * rng.child("sun_elevation").uniform(1)[0])
-    known = sidecar_sun(scene)[0]
-    elevation = drawn if known is None else known
+    elevation, _ = sun_direction(scene, rng, params.sun_elevation_range_deg)  # the canopy's light ignores azimuth
     u = rng.child("fire").uniform(2)
     heading = float(180.0 * rng.child("heading").uniform(1)[0]) if scene.heading_deg is None else scene.heading_deg
     return FirelightDraw(elevation, (float(-0.25 + 1.5 * u[0]), float(-0.25 + 1.5 * u[1])), heading,
@@ -765,7 +768,7 @@ def encode_linear(linear: np.ndarray) -> np.ndarray:
         out = np.empty((h, w, 3), dtype=np.uint8)
         c.atmos_blend(out, 1, np.ascontiguousarray(linear, dtype=np.uint16), None, h * w, 0, 0, 0, encode_table())
         return out
-    return encode_table()[linear]
+    return to_srgb(linear)
 
 
 def firelight_camera(params: FirelightParams, light: CanopyLight):
@@ -849,6 +852,8 @@ def firelight_ladder_row(params: FirelightParams, base_exposure_ms: float, base_
     light = canopy_light(params, (float(lo) + float(hi)) / 2.0)
     cam = firelight_camera(params, light)
     cap = CAM.auto_exposure(cam.ev_loss, base_exposure_ms, base_iso, cam.shutter_limit_ms, cam.iso_cap)
-    return {"canopy_aod": params.canopy_aod, "light_loss_ev": round(light.ev_loss, 3),
+    # The light loss is a stable 10-digit scalar, left unrounded as the exposure is: rounded to 3 decimals here and
+    # to 3 digits by `aegis list`, 1.5453 EV read 1.54.
+    return {"canopy_aod": params.canopy_aod, "light_loss_ev": light.ev_loss,
             "exposure_ms": cap.exposure_ms, "iso": round(cap.iso, 1), "brightness": round(cap.brightness, 4),
             "red_blue_cast": round(light.cast[0] / light.cast[2], 3), "fire_glow": params.fire_glow}

@@ -36,11 +36,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from aegis_data.engine import kernels as K
-from aegis_data.engine.budget import limits
-from aegis_data.engine.atmosphere import (NO_CAP, ONE, Sightlines, encode_linear, exp_neg, haze_render, log_pos,
-                                          mean_linear, sightlines, sky_colour, white_level)
+from aegis_data.engine.budget import RenderCost, limits
+from aegis_data.engine.atmosphere import (KOSCHMIEDER, NO_CAP, ONE, Sightlines, encode_linear, exp_neg, haze_render,
+                                          log_pos, mean_linear, pitch_cos_sin, sightlines, sky_colour, white_level)
 from aegis_data.engine.photometry import LINEAR_MAX, encode_table, stable
-from aegis_data.engine.scene import NADIR, Scene
+from aegis_data.engine.scene import Scene
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.errors import AegisError
 
@@ -74,12 +74,20 @@ class RainRateParams:
 class RainRateDraw:
     heading_deg: float  # the platform's direction in the image (the scene's where known)
     drops: np.ndarray  # (6, n) uniforms: depth (3, the largest of which), x, y, size
-    lens: np.ndarray  # (4, k) uniforms: x, y, radius, (spare)
+    lens: np.ndarray  # (3, k) uniforms: x, y, radius
 
 
 def mp_slope(rain_mm_h: float) -> float:
     """Marshall-Palmer Lambda (1/mm) of a rain rate (mm/h)."""
     return stable(MP_SCALE * float(rain_mm_h) ** MP_EXPONENT, "Marshall-Palmer slope")
+
+
+def drop_density(rain_mm_h: float, min_drop_mm: float) -> float:
+    """Drops of at least ``min_drop_mm`` per m^3: ``N0 / Lambda exp(-Lambda D_min)``, 0 without rain."""
+    if rain_mm_h <= 0:
+        return 0.0
+    lam = mp_slope(rain_mm_h)
+    return MP_N0 / lam * exp_neg(lam * float(min_drop_mm))
 
 
 def rain_extinction(rain_mm_h: float) -> float:
@@ -112,8 +120,7 @@ def near_drop_count(params: RainRateParams, scene: Scene, h: int, w: int) -> int
     ``N0 / Lambda exp(-Lambda D_min) x (w h / f**2) z_far**3 / 3``."""
     if params.rain_mm_h <= 0:
         return 0
-    lam = mp_slope(params.rain_mm_h)
-    density = MP_N0 / lam * exp_neg(lam * float(params.min_drop_mm))
+    density = drop_density(params.rain_mm_h, params.min_drop_mm)
     _, z_far = near_range(params, scene)
     f = float(scene.focal_px)
     volume = (float(w) * float(h) / (f * f)) * z_far * z_far * z_far / 3.0
@@ -130,16 +137,7 @@ def draw_rain(params: RainRateParams, scene: Scene, h: int, w: int, rng: KeyedRa
     heading = drawn if scene.heading_deg is None else float(scene.heading_deg)
     n = near_drop_count(params, scene, h, w)
     return RainRateDraw(heading, rng.child("drops").uniform((6, n)),
-                        rng.child("lens").uniform((4, int(params.lens_drops))))
-
-
-def _pitch_cos_sin(scene: Scene) -> tuple[float, float]:
-    if scene.view == NADIR or scene.horizon_row is None:
-        return 0.0, 1.0
-    f = float(scene.focal_px)
-    tan_p = ((scene.height - 1) / 2.0 - float(scene.horizon_row)) / f
-    cos_p = 1.0 / math.sqrt(1.0 + tan_p * tan_p)
-    return cos_p, tan_p * cos_p
+                        rng.child("lens").uniform((3, int(params.lens_drops))))
 
 
 @dataclass(frozen=True)
@@ -183,7 +181,7 @@ def near_drops(params: RainRateParams, draw: RainRateDraw, scene: Scene, lines: 
     f = float(scene.focal_px)
     xp = x + (scene.valid[0] - (scene.width - 1) / 2.0)
     yp = y + (scene.valid[1] - (scene.height - 1) / 2.0)
-    cos_p, sin_p = _pitch_cos_sin(scene)
+    cos_p, sin_p = pitch_cos_sin(scene)
     sin_h, cos_h = K.sin_cos_turns(draw.heading_deg / 360.0)
     s = float(scene.speed_mps)
     vt = terminal_velocity(d_mm)
@@ -367,14 +365,12 @@ def rain_rate(image: np.ndarray, params: RainRateParams, draw: RainRateDraw, sce
 # ----------------------------------------------------------------------------------------------------------
 # Render cost and the physical ladder
 # ----------------------------------------------------------------------------------------------------------
-def rain_cost(params: RainRateParams, scene: Scene, h: int, w: int) -> "RenderCost":
+def rain_cost(params: RainRateParams, scene: Scene, h: int, w: int) -> RenderCost:
     """A rain render, priced before any draw: four times the expected streak-box pixels of the near drops (the
     drawn boxes are counted again before rasterising, ``rain_rate``). A drop at depth z has a box of about
     ``(K / z + 3)**2`` px, K from a drop of mean size falling at its speed seen at 0.6 of the frame's half-diagonal
     from the centre, and depths follow ``3 z**2 / z_far**3``; plus the linear images, the layer and the lens drops'
     blur."""
-    from aegis_data.engine.budget import RenderCost
-
     n = near_drop_count(params, scene, h, w)
     z_near, z_far = near_range(params, scene)
     mean_box = 0.0
@@ -382,7 +378,7 @@ def rain_cost(params: RainRateParams, scene: Scene, h: int, w: int) -> "RenderCo
         lam = mp_slope(params.rain_mm_h)
         d_mean = min(float(params.min_drop_mm) + 1.0 / lam, MAX_DROP_MM)
         fall = float(terminal_velocity(d_mean))
-        cos_p, sin_p = _pitch_cos_sin(scene)
+        cos_p, sin_p = pitch_cos_sin(scene)
         s = float(scene.speed_mps)
         f = float(scene.focal_px)
         offset = 0.6 * math.hypot(scene.width, scene.height) / 2.0
@@ -405,11 +401,10 @@ def rain_ladder_row(params: RainRateParams) -> dict:
     """One severity of rain in physical terms: rate, its AMS class, the veil's extinction and visibility, the
     density of drops of at least ``min_drop_mm`` and the fall speed of a 2 mm drop."""
     beta = rain_extinction(params.rain_mm_h)
-    lam = mp_slope(params.rain_mm_h) if params.rain_mm_h > 0 else math.inf
-    density = MP_N0 / lam * exp_neg(lam * float(params.min_drop_mm)) if params.rain_mm_h > 0 else 0.0
+    density = drop_density(params.rain_mm_h, params.min_drop_mm)
     return {"rain_mm_h": params.rain_mm_h,
             "class": next(name for top, name in RAIN_CLASSES if params.rain_mm_h < top),
             "extinction_per_km": round(beta * 1000.0, 4),
-            "visibility_m": round(3.912 / beta, 1) if beta > 0 else None,
+            "visibility_m": round(KOSCHMIEDER / beta, 1) if beta > 0 else None,
             "drops_per_m3": round(density, 1), "fall_speed_2mm_mps": round(float(terminal_velocity(2.0)), 3),
             "lens_drops": params.lens_drops}
