@@ -59,7 +59,6 @@ from aegis_data.files.layout import MANIFEST_NAME, condition_dir, link_target
 from aegis_data.files.rgb import check_rgb_image
 
 BLOCK = 8
-PLANE_DOF = BLOCK * BLOCK - 3  # a plane (3 parameters) is removed from each block
 BIN_WIDTH_DN = 16
 N_BINS = 256 // BIN_WIDTH_DN
 FLAT_SHARE = 0.25  # share of each brightness bin's blocks kept as flat

@@ -33,7 +33,6 @@ from aegis_data.files.rgb import check_rgb_image
 
 NADIR = "nadir"
 OBLIQUE = "oblique"
-VIEWS = (NADIR, OBLIQUE)
 SIDECAR_SUFFIX = ".scene.json"
 
 # Letterbox/pillarbox bars and constant borders: a row (column) at the edge whose pixels all lie within
@@ -76,7 +75,6 @@ MAX_SIDECAR_BYTES = 1 << 16
 SUN_ELEVATION_DEG = (15.0, 65.0)
 # Persons (the image's ground-truth boxes, which the build hands to the scene): at most this many per image.
 MAX_PERSONS = 4096
-WATER_SOURCES = ("estimated", "sidecar")
 _DECIMALS = 4  # recorded scalars: 0.1 mm, 0.0001 px, 0.0001 m/s ... identical wherever they are computed
 
 
