@@ -200,3 +200,19 @@ def test_the_water_mask_digest_is_the_sha256_of_shape_and_bytes():
         assert water_mask_digest(mask) == hashlib.sha256(head + mask.view(np.uint8).tobytes()).hexdigest()
     strided = (np.arange(60).reshape(6, 10) % 3 == 0)[:, ::2]  # not contiguous: hashed as its row-major copy
     assert water_mask_digest(strided) == water_mask_digest(np.ascontiguousarray(strided))
+
+
+def test_a_sidecar_pitch_with_the_horizon_in_the_frame_is_never_refused_as_a_rounding_boundary():
+    """The reference row is the mean of the horizon (2 decimals) and the last valid row: with an odd last digit the
+    mean ends in 5 at the third decimal, which 2 decimals cannot hold. It is kept exactly (3 decimals), not refused
+    as a rounding boundary (which refused about half of the in-frame horizons of a pitch sidecar)."""
+    img = golden_frame(480, 640)
+    in_frame = 0
+    for pitch in range(5, 60):
+        for focal in (300.0, 500.0, 800.0):
+            scene = estimate_scene(img, 30.0, CAMERA, check_sidecar({"pitch_deg": pitch, "focal_px": focal}, "t"))
+            if scene.view == OBLIQUE and scene.horizon_row > 0:
+                in_frame += 1
+                assert scene.reference_row == round((scene.horizon_row + 479) / 2.0, 3)
+                assert scene.gsd_rows(np.array([scene.reference_row]))[0] == pytest.approx(scene.gsd_m)
+    assert in_frame > 40

@@ -537,8 +537,10 @@ def estimate_scene(rgb: np.ndarray, person_px: float, camera: Mapping[str, Any],
             horizon = float(vy0 + sorted(depth)[len(depth) // 2])
     reference = _round((vy0 + vy1 - 1) / 2.0, 2)
     if view == OBLIQUE:
-        # The person unit (or the sidecar's gsd) holds midway between the horizon and the bottom of the scene.
-        reference = _round((max(horizon, vy0) + vy1 - 1) / 2.0, 2)
+        # The person unit (or the sidecar's gsd) holds midway between the horizon and the bottom of the scene. The
+        # mean of a 2-decimal horizon and a row has 3 decimals (an odd last digit ends it in 5), kept exactly: at 2
+        # decimals it would lie on a rounding boundary. Where 2 decimals hold it, 3 give the same float.
+        reference = _round((max(horizon, vy0) + vy1 - 1) / 2.0, 3)
     boxes = check_persons(persons, h, w)
     elevation, azimuth, drawn = draw_sun(rgb[vy0:vy1, vx0:vx1], given)
     scene = Scene(
