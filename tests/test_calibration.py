@@ -258,3 +258,23 @@ def test_calibrate_seed_reaches_the_engine():
     other = calibrate(images, ["rain_streaks"], seed=7, config=V1)
     assert default.seed == V1.seed and other.seed == 7
     assert [r.mean for r in default.rows] != [r.mean for r in other.rows]
+
+
+@pytest.mark.parametrize("suite", SUITE_NAMES)
+def test_calibrate_path_takes_a_ready_scale_and_any_spelling_of_the_mode(tmp_path, suite):
+    """A folder takes ``scale`` as resolve_scale does: a ready Scale (the signature's ``str | Scale``) or a mode in
+    any case; aegis-v2 still refuses frame scale in either form."""
+    from aegis_data.engine.scale import FRAME_SCALE, Scale
+
+    cv2.imwrite(str(tmp_path / "a.png"), np.full((48, 64, 3), 120, np.uint8))
+    unit = Scale("object", 20.0, "test")
+    by_scale = cal.calibrate_path(tmp_path, ["low_light"], 1, scale=unit, suite=suite)
+    by_name = cal.calibrate_path(tmp_path, ["low_light"], 1, scale="Object", person_px=20.0, suite=suite)
+    assert by_scale.scale == by_name.scale.replace("--person-px", "test") and by_scale.n_images == 1
+    assert [r.mean for r in by_scale.rows] == [r.mean for r in by_name.rows]
+    if suite == "aegis-v2":
+        for frame in (FRAME_SCALE, " Frame"):
+            with pytest.raises(AegisError, match="takes --scale object only"):
+                cal.calibrate_path(tmp_path, ["low_light"], 1, scale=frame, suite=suite)
+    with pytest.raises(AegisError, match="--scale must be one of"):
+        cal.calibrate_path(tmp_path, ["low_light"], 1, scale="pixels", suite=suite)

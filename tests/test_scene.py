@@ -169,3 +169,50 @@ def test_a_valid_rectangle_outside_the_image_is_refused_and_the_water_mask_diges
     assert water_mask_digest(mask) != water_mask_digest(np.zeros((6, 4), bool))
     mask[1, 2] = True
     assert water_mask_digest(mask) != water_mask_digest(np.zeros((4, 6), bool))
+
+
+def test_sky_block_sums_are_the_plain_integer_definition():
+    """The sky's block statistics (built in place, in int32 bands for speed) equal the definition in int64: per b x b
+    block the luma sum (299 R + 587 G + 114 B) and the sum of |right difference| + |lower difference| of each pixel,
+    0 past the crop's last column and row."""
+    from aegis_data.engine.scene import _luma_block_sums
+
+    rng = np.random.default_rng(7)
+    for h, w, b in ((16, 16, 4), (60, 44, 4), (46, 69, 23)):
+        crop = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        crop[: h // 2] = 255  # the largest values as well: no overflow
+        c = crop.astype(np.int64)
+        luma = c[..., 0] * 299 + c[..., 1] * 587 + c[..., 2] * 114
+        tex = np.zeros_like(luma)
+        tex[:, :-1] += np.abs(np.diff(luma, axis=1))
+        tex[:-1] += np.abs(np.diff(luma, axis=0))
+        got_tex, got_luma = _luma_block_sums(crop, b)
+        assert got_tex.dtype == got_luma.dtype == np.int64
+        assert np.array_equal(got_tex, tex.reshape(h // b, b, w // b, b).sum(axis=(1, 3)))
+        assert np.array_equal(got_luma, luma.reshape(h // b, b, w // b, b).sum(axis=(1, 3)))
+
+
+def test_the_water_mask_digest_is_the_sha256_of_shape_and_bytes():
+    import hashlib
+
+    for mask in (np.random.default_rng(3).random((7, 5)) < 0.5, np.zeros((0, 4), bool)):
+        head = np.asarray(mask.shape, dtype="<u4").tobytes()
+        assert water_mask_digest(mask) == hashlib.sha256(head + mask.view(np.uint8).tobytes()).hexdigest()
+    strided = (np.arange(60).reshape(6, 10) % 3 == 0)[:, ::2]  # not contiguous: hashed as its row-major copy
+    assert water_mask_digest(strided) == water_mask_digest(np.ascontiguousarray(strided))
+
+
+def test_a_sidecar_pitch_with_the_horizon_in_the_frame_is_never_refused_as_a_rounding_boundary():
+    """The reference row is the mean of the horizon (2 decimals) and the last valid row: with an odd last digit the
+    mean ends in 5 at the third decimal, which 2 decimals cannot hold. It is kept exactly (3 decimals), not refused
+    as a rounding boundary (which refused about half of the in-frame horizons of a pitch sidecar)."""
+    img = golden_frame(480, 640)
+    in_frame = 0
+    for pitch in range(5, 60):
+        for focal in (300.0, 500.0, 800.0):
+            scene = estimate_scene(img, 30.0, CAMERA, check_sidecar({"pitch_deg": pitch, "focal_px": focal}, "t"))
+            if scene.view == OBLIQUE and scene.horizon_row > 0:
+                in_frame += 1
+                assert scene.reference_row == round((scene.horizon_row + 479) / 2.0, 3)
+                assert scene.gsd_rows(np.array([scene.reference_row]))[0] == pytest.approx(scene.gsd_m)
+    assert in_frame > 40

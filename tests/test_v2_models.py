@@ -4,6 +4,7 @@ their ladders, the noise's structure, content that does not move, the budget, an
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -84,17 +85,21 @@ def test_low_light_keeps_the_brightness_while_the_camera_can_and_darkens_beyond(
 
 
 def test_low_light_smears_with_the_exposure_its_auto_exposure_chose():
+    """camera_low_light itself (not the motion model alone) smears a lit dot by the platform's path over the added
+    exposure: ``v sqrt(t**2 - t0**2)`` over the ground, with t the auto-exposure's choice."""
     dot = np.zeros((101, 101, 3), np.uint8)
     dot[50, 50] = 255
-    scene = estimate_scene(dot, 30.0, V2.camera, check_sidecar({"heading_deg": 0.0, "speed_mps": 10.0}, "t"))
-    p = corruption_params("low_light", 1, V2)
+    scene = estimate_scene(dot, 100.0, V2.camera, check_sidecar({"heading_deg": 0.0, "speed_mps": 10.0}, "t"))
+    # Sensor noise far below one linear level and no chroma blur: what the camera leaves is the smear alone (grey
+    # pixels pass its chroma path unchanged).
+    p = replace(corruption_params("low_light", 1, V2), shot_noise_base=1e-30, chroma_denoise_sigma=0.0)
     capture = CAM.capture_for(p, scene)
-    expected_px = 10.0 * math.sqrt(capture.exposure_ms ** 2 - 1.0) / 1000.0 / scene.gsd_m
-    lin = CAM.to_linear(dot)
-    smear = MO.TrajectoryBlurParams(10.0, capture.exposure_ms, 0.0, 0.0, (0.0, 180.0))
-    out = MO.smear_linear(lin, smear, scene, MO.TrajectoryDraw(0.0, np.zeros((2, 2))),
-                          MO.Exposure(10.0, capture.exposure_ms, 10.0, 1.0))
+    assert capture.exposure_ms > scene.exposure_ms
+    expected_px = 10.0 * math.sqrt(capture.exposure_ms ** 2 - scene.exposure_ms ** 2) / 1000.0 / scene.gsd_m
+    assert expected_px > 5.0
+    out = CAM.camera_low_light(dot, p, CAM.CameraLowLightDraw(0.0, np.zeros((101, 101), np.uint16)), scene)
     lit = np.flatnonzero(out[50, :, 0])
+    assert not out[:50].any() and not out[51:].any()  # along the heading only
     assert abs((lit[-1] - lit[0] + 1) - expected_px) <= 1.5
 
 

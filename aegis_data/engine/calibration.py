@@ -50,7 +50,7 @@ from aegis_data.engine.config import SEVERITIES, SuiteConfig, check_severities, 
 from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.scene import estimate_scene
 from aegis_data.engine.realism import edge_width, noise_sigma
-from aegis_data.engine.scale import FRAME_SCALE, Scale, pixel_length, resolve_scale, scale_from_record
+from aegis_data.engine.scale import FRAME, FRAME_SCALE, Scale, pixel_length, resolve_scale, scale_from_record
 from aegis_data.engine.visibility import VisibilitySummary, person_visibility, summarize_visibility
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import IMAGE_SUFFIXES, read_rgb
@@ -630,10 +630,10 @@ def calibrate_path(
     _check_limit(limit)
     list_images(path, limit)
     resolve_corruptions(corruptions, config)
-    mode = scale if scale is not None else config.scale.get("mode", "frame")
-    if mode not in ("frame", "object"):
-        raise AegisError(f"--scale must be one of frame, object, got {mode!r:.40}")
-    if config.uses_scene and mode != "object":
+    requested = scale if scale is not None else config.scale.get("mode", FRAME)
+    # The mode as resolve_scale reads it (a ready Scale's, or the name in any case); it refuses an unknown one.
+    mode = requested.mode if isinstance(requested, Scale) else str(requested).strip().lower()
+    if config.uses_scene and mode == FRAME:
         raise AegisError(f"suite {config.suite} renders in physical units and takes --scale object only")
-    chosen = resolve_scale(mode, None, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px)
+    chosen = resolve_scale(requested, None, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px)
     return calibrate_folder(path, corruptions, limit, scale=chosen, config=config)

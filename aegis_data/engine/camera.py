@@ -131,13 +131,6 @@ def draw_low_light(params: CameraLowLightParams, scene: Scene, height: int, widt
 # ----------------------------------------------------------------------------------------------------------
 # The raw-noise path (float64 per pixel, fixed order)
 # ----------------------------------------------------------------------------------------------------------
-def _site_channel(height: int, width: int) -> np.ndarray:
-    """(h, w) int: the RGGB Bayer channel of each site (0 R at even rows and columns, 2 B at odd ones, 1 G)."""
-    y = (np.arange(height) % 2)[:, None]
-    x = (np.arange(width) % 2)[None, :]
-    return y + x  # 0 (R) at (0, 0), 1 (G) at (0, 1) and (1, 0), 2 (B) at (1, 1)
-
-
 class _ClassNeighbours:
     """``at(dy, dx)``: the neighbours at offset (dy, dx) of the sites with row parity ``ys`` and column parity
     ``xs``, as a strided view of the mosaic ``p`` padded by one pixel."""
@@ -150,17 +143,12 @@ class _ClassNeighbours:
         return self.p[1 + self.ys + dy: h + 1 + dy: 2, 1 + self.xs + dx: w + 1 + dx: 2]
 
 
-def _demosaic(site: np.ndarray) -> np.ndarray:
-    """Bilinear demosaic of one float64 value per RGGB site (h, w) into (h, w, 3): each channel is the site's
-    own value where it was sampled, else the mean of its 2 or 4 nearest samples of that channel, summed in a fixed
-    order ((a + b) * 0.5, ((a + b) + c) + d) * 0.25). The mosaic is mirrored about its edge pixels (reflect-101),
-    which keeps the colour pattern."""
-    h, w = site.shape
-    return _demosaic_padded(np.pad(site, 1, mode="reflect") if min(h, w) > 1 else np.pad(site, 1, mode="edge"))
-
-
 def _demosaic_padded(p: np.ndarray) -> np.ndarray:
-    """:func:`_demosaic` of a mosaic already padded by one pixel on every side (its first inner row an even row)."""
+    """Bilinear demosaic of one float64 value per RGGB site, given padded by one pixel on every side ((h + 2,
+    w + 2), its first inner row an even row), into (h, w, 3): each channel is the site's own value where it was
+    sampled, else the mean of its 2 or 4 nearest samples of that channel, summed in a fixed order
+    ((a + b) * 0.5, ((a + b) + c) + d) * 0.25). The caller mirrors the mosaic about its edge pixels (reflect-101,
+    which keeps the colour pattern; edge repeat for a mosaic one site thin)."""
     h, w = p.shape[0] - 2, p.shape[1] - 2
     out = np.empty((h, w, 3), dtype=np.float64)
     # Each of the four site classes (row parity ys, column parity xs) is computed on its own strided view, so

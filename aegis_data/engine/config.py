@@ -39,9 +39,6 @@ SUITE_NAMES = ("aegis-v1", "aegis-v2")
 DEFAULT_SUITE = "aegis-v2"
 DEFAULT_CONFIG_PATH = SUITES_DIR / f"{DEFAULT_SUITE}.yaml"
 SEVERITIES = (1, 2, 3)
-# Engine generations (a suite's ``generation`` key): 1 renders each frame alone, lengths per frame or per person
-# (aegis-v1); 2 renders through a per-image scene and camera model in physical units, under object scale only.
-GENERATIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -82,9 +79,11 @@ class SuiteConfig:
     # The default length unit of builds with this suite ({"mode": "frame"} for aegis-v1; see suite_scale).
     scale: Mapping[str, Any] = field(default_factory=lambda: {"mode": "frame"}, compare=False)
     bytes_hash: str = ""  # first 12 hex of the file bytes' SHA-256: the config hash of builds before 0.3
-    generation: int = 1  # the engine generation (GENERATIONS)
-    # Generation 2: the default camera and platform of a scene (aegis_data.engine.scene.CAMERA_KEYS), which a
-    # per-image sidecar overrides.
+    # The engine generation (a suite's ``generation`` key): 1 renders each frame alone, lengths per frame or per
+    # person (aegis-v1); 2 renders through a per-image scene and camera model in physical units, object scale only.
+    generation: int = 1
+    # Generation 2: the default camera and platform of a scene (keys: aegis_data.engine.config_schema.CAMERA), which
+    # a per-image sidecar overrides.
     camera: Mapping[str, Any] = field(default_factory=dict)
 
     @property

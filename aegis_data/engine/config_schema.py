@@ -66,6 +66,20 @@ _OCTAVES = Param("int", 1, 8, "octaves of value noise; each doubles the grid")
 _BASE = Param("number", 1.0, MAX_NOISE_CELLS, "cells of the coarsest noise grid on the long side")
 _TRANSMISSION = _fraction("share of the scene that reaches the camera")
 
+# Generation-2 parameters several models share (the same quantity, the same range).
+_SHUTTER_LIMIT = Param("number", 0.0, 1000.0, "longest exposure the auto-exposure chooses, in ms", lo_open=True)
+_ISO_CAP = Param("number", 1.0, 409600.0, "highest ISO the auto-exposure chooses")
+_CHROMA_DENOISE = Param("number", 0.0, 8.0, "std of the camera's chroma denoise blur, in px of the frame (not scaled: "
+                        "the camera works on its pixels)")
+_REFRACTIVE_INDEX = Param("number", 1.0, 2.0, "refractive index of the water", lo_open=True)
+_REFLECTANCE_SATURATION = Param("rgb", 0.0, 1.0, "water-leaving reflectance of sediment-saturated water")
+_REFLECTANCE_HALF = Param("rgb", 0.001, 100000.0, "sediment at half the saturated reflectance, g/m^3")
+_SKY = Param("rgb", 0.0, 4.0, "sky light in units of the frame's white, where the frame shows no sky")
+_HEADING_RANGE = Param("pair", -360.0, 360.0, "range of the flight direction in the image, from +x")
+_SUN_ELEVATION_RANGE = Param("pair", 0.0, 90.0, "sun elevation drawn when the scene does not know it")
+_SCENE_REFLECTANCE = Param("number", 0.0, 1.0, "mean reflectance of the ground the clean exposure was set for (the "
+                           "light level of a view without sky: mean luminance / this)", lo_open=True)
+
 # aegis-v2's plumes (smoke_plume, dust_plume); the local plume's keys are optional (a regional layer has none).
 _PLUME = {
     "visibility_m": Param("number", 1.0, 100000.0, "meteorological visibility inside the plume, m (extinction "
@@ -78,11 +92,10 @@ _PLUME = {
     "structure_m": Param("number", 1.0, 100000.0, "across-wind size of the plume's largest eddies over the "
                          "ground, m"),
     "elongation": Param("number", 1.0, 20.0, "how many times longer the structure is along the wind than across"),
-    "scene_reflectance": Param("number", 0.0, 1.0, "mean reflectance of the ground the clean exposure was set for "
-                               "(the light level of a view without sky: mean luminance / this)", lo_open=True),
+    "scene_reflectance": _SCENE_REFLECTANCE,
     "direct_fraction": _fraction("share of the ground's light that comes straight from the sun"),
     "shadow_height_m": Param("number", 0.0, 10000.0, "height of the plume that casts the shadow, m"),
-    "sun_elevation_range_deg": Param("pair", 0.0, 90.0, "sun elevation drawn when the scene does not know it"),
+    "sun_elevation_range_deg": _SUN_ELEVATION_RANGE,
     "plume_size_m": Param("number", 0.0, 100000.0, "longest path through a local plume, m (0: a regional layer)",
                           required=False),
     "plume_radius_m": Param("number", 0.0, 100000.0, "a local plume's across-wind std over the ground, m (0: fills "
@@ -154,17 +167,16 @@ PARAMETERS: Mapping[str, Mapping[str, Param]] = {
     # Generation-2 models (aegis_data.engine.camera, aegis_data.engine.motion): physical units.
     "camera_low_light": {
         "ev_loss": Param("number", 0.0, 20.0, "scene light lost, in EV (stops) below the clean frame's"),
-        "shutter_limit_ms": Param("number", 0.0, 1000.0, "longest exposure the auto-exposure chooses, in ms",
-                                  lo_open=True),
-        "iso_cap": Param("number", 1.0, 409600.0, "highest ISO the auto-exposure chooses"),
-        "chroma_denoise_sigma": Param("number", 0.0, 8.0, "std of the camera's chroma denoise blur, in px of the frame (not scaled: the camera works on its pixels)"),
+        "shutter_limit_ms": _SHUTTER_LIMIT,
+        "iso_cap": _ISO_CAP,
+        "chroma_denoise_sigma": _CHROMA_DENOISE,
     },
     # aegis-v2's water models (aegis_data.engine.glint, aegis_data.engine.flood).
     "sun_glint": {
         "wind_speed_mps": Param("number", 0.0, 30.0, "wind speed at 10 m over the water, in m/s (Cox & Munk slopes)"),
         "glint_patch_mm2": Param("number", 0.0, 1.0e6, "apparent area of one glint patch on the water, in mm^2",
                                  lo_open=True),
-        "refractive_index": Param("number", 1.0, 2.0, "refractive index of the water", lo_open=True),
+        "refractive_index": _REFRACTIVE_INDEX,
         "psf_sigma": Param("number", 0.0, 8.0, "std of the lens's point-spread function, in px of the frame"),
         "bloom_sigma": Param("number", 0.0, 64.0, "std of the bloom around saturated cores, in px of the frame"),
         "bloom_weight": _fraction("weight of the bloom in the screen blend"),
@@ -174,10 +186,10 @@ PARAMETERS: Mapping[str, Mapping[str, Param]] = {
         "sediment_g_m3": Param("number", 0.0, 100000.0, "suspended sediment in the water, g/m^3"),
         "clear_g_m3": Param("number", 0.0, 100000.0, "sediment that hides the clear water's own light to 1/e, g/m^3",
                             lo_open=True),
-        "reflectance_saturation": Param("rgb", 0.0, 1.0, "water-leaving reflectance of sediment-saturated water"),
-        "reflectance_half_g_m3": Param("rgb", 0.001, 100000.0, "sediment at half the saturated reflectance, g/m^3"),
-        "refractive_index": Param("number", 1.0, 2.0, "refractive index of the water", lo_open=True),
-        "sky": Param("rgb", 0.0, 4.0, "sky light in units of the frame's white, where the frame shows no sky"),
+        "reflectance_saturation": _REFLECTANCE_SATURATION,
+        "reflectance_half_g_m3": _REFLECTANCE_HALF,
+        "refractive_index": _REFRACTIVE_INDEX,
+        "sky": _SKY,
     },
     "flood": {
         "rise_m": Param("number", 0.0, 20.0, "rise of the water above the old waterline, in m"),
@@ -186,22 +198,22 @@ PARAMETERS: Mapping[str, Mapping[str, Param]] = {
         "seed_quantile": Param("number", 0.0, 1.0, "share of the smoothest ground that floods first in a frame "
                                "without water", lo_open=True),
         "sediment_g_m3": Param("number", 0.0, 100000.0, "suspended sediment in the floodwater, g/m^3"),
-        "reflectance_saturation": Param("rgb", 0.0, 1.0, "water-leaving reflectance of sediment-saturated water"),
-        "reflectance_half_g_m3": Param("rgb", 0.001, 100000.0, "sediment at half the saturated reflectance, g/m^3"),
+        "reflectance_saturation": _REFLECTANCE_SATURATION,
+        "reflectance_half_g_m3": _REFLECTANCE_HALF,
         "secchi_depth_m": Param("number", 0.001, 100.0, "Secchi depth of the floodwater, in m"),
         "wet_band_m": Param("number", 0.0, 1.0, "height of wet ground above the waterline, in m"),
         "wet_darkening": _fraction("linear reflectance of wet ground over dry"),
         "micro_relief_m": Param("number", 0.0, 1.0, "amplitude of the ground's unevenness, in m"),
         "micro_relief_cell_m": Param("number", 0.01, 1000.0, "size of the ground's unevenness, in m"),
-        "refractive_index": Param("number", 1.0, 2.0, "refractive index of the water", lo_open=True),
-        "sky": Param("rgb", 0.0, 4.0, "sky light in units of the frame's white, where the frame shows no sky"),
+        "refractive_index": _REFRACTIVE_INDEX,
+        "sky": _SKY,
     },
     "trajectory_blur": {
         "speed_mps": Param("number", 0.0, 60.0, "platform speed over the ground, in m/s"),
         "exposure_ms": Param("number", 0.0, 1000.0, "exposure time, in ms"),
         "jitter_mrad": Param("number", 0.0, 20.0, "RMS angular jitter of the camera during the exposure, in mrad"),
         "yaw_rate_dps": Param("number", 0.0, 360.0, "heading change rate during the exposure, in deg/s"),
-        "heading_range_deg": Param("pair", -360.0, 360.0, "range of the flight direction in the image, from +x"),
+        "heading_range_deg": _HEADING_RANGE,
     },
     # aegis-v2's atmosphere (aegis_data.engine.atmosphere, aegis_data.engine.rain): physical units.
     "smoke_plume": dict(_PLUME),
@@ -218,12 +230,10 @@ PARAMETERS: Mapping[str, Mapping[str, Param]] = {
         "flame_colour": _COLOUR,
         "glow_reach": Param("number", 0.0, 10.0, "distance at which a fire's glow halves, in long sides",
                             lo_open=True),
-        "sun_elevation_range_deg": Param("pair", 0.0, 90.0, "sun elevation drawn when the scene does not know it"),
-        "shutter_limit_ms": Param("number", 0.0, 1000.0, "longest exposure the auto-exposure chooses, in ms",
-                                  lo_open=True),
-        "iso_cap": Param("number", 1.0, 409600.0, "highest ISO the auto-exposure chooses"),
-        "chroma_denoise_sigma": Param("number", 0.0, 8.0, "std of the camera's chroma denoise blur, in px of the "
-                                      "frame"),
+        "sun_elevation_range_deg": _SUN_ELEVATION_RANGE,
+        "shutter_limit_ms": _SHUTTER_LIMIT,
+        "iso_cap": _ISO_CAP,
+        "chroma_denoise_sigma": _CHROMA_DENOISE,
     },
     "rain_rate": {
         "rain_mm_h": Param("number", 0.0, 500.0, "rain rate, mm/h"),
@@ -236,10 +246,9 @@ PARAMETERS: Mapping[str, Mapping[str, Param]] = {
                              "veil)"),
         "nearest_drop_m": Param("number", 0.0, 100.0, "nearest drop to the lens drawn, m", lo_open=True),
         "sky_reflection": _fraction("share of a drop's radiance that is the sky's light it reflects"),
-        "scene_reflectance": Param("number", 0.0, 1.0, "mean reflectance of the ground the clean exposure was set for "
-                               "(the light level of a view without sky: mean luminance / this)", lo_open=True),
+        "scene_reflectance": _SCENE_REFLECTANCE,
         "lens_drop_radius": Param("pair", 0.0, 0.5, "radius range of a drop on the lens, shares of the short side"),
-        "heading_range_deg": Param("pair", -360.0, 360.0, "range of the flight direction in the image, from +x"),
+        "heading_range_deg": _HEADING_RANGE,
     },
 }
 # The engine's models: the aegis-v1 models carry the name of their corruption; a generation-2 suite names other

@@ -13,6 +13,7 @@ import numpy as np
 
 from aegis_data.engine.calibration import Corruptor, resolve_corruptions
 from aegis_data.engine.config import SEVERITIES, SuiteConfig, condition_id, load_config
+from aegis_data.engine.corruptions import scene_for
 from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.scale import OBJECT, PERSON_PX_RANGE, Scale
 from aegis_data.errors import AegisError
@@ -79,6 +80,7 @@ def severity_grid(
     pad = max(4, width // 256)
     cw = (width - 4 * pad) // 3
     small = fit_width(image, cw)
+    extra = {}
     if corrupt is None:
         cell_scale = None
         if scale is not None and scale.is_object:
@@ -86,28 +88,30 @@ def severity_grid(
             unit = max(PERSON_PX_RANGE[0], round(scale.person_px * cw / image.shape[1], 2))
             cell_scale = Scale(OBJECT, unit, f"{scale.basis}, x {cw}/{image.shape[1]} for the grid cell")
         corrupt = SuiteCorruptor(cfg, cell_scale, seed)
+        if cfg.uses_scene:  # one scene for every cell, as a build derives one per image (not one per condition)
+            extra = {"scene": scene_for(small, cfg, cell_scale)}
     ch = small.shape[0]
-    scale = max(0.35, cw / 900)
-    title_h = int(44 * scale / 0.55)
+    text_scale = max(0.35, cw / 900)
+    title_h = int(44 * text_scale / 0.55)
     rows = 1 + len(names)
     height = title_h + rows * (ch + pad) + pad
     sheet = np.empty((height, width, 3), np.uint8)
     sheet[...] = _BG
     used_seed = cfg.seed if seed is None else int(seed)
     _text(sheet, f"{cfg.suite}  |  image {image_id}  |  seed {used_seed}  |  config {cfg.config_hash}",
-          (pad, int(title_h * 0.62)), scale * 1.25, _FG, 2 if scale > 0.6 else 1)
+          (pad, int(title_h * 0.62)), text_scale * 1.25, _FG, 2 if text_scale > 0.6 else 1)
 
     def place(r: int, c: int, tile: np.ndarray, text: str) -> None:
         y0 = title_h + r * (ch + pad)
         x0 = pad + c * (cw + pad)
         cell = sheet[y0 : y0 + ch, x0 : x0 + cw]
         cell[...] = tile
-        _label(cell, text, scale)
+        _label(cell, text, text_scale)
 
     place(0, 0, small, "clean")
     # Legend in the two cells beside the clean image.
     lx = pad + (cw + pad) + pad
-    line_h = int(30 * scale / 0.55)
+    line_h = int(30 * text_scale / 0.55)
     legend = [
         "rows: corruption   columns: severity 1, 2, 3",
         f"input {image.shape[1]}x{image.shape[0]}, corrupted at cell size {cw}x{ch}",
@@ -118,10 +122,10 @@ def severity_grid(
         y = title_h + line_h * (i + 1)
         if y > title_h + ch:
             break
-        _text(sheet, line, (lx, y), scale, _MUTED if i < 2 else _FG)
+        _text(sheet, line, (lx, y), text_scale, _MUTED if i < 2 else _FG)
     for r, name in enumerate(names, start=1):
         for c, sev in enumerate(SEVERITIES):
-            out = corrupt(small, name, sev, str(image_id))
+            out = corrupt(small, name, sev, str(image_id), **extra)
             if out is None:
                 raise AegisError(f"no image for condition {condition_id(name, sev)}")
             place(r, c, out, condition_id(name, sev))

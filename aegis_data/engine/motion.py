@@ -243,19 +243,16 @@ def blur_bands(params: TrajectoryBlurParams, scene: Scene, draw: TrajectoryDraw,
     jitter_px = params.jitter_mrad / 1000.0 * scene.focal_px
     yaw = params.yaw_rate_dps * exposure.exposure_ms / 1000.0
     if scene.view == OBLIQUE:
-        starts = list(range(0, height, BAND_ROWS))
+        spans = [(s, min(height, s + BAND_ROWS)) for s in range(0, height, BAND_ROWS)]
     else:
-        starts = [0]
-    bands_len = []
-    for s in starts:
-        e = min(height, s + BAND_ROWS) if scene.view == OBLIQUE else height
-        gsd = float(scene.gsd_rows(np.array([y0 + (s + e - 1) / 2.0]))[0])
-        bands_len.append((s, e, 0.0 if not math.isfinite(gsd) else smear_m / gsd))
+        spans = [(0, height)]
+    # Each band's ground sample at its centre row (inf in the sky: no translation there).
+    band_gsd = [float(g) for g in scene.gsd_rows(np.array([y0 + (s + e - 1) / 2.0 for s, e in spans]))]
+    bands_len = [(s, e, smear_m / g if math.isfinite(g) else 0.0) for (s, e), g in zip(spans, band_gsd)]
     # Rolling-shutter skew: rows later in the readout are displaced along the heading. The clean frame was read out
     # by the same shutter at its own speed and holds that skew already; what a faster (or slower) flight adds is
     # (v - v0) times the readout, at the finest ground sample of the region.
-    gsds = [float(g) for g in scene.gsd_rows(np.array([y0 + (s + e - 1) / 2.0 for s, e, _ in bands_len]))
-            if math.isfinite(g)]
+    gsds = [g for g in band_gsd if math.isfinite(g)]
     rel_speed = exposure.speed_mps - exposure.base_speed_mps
     speed_px_per_ms = rel_speed / 1000.0 / min(gsds) if gsds else 0.0
     half_skew = _skew_px(params, speed_px_per_ms, height) if params.readout_ms > 0 else 0.0

@@ -33,7 +33,8 @@ then unbiased for white noise and for noise correlated over up to 2 px.
 
 Each function takes an optional ``region = (x, y, w, h)`` in px: the valid pixels (letterbox bars outside it are
 ignored). :func:`letterbox_region` finds it for near-black bars. On a 12-MP frame :func:`realism_statistics`, all four
-together, takes about a second; the edge search measures at most :data:`MAX_EDGES` edge points, by a fixed stride.
+together, takes about 2 s of one core (1.8 s CPU, measured on a HERIDAL frame); the edge search measures at most
+:data:`MAX_EDGES` edge points, by a fixed stride.
 
 The disk edge is :func:`realism_report`, used by ``aegis realism``: the statistics of a folder of real frames beside
 those of a split's rendering of one condition and of its clean images, with one distance per statistic.
@@ -59,7 +60,6 @@ from aegis_data.files.layout import MANIFEST_NAME, condition_dir, link_target
 from aegis_data.files.rgb import check_rgb_image
 
 BLOCK = 8
-PLANE_DOF = BLOCK * BLOCK - 3  # a plane (3 parameters) is removed from each block
 BIN_WIDTH_DN = 16
 N_BINS = 256 // BIN_WIDTH_DN
 FLAT_SHARE = 0.25  # share of each brightness bin's blocks kept as flat
@@ -346,7 +346,7 @@ def noise_curve(rgb: np.ndarray, region: Sequence[int] | None = None) -> NoiseCu
     docstring), where ``dof`` is the residual's degrees of freedom per block for the measured noise correlation
     (:func:`noise_autocorrelation`): 61 for white noise, fewer for correlated noise, whose low frequencies the plane
     partly absorbs. So sigma is the noise's per-pixel std, unbiased for white noise and for noise correlated over
-    up to 2 px (a 3x3 kernel); noise correlated further reads low (-18 % for white noise blurred by a Gaussian of
+    up to 2 px (a 3x3 kernel); noise correlated further reads low (-19 % for white noise blurred by a Gaussian of
     std 1.5 px).
     """
     return _noise_curve(_analyse(rgb, region))
@@ -383,7 +383,7 @@ def noise_autocorrelation(rgb: np.ndarray, region: Sequence[int] | None = None) 
     64-pixel block, so the noise correlations are solved for from the measured ratios under the model "the noise
     is correlated over at most 2 px in x and y" (12 unknowns, 12 equations). The result is unbiased for such noise:
     white noise reads 0, noise blurred by a kernel of up to 3x3 its kernel's own correlation (2/3 for the binomial
-    [1 2 1]/4 in x and y). Noise correlated further reads a little low (0.80 for 0.86 under a Gaussian blur of std
+    [1 2 1]/4 in x and y). Noise correlated further reads a little low (0.84 for 0.89 under a Gaussian blur of std
     1.5 px). Texture left in the flat blocks reads as positive correlation.
     """
     return _noise_correlation(_analyse(rgb, region))
@@ -608,11 +608,12 @@ def edge_widths(rgb: np.ndarray, region: Sequence[int] | None = None) -> EdgeWid
     """The 10-90 % rise distance (px) across each strong edge point of the luma, and their summaries.
 
     Edge points: local maxima of the gradient magnitude along the gradient direction (Canny's non-maximum
-    suppression; gradient of the luma smoothed by a Gaussian of 1 px) whose magnitude is in the frame's top 1 %
-    and at least 2 DN/px; at most 4000, by a fixed stride. At each point the raw luma is sampled along the gradient,
-    +-24 px in 0.5-px steps (bilinear; three parallel profiles 1 px apart, averaged). The edge extends from the
-    centre out to where the profile's slope (over 1 px, smoothed) falls to 10 % of its slope at the centre; the
-    profile there gives the two plateaus, and steps under 10 DN are skipped. The width is the distance between the
+    suppression; gradient of the luma smoothed by a Gaussian of 1 px) of at least 2 DN/px (no relative threshold:
+    a blurred edge has a weaker gradient than a sharp one of the same step); at most :data:`MAX_EDGES`, by a fixed
+    stride. At each point the raw luma is sampled along the gradient, +-24 px in 0.5-px steps (bilinear; three
+    parallel profiles 1 px apart, averaged). The edge extends from the centre out to where the profile's slope (over
+    1 px, smoothed) falls to 10 % of its slope at the centre; the profile there gives the two plateaus, and steps
+    under :data:`MIN_CONTRAST_DN` (20 DN) are skipped. The width is the distance between the
     10 % and the 90 % crossing nearest the centre (linear interpolation). A step blurred by a box of L px reads
     0.8 L (a sharp step 0.8 px), a Gaussian blur of std s about 2.5 s; widths beyond ~24 px are not measured.
 

@@ -33,7 +33,6 @@ from aegis_data.files.rgb import check_rgb_image
 
 NADIR = "nadir"
 OBLIQUE = "oblique"
-VIEWS = (NADIR, OBLIQUE)
 SIDECAR_SUFFIX = ".scene.json"
 
 # Letterbox/pillarbox bars and constant borders: a row (column) at the edge whose pixels all lie within
@@ -76,7 +75,6 @@ MAX_SIDECAR_BYTES = 1 << 16
 SUN_ELEVATION_DEG = (15.0, 65.0)
 # Persons (the image's ground-truth boxes, which the build hands to the scene): at most this many per image.
 MAX_PERSONS = 4096
-WATER_SOURCES = ("estimated", "sidecar")
 _DECIMALS = 4  # recorded scalars: 0.1 mm, 0.0001 px, 0.0001 m/s ... identical wherever they are computed
 
 
@@ -252,6 +250,35 @@ def _block_size(height: int, width: int) -> int:
     return max(4, min(height, width) // 128)
 
 
+def _luma_block_sums(crop: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """(texture sums, luma sums) per b x b block of ``crop`` (uint8 RGB, whole blocks), both int64. Luma is in
+    thousandths of a DN (299 R + 587 G + 114 B); a pixel's texture is its absolute luma difference to the right
+    neighbour plus that to the one below (0 past the last column/row: the last difference joins the block to its
+    left/top). Integers throughout, into preallocated int32 planes: no int32 copy of the RGB frame, no padded copy."""
+    nby, nbx = crop.shape[0] // b, crop.shape[1] // b
+    luma = np.multiply(crop[..., 0], np.int32(299))  # DN x 1000, at most 255000
+    term = np.multiply(crop[..., 1], np.int32(587))
+    luma += term
+    np.multiply(crop[..., 2], np.int32(114), out=term)
+    luma += term
+    tex = term  # reused: |dx| + |dy| per pixel, at most 510000
+    np.subtract(luma[:, 1:], luma[:, :-1], out=tex[:, :-1])
+    tex[:, -1] = 0
+    np.abs(tex, out=tex)
+    dy = np.empty_like(luma)
+    np.subtract(luma[1:], luma[:-1], out=dy[:-1])
+    dy[-1] = 0
+    tex += np.abs(dy, out=dy)
+    # Rows of each block band first, in int32 while b such values cannot overflow it (contiguous adds, several
+    # times faster than int64), then the columns of each block in int64.
+    band = np.int32 if b * 510_000 < 2**31 else np.int64
+
+    def sums(a: np.ndarray) -> np.ndarray:
+        return a.reshape(nby, b, nbx * b).sum(axis=1, dtype=band).reshape(nby, nbx, b).sum(axis=2, dtype=np.int64)
+
+    return sums(tex), sums(luma)
+
+
 def sky_depth(rgb: np.ndarray, valid: tuple[int, int, int, int]) -> tuple[int, ...]:
     """Per column of the valid region, the number of sky rows from its top (all zeros: no sky found).
 
@@ -269,15 +296,7 @@ def sky_depth(rgb: np.ndarray, valid: tuple[int, int, int, int]) -> tuple[int, .
     nby, nbx = h // b, w // b
     if nby < 4 or nbx < 4:
         return ()
-    crop = region[: nby * b, : nbx * b].astype(np.int32)
-    luma = crop[..., 0] * 299 + crop[..., 1] * 587 + crop[..., 2] * 114  # DN x 1000
-    dx = np.abs(np.diff(luma, axis=1))
-    dy = np.abs(np.diff(luma, axis=0))
-    # Per block: sums of the differences inside it (the last column/row of differences joins the block to its left).
-    tex = np.zeros((nby, nbx), dtype=np.int64)
-    tex += np.pad(dx, ((0, 0), (0, 1))).reshape(nby, b, nbx, b).sum(axis=(1, 3))
-    tex += np.pad(dy, ((0, 1), (0, 0))).reshape(nby, b, nbx, b).sum(axis=(1, 3))
-    means = luma.reshape(nby, b, nbx, b).sum(axis=(1, 3), dtype=np.int64)
+    tex, means = _luma_block_sums(region[: nby * b, : nbx * b], b)
     pairs = 2 * b * b  # about the number of differences per block
     smooth = tex * 1 <= int(SKY_TEXTURE_DN * 1000) * pairs
     bright = means >= np.sort(means.ravel())[means.size // 2]
@@ -390,8 +409,10 @@ def read_sidecar(path: str | Path, confined: bool = False) -> dict[str, Any]:
 def water_mask_digest(mask: np.ndarray) -> str:
     """SHA-256 of a water mask as the scene records it: one byte per pixel, 1 = water, row-major, after 8 bytes of
     little-endian height and width."""
-    m = np.ascontiguousarray(mask, dtype=bool).view(np.uint8)
-    return hashlib.sha256(np.asarray(m.shape, dtype="<u4").tobytes() + m.tobytes()).hexdigest()
+    m = np.ascontiguousarray(mask, dtype=bool)
+    hasher = hashlib.sha256(np.asarray(m.shape, dtype="<u4").tobytes())
+    hasher.update(m.view(np.uint8).reshape(-1))  # the mask's bytes, not a copy of them
+    return hasher.hexdigest()
 
 
 def read_water_mask(path: str | Path, height: int, width: int) -> np.ndarray:
@@ -459,7 +480,9 @@ def draw_sun(rgb: np.ndarray, given: Mapping[str, Any]) -> tuple[float, float, t
     if drawn:
         # Two uniforms in [0, 1) from the digest itself (53 bits each): a fact of the image, not a corruption's draw,
         # so it opens no random stream (neither the benchmark's nor a training augmentation's namespace).
-        digest = hashlib.sha256(b"aegis-scene|sun|" + np.ascontiguousarray(rgb).tobytes()).digest()
+        hasher = hashlib.sha256(b"aegis-scene|sun|")
+        hasher.update(np.ascontiguousarray(rgb).reshape(-1))  # the pixels' bytes, not a copy of them
+        digest = hasher.digest()
         u = [(int.from_bytes(digest[8 * i: 8 * i + 8], "little") >> 11) * 2.0 ** -53 for i in (0, 1)]
         lo, hi = SUN_ELEVATION_DEG
         if elevation is None:
@@ -514,8 +537,10 @@ def estimate_scene(rgb: np.ndarray, person_px: float, camera: Mapping[str, Any],
             horizon = float(vy0 + sorted(depth)[len(depth) // 2])
     reference = _round((vy0 + vy1 - 1) / 2.0, 2)
     if view == OBLIQUE:
-        # The person unit (or the sidecar's gsd) holds midway between the horizon and the bottom of the scene.
-        reference = _round((max(horizon, vy0) + vy1 - 1) / 2.0, 2)
+        # The person unit (or the sidecar's gsd) holds midway between the horizon and the bottom of the scene. The
+        # mean of a 2-decimal horizon and a row has 3 decimals (an odd last digit ends it in 5), kept exactly: at 2
+        # decimals it would lie on a rounding boundary. Where 2 decimals hold it, 3 give the same float.
+        reference = _round((max(horizon, vy0) + vy1 - 1) / 2.0, 3)
     boxes = check_persons(persons, h, w)
     elevation, azimuth, drawn = draw_sun(rgb[vy0:vy1, vx0:vx1], given)
     scene = Scene(
