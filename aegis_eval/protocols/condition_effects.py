@@ -56,10 +56,21 @@ def split_effects(split_dir: str | Path | None) -> SplitEffects | None:
     submerged: dict[str, dict[str, list]] = {}
     for e in manifest.images():
         fractions = e.get("submerged_fraction")
-        if e.get("split") == "test" and isinstance(fractions, list):
-            submerged.setdefault(e["condition"], {})[e["image_id"]] = fractions
+        if e.get("split") == "test" and fractions is not None:
+            submerged.setdefault(e["condition"], {})[e["image_id"]] = _checked_fractions(fractions, path, e["path"])
     acted = {str(k): v for k, v in obj["acted"].items() if isinstance(v, int) and not isinstance(v, bool)}
     return SplitEffects(acted, submerged)
+
+
+def _checked_fractions(value: Any, path: Path, entry: str) -> list:
+    """A manifest entry's ``submerged_fraction``: a list of shares in [0, 1] (null: a person outside the scene). The
+    root hash says the manifest is intact, not that a hand-resealed one holds shares; AegisError otherwise."""
+    ok = isinstance(value, list) and all(
+        f is None or (isinstance(f, (int, float)) and not isinstance(f, bool) and 0.0 <= f <= 1.0) for f in value)
+    if not ok:
+        raise AegisError(f"[manifest_invalid] {path}: entry {entry[:120]!r} records submerged_fraction {value!r:.60}; "
+                         f"it must list one share in [0, 1] (or null) per ground-truth box")
+    return value
 
 
 def _bin_of(fraction: float) -> int:
