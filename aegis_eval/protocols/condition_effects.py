@@ -18,6 +18,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from aegis_data.errors import AegisError
+from aegis_eval.metrics.coco import segment_starts
 from aegis_eval.metrics.types import GroundTruth
 
 # (low, high] share of the person under water; the first bin holds the dry ones (exactly 0).
@@ -87,12 +88,15 @@ def submerged_strata(gt: GroundTruth, matched: np.ndarray, clean_matched: np.nda
     AegisError when an image's fractions do not list one per GT box (the split and its GT disagree)."""
     n_bins = len(SUBMERGED_BINS)
     n_gt, tp, tp_clean = [0] * n_bins, [0] * n_bins, [0] * n_bins
+    # Each image's boxes in annotation order: a slice of the boxes grouped by image (one sort, not a scan per image).
+    order = np.argsort(gt.box_image, kind="stable")
+    starts = segment_starts(np.asarray(gt.box_image)[order], gt.n_images)
     for row, name in enumerate(gt.file_names):
         stem = Path(name).stem
-        boxes = np.flatnonzero(gt.box_image == row)
         values = fractions.get(stem)
         if values is None:
             continue
+        boxes = order[starts[row]: starts[row + 1]]
         if len(values) != boxes.size:
             raise AegisError(f"[submerged_mismatch] the split records {len(values)} submerged fractions for image "
                              f"{stem!r}, its ground truth {boxes.size} boxes")
