@@ -172,6 +172,19 @@ def test_people_standing_in_the_water_are_partly_submerged_and_their_boxes_kept(
                                  _scene(img, persons=boxes + dry, unit=40.0))[-1] == 0.0
 
 
+def test_a_frame_without_persons_derives_no_height_proxy_for_the_contract(monkeypatch):
+    """submerged_fractions runs for every flood file of a build and of verify; with nobody to submerge it returns at
+    once (the height proxy costs a chamfer and a full-frame upsampling, and the block statistics with a sidecar
+    mask)."""
+    img, _, _ = coast_frame(120, 160)
+    scene = _scene(img)
+
+    def no_terrain(*args):
+        raise AssertionError("terrain derived for a frame without persons")
+    monkeypatch.setattr(F, "terrain", no_terrain)
+    assert F.submerged_fractions(img, corruption_params("inundation", 3, V2), scene) == []
+
+
 def test_the_sky_never_floods_and_grazing_water_reflects_it():
     img, truth, horizon = lake_oblique_frame(479, 641)
     scene = _scene(img)
