@@ -386,3 +386,18 @@ def test_a_resealed_submerged_fraction_that_is_no_share_is_one_line_not_a_traceb
         score_paths(tmp_path / "preds", flooded_copy, threshold=0.5, bootstrap=10, seed=0)
     r = invoke("score", tmp_path / "preds", "--split-dir", flooded_copy, "--threshold", "0.5", "--bootstrap", "10")
     assert r.exit_code != 0 and "Traceback" not in r.output and "submerged_fraction" in r.output, r.output
+
+
+@pytest.mark.parametrize("bad", [-1, 4, 2.5, "2"])
+def test_a_resealed_acted_count_that_is_no_count_of_test_images_is_one_line(flooded_copy, tmp_path, bad):
+    """acted -1 or 4 (of 3 test images) went into the score as acted_images, a document its own validator refuses;
+    2.5 and "2" were dropped without a word. The score refuses them in one line."""
+    from aegis_data.errors import AegisError
+    from aegis_eval.protocols.scoring import score_paths
+
+    def edit(m):
+        m["acted"]["water_glare_s1"] = bad
+    _reseal(flooded_copy, edit)
+    _predictions(flooded_copy, tmp_path / "preds", miss_submerged_over=None)
+    with pytest.raises(AegisError, match=r"\[manifest_invalid\].*acted"):
+        score_paths(tmp_path / "preds", flooded_copy, threshold=0.5, bootstrap=10, seed=0)

@@ -55,17 +55,25 @@ def split_effects(split_dir: str | Path | None) -> SplitEffects | None:
     except AegisError as exc:
         raise AegisError(f"[manifest_invalid] {exc}") from None
     submerged: dict[str, dict[str, list]] = {}
+    n_test: dict[str, int] = {}
     for e in manifest.images():
+        if e.get("split") != "test":
+            continue
+        n_test[e["condition"]] = n_test.get(e["condition"], 0) + 1
         fractions = e.get("submerged_fraction")
-        if e.get("split") == "test" and fractions is not None:
+        if fractions is not None:
             submerged.setdefault(e["condition"], {})[e["image_id"]] = _checked_fractions(fractions, path, e["path"])
-    acted = {str(k): v for k, v in obj["acted"].items() if isinstance(v, int) and not isinstance(v, bool)}
-    return SplitEffects(acted, submerged)
+    # The root hash says the manifest is intact, not that a hand-resealed one holds counts and shares.
+    for cond, v in obj["acted"].items():
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= n_test.get(cond, 0):
+            raise AegisError(f"[manifest_invalid] {path}: acted[{str(cond)[:80]!r}] is {v!r:.40}; it must count the "
+                             f"test images the condition changed, 0 to {n_test.get(cond, 0)}")
+    return SplitEffects(dict(obj["acted"]), submerged)
 
 
 def _checked_fractions(value: Any, path: Path, entry: str) -> list:
-    """A manifest entry's ``submerged_fraction``: a list of shares in [0, 1] (null: a person outside the scene). The
-    root hash says the manifest is intact, not that a hand-resealed one holds shares; AegisError otherwise."""
+    """A manifest entry's ``submerged_fraction``: a list of shares in [0, 1] (null: a person outside the scene);
+    AegisError otherwise."""
     ok = isinstance(value, list) and all(
         f is None or (isinstance(f, (int, float)) and not isinstance(f, bool) and 0.0 <= f <= 1.0) for f in value)
     if not ok:
