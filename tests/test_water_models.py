@@ -322,7 +322,6 @@ def test_the_priced_memory_bounds_what_the_water_models_hold(compiled):
     from aegis_data.engine.corruptions import _scene_cost
 
     img, _, boxes = coast_frame(600, 800, person_px=40.0)
-    y, x = np.mgrid[0:600, 0:800]
     cases = [(img, _scene(img, (62.0, 180.0), boxes, unit=40.0)), (_sea(600, 800), _scene(_sea(600, 800), (80.0, 0.0)))]
     saved = K.CKERNELS
     try:
