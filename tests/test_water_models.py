@@ -195,6 +195,26 @@ def test_the_sky_never_floods_and_grazing_water_reflects_it():
     assert refl[horizon + 5] > 0.3 > 0.05 > refl[-1] > 0.0  # grazing rows mirror the sky, near rows do not
 
 
+def test_a_camera_looking_level_at_the_horizon_gets_the_water_models():
+    """A sidecar may give pitch_deg 0 (its range is [0, 90]): the horizon is the frame's centre row and the ground
+    lies below it. The view rays refused it ("the camera looks at or above the horizon"), so the three water models
+    failed on an image the atmosphere models render."""
+    img = lake_oblique_frame(240, 320)[0]
+    y, x = np.mgrid[0:240, 0:320]
+    sea = (y >= 140) & (y < 200) & (x < 200)
+    facts = check_sidecar({"pitch_deg": 0.0, "water_mask": "m.png", "sun_elevation_deg": 8.0,
+                           "sun_azimuth_deg": 270.0}, "t")  # ahead: its mirror image lies on the sea
+    scene = estimate_scene(img, 30.0, V2.camera, facts, sea)
+    assert scene.view == "oblique" and scene.horizon_row == 119.5
+    refl = F.row_reflectance(scene, 240, 320, 1.34)
+    assert (refl[:120] == 0.0).all() and refl[121] > 0.5 > refl[-1] > 0.02  # grazing near the horizon
+    for name in ("water_glare", "turbidity_cast", "inundation"):
+        out = _v2(img, name, 3, scene)
+        changed = (out != img).any(axis=2)
+        assert changed.any() and not changed[:100].any(), name
+    assert not ((_v2(img, "turbidity_cast", 2, scene) != img).any(axis=2) & ~sea).any()
+
+
 def test_without_water_the_flood_starts_on_the_smoothest_ground():
     land = _grass(240, 320)
     land[150:200, 40:120] = (120, 118, 110)  # a smooth, flat yard: low ground
