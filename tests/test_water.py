@@ -14,7 +14,7 @@ from aegis_data.engine.config import load_config
 from aegis_data.engine.scene import check_sidecar, estimate_scene, water_mask_digest
 from aegis_data.errors import AegisError
 from golden.frames import golden_frame
-from golden.scenes import coast_frame, lake_oblique_frame, letterboxed_frame
+from golden.scenes import coast_frame, lake_oblique_frame, letterboxed_frame, oblique_frame
 
 CAMERA = load_config("aegis-v2").camera
 REAL = Path("/work/shared/real-frames/heridal")
@@ -93,6 +93,23 @@ def test_documented_failures_brown_floodwater_and_green_lagoons_are_not_found():
         img, truth, _ = coast_frame(240, 320)
         img[truth] = colour
         assert not estimate_scene(img, 30.0, CAMERA).water_mask().any()
+
+
+def test_documented_failure_the_last_rows_of_sky_above_a_water_horizon_are_water():
+    """The scene's sky ends at the block whose vertical differences cross the horizon, so the sky rows of that block
+    (fewer than one block) are ground to the scene; above a sea that reaches the horizon they join the water. Pinned
+    (docs/CORRUPTIONS.md, "Where it fails"), so a fix of the sky's edge is seen and the docs follow it."""
+    img, horizon = oblique_frame(480, 640)
+    y, x = np.mgrid[0:480, 0:640]
+    sea = (y >= horizon) & (y < horizon + (480 - horizon) // 2) & (x < 640 * 3 // 5)
+    sea &= ~(img == np.array([30, 25, 35], np.uint8)).all(axis=2)  # the persons stand in it
+    ripple = ((x * 5 + y * 11) % 12) - 6
+    img[sea] = np.stack([34 + ripple // 3, 78 + ripple // 2, 104 + ripple // 2], axis=-1)[sea]
+    scene = estimate_scene(img, 30.0, CAMERA)
+    mask, b = scene.water_mask(), W.water_block_size(480, 640)
+    assert scene.view == "oblique" and set(scene.sky_depth) == {horizon - b}
+    assert not mask[: horizon - b].any() and mask[horizon - b: horizon, : 640 * 3 // 5].mean() > 0.99
+    assert (mask[horizon:] == sea[horizon:]).mean() > 0.999
 
 
 @pytest.mark.skipif(not REAL.is_dir(), reason=f"{REAL} is not on this machine")

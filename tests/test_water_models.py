@@ -172,6 +172,19 @@ def test_people_standing_in_the_water_are_partly_submerged_and_their_boxes_kept(
                                  _scene(img, persons=boxes + dry, unit=40.0))[-1] == 0.0
 
 
+def test_a_frame_without_persons_derives_no_height_proxy_for_the_contract(monkeypatch):
+    """submerged_fractions runs for every flood file of a build and of verify; with nobody to submerge it returns at
+    once (the height proxy costs a chamfer and a full-frame upsampling, and the block statistics with a sidecar
+    mask)."""
+    img, _, _ = coast_frame(120, 160)
+    scene = _scene(img)
+
+    def no_terrain(*args):
+        raise AssertionError("terrain derived for a frame without persons")
+    monkeypatch.setattr(F, "terrain", no_terrain)
+    assert F.submerged_fractions(img, corruption_params("inundation", 3, V2), scene) == []
+
+
 def test_the_sky_never_floods_and_grazing_water_reflects_it():
     img, truth, horizon = lake_oblique_frame(479, 641)
     scene = _scene(img)
@@ -180,6 +193,26 @@ def test_the_sky_never_floods_and_grazing_water_reflects_it():
     assert np.array_equal(out[: horizon - 2], img[: horizon - 2])
     refl = F.row_reflectance(scene, 479, 641, 1.34)
     assert refl[horizon + 5] > 0.3 > 0.05 > refl[-1] > 0.0  # grazing rows mirror the sky, near rows do not
+
+
+def test_a_camera_looking_level_at_the_horizon_gets_the_water_models():
+    """A sidecar may give pitch_deg 0 (its range is [0, 90]): the horizon is the frame's centre row and the ground
+    lies below it. The view rays refused it ("the camera looks at or above the horizon"), so the three water models
+    failed on an image the atmosphere models render."""
+    img = lake_oblique_frame(240, 320)[0]
+    y, x = np.mgrid[0:240, 0:320]
+    sea = (y >= 140) & (y < 200) & (x < 200)
+    facts = check_sidecar({"pitch_deg": 0.0, "water_mask": "m.png", "sun_elevation_deg": 8.0,
+                           "sun_azimuth_deg": 270.0}, "t")  # ahead: its mirror image lies on the sea
+    scene = estimate_scene(img, 30.0, V2.camera, facts, sea)
+    assert scene.view == "oblique" and scene.horizon_row == 119.5
+    refl = F.row_reflectance(scene, 240, 320, 1.34)
+    assert (refl[:120] == 0.0).all() and refl[121] > 0.5 > refl[-1] > 0.02  # grazing near the horizon
+    for name in ("water_glare", "turbidity_cast", "inundation"):
+        out = _v2(img, name, 3, scene)
+        changed = (out != img).any(axis=2)
+        assert changed.any() and not changed[:100].any(), name
+    assert not ((_v2(img, "turbidity_cast", 2, scene) != img).any(axis=2) & ~sea).any()
 
 
 def test_without_water_the_flood_starts_on_the_smoothest_ground():
@@ -309,7 +342,6 @@ def test_the_priced_memory_bounds_what_the_water_models_hold(compiled):
     from aegis_data.engine.corruptions import _scene_cost
 
     img, _, boxes = coast_frame(600, 800, person_px=40.0)
-    y, x = np.mgrid[0:600, 0:800]
     cases = [(img, _scene(img, (62.0, 180.0), boxes, unit=40.0)), (_sea(600, 800), _scene(_sea(600, 800), (80.0, 0.0)))]
     saved = K.CKERNELS
     try:

@@ -368,3 +368,36 @@ def test_verify_keeps_only_the_last_clean_images_and_scenes(flooded, monkeypatch
     monkeypatch.setattr(VF._ImageCheck, "scene_findings", spy)
     assert verify_failures(flooded) == []
     assert seen and all(c <= VF.RECENT_IMAGES and d <= VF.RECENT_IMAGES for c, d in seen), seen
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.1, "deep", True, [0.2]])
+def test_a_resealed_submerged_fraction_that_is_no_share_is_one_line_not_a_traceback(flooded_copy, tmp_path, bad):
+    """A manifest that hashes (resealed by hand) with a submerged fraction that is no share in [0, 1]: the score
+    refuses it in one line; it took 1.5 into no bin (StopIteration) and 'deep' into float() (ValueError)."""
+    from aegis_data.errors import AegisError
+    from aegis_eval.protocols.scoring import score_paths
+
+    def edit(m):
+        e = next(e for e in m["entries"] if e.get("condition") == "inundation_s3" and e["image_id"] == "c1")
+        e["submerged_fraction"] = [bad] + e["submerged_fraction"][1:]
+    _reseal(flooded_copy, edit)
+    _predictions(flooded_copy, tmp_path / "preds", miss_submerged_over=None)
+    with pytest.raises(AegisError, match=r"submerged_fraction"):
+        score_paths(tmp_path / "preds", flooded_copy, threshold=0.5, bootstrap=10, seed=0)
+    r = invoke("score", tmp_path / "preds", "--split-dir", flooded_copy, "--threshold", "0.5", "--bootstrap", "10")
+    assert r.exit_code != 0 and "Traceback" not in r.output and "submerged_fraction" in r.output, r.output
+
+
+@pytest.mark.parametrize("bad", [-1, 4, 2.5, "2"])
+def test_a_resealed_acted_count_that_is_no_count_of_test_images_is_one_line(flooded_copy, tmp_path, bad):
+    """acted -1 or 4 (of 3 test images) went into the score as acted_images, a document its own validator refuses;
+    2.5 and "2" were dropped without a word. The score refuses them in one line."""
+    from aegis_data.errors import AegisError
+    from aegis_eval.protocols.scoring import score_paths
+
+    def edit(m):
+        m["acted"]["water_glare_s1"] = bad
+    _reseal(flooded_copy, edit)
+    _predictions(flooded_copy, tmp_path / "preds", miss_submerged_over=None)
+    with pytest.raises(AegisError, match=r"\[manifest_invalid\].*acted"):
+        score_paths(tmp_path / "preds", flooded_copy, threshold=0.5, bootstrap=10, seed=0)

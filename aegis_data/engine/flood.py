@@ -137,16 +137,6 @@ def draw_turbid(params: TurbidWaterParams, scene: Scene, height: int, width: int
 # ----------------------------------------------------------------------------------------------------------
 # The ground's height
 # ----------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Terrain:
-    """The height proxy of a valid region: per block (``blocks``, int64 mm, ``UNREACHED`` where no seed reaches),
-    the block side ``b`` and the per-pixel height (uint16 mm, before the micro-relief and the water override)."""
-
-    blocks: np.ndarray
-    b: int
-    ground: np.ndarray
-
-
 def chamfer(cost: np.ndarray, seeds: np.ndarray) -> np.ndarray:
     """Integer geodesic distance (int64) over an 8-connected grid from the ``seeds`` (bool): entering a block
     across an edge costs the mean of the two blocks' costs (floored), across a corner that times 181/128
@@ -206,10 +196,11 @@ def _chamfer_numpy(d: np.ndarray, c: np.ndarray) -> np.ndarray:
     return d
 
 
-def terrain(region: np.ndarray, params: FloodParams, scene: Scene) -> Terrain:
-    """The height proxy of the scene's valid region ``region`` (uint8 RGB): block textures (the scene's, from its
-    water estimate, else ``water.block_textures``) give each block's slope, the seeds its zero, :func:`chamfer`
-    the heights (mm), bilinear upsampling (exact fixed point, ``kernels.upsample_u16``) the per-pixel ground."""
+def terrain(region: np.ndarray, params: FloodParams, scene: Scene) -> np.ndarray:
+    """uint16 (h, w): the height proxy (mm, before the micro-relief and the water override) of the scene's valid
+    region ``region`` (uint8 RGB): block textures (:func:`scene_block_textures`) give each block's slope, the seeds
+    its zero, :func:`chamfer` the heights (mm; ``UNREACHED``, capped at ``HEIGHT_CAP_MM``, where no seed reaches),
+    bilinear upsampling (exact fixed point, ``kernels.upsample_u16``) the per-pixel ground."""
     h, w = region.shape[:2]
     b = water_block_size(h, w)
     tex, n = scene_block_textures(scene, region, b)
@@ -232,10 +223,8 @@ def terrain(region: np.ndarray, params: FloodParams, scene: Scene) -> Terrain:
     seeds = water_blocks & ~sky_blocks
     if not seeds.any():
         seeds = _smooth_seeds(tex, sky_blocks, float(params.seed_quantile))
-    heights = chamfer(cost, seeds)
-    small = np.minimum(heights, HEIGHT_CAP_MM).astype(np.uint16)
-    ground = K.upsample_u16(np.ascontiguousarray(small), b, h, w)
-    return Terrain(heights, b, ground)
+    small = np.minimum(chamfer(cost, seeds), HEIGHT_CAP_MM).astype(np.uint16)
+    return K.upsample_u16(np.ascontiguousarray(small), b, h, w)
 
 
 def scene_block_textures(scene: Scene, region: np.ndarray, b: int) -> tuple[np.ndarray, int]:
@@ -275,8 +264,7 @@ def frame_white(region: np.ndarray, sky: np.ndarray) -> float:
     grey world, within ``WHITE_RANGE`` of ``LINEAR_MAX``."""
     sub = np.ascontiguousarray(region[::2, ::2])
     keep = ~sky[::2, ::2]
-    lin = to_linear(sub).astype(np.int32)  # products below 2**31: 32767 x 23436 and the sum of three
-    luma = (lin[..., 0] * LUMA_Q15[0] + lin[..., 1] * LUMA_Q15[1] + lin[..., 2] * LUMA_Q15[2] + (1 << 14)) >> 15
+    luma = _water_luma(sub)
     values = luma[keep] if keep.any() else luma.ravel()
     if values.size == 0:
         return float(LINEAR_MAX)
@@ -342,8 +330,10 @@ def submerged_fractions(image: np.ndarray, params: FloodParams, scene: Scene) ->
     ``params`` on the frame ``image`` (the full frame, as the engine receives it): the water's depth at the feet
     over a person's height (1.7 m), within [0, 1], rounded to 4 decimals; None for a person outside the valid
     region. A pure function of the clean pixels, the scene and the parameters (no random draw)."""
+    if not scene.persons:  # nobody to submerge: no height proxy to derive
+        return []
     region = np.ascontiguousarray(image[scene.valid_slices])
-    ground = terrain(region, params, scene).ground
+    ground = terrain(region, params, scene)
     depths = submerged_depths_mm(ground, scene, rise_to_mm(params.rise_m))
     return [None if d is None else round(min(1.0, d / PERSON_HEIGHT_MM), 4) for d in depths]
 
@@ -456,7 +446,7 @@ def inundation_v2(image: np.ndarray, params: FloodParams, draw: FloodDraw, scene
     """inundation (aegis-v2) of the valid region ``image``: the water rises ``rise_m`` over the height proxy, with
     its shoreline, wet band, turbid colour, sky reflection and the persons it reaches partly submerged."""
     h, w = image.shape[:2]
-    land = terrain(image, params, scene)
+    ground = terrain(image, params, scene)
     rise_mm = rise_to_mm(params.rise_m)
     spec = _relief_spec(params, scene, h, w)
     amp = int(math.floor(float(params.micro_relief_m) * 1000.0 + 0.5))  # <= 1000 mm: products fit int32
@@ -466,11 +456,11 @@ def inundation_v2(image: np.ndarray, params: FloodParams, draw: FloodDraw, scene
     relief //= 65535
     # depth = rise - (ground + relief - amp): uniform unevenness in [-amp, amp] mm, exact integers.
     depth = np.int32(rise_mm + amp) - relief
-    depth -= land.ground
+    depth -= ground
     rows, cols = scene.valid_slices
     np.putmask(depth, scene.water_mask()[rows, cols], np.int32(rise_mm + DEEP_MM))
     np.putmask(depth, scene.sky_mask()[rows, cols], np.int32(-(1 << 30)))
-    _body_depths(depth, land.ground, scene, rise_mm)
+    _body_depths(depth, ground, scene, rise_mm)
     max_depth = rise_mm + DEEP_MM + amp
     light = water_light(image, scene, params.sediment_g_m3, params.reflectance_saturation,
                         params.reflectance_half_g_m3, params.refractive_index, params.sky, params.secchi_depth_m,
@@ -526,9 +516,9 @@ def turbid_water(image: np.ndarray, params: TurbidWaterParams, draw: TurbidDraw,
 
 
 def _water_luma(pixels: np.ndarray) -> np.ndarray:
-    """Linear luma (Rec. 709 weights in 1/32768, rounded, integers) of uint8 RGB pixels (n, 3)."""
-    lin = to_linear(pixels).astype(np.int64)
-    return (lin[:, 0] * LUMA_Q15[0] + lin[:, 1] * LUMA_Q15[1] + lin[:, 2] * LUMA_Q15[2] + (1 << 14)) >> 15
+    """int32 linear luma (Rec. 709 weights in 1/32768, rounded) of uint8 RGB pixels (..., 3)."""
+    lin = to_linear(pixels).astype(np.int32)  # products below 2**31: 32767 x 23436 and the sum of three
+    return (lin[..., 0] * LUMA_Q15[0] + lin[..., 1] * LUMA_Q15[1] + lin[..., 2] * LUMA_Q15[2] + (1 << 14)) >> 15
 
 
 def flood_cost(params: FloodParams, scene: Scene, h: int, w: int) -> RenderCost:

@@ -44,7 +44,6 @@ from aegis_data.engine.photometry import LINEAR_MAX, decode_table, encode_table,
 from aegis_data.engine.scene import OBLIQUE, Scene
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.engine.water import exp_neg, fresnel
-from aegis_data.errors import AegisError
 
 # The sun's solid angle: a disc of 0.533 degrees' apparent diameter (mean; 0.524-0.542 over the year).
 SUN_RADIUS_RAD = 0.533 / 2.0 * math.pi / 180.0
@@ -137,17 +136,16 @@ def view_rays(scene: Scene, height: int, width: int) -> tuple[np.ndarray, np.nda
     """(ray_x per column, ray_y and ray_z per row) of the view rays of the scene's valid region (``height x width``):
     World X right, Y forward (the camera's heading on the ground), Z up; the camera pitched ``p`` below the
     horizontal (90 degrees in a near-nadir view; in an oblique one from the horizon row, ``tan p = (c_y - y_h) /
-    f``), principal point at the frame centre, no roll; a pixel's ray is ``(x - c_x) X + (y - c_y) down + f
+    f``, 0 or below for a level or raised camera), principal point at the frame centre, no roll; a pixel's ray is ``(x - c_x) X + (y - c_y) down + f
     forward`` with ``down = (0, -sin p, -cos p)`` and ``forward = (0, cos p, -sin p)``. Basic operations only."""
     x0, y0, _, _ = scene.valid
     f = float(scene.focal_px)
     cx, cy = (scene.width - 1) / 2.0, (scene.height - 1) / 2.0
     if scene.view == OBLIQUE and scene.horizon_row is not None:
+        # A level (p = 0) or raised camera is still a camera: the rows below the horizon see the ground.
         t = (cy - float(scene.horizon_row)) / f
         norm = math.sqrt(1.0 + t * t)
         sin_p, cos_p = t / norm, 1.0 / norm
-        if sin_p <= 0.0:
-            raise AegisError("the camera looks at or above the horizon: no ground below the principal point")
     else:
         sin_p, cos_p = 1.0, 0.0
     rows = np.arange(y0, y0 + height, dtype=np.float64) - cy

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from aegis_data.errors import AegisError
+from aegis_eval.metrics.coco import segment_starts
 from aegis_eval.metrics.types import GroundTruth
 
 # (low, high] share of the person under water; the first bin holds the dry ones (exactly 0).
@@ -54,12 +55,31 @@ def split_effects(split_dir: str | Path | None) -> SplitEffects | None:
     except AegisError as exc:
         raise AegisError(f"[manifest_invalid] {exc}") from None
     submerged: dict[str, dict[str, list]] = {}
+    n_test: dict[str, int] = {}
     for e in manifest.images():
+        if e.get("split") != "test":
+            continue
+        n_test[e["condition"]] = n_test.get(e["condition"], 0) + 1
         fractions = e.get("submerged_fraction")
-        if e.get("split") == "test" and isinstance(fractions, list):
-            submerged.setdefault(e["condition"], {})[e["image_id"]] = fractions
-    acted = {str(k): v for k, v in obj["acted"].items() if isinstance(v, int) and not isinstance(v, bool)}
-    return SplitEffects(acted, submerged)
+        if fractions is not None:
+            submerged.setdefault(e["condition"], {})[e["image_id"]] = _checked_fractions(fractions, path, e["path"])
+    # The root hash says the manifest is intact, not that a hand-resealed one holds counts and shares.
+    for cond, v in obj["acted"].items():
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= n_test.get(cond, 0):
+            raise AegisError(f"[manifest_invalid] {path}: acted[{str(cond)[:80]!r}] is {v!r:.40}; it must count the "
+                             f"test images the condition changed, 0 to {n_test.get(cond, 0)}")
+    return SplitEffects(dict(obj["acted"]), submerged)
+
+
+def _checked_fractions(value: Any, path: Path, entry: str) -> list:
+    """A manifest entry's ``submerged_fraction``: a list of shares in [0, 1] (null: a person outside the scene);
+    AegisError otherwise."""
+    ok = isinstance(value, list) and all(
+        f is None or (isinstance(f, (int, float)) and not isinstance(f, bool) and 0.0 <= f <= 1.0) for f in value)
+    if not ok:
+        raise AegisError(f"[manifest_invalid] {path}: entry {entry[:120]!r} records submerged_fraction {value!r:.60}; "
+                         f"it must list one share in [0, 1] (or null) per ground-truth box")
+    return value
 
 
 def _bin_of(fraction: float) -> int:
@@ -76,12 +96,15 @@ def submerged_strata(gt: GroundTruth, matched: np.ndarray, clean_matched: np.nda
     AegisError when an image's fractions do not list one per GT box (the split and its GT disagree)."""
     n_bins = len(SUBMERGED_BINS)
     n_gt, tp, tp_clean = [0] * n_bins, [0] * n_bins, [0] * n_bins
+    # Each image's boxes in annotation order: a slice of the boxes grouped by image (one sort, not a scan per image).
+    order = np.argsort(gt.box_image, kind="stable")
+    starts = segment_starts(np.asarray(gt.box_image)[order], gt.n_images)
     for row, name in enumerate(gt.file_names):
         stem = Path(name).stem
-        boxes = np.flatnonzero(gt.box_image == row)
         values = fractions.get(stem)
         if values is None:
             continue
+        boxes = order[starts[row]: starts[row + 1]]
         if len(values) != boxes.size:
             raise AegisError(f"[submerged_mismatch] the split records {len(values)} submerged fractions for image "
                              f"{stem!r}, its ground truth {boxes.size} boxes")
