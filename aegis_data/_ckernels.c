@@ -139,6 +139,10 @@ static PyObject *no_memory(Scratch *s, Buffers *b) {
     return PyErr_NoMemory();
 }
 
+/* A table index from a double, clamped to [0, hi] and truncated. A NaN, which would pass both comparisons of a
+ * plain clamp and convert to an index far outside the table, gives 0. */
+static inline Py_ssize_t table_index(double v, double hi) { return v >= 0.0 ? (Py_ssize_t)(v <= hi ? v : hi) : 0; }
+
 /* ---------------------------------------------------------------------------------------------------------
  * Value noise
  * ------------------------------------------------------------------------------------------------------- */
@@ -584,7 +588,7 @@ static void low_light_run(float *x, const float *sd3, const float *dark3, float 
         float v = x[i] * sd3[i];
         v = v + dark3[i];
         v = v + 0.5f;
-        v = v < 0.0f ? 0.0f : v;
+        v = v >= 0.0f ? v : 0.0f; /* a NaN too: it would pass both comparisons of a plain clamp */
         v = v > fgrid ? fgrid : v;
         q[i] = (int32_t)v;
     }
@@ -597,6 +601,10 @@ static PyObject *low_light(PyObject *self, PyObject *args) {
     Py_ssize_t n, grid;
     if (!PyArg_ParseTuple(args, "OOnOOOOOn", &o_out, &o_img, &n, &o_noise, &o_tab, &o_sd, &o_dark, &o_enc, &grid))
         return NULL;
+    if (grid < 0 || grid > (1 << 24)) { /* (float)grid exact, and every clamped value an int32 */
+        PyErr_SetString(PyExc_ValueError, "low_light: the encode grid must lie in [0, 2**24]");
+        return NULL;
+    }
     Buffers b = {.n = 0, .failed = 0};
     uint8_t *out = get(&b, o_out, mul(3, n), 1, "out");
     const uint8_t *img = get(&b, o_img, mul(3, n), 0, "img");
@@ -1748,6 +1756,11 @@ static PyObject *atmos_haze(PyObject *self, PyObject *args) {
         if (!isfinite(mtab[q]) || mtab[q] < 0.0)
             return refuse(&b, PyExc_ValueError, "atmos_haze: density table must be finite and >= 0");
     }
+    /* Linear values and transmissions in their ranges keep every blend below 32768, the encode table's size. */
+    for (int q = 0; q < 256; q++)
+        if (dec[q] > ATMOS_LINEAR_MAX) return refuse(&b, PyExc_ValueError, "atmos_haze: decode table above 32767");
+    for (Py_ssize_t q = 0; q <= kmax; q++)
+        if (ttab[q] > ATMOS_ONE) return refuse(&b, PyExc_ValueError, "atmos_haze: transmission table above 2**15");
     for (Py_ssize_t y = 0; y < h; y++) {
         if (!isfinite(rows[y]) || !isfinite(rows[h + y]) || !isfinite(rows[2 * h + y]) || rows[y] < 0.0 ||
             rows[h + y] < 0.0 || rows[2 * h + y] < 0.0) {
@@ -2133,10 +2146,8 @@ static PyObject *flood(PyObject *self, PyObject *args) {
             }
             for (int c = 0; c < 3; c++) {
                 const double lin = (double)dec[src[c]];
-                double v = d > 0 ? (1.0 - r) * (t * lin + (1.0 - t) * wc[c]) + r * sc[c] : lin * damp;
-                v = floor(v + 0.5);
-                v = v < 0.0 ? 0.0 : (v > lmax ? lmax : v);
-                dst[c] = enc[(Py_ssize_t)v];
+                const double v = d > 0 ? (1.0 - r) * (t * lin + (1.0 - t) * wc[c]) + r * sc[c] : lin * damp;
+                dst[c] = enc[table_index(floor(v + 0.5), lmax)];
             }
         }
     }
@@ -2233,9 +2244,9 @@ static PyObject *turbid(PyObject *self, PyObject *args) {
             const int64_t lins[3] = {l0, l1, l2};
             for (int c = 0; c < 3; c++) {
                 const double turbid_c = (1.0 - r) * (wc[c] * m) + r * sc[c];
-                double v = (t * (double)lins[c] + (1.0 - t) * turbid_c) + 0.5; /* >= 0.5: truncation is floor */
-                v = v > lmax + 0.5 ? lmax + 0.5 : v;
-                dst[c] = enc[(Py_ssize_t)v];
+                /* >= 0.5 for reflectances in [0, 1]: truncation is the floor */
+                const double v = (t * (double)lins[c] + (1.0 - t) * turbid_c) + 0.5;
+                dst[c] = enc[table_index(v, lmax + 0.5)];
             }
         }
     }
@@ -2348,9 +2359,9 @@ static PyObject *glint_add(PyObject *self, PyObject *args) {
             uint8_t *px = out + 3 * i;
             int core = 0;
             for (int c = 0; c < 3; c++) {
-                double v = floor(light * tint[c] + 0.5) + (double)dec[px[c]];
-                if (v > lmax) { core = 1; v = lmax; }
-                px[c] = enc[(Py_ssize_t)v];
+                const double v = floor(light * tint[c] + 0.5) + (double)dec[px[c]];
+                core |= v > lmax;
+                px[c] = enc[table_index(v, lmax)];
             }
             if (core) {
                 cores[i] = 1;

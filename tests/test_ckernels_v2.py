@@ -330,6 +330,71 @@ def test_chroma_kernel_is_checked_at_the_c_boundary():
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Values that become table indices
+# ----------------------------------------------------------------------------------------------------------
+# Each loop below turns a computed double into an index of its encode table. A NaN passed both comparisons of the
+# old clamps and converted to an index far outside the table: a segfault, not an error (seen with a NaN
+# reflectance, tint or noise level, and a negative tint). Run in a fresh process, so a regression fails this test
+# instead of killing the test session.
+_NAN_INDEX_CALLS = """
+import numpy as np
+from aegis_data.engine import kernels as K
+from aegis_data.engine.photometry import LINEAR_MAX, decode_table, encode_table
+c, h, w, nan = K.CKERNELS, 4, 5, float("nan")
+img, dec, enc, lmax = np.full((h, w, 3), 128, np.uint8), decode_table(), encode_table(), float(LINEAR_MAX)
+outs = [np.empty_like(img) for _ in range(5)]
+c.flood(outs[0], img, np.ones((h, w), np.int32), h, w, np.zeros(3), np.zeros(3), np.full(h, nan), np.ones(4), 4, 0,
+        0.5, dec, enc, lmax)
+c.turbid(outs[1], img, np.ones((h, w), np.uint8), h, w, np.zeros(3), np.zeros(3), np.full(h, nan), 0.5, 1.0, dec,
+         enc, lmax, np.array([6966, 23436, 2366], np.int64))
+for out, tint, scale in ((outs[2], [nan, 1.0, 1.0], 1.0), (outs[3], [-1.0, 1.0, 1.0], 1e12)):
+    out[:] = img
+    c.glint_add(out, np.ones((1, w)), 1, w, 0, 0, scale, h, w, np.array(tint), dec, enc, lmax,
+                np.zeros((h, w), np.uint8))
+grid = 1 << 20
+c.low_light(outs[4], img, h * w, np.zeros((h * w, 3), np.uint16), np.ones(65536, np.float32),
+            np.full(768, nan, np.float32), np.zeros(768, np.float32), np.zeros(grid + 1, np.uint8), grid)
+print(" ".join(str(int(o[0, 0, 0])) for o in outs))
+"""
+
+
+@needs_compiled
+def test_a_nan_that_becomes_a_table_index_reads_inside_the_table():
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    got = subprocess.run([sys.executable, "-c", _NAN_INDEX_CALLS], env=env, capture_output=True, text=True,
+                         timeout=60, cwd=str(REPO))
+    assert got.returncode == 0, (got.returncode, got.stderr[-500:])
+    assert got.stdout.split() == ["0", "0", "0", "0", "0"]  # NaN, or a value below 0, clamps to the table's start
+
+
+@needs_compiled
+def test_tables_that_would_lead_outside_the_encode_table_are_refused_at_the_c_boundary():
+    h, w, kmax = 3, 4, 100
+    img = np.full((h, w, 3), 200, np.uint8)
+
+    def haze(dec=None, ttab=None):
+        out = np.empty_like(img)
+        ttab = np.full(kmax + 1, 1 << 15, np.uint16) if ttab is None else ttab
+        COMPILED.atmos_haze(out, 0, img, h, w, decode_table() if dec is None else dec, encode_table(),
+                            np.zeros((3, h)), np.zeros(w), None, None, None, 1.0, 1.0, 1.0, 1.0, 100.0, 1.0, kmax,
+                            ttab, None, None, 0, 0, 0, 0, 0, 0, 0, 0)
+        return out
+
+    assert np.array_equal(haze(), img)  # full transmission: the pixels as they were
+    high = decode_table().copy()
+    high[255] = 65535  # decoded beyond LINEAR_MAX: the blend would read past the encode table
+    with pytest.raises(ValueError, match="decode table"):
+        haze(dec=high)
+    over = np.full(kmax + 1, 1 << 15, np.uint16)
+    over[0] = 65535  # a transmission above 1: a negative share of the air light
+    with pytest.raises(ValueError, match="transmission table"):
+        haze(ttab=over)
+    with pytest.raises(ValueError, match="grid"):  # an empty encode table, read at -1
+        COMPILED.low_light(np.empty_like(img), img, h * w, np.zeros((h * w, 3), np.uint16), np.ones(65536, np.float32),
+                           np.zeros(768, np.float32), np.zeros(768, np.float32), np.zeros(0, np.uint8), -1)
+
+
+# ----------------------------------------------------------------------------------------------------------
 # End to end
 # ----------------------------------------------------------------------------------------------------------
 V2_EXPECT = {"motion_blur": ("taps",), "low_light": ("lut_u8_u16", "raw_noise", "chroma")}
