@@ -33,7 +33,8 @@ from aegis_data.engine.camera import CameraLowLightParams, auto_exposure, camera
 from aegis_data.engine.config import SuiteConfig, check_severity, load_config
 from aegis_data.engine.flood import (FloodParams, TurbidWaterParams, draw_flood, draw_turbid, flood_cost,
                                      inundation_v2, submerged_fractions, turbid_cost, turbid_water)
-from aegis_data.engine.glint import SunGlintParams, beaufort, draw_glint, glint_cost, slope_variance, sun_glint
+from aegis_data.engine.glint import (SunGlintParams, beaufort, can_glint, draw_glint, glint_cost, slope_variance,
+                                     sun_glint)
 from aegis_data.engine.motion import Exposure, TrajectoryBlurParams, draw_trajectory, trajectory_blur
 from aegis_data.engine.scale import OBJECT, Scale, density_factor, pixel_length, texture_cells
 from aegis_data.engine.scene import Scene, estimate_scene, focal_from_hfov, gsd_from_person_px
@@ -1173,12 +1174,13 @@ def unchanged_reason(name: str, config: SuiteConfig, scene: Scene | None) -> str
     if scene is None or not config.uses_scene:
         return None
     model = config.corruptions[name].model_name
-    has_water = bool(scene.water_mask()[scene.valid_slices].any())
-    if model in ("sun_glint", "turbid_water") and not has_water:
+    if model in ("sun_glint", "turbid_water") and not scene.water_mask()[scene.valid_slices].any():
         return (f"the scene holds no water ({scene.water_source} mask); {name} acts on water only "
                 f"(docs/CORRUPTIONS.md, \"The water mask\")")
-    if model == "sun_glint" and not (scene.sun_elevation_deg or 0.0) > 0.0:
-        return f"the sun is at or below the horizon (elevation {scene.sun_elevation_deg:g} deg): no glint"
+    if model == "sun_glint" and not can_glint(scene):  # the model's own test; with water, the sun is what fails it
+        sun = scene.sun_elevation_deg
+        return ("the scene gives no sun elevation: no glint" if sun is None
+                else f"the sun is at or below the horizon (elevation {sun:g} deg): no glint")
     return None
 
 
