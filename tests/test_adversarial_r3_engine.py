@@ -230,8 +230,8 @@ def _budget_ratios(scale, h: int, w: int) -> dict:
 @pytest.mark.parametrize("shape", [(3000, 4000), (1080, 1920), (640, 640), (32, 32)])
 def test_the_shipped_suite_at_realistic_sizes_stays_far_inside_the_budget(person_px, shape):
     """Frame scale on frames up to 4000x3000, object scale with person units up to a few hundred px: every length,
-    streak count and filter step under a quarter of its bound; memory (an upper estimate, 2-6x the arrays a render
-    allocates) under half of it."""
+    streak count and filter step under a quarter of its bound; memory (an upper estimate, 2-30x the arrays a render
+    allocates in test_the_predicted_memory_bounds_what_a_render_allocates) under half of it."""
     scale = Scale() if person_px is None else Scale("object", person_px)
     worst = _budget_ratios(scale, *shape)
     assert worst["length"] < 0.25 and worst["streak"] < 0.25 and worst["work"] < 0.25, worst

@@ -712,7 +712,7 @@ def _runs(values: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(np.concatenate([[0], cuts]).tolist(), np.concatenate([cuts, [values.size]]).tolist()))
 
 
-def _shear_box(image: np.ndarray, length: int, slope: float, band: int = 256) -> np.ndarray:
+def _shear_box(image: np.ndarray, length: int, slope: float, band: int = B.MOTION_BAND) -> np.ndarray:
     """Mean along a near-vertical line (|slope| = |dx/dy| <= 1) of ``length`` pixels through each pixel.
 
     Rows are sheared sideways by ``round(y * slope)`` (contiguous copies), summed down columns with OpenCV's
