@@ -717,10 +717,9 @@ def _shear_box(image: np.ndarray, length: int, slope: float, band: int = B.MOTIO
 
     Rows are sheared sideways by ``round(y * slope)`` (contiguous copies), summed down columns with OpenCV's
     integer box filter (8-bit in; 16-bit sums up to 257 px, 32-bit beyond: exact) and unsheared, so each output
-    sums one pixel per row of
-    the digital line. That line's rounding phase ``phi = y slope - round(y slope)`` would shift row y's result
-    by ~phi (a +-0.5 px sawtooth, seen as seams every 1/slope rows), so the unshear reads the sums at
-    ``x - phi`` with 2-tap interpolation (weights in 1/64), and the total is divided by ``64 length`` with
+    sums one pixel per row of the digital line. That line's rounding phase ``phi = y slope - round(y slope)`` would
+    shift row y's result by ~phi (a +-0.5 px sawtooth, seen as seams every 1/slope rows), so the unshear reads the
+    sums at ``x - phi`` with 2-tap interpolation (weights in 1/64), and the total is divided by ``64 length`` with
     rounding - all in integers. Works on bands of ``band`` output rows so the sheared buffer stays small.
     """
     h, w = image.shape[:2]
