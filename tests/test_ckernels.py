@@ -15,7 +15,7 @@ from aegis_data.compiled import KERNELS_ENV
 from aegis_data.engine import kernels as K
 from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import CORRUPTIONS, apply_corruption
-from compiled_twins import both
+from compiled_twins import both as _both
 
 REPO = Path(__file__).resolve().parents[1]
 COMPILED = K.CKERNELS
@@ -60,7 +60,7 @@ def test_every_corruption_matches_the_numpy_code(shape):
     for i, frame in enumerate(_frames(*shape)):
         for name in CORRUPTIONS:
             for sev in (1, 2, 3):
-                a, b = both(lambda: apply_corruption(frame, name, sev, f"f{i}", config=V1), V1_LOOPS[name])
+                a, b = _both(lambda: apply_corruption(frame, name, sev, f"f{i}", config=V1), V1_LOOPS[name])
                 if not np.array_equal(a, b):
                     moved.append(f"{name}_s{sev}/frame{i}: {int((a != b).sum())} bytes")
     assert not moved, moved[:5]
@@ -82,9 +82,9 @@ def test_exact_convolution_matches_opencv_including_reflections_beyond_the_frame
         (np.floor(rng.random(shape) * 20000.0), None),
     ]
     for arr, bound in inputs:
-        a, b = both(lambda: K.convolve_exact(arr, k, max_abs=bound), ("convolve",))
+        a, b = _both(lambda: K.convolve_exact(arr, k, max_abs=bound), ("convolve",))
         assert a.dtype == b.dtype == np.float64 and np.array_equal(a, b), (arr.dtype, arr.shape)
-        a, b = both(lambda: K.convolve_exact_scaled(arr, k, 1.0 / 3.0, cap_one=True), ("convolve",))
+        a, b = _both(lambda: K.convolve_exact_scaled(arr, k, 1.0 / 3.0, cap_one=True), ("convolve",))
         assert a.dtype == b.dtype == np.float32 and np.array_equal(a, b)
 
 
@@ -93,7 +93,7 @@ def test_value_noise_matches_for_many_octaves():
     rng = np.random.default_rng(9)
     for h, w, spec in [(5, 7, K.NoiseSpec(2, 2)), (64, 48, K.NoiseSpec(7, 3)), (200, 333, K.NoiseSpec(5, 6))]:
         grids = tuple(rng.random(s) for s in K.noise_grid_shapes(h, w, spec))
-        a, b = both(lambda: K.value_noise(h, w, spec, grids), ("noise_columns", "noise_rows"))
+        a, b = _both(lambda: K.value_noise(h, w, spec, grids), ("noise_columns", "noise_rows"))
         assert a.dtype == np.uint16 and np.array_equal(a, b)
 
 
@@ -140,10 +140,10 @@ def test_environment_switch():
 def test_block_sums_and_mask_quantiles_match(shape, factor):
     rng = np.random.default_rng(factor)
     mask = rng.random(shape) < 0.3  # factor 13 > the short sides: the mirroring repeats
-    a, b = both(lambda: K.block_sum(mask, factor), ("block_sum",))
+    a, b = _both(lambda: K.block_sum(mask, factor), ("block_sum",))
     assert a.dtype == b.dtype == np.int64 and np.array_equal(a, b)
     field = rng.integers(0, 65536, shape).astype(np.uint16)
     for cover in (0.01, 0.3, 1.0):
-        a, b = both(lambda: K.top_fraction_mask(field, cover), ("hist_u16",))
+        a, b = _both(lambda: K.top_fraction_mask(field, cover), ("hist_u16",))
         assert np.array_equal(a, b)
 

@@ -22,7 +22,7 @@ from aegis_data.engine.corruptions import apply_corruption
 from aegis_data.engine.photometry import LINEAR_MAX, decode_table, encode_table, to_linear
 from aegis_data.engine.scale import Scale
 from aegis_data.engine.seeding import normal_table
-from compiled_twins import Recorder, both
+from compiled_twins import Recorder, both as _both
 from tests.golden.frames import golden_frame
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,10 +96,10 @@ def test_taps_match_the_numpy_code(shape, isa):
         # products need values below 2**15: such rows take the plain loop).
         top = 65536 if trial == 3 else LINEAR_MAX + 1
         lin = rng.integers(0, top, (h, w, 3)).astype(np.uint16)
-        a, b = both(lambda: motion.convolve_taps(lin, bands), ("taps",))
+        a, b = _both(lambda: motion.convolve_taps(lin, bands), ("taps",))
         assert a.dtype == b.dtype == np.uint16 and np.array_equal(a, b), trial
         img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-        a, b = both(lambda: motion.convolve_taps_srgb(img, bands), ("taps",))
+        a, b = _both(lambda: motion.convolve_taps_srgb(img, bands), ("taps",))
         assert a.dtype == b.dtype == np.uint8 and np.array_equal(a, b), trial
 
 
@@ -114,7 +114,7 @@ def test_taps_long_paths_and_single_full_weight_taps(isa):
     shift = [(0, 20, (np.array([3]), np.array([-5]), np.array([1 << 15]))),
              (20, h, (np.array([0, -2]), np.array([0, 7]), np.array([1 << 14, 1 << 14])))]
     for bands in (long_path, shift):
-        a, b = both(lambda: motion.convolve_taps(lin, bands), ("taps",))
+        a, b = _both(lambda: motion.convolve_taps(lin, bands), ("taps",))
         assert np.array_equal(a, b)
 
 
@@ -126,7 +126,7 @@ def test_taps_agree_with_a_literal_reference(shape):
     bands = _random_bands(rng, h, w, 2, max_len=min(25.0, 4.0 * max(h, w)))
     lin = rng.integers(0, LINEAR_MAX + 1, (h, w, 3)).astype(np.uint16)
     ref = _reference_taps(lin, bands)
-    a, b = both(lambda: motion.convolve_taps(lin, bands), ("taps",))
+    a, b = _both(lambda: motion.convolve_taps(lin, bands), ("taps",))
     assert np.array_equal(a, ref) and np.array_equal(b, ref)
 
 
@@ -184,7 +184,7 @@ def test_decode_table_lookup_matches():
     rng = np.random.default_rng(2)
     for shape in [(1, 1, 3), (0, 4, 3), (7, 9, 3), (5,)]:
         img = rng.integers(0, 256, shape, dtype=np.uint8)
-        a, b = both(lambda: to_linear(img), ("lut_u8_u16",) if img.size else ())
+        a, b = _both(lambda: to_linear(img), ("lut_u8_u16",) if img.size else ())
         assert a.dtype == b.dtype == np.uint16 and a.shape == b.shape and np.array_equal(a, b)
     assert np.array_equal(to_linear(np.arange(256, dtype=np.uint8)), decode_table())
 
@@ -224,7 +224,7 @@ def test_raw_noise_matches_the_numpy_code(shape):
             capture = LowLightCapture(8.3, 3200.0, brightness)
             for cname, (a, b) in COEFFICIENTS.items():
                 a, b = np.array(a), np.array(b)
-                x, y = both(lambda: camera.raw_noise_image(lin, capture, a, b, noise), ("raw_noise",))
+                x, y = _both(lambda: camera.raw_noise_image(lin, capture, a, b, noise), ("raw_noise",))
                 if not (x.dtype == y.dtype == np.uint8 and np.array_equal(x, y)):
                     moved.append(f"{fname}/{brightness}/{cname}: {int((x != y).sum())} bytes")
     assert not moved, moved[:5]
@@ -280,7 +280,7 @@ def test_chroma_path_matches_the_numpy_code(shape):
     moved = []
     for fname, rgb in _rgb_frames(rng, h, w).items():
         for sigma in (0.0, 1.5, 3.0, 0.01, 25.0):  # 25 px: a kernel far wider than the small frames
-            x, y = both(lambda: camera.chroma_path(rgb, sigma), ("chroma",))
+            x, y = _both(lambda: camera.chroma_path(rgb, sigma), ("chroma",))
             if not (x.dtype == y.dtype == np.uint8 and np.array_equal(x, y)):
                 moved.append(f"{fname}/sigma {sigma}: {int((x != y).sum())} bytes")
     assert not moved, moved[:5]
@@ -386,7 +386,7 @@ def test_aegis_v2_corruptions_match_the_numpy_code(name):
     moved = []
     for fname, frame in _v2_frames().items():
         for sev in (1, 2, 3):
-            a, b = both(lambda: apply_corruption(frame, name, sev, fname, config=config, scale=scale),
+            a, b = _both(lambda: apply_corruption(frame, name, sev, fname, config=config, scale=scale),
                          V2_EXPECT[name])
             if not np.array_equal(a, b):
                 moved.append(f"{name}_s{sev}/{fname}: {int((a != b).sum())} bytes")
