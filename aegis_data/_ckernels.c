@@ -1,11 +1,12 @@
 /*
- * Compiled inner loops of the corruption engine (module aegis_data._ckernels): the aegis-v1 corruptions and, at
- * the end, the aegis-v2 models' blur, sensor noise and chroma path.
+ * Compiled inner loops of the corruption engine (module aegis_data._ckernels): the aegis-v1 corruptions and, after
+ * them, the aegis-v2 models' blur, sensor noise and chroma path, atmosphere and water.
  *
  * Each function fuses, per element, exactly the IEEE-754 float32/float64 operations that the NumPy code in
- * aegis_data/engine (kernels.py, corruptions.py, motion.py, camera.py) performs, in the same order and with the
- * same types, or sums integers in types that hold every partial sum (exact in any order), so the output bytes
- * are those of the NumPy path (tests compare both on every kernel). What makes that hold:
+ * aegis_data/engine (kernels.py, corruptions.py, motion.py, camera.py, atmosphere.py, rain.py, glint.py, flood.py)
+ * performs, in the same order and with the same types, or sums integers in types that hold every partial sum
+ * (exact in any order), so the output bytes are those of the NumPy path (tests compare both on every kernel). What
+ * makes that hold:
  *
  *   - only + - * / and sqrt on float and double, each correctly rounded by IEEE-754 whatever the compiler
  *     vectorises;
@@ -14,8 +15,8 @@
  *   - float <-> double and float -> integer conversions as C defines them (truncation for the in-range values
  *     used here), which is what NumPy's casts do.
  *
- * Arrays arrive through the buffer protocol as flat, C-contiguous memory; the Python wrappers in
- * aegis_data/_kernels.py check dtypes and shapes, and the sizes are checked again here.
+ * Arrays arrive through the buffer protocol as flat, C-contiguous memory; the Python wrappers (aegis_data/engine/
+ * kernels.py and the model modules) check dtypes and shapes, and the sizes are checked again here.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -96,6 +97,52 @@ static void *get(Buffers *b, PyObject *obj, Py_ssize_t bytes, int writable, cons
     return v->buf;
 }
 
+/* The way out after a check of the arguments' values fails: the buffers released, `exc` raised with `msg`. */
+static PyObject *refuse(Buffers *b, PyObject *exc, const char *msg) {
+    release(b);
+    PyErr_SetString(exc, msg);
+    return NULL;
+}
+
+/* Work memory of one call, freed together by scratch_free (what Buffers is for the arguments): a size that
+ * overflows or a failed allocation sets `failed`, and every later call then returns NULL, so a function asks for
+ * all its blocks in a row and checks `failed` once. `zeroed` blocks start as zeros. */
+typedef struct {
+    void *blocks[8];
+    int n;
+    int failed;
+} Scratch;
+
+static void *scratch(Scratch *s, Py_ssize_t count, Py_ssize_t item, int zeroed) {
+    if (s->failed) return NULL;
+    const Py_ssize_t bytes = mul(count, item);
+    void *p = NULL;
+    if (bytes >= 0 && s->n < (int)(sizeof s->blocks / sizeof s->blocks[0]))
+        p = zeroed ? PyMem_RawCalloc((size_t)count, (size_t)item) : PyMem_RawMalloc((size_t)bytes);
+    if (p == NULL) {
+        s->failed = 1;
+        return NULL;
+    }
+    s->blocks[s->n++] = p;
+    return p;
+}
+
+static void scratch_free(Scratch *s) {
+    for (int i = 0; i < s->n; i++) PyMem_RawFree(s->blocks[i]);
+    s->n = 0;
+}
+
+/* The way out when work memory could not be had: all of it freed, the buffers released, MemoryError. */
+static PyObject *no_memory(Scratch *s, Buffers *b) {
+    scratch_free(s);
+    release(b);
+    return PyErr_NoMemory();
+}
+
+/* A table index from a double, clamped to [0, hi] and truncated. A NaN, which would pass both comparisons of a
+ * plain clamp and convert to an index far outside the table, gives 0. */
+static inline Py_ssize_t table_index(double v, double hi) { return v >= 0.0 ? (Py_ssize_t)(v <= hi ? v : hi) : 0; }
+
 /* ---------------------------------------------------------------------------------------------------------
  * Value noise
  * ------------------------------------------------------------------------------------------------------- */
@@ -115,11 +162,8 @@ static PyObject *noise_columns(PyObject *self, PyObject *args) {
     if (b.failed) { release(&b); return NULL; }
     for (Py_ssize_t c = 0; c < n_out; c++)
         for (int k = 0; k < 4; k++)
-            if (xi[k * n_out + c] < 0 || xi[k * n_out + c] >= gx) {
-                release(&b);
-                PyErr_SetString(PyExc_IndexError, "noise_columns: tap index out of range");
-                return NULL;
-            }
+            if (xi[k * n_out + c] < 0 || xi[k * n_out + c] >= gx)
+                return refuse(&b, PyExc_IndexError, "noise_columns: tap index out of range");
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t r = 0; r < gy; r++) {
         const double *g = grid + r * gx;
@@ -544,7 +588,7 @@ static void low_light_run(float *x, const float *sd3, const float *dark3, float 
         float v = x[i] * sd3[i];
         v = v + dark3[i];
         v = v + 0.5f;
-        v = v < 0.0f ? 0.0f : v;
+        v = v >= 0.0f ? v : 0.0f; /* a NaN too: it would pass both comparisons of a plain clamp */
         v = v > fgrid ? fgrid : v;
         q[i] = (int32_t)v;
     }
@@ -557,6 +601,10 @@ static PyObject *low_light(PyObject *self, PyObject *args) {
     Py_ssize_t n, grid;
     if (!PyArg_ParseTuple(args, "OOnOOOOOn", &o_out, &o_img, &n, &o_noise, &o_tab, &o_sd, &o_dark, &o_enc, &grid))
         return NULL;
+    if (grid < 0 || grid > (1 << 24)) { /* (float)grid exact, and every clamped value an int32 */
+        PyErr_SetString(PyExc_ValueError, "low_light: the encode grid must lie in [0, 2**24]");
+        return NULL;
+    }
     Buffers b = {.n = 0, .failed = 0};
     uint8_t *out = get(&b, o_out, mul(3, n), 1, "out");
     const uint8_t *img = get(&b, o_img, mul(3, n), 0, "img");
@@ -685,16 +733,13 @@ static PyObject *convolve(PyObject *self, PyObject *args) {
     const double *k = get(&b, o_k, mul(nk, 8), 0, "kernel");
     if (b.failed) { release(&b); return NULL; }
     const Py_ssize_t r = nk / 2, row = w * ch, prow = (w + 2 * r) * ch;
-    double *ring = PyMem_RawMalloc((size_t)(nk * row) * sizeof(double));
-    double *pad = PyMem_RawMalloc((size_t)prow * sizeof(double));
-    double *acc = PyMem_RawMalloc((size_t)row * sizeof(double));
-    Py_ssize_t *tag = PyMem_RawMalloc((size_t)nk * sizeof(Py_ssize_t));
-    const double **win = (const double **)PyMem_RawMalloc((size_t)nk * sizeof(double *));
-    if (!ring || !pad || !acc || !tag || !win) {
-        PyMem_RawFree(ring); PyMem_RawFree(pad); PyMem_RawFree(acc); PyMem_RawFree(tag); PyMem_RawFree((void *)win);
-        release(&b);
-        return PyErr_NoMemory();
-    }
+    Scratch s = {.n = 0, .failed = 0};
+    double *ring = scratch(&s, mul(nk, row), sizeof(double), 0);
+    double *pad = scratch(&s, prow, sizeof(double), 0);
+    double *acc = scratch(&s, row, sizeof(double), 0);
+    Py_ssize_t *tag = scratch(&s, nk, sizeof(Py_ssize_t), 0);
+    const double **win = scratch(&s, nk, sizeof(double *), 0);
+    if (s.failed) return no_memory(&s, &b);
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < nk; i++) tag[i] = -1;
     int symmetric = 1;
@@ -730,8 +775,7 @@ static PyObject *convolve(PyObject *self, PyObject *args) {
         store_run((char *)out + y * row * (out_kind == 0 ? 8 : 4), out_kind, acc, scale, row);
     }
     Py_END_ALLOW_THREADS
-    PyMem_RawFree((void *)win);
-    PyMem_RawFree(ring); PyMem_RawFree(pad); PyMem_RawFree(acc); PyMem_RawFree(tag);
+    scratch_free(&s);
     release(&b);
     Py_RETURN_NONE;
 }
@@ -758,8 +802,9 @@ static PyObject *block_sum(PyObject *self, PyObject *args) {
     int64_t *out = get(&b, o_out, mul(mul(hb, wb), 8), 1, "out");
     const uint8_t *mask = get(&b, o_mask, mul(h, w), 0, "mask");
     if (b.failed) { release(&b); return NULL; }
-    int64_t *colsum = PyMem_RawMalloc((size_t)(wb * f) * sizeof(int64_t));
-    if (!colsum) { release(&b); return PyErr_NoMemory(); }
+    Scratch s = {.n = 0, .failed = 0};
+    int64_t *colsum = scratch(&s, wb * f, sizeof(int64_t), 0);
+    if (s.failed) return no_memory(&s, &b);
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t by = 0; by < hb; by++) {
         for (Py_ssize_t x = 0; x < wb * f; x++) colsum[x] = 0;
@@ -775,7 +820,7 @@ static PyObject *block_sum(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(colsum);
+    scratch_free(&s);
     release(&b);
     Py_RETURN_NONE;
 }
@@ -797,11 +842,8 @@ static PyObject *shear(PyObject *self, PyObject *args) {
     const int64_t *e = get(&b, o_e, mul(n, 8), 0, "e");
     if (b.failed) { release(&b); return NULL; }
     for (Py_ssize_t v = 0; v < n; v++)
-        if (e[v] < 0 || e[v] > span || r0 + v < 0 || r0 + v >= hp) {
-            release(&b);
-            PyErr_SetString(PyExc_IndexError, "shear: shift or row out of range");
-            return NULL;
-        }
+        if (e[v] < 0 || e[v] > span || r0 + v < 0 || r0 + v >= hp)
+            return refuse(&b, PyExc_IndexError, "shear: shift or row out of range");
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t v = 0; v < n; v++) {
         uint8_t *row = out + v * wide * 3;
@@ -865,11 +907,8 @@ static PyObject *unshear(PyObject *self, PyObject *args) {
     const uint32_t *wr = get(&b, o_wr, mul(h, 4), 0, "w_right");
     if (b.failed) { release(&b); return NULL; }
     for (Py_ssize_t i = 0; i < r1 - r0; i++)
-        if (start[i] < 1 || start[i] + 1 + w > wide) {
-            release(&b);
-            PyErr_SetString(PyExc_IndexError, "unshear: column out of range");
-            return NULL;
-        }
+        if (start[i] < 1 || start[i] + 1 + w > wide)
+            return refuse(&b, PyExc_IndexError, "unshear: column out of range");
     const uint32_t bias = 32u * (uint32_t)length, div = 64u * (uint32_t)length;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < r1 - r0; i++) {
@@ -1166,20 +1205,15 @@ static PyObject *taps(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < nb; i++)
         if (starts[i + 1] - starts[i] > maxt) maxt = (Py_ssize_t)(starts[i + 1] - starts[i]);
     const Py_ssize_t maxp = (maxt + 1) / 2;
-    if (mul(nslots, stride) < 0) { release(&b); return PyErr_NoMemory(); }
-    uint16_t *ring = PyMem_RawCalloc((size_t)mul(nslots, stride), sizeof(uint16_t));
-    int64_t *tag = PyMem_RawMalloc((size_t)nslots * sizeof(int64_t));
-    uint8_t *high = PyMem_RawMalloc((size_t)nslots);
-    uint16_t *tmp = PyMem_RawMalloc((size_t)mpad * sizeof(uint16_t));
-    const uint16_t **ptr = PyMem_RawMalloc((size_t)(maxt + 2 * maxp) * sizeof(uint16_t *));
-    uint32_t *wu = PyMem_RawMalloc((size_t)maxt * sizeof(uint32_t));
-    int32_t *wpair = PyMem_RawMalloc((size_t)maxp * sizeof(int32_t));
-    if (!ring || !tag || !high || !tmp || !ptr || !wu || !wpair) {
-        PyMem_RawFree(ring); PyMem_RawFree(tag); PyMem_RawFree(high); PyMem_RawFree(tmp); PyMem_RawFree((void *)ptr);
-        PyMem_RawFree(wu); PyMem_RawFree(wpair);
-        release(&b);
-        return PyErr_NoMemory();
-    }
+    Scratch s = {.n = 0, .failed = 0};
+    uint16_t *ring = scratch(&s, mul(nslots, stride), sizeof(uint16_t), 1); /* zeros: the SIMD loops read the slack */
+    int64_t *tag = scratch(&s, nslots, sizeof(int64_t), 0);
+    uint8_t *high = scratch(&s, nslots, 1, 0);
+    uint16_t *tmp = scratch(&s, mpad, sizeof(uint16_t), 0);
+    const uint16_t **ptr = scratch(&s, maxt + 2 * maxp, sizeof(uint16_t *), 0);
+    uint32_t *wu = scratch(&s, maxt, sizeof(uint32_t), 0);
+    int32_t *wpair = scratch(&s, maxp, sizeof(int32_t), 0);
+    if (s.failed) return no_memory(&s, &b);
     const uint16_t **pa = ptr + maxt, **pb = ptr + maxt + maxp; /* the taps in pairs for the SIMD loops */
     const int isa = current_isa();
     Py_BEGIN_ALLOW_THREADS
@@ -1252,8 +1286,7 @@ static PyObject *taps(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(ring); PyMem_RawFree(tag); PyMem_RawFree(high); PyMem_RawFree(tmp); PyMem_RawFree((void *)ptr);
-    PyMem_RawFree(wu); PyMem_RawFree(wpair);
+    scratch_free(&s);
     release(&b);
     Py_RETURN_NONE;
 }
@@ -1378,25 +1411,19 @@ static PyObject *raw_noise(PyObject *self, PyObject *args) {
         ok = ok && isfinite(a[c]) && isfinite(bb[c]) && a[c] >= 0.0 && bb[c] >= 0.0 &&
              65535.0 * d * a[c] + bb[c] <= RAW_LIMIT;
     if (!ok) {
-        release(&b);
-        PyErr_SetString(PyExc_ValueError, "raw_noise: brightness and noise coefficients must be finite, >= 0 and "
-                                          "bounded");
-        return NULL;
+        return refuse(&b, PyExc_ValueError,
+                      "raw_noise: brightness and noise coefficients must be finite, >= 0 and bounded");
     }
     /* Work rows: three noise rows (previous, current, next) widened by one mirrored column each side. */
     const Py_ssize_t pw = w + 2;
-    double *ring = PyMem_RawMalloc((size_t)(3 * pw) * sizeof(double));
-    double *sv = PyMem_RawMalloc((size_t)w * sizeof(double));
-    double *z = PyMem_RawMalloc((size_t)w * sizeof(double));
-    double *pat = PyMem_RawMalloc((size_t)(4 * w) * sizeof(double));
-    double *dem = PyMem_RawMalloc((size_t)row * sizeof(double));
-    int32_t *q = PyMem_RawMalloc((size_t)row * sizeof(int32_t));
-    if (!ring || !sv || !z || !pat || !dem || !q) {
-        PyMem_RawFree(ring); PyMem_RawFree(sv); PyMem_RawFree(z); PyMem_RawFree(pat); PyMem_RawFree(dem);
-        PyMem_RawFree(q);
-        release(&b);
-        return PyErr_NoMemory();
-    }
+    Scratch s = {.n = 0, .failed = 0};
+    double *ring = scratch(&s, mul(3, pw), sizeof(double), 0);
+    double *sv = scratch(&s, w, sizeof(double), 0);
+    double *z = scratch(&s, w, sizeof(double), 0);
+    double *pat = scratch(&s, mul(4, w), sizeof(double), 0);
+    double *dem = scratch(&s, row, sizeof(double), 0);
+    int32_t *q = scratch(&s, row, sizeof(int32_t), 0);
+    if (s.failed) return no_memory(&s, &b);
     Py_BEGIN_ALLOW_THREADS
     const int reflect = h > 1 && w > 1;
     /* a and b per column for even rows (R G R G ...) and odd rows (G B G B ...) */
@@ -1433,7 +1460,7 @@ static PyObject *raw_noise(PyObject *self, PyObject *args) {
         for (Py_ssize_t i = 0; i < row; i++) orow[i] = enc[q[i]];
     }
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(ring); PyMem_RawFree(sv); PyMem_RawFree(z); PyMem_RawFree(pat); PyMem_RawFree(dem); PyMem_RawFree(q);
+    scratch_free(&s);
     release(&b);
     Py_RETURN_NONE;
 }
@@ -1589,22 +1616,16 @@ static PyObject *chroma(PyObject *self, PyObject *args) {
         else ksum += k[j];
         if (ksum > CHROMA_KSUM_MAX) break;
     }
-    if (nk > 0 && (ksum < 1 || ksum > CHROMA_KSUM_MAX)) {
-        release(&b);
-        PyErr_SetString(PyExc_ValueError, "chroma: kernel weights must be >= 0 with a sum in [1, 2**20]");
-        return NULL;
-    }
+    if (nk > 0 && (ksum < 1 || ksum > CHROMA_KSUM_MAX))
+        return refuse(&b, PyExc_ValueError, "chroma: kernel weights must be >= 0 with a sum in [1, 2**20]");
     const Py_ssize_t hh = (h + 1) / 2, ww = (w + 1) / 2, r = nk / 2;
     const Py_ssize_t plane = mul(hh, ww), wr = 2 * ww + 2 * r + 4; /* work rows: 2 ww >= w, room for padding */
-    int32_t *half = PyMem_RawMalloc((size_t)(2 * plane) * sizeof(int32_t));
-    int32_t *rows = nk > 0 ? PyMem_RawMalloc((size_t)plane * sizeof(int32_t)) : NULL;
-    int32_t *work = PyMem_RawMalloc((size_t)(10 * wr) * sizeof(int32_t));
-    double *acc = PyMem_RawMalloc((size_t)ww * sizeof(double));
-    if (!half || (nk > 0 && !rows) || !work || !acc) {
-        PyMem_RawFree(half); PyMem_RawFree(rows); PyMem_RawFree(work); PyMem_RawFree(acc);
-        release(&b);
-        return PyErr_NoMemory();
-    }
+    Scratch s = {.n = 0, .failed = 0};
+    int32_t *half = scratch(&s, mul(2, plane), sizeof(int32_t), 0);
+    int32_t *rows = nk > 0 ? scratch(&s, plane, sizeof(int32_t), 0) : NULL;
+    int32_t *work = scratch(&s, mul(10, wr), sizeof(int32_t), 0);
+    double *acc = scratch(&s, ww, sizeof(double), 0);
+    if (s.failed) return no_memory(&s, &b);
     Py_BEGIN_ALLOW_THREADS
     int32_t *pr = work, *pg = work + wr, *pb = work + 2 * wr;
     int32_t *cb0 = work + 3 * wr, *cr0 = work + 4 * wr, *cb1 = work + 5 * wr, *cr1 = work + 6 * wr;
@@ -1647,7 +1668,7 @@ static PyObject *chroma(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(half); PyMem_RawFree(rows); PyMem_RawFree(work); PyMem_RawFree(acc);
+    scratch_free(&s);
     release(&b);
     Py_RETURN_NONE;
 }
@@ -1728,30 +1749,28 @@ static PyObject *atmos_haze(PyObject *self, PyObject *args) {
     const int64_t *tab = (use_shadow || use_coat) ? get(&b, o_tab, 2 * 65536 * 8, 0, "tables") : NULL;
     if (b.failed) { release(&b); return NULL; }
     for (Py_ssize_t q = 0; tab && q < 65536; q++) {
-        if (tab[q] < 0 || tab[q] > 4 * ATMOS_ONE || tab[65536 + q] < 0 || tab[65536 + q] > ATMOS_ONE) {
-            release(&b);
-            PyErr_SetString(PyExc_ValueError, "atmos_haze: shadow or coat table out of range");
-            return NULL;
-        }
+        if (tab[q] < 0 || tab[q] > 4 * ATMOS_ONE || tab[65536 + q] < 0 || tab[65536 + q] > ATMOS_ONE)
+            return refuse(&b, PyExc_ValueError, "atmos_haze: shadow or coat table out of range");
     }
     for (Py_ssize_t q = 0; mtab && q < 65536; q++) {
-        if (!isfinite(mtab[q]) || mtab[q] < 0.0) {
-            release(&b);
-            PyErr_SetString(PyExc_ValueError, "atmos_haze: density table must be finite and >= 0");
-            return NULL;
-        }
+        if (!isfinite(mtab[q]) || mtab[q] < 0.0)
+            return refuse(&b, PyExc_ValueError, "atmos_haze: density table must be finite and >= 0");
     }
+    /* Linear values and transmissions in their ranges keep every blend below 32768, the encode table's size. */
+    for (int q = 0; q < 256; q++)
+        if (dec[q] > ATMOS_LINEAR_MAX) return refuse(&b, PyExc_ValueError, "atmos_haze: decode table above 32767");
+    for (Py_ssize_t q = 0; q <= kmax; q++)
+        if (ttab[q] > ATMOS_ONE) return refuse(&b, PyExc_ValueError, "atmos_haze: transmission table above 2**15");
     for (Py_ssize_t y = 0; y < h; y++) {
         if (!isfinite(rows[y]) || !isfinite(rows[h + y]) || !isfinite(rows[2 * h + y]) || rows[y] < 0.0 ||
             rows[h + y] < 0.0 || rows[2 * h + y] < 0.0) {
-            release(&b);
-            PyErr_SetString(PyExc_ValueError, "atmos_haze: row geometry must be finite and >= 0");
-            return NULL;
+            return refuse(&b, PyExc_ValueError, "atmos_haze: row geometry must be finite and >= 0");
         }
     }
-    double *path = PyMem_RawMalloc((size_t)w * sizeof(double));
-    int32_t *tq = PyMem_RawMalloc((size_t)(3 * w) * sizeof(int32_t));
-    if (!path || !tq) { PyMem_RawFree(path); PyMem_RawFree(tq); release(&b); return PyErr_NoMemory(); }
+    Scratch s = {.n = 0, .failed = 0};
+    double *path = scratch(&s, w, sizeof(double), 0);
+    int32_t *tq = scratch(&s, mul(3, w), sizeof(int32_t), 0);
+    if (s.failed) return no_memory(&s, &b);
     Py_BEGIN_ALLOW_THREADS
     uint8_t *out8 = linear_out ? NULL : (uint8_t *)out;
     uint16_t *out16 = linear_out ? (uint16_t *)out : NULL;
@@ -1785,8 +1804,7 @@ static PyObject *atmos_haze(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(path);
-    PyMem_RawFree(tq);
+    scratch_free(&s);
     release(&b);
     Py_RETURN_NONE;
 }
@@ -1858,11 +1876,8 @@ static PyObject *atmos_drops(PyObject *self, PyObject *args) {
     if (b.failed) { release(&b); return NULL; }
     for (Py_ssize_t k = 0; k < n; k++) {
         const int64_t x0 = box[k], x1 = box[n + k], y0 = box[2 * n + k], y1 = box[3 * n + k];
-        if (x0 < 0 || y0 < 0 || x1 > w || y1 > h || !(pk[k] >= 0.0 && pk[k] <= 65536.0)) {
-            release(&b);
-            PyErr_SetString(PyExc_ValueError, "atmos_drops: a box outside the layer or a peak outside [0, 2**16]");
-            return NULL;
-        }
+        if (x0 < 0 || y0 < 0 || x1 > w || y1 > h || !(pk[k] >= 0.0 && pk[k] <= 65536.0))
+            return refuse(&b, PyExc_ValueError, "atmos_drops: a box outside the layer or a peak outside [0, 2**16]");
     }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < n; k++) {
@@ -1915,11 +1930,7 @@ static PyObject *atmos_blend(PyObject *self, PyObject *args) {
     const uint8_t *enc = get(&b, o_enc, 32768, 0, "encode");
     if (b.failed) { release(&b); return NULL; }
     for (Py_ssize_t i = 0; i < mul(n, 3); i++) {
-        if (lin[i] > ATMOS_LINEAR_MAX) {
-            release(&b);
-            PyErr_SetString(PyExc_ValueError, "atmos_blend: linear values above 32767");
-            return NULL;
-        }
+        if (lin[i] > ATMOS_LINEAR_MAX) return refuse(&b, PyExc_ValueError, "atmos_blend: linear values above 32767");
     }
     Py_BEGIN_ALLOW_THREADS
     uint8_t *out8 = srgb_out ? (uint8_t *)out : NULL;
@@ -2055,8 +2066,9 @@ static PyObject *glint(PyObject *self, PyObject *args) {
     const double *fp = get(&b, o_fp, mul(8, h), 0, "inv_footprint");
     const double *k = get(&b, o_k, 88, 0, "constants");
     if (b.failed) { release(&b); return NULL; }
-    double *row = PyMem_RawMalloc((size_t)(w > 0 ? w : 1) * sizeof(double));
-    if (!row) { release(&b); return PyErr_NoMemory(); }
+    Scratch s = {.n = 0, .failed = 0};
+    double *row = scratch(&s, w, sizeof(double), 0);
+    if (s.failed) return no_memory(&s, &b);
     Py_ssize_t y0 = h, y1 = 0, x0 = w, x1 = 0; /* the bounding box of the lit pixels */
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t y = 0; y < h; y++) {
@@ -2078,7 +2090,7 @@ static PyObject *glint(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(row);
+    scratch_free(&s);
     release(&b);
     if (y1 == 0) Py_RETURN_NONE;
     return Py_BuildValue("nnnn", y0, y1, x0, x1);
@@ -2134,10 +2146,8 @@ static PyObject *flood(PyObject *self, PyObject *args) {
             }
             for (int c = 0; c < 3; c++) {
                 const double lin = (double)dec[src[c]];
-                double v = d > 0 ? (1.0 - r) * (t * lin + (1.0 - t) * wc[c]) + r * sc[c] : lin * damp;
-                v = floor(v + 0.5);
-                v = v < 0.0 ? 0.0 : (v > lmax ? lmax : v);
-                dst[c] = enc[(Py_ssize_t)v];
+                const double v = d > 0 ? (1.0 - r) * (t * lin + (1.0 - t) * wc[c]) + r * sc[c] : lin * damp;
+                dst[c] = enc[table_index(floor(v + 0.5), lmax)];
             }
         }
     }
@@ -2164,11 +2174,8 @@ static PyObject *luma_hist(PyObject *self, PyObject *args) {
     const int64_t *q = get(&b, o_q, 24, 0, "luma weights");
     if (b.failed) { release(&b); return NULL; }
     for (int c = 0; c < 3; c++) {
-        if (q[c] < 0 || q[c] > 32768) {
-            release(&b);
-            PyErr_SetString(PyExc_ValueError, "luma_hist: weights in [0, 32768] summing to 32768");
-            return NULL;
-        }
+        if (q[c] < 0 || q[c] > 32768)
+            return refuse(&b, PyExc_ValueError, "luma_hist: weights in [0, 32768] summing to 32768");
     }
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -2216,11 +2223,8 @@ static PyObject *turbid(PyObject *self, PyObject *args) {
     const int64_t *q = get(&b, o_q, 24, 0, "luma weights");
     if (b.failed) { release(&b); return NULL; }
     for (int c = 0; c < 3; c++) {
-        if (!(wc[c] >= 0.0 && sc[c] >= 0.0 && isfinite(wc[c]) && isfinite(sc[c]))) {
-            release(&b);
-            PyErr_SetString(PyExc_ValueError, "turbid: water and sky light must be finite and >= 0");
-            return NULL;
-        }
+        if (!(wc[c] >= 0.0 && sc[c] >= 0.0 && isfinite(wc[c]) && isfinite(sc[c])))
+            return refuse(&b, PyExc_ValueError, "turbid: water and sky light must be finite and >= 0");
     }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t y = 0; y < h; y++) {
@@ -2240,9 +2244,9 @@ static PyObject *turbid(PyObject *self, PyObject *args) {
             const int64_t lins[3] = {l0, l1, l2};
             for (int c = 0; c < 3; c++) {
                 const double turbid_c = (1.0 - r) * (wc[c] * m) + r * sc[c];
-                double v = (t * (double)lins[c] + (1.0 - t) * turbid_c) + 0.5; /* >= 0.5: truncation is floor */
-                v = v > lmax + 0.5 ? lmax + 0.5 : v;
-                dst[c] = enc[(Py_ssize_t)v];
+                /* >= 0.5 for reflectances in [0, 1]: truncation is the floor */
+                const double v = (t * (double)lins[c] + (1.0 - t) * turbid_c) + 0.5;
+                dst[c] = enc[table_index(v, lmax + 0.5)];
             }
         }
     }
@@ -2275,18 +2279,12 @@ static PyObject *chamfer(PyObject *self, PyObject *args) {
     if (b.failed) { release(&b); return NULL; }
     const int64_t big = (int64_t)big_ll, num = (int64_t)num_ll, den = (int64_t)den_ll;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (c[i] < 0 || c[i] > big) {
-            release(&b);
-            PyErr_SetString(PyExc_ValueError, "chamfer: costs must lie in [0, big]");
-            return NULL;
-        }
+        if (c[i] < 0 || c[i] > big) return refuse(&b, PyExc_ValueError, "chamfer: costs must lie in [0, big]");
     }
-    int64_t *row = PyMem_RawMalloc((size_t)(w > 0 ? w : 1) * sizeof(int64_t));
-    int64_t *before = PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
-    if (!row || !before) {
-        PyMem_RawFree(row); PyMem_RawFree(before); release(&b);
-        return PyErr_NoMemory();
-    }
+    Scratch s = {.n = 0, .failed = 0};
+    int64_t *row = scratch(&s, w, sizeof(int64_t), 0);
+    int64_t *before = scratch(&s, n, sizeof(int64_t), 0);
+    if (s.failed) return no_memory(&s, &b);
     Py_BEGIN_ALLOW_THREADS
     for (int pass = 0; pass < passes; pass++) {
         memcpy(before, d, (size_t)n * sizeof(int64_t));
@@ -2318,7 +2316,7 @@ static PyObject *chamfer(PyObject *self, PyObject *args) {
         if (memcmp(before, d, (size_t)n * sizeof(int64_t)) == 0) break;
     }
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(row); PyMem_RawFree(before);
+    scratch_free(&s);
     release(&b);
     Py_RETURN_NONE;
 }
@@ -2361,9 +2359,9 @@ static PyObject *glint_add(PyObject *self, PyObject *args) {
             uint8_t *px = out + 3 * i;
             int core = 0;
             for (int c = 0; c < 3; c++) {
-                double v = floor(light * tint[c] + 0.5) + (double)dec[px[c]];
-                if (v > lmax) { core = 1; v = lmax; }
-                px[c] = enc[(Py_ssize_t)v];
+                const double v = floor(light * tint[c] + 0.5) + (double)dec[px[c]];
+                core |= v > lmax;
+                px[c] = enc[table_index(v, lmax)];
             }
             if (core) {
                 cores[i] = 1;

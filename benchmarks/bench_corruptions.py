@@ -130,18 +130,23 @@ class Runner:
         self.scenes: dict[int, object] = {}
         self.scene_seconds: dict[tuple[int, int], float] = {}
 
-    def __call__(self, frame: np.ndarray, name: str, severity: int, image_id: str):
-        scene = None
-        if self.cfg.uses_scene:
-            scene = self.scenes.get(id(frame))
-            if scene is None or (scene.height, scene.width) != frame.shape[:2]:
-                from aegis_data.engine.scene import estimate_scene
+    def scene_of(self, frame: np.ndarray):
+        """The scene of ``frame`` under an aegis-v2 suite (None under aegis-v1): estimated and timed once per frame."""
+        if not self.cfg.uses_scene:
+            return None
+        scene = self.scenes.get(id(frame))
+        if scene is None or (scene.height, scene.width) != frame.shape[:2]:
+            from aegis_data.engine.scene import estimate_scene
 
-                t0 = time.perf_counter()
-                scene = estimate_scene(frame, self.scale.person_px, self.cfg.camera)
-                self.scene_seconds[frame.shape[:2]] = time.perf_counter() - t0
-                self.scenes[id(frame)] = scene
-        return apply_corruption(frame, name, severity, image_id, config=self.cfg, scale=self.scale, scene=scene)
+            t0 = time.perf_counter()
+            scene = estimate_scene(frame, self.scale.person_px, self.cfg.camera)
+            self.scene_seconds[frame.shape[:2]] = time.perf_counter() - t0
+            self.scenes[id(frame)] = scene
+        return scene
+
+    def __call__(self, frame: np.ndarray, name: str, severity: int, image_id: str):
+        return apply_corruption(frame, name, severity, image_id, config=self.cfg, scale=self.scale,
+                                scene=self.scene_of(frame))
 
 
 def memory_probe(name: str, severity: int, suite: str = "aegis-v1", person_px: float | None = None) -> dict:
@@ -150,14 +155,11 @@ def memory_probe(name: str, severity: int, suite: str = "aegis-v1", person_px: f
     frame = bench_frame(width, height)
     run = Runner(suite, FRAME_SCALE if person_px is None else Scale("object", person_px, "--person-px"))
     run(frame[:64, :64].copy(), name, severity, "warmup")  # load lazy tables outside the window
-    run.scenes.clear()
-    scene_frame = frame
-    if run.cfg.uses_scene:
-        run(scene_frame, name, severity, "warmup-scene")  # the scene is estimated once, outside the window too
+    run.scene_of(frame)  # the scene is estimated once, outside the window too (no 12 MP render needed for that)
     reset = reset_peak_rss()  # so the frame's own construction does not count as the corruption's peak
     before = rss_mb()
     tracemalloc.start()
-    out = run(scene_frame, name, severity, "bench")
+    out = run(frame, name, severity, "bench")
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     maxrss = peak_rss_mb()

@@ -4,6 +4,7 @@ camera's chroma path, on every shape and instruction set; each comparison also c
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from aegis_data.engine.corruptions import apply_corruption
 from aegis_data.engine.photometry import LINEAR_MAX, decode_table, encode_table, to_linear
 from aegis_data.engine.scale import Scale
 from aegis_data.engine.seeding import normal_table
+from compiled_twins import Recorder, both as _both
 from tests.golden.frames import golden_frame
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,39 +30,6 @@ COMPILED = K.CKERNELS
 
 needs_compiled = pytest.mark.skipif(COMPILED is None or not hasattr(COMPILED, "taps"),
                                     reason="compiled engine loops not built (no C compiler?)")
-
-
-class _Recorder:
-    """Stands in for the compiled module and records which of its functions were called."""
-
-    def __init__(self, module):
-        self._module = module
-        self.calls: list[str] = []
-
-    def __getattr__(self, name):
-        fn = getattr(self._module, name)
-
-        def call(*args):
-            self.calls.append(name)
-            return fn(*args)
-
-        return call
-
-
-def _both(fn, expect: tuple[str, ...] = ()):
-    """fn() with the compiled loops, then with the NumPy code; asserts the compiled run called each of ``expect``
-    (a comparison of two NumPy runs would prove nothing)."""
-    rec = _Recorder(COMPILED)
-    try:
-        K.CKERNELS = rec
-        a = fn()
-        K.CKERNELS = None
-        b = fn()
-    finally:
-        K.CKERNELS = COMPILED
-    missing = [name for name in expect if name not in rec.calls]
-    assert not missing, f"the compiled path did not run {missing} (called: {rec.calls})"
-    return a, b
 
 
 @pytest.fixture(params=[2, 1, 0], ids=["avx2", "sse2", "plain"])
@@ -169,7 +138,7 @@ def test_taps_outside_the_compiled_bounds_run_the_numpy_code():
     negative = [(0, 9, (np.array([0, 1]), np.array([0, 1]), np.array([40000, -7232])))]
     wrapping = [(0, 9, (np.zeros(4, np.int64), np.zeros(4, np.int64), np.full(4, 1 << 62)))]  # int64 sum wraps to 0
     for bands in (heavy, negative, wrapping):
-        rec = _Recorder(COMPILED)
+        rec = Recorder(COMPILED)
         K.CKERNELS = rec
         try:
             a = motion.convolve_taps(lin, bands)
@@ -268,7 +237,7 @@ def test_raw_noise_outside_the_compiled_bounds_runs_the_numpy_code():
     noise = rng.integers(0, 65536, (6, 5)).astype(np.uint16)
     capture = LowLightCapture(8.3, 3200.0, 0.5)
     a, b = np.array([1e299, 1.0, 1.0]), np.array([1.0, 1.0, 1.0])  # variance beyond the loop's 1e300 bound
-    rec = _Recorder(COMPILED)
+    rec = Recorder(COMPILED)
     K.CKERNELS = rec
     try:
         x = camera.raw_noise_image(lin, capture, a, b, noise)
@@ -330,6 +299,71 @@ def test_chroma_kernel_is_checked_at_the_c_boundary():
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Values that become table indices
+# ----------------------------------------------------------------------------------------------------------
+# Each loop below turns a computed double into an index of its encode table. A NaN passed both comparisons of the
+# old clamps and converted to an index far outside the table: a segfault, not an error (seen with a NaN
+# reflectance, tint or noise level, and a negative tint). Run in a fresh process, so a regression fails this test
+# instead of killing the test session.
+_NAN_INDEX_CALLS = """
+import numpy as np
+from aegis_data.engine import kernels as K
+from aegis_data.engine.photometry import LINEAR_MAX, decode_table, encode_table
+c, h, w, nan = K.CKERNELS, 4, 5, float("nan")
+img, dec, enc, lmax = np.full((h, w, 3), 128, np.uint8), decode_table(), encode_table(), float(LINEAR_MAX)
+outs = [np.empty_like(img) for _ in range(5)]
+c.flood(outs[0], img, np.ones((h, w), np.int32), h, w, np.zeros(3), np.zeros(3), np.full(h, nan), np.ones(4), 4, 0,
+        0.5, dec, enc, lmax)
+c.turbid(outs[1], img, np.ones((h, w), np.uint8), h, w, np.zeros(3), np.zeros(3), np.full(h, nan), 0.5, 1.0, dec,
+         enc, lmax, np.array([6966, 23436, 2366], np.int64))
+for out, tint, scale in ((outs[2], [nan, 1.0, 1.0], 1.0), (outs[3], [-1.0, 1.0, 1.0], 1e12)):
+    out[:] = img
+    c.glint_add(out, np.ones((1, w)), 1, w, 0, 0, scale, h, w, np.array(tint), dec, enc, lmax,
+                np.zeros((h, w), np.uint8))
+grid = 1 << 20
+c.low_light(outs[4], img, h * w, np.zeros((h * w, 3), np.uint16), np.ones(65536, np.float32),
+            np.full(768, nan, np.float32), np.zeros(768, np.float32), np.zeros(grid + 1, np.uint8), grid)
+print(" ".join(str(int(o[0, 0, 0])) for o in outs))
+"""
+
+
+@needs_compiled
+def test_a_nan_that_becomes_a_table_index_reads_inside_the_table():
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    got = subprocess.run([sys.executable, "-c", _NAN_INDEX_CALLS], env=env, capture_output=True, text=True,
+                         timeout=60, cwd=str(REPO))
+    assert got.returncode == 0, (got.returncode, got.stderr[-500:])
+    assert got.stdout.split() == ["0", "0", "0", "0", "0"]  # NaN, or a value below 0, clamps to the table's start
+
+
+@needs_compiled
+def test_tables_that_would_lead_outside_the_encode_table_are_refused_at_the_c_boundary():
+    h, w, kmax = 3, 4, 100
+    img = np.full((h, w, 3), 200, np.uint8)
+
+    def haze(dec=None, ttab=None):
+        out = np.empty_like(img)
+        ttab = np.full(kmax + 1, 1 << 15, np.uint16) if ttab is None else ttab
+        COMPILED.atmos_haze(out, 0, img, h, w, decode_table() if dec is None else dec, encode_table(),
+                            np.zeros((3, h)), np.zeros(w), None, None, None, 1.0, 1.0, 1.0, 1.0, 100.0, 1.0, kmax,
+                            ttab, None, None, 0, 0, 0, 0, 0, 0, 0, 0)
+        return out
+
+    assert np.array_equal(haze(), img)  # full transmission: the pixels as they were
+    high = decode_table().copy()
+    high[255] = 65535  # decoded beyond LINEAR_MAX: the blend would read past the encode table
+    with pytest.raises(ValueError, match="decode table"):
+        haze(dec=high)
+    over = np.full(kmax + 1, 1 << 15, np.uint16)
+    over[0] = 65535  # a transmission above 1: a negative share of the air light
+    with pytest.raises(ValueError, match="transmission table"):
+        haze(ttab=over)
+    with pytest.raises(ValueError, match="grid"):  # an empty encode table, read at -1
+        COMPILED.low_light(np.empty_like(img), img, h * w, np.zeros((h * w, 3), np.uint16), np.ones(65536, np.float32),
+                           np.zeros(768, np.float32), np.zeros(768, np.float32), np.zeros(0, np.uint8), -1)
+
+
+# ----------------------------------------------------------------------------------------------------------
 # End to end
 # ----------------------------------------------------------------------------------------------------------
 V2_EXPECT = {"motion_blur": ("taps",), "low_light": ("lut_u8_u16", "raw_noise", "chroma")}
@@ -365,9 +399,10 @@ def test_numpy_switch_gives_the_compiled_bytes():
     frame = golden_frame(61, 83)
     config = load_config("aegis-v2")
     scale = Scale("object", 60.0, "test")
-    want = [apply_corruption(frame, n, 3, "switch", config=config, scale=scale).tobytes().hex()[:64]
+    want = [hashlib.sha256(apply_corruption(frame, n, 3, "switch", config=config, scale=scale)).hexdigest()
             for n in ("motion_blur", "low_light")]
     code = (
+        "import hashlib\n"
         "from aegis_data.engine import kernels as K\n"
         "from aegis_data.engine.config import load_config\n"
         "from aegis_data.engine.corruptions import apply_corruption\n"
@@ -376,8 +411,8 @@ def test_numpy_switch_gives_the_compiled_bytes():
         "assert K.CKERNELS is None\n"
         "f = golden_frame(61, 83)\n"
         "for n in ('motion_blur', 'low_light'):\n"
-        "    print(apply_corruption(f, n, 3, 'switch', config=load_config('aegis-v2'),\n"
-        "                           scale=Scale('object', 60.0, 'test')).tobytes().hex()[:64])\n"
+        "    print(hashlib.sha256(apply_corruption(f, n, 3, 'switch', config=load_config('aegis-v2'),\n"
+        "                                          scale=Scale('object', 60.0, 'test'))).hexdigest())\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO), KERNELS_ENV: "numpy"}
     got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,

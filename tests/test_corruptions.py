@@ -432,3 +432,36 @@ def test_dust_and_smoke_differ_by_airlight_chromaticity():
             o = apply_corruption(f, name, 3, "chroma", config=V1).reshape(-1, 3).astype(np.float64)
             ratio[name] = o[:, 0].mean() / o[:, 2].mean()
         assert ratio["smoke_haze"] < 1.05 and ratio["dust_haze"] > 1.4
+
+
+def test_the_unchanged_note_of_sun_glint_names_a_missing_sun_instead_of_failing():
+    # A Scene made in Python may lack the sun's elevation (estimate_scene always draws one): the note formatted None
+    # with :g, a TypeError where `aegis corrupt` prints why an image came out unchanged.
+    from aegis_data.engine.scene import estimate_scene
+
+    v2 = load_config("aegis-v2")
+    glare = next(n for n in v2.names if v2.corruptions[n].model_name == "sun_glint")
+    water = np.zeros((60, 80), bool)
+    water[30:] = True
+    scene = estimate_scene(golden_frame(60, 80), 40.0, v2.camera, water_mask=water)
+    low = dataclasses.replace(scene, sun_elevation_deg=-5.0)
+    assert C.unchanged_reason(glare, v2, low) == "the sun is at or below the horizon (elevation -5 deg): no glint"
+    unknown = dataclasses.replace(scene, sun_elevation_deg=None)
+    assert C.unchanged_reason(glare, v2, unknown) == "the scene gives no sun elevation: no glint"
+    assert C.unchanged_reason(glare, v2, dataclasses.replace(scene, sun_elevation_deg=30.0)) is None
+
+
+def test_every_generation_2_model_lists_its_physical_ladder():
+    # One row of corruptions._SCENE_MODELS per model serves the kernel, draw, cost and ladder; aegis-v2 uses them all.
+    from aegis_data.engine.scene import gsd_from_person_px
+
+    v2 = load_config("aegis-v2")
+    assert {v2.corruptions[n].model_name for n in v2.names} == set(C._SCENE_MODELS)
+    for name in v2.names:
+        plain, at_unit = C.physical_ladder(name, v2), C.physical_ladder(name, v2, 60.0)
+        assert len(plain) == len(at_unit) == 3 and all(plain), name
+        for a, b in zip(plain, at_unit):  # a person unit adds the smear in px, where there is a smear
+            assert ("smear_px" in b) == ("smear_m" in a) and "smear_px" not in a, name
+            if "smear_m" in a:
+                assert b["smear_px"] == round(a["smear_m"] / gsd_from_person_px(60.0), 2)
+    assert C.physical_ladder("motion_blur", load_config("aegis-v1")) == []

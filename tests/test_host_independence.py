@@ -1,5 +1,6 @@
-"""The committed reference manifests (aegis-v1 and aegis-v2) reproduce on "another machine": a host whose system zlib is zlib-ng (as on
-Fedora 40+), a CPU cut to x86-64-v2, one or two workers -- root hash, every entry and every file byte.
+"""The committed reference manifests (aegis-v1 and aegis-v2) reproduce on "another machine": a host whose system zlib
+is zlib-ng (as on Fedora 40+), a CPU cut to x86-64-v2, one or two workers -- root hash, every entry and every file
+byte.
 
 "Another machine's zlib" is zlib-ng built in zlib-compat mode from the sources vendored in the ``zlib-ng``
 sdist (``make test`` downloads it next to the venv; the version is the Makefile's ``ZLIB_NG_VERSION``) and put

@@ -4,7 +4,7 @@
 The suite config's ranges (``config_schema``) bound each parameter per unit. Under frame scale that bounds the
 work, since the unit follows the frame; under object scale the unit follows the person, and a valid value can
 ask for far more than any frame-scale render: ``length_px`` 500 at a 2000-px person unit is a 66,667-px motion
-blur (23 GB), a veil of ``veil_sigma_px`` 50 a 40,003-px Gaussian (a minute on a 64x64 image), 20,000 streaks
+blur (23 GB), a veil of ``veil_sigma_px`` 50 a 40,001-px Gaussian (a minute on a 64x64 image), 20,000 streaks
 per MP of 133 px at a 4-px unit 600 streak pixels per frame pixel. So every render is first priced: a pure
 function of the parameters (after scaling) and the frame's height and width predicts the render's effective
 lengths, streak pixels, filter work and peak memory (:class:`RenderCost`, built per corruption by
@@ -27,11 +27,11 @@ from aegis_data.errors import AegisError
 
 # The budget. Lengths: every effective blur kernel, line, streak and ripple displacement, in px; the veil's and the
 # masks' Gaussian kernels count as 2 ceil(3 sigma) + 1 px. 16384 px is 4x the anchor frame's long side; the longest
-# the shipped suite asks for is 12,801 px (the glare bloom of s3 at the largest person unit, 2000 px), 400 px at
+# the shipped suite asks for is 12,801 px (the glare bloom of s3 at the largest person unit, 2000 px), 385 px at
 # the anchor.
 MAX_LENGTH_PX = 16384
 # Streak pixels (one per streak per major-axis step, the rasteriser's unit of work): at most this many per frame
-# pixel, or STREAK_PX_FLOOR on small frames. The shipped suite needs under 2 per pixel at a 4-px person unit.
+# pixel, or STREAK_PX_FLOOR on small frames. The shipped suite needs 2.2 per pixel at a 4-px person unit.
 STREAK_PX_PER_PIXEL = 8
 STREAK_PX_FLOOR = 1 << 22
 # Filter work (multiply-adds of the veil's Gaussian, element steps of the motion blur's line sums, block sums
@@ -53,7 +53,7 @@ _FRAME_BYTES_PER_PIXEL = 32
 _FIXED_BYTES = 16 << 20
 # The NumPy rasteriser walks the streaks in chunks (streak_chunk_steps), about this many bytes per step in flight.
 _STREAK_STEP_BYTES = 256  # ~200 measured
-_MOTION_BAND = 256  # corruptions._shear_box's band of output rows
+MOTION_BAND = 256  # the motion blur renders bands of this many output rows (corruptions._shear_box)
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def line_blur_cost(h: int, w: int, length: int) -> RenderCost:
     def one(rows_h: int, cols_w: int) -> RenderCost:
         r = length // 2
         pad = r + 2
-        band = min(_MOTION_BAND, rows_h)
+        band = min(MOTION_BAND, rows_h)
         rows = band + 2 * r
         wide = cols_w + 2 * pad + rows + 1
         sum_bytes = 4 if length * 255 > 0xFFFF else 2

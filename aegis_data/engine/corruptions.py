@@ -1,9 +1,10 @@
 """The corruption engine (docs/CORRUPTIONS.md): nine disaster-imaging corruptions, bit-identical anywhere.
 
 The aegis-v1 models live here; a generation-2 suite (aegis-v2) renders some corruptions with the physical models of
-``aegis_data.engine.camera`` and ``aegis_data.engine.motion`` and every one of them inside the scene's valid pixels
-(``_render_in_scene``). Three layers, as in torchvision's transforms: for each corruption a frozen **parameter
-record** filled from the suite file (``configs/suites/``); a **draw** function that takes every random value it needs (noise node grids,
+``aegis_data.engine.camera``, ``motion``, ``atmosphere``, ``rain``, ``glint`` and ``flood`` (one row each of
+``_SCENE_MODELS``) and every one of them inside the scene's valid pixels (``_render_in_scene``). Three layers, as in
+torchvision's transforms: for each corruption a frozen **parameter record** filled from the suite file
+(``configs/suites/``); a **draw** function that takes every random value it needs (noise node grids,
 angles, streaks, noise indices) from a keyed stream (``aegis_data.engine.seeding``) into a frozen draw record; and a
 pure **kernel** ``<name>(image, params, draw) -> image`` that tests can drive with fixed values. The single
 entry point :func:`apply_corruption` validates, draws and dispatches.
@@ -28,14 +29,15 @@ from aegis_data.engine import kernels as K
 from aegis_data.engine import atmosphere as ATM
 from aegis_data.engine import rain as RAIN
 from aegis_data.engine.budget import RenderCost
-from aegis_data.engine.camera import CameraLowLightParams, camera_low_light, capture_for, draw_low_light
+from aegis_data.engine.camera import CameraLowLightParams, auto_exposure, camera_low_light, capture_for, draw_low_light
 from aegis_data.engine.config import SuiteConfig, check_severity, load_config
 from aegis_data.engine.flood import (FloodParams, TurbidWaterParams, draw_flood, draw_turbid, flood_cost,
                                      inundation_v2, submerged_fractions, turbid_cost, turbid_water)
-from aegis_data.engine.glint import SunGlintParams, beaufort, draw_glint, glint_cost, slope_variance, sun_glint
+from aegis_data.engine.glint import (SunGlintParams, beaufort, can_glint, draw_glint, glint_cost, slope_variance,
+                                     sun_glint)
 from aegis_data.engine.motion import Exposure, TrajectoryBlurParams, draw_trajectory, trajectory_blur
 from aegis_data.engine.scale import OBJECT, Scale, density_factor, pixel_length, texture_cells
-from aegis_data.engine.scene import Scene, estimate_scene
+from aegis_data.engine.scene import Scene, estimate_scene, focal_from_hfov, gsd_from_person_px
 from aegis_data.engine.seeding import NORMAL_FRAC_BITS, KeyedRandom, keyed_random, normal_table
 from aegis_data.errors import AegisError
 from aegis_data.files.rgb import check_rgb_image
@@ -710,15 +712,14 @@ def _runs(values: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(np.concatenate([[0], cuts]).tolist(), np.concatenate([cuts, [values.size]]).tolist()))
 
 
-def _shear_box(image: np.ndarray, length: int, slope: float, band: int = 256) -> np.ndarray:
+def _shear_box(image: np.ndarray, length: int, slope: float, band: int = B.MOTION_BAND) -> np.ndarray:
     """Mean along a near-vertical line (|slope| = |dx/dy| <= 1) of ``length`` pixels through each pixel.
 
     Rows are sheared sideways by ``round(y * slope)`` (contiguous copies), summed down columns with OpenCV's
     integer box filter (8-bit in; 16-bit sums up to 257 px, 32-bit beyond: exact) and unsheared, so each output
-    sums one pixel per row of
-    the digital line. That line's rounding phase ``phi = y slope - round(y slope)`` would shift row y's result
-    by ~phi (a +-0.5 px sawtooth, seen as seams every 1/slope rows), so the unshear reads the sums at
-    ``x - phi`` with 2-tap interpolation (weights in 1/64), and the total is divided by ``64 length`` with
+    sums one pixel per row of the digital line. That line's rounding phase ``phi = y slope - round(y slope)`` would
+    shift row y's result by ~phi (a +-0.5 px sawtooth, seen as seams every 1/slope rows), so the unshear reads the
+    sums at ``x - phi`` with 2-tap interpolation (weights in 1/64), and the total is divided by ``64 length`` with
     rounding - all in integers. Works on bands of ``band`` output rows so the sheared buffer stays small.
     """
     h, w = image.shape[:2]
@@ -942,42 +943,118 @@ _BY_NAME: dict[str, Corruption] = {c.kernel.__name__: c for c in _KERNELS}
 
 
 class SceneModel(NamedTuple):
-    """A generation-2 model: ``kernel(image, params, draw, scene)`` and ``draw(params, scene, h, w, rng)``."""
+    """A generation-2 model: ``kernel(image, params, draw, scene)``, ``draw(params, scene, h, w, rng)``, the render
+    ``cost(params, scene, h, w)`` of an ``h x w`` valid region (``aegis_data.engine.budget``), and ``ladder(params,
+    camera, gsd)``: one severity in physical terms on the suite's default camera (``gsd``: metres per px of the
+    person unit, or None), for ``aegis list``."""
 
     kernel: Callable[..., np.ndarray]
     params_type: type
     draw: Callable[..., object]
+    cost: Callable[..., RenderCost]
+    ladder: Callable[..., dict]
+
+
+def _smear_cost(smear_m: float, jitter_mrad: float, scene: Scene, h: int, w: int) -> RenderCost:
+    """A camera model's smear path at the nearest row of an oblique view, plus the jitter's reach."""
+    nearest = float(scene.gsd_rows(np.array([scene.valid[3] - 1.0]))[0])
+    path = smear_m / nearest + 4.0 * jitter_mrad / 1000.0 * scene.focal_px
+    return B.frame_cost(h, w) + B.path_blur_cost(h, w, path)
+
+
+def _trajectory_cost(params: TrajectoryBlurParams, scene: Scene, h: int, w: int) -> RenderCost:
+    smear = Exposure(params.speed_mps, params.exposure_ms, scene.speed_mps, scene.exposure_ms).added_smear_m()
+    return _smear_cost(smear, params.jitter_mrad, scene, h, w)
+
+
+def _low_light_cost(params: CameraLowLightParams, scene: Scene, h: int, w: int) -> RenderCost:
+    capture = capture_for(params, scene)
+    smear = Exposure(scene.speed_mps, capture.exposure_ms, scene.speed_mps, scene.exposure_ms).added_smear_m()
+    return _smear_cost(smear, 0.0, scene, h, w) + B.camera_pipeline_cost(h, w)
+
+
+def _plus_frame(cost: Callable[..., RenderCost]) -> Callable[..., RenderCost]:
+    """``cost`` plus the frame-sized buffers every render holds, for the models whose own cost leaves them out."""
+    return lambda params, scene, h, w: B.frame_cost(h, w) + cost(params, scene, h, w)
+
+
+def _with_smear_px(row: dict, smear_m: float, gsd: float | None) -> dict:
+    if gsd is not None:
+        row["smear_px"] = round(smear_m / gsd, 2)
+    return row
+
+
+def _low_light_ladder(p: CameraLowLightParams, cam: Mapping, gsd: float | None) -> dict:
+    """The exposure, ISO and remaining brightness the auto-exposure chooses, and the smear the exposure adds."""
+    cap = auto_exposure(p.ev_loss, cam["base_exposure_ms"], cam["base_iso"], p.shutter_limit_ms, p.iso_cap)
+    v = cam["platform_speed_mps"]
+    smear = Exposure(v, cap.exposure_ms, v, cam["base_exposure_ms"]).added_smear_m()
+    return _with_smear_px({"ev_loss": p.ev_loss, "exposure_ms": cap.exposure_ms, "iso": round(cap.iso, 1),
+                           "brightness": round(cap.brightness, 4), "smear_m": round(smear, 4)}, smear, gsd)
+
+
+def _trajectory_ladder(p: TrajectoryBlurParams, cam: Mapping, gsd: float | None) -> dict:
+    """The smear the exposure adds over the clean flight's, and the jitter."""
+    smear = Exposure(p.speed_mps, p.exposure_ms, cam["platform_speed_mps"], cam["base_exposure_ms"]).added_smear_m()
+    return _with_smear_px({"speed_mps": p.speed_mps, "exposure_ms": p.exposure_ms, "smear_m": round(smear, 4),
+                           "jitter_mrad": p.jitter_mrad}, smear, gsd)
+
+
+def _plume_ladder(p: ATM.PlumeParams, cam: Mapping, gsd: float | None) -> dict:
+    """The default camera on the anchor's 4000-px frame."""
+    return ATM.plume_ladder_row(p, focal_from_hfov(4000, float(cam["hfov_deg"])) if gsd is not None else None, gsd)
 
 
 _SCENE_MODELS: dict[str, SceneModel] = {
     "trajectory_blur": SceneModel(trajectory_blur, TrajectoryBlurParams,
-                                  lambda params, scene, h, w, rng: draw_trajectory(params, scene, rng)),
-    "camera_low_light": SceneModel(camera_low_light, CameraLowLightParams, draw_low_light),
+                                  lambda params, scene, h, w, rng: draw_trajectory(params, scene, rng),
+                                  _trajectory_cost, _trajectory_ladder),
+    "camera_low_light": SceneModel(camera_low_light, CameraLowLightParams, draw_low_light, _low_light_cost,
+                                   _low_light_ladder),
     # The atmosphere (aegis_data.engine.atmosphere, aegis_data.engine.rain).
-    "smoke_plume": SceneModel(ATM.plume_haze, ATM.SmokePlumeParams, ATM.draw_plume),
-    "dust_plume": SceneModel(ATM.plume_haze, ATM.DustPlumeParams, ATM.draw_plume),
-    "firelight": SceneModel(ATM.firelight, ATM.FirelightParams, ATM.draw_firelight),
-    "rain_rate": SceneModel(RAIN.rain_rate, RAIN.RainRateParams, RAIN.draw_rain),
-    "sun_glint": SceneModel(sun_glint, SunGlintParams, draw_glint),
-    "turbid_water": SceneModel(turbid_water, TurbidWaterParams, draw_turbid),
-    "flood": SceneModel(inundation_v2, FloodParams, draw_flood),
+    "smoke_plume": SceneModel(ATM.plume_haze, ATM.SmokePlumeParams, ATM.draw_plume, _plus_frame(ATM.plume_cost),
+                              _plume_ladder),
+    "dust_plume": SceneModel(ATM.plume_haze, ATM.DustPlumeParams, ATM.draw_plume, _plus_frame(ATM.plume_cost),
+                             _plume_ladder),
+    "firelight": SceneModel(ATM.firelight, ATM.FirelightParams, ATM.draw_firelight, _plus_frame(ATM.firelight_cost),
+                            lambda p, cam, gsd: ATM.firelight_ladder_row(p, cam["base_exposure_ms"], cam["base_iso"])),
+    "rain_rate": SceneModel(RAIN.rain_rate, RAIN.RainRateParams, RAIN.draw_rain, _plus_frame(RAIN.rain_cost),
+                            lambda p, cam, gsd: RAIN.rain_ladder_row(p)),
+    # The water (aegis_data.engine.glint, aegis_data.engine.flood).
+    "sun_glint": SceneModel(sun_glint, SunGlintParams, draw_glint, lambda p, scene, h, w: glint_cost(p, h, w),
+                            lambda p, cam, gsd: {"wind_speed_mps": p.wind_speed_mps,
+                                                 "mean_square_slope": round(slope_variance(p.wind_speed_mps), 5),
+                                                 "beaufort": beaufort(p.wind_speed_mps)}),
+    "turbid_water": SceneModel(turbid_water, TurbidWaterParams, draw_turbid,
+                               lambda p, scene, h, w: turbid_cost(p, h, w),
+                               lambda p, cam, gsd: {"sediment_g_m3": p.sediment_g_m3}),
+    "flood": SceneModel(inundation_v2, FloodParams, draw_flood, flood_cost,
+                        lambda p, cam, gsd: {"rise_m": p.rise_m,
+                                             "flooded_smooth_ground_m": round(p.rise_m / p.bank_slope, 1),
+                                             "submerged_at_shore": round(min(1.0, p.rise_m / 1.7), 3)}),
 }
 
 
-def _check_registry() -> tuple[tuple[str, ...], Mapping[str, tuple[str, ...]]]:
-    """The default suite's names and families, after checking that every shipped suite names only corruptions and
-    models this engine runs."""
-    from aegis_data.engine.config import installed_suites
+def _scene_model_of(params) -> SceneModel | None:
+    """The generation-2 model whose parameter record ``params`` is, or None (an aegis-v1 record)."""
+    return next((m for m in _SCENE_MODELS.values() if isinstance(params, m.params_type)), None)
 
+
+def _check_registry() -> tuple[tuple[str, ...], Mapping[str, tuple[str, ...]]]:
+    """The default suite's names and families, after checking that every shipped suite names only corruptions this
+    engine runs and that the models a suite may name (the schema's, checked when a suite is loaded) are its own."""
+    from aegis_data.engine.config import installed_suites
+    from aegis_data.engine.config_schema import PARAMETERS
+
+    models = set(_BY_NAME) | set(_SCENE_MODELS)
+    if set(PARAMETERS) != models:
+        raise AegisError(f"the suite schema's models {sorted(PARAMETERS)} do not match the engine's {sorted(models)}")
     suites = installed_suites()
     for cfg in suites:
         if set(cfg.names) != set(_BY_NAME):
             raise AegisError(
                 f"{cfg.path}: corruptions {sorted(cfg.names)} do not match the engine's {sorted(_BY_NAME)}"
             )
-        for spec in cfg.corruptions.values():
-            if spec.model_name not in _BY_NAME and spec.model_name not in _SCENE_MODELS:
-                raise AegisError(f"{cfg.path}: {spec.name} names model {spec.model_name!r}, which this engine lacks")
     cfg = suites[0]
     return cfg.names, {k: tuple(v) for k, v in cfg.families.items()}
 
@@ -1021,66 +1098,15 @@ def corruption_params(name: str, severity: int, config: SuiteConfig | None = Non
 
 
 def physical_ladder(name: str, config: SuiteConfig, person_px: float | None = None) -> list[dict]:
-    """What a generation-2 model's severities mean on the suite's default camera, one dict per severity: low light's
-    exposure, ISO and remaining brightness chosen by the auto-exposure, and the smear (m; px when ``person_px`` is
-    given) the exposure adds; motion blur's added smear and jitter. Empty for an aegis-v1 model."""
-    from aegis_data.engine.camera import auto_exposure
-    from aegis_data.engine.motion import Exposure
-    from aegis_data.engine.scene import gsd_from_person_px
-
-    spec = config.corruptions[name]
-    cam = config.camera
+    """What a generation-2 model's severities mean on the suite's default camera, one dict per severity (the model's
+    ``ladder``): e.g. low light's exposure, ISO and remaining brightness chosen by the auto-exposure, and the smear
+    (m; px when ``person_px`` is given) the exposure adds; motion blur's added smear and jitter. Empty for an
+    aegis-v1 model."""
+    model = _SCENE_MODELS.get(config.corruptions[name].model_name)
+    if model is None:
+        return []
     gsd = gsd_from_person_px(person_px) if person_px is not None else None
-    if spec.model_name in _ATMOSPHERE_MODELS:
-        return [_atmosphere_ladder_row(spec.model_name, corruption_params(name, sev, config), cam, gsd)
-                for sev in (1, 2, 3)]
-    out = []
-    for sev in (1, 2, 3):
-        if spec.model_name == "camera_low_light":
-            p = corruption_params(name, sev, config)
-            cap = auto_exposure(p.ev_loss, cam["base_exposure_ms"], cam["base_iso"], p.shutter_limit_ms, p.iso_cap)
-            v = cam["platform_speed_mps"]
-            smear = Exposure(v, cap.exposure_ms, v, cam["base_exposure_ms"]).added_smear_m()
-            row = {"ev_loss": p.ev_loss, "exposure_ms": cap.exposure_ms, "iso": round(cap.iso, 1),
-                   "brightness": round(cap.brightness, 4), "smear_m": round(smear, 4)}
-        elif spec.model_name == "sun_glint":
-            p = corruption_params(name, sev, config)
-            row = {"wind_speed_mps": p.wind_speed_mps, "mean_square_slope": round(slope_variance(p.wind_speed_mps), 5),
-                   "beaufort": beaufort(p.wind_speed_mps)}
-        elif spec.model_name == "turbid_water":
-            p = corruption_params(name, sev, config)
-            row = {"sediment_g_m3": p.sediment_g_m3}
-        elif spec.model_name == "flood":
-            p = corruption_params(name, sev, config)
-            row = {"rise_m": p.rise_m, "flooded_smooth_ground_m": round(p.rise_m / p.bank_slope, 1),
-                   "submerged_at_shore": round(min(1.0, p.rise_m / 1.7), 3)}
-        elif spec.model_name == "trajectory_blur":
-            p = corruption_params(name, sev, config)
-            smear = Exposure(p.speed_mps, p.exposure_ms, cam["platform_speed_mps"],
-                             cam["base_exposure_ms"]).added_smear_m()
-            row = {"speed_mps": p.speed_mps, "exposure_ms": p.exposure_ms, "smear_m": round(smear, 4),
-                   "jitter_mrad": p.jitter_mrad}
-        else:
-            return []
-        if gsd is not None and "smear_m" in row:
-            row["smear_px"] = round(smear / gsd, 2)
-        out.append(row)
-    return out
-
-
-_ATMOSPHERE_MODELS = ("smoke_plume", "dust_plume", "firelight", "rain_rate")
-
-
-def _atmosphere_ladder_row(model: str, params, cam: Mapping, gsd: float | None) -> dict:
-    """One severity of an atmosphere model in physical terms (the default camera on the anchor's 4000-px frame)."""
-    from aegis_data.engine.scene import focal_from_hfov
-
-    if model == "firelight":
-        return ATM.firelight_ladder_row(params, cam["base_exposure_ms"], cam["base_iso"])
-    if model == "rain_rate":
-        return RAIN.rain_ladder_row(params)
-    focal = focal_from_hfov(4000, float(cam["hfov_deg"])) if gsd is not None else None
-    return ATM.plume_ladder_row(params, focal, gsd)
+    return [model.ladder(corruption_params(name, sev, config), config.camera, gsd) for sev in (1, 2, 3)]
 
 
 def draw_params(name: str, params, height: int, width: int, rng: KeyedRandom, scene: Scene | None = None):
@@ -1089,11 +1115,11 @@ def draw_params(name: str, params, height: int, width: int, rng: KeyedRandom, sc
     seed)`` is exactly :func:`apply_corruption` for an aegis-v1 model; a generation-2 model (a params record of
     its type) also takes the ``scene``. Tests drive kernels with draws from their own streams."""
     _check_name(name)
-    for model in _SCENE_MODELS.values():
-        if isinstance(params, model.params_type):
-            if scene is None:
-                raise AegisError(f"{type(params).__name__} draws need the image's scene")
-            return model.draw(params, scene, int(height), int(width), rng)
+    model = _scene_model_of(params)
+    if model is not None:
+        if scene is None:
+            raise AegisError(f"{type(params).__name__} draws need the image's scene")
+        return model.draw(params, scene, int(height), int(width), rng)
     return _BY_NAME[name].draw(params, int(height), int(width), rng)
 
 
@@ -1147,12 +1173,13 @@ def unchanged_reason(name: str, config: SuiteConfig, scene: Scene | None) -> str
     if scene is None or not config.uses_scene:
         return None
     model = config.corruptions[name].model_name
-    has_water = bool(scene.water_mask()[scene.valid_slices].any())
-    if model in ("sun_glint", "turbid_water") and not has_water:
+    if model in ("sun_glint", "turbid_water") and not scene.water_mask()[scene.valid_slices].any():
         return (f"the scene holds no water ({scene.water_source} mask); {name} acts on water only "
                 f"(docs/CORRUPTIONS.md, \"The water mask\")")
-    if model == "sun_glint" and not (scene.sun_elevation_deg or 0.0) > 0.0:
-        return f"the sun is at or below the horizon (elevation {scene.sun_elevation_deg:g} deg): no glint"
+    if model == "sun_glint" and not can_glint(scene):  # the model's own test; with water, the sun is what fails it
+        sun = scene.sun_elevation_deg
+        return ("the scene gives no sun elevation: no glint" if sun is None
+                else f"the sun is at or below the horizon (elevation {sun:g} deg): no glint")
     return None
 
 
@@ -1200,35 +1227,9 @@ def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedR
 
 
 def _scene_cost(params, scene: Scene, h: int, w: int) -> RenderCost:
-    """The render cost of a generation-2 model on an ``h x w`` valid region: its longest smear path (at the
-    nearest row of an oblique view) plus jitter, and the camera pipeline's buffers; the atmosphere's and the water's
-    models price their own (``atmosphere.plume_cost``, ``firelight_cost``, ``rain.rain_cost``, ``glint_cost``,
-    ``flood_cost``, ``turbid_cost``)."""
-    if isinstance(params, ATM.PlumeParams):
-        return B.frame_cost(h, w) + ATM.plume_cost(params, scene, h, w)
-    if isinstance(params, ATM.FirelightParams):
-        return B.frame_cost(h, w) + ATM.firelight_cost(params, scene, h, w)
-    if isinstance(params, RAIN.RainRateParams):
-        return B.frame_cost(h, w) + RAIN.rain_cost(params, scene, h, w)
-    if isinstance(params, SunGlintParams):
-        return glint_cost(params, h, w)
-    if isinstance(params, FloodParams):
-        return flood_cost(params, scene, h, w)
-    if isinstance(params, TurbidWaterParams):
-        return turbid_cost(params, h, w)
-    if isinstance(params, TrajectoryBlurParams):
-        smear_m, jitter_mrad = Exposure(params.speed_mps, params.exposure_ms, scene.speed_mps,
-                                        scene.exposure_ms).added_smear_m(), params.jitter_mrad
-    else:
-        capture = capture_for(params, scene)
-        smear_m = Exposure(scene.speed_mps, capture.exposure_ms, scene.speed_mps, scene.exposure_ms).added_smear_m()
-        jitter_mrad = 0.0
-    nearest = float(scene.gsd_rows(np.array([scene.valid[3] - 1.0]))[0])
-    path = smear_m / nearest + 4.0 * jitter_mrad / 1000.0 * scene.focal_px
-    cost = B.frame_cost(h, w) + B.path_blur_cost(h, w, path)
-    if isinstance(params, CameraLowLightParams):
-        cost = cost + B.camera_pipeline_cost(h, w)
-    return cost
+    """The render cost of the generation-2 record ``params`` on an ``h x w`` valid region: its model's ``cost``
+    (``SceneModel``)."""
+    return _scene_model_of(params).cost(params, scene, h, w)
 
 
 def _render_in_scene(image: np.ndarray, name: str, severity: int, rng: KeyedRandom, suite: SuiteConfig,
@@ -1242,8 +1243,8 @@ def _render_in_scene(image: np.ndarray, name: str, severity: int, rng: KeyedRand
     what = f"{name} s{int(severity)} at person unit {scene.person_px:g} px on a {w}x{h} region"
     if model in _SCENE_MODELS:
         params = corruption_params(name, severity, suite)
-        B.check_render_budget(_scene_cost(params, scene, h, w), h, w, what)
         m = _SCENE_MODELS[model]
+        B.check_render_budget(m.cost(params, scene, h, w), h, w, what)
         try:
             out_region = m.kernel(region, params, m.draw(params, scene, h, w, rng), scene)
         except AegisError as exc:  # a limit the model checks as it goes (a kernel's reach, a noise variance)
