@@ -19,6 +19,7 @@ from aegis_data.engine.calibration import calibrate, check_monotone, local_contr
 from aegis_data.engine.config import config_from_bytes, load_config
 from aegis_data.engine.corruptions import apply_corruption, corruption_params, physical_ladder
 from aegis_data.engine.scale import Scale
+from aegis_data.engine.photometry import to_srgb
 from aegis_data.engine.scene import check_sidecar, estimate_scene, with_given
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.engine.visibility import person_visibility
@@ -464,18 +465,18 @@ def test_a_person_keeps_its_visibility_in_the_haze_on_an_oblique_frame(oblique):
         assert person_visibility(_v2(frame, name, 3, scene), box)[0] >= 0.5 * base, name
 
 
-def test_firelight_skips_the_raw_noise_pass_only_where_it_would_add_nothing():
+def test_the_camera_skips_the_raw_noise_pass_only_where_it_would_add_nothing():
     """With the light all recovered at the clean ISO the raw-noise pass returns the signal itself: the shortcut
-    writes the same bytes."""
+    (``camera.record_linear``, for firelight and low light) writes the same bytes, compiled or not."""
     img = golden_frame(240, 320)
     lin = ATM.CAM.to_linear(img)
     zero = np.zeros(3)
     full = ATM.CAM.raw_noise_image(lin, ATM.CAM.LowLightCapture(1.0, 100.0, 1.0), zero, zero,
                                    np.zeros((240, 320), np.uint16))
-    assert np.array_equal(ATM.encode_linear(lin), full)
+    assert np.array_equal(to_srgb(lin), full)
     try:
         K.CKERNELS = None
-        assert np.array_equal(ATM.encode_linear(lin), full)
+        assert np.array_equal(to_srgb(lin), full)
     finally:
         K.CKERNELS = COMPILED
 

@@ -37,8 +37,8 @@ from aegis_data.engine import budget as B
 from aegis_data.engine import camera as CAM
 from aegis_data.engine import kernels as K
 from aegis_data.engine.camera import CameraLowLightParams
-from aegis_data.engine.motion import Exposure, TrajectoryBlurParams, TrajectoryDraw, smear_linear
-from aegis_data.engine.photometry import LINEAR_MAX, decode_table, encode_table, srgb_to_linear, stable, to_srgb
+from aegis_data.engine.motion import Exposure
+from aegis_data.engine.photometry import LINEAR_MAX, decode_table, encode_table, srgb_to_linear, stable
 from aegis_data.engine.scene import NADIR, Scene
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.errors import AegisError
@@ -634,7 +634,7 @@ def _haze_numpy(image, rows, cu, sky_rows, cap, kch, ttab, air, density, mtab, s
 # fire_warm_tint: firelight under a smoke canopy
 # ----------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class FirelightParams:
+class FirelightParams(CAM.CameraFacts):
     """fire_warm_tint (aegis-v2): the smoke canopy's optical depth at 550 nm and its particles (Angstrom exponent,
     albedo, asymmetry), the camera's white-balance correction, a local fire's glow, and the low-light camera's
     limits plus the suite camera's sensor facts."""
@@ -648,15 +648,6 @@ class FirelightParams:
     flame_colour: tuple
     glow_reach: float
     sun_elevation_range_deg: tuple
-    shutter_limit_ms: float
-    iso_cap: float
-    chroma_denoise_sigma: float
-    base_iso: float = 100.0
-    shot_noise_base: float = 1e-4
-    read_noise_line: tuple = (2.18, 1.20)
-    white_balance: tuple = (2.0, 1.0, 1.7)
-    readout_ms: float = 0.0
-    max_content_shift_px: float = 1.5
 
 
 @dataclass(frozen=True)
@@ -759,25 +750,11 @@ def cast_linear(image: np.ndarray, gains: np.ndarray, glow: np.ndarray | None, b
     return out
 
 
-def encode_linear(linear: np.ndarray) -> np.ndarray:
-    """uint16 linear levels (at most LINEAR_MAX) encoded to uint8 sRGB (the exact table; the compiled
-    ``atmos_blend`` without a layer where built)."""
-    h, w = linear.shape[:2]
-    c = K.CKERNELS
-    if c is not None and hasattr(c, "atmos_blend") and h > 0 and w > 0:
-        out = np.empty((h, w, 3), dtype=np.uint8)
-        c.atmos_blend(out, 1, np.ascontiguousarray(linear, dtype=np.uint16), None, h * w, 0, 0, 0, encode_table())
-        return out
-    return to_srgb(linear)
-
-
-def firelight_camera(params: FirelightParams, light: CanopyLight):
+def firelight_camera(params: FirelightParams, light: CanopyLight) -> CameraLowLightParams:
     """The low-light camera model's parameters for this light: the canopy's loss as the exposure loss, and the
     camera's daylight raw white balance times its firelight correction (the raw channels it amplifies more)."""
     wb = tuple(stable(a * b, "white balance") for a, b in zip(params.white_balance, light.wb_gains))
-    return CameraLowLightParams(light.ev_loss, params.shutter_limit_ms, params.iso_cap, params.chroma_denoise_sigma,
-                                params.base_iso, params.shot_noise_base, tuple(params.read_noise_line), wb,
-                                params.readout_ms, params.max_content_shift_px)
+    return CameraLowLightParams(ev_loss=light.ev_loss, **{**params.camera_facts(), "white_balance": wb})
 
 
 def firelight(image: np.ndarray, params: FirelightParams, draw: FirelightDraw, scene: Scene) -> np.ndarray:
@@ -788,20 +765,8 @@ def firelight(image: np.ndarray, params: FirelightParams, draw: FirelightDraw, s
     light = canopy_light(params, draw.sun_elevation_deg)
     gains, boost = cast_gains(params, light)
     linear = cast_linear(image, gains, glow_field(params, draw, h, w), boost)
-    cam = firelight_camera(params, light)
-    capture = CAM.capture_for(cam, scene)
-    smear = TrajectoryBlurParams(scene.speed_mps, capture.exposure_ms, 0.0, 0.0, (0.0, 180.0), params.readout_ms,
-                                 params.max_content_shift_px)
-    exposure = Exposure(scene.speed_mps, capture.exposure_ms, scene.speed_mps, scene.exposure_ms)
-    linear = smear_linear(linear, smear, scene, TrajectoryDraw(draw.heading_deg, np.zeros((2, 2))), exposure)
-    a, b = CAM.added_noise_coefficients(cam, capture, scene.iso)
-    if capture.brightness == 1.0 and not a.any() and not b.any():
-        # The camera recovered all the light at the clean frame's ISO: no noise to add, and the raw-noise pass
-        # would return round(signal * 1 + 0) = the signal itself; encoded directly (the same bytes, faster).
-        noisy = encode_linear(linear)
-    else:
-        noisy = CAM.raw_noise_image(linear, capture, a, b, draw.noise)
-    return CAM.chroma_path(noisy, params.chroma_denoise_sigma)
+    return CAM.record_linear(linear, firelight_camera(params, light), scene,
+                             CAM.CameraLowLightDraw(draw.heading_deg, draw.noise))
 
 
 # ----------------------------------------------------------------------------------------------------------

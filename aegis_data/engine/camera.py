@@ -20,13 +20,13 @@ float64, in a fixed order, then integer arithmetic (tables, fixed-point colour t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from aegis_data.engine import kernels as K
 from aegis_data.engine.motion import Exposure, TrajectoryBlurParams, TrajectoryDraw, smear_linear
-from aegis_data.engine.photometry import LINEAR_MAX, encode_table, stable, to_linear
+from aegis_data.engine.photometry import LINEAR_MAX, encode_table, stable, to_linear, to_srgb
 from aegis_data.engine.scene import Scene
 from aegis_data.engine.seeding import NORMAL_FRAC_BITS, KeyedRandom, normal_table
 from aegis_data.errors import AegisError
@@ -36,12 +36,11 @@ from aegis_data.errors import AegisError
 _MAX_LOG_VARIANCE = 709.0
 
 
-@dataclass(frozen=True)
-class CameraLowLightParams:
-    """low_light of a generation-2 suite: the condition (light lost, auto-exposure limits, chroma denoise) plus
-    the suite camera's sensor facts."""
+@dataclass(frozen=True, kw_only=True)
+class CameraFacts:
+    """What every model that records through the low-light camera reads: the condition's auto-exposure limits and
+    chroma denoise, and the suite camera's sensor facts. Keyword-only, so a model's own fields come first."""
 
-    ev_loss: float
     shutter_limit_ms: float
     iso_cap: float
     chroma_denoise_sigma: float
@@ -51,6 +50,17 @@ class CameraLowLightParams:
     white_balance: tuple = (2.0, 1.0, 1.7)
     readout_ms: float = 0.0
     max_content_shift_px: float = 1.5
+
+    def camera_facts(self) -> dict:
+        """The camera's fields by name (to build another record that records through the same camera)."""
+        return {f.name: getattr(self, f.name) for f in fields(CameraFacts)}
+
+
+@dataclass(frozen=True)
+class CameraLowLightParams(CameraFacts):
+    """low_light of a generation-2 suite: the light lost (EV) plus the camera's facts."""
+
+    ev_loss: float
 
 
 @dataclass(frozen=True)
@@ -343,13 +353,25 @@ def camera_low_light(image: np.ndarray, params: CameraLowLightParams, draw: Came
     """low_light (aegis-v2) of the valid region ``image`` (uint8 RGB): auto-exposure, the smear of its longer
     exposure at the scene's platform speed, raw shot + read noise on the Bayer mosaic, demosaic, white balance,
     tone curve, chroma denoise and 4:2:0."""
+    return record_linear(to_linear(image), params, scene, draw)
+
+
+def record_linear(linear: np.ndarray, params: CameraLowLightParams, scene: Scene,
+                  draw: CameraLowLightDraw) -> np.ndarray:
+    """uint8 sRGB: the scene's linear light (uint16 (h, w, 3)) as the camera records it after losing
+    ``params.ev_loss``: the auto-exposure's choice, the smear of its longer exposure at the scene's platform speed,
+    raw noise, demosaic, tone curve and chroma path (low_light, and firelight's light under its canopy)."""
     capture = capture_for(params, scene)
-    linear = to_linear(image)
     smear = TrajectoryBlurParams(scene.speed_mps, capture.exposure_ms, 0.0, 0.0, (0.0, 180.0),
                                  params.readout_ms, params.max_content_shift_px)
     exposure = Exposure(scene.speed_mps, capture.exposure_ms, scene.speed_mps, scene.exposure_ms)
     path = TrajectoryDraw(draw.heading_deg, np.zeros((2, 2)))
     linear = smear_linear(linear, smear, scene, path, exposure)
     a, b = added_noise_coefficients(params, capture, scene.iso)
-    noisy = raw_noise_image(linear, capture, a, b, draw.noise)
+    if capture.brightness == 1.0 and not a.any() and not b.any():
+        # The camera recovered all the light at the clean frame's ISO: the raw-noise pass would return
+        # round(signal * 1 + 0), the signal itself; encoded directly (the same bytes, faster).
+        noisy = to_srgb(linear)
+    else:
+        noisy = raw_noise_image(linear, capture, a, b, draw.noise)
     return chroma_path(noisy, params.chroma_denoise_sigma)

@@ -71,7 +71,14 @@ def to_linear(image: np.ndarray) -> np.ndarray:
 
 
 def to_srgb(linear: np.ndarray) -> np.ndarray:
-    """Integer linear levels in [0, LINEAR_MAX] -> uint8 sRGB (a table read; clip first)."""
+    """Integer linear levels in [0, LINEAR_MAX] -> uint8 sRGB (a table read; clip first). A uint16 RGB image goes
+    through the compiled loop where built (``atmos_blend`` without a layer: the same table read)."""
+    c = K.CKERNELS
+    if (c is not None and hasattr(c, "atmos_blend") and isinstance(linear, np.ndarray) and linear.dtype == np.uint16
+            and linear.ndim >= 1 and linear.shape[-1] == 3 and linear.size > 0):
+        out = np.empty(linear.shape, dtype=np.uint8)
+        c.atmos_blend(out, 1, np.ascontiguousarray(linear), None, linear.size // 3, 0, 0, 0, encode_table())
+        return out
     return np.take(encode_table(), linear)
 
 

@@ -37,9 +37,9 @@ import numpy as np
 
 from aegis_data.engine import kernels as K
 from aegis_data.engine.budget import RenderCost, limits
-from aegis_data.engine.atmosphere import (KOSCHMIEDER, NO_CAP, ONE, Sightlines, encode_linear, exp_neg, haze_render,
+from aegis_data.engine.atmosphere import (KOSCHMIEDER, NO_CAP, ONE, Sightlines, exp_neg, haze_render,
                                           log_pos, mean_linear, pitch_cos_sin, sightlines, sky_colour, white_level)
-from aegis_data.engine.photometry import LINEAR_MAX, encode_table, stable
+from aegis_data.engine.photometry import LINEAR_MAX, encode_table, stable, to_srgb
 from aegis_data.engine.scene import Scene
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.errors import AegisError
@@ -359,7 +359,7 @@ def rain_rate(image: np.ndarray, params: RainRateParams, draw: RainRateDraw, sce
     out = blend_drops(linear, layer, drop_radiance(params, mean, air), srgb_out=not lens)
     if not lens:
         return out
-    return encode_linear(lens_drops(out, params, draw))
+    return to_srgb(lens_drops(out, params, draw))
 
 
 # ----------------------------------------------------------------------------------------------------------
