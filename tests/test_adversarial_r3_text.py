@@ -637,3 +637,18 @@ def test_gallery_index_md_shows_file_names_as_text():
     html = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
     assert "<img src=\"x\"" not in html and "<img src=x" not in html and "](javascript:" not in md
     assert html.count("<img") == 1 and "<em>note</em>" not in html and "<code>" not in html
+
+
+def test_gallery_of_a_split_whose_folder_name_is_not_utf8_writes_both_indexes(tmp_path, split):
+    """The HTML index passes user text through the report's one-line text as index.md does: a lone surrogate (a
+    non-UTF-8 byte of the folder name) becomes U+FFFD instead of failing the UTF-8 write."""
+    odd = tmp_path / os.fsdecode(b"split\xff")
+    shutil.copytree(split, odd)
+    preds = tmp_path / "preds"
+    preds.mkdir()
+    (preds / "clean.json").write_text(json.dumps([PRED]))
+    (preds / "low_light_s1.json").write_text("[]")  # the one person is lost: one pair to draw
+    r = invoke("gallery", preds, "--split-dir", odd, "--out-dir", tmp_path / "g", "--threshold", "0.5")
+    assert r.exit_code == 0, r.output
+    for name in ("index.md", "index.html"):
+        assert "split\ufffd" in (tmp_path / "g" / name).read_text(encoding="utf-8"), name

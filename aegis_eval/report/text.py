@@ -6,6 +6,7 @@ TeX. Every renderer passes them through here, so each shows as exactly the text 
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 
@@ -39,3 +40,8 @@ def md_text(s: str) -> str:
     """``s`` as Markdown that renders as exactly that text on one line: no raw HTML, autolink, link, image,
     emphasis, code span, math or heading can come out of it, and a ``|`` never splits a table cell."""
     return _MD_MARKUP.sub(lambda m: "\\" + m.group(0), one_line(s))
+
+
+def html_text(s: str) -> str:
+    """``s`` as HTML text (or an attribute value) that shows as exactly that text on one line."""
+    return html.escape(one_line(s), quote=True)
