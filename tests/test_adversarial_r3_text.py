@@ -345,6 +345,24 @@ def test_conditions_are_checked_against_the_suite_the_score_names(tmp_path):
         validate_result(res)
 
 
+
+@pytest.mark.parametrize("suite", ["aegis-v1", "aegis-v2"])
+def test_a_score_of_either_shipped_suite_is_held_to_that_suite(suite):
+    """'flood' is an engine model, not a corruption of either suite: a score naming flood_s1 is refused whichever
+    shipped suite (current or pre-0.3 hash) its provenance names, not only the default one."""
+    from aegis_data.engine.config import load_config
+    from aegis_eval.protocols.score_doc import validate_result
+    from aegis_eval.report import load_results
+
+    (res,) = load_results([SCORE_FIXTURE])
+    config = load_config(suite)
+    for config_hash in (config.config_hash, config.bytes_hash):
+        doc = {**res, "provenance": {**res["provenance"], "config_hash": config_hash}}
+        doc["conditions"] = {**res["conditions"], "flood_s1": res["conditions"]["low_light_s1"]}
+        with pytest.raises(AegisError, match=rf"not a condition id: 'flood_s1' .* {config.config_hash}"):
+            validate_result(doc)
+
+
 def test_rank_bounds_the_number_and_length_of_condition_names(tmp_path, split):
     paths = [tmp_path / "a.json", tmp_path / "b.json"]
     for path, label in zip(paths, "ab"):
