@@ -13,38 +13,13 @@ import os
 import shutil
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from aegis_cli.main import app
 from aegis_data.errors import AegisError
 from conftest import assert_one_line_error
+from test_adversarial import YOLO_BUILD, build_yolo, invoke, write_png, yolo_source
 
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
-
-
-def write_png(path: Path, width: int = 48, height: int = 32, seed: int = 0) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    img = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
-    assert cv2.imwrite(str(path), img)
-    return path
-
-
-def yolo_source(root: Path, n: int = 3) -> Path:
-    for i in range(n):
-        write_png(root / "images" / f"f{i}.png", seed=i)
-        (root / "labels").mkdir(parents=True, exist_ok=True)
-        (root / "labels" / f"f{i}.txt").write_text("0 0.5 0.5 0.25 0.25\n")
-    return root
-
-
-BUILD = ("--dataset", "yolo", "--corruptions", "low_light", "--severities", "1", "--workers", "1")
 PRED = {"image_id": 1, "category_id": 1, "bbox": [18, 12, 12, 8], "score": 0.9}
 
 
@@ -53,8 +28,7 @@ def split(tmp_path_factory) -> Path:
     """A tiny frozen split (clean + low_light_s1) and a predictions folder beside it; tests copy what they edit."""
     base = tmp_path_factory.mktemp("split")
     out = base / "out"
-    r = invoke("build-splits", "--source", yolo_source(base / "src"), "--out", out, *BUILD)
-    assert r.exit_code == 0, r.output
+    build_yolo(yolo_source(base / "src"), out)
     preds = base / "preds"
     preds.mkdir()
     for cond in ("clean", "low_light_s1"):
@@ -124,10 +98,7 @@ def test_verify_against_a_reference_naming_a_markup_dataset_is_a_finding(tmp_pat
 
 def test_verify_prints_a_markup_scale_basis_verbatim(tmp_path):
     out = tmp_path / "out"
-    r = invoke("build-splits", "--source", yolo_source(tmp_path / "src"), "--out", out, *BUILD, "--scale", "object",
-               "--person-px", "40")
-    assert r.exit_code == 0, r.output
-    m = json.loads((out / "manifest.json").read_text())
+    m = build_yolo(yolo_source(tmp_path / "src"), out, "--scale", "object", "--person-px", "40")
     m["scale"]["basis"] = "syn[/]"
     (out / "manifest.json").write_text(json.dumps(_resealed(m)))
     r = invoke("verify", out)
@@ -158,7 +129,7 @@ def test_every_command_prints_paths_with_markup_verbatim(tmp_path):
     base = tmp_path / "w[/]"
     base.mkdir(parents=True)
     out = base / "o[bold]"
-    r = invoke("build-splits", "--source", yolo_source(base / "src"), "--out", out, *BUILD)
+    r = invoke("build-splits", "--source", yolo_source(base / "src"), "--out", out, *YOLO_BUILD)
     assert r.exit_code == 0, r.output
     assert "w[/]/o[bold]" in _flat(r.stdout)
     r = invoke("verify", out)
@@ -241,19 +212,13 @@ def test_report_html_holds_no_markup_from_user_strings(hostile_report):
 
 
 def test_report_latex_of_names_with_blank_lines_and_control_characters_compiles(hostile_report, tmp_path):
-    import subprocess
+    from test_report import compile_report_tex
 
     for p in [hostile_report.latex_document, *hostile_report.latex_tables]:
         tex = p.read_text(encoding="utf-8")
         assert not any(ord(ch) < 32 and ch != "\n" or ord(ch) == 127 for ch in tex), p.name
         assert not _blank_line_inside_braces(tex), p.name
-    if shutil.which("pdflatex") is None:
-        pytest.skip("pdflatex not installed; the checks of the .tex text above ran")
-    work = tmp_path / "tex"
-    shutil.copytree(hostile_report.out, work)
-    run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "report.tex"], cwd=work,
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stdout[-3000:]
+    compile_report_tex(hostile_report.out, tmp_path, "the checks of the .tex text above ran")
 
 
 def _blank_line_inside_braces(tex: str) -> bool:
