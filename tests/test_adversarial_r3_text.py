@@ -205,6 +205,21 @@ def test_report_md_renders_user_strings_as_plain_text(hostile_report):
     assert not any(ch in md for ch in "\x7f\x00\u2028")
 
 
+@pytest.mark.parametrize("text", [HOSTILE_LABEL, "a&amp;b", "&copy; 2024", "&#60;b&#62;", "R&D", "x\\_y",
+                                  "low_light_s1", "fp_per_image<=2", "[0.72, 0.81]", "$x$", "~~s~~", "__init__"])
+def test_md_text_renders_as_exactly_the_text(text):
+    """What md_text promises: rendered, the Markdown shows the text itself (an entity reference such as &copy;
+    included), not what it would mean as Markdown or HTML."""
+    import html
+
+    from markdown_it import MarkdownIt
+
+    from aegis_eval.report.text import md_text
+
+    rendered = MarkdownIt("commonmark").render(md_text(text))
+    assert rendered == "<p>" + html.escape(text, quote=False).replace('"', "&quot;") + "</p>\n"
+
+
 def test_report_html_holds_no_markup_from_user_strings(hostile_report):
     text = hostile_report.html.read_text(encoding="utf-8")
     assert "<script" not in text and "<img src=x" not in text and "href=\"javascript:" not in text
