@@ -262,10 +262,11 @@ def freeze_threshold(predictions: ConditionPredictions, gt: PathLike, *, rule: s
 # --- rank, gt_diff, score_referring --------------------------------------------------------------------------
 def rank(scores: Sequence[PathLike | ScoreResult | Mapping[str, Any]], metric: str = "map50", *,
          by: str = "condition", condition: str = "clean", reference: str | None = None, bootstrap: int = 1000,
-         seed: int = 0) -> dict[str, Any]:
+         seed: int = 0, allow_mixed_suites: bool = False) -> dict[str, Any]:
     """Rank models by ``metric`` from a list of their score JSONs (paths), :class:`ScoreResult` s or score
     documents (each checked as ``aegis rank`` checks a file): the ``aegis rank`` document (rank agreement across
-    conditions, paired intervals; docs/SCORING.md). AegisError on bad input."""
+    conditions, paired intervals; docs/SCORING.md). Scores of different suites are refused unless
+    ``allow_mixed_suites`` (``--allow-mixed-suites``). AegisError on bad input."""
     from aegis_eval.metrics.bootstrap import BootstrapOptions
     from aegis_eval.protocols.ranking import checked_score_result, load_score_results, model_labels, rank_models
 
@@ -279,7 +280,7 @@ def rank(scores: Sequence[PathLike | ScoreResult | Mapping[str, Any]], metric: s
         from aegis_eval.protocols.ranking import rank_paths
 
         return rank_paths(scores, metric, by=by, condition=condition, reference=reference,
-                          bootstrap=bootstrap, seed=seed)
+                          bootstrap=bootstrap, seed=seed, allow_mixed_suites=allow_mixed_suites)
     results = []
     for k, s in enumerate(scores):
         if isinstance(s, ScoreResult):
@@ -292,7 +293,8 @@ def rank(scores: Sequence[PathLike | ScoreResult | Mapping[str, Any]], metric: s
             raise AegisError(f"scores[{k}] must be a score file path, a ScoreResult or a score document, got "
                              f"{type(s).__name__}")
     return rank_models(results, metric, by=by, condition=condition, reference=reference,
-                       bootstrap=BootstrapOptions(n_bootstrap=bootstrap, seed=seed), labels=model_labels(results))
+                       bootstrap=BootstrapOptions(n_bootstrap=bootstrap, seed=seed), labels=model_labels(results),
+                       allow_mixed_suites=allow_mixed_suites)
 
 
 def gt_diff(old: PathLike, new: PathLike, *, iou: float = 0.3, pr_iou: float = 0.5) -> dict[str, Any]:

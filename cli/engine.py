@@ -353,9 +353,9 @@ def calibrate_cmd(
     if seen is not None:
         floor = f"visibility floor (median V at the highest severity >= {VISIBILITY_FLOOR:g} x clean): "
         out.print(floor + ("met by every ladder" if not below else
-                           "not met by " + ", ".join(v.corruption for v in below)), markup=False, highlight=False)
+                           "not met by " + ", ".join(v.corruption for v in below)), highlight=False)
         for v in below:
-            out.print(f"  {v.corruption}: {v.message}", markup=False, highlight=False)
+            out.print(f"  {v.corruption}: {v.message}", highlight=False)
     if json_out is not None:
         doc = table.to_dict()
         if seen is not None:

@@ -11,17 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from aegis_cli.main import app
 from conftest import assert_one_line_error
+from test_adversarial import build_yolo, invoke, write_png, yolo_source
 from test_runners_fixtures import make_split
-
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 # --- 1. a checkpoint is data, never code ---------------------------------------------------------------------
@@ -228,28 +221,11 @@ def test_run_ablation_checks_policy_names_too(tmp_path, tiny_split):
 
 
 # --- 3. a ground-truth file name or stem stays in its folder --------------------------------------------------
-def write_png(path: Path, width: int = 48, height: int = 32, seed: int = 0) -> Path:
-    import numpy as np
-
-    from aegis_data.files.imageio import write_png_atomic
-
-    rgb = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
-    write_png_atomic(path, rgb)
-    return path
-
-
 @pytest.fixture(scope="module")
 def built_split(tmp_path_factory) -> Path:
     """A tiny split built by the toolkit (YOLO source, one corrupted condition): copy it before editing."""
-    src = tmp_path_factory.mktemp("src")
-    for i in range(3):
-        write_png(src / "images" / f"f{i}.png", seed=i)
-        (src / "labels").mkdir(exist_ok=True)
-        (src / "labels" / f"f{i}.txt").write_text("0 0.5 0.5 0.25 0.25\n")
     out = tmp_path_factory.mktemp("built") / "split"
-    r = invoke("build-splits", "--source", src, "--out", out, "--dataset", "yolo", "--corruptions", "low_light",
-               "--severities", "1", "--workers", "1")
-    assert r.exit_code == 0, r.output
+    build_yolo(yolo_source(tmp_path_factory.mktemp("src")), out)
     return out
 
 

@@ -13,38 +13,13 @@ import os
 import shutil
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from aegis_cli.main import app
 from aegis_data.errors import AegisError
 from conftest import assert_one_line_error
+from test_adversarial import YOLO_BUILD, build_yolo, invoke, write_png, yolo_source
 
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
-
-
-def write_png(path: Path, width: int = 48, height: int = 32, seed: int = 0) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    img = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
-    assert cv2.imwrite(str(path), img)
-    return path
-
-
-def yolo_source(root: Path, n: int = 3) -> Path:
-    for i in range(n):
-        write_png(root / "images" / f"f{i}.png", seed=i)
-        (root / "labels").mkdir(parents=True, exist_ok=True)
-        (root / "labels" / f"f{i}.txt").write_text("0 0.5 0.5 0.25 0.25\n")
-    return root
-
-
-BUILD = ("--dataset", "yolo", "--corruptions", "low_light", "--severities", "1", "--workers", "1")
 PRED = {"image_id": 1, "category_id": 1, "bbox": [18, 12, 12, 8], "score": 0.9}
 
 
@@ -53,8 +28,7 @@ def split(tmp_path_factory) -> Path:
     """A tiny frozen split (clean + low_light_s1) and a predictions folder beside it; tests copy what they edit."""
     base = tmp_path_factory.mktemp("split")
     out = base / "out"
-    r = invoke("build-splits", "--source", yolo_source(base / "src"), "--out", out, *BUILD)
-    assert r.exit_code == 0, r.output
+    build_yolo(yolo_source(base / "src"), out)
     preds = base / "preds"
     preds.mkdir()
     for cond in ("clean", "low_light_s1"):
@@ -124,10 +98,7 @@ def test_verify_against_a_reference_naming_a_markup_dataset_is_a_finding(tmp_pat
 
 def test_verify_prints_a_markup_scale_basis_verbatim(tmp_path):
     out = tmp_path / "out"
-    r = invoke("build-splits", "--source", yolo_source(tmp_path / "src"), "--out", out, *BUILD, "--scale", "object",
-               "--person-px", "40")
-    assert r.exit_code == 0, r.output
-    m = json.loads((out / "manifest.json").read_text())
+    m = build_yolo(yolo_source(tmp_path / "src"), out, "--scale", "object", "--person-px", "40")
     m["scale"]["basis"] = "syn[/]"
     (out / "manifest.json").write_text(json.dumps(_resealed(m)))
     r = invoke("verify", out)
@@ -158,7 +129,7 @@ def test_every_command_prints_paths_with_markup_verbatim(tmp_path):
     base = tmp_path / "w[/]"
     base.mkdir(parents=True)
     out = base / "o[bold]"
-    r = invoke("build-splits", "--source", yolo_source(base / "src"), "--out", out, *BUILD)
+    r = invoke("build-splits", "--source", yolo_source(base / "src"), "--out", out, *YOLO_BUILD)
     assert r.exit_code == 0, r.output
     assert "w[/]/o[bold]" in _flat(r.stdout)
     r = invoke("verify", out)
@@ -234,6 +205,21 @@ def test_report_md_renders_user_strings_as_plain_text(hostile_report):
     assert not any(ch in md for ch in "\x7f\x00\u2028")
 
 
+@pytest.mark.parametrize("text", [HOSTILE_LABEL, "a&amp;b", "&copy; 2024", "&#60;b&#62;", "R&D", "x\\_y",
+                                  "low_light_s1", "fp_per_image<=2", "[0.72, 0.81]", "$x$", "~~s~~", "__init__"])
+def test_md_text_renders_as_exactly_the_text(text):
+    """What md_text promises: rendered, the Markdown shows the text itself (an entity reference such as &copy;
+    included), not what it would mean as Markdown or HTML."""
+    import html
+
+    from markdown_it import MarkdownIt
+
+    from aegis_eval.report.text import md_text
+
+    rendered = MarkdownIt("commonmark").render(md_text(text))
+    assert rendered == "<p>" + html.escape(text, quote=False).replace('"', "&quot;") + "</p>\n"
+
+
 def test_report_html_holds_no_markup_from_user_strings(hostile_report):
     text = hostile_report.html.read_text(encoding="utf-8")
     assert "<script" not in text and "<img src=x" not in text and "href=\"javascript:" not in text
@@ -241,19 +227,13 @@ def test_report_html_holds_no_markup_from_user_strings(hostile_report):
 
 
 def test_report_latex_of_names_with_blank_lines_and_control_characters_compiles(hostile_report, tmp_path):
-    import subprocess
+    from test_report import compile_report_tex
 
     for p in [hostile_report.latex_document, *hostile_report.latex_tables]:
         tex = p.read_text(encoding="utf-8")
         assert not any(ord(ch) < 32 and ch != "\n" or ord(ch) == 127 for ch in tex), p.name
         assert not _blank_line_inside_braces(tex), p.name
-    if shutil.which("pdflatex") is None:
-        pytest.skip("pdflatex not installed; the checks of the .tex text above ran")
-    work = tmp_path / "tex"
-    shutil.copytree(hostile_report.out, work)
-    run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "report.tex"], cwd=work,
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stdout[-3000:]
+    compile_report_tex(hostile_report.out, tmp_path, "the checks of the .tex text above ran")
 
 
 def _blank_line_inside_braces(tex: str) -> bool:
@@ -277,8 +257,10 @@ def test_report_figures_draw_labels_with_dollar_signs_literally(tmp_path, label)
 
     (g,) = group_by_dataset([_hostile_result(label=label, dataset="d")])
     with F.drawn(F.heatmap(g, "recall")) as fig:
-        texts = [t.get_text() for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels() + ax.texts]
-        assert any(label in t for t in texts) or any(label in t.get_text() for t in fig.texts)
+        texts = [t for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels() + ax.texts] + fig.texts
+        shown = [t for t in texts if label in t.get_text()]
+        # get_text() is the raw string either way: what draws it literally is that it is never parsed as mathtext.
+        assert shown and not any(t.get_parse_math() for t in shown)
     files = build_report([_hostile_result(label=label, dataset="d")], tmp_path / "r", formats="md")
     assert files.markdown.is_file()
 
@@ -343,6 +325,24 @@ def test_conditions_are_checked_against_the_suite_the_score_names(tmp_path):
         with pytest.raises(AegisError, match="not a condition id: 'snow_s1'"):
             validate_result(doc)
         validate_result(res)
+
+
+
+@pytest.mark.parametrize("suite", ["aegis-v1", "aegis-v2"])
+def test_a_score_of_either_shipped_suite_is_held_to_that_suite(suite):
+    """'flood' is an engine model, not a corruption of either suite: a score naming flood_s1 is refused whichever
+    shipped suite (current or pre-0.3 hash) its provenance names, not only the default one."""
+    from aegis_data.engine.config import load_config
+    from aegis_eval.protocols.score_doc import validate_result
+    from aegis_eval.report import load_results
+
+    (res,) = load_results([SCORE_FIXTURE])
+    config = load_config(suite)
+    for config_hash in (config.config_hash, config.bytes_hash):
+        doc = {**res, "provenance": {**res["provenance"], "config_hash": config_hash}}
+        doc["conditions"] = {**res["conditions"], "flood_s1": res["conditions"]["low_light_s1"]}
+        with pytest.raises(AegisError, match=rf"not a condition id: 'flood_s1' .* {config.config_hash}"):
+            validate_result(doc)
 
 
 def test_rank_bounds_the_number_and_length_of_condition_names(tmp_path, split):
@@ -637,3 +637,18 @@ def test_gallery_index_md_shows_file_names_as_text():
     html = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
     assert "<img src=\"x\"" not in html and "<img src=x" not in html and "](javascript:" not in md
     assert html.count("<img") == 1 and "<em>note</em>" not in html and "<code>" not in html
+
+
+def test_gallery_of_a_split_whose_folder_name_is_not_utf8_writes_both_indexes(tmp_path, split):
+    """The HTML index passes user text through the report's one-line text as index.md does: a lone surrogate (a
+    non-UTF-8 byte of the folder name) becomes U+FFFD instead of failing the UTF-8 write."""
+    odd = tmp_path / os.fsdecode(b"split\xff")
+    shutil.copytree(split, odd)
+    preds = tmp_path / "preds"
+    preds.mkdir()
+    (preds / "clean.json").write_text(json.dumps([PRED]))
+    (preds / "low_light_s1.json").write_text("[]")  # the one person is lost: one pair to draw
+    r = invoke("gallery", preds, "--split-dir", odd, "--out-dir", tmp_path / "g", "--threshold", "0.5")
+    assert r.exit_code == 0, r.output
+    for name in ("index.md", "index.html"):
+        assert "split\ufffd" in (tmp_path / "g" / name).read_text(encoding="utf-8"), name

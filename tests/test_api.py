@@ -140,6 +140,20 @@ def test_rank_checks_documents_in_memory_as_it_checks_files(bench, tmp_path):
     assert ranked["models"] == [doc["label"] + "#1", "other", doc["label"] + "#3"]
 
 
+def test_rank_compares_scores_of_two_suites_only_when_asked(tmp_path):
+    """As ``aegis rank --allow-mixed-suites``: the API takes the same choice, for documents and for files."""
+    from test_suites_cli import _score_doc
+
+    docs = [_score_doc("aegis-v1", "a"), _score_doc("aegis-v2", "b")]
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    for path, doc in zip(paths, docs):
+        path.write_text(json.dumps(doc))
+    for scores in (docs, paths):
+        with pytest.raises(AegisError, match=r"\[mixed_suites\]"):
+            ae.rank(scores, "recall", bootstrap=10)
+        assert ae.rank(scores, "recall", bootstrap=10, allow_mixed_suites=True)["models"] == ["a", "b"]
+
+
 def test_numpy_predictions_in_memory_hash_as_their_python_values(bench):
     split = ad.load_split(bench)
     plain = _gt_as_predictions(split, "clean")

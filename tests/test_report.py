@@ -462,9 +462,6 @@ def _latex_problems(tex: str) -> list[str]:
 
 
 def test_latex_tables_are_inputable_booktabs_and_report_tex_compiles(two_models, tmp_path):
-    import shutil
-    import subprocess
-
     _, files = two_models
     names = sorted(p.name for p in files.latex_tables)
     assert {"synthetic_summary.tex", "synthetic_families_recall.tex", "synthetic_false_alarms.tex",
@@ -482,14 +479,24 @@ def test_latex_tables_are_inputable_booktabs_and_report_tex_compiles(two_models,
     assert all((files.out / f).is_file() for f in re.findall(r"\\includegraphics\[[^]]*\]\{([^}]+)\}", doc))
     # A negative control for the structural check.
     assert _latex_problems("\\begin{table}a_b{") != []
+    pdf = compile_report_tex(files.out, tmp_path, "the structural checks above ran")
+    assert pdf.stat().st_size > 10_000
+
+
+def compile_report_tex(report_dir: Path, tmp_path: Path, ran: str) -> Path:
+    """report.pdf of ``report_dir``'s report.tex, compiled by pdflatex in a copy under ``tmp_path``; the test is
+    skipped (saying what ``ran`` before) when pdflatex is not installed."""
+    import shutil
+    import subprocess
+
     if shutil.which("pdflatex") is None:
-        pytest.skip("pdflatex not installed; the structural checks above ran")
+        pytest.skip(f"pdflatex not installed; {ran}")
     work = tmp_path / "tex"
-    shutil.copytree(files.out, work)
+    shutil.copytree(report_dir, work)
     run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "report.tex"], cwd=work,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:]
-    assert (work / "report.pdf").stat().st_size > 10_000
+    return work / "report.pdf"
 
 
 def _overlaps(boxes: list) -> list[tuple[int, int]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from aegis_data import __version__
-from aegis_data.engine.config import REPO_ROOT, installed_suites, load_config
+from aegis_data.engine.config import REPO_ROOT, SuiteConfig, installed_suites, load_config
 from aegis_data.errors import AegisError
 
 
@@ -58,12 +58,9 @@ def utc_timestamp() -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def suite_of_config_hash(config_hash: Any) -> str | None:
-    """The name of the shipped suite whose config hash this is (current or pre-0.3 form), else None."""
-    for suite in installed_suites():
-        if config_hash in (suite.config_hash, suite.bytes_hash):
-            return suite.suite
-    return None
+def shipped_suite(config_hash: Any) -> SuiteConfig | None:
+    """The shipped suite whose config hash this is (current or pre-0.3 form), else None."""
+    return next((s for s in installed_suites() if config_hash in (s.config_hash, s.bytes_hash)), None)
 
 
 def score_suite(doc: Mapping[str, Any]) -> str:
@@ -71,9 +68,9 @@ def score_suite(doc: Mapping[str, Any]) -> str:
     provenance's ``suite``; a document from before suites were recorded with neither is taken as aegis-v1 (the only
     suite then)."""
     prov = doc.get("provenance") if isinstance(doc.get("provenance"), Mapping) else {}
-    known = suite_of_config_hash(prov.get("config_hash"))
+    known = shipped_suite(prov.get("config_hash"))
     if known is not None:  # the hash covers the suite's name: it wins over a (possibly edited) name field
-        return known
+        return known.suite
     named = prov.get("suite")
     if isinstance(named, str) and named:
         return named
@@ -85,9 +82,9 @@ def score_suite_version(doc: Mapping[str, Any]) -> str | None:
     names that suite in either hash form, else its own config hash (None when it records none)."""
     prov = doc.get("provenance") if isinstance(doc.get("provenance"), Mapping) else {}
     config_hash = prov.get("config_hash")
-    for suite in installed_suites():
-        if config_hash in (suite.config_hash, suite.bytes_hash):
-            return suite.config_hash
+    known = shipped_suite(config_hash)
+    if known is not None:
+        return known.config_hash
     return config_hash if isinstance(config_hash, str) else None
 
 
@@ -133,7 +130,7 @@ def build_provenance(*, gt_source: Mapping[str, Any], predictions: Mapping[str, 
         "toolkit_version": __version__,
         "git_sha": sha,
         "git_dirty": dirty,
-        "suite": gt_source.get("suite") or suite_of_config_hash(config_hash),
+        "suite": gt_source.get("suite") or getattr(shipped_suite(config_hash), "suite", None),
         "config_hash": config_hash,
         "manifest_root_hash": gt_source.get("manifest_root_hash"),
         "gt_file": gt_source.get("path"),

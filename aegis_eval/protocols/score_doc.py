@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from aegis_data.engine.config import SEVERITIES, SuiteConfig, condition_id, load_config
+from aegis_data.engine.config import SEVERITIES, SuiteConfig, condition_id
 from aegis_data.engine.config_schema import PARAMETERS
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.result_keys import AP_METRICS, COUNT_KEYS, LOWER_IS_BETTER, SCHEMA, THRESHOLD_METRICS
+from aegis_eval.protocols.provenance import shipped_suite
 
 METRICS = THRESHOLD_METRICS + AP_METRICS
 # Every suite's corruptions are among the engine's, so no score holds more conditions than this (clean plus three
@@ -23,14 +24,11 @@ def _fail(where: str, message: str) -> AegisError:
 
 
 def suite_conditions_of(obj: dict, config: SuiteConfig | None = None) -> tuple[str, frozenset[str]]:
-    """(what names the suite, its condition ids) for a score document: ``config`` when given, else the suite
-    its ``provenance.config_hash`` names when that is the installed one; else (a split built with another suite
-    config) every condition the engine can make, which holds every suite's."""
-    if config is None:
-        recorded = (obj.get("provenance") or {}).get("config_hash") if isinstance(obj.get("provenance"), dict) else None
-        installed = load_config()
-        if recorded is not None and recorded in (installed.config_hash, installed.bytes_hash):
-            config = installed
+    """(what names the suite, its condition ids) for a score document: ``config`` when given, else the shipped
+    suite its ``provenance.config_hash`` names; else (a split built with another suite config) every condition
+    the engine can make, which holds every suite's."""
+    if config is None and isinstance(obj.get("provenance"), dict):
+        config = shipped_suite(obj["provenance"].get("config_hash"))
     if config is not None:
         names, what = config.names, f"suite config {config.config_hash}"
     else:
@@ -145,17 +143,15 @@ def _check_suite(provenance: dict, where: str) -> None:
     """``provenance.suite``: a suite name or null (before suites were recorded), and the suite of
     ``provenance.config_hash`` when that is a shipped suite's (the hash covers the suite's name, so a document
     naming another suite was edited: rank and report would take it for a score of that suite)."""
-    from aegis_eval.protocols.provenance import suite_of_config_hash
-
     named = provenance.get("suite")
     if named is None:
         return
     if not isinstance(named, str) or not named.strip():
         raise _fail(where, f"provenance.suite must be a suite name (a non-empty string) or null, got {named!r:.60}")
-    known = suite_of_config_hash(provenance.get("config_hash"))
-    if known is not None and named != known:
+    known = shipped_suite(provenance.get("config_hash"))
+    if known is not None and named != known.suite:
         raise _fail(where, f"provenance.suite is {named!r:.60}, but its provenance.config_hash "
-                           f"{provenance.get('config_hash')} is suite {known}'s; the document was edited")
+                           f"{provenance.get('config_hash')} is suite {known.suite}'s; the document was edited")
 
 
 _RANGE_TEXT = {"ap": "an AP in [0, 1], or negative (-1) where COCO has no GT", "share": "a share in [0, 1]",

@@ -11,7 +11,6 @@ positive drop qualify; order is drop descending, then more GT lost, then conditi
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -27,7 +26,7 @@ from aegis_data.files.layout import condition_dir
 from aegis_eval.metrics.matching import DEFAULT_IOU, PerImageCounts, ThresholdMatch, match_at_threshold
 from aegis_eval.metrics.types import Detections, GroundTruth
 from aegis_eval.report import palette
-from aegis_eval.report.text import md_text
+from aegis_eval.report.text import html_text, md_text
 
 DEFAULT_N = 8
 DEFAULT_MAX_WIDTH = 1600  # of the whole side-by-side picture; 4000x3000 frames become 796x597 panels
@@ -312,7 +311,7 @@ def _index_md(files: Sequence[tuple[GalleryPair, str]], threshold_text: str, spl
 
 def _index_html(files: Sequence[tuple[GalleryPair, str]], threshold_text: str, split_dir: Path,
                 notes: Sequence[str]) -> str:
-    e = html.escape
+    e = html_text  # file names come from the split's GT file: text on one line, as in report.html
     rows = "\n".join(
         f'<tr><td>{p.rank}</td><td>{e(p.file_name)}</td><td>{e(p.condition)}</td><td>{p.n_gt}</td>'
         f"<td>{p.recall_clean:.2f}</td><td>{p.recall_condition:.2f}</td><td>{p.drop:.2f}</td></tr>"

@@ -7,7 +7,6 @@ Everything returns strings; ``build`` writes them. The HTML is self-contained: i
 from __future__ import annotations
 
 import base64
-import html
 import re
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
@@ -16,7 +15,7 @@ from urllib.parse import quote
 from aegis_eval.metrics.result_keys import LOWER_IS_BETTER
 from aegis_eval.report.mitigation import mitigation_tables
 from aegis_eval.report.results import DatasetGroup
-from aegis_eval.report.text import md_text, one_line
+from aegis_eval.report.text import html_text, md_text
 from aegis_eval.report.tables import (
     Table,
     corruption_table,
@@ -72,18 +71,14 @@ def _reading_guide(metric: str) -> list[str]:
 
 # --- Markdown ------------------------------------------------------------------------------------------------
 
-def _md_cell(s: str) -> str:
-    return md_text(s)
-
-
 def markdown_table(t: Table, heading: str = "###") -> str:
     sep = {"l": ":---", "r": "---:", "c": ":---:"}
-    lines = [f"{heading} {md_text(t.title)}", "", "| " + " | ".join(_md_cell(h) for h in t.header) + " |",
+    lines = [f"{heading} {md_text(t.title)}", "", "| " + " | ".join(md_text(h) for h in t.header) + " |",
              "| " + " | ".join(sep[a] for a in t.align) + " |"]
-    lines += ["| " + " | ".join(f"**{_md_cell(c)}**" if (i, j) in t.bold and c else _md_cell(c)
+    lines += ["| " + " | ".join(f"**{md_text(c)}**" if (i, j) in t.bold and c else md_text(c)
                                 for j, c in enumerate(row)) + " |" for i, row in enumerate(t.rows)]
     if t.notes:
-        lines += [""] + [f"*{_md_cell(n)}*  " for n in t.notes]
+        lines += [""] + [f"*{md_text(n)}*  " for n in t.notes]
     return "\n".join(lines) + "\n"
 
 
@@ -145,8 +140,7 @@ details { margin: .5rem 0; } summary { cursor: pointer; }
 """.strip()
 
 
-def _e(s: str) -> str:
-    return html.escape(one_line(s), quote=True)
+_e = html_text  # every heading, cell and caption of report.html
 
 
 def html_table(t: Table, heading: str = "h3") -> str:

@@ -2,7 +2,8 @@
 
 A ``.pt`` file is a pickle, and Ultralytics unpickles checkpoints with ``weights_only=False``: a received file
 could run any code. A model yaml is no safer: Ultralytics evaluates its ``activation`` string and calls any name
-of its own module as a layer. So every local file the runners hand to Ultralytics (weights to predict with or to
+of its own module as a layer. (Ultralytics 8.4's opt-in restricted mode, ``ULTRALYTICS_SAFE_LOAD``, is off by
+default and read once at its import, so the runners do not rely on it.) So every local file the runners hand to Ultralytics (weights to predict with or to
 fine-tune from, a run's ``last.pt`` to resume, a model yaml) passes a check here first, which runs nothing from
 the file:
 
@@ -35,8 +36,6 @@ _CLASS_MODULES = ("ultralytics.nn.tasks",)
 _LOSS_MODULES = ("ultralytics.utils.loss", "ultralytics.utils.tal")
 # Opcodes torch.save never writes and torch's weights_only loader does not run; each one builds or calls objects.
 _REFUSED_OPCODES = {"INST", "OBJ", "STACK_GLOBAL", "EXT1", "EXT2", "EXT4", "NEWOBJ_EX"}
-_STRING_OPCODES = {"STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "BINUNICODE", "SHORT_BINUNICODE",
-                   "BINUNICODE8"}
 
 
 def _refuse(path: str | Path, why: str) -> AegisError:
@@ -108,16 +107,17 @@ def _read_archive(path: Path) -> tuple[io.BytesIO, bytes]:
     return io.BytesIO(blob), record
 
 
-def pickle_globals(data: bytes, where: str | Path) -> tuple[set[str], set[str]]:
-    """(every global the pickle names, the globals it calls) by walking its opcodes; nothing is unpickled.
+def called_globals(data: bytes, where: str | Path) -> set[str]:
+    """The globals the pickle calls (REDUCE), by walking its opcodes; nothing is unpickled. Which globals it names
+    at all, torch itself lists (``get_unsafe_globals_in_checkpoint``); what it does with them, only this walk sees.
 
-    The walk keeps an abstract stack in which only globals (and the strings that could name one) are known, and
-    follows the memo, so a class fetched again from the memo is still recognised when REDUCE calls it.
+    The walk keeps an abstract stack in which only globals are known (STACK_GLOBAL, which would build one from
+    strings, is refused), and follows the memo, so a class fetched again from the memo is still recognised when
+    REDUCE calls it.
     """
     stack: list[Any] = []
     marks: list[int] = []
     memo: dict[int, Any] = {}
-    named: set[str] = set()
     called: set[str] = set()
     try:
         for op, arg, _pos in pickletools.genops(data):
@@ -127,11 +127,7 @@ def pickle_globals(data: bytes, where: str | Path) -> tuple[set[str], set[str]]:
             if name == "MARK":
                 marks.append(len(stack))
             elif name == "GLOBAL":
-                glob = ".".join(str(arg).split(" ", 1))
-                named.add(glob)
-                stack.append(("global", glob))
-            elif name in _STRING_OPCODES:
-                stack.append(("str", arg))
+                stack.append(("global", ".".join(str(arg).split(" ", 1))))
             elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
                 memo[arg] = stack[-1]
             elif name == "MEMOIZE":
@@ -161,7 +157,7 @@ def pickle_globals(data: bytes, where: str | Path) -> tuple[set[str], set[str]]:
         raise
     except (ValueError, IndexError, KeyError) as exc:
         raise AegisError(f"checkpoint {where} is not a well-formed pickle: {exc}") from None
-    return named, called
+    return called
 
 
 def check_ultralytics_checkpoint(path: str | Path, *, resume: bool = False) -> dict[str, Any]:
@@ -175,7 +171,7 @@ def check_ultralytics_checkpoint(path: str | Path, *, resume: bool = False) -> d
 
     p = Path(path)
     blob, data = _read_archive(p)
-    named, called = pickle_globals(data, p)
+    called = called_globals(data, p)
     try:
         beyond_torch = set(torch.serialization.get_unsafe_globals_in_checkpoint(blob))
     except Exception as exc:
@@ -192,7 +188,7 @@ def check_ultralytics_checkpoint(path: str | Path, *, resume: bool = False) -> d
         if glob in called:  # a call runs the constructor with the file's arguments; torch.save only rebuilds
             raise _refuse(p, f"calls the class {glob} instead of rebuilding it")
         allowed.append((cls, glob))
-    if "numpy.dtype" in named:  # numpy pickles a dtype as numpy.dtype(...), then sets the state of its own type
+    if "numpy.dtype" in beyond_torch:  # numpy pickles a dtype as numpy.dtype(...), then sets the state of its own type
         import numpy as np
 
         allowed += [(type(np.dtype(t)), f"numpy.dtypes.{type(np.dtype(t)).__name__}") for t in
