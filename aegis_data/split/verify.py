@@ -182,10 +182,12 @@ def _gt_identity(path: Path, images: Mapping[str, Mapping[str, Any]] | None
     coco = read_coco_gt(path)[0]
     rows = coco_images(coco, path)
     stems: dict[int, str] = {}
-    for k, im in enumerate(rows):
+    seen: set[str] = set()
+    for im in rows:
         stem = im.get("stem") or Path(im["file_name"]).stem
-        if stem in stems.values():
+        if stem in seen:
             raise AegisError(f"{path}: two images have the stem {stem!r}")
+        seen.add(stem)
         stems[im["id"]] = stem
     items: dict[int, list] = {i: [] for i in stems}
     for k, a in coco_annotations(coco, path, items):
