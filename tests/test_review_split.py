@@ -23,6 +23,66 @@ from aegis_data.split import verify as VF
 runner = CliRunner()
 CONDITIONS = ("low_light", "motion_blur", "dust_haze")
 
+
+def yolo_source(root: Path, n: int) -> Path:
+    (root / "images").mkdir(parents=True)
+    (root / "labels").mkdir()
+    for i in range(n):
+        write_png_atomic(root / "images" / f"f{i}.png",
+                         np.random.default_rng(i).integers(0, 256, (32, 48, 3), dtype=np.uint8))
+        (root / "labels" / f"f{i}.txt").write_text("0 0.5 0.5 0.25 0.25\n")
+    return root
+
+
+def build(src: Path, out: Path) -> None:
+    r = runner.invoke(app, ["build-splits", "--source", str(src), "--dataset", "yolo", "--out-dir", str(out),
+                            "--corruptions", ",".join(CONDITIONS), "--severities", "1", "--workers", "1",
+                            "--suite", "aegis-v2", "--scale", "object"])
+    assert r.exit_code == 0, r.output
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, Path]:
+    """(source, a tiny aegis-v2 split of it: three images, three corrupted conditions)."""
+    base = tmp_path_factory.mktemp("review")
+    src = yolo_source(base / "src", 3)
+    build(src, base / "split")
+    return src, base / "split"
+
+
+@pytest.fixture
+def v2_split(built, tmp_path) -> Path:
+    shutil.copytree(built[1], tmp_path / "split", symlinks=True)
+    return tmp_path / "split"
+
+
+def test_verify_derives_each_scene_once_per_image_when_every_corrupted_file_changed(v2_split, monkeypatch):
+    """Changed files were classified in path order (condition by condition) while verify keeps the last two clean
+    images and scenes: each one re-read its clean image and re-derived its scene (3 images x 3 conditions: 9 more
+    derivations, ~2.3 s each at 12 MP)."""
+    ids = sorted(p.stem for p in (v2_split / "test" / "clean").glob("*.png"))
+    for cond in CONDITIONS:
+        for image_id in ids:
+            path = v2_split / "test" / f"{cond}_s1" / f"{image_id}.png"
+            img = read_rgb(path)
+            img[0, 0] ^= 1
+            write_png_atomic(path, img)
+    calls = []
+    real = VF.estimate_scene
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(VF, "estimate_scene", counting)
+    report = VF.verify_split(v2_split)
+    pixels = [f for f in report.findings if f.kind == "pixels"]
+    assert len(pixels) == len(ids) * len(CONDITIONS) and all(f.pixels_differing == 1 for f in pixels), pixels
+    assert [f.path for f in pixels] == sorted(f.path for f in pixels)  # reported in path order, as before
+    # Once for the scene check, at most once more for the changed files of each image (not once per file).
+    assert len(calls) <= 2 * len(ids), len(calls)
+
+
 def _gt_file(path: Path, n: int) -> Path:
     coco = {"images": [{"id": i + 1, "file_name": f"img{i:06d}.png", "width": 10, "height": 10} for i in range(n)],
             "annotations": [], "categories": [{"id": 1, "name": "person"}]}

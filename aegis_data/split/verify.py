@@ -361,8 +361,14 @@ def verify_split(
             findings.append(Finding(MANIFEST_NAME, "manifest", f"the manifest names suite "
                                     f"{ref.data.get('suite')!r:.60} but its suite config is {config.suite!r:.60}"))
     if config is not None and config.uses_scene:
-        findings.extend(images.scene_findings(paths, present, hashed, ref))
+        findings.extend(images.scene_findings(present, ref))
         findings.extend(_acted_findings(ref))
+    # Changed images are classified image by image (decoded: their pixel hash, computed with the file hash when the
+    # bytes differ): the clean image and scene a regeneration needs are then read and derived once per image, not
+    # once per condition (verify keeps only the last few).
+    changed = [p for p in present if ref.entries[p]["kind"] == "image" and hashed[p][0] != ref.entries[p]["sha256"]]
+    changed.sort(key=lambda p: (ref.entries[p]["split"], ref.entries[p]["image_id"], p))
+    changed_images = {rel: images.finding(rel, ref.entries[rel], *hashed[rel][1:]) for rel in changed}
     for rel in paths:
         if rel in outside:
             continue
@@ -370,8 +376,7 @@ def verify_split(
             findings.append(Finding(rel, "missing", "listed in the manifest, not on disk"))
             continue
         e = ref.entries[rel]
-        file_hash, decoded, problem = hashed[rel]  # decoded: pixel hash, computed with the file hash when bytes differ
-        if file_hash == e["sha256"]:
+        if hashed[rel][0] == e["sha256"]:
             continue
         kind = e.get("kind")
         if kind == "annotations":
@@ -382,7 +387,7 @@ def verify_split(
         elif kind != "image":
             findings.append(Finding(rel, "yolo" if kind == "yolo" else str(kind), "file content differs"))
         else:
-            findings.append(images.finding(rel, e, decoded, problem))
+            findings.append(changed_images[rel])
 
     findings.extend(_unlisted_findings(root, ref, local, subset))
     findings.extend(link_findings(root, sorted(present)))
@@ -516,13 +521,12 @@ class _ImageCheck:
             _keep_recent(self.derived)
         return self.derived[key]
 
-    def scene_findings(self, paths: Sequence[str], present: set[str], hashed: Mapping[str, Any],
-                       ref: Manifest | None = None) -> list[Finding]:
-        """``scene`` findings: every recorded scene re-derived from its clean image must equal the record. With the
-        manifest ``ref``, also the ``annotations`` findings of the ground-truth contract of floods
-        (:meth:`contract_findings`), image by image, so each clean image is read and its scene derived once."""
+    def scene_findings(self, present: set[str], ref: Manifest) -> list[Finding]:
+        """``scene`` findings: every recorded scene re-derived from its clean image (when ``present``) must equal the
+        record; with them the ``annotations`` findings of the ground-truth contract of floods on the manifest
+        ``ref`` (:meth:`contract_findings`), image by image, so each clean image is read and its scene derived once."""
         out = []
-        floods = self._flood_entries(ref, out) if ref is not None else {}
+        floods = self._flood_entries(ref, out)
         for (split, image_id), recorded in sorted(self.scenes.items()):
             rel = f"{split}/clean/{image_file_name(image_id)}"
             if rel not in present:
