@@ -108,3 +108,20 @@ def test_gt_digests_take_time_linear_in_the_images(tmp_path):
     small.write_text(json.dumps(coco))
     with pytest.raises(AegisError, match="two images have the stem 'img000000'"):
         VF.gt_digests(small)
+
+
+
+def test_the_scenes_folder_is_checked_and_cleaned_like_the_other_folders_of_a_split(built, v2_split, tmp_path):
+    """scenes/ (the water masks a generation-2 build keeps) was left out of the folders verify walks for unlisted
+    files and links leaving the split, and of those a build clears of a killed run's temp files."""
+    outside = tmp_path / "private.png"
+    write_png_atomic(outside, np.zeros((4, 4, 3), np.uint8))
+    (v2_split / "scenes" / "test").mkdir(parents=True, exist_ok=True)
+    (v2_split / "scenes" / "test" / "stray.water.png").write_bytes(outside.read_bytes())
+    (v2_split / "scenes" / "test" / "f9.water.png").symlink_to(outside)
+    found = {(f.path, f.kind) for f in VF.verify_split(v2_split).failures}
+    assert {("scenes/test/stray.water.png", "extra"), ("scenes/test/f9.water.png", "link")} <= found, found
+    temp = v2_split / "scenes" / "test" / ".f0.water.png.x1y2.tmp"  # a worker killed while writing a mask
+    temp.write_bytes(b"half")
+    build(built[0], v2_split)
+    assert not temp.exists()

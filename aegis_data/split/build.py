@@ -49,8 +49,8 @@ from aegis_data.files.imageio import (
     write_bytes_atomic,
 )
 from aegis_data.files.layout import (
-    ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SAFE_IMAGE_ID, SPLIT_NAMES, SUITE_CONFIG_NAME, image_file_name,
-    water_mask_relpath,
+    ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SAFE_IMAGE_ID, SPLIT_DIRS, SPLIT_NAMES, SUITE_CONFIG_NAME, YOLO_DIR,
+    image_file_name, water_mask_relpath,
 )
 from aegis_data.files.png import check_png_writer
 from aegis_data.files.readers import read_json
@@ -69,7 +69,6 @@ from aegis_data.split.manifest import (
 JOURNAL_DIR = ".aegis-build"
 STATE_NAME = "state.json"
 JOURNAL_NAME = "journal.jsonl"
-YOLO_DIR = "yolo"
 NO_TRAIN_LIST = "no_train.txt"  # the empty list ``train:`` names when neither train nor val was built
 _BOX_TOLERANCE = 1e-6  # boxes may touch the frame edge up to float noise
 
@@ -746,7 +745,7 @@ def check_source_location(out: Path, location: str | None) -> None:
 
 def _remove_stale_temp_files(out: Path) -> None:
     """Delete temp files left by a killed build (``.<name>.<random>.tmp``, see imageio.write_bytes_atomic)."""
-    for top in (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR):
+    for top in SPLIT_DIRS:
         d = out / top
         if d.is_dir():
             for p in d.rglob(".*.tmp"):

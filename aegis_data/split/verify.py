@@ -3,7 +3,8 @@
 ``verify_split`` recomputes the SHA-256 of every file the manifest lists and classifies each difference:
 
     missing      listed in the manifest, not on disk
-    extra        on disk under a split directory or annotations/, not listed (includes temp files of a crash)
+    extra        on disk under a split folder (test, val, train, annotations, yolo, scenes), not listed (includes
+                 temp files of a crash)
     bytes-only   file bytes differ but the decoded pixels are identical (another PNG encoder or settings);
                  against a reference manifest this is information (the benchmark's identity is the pixels),
                  unless ``strict_bytes``; against the split's own manifest it fails (this copy was changed).
@@ -52,14 +53,12 @@ from aegis_data.errors import AegisError
 from aegis_data.executors import Placement, map_units
 from aegis_data.files.imageio import (DEFAULT_MAX_PIXELS, decode_file_bytes, file_sha256, pixel_sha256, read_rgb,
                                       standard_decode_problem)
-from aegis_data.files.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, SUITE_CONFIG_NAME, condition_dir,
-                                     image_file_name, link_target, water_mask_relpath)
+from aegis_data.files.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_DIRS, SUITE_CONFIG_NAME, YOLO_DIR,
+                                     condition_dir, image_file_name, link_target, water_mask_relpath)
 from aegis_data.files.readers import coco_annotations, coco_bbox, coco_images, read_coco_gt
 from aegis_data.split.manifest import (IMAGE_IDENTITY_KEYS, ROOT_ENTRY_KEYS, ROOT_IDENTITY_KEYS, Manifest,
                                        acted_counts, annotation_digest, annotation_identity, gt_digest, image_identity,
                                        load_manifest, records_acted)
-
-YOLO_DIR = "yolo"  # see aegis_data.split.build.yolo_files / link_yolo_dirs
 
 _BYTES_ONLY = "pixels identical, file bytes differ (another PNG encoder, its version or settings)"
 _UNCHANGED_GT = ("file bytes differ; every field the scorer reads is identical (boxes, categories, crowd flags, areas; "
@@ -154,7 +153,7 @@ def _suite_config(root: Path, config_hash: Any) -> tuple[SuiteConfig | None, str
 def _walk_files(root: Path) -> list[str]:
     """Relative POSIX paths of every file (or file-like link) under the split dirs and annotations/."""
     found = []
-    for top in (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR):
+    for top in SPLIT_DIRS:
         d = root / top
         if not d.is_dir() or d.is_symlink():
             continue
@@ -754,7 +753,7 @@ def link_findings(root: Path, paths) -> list[Finding]:
     """Symlinks under the split's folders that leave it, and listed files hard-linked to files outside it."""
     real_root = root.resolve()
     findings = []
-    for top in (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR):
+    for top in SPLIT_DIRS:
         d = root / top
         if d.is_symlink() and not _inside(_resolved(d), real_root):
             findings.append(Finding(top, "link", f"symbolic link to {_resolved(d)}, outside the split"))
