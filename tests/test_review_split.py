@@ -125,3 +125,22 @@ def test_the_scenes_folder_is_checked_and_cleaned_like_the_other_folders_of_a_sp
     temp.write_bytes(b"half")
     build(built[0], v2_split)
     assert not temp.exists()
+
+
+def test_a_resumed_build_records_the_flood_facts_of_the_files_it_keeps(tmp_path):
+    """The submerged fractions of a flood file are recorded whether the file is rendered or kept from an earlier run
+    (a pure function of the clean pixels, the scene and the suite): re-running a finished build writes nothing and
+    leaves the manifest as it was."""
+    from aegis_data.engine.config import load_config
+    from aegis_data.sources import load_source
+    from aegis_data.split.build import build_splits
+
+    dataset, out = load_source("yolo", source=yolo_source(tmp_path / "src", 2)), tmp_path / "split"
+    run = dict(corruptions=["inundation"], severities=[1], workers=1, config=load_config("aegis-v2"), scale="object")
+    assert build_splits(dataset, out, **run).files_written == 4
+    first = (out / "manifest.json").read_bytes()
+    floods = [e for e in json.loads(first)["entries"] if e.get("condition") == "inundation_s1"]
+    assert len(floods) == 2 and all(len(e["submerged_fraction"]) == 1 for e in floods), floods
+    again = build_splits(dataset, out, **run)
+    assert (again.files_written, again.files_skipped) == (0, 4)
+    assert (out / "manifest.json").read_bytes() == first

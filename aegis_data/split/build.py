@@ -448,14 +448,12 @@ def unit_water_mask(unit: Unit, source: np.ndarray) -> np.ndarray | None:
 
 
 def unit_scene(unit: Unit, source: np.ndarray, suite: SuiteConfig, scale: Scale | None,
-               mask: np.ndarray | None = None) -> Scene:
+               mask: np.ndarray | None) -> Scene:
     """The scene of a unit's source image: estimated with the build's person unit, the suite's camera, the
-    unit's sidecar (whose water mask is read from the sidecar's folder unless given as ``mask``) and its record's
-    person boxes (the ground truth)."""
+    unit's sidecar with its water ``mask`` (:func:`unit_water_mask`) and its record's person boxes (the ground
+    truth)."""
     if scale is None or not scale.is_object:
         raise AegisError(f"suite {suite.suite} needs an object scale (a person unit) to derive scenes")
-    if mask is None:
-        mask = unit_water_mask(unit, source)
     try:
         return estimate_scene(source, scale.person_px, suite.camera, unit.sidecar, mask, persons=unit.record.boxes)
     except AegisError as exc:  # e.g. a sidecar's valid rectangle outside this image: say which image
@@ -468,10 +466,10 @@ def _store_water_mask(root: Path, unit: Unit, mask: np.ndarray) -> dict:
     rel = water_mask_relpath(unit.split, unit.record.image_id)
     rgb = np.repeat((np.asarray(mask, dtype=bool).view(np.uint8) * 255)[..., None], 3, axis=2)
     data = encode_png(np.ascontiguousarray(rgb))
-    path = root / rel
-    if not (path.is_file() and not path.is_symlink() and file_sha256(path) == hashlib.sha256(data).hexdigest()):
+    path, sha = root / rel, hashlib.sha256(data).hexdigest()
+    if not (path.is_file() and not path.is_symlink() and file_sha256(path) == sha):
         write_bytes_atomic(path, data)
-    return {"path": rel, "sha256": hashlib.sha256(data).hexdigest(), "mask_sha256": water_mask_digest(mask)}
+    return {"path": rel, "sha256": sha, "mask_sha256": water_mask_digest(mask)}
 
 
 def image_relpath(split: str, condition: str, image_id: str) -> str:
@@ -525,7 +523,6 @@ def render_unit(task: UnitTask) -> UnitResult:
         res.source_changed = bool(res.skipped or task.known)
         todo, res.files, res.skipped = list(u.conditions), {}, 0
     scene = None
-    pending_facts: dict[str, dict] = {}
     suite = task.config or load_config()
     if suite.uses_scene:
         mask = unit_water_mask(u, source)
@@ -536,20 +533,6 @@ def render_unit(task: UnitTask) -> UnitResult:
         if task.known_scene is not None and scene_digest(res.scene) != task.known_scene:
             # The scene (a sidecar, the person unit) changed: every corrupted file depends on it.
             todo, res.files, res.skipped = list(u.conditions), {}, 0
-    if scene is not None:
-        from aegis_data.engine.corruptions import condition_facts
-
-        # The GT contract of a flood: every file of a flood condition records how deep each person stands
-        # (kept files too: a pure function of the clean pixels, the scene and the suite).
-        for cond in u.conditions:
-            name, severity = parse_condition(cond)
-            facts = condition_facts(source, name, severity, suite, scene) if name is not None else None
-            rel = image_relpath(u.split, cond, rec.image_id)
-            if facts:
-                pending_facts[rel] = facts
-    if not todo:
-        _attach_facts(res, pending_facts)
-        return res
     mp = source.shape[0] * source.shape[1] / 1e6
     for cond in todo:
         name, severity = parse_condition(cond)
@@ -578,14 +561,17 @@ def render_unit(task: UnitTask) -> UnitResult:
         res.seconds_write += time.perf_counter() - t3
         res.written += 1
         res.megapixels += mp
-    _attach_facts(res, pending_facts)
+    if scene is not None:
+        from aegis_data.engine.corruptions import condition_facts
+
+        # The GT contract of a flood: every file of a flood condition records how deep each person stands
+        # (kept files too: a pure function of the clean pixels, the scene and the suite).
+        for file in res.files.values():
+            name, severity = parse_condition(file["condition"])
+            facts = condition_facts(source, name, severity, suite, scene) if name is not None else None
+            if facts:
+                file.update(facts)
     return res
-
-
-def _attach_facts(res: UnitResult, facts: Mapping[str, Mapping[str, Any]]) -> None:
-    for rel, f in facts.items():
-        if rel in res.files:
-            res.files[rel].update(f)
 
 
 # ----------------------------------------------------------------------------------------------------------
