@@ -144,3 +144,27 @@ def test_a_resumed_build_records_the_flood_facts_of_the_files_it_keeps(tmp_path)
     again = build_splits(dataset, out, **run)
     assert (again.files_written, again.files_skipped) == (0, 4)
     assert (out / "manifest.json").read_bytes() == first
+
+
+def _shift(image: np.ndarray, name: str, severity: int, image_id: str, seed: int) -> np.ndarray:
+    """A caller's corruption with the documented signature (image, name, severity, image_id, seed): no scene."""
+    return ((image.astype(np.int32) + 7) % 256).astype(np.uint8)
+
+
+def test_verify_reruns_a_callers_corruption_as_the_build_ran_it_without_a_scene(tmp_path):
+    """The build calls a caller's ``corrupt`` without the scene; verify passed ``scene=`` to the same function on a
+    generation-2 split and crashed (TypeError: unexpected keyword argument 'scene') at the first changed file."""
+    from aegis_data.engine.config import load_config
+    from aegis_data.split.build import build_splits
+    from test_splits_doubles import fake_dataset, fake_read, no_leak
+
+    out = tmp_path / "split"
+    build_splits(fake_dataset(), out, corruptions=["low_light"], severities=[1], workers=1, read_image=fake_read,
+                 corrupt=_shift, audit=no_leak, config=load_config("aegis-v2"), scale="object")
+    path = next((out / "test" / "low_light_s1").glob("*.png"))
+    img = read_rgb(path)
+    img[0, 0] ^= 1
+    write_png_atomic(path, img)
+    report = VF.verify_split(out, corrupt=_shift)
+    assert [(f.path, f.kind, f.pixels_differing) for f in report.failures] == [
+        (path.relative_to(out).as_posix(), "pixels", 1)]

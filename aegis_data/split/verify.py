@@ -347,7 +347,7 @@ def verify_split(
     images = _ImageCheck(
         root=root, max_pixels=max_pixels, seed=int(ref.data["seed"]), regenerate=regenerate and config is not None,
         why_not=("regeneration off" if not regenerate else f"the manifest's suite config is not available: {no_config}"),
-        corrupt=corrupt or SuiteCorruptor(config, scale),
+        corrupt=corrupt or SuiteCorruptor(config, scale), custom_corrupt=corrupt is not None,
         source_differs=_sources_that_differ(local, ref),
         config=config, scale=scale, scenes=_recorded_scenes(ref),
         scene_sources={(e["split"], e["image_id"]): e.get("source_pixel_sha256", "") for e in ref.images()
@@ -486,6 +486,7 @@ class _ImageCheck:
     why_not: str  # why pixels cannot be regenerated, when ``regenerate`` is False
     corrupt: Corrupt
     source_differs: set[tuple[str, str]]
+    custom_corrupt: bool = False  # ``corrupt`` is the caller's, not the suite's (it takes no scene, as in the build)
     clean_cache: dict[tuple[str, str], np.ndarray | None] = field(default_factory=dict)
     config: SuiteConfig | None = None
     scale: Scale | None = None
@@ -631,8 +632,10 @@ class _ImageCheck:
         if clean is None:
             return Finding(rel, "pixels", "pixels differ; the clean image is missing or changed, so the expected "
                                           "pixels cannot be regenerated")
+        scene = None
         try:
-            scene = self.scene(e["split"], e["image_id"], clean)
+            if not self.custom_corrupt:  # the build renders with a caller's corruption without the scene: so here
+                scene = self.scene(e["split"], e["image_id"], clean)
         except AegisError as exc:  # its clean entry's scene finding says why
             return Finding(rel, "pixels", f"pixels differ; the expected pixels cannot be regenerated: the recorded "
                                           f"scene cannot be re-derived ({exc})")
