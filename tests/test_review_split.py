@@ -168,3 +168,24 @@ def test_verify_reruns_a_callers_corruption_as_the_build_ran_it_without_a_scene(
     report = VF.verify_split(out, corrupt=_shift)
     assert [(f.path, f.kind, f.pixels_differing) for f in report.failures] == [
         (path.relative_to(out).as_posix(), "pixels", 1)]
+
+
+def test_against_a_reference_other_submerged_fractions_are_named(tmp_path):
+    """verify compares the entries both manifests list on every field the root hash covers (``entry_identity``),
+    a flood file's submerged fractions included."""
+    from aegis_data.engine.config import load_config
+    from aegis_data.sources import load_source
+    from aegis_data.split.build import build_splits
+    from aegis_data.split.manifest import files_hash, root_hash, sealed_header
+
+    out = tmp_path / "split"
+    build_splits(load_source("yolo", source=yolo_source(tmp_path / "src", 1)), out, corruptions=["inundation"],
+                 severities=[1], workers=1, config=load_config("aegis-v2"), scale="object")
+    m = json.loads((out / "manifest.json").read_text())
+    flood = next(e for e in m["entries"] if e.get("condition") == "inundation_s1")
+    flood["submerged_fraction"] = [0.5]
+    m["root_hash"] = root_hash(m, m["entries"])
+    m["files_hash"] = files_hash(m["root_hash"], m["encoder"], m["entries"], sealed_header(m))
+    (tmp_path / "ref.json").write_text(json.dumps(m))
+    found = [f for f in VF.verify_split(out, against=tmp_path / "ref.json").failures if f.kind == "manifest"]
+    assert [(f.path, "submerged_fraction" in f.detail) for f in found] == [(flood["path"], True)], found

@@ -56,9 +56,9 @@ from aegis_data.files.imageio import (DEFAULT_MAX_PIXELS, decode_file_bytes, fil
 from aegis_data.files.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_DIRS, SUITE_CONFIG_NAME, YOLO_DIR,
                                      condition_dir, image_file_name, link_target, water_mask_relpath)
 from aegis_data.files.readers import coco_annotations, coco_bbox, coco_images, read_coco_gt
-from aegis_data.split.manifest import (IMAGE_IDENTITY_KEYS, ROOT_ENTRY_KEYS, ROOT_IDENTITY_KEYS, Manifest,
-                                       acted_counts, annotation_digest, annotation_identity, gt_digest, image_identity,
-                                       load_manifest, records_acted)
+from aegis_data.split.manifest import (IMAGE_IDENTITY_KEYS, ROOT_IDENTITY_KEYS, Manifest, acted_counts,
+                                       annotation_digest, annotation_identity, entry_identity, gt_digest,
+                                       image_identity, load_manifest, records_acted)
 
 _BYTES_ONLY = "pixels identical, file bytes differ (another PNG encoder, its version or settings)"
 _UNCHANGED_GT = ("file bytes differ; every field the scorer reads is identical (boxes, categories, crowd flags, areas; "
@@ -416,11 +416,8 @@ def _identity_findings(ref: Manifest, local: Manifest, subset: bool = False) -> 
         mine, theirs = local.entries[rel], ref.entries[rel]
         if subset and mine.get("kind") != "image":
             continue  # GT and YOLO files of a partial build differ by design; GT is compared per image
-        fields = ROOT_ENTRY_KEYS.get(str(theirs.get("kind")), ())
-        if theirs.get("kind") == "image":
-            # The root hash covers an image's scene record and a flood's submerged fractions too (generation 2).
-            fields = (*fields, "scene", "submerged_fraction")
-        differ = [k for k in dict.fromkeys(("kind", *fields)) if k != "sha256" and mine.get(k) != theirs.get(k)]
+        fields = dict.fromkeys(("kind", *entry_identity(theirs), *entry_identity(mine)))  # what the root hash covers
+        differ = [k for k in fields if k != "sha256" and mine.get(k) != theirs.get(k)]
         if differ:
             out.append(Finding(rel, "manifest", "the reference lists this file with other identity fields: "
                                + ", ".join(f"{k} {mine.get(k)!r:.40} here vs {theirs.get(k)!r:.40} in the reference"
