@@ -189,3 +189,11 @@ def test_against_a_reference_other_submerged_fractions_are_named(tmp_path):
     (tmp_path / "ref.json").write_text(json.dumps(m))
     found = [f for f in VF.verify_split(out, against=tmp_path / "ref.json").failures if f.kind == "manifest"]
     assert [(f.path, "submerged_fraction" in f.detail) for f in found] == [(flood["path"], True)], found
+
+
+@pytest.mark.parametrize("reader", [read_rgb, image_size])
+def test_an_image_name_with_a_nul_byte_is_one_error_not_a_value_error(reader):
+    """open() raises ValueError for such a name; the existence checks before it return False (Python 3.8+), so the
+    reader's own check is what turns it into one line."""
+    with pytest.raises(AegisError, match="not a valid file name"):
+        reader("frame\x00.png")
