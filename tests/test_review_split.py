@@ -197,3 +197,26 @@ def test_an_image_name_with_a_nul_byte_is_one_error_not_a_value_error(reader):
     reader's own check is what turns it into one line."""
     with pytest.raises(AegisError, match="not a valid file name"):
         reader("frame\x00.png")
+
+
+@pytest.mark.parametrize("what", ["labels CSV", "groups file"])
+def test_both_sard_csv_readers_read_and_refuse_text_alike(tmp_path, what):
+    """The labels CSV and the groups CSV are read by one reader (UTF-8 with or without a byte-order mark, quoted
+    fields across lines); a byte that is not UTF-8 is one line naming the file and its offset, in both."""
+    from aegis_data.sources._sard_csv import read_label_csv
+    from aegis_data.sources.sard import read_groups_file
+
+    path = tmp_path / "x.csv"
+    if what == "labels CSV":
+        path.write_bytes(b"\xef\xbb\xbffilename,width,height,class,xmin,ymin,xmax,ymax\n"
+                         b'a.png,48,32,"Not\nDefined",1,1,9,9\n')
+        assert [(r.line, r.cls) for r in read_label_csv(path)] == [(2, "Not\nDefined")]
+        path.write_bytes(b"filename,width,height,class,xmin,ymin,xmax,ymax\na\xff.png,48,32,person,1,1,9,9\n")
+        read = read_label_csv
+    else:
+        path.write_bytes(b'\xef\xbb\xbfstem,group\ngss1,"seq\n1"\n')
+        assert read_groups_file(path) == {"gss1": "seq\n1"}
+        path.write_bytes(b"stem,group\ngss1,\xff\n")
+        read = read_groups_file
+    with pytest.raises(AegisError, match=rf"^{what} {path} is not UTF-8 text \(byte \d+\)$"):
+        read(path)
