@@ -682,14 +682,11 @@ def _scene_record_findings(ref: Manifest, config: SuiteConfig) -> list[Finding]:
     out = []
     for rel, e in sorted(ref.entries.items()):
         scene = e.get("scene")
-        if e.get("kind") != "image":
-            if scene is not None:
-                out.append(Finding(rel, "scene", "holds a scene record; only an image's clean entry records its scene"))
-        elif not config.uses_scene:
+        if e.get("kind") == "image" and not config.uses_scene:
             if scene is not None:
                 out.append(Finding(rel, "scene", f"holds a scene record, but suite {config.suite} renders without a "
                                                  f"scene model (generation 1)"))
-        elif e.get("condition") != "clean":
+        elif e.get("kind") != "image" or e.get("condition") != "clean":
             if scene is not None:
                 out.append(Finding(rel, "scene", "holds a scene record; only an image's clean entry records its scene"))
         elif scene is None:
@@ -719,14 +716,6 @@ def _unlisted_findings(root: Path, ref: Manifest, local: Manifest, subset: bool)
 # What a user consumes besides the listed files: the YOLO view's links, and links leaving the split
 
 
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-        return True
-    except ValueError:
-        return False
-
-
 def _resolved(path: Path) -> Path:
     """``path`` with its links followed; for links that form a loop, a placeholder naming it (it lies outside any
     split, so the loop is reported as a link and nothing is read through it)."""
@@ -744,7 +733,7 @@ def escaping_paths(root: Path, paths) -> dict[str, str]:
         target = link_target(p)
         if target is None:
             out[rel] = "itself (a symbolic link loop)"
-        elif not _inside(target, real_root):
+        elif not target.is_relative_to(real_root):
             out[rel] = str(target)
     return out
 
@@ -755,7 +744,7 @@ def link_findings(root: Path, paths) -> list[Finding]:
     findings = []
     for top in SPLIT_DIRS:
         d = root / top
-        if d.is_symlink() and not _inside(_resolved(d), real_root):
+        if d.is_symlink() and not _resolved(d).is_relative_to(real_root):
             findings.append(Finding(top, "link", f"symbolic link to {_resolved(d)}, outside the split"))
             continue
         if not d.is_dir():
@@ -763,7 +752,7 @@ def link_findings(root: Path, paths) -> list[Finding]:
         for dirpath, dirs, files in os.walk(d):
             for name in (*dirs, *files):
                 p = Path(dirpath, name)
-                if p.is_symlink() and not _inside(_resolved(p), real_root):
+                if p.is_symlink() and not _resolved(p).is_relative_to(real_root):
                     findings.append(Finding(p.relative_to(root).as_posix(), "link",
                                             f"symbolic link to {_resolved(p)}, outside the split"))
     names: dict[tuple[int, int], int] = {}
@@ -810,7 +799,7 @@ def yolo_view_findings(root: Path, manifest: Manifest) -> tuple[list[Finding], t
             rel = f"{YOLO_DIR}/labels/{split}/{cond}"
             link = root / rel
             if link.is_symlink():
-                if _resolved(link) != _resolved(clean) or not _inside(_resolved(link), real_root):
+                if _resolved(link) != _resolved(clean) or not _resolved(link).is_relative_to(real_root):
                     findings.append(Finding(rel, "link", f"points to {_resolved(link)}, not to the split's clean "
                                                          f"labels: `yolo val` would read other labels"))
             elif link.is_dir():
