@@ -58,6 +58,7 @@ from aegis_data.files.rgb import check_rgb_image
 from aegis_data.sources.records import Record
 from aegis_data.sources.yolo_labels import yolo_label_text as yolo_lines
 from aegis_data.split.manifest import (
+    box_xywh,
     build_manifest,
     canonical_json,
     gt_digest,
@@ -288,11 +289,6 @@ def _sidecar_of(record: Record, scene_dir: str | Path | None) -> tuple[dict | No
 # Annotation files (pure: records -> bytes)
 
 
-def _xywh(box) -> list[float]:
-    x0, y0, x1, y1 = (float(v) for v in box)
-    return [x0, y0, x1 - x0, y1 - y0]
-
-
 def coco_ground_truth(plan: BuildPlan, split: str) -> dict:
     """COCO GT dict for one split: image ids 1..N in image_id order, person = category 1.
 
@@ -307,7 +303,7 @@ def coco_ground_truth(plan: BuildPlan, split: str) -> dict:
         })
         for box in r.boxes:
             ann_id += 1
-            x, y, w, h = _xywh(box)
+            x, y, w, h = box_xywh(box)
             anns.append({
                 "id": ann_id, "image_id": coco_id, "category_id": PERSON_CATEGORY["id"],
                 "bbox": [x, y, w, h], "area": w * h, "iscrowd": 0,
@@ -976,7 +972,7 @@ def _finish(out: Path, plan: BuildPlan, results: list[UnitResult]) -> list[dict]
         _write_if_changed(out / rel, data)
         entries.append({
             "path": rel, "kind": "annotations", "split": split, "sha256": hashlib.sha256(data).hexdigest(),
-            "gt": {r.image_id: gt_digest(_xywh(b) for b in r.boxes) for r in recs},
+            "gt": {r.image_id: gt_digest(box_xywh(b) for b in r.boxes) for r in recs},
         })
     for rel, data in yolo_files(plan).items():
         _write_if_changed(out / rel, data)

@@ -178,6 +178,13 @@ def files_hash(root: str, encoder: Mapping[str, Any], entries: Iterable[Mapping[
     return h.hexdigest()
 
 
+def box_xywh(box: Iterable[float]) -> list[float]:
+    """A box given by its corners (x0, y0, x1, y1) as the GT file holds it, [x, y, w, h] (what :func:`gt_digest`
+    reads): one conversion for the file the build writes, its digest, and verify's check of a scene's persons."""
+    x0, y0, x1, y1 = (float(v) for v in box)
+    return [x0, y0, x1 - x0, y1 - y0]
+
+
 def gt_digest(boxes_xywh: Iterable[Iterable[float]]) -> str:
     """SHA-256 of one image's GT boxes (list of [x, y, w, h] floats, in annotation order)."""
     return hashlib.sha256(canonical_json([[float(v) for v in b] for b in boxes_xywh])).hexdigest()

@@ -57,7 +57,7 @@ from aegis_data.files.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_DIRS,
                                      condition_dir, image_file_name, link_target, water_mask_relpath)
 from aegis_data.files.readers import coco_annotations, coco_bbox, coco_images, read_coco_gt
 from aegis_data.split.manifest import (IMAGE_IDENTITY_KEYS, ROOT_IDENTITY_KEYS, Manifest, acted_counts,
-                                       annotation_digest, annotation_identity, entry_identity, gt_digest,
+                                       annotation_digest, annotation_identity, box_xywh, entry_identity, gt_digest,
                                        image_identity, load_manifest, records_acted)
 
 _BYTES_ONLY = "pixels identical, file bytes differ (another PNG encoder, its version or settings)"
@@ -582,8 +582,7 @@ class _ImageCheck:
         """Why a scene's recorded persons are not the image's ground truth as the manifest seals it (its GT digest;
         None when they are, or when the manifest records no digest for the image: another finding says so)."""
         digest = (self.gt_digests.get(split) or {}).get(image_id)
-        # The build writes each box as [x0, y0, x1 - x0, y1 - y0] from the same floats: the same digest.
-        if not isinstance(digest, str) or gt_digest([x0, y0, x1 - x0, y1 - y0] for x0, y0, x1, y1 in persons) == digest:
+        if not isinstance(digest, str) or gt_digest(box_xywh(b) for b in persons) == digest:
             return None
         return (f"the scene's persons ({len(persons)} boxes) are not the image's ground-truth boxes the manifest "
                 f"seals in {ANNOTATIONS_DIR}/{split}.json (the flood models read them)")
