@@ -300,7 +300,6 @@ def build_manifest(
     return data
 
 
-
 def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
     """The file form: sorted keys, indent 2, trailing newline (stable for identical content)."""
     return b"".join(manifest_chunks(manifest))
