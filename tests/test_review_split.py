@@ -1,8 +1,10 @@
-"""Review of the split, files and sources rooms after aegis-v2 (work done once, one check per rule).
+"""Review of the split, files and sources rooms after aegis-v2: work done once, one definition per rule.
 
-Each test fails on the code before the review: verify derived an image's scene again for every changed file of it,
-compared GT stems in quadratic time, and the image reader's name check had no test.
-"""
+Each test failed (or could not run) on the code before the review, or guards a refactor of it (proved by breaking the
+code it guards): verify re-derived an image's scene for every changed file of it, compared GT stems in quadratic
+time, passed a caller's corruption a scene the build never gives it, and (like the build's temp-file cleanup) left
+scenes/ out of the split's folders; render_unit's flood facts of kept files, the reference comparison of submerged
+fractions, the image reader's NUL-name check and SARD's two CSV readers had no test of their own."""
 
 from __future__ import annotations
 
