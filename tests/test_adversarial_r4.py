@@ -445,11 +445,18 @@ def test_a_water_mask_digest_that_is_no_digest_is_a_scene_finding(v2, digest):
 
 
 def test_a_water_mask_named_without_its_digest_is_a_scene_finding(v2):
+    """The scene is re-derived with the mask the split keeps for it: none here, so it cannot be; with a mask placed
+    there, its digest is not the recorded None."""
     def edit(m, _):
         entry(m)["scene"]["given"]["water_mask"] = "water.png"
     reseal(v2, edit)
     found = verify_failures(v2)
-    assert any(f["kind"] == "scene" and "water_mask_sha256 None" in f["detail"] for f in found), found
+    assert any(f["path"] == "test/clean/f0.png" and f["kind"] == "scene" and "water mask file not found" in f["detail"]
+               for f in found), found
+    write_png_atomic(v2 / "scenes" / "test" / "f0.water.png", rgb())
+    found = verify_failures(v2)
+    assert any(f["path"] == "test/clean/f0.png" and f["kind"] == "scene" and "water_mask_sha256" in f["detail"]
+               for f in found), found
 
 
 def test_unusable_sidecar_facts_and_a_changed_file_give_a_report_not_an_abort(v2):

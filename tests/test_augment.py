@@ -119,18 +119,16 @@ def test_a_policy_renders_with_its_suite_and_aegis_v2_takes_the_person_unit():
     """A policy renders with one suite (docs/MITIGATION.md): aegis-v1 by name keeps the hash runs trained before
     aegis-v2 recorded; aegis-v2 (the default) needs the frames' person unit and refuses in one line without it."""
     from aegis_data.engine.corruptions import corrupt_with_stream
-    from aegis_data.engine.scale import Scale
 
     v1, v2 = load_config("aegis-v1"), load_config("aegis-v2")
     old = DisasterAugment(load_policy("all", "aegis-v1"), seed=0)
     assert old.policy.suite_config_hash == v1.config_hash == "939fc3c23420" and old.policy.hash == "a46b2cea4cff"
     with pytest.raises(AegisError, match="person unit"):
         DisasterAugment("all", seed=0)
-    unit = Scale("object", 20.0, "test")
-    new = DisasterAugment("all", seed=0, scale=unit)
+    new = DisasterAugment("all", seed=0, scale=UNIT)
     assert new.policy.suite == "aegis-v2" and new.policy.suite_config_hash == v2.config_hash
     img = _frame(96, 128)
-    for aug, cfg, scale in ((old, v1, None), (new, v2, unit)):
+    for aug, cfg, scale in ((old, v1, None), (new, v2, UNIT)):
         sample = next(i for i in range(200) if aug.choose(0, i).condition == "low_light_s2")
         choice = aug.choose(0, sample)
         rng = KeyedRandom(choice.key).child(f"{choice.corruption}|s{choice.severity}")

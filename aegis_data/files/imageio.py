@@ -232,13 +232,9 @@ def _regular_image_file(path: str | Path) -> Path:
     """``path`` as a Path; AegisError for a name no file can have (a NUL byte) and for a FIFO, socket or device,
     refused before it is opened: reading a FIFO blocks until a writer comes, a device may never end."""
     p = Path(path)
-    try:
-        exists, regular, folder = p.exists(), p.is_file(), p.is_dir()
-    except ValueError:  # an embedded NUL byte
-        raise AegisError(f"cannot read image {str(p)[:200]!r}: not a valid file name") from None
-    if "\x00" in str(p):
+    if "\x00" in str(p):  # open() would raise ValueError (the existence checks just say False)
         raise AegisError(f"cannot read image {str(p)[:200]!r}: not a valid file name")
-    if exists and not regular and not folder:
+    if p.exists() and not p.is_file() and not p.is_dir():
         raise AegisError(f"expected an image file, got a FIFO, socket or device: {p}")
     return p
 

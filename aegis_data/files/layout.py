@@ -14,6 +14,10 @@ ANNOTATIONS_DIR = "annotations"
 SCENES_DIR = "scenes"
 WATER_MASK_SUFFIX = ".water.png"
 SPLIT_NAMES = ("test", "val", "train")
+YOLO_DIR = "yolo"  # the YOLO view: label files, image lists, data.yaml files and links into the split folders
+# Every folder a split's files live in: a manifest names files under these only; verify walks them for unlisted
+# files and links leaving the split; a build clears them of a killed run's temp files.
+SPLIT_DIRS = (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR, SCENES_DIR)
 # An image id names its file (<id>.png) in every condition folder: no separators, no leading dot.
 SAFE_IMAGE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
 PERSON_CATEGORY = {"id": 1, "name": "person", "supercategory": "person"}

@@ -106,8 +106,8 @@ def parse_json_bytes(data: bytes, what: str, path: str | Path, code_prefix: str 
 
 def read_file_bytes(path: str | Path, what: str, code_prefix: str = "", max_bytes: int | None = None) -> bytes:
     """The bytes of one input file; AegisError ``[<prefix>not_found]``, ``wrong_type`` (a directory, FIFO,
-    socket or device), ``unreadable`` or, with ``max_bytes``, ``too_large`` (checked before reading, and at most
-    ``max_bytes + 1`` bytes are read, so a file that grows meanwhile is refused too)."""
+    socket or device), ``unreadable`` or, with ``max_bytes``, ``too_large`` (at most ``max_bytes + 1`` bytes are
+    read: a larger file is refused without reading it whole, also one that grows while it is read)."""
     p = Path(path)
     if not p.exists():
         raise AegisError(f"[{code_prefix}not_found] {what} file not found: {p}")
@@ -116,19 +116,16 @@ def read_file_bytes(path: str | Path, what: str, code_prefix: str = "", max_byte
     if not p.is_file():  # checked before open(): reading a FIFO blocks, a device may never end
         raise AegisError(f"[{code_prefix}wrong_type] {what} path is not a regular file (a FIFO, socket or "
                          f"device): {p}")
-    too_large = AegisError(f"[{code_prefix}too_large] {what} file {p} is too large: a {what} is at most "
-                           f"{max_bytes or 0:,} bytes")
     try:
         if max_bytes is None:
             return p.read_bytes()
-        if p.stat().st_size > max_bytes:
-            raise too_large
         with open(p, "rb") as fh:
             data = fh.read(max_bytes + 1)
     except OSError as exc:
         raise AegisError(f"[{code_prefix}unreadable] cannot read {what} file {p}: {exc.strerror}") from None
     if len(data) > max_bytes:
-        raise too_large
+        raise AegisError(f"[{code_prefix}too_large] {what} file {p} is too large: a {what} is at most "
+                         f"{max_bytes:,} bytes")
     return data
 
 

@@ -88,13 +88,7 @@ def is_csv_layout(root: Path, exclude: Path | None = None) -> bool:
 
 def read_label_csv(path: Path) -> list[CsvRow]:
     """The rows of one labels CSV; AegisError naming the file (and line) for a missing column or a bad value."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # utf-8-sig: spreadsheet programs write a byte-order mark
-    except OSError as exc:
-        raise AegisError(f"cannot read labels CSV {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise AegisError(f"labels CSV {path} is not UTF-8 text") from None
-    rows = csv_records(text, path)
+    rows = read_csv_records(path, "labels CSV")
     if not rows:
         raise AegisError(f"labels CSV {path} is empty (expected the header {','.join(CSV_COLUMNS)})")
     header_line, header = rows[0]
@@ -120,9 +114,16 @@ def read_label_csv(path: Path) -> list[CsvRow]:
     return out
 
 
-def csv_records(text: str, path: Path) -> list[tuple[int, list[str]]]:
-    """(first line, fields) of every non-blank record, parsed as the csv module reads a file: a quoted field
-    may hold a comma or a line break ("Not\nDefined" is one class), so records are not lines."""
+def read_csv_records(path: Path, what: str) -> list[tuple[int, list[str]]]:
+    """(first line, fields) of every non-blank record of a UTF-8 CSV file (``what``: its name in messages), parsed
+    as the csv module reads a file: a quoted field may hold a comma or a line break ("Not\nDefined" is one class),
+    so records are not lines. A byte-order mark, which spreadsheet programs write, is dropped."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise AegisError(f"{what} {path} is not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise AegisError(f"cannot read {what} {path}: {exc.strerror}") from None
     reader = csv.reader(io.StringIO(text, newline=""))
     out = []
     start = 1

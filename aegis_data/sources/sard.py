@@ -42,7 +42,8 @@ from aegis_data.sources._common import (
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
 from aegis_data.sources._labels import split_stats, xml_record
 from aegis_data.sources._sard_csv import (
-    DEGENERATE_KINDS, SARD_PERSON_CLASSES, CsvLayout, csv_records, folder_image_id, is_csv_layout, read_csv_layout,
+    DEGENERATE_KINDS, SARD_PERSON_CLASSES, CsvLayout, folder_image_id, is_csv_layout, read_csv_layout,
+    read_csv_records,
 )
 from aegis_data.sources._split import assign_groups
 from aegis_data.sources.records import Record
@@ -79,13 +80,7 @@ def read_groups_file(path: Path) -> dict[str, str]:
                                  f"expected a non-empty string or a number")
             out[Path(str(k)).stem if "." in str(k) and not str(k).startswith(".") else str(k)] = str(v)
     else:
-        try:
-            text = path.read_text(encoding="utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise AegisError(f"groups file {path} is not UTF-8 text (byte {exc.start})") from None
-        except OSError as exc:
-            raise AegisError(f"cannot read groups file {path}: {exc.strerror}") from None
-        for n, row in csv_records(text, path):
+        for n, row in read_csv_records(path, "groups file"):
             if len(row) < 2:
                 raise AegisError(f"groups file {path}:{n}: expected 'stem,group', got {','.join(row)!r:.80}")
             stem, group = row[0].strip(), row[1].strip()

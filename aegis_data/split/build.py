@@ -49,8 +49,8 @@ from aegis_data.files.imageio import (
     write_bytes_atomic,
 )
 from aegis_data.files.layout import (
-    ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SAFE_IMAGE_ID, SPLIT_NAMES, SUITE_CONFIG_NAME, image_file_name,
-    water_mask_relpath,
+    ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SAFE_IMAGE_ID, SPLIT_DIRS, SPLIT_NAMES, SUITE_CONFIG_NAME, YOLO_DIR,
+    image_file_name, water_mask_relpath,
 )
 from aegis_data.files.png import check_png_writer
 from aegis_data.files.readers import read_json
@@ -58,6 +58,7 @@ from aegis_data.files.rgb import check_rgb_image
 from aegis_data.sources.records import Record
 from aegis_data.sources.yolo_labels import yolo_label_text as yolo_lines
 from aegis_data.split.manifest import (
+    box_xywh,
     build_manifest,
     canonical_json,
     gt_digest,
@@ -69,7 +70,6 @@ from aegis_data.split.manifest import (
 JOURNAL_DIR = ".aegis-build"
 STATE_NAME = "state.json"
 JOURNAL_NAME = "journal.jsonl"
-YOLO_DIR = "yolo"
 NO_TRAIN_LIST = "no_train.txt"  # the empty list ``train:`` names when neither train nor val was built
 _BOX_TOLERANCE = 1e-6  # boxes may touch the frame edge up to float noise
 
@@ -289,11 +289,6 @@ def _sidecar_of(record: Record, scene_dir: str | Path | None) -> tuple[dict | No
 # Annotation files (pure: records -> bytes)
 
 
-def _xywh(box) -> list[float]:
-    x0, y0, x1, y1 = (float(v) for v in box)
-    return [x0, y0, x1 - x0, y1 - y0]
-
-
 def coco_ground_truth(plan: BuildPlan, split: str) -> dict:
     """COCO GT dict for one split: image ids 1..N in image_id order, person = category 1.
 
@@ -308,7 +303,7 @@ def coco_ground_truth(plan: BuildPlan, split: str) -> dict:
         })
         for box in r.boxes:
             ann_id += 1
-            x, y, w, h = _xywh(box)
+            x, y, w, h = box_xywh(box)
             anns.append({
                 "id": ann_id, "image_id": coco_id, "category_id": PERSON_CATEGORY["id"],
                 "bbox": [x, y, w, h], "area": w * h, "iscrowd": 0,
@@ -449,14 +444,12 @@ def unit_water_mask(unit: Unit, source: np.ndarray) -> np.ndarray | None:
 
 
 def unit_scene(unit: Unit, source: np.ndarray, suite: SuiteConfig, scale: Scale | None,
-               mask: np.ndarray | None = None) -> Scene:
+               mask: np.ndarray | None) -> Scene:
     """The scene of a unit's source image: estimated with the build's person unit, the suite's camera, the
-    unit's sidecar (whose water mask is read from the sidecar's folder unless given as ``mask``) and its record's
-    person boxes (the ground truth)."""
+    unit's sidecar with its water ``mask`` (:func:`unit_water_mask`) and its record's person boxes (the ground
+    truth)."""
     if scale is None or not scale.is_object:
         raise AegisError(f"suite {suite.suite} needs an object scale (a person unit) to derive scenes")
-    if mask is None:
-        mask = unit_water_mask(unit, source)
     try:
         return estimate_scene(source, scale.person_px, suite.camera, unit.sidecar, mask, persons=unit.record.boxes)
     except AegisError as exc:  # e.g. a sidecar's valid rectangle outside this image: say which image
@@ -469,10 +462,10 @@ def _store_water_mask(root: Path, unit: Unit, mask: np.ndarray) -> dict:
     rel = water_mask_relpath(unit.split, unit.record.image_id)
     rgb = np.repeat((np.asarray(mask, dtype=bool).view(np.uint8) * 255)[..., None], 3, axis=2)
     data = encode_png(np.ascontiguousarray(rgb))
-    path = root / rel
-    if not (path.is_file() and not path.is_symlink() and file_sha256(path) == hashlib.sha256(data).hexdigest()):
+    path, sha = root / rel, hashlib.sha256(data).hexdigest()
+    if not (path.is_file() and not path.is_symlink() and file_sha256(path) == sha):
         write_bytes_atomic(path, data)
-    return {"path": rel, "sha256": hashlib.sha256(data).hexdigest(), "mask_sha256": water_mask_digest(mask)}
+    return {"path": rel, "sha256": sha, "mask_sha256": water_mask_digest(mask)}
 
 
 def image_relpath(split: str, condition: str, image_id: str) -> str:
@@ -526,7 +519,6 @@ def render_unit(task: UnitTask) -> UnitResult:
         res.source_changed = bool(res.skipped or task.known)
         todo, res.files, res.skipped = list(u.conditions), {}, 0
     scene = None
-    pending_facts: dict[str, dict] = {}
     suite = task.config or load_config()
     if suite.uses_scene:
         mask = unit_water_mask(u, source)
@@ -537,20 +529,6 @@ def render_unit(task: UnitTask) -> UnitResult:
         if task.known_scene is not None and scene_digest(res.scene) != task.known_scene:
             # The scene (a sidecar, the person unit) changed: every corrupted file depends on it.
             todo, res.files, res.skipped = list(u.conditions), {}, 0
-    if scene is not None:
-        from aegis_data.engine.corruptions import condition_facts
-
-        # The GT contract of a flood: every file of a flood condition records how deep each person stands
-        # (kept files too: a pure function of the clean pixels, the scene and the suite).
-        for cond in u.conditions:
-            name, severity = parse_condition(cond)
-            facts = condition_facts(source, name, severity, suite, scene) if name is not None else None
-            rel = image_relpath(u.split, cond, rec.image_id)
-            if facts:
-                pending_facts[rel] = facts
-    if not todo:
-        _attach_facts(res, pending_facts)
-        return res
     mp = source.shape[0] * source.shape[1] / 1e6
     for cond in todo:
         name, severity = parse_condition(cond)
@@ -579,14 +557,17 @@ def render_unit(task: UnitTask) -> UnitResult:
         res.seconds_write += time.perf_counter() - t3
         res.written += 1
         res.megapixels += mp
-    _attach_facts(res, pending_facts)
+    if scene is not None:
+        from aegis_data.engine.corruptions import condition_facts
+
+        # The GT contract of a flood: every file of a flood condition records how deep each person stands
+        # (kept files too: a pure function of the clean pixels, the scene and the suite).
+        for file in res.files.values():
+            name, severity = parse_condition(file["condition"])
+            facts = condition_facts(source, name, severity, suite, scene) if name is not None else None
+            if facts:
+                file.update(facts)
     return res
-
-
-def _attach_facts(res: UnitResult, facts: Mapping[str, Mapping[str, Any]]) -> None:
-    for rel, f in facts.items():
-        if rel in res.files:
-            res.files[rel].update(f)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -746,7 +727,7 @@ def check_source_location(out: Path, location: str | None) -> None:
 
 def _remove_stale_temp_files(out: Path) -> None:
     """Delete temp files left by a killed build (``.<name>.<random>.tmp``, see imageio.write_bytes_atomic)."""
-    for top in (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR):
+    for top in SPLIT_DIRS:
         d = out / top
         if d.is_dir():
             for p in d.rglob(".*.tmp"):
@@ -991,7 +972,7 @@ def _finish(out: Path, plan: BuildPlan, results: list[UnitResult]) -> list[dict]
         _write_if_changed(out / rel, data)
         entries.append({
             "path": rel, "kind": "annotations", "split": split, "sha256": hashlib.sha256(data).hexdigest(),
-            "gt": {r.image_id: gt_digest(_xywh(b) for b in r.boxes) for r in recs},
+            "gt": {r.image_id: gt_digest(box_xywh(b) for b in r.boxes) for r in recs},
         })
     for rel, data in yolo_files(plan).items():
         _write_if_changed(out / rel, data)

@@ -59,7 +59,7 @@ from aegis_data import __version__
 from aegis_data.engine.scale import scale_from_record
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import write_bytes_atomic
-from aegis_data.files.layout import water_mask_relpath
+from aegis_data.files.layout import SPLIT_DIRS, water_mask_relpath
 from aegis_data.files.readers import parse_json_bytes
 
 MANIFEST_FORMAT = "aegis-manifest/2"
@@ -74,8 +74,6 @@ ROOT_ENTRY_KEYS = {
     "yolo": ("path", "kind", "sha256"),
     "water_mask": ("path", "kind", "split", "image_id", "mask_sha256"),
 }
-# Where a split's files live; a manifest entry names a path under one of these, nothing else.
-ENTRY_TOPS = ("test", "val", "train", "annotations", "yolo", "scenes")
 _STRING_FIELDS = ("kind", "split", "condition", "image_id", "sha256", "pixel_sha256", "source_pixel_sha256",
                   "mask_sha256")
 
@@ -178,6 +176,13 @@ def files_hash(root: str, encoder: Mapping[str, Any], entries: Iterable[Mapping[
     h.update(b"]" + (b"" if header is None else b',"header":' + canonical_json(dict(header))))
     h.update(b',"root_hash":' + canonical_json(root) + b"}")
     return h.hexdigest()
+
+
+def box_xywh(box: Iterable[float]) -> list[float]:
+    """A box given by its corners (x0, y0, x1, y1) as the GT file holds it, [x, y, w, h] (what :func:`gt_digest`
+    reads): one conversion for the file the build writes, its digest, and verify's check of a scene's persons."""
+    x0, y0, x1, y1 = (float(v) for v in box)
+    return [x0, y0, x1 - x0, y1 - y0]
 
 
 def gt_digest(boxes_xywh: Iterable[Iterable[float]]) -> str:
@@ -295,7 +300,6 @@ def build_manifest(
     return data
 
 
-
 def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
     """The file form: sorted keys, indent 2, trailing newline (stable for identical content)."""
     return b"".join(manifest_chunks(manifest))
@@ -405,7 +409,7 @@ def check_manifest(data: Any, p: str | Path) -> Manifest:
         why = unsafe_entry_path(e["path"])
         if why:
             raise AegisError(f"manifest {p}: entry path {e['path'][:120]!r} {why}; a manifest may only name files "
-                             f"inside the split (relative paths under {', '.join(ENTRY_TOPS)})")
+                             f"inside the split (relative paths under {', '.join(SPLIT_DIRS)})")
         why = _entry_problem(e)
         if why:
             raise AegisError(f"manifest {p}: entry {e['path'][:120]!r} {why}")
@@ -469,7 +473,7 @@ def _entry_problem(e: Mapping[str, Any]) -> str | None:
 
 def unsafe_entry_path(path: str) -> str | None:
     """Why ``path`` may not name a file of a split (None when it may): it must be relative, POSIX, free of
-    ``.``/``..``/empty components and start with one of ``ENTRY_TOPS``."""
+    ``.``/``..``/empty components and start with one of ``SPLIT_DIRS``."""
     if not path or "\x00" in path:
         return "is empty or holds a NUL"
     if path.startswith("/") or "\\" in path or (len(path) > 1 and path[1] == ":"):
@@ -477,6 +481,6 @@ def unsafe_entry_path(path: str) -> str | None:
     parts = path.split("/")
     if any(part in ("", ".", "..") for part in parts):
         return "has an empty, '.' or '..' component"
-    if parts[0] not in ENTRY_TOPS or len(parts) < 2:
-        return f"is not under {', '.join(ENTRY_TOPS)}"
+    if parts[0] not in SPLIT_DIRS or len(parts) < 2:
+        return f"is not under {', '.join(SPLIT_DIRS)}"
     return None

@@ -3,7 +3,8 @@
 ``verify_split`` recomputes the SHA-256 of every file the manifest lists and classifies each difference:
 
     missing      listed in the manifest, not on disk
-    extra        on disk under a split directory or annotations/, not listed (includes temp files of a crash)
+    extra        on disk under a split folder (test, val, train, annotations, yolo, scenes), not listed (includes
+                 temp files of a crash)
     bytes-only   file bytes differ but the decoded pixels are identical (another PNG encoder or settings);
                  against a reference manifest this is information (the benchmark's identity is the pixels),
                  unless ``strict_bytes``; against the split's own manifest it fails (this copy was changed).
@@ -52,14 +53,12 @@ from aegis_data.errors import AegisError
 from aegis_data.executors import Placement, map_units
 from aegis_data.files.imageio import (DEFAULT_MAX_PIXELS, decode_file_bytes, file_sha256, pixel_sha256, read_rgb,
                                       standard_decode_problem)
-from aegis_data.files.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_NAMES, SUITE_CONFIG_NAME, condition_dir,
-                                     image_file_name, link_target, water_mask_relpath)
+from aegis_data.files.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_DIRS, SUITE_CONFIG_NAME, YOLO_DIR,
+                                     condition_dir, image_file_name, link_target, water_mask_relpath)
 from aegis_data.files.readers import coco_annotations, coco_bbox, coco_images, read_coco_gt
-from aegis_data.split.manifest import (IMAGE_IDENTITY_KEYS, ROOT_ENTRY_KEYS, ROOT_IDENTITY_KEYS, Manifest,
-                                       acted_counts, annotation_digest, annotation_identity, gt_digest, image_identity,
-                                       load_manifest, records_acted)
-
-YOLO_DIR = "yolo"  # see aegis_data.split.build.yolo_files / link_yolo_dirs
+from aegis_data.split.manifest import (IMAGE_IDENTITY_KEYS, ROOT_IDENTITY_KEYS, Manifest, acted_counts,
+                                       annotation_digest, annotation_identity, box_xywh, entry_identity, gt_digest,
+                                       image_identity, load_manifest, records_acted)
 
 _BYTES_ONLY = "pixels identical, file bytes differ (another PNG encoder, its version or settings)"
 _UNCHANGED_GT = ("file bytes differ; every field the scorer reads is identical (boxes, categories, crowd flags, areas; "
@@ -154,7 +153,7 @@ def _suite_config(root: Path, config_hash: Any) -> tuple[SuiteConfig | None, str
 def _walk_files(root: Path) -> list[str]:
     """Relative POSIX paths of every file (or file-like link) under the split dirs and annotations/."""
     found = []
-    for top in (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR):
+    for top in SPLIT_DIRS:
         d = root / top
         if not d.is_dir() or d.is_symlink():
             continue
@@ -182,10 +181,12 @@ def _gt_identity(path: Path, images: Mapping[str, Mapping[str, Any]] | None
     coco = read_coco_gt(path)[0]
     rows = coco_images(coco, path)
     stems: dict[int, str] = {}
-    for k, im in enumerate(rows):
+    seen: set[str] = set()
+    for im in rows:
         stem = im.get("stem") or Path(im["file_name"]).stem
-        if stem in stems.values():
+        if stem in seen:
             raise AegisError(f"{path}: two images have the stem {stem!r}")
+        seen.add(stem)
         stems[im["id"]] = stem
     items: dict[int, list] = {i: [] for i in stems}
     for k, a in coco_annotations(coco, path, items):
@@ -346,7 +347,7 @@ def verify_split(
     images = _ImageCheck(
         root=root, max_pixels=max_pixels, seed=int(ref.data["seed"]), regenerate=regenerate and config is not None,
         why_not=("regeneration off" if not regenerate else f"the manifest's suite config is not available: {no_config}"),
-        corrupt=corrupt or SuiteCorruptor(config, scale),
+        corrupt=corrupt or SuiteCorruptor(config, scale), custom_corrupt=corrupt is not None,
         source_differs=_sources_that_differ(local, ref),
         config=config, scale=scale, scenes=_recorded_scenes(ref),
         scene_sources={(e["split"], e["image_id"]): e.get("source_pixel_sha256", "") for e in ref.images()
@@ -359,8 +360,14 @@ def verify_split(
             findings.append(Finding(MANIFEST_NAME, "manifest", f"the manifest names suite "
                                     f"{ref.data.get('suite')!r:.60} but its suite config is {config.suite!r:.60}"))
     if config is not None and config.uses_scene:
-        findings.extend(images.scene_findings(paths, present, hashed, ref))
+        findings.extend(images.scene_findings(present, ref))
         findings.extend(_acted_findings(ref))
+    # Changed images are classified image by image (decoded: their pixel hash, computed with the file hash when the
+    # bytes differ): the clean image and scene a regeneration needs are then read and derived once per image, not
+    # once per condition (verify keeps only the last few).
+    changed = [p for p in present if ref.entries[p]["kind"] == "image" and hashed[p][0] != ref.entries[p]["sha256"]]
+    changed.sort(key=lambda p: (ref.entries[p]["split"], ref.entries[p]["image_id"], p))
+    changed_images = {rel: images.finding(rel, ref.entries[rel], *hashed[rel][1:]) for rel in changed}
     for rel in paths:
         if rel in outside:
             continue
@@ -368,8 +375,7 @@ def verify_split(
             findings.append(Finding(rel, "missing", "listed in the manifest, not on disk"))
             continue
         e = ref.entries[rel]
-        file_hash, decoded, problem = hashed[rel]  # decoded: pixel hash, computed with the file hash when bytes differ
-        if file_hash == e["sha256"]:
+        if hashed[rel][0] == e["sha256"]:
             continue
         kind = e.get("kind")
         if kind == "annotations":
@@ -380,7 +386,7 @@ def verify_split(
         elif kind != "image":
             findings.append(Finding(rel, "yolo" if kind == "yolo" else str(kind), "file content differs"))
         else:
-            findings.append(images.finding(rel, e, decoded, problem))
+            findings.append(changed_images[rel])
 
     findings.extend(_unlisted_findings(root, ref, local, subset))
     findings.extend(link_findings(root, sorted(present)))
@@ -410,11 +416,8 @@ def _identity_findings(ref: Manifest, local: Manifest, subset: bool = False) -> 
         mine, theirs = local.entries[rel], ref.entries[rel]
         if subset and mine.get("kind") != "image":
             continue  # GT and YOLO files of a partial build differ by design; GT is compared per image
-        fields = ROOT_ENTRY_KEYS.get(str(theirs.get("kind")), ())
-        if theirs.get("kind") == "image":
-            # The root hash covers an image's scene record and a flood's submerged fractions too (generation 2).
-            fields = (*fields, "scene", "submerged_fraction")
-        differ = [k for k in dict.fromkeys(("kind", *fields)) if k != "sha256" and mine.get(k) != theirs.get(k)]
+        fields = dict.fromkeys(("kind", *entry_identity(theirs), *entry_identity(mine)))  # what the root hash covers
+        differ = [k for k in fields if k != "sha256" and mine.get(k) != theirs.get(k)]
         if differ:
             out.append(Finding(rel, "manifest", "the reference lists this file with other identity fields: "
                                + ", ".join(f"{k} {mine.get(k)!r:.40} here vs {theirs.get(k)!r:.40} in the reference"
@@ -480,6 +483,7 @@ class _ImageCheck:
     why_not: str  # why pixels cannot be regenerated, when ``regenerate`` is False
     corrupt: Corrupt
     source_differs: set[tuple[str, str]]
+    custom_corrupt: bool = False  # ``corrupt`` is the caller's, not the suite's (it takes no scene, as in the build)
     clean_cache: dict[tuple[str, str], np.ndarray | None] = field(default_factory=dict)
     config: SuiteConfig | None = None
     scale: Scale | None = None
@@ -501,7 +505,6 @@ class _ImageCheck:
                 where = f"manifest scene of {split}/{image_id}"
                 given = recorded.get("given") if isinstance(recorded.get("given"), dict) else {}
                 facts = check_sidecar(dict(given), where)
-                _check_mask_record(recorded.get("water_mask_sha256"), "water_mask" in facts, f"{split}/{image_id}")
                 persons = recorded.get("persons", [])
                 if not isinstance(persons, list):
                     raise AegisError(f"{where}: persons must be a list of boxes, got {type(persons).__name__}")
@@ -514,13 +517,12 @@ class _ImageCheck:
             _keep_recent(self.derived)
         return self.derived[key]
 
-    def scene_findings(self, paths: Sequence[str], present: set[str], hashed: Mapping[str, Any],
-                       ref: Manifest | None = None) -> list[Finding]:
-        """``scene`` findings: every recorded scene re-derived from its clean image must equal the record. With the
-        manifest ``ref``, also the ``annotations`` findings of the ground-truth contract of floods
-        (:meth:`contract_findings`), image by image, so each clean image is read and its scene derived once."""
+    def scene_findings(self, present: set[str], ref: Manifest) -> list[Finding]:
+        """``scene`` findings: every recorded scene re-derived from its clean image (when ``present``) must equal the
+        record; with them the ``annotations`` findings of the ground-truth contract of floods on the manifest
+        ``ref`` (:meth:`contract_findings`), image by image, so each clean image is read and its scene derived once."""
         out = []
-        floods = self._flood_entries(ref, out) if ref is not None else {}
+        floods = self._flood_entries(ref, out)
         for (split, image_id), recorded in sorted(self.scenes.items()):
             rel = f"{split}/clean/{image_file_name(image_id)}"
             if rel not in present:
@@ -580,8 +582,7 @@ class _ImageCheck:
         """Why a scene's recorded persons are not the image's ground truth as the manifest seals it (its GT digest;
         None when they are, or when the manifest records no digest for the image: another finding says so)."""
         digest = (self.gt_digests.get(split) or {}).get(image_id)
-        # The build writes each box as [x0, y0, x1 - x0, y1 - y0] from the same floats: the same digest.
-        if not isinstance(digest, str) or gt_digest([x0, y0, x1 - x0, y1 - y0] for x0, y0, x1, y1 in persons) == digest:
+        if not isinstance(digest, str) or gt_digest(box_xywh(b) for b in persons) == digest:
             return None
         return (f"the scene's persons ({len(persons)} boxes) are not the image's ground-truth boxes the manifest "
                 f"seals in {ANNOTATIONS_DIR}/{split}.json (the flood models read them)")
@@ -627,8 +628,10 @@ class _ImageCheck:
         if clean is None:
             return Finding(rel, "pixels", "pixels differ; the clean image is missing or changed, so the expected "
                                           "pixels cannot be regenerated")
+        scene = None
         try:
-            scene = self.scene(e["split"], e["image_id"], clean)
+            if not self.custom_corrupt:  # the build renders with a caller's corruption without the scene: so here
+                scene = self.scene(e["split"], e["image_id"], clean)
         except AegisError as exc:  # its clean entry's scene finding says why
             return Finding(rel, "pixels", f"pixels differ; the expected pixels cannot be regenerated: the recorded "
                                           f"scene cannot be re-derived ({exc})")
@@ -671,15 +674,6 @@ def _acted_findings(ref: Manifest) -> list[Finding]:
                                                f"condition changed, {expected!r:.80}")]
 
 
-def _check_mask_record(digest: Any, named: bool, where: str) -> None:
-    """AegisError unless a scene record's ``water_mask_sha256`` is a SHA-256 exactly when its sidecar facts name a
-    mask (the re-derived scene's digest, from the mask the split keeps, is then compared with it)."""
-    is_digest = isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
-    if (is_digest, digest is None) != (named, not named):
-        raise AegisError(f"manifest scene of {where}: water_mask_sha256 {digest!r:.70} does not go with "
-                         f"{'a' if named else 'no'} water mask among the sidecar facts")
-
-
 def _scene_record_findings(ref: Manifest, config: SuiteConfig) -> list[Finding]:
     """``scene`` findings on the shape of the records: a generation-2 build records one scene (an object) on each
     image's clean entry and nowhere else; a generation-1 build records none. (Their contents are checked against
@@ -687,14 +681,11 @@ def _scene_record_findings(ref: Manifest, config: SuiteConfig) -> list[Finding]:
     out = []
     for rel, e in sorted(ref.entries.items()):
         scene = e.get("scene")
-        if e.get("kind") != "image":
-            if scene is not None:
-                out.append(Finding(rel, "scene", "holds a scene record; only an image's clean entry records its scene"))
-        elif not config.uses_scene:
+        if e.get("kind") == "image" and not config.uses_scene:
             if scene is not None:
                 out.append(Finding(rel, "scene", f"holds a scene record, but suite {config.suite} renders without a "
                                                  f"scene model (generation 1)"))
-        elif e.get("condition") != "clean":
+        elif e.get("kind") != "image" or e.get("condition") != "clean":
             if scene is not None:
                 out.append(Finding(rel, "scene", "holds a scene record; only an image's clean entry records its scene"))
         elif scene is None:
@@ -724,14 +715,6 @@ def _unlisted_findings(root: Path, ref: Manifest, local: Manifest, subset: bool)
 # What a user consumes besides the listed files: the YOLO view's links, and links leaving the split
 
 
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-        return True
-    except ValueError:
-        return False
-
-
 def _resolved(path: Path) -> Path:
     """``path`` with its links followed; for links that form a loop, a placeholder naming it (it lies outside any
     split, so the loop is reported as a link and nothing is read through it)."""
@@ -749,7 +732,7 @@ def escaping_paths(root: Path, paths) -> dict[str, str]:
         target = link_target(p)
         if target is None:
             out[rel] = "itself (a symbolic link loop)"
-        elif not _inside(target, real_root):
+        elif not target.is_relative_to(real_root):
             out[rel] = str(target)
     return out
 
@@ -758,9 +741,9 @@ def link_findings(root: Path, paths) -> list[Finding]:
     """Symlinks under the split's folders that leave it, and listed files hard-linked to files outside it."""
     real_root = root.resolve()
     findings = []
-    for top in (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR):
+    for top in SPLIT_DIRS:
         d = root / top
-        if d.is_symlink() and not _inside(_resolved(d), real_root):
+        if d.is_symlink() and not _resolved(d).is_relative_to(real_root):
             findings.append(Finding(top, "link", f"symbolic link to {_resolved(d)}, outside the split"))
             continue
         if not d.is_dir():
@@ -768,7 +751,7 @@ def link_findings(root: Path, paths) -> list[Finding]:
         for dirpath, dirs, files in os.walk(d):
             for name in (*dirs, *files):
                 p = Path(dirpath, name)
-                if p.is_symlink() and not _inside(_resolved(p), real_root):
+                if p.is_symlink() and not _resolved(p).is_relative_to(real_root):
                     findings.append(Finding(p.relative_to(root).as_posix(), "link",
                                             f"symbolic link to {_resolved(p)}, outside the split"))
     names: dict[tuple[int, int], int] = {}
@@ -815,7 +798,7 @@ def yolo_view_findings(root: Path, manifest: Manifest) -> tuple[list[Finding], t
             rel = f"{YOLO_DIR}/labels/{split}/{cond}"
             link = root / rel
             if link.is_symlink():
-                if _resolved(link) != _resolved(clean) or not _inside(_resolved(link), real_root):
+                if _resolved(link) != _resolved(clean) or not _resolved(link).is_relative_to(real_root):
                     findings.append(Finding(rel, "link", f"points to {_resolved(link)}, not to the split's clean "
                                                          f"labels: `yolo val` would read other labels"))
             elif link.is_dir():
