@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -188,10 +187,8 @@ def test_each_hostile_render_is_refused_before_any_work_with_one_line(case, monk
         raise AssertionError("drew before the budget check")
 
     monkeypatch.setattr(C, "draw_params", no_draw)
-    t0 = time.perf_counter()
     with pytest.raises(AegisError) as err:
         apply_corruption(img, name, 1, "h", config=cfg, scale=Scale("object", person_px))
-    assert time.perf_counter() - t0 < 2.0
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith(f"{name} s1 at person unit {person_px:g} px on a {w}x{h} frame exceeds "
                                               f"the render budget: ") and named in msg, msg
@@ -202,12 +199,10 @@ def test_a_hostile_build_stops_on_its_first_render_with_one_line(tmp_path):
     from aegis_data.split.build import build_splits
 
     ds = load_source("synthetic", n=2, size="64")
-    t0 = time.perf_counter()
     with pytest.raises(AegisError, match="^motion_blur s1 at person unit 2000 px on a 64x64 frame exceeds the render "
                                          "budget: motion blur length"):
         build_splits(ds, tmp_path / "o", corruptions=["motion_blur"], severities=(1,), workers=1, limit=1,
                      config=_suite("motion_blur", length_px=500), scale="object", person_px=2000)
-    assert time.perf_counter() - t0 < 30.0
     assert not (tmp_path / "o" / "manifest.json").exists()
 
 
@@ -321,10 +316,8 @@ def test_aegis_corrupt_prints_the_budget_refusal_as_one_line(tmp_path):
     """The shipped rain s3 at the largest unit on a 640x640 image: a 961-px veil kernel, beyond the work bound."""
     src = tmp_path / "f.png"
     cv2.imwrite(str(src), np.zeros((640, 640, 3), np.uint8))
-    t0 = time.perf_counter()
     r = runner.invoke(app, ["corrupt", str(src), *SUITE_V1, "-c", "rain_streaks", "-s", "3", "-o",
                             str(tmp_path / "o.png"), "--scale", "object", "--person-px", "2000"])
-    assert time.perf_counter() - t0 < 5.0
     assert_one_line_error(r, "rain_streaks s3 at person unit 2000 px on a 640x640 frame exceeds the render budget",
                           "filter steps")
     assert not (tmp_path / "o.png").exists()

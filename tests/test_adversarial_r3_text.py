@@ -275,18 +275,15 @@ def _score_json_with(tmp_path: Path, edit) -> Path:
 
 
 def test_report_refuses_hundreds_of_made_up_conditions_at_once(tmp_path):
-    import time
-
     def add(doc):
         for k in range(300):
             doc["conditions"][f"made_up_{k}_s1"] = dict(doc["conditions"]["low_light_s1"])
 
-    start = time.perf_counter()
     r = invoke("report", _score_json_with(tmp_path, add), "--out-dir", tmp_path / "r")
     from aegis_eval.protocols.score_doc import MAX_CONDITIONS
 
     assert_one_line_error(r, "328 entries", f"at most {MAX_CONDITIONS} ")
-    assert time.perf_counter() - start < 30 and not (tmp_path / "r").exists()
+    assert not (tmp_path / "r").exists()
 
 
 @pytest.mark.parametrize("cond", ["low_light_s99", "low_light_s0", "made_up_s1", "clean_s1", "low_light_s01"])
@@ -327,7 +324,6 @@ def test_conditions_are_checked_against_the_suite_the_score_names(tmp_path):
         validate_result(res)
 
 
-
 @pytest.mark.parametrize("suite", ["aegis-v1", "aegis-v2"])
 def test_a_score_of_either_shipped_suite_is_held_to_that_suite(suite):
     """'flood' is an engine model, not a corruption of either suite: a score naming flood_s1 is refused whichever
@@ -341,9 +337,26 @@ def test_a_score_of_either_shipped_suite_is_held_to_that_suite(suite):
     for config_hash in (config.config_hash, config.bytes_hash):
         doc = {**res, "provenance": {**res["provenance"], "config_hash": config_hash}}
         doc["conditions"] = {**res["conditions"], "flood_s1": res["conditions"]["low_light_s1"]}
+        del doc["conditions"]["low_light_s3"]  # a full grid plus one is refused by the count first
         with pytest.raises(AegisError, match=rf"not a condition id: 'flood_s1' .* {config.config_hash}"):
             validate_result(doc)
 
+
+
+def test_a_score_of_an_unknown_suite_is_held_to_the_nine_corruptions_not_to_the_engine_models():
+    """The bound and the fallback read the engine's model list (18 models: 55 conditions, and model names such as
+    sun_glint_s1 passed as conditions); every suite's conditions come from the nine corruptions: 28."""
+    from aegis_eval.protocols.score_doc import MAX_CONDITIONS, validate_result
+    from aegis_eval.report import load_results
+
+    assert MAX_CONDITIONS == 28
+    (res,) = load_results([SCORE_FIXTURE])
+    for model_name in ("sun_glint_s1", "camera_low_light_s3", "flood_s2"):
+        doc = {**res, "provenance": {**res["provenance"], "config_hash": "000000000000"}}
+        doc["conditions"] = {**res["conditions"], model_name: res["conditions"]["low_light_s1"]}
+        del doc["conditions"]["low_light_s3"]
+        with pytest.raises(AegisError, match=f"not a condition id: '{model_name}'"):
+            validate_result(doc)
 
 def test_rank_bounds_the_number_and_length_of_condition_names(tmp_path, split):
     paths = [tmp_path / "a.json", tmp_path / "b.json"]

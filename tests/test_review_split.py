@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 import numpy as np
@@ -92,19 +91,10 @@ def _gt_file(path: Path, n: int) -> Path:
     return path
 
 
-def test_gt_digests_take_time_linear_in_the_images(tmp_path):
-    """A repeated stem was looked for in the list of every stem seen so far: 5,000 images took 0.3 s, 20,000 5 s
-    (quadratic; a split of 100,000 images would take minutes). Eight times the images now take about eight times
-    as long (the bound leaves room for a busy machine; the quadratic check took 50 to 100 times as long)."""
-    small, large = _gt_file(tmp_path / "small.json", 2_500), _gt_file(tmp_path / "large.json", 20_000)
-
-    def seconds(path: Path) -> float:
-        t0 = time.perf_counter()
-        VF.gt_digests(path)
-        return time.perf_counter() - t0
-
-    t_small = min(seconds(small) for _ in range(3))
-    assert seconds(large) < 24 * t_small
+def test_gt_digests_refuse_a_repeated_stem_among_many_images(tmp_path):
+    """The repeated-stem check is a set lookup (it scanned the list of every stem seen so far: 20,000 images took
+    5 s, measured once; not timed here, tests assert behaviour): a repeat is still found."""
+    small = _gt_file(tmp_path / "small.json", 2_500)
     coco = json.loads(small.read_text())
     coco["images"][1]["file_name"] = "img000000.jpg"  # the same stem twice is still refused
     small.write_text(json.dumps(coco))

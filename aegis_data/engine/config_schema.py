@@ -255,6 +255,9 @@ PARAMETERS: Mapping[str, Mapping[str, Param]] = {
 # models with a corruption's ``model`` key (which of them a generation-1 suite may use: MODELS_V1 only).
 MODELS_V1 = ("water_glare", "turbidity_cast", "inundation", "smoke_haze", "fire_warm_tint", "rain_streaks",
              "motion_blur", "low_light", "dust_haze")
+# The corruptions a suite may declare (every suite's condition ids are these names with a severity): the names of
+# the aegis-v1 models, whatever model a later suite renders them with.
+CORRUPTION_NAMES = MODELS_V1
 # Generation 2: the default camera and platform of every image (a per-image sidecar overrides the scene facts).
 CAMERA: Mapping[str, Param] = {
     "hfov_deg": Param("number", 1.0, 170.0, "horizontal field of view of a full frame, in degrees"),
@@ -394,8 +397,8 @@ def validate_suite(raw: Any, where: str = "suite config") -> None:
         raise AegisError(f"{where}: camera applies to generation 2 suites only")
     corruptions = _mapping(f"{where}: corruptions", raw.get("corruptions"))
     for name, c in corruptions.items():
-        if name not in MODELS_V1:
-            raise AegisError(f"{where}: unknown corruption {name!r}; this engine runs {', '.join(MODELS_V1)}")
+        if name not in CORRUPTION_NAMES:
+            raise AegisError(f"{where}: unknown corruption {name!r}; this engine runs {', '.join(CORRUPTION_NAMES)}")
         _check_corruption(f"{where}: {name}", name, c, generation)
     families = _mapping(f"{where}: families", raw.get("families"))
     for fam, members in families.items():

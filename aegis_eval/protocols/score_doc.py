@@ -7,15 +7,15 @@ import math
 from typing import Any
 
 from aegis_data.engine.config import SEVERITIES, SuiteConfig, condition_id
-from aegis_data.engine.config_schema import PARAMETERS
+from aegis_data.engine.config_schema import CORRUPTION_NAMES
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.result_keys import AP_METRICS, COUNT_KEYS, LOWER_IS_BETTER, SCHEMA, THRESHOLD_METRICS
 from aegis_eval.protocols.provenance import shipped_suite
 
 METRICS = THRESHOLD_METRICS + AP_METRICS
-# Every suite's corruptions are among the engine's, so no score holds more conditions than this (clean plus three
-# severities of each); documents whose condition names are free (rank's iid / ood domains) are held to it too.
-MAX_CONDITIONS = 1 + len(SEVERITIES) * len(PARAMETERS)
+# Every suite declares some of the same nine corruptions, so no score holds more conditions than this (clean plus
+# three severities of each: 28); documents whose condition names are free (rank's iid / ood domains) are held to it.
+MAX_CONDITIONS = 1 + len(SEVERITIES) * len(CORRUPTION_NAMES)
 MAX_CONDITION_NAME = 100
 
 
@@ -32,7 +32,7 @@ def suite_conditions_of(obj: dict, config: SuiteConfig | None = None) -> tuple[s
     if config is not None:
         names, what = config.names, f"suite config {config.config_hash}"
     else:
-        names, what = tuple(PARAMETERS), "any suite (the score's suite config is not installed here)"
+        names, what = CORRUPTION_NAMES, "any suite (the score's suite config is not a shipped suite's)"
     return what, frozenset(["clean", *(condition_id(n, k) for n in names for k in SEVERITIES)])
 
 
