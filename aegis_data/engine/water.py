@@ -151,8 +151,10 @@ def _water_from_blocks(region, out, valid, sky, row_gsd_m, b, tex, lum, blue, n)
     px = region.astype(np.int16)
     luma = (px[..., 0].astype(np.int32) * 299 + px[..., 1].astype(np.int32) * 587
             + px[..., 2].astype(np.int32) * 114)
+    # Channel by channel: NumPy's max over a length-3 last axis is ~20x slower at 12 MP (the same values).
+    brightest = np.maximum(np.maximum(region[..., 0], region[..., 1]), region[..., 2])
     wet = ((px[..., 2] - px[..., 0]) >= threshold) & (luma <= PIXEL_MAX_LUMA_DN * 1000) \
-        & (region.max(axis=2) < PIXEL_SATURATED) & near_px & ~sky_r
+        & (brightest < PIXEL_SATURATED) & near_px & ~sky_r
     votes = cv2.boxFilter(wet.view(np.uint8), cv2.CV_16U, (3, 3), normalize=False, borderType=cv2.BORDER_REPLICATE)
     out[y0:y1, x0:x1] = wet & (votes >= MAJORITY)
     return out
