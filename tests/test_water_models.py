@@ -185,6 +185,27 @@ def test_a_frame_without_persons_derives_no_height_proxy_for_the_contract(monkey
     assert F.submerged_fractions(img, corruption_params("inundation", 3, V2), scene) == []
 
 
+
+def test_the_height_proxy_is_derived_once_per_scene_for_every_severity_and_the_contract(monkeypatch):
+    """A build renders three floods of an image and records the persons' submerged fractions for each: six height
+    proxies (a chamfer and a full-frame upsampling each) of the same pixels and slopes; one is derived, the others
+    read it. A scene of other facts (here: other persons) derives its own."""
+    img, _, boxes = coast_frame(120, 160)
+    scene = _scene(img, persons=boxes)
+    calls = []
+    real = F.chamfer
+    monkeypatch.setattr(F, "chamfer", lambda *a: calls.append(1) or real(*a))
+    outs = [_v2(img, "inundation", sev, scene) for sev in (1, 2, 3)]
+    facts = [F.submerged_fractions(img, corruption_params("inundation", sev, V2), scene) for sev in (1, 2, 3)]
+    assert len(calls) == 1
+    fresh = _scene(img, persons=boxes)
+    monkeypatch.setattr(F, "chamfer", real)
+    assert all(np.array_equal(o, _v2(img, "inundation", sev, _scene(img, persons=boxes)))
+               for o, sev in zip(outs, (1, 2, 3)))
+    assert facts == [F.submerged_fractions(img, corruption_params("inundation", sev, V2), fresh) for sev in (1, 2, 3)]
+    other = replace(scene, persons=boxes[:1])
+    assert not other.derived and scene.derived
+
 def test_the_sky_never_floods_and_grazing_water_reflects_it():
     img, truth, horizon = lake_oblique_frame(479, 641)
     scene = _scene(img)

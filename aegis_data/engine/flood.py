@@ -200,8 +200,14 @@ def terrain(region: np.ndarray, params: FloodParams, scene: Scene) -> np.ndarray
     """uint16 (h, w): the height proxy (mm, before the micro-relief and the water override) of the scene's valid
     region ``region`` (uint8 RGB): block textures (:func:`scene_block_textures`) give each block's slope, the seeds
     its zero, :func:`chamfer` the heights (mm; ``UNREACHED``, capped at ``HEIGHT_CAP_MM``, where no seed reaches),
-    bilinear upsampling (exact fixed point, ``kernels.upsample_u16``) the per-pixel ground."""
+    bilinear upsampling (exact fixed point, ``kernels.upsample_u16``) the per-pixel ground. Derived once per scene
+    and set of slope parameters (read-only; kept in ``scene.derived``): the render of every severity and the
+    ground-truth facts share it."""
     h, w = region.shape[:2]
+    key = ("terrain", h, w, float(params.bank_slope), float(params.roughness_dn), float(params.seed_quantile))
+    kept = scene.derived.get(key)
+    if kept is not None:
+        return kept
     b = water_block_size(h, w)
     tex, n = scene_block_textures(scene, region, b)
     nby, nbx = tex.shape
@@ -224,7 +230,10 @@ def terrain(region: np.ndarray, params: FloodParams, scene: Scene) -> np.ndarray
     if not seeds.any():
         seeds = _smooth_seeds(tex, sky_blocks, float(params.seed_quantile))
     small = np.minimum(chamfer(cost, seeds), HEIGHT_CAP_MM).astype(np.uint16)
-    return K.upsample_u16(np.ascontiguousarray(small), b, h, w)
+    ground = K.upsample_u16(np.ascontiguousarray(small), b, h, w)
+    ground.setflags(write=False)
+    scene.derived[key] = ground
+    return ground
 
 
 def scene_block_textures(scene: Scene, region: np.ndarray, b: int) -> tuple[np.ndarray, int]:

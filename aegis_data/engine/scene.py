@@ -133,6 +133,10 @@ class Scene:
     # (block side, texture sums per block) of the valid region, as the water estimate computed them from the clean
     # pixels (``water.estimate_water``); the flood model reads them instead of computing them again. Derived.
     block_texture: tuple | None = field(default=None, compare=False, repr=False)
+    # Arrays a model derives from the clean pixels and this scene alone, kept for the scene's other conditions
+    # (the flood's height proxy: the same for every severity and for the ground-truth facts). Never copied by
+    # dataclasses.replace (init=False), so a changed scene derives its own.
+    derived: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def water_mask(self) -> np.ndarray:
         """bool (height, width): the water (all False when the scene has none)."""
