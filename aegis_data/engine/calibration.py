@@ -48,7 +48,7 @@ import numpy as np
 
 from aegis_data.engine.config import SEVERITIES, SuiteConfig, check_severities, condition_id, load_config, split_config
 from aegis_data.engine.corruptor import SuiteCorruptor
-from aegis_data.engine.scene import estimate_scene
+from aegis_data.engine.corruptions import scene_for
 from aegis_data.engine.realism import edge_width, noise_sigma
 from aegis_data.engine.scale import FRAME, FRAME_SCALE, Scale, pixel_length, resolve_scale, scale_from_record
 from aegis_data.engine.visibility import VisibilitySummary, person_visibility, summarize_visibility
@@ -237,16 +237,6 @@ def glint_area(rgb: np.ndarray, clean: np.ndarray, block: int = GLINT_BLOCK, ris
     return float(risen[: hb * block, : wb * block].reshape(hb, block, wb, block).any(axis=(1, 3)).mean())
 
 
-def scene_for(image: np.ndarray, config: SuiteConfig, scale: Scale | None, people: Sequence = ()):
-    """The scene an aegis-v2 calibration renders ``image`` in (the scale's person unit, the suite's camera, and the
-    image's person boxes ``(x, y, w, h)`` when known: a flood submerges them as a build does)."""
-    if scale is None or not scale.is_object:
-        raise AegisError(f"suite {config.suite} renders in physical units and needs the person unit: give --person-px "
-                         f"N or --gsd CM_PER_PX (a folder of images carries no person boxes)")
-    persons = [(float(x), float(y), float(x) + float(w), float(y) + float(h)) for x, y, w, h in people]
-    return estimate_scene(image, scale.person_px, config.camera, persons=persons)
-
-
 # Statistic name -> (function, needs the clean image).
 STATISTICS: dict[str, tuple[Callable[..., float], bool]] = {
     "saturated_fraction": (saturated_fraction, False),
@@ -431,7 +421,8 @@ def calibrate(
         if people:
             clean_vis.extend(person_visibility(clean, people))
         # The default corruptor renders an aegis-v2 image in one scene, derived once (as a build does).
-        extra = {"scene": scene_for(clean, cfg, scale, people)} if own and cfg.uses_scene else {}
+        xyxy = [(float(x), float(y), float(x) + float(w), float(y) + float(h)) for x, y, w, h in people]
+        extra = {"scene": scene_for(clean, cfg, scale, xyxy)} if own and cfg.uses_scene else {}
         for name in names:
             stat = cfg.corruptions[name].statistic
             for sev in sevs:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 from dataclasses import dataclass, fields
-from typing import Callable, Mapping, NamedTuple, Union
+from typing import Callable, Mapping, NamedTuple, Sequence, Union
 
 import cv2
 import numpy as np
@@ -1183,13 +1183,14 @@ def unchanged_reason(name: str, config: SuiteConfig, scene: Scene | None) -> str
     return None
 
 
-def scene_for(image: np.ndarray, config: SuiteConfig, scale: Scale | None) -> Scene:
+def scene_for(image: np.ndarray, config: SuiteConfig, scale: Scale | None, persons: Sequence = ()) -> Scene:
     """The scene a generation-2 suite renders ``image`` in when the caller gives none: estimated from its pixels
-    with the object scale's person unit and the suite's default camera."""
+    with the object scale's person unit and the suite's default camera; ``persons``: the image's person boxes
+    ``(x0, y0, x1, y1)`` when known (a flood submerges them as a build does)."""
     if scale is None or not scale.is_object:
         raise AegisError(f"suite {config.suite} renders in physical units and needs the person unit: give an object "
                          f"scale (--scale object with --person-px N or --gsd CM_PER_PX) or the image's scene")
-    return estimate_scene(image, scale.person_px, config.camera)
+    return estimate_scene(image, scale.person_px, config.camera, persons=persons)
 
 
 def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedRandom,
