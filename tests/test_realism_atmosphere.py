@@ -94,3 +94,17 @@ def test_aegis_realism_prints_the_atmosphere_rows(tmp_path):
     assert result.exit_code == 0, result.output
     for word in ("contrast_by_band", "dark_channel", "airlight", "streak_width", "streak_orientation"):
         assert word in result.stdout, word
+
+
+def test_the_atmosphere_measures_check_their_region_as_the_noise_measures_do():
+    """A fractional region was truncated silently by the atmosphere measures (their own copy of the region check
+    skipped the integer test); all realism measures now share one check."""
+    import pytest
+
+    from aegis_data.engine.realism import noise_curve
+    from aegis_data.errors import AegisError
+
+    img = golden_frame(240, 320)
+    for measure in (contrast_by_band, dark_channel, airlight_colour, noise_curve):
+        with pytest.raises(AegisError, match=r"^region must be 4 integers"):
+            measure(img, (0, 0, 100.5, 80))

@@ -53,7 +53,8 @@ import numpy as np
 
 from aegis_data.engine.config import split_config
 from aegis_data.engine.realism_atmosphere import (ATMOSPHERE_DISTANCES, AtmosphereSet, atmosphere_distances,
-                                                  atmosphere_statistics, summarize_atmosphere)
+                                                  atmosphere_statistics, crop_region, finite_median, log_rms,
+                                                  summarize_atmosphere)
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import IMAGE_SUFFIXES, list_images, read_rgb
 from aegis_data.files.layout import MANIFEST_NAME, condition_dir, link_target
@@ -87,21 +88,6 @@ DETECT_SIGMA_PX = 1.0  # Gaussian smoothing before the gradient used to find edg
 
 
 # --- input ---------------------------------------------------------------------------------------------------
-def _crop(rgb: np.ndarray, region: Sequence[int] | None) -> np.ndarray:
-    rgb = check_rgb_image(rgb, "image")
-    if region is None:
-        return rgb
-    try:
-        x, y, w, h = (int(v) for v in region)
-        ok = all(float(v) == int(v) for v in region)
-    except (TypeError, ValueError):
-        ok = False
-    if not ok or x < 0 or y < 0 or w < 1 or h < 1 or x + w > rgb.shape[1] or y + h > rgb.shape[0]:
-        raise AegisError(f"region must be 4 integers (x, y, w, h) inside the {rgb.shape[1]}x{rgb.shape[0]} frame, "
-                         f"got {region!r:.80}")
-    return rgb[y:y + h, x:x + w]
-
-
 def _luma_clipped(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Luma in DN (float64) and the mask of pixels at luma 0 or 255 (all three channels clipped), from integer
     arithmetic so that "clipped" is exact."""
@@ -282,7 +268,7 @@ class _Analysis:
 
 
 def _analyse(rgb: np.ndarray, region: Sequence[int] | None) -> _Analysis:
-    rgb = _crop(rgb, region)
+    rgb = crop_region(rgb, region)
     y, clipped = _luma_clipped(rgb)
     flat = _flat_blocks(y, clipped)
     rho, dof = _solve_correlation(_gather(y, flat))
@@ -621,7 +607,7 @@ def edge_widths(rgb: np.ndarray, region: Sequence[int] | None = None) -> EdgeWid
     across the motion, so the median over all edges mixes blurred and untouched edges and is not monotone in the
     smear's length (on the aegis-v1 golden frames it fell from severity 1 to 2); for isotropic blur the two agree.
     """
-    y, _ = _luma_clipped(_crop(rgb, region))
+    y, _ = _luma_clipped(crop_region(rgb, region))
     return _edge_widths(y)
 
 
@@ -693,11 +679,6 @@ def _num(v: float) -> float | None:
     return float(v) if math.isfinite(v) else None
 
 
-def _nanmedian(values: Sequence[float]) -> float:
-    finite = [v for v in values if math.isfinite(v)]
-    return float(np.median(finite)) if finite else math.nan
-
-
 def set_statistics(images: Iterable[np.ndarray]) -> SetStatistics:
     """:class:`SetStatistics` of a stream of RGB images, each measured inside its :func:`letterbox_region`."""
     curves, corr_h, corr_v, chroma, widths, orientations, atmos = [], [], [], [], [], [], []
@@ -715,8 +696,8 @@ def set_statistics(images: Iterable[np.ndarray]) -> SetStatistics:
         widths.extend(st.edges.widths)
         orientations.extend(st.edges.orientations)
         candidates += st.edges.candidates
-    h, v = _nanmedian(corr_h), _nanmedian(corr_v)
-    return SetStatistics(n, pool_noise_curves(curves), h, v, (h + v) / 2.0, _nanmedian(chroma),
+    h, v = finite_median(corr_h), finite_median(corr_v)
+    return SetStatistics(n, pool_noise_curves(curves), h, v, (h + v) / 2.0, finite_median(chroma),
                          summarize_edges(widths, orientations, candidates), summarize_atmosphere(atmos))
 
 
@@ -734,9 +715,7 @@ DISTANCES = {
 def curve_distance(real: NoiseCurve, other: NoiseCurve) -> tuple[float, int]:
     """(RMS of ``ln(sigma_other / sigma_real)`` over the bins where both curves have a positive sigma, the number
     of such bins); NaN with no shared bin."""
-    logs = [math.log(o / r) for r, o in zip(real.sigma, other.sigma)
-            if math.isfinite(r) and math.isfinite(o) and r > 0 and o > 0]
-    return (math.sqrt(sum(x * x for x in logs) / len(logs)) if logs else math.nan), len(logs)
+    return log_rms(real.sigma, other.sigma)
 
 
 def _ratio(a: float, b: float) -> float:

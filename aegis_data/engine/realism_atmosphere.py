@@ -43,13 +43,20 @@ STREAK_WINDOW = 24  # the autocorrelation is read within +-24 px of its centre
 PROFILE_STEP = 0.25
 
 
-def _crop(rgb: np.ndarray, region: Sequence[int] | None) -> np.ndarray:
+def crop_region(rgb: np.ndarray, region: Sequence[int] | None) -> np.ndarray:
+    """The checked RGB image, or its rectangle ``region`` = (x, y, w, h): four integers inside the frame (the
+    realism measures' shared input check)."""
     rgb = check_rgb_image(rgb, "image")
     if region is None:
         return rgb
-    x, y, w, h = (int(v) for v in region)
-    if x < 0 or y < 0 or w < 1 or h < 1 or x + w > rgb.shape[1] or y + h > rgb.shape[0]:
-        raise AegisError(f"region must be (x, y, w, h) inside the {rgb.shape[1]}x{rgb.shape[0]} frame, got {region!r}")
+    try:
+        x, y, w, h = (int(v) for v in region)
+        ok = all(float(v) == int(v) for v in region)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or x < 0 or y < 0 or w < 1 or h < 1 or x + w > rgb.shape[1] or y + h > rgb.shape[0]:
+        raise AegisError(f"region must be 4 integers (x, y, w, h) inside the {rgb.shape[1]}x{rgb.shape[0]} frame, "
+                         f"got {region!r:.80}")
     return rgb[y:y + h, x:x + w]
 
 
@@ -79,7 +86,7 @@ def _block_contrast(y: np.ndarray) -> float:
 
 def contrast_by_band(rgb: np.ndarray, region: Sequence[int] | None = None, bands=None) -> tuple[float, ...]:
     """The contrast of detail (DN) per depth band, far to near (``bands``: :func:`depth_bands`' when None)."""
-    rgb = _crop(rgb, region)
+    rgb = crop_region(rgb, region)
     y = _luma(rgb)
     bands = depth_bands(rgb)[0] if bands is None else bands
     return tuple(_block_contrast(y[a:b]) for a, b in bands)
@@ -94,7 +101,7 @@ def _dark(rgb: np.ndarray) -> np.ndarray:
 def dark_channel(rgb: np.ndarray, region: Sequence[int] | None = None,
                  bands=None) -> tuple[float, tuple[float, ...]]:
     """(median dark channel over the image, the medians per depth band far to near), DN."""
-    rgb = _crop(rgb, region)
+    rgb = crop_region(rgb, region)
     dark = _dark(rgb)
     bands = depth_bands(rgb)[0] if bands is None else bands
     return float(np.median(dark)), tuple(float(np.median(dark[a:b])) if b > a else math.nan for a, b in bands)
@@ -102,7 +109,7 @@ def dark_channel(rgb: np.ndarray, region: Sequence[int] | None = None,
 
 def airlight_colour(rgb: np.ndarray, region: Sequence[int] | None = None) -> tuple[float, float, float]:
     """He et al.'s airlight: the mean (R, G, B) in DN of the pixels among the brightest 0.1 % of the dark channel."""
-    rgb = _crop(rgb, region)
+    rgb = crop_region(rgb, region)
     dark = _dark(rgb).ravel()
     k = max(1, int(math.ceil(AIRLIGHT_SHARE * dark.size)))
     idx = np.argpartition(dark, dark.size - k)[dark.size - k:]
@@ -139,7 +146,7 @@ def _half_width(ac: np.ndarray, c: int, ux: float, uy: float) -> float:
 
 def streak_statistics(rgb: np.ndarray, region: Sequence[int] | None = None) -> StreakShape:
     """The shape of the bright thin structures of the luma (module doc)."""
-    rgb = _crop(rgb, region)
+    rgb = crop_region(rgb, region)
     y = _luma(rgb)
     h, w = y.shape
     ch, cw = min(h, STREAK_CROP), min(w, STREAK_CROP)
@@ -183,7 +190,7 @@ class AtmosphereStats:
 
 
 def atmosphere_statistics(rgb: np.ndarray, region: Sequence[int] | None = None) -> AtmosphereStats:
-    rgb = _crop(rgb, region)
+    rgb = crop_region(rgb, region)
     bands, _ = depth_bands(rgb)
     dark, dark_bands = dark_channel(rgb, bands=bands)
     return AtmosphereStats(contrast_by_band(rgb, bands=bands), dark, dark_bands, airlight_colour(rgb),
@@ -191,9 +198,17 @@ def atmosphere_statistics(rgb: np.ndarray, region: Sequence[int] | None = None) 
 
 
 # --- image sets ------------------------------------------------------------------------------------------
-def _median(values: Iterable[float]) -> float:
+def finite_median(values: Iterable[float]) -> float:
+    """The median of the finite values; NaN when there is none."""
     finite = [v for v in values if math.isfinite(v)]
     return float(np.median(finite)) if finite else math.nan
+
+
+def log_rms(real: Iterable[float], other: Iterable[float]) -> tuple[float, int]:
+    """(RMS of ``ln(other / real)`` over the pairs where both are finite and positive, the number of such pairs);
+    NaN with none."""
+    logs = [math.log(o / r) for r, o in zip(real, other) if math.isfinite(r) and math.isfinite(o) and r > 0 and o > 0]
+    return (math.sqrt(sum(v * v for v in logs) / len(logs)) if logs else math.nan), len(logs)
 
 
 def _axial_mean(degrees: Iterable[float]) -> float:
@@ -239,12 +254,12 @@ def summarize_atmosphere(stats: Sequence[AtmosphereStats]) -> AtmosphereSet:
         nan = math.nan
         return AtmosphereSet((nan,) * N_BANDS, nan, (nan,) * N_BANDS, (nan, nan, nan), nan, nan, nan, nan)
     return AtmosphereSet(
-        tuple(_median(s.contrast_bands[k] for s in stats) for k in range(N_BANDS)),
-        _median(s.dark_channel for s in stats),
-        tuple(_median(s.dark_bands[k] for s in stats) for k in range(N_BANDS)),
-        tuple(_median(s.airlight[c] for s in stats) for c in range(3)),
-        _median(s.streaks.width for s in stats), _median(s.streaks.length for s in stats),
-        _axial_mean(s.streaks.orientation for s in stats), _median(s.streaks.anisotropy for s in stats))
+        tuple(finite_median(s.contrast_bands[k] for s in stats) for k in range(N_BANDS)),
+        finite_median(s.dark_channel for s in stats),
+        tuple(finite_median(s.dark_bands[k] for s in stats) for k in range(N_BANDS)),
+        tuple(finite_median(s.airlight[c] for s in stats) for c in range(3)),
+        finite_median(s.streaks.width for s in stats), finite_median(s.streaks.length for s in stats),
+        _axial_mean(s.streaks.orientation for s in stats), finite_median(s.streaks.anisotropy for s in stats))
 
 
 ATMOSPHERE_DISTANCES = {
@@ -257,12 +272,10 @@ ATMOSPHERE_DISTANCES = {
 
 
 def atmosphere_distances(real: AtmosphereSet, other: AtmosphereSet) -> dict[str, float]:
-    logs = [math.log(o / r) for r, o in zip(real.contrast_bands, other.contrast_bands)
-            if math.isfinite(r) and math.isfinite(o) and r > 0 and o > 0]
     diff = abs(other.streak_orientation - real.streak_orientation) % 180.0
     air = math.sqrt(sum((a - b) ** 2 for a, b in zip(real.airlight, other.airlight)))
     width = other.streak_width / real.streak_width if math.isfinite(real.streak_width) and real.streak_width > 0 \
         else math.nan
-    return {"contrast_by_band": math.sqrt(sum(v * v for v in logs) / len(logs)) if logs else math.nan,
+    return {"contrast_by_band": log_rms(real.contrast_bands, other.contrast_bands)[0],
             "dark_channel": abs(other.dark_channel - real.dark_channel), "airlight": air, "streak_width": width,
             "streak_orientation": min(diff, 180.0 - diff)}
