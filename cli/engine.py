@@ -85,23 +85,16 @@ def suite_description(scale=None, long_side: int | None = None, suite: str | Non
 
 
 def _scale_choice(suite, scale, person_px, gsd, *, required: bool):
-    """The scale a command uses: ``--scale`` if given, else the suite's mode; None when the suite's mode is object,
-    no unit was given and ``required`` is False (nothing to measure a person on, nothing needed)."""
-    from aegis_data.engine.scale import resolve_scale
+    """The scale a command uses (``aegis_data.engine.scale.suite_call_scale``); None when the suite's mode is object, neither the call nor
+    the suite gives a unit and ``required`` is False (nothing to measure a person on, nothing needed)."""
+    from aegis_data.engine.scale import OBJECT, suite_call_scale
 
     mode_ = value(scale) if scale is not None else suite.scale.get("mode", "frame")
-    if mode_ not in ("frame", "object"):
-        raise AegisError(f"--scale must be one of frame, object, got {mode_!r:.40}")
-    if suite.uses_scene and mode_ != "object":
-        raise AegisError(f"suite {suite.suite} renders in physical units and takes --scale object only")
-    if mode_ == "object" and person_px is None and gsd is None:
-        if suite.scale.get("person_px") is not None or suite.scale.get("gsd_cm_per_px") is not None:
-            from aegis_data.engine.scale import suite_unit_scale
-
-            return suite_unit_scale(suite.scale)
-        if not required:
-            return None
-    return resolve_scale(mode_, None, person_px=person_px, gsd_cm_per_px=gsd)
+    if not required and mode_ == OBJECT and person_px is None and gsd is None \
+            and suite.scale.get("person_px") is None and suite.scale.get("gsd_cm_per_px") is None:
+        return None
+    return suite_call_scale(suite.scale, mode_, None, person_px=person_px, gsd_cm_per_px=gsd,
+                            physical_suite=suite.suite if suite.uses_scene else None)
 
 
 def list_cmd(

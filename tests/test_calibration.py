@@ -278,3 +278,21 @@ def test_calibrate_path_takes_a_ready_scale_and_any_spelling_of_the_mode(tmp_pat
                 cal.calibrate_path(tmp_path, ["low_light"], 1, scale=frame, suite=suite)
     with pytest.raises(AegisError, match="--scale must be one of"):
         cal.calibrate_path(tmp_path, ["low_light"], 1, scale="pixels", suite=suite)
+
+
+def test_a_suite_that_declares_its_person_unit_calibrates_a_folder_with_it(tmp_path):
+    """corrupt, grid and build take a suite file's ``scale: {mode: object, person_px: N}`` when the call gives no
+    unit; calibrate of a folder asked for --person-px instead (its own copy of the scale choice skipped the
+    suite's unit). One choice (``scale.suite_call_scale``) serves all of them now."""
+    from aegis_data.engine.config import SUITES_DIR
+
+    raw = (SUITES_DIR / "aegis-v2.yaml").read_text()
+    assert "\nscale: object\n" in raw
+    path = tmp_path / "unit.yaml"
+    path.write_text(raw.replace("\nscale: object\n", "\nscale: {mode: object, person_px: 30}\n"))
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    cv2.imwrite(str(folder / "a.png"), np.full((48, 64, 3), 120, np.uint8))
+    table = cal.calibrate_path(folder, ["low_light"], 1, suite=str(path))
+    assert table.n_images == 1 and "30" in table.scale
+    assert table.scale != cal.calibrate_path(folder, ["low_light"], 1, suite=str(path), person_px=20.0).scale

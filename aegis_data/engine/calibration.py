@@ -50,7 +50,7 @@ from aegis_data.engine.config import SEVERITIES, SuiteConfig, check_severities, 
 from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.corruptions import scene_for
 from aegis_data.engine.realism import edge_width, noise_sigma
-from aegis_data.engine.scale import FRAME, FRAME_SCALE, Scale, pixel_length, resolve_scale, scale_from_record
+from aegis_data.engine.scale import FRAME_SCALE, Scale, pixel_length, scale_from_record, suite_call_scale
 from aegis_data.engine.visibility import VisibilitySummary, person_visibility, summarize_visibility
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import IMAGE_SUFFIXES, read_rgb
@@ -621,10 +621,6 @@ def calibrate_path(
     _check_limit(limit)
     list_images(path, limit)
     resolve_corruptions(corruptions, config)
-    requested = scale if scale is not None else config.scale.get("mode", FRAME)
-    # The mode as resolve_scale reads it (a ready Scale's, or the name in any case); it refuses an unknown one.
-    mode = requested.mode if isinstance(requested, Scale) else str(requested).strip().lower()
-    if config.uses_scene and mode == FRAME:
-        raise AegisError(f"suite {config.suite} renders in physical units and takes --scale object only")
-    chosen = resolve_scale(requested, None, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px)
+    chosen = suite_call_scale(config.scale, scale, None, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px,
+                              physical_suite=config.suite if config.uses_scene else None)
     return calibrate_folder(path, corruptions, limit, scale=chosen, config=config)

@@ -219,6 +219,25 @@ def suite_unit_scale(block: Mapping[str, Any]) -> Scale | None:
     return None
 
 
+def suite_call_scale(suite_scale: Mapping[str, Any], scale: str | Scale | None = None,
+                     records: Mapping[str, Iterable[Any]] | None = None, *, person_px: float | None = None,
+                     gsd_cm_per_px: float | None = None, physical_suite: str | None = None) -> Scale:
+    """The Scale a command uses with a suite whose ``scale`` block is ``suite_scale``: the call's mode (a name or a
+    ready Scale), else the suite's; under object scale with no unit from the call, the suite's unit when it
+    declares one, else :func:`resolve_scale`'s (``person_px`` / ``gsd_cm_per_px``, then the ``records``' median
+    person box). ``physical_suite``: the name of a suite that renders in physical units (aegis-v2), which takes
+    object scale only."""
+    mode = suite_scale.get("mode", FRAME) if scale is None else scale
+    name = mode.mode if isinstance(mode, Scale) else str(mode).strip().lower()
+    if physical_suite is not None and name == FRAME:
+        raise AegisError(f"suite {physical_suite} renders in physical units and takes --scale object only")
+    if person_px is None and gsd_cm_per_px is None and not isinstance(mode, Scale) and name == OBJECT:
+        unit = suite_unit_scale(suite_scale)
+        if unit is not None:
+            return unit
+    return resolve_scale(mode, records, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px)
+
+
 def scale_from_record(value: Any, where: str = "manifest") -> Scale:
     """The Scale a manifest (or build state) recorded: absent/None means frame; else AegisError on a bad block."""
     if value is None:

@@ -34,7 +34,7 @@ from aegis_data import __version__
 from aegis_data.engine.config import SEVERITIES, SuiteConfig, check_severities, load_config, parse_condition
 from aegis_data.engine.config_schema import MAX_SEED
 from aegis_data.engine.corruptor import SuiteCorruptor
-from aegis_data.engine.scale import FRAME, FRAME_SCALE, OBJECT, Scale, resolve_scale, suite_unit_scale
+from aegis_data.engine.scale import FRAME_SCALE, Scale, suite_call_scale
 from aegis_data.engine.scene import (
     SIDECAR_SUFFIX, Scene, estimate_scene, found_sidecar, read_sidecar, read_water_mask, scene_digest, sidecar_path,
     water_mask_digest,
@@ -246,19 +246,11 @@ def plan_build(
         for r in recs:
             facts, where = _sidecar_of(r, scene_dir) if config.uses_scene else (None, None)
             units.append(Unit(split, r, split_conditions(split, conditions), facts, where))
-    # The mode is the call's, else the suite's (frame for aegis-v1). Under object scale with no unit from the
-    # call, the suite's unit applies whenever the suite declares one (only an object-mode suite can), also when
-    # the call names object scale explicitly; failing both, the median person box.
-    mode = config.scale.get("mode", FRAME) if scale is None else scale
-    suite_unit = None
-    if person_px is None and gsd_cm_per_px is None and not isinstance(mode, Scale) \
-            and str(mode).strip().lower() == OBJECT:
-        suite_unit = suite_unit_scale(config.scale)
-    build_scale = suite_unit or resolve_scale(mode, {s: splits_in.get(s) or () for s in wanted},
-                                              person_px=person_px, gsd_cm_per_px=gsd_cm_per_px)
-    if config.uses_scene and not build_scale.is_object:
-        raise AegisError(f"suite {config.suite} renders in physical units, which need a person unit: build it with "
-                         f"--scale object (the default), not --scale frame")
+    # The mode is the call's, else the suite's (frame for aegis-v1); the unit the call's, else the suite's, else
+    # the median person box.
+    build_scale = suite_call_scale(config.scale, scale, {s: splits_in.get(s) or () for s in wanted},
+                                   person_px=person_px, gsd_cm_per_px=gsd_cm_per_px,
+                                   physical_suite=config.suite if config.uses_scene else None)
     return BuildPlan(
         dataset=str(dataset.name),
         source=json.loads(canonical_json(dict(getattr(dataset, "description", {}) or {}))),
