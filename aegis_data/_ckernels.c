@@ -1294,7 +1294,7 @@ static PyObject *taps(PyObject *self, PyObject *args) {
 /* --- Raw sensor noise -------------------------------------------------------------------------------------
  * camera.raw_noise_image fused, per element the NumPy code's float64 operations in its order:
  *   S = (double)L * d;  sd = sqrt((S_site * a_c) + b_c);  z = (double)normal[idx] * 2**-20;  n = sd * z  (per site)
- *   demosaic of n (camera._demosaic: ((a + b) * 0.5, (((a + b) + c) + d) * 0.25; reflect-101 border, or the edge
+ *   demosaic of n (camera._demosaic_padded: ((a + b) * 0.5, (((a + b) + c) + d) * 0.25; reflect-101 border, or the edge
  *   pixel for a frame one pixel thick);  v = (S + dem) + 0.5;  out = encode[clip(floor(v), 0, 32767)].
  * Preconditions (checked): d, a_c, b_c finite and >= 0 and 65535 d a_c + b_c <= 1e300, so every value is finite
  * (no NaN reaches the float -> int conversion); floor then clip equals clamp to [0, 32767] then truncation. */
@@ -1364,7 +1364,7 @@ static inline void dem_green(double *o, const double *up, const double *c, const
     o[2] = odd ? horiz : vert;
 }
 
-/* One row of camera._demosaic into dem (w, 3) from the noise rows above, at and below (each readable at -1 and w):
+/* One row of camera._demosaic_padded into dem (w, 3) from the noise rows above, at and below (each readable at -1 and w):
  * R G R G ... on even rows, G B G B ... on odd ones. */
 static void demosaic_row(double *restrict dem, const double *up, const double *c, const double *dn, Py_ssize_t w,
                          int odd) {

@@ -50,8 +50,9 @@ def _in_memory_source(results: Any, condition: str) -> dict[str, Any]:
     return {"path": IN_MEMORY, "sha256": hashlib.sha256(data).hexdigest()}
 
 
-# A condition named in memory: what a <condition>.json file stem may be, without folders or hidden names.
-_CONDITION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+# A condition named in memory: what a <condition>.json file stem may be, without folders or hidden names (at most
+# score_doc.MAX_CONDITION_NAME characters, checked apart from the pattern).
+_CONDITION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 def _as_mapping(predictions: Predictions) -> Mapping[str, ConditionPredictions] | None:
@@ -61,11 +62,13 @@ def _as_mapping(predictions: Predictions) -> Mapping[str, ConditionPredictions] 
     if isinstance(predictions, Mapping):
         if not predictions:
             raise AegisError("nothing to score: the predictions mapping is empty")
+        from aegis_eval.protocols.score_doc import MAX_CONDITION_NAME
+
         for cond in predictions:
-            if not isinstance(cond, str) or not _CONDITION_NAME.fullmatch(cond):
+            if not isinstance(cond, str) or len(cond) > MAX_CONDITION_NAME or not _CONDITION_NAME.fullmatch(cond):
                 raise AegisError(f"[condition_name] {cond!r:.60} is no condition name; expected 'clean', a condition "
                                  "id such as 'low_light_s3', or a name such as 'ood' (letters, digits, '_', '.', "
-                                 "'-'; at most 100)")
+                                 f"'-'; at most {MAX_CONDITION_NAME})")
         return predictions
     if isinstance(predictions, Sequence):
         return {"clean": predictions}

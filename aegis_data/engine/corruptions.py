@@ -1141,7 +1141,9 @@ def apply_corruption(
 ) -> np.ndarray:
     """Corrupt one image: HxWx3 uint8 RGB in, a new array of the same shape and dtype out.
 
-    Deterministic in (pixels, name, severity, image_id, seed) alone: the draws come from the stream keyed
+    Deterministic in (pixels, name, severity, image_id, seed, suite, scale; an aegis-v2 image's scene, itself a
+    function of the pixels, the person unit, the suite's camera and any sidecar facts) alone: the draws come from
+    the stream keyed
     ``stream_key(image_id, name, severity, seed, config.key_tag)``, so any image can be regenerated alone, in any
     order or process, with identical bytes on any machine. ``config``: the suite whose parameters apply (default:
     the default suite, aegis-v2; ``load_config("aegis-v1")`` for the first suite; a split's build passes its own).

@@ -1,4 +1,4 @@
-"""Water for the generation-2 flood models (docs/CORRUPTIONS.md, "Water: mask, sun glint, floods").
+"""Water for the generation-2 flood models (docs/CORRUPTIONS.md, "The water mask" and the sections after it).
 
 Three things the flood family needs and nothing else provides:
 
