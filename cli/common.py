@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import re
 import sys
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, TypeVar
@@ -40,6 +41,23 @@ def warn(message: str) -> None:
     err.print(styled(("warning:", "yellow"), " ", message), highlight=False, soft_wrap=True)
 
 
+# The one place a library parameter becomes a flag. A parameter not listed here is spelled as its flag by the
+# Typer rule (``out_dir`` -> ``--out-dir``); the entries are the parameters whose flag reads differently.
+PARAM_FLAGS: dict[str, str] = {}
+
+_BACKTICKED = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`")
+
+
+def flag_for(param: str) -> str:
+    """The CLI flag that sets the library parameter ``param``."""
+    return PARAM_FLAGS.get(param) or "--" + param.replace("_", "-")
+
+
+def in_flags(message: str) -> str:
+    """A library message as the CLI prints it: every backticked `parameter` becomes its flag."""
+    return _BACKTICKED.sub(lambda m: flag_for(m.group(1)), message)
+
+
 def handle_errors(fn: F) -> F:
     """Wrap a command so bad input ends as one line on stderr and a non-zero exit, never a traceback."""
 
@@ -48,9 +66,9 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except MissingExtra as exc:  # an optional extra is not installed: nothing ran, as for a usage error
-            raise fail(str(exc), code=2) from None
+            raise fail(in_flags(str(exc)), code=2) from None
         except AegisError as exc:
-            raise fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+            raise fail(in_flags(str(exc).splitlines()[0]) if str(exc) else type(exc).__name__) from None
         except FileNotFoundError as exc:
             raise fail(f"file not found: {exc.filename or exc}") from None
         except PermissionError as exc:
