@@ -51,7 +51,8 @@ cv2.setNumThreads(1)
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from aegis_data.engine.config import SEVERITIES, load_config  # noqa: E402
+from aegis_data.conditions import SEVERITIES  # noqa: E402
+from aegis_data.engine.config import load_config  # noqa: E402
 from aegis_data.engine.corruptions import apply_corruption  # noqa: E402
 from aegis_data.engine.kernels import kernels_backend  # noqa: E402
 from aegis_data.engine.scale import FRAME_SCALE, Scale  # noqa: E402

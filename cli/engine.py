@@ -15,7 +15,8 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from aegis_data.engine.config import check_severity, load_config
+from aegis_data.conditions import check_severity
+from aegis_data.engine.config import load_config
 from aegis_data.errors import AegisError
 from .common import check_outputs, err, fail, out, styled
 from .tables import fit

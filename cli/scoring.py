@@ -8,7 +8,7 @@ from typing import Annotated, Any, Mapping, Optional
 import typer
 from rich.table import Table
 
-from aegis_data.engine.config import SEVERITIES
+from aegis_data.conditions import SEVERITIES
 from aegis_data.errors import AegisError
 from aegis_eval.protocols.predictions import (load_ground_truth, load_ground_truth_by_class, load_predictions,
                                     load_predictions_by_class)

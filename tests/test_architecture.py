@@ -17,7 +17,7 @@ PACKAGES = ("aegis_data", "aegis_eval", "cli")
 # API: they load names lazily from strings (PEP 562), so they have no import edges to check.
 ROOMS = {
     "aegis_data.errors": 0, "aegis_data.exports": 0,
-    "aegis_data.extras": 1, "aegis_data.compiled": 1,
+    "aegis_data.extras": 1, "aegis_data.compiled": 1, "aegis_data.conditions": 1,
     "aegis_data.files": 2,
     "aegis_data.engine": 3, "aegis_data.executors": 3,
     "aegis_data.sources": 4,

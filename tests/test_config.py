@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from aegis_data.engine.config import SEVERITIES, condition_id, load_config, parse_condition
+from aegis_data.conditions import SEVERITIES, condition_id, parse_condition
+from aegis_data.engine.config import load_config
 from aegis_data.errors import AegisError
 
 ROOT = Path(__file__).resolve().parent.parent

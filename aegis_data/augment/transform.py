@@ -37,8 +37,8 @@ from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 
-from aegis_data.engine.config import (DEFAULT_SUITE, PACKAGE_ROOT, REPO_ROOT, SEVERITIES, SUITE_NAMES, condition_id,
-                                     load_config)
+from aegis_data.conditions import SEVERITIES, condition_id
+from aegis_data.engine.config import DEFAULT_SUITE, PACKAGE_ROOT, REPO_ROOT, SUITE_NAMES, load_config
 from aegis_data.engine.scale import Scale
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.errors import AegisError

@@ -46,7 +46,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 import cv2
 import numpy as np
 
-from aegis_data.engine.config import SEVERITIES, SuiteConfig, check_severities, condition_id, load_config, split_config
+from aegis_data.conditions import SEVERITIES, check_severities, condition_id
+from aegis_data.engine.config import SuiteConfig, load_config, split_config
 from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.corruptions import scene_for
 from aegis_data.engine.realism import edge_width, noise_sigma

@@ -19,10 +19,10 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from functools import lru_cache
-from numbers import Integral
 from pathlib import Path
 from typing import Any, Mapping
 
+from aegis_data.conditions import CLEAN, SEVERITIES, check_severity, condition_id
 from aegis_data.engine.config_schema import validate_suite
 from aegis_data.errors import AegisError
 from aegis_data.files.layout import MANIFEST_NAME, SUITE_CONFIG_NAME
@@ -38,7 +38,6 @@ SUITES_DIR = _CHECKOUT_SUITES if _CHECKOUT_SUITES.is_dir() else PACKAGE_ROOT / "
 SUITE_NAMES = ("aegis-v1", "aegis-v2")
 DEFAULT_SUITE = "aegis-v2"
 DEFAULT_CONFIG_PATH = SUITES_DIR / f"{DEFAULT_SUITE}.yaml"
-SEVERITIES = (1, 2, 3)
 
 
 @dataclass(frozen=True)
@@ -121,36 +120,7 @@ class SuiteConfig:
     def conditions(self, corruptions=None, severities=SEVERITIES) -> list[str]:
         """Condition ids in canonical order: ``clean`` then ``<corruption>_s<k>``."""
         names = self.names if corruptions is None else tuple(corruptions)
-        return ["clean"] + [condition_id(n, s) for n in names for s in severities]
-
-
-def check_severity(severity: Any, what: str = "severity") -> int:
-    """``severity`` as int when it is 1, 2 or 3 (an integer, not a bool); else AegisError naming ``what``."""
-    if isinstance(severity, bool) or not isinstance(severity, Integral) or int(severity) not in SEVERITIES:
-        raise AegisError(f"{what} must be 1, 2 or 3, got {severity!r}")
-    return int(severity)
-
-
-def check_severities(severities: Any) -> tuple[int, ...]:
-    """A non-empty subset of 1, 2, 3, sorted and deduplicated; else AegisError."""
-    given = list(severities)
-    if not given or any(isinstance(s, bool) or not isinstance(s, Integral) or int(s) not in SEVERITIES for s in given):
-        raise AegisError(f"severities must be a non-empty subset of 1, 2, 3; got {given!r}")
-    return tuple(sorted({int(s) for s in given}))
-
-
-def condition_id(corruption: str, severity: int) -> str:
-    return f"{corruption}_s{int(severity)}"
-
-
-def parse_condition(cond: str) -> tuple[str | None, int]:
-    """``'low_light_s3' -> ('low_light', 3)``; ``'clean' -> (None, 0)``."""
-    if cond == "clean":
-        return None, 0
-    name, sep, sev = cond.rpartition("_s")
-    if not sep or not sev.isdigit() or not name:
-        raise AegisError(f"not a condition id: {cond!r} (expected 'clean' or '<corruption>_s<1-3>')")
-    return name, int(sev)
+        return [CLEAN] + [condition_id(n, s) for n in names for s in severities]
 
 
 def _parse(raw: dict, data: bytes, path: Path) -> SuiteConfig:

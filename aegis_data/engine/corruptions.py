@@ -24,13 +24,14 @@ from typing import Callable, Mapping, NamedTuple, Sequence, Union
 import cv2
 import numpy as np
 
+from aegis_data.conditions import check_severity
 from aegis_data.engine import budget as B
 from aegis_data.engine import kernels as K
 from aegis_data.engine import atmosphere as ATM
 from aegis_data.engine import rain as RAIN
 from aegis_data.engine.budget import RenderCost
 from aegis_data.engine.camera import CameraLowLightParams, auto_exposure, camera_low_light, capture_for, draw_low_light
-from aegis_data.engine.config import SuiteConfig, check_severity, load_config
+from aegis_data.engine.config import SuiteConfig, load_config
 from aegis_data.engine.flood import (FloodParams, TurbidWaterParams, draw_flood, draw_turbid, flood_cost,
                                      inundation_v2, submerged_fractions, turbid_cost, turbid_water)
 from aegis_data.engine.glint import (SunGlintParams, beaufort, can_glint, draw_glint, glint_cost, slope_variance,

@@ -11,8 +11,9 @@ from typing import Iterable
 import cv2
 import numpy as np
 
+from aegis_data.conditions import SEVERITIES, condition_id
 from aegis_data.engine.calibration import Corruptor, resolve_corruptions
-from aegis_data.engine.config import SEVERITIES, SuiteConfig, condition_id, load_config
+from aegis_data.engine.config import SuiteConfig, load_config
 from aegis_data.engine.corruptions import scene_for
 from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.scale import OBJECT, PERSON_PX_RANGE, Scale

@@ -31,7 +31,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from aegis_data import __version__
-from aegis_data.engine.config import SEVERITIES, SuiteConfig, check_severities, load_config, parse_condition
+from aegis_data.conditions import SEVERITIES, check_severities, parse_condition
+from aegis_data.engine.config import SuiteConfig, load_config
 from aegis_data.engine.config_schema import MAX_SEED
 from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.scale import FRAME_SCALE, Scale, suite_call_scale

@@ -45,7 +45,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from aegis_data.engine.config import SuiteConfig, parse_condition, split_config
+from aegis_data.conditions import parse_condition
+from aegis_data.engine.config import SuiteConfig, split_config
 from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.scale import Scale, scale_from_record
 from aegis_data.engine.scene import Scene, check_persons, check_sidecar, estimate_scene, read_water_mask

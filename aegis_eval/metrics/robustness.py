@@ -20,7 +20,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from aegis_data.engine.config import SuiteConfig, load_config, parse_condition
+from aegis_data.conditions import parse_condition
+from aegis_data.engine.config import SuiteConfig, load_config
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.bootstrap import nanmean_rows, percentile_interval, relative_to_clean
 from aegis_eval.metrics.result_keys import AP_METRICS, THRESHOLD_METRICS

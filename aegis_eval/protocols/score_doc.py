@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from aegis_data.engine.config import SEVERITIES, SuiteConfig, condition_id
+from aegis_data.conditions import SEVERITIES, condition_id
+from aegis_data.engine.config import SuiteConfig
 from aegis_data.engine.config_schema import CORRUPTION_NAMES
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.result_keys import AP_METRICS, COUNT_KEYS, LOWER_IS_BETTER, SCHEMA, THRESHOLD_METRICS

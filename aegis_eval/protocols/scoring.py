@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from aegis_data.engine.config import SuiteConfig, load_config, parse_condition
+from aegis_data.conditions import parse_condition
+from aegis_data.engine.config import SuiteConfig, load_config
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import write_bytes_atomic
 from aegis_eval.metrics import coco as ap_metrics

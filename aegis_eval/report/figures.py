@@ -28,7 +28,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
-from aegis_data.engine.config import condition_id
+from aegis_data.conditions import condition_id
 from aegis_data.files.imageio import encode_png
 from aegis_eval.metrics.result_keys import LOWER_IS_BETTER
 from aegis_eval.report import palette

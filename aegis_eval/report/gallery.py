@@ -19,7 +19,8 @@ from urllib.parse import quote
 import cv2
 import numpy as np
 
-from aegis_data.engine.config import SuiteConfig, load_config, parse_condition
+from aegis_data.conditions import parse_condition
+from aegis_data.engine.config import SuiteConfig, load_config
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import read_rgb, write_bytes_atomic, write_png_atomic
 from aegis_data.files.layout import condition_dir

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from aegis_data.engine.config import parse_condition
+from aegis_data.conditions import parse_condition
 from aegis_eval.report.results import DatasetGroup, Run
 from aegis_eval.report.tables import MISSING, UNDEFINED, Table
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from aegis_data.engine.config import SEVERITIES, SuiteConfig, condition_id, load_config, parse_condition
+from aegis_data.conditions import SEVERITIES, condition_id, parse_condition
+from aegis_data.engine.config import SuiteConfig, load_config
 from aegis_data.errors import AegisError
 from aegis_data.files.readers import read_json
 from aegis_eval.metrics.result_keys import AP_METRICS, COUNT_KEYS, LOWER_IS_BETTER, SCHEMA, THRESHOLD_METRICS

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from aegis_data.engine.config import condition_id
+from aegis_data.conditions import condition_id
 from aegis_eval.metrics.result_keys import LOWER_IS_BETTER
 from aegis_eval.protocols.provenance import score_suite
 from aegis_eval.report.results import (
