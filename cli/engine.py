@@ -303,7 +303,8 @@ def calibrate_cmd(
 
     In a split, test/clean is compared with test/<corruption>_s<k>; conditions not on disk are skipped.
     """
-    from aegis_data.engine.calibration import VISIBILITY_FLOOR, calibrate_path, check_monotone, check_visibility_floor
+    from aegis_data.engine.calibration import VISIBILITY_FLOOR, check_monotone, check_visibility_floor
+    from aegis_data.split.measure import calibrate_path
     from aegis_data.files.imageio import write_bytes_atomic
 
     check_outputs({"--json": json_out}, [path])
@@ -386,7 +387,8 @@ def realism_cmd(
     the others with its distance from the real frames (docs/CORRUPTIONS.md, "Checking the physics against real
     footage").
     """
-    from aegis_data.engine.realism import DISTANCES, realism_report
+    from aegis_data.engine.realism import DISTANCES
+    from aegis_data.split.measure import realism_report
     from aegis_data.files.imageio import write_bytes_atomic
 
     check_outputs({"--json": json_out}, [real_dir, split_dir])

@@ -268,16 +268,16 @@ def test_calibrate_path_takes_a_ready_scale_and_any_spelling_of_the_mode(tmp_pat
 
     cv2.imwrite(str(tmp_path / "a.png"), np.full((48, 64, 3), 120, np.uint8))
     unit = Scale("object", 20.0, "test")
-    by_scale = cal.calibrate_path(tmp_path, ["low_light"], 1, scale=unit, suite=suite)
-    by_name = cal.calibrate_path(tmp_path, ["low_light"], 1, scale="Object", person_px=20.0, suite=suite)
+    by_scale = cal.calibrate_clean_folder(tmp_path, ["low_light"], 1, scale=unit, suite=suite)
+    by_name = cal.calibrate_clean_folder(tmp_path, ["low_light"], 1, scale="Object", person_px=20.0, suite=suite)
     assert by_scale.scale == by_name.scale.replace("--person-px", "test") and by_scale.n_images == 1
     assert [r.mean for r in by_scale.rows] == [r.mean for r in by_name.rows]
     if suite == "aegis-v2":
         for frame in (FRAME_SCALE, " Frame"):
             with pytest.raises(AegisError, match="takes --scale object only"):
-                cal.calibrate_path(tmp_path, ["low_light"], 1, scale=frame, suite=suite)
+                cal.calibrate_clean_folder(tmp_path, ["low_light"], 1, scale=frame, suite=suite)
     with pytest.raises(AegisError, match="--scale must be one of"):
-        cal.calibrate_path(tmp_path, ["low_light"], 1, scale="pixels", suite=suite)
+        cal.calibrate_clean_folder(tmp_path, ["low_light"], 1, scale="pixels", suite=suite)
 
 
 def test_a_suite_that_declares_its_person_unit_calibrates_a_folder_with_it(tmp_path):
@@ -293,6 +293,6 @@ def test_a_suite_that_declares_its_person_unit_calibrates_a_folder_with_it(tmp_p
     folder = tmp_path / "imgs"
     folder.mkdir()
     cv2.imwrite(str(folder / "a.png"), np.full((48, 64, 3), 120, np.uint8))
-    table = cal.calibrate_path(folder, ["low_light"], 1, suite=str(path))
+    table = cal.calibrate_clean_folder(folder, ["low_light"], 1, suite=str(path))
     assert table.n_images == 1 and "30" in table.scale
-    assert table.scale != cal.calibrate_path(folder, ["low_light"], 1, suite=str(path), person_px=20.0).scale
+    assert table.scale != cal.calibrate_clean_folder(folder, ["low_light"], 1, suite=str(path), person_px=20.0).scale

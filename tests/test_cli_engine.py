@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import apply_corruption
 from aegis_data.files.imageio import pixel_sha256, read_rgb, write_png_atomic
+from aegis_data.split.manifest import build_manifest, write_manifest
 from aegis_cli.main import app
 from golden.frames import golden_frame
 from conftest import assert_one_line_error as _one_line_error
@@ -174,10 +175,19 @@ def test_calibrate_subset_and_limit(image_dir, tmp_path):
     assert [r["condition"] for r in data["rows"]][::3] == ["low_light_s1", "smoke_haze_s1", "fire_warm_tint_s1"]
 
 
+def _seal(root: Path, conditions: list[str]) -> None:
+    """A sealed aegis-v1 manifest naming no files: calibration reads a split's suite and unit through the sealed
+    reader, which checks the manifest and not the files (``aegis verify`` does that)."""
+    root.mkdir(parents=True, exist_ok=True)
+    manifest = build_manifest(dataset="fixture", source={}, suite=V1.suite, config_hash=V1.config_hash, seed=V1.seed,
+                              conditions=["clean", *conditions], splits={"test": 2}, entries=[])
+    write_manifest(root / "manifest.json", manifest)
+
+
 def _split(root: Path, conditions: dict[str, callable]) -> Path:
     """A minimal frozen-split layout: manifest + test/clean + the given conditions (condition -> fn(img, stem))."""
     root.mkdir(parents=True, exist_ok=True)
-    (root / "manifest.json").write_text(json.dumps({"config_hash": V1.config_hash}))
+    _seal(root, [])
     for phase, stem in ((0, "img_a"), (5, "img_b")):
         img = frame(phase=phase)
         write_png_atomic(root / "test" / "clean" / f"{stem}.png", img)
@@ -219,7 +229,7 @@ def test_calibrate_bad_input_is_one_line(image_dir, tmp_path, case):
     elif case == "limit0":
         extra, frag = ["--limit", "0"], "--limit must be at least 1, got 0"
     elif case == "no_clean":
-        (tmp_path / "manifest.json").write_text("{}")
+        _seal(tmp_path, [])
         path, frag = tmp_path, "no test/clean folder"
     # A folder of images under the default suite needs a person unit; a split takes none (its manifest fixes it).
     result = runner.invoke(app, ["calibrate", str(path), *extra, *([] if case == "no_clean" else UNIT)])

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from aegis_cli.main import app
-from aegis_data.engine import realism as R
+from aegis_data.split import measure
 from conftest import assert_one_line_error
 from test_realism import real_dir_of, tiny_split
 
@@ -30,7 +30,7 @@ def test_aegis_realism_prints_and_writes_json(split, tmp_path):
         assert word in result.stdout
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["condition"] == "low_light_s1" and doc["distance"]["rendered"]["noise_sigma"] == 1.0
-    assert doc == json.loads(json.dumps(R.realism_report(real, split, "low_light_s1").to_dict()))
+    assert doc == json.loads(json.dumps(measure.realism_report(real, split, "low_light_s1").to_dict()))
 
 
 def test_aegis_realism_refuses_bad_input_in_one_line(split, tmp_path):

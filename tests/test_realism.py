@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from aegis_cli.main import app
 from aegis_data.engine import realism as R
+from aegis_data.split import measure
 from aegis_data.errors import AegisError
 
 runner = CliRunner()
@@ -314,7 +315,7 @@ def real_dir_of(tmp_path: Path, split: Path, condition: str) -> Path:
 
 def test_realism_report_of_the_rendering_itself_is_at_distance_zero(split, tmp_path):
     real = real_dir_of(tmp_path, split, "low_light_s1")
-    report = R.realism_report(real, split, "low_light_s1")
+    report = measure.realism_report(real, split, "low_light_s1")
     assert report.real == report.rendered and report.real.n_images >= 1
     d = report.rendered_distance
     assert d["noise_curve"] == 0.0 and d["noise_sigma"] == 1.0 and d["edge_width"] == 1.0
@@ -336,19 +337,19 @@ def test_realism_report_refusals(split, tmp_path):
                            ((real, split, "low_light_s3"), "holds no rendering of low_light_s3"),
                            ((real, split / "test", "low_light_s1"), "is not a split folder")]:
         with pytest.raises(AegisError, match=fragment):
-            R.realism_report(*args)
+            measure.realism_report(*args)
 
 
 def test_limit_takes_the_first_images_of_each_set(split, tmp_path):
     real = real_dir_of(tmp_path, split, "low_light_s1")
-    report = R.realism_report(real, split, "low_light_s1", limit=1)
+    report = measure.realism_report(real, split, "low_light_s1", limit=1)
     assert report.real.n_images == report.rendered.n_images == report.clean.n_images == 1
 
 
 @pytest.mark.skipif(not REAL_FRAMES.is_dir(), reason=f"real HERIDAL frames not on this machine ({REAL_FRAMES})")
 def test_real_heridal_frames_smoke(split):
     """Four real 4000x3000 HERIDAL JPEGs (daylight, evening): camera-like values, far from the v1 rendering."""
-    report = R.realism_report(REAL_FRAMES, split, "low_light_s1")
+    report = measure.realism_report(REAL_FRAMES, split, "low_light_s1")
     real = report.real
     assert real.n_images == len(list(REAL_FRAMES.glob("*.jpg")))
     assert 0.5 < real.noise.noise_sigma < 8.0

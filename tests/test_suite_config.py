@@ -10,13 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aegis_data.engine.calibration import calibrate_split
-from aegis_data.engine.config import SUITE_NAMES, config_from_bytes, load_config, split_config, suite_path
+from aegis_data.engine.config import SUITE_NAMES, config_from_bytes, load_config, suite_path
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import read_rgb
 from aegis_data.files.layout import SUITE_CONFIG_NAME
 from aegis_data.split.build import build_splits
 from aegis_data.split.manifest import load_manifest
+from aegis_data.split.measure import calibrate_split
+from aegis_data.split.reader import load_split
 from aegis_data.split.verify import verify_split
 from aegis_eval.protocols.scoring import score_paths
 from test_splits_doubles import build_kwargs, fake_dataset
@@ -68,10 +69,10 @@ def test_build_renders_with_the_given_config_and_records_its_hash_and_bytes(spli
 
 
 def test_split_config_prefers_the_split_copy(splits, suite):
-    cfg = split_config(splits["modified"])
+    cfg = load_split(splits["modified"]).suite_config()
     assert cfg.config_hash == config_from_bytes(modified_config_bytes(suite)).config_hash
     assert "seismic" in cfg.families and "earthquake" not in cfg.families
-    assert split_config(splits["default"]).config_hash == load_config(suite).config_hash
+    assert load_split(splits["default"]).suite_config().config_hash == load_config(suite).config_hash
 
 
 def _preds(tmp_path: Path, split: Path) -> Path:
@@ -88,7 +89,7 @@ def test_scoring_uses_the_manifest_table(splits, tmp_path):
     result = score_paths(_preds(tmp_path, splits["modified"]), splits["modified"], threshold=0.5, bootstrap=1)
     assert result["conditions"]["dust_haze_s1"]["family"] == "seismic"
     assert set(result["summary"]["per_family"]) == {"storm", "seismic"}
-    assert result["provenance"]["config_hash"] == split_config(splits["modified"]).config_hash
+    assert result["provenance"]["config_hash"] == load_split(splits["modified"]).suite_config().config_hash
 
 
 def test_scoring_refuses_a_split_whose_config_is_not_available(splits, tmp_path):
@@ -108,26 +109,27 @@ def test_an_edited_split_config_is_refused(splits, suite, tmp_path):
     shutil.copytree(splits["modified"], copy, symlinks=True)
     (copy / SUITE_CONFIG_NAME).write_bytes(modified_config_bytes(suite).replace(b"seed: 20260707", b"seed: 20260708"))
     with pytest.raises(AegisError, match="the file was changed"):
-        split_config(copy)
+        load_split(copy).suite_config()
     # A comment is no change of the suite: its identity is its parsed content.
     (copy / SUITE_CONFIG_NAME).write_bytes(modified_config_bytes(suite) + b"# a note\n")
-    assert split_config(copy).config_hash == split_config(splits["modified"]).config_hash
+    assert load_split(copy).suite_config().config_hash == load_split(splits["modified"]).suite_config().config_hash
 
 
 @pytest.mark.parametrize("recorded", [5, None])
 def test_calibration_refuses_a_manifest_without_a_string_config_hash(splits, tmp_path, recorded):
+    """Calibration reads the manifest through the sealed reader: an edited config hash breaks the seal."""
     copy = tmp_path / "nohash"
     shutil.copytree(splits["modified"], copy, symlinks=True)
     manifest = json.loads((copy / "manifest.json").read_text())
     manifest["config_hash"] = recorded
     (copy / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(AegisError, match=r"manifest.json: no config_hash recorded"):
+    with pytest.raises(AegisError, match=r"manifest.json is internally inconsistent: .*\(the file was edited\)"):
         calibrate_split(copy)
 
 
 def test_calibration_and_verify_use_the_split_config(splits):
     table = calibrate_split(splits["modified"])
-    assert table.config_hash == split_config(splits["modified"]).config_hash
+    assert table.config_hash == load_split(splits["modified"]).suite_config().config_hash
     assert {r.family for r in table.rows} >= {"seismic"}
     assert verify_split(splits["modified"]).ok
 

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from aegis_cli.main import app
 from aegis_data.engine import calibration as cal
+from aegis_data.split import measure
 from aegis_data.engine.config import config_from_bytes, load_config
 from aegis_data.engine.config_schema import CALIBRATION_STATISTICS
 from aegis_data.engine.visibility import (MIN_SURROUND_BOXES, ROSE_K, _covered_area, person_visibility, pixel_box,
@@ -178,7 +179,7 @@ def split(tmp_path_factory) -> Path:
 
 def test_calibrate_split_reads_the_test_boxes(split, tmp_path):
     gt = json.loads((split / "annotations" / "test.json").read_text())
-    table = cal.calibrate_split(split, ["low_light"])
+    table = measure.calibrate_split(split, ["low_light"])
     assert table.clean_visibility is not None and table.clean_visibility.n_persons == len(gt["annotations"])
     result = runner.invoke(app, ["calibrate", str(split), "-c", "low_light", "--json", str(tmp_path / "c.json")],
                            env={"COLUMNS": "200"})
@@ -190,7 +191,7 @@ def test_calibrate_split_reads_the_test_boxes(split, tmp_path):
     # a split without test annotations calibrates as before
     (split / "annotations" / "test.json").rename(tmp_path / "test.json")
     try:
-        assert cal.calibrate_split(split, ["low_light"]).clean_visibility is None
+        assert measure.calibrate_split(split, ["low_light"]).clean_visibility is None
     finally:
         (tmp_path / "test.json").rename(split / "annotations" / "test.json")
 

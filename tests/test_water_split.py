@@ -294,7 +294,8 @@ def test_the_report_shows_acted_images_beside_the_cell_and_the_submerged_contrac
 
 # --- aegis realism: where the glint falls -------------------------------------------------------------------
 def test_realism_reports_glint_on_water_and_land_and_the_sparkle_size(flooded, tmp_path):
-    from aegis_data.engine.realism import glint_statistics, realism_report
+    from aegis_data.engine.realism import glint_statistics
+    from aegis_data.split.measure import realism_report
 
     real = tmp_path / "real"
     real.mkdir()

@@ -32,7 +32,8 @@ detector-free visibility: the median Rose index V and the share with V >= 5
 
 Layers: the statistics and :func:`check_monotone` are pure; :func:`calibrate` streams images through an
 injectable ``corrupt`` function (default: the engine, in memory); :func:`calibrate_folder` /
-:func:`calibrate_split` are the disk edge used by ``aegis calibrate``. The visual counterpart of a ladder,
+:func:`calibrate_rendered` are the disk edge used by ``aegis calibrate`` (a split's manifest is read on the split
+side, ``aegis_data.split.measure``, which passes its suite and scale down). The visual counterpart of a ladder,
 the severity contact sheet (``aegis grid``), is in ``aegis_data.engine.grid``.
 """
 
@@ -47,17 +48,17 @@ import cv2
 import numpy as np
 
 from aegis_data.conditions import SEVERITIES, check_severities, condition_id
-from aegis_data.engine.config import SuiteConfig, load_config, split_config
+from aegis_data.engine.config import SuiteConfig, load_config
 from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.corruptions import scene_for
 from aegis_data.engine.realism import edge_width, noise_sigma
-from aegis_data.engine.scale import FRAME_SCALE, Scale, pixel_length, scale_from_record, suite_call_scale
+from aegis_data.engine.scale import FRAME_SCALE, Scale, pixel_length, suite_call_scale
 from aegis_data.engine.visibility import VisibilitySummary, person_visibility, summarize_visibility
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import IMAGE_SUFFIXES, read_rgb
 from aegis_data.files.imageio import list_images as images_in_folder
-from aegis_data.files.layout import MANIFEST_NAME, annotation_path, condition_dir, image_file_name
-from aegis_data.files.readers import coco_boxes_by_stem, read_coco_gt, read_json_object
+from aegis_data.files.layout import annotation_path, condition_dir, image_file_name
+from aegis_data.files.readers import coco_boxes_by_stem, read_coco_gt
 from aegis_data.files.rgb import check_rgb_image
 
 # Defaults for the two thresholds the config also declares (``calibration_threshold``); the config wins.
@@ -541,11 +542,6 @@ def _check_limit(limit: int | None) -> None:
         raise AegisError(f"--limit must be at least 1, got {limit}")
 
 
-def is_split_dir(path: str | Path) -> bool:
-    """True for a directory written by ``aegis build-splits`` (it holds a manifest)."""
-    return (Path(path) / MANIFEST_NAME).is_file()
-
-
 def calibrate_folder(
     folder: str | Path,
     corruptions: Iterable[str] | None = None,
@@ -564,22 +560,21 @@ def calibrate_folder(
     return calibrate(images, names, seed=seed, scale=scale, config=config)
 
 
-def calibrate_split(
-    root: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None
+def calibrate_rendered(
+    root: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None, *, config: SuiteConfig,
+    scale: Scale,
 ) -> CalibrationTable:
-    """Calibrate on a frozen split: ``test/clean/<stem>.png`` against ``test/<corruption>_s<k>/<stem>.png``.
+    """Calibrate on a frozen split's images: ``test/clean/<stem>.png`` against ``test/<corruption>_s<k>/<stem>.png``.
 
-    Conditions that are not on disk for an image are skipped (the row's ``n`` counts what was found). When the
-    split holds ``annotations/test.json``, its person boxes give every row the persons' visibility.
+    ``config`` and ``scale`` are the ones the split's manifest records (``aegis_data.split.measure.calibrate_split``
+    reads them through the sealed reader: the engine reads no manifest). Conditions that are not on disk for an
+    image are skipped (the row's ``n`` counts what was found). When the split holds ``annotations/test.json``, its
+    person boxes give every row the persons' visibility.
     """
     _check_limit(limit)
     clean_dir = condition_dir(root, "test", "clean")
     if not clean_dir.is_dir():
         raise AegisError(f"{root} has a manifest but no {clean_dir.relative_to(root)} folder of clean test images")
-    manifest, _ = read_json_object(Path(root) / MANIFEST_NAME, "split manifest", "manifest_")
-    # The suite the split was built with, and the unit its lengths follow.
-    config = split_config(root, manifest.get("config_hash"))  # refuses a missing or non-string hash in one line
-    scale = scale_from_record(manifest.get("scale"), f"{root}/{MANIFEST_NAME}")
     names = resolve_corruptions(corruptions, config)
     stems = sorted(f.stem for f in clean_dir.glob("*.png"))
     if not stems:
@@ -600,23 +595,15 @@ def calibrate_split(
     return calibrate(images, names, corrupt=from_disk, config=config, scale=scale, boxes=boxes)
 
 
-def calibrate_path(
+def calibrate_clean_folder(
     path: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None,
     scale: str | Scale | None = None, *, person_px: float | None = None, gsd_cm_per_px: float | None = None,
     suite: str | Path | None = None,
 ) -> CalibrationTable:
-    """:func:`calibrate_split` for a split directory (has ``manifest.json``), else :func:`calibrate_folder`.
-
-    A split's manifest fixes the suite and the unit its images were built with, so it takes none of ``suite`` /
-    ``scale`` / ``person_px`` / ``gsd_cm_per_px``; a folder takes them (``suite`` a name or file, default
-    aegis-v2; the scale as ``aegis_data.engine.scale.resolve_scale`` does, default the suite's; object scale
-    needs the unit, as a folder carries no boxes).
+    """:func:`calibrate_folder` on a folder of clean images, corrupted in memory (``suite`` a name or file, default
+    aegis-v2; the scale as ``aegis_data.engine.scale.resolve_scale`` does, default the suite's; object scale needs
+    the unit, as a folder carries no boxes). ``aegis_data.split.measure.calibrate_path`` takes a split as well.
     """
-    if is_split_dir(path):
-        if scale is not None or person_px is not None or gsd_cm_per_px is not None or suite is not None:
-            raise AegisError(f"{path} is a split: its manifest fixes the suite and scale its images were built with; "
-                             f"--suite/--scale/--person-px/--gsd apply to folders of clean images")
-        return calibrate_split(path, corruptions, limit)
     config = load_config(suite)
     # The images and the names first: a missing path or an unknown name is the error to report, not the unit.
     _check_limit(limit)

@@ -10,7 +10,8 @@ Before aegisbench 0.3 it covered the file's bytes; splits built then still resol
 A split carries the exact bytes of the config it was built with (``<split>/corruptions.yaml``, named by the
 manifest's ``config_hash``); everything that works on a split -- scoring, robustness, calibration, report,
 gallery, verify -- takes its :class:`SuiteConfig` from :func:`split_config`, and the installed default only
-where there is no split.
+where there is no split. The engine never reads a manifest: the split side reads the hash through its sealed
+reader (``aegis_data.split.reader``) and passes it here.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ from aegis_data.conditions import CLEAN, SEVERITIES, check_severity, condition_i
 from aegis_data.engine.config_schema import validate_suite
 from aegis_data.errors import AegisError
 from aegis_data.files.layout import MANIFEST_NAME, SUITE_CONFIG_NAME
-from aegis_data.files.readers import (MAX_YAML_BYTES, parse_yaml_bytes, read_file_bytes, read_json_object,
-                                      read_yaml)
+from aegis_data.files.readers import MAX_YAML_BYTES, parse_yaml_bytes, read_file_bytes, read_yaml
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # aegis_data/
 REPO_ROOT = PACKAGE_ROOT.parent
@@ -274,18 +274,15 @@ def config_bytes_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:12]
 
 
-def split_config(root: str | Path, config_hash: str | None = None) -> SuiteConfig:
+def split_config(root: str | Path, config_hash: Any) -> SuiteConfig:
     """The suite config a split was built with.
 
-    ``config_hash`` is the manifest's (read from ``<root>/manifest.json`` when not given). The split's own copy
-    ``<root>/corruptions.yaml`` is used when its bytes hash to it; else the installed config when *its* hash is
-    the manifest's; otherwise AegisError: scoring against another suite's families, order or parameters would
-    give wrong answers silently.
+    ``config_hash`` is the one the split's manifest records (the caller reads it:
+    ``aegis_data.split.reader.FrozenSplit.suite_config``). The split's own copy ``<root>/corruptions.yaml`` is
+    used when its bytes hash to it; else the installed config when *its* hash is the manifest's; otherwise
+    AegisError: scoring against another suite's families, order or parameters would give wrong answers silently.
     """
     root = Path(root)
-    if config_hash is None:
-        manifest, _ = read_json_object(root / MANIFEST_NAME, "split manifest", "manifest_")
-        config_hash = manifest.get("config_hash")
     if not isinstance(config_hash, str):
         raise AegisError(f"{root / MANIFEST_NAME}: no config_hash recorded; cannot tell which suite config built "
                          f"this split")
@@ -310,11 +307,3 @@ def split_config(root: str | Path, config_hash: str | None = None) -> SuiteConfi
 @lru_cache(maxsize=8)
 def _split_copy_cached(path: str, data: bytes) -> SuiteConfig:
     return config_from_bytes(data, path)
-
-
-def config_for(path: str | Path | None, config_hash: str | None = None) -> SuiteConfig:
-    """:func:`split_config` when ``path`` is a split directory (it holds a manifest), else the installed
-    config (no split: a bare image folder or COCO file)."""
-    if path is not None and (Path(path) / MANIFEST_NAME).is_file():
-        return split_config(path, config_hash)
-    return load_config()

@@ -36,7 +36,8 @@ ignored). :func:`letterbox_region` finds it for near-black bars. On a 12-MP fram
 together, takes about 2 s of one core (1.8 s CPU, measured on a HERIDAL frame); the edge search measures at most
 :data:`MAX_EDGES` edge points, by a fixed stride.
 
-The disk edge is :func:`realism_report`, used by ``aegis realism``: the statistics of a folder of real frames beside
+The disk edge is :func:`compare_realism` (``aegis_data.split.measure.realism_report`` passes it what the split's
+manifest records), used by ``aegis realism``: the statistics of a folder of real frames beside
 those of a split's rendering of one condition and of its clean images, with one distance per statistic.
 """
 
@@ -46,18 +47,19 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import cv2
 import numpy as np
 
-from aegis_data.engine.config import split_config
+from aegis_data.engine.config import SuiteConfig
 from aegis_data.engine.realism_atmosphere import (ATMOSPHERE_DISTANCES, AtmosphereSet, atmosphere_distances,
                                                   atmosphere_statistics, crop_region, finite_median, log_rms,
                                                   summarize_atmosphere)
+from aegis_data.engine.scale import Scale
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import IMAGE_SUFFIXES, list_images, read_rgb
-from aegis_data.files.layout import MANIFEST_NAME, condition_dir, link_target
+from aegis_data.files.layout import condition_dir, link_target
 from aegis_data.files.rgb import check_rgb_image
 
 BLOCK = 8
@@ -890,12 +892,16 @@ def _split_images(split_dir: Path, condition: str, limit: int | None) -> list[Pa
     return files
 
 
-def realism_report(real_dir: str | Path, split_dir: str | Path, condition: str,
-                   limit: int | None = None) -> RealismReport:
+def compare_realism(real_dir: str | Path, split_dir: str | Path, condition: str, limit: int | None = None, *,
+                    config: SuiteConfig, scale: Scale, scenes: Mapping[str, Any]) -> RealismReport:
     """The four statistics on every image of ``real_dir`` (real frames of ``condition``), on the split's rendering
     ``<split_dir>/test/<condition>/*.png`` and on its clean images ``test/clean/*.png``; ``limit``: at most that
     many images of each set, by name. AegisError (one line) for a folder without images, a folder that is not a
-    split, a condition the split's suite does not have, or a split without that condition on disk."""
+    split, a condition the split's suite does not have, or a split without that condition on disk.
+
+    ``config``, ``scale`` and ``scenes`` (test image id -> the scene record of its clean entry) are what the split's
+    manifest records: ``aegis_data.split.measure.realism_report`` reads them through the sealed reader (the engine
+    reads no manifest)."""
     real_dir, split_dir = Path(real_dir), Path(split_dir)
     if limit is not None and (isinstance(limit, bool) or limit < 1):
         raise AegisError(f"--limit must be at least 1, got {limit}")
@@ -904,10 +910,6 @@ def realism_report(real_dir: str | Path, split_dir: str | Path, condition: str,
     real_files = list_images(real_dir)
     if not real_files:
         raise AegisError(f"no images in {real_dir} (looked for {', '.join(IMAGE_SUFFIXES)})")
-    if not (split_dir / MANIFEST_NAME).is_file():
-        raise AegisError(f"{split_dir} is not a split folder (no {MANIFEST_NAME}); give the folder `aegis "
-                         f"build-splits` wrote")
-    config = split_config(split_dir)
     known = config.conditions()
     if condition not in known:
         raise AegisError(f"unknown condition {condition!r} in suite {config.suite}; expected clean or "
@@ -919,7 +921,7 @@ def realism_report(real_dir: str | Path, split_dir: str | Path, condition: str,
     name = condition.rpartition("_s")[0]
     glint = None
     if config.uses_scene and name in config.corruptions and config.corruptions[name].model_name == "sun_glint":
-        glint = _glint_sets(split_dir, config, real_files, rendered_files)
+        glint = _glint_sets(split_dir, config, scale, scenes, real_files, rendered_files)
     return RealismReport(
         condition, str(real_dir), str(split_dir),
         real=set_statistics(read_rgb(f) for f in real_files),
@@ -929,21 +931,16 @@ def realism_report(real_dir: str | Path, split_dir: str | Path, condition: str,
     )
 
 
-def _glint_sets(split_dir: Path, config, real_files: Sequence[Path], rendered_files: Sequence[Path]) -> dict:
+def _glint_sets(split_dir: Path, config: SuiteConfig, scale: Scale, scenes: Mapping[str, Any],
+                real_files: Sequence[Path], rendered_files: Sequence[Path]) -> dict:
     """Glint statistics of the real frames (their saturated pixels, on the water their pixels show), of the
     rendering (the pixels it saturated beyond its clean image, on the water of that image's scene) and of the clean
     images. The water of a frame: the scene's (``aegis_data.engine.scene``), with the split's person unit (the
     real frames: the same unit) and, for a split image, its recorded sidecar facts and stored water mask."""
-    from aegis_data.engine.scale import scale_from_record
     from aegis_data.engine.scene import check_sidecar, estimate_scene, read_water_mask
     from aegis_data.files.layout import water_mask_relpath
-    from aegis_data.files.readers import read_json_object
 
-    manifest, _ = read_json_object(split_dir / MANIFEST_NAME, "split manifest")
-    scale = scale_from_record(manifest.get("scale"), f"manifest {split_dir / MANIFEST_NAME}")
     unit = scale.person_px if scale.is_object else 60.0
-    scenes = {e.get("image_id"): e.get("scene") for e in manifest.get("entries") or []
-              if isinstance(e, dict) and e.get("condition") == "clean" and e.get("split") == "test"}
 
     def split_water(image_id: str, clean: np.ndarray) -> np.ndarray:
         record = scenes.get(image_id) if isinstance(scenes.get(image_id), dict) else {}

@@ -15,6 +15,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from aegis_data.engine.config import SuiteConfig, load_config, split_config
 from aegis_data.engine.scale import Scale, scale_from_record
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import read_rgb
@@ -68,6 +69,11 @@ class FrozenSplit:
     @property
     def scale(self) -> Scale:
         return scale_from_record(self.manifest.data.get("scale"), self.manifest.path)
+
+    def suite_config(self) -> SuiteConfig:
+        """The suite config the split was built with (its own ``corruptions.yaml`` copy, or the installed suite
+        with the manifest's config hash; see :func:`aegis_data.engine.config.split_config`)."""
+        return split_config(self.root, self.manifest.data.get("config_hash"))
 
     def ground_truth(self, split: str = "test") -> dict[str, Any]:
         """The split's COCO ground truth (``annotations/<split>.json``) as a dict (the caller's own copy)."""
@@ -135,3 +141,14 @@ def load_split(root: str | Path) -> FrozenSplit:
     if not root.is_dir():
         raise AegisError(f"split folder not found: {root}")
     return FrozenSplit(root, load_manifest(root / MANIFEST_NAME))
+
+
+def config_for(path: str | Path | None, config_hash: str | None = None) -> SuiteConfig:
+    """The suite config of the conditions under ``path``: the split's when ``path`` is a split folder (it holds a
+    manifest; ``config_hash`` is its manifest's when the caller already read it, else the manifest is read here),
+    else the installed default (no split: a bare image folder or COCO file)."""
+    if path is None or not (Path(path) / MANIFEST_NAME).is_file():
+        return load_config()
+    if config_hash is not None:
+        return split_config(path, config_hash)
+    return load_split(path).suite_config()

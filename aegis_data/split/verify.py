@@ -146,7 +146,7 @@ def pixel_difference(actual: np.ndarray, expected: np.ndarray) -> tuple[int, int
 def _suite_config(root: Path, config_hash: Any) -> tuple[SuiteConfig | None, str]:
     """(the suite config named by ``config_hash`` -- the split's copy or the installed one --, or None with why)."""
     try:
-        return split_config(root, config_hash if isinstance(config_hash, str) else None), ""
+        return split_config(root, config_hash), ""
     except AegisError as exc:
         return None, str(exc)
 

@@ -29,10 +29,11 @@ from typing import Any, Mapping, NoReturn, Sequence
 
 import numpy as np
 
-from aegis_data.engine.config import SuiteConfig, config_for
+from aegis_data.engine.config import SuiteConfig
 from aegis_data.errors import AegisError
 from aegis_data.files.layout import MANIFEST_NAME, annotation_path
 from aegis_data.files.readers import image_name_problem, read_json
+from aegis_data.split.reader import config_for
 from aegis_eval.metrics.types import Detections, GroundTruth
 from aegis_eval.protocols.class_map import ClassMap, remap_ground_truth, remap_predictions
 from aegis_eval.protocols.coco_doc import category_names, check_coco_shape, is_int64
@@ -400,7 +401,7 @@ def load_ground_truth_by_class(path: str | Path, classes: str, split: str = "tes
 
 
 def suite_config_of(gt: GroundTruth) -> SuiteConfig:
-    """The suite config the GT's conditions belong to: the split's (see :func:`aegis_data.engine.config.split_config`,
+    """The suite config the GT's conditions belong to: the split's (see :func:`aegis_data.split.reader.config_for`,
     which refuses when that config is not available) for GT read from a split directory, else the installed one."""
     return config_for(gt.split_dir, gt.config_hash)
 

@@ -28,11 +28,11 @@ from typing import Callable, Iterable
 import numpy as np
 
 from aegis_data import __version__ as TOOLKIT_VERSION
-from aegis_data.engine.config import config_for
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import file_sha256, read_rgb, write_bytes_atomic
 from aegis_data.files.layout import annotation_path, condition_dir
 from aegis_data.files.readers import coco_images, read_coco_gt, read_json
+from aegis_data.split.reader import config_for
 from aegis_eval.runners import MODELS, Detector, Prediction, load_detector, resolve_device
 from aegis_eval.runners.config import default
 from aegis_eval.runners.tiled import predict_images
