@@ -15,7 +15,7 @@ $(PY):
 # Reinstall only when the dependency declaration changes. The demo needs only the light core; the tests
 # need everything, including the torch/ultralytics runner extra and the Dask extra (pinned in constraints.txt).
 # setup.py and the C sources: the optional compiled engine loops are rebuilt when they change.
-BUILD_INPUTS := pyproject.toml constraints.txt setup.py $(wildcard aegis_data/*.c)
+BUILD_INPUTS := pyproject.toml constraints.txt setup.py $(wildcard aegis_data/*/*.c)
 $(STAMP_CORE): $(BUILD_INPUTS) | $(PY)
 	$(PIP) install -q -c constraints.txt -e .
 	touch $(STAMP_CORE)

@@ -1,6 +1,7 @@
 """Packages (cli/ installs as aegis_cli) and the optional compiled extensions; everything else is in pyproject.toml.
 
-aegis_data._ckernels holds the engine's inner loops, aegis_data._cpng the PNG writer's deflate. Both are optional:
+aegis_data.engine._ckernels holds the engine's inner loops, aegis_data.files._cpng the PNG writer's deflate (each C
+source sits beside the NumPy code it mirrors). Both are optional:
 where they cannot be compiled the toolkit runs its NumPy code, which produces the same bytes, more slowly. The
 flags forbid the two things that would change the engine's results: fusing a*b+c into one FMA rounding
 (-ffp-contract=off; MSVC's /fp:precise does not contract) and fast-math reassociation (the deflate is integer-only).
@@ -25,9 +26,9 @@ setup(
     packages=find_packages(include=["aegis_data", "aegis_data.*", "aegis_eval", "aegis_eval.*"]) + ["aegis_cli"],
     package_dir={"aegis_cli": "cli"},
     ext_modules=[
-        Extension("aegis_data._ckernels", ["aegis_data/_ckernels.c"], extra_compile_args=flags, libraries=libraries,
-                  optional=True),
-        Extension("aegis_data._cpng", ["aegis_data/_cpng.c"], extra_compile_args=flags, libraries=libraries,
-                  optional=True),
+        Extension("aegis_data.engine._ckernels", ["aegis_data/engine/_ckernels.c"], extra_compile_args=flags,
+                  libraries=libraries, optional=True),
+        Extension("aegis_data.files._cpng", ["aegis_data/files/_cpng.c"], extra_compile_args=flags,
+                  libraries=libraries, optional=True),
     ]
 )

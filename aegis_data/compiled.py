@@ -1,7 +1,8 @@
 """The toolkit's optional C extensions and the one switch that chooses them.
 
-Two extensions exist, ``aegis_data._ckernels`` (the corruption engine's inner loops) and ``aegis_data._cpng``
-(the PNG writer's deflate). Each is built by ``pip install`` where a C compiler is present; without it the
+Two extensions exist, each beside the NumPy code it mirrors: ``aegis_data.engine._ckernels`` (the corruption
+engine's inner loops, ``engine/kernels.py``) and ``aegis_data.files._cpng`` (the PNG writer's deflate,
+``files/png.py``). Each is built by ``pip install`` where a C compiler is present; without it the
 NumPy code runs, which writes the same bytes, more slowly. ``AEGIS_KERNELS`` chooses for both:
 ``auto`` (default: the extension when built), ``numpy`` (always the NumPy code), ``compiled`` (refuse to run
 without the extension).
@@ -18,18 +19,19 @@ KERNELS_ENV = "AEGIS_KERNELS"
 
 
 def load_extension(module: str, what: str):
-    """``aegis_data.<module>``, or None where the NumPy code is to run; ``what`` names it in the one-line error."""
+    """The extension ``module`` (its full dotted name), or None where the NumPy code is to run; ``what`` names it
+    in the one-line error."""
     mode = os.environ.get(KERNELS_ENV, "auto").strip().lower() or "auto"
     if mode not in ("auto", "compiled", "numpy"):
         raise AegisError(f"{KERNELS_ENV} must be auto, compiled or numpy, got {mode!r}")
     if mode == "numpy":
         return None
     try:
-        return importlib.import_module(f"aegis_data.{module}")
+        return importlib.import_module(module)
     except ImportError:
         if mode == "compiled":
             raise AegisError(
-                f"{KERNELS_ENV}=compiled but the compiled {what} (aegis_data.{module}) is not built; "
+                f"{KERNELS_ENV}=compiled but the compiled {what} ({module}) is not built; "
                 f"reinstall with a C compiler (pip install -e .) or unset {KERNELS_ENV}"
             ) from None
         return None

@@ -1,4 +1,4 @@
-"""The compiled engine loops (aegis_data._ckernels) against the NumPy code they replace: the same bytes for
+"""The compiled engine loops (aegis_data.engine._ckernels) against the NumPy code they replace: the same bytes for
 every corruption, shape and severity; the AEGIS_KERNELS switch; size checks at the C boundary."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ needs_compiled = pytest.mark.skipif(COMPILED is None, reason="compiled engine lo
 
 def test_ci_runs_the_compiled_loops():
     if os.environ.get("CI"):
-        assert COMPILED is not None, "CI must build aegis_data._ckernels (pip install -e . with a C compiler)"
+        assert COMPILED is not None, "CI must build aegis_data.engine._ckernels (pip install -e . with a C compiler)"
 
 
 

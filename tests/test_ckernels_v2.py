@@ -1,4 +1,4 @@
-"""The compiled loops of the generation-2 models (aegis_data._ckernels: taps, raw_noise, chroma, lut_u8_u16)
+"""The compiled loops of the generation-2 models (aegis_data.engine._ckernels: taps, raw_noise, chroma, lut_u8_u16)
 against the NumPy code they replace: the same bytes for the trajectory blur's taps, the raw sensor noise and the
 camera's chroma path, on every shape and instruction set; each comparison also checks that the compiled loop ran."""
 

@@ -86,9 +86,9 @@ ALL = {**IMAGES, **ADVERSARIAL}
 def _compiled():
     """The C extension, or a skip saying why (test_the_compiled_deflate_is_built_in_ci fails in CI instead)."""
     try:
-        from aegis_data import _cpng
+        from aegis_data.files import _cpng
     except ImportError:
-        pytest.skip("aegis_data._cpng is not built (python setup.py build_ext --inplace); NumPy path only")
+        pytest.skip("aegis_data.files._cpng is not built (python setup.py build_ext --inplace); NumPy path only")
     return _cpng
 
 
@@ -247,29 +247,29 @@ def test_the_manifest_records_the_writer():
 
 def test_the_deflate_backend_follows_aegis_kernels(monkeypatch):
     monkeypatch.setenv("AEGIS_KERNELS", "numpy")
-    assert load_extension("_cpng", "PNG deflate") is None
+    assert load_extension("aegis_data.files._cpng", "PNG deflate") is None
     monkeypatch.setenv("AEGIS_KERNELS", "fast")
     with pytest.raises(AegisError, match="AEGIS_KERNELS must be auto, compiled or numpy"):
-        load_extension("_cpng", "PNG deflate")
-    import aegis_data
+        load_extension("aegis_data.files._cpng", "PNG deflate")
+    import aegis_data.files
 
-    monkeypatch.setitem(sys.modules, "aegis_data._cpng", None)  # as if the extension were not built
-    monkeypatch.delattr(aegis_data, "_cpng", raising=False)
+    monkeypatch.setitem(sys.modules, "aegis_data.files._cpng", None)  # as if the extension were not built
+    monkeypatch.delattr(aegis_data.files, "_cpng", raising=False)
     monkeypatch.setenv("AEGIS_KERNELS", "auto")
-    assert load_extension("_cpng", "PNG deflate") is None
+    assert load_extension("aegis_data.files._cpng", "PNG deflate") is None
     monkeypatch.setenv("AEGIS_KERNELS", "compiled")
     with pytest.raises(AegisError, match=r"AEGIS_KERNELS=compiled but the compiled PNG deflate .* not built") as exc:
-        load_extension("_cpng", "PNG deflate")
+        load_extension("aegis_data.files._cpng", "PNG deflate")
     assert "\n" not in str(exc.value)
 
 
 def test_the_compiled_deflate_is_built_in_ci(in_ci):
     try:
-        from aegis_data import _cpng  # noqa: F401
+        from aegis_data.files import _cpng  # noqa: F401
     except ImportError:
         if in_ci:
-            pytest.fail("CI=true: aegis_data._cpng (the compiled PNG deflate) was not built")
-        pytest.skip("aegis_data._cpng is not built (python setup.py build_ext --inplace)")
+            pytest.fail("CI=true: aegis_data.files._cpng (the compiled PNG deflate) was not built")
+        pytest.skip("aegis_data.files._cpng is not built (python setup.py build_ext --inplace)")
 
 
 # --- The code construction ----------------------------------------------------------------------------------

@@ -314,7 +314,7 @@ def water_glare(image: np.ndarray, params: WaterGlareParams, draw: GlareDraw) ->
     bloom_table = _bloom_table(params.bloom_weight)
     tint = np.asarray(params.tint, dtype=np.float32) * np.float32(params.intensity)
     out = np.empty_like(image)
-    if K.CKERNELS is not None:  # the same float32 operations per pixel, fused (aegis_data/_ckernels.c)
+    if K.CKERNELS is not None:  # the same float32 operations per pixel, fused (aegis_data/engine/_ckernels.c)
         K.CKERNELS.glare(out, image, h * w, bloom, bloom_table, cores.view(np.uint8), tint)
         return out
     tint_row = np.tile(tint, w)  # the tint for one row of interleaved RGB: contiguous operands throughout
@@ -420,7 +420,7 @@ def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw
     rippled = ripple(image, amp * sin_y, amp * cos_x)
     clip = _inundation_needs_clip(params.opacity, tuple(params.water), params.sparkle_strength)
     out = np.empty_like(image)
-    if K.CKERNELS is not None:  # the same float32 operations per pixel, fused (aegis_data/_ckernels.c)
+    if K.CKERNELS is not None:  # the same float32 operations per pixel, fused (aegis_data/engine/_ckernels.c)
         K.CKERNELS.inundation(out, image, rippled, h * w, mask, sparkle.view(np.uint8), float(keep), water_tone,
                               float(strength), clip)
         return out
@@ -501,7 +501,7 @@ def _haze(image: np.ndarray, params: HazeParams, draw: HazeDraw, gains=None, gra
     gains32 = None if gains is None else np.asarray(gains, dtype=np.float32)
     airlight = np.asarray(params.airlight, dtype=np.float32)
     out = np.empty_like(image)
-    if K.CKERNELS is not None:  # the same float32 operations per pixel, fused (aegis_data/_ckernels.c)
+    if K.CKERNELS is not None:  # the same float32 operations per pixel, fused (aegis_data/engine/_ckernels.c)
         K.CKERNELS.haze(out, image, h * w, density, t_table, airlight, gains32, g_field, grain_table)
         return out
     # Per-channel constants tiled over one row of interleaved RGB, so every op has contiguous operands.

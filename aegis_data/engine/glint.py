@@ -365,7 +365,7 @@ def bloom_screen(image: np.ndarray, cores: np.ndarray, sigma: float, weight: flo
     table = _bloom_table(float(weight))
     tint32 = np.asarray(tint, dtype=np.float32)
     out = image
-    if K.CKERNELS is not None:  # the glare blend of aegis-v1 (aegis_data/_ckernels.c)
+    if K.CKERNELS is not None:  # the glare blend of aegis-v1 (aegis_data/engine/_ckernels.c)
         done = np.empty_like(part)
         K.CKERNELS.glare(done, part, ph * pw, bloom, table, c.view(np.uint8), tint32)
         out[region] = done

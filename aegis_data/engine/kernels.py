@@ -24,7 +24,7 @@ from aegis_data.compiled import load_extension
 
 U16 = 65535.0
 # Read at call time (tests swap it to compare both paths).
-CKERNELS = load_extension("_ckernels", "engine loops")
+CKERNELS = load_extension("aegis_data.engine._ckernels", "engine loops")
 
 
 def kernels_backend() -> str:

@@ -34,7 +34,7 @@ The deflate stream (RFC 1950 wrapper around RFC 1951 blocks), exactly:
 - Codes are canonical (RFC 1951, 3.2.2). Bits go out least significant first; Huffman codes most significant
   bit first (so they are stored bit-reversed), header fields and repeat counts least significant first.
 
-Two implementations write these bytes: the C extension ``aegis_data._cpng`` (optional, built by setup.py; it
+Two implementations write these bytes: the C extension ``aegis_data.files._cpng`` (``_cpng.c`` beside this file) (optional, built by setup.py; it
 filters the rows on the fly) and the NumPy code here, the fallback. ``AEGIS_KERNELS`` chooses, as for the
 engine's loops: ``auto`` (default: the extension when built), ``compiled`` (refuse without it), ``numpy``.
 Tests compare both on every kind of input.
@@ -75,7 +75,7 @@ _EXTRA_BITS = {16: 2, 17: 3, 18: 7}
 # SHA-256 of encode_png(self_test_image()) (measured, the same from both implementations; tests/test_png.py).
 SELF_TEST_SHA256 = "6c88e62a0ce3fb431fb55aab84046826382c7f8a5724131fc983622fb0151b1d"
 # Read at call time (tests swap it to compare both paths).
-CPNG = load_extension("_cpng", "PNG deflate")
+CPNG = load_extension("aegis_data.files._cpng", "PNG deflate")
 
 
 def deflate_backend() -> str:
@@ -142,7 +142,7 @@ def _encode_numpy(rgb: np.ndarray, max_idat: int = _MAX_IDAT) -> bytes:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# The deflate, in Python and NumPy (aegis_data/_cpng.c mirrors these functions)
+# The deflate, in Python and NumPy (aegis_data/files/_cpng.c mirrors these functions)
 # ----------------------------------------------------------------------------------------------------------
 def _code_lengths(freqs, max_bits: int) -> list[int]:
     """Code lengths (at most ``max_bits``) of a complete prefix code for ``freqs``; 0 for unused symbols.

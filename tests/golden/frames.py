@@ -99,7 +99,7 @@ def use_compiled_from(path: str) -> None:
     import importlib.util
 
     from aegis_data.engine import kernels as K
-    spec = importlib.util.spec_from_file_location("aegis_data._ckernels", path)
+    spec = importlib.util.spec_from_file_location("aegis_data.engine._ckernels", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     K.CKERNELS = mod

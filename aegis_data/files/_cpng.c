@@ -1,5 +1,5 @@
 /*
- * Compiled deflate of the toolkit's PNG writer (module aegis_data._cpng).
+ * Compiled deflate of the toolkit's PNG writer (module aegis_data.files._cpng, beside png.py, whose NumPy code it mirrors).
  *
  * The bytes are defined by aegis_data/png.py (module docstring and the NumPy code there); this file writes the
  * same bytes faster, and tests compare both paths on every kind of input. In short: the Sub-filtered rows are
@@ -579,7 +579,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cpng", "Compiled deflate of aegis_data.png.", -1,
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cpng", "Compiled deflate of aegis_data.files.png.", -1,
                                     methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__cpng(void) {

@@ -1,5 +1,5 @@
 /*
- * Compiled inner loops of the corruption engine (module aegis_data._ckernels): the aegis-v1 corruptions and, after
+ * Compiled inner loops of the corruption engine (module aegis_data.engine._ckernels, beside kernels.py and the NumPy code it mirrors): the aegis-v1 corruptions and, after
  * them, the aegis-v2 models' blur, sensor noise and chroma path, atmosphere and water.
  *
  * Each function fuses, per element, exactly the IEEE-754 float32/float64 operations that the NumPy code in
