@@ -68,8 +68,8 @@ def test_resolve_scale_order_and_refusals():
     assert resolve_scale("frame", recs) is FRAME_SCALE
     assert resolve_scale(None) is FRAME_SCALE
     assert resolve_scale("object", recs).person_px == 60.0  # sqrt(40 * 90), from test
-    assert resolve_scale("object", recs, person_px=33).basis == "--person-px"
-    assert resolve_scale("object", recs, gsd_cm_per_px=2.0).basis == "--gsd 2 cm/px"
+    assert resolve_scale("object", recs, person_px=33).basis == "given person unit"
+    assert resolve_scale("object", recs, gsd_cm_per_px=2.0).basis == "ground sampling distance 2 cm/px"
     # No test boxes: the other splits' boxes; none anywhere: a refusal naming the way out.
     only_val = {"test": [_record("a", [])], "val": [_record("b", [(0, 0, 20, 20)])]}
     assert resolve_scale("object", only_val).basis == "median sqrt(w*h) of 1 val box"
@@ -86,7 +86,7 @@ def test_resolve_scale_order_and_refusals():
 
 
 def test_scale_record_round_trip_and_refusals():
-    s = Scale("object", 42.5, "--person-px")
+    s = Scale("object", 42.5, "given person unit")
     assert scale_from_record(s.identity()) == s
     assert scale_from_record(None) is FRAME_SCALE
     assert FRAME_SCALE.identity() is None  # frame builds record nothing: their roots stay
@@ -360,8 +360,8 @@ def test_an_explicit_object_scale_keeps_the_suite_unit_and_names_its_source(tmp_
     # Naming object scale (--scale object) must not drop the unit the suite declares.
     assert plan_build(ds, v2, scale="object").scale == implicit
     # The call's unit wins; a frame call has none.
-    assert plan_build(ds, v2, scale="object", person_px=40).scale == Scale("object", 40.0, "--person-px")
-    assert plan_build(ds, v2, person_px=40).scale.basis == "--person-px"
+    assert plan_build(ds, v2, scale="object", person_px=40).scale == Scale("object", 40.0, "given person unit")
+    assert plan_build(ds, v2, person_px=40).scale.basis == "given person unit"
     assert not plan_build(ds, v2, scale="frame").scale.is_object
     gsd = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, gsd_cm_per_px: 2.5}"),
                             tmp_path / "g.yaml")

@@ -45,13 +45,23 @@ PERSON_PX_RANGE = (4.0, 2000.0)
 GSD_RANGE_CM = (0.0601, 30.05)
 _ROUND_DECIMALS = 2  # the unit is recorded to 0.01 px: readable, and identical wherever it is computed
 
+# The basis a manifest records for a unit the caller gave, in words: a manifest is read by Python users and CLI
+# users alike, so it never names a flag.
+GIVEN_UNIT_BASIS = "given person unit"
+
+
+def gsd_basis(gsd_cm_per_px: float) -> str:
+    """The recorded basis of a unit computed from a ground sampling distance."""
+    return f"ground sampling distance {float(gsd_cm_per_px):g} cm/px"
+
 
 @dataclass(frozen=True)
 class Scale:
     """How ``*_px`` parameters map to pixels.
 
     mode: ``frame`` or ``object``. person_px: the person unit in px (object only). basis: how the unit was
-    found, for people (``"median sqrt(w*h) of 412 test boxes"``, ``"--person-px"``, ``"--gsd 2.5 cm/px"``).
+    found, for people (``"median sqrt(w*h) of 412 test boxes"``, ``"given person unit"``,
+    ``"ground sampling distance 2.5 cm/px"``): words, never a CLI flag, as it is recorded in manifests.
     """
 
     mode: str = FRAME
@@ -190,9 +200,9 @@ def resolve_scale(mode: str | Scale | None, records: Mapping[str, Iterable[Any]]
     if person_px is not None and gsd_cm_per_px is not None:
         raise AegisError("give the person unit once: --person-px or --gsd, not both")
     if person_px is not None:
-        return Scale(OBJECT, round(check_person_px(person_px, "--person-px"), _ROUND_DECIMALS), "--person-px")
+        return Scale(OBJECT, round(check_person_px(person_px, "--person-px"), _ROUND_DECIMALS), GIVEN_UNIT_BASIS)
     if gsd_cm_per_px is not None:
-        return Scale(OBJECT, person_unit_from_gsd(gsd_cm_per_px), f"--gsd {float(gsd_cm_per_px):g} cm/px")
+        return Scale(OBJECT, person_unit_from_gsd(gsd_cm_per_px), gsd_basis(gsd_cm_per_px))
     if records is None:  # one image or a folder of images: nothing to measure a person on
         raise AegisError("--scale object here needs the person unit, as there are no person boxes to measure it "
                          "from: give --person-px N (px) or --gsd CM_PER_PX")
