@@ -274,9 +274,9 @@ def test_calibrate_path_takes_a_ready_scale_and_any_spelling_of_the_mode(tmp_pat
     assert [r.mean for r in by_scale.rows] == [r.mean for r in by_name.rows]
     if suite == "aegis-v2":
         for frame in (FRAME_SCALE, " Frame"):
-            with pytest.raises(AegisError, match="takes --scale object only"):
+            with pytest.raises(AegisError, match="takes `scale` object only"):
                 cal.calibrate_path(tmp_path, ["low_light"], 1, scale=frame, suite=suite)
-    with pytest.raises(AegisError, match="--scale must be one of"):
+    with pytest.raises(AegisError, match="`scale` must be one of"):
         cal.calibrate_path(tmp_path, ["low_light"], 1, scale="pixels", suite=suite)
 
 

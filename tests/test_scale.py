@@ -59,7 +59,7 @@ def test_gsd_unit_is_an_upright_person_box():
     # 1.7 m at 2.5 cm/px is 68 px tall; sqrt(w h) of a box half as wide is 68 / sqrt(2).
     assert person_unit_from_gsd(2.5) == pytest.approx(68 / math.sqrt(2), abs=0.005)
     for bad in (0, -1, float("nan"), 1e9, "2"):
-        with pytest.raises(AegisError, match="--gsd"):
+        with pytest.raises(AegisError, match="`gsd_cm_per_px`"):
             person_unit_from_gsd(bad)
 
 
@@ -73,13 +73,13 @@ def test_resolve_scale_order_and_refusals():
     # No test boxes: the other splits' boxes; none anywhere: a refusal naming the way out.
     only_val = {"test": [_record("a", [])], "val": [_record("b", [(0, 0, 20, 20)])]}
     assert resolve_scale("object", only_val).basis == "median sqrt(w*h) of 1 val box"
-    with pytest.raises(AegisError, match="--person-px N"):
+    with pytest.raises(AegisError, match="give it with `person_px` \\(px\\)"):
         resolve_scale("object", {"test": [_record("a", [])]})
-    with pytest.raises(AegisError, match="no meaning under --scale frame"):
+    with pytest.raises(AegisError, match="no meaning under `scale` frame"):
         resolve_scale("frame", recs, person_px=30)
     with pytest.raises(AegisError, match="not both"):
         resolve_scale("object", recs, person_px=30, gsd_cm_per_px=2)
-    with pytest.raises(AegisError, match="--scale must be one of"):
+    with pytest.raises(AegisError, match="`scale` must be one of"):
         resolve_scale("tile", recs)
     with pytest.raises(AegisError, match=r"\[4, 2000\]"):
         resolve_scale("object", recs, person_px=1.0)
@@ -384,7 +384,7 @@ def test_the_gsd_range_is_the_person_unit_range_and_refusals_name_the_key():
     for gsd in (lo, 2.5, 30.0, hi):
         assert Scale("object", person_unit_from_gsd(gsd)).is_object
     for bad in (40, 31, 0.05):
-        with pytest.raises(AegisError, match=r"^--gsd must lie in \[0\.0601, 30\.05\] cm per px \(a person unit of 4"):
+        with pytest.raises(AegisError, match=r"^`gsd_cm_per_px` must lie in \[0\.0601, 30\.05\] cm per px \(a person unit of 4"):
             resolve_scale("object", gsd_cm_per_px=bad)
     # A suite config's gsd is refused when the config is loaded, naming the config key, not a flag.
     base = V1.raw

@@ -537,7 +537,7 @@ def list_images(folder: str | Path, limit: int | None = None) -> list[Path]:
 
 def _check_limit(limit: int | None) -> None:
     if limit is not None and limit < 1:
-        raise AegisError(f"--limit must be at least 1, got {limit}")
+        raise AegisError(f"`limit` must be at least 1, got {limit}", param="limit")
 
 
 def is_split_dir(path: str | Path) -> bool:
@@ -614,7 +614,9 @@ def calibrate_path(
     if is_split_dir(path):
         if scale is not None or person_px is not None or gsd_cm_per_px is not None or suite is not None:
             raise AegisError(f"{path} is a split: its manifest fixes the suite and scale its images were built with; "
-                             f"--suite/--scale/--person-px/--gsd apply to folders of clean images")
+                             f"`suite`, `scale`, `person_px` and `gsd_cm_per_px` apply to folders of clean images",
+                             param="suite" if suite is not None else "scale" if scale is not None
+                             else "person_px" if person_px is not None else "gsd_cm_per_px")
         return calibrate_split(path, corruptions, limit)
     config = load_config(suite)
     # The images and the names first: a missing path or an unknown name is the error to report, not the unit.
