@@ -58,29 +58,31 @@ _UNSUPPORTED = {"inproc": "an in-process address, not reachable from this comman
 def _import_distributed():
     from aegis_data.extras import require
 
-    return require("distributed", "--scheduler")
+    return require("distributed", "`scheduler`")
 
 
 def check_scheduler(scheduler: str, workers: int | None) -> None:
-    """Validate ``--scheduler`` and ``--workers`` before any work starts (AegisError, one line)."""
+    """Validate ``scheduler`` and ``workers`` before any work starts (AegisError, one line)."""
     scheme = scheduler.split("://", 1)[0] if "://" in scheduler else ""
     if scheme in _UNSUPPORTED:
-        raise AegisError(f"--scheduler {scheduler!r}: {_UNSUPPORTED[scheme]}")
+        raise AegisError(f"`scheduler` {scheduler!r}: {_UNSUPPORTED[scheme]}", param="scheduler")
     if scheduler != LOCAL and not _ADDRESS.match(scheduler):
         raise AegisError(
-            f"--scheduler {scheduler!r}: expected 'local' or a Dask scheduler address like tcp://host:8786")
+            f"`scheduler` {scheduler!r}: expected 'local' or a Dask scheduler address like tcp://host:8786",
+            param="scheduler")
     if scheduler != LOCAL and workers is not None:
-        raise AegisError(f"--workers applies to --scheduler local only; the cluster at {scheduler} has its own workers")
+        raise AegisError(f"`workers` applies to `scheduler` local only; the cluster at {scheduler} has its own workers",
+                         param="workers")
     if workers is not None and int(workers) < 1:
-        raise AegisError(f"--workers must be at least 1, got {workers}")
+        raise AegisError(f"`workers` must be at least 1, got {workers}", param="workers")
 
 
 def check_timeout(timeout: Any) -> float:
-    """``--timeout`` in seconds: a finite number in (0, 3600]; None means ``CONNECT_TIMEOUT_S``."""
+    """``timeout`` in seconds: a finite number in (0, 3600]; None means ``CONNECT_TIMEOUT_S``."""
     if timeout is None:
         return float(CONNECT_TIMEOUT_S)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < float(timeout) <= 3600:
-        raise AegisError(f"--timeout must be a number of seconds in (0, 3600], got {timeout!r}")
+        raise AegisError(f"`timeout` must be a number of seconds in (0, 3600], got {timeout!r}", param="timeout")
     return float(timeout)
 
 
@@ -108,8 +110,8 @@ def connect(scheduler: str, workers: int | None = None, timeout: float | None = 
         client = distributed.Client(scheduler, timeout=seconds)
     except (OSError, TimeoutError, ValueError) as exc:  # ValueError: an address Dask cannot parse
         raise AegisError(f"cannot reach the Dask scheduler at {scheduler} within {seconds:g} s ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else 'no answer'}); is it running? (--timeout "
-                         f"sets the wait)") from None
+                         f"{str(exc).splitlines()[0] if str(exc) else 'no answer'}); is it running? (`timeout` "
+                         f"sets the wait)", param="timeout") from None
     with client:
         yield client
 

@@ -1,5 +1,5 @@
 """Lazy public names (PEP 562) for the two package roots: ``import aegis_data`` / ``import aegis_eval`` load
-nothing until a name is used, so ``aegis --help`` and ``import aegis_eval`` never pull in OpenCV, torch or Dask."""
+nothing until a name is used, so the CLI's help and ``import aegis_eval`` never pull in OpenCV, torch or Dask."""
 
 from __future__ import annotations
 

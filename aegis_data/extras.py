@@ -2,8 +2,8 @@
 
 The core install (``pip install -c constraints.txt -e .``) runs the engine, splits, verify and scoring. Three
 extras add the rest: ``runners`` (torch, torchvision, ultralytics: ``aegis baseline``), ``report`` (matplotlib:
-``aegis report`` figures) and ``distributed`` (Dask: ``--scheduler``). Every place that needs one names it through
-:func:`missing_module_message`, so the hint is the same everywhere and the command is quoted for every shell.
+``aegis report`` figures) and ``distributed`` (Dask: a ``scheduler`` address). Every place that needs one names it
+through :func:`missing_module_message`, so the hint is the same everywhere and the command is quoted for every shell.
 """
 
 from __future__ import annotations

@@ -43,7 +43,18 @@ def warn(message: str) -> None:
 
 # The one place a library parameter becomes a flag. A parameter not listed here is spelled as its flag by the
 # Typer rule (``out_dir`` -> ``--out-dir``); the entries are the parameters whose flag reads differently.
-PARAM_FLAGS: dict[str, str] = {}
+PARAM_FLAGS: dict[str, str] = {
+    # The folder a command writes into is --out-dir whatever its function calls it. (The commands whose flag is
+    # --out name no `out` in their library messages.)
+    "out": "--out-dir",
+    "run_dir": "--out-dir",
+    "results_dir": "--out-dir",
+    "gts": "--split-dir",  # repeated: one per ground-truth version (the old --gt)
+    "remap_versions": "--remap-version",  # repeated
+    "gsd_cm_per_px": "--gsd",
+    "n_bootstrap": "--bootstrap",
+    "repo_id": "--push",
+}
 
 _BACKTICKED = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`")
 

@@ -157,7 +157,7 @@ def test_the_documented_gsd_bounds_are_the_codes_and_inclusive():
     for gsd, unit in ((lo, 2000.0), (hi, 4.0)):
         assert resolve_scale("object", gsd_cm_per_px=gsd).person_px == unit
     for bad in (lo - 1e-6, hi + 1e-6):
-        with pytest.raises(AegisError, match=rf"^--gsd must lie in \[{lo}, {hi}\] cm per px"):
+        with pytest.raises(AegisError, match=rf"^`gsd_cm_per_px` must lie in \[{lo}, {hi}\] cm per px"):
             resolve_scale("object", gsd_cm_per_px=bad)
 
 

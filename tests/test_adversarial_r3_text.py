@@ -593,9 +593,9 @@ def test_an_image_id_that_is_no_text_is_one_line():
 
 @pytest.mark.parametrize("kwargs,fragment", [
     (dict(seed=2**64), "seed must be an integer in [0, 2**63)"), (dict(seed=-1), "seed must be"),
-    (dict(seed=True), "seed must be"), (dict(limit=True), "--limit must be at least 1, an integer"),
-    (dict(limit=1.5), "--limit must be at least 1, an integer"),
-    (dict(limit=0), "--limit must be at least 1, an integer"),
+    (dict(seed=True), "seed must be"), (dict(limit=True), "`limit` must be at least 1, an integer"),
+    (dict(limit=1.5), "`limit` must be at least 1, an integer"),
+    (dict(limit=0), "`limit` must be at least 1, an integer"),
 ])
 def test_build_splits_refuses_seed_and_limit_values_that_are_no_such_integer(tmp_path, kwargs, fragment):
     from aegis_data.sources import load_source

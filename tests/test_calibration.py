@@ -270,13 +270,13 @@ def test_calibrate_path_takes_a_ready_scale_and_any_spelling_of_the_mode(tmp_pat
     unit = Scale("object", 20.0, "test")
     by_scale = cal.calibrate_clean_folder(tmp_path, ["low_light"], 1, scale=unit, suite=suite)
     by_name = cal.calibrate_clean_folder(tmp_path, ["low_light"], 1, scale="Object", person_px=20.0, suite=suite)
-    assert by_scale.scale == by_name.scale.replace("--person-px", "test") and by_scale.n_images == 1
+    assert by_scale.scale == by_name.scale.replace("given person unit", "test") and by_scale.n_images == 1
     assert [r.mean for r in by_scale.rows] == [r.mean for r in by_name.rows]
     if suite == "aegis-v2":
         for frame in (FRAME_SCALE, " Frame"):
-            with pytest.raises(AegisError, match="takes --scale object only"):
+            with pytest.raises(AegisError, match="takes `scale` object only"):
                 cal.calibrate_clean_folder(tmp_path, ["low_light"], 1, scale=frame, suite=suite)
-    with pytest.raises(AegisError, match="--scale must be one of"):
+    with pytest.raises(AegisError, match="`scale` must be one of"):
         cal.calibrate_clean_folder(tmp_path, ["low_light"], 1, scale="pixels", suite=suite)
 
 

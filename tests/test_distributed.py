@@ -271,7 +271,7 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch):
 def test_a_bad_timeout_is_refused_before_anything_runs(bad, tmp_path):
     from aegis_data.executors import check_timeout
 
-    with pytest.raises(AegisError, match="--timeout must be"):
+    with pytest.raises(AegisError, match="`timeout` must be"):
         check_timeout(bad)
     assert check_timeout(None) == 10.0 and check_timeout(2.5) == 2.5
 

@@ -229,7 +229,7 @@ def test_multiclass_input_refusals():
     with pytest.raises(AegisError, match=r"^\[classes_unknown\]"):
         ground_truth_by_class(gt_doc, {}, "class1,zebra")
     gts = ground_truth_by_class(gt_doc, {}, "all")
-    with pytest.raises(AegisError, match=r"^\[category_unknown\].*--class-map"):
+    with pytest.raises(AegisError, match=r"^\[category_unknown\].*`class_map`"):
         detections_by_class([{**p, "category_id": p["category_id"] - 1} for p in preds], gts)
     dup = copy.deepcopy(gt_doc)
     dup["categories"][1]["name"] = "class1"

@@ -87,7 +87,7 @@ def test_fasterrcnn_augment_option_and_no_resume_under_another_policy(split, tmp
         json.loads((run / "augment.json").read_text())
     with pytest.raises(AegisError, match="blur-only"):
         train_baseline(settings, split, run, augment=load_policy("all"))
-    with pytest.raises(AegisError, match="without --augment"):
+    with pytest.raises(AegisError, match="without `augment`"):
         train_baseline(settings, split, run)
 
 

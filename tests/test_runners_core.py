@@ -29,7 +29,7 @@ def test_missing_weights_file_is_one_clear_error(tmp_path):
 
 
 def test_bare_downloadable_name_needs_allow_download():
-    with pytest.raises(AegisError, match="--allow-download"):
+    with pytest.raises(AegisError, match="`allow_download`"):
         resolve_weights("yolo11", "yolo11m.pt")
     assert resolve_weights("yolo11", "yolo11m.pt", allow_download=True) == "yolo11m.pt"
 
@@ -211,7 +211,7 @@ def test_yolo_from_yaml_batch_contract():
     preds = det.predict([rs.randint(0, 255, (64, 80, 3)).astype(np.uint8) for _ in range(3)], 0.0)
     _check_contract(preds, 3, 5)
     assert all(len(s) == 5 for _, s in preds)  # floor 0 keeps max_det boxes even with random weights
-    with pytest.raises(AegisError, match="--arch applies to fasterrcnn only"):
+    with pytest.raises(AegisError, match="`arch` applies to fasterrcnn only"):
         load_detector("yolo11", "yolo11n.yaml", "cpu", arch="mobilenet_v3")
 
 

@@ -69,7 +69,7 @@ def test_sweep_refuses_a_threshold_frozen_on_other_inputs(split, tmp_path, monke
     doc = json.loads((out / "threshold.json").read_text())
     doc["predictions"]["sha256"] = "0" * 64  # as if frozen on other validation predictions
     (out / "threshold.json").write_text(json.dumps(doc))
-    with pytest.raises(AegisError, match="frozen on different inputs.*--force"):
+    with pytest.raises(AegisError, match="frozen on different inputs.*`force`"):
         run_sweep(PredictSettings(**YOLO), split, out, bootstrap=5, conditions="clean")
     result = run_sweep(PredictSettings(**YOLO), split, out, bootstrap=5, conditions="clean", force=True)
     assert list(result["conditions"]) == ["clean"]

@@ -59,7 +59,7 @@ def test_gsd_unit_is_an_upright_person_box():
     # 1.7 m at 2.5 cm/px is 68 px tall; sqrt(w h) of a box half as wide is 68 / sqrt(2).
     assert person_unit_from_gsd(2.5) == pytest.approx(68 / math.sqrt(2), abs=0.005)
     for bad in (0, -1, float("nan"), 1e9, "2"):
-        with pytest.raises(AegisError, match="--gsd"):
+        with pytest.raises(AegisError, match="`gsd_cm_per_px`"):
             person_unit_from_gsd(bad)
 
 
@@ -68,25 +68,25 @@ def test_resolve_scale_order_and_refusals():
     assert resolve_scale("frame", recs) is FRAME_SCALE
     assert resolve_scale(None) is FRAME_SCALE
     assert resolve_scale("object", recs).person_px == 60.0  # sqrt(40 * 90), from test
-    assert resolve_scale("object", recs, person_px=33).basis == "--person-px"
-    assert resolve_scale("object", recs, gsd_cm_per_px=2.0).basis == "--gsd 2 cm/px"
+    assert resolve_scale("object", recs, person_px=33).basis == "given person unit"
+    assert resolve_scale("object", recs, gsd_cm_per_px=2.0).basis == "ground sampling distance 2 cm/px"
     # No test boxes: the other splits' boxes; none anywhere: a refusal naming the way out.
     only_val = {"test": [_record("a", [])], "val": [_record("b", [(0, 0, 20, 20)])]}
     assert resolve_scale("object", only_val).basis == "median sqrt(w*h) of 1 val box"
-    with pytest.raises(AegisError, match="--person-px N"):
+    with pytest.raises(AegisError, match="give it with `person_px` \\(px\\)"):
         resolve_scale("object", {"test": [_record("a", [])]})
-    with pytest.raises(AegisError, match="no meaning under --scale frame"):
+    with pytest.raises(AegisError, match="no meaning under `scale` frame"):
         resolve_scale("frame", recs, person_px=30)
     with pytest.raises(AegisError, match="not both"):
         resolve_scale("object", recs, person_px=30, gsd_cm_per_px=2)
-    with pytest.raises(AegisError, match="--scale must be one of"):
+    with pytest.raises(AegisError, match="`scale` must be one of"):
         resolve_scale("tile", recs)
     with pytest.raises(AegisError, match=r"\[4, 2000\]"):
         resolve_scale("object", recs, person_px=1.0)
 
 
 def test_scale_record_round_trip_and_refusals():
-    s = Scale("object", 42.5, "--person-px")
+    s = Scale("object", 42.5, "given person unit")
     assert scale_from_record(s.identity()) == s
     assert scale_from_record(None) is FRAME_SCALE
     assert FRAME_SCALE.identity() is None  # frame builds record nothing: their roots stay
@@ -360,8 +360,8 @@ def test_an_explicit_object_scale_keeps_the_suite_unit_and_names_its_source(tmp_
     # Naming object scale (--scale object) must not drop the unit the suite declares.
     assert plan_build(ds, v2, scale="object").scale == implicit
     # The call's unit wins; a frame call has none.
-    assert plan_build(ds, v2, scale="object", person_px=40).scale == Scale("object", 40.0, "--person-px")
-    assert plan_build(ds, v2, person_px=40).scale.basis == "--person-px"
+    assert plan_build(ds, v2, scale="object", person_px=40).scale == Scale("object", 40.0, "given person unit")
+    assert plan_build(ds, v2, person_px=40).scale.basis == "given person unit"
     assert not plan_build(ds, v2, scale="frame").scale.is_object
     gsd = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, gsd_cm_per_px: 2.5}"),
                             tmp_path / "g.yaml")
@@ -384,7 +384,7 @@ def test_the_gsd_range_is_the_person_unit_range_and_refusals_name_the_key():
     for gsd in (lo, 2.5, 30.0, hi):
         assert Scale("object", person_unit_from_gsd(gsd)).is_object
     for bad in (40, 31, 0.05):
-        with pytest.raises(AegisError, match=r"^--gsd must lie in \[0\.0601, 30\.05\] cm per px \(a person unit of 4"):
+        with pytest.raises(AegisError, match=r"^`gsd_cm_per_px` must lie in \[0\.0601, 30\.05\] cm per px \(a person unit of 4"):
             resolve_scale("object", gsd_cm_per_px=bad)
     # A suite config's gsd is refused when the config is loaded, naming the config key, not a flag.
     base = V1.raw

@@ -163,7 +163,7 @@ def test_yolo_images_and_labels_without_source(yolo: Path, tmp_path: Path):
     ds2 = load_source("yolo", images=str(yolo / "images"), labels=str(elsewhere))
     assert (ds2.description["layout"]["images"], ds2.description["layout"]["labels"]) == (
         "yolo/images", "ann/person_labels")
-    with pytest.raises(AegisError, match=r"needs a source .*both --images and --labels"):
+    with pytest.raises(AegisError, match=r"needs a source .*both `images` and `labels`"):
         load_source("yolo", images=str(yolo / "images"))
 
 

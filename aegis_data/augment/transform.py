@@ -5,7 +5,7 @@ training run may see, at which severities and with which weights, and the probab
 image clean. It resolves to a list of *cells* (corruption, severity, weight); the hash of that resolved form
 (plus the suite config hash, since the kernels read their parameters from it) identifies the policy in every
 artefact trained with it. A policy renders with one suite: its ``suite`` key (``aegis-v1`` or ``aegis-v2``), else
-the one its loader is given (``--suite``), else the default suite, aegis-v2; an aegis-v2 policy needs the training
+the one its loader is given (``suite``), else the default suite, aegis-v2; an aegis-v2 policy needs the training
 frames' person unit (``DisasterAugment(..., scale=)``).
 
 Severities are discrete (1, 2, 3). They are not interpolated: several kernels' parameters are not continuous
@@ -68,7 +68,7 @@ POLICY_KEYS: dict[str, str] = {
     "severities": "severities drawn, a subset of [1, 2, 3]",
     "severity_weights": "relative weight of each listed severity (default equal)",
     "per_corruption_severities": "corruption -> its own severity list (severity hold-out)",
-    "suite": "the suite the policy renders with, aegis-v1 or aegis-v2 (default: the loader's --suite, else aegis-v2)",
+    "suite": "the suite the policy renders with, aegis-v1 or aegis-v2 (default: the loader's suite, else aegis-v2)",
 }
 
 
@@ -197,10 +197,11 @@ def resolve_policy(raw: Mapping[str, Any], where: str = "<policy>", suite: str |
     if named is not None and named not in SUITE_NAMES:
         raise AegisError(f"{where}: suite={named!r} is invalid; expected one of {', '.join(SUITE_NAMES)}")
     if named is not None and suite is not None and named != suite:
-        raise AegisError(f"{where}: the policy renders with suite {named}, not {suite}; drop --suite or the "
-                         f"policy's suite key")
+        raise AegisError(f"{where}: the policy renders with suite {named}, not {suite}; drop `suite` or the "
+                         f"policy's suite key", param="suite")
     if suite is not None and suite not in SUITE_NAMES:
-        raise AegisError(f"--suite {suite!r} is invalid for a policy; expected one of {', '.join(SUITE_NAMES)}")
+        raise AegisError(f"`suite` {suite!r} is invalid for a policy; expected one of {', '.join(SUITE_NAMES)}",
+                         param="suite")
     suite_name = named or suite or DEFAULT_SUITE
     cfg = load_config(suite_name)
     families = _names(raw.get("families", ALL), "families", list(cfg.families), where)

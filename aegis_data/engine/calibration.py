@@ -539,7 +539,7 @@ def list_images(folder: str | Path, limit: int | None = None) -> list[Path]:
 
 def _check_limit(limit: int | None) -> None:
     if limit is not None and limit < 1:
-        raise AegisError(f"--limit must be at least 1, got {limit}")
+        raise AegisError(f"`limit` must be at least 1, got {limit}", param="limit")
 
 
 def calibrate_folder(

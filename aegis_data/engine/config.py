@@ -164,7 +164,7 @@ def _parse(raw: dict, data: bytes, path: Path) -> SuiteConfig:
 def suite_scale(value: Any, path: str | Path = "<config>") -> dict[str, Any]:
     """The suite's default length unit (docs/CORRUPTIONS.md, "Scale"): the optional top-level ``scale`` key,
     ``frame`` (also when absent; aegis-v1), ``object``, or ``{mode: object, person_px: N}`` /
-    ``{mode: object, gsd_cm_per_px: G}``. A build's ``--scale`` / ``--person-px`` / ``--gsd`` override it."""
+    ``{mode: object, gsd_cm_per_px: G}``. A build's ``scale`` / ``person_px`` / ``gsd_cm_per_px`` override it."""
     from aegis_data.engine.scale import FRAME, OBJECT, check_person_px, person_unit_from_gsd
 
     if value is None or value == FRAME:

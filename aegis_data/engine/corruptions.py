@@ -1192,7 +1192,8 @@ def scene_for(image: np.ndarray, config: SuiteConfig, scale: Scale | None, perso
     ``(x0, y0, x1, y1)`` when known (a flood submerges them as a build does)."""
     if scale is None or not scale.is_object:
         raise AegisError(f"suite {config.suite} renders in physical units and needs the person unit: give an object "
-                         f"scale (--scale object with --person-px N or --gsd CM_PER_PX) or the image's scene")
+                         f"scale (`scale` object with `person_px` or `gsd_cm_per_px`) or the image's scene",
+                         param="scale")
     return estimate_scene(image, scale.person_px, config.camera, persons=persons)
 
 

@@ -904,7 +904,7 @@ def compare_realism(real_dir: str | Path, split_dir: str | Path, condition: str,
     reads no manifest)."""
     real_dir, split_dir = Path(real_dir), Path(split_dir)
     if limit is not None and (isinstance(limit, bool) or limit < 1):
-        raise AegisError(f"--limit must be at least 1, got {limit}")
+        raise AegisError(f"`limit` must be at least 1, got {limit}", param="limit")
     if not real_dir.is_dir():
         raise AegisError(f"REAL_DIR {real_dir} is not a folder")
     real_files = list_images(real_dir)

@@ -6,7 +6,7 @@ default, unchanged) it is given per 1000 px of the long side L of the frame bein
 3840-px frame holds the same people at the same pixel size, yet gets a 6x shorter motion blur.
 
 Under ``object`` scale the unit is the dataset's *person unit* P (px): the median of ``sqrt(w * h)`` over the
-ground-truth person boxes, or a value the user gives (``--person-px``, or ``--gsd`` in cm/px). Lengths then
+ground-truth person boxes, or a value the user gives (``person_px``, or ``gsd_cm_per_px`` in cm/px). Lengths then
 scale with the people, not the frame: ``px(v) = v * S / 1000`` with the *reference side*
 ``S = P * ANCHOR_LONG_SIDE / ANCHOR_PERSON_PX``, the long side a HERIDAL frame would have if its people were P
 px tall. The anchor (4000-px frames, people of 60 px) is where the reference study's numbers were measured, so
@@ -45,13 +45,23 @@ PERSON_PX_RANGE = (4.0, 2000.0)
 GSD_RANGE_CM = (0.0601, 30.05)
 _ROUND_DECIMALS = 2  # the unit is recorded to 0.01 px: readable, and identical wherever it is computed
 
+# The basis a manifest records for a unit the caller gave, in words: a manifest is read by Python users and CLI
+# users alike, so it never names a flag.
+GIVEN_UNIT_BASIS = "given person unit"
+
+
+def gsd_basis(gsd_cm_per_px: float) -> str:
+    """The recorded basis of a unit computed from a ground sampling distance."""
+    return f"ground sampling distance {float(gsd_cm_per_px):g} cm/px"
+
 
 @dataclass(frozen=True)
 class Scale:
     """How ``*_px`` parameters map to pixels.
 
     mode: ``frame`` or ``object``. person_px: the person unit in px (object only). basis: how the unit was
-    found, for people (``"median sqrt(w*h) of 412 test boxes"``, ``"--person-px"``, ``"--gsd 2.5 cm/px"``).
+    found, for people (``"median sqrt(w*h) of 412 test boxes"``, ``"given person unit"``,
+    ``"ground sampling distance 2.5 cm/px"``): words, never a CLI flag, as it is recorded in manifests.
     """
 
     mode: str = FRAME
@@ -64,7 +74,7 @@ class Scale:
         if self.mode == OBJECT:
             check_person_px(self.person_px)
         elif self.person_px is not None:
-            raise AegisError("a person unit applies only to --scale object")
+            raise AegisError("a person unit applies only to object scale", param="person_px")
 
     @property
     def is_object(self) -> bool:
@@ -123,25 +133,32 @@ def _is_finite_number(value: Any) -> bool:
     return isinstance(value, int) or math.isfinite(value)
 
 
+def _param_named(what: str) -> str | None:
+    """The parameter a ``what`` such as ``"`person_px`"`` names, or None for words (a manifest or config key)."""
+    return what[1:-1] if len(what) > 2 and what[0] == what[-1] == "`" else None
+
+
 def check_person_px(value: Any, what: str = "person unit") -> float:
     """A finite person unit inside ``PERSON_PX_RANGE``; else AegisError naming ``what``."""
     if not _is_finite_number(value):
-        raise AegisError(f"{what} must be a finite number of px, got {value!r:.60}")
+        raise AegisError(f"{what} must be a finite number of px, got {value!r:.60}", param=_param_named(what))
     lo, hi = PERSON_PX_RANGE
     if not lo <= value <= hi:  # compared as given: float() of a 400-digit int would overflow
-        raise AegisError(f"{what} must lie in [{lo:g}, {hi:g}] px, got {value!r:.60}")
+        raise AegisError(f"{what} must lie in [{lo:g}, {hi:g}] px, got {value!r:.60}", param=_param_named(what))
     return float(value)
 
 
-def person_unit_from_gsd(gsd_cm_per_px: Any, what: str = "--gsd") -> float:
+def person_unit_from_gsd(gsd_cm_per_px: Any, what: str = "`gsd_cm_per_px`") -> float:
     """The person unit (px) of a 1.7 m person at ``gsd_cm_per_px`` (ground sampling distance), rounded; inside
     ``PERSON_PX_RANGE`` because the gsd must lie in ``GSD_RANGE_CM``, else AegisError naming ``what``."""
     if not _is_finite_number(gsd_cm_per_px):
-        raise AegisError(f"{what} must be a finite number of cm per px, got {gsd_cm_per_px!r:.60}")
+        raise AegisError(f"{what} must be a finite number of cm per px, got {gsd_cm_per_px!r:.60}",
+                         param=_param_named(what))
     lo, hi = GSD_RANGE_CM
     if not lo <= gsd_cm_per_px <= hi:
         raise AegisError(f"{what} must lie in [{lo:.4g}, {hi:.4g}] cm per px (a person unit of "
-                         f"{PERSON_PX_RANGE[0]:g} to {PERSON_PX_RANGE[1]:g} px), got {gsd_cm_per_px!r:.60}")
+                         f"{PERSON_PX_RANGE[0]:g} to {PERSON_PX_RANGE[1]:g} px), got {gsd_cm_per_px!r:.60}",
+                         param=_param_named(what))
     unit = round(PERSON_HEIGHT_CM / float(gsd_cm_per_px) * UPRIGHT_BOX_FACTOR, _ROUND_DECIMALS)
     return min(max(unit, PERSON_PX_RANGE[0]), PERSON_PX_RANGE[1])
 
@@ -181,29 +198,30 @@ def resolve_scale(mode: str | Scale | None, records: Mapping[str, Iterable[Any]]
         return mode
     mode = FRAME if mode is None else str(mode).strip().lower()
     if mode not in SCALE_MODES:
-        raise AegisError(f"--scale must be one of {', '.join(SCALE_MODES)}, got {mode!r}")
+        raise AegisError(f"`scale` must be one of {', '.join(SCALE_MODES)}, got {mode!r}", param="scale")
     if mode == FRAME:
         if person_px is not None or gsd_cm_per_px is not None:
-            raise AegisError("--person-px and --gsd set the person unit of --scale object; they have no meaning "
-                             "under --scale frame")
+            raise AegisError("`person_px` and `gsd_cm_per_px` set the person unit of `scale` object; they have no "
+                             "meaning under `scale` frame",
+                             param="person_px" if person_px is not None else "gsd_cm_per_px")
         return FRAME_SCALE
     if person_px is not None and gsd_cm_per_px is not None:
-        raise AegisError("give the person unit once: --person-px or --gsd, not both")
+        raise AegisError("give the person unit once: `person_px` or `gsd_cm_per_px`, not both", param="person_px")
     if person_px is not None:
-        return Scale(OBJECT, round(check_person_px(person_px, "--person-px"), _ROUND_DECIMALS), "--person-px")
+        return Scale(OBJECT, round(check_person_px(person_px, "`person_px`"), _ROUND_DECIMALS), GIVEN_UNIT_BASIS)
     if gsd_cm_per_px is not None:
-        return Scale(OBJECT, person_unit_from_gsd(gsd_cm_per_px), f"--gsd {float(gsd_cm_per_px):g} cm/px")
+        return Scale(OBJECT, person_unit_from_gsd(gsd_cm_per_px), gsd_basis(gsd_cm_per_px))
     if records is None:  # one image or a folder of images: nothing to measure a person on
-        raise AegisError("--scale object here needs the person unit, as there are no person boxes to measure it "
-                         "from: give --person-px N (px) or --gsd CM_PER_PX")
+        raise AegisError("`scale` object here needs the person unit, as there are no person boxes to measure it "
+                         "from: give `person_px` (px) or `gsd_cm_per_px` (cm per px)", param="person_px")
     order = ["test"] + sorted(s for s in records if s != "test")
     for split in order:
         unit, n = person_unit_from_boxes(b for r in records.get(split, ()) for b in r.boxes)
         if n:
             return Scale(OBJECT, check_person_px(unit, f"the median person box of the {split} split"),
                          f"median sqrt(w*h) of {n} {split} box{'es' if n != 1 else ''}")
-    raise AegisError("--scale object needs the dataset's person size, but its splits hold no person boxes; "
-                     "give it with --person-px N (px) or --gsd CM_PER_PX")
+    raise AegisError("`scale` object needs the dataset's person size, but its splits hold no person boxes; "
+                     "give it with `person_px` (px) or `gsd_cm_per_px` (cm per px)", param="person_px")
 
 
 def suite_unit_scale(block: Mapping[str, Any]) -> Scale | None:
@@ -230,7 +248,8 @@ def suite_call_scale(suite_scale: Mapping[str, Any], scale: str | Scale | None =
     mode = suite_scale.get("mode", FRAME) if scale is None else scale
     name = mode.mode if isinstance(mode, Scale) else str(mode).strip().lower()
     if physical_suite is not None and name == FRAME:
-        raise AegisError(f"suite {physical_suite} renders in physical units and takes --scale object only")
+        raise AegisError(f"suite {physical_suite} renders in physical units and takes `scale` object only",
+                         param="scale")
     if person_px is None and gsd_cm_per_px is None and not isinstance(mode, Scale) and name == OBJECT:
         unit = suite_unit_scale(suite_scale)
         if unit is not None:
@@ -270,7 +289,8 @@ def effective_value(key: str, value: float, scale: Scale, long_side: int | None)
     """
     side = scale.reference_side if scale.is_object else long_side
     if side is None:
-        raise AegisError("effective values under --scale frame depend on the frame: give its long side")
+        raise AegisError("effective values under `scale` frame depend on the frame: give its long side",
+                         param="long_side")
     if key in DENSITY_KEYS:
         return float(value) * density_factor(scale.reference_side), "per MP"
     if key in TEXTURE_KEYS:

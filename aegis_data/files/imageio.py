@@ -105,7 +105,7 @@ def decode_image_bytes(data: bytes, *, what: str = "<bytes>", max_pixels: int = 
     if size is not None and size[0] * size[1] > max_pixels:
         raise AegisError(
             f"image {what} is {size[0]}x{size[1]} = {size[0] * size[1]:,} pixels, above the limit of "
-            f"{max_pixels:,} (raise --max-pixels if this is intended)"
+            f"{max_pixels:,} (raise `max_pixels` if this is intended)", param="max_pixels"
         )
     buf = np.frombuffer(data, dtype=np.uint8)
     import cv2  # on first decode: writers and checksums (what scoring uses) run without OpenCV

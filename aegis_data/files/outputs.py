@@ -32,8 +32,8 @@ def check_outputs(outputs: Mapping[str, Path | None], inputs: Iterable[Path | No
     """Before any long work: every output file can be written, no two options name the same file, and none
     replaces (or lands inside) an input of the same command. Raises AegisError in one line naming the option.
 
-    ``outputs`` maps an option name (``--json``) to its path or None; ``inputs`` are the files and folders the
-    command reads (a folder protects every file under it).
+    ``outputs`` maps an option's name as the caller wants it printed (the CLI passes its flags) to its path or
+    None; ``inputs`` are the files and folders the command reads (a folder protects every file under it).
     """
     given = {opt: Path(p) for opt, p in outputs.items() if p is not None}
     seen: dict[Path, str] = {}

@@ -56,7 +56,7 @@ def load_source(dataset: str, *, source: str | Path | None = None, **options: An
     # YOLO folders given directly (images= and labels=) need no root.
     folders_given = dataset == "yolo" and bool(options.get("images")) and bool(options.get("labels"))
     if dataset != "synthetic" and no_source and not folders_given:
-        hint = " (or, for yolo, both --images and --labels)" if dataset == "yolo" else ""
+        hint = " (or, for yolo, both `images` and `labels`)" if dataset == "yolo" else ""
         raise AegisError(f"dataset {dataset!r} needs a source (the dataset root or path){hint}; none was given")
     return mod.load(source, {k: v for k, v in options.items() if v is not None})
 
@@ -98,6 +98,6 @@ def parse_option_pairs(pairs: list[str] | tuple[str, ...] | None) -> dict[str, s
         key, sep, value = pair.partition("=")
         key = key.strip().replace("-", "_")
         if not sep or not key:
-            raise AegisError(f"option {pair!r} is not key=value (e.g. --option val_fraction=0.1)")
+            raise AegisError(f"option {pair!r} is not key=value (e.g. val_fraction=0.1)")
         out[key] = value.strip()
     return out

@@ -51,7 +51,7 @@ def build_dataset(name: str, description: dict[str, Any], records: Iterable[Reco
             description = {**description, "links_outside_root_skipped": len(records) - len(kept)}
             if not kept:
                 raise AegisError(f"every image of the source is a link leaving its folder ({real_roots[0]}); "
-                                 f"pass follow_links=true (--follow-links) to read them")
+                                 f"set `follow_links` to read them", param="follow_links")
         records = kept
     by_split: dict[str, list[Record]] = {}
     seen: dict[str, str] = {}

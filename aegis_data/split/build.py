@@ -203,20 +203,20 @@ def plan_build(
 
     scale / person_px / gsd_cm_per_px: the length unit (``aegis_data.engine.scale.resolve_scale``; scale None: the
     suite config's mode, frame for aegis-v1); under object scale without a given unit, it is the unit the suite
-    config declares, else the median person box of the test records (before ``limit``, so a ``--limit`` build
+    config declares, else the median person box of the test records (before ``limit``, so a ``limit`` build
     corrupts its images exactly as the full build does).
     scene_dir: where a generation-2 suite looks for each image's sidecar ``<stem>.scene.json`` (default: beside the
     image file); a sidecar's facts override the scene estimates and join the image's identity.
     """
     conditions = resolve_selection(config, corruptions, severities)
     if scene_dir is not None and not config.uses_scene:
-        raise AegisError(f"--scene-dir gives scene sidecars, which suite {config.suite} does not read (it has no "
-                         f"scene model; use --suite aegis-v2)")
+        raise AegisError(f"`scene_dir` gives scene sidecars, which suite {config.suite} does not read (it has no "
+                         f"scene model; use `suite` aegis-v2)", param="scene_dir")
     if scene_dir is not None and not Path(scene_dir).is_dir():
-        raise AegisError(f"--scene-dir {scene_dir} is not a folder")
+        raise AegisError(f"`scene_dir` {scene_dir} is not a folder", param="scene_dir")
     # Integers only: True would read as 1 and 2.5 as 2, silently.
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1):
-        raise AegisError(f"--limit must be at least 1, an integer; got {limit!r:.40}")
+        raise AegisError(f"`limit` must be at least 1, an integer; got {limit!r:.40}", param="limit")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
                              or not 0 <= seed <= MAX_SEED):
         raise AegisError(f"seed must be an integer in [0, 2**63), as in a suite config; got {seed!r:.40}")
@@ -228,7 +228,7 @@ def plan_build(
         raise AegisError(f"dataset {dataset.name!r} has no test images; nothing to build")
     wanted = ["test", "val"] + (["train"] if with_train else [])
     if with_train and not splits_in.get("train"):
-        raise AegisError(f"--with-train was given but dataset {dataset.name!r} has no train images")
+        raise AegisError(f"`with_train` was given but dataset {dataset.name!r} has no train images", param="with_train")
     records: dict[str, tuple[Record, ...]] = {}
     units: list[Unit] = []
     for split in wanted:
@@ -345,6 +345,8 @@ def yolo_files(plan: BuildPlan) -> dict[str, bytes]:
         for cond in conds:
             own = f"{split}_{cond}.txt"
             train = train_list or NO_TRAIN_LIST
+            # These bytes are part of every split's manifest (root hash): the note keeps the flag it was
+            # written with (test_i33_params lists it as a frozen artefact string).
             note = ("" if train_list == "train_clean.txt" else
                     "  # no train split built (--with-train); clean images only" if train_list else
                     "  # no train or val split: an empty list")
@@ -662,7 +664,7 @@ def _describe(found: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
 def check_output_dir(out: Path, identity: Mapping[str, Any]) -> None:
     """Refuse a directory that holds something else: another dataset's split, or unrelated files."""
     if out.exists() and not out.is_dir():
-        raise AegisError(f"--out-dir {out} exists and is not a directory")
+        raise AegisError(f"`out` {out} exists and is not a directory", param="out")
     if not out.exists() or not any(out.iterdir()):
         return
     found = None
@@ -674,16 +676,16 @@ def check_output_dir(out: Path, identity: Mapping[str, Any]) -> None:
                 found = json.loads(canonical_json(identity_of(read_json(p, "build record")[0])))
             except (AegisError, AttributeError):
                 raise AegisError(f"{p} is unreadable; refusing to build into {out} (remove it or choose another "
-                                 f"--out-dir)") from None
+                                 f"`out`)", param="out") from None
             if found != identity:
                 raise AegisError(
                     f"refusing to build into {out}: it holds a split of {_describe(found, identity)}; "
-                    "choose another --out-dir or remove that directory"
+                    "choose another `out` or remove that directory", param="out"
                 )
     if found is None:
         raise AegisError(
             f"refusing to build into {out}: the directory is not empty and holds no AegisBench build "
-            f"(no {MANIFEST_NAME} or {JOURNAL_DIR}/); choose an empty or new --out-dir"
+            f"(no {MANIFEST_NAME} or {JOURNAL_DIR}/); choose an empty or new `out`", param="out"
         )
 
 
@@ -808,7 +810,7 @@ def build_splits(
     # Cluster workers resolve a relative path against their own working directory: send them an absolute one.
     out = Path(out) if scheduler is None else Path(out).resolve()
     if workers is not None and int(workers) < 1:
-        raise AegisError(f"--workers must be at least 1, got {workers}")
+        raise AegisError(f"`workers` must be at least 1, got {workers}", param="workers")
     if scheduler is not None:
         from aegis_data.executors import check_scheduler, check_timeout
 
@@ -826,7 +828,7 @@ def build_splits(
                               k.get("source_pixel_sha256"), read_image, corrupt, config,
                               plan.scale if plan.scale.is_object else None, k.get("scene_sha256")))
     placement = Placement(workers=workers, scheduler=scheduler, timeout=timeout, on_cluster=on_cluster,
-                          shared=(out / JOURNAL_DIR / STATE_NAME, "--out-dir"))
+                          shared=(out / JOURNAL_DIR / STATE_NAME, "`out`"))
     finished = (result for _, result in map_units(render_unit, tasks, placement, name=_render_key))
     run = _render_into_journal(out, tasks, journalled, progress, finished)
     if scheduler is not None:
@@ -905,7 +907,7 @@ def _render_into_journal(out: Path, tasks: list[UnitTask], journalled: Mapping[s
     except BrokenProcessPool:
         raise AegisError(
             f"a worker process died while building {out} (killed, or out of memory?); the images finished so far "
-            f"are kept: re-run the same command to resume, with fewer --workers if memory is short"
+            f"are kept: re-run the same command to resume, with fewer `workers` if memory is short", param="workers"
         ) from None
     finally:
         journal.close()

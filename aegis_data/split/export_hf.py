@@ -106,9 +106,9 @@ def export_split(root: str | Path, out: str | Path) -> ExportResult:
     root, out = Path(root), Path(out)
     manifest = load_manifest(root / MANIFEST_NAME)
     if out.resolve() == root.resolve() or root.resolve() in out.resolve().parents:
-        raise AegisError(f"--out-dir {out} is inside the split {root}; choose a directory outside it")
+        raise AegisError(f"`out` {out} is inside the split {root}; choose a directory outside it", param="out")
     if out.exists() and any(out.iterdir()):
-        raise AegisError(f"--out-dir {out} exists and is not empty; choose a new directory")
+        raise AegisError(f"`out` {out} exists and is not empty; choose a new directory", param="out")
     order = _condition_order(manifest)
     images = manifest.images()
     features = hf_features()
@@ -179,10 +179,10 @@ def push_split(export_dir: str | Path, repo_id: str, api: Any) -> str:
     if dataset in NOT_REDISTRIBUTABLE:
         raise AegisError(
             f"refusing to push {dataset}-C: the {dataset.upper()} licence forbids redistribution; publish the "
-            f"manifest instead (others rebuild with `aegis build-splits` and check with `aegis verify --against`)"
+            f"manifest instead (others rebuild with `aegis build-splits` and check it with `aegis verify`)"
         )
     if "/" not in repo_id or repo_id.count("/") != 1 or not all(repo_id.split("/")):
-        raise AegisError(f"--push expects a repo id like 'user/name', got {repo_id!r}")
+        raise AegisError(f"`repo_id` expects a repo id like 'user/name', got {repo_id!r}", param="repo_id")
     if not (export_dir / "data").is_dir():
         raise AegisError(f"{export_dir} holds no data/ folder; expected the output of `aegis export-hf`")
     api.create_repo(repo_id, repo_type="dataset", exist_ok=True)

@@ -391,7 +391,7 @@ def check_manifest(data: Any, p: str | Path) -> Manifest:
     """A parsed manifest checked for format, confined entry paths and both hashes; AegisError naming ``p``.
 
     Entry paths are checked before anything else uses them: a manifest (the split's own or a third party's
-    ``--against`` reference) can only name files inside the split, never ``../..`` or an absolute path.
+    ``against`` reference) can only name files inside the split, never ``../..`` or an absolute path.
     """
     if isinstance(data, dict) and data.get("format") in LEGACY_FORMATS:
         raise AegisError(

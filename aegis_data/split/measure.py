@@ -49,7 +49,9 @@ def calibrate_path(
     if is_split_dir(path):
         if scale is not None or person_px is not None or gsd_cm_per_px is not None or suite is not None:
             raise AegisError(f"{path} is a split: its manifest fixes the suite and scale its images were built with; "
-                             f"--suite/--scale/--person-px/--gsd apply to folders of clean images")
+                             f"`suite`, `scale`, `person_px` and `gsd_cm_per_px` apply to folders of clean images",
+                             param="suite" if suite is not None else "scale" if scale is not None
+                             else "person_px" if person_px is not None else "gsd_cm_per_px")
         return calibrate_split(path, corruptions, limit)
     return calibrate_clean_folder(path, corruptions, limit, scale, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px,
                                   suite=suite)

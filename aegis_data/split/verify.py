@@ -94,7 +94,7 @@ class VerifyReport:
     local_root_hash: str
     checked: int  # files listed in the reference
     findings: tuple[Finding, ...] = field(default_factory=tuple)
-    bytes_only_is_info: bool = False  # against a reference and not --strict-bytes
+    bytes_only_is_info: bool = False  # against a reference and not strict_bytes
     scale: str = ""  # the length unit the pixels were built with (``Scale.describe``)
 
     def is_failure(self, finding: Finding) -> bool:
@@ -314,7 +314,7 @@ def verify_split(
     corruption (``corrupt``, default ``apply_corruption``) from the split's clean image to count differing
     pixels of a corrupted file; it is skipped when the local suite config differs from the manifest's.
     ``subset`` (with ``against``): check only the images the local manifest lists, and the GT of those images,
-    so a partial build (``--limit``, ``--corruptions``) can be checked against a full reference.
+    so a partial build (``limit``, ``corruptions``) can be checked against a full reference.
     With ``against``, files whose bytes differ but whose decoded pixels match are reported as information
     (another encoder wrote the same pixels); ``strict_bytes`` makes them failures. Against the split's own
     manifest they are always failures: the copy no longer matches what was built.

@@ -53,7 +53,7 @@ class BootstrapOptions:
         if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
             raise AegisError(f"n_bootstrap must be an integer >= 1; got {b!r}")
         if b > MAX_BOOTSTRAP:
-            raise AegisError(f"n_bootstrap (--bootstrap) is at most {MAX_BOOTSTRAP:,} resamples; got {b:,}")
+            raise AegisError(f"`n_bootstrap` is at most {MAX_BOOTSTRAP:,} resamples; got {b:,}", param="n_bootstrap")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
             raise AegisError(f"seed must be an integer; got {self.seed!r}")
         c = self.confidence

@@ -114,7 +114,7 @@ def check_class_map(cmap: ClassMap, source_ids: Iterable[int], where: str,
     if merged and not cmap.allow_merge:
         target, sources = next(iter(sorted(merged.items())))
         raise AegisError(f"[class_map_merge] {where}: the class map sends ids {sources} onto one id {target}; "
-                         "pass --allow-merge to merge classes on purpose")
+                         "pass `allow_merge` to merge classes on purpose", param="allow_merge")
     if target_ids is not None:
         allowed = set(int(t) for t in target_ids)
         outside = sorted({cmap.mapping[i] for i in ids} - allowed)

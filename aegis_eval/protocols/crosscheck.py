@@ -1,4 +1,4 @@
-"""``aegis score --cross-check pycocotools``: recompute COCO AP with the reference implementation on the same
+"""The ``pycocotools`` cross-check of scoring: recompute COCO AP with the reference implementation on the same
 validated inputs and refuse the result on any difference above 1e-12 -- a trust switch for published numbers.
 
 The scorer's AP engine (``aegis_eval.metrics.coco``) reproduces pycocotools' ``COCOeval`` (quirks included, see
@@ -29,7 +29,8 @@ def pycocotools_ap(gt: GroundTruth, dets: Detections) -> dict[str, float]:
         from pycocotools.coco import COCO
         from pycocotools.cocoeval import COCOeval
     except ImportError:  # pragma: no cover - a declared dependency
-        raise AegisError("--cross-check pycocotools needs the pycocotools package (pip install pycocotools)") from None
+        raise AegisError("`cross_check` pycocotools needs the pycocotools package (pip install pycocotools)",
+                         param="cross_check") from None
     cat = int(gt.category_id)
     images = [{"id": int(gt.image_ids[i]), "width": int(gt.widths[i]), "height": int(gt.heights[i]),
                "file_name": gt.file_names[i]} for i in range(gt.n_images)]
@@ -57,7 +58,8 @@ def pycocotools_ap(gt: GroundTruth, dets: Detections) -> dict[str, float]:
 
 def check_tool(tool: str) -> str:
     if tool not in CROSS_CHECKERS:
-        raise AegisError(f"--cross-check must be one of: {', '.join(CROSS_CHECKERS)}; got {tool!r}")
+        raise AegisError(f"`cross_check` must be one of: {', '.join(CROSS_CHECKERS)}; got {tool!r}",
+                         param="cross_check")
     return tool
 
 

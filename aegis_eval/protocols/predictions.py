@@ -374,14 +374,15 @@ def select_classes(names: Mapping[int, str], classes: str, where: str) -> dict[s
         return {name: cid for cid, name in names.items()}
     wanted = [c.strip() for c in classes.split(",") if c.strip()]
     if not wanted:
-        raise AegisError(f"[classes_empty] --classes {classes!r} names no class; expected 'all' or NAME,NAME")
+        raise AegisError(f"[classes_empty] `classes` {classes!r} names no class; expected 'all' or NAME,NAME",
+                         param="classes")
     by_name = {name: cid for cid, name in names.items()}
     unknown = [c for c in wanted if c not in by_name]
     if unknown:
         raise AegisError(f"[classes_unknown] {where}: no category named {_first(unknown)} "
                          f"(known: {_first(list(by_name), 8)})")
     if len(set(wanted)) != len(wanted):
-        raise AegisError(f"[classes_repeated] --classes {classes!r} names a class twice")
+        raise AegisError(f"[classes_repeated] `classes` {classes!r} names a class twice", param="classes")
     return {c: by_name[c] for c in wanted}
 
 
@@ -518,7 +519,7 @@ def detections_by_class(obj: Any, gts: Mapping[str, GroundTruth], source: Mappin
 
     ``gts`` are the per-class GroundTruths of one file (same image table). Every category id must be one of the
     GT's; detections of classes not in ``gts`` are dropped with a ``[category_other]`` warning. 0-based ids are
-    not guessed with several classes: map them with a class map (``--class-map 0:1,1:2 --remap-side preds``).
+    not guessed with several classes: map them with a class map (``parse_class_map("0:1,1:2", side="preds")``).
     """
     if not gts:
         raise AegisError("[classes_empty] no classes to score")
@@ -531,7 +532,7 @@ def detections_by_class(obj: Any, gts: Mapping[str, GroundTruth], source: Mappin
     present = set(np.unique(cat_arr).tolist())
     unknown = sorted(present - known)
     if unknown:
-        hint = " (0-based class indices? map them with --class-map)" if 0 in unknown else ""
+        hint = " (0-based class indices? map them with `class_map`)" if 0 in unknown else ""
         raise AegisError(f"[category_unknown] {where}: category_id {_first(unknown)} not in the ground truth "
                          f"(known: {_first(sorted(known), 5)}){hint}")
     det_image = _resolve_image_ids(entries, image_keys, first, where)

@@ -105,13 +105,14 @@ def check_one_suite(docs: Sequence[Mapping[str, Any]], names: Sequence[str], all
     if other is not None:
         raise AegisError(f"[mixed_suites] {names[0]} was scored on suite {first} but {names[other]} on "
                          f"{suites[other]}: the same condition id names a different corruption in each; compare "
-                         f"scores of one suite, or pass --allow-mixed-suites to compare them anyway")
+                         f"scores of one suite, or pass `allow_mixed_suites` to compare them anyway",
+                         param="allow_mixed_suites")
     base = next(v for v in versions if v is not None)
     other = next(i for i, v in enumerate(versions) if v is not None and v != base)
     first_named = names[versions.index(base)]
     raise AegisError(f"[mixed_suites] {first_named} and {names[other]} were scored on two versions of {first} (config "
                      f"{base} and {versions[other]}): a condition id may name another model in each; compare scores "
-                     f"of one version, or pass --allow-mixed-suites to compare them anyway")
+                     f"of one version, or pass `allow_mixed_suites` to compare them anyway", param="allow_mixed_suites")
 
 
 def build_provenance(*, gt_source: Mapping[str, Any], predictions: Mapping[str, Mapping[str, Any]],
@@ -142,7 +143,7 @@ def build_provenance(*, gt_source: Mapping[str, Any], predictions: Mapping[str, 
         "cluster_by": cluster_by,
         "iou": float(iou),
         **({"class_map": dict(class_map)} if class_map is not None else {}),
-        # The split's length unit when it was built with --scale object (frame-scale results carry no key).
+        # The split's length unit when it was built with object scale (frame-scale results carry no key).
         **({"scale": dict(gt_source["scale"])} if "scale" in gt_source else {}),
         "timestamp": utc_timestamp(),
     }

@@ -91,8 +91,8 @@ def _columns(result: Mapping[str, Any], metric: str, by: str, condition: str) ->
         return {c: defined(e.get(metric)) for c, e in conds.items()}, "clean"
     block = result.get("versions")
     if not block:
-        raise AegisError("[rank_no_versions] --by version needs scores written with several --gt "
-                         f"(a 'versions' block); {result.get('label')!r} has none")
+        raise AegisError("[rank_no_versions] `by` version needs scores written with several `gts` "
+                         f"(a 'versions' block); {result.get('label')!r} has none", param="by")
     row = block["matrix"].get(condition)
     if row is None:
         raise AegisError(f"[rank_unknown_condition] {result.get('label')!r} has no condition {condition!r} in its "
@@ -116,7 +116,7 @@ def rank_models(results: Sequence[Mapping[str, Any]], metric: str = "map50", *, 
     if metric not in RANKABLE_METRICS:
         raise AegisError(f"[rank_metric] cannot rank on {metric!r}; expected one of {', '.join(RANKABLE_METRICS)}")
     if by not in RANK_AXES:
-        raise AegisError(f"[rank_axis] --by must be one of {', '.join(RANK_AXES)}; got {by!r}")
+        raise AegisError(f"[rank_axis] `by` must be one of {', '.join(RANK_AXES)}; got {by!r}", param="by")
     bootstrap = bootstrap or BootstrapOptions()
     names = list(labels) if labels is not None else model_labels(results)
     per_model, refs = [], []
@@ -185,7 +185,7 @@ def checked_score_result(doc: Any, where: str) -> dict[str, Any]:
 
 def merge_by_label(results: Sequence[Mapping[str, Any]], files: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
     """One result per label, the conditions of its files merged: a model scored on several domains in
-    separate runs (``aegis score iid.json --gt iid/`` and ``aegis score ood.json --gt ood/`` give conditions
+    separate runs (scoring ``iid.json`` on the GT ``iid/`` and ``ood.json`` on ``ood/`` gives conditions
     ``iid`` and ``ood``) becomes one ranking row. A condition in two files of one label is refused."""
     merged: dict[str, dict[str, Any]] = {}
     sources: dict[str, list[str]] = {}
@@ -193,12 +193,12 @@ def merge_by_label(results: Sequence[Mapping[str, Any]], files: Sequence[str]) -
         label = str(r.get("label") or Path(f).stem)
         if r.get("versions"):
             raise AegisError(f"[rank_merge_versions] {f}: scores with GT versions cannot be merged by label; "
-                             "rank them with --by version")
+                             "rank them with `by` version", param="by")
         target = merged.setdefault(label, {"schema": r.get("schema"), "label": label, "conditions": {}})
         clash = sorted(set(target["conditions"]) & set(r["conditions"]))
         if clash:
             raise AegisError(f"[rank_duplicate_condition] model {label!r} has condition {clash[0]!r} in both "
-                             f"{sources[label][0]} and {f}; give the runs different --label values")
+                             f"{sources[label][0]} and {f}; give the runs different `label` values", param="label")
         target["conditions"].update(r["conditions"])
         sources.setdefault(label, []).append(str(f))
     return list(merged.values()), sources

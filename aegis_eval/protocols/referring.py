@@ -1,4 +1,4 @@
-"""Referring detection: one box per referring expression, scored with P@θ (``aegis score --task referring``).
+"""Referring detection: one box per referring expression, scored with P@θ (the ``referring`` scoring task).
 
 Ground truth (schema ``aegis-refs/1``): ``{"refs": [{"ref_id", "image_id", "bbox": [x, y, w, h],
 "expression", "split"}, ...]}``, one entry per expression with exactly one box; ``split`` is optional ("all"
@@ -147,7 +147,7 @@ def score_referring(refs: Mapping[str, Any], pred_boxes: np.ndarray, predicted: 
     list of expressions without a prediction. ``cluster_by``: None (resample expressions) or "image_id"."""
     if cluster_by not in (None, "image_id"):
         raise AegisError(f"[referring_cluster] referring scoring resamples expressions or whole images "
-                         f"(--cluster-by image_id); got {cluster_by!r}")
+                         f"(`cluster_by` image_id); got {cluster_by!r}", param="cluster_by")
     ious = referring_ious(refs["boxes"], pred_boxes, predicted)
     correct = np.stack([predicted & (ious > t) for t in IOU_LEVELS])  # strict: IoU == θ is wrong
     n = len(refs["ids"])

@@ -48,7 +48,7 @@ def validate_result(obj: Any, where: str = "<result>", suite_conditions: bool = 
     problem found.
     """
     if not isinstance(obj, dict):
-        raise _fail(where, f"expected a JSON object written by `aegis score --json` (schema {SCHEMA!r}), "
+        raise _fail(where, f"expected a JSON object written by `aegis score` (schema {SCHEMA!r}), "
                            f"got a JSON {type(obj).__name__}")
     schema = obj.get("schema")
     if schema != SCHEMA:

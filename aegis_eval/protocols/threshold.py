@@ -2,7 +2,7 @@
 
 The frozen value is stored in a small JSON file (schema ``aegis-threshold/1``) with the rule, the grid, the
 validation metrics at every grid point and at the chosen one, and the SHA-256 of the predictions and GT it was
-chosen on. ``aegis score --threshold-file`` applies it unchanged to every test condition.
+chosen on. Scoring with it as the ``threshold_file`` applies it unchanged to every test condition.
 
 Rules:
 * ``max-f1`` (default): the grid threshold with the highest F1; ties go to the lowest threshold.
@@ -405,7 +405,8 @@ def read_class_thresholds(path: str | Path, classes: Sequence[str]) -> tuple[dic
     missing = [c for c in classes if c not in per_class]
     if missing:
         raise AegisError(f"[threshold_class_missing] threshold file {path} has no threshold for classes "
-                         f"{missing[:5]} (it has {sorted(per_class)[:8]}); freeze them with the same --classes")
+                         f"{missing[:5]} (it has {sorted(per_class)[:8]}); freeze them with the same `classes`",
+                         param="classes")
     out = {}
     for c in classes:
         entry = per_class[c]
@@ -432,7 +433,7 @@ def read_threshold_file(path: str | Path) -> tuple[float, dict[str, Any]]:
     value = doc.get("value")
     if value is None and isinstance(doc.get("per_class"), dict):
         raise AegisError(f"[threshold_per_class] threshold file {path} holds one threshold per class; score "
-                         "with --classes")
+                         "with `classes`", param="classes")
     value = _check_value(value, path, "'value'")
     info = dict(doc)
     info.update(file=str(path), sha256=sha)

@@ -57,7 +57,7 @@ def _check_pairable(ref: PathScore, other: PathScore, ref_name: str, name: str) 
         ref.clusters is not None and other.clusters is not None and np.array_equal(ref.clusters, other.clusters))
     if not same_clusters:
         raise AegisError(f"[versions_clusters_differ] GT versions {ref_name!r} and {name!r} group the images "
-                         "differently for --cluster-by; the paired bootstrap needs one partition")
+                         "differently for `cluster_by`; the paired bootstrap needs one partition", param="cluster_by")
 
 
 def _difference(value: Any, ref_value: Any) -> float | None:
@@ -79,15 +79,16 @@ def score_versions(preds: str | Path, gts: Sequence[str | Path], *, threshold: f
     are with the same labels remapped.
     """
     if len(gts) < 2:
-        raise AegisError(f"[versions_too_few] cross-version re-scoring needs at least two --gt; got {len(gts)}")
+        raise AegisError(f"[versions_too_few] cross-version re-scoring needs at least two `gts`; got {len(gts)}",
+                         param="gts")
     if remap_versions is not None:
         if class_map is None or class_map.side != "gt":
-            raise AegisError("[class_map_versions] --remap-version needs a --class-map applied to the GT "
-                             "(--remap-side gt)")
+            raise AegisError("[class_map_versions] `remap_versions` needs a `class_map` applied to the GT "
+                             "(side gt)", param="remap_versions")
         bad = [k for k in remap_versions if not 1 <= k <= len(gts)]
         if bad:
-            raise AegisError(f"[class_map_versions] --remap-version {bad[0]} is not one of the {len(gts)} --gt "
-                             "versions (numbered from 1)")
+            raise AegisError(f"[class_map_versions] `remap_versions` {bad[0]} is not one of the {len(gts)} `gts` "
+                             "versions (numbered from 1)", param="remap_versions")
     version_maps = [class_map if remap_versions is None or k + 1 in remap_versions else None
                     for k in range(len(gts))]
     names = version_names(gts)

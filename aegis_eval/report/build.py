@@ -192,7 +192,7 @@ def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Ite
         raise AegisError(f"unknown HTML figure format {html_figures!r}; expected one of {', '.join(HTML_FIGURES)}")
     formats = parse_formats(formats)
     if not results:
-        raise AegisError("no score results given (expected one or more `aegis score --json` outputs)")
+        raise AegisError("no score results given (expected one or more score documents, as `aegis score` writes them)")
     for i, r in enumerate(results):
         validate_result(r, str(r.get(SOURCE_KEY) or f"results[{i}]") if isinstance(r, Mapping) else f"results[{i}]",
                         config=config)

@@ -85,7 +85,7 @@ def rank_pairs(clean: PerImageCounts, conditions: Mapping[str, PerImageCounts], 
     ``conditions`` maps condition id -> per-image counts at the frozen threshold, in the order that breaks ties.
     """
     if n < 1:
-        raise AegisError(f"--n must be at least 1, got {n}")
+        raise AegisError(f"`n` must be at least 1, got {n}", param="n")
     candidates = []
     n_gt = clean.n_gt.astype(np.int64)
     for c_index, (cond, counts) in enumerate(conditions.items()):
@@ -252,17 +252,17 @@ def render_pair(split_dir: Path, split: str, gt: GroundTruth, pair: GalleryPair,
 # --- orchestration ------------------------------------------------------------------------------------------
 
 def resolve_threshold(threshold: float | None, threshold_file: str | Path | None) -> tuple[float, str]:
-    """(value, description) from exactly one of ``--threshold`` / ``--threshold-file``."""
+    """(value, description) from exactly one of ``threshold`` / ``threshold_file``."""
     if (threshold is None) == (threshold_file is None):
-        raise AegisError("give exactly one of --threshold X or --threshold-file F (the frozen operating point), "
-                         f"got {'both' if threshold is not None else 'neither'}")
+        raise AegisError("give exactly one of `threshold` X or `threshold_file` F (the frozen operating point), "
+                         f"got {'both' if threshold is not None else 'neither'}", param="threshold")
     if threshold_file is not None:
         from aegis_eval.protocols.threshold import read_threshold_file
 
         value, _info = read_threshold_file(threshold_file)
         return float(value), f"{value:g} (from {threshold_file})"
     if not (0.0 <= float(threshold) <= 1.0):
-        raise AegisError(f"--threshold must be in [0, 1], got {threshold}")
+        raise AegisError(f"`threshold` must be in [0, 1], got {threshold}", param="threshold")
     return float(threshold), f"{threshold:g} (given)"
 
 
@@ -283,7 +283,8 @@ def select_conditions(available: Sequence[str], requested: str | Sequence[str] =
     for r in requested:
         parse_condition(r)
         if r == "clean":
-            raise AegisError("--conditions lists the corrupted conditions to compare with clean; 'clean' is implicit")
+            raise AegisError("`conditions` lists the corrupted conditions to compare with clean; 'clean' is implicit",
+                             param="conditions")
         if r not in avail:
             raise AegisError(f"no predictions for condition {r!r}; available: {', '.join(avail) or 'none'}")
     chosen = [c for c in avail if c in set(requested)]
@@ -360,7 +361,7 @@ def build_gallery(split_dir: str | Path, preds_dir: str | Path, out: str | Path,
     value, threshold_text = resolve_threshold(threshold, threshold_file)
     panel_scale(1, max_width)  # validates max_width before any work
     if n < 1:
-        raise AegisError(f"--n must be at least 1, got {n}")
+        raise AegisError(f"`n` must be at least 1, got {n}", param="n")
     notes: list[str] = []
     files = prediction_files(preds_dir, on_warning=notes.append)
     if "clean" not in files:

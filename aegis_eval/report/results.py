@@ -43,7 +43,7 @@ def load_results(paths: Iterable[str | Path]) -> list[dict]:
     """
     paths = [Path(p) for p in paths]
     if not paths:
-        raise AegisError("no score JSON given (expected one or more files written by `aegis score --json`)")
+        raise AegisError("no score JSON given (expected one or more score files, as `aegis score` writes them)")
     results = []
     for p in paths:
         obj, _ = read_json(p, "score JSON")
@@ -321,7 +321,7 @@ def group_by_dataset(results: Sequence[Mapping], config: SuiteConfig | None = No
             if other.label == label:
                 raise AegisError(
                     f"two results for model {label!r} on dataset {name!r} ({other.source or '?'} and "
-                    f"{res.get(SOURCE_KEY) or '?'}); give each run a distinct label (`aegis score --label`)"
+                    f"{res.get(SOURCE_KEY) or '?'}); give each run a distinct `label` when scoring it"
                 )
         runs.append(Run(label, res))
     return [DatasetGroup(name, tuple(runs), corruptions, families) for name, runs in groups.items()]

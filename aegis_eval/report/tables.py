@@ -449,7 +449,7 @@ def threshold_table(groups: Sequence[DatasetGroup]) -> Table:
             t = run.result.get("threshold") or {}
             value = t.get("value")
             rows.append((g.name, run.label, UNDEFINED if not isinstance(value, (int, float)) else f"{value:.4g}",
-                         _text(t.get("rule")) or "given (--threshold)", _text(t.get("file")),
+                         _text(t.get("rule")) or "given value", _text(t.get("file")),
                          _text(t.get("file_sha256"), short=True), _text(run.result.get("iou"))))
     return Table("Frozen confidence thresholds", ("dataset", "model", "threshold", "rule", "file", "sha256", "IoU"),
                  tuple(rows), ("l", "l", "r", "l", "l", "l", "r"),

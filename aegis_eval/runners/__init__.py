@@ -36,7 +36,8 @@ def resolve_device(device: str = "auto") -> str:
         return dev
     if dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit()):
         if not torch.cuda.is_available():
-            raise AegisError(f"device {device!r} requested but torch sees no CUDA GPU; use --device cpu or auto")
+            raise AegisError(f"device {device!r} requested but torch sees no CUDA GPU; use `device` cpu or auto",
+                             param="device")
         return dev
     raise AegisError(f"unknown device {device!r}; expected auto, cpu, cuda or cuda:N")
 
@@ -66,7 +67,7 @@ def resolve_weights(model: str, weights: str | None, *, allow_download: bool = F
     if weights is None or str(weights).strip() == "":
         hint = "a local .pt file or a model yaml such as yolo11n.yaml" if model != "fasterrcnn" else (
             "a local checkpoint file, or 'none' for random initialisation")
-        raise AegisError(f"no weights given for {model}: pass --weights with {hint}")
+        raise AegisError(f"no weights given for {model}: pass `weights` with {hint}", param="weights")
     w = str(weights)
     if w.lower() == "none":
         if model == "fasterrcnn":
@@ -83,7 +84,7 @@ def resolve_weights(model: str, weights: str | None, *, allow_download: bool = F
         if allow_download:
             return w
         raise AegisError(f"weights {w!r} are not a local file; ultralytics would download them — pass "
-                         f"--allow-download to allow that, or give the path of a local copy")
+                         f"`allow_download` to allow that, or give the path of a local copy", param="allow_download")
     raise AegisError(f"weights file not found: {w}")
 
 
@@ -111,7 +112,7 @@ def load_detector(model: str, weights: str | None, device: str = "auto", *, arch
 
         return FasterRCNNDetector(resolved, dev, arch=arch, max_det=max_det, imgsz=imgsz)
     if arch not in (None, ""):
-        raise AegisError(f"--arch applies to fasterrcnn only; got arch={arch!r} for {model}")
+        raise AegisError(f"`arch` applies to fasterrcnn only; got arch={arch!r} for {model}", param="arch")
     from aegis_eval.runners.ultralytics_runner import UltralyticsDetector
 
     return UltralyticsDetector(model, resolved, dev, max_det=max_det, imgsz=imgsz)

@@ -53,7 +53,8 @@ def parse_policies(spec: str | Sequence[str], suite: str | None = None) -> list[
     ``suite``: the suite policies that name none render with (default aegis-v2)."""
     items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if str(s).strip()]
     if not items:
-        raise AegisError("no policies given: pass --policies all,loo-flood,... (names in configs/augment)")
+        raise AegisError("no policies given: pass `policies` all,loo-flood,... (names in configs/augment)",
+                         param="policies")
     policies = [load_policy(s, suite) for s in items]
     for p in policies:  # each name becomes OUT/<name>/ and OUT/scores/<name>.json
         check_name_component(p.name, "policy name", RESERVED)
@@ -70,10 +71,11 @@ def parse_seeds(spec: str | Sequence[int]) -> list[int]:
     items = [str(s).strip() for s in (spec.split(",") if isinstance(spec, str) else spec)]
     items = [s for s in items if s]
     if not items:
-        raise AegisError("no training seeds given: pass --seeds 0,1,2")
+        raise AegisError("no training seeds given: pass `seeds` 0,1,2", param="seeds")
     bad = next((s for s in items if not (s.isascii() and s.isdigit())), None)  # isdigit alone takes "²"
     if bad is not None:
-        raise AegisError(f"training seed {bad!r} is invalid; expected non-negative integers such as --seeds 0,1,2")
+        raise AegisError(f"training seed {bad!r} is invalid; expected non-negative integers such as `seeds` 0,1,2",
+                         param="seeds")
     seeds = [int(s) for s in items]
     big = next((s for s in seeds if s > MAX_TRAINING_SEED), None)
     if big is not None:
@@ -93,8 +95,8 @@ def init_record(model: str, init: str | Path) -> dict[str, Any]:
 
     path = Path(init).expanduser()
     if not path.is_file():
-        raise AegisError(f"--init {init}: not a local checkpoint file (train one with `aegis baseline train`, "
-                         f"docs/MITIGATION.md)")
+        raise AegisError(f"`init` {init}: not a local checkpoint file (train one with `aegis baseline train`, "
+                         f"docs/MITIGATION.md)", param="init")
     resolved = resolve_weights(model, str(path))
     augment = augment_record_for_weights(resolved)
     return {"path": resolved, "sha256": file_sha256(Path(resolved)),
@@ -127,7 +129,7 @@ def run_ablation(train: TrainSettings, predict: PredictSettings, split_dir: str 
         check_name_component(p.name, "policy name", (*RESERVED, CLEAN))
     split, out = Path(split_dir), Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise AegisError(f"--out-dir {out} exists and is not a folder")
+        raise AegisError(f"`out_dir` {out} exists and is not a folder", param="out_dir")
     multi = seeds is not None
     seed_list = parse_seeds(seeds) if multi else [train.seed]
     start = init_record(train.model, init) if init is not None else None

@@ -118,12 +118,12 @@ def check_augment_record(run: Path, policy: AugmentPolicy | None, seed: int) -> 
     if old is None and new is None:
         return None
     if old is None and _checkpoints(run):
-        raise AegisError(f"{run} holds a run trained without augmentation; use another --out-dir for --augment "
-                         f"{policy.name}")
+        raise AegisError(f"{run} holds a run trained without augmentation; use another `run_dir` for `augment` "
+                         f"{policy.name}", param="run_dir")
     if old is not None and (new is None or (old.get("hash"), old.get("seed")) != (new["hash"], new["seed"])):
-        what = "without --augment" if new is None else f"with policy {new['name']} [{new['hash']}] seed {seed}"
+        what = "without `augment`" if new is None else f"with policy {new['name']} [{new['hash']}] seed {seed}"
         raise AegisError(f"{run} was trained with augmentation policy {old.get('name')} [{old.get('hash')}] seed "
-                         f"{old.get('seed')}; it cannot be resumed {what} — use another --out-dir")
+                         f"{old.get('seed')}; it cannot be resumed {what} — use another `run_dir`", param="run_dir")
     return new
 
 

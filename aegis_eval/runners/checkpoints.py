@@ -206,7 +206,8 @@ def check_ultralytics_checkpoint(path: str | Path, *, resume: bool = False) -> d
                          f"model)")
     if resume and (type(ckpt.get("epoch")) is not int):
         raise AegisError(f"checkpoint {p} records no epoch (an integer): it is no Ultralytics training checkpoint "
-                         f"and cannot be resumed or taken for a finished run; remove it or use another --out-dir")
+                         f"and cannot be resumed or taken for a finished run; remove it or use another `run_dir`",
+                         param="run_dir")
     model = ckpt.get("ema") if ckpt.get("ema") is not None else ckpt.get("model")
     if not isinstance(model, torch.nn.Module):
         raise AegisError(f"checkpoint {p} holds no model (Ultralytics keeps it under 'model' or 'ema')")
@@ -279,7 +280,7 @@ def check_ultralytics_yaml(weights: str) -> None:
 def check_ultralytics_weights(weights: str) -> None:
     """Vet what ``YOLO(weights)`` / ``RTDETR(weights)`` would read: a model yaml, or a checkpoint file.
 
-    A bare ``*.pt`` name that is not on disk (``--allow-download``) is Ultralytics' own release asset: not vetted.
+    A bare ``*.pt`` name that is not on disk (``allow_download``) is Ultralytics' own release asset: not vetted.
     """
     p = Path(weights)
     if p.suffix.lower() in (".yaml", ".yml"):

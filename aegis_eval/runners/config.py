@@ -1,4 +1,4 @@
-"""Baseline configuration files (``configs/baselines/*.yaml``): reference settings, loaded by ``--config``.
+"""Baseline configuration files (``configs/baselines/*.yaml``): reference settings, loaded by name or path.
 
 A config is a flat mapping of the keys below. Unknown keys are rejected with a "did you mean"; values are
 type-checked. Command-line flags override config values, which override the defaults here.

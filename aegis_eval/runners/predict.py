@@ -106,7 +106,7 @@ def read_split_images(split_dir: str | Path, split_name: str = "test", limit: in
         raise AegisError(f"split folder not found: {root}")
     gt = annotation_path(root, split_name)
     if not gt.is_file():
-        extra = " (build the split with --with-train)" if split_name == "train" else ""
+        extra = " (build the split with `with_train`)" if split_name == "train" else ""
         raise AegisError(f"{root} has no {gt.relative_to(root)}: not a split folder with a {split_name} split "
                          f"(see docs/SPLITS.md, layout){extra}")
     coco, sha = read_coco_gt(gt)
@@ -139,7 +139,8 @@ def resolve_conditions(split: SplitImages, conditions: str | Iterable[str] | Non
     wanted = [c.strip() for c in (conditions.split(",") if isinstance(conditions, str) else conditions)]
     wanted = [c for c in wanted if c]
     if not wanted:
-        raise AegisError("--conditions is empty; pass 'all' or a comma list such as clean,low_light_s3")
+        raise AegisError("`conditions` is empty; pass 'all' or a comma list such as clean,low_light_s3",
+                         param="conditions")
     unknown = [c for c in wanted if c not in canonical]
     if unknown:
         raise AegisError(f"unknown condition {unknown[0]!r}; expected 'clean' or '<corruption>_s<1-3>' of the "
@@ -225,9 +226,10 @@ def read_run_file(out_dir: str | Path) -> dict | None:
     try:
         data, _ = read_json(p, "baseline run")
     except AegisError as exc:
-        raise AegisError(f"{exc}; delete it or pass --force") from None
+        raise AegisError(f"{exc}; delete it or pass `force`", param="force") from None
     if not isinstance(data, dict) or data.get("schema") != RUN_SCHEMA:
-        raise AegisError(f"{p} is not an aegis baseline run file (schema {RUN_SCHEMA}); delete it or pass --force")
+        raise AegisError(f"{p} is not an aegis baseline run file (schema {RUN_SCHEMA}); delete it or pass `force`",
+                         param="force")
     return data
 
 
@@ -278,7 +280,7 @@ def predict_split(settings: PredictSettings, split_dir: str | Path, out_dir: str
     conds = resolve_conditions(split, conditions)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise AegisError(f"--out-dir {out} exists and is not a folder")
+        raise AegisError(f"`out_dir` {out} exists and is not a folder", param="out_dir")
     out.mkdir(parents=True, exist_ok=True)
     lazy = detector if isinstance(detector, LazyDetector) else LazyDetector(settings, detector)
     device = lazy.device
@@ -289,7 +291,7 @@ def predict_split(settings: PredictSettings, split_dir: str | Path, out_dir: str
     except AegisError:
         if not force:
             raise
-        run = None  # --force starts over from an unreadable run.json
+        run = None  # force starts over from an unreadable run.json
     record = {
         "schema": RUN_SCHEMA,
         "split": str(split.split_dir.resolve()),

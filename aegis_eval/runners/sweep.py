@@ -43,7 +43,8 @@ def freeze_or_reuse_threshold(val_preds: Path, split_dir: Path, path: Path, *, r
         recorded_gt = (info.get("gt") or {}).get("sha256")
         if recorded_preds != file_sha256(val_preds) or recorded_gt != file_sha256(gt_file) or info.get("rule") != rule:
             raise AegisError(f"{path} was frozen on different inputs (validation predictions, GT or rule differ); "
-                             f"keep it by restoring those inputs, or pass --force to freeze a new threshold")
+                             f"keep it by restoring those inputs, or pass `force` to freeze a new threshold",
+                             param="force")
         return value, _status("reused", info.get("warnings"))
     gt = load_ground_truth(split_dir, "val")
     frozen = freeze_threshold(gt, load_predictions(val_preds, gt), rule=rule)
@@ -69,7 +70,7 @@ def run_sweep(settings: PredictSettings, split_dir: str | Path, results_dir: str
     split = Path(split_dir)
     out = Path(results_dir)
     if out.exists() and not out.is_dir():
-        raise AegisError(f"--out-dir {out} exists and is not a folder")
+        raise AegisError(f"`results_dir` {out} exists and is not a folder", param="results_dir")
     if bootstrap < 1:
         raise AegisError(f"bootstrap must be >= 1 resamples, got {bootstrap}")
     out.mkdir(parents=True, exist_ok=True)
@@ -93,7 +94,7 @@ def run_sweep(settings: PredictSettings, split_dir: str | Path, results_dir: str
     result = score_paths(out / "predictions", split, threshold_file=out / THRESHOLD_FILE, bootstrap=bootstrap,
                          seed=seed, label=label or settings.model, split="test", on_warning=on_warning)
     record = augment_record_for_weights(settings.weights)
-    if record is not None:  # a model trained with --augment: its policy and hash go into every score
+    if record is not None:  # a model trained with an augmentation policy: its policy and hash go into every score
         result["provenance"]["augment"] = record
     write_score_json(result, out / "score.json")
     write_score_csv(result, out / "score.csv")

@@ -107,7 +107,8 @@ class FasterRCNNDetector:
         ckpt = read_checkpoint(weights) if weights is not None else None
         ckpt_arch = ckpt.get("arch") if ckpt else None
         if arch and ckpt_arch and arch != ckpt_arch:
-            raise AegisError(f"--arch {arch} does not match the checkpoint's arch {ckpt_arch} ({weights})")
+            raise AegisError(f"`arch` {arch} does not match the checkpoint's arch {ckpt_arch} ({weights})",
+                             param="arch")
         self.arch = arch or ckpt_arch or DEFAULT_ARCH
         if imgsz is None and ckpt and ckpt.get("imgsz"):
             imgsz = int(ckpt["imgsz"])

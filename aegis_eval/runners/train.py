@@ -122,7 +122,7 @@ def write_yolo_dataset(split_dir: str | Path, data_dir: str | Path, *, tile: int
     for s in ("train", "val"):
         p = annotation_path(root, s)
         if not p.is_file():
-            hint = ("the split was built without --with-train; rebuild it with `aegis build-splits --with-train`"
+            hint = ("the split was built without `with_train`; rebuild it with `with_train`"
                     if s == "train" else "the split has no clean validation set")
             raise AegisError(f"{root} has no {p.relative_to(root)}: {hint}")
         gts[s] = p
@@ -206,7 +206,7 @@ def train_baseline(settings: TrainSettings, split_dir: str | Path, run_dir: str 
         raise AegisError(f"split folder not found: {split}")
     run = Path(run_dir)
     if run.exists() and not run.is_dir():
-        raise AegisError(f"--out-dir {run} exists and is not a folder")
+        raise AegisError(f"`run_dir` {run} exists and is not a folder", param="run_dir")
     weights = resolve_weights(settings.model, settings.weights, allow_download=settings.allow_download)
     device = resolve_device(settings.device)
     run.mkdir(parents=True, exist_ok=True)
@@ -400,8 +400,8 @@ def _train_fasterrcnn(settings: TrainSettings, weights: str | None, device: str,
             loss_dict = net(imgs, [_targets(b, device) for _, b in chunk])
             loss = sum(loss_dict.values())
             if not torch.isfinite(loss):
-                raise AegisError(f"training loss became {loss.item()} at epoch {epoch + 1}; lower --lr0 "
-                                 f"(now {settings.lr0})")
+                raise AegisError(f"training loss became {loss.item()} at epoch {epoch + 1}; lower `lr0` "
+                                 f"(now {settings.lr0})", param="lr0")
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
