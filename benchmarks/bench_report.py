@@ -33,11 +33,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from aegis_data.files.imageio import decode_image_bytes, encode_png, write_bytes_atomic  # noqa: E402
+from aegis_data.files.imageio import decode_image_bytes, write_bytes_atomic  # noqa: E402
+from aegis_data.files.png import encode_png  # noqa: E402
 from aegis_eval.report import build_report  # noqa: E402
 from aegis_eval.report import figures as F  # noqa: E402
 from aegis_eval.report.gallery import compose_pair, draw_panel, panel_scale  # noqa: E402
-from aegis_eval.report.results import group_by_dataset, validate_result  # noqa: E402
+from aegis_eval.protocols.score_doc import validate_result  # noqa: E402
+from aegis_eval.report.results import group_by_dataset  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "score_heridal_yolo11n.json"
 NOTES_MARKER = "<!-- notes: kept across re-runs -->"

@@ -29,7 +29,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
 from aegis_data.engine.config import condition_id
-from aegis_data.files.imageio import encode_png
+from aegis_data.files.png import encode_png
 from aegis_eval.metrics.result_keys import LOWER_IS_BETTER
 from aegis_eval.report import palette
 from aegis_eval.report.results import (
