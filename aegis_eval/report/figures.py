@@ -530,21 +530,3 @@ def false_alarm_shares(group: DatasetGroup) -> FigurePlan:
                                   f"{bound}upper bound (Clopper–Pearson, line top)", _legend_handles(group))
 
     return FigurePlan(width, height, draw)
-
-
-# --- PNG only (tests and benchmarks) ----------------------------------------------------------------------------
-
-def heatmap_png(group: DatasetGroup, metric: str) -> bytes:
-    return render(heatmap(group, metric), vector=False).png
-
-
-def severity_curves_png(group: DatasetGroup, metric: str) -> bytes:
-    return render(severity_curves(group, metric), vector=False).png
-
-
-def family_bars_png(group: DatasetGroup, metric: str) -> bytes:
-    return render(family_bars(group, metric), vector=False).png
-
-
-def localization_png(group: DatasetGroup) -> bytes:
-    return render(localization_plot(group), vector=False).png
