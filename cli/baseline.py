@@ -13,7 +13,9 @@ import typer
 from rich.table import Table
 
 from aegis_data.errors import AegisError
-from .common import check_output_dirs, err, out, warn
+from aegis_data.files.outputs import check_output_dirs
+
+from .common import err, out, warn
 from .tables import fit
 from .vocabulary import Arch, Model, Optimizer, SplitName, SuiteOpt, add_command, mode, value
 

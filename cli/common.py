@@ -15,7 +15,6 @@ from rich.text import Text
 
 from aegis_data.errors import AegisError
 from aegis_data.extras import MissingExtra
-from aegis_data.files.outputs import check_output_dirs, check_outputs  # noqa: F401 (the commands' checks)
 
 # Results go to stdout, diagnostics to stderr. Markup and emoji codes are off: labels, dataset and class names,
 # paths and messages are user text ("m[/]", "yolo[v8]", ":smile:") and print as they are; the few styled words

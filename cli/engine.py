@@ -18,7 +18,9 @@ from rich.table import Table
 from aegis_data.conditions import check_severity
 from aegis_data.engine.config import load_config
 from aegis_data.errors import AegisError
-from .common import check_outputs, err, fail, out, styled
+from aegis_data.files.outputs import check_outputs
+
+from .common import err, fail, out, styled
 from .tables import fit
 from .vocabulary import GsdOpt, ListFormat, PersonPxOpt, ScaleMode, ScaleOpt, SuiteOpt, add_command, mode, value
 

@@ -8,7 +8,9 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from .common import check_output_dirs, check_outputs, out, warn
+from aegis_data.files.outputs import check_output_dirs, check_outputs
+
+from .common import out, warn
 from .tables import fit
 from .vocabulary import REPORT_FORMATS, AllowMixedSuitesOpt, HtmlFigures, RankBy, add_command, mode, value
 

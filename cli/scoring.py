@@ -10,11 +10,13 @@ from rich.table import Table
 
 from aegis_data.conditions import SEVERITIES
 from aegis_data.errors import AegisError
+from aegis_data.files.outputs import check_outputs
 from aegis_eval.protocols.predictions import (load_ground_truth, load_ground_truth_by_class, load_predictions,
                                     load_predictions_by_class)
 from aegis_eval.protocols.threshold import (DEFAULT_RULE, freeze_threshold, freeze_thresholds_by_class, parse_grid,
                                   write_class_threshold_file, write_threshold_file)
-from .common import check_outputs, out, styled, warn
+
+from .common import out, styled, warn
 from .tables import fit
 from .vocabulary import ClassThresholds, CrossCheck, RemapSide, SplitName, Task, add_command, mode, value
 

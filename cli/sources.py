@@ -9,7 +9,9 @@ from typing import Annotated, Any, Mapping, Optional
 import typer
 from rich.table import Table
 
-from .common import check_outputs, out, styled, warn
+from aegis_data.files.outputs import check_outputs
+
+from .common import out, styled, warn
 from .splits import (
     AnnotationsOpt, ClassesOpt, FollowLinksOpt, GroupsOpt, HfSplitOpt, ImagesOpt, LabelsOpt, MaxPixelsOpt, NOpt, OptionOpt, SizeOpt,
     adapter_options,

@@ -10,7 +10,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .common import check_output_dirs, check_outputs, err, fail, out, styled, warn
+from aegis_data.files.outputs import check_output_dirs, check_outputs
+
+from .common import err, fail, out, styled, warn
 from .tables import fit
 from .vocabulary import Dataset, GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, SuiteOpt, add_command, mode, value
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 
 import ipaddress
 import os
@@ -108,18 +107,13 @@ def in_ci() -> bool:
 
 
 # --- CLI error contract -----------------------------------------------------------------------------------
-# "warning: --gt is deprecated, use --split-dir": the one line an old option spelling prints (cli/vocabulary.py).
-DEPRECATION = re.compile(r"^warning: \S.* is deprecated, use \S")
-
-
 def assert_one_line_error(result, *fragments: str, exit_code: int | None = 1) -> None:
     """A CliRunner result that failed the way every command must: non-zero exit (``exit_code`` when given),
-    no traceback, exactly one non-empty line on stderr, starting "error:" and containing each fragment. The
-    deprecation line of an old option spelling (docs/CLI.md) is not part of the error and is skipped."""
+    no traceback, exactly one non-empty line on stderr, starting "error:" and containing each fragment."""
     assert result.exit_code != 0 if exit_code is None else result.exit_code == exit_code, result.output
     assert "Traceback" not in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip() and not DEPRECATION.match(ln)]
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
     for f in fragments:
         assert f in lines[0], lines[0]

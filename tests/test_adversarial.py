@@ -46,7 +46,7 @@ YOLO_BUILD = ("--dataset", "yolo", "--corruptions", "low_light", "--severities",
 
 
 def build_yolo(src: Path, out: Path, *extra: str):
-    r = invoke("build-splits", "--source", src, "--out", out, *YOLO_BUILD, *extra)
+    r = invoke("build-splits", "--source", src, "--out-dir", out, *YOLO_BUILD, *extra)
     assert r.exit_code == 0, r.output
     return json.loads((out / "manifest.json").read_text())
 
@@ -65,7 +65,7 @@ def test_resume_rerenders_an_image_whose_source_pixels_changed(tmp_path, yolo_sp
     img = cv2.imread(str(p))
     img[:, :, 0] = 0  # blue channel (OpenCV is BGR)
     cv2.imwrite(str(p), img)
-    r = invoke("build-splits", "--source", src, "--out", out, *YOLO_BUILD)
+    r = invoke("build-splits", "--source", src, "--out-dir", out, *YOLO_BUILD)
     assert r.exit_code == 0, r.output
     assert "sources changed" in r.stdout
     again = json.loads((out / "manifest.json").read_text())
@@ -94,13 +94,13 @@ def test_resume_from_another_source_folder_is_refused(tmp_path):
         build_splits(load_source("yolo", source=a), out, corruptions=["low_light"], severities=[1], workers=1,
                      audit=no_leak, progress=stop_after_one)
     assert not (out / "manifest.json").exists()
-    r = invoke("build-splits", "--source", b, "--out", out, *YOLO_BUILD)
+    r = invoke("build-splits", "--source", b, "--out-dir", out, *YOLO_BUILD)
     assert_one_line_error(r, "refusing to resume", str(a.resolve()), str(b.resolve()))
     shutil.rmtree(out)
     finished = build_yolo(a, out)
     # A finished build re-run from the other folder is refused too; without the journal every image is
     # checked against the new source, which gives a fresh build's result.
-    assert_one_line_error(invoke("build-splits", "--source", b, "--out", out, *YOLO_BUILD), "refusing to resume")
+    assert_one_line_error(invoke("build-splits", "--source", b, "--out-dir", out, *YOLO_BUILD), "refusing to resume")
     shutil.rmtree(out / ".aegis-build")
     again = build_yolo(b, out)
     assert again["root_hash"] == build_yolo(b, tmp_path / "fresh")["root_hash"] != finished["root_hash"]
@@ -108,7 +108,7 @@ def test_resume_from_another_source_folder_is_refused(tmp_path):
 
 def test_resume_with_unchanged_source_still_skips_every_file(yolo_split):
     src, out, first = yolo_split
-    r = invoke("build-splits", "--source", src, "--out", out, *YOLO_BUILD)
+    r = invoke("build-splits", "--source", src, "--out-dir", out, *YOLO_BUILD)
     assert r.exit_code == 0 and "sources changed" not in r.stdout
     assert "0 / 6 " in r.stdout  # 3 test images x (clean, low_light_s1), all kept
     assert json.loads((out / "manifest.json").read_text())["root_hash"] == first["root_hash"]
@@ -219,7 +219,7 @@ def test_score_refuses_provenance_from_an_edited_manifest(tmp_path, yolo_split):
     (out / "manifest.json").write_text(json.dumps(m))
     preds = tmp_path / "p.json"
     preds.write_text("[]")
-    assert_one_line_error(invoke("score", preds, "--gt", out, "--threshold", "0.5"), "manifest_invalid")
+    assert_one_line_error(invoke("score", preds, "--split-dir", out, "--threshold", "0.5"), "manifest_invalid")
 
 
 # --- 3. a bounded threshold grid ---------------------------------------------------------------------------
@@ -234,9 +234,9 @@ def scoring_inputs(tmp_path, yolo_split):
 
 def test_a_huge_threshold_grid_is_refused_with_its_size(tmp_path, scoring_inputs):
     gt, preds = scoring_inputs
-    r = invoke("freeze-threshold", preds, "--gt", gt, "--out", tmp_path / "t.json", "--grid", "0:1:1e-12")
+    r = invoke("freeze-threshold", preds, "--split-dir", gt, "--out", tmp_path / "t.json", "--grid", "0:1:1e-12")
     assert_one_line_error(r, "1e+12 points", "100,001")
-    r = invoke("freeze-threshold", preds, "--gt", gt, "--out", tmp_path / "t.json", "--grid", "0:1:0.00001")
+    r = invoke("freeze-threshold", preds, "--split-dir", gt, "--out", tmp_path / "t.json", "--grid", "0:1:0.00001")
     assert r.exit_code == 0, r.output
 
 
@@ -244,7 +244,7 @@ def test_a_huge_threshold_grid_is_refused_with_its_size(tmp_path, scoring_inputs
 def test_freeze_threshold_on_an_empty_prediction_list(tmp_path, scoring_inputs):
     gt, preds = scoring_inputs
     preds.write_text("[]")
-    r = invoke("freeze-threshold", preds, "--gt", gt, "--out", tmp_path / "t.json")
+    r = invoke("freeze-threshold", preds, "--split-dir", gt, "--out", tmp_path / "t.json")
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "t.json").read_text())["metrics"]["tp"] == 0
 
@@ -259,16 +259,16 @@ def test_unwritable_outputs_are_refused_before_work(tmp_path, yolo_split, scorin
     (tmp_path / "afolder").mkdir()
     score_json = tmp_path / "s.json"
     args = {
-        "score": ("score", preds, "--gt", gt, "--threshold", "0.5", "--bootstrap", "1", "--json", target),
-        "freeze-threshold": ("freeze-threshold", preds, "--gt", gt, "--out", target),
+        "score": ("score", preds, "--split-dir", gt, "--threshold", "0.5", "--bootstrap", "1", "--json", target),
+        "freeze-threshold": ("freeze-threshold", preds, "--split-dir", gt, "--out", target),
         "verify": ("verify", out, "--json", target),
         "audit": ("audit", "--dataset", "yolo", "--source", src, "--json", target),
         "build-splits": ("build-splits", "--source", src, *YOLO_BUILD,
-                         "--out", tmp_path / "afile" / "out" if how == "parent-is-file" else tmp_path / "afile"),
-        "report": ("report", score_json, "--out", tmp_path / "afile" if how == "folder" else tmp_path / "afile" / "r"),
+                         "--out-dir", tmp_path / "afile" / "out" if how == "parent-is-file" else tmp_path / "afile"),
+        "report": ("report", score_json, "--out-dir", tmp_path / "afile" if how == "folder" else tmp_path / "afile" / "r"),
     }[cmd]
     if cmd == "report":
-        assert invoke("score", preds, "--gt", gt, "--threshold", "0.5", "--bootstrap", "1", "--json",
+        assert invoke("score", preds, "--split-dir", gt, "--threshold", "0.5", "--bootstrap", "1", "--json",
                       score_json).exit_code == 0
     assert_one_line_error(invoke(*args), "afile" if (how == "parent-is-file" or cmd in ("build-splits", "report"))
                           else "afolder")
@@ -283,7 +283,7 @@ def test_disk_full_is_one_line_naming_the_path_and_free_space(tmp_path, monkeypa
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(imageio.os, "fsync", full)
-    r = invoke("freeze-threshold", preds, "--gt", gt, "--out", tmp_path / "t.json", "--grid", "0.5")
+    r = invoke("freeze-threshold", preds, "--split-dir", gt, "--out", tmp_path / "t.json", "--grid", "0.5")
     assert_one_line_error(r, "no space left", str(tmp_path / "t.json"), "MB free")
     assert not list(tmp_path.glob(".t.json.*"))  # no temp file left behind
 
@@ -300,7 +300,7 @@ def test_disk_full_while_building_is_one_line_and_nothing_verifies(tmp_path, mon
         return real(a, b)
 
     monkeypatch.setattr(imageio.os, "replace", full_on_manifest)
-    r = invoke("build-splits", "--source", src, "--out", tmp_path / "out", *YOLO_BUILD)
+    r = invoke("build-splits", "--source", src, "--out-dir", tmp_path / "out", *YOLO_BUILD)
     assert_one_line_error(r, "no space left", "manifest.json")
     monkeypatch.undo()
     assert_one_line_error(invoke("verify", tmp_path / "out"), "no manifest")
@@ -310,7 +310,7 @@ def test_a_folder_named_tmp_in_a_finished_build_keeps_the_manifest(yolo_split):
     src, out, first = yolo_split
     (out / ".scratch.tmp").mkdir()
     (out / "test" / "clean" / ".x.tmp").mkdir()
-    r = invoke("build-splits", "--source", src, "--out", out, *YOLO_BUILD)
+    r = invoke("build-splits", "--source", src, "--out-dir", out, *YOLO_BUILD)
     assert r.exit_code == 0, r.output
     assert json.loads((out / "manifest.json").read_text())["root_hash"] == first["root_hash"]
 
@@ -324,7 +324,7 @@ def test_a_failing_rebuild_does_not_delete_a_valid_manifest(yolo_split, monkeypa
         raise splits_mod.AegisError("cannot decode image (simulated)")
 
     monkeypatch.setattr(splits_mod, "_default_read", broken)
-    assert_one_line_error(invoke("build-splits", "--source", src, "--out", out, *YOLO_BUILD), "simulated")
+    assert_one_line_error(invoke("build-splits", "--source", src, "--out-dir", out, *YOLO_BUILD), "simulated")
     monkeypatch.undo()
     assert invoke("verify", out).exit_code == 0
 
@@ -336,10 +336,10 @@ def test_a_fifo_in_a_predictions_folder_is_skipped(tmp_path, scoring_inputs):
     folder.mkdir()
     shutil.copyfile(preds, folder / "clean.json")
     os.mkfifo(folder / "low_light_s1.json")
-    r = invoke("score", folder, "--gt", gt, "--threshold", "0.5", "--bootstrap", "1")
+    r = invoke("score", folder, "--split-dir", gt, "--threshold", "0.5", "--bootstrap", "1")
     assert r.exit_code == 0, r.output
     assert "not_a_regular_file" in r.stderr
-    r = invoke("score", folder / "low_light_s1.json", "--gt", gt, "--threshold", "0.5")
+    r = invoke("score", folder / "low_light_s1.json", "--split-dir", gt, "--threshold", "0.5")
     assert_one_line_error(r, "not a regular file")
 
 
@@ -350,7 +350,7 @@ def test_outputs_never_replace_inputs(tmp_path, scoring_inputs, which):
     before = {p: p.read_bytes() for p in (gt, preds)}
     extra = {"preds": ("--json", preds), "gt": ("--json", gt),
              "csv-json": ("--csv", tmp_path / "f", "--json", tmp_path / "f")}[which]
-    r = invoke("score", preds, "--gt", gt, "--threshold", "0.5", "--bootstrap", "1", *extra)
+    r = invoke("score", preds, "--split-dir", gt, "--threshold", "0.5", "--bootstrap", "1", *extra)
     assert_one_line_error(r, "--json" if which != "csv-json" else "both name")
     assert {p: p.read_bytes() for p in (gt, preds)} == before
 
@@ -387,7 +387,7 @@ COCO_CASES = {
 def test_coco_field_validation_is_one_line(tmp_path, case, cmd):
     mutate, message = COCO_CASES[case]
     root, ann = _coco_source(tmp_path, mutate)
-    extra = ("--out", tmp_path / "out", "--workers", "1") if cmd == "build-splits" else ()
+    extra = ("--out-dir", tmp_path / "out", "--workers", "1") if cmd == "build-splits" else ()
     r = invoke(cmd, "--dataset", "coco", "--source", root, "--annotations", ann, *extra)
     assert_one_line_error(r, message)
 
@@ -542,7 +542,7 @@ def test_prediction_numbers_beyond_float64_are_findings(tmp_path, scoring_inputs
     entry = '{"image_id": 1, "category_id": 1, "bbox": %s, "score": %s}' % (
         f"[1, 1, {BIG}, 5]" if field == "bbox" else "[1, 1, 5, 5]", BIG if field == "score" else "0.5")
     preds.write_text(f"[{entry}]")
-    r = invoke("score", preds, "--gt", gt, "--threshold", "0.5", "--bootstrap", "1")
+    r = invoke("score", preds, "--split-dir", gt, "--threshold", "0.5", "--bootstrap", "1")
     assert_one_line_error(r, code)
     assert len(r.stderr) < 400  # the 401-digit number is not echoed in full
 
@@ -551,7 +551,7 @@ def test_threshold_file_value_beyond_float64_is_a_finding(tmp_path, scoring_inpu
     gt, preds = scoring_inputs
     t = tmp_path / "t.json"
     t.write_text('{"schema": "aegis-threshold/1", "value": %s}' % BIG)
-    assert_one_line_error(invoke("score", preds, "--gt", gt, "--threshold-file", t), "json_number_overflow")
+    assert_one_line_error(invoke("score", preds, "--split-dir", gt, "--threshold-file", t), "json_number_overflow")
 
 
 def test_gt_bbox_beyond_float64_is_a_finding(tmp_path, scoring_inputs):
@@ -560,14 +560,14 @@ def test_gt_bbox_beyond_float64_is_a_finding(tmp_path, scoring_inputs):
     doc["annotations"][0]["bbox"] = [1, 1, 5, 5]
     text = json.dumps(doc).replace('"bbox": [1, 1, 5, 5]', f'"bbox": [1, 1, {BIG}, 5]', 1)
     (tmp_path / "gt.json").write_text(text)
-    assert_one_line_error(invoke("score", preds, "--gt", tmp_path / "gt.json", "--threshold", "0.5"), "json_number_overflow")
+    assert_one_line_error(invoke("score", preds, "--split-dir", tmp_path / "gt.json", "--threshold", "0.5"), "json_number_overflow")
 
 
 @pytest.fixture
 def score_json(tmp_path, scoring_inputs):
     gt, preds = scoring_inputs
     path = tmp_path / "score.json"
-    assert invoke("score", preds, "--gt", gt, "--threshold", "0.5", "--bootstrap", "1", "--json", path).exit_code == 0
+    assert invoke("score", preds, "--split-dir", gt, "--threshold", "0.5", "--bootstrap", "1", "--json", path).exit_code == 0
     return path
 
 
@@ -575,14 +575,14 @@ def test_report_on_a_score_beyond_float64_is_a_finding(tmp_path, score_json):
     import re
 
     score_json.write_text(re.sub(r'"recall": [0-9.e-]+', f'"recall": {BIG}', score_json.read_text(), count=1))
-    assert_one_line_error(invoke("report", score_json, "--out", tmp_path / "r"), "json_number_overflow")
+    assert_one_line_error(invoke("report", score_json, "--out-dir", tmp_path / "r"), "json_number_overflow")
 
 
 def test_report_with_a_300_character_dataset_name(tmp_path, score_json):
     doc = json.loads(score_json.read_text())
     doc["dataset"] = "x" * 300
     score_json.write_text(json.dumps(doc))
-    r = invoke("report", score_json, "--out", tmp_path / "r")
+    r = invoke("report", score_json, "--out-dir", tmp_path / "r")
     assert r.exit_code == 0, r.output
     assert all(len(p.name) < 100 for p in (tmp_path / "r").rglob("*"))
 
@@ -593,13 +593,13 @@ def test_over_deep_json_is_one_line(tmp_path, scoring_inputs, score_json, what):
     deep = "[" * 100_000 + "]" * 100_000
     if what == "predictions":
         preds.write_text(deep)
-        r = invoke("score", preds, "--gt", gt, "--threshold", "0.5")
+        r = invoke("score", preds, "--split-dir", gt, "--threshold", "0.5")
     elif what == "threshold":
         (tmp_path / "t.json").write_text(deep)
-        r = invoke("score", preds, "--gt", gt, "--threshold-file", tmp_path / "t.json")
+        r = invoke("score", preds, "--split-dir", gt, "--threshold-file", tmp_path / "t.json")
     else:
         score_json.write_text(deep)
-        r = invoke("report", score_json, "--out", tmp_path / "r")
+        r = invoke("report", score_json, "--out-dir", tmp_path / "r")
     assert_one_line_error(r, "json_too_deep")
 
 
@@ -612,7 +612,7 @@ def test_disk_full_while_writing_images_is_one_line(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(imageio.os, "fsync", full)
-    r = invoke("build-splits", "--source", src, "--out", tmp_path / "out", *YOLO_BUILD)
+    r = invoke("build-splits", "--source", src, "--out-dir", tmp_path / "out", *YOLO_BUILD)
     assert_one_line_error(r, "no space left", "MB free")
     monkeypatch.undo()
     assert not list((tmp_path / "out").rglob("*.tmp"))
@@ -620,7 +620,7 @@ def test_disk_full_while_writing_images_is_one_line(tmp_path, monkeypatch):
 
 def test_folder_outputs_never_land_inside_an_input_folder(tmp_path, yolo_split):
     src, out, _ = yolo_split
-    r = invoke("export-hf", out, "--out", out / "hf")
+    r = invoke("export-hf", out, "--out-dir", out / "hf")
     assert_one_line_error(r, "lies inside the input folder")
     assert invoke("verify", out).exit_code == 0  # nothing was written into the split
 
@@ -762,7 +762,7 @@ def test_the_documented_parameter_table_is_the_validators():
                                               ("0,7", "class id 7 matches no label")])
 def test_a_yolo_class_filter_must_name_ids_the_labels_hold(tmp_path, classes, fragment):
     src = yolo_source(tmp_path / "src")
-    r = invoke("build-splits", "--source", src, "--out", tmp_path / "out", *YOLO_BUILD, "--classes", classes)
+    r = invoke("build-splits", "--source", src, "--out-dir", tmp_path / "out", *YOLO_BUILD, "--classes", classes)
     assert_one_line_error(r, fragment)
     assert not (tmp_path / "out" / "manifest.json").exists()
     m = build_yolo(src, tmp_path / "ok", "--classes", "0")
@@ -776,7 +776,7 @@ def test_a_label_path_that_is_a_folder_or_fifo_is_refused(tmp_path, kind):
     label = src / "labels" / "f1.txt"
     label.unlink()
     label.mkdir() if kind == "folder" else os.mkfifo(label)
-    r = invoke("build-splits", "--source", src, "--out", tmp_path / "out", *YOLO_BUILD)
+    r = invoke("build-splits", "--source", src, "--out-dir", tmp_path / "out", *YOLO_BUILD)
     assert_one_line_error(r, "f1.txt", "not a regular file")
 
 
@@ -998,7 +998,7 @@ def test_a_manifest_json_folder_is_named_once(tmp_path, yolo_split):
                                               ("tls://127.0.0.1:1", "TLS needs client certificates")])
 def test_unsupported_scheduler_schemes_are_one_line(tmp_path, yolo_split, address, fragment):
     src, out, _ = yolo_split
-    r = invoke("build-splits", "--source", src, "--out", tmp_path / "o", "--dataset", "yolo", "--corruptions",
+    r = invoke("build-splits", "--source", src, "--out-dir", tmp_path / "o", "--dataset", "yolo", "--corruptions",
                "low_light", "--severities", "1", "--scheduler", address)
     assert_one_line_error(r, fragment)
     assert_one_line_error(invoke("verify", out, "--scheduler", address), fragment)
@@ -1021,7 +1021,7 @@ def test_rank_and_report_share_one_score_validator(tmp_path, score_json, edit, f
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
     assert_one_line_error(invoke("rank", score_json, bad), fragment)
-    assert_one_line_error(invoke("report", bad, "--out", tmp_path / "r"), fragment)
+    assert_one_line_error(invoke("report", bad, "--out-dir", tmp_path / "r"), fragment)
 
 
 @pytest.mark.parametrize("sentences", ["man", [None], [1]])
@@ -1081,7 +1081,7 @@ def test_gt_diff_names_a_new_box_of_an_undeclared_category(tmp_path):
 
 @pytest.mark.parametrize("value", ["0", "-3", "nan", "1e9"])
 def test_a_bad_scheduler_timeout_is_one_line_before_any_connection(tmp_path, value):
-    r = invoke("build-splits", "--out", tmp_path / "o", "--n", "2", "--scheduler", "tcp://127.0.0.1:9",
+    r = invoke("build-splits", "--out-dir", tmp_path / "o", "--n", "2", "--scheduler", "tcp://127.0.0.1:9",
                "--timeout", value)
     assert_one_line_error(r, "--timeout must be a number of seconds")
     assert not (tmp_path / "o").exists()

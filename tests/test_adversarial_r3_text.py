@@ -129,7 +129,7 @@ def test_every_command_prints_paths_with_markup_verbatim(tmp_path):
     base = tmp_path / "w[/]"
     base.mkdir(parents=True)
     out = base / "o[bold]"
-    r = invoke("build-splits", "--source", yolo_source(base / "src"), "--out", out, *YOLO_BUILD)
+    r = invoke("build-splits", "--source", yolo_source(base / "src"), "--out-dir", out, *YOLO_BUILD)
     assert r.exit_code == 0, r.output
     assert "w[/]/o[bold]" in _flat(r.stdout)
     r = invoke("verify", out)

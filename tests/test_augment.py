@@ -18,7 +18,6 @@ from aegis_data.augment.transform import (
     TRAIN_TAG,
     DisasterAugment,
     available_policies,
-    key_namespace,
     load_policy,
     resolve_policy,
     train_key,
@@ -28,6 +27,11 @@ from aegis_data.engine.corruptions import CORRUPTIONS, apply_corruption
 from aegis_data.engine.seeding import SUITE_TAG, KeyedRandom, stream_key
 from aegis_data.engine.scale import Scale
 from aegis_data.errors import AegisError
+
+
+def key_namespace(key: str) -> str:
+    """The namespace tag of a stream key: its first ``|``-separated field."""
+    return key.split("|", 1)[0]
 
 UNIT = Scale("object", 20.0, "test")  # aegis-v2 policies take the training frames' person unit
 

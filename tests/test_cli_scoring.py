@@ -66,7 +66,7 @@ def test_console_script_starts():
 # --- freeze-threshold ---------------------------------------------------------------------------------------
 def test_freeze_threshold_on_split_dir_writes_file(files, tmp_path):
     out = tmp_path / "threshold.json"
-    result = runner.invoke(app, ["freeze-threshold", str(files["val"]), "--gt", str(files["split"]),
+    result = runner.invoke(app, ["freeze-threshold", str(files["val"]), "--split-dir", str(files["split"]),
                                  "--out", str(out)])
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
@@ -78,11 +78,11 @@ def test_freeze_threshold_on_split_dir_writes_file(files, tmp_path):
 
 def test_freeze_threshold_rule_grid_and_edge_warning(files, tmp_path):
     out = tmp_path / "t.json"
-    result = runner.invoke(app, ["freeze-threshold", str(files["val"]), "--gt", str(files["split"]),
+    result = runner.invoke(app, ["freeze-threshold", str(files["val"]), "--split-dir", str(files["split"]),
                                  "--out", str(out), "--rule", "recall>=0.5", "--grid", "0.1,0.5,0.95"])
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["value"] == 0.5
-    edge = runner.invoke(app, ["freeze-threshold", str(files["val"]), "--gt", str(files["split"]),
+    edge = runner.invoke(app, ["freeze-threshold", str(files["val"]), "--split-dir", str(files["split"]),
                                "--out", str(out), "--grid", "0.5:0.9:0.2"])
     assert edge.exit_code == 0 and "[threshold_on_grid_edge]" in edge.stderr
 
@@ -94,7 +94,7 @@ def test_freeze_threshold_rule_grid_and_edge_warning(files, tmp_path):
     (["--rule", "recall>=1.0"], ("no grid threshold satisfies recall>=1",)),
 ])
 def test_freeze_threshold_errors(files, tmp_path, extra, fragments):
-    result = runner.invoke(app, ["freeze-threshold", str(files["val"]), "--gt", str(files["split"]),
+    result = runner.invoke(app, ["freeze-threshold", str(files["val"]), "--split-dir", str(files["split"]),
                                  "--out", str(tmp_path / "t.json"), *extra])
     assert_one_line_error(result, *fragments)
     assert not (tmp_path / "t.json").exists()
@@ -103,21 +103,21 @@ def test_freeze_threshold_errors(files, tmp_path, extra, fragments):
 def test_freeze_threshold_input_errors(files, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('[{"image_id": 1, "category_id": 1, "bbox": [0, 0, -4, 4], "score": 0.5}]')
-    assert_one_line_error(runner.invoke(app, ["freeze-threshold", str(bad), "--gt", str(files["split"])]),
+    assert_one_line_error(runner.invoke(app, ["freeze-threshold", str(bad), "--split-dir", str(files["split"])]),
                           "[bbox_negative]")
-    assert_one_line_error(runner.invoke(app, ["freeze-threshold", str(tmp_path / "none.json"), "--gt",
+    assert_one_line_error(runner.invoke(app, ["freeze-threshold", str(tmp_path / "none.json"), "--split-dir",
                                               str(files["split"])]), "[not_found]")
-    assert_one_line_error(runner.invoke(app, ["freeze-threshold", str(files["val"]), "--gt", str(tmp_path)]),
+    assert_one_line_error(runner.invoke(app, ["freeze-threshold", str(files["val"]), "--split-dir", str(tmp_path)]),
                           "[gt_not_found]", "annotations/val.json")
 
 
 # --- score --------------------------------------------------------------------------------------------------
 def test_score_sweep_prints_tables_and_writes_outputs(files, tmp_path):
     tfile = tmp_path / "threshold.json"
-    assert runner.invoke(app, ["freeze-threshold", str(files["val"]), "--gt", str(files["split"]),
+    assert runner.invoke(app, ["freeze-threshold", str(files["val"]), "--split-dir", str(files["split"]),
                                "--out", str(tfile)]).exit_code == 0
     jpath, cpath = tmp_path / "score.json", tmp_path / "score.csv"
-    result = runner.invoke(app, ["score", str(files["preds"]), "--gt", str(files["split"]), "--threshold-file",
+    result = runner.invoke(app, ["score", str(files["preds"]), "--split-dir", str(files["split"]), "--threshold-file",
                                  str(tfile), "--bootstrap", "50", "--seed", "1", "--label", "toy",
                                  "--json", str(jpath), "--csv", str(cpath)], env={"COLUMNS": "240"})
     assert result.exit_code == 0, result.output
@@ -133,7 +133,7 @@ def test_score_sweep_prints_tables_and_writes_outputs(files, tmp_path):
 
 
 def test_score_single_file_with_threshold_and_cluster(files):
-    result = runner.invoke(app, ["score", str(files["preds"] / "clean.json"), "--gt", str(files["gt"]),
+    result = runner.invoke(app, ["score", str(files["preds"] / "clean.json"), "--split-dir", str(files["gt"]),
                                  "--threshold", "0.5", "--bootstrap", "20", "--cluster-by", "group"],
                            env={"COLUMNS": "240"})
     assert result.exit_code == 0, result.output
@@ -143,9 +143,9 @@ def test_score_single_file_with_threshold_and_cluster(files):
 
 def test_score_warns_when_threshold_iou_differs(files, tmp_path):
     tfile = tmp_path / "t.json"
-    assert runner.invoke(app, ["freeze-threshold", str(files["val"]), "--gt", str(files["split"]), "--iou", "0.6",
+    assert runner.invoke(app, ["freeze-threshold", str(files["val"]), "--split-dir", str(files["split"]), "--iou", "0.6",
                                "--out", str(tfile)]).exit_code == 0
-    result = runner.invoke(app, ["score", str(files["preds"] / "clean.json"), "--gt", str(files["gt"]),
+    result = runner.invoke(app, ["score", str(files["preds"] / "clean.json"), "--split-dir", str(files["gt"]),
                                  "--threshold-file", str(tfile), "--bootstrap", "5"])
     assert result.exit_code == 0, result.output
     assert "[iou_mismatch]" in result.stderr
@@ -155,14 +155,14 @@ def test_score_prints_loader_warnings(files, tmp_path):
     p = tmp_path / "clean.json"
     rows = preds_doc(10, 5)
     p.write_text(json.dumps(rows + rows[:2]))
-    result = runner.invoke(app, ["score", str(p), "--gt", str(files["gt"]), "--threshold", "0.5",
+    result = runner.invoke(app, ["score", str(p), "--split-dir", str(files["gt"]), "--threshold", "0.5",
                                  "--bootstrap", "10"])
     assert result.exit_code == 0, result.output
     assert "clean: [duplicate_detection] 2 detections" in result.stderr
 
 
 def test_score_errors(files, tmp_path):
-    base = ["score", str(files["preds"]), "--gt", str(files["split"])]
+    base = ["score", str(files["preds"]), "--split-dir", str(files["split"])]
     assert_one_line_error(runner.invoke(app, base), "exactly one")
     assert_one_line_error(runner.invoke(app, base + ["--threshold", "0.5", "--threshold-file", "t.json"]),
                           "exactly one")
@@ -176,9 +176,9 @@ def test_score_errors(files, tmp_path):
                           "[cluster_missing]", "'flight'")
     assert_one_line_error(runner.invoke(app, base + ["--threshold", "0.5", "--bootstrap", "0"]), "n_bootstrap")
     assert_one_line_error(runner.invoke(app, base + ["--threshold", "0.5", "--iou", "0"]), "iou must be in (0, 1]")
-    assert_one_line_error(runner.invoke(app, ["score", str(files["preds"]), "--gt", str(tmp_path / "x.json"),
+    assert_one_line_error(runner.invoke(app, ["score", str(files["preds"]), "--split-dir", str(tmp_path / "x.json"),
                                               "--threshold", "0.5"]), "[gt_not_found]")
-    assert_one_line_error(runner.invoke(app, ["score", str(tmp_path / "none"), "--gt", str(files["gt"]),
+    assert_one_line_error(runner.invoke(app, ["score", str(tmp_path / "none"), "--split-dir", str(files["gt"]),
                                               "--threshold", "0.5"]), "[predictions_not_found]")
 
 
@@ -195,7 +195,7 @@ def test_score_prediction_findings(files, tmp_path, content, code):
     p = tmp_path / "clean.json"
     p.write_text(content)
     out = tmp_path / "score.json"
-    result = runner.invoke(app, ["score", str(p), "--gt", str(files["gt"]), "--threshold", "0.5",
+    result = runner.invoke(app, ["score", str(p), "--split-dir", str(files["gt"]), "--threshold", "0.5",
                                  "--json", str(out)])
     assert_one_line_error(result, code)
     assert not out.exists()

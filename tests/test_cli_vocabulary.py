@@ -1,9 +1,8 @@
-"""One CLI vocabulary (docs/CLI.md): every command's parameters walked and held to the documented table; old
-spellings accepted with one deprecation line; modes list their choices; help renders literally."""
+"""One CLI vocabulary (docs/CLI.md): every command's parameters walked and held to the documented table; the old
+spellings (CHANGELOG.md) refused; modes list their choices; help renders literally."""
 
 from __future__ import annotations
 
-import json
 import re
 from enum import Enum
 from pathlib import Path
@@ -13,7 +12,6 @@ import typer
 from typer.testing import CliRunner
 
 from aegis_cli.main import app
-from aegis_cli.vocabulary import ALIASES, AegisCommand, rewrite
 
 runner = CliRunner()
 DOC = Path(__file__).resolve().parents[1] / "docs" / "CLI.md"
@@ -74,7 +72,7 @@ def test_each_documented_name_is_taken_by_exactly_the_documented_commands(row):
 
 def test_every_split_folder_and_prediction_input_uses_the_one_name():
     """No parameter outside the vocabulary reads a split folder or predictions: the old spellings are gone from
-    every signature (they live on only as rewritten aliases)."""
+    every signature."""
     for path, cmd in COMMANDS.items():
         for p in cmd.params:
             for name in _names(p):
@@ -166,7 +164,6 @@ def test_an_unknown_mode_value_is_still_the_library_one_line_error(tmp_path):
 
 def test_every_command_is_registered_the_one_way():
     for path, cmd in COMMANDS.items():
-        assert isinstance(cmd, AegisCommand), path
         assert hasattr(cmd.callback, "__wrapped__"), path  # through handle_errors: errors end as one line
 
 
@@ -178,103 +175,35 @@ def test_help_renders_brackets_literally_and_baseline_lists_ablate():
     assert "ablate" in base.split("Commands", 1)[1] and "sweep, ablate" in " ".join(base.split())
 
 
-def test_every_alias_is_documented_and_points_at_a_real_option():
-    documented = DOC.read_text()
-    for path, aliases in ALIASES.items():
-        names = {n for p in COMMANDS[path].params for n in _names(p)}
-        for alias in aliases:
-            assert alias.new in names, (path, alias.new)
-            assert alias.old not in names, (path, alias.old)  # hidden: not a declared option
-            assert f"`{alias.old}" in documented and alias.new in documented
+# --- old spellings: gone, and recorded in CHANGELOG.md ----------------------------------------------------
+# (command, an old spelling, its replacement): the table of renames the argv rewriting served until issue 33.
+OLD_SPELLINGS = [
+    ("score", "--gt", "--split-dir"), ("freeze-threshold", "--gt", "--split-dir"), ("score", "--split", "--split-name"),
+    ("baseline predict", "--split", "--split-dir"), ("baseline train", "--split", "--split-dir"),
+    ("baseline sweep", "--split", "--split-dir"), ("baseline ablate", "--split", "--split-dir"),
+    ("build-splits", "--out", "--out-dir"), ("export-hf", "--out", "--out-dir"), ("report", "--out", "--out-dir"),
+    ("gallery", "--out", "--out-dir"), ("baseline predict", "--out", "--out-dir"),
+    ("baseline train", "--out", "--out-dir"), ("baseline sweep", "--out", "--out-dir"),
+    ("baseline ablate", "--out", "--out-dir"), ("gallery", "--preds", "PREDS"), ("build-splits", "-o", "--option"),
+    ("audit", "-o", "--option"), ("list", "--json", "--format"), ("calibrate", "-n", "--limit"),
+]
 
 
-# --- old spellings: rewritten, one warning line each -------------------------------------------------------
-@pytest.mark.parametrize("path,args,expected", [
-    ("score", ["p.json", "--gt", "s", "--split", "val"], ["p.json", "--split-dir", "s", "--split-name", "val"]),
-    ("score", ["p.json", "--gt=s"], ["p.json", "--split-dir", "s"]),
-    ("score", ["p.json", "--label", "--gt", "--split-dir", "s"], ["p.json", "--label", "--gt", "--split-dir", "s"]),
-    ("baseline sweep", ["--split", "s", "--out", "o", "--model", "yolo11"],
-     ["--split-dir", "s", "--out-dir", "o", "--model", "yolo11"]),
-    ("build-splits", ["-o", "val_fraction=0.1", "-on=3", "--out", "x"],
-     ["--option", "val_fraction=0.1", "--option", "n=3", "--out-dir", "x"]),
-    ("list", ["--json", "--scale", "object"], ["--format", "json", "--scale", "object"]),
-    ("gallery", ["split", "--preds", "p", "--out", "g", "--n", "2"],
-     ["p", "--split-dir", "split", "--out-dir", "g", "--n", "2"]),
-    ("corrupt", ["img.png", "-o", "x.png"], ["img.png", "-o", "x.png"]),
-    ("score", ["p.json", "--", "--gt"], ["p.json", "--", "--gt"]),
-])
-def test_rewrite(path, args, expected):
-    value_options = {"--label", "--split-dir", "--model", "--n", "-o", "--option", "--out-dir", "--scale"}
-    assert rewrite(path, args, value_options) == expected
+@pytest.mark.parametrize("path,old,new", OLD_SPELLINGS, ids=lambda v: v if isinstance(v, str) else None)
+def test_an_old_spelling_is_no_option_and_the_changelog_names_its_replacement(path, old, new):
+    names = {n for p in COMMANDS[path].params for n in _names(p)}
+    assert old not in names and new in names, (path, old, new)
+    changelog = (DOC.parents[1] / "CHANGELOG.md").read_text(encoding="utf-8")
+    rows = [ln for ln in changelog.splitlines() if ln.startswith("|") and f"`{old}" in ln and f"`{new}" in ln]
+    assert rows, (path, old, new)
 
 
-def _stderr_lines(result) -> list[str]:
-    return [ln for ln in result.stderr.splitlines() if ln.strip()]
-
-
-@pytest.fixture(scope="module")
-def scored(tmp_path_factory):
-    from test_cli_scoring import gt_doc, preds_doc
-
-    root = tmp_path_factory.mktemp("vocab")
-    (root / "split" / "annotations").mkdir(parents=True)
-    (root / "split" / "annotations" / "test.json").write_text(json.dumps(gt_doc(6)))
-    (root / "split" / "annotations" / "val.json").write_text(json.dumps(gt_doc(6)))
-    (root / "preds").mkdir()
-    (root / "preds" / "clean.json").write_text(json.dumps(preds_doc(6, 5)))
-    return root
-
-
-def test_old_score_spellings_give_the_same_result_and_one_warning_each(scored, tmp_path):
-    common = ["--threshold", "0.5", "--bootstrap", "1"]
-    new = runner.invoke(app, ["score", str(scored / "preds"), "--split-dir", str(scored / "split"), "--split-name",
-                              "test", *common, "--json", str(tmp_path / "new.json")])
-    old = runner.invoke(app, ["score", str(scored / "preds"), "--gt", str(scored / "split"), "--split", "test",
-                              *common, "--json", str(tmp_path / "old.json")])
-    assert new.exit_code == old.exit_code == 0, old.output
-    assert _stderr_lines(new) == []
-    assert _stderr_lines(old) == ["warning: --gt is deprecated, use --split-dir",
-                                  "warning: --split is deprecated, use --split-name"]
-    # Byte-equal but for the provenance timestamp: two runs may straddle a second boundary.
-    stamp = re.compile(rb'"timestamp": "[0-9TZ:-]+"')
-    new_bytes, old_bytes = ((tmp_path / name).read_bytes() for name in ("new.json", "old.json"))
-    assert len(stamp.findall(new_bytes)) == 1
-    assert stamp.sub(b"", new_bytes) == stamp.sub(b"", old_bytes)
-
-
-def test_old_freeze_threshold_and_list_spellings(scored, tmp_path):
-    val = scored / "preds" / "clean.json"
-    old = runner.invoke(app, ["freeze-threshold", str(val), "--gt", str(scored / "split"), "--out",
-                              str(tmp_path / "t.json")])
-    assert old.exit_code == 0 and _stderr_lines(old) == ["warning: --gt is deprecated, use --split-dir"]
+def test_an_old_spelling_is_refused_not_rewritten(tmp_path):
+    result = runner.invoke(app, ["score", str(tmp_path), "--gt", str(tmp_path)])
+    assert result.exit_code == 2 and "No such option: --gt" in result.output
+    assert "deprecated" not in result.output
     listed = runner.invoke(app, ["list", "--json"])
-    assert listed.exit_code == 0 and _stderr_lines(listed) == ["warning: --json is deprecated, use --format json"]
-    assert json.loads(listed.stdout) == json.loads(runner.invoke(app, ["list", "--format", "json"]).stdout)
-
-
-def test_old_build_splits_spellings(tmp_path):
-    args = ["build-splits", "--n", "1", "--size", "64", "--corruptions", "low_light", "--severities", "1",
-            "--workers", "1"]
-    old = runner.invoke(app, [*args, "--out", str(tmp_path / "old"), "-o", "val_fraction=0.5"])
-    new = runner.invoke(app, [*args, "--out-dir", str(tmp_path / "new"), "--option", "val_fraction=0.5"])
-    assert old.exit_code == new.exit_code == 0, old.output
-    assert [ln for ln in _stderr_lines(old) if "deprecated" in ln] == [
-        "warning: --out is deprecated, use --out-dir", "warning: -o is deprecated, use --option"]
-    assert not [ln for ln in _stderr_lines(new) if "deprecated" in ln]
-    m_old = json.loads((tmp_path / "old" / "manifest.json").read_text())
-    m_new = json.loads((tmp_path / "new" / "manifest.json").read_text())
-    assert m_old["root_hash"] == m_new["root_hash"]
-
-
-def test_old_baseline_spellings_reach_the_command(tmp_path):
-    """The runner itself needs torch; the old names must get as far as the settings check either way."""
-    from conftest import assert_one_line_error
-
-    (tmp_path / "split").mkdir()
-    for split_opt, out_opt in (("--split", "--out"), ("--split-dir", "--out-dir")):
-        result = runner.invoke(app, ["baseline", "predict", split_opt, str(tmp_path / "split"), out_opt,
-                                     str(tmp_path / "o")])
-        assert_one_line_error(result, "no model given")
+    assert listed.exit_code == 2 and "No such option: --json" in listed.output
 
 
 def test_library_refusals_name_the_folder_option_as_it_is_spelled_now(tmp_path):

@@ -37,10 +37,10 @@ def test_a_difference_fails_loudly(files, monkeypatch):  # noqa: F811
 
 
 def test_cli_cross_check(files, tmp_path):  # noqa: F811
-    result = runner.invoke(app, ["score", str(files["preds"]), "--gt", str(files["split"]), "--threshold", "0.5",
+    result = runner.invoke(app, ["score", str(files["preds"]), "--split-dir", str(files["split"]), "--threshold", "0.5",
                                  "--bootstrap", "1", "--cross-check", "pycocotools"], env={"COLUMNS": "240"})
     assert result.exit_code == 0, result.output
     assert "cross-check: pycocotools" in result.stdout and "agrees on" in result.stdout
-    bad = runner.invoke(app, ["score", str(files["preds"]), "--gt", str(files["split"]), "--threshold", "0.5",
+    bad = runner.invoke(app, ["score", str(files["preds"]), "--split-dir", str(files["split"]), "--threshold", "0.5",
                               "--cross-check", "faster-coco-eval"])
     assert_one_line_error(bad, "--cross-check must be one of: pycocotools")

@@ -239,7 +239,7 @@ runner = CliRunner()
 
 def test_cli_build_and_verify_on_their_own_local_cluster(tmp_path):
     out = tmp_path / "synthetic-c"
-    built = runner.invoke(app, ["build-splits", "--out", str(out), "--n", "4", "--size", "64",
+    built = runner.invoke(app, ["build-splits", "--out-dir", str(out), "--n", "4", "--size", "64",
                                 "--corruptions", "low_light", "--severities", "1", "--scheduler", "local", "--workers", "1"])
     assert built.exit_code == 0, built.output
     assert "Dask scheduler tcp://127.0.0.1:" in built.stderr and "1 worker(s)" in built.stderr
@@ -253,13 +253,13 @@ def test_cli_build_and_verify_on_their_own_local_cluster(tmp_path):
     (["--scheduler", "tcp://127.0.0.1:8786", "--workers", "2"], "--workers applies to --scheduler local only"),
 ])
 def test_cli_refuses_a_bad_scheduler_in_one_line(tmp_path, args, fragment):
-    result = runner.invoke(app, ["build-splits", "--out", str(tmp_path / "o"), "--n", "2", "--size", "64", *args])
+    result = runner.invoke(app, ["build-splits", "--out-dir", str(tmp_path / "o"), "--n", "2", "--size", "64", *args])
     assert_one_line_error(result, fragment)
     assert not (tmp_path / "o").exists()
 
 
 def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch):
-    build = runner.invoke(app, ["build-splits", "--out", str(tmp_path / "o"), "--n", "2", "--size", "64",
+    build = runner.invoke(app, ["build-splits", "--out-dir", str(tmp_path / "o"), "--n", "2", "--size", "64",
                                 "--corruptions", "low_light", "--severities", "1", "--scheduler", "tcp://127.0.0.1:9",
                                 "--timeout", "2"])
     assert_one_line_error(build, "cannot reach the Dask scheduler at tcp://127.0.0.1:9 within 2 s")

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.bootstrap import BootstrapOptions
-from aegis_eval.metrics.exact_bounds import (binomial_cdf, clopper_pearson_upper, garwood_upper, poisson_cdf)
-from aegis_eval.metrics.false_alarms import FALSE_ALARM_KEYS, false_alarm_risk
+from aegis_eval.metrics.exact_bounds import clopper_pearson_upper, garwood_upper
+from aegis_eval.metrics.false_alarms import false_alarm_risk
 from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
 from aegis_eval.protocols.scoring import score_conditions
 from aegis_eval.protocols.threshold import freeze_threshold, read_threshold_file, write_threshold_file
@@ -26,6 +27,38 @@ GARWOOD_95 = {1: 4.743865, 2: 6.295794, 3: 7.753657, 4: 9.153519, 5: 10.513035}
 @pytest.mark.parametrize("n", [1, 2, 7, 100, 5000])
 def test_clopper_pearson_with_zero_events(n):
     assert clopper_pearson_upper(0, n) == pytest.approx(1 - 0.05 ** (1 / n), rel=1e-12, abs=1e-15)
+
+
+# The order of the score's false-alarm block.
+FALSE_ALARM_KEYS = ("n_images", "megapixels", "fp", "images_with_fp", "fp_per_image", "fp_per_image_upper",
+                    "fp_per_megapixel", "fp_per_megapixel_upper", "false_alarm_image_share",
+                    "false_alarm_image_share_upper")
+
+
+def _log_sum(terms: np.ndarray) -> float:
+    top = float(terms.max())
+    return top + math.log(float(np.exp(terms - top).sum()))
+
+
+def _log_factorials(n: int) -> np.ndarray:
+    """log(j!) for j = 0..n."""
+    return np.array([math.lgamma(j + 1.0) for j in range(n + 1)])  # exact to an ulp; a cumulative sum drifts
+
+
+def binomial_cdf(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p), every term summed in log space: the reference the bounds are held to."""
+    if k >= n:
+        return 1.0
+    log_fact = _log_factorials(n)
+    j = np.arange(k + 1)
+    terms = log_fact[n] - log_fact[j] - log_fact[n - j] + j * math.log(p) + (n - j) * math.log1p(-p)
+    return min(1.0, math.exp(_log_sum(terms)))
+
+
+def poisson_cdf(k: int, mu: float) -> float:
+    """P(Y <= k) for Y ~ Poisson(mu), every term summed in log space."""
+    j = np.arange(k + 1)
+    return min(1.0, math.exp(_log_sum(-mu + j * math.log(mu) - _log_factorials(k))))
 
 
 def test_clopper_pearson_known_values_and_edges():
@@ -172,22 +205,22 @@ def test_cli_budget_rule_and_refusals(tmp_path):
     preds.write_text(json.dumps(rows))
     out = tmp_path / "t.json"
     runner = CliRunner()
-    res = runner.invoke(app, ["freeze-threshold", str(preds), "--gt", str(gt_path), "--out", str(out),
+    res = runner.invoke(app, ["freeze-threshold", str(preds), "--split-dir", str(gt_path), "--out", str(out),
                               "--rule", "fp_per_image<=0.05", "--grid", "0.1:0.9:0.1"])
     assert res.exit_code == 0, res.output
     assert "upper bound (garwood)" in res.output
     assert json.loads(out.read_text())["value"] == 0.1
-    res = runner.invoke(app, ["freeze-threshold", str(preds), "--gt", str(gt_path), "--out", str(out),
+    res = runner.invoke(app, ["freeze-threshold", str(preds), "--split-dir", str(gt_path), "--out", str(out),
                               "--rule", "fp_per_image<=0.01"])
     assert_one_line_error(res, "threshold_risk_unreachable")
-    res = runner.invoke(app, ["freeze-threshold", str(preds), "--gt", str(gt_path), "--out", str(out),
+    res = runner.invoke(app, ["freeze-threshold", str(preds), "--split-dir", str(gt_path), "--out", str(out),
                               "--delta", "0.1"])
     assert_one_line_error(res, "threshold_delta_unused")
 
 
 @pytest.mark.parametrize("k", [3000, 40000])
 def test_large_counts_match_the_full_sums(k):
-    # the bounds sum only the terms that can matter; the public CDFs sum every term
+    # the bounds sum only the terms that can matter; the reference CDFs above sum every term
     mu = garwood_upper(k)
     assert poisson_cdf(k, mu) == pytest.approx(0.05, rel=1e-9)
     p = clopper_pearson_upper(k, 3 * k)

@@ -21,15 +21,22 @@ from typer.testing import CliRunner
 from aegis_data.errors import AegisError
 from aegis_eval.report import palette
 from aegis_eval.report.gallery import (
+    DEFAULT_MAX_WIDTH,
     GAP,
     HEADER,
     build_gallery,
     draw_panel,
-    pair_size,
     panel_scale,
     select_conditions,
 )
 from aegis_cli.main import app  # the real root app: also checks that `register` wires the commands
+
+
+def pair_size(width: int, height: int, max_width: int = DEFAULT_MAX_WIDTH) -> tuple[int, int]:
+    """(width, height) of the side-by-side picture a gallery draws for a ``width`` x ``height`` frame."""
+    s = panel_scale(width, max_width)
+    pw, ph = max(1, round(width * s)), max(1, round(height * s))
+    return 2 * pw + GAP, HEADER + ph
 
 FRAMES = {  # stem: (width, height, GT boxes xywh)
     "frame_a": (200, 150, [[20, 30, 24, 30], [120, 60, 20, 28]]),

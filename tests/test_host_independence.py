@@ -90,7 +90,7 @@ def test_the_zlib_swap_changes_opencv_png_bytes(zlib_ng_compat):
 
 def _build_and_compare(out: Path, env: dict[str, str], workers: int, suite: str = "aegis-v1") -> None:
     reference = REFERENCE if suite == "aegis-v1" else REFERENCE_V2
-    r = subprocess.run([str(AEGIS), "build-splits", "--suite", suite, "--out", str(out),
+    r = subprocess.run([str(AEGIS), "build-splits", "--suite", suite, "--out-dir", str(out),
                         "--workers", str(workers)], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     built, ref = json.loads((out / "manifest.json").read_text()), json.loads(reference.read_text())

@@ -16,10 +16,15 @@ from aegis_data.split.manifest import (
     gt_digest,
     identity_of,
     load_manifest,
-    manifest_bytes,
+    manifest_chunks,
     root_hash,
     write_manifest,
 )
+
+
+def manifest_bytes(manifest) -> bytes:
+    return b"".join(manifest_chunks(manifest))
+
 
 _IMAGE = {"kind": "image", "split": "test", "condition": "clean", "coco_id": 1, "width": 4, "height": 3,
           "source_pixel_sha256": "7" * 64}

@@ -244,31 +244,31 @@ def test_cli_classes_and_class_map(tmp_path):
     (preds_dir / "clean.json").write_text(json.dumps(two_class_preds()))
     runner = CliRunner()
     out = tmp_path / "s.json"
-    res = runner.invoke(app, ["score", str(preds_dir), "--gt", str(gt_path), "--threshold", "0.5", "--bootstrap",
+    res = runner.invoke(app, ["score", str(preds_dir), "--split-dir", str(gt_path), "--threshold", "0.5", "--bootstrap",
                               "5", "--classes", "all", "--class-map", "0:1,1:0", "--json", str(out)])
     assert res.exit_code == 0, res.output
     assert "per class" in res.output
     doc = json.loads(out.read_text())
     assert set(doc["classes"]) == {"anti_personnel", "anti_tank"} and doc["conditions"]["clean"]["recall"] == 1.0
-    base = ["score", str(preds_dir), "--gt", str(gt_path), "--threshold", "0.5", "--bootstrap", "1"]
+    base = ["score", str(preds_dir), "--split-dir", str(gt_path), "--threshold", "0.5", "--bootstrap", "1"]
     assert_one_line_error(runner.invoke(app, base + ["--classes", "zebra"]), "[classes_unknown]")
     assert_one_line_error(runner.invoke(app, base + ["--classes", "all", "--class-map", "0:1,1:1"]),
                           "[class_map_merge]")
     assert_one_line_error(runner.invoke(app, base + ["--remap-side", "preds"]), "[class_map_missing]")
     # per-class thresholds frozen on validation, then applied per class
     tfile = tmp_path / "t.json"
-    res = runner.invoke(app, ["freeze-threshold", str(preds_dir / "clean.json"), "--gt", str(gt_path), "--out",
+    res = runner.invoke(app, ["freeze-threshold", str(preds_dir / "clean.json"), "--split-dir", str(gt_path), "--out",
                               str(tfile), "--classes", "all", "--class-map", "0:1,1:0", "--grid", "0.5,0.95"])
     assert res.exit_code == 0, res.output
     frozen_doc = json.loads(tfile.read_text())
     assert frozen_doc["per_class"]["anti_tank"]["value"] == 0.5
     assert frozen_doc["class_map"]["mapping"] == {"0": 1, "1": 0} and frozen_doc["class_thresholds"] == "per-class"
-    assert_one_line_error(runner.invoke(app, ["freeze-threshold", str(preds_dir / "clean.json"), "--gt", str(gt_path),
+    assert_one_line_error(runner.invoke(app, ["freeze-threshold", str(preds_dir / "clean.json"), "--split-dir", str(gt_path),
                                               "--class-thresholds", "shared"]), "[threshold_class_mode]")
-    res = runner.invoke(app, ["score", str(preds_dir), "--gt", str(gt_path), "--threshold-file", str(tfile),
+    res = runner.invoke(app, ["score", str(preds_dir), "--split-dir", str(gt_path), "--threshold-file", str(tfile),
                               "--bootstrap", "1", "--classes", "all", "--class-map", "0:1,1:0"])
     assert res.exit_code == 0, res.output
-    assert_one_line_error(runner.invoke(app, ["score", str(preds_dir), "--gt", str(gt_path), "--threshold-file",
+    assert_one_line_error(runner.invoke(app, ["score", str(preds_dir), "--split-dir", str(gt_path), "--threshold-file",
                                               str(tfile), "--bootstrap", "1"]), "[threshold_per_class]")
 
 

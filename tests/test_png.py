@@ -19,7 +19,8 @@ import pytest
 from aegis_data.compiled import load_extension
 from aegis_data.errors import AegisError
 from aegis_data.files import png
-from aegis_data.files.imageio import decode_image_bytes, encode_png
+from aegis_data.files.imageio import decode_image_bytes
+from aegis_data.files.png import encode_png
 
 
 def _images() -> dict[str, np.ndarray]:

@@ -103,7 +103,7 @@ def test_cli_referring(tmp_path):
     preds.write_text(json.dumps(preds_doc()))
     out = tmp_path / "ref_score.json"
     runner = CliRunner()
-    res = runner.invoke(app, ["score", "--task", "referring", str(preds), "--gt", str(refs), "--bootstrap", "50",
+    res = runner.invoke(app, ["score", "--task", "referring", str(preds), "--split-dir", str(refs), "--bootstrap", "50",
                               "--json", str(out)])
     assert res.exit_code == 0, res.output
     assert "testA" in res.output and "[ref_pred_missing] 1 expressions" in res.stderr
@@ -111,13 +111,13 @@ def test_cli_referring(tmp_path):
     assert doc["schema"] == "aegis-referring/1" and doc["overall"]["p_at_50"] == pytest.approx(4 / 6)
     fresh = score_referring_paths(preds, refs, bootstrap=50)  # the CLI calls the library, nothing more
     assert {k: v for k, v in fresh.items() if k != "provenance"} == {k: v for k, v in doc.items() if k != "provenance"}
-    base = ["score", "--task", "referring", str(preds), "--gt", str(refs)]
+    base = ["score", "--task", "referring", str(preds), "--split-dir", str(refs)]
     assert_one_line_error(runner.invoke(app, base + ["--threshold", "0.5"]), "[referring_option]")
-    assert_one_line_error(runner.invoke(app, ["score", "--task", "ranking", str(preds), "--gt", str(refs)]),
+    assert_one_line_error(runner.invoke(app, ["score", "--task", "ranking", str(preds), "--split-dir", str(refs)]),
                           "[task_unknown]")
     dup = tmp_path / "dup.json"
     dup.write_text(json.dumps(preds_doc() + [{"ref_id": 1, "bbox": [0, 0, 1, 1]}]))
-    assert_one_line_error(runner.invoke(app, ["score", "--task", "referring", str(dup), "--gt", str(refs)]),
+    assert_one_line_error(runner.invoke(app, ["score", "--task", "referring", str(dup), "--split-dir", str(refs)]),
                           "[ref_pred_duplicate]")
     # RefCOCO-style refs converted on the command line
     rc, inst, conv = tmp_path / "rc.json", tmp_path / "inst.json", tmp_path / "conv.json"

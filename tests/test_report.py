@@ -78,7 +78,7 @@ def test_partial_sweep_renders_with_missing_cells_hatched():
     res = load_results([PARTIAL])
     (group,) = group_by_dataset(res)
     assert len(group.missing(group.runs[0])) == PARTIAL_MISSING
-    hm = F.heatmap_png(group, "recall")
+    hm = F.render(F.heatmap(group, "recall"), vector=False).png
     img = cv2.imdecode(np.frombuffer(hm, np.uint8), cv2.IMREAD_COLOR)
     assert (img.shape[1], img.shape[0]) == tuple(2 * v for v in F.heatmap_size(1, 9)) == (906, 860)
     # Row "fire warm tint" (row 4) is entirely missing: its cells are white with grey hatching, not colour.
@@ -107,7 +107,7 @@ def test_rendering_leaves_matplotlib_state_alone():
 
     before = dict(matplotlib.rcParams)
     (group,) = group_by_dataset(load_results([SARD]))
-    F.family_bars_png(group, "recall")
+    F.render(F.family_bars(group, "recall"), vector=False)
     assert plt.get_fignums() == []
     changed = {k for k in before if before[k] != matplotlib.rcParams[k]}
     assert not changed

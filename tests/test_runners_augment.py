@@ -45,7 +45,7 @@ def counted(monkeypatch):
 
 def test_ultralytics_train_with_augment_calls_the_transform_and_records_the_policy(split, tmp_path, counted):
     run = tmp_path / "run"
-    result = runner.invoke(app, ["baseline", "train", "--split", str(split), "--out", str(run), "--model", "yolo11",
+    result = runner.invoke(app, ["baseline", "train", "--split-dir", str(split), "--out-dir", str(run), "--model", "yolo11",
                                  "--weights", "yolo11n.yaml", "--epochs", "1", "--imgsz", "64", "--batch", "2",
                                  "--device", "cpu", "--augment", "all"])
     assert result.exit_code == 0, result.output
@@ -117,7 +117,7 @@ def test_unknown_policy_on_the_command_line_is_one_line(split, tmp_path):
 def test_ablate_two_policies_writes_score_jsons_and_a_report_table(tmp_path):
     root = make_split(tmp_path / "split", n_test=2, n_val=2, n_train=3)  # every condition of the grid
     out = tmp_path / "ablation"
-    result = runner.invoke(app, ["baseline", "ablate", "--split", str(root), "--out", str(out), "--model", "yolo11",
+    result = runner.invoke(app, ["baseline", "ablate", "--split-dir", str(root), "--out-dir", str(out), "--model", "yolo11",
                                  "--weights", "yolo11n.yaml", "--epochs", "1", "--imgsz", "64", "--batch", "2",
                                  "--device", "cpu", "--bootstrap", "20", "--policies", "loo-flood,blur-only"])
     assert result.exit_code == 0, result.output
@@ -143,7 +143,7 @@ def test_ablate_two_policies_writes_score_jsons_and_a_report_table(tmp_path):
     clean = json.loads((out / "scores" / "clean.json").read_text())
     assert clean["provenance"]["augment"] is None and "mitigation" not in clean
 
-    report = runner.invoke(app, ["report", *(str(out / "scores" / s) for s in scores), "--out", str(tmp_path / "rep"),
+    report = runner.invoke(app, ["report", *(str(out / "scores" / s) for s in scores), "--out-dir", str(tmp_path / "rep"),
                                  "--format", "md,html"])
     assert report.exit_code == 0, report.output
     md = (tmp_path / "rep" / "report.md").read_text()
@@ -155,7 +155,7 @@ def test_ablate_two_policies_writes_score_jsons_and_a_report_table(tmp_path):
     assert "| yolo11/loo-flood |" in md and "| yolo11/blur-only |" in md
     assert "Mitigation: seen vs unseen" in (tmp_path / "rep" / "report.html").read_text()
     # Without ablation results the report has no mitigation section.
-    plain = runner.invoke(app, ["report", str(out / "scores" / "clean.json"), "--out", str(tmp_path / "rep0"),
+    plain = runner.invoke(app, ["report", str(out / "scores" / "clean.json"), "--out-dir", str(tmp_path / "rep0"),
                                 "--format", "md"])
     assert plain.exit_code == 0 and "Mitigation" not in (tmp_path / "rep0" / "report.md").read_text()
 

@@ -27,7 +27,7 @@ def split(tmp_path_factory):
 
 def test_predict_all_28_conditions_then_resume(split, tmp_path):
     out = tmp_path / "preds"
-    result = runner.invoke(app, ["baseline", "predict", "--split", str(split), "--out", str(out), *FAST])
+    result = runner.invoke(app, ["baseline", "predict", "--split-dir", str(split), "--out-dir", str(out), *FAST])
     assert result.exit_code == 0, result.output
     conditions = load_config().conditions()
     assert len(conditions) == 28
@@ -46,11 +46,11 @@ def test_predict_all_28_conditions_then_resume(split, tmp_path):
     assert all(run["conditions"][c]["status"] == "complete" and run["conditions"][c]["images_per_s"] > 0
                for c in conditions)
     before = {c: (out / f"{c}.json").stat().st_mtime_ns for c in conditions}
-    again = runner.invoke(app, ["baseline", "predict", "--split", str(split), "--out", str(out), *FAST])
+    again = runner.invoke(app, ["baseline", "predict", "--split-dir", str(split), "--out-dir", str(out), *FAST])
     assert again.exit_code == 0 and again.stderr.count("skipped") == 28
     assert before == {c: (out / f"{c}.json").stat().st_mtime_ns for c in conditions}
     # A changed setting makes the finished files stale: those conditions are predicted again.
-    changed = runner.invoke(app, ["baseline", "predict", "--split", str(split), "--out", str(out), *FAST,
+    changed = runner.invoke(app, ["baseline", "predict", "--split-dir", str(split), "--out-dir", str(out), *FAST,
                                   "--conditions", "clean,low_light_s3", "--max-det", "5"])
     assert changed.exit_code == 0 and changed.stderr.count("done") == 2
     rows = json.loads((out / "clean.json").read_text())
@@ -59,7 +59,7 @@ def test_predict_all_28_conditions_then_resume(split, tmp_path):
 
 def test_predict_force_and_limit_are_deterministic(split, tmp_path):
     out = tmp_path / "p"
-    args = ["baseline", "predict", "--split", str(split), "--out", str(out), *FAST, "--conditions", "clean",
+    args = ["baseline", "predict", "--split-dir", str(split), "--out-dir", str(out), *FAST, "--conditions", "clean",
             "--limit", "2", "--no-tile"]
     assert runner.invoke(app, args).exit_code == 0
     first = (out / "clean.json").read_bytes()
@@ -71,7 +71,7 @@ def test_predict_force_and_limit_are_deterministic(split, tmp_path):
 
 def test_predict_val_split(split, tmp_path):
     out = tmp_path / "val"
-    result = runner.invoke(app, ["baseline", "predict", "--split", str(split), "--out", str(out), *FAST,
+    result = runner.invoke(app, ["baseline", "predict", "--split-dir", str(split), "--out-dir", str(out), *FAST,
                                  "--split-name", "val"])
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == ["clean.json", "run.json"]
@@ -87,7 +87,7 @@ def test_predict_val_split(split, tmp_path):
     (["--model", "fasterrcnn", "--weights", "none", "--device", "tpu"], "unknown device 'tpu'"),
 ])
 def test_predict_errors_are_one_line(split, tmp_path, extra, needle):
-    result = runner.invoke(app, ["baseline", "predict", "--split", str(split), "--out", str(tmp_path / "o"), *extra])
+    result = runner.invoke(app, ["baseline", "predict", "--split-dir", str(split), "--out-dir", str(tmp_path / "o"), *extra])
     _one_line_error(result, needle)
 
 
@@ -101,7 +101,7 @@ def test_predict_rejects_a_folder_that_is_not_a_split(tmp_path):
 def test_predict_config_with_unknown_key(split, tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("model: fasterrcnn\nweights: none\nmax_dets: 10\n")
-    result = runner.invoke(app, ["baseline", "predict", "--split", str(split), "--out", str(tmp_path / "o"),
+    result = runner.invoke(app, ["baseline", "predict", "--split-dir", str(split), "--out-dir", str(tmp_path / "o"),
                                  "--config", str(cfg)])
     _one_line_error(result, "did you mean 'max_det'?")
 
@@ -118,5 +118,5 @@ def test_predict_refuses_frames_that_do_not_match_the_gt(tmp_path):
     gt = json.loads(gt_path.read_text())
     gt["images"][0]["width"] = 500
     gt_path.write_text(json.dumps(gt))
-    result = runner.invoke(app, ["baseline", "predict", "--split", str(root), "--out", str(tmp_path / "o"), *FAST])
+    result = runner.invoke(app, ["baseline", "predict", "--split-dir", str(root), "--out-dir", str(tmp_path / "o"), *FAST])
     _one_line_error(result, "but the GT says 500x80")

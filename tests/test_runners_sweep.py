@@ -26,9 +26,9 @@ def split(tmp_path_factory):
 
 def test_sweep_twice_gives_identical_bytes_and_reuses_the_threshold(split, tmp_path):
     first, second = tmp_path / "a", tmp_path / "b"
-    args = ["baseline", "sweep", "--split", str(split), "--model", "yolo11", "--weights", "yolo11n.yaml",
+    args = ["baseline", "sweep", "--split-dir", str(split), "--model", "yolo11", "--weights", "yolo11n.yaml",
             "--imgsz", "64", "--max-det", "10", "--score-floor", "0", "--device", "cpu", "--bootstrap", "20"]
-    result = runner.invoke(app, [*args, "--out", str(first)])
+    result = runner.invoke(app, [*args, "--out-dir", str(first)])
     assert result.exit_code == 0, result.output
     assert "frozen" in result.stderr and "score.json" in result.stdout
     run_sweep(PredictSettings(**YOLO), split, second, bootstrap=20)
@@ -44,7 +44,7 @@ def test_sweep_twice_gives_identical_bytes_and_reuses_the_threshold(split, tmp_p
     assert score["provenance"]["bootstrap"] == 20 and (first / "score.csv").is_file()
     # Re-run in place: everything is resumed, the threshold file is reused byte for byte.
     threshold_bytes = (first / "threshold.json").read_bytes()
-    again = runner.invoke(app, [*args, "--out", str(first)])
+    again = runner.invoke(app, [*args, "--out-dir", str(first)])
     assert again.exit_code == 0, again.output
     assert "reused" in again.stderr and again.stderr.count("skipped") == 29
     assert (first / "threshold.json").read_bytes() == threshold_bytes
@@ -83,7 +83,7 @@ def test_sweep_on_a_split_written_by_build_splits(tmp_path):
     root = tmp_path / "synthetic"
     build_splits(load_source("synthetic", n=6, size="128x96"), root, workers=1)
     out = tmp_path / "results"
-    result = runner.invoke(app, ["baseline", "sweep", "--split", str(root), "--out", str(out), "--model", "fasterrcnn",
+    result = runner.invoke(app, ["baseline", "sweep", "--split-dir", str(root), "--out-dir", str(out), "--model", "fasterrcnn",
                                  "--weights", "none", "--arch", "mobilenet_v3", "--imgsz", "64", "--max-det", "20",
                                  "--device", "cpu", "--bootstrap", "10", "--label", "frcnn-random"])
     assert result.exit_code == 0, result.output

@@ -79,7 +79,7 @@ def test_yolo_train_honours_explicit_optimizer_and_copies_config(split, tmp_path
 
 def test_fasterrcnn_train_one_epoch_then_resume(split, tmp_path):
     run = tmp_path / "frcnn"
-    base = ["baseline", "train", "--split", str(split), "--out", str(run), "--model", "fasterrcnn", "--weights",
+    base = ["baseline", "train", "--split-dir", str(split), "--out-dir", str(run), "--model", "fasterrcnn", "--weights",
             "none", "--arch", "mobilenet_v3", "--imgsz", "64", "--batch", "2", "--device", "cpu", "--lr0", "0.005"]
     first = runner.invoke(app, [*base, "--epochs", "1"])
     assert first.exit_code == 0, first.output

@@ -269,7 +269,7 @@ def test_verify_regenerates_with_the_recorded_unit(object_build, tmp_path):
 
 def test_cli_build_list_and_errors(tmp_path):
     out = tmp_path / "s"
-    r = runner.invoke(app, ["build-splits", *SUITE_V1, "--out", str(out), "--n", "6", "--limit", "2", "--corruptions",
+    r = runner.invoke(app, ["build-splits", *SUITE_V1, "--out-dir", str(out), "--n", "6", "--limit", "2", "--corruptions",
                             "motion_blur", "--severities", "1", "--workers", "1", "--scale", "object",
                             "--person-px", "30"])
     assert r.exit_code == 0, r.output
@@ -277,9 +277,9 @@ def test_cli_build_list_and_errors(tmp_path):
     v = runner.invoke(app, ["verify", str(out)])
     assert v.exit_code == 0 and "scale: object (person unit 30 px" in " ".join(v.output.split())
     build = ["build-splits", *SUITE_V1]
-    assert_one_line_error(runner.invoke(app, [*build, "--out", str(tmp_path / "f"), "--person-px", "30"]),
+    assert_one_line_error(runner.invoke(app, [*build, "--out-dir", str(tmp_path / "f"), "--person-px", "30"]),
                           "no meaning under --scale frame")
-    assert_one_line_error(runner.invoke(app, [*build, "--out", str(tmp_path / "g"), "--scale", "object",
+    assert_one_line_error(runner.invoke(app, [*build, "--out-dir", str(tmp_path / "g"), "--scale", "object",
                                               "--gsd", "0"]), "--gsd")
     assert_one_line_error(runner.invoke(app, [*build, "--out-dir", str(tmp_path / "h"), "--scale", "tiles"]),
                           "--scale must be one of frame, object")

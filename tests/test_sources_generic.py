@@ -174,7 +174,7 @@ def test_cli_build_splits_yolo_folders_without_source(yolo: Path, tmp_path: Path
 
     out = tmp_path / "yolo-c"
     r = CliRunner().invoke(app, ["build-splits", "--dataset", "yolo", "--images", str(yolo / "images"), "--labels",
-                                 str(yolo / "labels"), "--out", str(out), "--corruptions", "low_light",
+                                 str(yolo / "labels"), "--out-dir", str(out), "--corruptions", "low_light",
                                  "--severities", "1", "--workers", "1"])
     assert r.exit_code == 0, r.output
     source = json.loads((out / "manifest.json").read_text())["source"]

@@ -200,7 +200,7 @@ def test_same_frames_in_the_voc_layout_give_identical_splits_and_ground_truth(sa
 
 
 def _build(source: Path, out: Path, *extra: str):
-    r = CliRunner().invoke(app, ["build-splits", "--dataset", "sard", "--source", str(source), "--out", str(out),
+    r = CliRunner().invoke(app, ["build-splits", "--dataset", "sard", "--source", str(source), "--out-dir", str(out),
                                  "--corruptions", "low_light", "--severities", "1", "--workers", "1", *extra])
     assert r.exit_code == 0, r.output
     return r

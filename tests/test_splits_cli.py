@@ -46,7 +46,7 @@ SMALL = ["--n", "4", "--size", "64", "--corruptions", "motion_blur", "--severiti
 
 def test_build_verify_export_round_trip(app, doubles, tmp_path):
     out = tmp_path / "syn"
-    r = runner.invoke(app, ["build-splits", "--out", str(out), *SMALL])
+    r = runner.invoke(app, ["build-splits", "--out-dir", str(out), *SMALL])
     assert r.exit_code == 0, r.output
     m = json.loads((out / "manifest.json").read_text())
     assert m["dataset"] == "synthetic" and m["conditions"] == ["clean", "motion_blur_s2"]
@@ -63,9 +63,9 @@ def test_build_verify_export_round_trip(app, doubles, tmp_path):
     assert r.exit_code == 1 and "missing" in r.stdout and "Traceback" not in r.output
     assert json.loads((tmp_path / "v2.json").read_text())["counts"] == {"missing": 1}
 
-    r = runner.invoke(app, ["build-splits", "--out", str(out), *SMALL])  # resumes: rewrites the one file
+    r = runner.invoke(app, ["build-splits", "--out-dir", str(out), *SMALL])  # resumes: rewrites the one file
     assert r.exit_code == 0 and "1 / " in r.stdout
-    r = runner.invoke(app, ["export-hf", str(out), "--out", str(tmp_path / "hf")])
+    r = runner.invoke(app, ["export-hf", str(out), "--out-dir", str(tmp_path / "hf")])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "hf" / "dataset").is_dir() and (tmp_path / "hf" / "data" / "test-clean.parquet").is_file()
 
@@ -77,7 +77,7 @@ def test_verify_byte_only_differences_are_a_note_against_a_reference_and_fail_wi
     from aegis_data.split.manifest import build_manifest, write_manifest
 
     out = tmp_path / "syn"
-    assert runner.invoke(app, ["build-splits", "--out", str(out), *SMALL]).exit_code == 0
+    assert runner.invoke(app, ["build-splits", "--out-dir", str(out), *SMALL]).exit_code == 0
     ref = tmp_path / "ref.json"
     ref.write_bytes((out / "manifest.json").read_bytes())
     # This copy re-encoded by another PNG encoder, its manifest sealed as that machine's build would be.
@@ -101,8 +101,8 @@ def test_verify_byte_only_differences_are_a_note_against_a_reference_and_fail_wi
 
 def test_verify_against_another_manifest(app, doubles, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    assert runner.invoke(app, ["build-splits", "--out", str(a), *SMALL]).exit_code == 0
-    assert runner.invoke(app, ["build-splits", "--out", str(b), *SMALL, "--n", "6"]).exit_code == 0
+    assert runner.invoke(app, ["build-splits", "--out-dir", str(a), *SMALL]).exit_code == 0
+    assert runner.invoke(app, ["build-splits", "--out-dir", str(b), *SMALL, "--n", "6"]).exit_code == 0
     assert runner.invoke(app, ["verify", str(a), "--against", str(a / "manifest.json")]).exit_code == 0
     r = runner.invoke(app, ["verify", str(a), "--against", str(b / "manifest.json")])
     assert r.exit_code == 1 and "verify failed" in r.stderr
@@ -121,32 +121,32 @@ def test_verify_against_another_manifest(app, doubles, tmp_path):
         (["build-splits", "--n", "2", "--size", "banana"], ["size='banana'"]),
         (["verify", "/nonexistent/split"], ["split directory not found"]),
         (["verify", "/nonexistent/split", "--subset"], ["--subset needs --against"]),
-        (["export-hf", "/nonexistent/split", "--out", "/tmp/x-never"], ["no manifest"]),
+        (["export-hf", "/nonexistent/split", "--out-dir", "/tmp/x-never"], ["no manifest"]),
     ],
 )
 def test_bad_input_is_one_line(app, doubles, tmp_path, args, needles):
-    r = runner.invoke(app, [*args, "--out", str(tmp_path / "o")] if args[0] == "build-splits" else args)
+    r = runner.invoke(app, [*args, "--out-dir", str(tmp_path / "o")] if args[0] == "build-splits" else args)
     _one_line_error(r, *needles)
 
 
 def test_wrong_layout_surfaces_the_adapter_error(app, doubles, tmp_path):
     root = tmp_path / "heridal"
     (root / "somewhere").mkdir(parents=True)
-    r = runner.invoke(app, ["build-splits", "--dataset", "heridal", "--source", str(root), "--out", str(tmp_path / "o")])
+    r = runner.invoke(app, ["build-splits", "--dataset", "heridal", "--source", str(root), "--out-dir", str(tmp_path / "o")])
     _one_line_error(r)
     assert not (tmp_path / "o").exists()
 
 
 def test_refusing_another_dataset_dir_is_one_line(app, doubles, tmp_path):
     out = tmp_path / "o"
-    assert runner.invoke(app, ["build-splits", "--out", str(out), *SMALL]).exit_code == 0
-    r = runner.invoke(app, ["build-splits", "--out", str(out), *SMALL[:2], "--size", "96", *SMALL[4:]])
+    assert runner.invoke(app, ["build-splits", "--out-dir", str(out), *SMALL]).exit_code == 0
+    r = runner.invoke(app, ["build-splits", "--out-dir", str(out), *SMALL[:2], "--size", "96", *SMALL[4:]])
     _one_line_error(r, "holds a split of dataset 'synthetic'")
 
 
 def test_verify_an_unfinished_build_is_one_line(app, doubles, tmp_path):
     out = tmp_path / "o"
-    assert runner.invoke(app, ["build-splits", "--out", str(out), *SMALL]).exit_code == 0
+    assert runner.invoke(app, ["build-splits", "--out-dir", str(out), *SMALL]).exit_code == 0
     (out / "manifest.json").unlink()
     _one_line_error(runner.invoke(app, ["verify", str(out)]), "not a finished build")
 
@@ -172,8 +172,8 @@ def test_export_push_goes_through_hfapi(app, doubles, tmp_path, monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
     out = tmp_path / "syn"
-    assert runner.invoke(app, ["build-splits", "--out", str(out), *SMALL]).exit_code == 0
-    r = runner.invoke(app, ["export-hf", str(out), "--out", str(tmp_path / "hf"), "--push", "me/syn-c"])
+    assert runner.invoke(app, ["build-splits", "--out-dir", str(out), *SMALL]).exit_code == 0
+    r = runner.invoke(app, ["export-hf", str(out), "--out-dir", str(tmp_path / "hf"), "--push", "me/syn-c"])
     assert r.exit_code == 0, r.output
     assert calls == [("create_repo", "me/syn-c"), ("upload_folder", "me/syn-c")]
     assert "https://huggingface.co/datasets/me/syn-c" in r.stdout
@@ -203,13 +203,13 @@ def test_heridal_like_source_end_to_end_and_a_source_decode_difference(app, tmp_
     src = _heridal_tree(tmp_path / "HERIDAL")
     args = ["--dataset", "heridal", "--source", str(src), "--corruptions", "smoke_haze", "--severities", "1",
             "--workers", "2"]
-    r = runner.invoke(app, ["build-splits", *args, "--out", str(tmp_path / "a")])
+    r = runner.invoke(app, ["build-splits", *args, "--out-dir", str(tmp_path / "a")])
     assert r.exit_code == 0, r.output
     assert runner.invoke(app, ["verify", str(tmp_path / "a")]).exit_code == 0
     # Another machine whose JPEG decoder gives other pixels for te_1: simulated by re-encoding that source.
     img = cv2.imread(str(src / "testImages" / "te_1.jpg"))
     assert cv2.imwrite(str(src / "testImages" / "te_1.jpg"), img, [cv2.IMWRITE_JPEG_QUALITY, 60])
-    r = runner.invoke(app, ["build-splits", *args, "--out", str(tmp_path / "b")])
+    r = runner.invoke(app, ["build-splits", *args, "--out-dir", str(tmp_path / "b")])
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["verify", str(tmp_path / "b"), "--against", str(tmp_path / "a" / "manifest.json"),
                             "--json", str(tmp_path / "v.json")])

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from aegis_data.errors import AegisError
-from aegis_eval.metrics.matching import match_at_threshold, threshold_metrics
+from aegis_eval.metrics.matching import match_at_threshold, rates_from_counts, threshold_metrics
 from aegis_eval.protocols.predictions import (detections_from_results, ground_truth_from_coco, load_ground_truth,
                                     load_predictions)
 from aegis_eval.protocols.threshold import (DEFAULT_GRID, THRESHOLD_SCHEMA, freeze_threshold, parse_grid, parse_rule,
-                                  read_threshold_file, threshold_curve, write_threshold_file)
+                                  grid_counts, read_threshold_file, write_threshold_file)
 
 
 def gt_and_dets(n_gt: int, tp_scores: list[float], fp_scores: list[float]):
@@ -34,7 +34,7 @@ def test_default_grid_is_declared_once():
 def test_curve_from_one_pass_equals_matching_at_each_threshold():
     gt, dets = gt_and_dets(6, [0.95, 0.8, 0.55, 0.3, 0.3], [0.9, 0.6, 0.3, 0.1])
     grid = (0.0, 0.2, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0)
-    for t, row in zip(grid, threshold_curve(gt, dets, grid)):
+    for t, row in zip(grid, (rates_from_counts(c) for c in grid_counts(gt, dets, grid))):
         assert row == threshold_metrics(match_at_threshold(gt, dets, t))
 
 

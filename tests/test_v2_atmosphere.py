@@ -20,7 +20,7 @@ from aegis_data.engine.config import config_from_bytes, load_config
 from aegis_data.engine.corruptions import apply_corruption, corruption_params, physical_ladder
 from aegis_data.engine.scale import Scale
 from aegis_data.engine.photometry import to_srgb
-from aegis_data.engine.scene import check_sidecar, estimate_scene, with_given
+from aegis_data.engine.scene import check_sidecar, estimate_scene
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.engine.visibility import person_visibility
 from aegis_data.errors import AegisError
@@ -90,7 +90,7 @@ def test_a_nadir_view_sees_the_altitude_everywhere_and_a_little_more_toward_the_
     scene = _scene(img)
     lines = ATM.sightlines(scene, 240, 320)
     altitude = scene.gsd_m * scene.focal_px
-    assert np.allclose(lines.ground, altitude) and not lines.has_sky
+    assert np.allclose(lines.ground, altitude) and lines.sky_rows is None
     path = lines.path()
     centre, corner = path[120, 160], path[0, 0]
     assert centre == pytest.approx(altitude, rel=1e-4)
@@ -104,7 +104,7 @@ def test_an_oblique_view_sees_farther_toward_the_horizon_and_through_the_layer_a
     lines = ATM.sightlines(scene, *frame.shape[:2])
     ground = lines.ground[horizon + 2:]
     assert np.all(np.diff(ground) < 0)  # nearer rows lie lower in the frame
-    assert lines.has_sky and int(np.median(lines.sky_rows)) == int(scene.horizon_row)
+    assert lines.sky_rows is not None and int(np.median(lines.sky_rows)) == int(scene.horizon_row)
     horizon = int(scene.horizon_row)
     path = lines.path()  # the sky's per metre of layer height
     assert 1500.0 * path[horizon - 20, 320] > path[horizon + 20, 320] > path[-1, 320]
@@ -120,7 +120,7 @@ def test_a_horizon_at_the_bottom_of_the_view_leaves_every_model_a_positive_depth
     from aegis_data.engine.scene import OBLIQUE
 
     img = golden_frame(48, 64)
-    scene = with_given(_scene(img, 10.0), view=OBLIQUE, horizon_row=48.0, reference_row=47.5,
+    scene = dataclasses.replace(_scene(img, 10.0), view=OBLIQUE, horizon_row=48.0, reference_row=47.5,
                        sky_depth=(24,) * 64)
     lines = ATM.sightlines(scene, 48, 64)
     assert np.all(np.isfinite(lines.ground)) and np.all(lines.ground > 0)
@@ -267,7 +267,7 @@ def test_firelight_reddens_the_light_and_the_camera_corrects_only_part_of_it():
 def test_the_canopy_light_loss_goes_to_the_low_light_camera_so_noise_follows():
     img = golden_frame(240, 320)
     low = _scene(img, sun_elevation_deg=12.0, heading_deg=0.0)
-    high = with_given(low, sun_elevation_deg=60.0)
+    high = dataclasses.replace(low, sun_elevation_deg=60.0)
     p = corruption_params("fire_warm_tint", 3, V2)
     assert ATM.canopy_light(p, 12.0).ev_loss > 4.0 > ATM.canopy_light(p, 60.0).ev_loss
     dim, bright = _v2(img, "fire_warm_tint", 3, low), _v2(img, "fire_warm_tint", 3, high)
@@ -323,7 +323,7 @@ def test_near_drops_are_few_faint_wide_and_sized_by_depth_and_aperture():
     # Width: the drop's own size and the defocus blur, both ~ 1/z, so nearer drops are wider.
     assert np.corrcoef(d.radius_px, 1.0 / d.depth_m)[0, 1] > 0.9
     # The streak's length follows the exposure (the scene's).
-    _, _, d2 = _drops(with_given(scene, exposure_ms=2.0 * scene.exposure_ms), 479, 641)
+    _, _, d2 = _drops(dataclasses.replace(scene, exposure_ms=2.0 * scene.exposure_ms), 479, 641)
     assert np.allclose(d2.length_px, 2.0 * d.length_px)
 
 
@@ -337,7 +337,7 @@ def test_streak_direction_follows_the_view_geometry_and_the_platform_velocity():
     far = np.hypot(px, py) > 100
     assert np.all((d.ex * px + d.ey * py)[far] < 0)
     # Flying along +x: the drops sweep back across the image, along -x.
-    fly = with_given(hover, speed_mps=10.0)
+    fly = dataclasses.replace(hover, speed_mps=10.0)
     _, _, d = _drops(fly, 479, 641)
     assert np.mean(d.ex < 0) > 0.95 and np.median(np.abs(d.ex)) > 3 * np.median(np.abs(d.ey))
 
@@ -364,7 +364,7 @@ def test_a_rain_view_whose_drops_would_exceed_the_budget_is_refused_in_one_line(
     text = V2.raw.decode().replace("rain_mm_h: [2.0, 6.0, 12.0]", "rain_mm_h: [2.0, 6.0, 500.0]")
     text = text.replace("f_number: 4.0 ", "f_number: 0.5 ").replace("min_drop_mm: 1.0", "min_drop_mm: 0.1")
     suite = config_from_bytes(text.encode(), "wide-open.yaml")
-    scene = with_given(_scene(img), focal_px=100000.0)  # a long lens wide open: its near range reaches far
+    scene = dataclasses.replace(_scene(img), focal_px=100000.0)  # a long lens wide open: its near range reaches far
     with pytest.raises(AegisError, match="drops") as err:
         apply_corruption(img, "rain_streaks", 3, "atm", config=suite, scene=scene)
     assert "\n" not in str(err.value)

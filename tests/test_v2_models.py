@@ -16,7 +16,7 @@ from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import apply_corruption, corruption_params
 from aegis_data.engine.realism import chroma_luma_noise_ratio, noise_autocorrelation
 from aegis_data.engine.scale import Scale
-from aegis_data.engine.scene import check_sidecar, estimate_scene, gsd_from_person_px, with_given
+from aegis_data.engine.scene import check_sidecar, estimate_scene, gsd_from_person_px
 from aegis_data.engine.seeding import KeyedRandom, stream_key
 from aegis_data.engine.visibility import person_visibility
 from aegis_data.errors import AegisError
@@ -166,7 +166,7 @@ def test_an_impossible_smear_is_refused_before_any_work():
     img = golden_frame(64, 64)
     fast = check_sidecar({"speed_mps": 0.0}, "t")
     scene = estimate_scene(img, 2000.0, V2.camera, fast)
-    scene = with_given(scene, gsd_m=1e-5)  # a 0.01 mm ground sample: 50 cm of smear is 50,000 px
+    scene = replace(scene, gsd_m=1e-5)  # a 0.01 mm ground sample: 50 cm of smear is 50,000 px
     with pytest.raises(AegisError, match="render budget"):
         _v2(img, "motion_blur", 3, scene=scene)
 

@@ -103,14 +103,14 @@ def test_version_refusals(files):
 def test_cli_two_gt_versions(files):
     runner = CliRunner()
     out = files["root"] / "score.json"
-    res = runner.invoke(app, ["score", str(files["preds"]), "--gt", str(files["v1"]), "--gt", str(files["v2"]),
+    res = runner.invoke(app, ["score", str(files["preds"]), "--split-dir", str(files["v1"]), "--split-dir", str(files["v2"]),
                               "--threshold", "0.5", "--bootstrap", "20", "--json", str(out)])
     assert res.exit_code == 0, res.output
     assert "GT versions" in res.output and "Δ v2" in res.output
     assert set(json.loads(out.read_text())["versions"]["differences"]) == {"v2"}
     fewer = files["root"] / "fewer.json"
     fewer.write_text(json.dumps(version_one(10)))
-    res = runner.invoke(app, ["score", str(files["preds"]), "--gt", str(files["v1"]), "--gt", str(fewer),
+    res = runner.invoke(app, ["score", str(files["preds"]), "--split-dir", str(files["v1"]), "--split-dir", str(fewer),
                               "--threshold", "0.5", "--bootstrap", "1"])
     assert_one_line_error(res, "[versions_images_differ]")
 
@@ -137,8 +137,8 @@ def test_one_file_twice_with_the_remap_on_the_second(tmp_path):
     with pytest.raises(AegisError, match=r"^\[class_map_versions\]"):
         score_versions(preds, [gt, gt], threshold=0.5, remap_versions=[1])
     runner = CliRunner()
-    res = runner.invoke(app, ["score", str(preds), "--gt", str(gt), "--gt", str(gt), "--threshold", "0.5",
+    res = runner.invoke(app, ["score", str(preds), "--split-dir", str(gt), "--split-dir", str(gt), "--threshold", "0.5",
                               "--bootstrap", "5", "--classes", "all", "--class-map", "0:1,1:0", "--remap-version", "2"])
     assert res.exit_code == 0, res.output
-    assert_one_line_error(runner.invoke(app, ["score", str(preds), "--gt", str(gt), "--threshold", "0.5",
+    assert_one_line_error(runner.invoke(app, ["score", str(preds), "--split-dir", str(gt), "--threshold", "0.5",
                                               "--remap-version", "1"]), "[class_map_versions]")

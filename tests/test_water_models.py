@@ -25,6 +25,18 @@ from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.engine.visibility import person_visibility
 from golden.scenes import coast_frame, lake_oblique_frame
 
+
+def mean_glint(geo: G.GlintGeometry, water: np.ndarray) -> np.ndarray:
+    """float64 (h, w): the mean glint G of every water pixel in units of the frame's white (what the sparkles carry
+    on average; 0 elsewhere): Cox & Munk's glitter pattern without the sparkle lottery."""
+    out = np.zeros(water.shape, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ys, xs = np.nonzero(water)
+        if ys.size:
+            ok, g, _, _ = G._glint_terms(geo, ys, xs)
+            out[ys, xs] = np.where(ok, g, 0.0)
+    return out
+
 V2 = load_config("aegis-v2")
 COMPILED = K.CKERNELS
 
@@ -85,7 +97,7 @@ def test_on_a_frame_of_sea_the_glint_sparkles_where_the_sun_is_mirrored():
     for elevation, azimuth in ((72.0, 0.0), (70.0, 90.0)):
         scene = _scene(sea, (elevation, azimuth))
         params = replace(corruption_params("water_glare", 1, V2), wind_speed_mps=1.0)
-        energy = G.mean_glint(G.glint_geometry(params, scene, 480, 640), scene.water_mask())
+        energy = mean_glint(G.glint_geometry(params, scene, 480, 640), scene.water_mask())
         ys, xs = np.mgrid[0:480, 0:640]
         total = energy.sum()
         cx, cy = (xs * energy).sum() / total, (ys * energy).sum() / total
@@ -101,7 +113,7 @@ def test_the_wind_spreads_the_glint_as_the_cox_munk_slopes_do():
     spreads, areas = [], []
     for sev in (1, 2, 3):
         params = corruption_params("water_glare", sev, V2)
-        energy = G.mean_glint(G.glint_geometry(params, scene, 480, 640), scene.water_mask())
+        energy = mean_glint(G.glint_geometry(params, scene, 480, 640), scene.water_mask())
         ys, xs = np.mgrid[0:480, 0:640]
         w = energy / energy.sum()
         spreads.append(math.sqrt(((xs - (xs * w).sum()) ** 2 * w).sum()))
@@ -360,7 +372,7 @@ def test_every_water_model_writes_the_same_bytes_with_and_without_the_compiled_l
 def test_the_priced_memory_bounds_what_the_water_models_hold(compiled):
     import tracemalloc
 
-    from aegis_data.engine.corruptions import _scene_cost
+    from aegis_data.engine.corruptions import _scene_model_of
 
     img, _, boxes = coast_frame(600, 800, person_px=40.0)
     cases = [(img, _scene(img, (62.0, 180.0), boxes, unit=40.0)), (_sea(600, 800), _scene(_sea(600, 800), (80.0, 0.0)))]
@@ -370,7 +382,7 @@ def test_the_priced_memory_bounds_what_the_water_models_hold(compiled):
         for frame, scene in cases:
             for name in ("water_glare", "turbidity_cast", "inundation"):
                 params = corruption_params(name, 3, V2)
-                predicted = _scene_cost(params, scene, 600, 800).peak_bytes
+                predicted = _scene_model_of(params).cost(params, scene, 600, 800).peak_bytes
                 tracemalloc.start()
                 try:
                     _v2(frame, name, 3, scene)

@@ -84,11 +84,6 @@ def train_key(seed: int, epoch: int, sample: Sample) -> str:
     return f"{TRAIN_TAG}|{int(seed)}|{int(epoch)}|{sample}"
 
 
-def key_namespace(key: str) -> str:
-    """The namespace tag of a stream key: its first ``|``-separated field."""
-    return key.split("|", 1)[0]
-
-
 # --- policies ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Cell:

@@ -163,10 +163,6 @@ class Sightlines:
     sky: np.ndarray
     sky_rows: np.ndarray | None
 
-    @property
-    def has_sky(self) -> bool:
-        return self.sky_rows is not None
-
     def path(self, rows: slice | None = None) -> np.ndarray:
         """The sight-line path (m) of every pixel of ``rows`` with a layer of 1 m for the sky (tests, tools)."""
         rows = rows or slice(0, self.cv.size)

@@ -1231,12 +1231,6 @@ def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedR
     return _BY_NAME[name].kernel(np.ascontiguousarray(image), params, draw)
 
 
-def _scene_cost(params, scene: Scene, h: int, w: int) -> RenderCost:
-    """The render cost of the generation-2 record ``params`` on an ``h x w`` valid region: its model's ``cost``
-    (``SceneModel``)."""
-    return _scene_model_of(params).cost(params, scene, h, w)
-
-
 def _render_in_scene(image: np.ndarray, name: str, severity: int, rng: KeyedRandom, suite: SuiteConfig,
                      scene: Scene) -> np.ndarray:
     """A generation-2 render: the model runs on the scene's valid region only (bars and constant borders stay as

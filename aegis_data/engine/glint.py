@@ -232,19 +232,6 @@ def _energy_strip(geo: GlintGeometry, water: np.ndarray, lottery: np.ndarray, ro
     out[ys, xs] = np.floor(np.minimum(energy * float(LINEAR_MAX), ENERGY_CAP) + 0.5).astype(np.int64)
 
 
-def mean_glint(geo: GlintGeometry, water: np.ndarray) -> np.ndarray:
-    """float64 (h, w): the mean glint G of every water pixel in units of the frame's white (what the sparkles carry
-    on average; 0 elsewhere). Cox & Munk's glitter pattern, for tests and measurements."""
-    out = np.zeros(water.shape, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for rows in K.row_strips(water.shape[0], water.shape[1], 1 << 16):
-            ys, xs = np.nonzero(water[rows])
-            if ys.size:
-                ok, g, _, _ = _glint_terms(geo, ys + rows.start, xs)
-                out[ys + rows.start, xs] = np.where(ok, g, 0.0)
-    return out
-
-
 Box = tuple  # (slice of rows, slice of columns)
 
 

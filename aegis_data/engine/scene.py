@@ -571,8 +571,3 @@ def scene_digest(record: Mapping[str, Any]) -> str:
     """SHA-256 of a scene record's canonical JSON (sorted keys, no whitespace)."""
     return hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
                           .encode("utf-8")).hexdigest()
-
-
-def with_given(scene: Scene, **facts: Any) -> Scene:
-    """``scene`` with some facts replaced (tests and tools; a build derives scenes with :func:`estimate_scene`)."""
-    return replace(scene, **facts)

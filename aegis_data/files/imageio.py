@@ -21,7 +21,7 @@ import numpy as np
 
 from aegis_data.errors import AegisError
 from aegis_data.files.outputs import file_above
-from aegis_data.files.png import PNG_SIGNATURE, encode_png  # noqa: F401  (encode_png: the one PNG writer, re-exported)
+from aegis_data.files.png import PNG_SIGNATURE, encode_png
 
 DEFAULT_MAX_PIXELS = 200_000_000  # ~4x a 50 MP frame; guards against decompression bombs
 _SOF_MARKERS = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from aegis_data.errors import AegisError
-from aegis_data.files.imageio import DEFAULT_MAX_PIXELS, image_size, list_images  # noqa: F401 (list_images: the adapters import it from here)
+from aegis_data.files.imageio import DEFAULT_MAX_PIXELS, image_size
 from aegis_data.files.readers import json_number
 from aegis_data.sources.records import Box
 

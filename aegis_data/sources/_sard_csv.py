@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aegis_data.errors import AegisError
-from aegis_data.files.imageio import check_text_path
+from aegis_data.files.imageio import check_text_path, list_images
 from aegis_data.sources._common import (
-    EDGE_TOLERANCE_PX, check_box, check_names_matched, frame_size, list_images, plain_number, portable_path, safe_id,
+    EDGE_TOLERANCE_PX, check_box, check_names_matched, frame_size, plain_number, portable_path, safe_id,
 )
 from aegis_data.sources.records import Box, Record
 

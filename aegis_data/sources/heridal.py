@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from aegis_data.errors import AegisError
+from aegis_data.files.imageio import list_images
 from aegis_data.sources._common import (
     opt_follow_links,
-    check_options, list_images, opt_fraction, opt_max_pixels, require_dir,
+    check_options, opt_fraction, opt_max_pixels, require_dir,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
 from aegis_data.sources._labels import split_stats, xml_record

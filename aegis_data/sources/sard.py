@@ -33,9 +33,10 @@ from typing import Any, Mapping
 
 from aegis_data.errors import AegisError
 from aegis_data.files.readers import read_json
+from aegis_data.files.imageio import list_images
 from aegis_data.sources._common import (
     opt_bool, opt_follow_links,
-    check_names_matched, check_options, list_images, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path,
+    check_names_matched, check_options, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path,
     portable_path,
     require_dir, safe_id,
 )

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from aegis_data.errors import AegisError
+from aegis_data.files.imageio import list_images
 from aegis_data.sources import _labels
 from aegis_data.sources._common import (
     opt_follow_links,
-    check_names_matched, check_options, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path, portable_path,
+    check_names_matched, check_options, opt_fraction, opt_ids, opt_max_pixels, opt_path, portable_path,
     require_dir,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from aegis_data.errors import AegisError
+from aegis_data.files.imageio import list_images
 from aegis_data.sources._common import (
     opt_follow_links,
-    SPLITS, check_box, check_options, frame_size, list_images, opt_fraction, opt_ids, opt_max_pixels, opt_path,
+    SPLITS, check_box, check_options, frame_size, opt_fraction, opt_ids, opt_max_pixels, opt_path,
     portable_path, require_dir, safe_id,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split

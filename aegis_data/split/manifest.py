@@ -300,17 +300,12 @@ def build_manifest(
     return data
 
 
-def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
-    """The file form: sorted keys, indent 2, trailing newline (stable for identical content)."""
-    return b"".join(manifest_chunks(manifest))
-
-
 def _pretty(value: Any) -> str:
     return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
 
 
 def manifest_chunks(manifest: Mapping[str, Any]) -> Iterator[bytes]:
-    """``manifest_bytes`` in pieces, one per entry: the same bytes as one ``json.dumps(indent=2)`` of the whole,
+    """The file form (sorted keys, indent 2, trailing newline) in pieces, one per entry: the same bytes as one ``json.dumps(indent=2)`` of the whole,
     without ever holding the text of every entry at once (a manifest of millions of files)."""
     entries = manifest.get("entries")
     if not entries:

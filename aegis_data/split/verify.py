@@ -85,6 +85,11 @@ class Finding:
     pixels_differing: int | None = None
     max_abs_delta: int | None = None
 
+    def __post_init__(self) -> None:
+        # A kind outside FINDING_KINDS would be a kind docs/SPLITS.md does not explain: refused where it is made.
+        if self.kind not in FINDING_KINDS:
+            raise ValueError(f"unknown finding kind {self.kind!r}; add it to FINDING_KINDS and docs/SPLITS.md")
+
 
 @dataclass(frozen=True)
 class VerifyReport:

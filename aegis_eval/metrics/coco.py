@@ -41,7 +41,6 @@ from aegis_eval.metrics.types import Detections, GroundTruth
 # linspace, not arange: the reference's thresholds are these exact doubles and parity depends on them.
 IOU_THRESHOLDS = np.linspace(0.5, 0.95, 10)
 RECALL_THRESHOLDS = np.linspace(0.0, 1.0, 101)
-AREA_LABELS = ("all", "small", "medium", "large")
 AREA_RANGES = np.array([[0.0, 1e10], [0.0, 32.0**2], [32.0**2, 96.0**2], [96.0**2, 1e10]])
 DEFAULT_MAX_DETS = 100
 

@@ -94,30 +94,6 @@ def _poisson_cdf_of(k: int):
     return lambda mu: min(1.0, math.exp(_log_sum_exp(-mu + jf * math.log(mu) - log_fact)))
 
 
-def binomial_cdf(k: int, n: int, p: float) -> float:
-    """P(X <= k) for X ~ Binomial(n, p), the full sum in log space (a reference for the bounds)."""
-    k, n = _check_count("k", k), _check_count("n", n)
-    if k >= n or p <= 0.0:
-        return 1.0
-    if p >= 1.0:
-        return 0.0
-    j = np.arange(k + 1)
-    jf = j.astype(np.float64)
-    terms = (math.lgamma(n + 1.0) - _log_factorials(j) - _log_factorials(n - j) + jf * math.log(p)
-             + (n - jf) * math.log1p(-p))
-    return min(1.0, math.exp(_log_sum_exp(terms)))
-
-
-def poisson_cdf(k: int, mu: float) -> float:
-    """P(Y <= k) for Y ~ Poisson(mu), the full sum in log space (a reference for the bounds)."""
-    k = _check_count("k", k)
-    if mu <= 0.0:
-        return 1.0
-    j = np.arange(k + 1)
-    terms = -mu + j.astype(np.float64) * math.log(mu) - _log_factorials(j)
-    return min(1.0, math.exp(_log_sum_exp(terms)))
-
-
 def clopper_pearson_upper(k: int, n: int, delta: float = DEFAULT_DELTA) -> float:
     """Exact one-sided (1 - delta) upper bound on a binomial proportion after k events in n trials.
 

@@ -24,11 +24,6 @@ from aegis_eval.metrics.exact_bounds import DEFAULT_DELTA, clopper_pearson_upper
 from aegis_eval.metrics.matching import PerImageCounts
 from aegis_eval.metrics.types import GroundTruth
 
-FALSE_ALARM_KEYS = ("n_images", "megapixels", "fp", "images_with_fp", "fp_per_image", "fp_per_image_upper",
-                    "fp_per_megapixel", "fp_per_megapixel_upper", "false_alarm_image_share",
-                    "false_alarm_image_share_upper")
-
-
 def exposure_megapixels(gt: GroundTruth) -> float | None:
     """Total image area of the split in megapixels; None when any image has no width or height."""
     widths = np.asarray(gt.widths, dtype=np.float64)
@@ -40,7 +35,7 @@ def exposure_megapixels(gt: GroundTruth) -> float | None:
 
 def false_alarm_risk(fp: int, images_with_fp: int, n_images: int, megapixels: float | None,
                      delta: float = DEFAULT_DELTA) -> dict[str, Any]:
-    """The FALSE_ALARM_KEYS record from totals; rates and bounds None where the exposure is zero or unknown."""
+    """The false-alarm record (counts, rates and their upper bounds) from totals; rates and bounds None where the exposure is zero or unknown."""
     fp, images_with_fp, n_images = int(fp), int(images_with_fp), int(n_images)
     count_upper = garwood_upper(fp, delta)
     has_images = n_images > 0

@@ -38,7 +38,6 @@ DEFAULT_DIFF_IOU = 0.3
 LOOSE_IOU = 0.7  # matched pairs below this IoU are reported as a share: a redrawn box, not a nudge
 COUNT_KEYS = ("old_boxes", "new_boxes", "matched", "added", "removed", "unchanged", "tightened", "loosened",
               "shifted", "class_changed")
-STAT_KEYS = ("median_iou", "median_area_ratio", "share_iou_below_0_7", "share_shrunk")
 
 
 @dataclass(frozen=True)
@@ -86,7 +85,7 @@ def match_versions(old_boxes: np.ndarray, new_boxes: np.ndarray, iou: float) -> 
 
 def _stats(old_cls: np.ndarray, new_cls: np.ndarray, pairs: Mapping[str, np.ndarray], added: np.ndarray,
            removed: np.ndarray, n_old: int, n_new: int) -> dict[str, Any]:
-    """Counts and medians of one subset of boxes (COUNT_KEYS + STAT_KEYS); medians None without pairs."""
+    """Counts and medians of one subset of boxes (COUNT_KEYS, then the medians and shares); medians None without pairs."""
     iou, ratio = pairs["iou"], pairs["area_ratio"]
     finite = ratio[np.isfinite(ratio)]
     n = len(iou)

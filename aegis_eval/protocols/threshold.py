@@ -139,14 +139,6 @@ def validate_grid(grid: Sequence[float]) -> tuple[float, ...]:
     return tuple(values)
 
 
-def threshold_curve(gt: GroundTruth, dets: Detections, grid: Sequence[float], iou: float = DEFAULT_IOU) -> list[dict]:
-    """threshold_metrics at every grid value, from one matching pass at the lowest value.
-
-    Valid because greedy matching in score order is prefix-consistent (see aegis_eval.metrics.matching).
-    """
-    return [rates_from_counts(counts) for counts in grid_counts(gt, dets, grid, iou)]
-
-
 def grid_counts(gt: GroundTruth, dets: Detections, grid: Sequence[float], iou: float = DEFAULT_IOU) -> list[PerImageCounts]:
     """Per-image counts at every grid value (ascending), from one matching pass at the lowest value."""
     grid = validate_grid(grid)

@@ -16,6 +16,7 @@ from aegis_data.engine.config import SUITE_NAMES, SuiteConfig, load_config
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import write_bytes_atomic
 from aegis_eval.protocols.provenance import check_one_suite
+from aegis_eval.protocols.score_doc import validate_result
 from aegis_eval.report.latex import (LatexFigure, label_key, latex_document, latex_grid, latex_grid_file,
                                      latex_table, table_label)
 from aegis_eval.report.render import (HTML_FIGURES, TITLE, FigureRef, html_report, markdown_report, named_tables,
@@ -25,7 +26,6 @@ from aegis_eval.report.results import (
     DatasetGroup,
     check_metric,
     group_by_dataset,
-    validate_result,
 )
 from aegis_eval.report.tables import (Table, grid_table, missing_note, provenance_table, sample_note,
                                       threshold_table)

@@ -29,7 +29,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
 from aegis_data.conditions import condition_id
-from aegis_data.files.imageio import encode_png
+from aegis_data.files.png import encode_png
 from aegis_eval.metrics.result_keys import LOWER_IS_BETTER
 from aegis_eval.report import palette
 from aegis_eval.report.results import (
@@ -530,21 +530,3 @@ def false_alarm_shares(group: DatasetGroup) -> FigurePlan:
                                   f"{bound}upper bound (Clopper–Pearson, line top)", _legend_handles(group))
 
     return FigurePlan(width, height, draw)
-
-
-# --- PNG only (tests and benchmarks) ----------------------------------------------------------------------------
-
-def heatmap_png(group: DatasetGroup, metric: str) -> bytes:
-    return render(heatmap(group, metric), vector=False).png
-
-
-def severity_curves_png(group: DatasetGroup, metric: str) -> bytes:
-    return render(severity_curves(group, metric), vector=False).png
-
-
-def family_bars_png(group: DatasetGroup, metric: str) -> bytes:
-    return render(family_bars(group, metric), vector=False).png
-
-
-def localization_png(group: DatasetGroup) -> bytes:
-    return render(localization_plot(group), vector=False).png

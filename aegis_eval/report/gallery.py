@@ -118,13 +118,6 @@ def panel_scale(width: int, max_width: int = DEFAULT_MAX_WIDTH) -> float:
     return 1.0
 
 
-def pair_size(width: int, height: int, max_width: int = DEFAULT_MAX_WIDTH) -> tuple[int, int]:
-    """(width, height) in pixels of the side-by-side picture for a ``width`` x ``height`` frame."""
-    s = panel_scale(width, max_width)
-    pw, ph = max(1, round(width * s)), max(1, round(height * s))
-    return 2 * pw + GAP, HEADER + ph
-
-
 def _dashed_rect(img: np.ndarray, p0: tuple[int, int], p1: tuple[int, int], colour) -> None:
     """A dashed outline. A small box (a downscaled person is often ~10 px) gets its dashed frame 3 px outside
     it with thinner dashes, so the gaps stay visible and the person is not painted over; OpenCV's thick lines

@@ -26,7 +26,7 @@ from aegis_data.engine.config import SuiteConfig, load_config
 from aegis_data.errors import AegisError
 from aegis_data.files.readers import read_json
 from aegis_eval.metrics.result_keys import AP_METRICS, COUNT_KEYS, LOWER_IS_BETTER, SCHEMA, THRESHOLD_METRICS
-from aegis_eval.protocols.score_doc import validate_result  # noqa: F401 (the report's loaders use it)
+from aegis_eval.protocols.score_doc import validate_result
 from aegis_eval.report.text import one_line
 
 METRICS = THRESHOLD_METRICS + AP_METRICS

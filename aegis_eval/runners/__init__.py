@@ -20,8 +20,6 @@ from aegis_data.errors import AegisError
 from aegis_eval.runners.detector import (FASTERRCNN_ARCHS, MODELS, Detector, Prediction, check_batch,
                                          empty_prediction)
 
-# Ultralytics resolves these names itself (built-in yaml) or downloads them (.pt); see resolve_weights.
-_ULTRALYTICS_WEIGHT_SUFFIXES = (".pt", ".yaml", ".yml")
 
 def resolve_device(device: str = "auto") -> str:
     """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``; ``cpu``, ``cuda``, ``cuda:N`` pass through."""
