@@ -14,7 +14,7 @@ from aegis_eval.metrics.bootstrap import BootstrapOptions
 from aegis_eval.metrics.exact_bounds import (binomial_cdf, clopper_pearson_upper, garwood_upper, poisson_cdf)
 from aegis_eval.metrics.false_alarms import FALSE_ALARM_KEYS, false_alarm_risk
 from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
-from aegis_eval.protocols.scoring import score_conditions
+from scoring_memory import score_conditions
 from aegis_eval.protocols.threshold import freeze_threshold, read_threshold_file, write_threshold_file
 from aegis_cli.main import app
 from conftest import assert_one_line_error
