@@ -7,85 +7,20 @@ the CLI writes, byte for byte, through ``to_json``). docs/API.md shows one runna
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Union
 
 from aegis_data.errors import AegisError
 
+if TYPE_CHECKING:  # the scorer (NumPy, the AP engine) loads on the first score, not on import
+    # The predictions forms: a file, a folder, a results list, {condition: file or list} (the load verb's).
+    from aegis_eval.protocols.class_map import ClassMap
+    from aegis_eval.protocols.scoring import ConditionPredictions, Predictions
+
 PathLike = Union[str, Path]
-# One condition's predictions: a COCO results file, or the results list itself ([{image_id, category_id,
-# bbox, score}, ...]).
-ConditionPredictions = Union[PathLike, Sequence[Mapping[str, Any]]]
-# Predictions of a run: a file (one condition, named after its stem), a folder of <condition>.json, a results
-# list (the clean condition), or {condition: file or list}.
-Predictions = Union[PathLike, Sequence[Mapping[str, Any]], Mapping[str, ConditionPredictions]]
-IN_MEMORY = "<in-memory>"  # the "file" provenance records for predictions passed as lists
-
-
-def _numpy_as_python(value: Any) -> Any:
-    """NumPy scalars and arrays (a detector's float32 score, an ndarray bbox) as the Python numbers and lists
-    they hold, so they hash as their JSON; only called for objects json cannot write, so pure-Python
-    predictions hash exactly as before."""
-    import numpy as np
-
-    if isinstance(value, (np.generic, np.ndarray)):
-        return value.tolist() if isinstance(value, np.ndarray) else value.item()
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-def _in_memory_source(results: Any, condition: str) -> dict[str, Any]:
-    """Provenance of predictions given as a list: the file is ``IN_MEMORY``, the hash that of their canonical
-    JSON (sorted keys, no whitespace), so the same predictions always record the same hash."""
-    try:
-        data = json.dumps(results, sort_keys=True, separators=(",", ":"), allow_nan=False,
-                          default=_numpy_as_python).encode()
-    except (TypeError, ValueError) as exc:
-        raise AegisError(f"[predictions_not_json] predictions for {condition!r} are not JSON-serialisable "
-                         f"({exc})") from None
-    return {"path": IN_MEMORY, "sha256": hashlib.sha256(data).hexdigest()}
-
-
-# A condition named in memory: what a <condition>.json file stem may be, without folders or hidden names (at most
-# score_doc.MAX_CONDITION_NAME characters, checked apart from the pattern).
-_CONDITION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-
-
-def _as_mapping(predictions: Predictions) -> Mapping[str, ConditionPredictions] | None:
-    """{condition: file or list} for in-memory forms; None when ``predictions`` is a path (file or folder)."""
-    if isinstance(predictions, (str, Path)):
-        return None
-    if isinstance(predictions, Mapping):
-        if not predictions:
-            raise AegisError("nothing to score: the predictions mapping is empty")
-        from aegis_eval.protocols.score_doc import MAX_CONDITION_NAME
-
-        for cond in predictions:
-            if not isinstance(cond, str) or len(cond) > MAX_CONDITION_NAME or not _CONDITION_NAME.fullmatch(cond):
-                raise AegisError(f"[condition_name] {cond!r:.60} is no condition name; expected 'clean', a condition "
-                                 "id such as 'low_light_s3', or a name such as 'ood' (letters, digits, '_', '.', "
-                                 f"'-'; at most {MAX_CONDITION_NAME})")
-        return predictions
-    if isinstance(predictions, Sequence):
-        return {"clean": predictions}
-    raise AegisError(f"predictions must be a path, a results list or {{condition: path or list}}, got "
-                     f"{type(predictions).__name__}")
-
-
-def _load_condition(value: ConditionPredictions, condition: str, gt: Any):
-    """Detections of one condition given as a results file or a results list, resolved against ``gt``."""
-    from aegis_eval.protocols.predictions import detections_from_results, load_predictions
-
-    if isinstance(value, (str, Path)):
-        return load_predictions(value, gt)
-    if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
-        return detections_from_results(list(value), gt, _in_memory_source(value, condition))
-    raise AegisError(f"predictions for {condition!r} must be a file path or a results list, got "
-                     f"{type(value).__name__}")
 
 
 # --- score ----------------------------------------------------------------------------------------------------
@@ -200,76 +135,140 @@ class ScoreResult:
 
     def to_json(self, path: PathLike) -> Path:
         """Write the document atomically (the bytes of ``aegis score --json``); returns the path."""
-        from aegis_eval.protocols.scoring import write_score_json
+        return write_json(self.document, path)
 
-        write_score_json(self.document, path)
+    def to_csv(self, path: PathLike) -> Path:
+        """Write one flat row per condition atomically (the bytes of ``aegis score --csv``); returns the path."""
+        from aegis_eval.protocols.scoring import write_score_csv
+
+        write_score_csv(self.document, path)
         return Path(path)
 
 
-def score(predictions: Predictions, gt: PathLike, *, threshold: float | None = None,
+def write_json(document: Mapping[str, Any], path: PathLike) -> Path:
+    """Write any result document of this module (score, rank, gt-diff, referring) atomically, NaN as null:
+    the bytes the ``aegis`` commands write; returns the path."""
+    from aegis_eval.protocols.scoring import write_score_json
+
+    write_score_json(document, path)
+    return Path(path)
+
+
+def score(predictions: Predictions, gt: PathLike | Sequence[PathLike], *, threshold: float | None = None,
           threshold_file: PathLike | None = None, bootstrap: int = 1000, seed: int = 0, iou: float = 0.5,
-          split: str = "test", classes: str | None = None, cluster_by: str | None = None,
-          label: str | None = None, on_warning: Callable[[str], None] | None = None) -> ScoreResult:
+          split: str = "test", classes: str | None = None, class_map: str | ClassMap | None = None,
+          remap_side: str = "gt", allow_merge: bool = False, remap_versions: Sequence[int] | None = None,
+          cluster_by: str | None = None, label: str | None = None, cross_check: str | None = None,
+          on_warning: Callable[[str], None] | None = None) -> ScoreResult:
     """Score predictions against a frozen split (or a COCO GT file) with the shared evaluator.
 
     predictions: a COCO results file (one condition, named by its stem), a folder of ``<condition>.json``, a
-    results list (the clean condition), or ``{condition: file or results list}``. Exactly one of ``threshold``
-    (a value) and ``threshold_file`` (from :func:`freeze_threshold`). ``classes`` (``"all"`` or ``"a,b"``)
-    scores several GT categories; it takes file or folder predictions. ``label`` names the model (default: the
-    file or folder name; ``"predictions"`` for in-memory ones). AegisError on bad input.
+    results list (the clean condition), or ``{condition: file or results list}``. gt: a split folder or a COCO
+    file; a list of two or more re-scores the same predictions against each annotation version of the same
+    images (a ``versions`` block, docs/SCORE_JSON.md). Exactly one of ``threshold`` (a value) and
+    ``threshold_file`` (from :func:`freeze_threshold`). ``classes`` (``"all"`` or ``"a,b"``) scores several GT
+    categories; it takes file or folder predictions. ``class_map`` (``"SRC:DST,..."``, a JSON file or a
+    ``ClassMap``) remaps category ids on the ``remap_side`` (``"gt"`` or ``"preds"``; ``allow_merge`` lets
+    several ids land on one); with several GT versions, ``remap_versions`` (1-based) limits a GT-side map to
+    those versions. ``label`` names the model (default: the file or folder name; ``"predictions"`` for
+    in-memory ones). ``cross_check="pycocotools"`` recomputes COCO AP with it and refuses any difference above
+    1e-12. AegisError on bad input.
     """
-    from aegis_eval.protocols.predictions import load_ground_truth
-    from aegis_eval.protocols.scoring import PathOptions, frozen_threshold, score_loaded, score_paths_detailed
-    from aegis_eval.protocols.warning_groups import grouped
+    from aegis_eval.protocols.scoring import ScoreOptions, score as run_score
 
-    options = PathOptions(threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap, seed=seed,
-                          iou=iou, cluster_by=cluster_by, label=label, split=split, on_warning=on_warning,
-                          classes=classes)
-    mapping = _as_mapping(predictions)
-    if mapping is None:
-        return ScoreResult(score_paths_detailed(predictions, gt, options).result)
-    if classes is not None:
-        raise AegisError("classes= scores predictions from files; pass a file or a folder of <condition>.json")
-    value, info = frozen_threshold(options)
-    ground_truth = load_ground_truth(gt, split)
-    detections = {str(cond): _load_condition(v, str(cond), ground_truth) for cond, v in mapping.items()}
-    with grouped(on_warning) as collect:  # repeated kinds as one line, as score_paths_detailed passes them
-        options = replace(options, label="predictions" if label is None else label, on_warning=collect)
-        return ScoreResult(score_loaded(ground_truth, detections, value, info, options).result)
+    versions = isinstance(gt, (list, tuple)) and len(gt) > 1
+    if remap_versions and not versions:
+        raise AegisError("[class_map_versions] `remap_versions` applies with several `gt` only", param="remap_versions")
+    if cross_check is not None and versions:
+        raise AegisError("[cross_check_versions] `cross_check` applies to one `gt`", param="cross_check")
+    options = ScoreOptions(threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap, seed=seed,
+                           iou=iou, cluster_by=cluster_by, label=label, split=split, classes=classes,
+                           class_map=_class_map(class_map, remap_side, allow_merge), cross_check=cross_check,
+                           on_warning=on_warning)
+    if versions:
+        from aegis_eval.protocols.versions import score_versions
+
+        return ScoreResult(score_versions(predictions, list(gt), options, remap_versions))
+    return ScoreResult(run_score(predictions, gt, options).result)
+
+
+def _class_map(spec: str | ClassMap | None, side: str, allow_merge: bool) -> ClassMap | None:
+    """The remap a score or a freeze applies: None without ``spec`` (then the side and merge stay defaults)."""
+    from aegis_eval.protocols.class_map import ClassMap, parse_class_map
+
+    if spec is None:
+        if side != "gt" or allow_merge:
+            raise AegisError("[class_map_missing] `remap_side` and `allow_merge` only apply with `class_map`",
+                             param="class_map")
+        return None
+    return spec if isinstance(spec, ClassMap) else parse_class_map(str(spec), side, allow_merge)
 
 
 # --- freeze_threshold -------------------------------------------------------------------------------------------
 def freeze_threshold(predictions: ConditionPredictions, gt: PathLike, *, rule: str = "max-f1",
-                     grid: Iterable[float] | None = None, iou: float = 0.5, delta: float | None = None,
-                     out: PathLike | None = None, split: str = "val"):
+                     grid: str | Iterable[float] | None = None, iou: float = 0.5, delta: float | None = None,
+                     out: PathLike | None = None, split: str = "val", classes: str | None = None,
+                     class_thresholds: str | None = None, class_map: str | ClassMap | None = None,
+                     remap_side: str = "gt", allow_merge: bool = False,
+                     on_warning: Callable[[str], None] | None = None):
     """Freeze the confidence threshold once on clean *validation* predictions (a results file or list).
 
     gt: a split folder (its ``annotations/<split>.json``, default val) or a COCO file. ``rule``: ``max-f1``,
     ``precision>=X``, ``recall>=X``, ``fp_per_image<=A`` or ``false_alarm_image_share<=A`` (docs/SCORING.md).
-    Returns the :class:`~aegis_eval.protocols.threshold.FrozenThreshold` (``.value``, ``.metrics``, ``.warnings``); with
-    ``out``, also writes the threshold file ``aegis score`` reads (predictions from memory are recorded by the
-    SHA-256 of their canonical JSON).
+    ``grid``: the threshold values (or ``"start:stop:step"`` / ``"a,b,..."``). Returns the
+    :class:`~aegis_eval.protocols.threshold.FrozenThreshold` (``.value``, ``.metrics``, ``.warnings``); with
+    ``classes`` (``"all"`` or ``"a,b"``), the :class:`~aegis_eval.protocols.threshold.ClassThresholds` of every
+    class (``class_thresholds``: ``"per-class"``, the default, or ``"shared"``). ``class_map`` / ``remap_side``
+    / ``allow_merge`` as in :func:`score`. With ``out``, also writes the threshold file ``aegis score`` reads
+    (predictions from memory are recorded by the SHA-256 of their canonical JSON). The predictions' loader
+    warnings go to ``on_warning``.
     """
-    from aegis_eval.protocols.predictions import load_ground_truth
-    from aegis_eval.protocols.threshold import freeze_threshold as freeze, write_threshold_file
+    from aegis_eval.protocols.predictions import (load_ground_truth, load_ground_truth_by_class,
+                                                  load_predictions_by_class)
+    from aegis_eval.protocols.scoring import IN_MEMORY, load_condition
+    from aegis_eval.protocols.threshold import (freeze_threshold as freeze, freeze_thresholds_by_class, parse_grid,
+                                                write_class_threshold_file, write_threshold_file)
 
-    ground_truth = load_ground_truth(gt, split)
-    dets = _load_condition(predictions, "val", ground_truth)
-    frozen = freeze(ground_truth, dets, rule=rule, grid=None if grid is None else tuple(grid), iou=iou, delta=delta)
+    grid_values = parse_grid(grid) if isinstance(grid, str) else None if grid is None else tuple(grid)
+    cmap = _class_map(class_map, remap_side, allow_merge)
+    record = cmap.record() if cmap is not None else None
+    preds_path = predictions if isinstance(predictions, (str, Path)) else IN_MEMORY
+    if classes is not None:
+        if not isinstance(predictions, (str, Path)):
+            raise AegisError("`classes` freezes thresholds from a predictions file; pass its path", param="classes")
+        gts = load_ground_truth_by_class(gt, classes, split, cmap)
+        dets = load_predictions_by_class(predictions, gts, cmap)
+        for w in next(iter(dets.values())).source.get("warnings", ()):
+            if on_warning:
+                on_warning(w)
+        frozen = freeze_thresholds_by_class(gts, dets, rule=rule, grid=grid_values, iou=iou, delta=delta,
+                                            mode=class_thresholds or "per-class")
+        if out is not None:
+            write_class_threshold_file(frozen, out, preds_path, gt, split=split, class_map=record)
+        return frozen
+    if class_thresholds is not None:
+        raise AegisError("[threshold_class_mode] `class_thresholds` applies with `classes` only",
+                         param="class_thresholds")
+    ground_truth = load_ground_truth(gt, split, cmap)
+    dets = load_condition(predictions, "val", ground_truth, cmap)
+    for w in dets.source.get("warnings", ()):
+        if on_warning:
+            on_warning(w)
+    frozen = freeze(ground_truth, dets, rule=rule, grid=grid_values, iou=iou, delta=delta)
     if out is not None:
-        preds_path = predictions if isinstance(predictions, (str, Path)) else IN_MEMORY
-        write_threshold_file(frozen, out, preds_path, gt, split=split)
+        write_threshold_file(frozen, out, preds_path, gt, split=split, class_map=record)
     return frozen
 
 
 # --- rank, gt_diff, score_referring --------------------------------------------------------------------------
 def rank(scores: Sequence[PathLike | ScoreResult | Mapping[str, Any]], metric: str = "map50", *,
          by: str = "condition", condition: str = "clean", reference: str | None = None, bootstrap: int = 1000,
-         seed: int = 0, allow_mixed_suites: bool = False) -> dict[str, Any]:
+         seed: int = 0, allow_mixed_suites: bool = False, merge_same_label: bool = False) -> dict[str, Any]:
     """Rank models by ``metric`` from a list of their score JSONs (paths), :class:`ScoreResult` s or score
     documents (each checked as ``aegis rank`` checks a file): the ``aegis rank`` document (rank agreement across
     conditions, paired intervals; docs/SCORING.md). Scores of different suites are refused unless
-    ``allow_mixed_suites`` (``--allow-mixed-suites``). AegisError on bad input."""
+    ``allow_mixed_suites``. ``merge_same_label`` (score files only): the files of one label are one model, their
+    conditions merged (one run per domain). AegisError on bad input."""
     from aegis_eval.metrics.bootstrap import BootstrapOptions
     from aegis_eval.protocols.ranking import checked_score_result, load_score_results, model_labels, rank_models
 
@@ -282,8 +281,10 @@ def rank(scores: Sequence[PathLike | ScoreResult | Mapping[str, Any]], metric: s
     if all(isinstance(s, (str, Path)) for s in scores):
         from aegis_eval.protocols.ranking import rank_paths
 
-        return rank_paths(scores, metric, by=by, condition=condition, reference=reference,
-                          bootstrap=bootstrap, seed=seed, allow_mixed_suites=allow_mixed_suites)
+        return rank_paths(scores, metric, by=by, condition=condition, reference=reference, bootstrap=bootstrap,
+                          seed=seed, merge_same_label=merge_same_label, allow_mixed_suites=allow_mixed_suites)
+    if merge_same_label:
+        raise AegisError("`merge_same_label` merges score files; pass paths only", param="merge_same_label")
     results = []
     for k, s in enumerate(scores):
         if isinstance(s, ScoreResult):
@@ -317,3 +318,18 @@ def score_referring(predictions: PathLike, refs: PathLike, *, bootstrap: int = 1
 
     return score_referring_paths(predictions, refs, bootstrap=bootstrap, seed=seed, cluster_by=cluster_by,
                                  label=label)
+
+
+def convert_refs(refs: PathLike, instances: PathLike, out: PathLike) -> dict[str, Any]:
+    """RefCOCO-style refs (a JSON list of {ref_id, ann_id, image_id, split, sentences}) and the COCO instances
+    holding the referred boxes -> the ``aegis-refs/1`` ground truth of :func:`score_referring`, written
+    atomically to ``out``; returns the document."""
+    from aegis_data.files.imageio import write_bytes_atomic
+    from aegis_eval.protocols.predictions import read_json_file
+    from aegis_eval.protocols.referring import refs_from_refcoco
+
+    refs_doc, _ = read_json_file(Path(refs), "refs", "refcoco_")
+    inst_doc, _ = read_json_file(Path(instances), "instances", "refcoco_")
+    doc = refs_from_refcoco(refs_doc, inst_doc, str(refs))
+    write_bytes_atomic(out, (json.dumps(doc, indent=1) + "\n").encode())
+    return doc

@@ -3,9 +3,9 @@
 Generates one condition of N images (default 1,000) with, per class, 10 GT boxes and 40 detections per image
 (jittered GT copies and clutter, scores rounded to 5 decimals), as COCO GT and results files. Then times:
 
-  (a) ``score_paths`` end to end (load, validate, match, AP, bootstrap) for the single-class file (person);
+  (a) ``aegis_eval.api.score`` end to end (load, validate, match, AP, bootstrap) for the single-class file (person);
   (b) the same for the 5-class file with ``classes="all"`` (5x the boxes and detections);
-  (c) the scoring part alone, ``score_conditions`` vs ``score_conditions_by_class``, on the loaded data.
+  (c) the scoring part alone (evaluate, accumulate, summarize), one class vs five, on the loaded data.
 
 Each is run three times and the fastest run counts (wall and CPU separately). The target is (b) <= 5 x (a): per class the work is the single-class work, and the predictions file is parsed
 once. Per-class results of (b) must equal the single-class score of each class (exit status 1 otherwise).
@@ -22,6 +22,7 @@ import platform
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -29,10 +30,8 @@ from numpy.random import PCG64, Generator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from aegis_eval.metrics.bootstrap import BootstrapOptions  # noqa: E402
-from aegis_eval.protocols.predictions import (load_ground_truth, load_ground_truth_by_class, load_predictions,  # noqa: E402
-                                    load_predictions_by_class)
-from aegis_eval.protocols.scoring import score_conditions, score_conditions_by_class, score_paths  # noqa: E402
+from aegis_eval.api import score  # noqa: E402
+from aegis_eval.protocols.scoring import ScoreOptions, accumulate, evaluate, load, summarize  # noqa: E402
 
 THRESHOLD = 0.3
 CLASS_NAMES = ("person", "vehicle", "boat", "animal", "debris")
@@ -92,26 +91,27 @@ def main() -> int:
                                                              "docs/PERFORMANCE.md")
     args = ap.parse_args()
     load_before = os.getloadavg()[0]
-    options = BootstrapOptions(n_bootstrap=args.bootstrap, seed=0)
+    one, five = (ScoreOptions(threshold=THRESHOLD, bootstrap=args.bootstrap, classes=c) for c in (None, "all"))
+
+    def scoring_only(loaded) -> dict:
+        evaluation = evaluate(loaded, one)
+        return summarize(loaded, evaluation, accumulate(loaded, evaluation, one), one)
+
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         gt1, preds1 = make_files(root, args.images, 1, 10, 40, key=7)
         gt5, preds5 = make_files(root, args.images, 5, 10, 40, key=7)
-        single, t_single, c_single = timed(lambda: score_paths(preds1, gt1, threshold=THRESHOLD,
-                                                               bootstrap=args.bootstrap))
-        multi, t_multi, c_multi = timed(lambda: score_paths(preds5, gt5, threshold=THRESHOLD,
-                                                            bootstrap=args.bootstrap, classes="all"))
-        gt_s = load_ground_truth(gt1)
-        dets_s = load_predictions(preds1, gt_s)
-        gts = load_ground_truth_by_class(gt5, "all")
-        dets = load_predictions_by_class(preds5, gts)
-        _, s_single, sc_single = timed(lambda: score_conditions(gt_s, {"clean": dets_s}, THRESHOLD,
-                                                                bootstrap=options))
-        _, s_multi, sc_multi = timed(lambda: score_conditions_by_class(gts, {"clean": dets},
-                                                                       {c: THRESHOLD for c in gts}, bootstrap=options))
+        single, t_single, c_single = timed(lambda: score(preds1, gt1, threshold=THRESHOLD,
+                                                         bootstrap=args.bootstrap).document)
+        multi, t_multi, c_multi = timed(lambda: score(preds5, gt5, threshold=THRESHOLD, bootstrap=args.bootstrap,
+                                                      classes="all").document)
+        loaded1, loaded5 = load(preds1, gt1, one), load(preds5, gt5, five)
+        _, s_single, sc_single = timed(lambda: scoring_only(loaded1))
+        _, s_multi, sc_multi = timed(lambda: scoring_only(loaded5))
         # the same five classes scored one by one: what the multi-class scorer adds on top is its macro step
-        _, s_each, sc_each = timed(lambda: [score_conditions(gts[c], {"clean": dets[c]}, THRESHOLD, bootstrap=options)
-                                            for c in gts])
+        each = [replace(loaded5, gts={c: gt}, detections={"clean": {c: loaded5.detections["clean"][c]}},
+                        thresholds={c: THRESHOLD}, single=True) for c, gt in loaded5.gts.items()]
+        _, s_each, sc_each = timed(lambda: [scoring_only(loaded) for loaded in each])
     load_after = os.getloadavg()[0]
     same = all(single["conditions"]["clean"][m] == multi["classes"]["person"]["conditions"]["clean"][m]
                for m in ("map50_95", "map50", "precision", "recall", "f1", "tp", "fp"))
@@ -128,13 +128,13 @@ def main() -> int:
         "",
         "| run | wall s | CPU s | wall vs 1 class | CPU vs 1 class |",
         "|---|---:|---:|---:|---:|",
-        f"| `score_paths`, 1 class (person) | {t_single:.2f} | {c_single:.2f} | 1.0× | 1.0× |",
-        f"| **`score_paths --classes all`, 5 classes** | {t_multi:.2f} | {c_multi:.2f} | {ratio:.2f}× | "
+        f"| `score`, 1 class (person) | {t_single:.2f} | {c_single:.2f} | 1.0× | 1.0× |",
+        f"| **`score(classes=\"all\")`, 5 classes** | {t_multi:.2f} | {c_multi:.2f} | {ratio:.2f}× | "
         f"**{cpu_ratio:.2f}×** |",
-        f"| scoring only (`score_conditions`), 1 class | {s_single:.2f} | {sc_single:.2f} | 1.0× | 1.0× |",
-        f"| scoring only (`score_conditions_by_class`), 5 classes | {s_multi:.2f} | {sc_multi:.2f} | "
+        f"| scoring only (evaluate, accumulate, summarize), 1 class | {s_single:.2f} | {sc_single:.2f} | 1.0× | 1.0× |",
+        f"| scoring only, 5 classes | {s_multi:.2f} | {sc_multi:.2f} | "
         f"{scoring_ratio:.2f}× | {sc_multi / sc_single:.2f}× |",
-        f"| scoring only, the 5 classes one by one (`score_conditions` × 5) | {s_each:.2f} | {sc_each:.2f} | "
+        f"| scoring only, the 5 classes one by one (× 5) | {s_each:.2f} | {sc_each:.2f} | "
         f"{s_each / s_single:.2f}× | {sc_each / sc_single:.2f}× |",
         "",
         f"Multi-class scoring vs the five classes scored one by one: {sc_multi / sc_each:.2f}× CPU "

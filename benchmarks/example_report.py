@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from aegis_data.engine.config import load_config  # noqa: E402
 from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco, read_json_file  # noqa: E402
-from aegis_eval.protocols.scoring import score_paths, write_score_json  # noqa: E402
+from aegis_eval.api import score  # noqa: E402
+from aegis_eval.protocols.scoring import write_score_json  # noqa: E402
 from aegis_eval.protocols.threshold import freeze_threshold, write_threshold_file  # noqa: E402
 from aegis_eval.report import build_report, load_results  # noqa: E402
 from bench_score_sweep import make_sweep  # noqa: E402
@@ -59,8 +60,8 @@ def main() -> int:
             frozen = freeze_threshold(val_gt, detections_from_results(read_json_file(val_preds, "preds")[0], val_gt),
                                       rule=rule)
             write_threshold_file(frozen, root / label / "threshold.json", val_preds, val / "gt.json")
-            result = score_paths(test / "preds", test / "gt.json", threshold_file=root / label / "threshold.json",
-                                 bootstrap=args.bootstrap, seed=0, label=label)
+            result = dict(score(test / "preds", test / "gt.json", threshold_file=root / label / "threshold.json",
+                                bootstrap=args.bootstrap, seed=0, label=label).document)
             result["dataset"] = "synthetic-sweep"
             write_score_json(result, root / f"{label}.json")
             scores.append(root / f"{label}.json")

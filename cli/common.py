@@ -63,6 +63,10 @@ def flag_for(param: str) -> str:
     return PARAM_FLAGS.get(param) or "--" + param.replace("_", "-")
 
 
+# Scoring's parameters whose flag is not the Typer spelling of their name.
+PARAM_FLAGS.update({"gt": "--split-dir", "gts": "--split-dir", "remap_versions": "--remap-version"})
+
+
 def in_flags(message: str) -> str:
     """A library message as the CLI prints it: every backticked `parameter` becomes its flag."""
     return _BACKTICKED.sub(lambda m: flag_for(m.group(1)), message)

@@ -101,14 +101,12 @@ def rank(
     allow_mixed_suites: AllowMixedSuitesOpt = False,
 ) -> None:
     """Rank models per condition (or GT version), with Kendall's tau to the reference ranking and rank flips."""
-    from aegis_data.files.imageio import write_bytes_atomic
-    from aegis_eval.protocols.ranking import rank_paths
-    from aegis_eval.protocols.scoring import score_json_bytes
+    from aegis_eval.api import rank as rank_scores, write_json
     from aegis_eval.report.tables import fmt_tau, rank_order
 
     check_outputs({"--json": json_out}, results)
-    doc = rank_paths(results, metric, by=value(by), condition=condition, reference=reference, bootstrap=bootstrap, seed=seed,
-                     merge_same_label=merge_same_label, allow_mixed_suites=allow_mixed_suites)
+    doc = rank_scores(results, metric, by=value(by), condition=condition, reference=reference, bootstrap=bootstrap,
+                      seed=seed, merge_same_label=merge_same_label, allow_mixed_suites=allow_mixed_suites)
     table = Table(title=f"ranking on {doc['metric']} vs {doc['reference']}: Kendall's tau-b (95% CI over resampled "
                         "models) and rank flips")
     for col in ("column", "models", "Kendall τ", "flips", "order (best first)"):
@@ -119,7 +117,7 @@ def rank(
                       rank_order(ranks))
     out.print(fit(table))
     if json_out is not None:
-        write_bytes_atomic(json_out, score_json_bytes(doc))
+        write_json(doc, json_out)
         out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
 
 

@@ -11,10 +11,6 @@ from rich.table import Table
 from aegis_data.conditions import SEVERITIES
 from aegis_data.errors import AegisError
 from aegis_data.files.outputs import check_outputs
-from aegis_eval.protocols.predictions import (load_ground_truth, load_ground_truth_by_class, load_predictions,
-                                    load_predictions_by_class)
-from aegis_eval.protocols.threshold import (DEFAULT_RULE, freeze_threshold, freeze_thresholds_by_class, parse_grid,
-                                  write_class_threshold_file, write_threshold_file)
 
 from .common import out, styled, warn
 from .tables import fit
@@ -188,18 +184,6 @@ RemapSideOption = Annotated[RemapSide, mode(RemapSide, "--remap-side", help="App
 AllowMergeOption = Annotated[bool, typer.Option("--allow-merge", help="Let --class-map send several ids onto one.")]
 
 
-def _class_map(spec: Optional[str], side: RemapSide | str, allow_merge: bool):
-    from aegis_eval.protocols.class_map import parse_class_map
-
-    side = value(side)
-
-    if spec is None:
-        if side != "gt" or allow_merge:
-            raise AegisError("[class_map_missing] --remap-side and --allow-merge only apply with --class-map")
-        return None
-    return parse_class_map(spec, side, allow_merge)
-
-
 def freeze_threshold_cmd(
     val_preds: Annotated[Path, typer.Argument(metavar="PREDS", help="Clean validation predictions (COCO results "
                                                                    "JSON).", show_default=False)],
@@ -209,7 +193,7 @@ def freeze_threshold_cmd(
     rule: Annotated[str, typer.Option(help="'max-f1' (ties -> lowest threshold), 'precision>=X' (lowest "
                                            "threshold reaching X), 'recall>=X' (highest threshold keeping X), or a "
                                            "false-alarm budget 'fp_per_image<=A' / 'false_alarm_image_share<=A' "
-                                           "(lowest threshold whose exact upper bound meets A).")] = DEFAULT_RULE,
+                                           "(lowest threshold whose exact upper bound meets A).")] = "max-f1",
     delta: Annotated[Optional[float], typer.Option(help="Risk level of a false-alarm rule: the upper bound holds "
                                                         "with probability 1 - delta (default 0.05).")] = None,
     grid: Annotated[Optional[str], typer.Option(help="Threshold grid: 'start:stop:step' or a comma list. "
@@ -224,23 +208,17 @@ def freeze_threshold_cmd(
     allow_merge: AllowMergeOption = False,
 ) -> None:
     """Choose the confidence threshold once, on clean validation predictions, and store it with its val metrics."""
+    from aegis_eval.api import freeze_threshold
+
     check_outputs({"--out": out_path}, [val_preds, gt, *(Path(v) for v in (class_map,) if v and Path(v).is_file())])
-    grid_values = parse_grid(grid) if grid is not None else None
-    cmap = _class_map(class_map, remap_side, allow_merge)
+    frozen = freeze_threshold(val_preds, gt, rule=rule, grid=grid, iou=iou, delta=delta, out=out_path,
+                              classes=classes, class_thresholds=value(class_thresholds), class_map=class_map,
+                              remap_side=value(remap_side), allow_merge=allow_merge, on_warning=warn)
     if classes is not None:
-        _freeze_classes(val_preds, gt, out_path, rule, delta, grid_values, iou, classes,
-                        value(class_thresholds) or "per-class", cmap)
+        _print_class_thresholds(frozen, out_path)
         return
-    if class_thresholds is not None:
-        raise AegisError("[threshold_class_mode] --class-thresholds applies with --classes only")
-    ground_truth = load_ground_truth(gt, "val", cmap)
-    dets = load_predictions(val_preds, ground_truth, cmap)
-    for w in dets.source.get("warnings", ()):
-        warn(w)
-    frozen = freeze_threshold(ground_truth, dets, rule=rule, grid=grid_values, iou=iou, delta=delta)
     for w in frozen.warnings:
         warn(w)
-    write_threshold_file(frozen, out_path, val_preds, gt, class_map=cmap.record() if cmap else None)
     m = frozen.metrics
     out.print(f"threshold {frozen.value:g} ({frozen.rule}) on {m['n_images']} val images, {m['n_gt']} GT boxes: "
               f"P {_fmt(m['precision'])}  R {_fmt(m['recall'])}  F1 {_fmt(m['f1'])}  "
@@ -252,20 +230,13 @@ def freeze_threshold_cmd(
     out.print(f"wrote {out_path}", highlight=False, soft_wrap=True)
 
 
-def _freeze_classes(val_preds: Path, gt: Path, out_path: Path, rule: str, delta: Optional[float], grid_values,
-                    iou: float, classes: str, mode: str, cmap) -> None:
-    gts = load_ground_truth_by_class(gt, classes, "val", cmap)
-    dets = load_predictions_by_class(val_preds, gts, cmap)
-    for w in next(iter(dets.values())).source.get("warnings", ()):
-        warn(w)
-    frozen = freeze_thresholds_by_class(gts, dets, rule=rule, grid=grid_values, iou=iou, delta=delta, mode=mode)
+def _print_class_thresholds(frozen, out_path: Path) -> None:
     for name, f in frozen.per_class.items():
         for w in f.warnings:
             warn(f"{name}: {w}")
     if frozen.pooled is not None:
         for w in frozen.pooled.warnings:
             warn(w)
-    write_class_threshold_file(frozen, out_path, val_preds, gt, class_map=cmap.record() if cmap else None)
     for name, f in frozen.per_class.items():
         m = f.metrics
         out.print(f"{name}: threshold {f.value:g} ({f.rule}, {frozen.mode}) on {m['n_images']} val images, "
@@ -309,7 +280,7 @@ def score_cmd(
     """Score predictions at a frozen threshold: COCO AP, P/R/F1, size recall, false-alarm bounds, drops vs clean,
     bootstrap CIs; several classes (--classes), GT versions (repeat --split-dir) or referring expressions (--task)."""
     # Imported here so the other commands (and --help) start without loading the AP engine and bootstrap.
-    from aegis_eval.protocols.scoring import score_paths
+    from aegis_eval.api import score
 
     task, split, cross_check = value(task), value(split), value(cross_check)
     inputs = [preds, *gt, threshold_file, *(Path(v) for v in (cluster_by, class_map) if v and Path(v).is_file())]
@@ -326,23 +297,15 @@ def score_cmd(
         return
     if task != "detection":
         raise AegisError(f"[task_unknown] --task must be 'detection' or 'referring'; got {task!r}")
-    cmap = _class_map(class_map, remap_side, allow_merge)
-    options = dict(threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap, seed=seed, iou=iou,
-                   cluster_by=cluster_by, label=label, split=split, on_warning=warn, classes=classes, class_map=cmap)
-    if len(gt) > 1:
-        from aegis_eval.protocols.versions import score_versions
-
-        if cross_check is not None:
-            raise AegisError("[cross_check_versions] --cross-check applies to one --split-dir")
-
-        result = score_versions(preds, gt, **options, remap_versions=remap_version)
-    elif remap_version:
-        raise AegisError("[class_map_versions] --remap-version applies with several --split-dir only")
-    else:
-        result = score_paths(preds, gt[0], **options, cross_check=cross_check)
+    result = score(preds, gt if len(gt) > 1 else gt[0], threshold=threshold, threshold_file=threshold_file,
+                   bootstrap=bootstrap, seed=seed, iou=iou, split=split, classes=classes, class_map=class_map,
+                   remap_side=value(remap_side), allow_merge=allow_merge, remap_versions=remap_version or None,
+                   cluster_by=cluster_by, label=label, cross_check=cross_check, on_warning=warn)
     # The files first: whatever happens while printing (a closed pipe), the score that took minutes is kept.
-    written = _write_score_outputs(result, json_out, csv_out)
-    _print_score(result)
+    written = [result.to_json(json_out)] if json_out is not None else []
+    if csv_out is not None:
+        written.append(result.to_csv(csv_out))
+    _print_score(result.document)
     for path in written:
         out.print(f"wrote {path}", highlight=False, soft_wrap=True)
 
@@ -364,17 +327,6 @@ def _print_score(result: dict) -> None:
     versions = versions_table(result)
     if versions is not None:
         out.print(fit(versions, 2))
-
-
-def _write_score_outputs(result: dict, json_out: Path | None, csv_out: Path | None) -> list[Path]:
-    """Write the JSON and CSV asked for; returns their paths."""
-    from aegis_eval.protocols.scoring import write_score_csv, write_score_json
-
-    if json_out is not None:
-        write_score_json(result, json_out)
-    if csv_out is not None:
-        write_score_csv(result, csv_out)
-    return [p for p in (json_out, csv_out) if p is not None]
 
 
 def _pct(x: Any) -> str:
@@ -414,11 +366,10 @@ def gt_diff_cmd(
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the aegis-gt-diff/1 JSON here.")] = None,
 ) -> None:
     """Audit a label revision: added, removed, tightened, loosened and class-changed boxes, per split and class."""
-    from aegis_eval.protocols.gt_diff import gt_diff_paths
-    from aegis_eval.protocols.scoring import write_score_json
+    from aegis_eval.api import gt_diff, write_json
 
     check_outputs({"--json": json_out}, [old, new])
-    doc = gt_diff_paths(old, new, iou=iou, pr_iou=pr_iou)
+    doc = gt_diff(old, new, iou=iou, pr_iou=pr_iou)
     for table in gt_diff_tables(doc):
         out.print(fit(table))
     for split, d in doc["splits"].items():
@@ -431,7 +382,7 @@ def gt_diff_cmd(
                 out.print(f"{split}: {len(names)} images {side.replace('_', ' in ').upper()}: {shown}",
                           highlight=False, soft_wrap=True)
     if json_out is not None:
-        write_score_json(doc, json_out)  # the one JSON result writer (NaN -> null, atomic)
+        write_json(doc, json_out)  # the one JSON result writer (NaN -> null, atomic)
         out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
 
 
@@ -450,16 +401,15 @@ def referring_table(doc: Mapping[str, Any]) -> Table:
 
 def _score_referring(preds: Path, refs: Path, bootstrap: int, seed: int, cluster_by: Optional[str],
                      label: Optional[str], json_out: Optional[Path]) -> None:
-    from aegis_eval.protocols.referring import score_referring_paths
-    from aegis_eval.protocols.scoring import write_score_json
+    from aegis_eval.api import score_referring, write_json
 
-    doc = score_referring_paths(preds, refs, bootstrap=bootstrap, seed=seed, cluster_by=cluster_by, label=label)
+    doc = score_referring(preds, refs, bootstrap=bootstrap, seed=seed, cluster_by=cluster_by, label=label)
     out.print(fit(referring_table(doc)))
     if doc["missing"]:
         shown = ", ".join(doc["missing"][:8]) + (", ..." if len(doc["missing"]) > 8 else "")
         warn(f"[ref_pred_missing] {len(doc['missing'])} expressions have no prediction (counted as wrong): {shown}")
     if json_out is not None:
-        write_score_json(doc, json_out)
+        write_json(doc, json_out)
         out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
 
 
@@ -470,17 +420,10 @@ def convert_refs_cmd(
     out_path: Annotated[Path, typer.Option("--out", "-o", help="Where to write the aegis-refs/1 JSON.")],
 ) -> None:
     """Convert RefCOCO-style refs to the aegis-refs/1 ground truth of 'aegis score --task referring'."""
-    import json
-
-    from aegis_data.files.imageio import write_bytes_atomic
-    from aegis_eval.protocols.predictions import read_json_file
-    from aegis_eval.protocols.referring import refs_from_refcoco
+    from aegis_eval.api import convert_refs
 
     check_outputs({"--out": out_path}, [refs, instances])
-    refs_doc, _ = read_json_file(refs, "refs", "refcoco_")
-    inst_doc, _ = read_json_file(instances, "instances", "refcoco_")
-    doc = refs_from_refcoco(refs_doc, inst_doc, str(refs))
-    write_bytes_atomic(out_path, (json.dumps(doc, indent=1) + "\n").encode())
+    doc = convert_refs(refs, instances, out_path)
     out.print(f"wrote {out_path}: {len(doc['refs'])} expressions", highlight=False, soft_wrap=True)
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from aegis_data.engine.config import load_config
 from aegis_eval.metrics.bootstrap import BootstrapOptions
 from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
-from aegis_eval.protocols.scoring import score_conditions, write_score_json
+from aegis_eval.protocols.scoring import write_score_json
+from scoring_memory import score_conditions
 from test_scoring import synthetic_gt, synthetic_predictions
 
 

@@ -70,8 +70,9 @@ def test_api_refusals(bench):
         ae.score({}, bench, threshold=0.5)
     with pytest.raises(AegisError, match="file path or a results list"):
         ae.score({"clean": 3}, bench, threshold=0.5)
-    with pytest.raises(AegisError, match="classes="):
+    with pytest.raises(AegisError, match="^`classes` scores predictions from files") as exc:
         ae.score([], bench, threshold=0.5, classes="all")
+    assert exc.value.param == "classes"
     with pytest.raises(AegisError, match="not JSON"):
         ae.score({"clean": [{"image_id": 1, "score": float("nan")}]}, bench, threshold=0.5)
     with pytest.raises(AegisError, match="split folder not found"):

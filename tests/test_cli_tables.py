@@ -69,7 +69,7 @@ def test_a_table_that_fits_is_printed_unchanged():
 @pytest.fixture(scope="module")
 def score_result():
     from test_cli_scoring import gt_doc, preds_doc
-    from aegis_eval.protocols.scoring import score_paths
+    from scoring_memory import score_paths
 
     import tempfile
     from pathlib import Path
@@ -152,7 +152,8 @@ def test_audit_gt_diff_and_rank_at_80_columns(tmp_path):
 
 def test_rank_at_80_columns(tmp_path):
     from test_cli_scoring import gt_doc, preds_doc
-    from aegis_eval.protocols.scoring import score_paths, write_score_json
+    from aegis_eval.protocols.scoring import write_score_json
+    from scoring_memory import score_paths
 
     (tmp_path / "gt.json").write_text(json.dumps(gt_doc(10)))
     paths = []

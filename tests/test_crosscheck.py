@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 import aegis_eval.protocols.crosscheck as crosscheck
 from aegis_data.errors import AegisError
-from aegis_eval.protocols.scoring import score_paths
+from scoring_memory import score_paths
 from aegis_cli.main import app
 from conftest import assert_one_line_error
 from test_cli_scoring import files  # noqa: F401  (the module-scoped split + predictions fixture)

@@ -15,7 +15,7 @@ from aegis_eval.metrics.bootstrap import BootstrapOptions
 from aegis_eval.metrics.exact_bounds import clopper_pearson_upper, garwood_upper
 from aegis_eval.metrics.false_alarms import false_alarm_risk
 from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
-from aegis_eval.protocols.scoring import score_conditions
+from scoring_memory import score_conditions
 from aegis_eval.protocols.threshold import freeze_threshold, read_threshold_file, write_threshold_file
 from aegis_cli.main import app
 from conftest import assert_one_line_error

@@ -255,7 +255,8 @@ def test_cli_gallery_without_clean_predictions(tiny, tmp_path):
 def test_report_reads_real_scorer_output(tiny, tmp_path):
     """The contract between `aegis score --json` and `aegis report`, on the same tiny split."""
     from aegis_eval.report import build_report, load_results
-    from aegis_eval.protocols.scoring import score_paths, write_score_json
+    from aegis_eval.protocols.scoring import write_score_json
+    from scoring_memory import score_paths
 
     split, preds, thr = tiny
     scored = score_paths(preds, split, threshold_file=thr, bootstrap=20, label="tiny_model")

@@ -22,12 +22,12 @@ from aegis_eval.metrics.result_keys import AP_METRICS
 from aegis_eval.protocols.class_map import parse_class_map, remap_ground_truth, remap_predictions
 from aegis_eval.protocols.predictions import (detections_by_class, detections_from_results, ground_truth_by_class,
                                     ground_truth_from_coco)
-from aegis_eval.protocols.scoring import (csv_columns, score_conditions, score_conditions_by_class, score_json_bytes,
-                                score_paths, write_score_csv)
+from aegis_eval.protocols.scoring import csv_columns, score_json_bytes, write_score_csv
 from aegis_eval.protocols.threshold import (freeze_threshold, freeze_thresholds_by_class, read_class_thresholds,
                                   read_threshold_file, write_class_threshold_file)
 from aegis_cli.main import app
 from conftest import assert_one_line_error
+from scoring_memory import score_conditions, score_conditions_by_class, score_paths
 
 ONE = BootstrapOptions(n_bootstrap=1)
 

@@ -17,9 +17,9 @@ from aegis_eval.metrics.bootstrap import BootstrapOptions
 from aegis_eval.metrics.result_keys import (AP_METRICS, CI_METRICS, COUNT_KEYS, LOCALIZATION_KEYS, SCHEMA,
                                     THRESHOLD_METRICS)
 from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
-from aegis_eval.protocols.scoring import (csv_columns, score_conditions, score_json_bytes, score_paths, write_score_csv,
-                                write_score_json)
+from aegis_eval.protocols.scoring import csv_columns, score_json_bytes, write_score_csv, write_score_json
 from aegis_eval.protocols.threshold import freeze_threshold, write_threshold_file
+from scoring_memory import score_conditions, score_paths
 
 def documented_example() -> dict:
     """The jsonc example of docs/SCORE_JSON.md, comments stripped: the schema the scorer must produce."""
@@ -241,20 +241,6 @@ def test_perfect_predictions_score_one_with_zero_width_intervals():
     assert e["ci"]["recall"] == [pytest.approx(1.0)] * 2 and e["ci"]["fp_per_image"] == [0.0, 0.0]
 
 
-def test_options_and_option_fields_together_are_refused():
-    from aegis_eval.protocols.scoring import ScoreOptions, score_conditions_by_class
-
-    gt = ground_truth_from_coco(synthetic_gt(4, 3))
-    none = detections_from_results([], gt)
-    with pytest.raises(AegisError, match=r"^pass ScoreOptions or its fields \(iou, label\), not both"):
-        score_conditions(gt, {"clean": none}, 0.5, ScoreOptions(), iou=0.7, label="x")
-    with pytest.raises(AegisError, match="not both"):
-        score_conditions_by_class({"person": gt}, {"clean": {"person": none}}, {"person": 0.5}, ScoreOptions(),
-                                  label="x")
-    one = score_conditions(gt, {"clean": none}, 0.5, ScoreOptions(label="x", bootstrap=BootstrapOptions(1)))
-    assert one["label"] == "x"
-
-
 def test_empty_predictions_score_zero_without_crashing():
     gt = small_gt()
     empty = detections_from_results([], gt)
@@ -368,10 +354,10 @@ def test_git_state_fails_soft_outside_a_checkout(tmp_path):
 
 def test_summary_intervals_are_the_summaries_of_each_resample(sweep, sweep_result):
     from aegis_eval.metrics.bootstrap import percentile_interval
-    from aegis_eval.protocols.scoring import PathOptions, score_paths_detailed
+    from aegis_eval.protocols.scoring import ScoreOptions, score
 
     _, _, tfile = sweep_result
-    scored = score_paths_detailed(sweep["preds"], sweep["split"], PathOptions(threshold_file=tfile, bootstrap=60, seed=3))
+    scored = score(sweep["preds"], sweep["split"], ScoreOptions(threshold_file=tfile, bootstrap=60, seed=3))
     ci, samples = scored.result["summary"]["ci"], scored.samples
     assert ci["confidence"] == 0.95 and set(ci["mpc"]) == set(ci["rpc"]) == set(CI_METRICS)
     corrupted = [c for c in samples if c != "clean"]

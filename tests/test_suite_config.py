@@ -19,7 +19,7 @@ from aegis_data.split.manifest import load_manifest
 from aegis_data.split.measure import calibrate_split
 from aegis_data.split.reader import load_split
 from aegis_data.split.verify import verify_split
-from aegis_eval.protocols.scoring import score_paths
+from scoring_memory import score_paths
 from test_splits_doubles import build_kwargs, fake_dataset
 
 CONDS = ("low_light", "dust_haze")

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.bootstrap import BootstrapOptions, percentile_interval
 from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
-from aegis_eval.protocols.scoring import score_conditions_with_samples, score_paths
-from aegis_eval.protocols.versions import score_versions, version_names
+from scoring_memory import score_conditions_with_samples, score_paths, score_versions
+from aegis_eval.protocols.versions import version_names
 from aegis_cli.main import app
 from conftest import assert_one_line_error
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from aegis_data.engine.config import load_config
-from aegis_eval.protocols.scoring import score_paths
+from scoring_memory import score_paths
 from aegis_eval.protocols.warning_groups import group_lines, grouped
 from aegis_eval.runners.sweep import freeze_or_reuse_threshold
 

@@ -251,7 +251,7 @@ def _predictions(split: Path, folder: Path, miss_submerged_over: float | None) -
 
 def test_the_score_shows_acted_images_and_recall_by_submerged_share(flooded, tmp_path):
     from aegis_eval.protocols.score_doc import validate_result
-    from aegis_eval.protocols.scoring import score_paths
+    from scoring_memory import score_paths
 
     _predictions(flooded, tmp_path / "preds", miss_submerged_over=0.25)
     result = score_paths(tmp_path / "preds", flooded, threshold=0.5, bootstrap=10, seed=0)
@@ -276,7 +276,8 @@ def test_the_score_shows_acted_images_and_recall_by_submerged_share(flooded, tmp
 
 
 def test_the_report_shows_acted_images_beside_the_cell_and_the_submerged_contract(flooded, tmp_path):
-    from aegis_eval.protocols.scoring import score_paths, write_score_json
+    from aegis_eval.protocols.scoring import write_score_json
+    from scoring_memory import score_paths
     from aegis_eval.report.build import build_report
 
     _predictions(flooded, tmp_path / "preds", miss_submerged_over=0.25)
@@ -376,7 +377,7 @@ def test_a_resealed_submerged_fraction_that_is_no_share_is_one_line_not_a_traceb
     """A manifest that hashes (resealed by hand) with a submerged fraction that is no share in [0, 1]: the score
     refuses it in one line; it took 1.5 into no bin (StopIteration) and 'deep' into float() (ValueError)."""
     from aegis_data.errors import AegisError
-    from aegis_eval.protocols.scoring import score_paths
+    from scoring_memory import score_paths
 
     def edit(m):
         e = next(e for e in m["entries"] if e.get("condition") == "inundation_s3" and e["image_id"] == "c1")
@@ -394,7 +395,7 @@ def test_a_resealed_acted_count_that_is_no_count_of_test_images_is_one_line(floo
     """acted -1 or 4 (of 3 test images) went into the score as acted_images, a document its own validator refuses;
     2.5 and "2" were dropped without a word. The score refuses them in one line."""
     from aegis_data.errors import AegisError
-    from aegis_eval.protocols.scoring import score_paths
+    from scoring_memory import score_paths
 
     def edit(m):
         m["acted"]["water_glare_s1"] = bad

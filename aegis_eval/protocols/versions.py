@@ -10,7 +10,6 @@ versions mostly agree.
 from __future__ import annotations
 
 from dataclasses import replace
-
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -22,7 +21,7 @@ from aegis_eval.metrics.result_keys import AP_METRICS, CI_METRICS, COUNT_KEYS
 from aegis_eval.metrics.robustness import defined
 from aegis_eval.protocols.coco_doc import category_names
 from aegis_eval.protocols.predictions import ground_truth_from_coco, read_ground_truth_doc
-from aegis_eval.protocols.scoring import PathOptions, PathScore, score_paths_detailed
+from aegis_eval.protocols.scoring import Predictions, ScoreOptions, Scored, score
 
 # What the matrix shows per (condition, version); differences with paired intervals are given for CI_METRICS.
 MATRIX_METRICS = AP_METRICS + ("precision", "recall", "f1", "fp_per_image", "false_alarm_image_share") + COUNT_KEYS
@@ -51,7 +50,7 @@ def _check_same_images(ref_ids: np.ndarray, ids: np.ndarray, ref_name: str, name
                          "paired re-scoring needs the same images; 'aegis gt-diff' lists them")
 
 
-def _check_pairable(ref: PathScore, other: PathScore, ref_name: str, name: str) -> None:
+def _check_pairable(ref: Scored, other: Scored, ref_name: str, name: str) -> None:
     _check_same_images(ref.image_ids, other.image_ids, ref_name, name)
     same_clusters = (ref.clusters is None and other.clusters is None) or (
         ref.clusters is not None and other.clusters is not None and np.array_equal(ref.clusters, other.clusters))
@@ -65,26 +64,25 @@ def _difference(value: Any, ref_value: Any) -> float | None:
     return None if v is None or r is None else v - r
 
 
-def score_versions(preds: str | Path, gts: Sequence[str | Path], *, threshold: float | None = None,
-                   threshold_file: str | Path | None = None, bootstrap: int = 1000, seed: int = 0,
-                   iou: float = 0.5, cluster_by: str | None = None, label: str | None = None, split: str = "test",
-                   on_warning=None, classes: str | None = None, class_map=None,
+def score_versions(preds: Predictions, gts: Sequence[str | Path], options: ScoreOptions,
                    remap_versions: Sequence[int] | None = None) -> dict[str, Any]:
     """The first version's complete score document plus a ``versions`` block (docs/SCORE_JSON.md): the
     matrix of MATRIX_METRICS per condition and version, and per other version the differences to the first
-    with paired bootstrap intervals.
+    with paired bootstrap intervals. Every version is scored by :func:`aegis_eval.protocols.scoring.score`
+    with ``options``.
 
-    class_map: applied to the predictions, or (GT side) to every version, or only to the versions numbered
-    in ``remap_versions`` (1-based, in ``gts`` order) — so one file given twice compares its labels as they
-    are with the same labels remapped.
+    ``options.class_map``: applied to the predictions, or (GT side) to every version, or only to the versions
+    numbered in ``remap_versions`` (1-based, in ``gts`` order) -- so one file given twice compares its labels as
+    they are with the same labels remapped.
     """
+    class_map = options.class_map
     if len(gts) < 2:
         raise AegisError(f"[versions_too_few] cross-version re-scoring needs at least two `gts`; got {len(gts)}",
                          param="gts")
     if remap_versions is not None:
         if class_map is None or class_map.side != "gt":
             raise AegisError("[class_map_versions] `remap_versions` needs a `class_map` applied to the GT "
-                             "(side gt)", param="remap_versions")
+                             "(`remap_side` gt)", param="remap_versions")
         bad = [k for k in remap_versions if not 1 <= k <= len(gts)]
         if bad:
             raise AegisError(f"[class_map_versions] `remap_versions` {bad[0]} is not one of the {len(gts)} `gts` "
@@ -92,13 +90,11 @@ def score_versions(preds: str | Path, gts: Sequence[str | Path], *, threshold: f
     version_maps = [class_map if remap_versions is None or k + 1 in remap_versions else None
                     for k in range(len(gts))]
     names = version_names(gts)
-    tables = [_image_ids(g, split) for g in gts]
+    tables = [_image_ids(g, options.split) for g in gts]
     for name, ids in zip(names[1:], tables[1:]):
         _check_same_images(tables[0], ids, names[0], name)
-    options = PathOptions(threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap, seed=seed,
-                          iou=iou, cluster_by=cluster_by, label=label, split=split, on_warning=on_warning,
-                          classes=classes)
-    scored = [score_paths_detailed(preds, g, replace(options, class_map=cmap)) for g, cmap in zip(gts, version_maps)]
+    scored = [score(preds, g, options if cmap is class_map else replace(options, class_map=cmap))
+              for g, cmap in zip(gts, version_maps)]
     ref = scored[0]
     for name, other in zip(names[1:], scored[1:]):
         _check_pairable(ref, other, names[0], name)

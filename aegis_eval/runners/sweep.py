@@ -23,7 +23,7 @@ from aegis_data.errors import AegisError
 from aegis_data.files.imageio import file_sha256
 from aegis_data.files.layout import annotation_path
 from aegis_eval.protocols.predictions import load_ground_truth, load_predictions
-from aegis_eval.protocols.scoring import score_paths, write_score_csv, write_score_json
+from aegis_eval.protocols.scoring import ScoreOptions, score, write_score_csv, write_score_json
 from aegis_eval.protocols.threshold import DEFAULT_RULE, freeze_threshold, read_threshold_file, write_threshold_file
 from aegis_eval.runners.augment_hooks import augment_record_for_weights
 from aegis_eval.runners.predict import LazyDetector, PredictSettings, predict_split
@@ -91,8 +91,9 @@ def run_sweep(settings: PredictSettings, split_dir: str | Path, results_dir: str
     predict_split(replace(settings, split_name="test"), split, out / "predictions", conditions=conditions,
                   force=force, detector=lazy, progress=stage("test"))
 
-    result = score_paths(out / "predictions", split, threshold_file=out / THRESHOLD_FILE, bootstrap=bootstrap,
-                         seed=seed, label=label or settings.model, split="test", on_warning=on_warning)
+    options = ScoreOptions(threshold_file=out / THRESHOLD_FILE, bootstrap=bootstrap, seed=seed,
+                           label=label or settings.model, split="test", on_warning=on_warning)
+    result = score(out / "predictions", split, options).result
     record = augment_record_for_weights(settings.weights)
     if record is not None:  # a model trained with an augmentation policy: its policy and hash go into every score
         result["provenance"]["augment"] = record
