@@ -170,10 +170,11 @@ def test_a_build_into_a_foreign_folder_names_out_and_the_cli_says_out_dir(tmp_pa
 
 
 def test_too_few_gt_versions_names_gts():
+    from aegis_eval.protocols.scoring import ScoreOptions
     from aegis_eval.protocols.versions import score_versions
 
     with pytest.raises(AegisError) as exc:
-        score_versions("preds.json", ["gt.json"], threshold=0.5)
+        score_versions("preds.json", ["gt.json"], ScoreOptions(threshold=0.5))
     assert exc.value.param == "gts" and "at least two `gts`" in str(exc.value)
     assert in_flags(str(exc.value)).endswith("needs at least two --split-dir; got 1")
 
