@@ -15,8 +15,8 @@ from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import apply_corruption
 from aegis_data.files.imageio import pixel_sha256, read_rgb, write_png_atomic
 from aegis_cli.main import app
-from golden.frames import golden_frame
-from conftest import assert_one_line_error as _one_line_error
+from tests.golden.frames import golden_frame
+from tests.conftest import assert_one_line_error as _one_line_error
 
 
 def assert_one_line_error(result, *fragments: str) -> None:

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from aegis_cli.main import app
 from aegis_data.engine import realism as R
-from conftest import assert_one_line_error
-from test_realism import real_dir_of, tiny_split
+from tests.conftest import assert_one_line_error
+from tests.data.engine.test_realism import real_dir_of, tiny_split
 
 runner = CliRunner()
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from aegis_data.engine.config import load_config
 from aegis_cli.main import app
-from conftest import assert_one_line_error
+from tests.conftest import assert_one_line_error
 
 runner = CliRunner()
 

@@ -68,7 +68,7 @@ def test_a_table_that_fits_is_printed_unchanged():
 
 @pytest.fixture(scope="module")
 def score_result():
-    from test_cli_scoring import gt_doc, preds_doc
+    from tests.cli.test_cli_scoring import gt_doc, preds_doc
     from aegis_eval.protocols.scoring import score_paths
 
     import tempfile
@@ -143,7 +143,7 @@ def test_list_and_calibrate_at_80_columns(tmp_path):
 
 def test_audit_gt_diff_and_rank_at_80_columns(tmp_path):
     assert _cli(["audit", "--dataset", "synthetic", "--n", "3", "--size", "96"]).exit_code == 0
-    from test_gt_diff import new_version, old_version
+    from tests.eval.protocols.test_gt_diff import new_version, old_version
 
     (tmp_path / "old.json").write_text(json.dumps(old_version()))
     (tmp_path / "new.json").write_text(json.dumps(new_version()))
@@ -151,7 +151,7 @@ def test_audit_gt_diff_and_rank_at_80_columns(tmp_path):
 
 
 def test_rank_at_80_columns(tmp_path):
-    from test_cli_scoring import gt_doc, preds_doc
+    from tests.cli.test_cli_scoring import gt_doc, preds_doc
     from aegis_eval.protocols.scoring import score_paths, write_score_json
 
     (tmp_path / "gt.json").write_text(json.dumps(gt_doc(10)))

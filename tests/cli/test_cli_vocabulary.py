@@ -14,9 +14,10 @@ from typer.testing import CliRunner
 
 from aegis_cli.main import app
 from aegis_cli.vocabulary import ALIASES, AegisCommand, rewrite
+from tests import REPO_ROOT
 
 runner = CliRunner()
-DOC = Path(__file__).resolve().parents[1] / "docs" / "CLI.md"
+DOC = REPO_ROOT / "docs" / "CLI.md"
 
 
 def _commands(command=None, prefix=()):
@@ -153,7 +154,7 @@ def test_mode_values_match_the_library():
 
 
 def test_an_unknown_mode_value_is_still_the_library_one_line_error(tmp_path):
-    from conftest import assert_one_line_error
+    from tests.conftest import assert_one_line_error
 
     assert_one_line_error(runner.invoke(app, ["build-splits", "--dataset", "kitti", "--out-dir", str(tmp_path / "o")]),
                           "unknown dataset 'kitti'")
@@ -214,7 +215,7 @@ def _stderr_lines(result) -> list[str]:
 
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory):
-    from test_cli_scoring import gt_doc, preds_doc
+    from tests.cli.test_cli_scoring import gt_doc, preds_doc
 
     root = tmp_path_factory.mktemp("vocab")
     (root / "split" / "annotations").mkdir(parents=True)
@@ -268,7 +269,7 @@ def test_old_build_splits_spellings(tmp_path):
 
 def test_old_baseline_spellings_reach_the_command(tmp_path):
     """The runner itself needs torch; the old names must get as far as the settings check either way."""
-    from conftest import assert_one_line_error
+    from tests.conftest import assert_one_line_error
 
     (tmp_path / "split").mkdir()
     for split_opt, out_opt in (("--split", "--out"), ("--split-dir", "--out-dir")):
@@ -278,7 +279,7 @@ def test_old_baseline_spellings_reach_the_command(tmp_path):
 
 
 def test_library_refusals_name_the_folder_option_as_it_is_spelled_now(tmp_path):
-    from conftest import assert_one_line_error
+    from tests.conftest import assert_one_line_error
 
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "notes.txt").write_text("x")

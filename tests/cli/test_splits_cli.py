@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 import aegis_data.split.build as splits_mod
 from aegis_cli import splits as splits_cli
-from test_splits_doubles import fake_corrupt, no_leak
-from conftest import assert_one_line_error as _one_line_error
+from tests.data.split.test_splits_doubles import fake_corrupt, no_leak
+from tests.conftest import assert_one_line_error as _one_line_error
 
 runner = CliRunner()
 

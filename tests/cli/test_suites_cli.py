@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from aegis_cli.main import app
 from aegis_data.engine.config import installed_suites, load_config
 from aegis_data.split.manifest import files_hash, root_hash, sealed_header
-from conftest import assert_one_line_error
-from golden.frames import golden_frame
-from golden.scenes import letterboxed_frame
+from tests.conftest import assert_one_line_error
+from tests.golden.frames import golden_frame
+from tests.golden.scenes import letterboxed_frame
 
 runner = CliRunner()
 

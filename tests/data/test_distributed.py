@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests import REPO_ROOT
 
 distributed = pytest.importorskip("distributed", reason="missing dependency: pip install 'aegisbench[distributed]'")
 
@@ -25,10 +26,16 @@ from aegis_data.split.build import build_splits  # noqa: E402
 from aegis_data.split.manifest import load_manifest  # noqa: E402
 from aegis_data.split.verify import verify_split  # noqa: E402
 from aegis_cli.main import app  # noqa: E402
-from conftest import assert_one_line_error  # noqa: E402
-from test_splits_doubles import FakeDataset, build_kwargs, fake_dataset, fake_read, record  # noqa: E402
+from tests.conftest import assert_one_line_error  # noqa: E402
+from tests.data.split.test_splits_doubles import (  # noqa: E402
+    FakeDataset,
+    build_kwargs,
+    fake_dataset,
+    fake_read,
+    record,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 REFERENCE = ROOT / "manifests" / "synthetic-c.json"
 
 
@@ -93,7 +100,7 @@ def test_a_worker_killed_mid_build_is_replaced_and_the_manifest_is_unchanged(tmp
             os.kill(pids[0], signal.SIGKILL)
             killed.append(pids[0])
 
-    from test_splits_doubles import slow_corrupt
+    from tests.data.split.test_splits_doubles import slow_corrupt
 
     result = build_splits(ds, tmp_path / "dask", scheduler=address, progress=kill_one_worker,
                           **build_kwargs(workers=None, corrupt=slow_corrupt))
@@ -108,7 +115,7 @@ def test_a_worker_killed_mid_build_is_replaced_and_the_manifest_is_unchanged(tmp
 def test_a_task_that_keeps_killing_workers_ends_the_build_in_one_line(tmp_path):
     import dask
 
-    from test_splits_doubles import dying_corrupt
+    from tests.data.split.test_splits_doubles import dying_corrupt
 
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         c = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",

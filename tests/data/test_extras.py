@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 
 
 @pytest.fixture(scope="module")

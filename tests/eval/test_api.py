@@ -142,7 +142,7 @@ def test_rank_checks_documents_in_memory_as_it_checks_files(bench, tmp_path):
 
 def test_rank_compares_scores_of_two_suites_only_when_asked(tmp_path):
     """As ``aegis rank --allow-mixed-suites``: the API takes the same choice, for documents and for files."""
-    from test_suites_cli import _score_doc
+    from tests.cli.test_suites_cli import _score_doc
 
     docs = [_score_doc("aegis-v1", "a"), _score_doc("aegis-v2", "b")]
     paths = [tmp_path / "a.json", tmp_path / "b.json"]

@@ -7,14 +7,14 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from aegis_cli.main import app
+from tests import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 DOC = ROOT / "docs" / "API.md"
 
 

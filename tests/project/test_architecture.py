@@ -8,8 +8,9 @@ import ast
 from pathlib import Path
 
 import pytest
+from tests import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 PACKAGES = ("aegis_data", "aegis_eval", "cli")
 
 # Room -> floor. A module may import its own room and any room on a lower floor; never a higher floor, and
@@ -47,7 +48,8 @@ MODULES = _modules()
 def _room(module: str) -> str:
     best = max((r for r in ROOMS if module == r or module.startswith(r + ".")), key=len, default=None)
     if best is None:
-        raise AssertionError(f"{module} has no room in tests/test_architecture.py ROOMS (and docs/ARCHITECTURE.md)")
+        raise AssertionError(f"{module} has no room in ROOMS of tests/project/test_architecture.py "
+                             "(and docs/ARCHITECTURE.md)")
     return best
 
 

@@ -8,8 +8,9 @@ import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from tests import REPO_ROOT
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = REPO_ROOT
 
 
 def _bench():

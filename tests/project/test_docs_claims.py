@@ -15,8 +15,9 @@ from typer.testing import CliRunner
 from aegis_cli.main import app
 from aegis_data.files.imageio import write_png_atomic
 from aegis_data.split import verify
+from tests import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 
 def test_the_split_doc_lists_exactly_the_finding_kinds_verify_reports():

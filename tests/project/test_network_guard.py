@@ -2,7 +2,7 @@ import socket
 
 import pytest
 
-from conftest import NetworkAccessError
+from tests.conftest import NetworkAccessError
 
 
 def test_non_loopback_connect_is_refused():

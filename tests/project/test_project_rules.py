@@ -6,9 +6,9 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
+from tests import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 PRODUCT_DIRS = ("aegis_data", "aegis_eval", "cli")
 
 # Draws from a global or implicitly seeded generator. Explicit bit generators keyed by a hash are allowed

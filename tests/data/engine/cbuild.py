@@ -7,8 +7,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from tests import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 
 def compiler() -> str | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import re
 import tracemalloc
-from pathlib import Path
 
 import cv2
 import numpy as np
@@ -25,9 +24,10 @@ from aegis_data.engine.config import config_from_bytes, load_config
 from aegis_data.engine.corruptions import CORRUPTIONS, apply_corruption
 from aegis_data.engine.scale import Scale, resolve_scale
 from aegis_data.errors import AegisError
-from conftest import assert_one_line_error
+from tests.conftest import assert_one_line_error
+from tests import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 COMPILED = K.CKERNELS
 # These repros and budget bounds are aegis-v1's shipped suite and kernels (frame scale included): pinned.
 V1 = load_config("aegis-v1")

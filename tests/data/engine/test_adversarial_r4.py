@@ -34,7 +34,7 @@ from aegis_data.engine.scale import Scale
 from aegis_data.engine.scene import check_sidecar, read_water_mask
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import write_png_atomic
-from conftest import assert_one_line_error
+from tests.conftest import assert_one_line_error
 
 runner = CliRunner()
 V1, V2 = load_config("aegis-v1"), load_config("aegis-v2")

@@ -208,7 +208,7 @@ def test_check_monotone(direction, clean, means, n_bad):
 # --- every real ladder, on the engine's output over the golden frames ------------------------------------
 @pytest.fixture(scope="module")
 def golden_table() -> CalibrationTable:
-    from golden.frames import GOLDEN_SIZES, golden_frame
+    from tests.golden.frames import GOLDEN_SIZES, golden_frame
 
     images = [(f"golden-{h}x{w}", golden_frame(h, w)) for h, w in GOLDEN_SIZES]
     return calibrate(images, config=V1)
@@ -224,7 +224,7 @@ def test_every_ladder_is_strictly_monotone_on_the_golden_frames(golden_table):
 
 def test_dust_and_smoke_are_told_apart_by_colour(golden_table):
     # Both lower rms_contrast; dust's airlight is brown (R > B), smoke's is a cool grey (R < B).
-    from golden.frames import golden_frame
+    from tests.golden.frames import golden_frame
 
     frame = golden_frame(240, 320)
     from aegis_data.engine.corruptions import apply_corruption
@@ -238,7 +238,7 @@ def test_streak_density_tracks_the_engines_own_veil():
     # The engine can show its veil alone; the true streak fraction is output minus veil > margin. The pair
     # estimate (which never sees the veil) must agree within 20%.
     from aegis_data.engine.corruptions import apply_corruption, corruption_params, rain_veil
-    from golden.frames import golden_frame
+    from tests.golden.frames import golden_frame
 
     frame = golden_frame(479, 641)
     for sev in (1, 2, 3):
@@ -251,7 +251,7 @@ def test_streak_density_tracks_the_engines_own_veil():
 
 
 def test_calibrate_seed_reaches_the_engine():
-    from golden.frames import golden_frame
+    from tests.golden.frames import golden_frame
 
     images = [("s", golden_frame(120, 160))]
     default = calibrate(images, ["rain_streaks"], config=V1)

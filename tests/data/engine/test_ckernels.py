@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,9 +14,10 @@ from aegis_data.compiled import KERNELS_ENV
 from aegis_data.engine import kernels as K
 from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import CORRUPTIONS, apply_corruption
-from compiled_twins import both as _both
+from tests.data.engine.compiled_twins import both as _both
+from tests import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 COMPILED = K.CKERNELS
 V1 = load_config("aegis-v1")  # the kernels' byte contract is aegis-v1's frozen engine, whatever the default suite
 

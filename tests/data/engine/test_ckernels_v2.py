@@ -8,7 +8,6 @@ import hashlib
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,10 +21,11 @@ from aegis_data.engine.corruptions import apply_corruption
 from aegis_data.engine.photometry import LINEAR_MAX, decode_table, encode_table, to_linear
 from aegis_data.engine.scale import Scale
 from aegis_data.engine.seeding import normal_table
-from compiled_twins import Recorder, both as _both
+from tests.data.engine.compiled_twins import Recorder, both as _both
 from tests.golden.frames import golden_frame
+from tests import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 COMPILED = K.CKERNELS
 
 needs_compiled = pytest.mark.skipif(COMPILED is None or not hasattr(COMPILED, "taps"),

@@ -1,13 +1,13 @@
 import hashlib
 import math
-from pathlib import Path
 
 import pytest
 
 from aegis_data.engine.config import SEVERITIES, condition_id, load_config, parse_condition
 from aegis_data.errors import AegisError
+from tests import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 SUITES = ROOT / "configs" / "suites"
 # aegis-v1 is frozen forever (its values, hash and bytes are checked here); aegis-v2 is the default of new builds.
 V1 = load_config("aegis-v1")

@@ -14,7 +14,7 @@ from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import CORRUPTIONS, FAMILIES, apply_corruption, corruption_params
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.errors import AegisError
-from golden.frames import GOLDEN_SIZES, golden_frame
+from tests.golden.frames import GOLDEN_SIZES, golden_frame
 
 RANDOM_CORRUPTIONS = [n for n in CORRUPTIONS if n != "turbidity_cast"]
 # The kernels, parameter records and draws tested here are aegis-v1's (frozen): pinned, whatever the default suite.

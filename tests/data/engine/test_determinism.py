@@ -23,11 +23,12 @@ from aegis_data.compiled import KERNELS_ENV
 from aegis_data.engine import kernels as K
 from aegis_data.engine import corruptions as C
 from aegis_data.engine.corruptions import apply_corruption
-import cbuild
+from tests.data.engine import cbuild
 from aegis_data.engine.config import load_config
-from golden.frames import GOLDEN_SIZES, GOLDEN_SUITE, compute_hashes, golden_frame, load_golden, pixel_hash
+from tests.golden.frames import GOLDEN_SIZES, GOLDEN_SUITE, compute_hashes, golden_frame, load_golden, pixel_hash
+from tests import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 V1 = load_config(GOLDEN_SUITE)  # the golden hashes are aegis-v1's
 FRAMES = REPO / "tests" / "golden" / "frames.py"
 

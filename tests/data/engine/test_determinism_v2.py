@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,11 +14,17 @@ import pytest
 from aegis_data.engine.config import load_config
 from aegis_data.engine.photometry import decode_table, encode_table
 from aegis_data.engine.scene import estimate_scene
-from golden.frames import pixel_hash
-from golden.v2 import PERSON_PX, compute_hashes_v2, load_golden_v2, v2_frames
-from test_determinism import _present_npy_groups, _settings, baseline_so, run_matrix  # noqa: F401 (a fixture)
+from tests.golden.frames import pixel_hash
+from tests.golden.v2 import PERSON_PX, compute_hashes_v2, load_golden_v2, v2_frames
+from tests.data.engine.test_determinism import (
+    _present_npy_groups,
+    _settings,
+    baseline_so,  # noqa: F401 (a fixture)
+    run_matrix,
+)
+from tests import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 V2_SCRIPT = REPO / "tests" / "golden" / "v2.py"
 V2 = load_config("aegis-v2")
 

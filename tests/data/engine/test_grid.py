@@ -12,7 +12,7 @@ from aegis_data.errors import AegisError
 def test_severity_grid_layout_is_deterministic_and_uses_the_engine_at_cell_size():
     from aegis_data.engine.config import load_config
     from aegis_data.engine.corruptions import apply_corruption
-    from golden.frames import golden_frame
+    from tests.golden.frames import golden_frame
 
     v1 = load_config("aegis-v1")  # frame scale: a cell is the engine's output on the downscaled image
     img = golden_frame(300, 400)
@@ -39,7 +39,7 @@ def test_an_aegis_v2_grid_renders_each_cell_at_the_cell_sized_person_unit_in_one
     from aegis_data.engine.config import load_config
     from aegis_data.engine.corruptions import apply_corruption
     from aegis_data.engine.scale import Scale
-    from golden.frames import golden_frame
+    from tests.golden.frames import golden_frame
 
     v2 = load_config("aegis-v2")
     img = golden_frame(300, 400)

@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from test_determinism import _present_cv2_features, _present_npy_groups
+from tests.data.engine.test_determinism import _present_cv2_features, _present_npy_groups
+from tests import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 REFERENCE = REPO / "manifests" / "synthetic-c.json"  # aegis-v1
 REFERENCE_V2 = REPO / "manifests" / "synthetic-c-v2.json"  # the default build, aegis-v2
 AEGIS = Path(sys.executable).with_name("aegis")
@@ -118,9 +119,10 @@ def test_reference_reproduces_on_a_cpu_cut_to_x86_64_v2_two_workers(tmp_path, su
     if not cut:
         pytest.skip("this CPU has no SIMD features above x86-64-v2 to disable")
     # As for the zlib swap: the settings must really switch those paths off, or the reproduction proves nothing.
-    probe = ("import json, cv2; from test_determinism import _present_cv2_features, _present_npy_groups; "
+    probe = ("import json, cv2\n"
+             "from tests.data.engine.test_determinism import _present_cv2_features, _present_npy_groups\n"
              "print(json.dumps([_present_cv2_features(), _present_npy_groups()]))")
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=_env(**cut),
-                       cwd=REPO / "tests", check=True)
+                       cwd=REPO, check=True)
     assert json.loads(r.stdout) == [[], []], r.stdout
     _build_and_compare(tmp_path / "cut", _env(**cut), workers=2, suite=suite)

@@ -1,6 +1,6 @@
 """Camera-realism statistics (aegis_data.engine.realism) on synthetic images with known answers, and the
 real-versus-rendered report on a tiny split (plus a smoke test on real HERIDAL frames when they are on this
-machine). The `aegis realism` command: tests/test_cli_realism.py."""
+machine). The `aegis realism` command: tests/cli/test_cli_realism.py."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from aegis_data.engine.realism import set_distances, set_statistics
 from aegis_data.engine.realism_atmosphere import (ATMOSPHERE_DISTANCES, airlight_colour, contrast_by_band, dark_channel,
                                                   depth_bands, streak_statistics)
 from aegis_data.engine.scene import estimate_scene
-from golden.frames import golden_frame
-from golden.scenes import oblique_frame
+from tests.golden.frames import golden_frame
+from tests.golden.scenes import oblique_frame
 
 V1 = load_config("aegis-v1")
 V2 = load_config("aegis-v2")

@@ -32,8 +32,8 @@ from aegis_data.split.build import build_splits
 from aegis_data.split.manifest import load_manifest
 from aegis_data.split.verify import verify_split
 from aegis_cli.main import app
-from conftest import assert_one_line_error
-from golden.frames import golden_frame
+from tests.conftest import assert_one_line_error
+from tests.golden.frames import golden_frame
 
 runner = CliRunner()
 # Object scale as aegis-v1 defines it (scale_side, the 4000-px / 60-px anchor, frame scale as the default): pinned.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,12 +17,13 @@ from aegis_data.engine.scene import (
     valid_region, water_mask_digest,
 )
 from aegis_data.errors import AegisError
-from golden.frames import golden_frame
-from golden.scenes import letterboxed_frame, oblique_frame
+from tests.golden.frames import golden_frame
+from tests.golden.scenes import letterboxed_frame, oblique_frame
+from tests import REPO_ROOT
 
 V2 = load_config("aegis-v2")
 CAMERA = V2.camera
-REAL = Path(__file__).resolve().parents[2] / "shared" / "real-frames" / "heridal"
+REAL = REPO_ROOT.parent / "shared" / "real-frames" / "heridal"
 
 
 # --- valid pixels ----------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ from aegis_data.engine.seeding import (
     stream_key,
 )
 from aegis_data.errors import AegisError
+from tests import REPO_ROOT
 
 # Pinned digests: if one changes, every corrupted split changes. Update only deliberately.
 PHILOX_BITS_SHA256 = "116b194c6bc3d1116bd55ece54ec15bc621e63bf307500857fa095e8ef866e83"
@@ -127,7 +127,7 @@ def test_no_global_rng_in_the_engine():
         r"|^\s*import random\b|^\s*from random import",
         re.M,
     )
-    root = Path(__file__).resolve().parents[1] / "aegis_data" / "engine"
+    root = REPO_ROOT / "aegis_data" / "engine"
     engine = [root / "seeding.py", root / "corruptions.py", root / "kernels.py"]
     offenders = [p.name for p in engine if forbidden.search(p.read_text())]
     assert offenders == []

@@ -24,10 +24,11 @@ from aegis_data.engine.scene import check_sidecar, estimate_scene, with_given
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.engine.visibility import person_visibility
 from aegis_data.errors import AegisError
-from golden.frames import golden_frame
-from golden.scenes import letterboxed_frame, oblique_frame
-from test_ckernels_v2 import _both
-from test_v2_models import synthetic_people  # noqa: F401  (the module-scoped fixture of persons and their boxes)
+from tests.golden.frames import golden_frame
+from tests.golden.scenes import letterboxed_frame, oblique_frame
+from tests.data.engine.test_ckernels_v2 import _both
+# synthetic_people: the module-scoped fixture of persons and their boxes
+from tests.data.engine.test_v2_models import synthetic_people  # noqa: F401
 
 V1 = load_config("aegis-v1")
 V2 = load_config("aegis-v2")

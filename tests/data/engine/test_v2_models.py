@@ -21,8 +21,8 @@ from aegis_data.engine.seeding import KeyedRandom, stream_key
 from aegis_data.engine.visibility import person_visibility
 from aegis_data.errors import AegisError
 from aegis_data.sources import load_source, read_rgb
-from golden.frames import golden_frame
-from golden.scenes import oblique_frame
+from tests.golden.frames import golden_frame
+from tests.golden.scenes import oblique_frame
 
 V1 = load_config("aegis-v1")
 V2 = load_config("aegis-v2")

@@ -13,8 +13,8 @@ from aegis_data.engine import water as W
 from aegis_data.engine.config import load_config
 from aegis_data.engine.scene import check_sidecar, estimate_scene, water_mask_digest
 from aegis_data.errors import AegisError
-from golden.frames import golden_frame
-from golden.scenes import coast_frame, lake_oblique_frame, letterboxed_frame, oblique_frame
+from tests.golden.frames import golden_frame
+from tests.golden.scenes import coast_frame, lake_oblique_frame, letterboxed_frame, oblique_frame
 
 CAMERA = load_config("aegis-v2").camera
 REAL = Path("/work/shared/real-frames/heridal")

@@ -23,7 +23,7 @@ from aegis_data.engine.scale import Scale
 from aegis_data.engine.scene import check_sidecar, estimate_scene
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.engine.visibility import person_visibility
-from golden.scenes import coast_frame, lake_oblique_frame
+from tests.golden.scenes import coast_frame, lake_oblique_frame
 
 V2 = load_config("aegis-v2")
 COMPILED = K.CKERNELS

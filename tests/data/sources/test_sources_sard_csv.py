@@ -18,7 +18,7 @@ from aegis_data.sources import load_source
 from aegis_data.sources._sard_csv import copy_origins, row_problem, CsvRow
 from aegis_data.sources.audit import audit_dataset
 from aegis_cli.main import app
-from test_sources_sard import assert_no_near_duplicates_straddle, frame, voc
+from tests.data.sources.test_sources_sard import assert_no_near_duplicates_straddle, frame, voc
 
 W, H = 64, 48
 HEADER = "filename,width,height,class,xmin,ymin,xmax,ymax\n"

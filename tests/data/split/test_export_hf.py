@@ -14,7 +14,7 @@ from aegis_data.files.imageio import read_rgb
 from aegis_data.split.build import build_splits
 from aegis_data.split.export_hf import export_split, push_split
 from aegis_data.split.manifest import build_manifest, write_manifest
-from test_splits_doubles import build_kwargs, fake_dataset
+from tests.data.split.test_splits_doubles import build_kwargs, fake_dataset
 
 
 @pytest.fixture(scope="module")

@@ -148,7 +148,7 @@ def test_verify_reruns_a_callers_corruption_as_the_build_ran_it_without_a_scene(
     generation-2 split and crashed (TypeError: unexpected keyword argument 'scene') at the first changed file."""
     from aegis_data.engine.config import load_config
     from aegis_data.split.build import build_splits
-    from test_splits_doubles import fake_dataset, fake_read, no_leak
+    from tests.data.split.test_splits_doubles import fake_dataset, fake_read, no_leak
 
     out = tmp_path / "split"
     build_splits(fake_dataset(), out, corruptions=["low_light"], severities=[1], workers=1, read_image=fake_read,

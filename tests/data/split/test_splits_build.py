@@ -18,7 +18,8 @@ from aegis_data.errors import AegisError
 from aegis_data.files.imageio import file_sha256, pixel_sha256, read_rgb
 from aegis_data.split.build import JOURNAL_DIR, JOURNAL_NAME, build_splits, yolo_label_text
 from aegis_data.split.manifest import load_manifest, root_hash
-from test_splits_doubles import (
+from tests import REPO_ROOT
+from tests.data.split.test_splits_doubles import (
     FEW,
     build_kwargs,
     fake_corrupt,
@@ -28,7 +29,6 @@ from test_splits_doubles import (
     record,
 )
 
-TESTS_DIR = Path(__file__).resolve().parent
 EXPECTED_CONDS = ["clean", "water_glare_s1", "water_glare_s2", "low_light_s1", "low_light_s2"]
 
 
@@ -169,10 +169,10 @@ def test_a_build_killed_with_sigkill_resumes_to_the_same_manifest(tmp_path):
     ds_args = "fake_dataset(n_test=10, n_val=1)"
     code = (
         "from aegis_data.split.build import build_splits\n"
-        "from test_splits_doubles import *\n"
+        "from tests.data.split.test_splits_doubles import *\n"
         f"build_splits({ds_args}, {str(tmp_path / 'killed')!r}, **build_kwargs(corrupt=slow_corrupt, workers=2))\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS_DIR), str(TESTS_DIR.parent)]))
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True)
     journal = tmp_path / "killed" / JOURNAL_DIR / JOURNAL_NAME
     try:
@@ -302,7 +302,7 @@ def test_a_changed_source_invalidates_all_files_of_that_image(tmp_path):
 
 
 def test_a_dead_worker_is_one_clear_error(tmp_path):
-    from test_splits_doubles import dying_corrupt
+    from tests.data.split.test_splits_doubles import dying_corrupt
 
     with pytest.raises(AegisError, match="a worker process died .* re-run the same command to resume"):
         build_splits(fake_dataset(n_test=2), tmp_path / "o", **build_kwargs(corrupt=dying_corrupt, workers=2))

@@ -9,7 +9,6 @@ reference as docs/SPLITS.md describes.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,9 @@ from aegis_data.engine.config import load_config
 from aegis_data.sources import load_source
 from aegis_data.split.build import build_splits
 from aegis_data.split.manifest import gt_digest, load_manifest
+from tests import REPO_ROOT
 
-REFERENCE = Path(__file__).resolve().parent.parent / "manifests" / "synthetic-c.json"
+REFERENCE = REPO_ROOT / "manifests" / "synthetic-c.json"
 # The reference is `aegis build-splits --suite aegis-v1`: frozen with that suite, whatever the default.
 V1 = load_config("aegis-v1")
 

@@ -8,7 +8,6 @@ or the synthetic generator changes on purpose, regenerate the reference as docs/
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,9 @@ from aegis_data.sources import load_source
 from aegis_data.split.build import build_splits
 from aegis_data.split.manifest import load_manifest
 from aegis_data.split.verify import verify_split
+from tests import REPO_ROOT
 
-REFERENCE = Path(__file__).resolve().parent.parent / "manifests" / "synthetic-c-v2.json"
+REFERENCE = REPO_ROOT / "manifests" / "synthetic-c-v2.json"
 V2 = load_config("aegis-v2")
 
 

@@ -19,7 +19,7 @@ from aegis_data.split.build import build_splits
 from aegis_data.split.manifest import load_manifest
 from aegis_data.split.verify import verify_split
 from aegis_eval.protocols.scoring import score_paths
-from test_splits_doubles import build_kwargs, fake_dataset
+from tests.data.split.test_splits_doubles import build_kwargs, fake_dataset
 
 CONDS = ("low_light", "dust_haze")
 # Each shipped suite's low_light severity 1, and a darker one (aegis-v1: a lower gain; aegis-v2: more light lost).

@@ -15,7 +15,7 @@ from aegis_data.files.imageio import file_sha256, read_rgb, write_png_atomic
 from aegis_data.split.build import build_splits
 from aegis_data.split.manifest import build_manifest, load_manifest, write_manifest
 from aegis_data.split.verify import pixel_difference, verify_split
-from test_splits_doubles import build_kwargs, fake_corrupt, fake_dataset
+from tests.data.split.test_splits_doubles import build_kwargs, fake_corrupt, fake_dataset
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from aegis_cli.main import app
 from aegis_data.engine.scene import water_mask_digest
 from aegis_data.files.imageio import read_rgb, write_png_atomic
-from golden.scenes import coast_frame
+from tests.golden.scenes import coast_frame
 
 runner = CliRunner()
 BUILD = ("--dataset", "yolo", "--severities", "1", "--workers", "1", "--suite", "aegis-v2", "--scale", "object",

@@ -14,7 +14,7 @@ from aegis_eval.metrics.coco import accumulate, evaluate_images
 from aegis_eval.metrics.matching import PerImageCounts, match_at_threshold
 from aegis_eval.metrics.result_keys import CI_METRICS
 from aegis_eval.metrics.types import Detections, GroundTruth
-from test_metrics_parity import make_fixture
+from tests.eval.metrics.test_metrics_parity import make_fixture
 
 
 def scene(n_images: int, key: int) -> tuple[GroundTruth, Detections]:

@@ -17,7 +17,7 @@ from aegis_eval.protocols.predictions import detections_from_results, ground_tru
 from aegis_eval.protocols.scoring import score_conditions
 from aegis_eval.protocols.threshold import freeze_threshold, read_threshold_file, write_threshold_file
 from aegis_cli.main import app
-from conftest import assert_one_line_error
+from tests.conftest import assert_one_line_error
 
 # chi-square 0.95 quantiles with 2k + 2 degrees of freedom, halved (printed statistical tables).
 GARWOOD_95 = {1: 4.743865, 2: 6.295794, 3: 7.753657, 4: 9.153519, 5: 10.513035}

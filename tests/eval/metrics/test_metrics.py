@@ -10,7 +10,7 @@ from aegis_data.errors import AegisError
 from aegis_eval.metrics.coco import (AREA_RANGES, IOU_THRESHOLDS, ApTable, accumulate, coco_ap, evaluate_images)
 from aegis_eval.metrics.result_keys import AP_METRICS
 from aegis_eval.metrics.types import Detections, GroundTruth
-from test_metrics_parity import assert_stats_equal, coco_objects, make_fixture, reference_stats
+from tests.eval.metrics.test_metrics_parity import assert_stats_equal, coco_objects, make_fixture, reference_stats
 
 
 def _gt(boxes, images, n_images, areas=None, crowd=None, ann_ids=None) -> GroundTruth:

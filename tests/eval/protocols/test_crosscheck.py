@@ -10,8 +10,8 @@ import aegis_eval.protocols.crosscheck as crosscheck
 from aegis_data.errors import AegisError
 from aegis_eval.protocols.scoring import score_paths
 from aegis_cli.main import app
-from conftest import assert_one_line_error
-from test_cli_scoring import files  # noqa: F401  (the module-scoped split + predictions fixture)
+from tests.conftest import assert_one_line_error
+from tests.cli.test_cli_scoring import files  # noqa: F401  (the module-scoped split + predictions fixture)
 
 runner = CliRunner()
 

@@ -14,7 +14,7 @@ from aegis_data.errors import AegisError
 from aegis_eval.protocols.gt_diff import diff_versions, gt_diff_paths, match_versions
 from aegis_eval.protocols.predictions import ground_truth_by_class
 from aegis_cli.main import app
-from conftest import assert_one_line_error
+from tests.conftest import assert_one_line_error
 
 CATS = [{"id": 1, "name": "person"}, {"id": 2, "name": "vehicle"}]
 

@@ -27,7 +27,7 @@ from aegis_eval.protocols.scoring import (csv_columns, score_conditions, score_c
 from aegis_eval.protocols.threshold import (freeze_threshold, freeze_thresholds_by_class, read_class_thresholds,
                                   read_threshold_file, write_class_threshold_file)
 from aegis_cli.main import app
-from conftest import assert_one_line_error
+from tests.conftest import assert_one_line_error
 
 ONE = BootstrapOptions(n_bootstrap=1)
 

@@ -15,7 +15,7 @@ from aegis_data.errors import AegisError
 from aegis_eval.metrics.bootstrap import BootstrapOptions
 from aegis_eval.protocols.ranking import fractional_ranks, kendall_tau_b, rank_models, rank_paths
 from aegis_cli.main import app
-from conftest import assert_one_line_error
+from tests.conftest import assert_one_line_error
 
 
 def brute_force_tau_b(x: list[float], y: list[float]) -> float:

@@ -13,7 +13,7 @@ from aegis_eval.metrics.bootstrap import BootstrapOptions
 from aegis_eval.protocols.referring import (parse_ref_predictions, parse_refs, refs_from_refcoco, score_referring,
                                   score_referring_paths)
 from aegis_cli.main import app
-from conftest import assert_one_line_error
+from tests.conftest import assert_one_line_error
 
 
 def refs_doc() -> dict:

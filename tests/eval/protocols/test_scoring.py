@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,10 +19,11 @@ from aegis_eval.protocols.predictions import detections_from_results, ground_tru
 from aegis_eval.protocols.scoring import (csv_columns, score_conditions, score_json_bytes, score_paths, write_score_csv,
                                 write_score_json)
 from aegis_eval.protocols.threshold import freeze_threshold, write_threshold_file
+from tests import REPO_ROOT
 
 def documented_example() -> dict:
     """The jsonc example of docs/SCORE_JSON.md, comments stripped: the schema the scorer must produce."""
-    text = (Path(__file__).resolve().parent.parent / "docs" / "SCORE_JSON.md").read_text()
+    text = (REPO_ROOT / "docs" / "SCORE_JSON.md").read_text()
     block = text.split("```jsonc", 1)[1].split("```", 1)[0]
     return json.loads(re.sub(r"//[^\n]*", "", block))
 

@@ -16,7 +16,7 @@ from aegis_eval.protocols.predictions import detections_from_results, ground_tru
 from aegis_eval.protocols.scoring import score_conditions_with_samples, score_paths
 from aegis_eval.protocols.versions import score_versions, version_names
 from aegis_cli.main import app
-from conftest import assert_one_line_error
+from tests.conftest import assert_one_line_error
 
 
 def version_one(n: int = 12) -> dict:
@@ -117,7 +117,7 @@ def test_cli_two_gt_versions(files):
 
 def test_one_file_twice_with_the_remap_on_the_second(tmp_path):
     """SULAND's fix: the same OOD labels as they are and with the inverted class ids swapped back."""
-    from test_multiclass import two_class_doc, two_class_preds
+    from tests.eval.protocols.test_multiclass import two_class_doc, two_class_preds
 
     from aegis_eval.protocols.class_map import parse_class_map
 

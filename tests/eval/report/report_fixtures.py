@@ -8,7 +8,7 @@ from aegis_data.engine.config import load_config
 from aegis_eval.metrics.bootstrap import BootstrapOptions
 from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
 from aegis_eval.protocols.scoring import score_conditions, write_score_json
-from test_scoring import synthetic_gt, synthetic_predictions
+from tests.eval.protocols.test_scoring import synthetic_gt, synthetic_predictions
 
 
 def score_two_models(root: Path, n_images: int = 24, n_bootstrap: int = 40) -> list[Path]:

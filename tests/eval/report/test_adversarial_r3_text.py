@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 from aegis_data.errors import AegisError
-from conftest import assert_one_line_error
-from test_adversarial import YOLO_BUILD, build_yolo, invoke, write_png, yolo_source
+from tests.conftest import assert_one_line_error
+from tests.adversarial import YOLO_BUILD, build_yolo, invoke, write_png, yolo_source
+from tests import FIXTURES_DIR
 
 PRED = {"image_id": 1, "category_id": 1, "bbox": [18, 12, 12, 8], "score": 0.9}
 
@@ -170,7 +171,7 @@ def test_the_shared_consoles_never_read_markup_or_emoji_codes():
 
 
 # --- 7. names in the report: Markdown, HTML, mathtext, LaTeX -----------------------------------------------------
-SCORE_FIXTURE = Path(__file__).parent / "fixtures" / "score_sard_yolo11n.json"
+SCORE_FIXTURE = FIXTURES_DIR / "score_sard_yolo11n.json"
 HOSTILE_LABEL = ("<script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1)) "
                  "![i](https://evil.example/p.png) <https://evil.example> *em* _u_ `code` a|b")
 HOSTILE_DATASET = "d\n\n# Injected\x7f\x00\u2028z"
@@ -227,7 +228,7 @@ def test_report_html_holds_no_markup_from_user_strings(hostile_report):
 
 
 def test_report_latex_of_names_with_blank_lines_and_control_characters_compiles(hostile_report, tmp_path):
-    from test_report import compile_report_tex
+    from tests.eval.report.test_report import compile_report_tex
 
     for p in [hostile_report.latex_document, *hostile_report.latex_tables]:
         tex = p.read_text(encoding="utf-8")

@@ -28,8 +28,9 @@ from aegis_eval.report.results import (
     robustness_summary,
 )
 from aegis_cli.main import app  # the real root app: also checks that `register` wires the commands
+from tests import FIXTURES_DIR
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = FIXTURES_DIR
 YOLO = FIXTURES / "score_heridal_yolo11n.json"
 RTDETR = FIXTURES / "score_heridal_rtdetr_l.json"
 PARTIAL = FIXTURES / "score_heridal_fasterrcnn_partial.json"
@@ -354,7 +355,7 @@ def test_unknown_corruption_gets_its_own_row_after_the_suite():
 def two_models(tmp_path_factory):
     """Two models' full sweeps scored by ``score_conditions`` on a synthetic split (24 images, B = 40); the
     second model's threshold was frozen by a false-alarm risk rule."""
-    from report_fixtures import score_two_models
+    from tests.eval.report.report_fixtures import score_two_models
 
     root = tmp_path_factory.mktemp("two-models")
     paths = score_two_models(root)

@@ -13,9 +13,10 @@ import pytest
 from aegis_data.files.imageio import read_rgb
 from aegis_eval.report.build import build_report
 from aegis_eval.report.results import load_results
-from browser import check_page, find_chromium
+from tests.eval.report.browser import check_page, find_chromium
+from tests import FIXTURES_DIR
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = FIXTURES_DIR
 CHROMIUM = find_chromium()
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium found (apt-get install -y chromium); "
                                                              "CI installs it in .ci/run")
@@ -46,7 +47,7 @@ def test_report_renders_in_chromium(report, tmp_path):
 
 @pytest.fixture(scope="module")
 def two_model_scores(tmp_path_factory) -> list[Path]:
-    from report_fixtures import score_two_models
+    from tests.eval.report.report_fixtures import score_two_models
 
     return score_two_models(tmp_path_factory.mktemp("two-model-scores"))
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_one_line_error
-from test_adversarial import build_yolo, invoke, write_png, yolo_source
-from test_runners_fixtures import make_split
+from tests.conftest import assert_one_line_error
+from tests.adversarial import build_yolo, invoke, write_png, yolo_source
+from tests.eval.runners.test_runners_fixtures import make_split
 
 
 # --- 1. a checkpoint is data, never code ---------------------------------------------------------------------

@@ -19,7 +19,7 @@ from aegis_eval.protocols.predictions import detections_from_results, load_groun
 from aegis_eval.runners.ablate import init_record, parse_seeds
 from aegis_eval.runners.train import TrainSettings, train_baseline
 from aegis_cli.main import app
-from test_runners_fixtures import make_split
+from tests.eval.runners.test_runners_fixtures import make_split
 
 runner = CliRunner()
 CONDS = ["clean", "low_light_s1", "low_light_s2", "low_light_s3"]

@@ -18,7 +18,7 @@ from aegis_data.files.imageio import read_rgb
 from aegis_eval.runners.augment_hooks import AUGMENT_FILE, FrameAugmenter, augment_record_for_weights
 from aegis_eval.runners.train import TrainSettings, tile_sources, train_baseline, write_yolo_dataset
 from aegis_cli.main import app
-from test_runners_fixtures import make_split
+from tests.eval.runners.test_runners_fixtures import make_split
 
 runner = CliRunner()
 UNIT = Scale("object", 20.0, "test")  # aegis-v2 policies take the training frames' person unit

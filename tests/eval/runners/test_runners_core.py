@@ -4,7 +4,6 @@ baseline config files."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +15,9 @@ from aegis_eval.runners.config import load_baseline_config, resolve_settings
 from aegis_eval.runners.predict import coco_results, encode_results
 from aegis_eval.runners.tiled import merge_tile_predictions, nms_xyxy, predict_images
 from aegis_eval.runners.tiling import tile_grid
+from tests import REPO_ROOT
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = REPO_ROOT
 
 
 # --- weights and device --------------------------------------------------------------------------------

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 from aegis_data.engine.config import load_config
 from aegis_eval.protocols.predictions import load_ground_truth, load_predictions
 from aegis_cli.main import app
-from test_runners_fixtures import make_split
-from conftest import assert_one_line_error as _one_line_error
+from tests.eval.runners.test_runners_fixtures import make_split
+from tests.conftest import assert_one_line_error as _one_line_error
 
 runner = CliRunner()
 FAST = ["--model", "fasterrcnn", "--weights", "none", "--arch", "mobilenet_v3", "--imgsz", "64", "--max-det", "20",

@@ -13,7 +13,7 @@ from aegis_eval.protocols.threshold import read_threshold_file
 from aegis_eval.runners.predict import PredictSettings
 from aegis_eval.runners.sweep import run_sweep
 from aegis_cli.main import app
-from test_runners_fixtures import make_split
+from tests.eval.runners.test_runners_fixtures import make_split
 
 runner = CliRunner()
 YOLO = dict(model="yolo11", weights="yolo11n.yaml", imgsz=64, max_det=10, batch=8, score_floor=0.0, device="cpu")

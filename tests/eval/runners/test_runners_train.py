@@ -15,7 +15,7 @@ from aegis_data.errors import AegisError
 from aegis_eval.runners import load_detector
 from aegis_eval.runners.train import TrainSettings, epoch_order, read_yolo_folder, train_baseline, write_yolo_dataset
 from aegis_cli.main import app
-from test_runners_fixtures import make_split
+from tests.eval.runners.test_runners_fixtures import make_split
 
 runner = CliRunner()
 
