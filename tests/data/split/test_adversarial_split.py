@@ -1,6 +1,7 @@
 """Adversarial repros against the split room (aegis_data/split): a resumed build re-checks its source, verify
 covers every file a detector reads, the manifest seals its identity and confines its paths, ``--against`` compares
-every field. Numbers in the section titles follow the issue that listed them; shared inputs: tests/adversarial.py.
+every field; a ground-truth name stays inside its split and metadata a reader applies is a format finding (round 3).
+Numbers in the section titles follow the issue that listed them; shared inputs: tests/adversarial.py.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import assert_one_line_error
-from tests.adversarial import YOLO_BUILD, _rehash, _reseal, build_yolo, invoke, yolo_source
+from tests.adversarial import YOLO_BUILD, _rehash, _reseal, build_yolo, invoke, write_png, yolo_source
 from tests.adversarial import yolo_split  # noqa: F401 (fixtures)
 
 
@@ -387,3 +388,254 @@ def test_a_manifest_json_folder_is_named_once(tmp_path, yolo_split):
     r = invoke("verify", out)
     assert_one_line_error(r, "a folder, not a file")
     assert "manifest.json/manifest.json" not in r.output
+
+
+# ==========================================================================================================
+# Reliability round 3 (what a received file may make the toolkit do, docs/SECURITY.md): a ground-truth
+# name stays in its split, verify's GT identity covers what the scorer reads, orientation metadata is a
+# format finding. Section numbers follow that issue.
+# ==========================================================================================================
+# --- 3. a ground-truth file name or stem stays in its folder --------------------------------------------------
+@pytest.fixture(scope="module")
+def built_split(tmp_path_factory) -> Path:
+    """A tiny split built by the toolkit (YOLO source, one corrupted condition): copy it before editing."""
+    out = tmp_path_factory.mktemp("built") / "split"
+    build_yolo(yolo_source(tmp_path_factory.mktemp("src")), out)
+    return out
+
+
+@pytest.fixture
+def split_copy(built_split, tmp_path) -> Path:
+    import shutil
+
+    dst = tmp_path / "deep" / "er" / "split"
+    shutil.copytree(built_split, dst, symlinks=True)
+    return dst
+
+
+def edit_gt(split: Path, edit, name: str = "test") -> dict:
+    path = split / "annotations" / f"{name}.json"
+    gt = json.loads(path.read_text())
+    edit(gt)
+    path.write_text(json.dumps(gt))
+    return gt
+
+
+def point_outside(split: Path, field: str) -> Path:
+    """Aim the first test image's ``field`` at a PNG planted outside the split; return that PNG."""
+    outside = write_png(split.parent.parent / "outside.png", seed=9)  # split/test/clean/../../../../outside.png
+
+    def edit(gt):
+        im = gt["images"][0]
+        if field == "stem":
+            im["stem"] = "../../../../outside"
+        else:
+            im["file_name"] = "../../../../outside.png"
+            im.pop("stem", None)
+    edit_gt(split, edit)
+    return outside
+
+
+@pytest.mark.parametrize("field", ["stem", "file_name"])
+def test_load_split_images_stay_inside_the_split(split_copy, field):
+    from aegis_data.errors import AegisError
+    from aegis_data.split.reader import load_split
+
+    point_outside(split_copy, field)
+    with pytest.raises(AegisError, match=field):
+        list(load_split(split_copy).images("clean"))
+
+
+def test_baseline_predict_reads_no_frame_outside_the_split(split_copy, tmp_path):
+    point_outside(split_copy, "file_name")
+    result = invoke("baseline", "predict", "--split-dir", split_copy, "--out-dir", tmp_path / "p", "--model",
+                    "fasterrcnn", "--weights", "none", "--arch", "mobilenet_v3", "--imgsz", "64", "--device", "cpu",
+                    "--conditions", "clean")
+    assert_one_line_error(result, "file_name", "outside")
+
+
+def test_gallery_reads_no_frame_outside_the_split(split_copy, tmp_path):
+    point_outside(split_copy, "file_name")
+    gt = json.loads((split_copy / "annotations" / "test.json").read_text())
+    found = [{"image_id": a["image_id"], "category_id": a["category_id"], "bbox": a["bbox"], "score": 0.9}
+             for a in gt["annotations"]]
+    preds = tmp_path / "preds"
+    preds.mkdir()
+    (preds / "clean.json").write_text(json.dumps(found))
+    (preds / "low_light_s1.json").write_text("[]")  # every image loses its person: every image is drawn
+    result = invoke("gallery", preds, "--split-dir", split_copy, "--out-dir", tmp_path / "g",
+                    "--threshold", "0.5")
+    assert_one_line_error(result, "file_name", "outside")
+
+
+@pytest.mark.parametrize("stem", [[1], {"a": 1}, 7, "", "a/b", ".."])
+def test_verify_of_a_gt_stem_that_is_no_name_is_a_finding(split_copy, stem):
+    def edit(gt):
+        gt["images"][0]["stem"] = stem
+    edit_gt(split_copy, edit)
+    result = invoke("verify", split_copy)
+    assert result.exit_code == 1 and result.exception is None or isinstance(result.exception, SystemExit), \
+        result.exception
+    assert "Traceback" not in result.output
+    assert "annotations/test.json" in result.output and "not a plain file name" in result.output, result.output
+
+
+# --- 4. verify's GT identity covers every image field the scorer reads ----------------------------------------
+def reseal(split: Path, gt_map_edit=None) -> None:
+    """Rewrite the local manifest over the edited GT file as an attacker would: new file hash, the GT map edited
+    (``gt_map_edit``), both hashes recomputed, so the split verifies against its own manifest."""
+    import hashlib
+
+    from aegis_data.split.manifest import files_hash, root_hash, sealed_header
+
+    m = json.loads((split / "manifest.json").read_text())
+    entry = next(e for e in m["entries"] if e["path"] == "annotations/test.json")
+    entry["sha256"] = hashlib.sha256((split / "annotations" / "test.json").read_bytes()).hexdigest()
+    if gt_map_edit is not None:
+        gt_map_edit(entry["gt"])
+    m["root_hash"] = root_hash(m, m["entries"])
+    m["files_hash"] = files_hash(m["root_hash"], m["encoder"], m["entries"], sealed_header(m))
+    (split / "manifest.json").write_text(json.dumps(m))
+
+
+def swap_file_names(gt):
+    a, b = gt["images"][0], gt["images"][1]
+    a["file_name"], b["file_name"] = b["file_name"], a["file_name"]
+
+
+def shrink_to_one_pixel(gt):
+    gt["images"][0]["width"] = gt["images"][0]["height"] = 1
+
+
+def drop_image(gt):
+    gone = gt["images"].pop()
+    gt["annotations"] = [a for a in gt["annotations"] if a["image_id"] != gone["id"]]
+
+
+def drop_boxes(gt):
+    gt["annotations"] = [a for a in gt["annotations"] if a["image_id"] != gt["images"][-1]["id"]]
+
+
+GT_EDITS = {  # edit, the GT-map edit that goes with it, what the finding names
+    "swapped file names": (swap_file_names, None, "file_name"),
+    "size set to 1x1": (shrink_to_one_pixel, None, "width"),
+    "image deleted, stem dropped": (drop_image, lambda gt_map: gt_map.pop("f2"), "f2"),
+    "boxes deleted, stem dropped": (drop_boxes, lambda gt_map: gt_map.pop("f2"), "f2"),
+}
+
+
+@pytest.mark.parametrize("case", list(GT_EDITS))
+def test_a_resealed_gt_edit_fails_verify_against_the_reference(split_copy, tmp_path, case):
+    import shutil
+
+    edit, gt_map_edit, named = GT_EDITS[case]
+    ref = tmp_path / "reference.json"
+    shutil.copyfile(split_copy / "manifest.json", ref)
+    edit_gt(split_copy, edit)
+    reseal(split_copy, gt_map_edit)
+    for subset in ([], ["--subset"]):
+        report = tmp_path / "v.json"
+        r = invoke("verify", split_copy, "--against", ref, *subset, "--json", report)
+        assert r.exit_code == 1, (subset, r.output)
+        found = [f for f in json.loads(report.read_text())["findings"] if f["failure"]]
+        assert any(f["path"] == "annotations/test.json" and named in f["detail"] for f in found), (subset, found)
+        assert not any("is identical" in f["detail"] for f in found), found
+
+
+def test_plain_verify_names_the_image_fields_that_changed(split_copy, tmp_path):
+    edit_gt(split_copy, swap_file_names)
+    report = tmp_path / "v.json"
+    assert invoke("verify", split_copy, "--json", report).exit_code == 1
+    (finding,) = json.loads(report.read_text())["findings"]
+    assert "file_name 'f1.png'" in finding["detail"] and "is identical" not in finding["detail"], finding
+
+
+def test_formatting_only_gt_changes_still_say_so(split_copy, tmp_path):
+    path = split_copy / "annotations" / "test.json"
+    path.write_text(json.dumps(json.loads(path.read_text()), indent=4))
+    report = tmp_path / "v.json"
+    assert invoke("verify", split_copy, "--json", report).exit_code == 1
+    (finding,) = json.loads(report.read_text())["findings"]
+    assert "is identical" in finding["detail"] and "file name" in finding["detail"], finding
+
+
+# --- 5. (from 11) orientation carried in PNG text chunks is a format finding -----------------------------------
+def _chunk(name: bytes, body: bytes) -> bytes:
+    import zlib
+
+    return len(body).to_bytes(4, "big") + name + body + zlib.crc32(name + body).to_bytes(4, "big")
+
+
+def _exif_rotate_90() -> bytes:
+    """A little-endian TIFF header with one IFD entry: Orientation (0x0112) = 6, 'rotate 90 clockwise'."""
+    return b"II*\x00" + (8).to_bytes(4, "little") + (1).to_bytes(2, "little") + bytes.fromhex("1201") + \
+        (3).to_bytes(2, "little") + (1).to_bytes(4, "little") + (6).to_bytes(2, "little") + b"\x00\x00" + bytes(4)
+
+
+def _raw_profile(exif: bytes) -> bytes:
+    """ImageMagick's text form of an EXIF block, which Pillow reads as the image's EXIF."""
+    return f"\nexif\n{len(exif):8d}\n".encode() + exif.hex().encode() + b"\n"
+
+
+def _xmp(orientation: bool) -> bytes:
+    extra = ' tiff:Orientation="6"' if orientation else ""
+    return (f'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+            f'<rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/"{extra}/></rdf:RDF></x:xmpmeta>').encode()
+
+
+def _text_chunk(kind: str, keyword: bytes, text: bytes) -> bytes:
+    import zlib
+
+    if kind == "tEXt":
+        return _chunk(b"tEXt", keyword + b"\x00" + text)
+    if kind == "zTXt":
+        return _chunk(b"zTXt", keyword + b"\x00\x00" + zlib.compress(text))
+    return _chunk(b"iTXt", keyword + b"\x00\x01\x00\x00\x00" + zlib.compress(text))  # compressed, no language
+
+
+ORIENTING_CHUNKS = {
+    "exif profile in tEXt": ("tEXt", b"Raw profile type exif", _raw_profile(_exif_rotate_90())),
+    "exif profile in zTXt": ("zTXt", b"Raw profile type exif", _raw_profile(_exif_rotate_90())),
+    "xmp orientation in iTXt": ("iTXt", b"XML:com.adobe.xmp", _xmp(True)),
+    "xmp orientation in tEXt": ("tEXt", b"XML:com.adobe.xmp", _xmp(True)),
+}
+
+
+def with_chunk(png: Path, chunk: bytes) -> None:
+    data = png.read_bytes()
+    at = 8 + 12 + int.from_bytes(data[8:12], "big")  # after IHDR
+    png.write_bytes(data[:at] + chunk + data[at:])
+
+
+@pytest.mark.parametrize("case", list(ORIENTING_CHUNKS))
+def test_orientation_in_a_png_text_chunk_is_a_format_finding(split_copy, tmp_path, case):
+    import shutil
+
+    from PIL import Image, ImageOps
+
+    ref = tmp_path / "reference.json"
+    shutil.copyfile(split_copy / "manifest.json", ref)
+    png = split_copy / "test" / "clean" / "f0.png"
+    with_chunk(png, _text_chunk(*ORIENTING_CHUNKS[case]))
+    with Image.open(png) as im:  # what torchvision's Pillow loaders and exif_transpose users see: rotated
+        assert ImageOps.exif_transpose(im).size == im.size[::-1]
+    report = tmp_path / "v.json"
+    r = invoke("verify", split_copy, "--against", ref, "--json", report)
+    assert r.exit_code == 1, r.output
+    (finding,) = json.loads(report.read_text())["findings"]
+    assert (finding["path"], finding["kind"], finding["failure"]) == ("test/clean/f0.png", "format", True)
+    assert "orientation" in finding["detail"], finding
+
+
+def test_text_metadata_without_orientation_stays_bytes_only(split_copy, tmp_path):
+    import shutil
+
+    ref = tmp_path / "reference.json"
+    shutil.copyfile(split_copy / "manifest.json", ref)
+    png = split_copy / "test" / "clean" / "f0.png"
+    with_chunk(png, _text_chunk("iTXt", b"XML:com.adobe.xmp", _xmp(False)))
+    with_chunk(png, _text_chunk("tEXt", b"Software", b"another encoder"))
+    report = tmp_path / "v.json"
+    assert invoke("verify", split_copy, "--against", ref, "--json", report).exit_code == 0
+    (finding,) = json.loads(report.read_text())["findings"]
+    assert (finding["kind"], finding["failure"]) == ("bytes-only", False)
