@@ -22,7 +22,7 @@ $(STAMP_CORE): $(BUILD_INPUTS) | $(PY)
 
 # The tests also build zlib-ng in zlib-compat mode (a stand-in for another host's system zlib) from the
 # sources vendored in the zlib-ng sdist, fetched here so that no test touches the network. Only its sources are
-# used (the toolkit itself needs no zlib-ng): package 1.1.0 vendors zlib-ng 2.3.3. tests/test_host_independence.py
+# used (the toolkit itself needs no zlib-ng): package 1.1.0 vendors zlib-ng 2.3.3. tests/data/engine/test_host_independence.py
 # reads this line to find the file.
 ZLIB_NG_VERSION := 1.1.0
 $(STAMP_ALL): $(BUILD_INPUTS) | $(PY)

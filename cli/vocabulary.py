@@ -12,7 +12,7 @@ from .common import handle_errors
 
 
 # --- modes: the accepted values of each mode option, shown in --help --------------------------------------
-# The values mirror the library's own tuples (tests/test_cli_vocabulary.py checks they agree); they are spelled
+# The values mirror the library's own tuples (tests/cli/test_cli_vocabulary.py checks they agree); they are spelled
 # here so that `aegis --help` imports no runner, report or scoring module.
 class Task(str, Enum):
     detection = "detection"

@@ -72,7 +72,7 @@ _MAX_IDAT = 1 << 30  # PNG chunk lengths must stay below 2**31; split determinis
 # Where the code-length code's lengths are sent (RFC 1951, 3.2.7).
 _CL_ORDER = (16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15)
 _EXTRA_BITS = {16: 2, 17: 3, 18: 7}
-# SHA-256 of encode_png(self_test_image()) (measured, the same from both implementations; tests/test_png.py).
+# SHA-256 of encode_png(self_test_image()) (measured, the same from both implementations; tests/data/files/test_png.py).
 SELF_TEST_SHA256 = "6c88e62a0ce3fb431fb55aab84046826382c7f8a5724131fc983622fb0151b1d"
 # Read at call time (tests swap it to compare both paths).
 CPNG = load_extension("aegis_data.files._cpng", "PNG deflate")

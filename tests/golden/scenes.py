@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from golden.frames import golden_frame
+from tests.golden.frames import golden_frame
 
 BAR_COLOUR = (0, 0, 0)
 

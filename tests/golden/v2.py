@@ -18,11 +18,10 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for golden.*
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root, for aegis_data
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root, for aegis_data and tests.golden
 
-from golden.frames import GOLDEN_SIZES, apply_matrix_flags, golden_frame, pixel_hash, runtime_report  # noqa: E402
-from golden.scenes import coast_frame, lake_oblique_frame, letterboxed_frame, oblique_frame  # noqa: E402
+from tests.golden.frames import GOLDEN_SIZES, apply_matrix_flags, golden_frame, pixel_hash, runtime_report  # noqa: E402
+from tests.golden.scenes import coast_frame, lake_oblique_frame, letterboxed_frame, oblique_frame  # noqa: E402
 
 HASHES_PATH = Path(__file__).with_name("hashes_v2.json")
 PERSON_PX = 30.0

@@ -1,0 +1,29 @@
+"""Score JSONs of two models written by the real scorer, for the report tests (test_report, test_report_browser)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aegis_data.engine.config import load_config
+from aegis_eval.metrics.bootstrap import BootstrapOptions
+from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
+from aegis_eval.protocols.scoring import write_score_json
+from tests.eval.protocols.scoring_memory import score_conditions
+from tests.eval.protocols.test_scoring import synthetic_gt, synthetic_predictions
+
+
+def score_two_models(root: Path, n_images: int = 24, n_bootstrap: int = 40) -> list[Path]:
+    """Two full sweeps on one synthetic split (dataset "synthetic"), written to ``root/<label>.json``: detector_a
+    at threshold 0.5 (max-f1), detector_b at 0.6 frozen by the risk rule ``fp_per_image<=2``."""
+    coco = synthetic_gt(n_images, 1)
+    gt = ground_truth_from_coco(coco)
+    paths = []
+    for label, seed, thr, rule in (("detector_a", 2, 0.5, "max-f1"), ("detector_b", 9, 0.6, "fp_per_image<=2")):
+        dets = {c: detections_from_results(synthetic_predictions(coco, c, seed=seed), gt)
+                for c in load_config().conditions()}
+        res = score_conditions(gt, dets, thr, bootstrap=BootstrapOptions(n_bootstrap=n_bootstrap, seed=0),
+                               label=label, threshold_info={"rule": rule, "file": None, "sha256": None})
+        res["dataset"] = "synthetic"
+        write_score_json(res, root / f"{label}.json")
+        paths.append(root / f"{label}.json")
+    return paths

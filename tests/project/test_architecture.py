@@ -1,0 +1,139 @@
+"""The import rules of docs/ARCHITECTURE.md, checked on the code itself (every import statement, also the ones
+inside functions): no cycles, no reaching into another package's private names, and no floor imports a higher
+one. A new module must be given a room in ROOMS below (and in the doc) before this test passes."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from tests import REPO_ROOT
+
+ROOT = REPO_ROOT
+PACKAGES = ("aegis_data", "aegis_eval", "cli")
+
+# Room -> floor. A module may import its own room and any room on a lower floor; never a higher floor, and
+# never another room on its own floor (siblings stay independent). The package __init__ files are the public
+# API: they load names lazily from strings (PEP 562), so they have no import edges to check.
+ROOMS = {
+    "aegis_data.errors": 0, "aegis_data.exports": 0,
+    "aegis_data.extras": 1, "aegis_data.compiled": 1, "aegis_data.conditions": 1,
+    "aegis_data.files": 2,
+    "aegis_data.engine": 3, "aegis_data.executors": 3,
+    "aegis_data.sources": 4,
+    "aegis_data.split": 5, "aegis_data.augment": 5,
+    "aegis_eval.metrics": 6,
+    "aegis_eval.protocols": 7,
+    "aegis_eval.runners": 8, "aegis_eval.report": 8,
+    "aegis_eval.api": 9,
+    "cli": 10,
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _room(module: str) -> str:
+    best = max((r for r in ROOMS if module == r or module.startswith(r + ".")), key=len, default=None)
+    if best is None:
+        raise AssertionError(f"{module} has no room in ROOMS of tests/project/test_architecture.py "
+                             "(and docs/ARCHITECTURE.md)")
+    return best
+
+
+def _imports(module: str, path: Path) -> list[tuple[str, str | None, int]]:
+    """(imported module, imported name or None, line) for every import of a project module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name, None, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                found.append((sub, None, node.lineno) if sub in MODULES else (base, a.name, node.lineno))
+    return [(m, n, line) for m, n, line in found if m.split(".")[0] in PACKAGES]
+
+
+EDGES = {m: _imports(m, p) for m, p in MODULES.items()}
+
+
+def _is_public_api(module: str) -> bool:
+    return module in ("aegis_data", "aegis_eval")
+
+
+def test_every_module_has_a_room():
+    for m in MODULES:
+        if not _is_public_api(m) and m not in ("aegis_data.engine", "aegis_data.files", "aegis_data.split",
+                                              "aegis_data.augment", "aegis_eval.metrics", "aegis_eval.protocols"):
+            _room(m)
+
+
+def test_no_import_cycles():
+    graph = {m: {t for t, _, _ in edges if t in MODULES and t != m} for m, edges in EDGES.items()}
+    # A package imported for one of its modules is not an edge to the package's own code here.
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(graph[m]):
+            if state.get(t) == 1:
+                cycle = stack[stack.index(t):] + [t]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+
+
+def test_no_module_imports_another_packages_private_names():
+    bad = []
+    for m, edges in EDGES.items():
+        here = m if MODULES[m].name == "__init__.py" else m.rpartition(".")[0]
+        for target, name, line in edges:
+            owner = target.rpartition(".")[0] if target in MODULES and MODULES[target].name != "__init__.py" else target
+            private_module = any(part.startswith("_") for part in target.split("."))
+            private_name = name is not None and name.startswith("_") and not name.startswith("__")
+            if (private_module or private_name) and owner != here and not target.startswith(here + "."):
+                bad.append(f"{MODULES[m].relative_to(ROOT)}:{line} imports {target}{'.' + name if name else ''}")
+    assert not bad, "private names used across packages:\n" + "\n".join(bad)
+
+
+def test_lower_floors_never_import_upper_ones():
+    bad = []
+    for m, edges in EDGES.items():
+        if _is_public_api(m):
+            continue
+        mine = _room(m)
+        for target, name, line in edges:
+            if target in ("aegis_data", "aegis_eval") and name == "__version__":
+                continue
+            theirs = _room(target)
+            if theirs == mine:
+                continue
+            if ROOMS[theirs] > ROOMS[mine] or ROOMS[theirs] == ROOMS[mine]:
+                bad.append(f"{MODULES[m].relative_to(ROOT)}:{line} ({mine}, floor {ROOMS[mine]}) imports {target} "
+                           f"({theirs}, floor {ROOMS[theirs]})")
+    assert not bad, "imports against the floors of docs/ARCHITECTURE.md:\n" + "\n".join(bad)
