@@ -3,7 +3,7 @@
 Generates one condition of N images (default 1,000) with, per class, 10 GT boxes and 40 detections per image
 (jittered GT copies and clutter, scores rounded to 5 decimals), as COCO GT and results files. Then times:
 
-  (a) ``score_paths`` end to end (load, validate, match, AP, bootstrap) for the single-class file (person);
+  (a) ``aegis_eval.score`` end to end (load, validate, match, AP, bootstrap) for the single-class file (person);
   (b) the same for the 5-class file with ``classes="all"`` (5x the boxes and detections);
   (c) the scoring part alone, ``score_conditions`` vs ``score_conditions_by_class``, on the loaded data.
 
@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from aegis_eval.metrics.bootstrap import BootstrapOptions  # noqa: E402
 from aegis_eval.protocols.predictions import (load_ground_truth, load_ground_truth_by_class, load_predictions,  # noqa: E402
                                     load_predictions_by_class)
-from aegis_eval.protocols.scoring import score_conditions, score_conditions_by_class, score_paths  # noqa: E402
+from aegis_eval.api import score  # noqa: E402
+from aegis_eval.protocols.scoring import score_conditions, score_conditions_by_class  # noqa: E402
 
 THRESHOLD = 0.3
 CLASS_NAMES = ("person", "vehicle", "boat", "animal", "debris")
@@ -97,10 +98,10 @@ def main() -> int:
         root = Path(tmp)
         gt1, preds1 = make_files(root, args.images, 1, 10, 40, key=7)
         gt5, preds5 = make_files(root, args.images, 5, 10, 40, key=7)
-        single, t_single, c_single = timed(lambda: score_paths(preds1, gt1, threshold=THRESHOLD,
-                                                               bootstrap=args.bootstrap))
-        multi, t_multi, c_multi = timed(lambda: score_paths(preds5, gt5, threshold=THRESHOLD,
-                                                            bootstrap=args.bootstrap, classes="all"))
+        single, t_single, c_single = timed(lambda: score(preds1, gt1, threshold=THRESHOLD,
+                                                          bootstrap=args.bootstrap).document)
+        multi, t_multi, c_multi = timed(lambda: score(preds5, gt5, threshold=THRESHOLD,
+                                                       bootstrap=args.bootstrap, classes="all").document)
         gt_s = load_ground_truth(gt1)
         dets_s = load_predictions(preds1, gt_s)
         gts = load_ground_truth_by_class(gt5, "all")
@@ -128,8 +129,8 @@ def main() -> int:
         "",
         "| run | wall s | CPU s | wall vs 1 class | CPU vs 1 class |",
         "|---|---:|---:|---:|---:|",
-        f"| `score_paths`, 1 class (person) | {t_single:.2f} | {c_single:.2f} | 1.0× | 1.0× |",
-        f"| **`score_paths --classes all`, 5 classes** | {t_multi:.2f} | {c_multi:.2f} | {ratio:.2f}× | "
+        f"| `aegis_eval.score`, 1 class (person) | {t_single:.2f} | {c_single:.2f} | 1.0× | 1.0× |",
+        f"| **`aegis_eval.score(classes=\"all\")`, 5 classes** | {t_multi:.2f} | {c_multi:.2f} | {ratio:.2f}× | "
         f"**{cpu_ratio:.2f}×** |",
         f"| scoring only (`score_conditions`), 1 class | {s_single:.2f} | {sc_single:.2f} | 1.0× | 1.0× |",
         f"| scoring only (`score_conditions_by_class`), 5 classes | {s_multi:.2f} | {sc_multi:.2f} | "
