@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
 
 from aegis_data.errors import AegisError
 from aegis_data.exports import lazy_exports
@@ -69,7 +69,8 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
 
 def write_json(path: PathLike, document: Any, *, sort_keys: bool = False,
                default: Optional[Callable[[Any], Any]] = None) -> None:
-    """``document`` as indented JSON plus a newline, written atomically (the form of every ``--json`` report)."""
+    """``document`` as indented JSON plus a newline, written atomically (the form of every JSON report a command
+    writes)."""
     from aegis_data.files.imageio import write_bytes_atomic
 
     text = json.dumps(document, indent=2, sort_keys=sort_keys, default=default)
@@ -287,10 +288,11 @@ class Calibration:
     floor: float
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``aegis calibrate --json`` document."""
+        """The JSON document of ``aegis calibrate`` (the table, with the visibility floor when measured)."""
         doc = self.table.to_dict()
         if self.table.clean_visibility is not None:
-            doc["visibility_floor"] = {"ratio": self.floor, "below": {v.corruption: v.message for v in self.below_floor}}
+            below = {v.corruption: v.message for v in self.below_floor}
+            doc["visibility_floor"] = {"ratio": self.floor, "below": below}
         return doc
 
 
