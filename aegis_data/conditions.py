@@ -16,10 +16,10 @@ SEVERITIES = (1, 2, 3)
 CLEAN = "clean"
 
 
-def check_severity(severity: Any, what: str = "severity") -> int:
-    """``severity`` as int when it is 1, 2 or 3 (an integer, not a bool); else AegisError naming ``what``."""
+def check_severity(severity: Any, param: str = "severity") -> int:
+    """``severity`` as int when it is 1, 2 or 3 (an integer, not a bool); else AegisError naming ``param``."""
     if isinstance(severity, bool) or not isinstance(severity, Integral) or int(severity) not in SEVERITIES:
-        raise AegisError(f"{what} must be 1, 2 or 3, got {severity!r}")
+        raise AegisError(f"`{param}` must be 1, 2 or 3, got {severity!r}", param=param)
     return int(severity)
 
 
@@ -27,7 +27,7 @@ def check_severities(severities: Any) -> tuple[int, ...]:
     """A non-empty subset of 1, 2, 3, sorted and deduplicated; else AegisError."""
     given = list(severities)
     if not given or any(isinstance(s, bool) or not isinstance(s, Integral) or int(s) not in SEVERITIES for s in given):
-        raise AegisError(f"severities must be a non-empty subset of 1, 2, 3; got {given!r}")
+        raise AegisError(f"`severities` must be a non-empty subset of 1, 2, 3; got {given!r}", param="severities")
     return tuple(sorted({int(s) for s in given}))
 
 

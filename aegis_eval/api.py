@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Union
 
 from aegis_data.errors import AegisError
+from aegis_data.exports import lazy_exports
 
 if TYPE_CHECKING:  # the scorer (NumPy, the AP engine) loads on the first score, not on import
     # The predictions forms: a file, a folder, a results list, {condition: file or list} (the load verb's).
@@ -333,3 +334,211 @@ def convert_refs(refs: PathLike, instances: PathLike, out: PathLike) -> dict[str
     doc = refs_from_refcoco(refs_doc, inst_doc, str(refs))
     write_bytes_atomic(out, (json.dumps(doc, indent=1) + "\n").encode())
     return doc
+
+
+# === Baselines and reports ==========================================================================================
+# The reference runners (``aegis baseline predict | train | sweep | ablate``) and the report renderers (``aegis
+# report``, ``aegis gallery``): each command is parsing and rendering around one function below, so a new option is
+# one parameter of the command and one of its function. A runner's settings come from ``config`` (a baseline yaml,
+# configs/baselines/) overridden by the parameters given (None = not given; aegis_eval.runners.config).
+
+# Formatting shared by the reports and the command line, so a value reads the same in both (loaded on first use).
+_SHARED_FORMATS = {
+    "fmt_tau": "aegis_eval.report.tables",
+    "rank_order": "aegis_eval.report.tables",
+    "fmt_threshold": "aegis_eval.report.mitigation",
+}
+
+
+__getattr__ = lazy_exports(__name__, globals(), _SHARED_FORMATS)[0]
+
+
+Progress = Callable[[str, str], None]  # (stage, status) as a runner reports it
+Log = Callable[[str], None]
+
+
+
+def baseline_settings(config: PathLike | None = None, **overrides: Any) -> dict[str, Any]:
+    """The runner settings of the baseline yaml ``config`` (or the defaults) with ``overrides`` applied (a None
+    override is not given); refused without a model or weights."""
+    from aegis_eval.runners.config import resolve_settings
+
+    cfg = resolve_settings(config, overrides)
+    if not cfg.get("model"):
+        raise AegisError("no model given: pass `model` yolo11|rtdetr|fasterrcnn, or a `config` that names one",
+                         param="model")
+    if not cfg.get("weights"):
+        raise AegisError(f"no weights given for {cfg['model']}: pass `weights` (a local file; for Ultralytics also "
+                         f"a model yaml for random init; 'none' for a random Faster R-CNN)", param="weights")
+    return cfg
+
+
+def _predict_settings(cfg: Mapping[str, Any], tile: bool | None, limit: int | None, split_name: str,
+                      allow_download: bool):
+    from aegis_eval.runners.predict import PredictSettings
+
+    return PredictSettings(model=cfg["model"], weights=cfg["weights"], arch=cfg.get("arch"), imgsz=cfg.get("imgsz"),
+                           tiled=True if tile is None else tile, tile=cfg["tile"], overlap=cfg["overlap"],
+                           nms_iou=cfg["nms_iou"], score_floor=cfg["score_floor"], max_det=cfg["max_det"],
+                           batch=cfg["batch"], limit=limit, split_name=split_name, device=cfg["device"],
+                           seed=cfg["seed"], allow_download=allow_download)
+
+
+def _train_settings(cfg: Mapping[str, Any], allow_download: bool):
+    from aegis_eval.runners.train import TrainSettings
+
+    keys = ("arch", "epochs", "imgsz", "batch", "seed", "lr0", "optimizer", "momentum", "weight_decay", "device",
+            "workers", "amp", "tile", "overlap", "min_visibility", "score_floor", "nms_iou", "max_det")
+    return TrainSettings(model=cfg["model"], weights=cfg["weights"], allow_download=allow_download,
+                         **{k: cfg[k] for k in keys})
+
+
+def _check_run_dir(out_dir: PathLike, split_dir: PathLike) -> None:
+    from aegis_data.files.outputs import check_output_dirs
+
+    check_output_dirs({"`out_dir`": Path(out_dir)}, [Path(split_dir)])
+
+
+@dataclass(frozen=True)
+class PredictRun:
+    """What :func:`predict` did: the detector's name and the run record (``run.json``: device, conditions with
+    their image and detection counts, timings)."""
+
+    model: str
+    record: dict[str, Any]
+
+
+def predict(split_dir: PathLike, out_dir: PathLike, *, model: str | None = None, weights: str | None = None,
+            config: PathLike | None = None, conditions: str = "all", split_name: str = "test",
+            tile: bool | None = None, tile_size: int | None = None, overlap: int | None = None,
+            limit: int | None = None, batch: int | None = None, score_floor: float | None = None,
+            max_det: int | None = None, nms_iou: float | None = None, imgsz: int | None = None,
+            arch: str | None = None, device: str | None = None, seed: int | None = None, force: bool = False,
+            allow_download: bool = False, progress: Progress | None = None) -> PredictRun:
+    """Predict every condition of a split with a reference detector: one COCO results file per condition under
+    ``out_dir``, resumable (``force`` recomputes finished conditions). docs/BASELINES.md."""
+    _check_run_dir(out_dir, split_dir)
+    from aegis_eval.runners.predict import predict_split
+
+    cfg = baseline_settings(config, model=model, weights=weights, tile=tile_size, overlap=overlap, batch=batch,
+                            score_floor=score_floor, max_det=max_det, nms_iou=nms_iou, imgsz=imgsz, arch=arch,
+                            device=device, seed=seed)
+    settings = _predict_settings(cfg, tile, limit, split_name, allow_download)
+    record = predict_split(settings, split_dir, out_dir, conditions=conditions, force=force, progress=progress)
+    return PredictRun(settings.model, record)
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    """What :func:`train` did: the detector's name, the trainer's result (``status``, ``best`` and ``last``
+    weights, ``config``) and the augmentation policy it trained with (None: clean frames only)."""
+
+    model: str
+    result: dict[str, Any]
+    policy: Any
+
+
+def train(split_dir: PathLike, out_dir: PathLike, *, model: str | None = None, weights: str | None = None,
+          config: PathLike | None = None, epochs: int | None = None, imgsz: int | None = None,
+          batch: int | None = None, seed: int | None = None, lr0: float | None = None, optimizer: str | None = None,
+          device: str | None = None, workers: int | None = None, arch: str | None = None, amp: bool | None = None,
+          tile_size: int | None = None, overlap: int | None = None, min_visibility: float | None = None,
+          augment: str | None = None, suite: str | None = None, allow_download: bool = False,
+          log: Log | None = None) -> TrainRun:
+    """Fine-tune on the split's train images (tiled), validating on clean val; resumes a stopped run. ``augment``:
+    a disaster-augmentation policy (a name in configs/augment or a yaml path) of ``suite`` (default: the
+    split's) applied to every training frame (docs/MITIGATION.md)."""
+    _check_run_dir(out_dir, split_dir)
+    from aegis_data.augment.transform import load_policy
+    from aegis_eval.runners.augment_hooks import policy_suite_for
+    from aegis_eval.runners.train import train_baseline
+
+    cfg = baseline_settings(config, model=model, weights=weights, epochs=epochs, imgsz=imgsz, batch=batch, seed=seed,
+                            lr0=lr0, optimizer=optimizer, device=device, workers=workers, arch=arch, amp=amp,
+                            tile=tile_size, overlap=overlap, min_visibility=min_visibility)
+    settings = _train_settings(cfg, allow_download)
+    policy = load_policy(augment, suite or policy_suite_for(split_dir)) if augment else None
+    result = train_baseline(settings, split_dir, out_dir, log=log, augment=policy)
+    return TrainRun(settings.model, result, policy)
+
+
+def sweep(split_dir: PathLike, out_dir: PathLike, *, model: str | None = None, weights: str | None = None,
+          config: PathLike | None = None, bootstrap: int | None = None, conditions: str = "all",
+          label: str | None = None, tile: bool | None = None, tile_size: int | None = None,
+          overlap: int | None = None, limit: int | None = None, batch: int | None = None,
+          score_floor: float | None = None, max_det: int | None = None, nms_iou: float | None = None,
+          imgsz: int | None = None, arch: str | None = None, device: str | None = None, seed: int | None = None,
+          force: bool = False, allow_download: bool = False, progress: Progress | None = None,
+          on_warning: Log | None = None) -> dict[str, Any]:
+    """Predict clean val, freeze the threshold once, predict every test condition and score it with bootstrap
+    intervals: the score document (also written to ``out_dir``/score.json and score.csv)."""
+    _check_run_dir(out_dir, split_dir)
+    from aegis_eval.runners.sweep import run_sweep
+
+    cfg = baseline_settings(config, model=model, weights=weights, bootstrap=bootstrap, tile=tile_size,
+                            overlap=overlap, batch=batch, score_floor=score_floor, max_det=max_det, nms_iou=nms_iou,
+                            imgsz=imgsz, arch=arch, device=device, seed=seed)
+    settings = _predict_settings(cfg, tile, limit, "test", allow_download)
+    return run_sweep(settings, split_dir, out_dir, bootstrap=cfg["bootstrap"], seed=cfg["seed"],
+                     rule=cfg["threshold_rule"], label=label or cfg.get("name") or settings.model,
+                     conditions=conditions, force=force, progress=progress, on_warning=on_warning)
+
+
+def ablate(split_dir: PathLike, out_dir: PathLike, policies: str | Sequence[str], *, model: str | None = None,
+           weights: str | None = None, config: PathLike | None = None, epochs: int | None = None,
+           imgsz: int | None = None, batch: int | None = None, seed: int | None = None, lr0: float | None = None,
+           optimizer: str | None = None, bootstrap: int | None = None, conditions: str = "all",
+           label: str | None = None, arch: str | None = None, device: str | None = None,
+           init: PathLike | None = None, seeds: str | Sequence[int] | None = None, suite: str | None = None,
+           allow_download: bool = False, progress: Progress | None = None, log: Log | None = None,
+           on_warning: Log | None = None) -> dict[str, Any]:
+    """Train one model per augmentation policy plus the clean baseline (per training seed with ``seeds``), sweep
+    every condition and compare: the ablation record (also ``out_dir``/ablation.json). ``init``: a checkpoint
+    every model is fine-tuned from, instead of ``weights``."""
+    _check_run_dir(out_dir, split_dir)
+    from aegis_eval.runners.ablate import parse_policies, parse_seeds, run_ablation
+    from aegis_eval.runners.augment_hooks import policy_suite_for
+
+    chosen = parse_policies(policies, suite or policy_suite_for(split_dir))
+    seed_list = parse_seeds(seeds) if seeds is not None else None
+    if init is not None and weights is not None:
+        raise AegisError("give `init` (a checkpoint to fine-tune from) or `weights`, not both", param="init")
+    cfg = baseline_settings(config, model=model, weights=str(init) if init is not None else weights, epochs=epochs,
+                            imgsz=imgsz, batch=batch, seed=seed, lr0=lr0, optimizer=optimizer, bootstrap=bootstrap,
+                            arch=arch, device=device)
+    train_settings = _train_settings(cfg, allow_download)
+    predict_settings = _predict_settings(cfg, None, None, "test", allow_download)
+    return run_ablation(train_settings, predict_settings, split_dir, out_dir, chosen, bootstrap=cfg["bootstrap"],
+                        seed=cfg["seed"], rule=cfg["threshold_rule"], label=label or cfg.get("name") or cfg["model"],
+                        conditions=conditions, init=init, seeds=seed_list, progress=progress, log=log,
+                        on_warning=on_warning)
+
+
+def report(results: Sequence[PathLike], out_dir: PathLike, *, formats: str | Iterable[str] | None = None,
+           metric: str = "recall", html_figures: str = "png", allow_mixed_suites: bool = False):
+    """Render figures (PNG, PDF, SVG), report.md/html, LaTeX tables and report.tex from score JSONs under
+    ``out_dir``: the :class:`~aegis_eval.report.build.ReportFiles` (``files``, ``notes``). ``formats``: a subset of
+    md, html, latex (default all)."""
+    from aegis_data.files.outputs import check_output_dirs
+
+    check_output_dirs({"`out_dir`": Path(out_dir)})
+    from aegis_eval.report import build_report, load_results
+
+    extra = {} if formats is None else {"formats": formats}
+    return build_report(load_results(results), out_dir, metric=metric, html_figures=html_figures,
+                        allow_mixed_suites=allow_mixed_suites, **extra)
+
+
+def gallery(predictions: PathLike, split_dir: PathLike, out_dir: PathLike, *, threshold: float | None = None,
+            threshold_file: PathLike | None = None, conditions: str | Sequence[str] = "all", n: int = 8,
+            max_width: int = 1600):
+    """Draw the ``n`` (image, condition) pairs whose recall drops most against clean -- clean beside corrupted,
+    ground truth and predictions -- from a folder of ``clean.json`` and ``<condition>.json`` results: the
+    :class:`~aegis_eval.report.gallery.GalleryFiles` (``pairs``, ``index_html``, ``notes``)."""
+    from aegis_data.files.outputs import check_output_dirs
+
+    check_output_dirs({"`out_dir`": Path(out_dir)}, [Path(split_dir), Path(predictions)])
+    from aegis_eval.report.gallery import build_gallery
+
+    return build_gallery(split_dir, predictions, out_dir, threshold=threshold, threshold_file=threshold_file,
+                         conditions=conditions, n=n, max_width=max_width)

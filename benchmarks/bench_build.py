@@ -29,12 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cv2  # noqa: E402
 
-from aegis_data.engine.config import load_config  # noqa: E402
 from aegis_data.engine.kernels import kernels_backend  # noqa: E402
 from aegis_data.files.imageio import write_png_atomic  # noqa: E402
 from aegis_data.files.png import writer_info  # noqa: E402
-from aegis_data.sources import SourceDataset, load_source, read_rgb  # noqa: E402
-from aegis_data.split.build import build_splits  # noqa: E402
+from aegis_data.api import build_splits, load_config, load_source  # noqa: E402
+from aegis_data.sources import SourceDataset, read_rgb  # noqa: E402
 
 FULL = {"HERIDAL-C": (101, 4000, 3000), "SARD-C": (862, 640, 640)}
 

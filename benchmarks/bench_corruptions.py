@@ -51,12 +51,10 @@ cv2.setNumThreads(1)
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from aegis_data.api import Scale, apply_corruption, load_config, write_bytes_atomic  # noqa: E402
 from aegis_data.conditions import SEVERITIES  # noqa: E402
-from aegis_data.engine.config import load_config  # noqa: E402
-from aegis_data.engine.corruptions import apply_corruption  # noqa: E402
 from aegis_data.engine.kernels import kernels_backend  # noqa: E402
-from aegis_data.engine.scale import FRAME_SCALE, Scale  # noqa: E402
-from aegis_data.files.imageio import write_bytes_atomic  # noqa: E402
+from aegis_data.engine.scale import FRAME_SCALE  # noqa: E402
 
 TARGET_MPS = 30.0
 TARGET_MEM_MB = 1536.0

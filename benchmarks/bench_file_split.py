@@ -35,8 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from aegis_data.conditions import parse_condition  # noqa: E402
 from aegis_data.files import png  # noqa: E402
-from aegis_data.engine.config import load_config  # noqa: E402
-from aegis_data.engine.corruptions import apply_corruption  # noqa: E402
+from aegis_data.api import apply_corruption, load_config  # noqa: E402
 from aegis_data.files.imageio import pixel_sha256, read_rgb, write_bytes_atomic  # noqa: E402
 from aegis_data.sources.synthetic import render_scene  # noqa: E402
 

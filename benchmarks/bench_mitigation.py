@@ -41,7 +41,7 @@ os.environ.setdefault("YOLO_VERBOSE", "0")
 
 import numpy as np  # noqa: E402
 
-from aegis_data.augment.transform import load_policy  # noqa: E402
+from aegis_data.api import load_policy  # noqa: E402
 from aegis_eval.runners.ablate import run_ablation  # noqa: E402
 from aegis_eval.runners.predict import PredictSettings, library_versions  # noqa: E402
 from aegis_eval.runners.train import TrainSettings, train_baseline  # noqa: E402

@@ -42,8 +42,7 @@ def shift(image, name: str, severity: int, image_id: str, seed: int):
 
 def one_build(n: int, workers: int, scheduler: str | None, out: str, cheap: bool = False) -> dict:
     """Build the synthetic source of ``n`` images of SIZE px in this process; return timings and peak RSS."""
-    from aegis_data.sources import load_source
-    from aegis_data.split.build import build_splits
+    from aegis_data.api import build_splits, load_source
 
     t0 = time.perf_counter()
     ds = load_source("synthetic", n=n, size=SIZE)

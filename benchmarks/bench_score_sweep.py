@@ -2,7 +2,7 @@
 
 The default size is HERIDAL-scale evaluation: 862 test images, ~1,100 GT boxes, 100 detections per image per
 condition (2.4 M detections in all) and B = 1000 bootstrap resamples. The predictions are written as COCO
-results files and scored through ``aegis_eval.api.score``, which is what the CLI runs. Each stage is then timed
+results files and scored through ``aegis_eval.score``, which is what the CLI runs. Each stage is then timed
 separately on the loaded data. (benchmarks/bench_score.py covers the AP engine itself.)
 
     .venv/bin/python benchmarks/bench_score_sweep.py [--images 862] [--per-image 100] [--bootstrap 1000]
@@ -20,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from aegis_data.engine.config import load_config
+import aegis_eval as ae
+from aegis_data.api import load_config
 from aegis_eval.metrics import coco as metrics
 from aegis_eval.metrics.bootstrap import BootstrapOptions, bootstrap_samples, resample_weights
 from aegis_eval.metrics.matching import match_at_threshold
 from aegis_eval.protocols.predictions import load_ground_truth, load_predictions
-from aegis_eval.api import score
 
 
 def make_sweep(root: Path, n_images: int, per_image: int, conditions: list[str], seed: int = 20260707) -> None:
@@ -85,7 +85,7 @@ def main() -> None:
         t_make = time.perf_counter() - t0
 
         t0, c0 = time.perf_counter(), time.process_time()
-        result = score(root / "preds", root / "gt.json", threshold=0.5, bootstrap=args.bootstrap, seed=0).document
+        result = ae.score(root / "preds", root / "gt.json", threshold=0.5, bootstrap=args.bootstrap, seed=0).document
         t_total, c_total = time.perf_counter() - t0, time.process_time() - c0
 
         # Stage breakdown on the loaded data.
@@ -115,7 +115,7 @@ def main() -> None:
           f"AP50 {result['conditions']['clean']['map50']:.3f}")
     print("| stage | seconds |\n|---|---|")
     print(f"| write the synthetic files (not part of scoring) | {t_make:.1f} |")
-    print(f"| **score end to end** (load, validate, match, AP, bootstrap, summary) | **{t_total:.1f}** "
+    print(f"| **aegis_eval.score end to end** (load, validate, match, AP, bootstrap, summary) | **{t_total:.1f}** "
           f"(CPU {c_total:.1f}) |")
     print(f"| load + validate 28 files | {t_load:.1f} |")
     print(f"| thresholded matching, 28 conditions | {t_match:.1f} |")

@@ -17,9 +17,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from aegis_data.sources import load_source
+from aegis_data.api import audit_source, load_source
 from aegis_data.sources import synthetic
-from aegis_data.sources.audit import audit_dataset
 
 
 def timed(fn, repeats: int) -> float:
@@ -65,11 +64,11 @@ def main() -> None:
         s = timed(lambda: load_source("heridal", source=root), repeats)
         rows.append((f"load_source('heridal') {n} XML + 4000x3000 JPEG headers", f"{s * 1000:.0f} ms", f"{s / n * 1000:.2f} ms/image"))
         ds = load_source("heridal", source=root)
-        s = timed(lambda: audit_dataset(ds), repeats)
+        s = timed(lambda: audit_source(ds), repeats)
         size_mb = sum(p.stat().st_size for p in root.rglob("*.jpg")) / 1e6
-        rows.append((f"audit_dataset (SHA-256 of {size_mb:.0f} MB of JPEG)", f"{s * 1000:.0f} ms", f"{size_mb / s:.0f} MB/s"))
-        s = timed(lambda: audit_dataset(ds, hash_files=False), repeats)
-        rows.append(("audit_dataset hash_files=False", f"{s * 1000:.0f} ms", ""))
+        rows.append((f"audit_source (SHA-256 of {size_mb:.0f} MB of JPEG)", f"{s * 1000:.0f} ms", f"{size_mb / s:.0f} MB/s"))
+        s = timed(lambda: audit_source(ds, hash_files=False), repeats)
+        rows.append(("audit_source hash_files=False", f"{s * 1000:.0f} ms", ""))
     print(f"Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; machine: {platform.machine()}, "
           f"{platform.processor() or 'cpu'}; Python {platform.python_version()}, numpy {np.__version__}, "
           f"opencv {cv2.__version__}; median of {repeats}\n")

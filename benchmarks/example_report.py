@@ -26,12 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from aegis_data.engine.config import load_config  # noqa: E402
-from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco, read_json_file  # noqa: E402
-from aegis_eval.api import score  # noqa: E402
-from aegis_eval.protocols.scoring import write_score_json  # noqa: E402
-from aegis_eval.protocols.threshold import freeze_threshold, write_threshold_file  # noqa: E402
-from aegis_eval.report import build_report, load_results  # noqa: E402
+import aegis_eval as ae  # noqa: E402
+from aegis_data.api import load_config  # noqa: E402
 from bench_score_sweep import make_sweep  # noqa: E402
 
 MODELS = (("model_a", 40, "max-f1"), ("model_b", 10, "fp_per_image<=0.5"))
@@ -55,19 +51,16 @@ def main() -> int:
             val.mkdir(parents=True)
             make_sweep(test, args.images, per_image, conditions)  # same seed: the same GT for both models
             make_sweep(val, args.images, per_image, ["clean"], seed=7)
-            val_gt = ground_truth_from_coco(read_json_file(val / "gt.json", "GT")[0])
-            val_preds = val / "preds" / "clean.json"
-            frozen = freeze_threshold(val_gt, detections_from_results(read_json_file(val_preds, "preds")[0], val_gt),
-                                      rule=rule)
-            write_threshold_file(frozen, root / label / "threshold.json", val_preds, val / "gt.json")
-            result = dict(score(test / "preds", test / "gt.json", threshold_file=root / label / "threshold.json",
-                                bootstrap=args.bootstrap, seed=0, label=label).document)
+            ae.freeze_threshold(val / "preds" / "clean.json", val / "gt.json", rule=rule,
+                                out=root / label / "threshold.json")
+            result = ae.score(test / "preds", test / "gt.json", threshold_file=root / label / "threshold.json",
+                              bootstrap=args.bootstrap, seed=0, label=label).to_dict()
             result["dataset"] = "synthetic-sweep"
-            write_score_json(result, root / f"{label}.json")
+            ae.write_json(result, root / f"{label}.json")
             scores.append(root / f"{label}.json")
         load_before = os.getloadavg()[0]
         t0 = time.perf_counter()
-        files = build_report(load_results(scores), root / "report", html_figures="svg")
+        files = ae.report(scores, root / "report", html_figures="svg")
         seconds = time.perf_counter() - t0
         if args.out.exists():
             shutil.rmtree(args.out)

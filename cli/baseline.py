@@ -1,20 +1,19 @@
 """``aegis baseline predict | train | sweep | ablate``: the reference runners' command line (docs/BASELINES.md).
 
 Every setting can come from ``--config configs/baselines/<dataset>-<model>.yaml``; a flag given on the command
-line overrides the config, which overrides the built-in defaults (aegis_eval.runners.config).
+line overrides the config, which overrides the built-in defaults (aegis_eval.runners.config). Each command calls
+one function of ``aegis_eval.api`` (``predict``, ``train``, ``sweep``, ``ablate``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
-from aegis_data.errors import AegisError
-from aegis_data.files.outputs import check_output_dirs
-
+from aegis_eval import api
 from .common import err, out, warn
 from .tables import fit
 from .vocabulary import Arch, Model, Optimizer, SplitName, SuiteOpt, add_command, mode, value
@@ -60,38 +59,6 @@ NmsOpt = Annotated[Optional[float], typer.Option("--nms-iou", help="IoU of the c
                                                  "(default 0.5).")]
 
 
-def _settings(config: Optional[Path], **overrides: Any) -> dict[str, Any]:
-    from aegis_eval.runners.config import resolve_settings
-
-    cfg = resolve_settings(config, {key: value(v) for key, v in overrides.items()})
-    if not cfg.get("model"):
-        raise AegisError("no model given: pass --model yolo11|rtdetr|fasterrcnn, or a --config that names one")
-    if not cfg.get("weights"):
-        raise AegisError(f"no weights given for {cfg['model']}: pass --weights (a local file; for Ultralytics also "
-                         f"a model yaml for random init; 'none' for a random Faster R-CNN)")
-    return cfg
-
-
-def _predict_settings(cfg: dict[str, Any], tile: Optional[bool], limit: Optional[int], split_name: str,
-                      allow_download: bool):
-    from aegis_eval.runners.predict import PredictSettings
-
-    return PredictSettings(model=cfg["model"], weights=cfg["weights"], arch=cfg.get("arch"), imgsz=cfg.get("imgsz"),
-                           tiled=True if tile is None else tile, tile=cfg["tile"], overlap=cfg["overlap"],
-                           nms_iou=cfg["nms_iou"], score_floor=cfg["score_floor"], max_det=cfg["max_det"],
-                           batch=cfg["batch"], limit=limit, split_name=split_name, device=cfg["device"],
-                           seed=cfg["seed"], allow_download=allow_download)
-
-
-def _train_settings(cfg: dict[str, Any], allow_download: bool):
-    from aegis_eval.runners.train import TrainSettings
-
-    keys = ("arch", "epochs", "imgsz", "batch", "seed", "lr0", "optimizer", "momentum", "weight_decay", "device",
-            "workers", "amp", "tile", "overlap", "min_visibility", "score_floor", "nms_iou", "max_det")
-    return TrainSettings(model=cfg["model"], weights=cfg["weights"], allow_download=allow_download,
-                         **{k: cfg[k] for k in keys})
-
-
 def _progress(stage: str, status: str) -> None:
     err.print(f"{stage}: {status}", highlight=False)
 
@@ -132,15 +99,12 @@ def predict_cmd(
     allow_download: DownloadOpt = False,
 ) -> None:
     """Predict every condition of a split: one COCO results file per condition, resumable."""
-    check_output_dirs({"--out-dir": out_dir}, [split])
-    from aegis_eval.runners.predict import predict_split
-
-    cfg = _settings(config, model=model, weights=weights, tile=tile_size, overlap=overlap, batch=batch,
-                    score_floor=score_floor, max_det=max_det, nms_iou=nms_iou, imgsz=imgsz, arch=arch,
-                    device=device, seed=seed)
-    settings = _predict_settings(cfg, tile, limit, value(split_name), allow_download)
-    record = predict_split(settings, split, out_dir, conditions=conditions, force=force, progress=_progress)
-    out.print(fit(_run_table(record, f"{settings.model} predictions ({record['device']}) → {out_dir}")))
+    run = api.predict(split, out_dir, model=value(model), weights=weights, config=config, conditions=conditions,
+                      split_name=value(split_name), tile=tile, tile_size=tile_size, overlap=overlap, limit=limit,
+                      batch=batch, score_floor=score_floor, max_det=max_det, nms_iou=nms_iou, imgsz=imgsz,
+                      arch=value(arch), device=device, seed=seed, force=force, allow_download=allow_download,
+                      progress=_progress)
+    out.print(fit(_run_table(run.record, f"{run.model} predictions ({run.record['device']}) → {out_dir}")))
 
 
 def train_cmd(
@@ -174,21 +138,15 @@ def train_cmd(
 
     With --augment, every training frame is disaster-corrupted by the policy before tiling (docs/MITIGATION.md).
     """
-    check_output_dirs({"--out-dir": out_dir}, [split])
-    from aegis_data.augment.transform import load_policy
-    from aegis_eval.runners.augment_hooks import policy_suite_for
-    from aegis_eval.runners.train import train_baseline
-
-    cfg = _settings(config, model=model, weights=weights, epochs=epochs, imgsz=imgsz, batch=batch, seed=seed,
-                    lr0=lr0, optimizer=optimizer, device=device, workers=workers, arch=arch, amp=amp, tile=tile_size,
-                    overlap=overlap, min_visibility=min_visibility)
-    settings = _train_settings(cfg, allow_download)
-    policy = load_policy(augment, suite or policy_suite_for(split)) if augment else None
-    result = train_baseline(settings, split, out_dir, log=lambda line: err.print(line, highlight=False),
-                            augment=policy)
-    out.print(f"{settings.model}: {result['status']}; best weights: {result['best']}", highlight=False)
-    if policy is not None:
-        out.print(f"augmentation: {policy.name} [{policy.hash}]", highlight=False)
+    run = api.train(split, out_dir, model=value(model), weights=weights, config=config, epochs=epochs, imgsz=imgsz,
+                    batch=batch, seed=seed, lr0=lr0, optimizer=value(optimizer), device=device, workers=workers,
+                    arch=value(arch), amp=amp, tile_size=tile_size, overlap=overlap, min_visibility=min_visibility,
+                    augment=augment, suite=suite, allow_download=allow_download,
+                    log=lambda line: err.print(line, highlight=False))
+    result = run.result
+    out.print(f"{run.model}: {result['status']}; best weights: {result['best']}", highlight=False)
+    if run.policy is not None:
+        out.print(f"augmentation: {run.policy.name} [{run.policy.hash}]", highlight=False)
     out.print(f"last checkpoint: {result['last']}; config: {result['config']}", highlight=False)
 
 
@@ -219,17 +177,13 @@ def sweep_cmd(
     allow_download: DownloadOpt = False,
 ) -> None:
     """Predict clean val, freeze the threshold once, predict all test conditions, score with bootstrap CIs."""
-    check_output_dirs({"--out-dir": out_dir}, [split])
-    from aegis_eval.runners.sweep import run_sweep
     from .scoring import conditions_table, recall_matrix
 
-    cfg = _settings(config, model=model, weights=weights, bootstrap=bootstrap, tile=tile_size, overlap=overlap,
-                    batch=batch, score_floor=score_floor, max_det=max_det, nms_iou=nms_iou, imgsz=imgsz, arch=arch,
-                    device=device, seed=seed)
-    settings = _predict_settings(cfg, tile, limit, "test", allow_download)
-    result = run_sweep(settings, split, out_dir, bootstrap=cfg["bootstrap"], seed=cfg["seed"],
-                       rule=cfg["threshold_rule"], label=label or cfg.get("name") or settings.model,
-                       conditions=conditions, force=force, progress=_progress, on_warning=warn)
+    result = api.sweep(split, out_dir, model=value(model), weights=weights, config=config, bootstrap=bootstrap,
+                       conditions=conditions, label=label, tile=tile, tile_size=tile_size, overlap=overlap,
+                       limit=limit, batch=batch, score_floor=score_floor, max_det=max_det, nms_iou=nms_iou,
+                       imgsz=imgsz, arch=value(arch), device=device, seed=seed, force=force,
+                       allow_download=allow_download, progress=_progress, on_warning=warn)
     out.print(fit(conditions_table(result)))
     matrix = recall_matrix(result)
     if matrix is not None:
@@ -271,30 +225,18 @@ def ablate_cmd(
     allow_download: DownloadOpt = False,
 ) -> None:
     """Train one model per augmentation policy plus the clean baseline, sweep every condition, compare."""
-    check_output_dirs({"--out-dir": out_dir}, [split])
-    from aegis_eval.runners.ablate import parse_policies, parse_seeds, run_ablation
-    from aegis_eval.runners.augment_hooks import policy_suite_for
-
-    chosen = parse_policies(policies, suite or policy_suite_for(split))
-    seed_list = parse_seeds(seeds) if seeds is not None else None
-    if init is not None and weights is not None:
-        raise AegisError("give --init (a checkpoint to fine-tune from) or --weights, not both")
-    cfg = _settings(config, model=model, weights=str(init) if init is not None else weights, epochs=epochs,
-                    imgsz=imgsz, batch=batch, seed=seed, lr0=lr0, optimizer=optimizer, bootstrap=bootstrap,
-                    arch=arch, device=device)
-    train = _train_settings(cfg, allow_download)
-    predict = _predict_settings(cfg, None, None, "test", allow_download)
-    record = run_ablation(train, predict, split, out_dir, chosen, bootstrap=cfg["bootstrap"], seed=cfg["seed"],
-                          rule=cfg["threshold_rule"], label=label or cfg.get("name") or cfg["model"],
-                          conditions=conditions, init=init, seeds=seed_list, progress=_progress,
-                          log=lambda line: err.print(line, highlight=False), on_warning=warn)
+    record = api.ablate(split, out_dir, policies, model=value(model), weights=weights, config=config, epochs=epochs,
+                        imgsz=imgsz, batch=batch, seed=seed, lr0=lr0, optimizer=value(optimizer), bootstrap=bootstrap,
+                        conditions=conditions, label=label, arch=value(arch), device=device, init=init, seeds=seeds,
+                        suite=suite, allow_download=allow_download, progress=_progress,
+                        log=lambda line: err.print(line, highlight=False), on_warning=warn)
     out.print(fit(ablation_table(record)))
     out.print(f"scores: {Path(out_dir) / 'scores'}  (render with `aegis report {Path(out_dir) / 'scores'}/*.json "
               f"--out-dir REPORT`)", highlight=False)
 
 
 def ablation_table(record: dict) -> Table:
-    from aegis_eval.report.mitigation import fmt_threshold
+    from aegis_eval.api import fmt_threshold
 
     seeds = record["settings"].get("seeds")
     what = f"mean of seeds {','.join(map(str, seeds))}, two-level bootstrap CI" if seeds else "95% CI"

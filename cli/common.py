@@ -7,12 +7,13 @@ import functools
 import re
 import sys
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, TypeVar
+from typing import Callable, TypeVar
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
+from aegis_data import api
 from aegis_data.errors import AegisError
 from aegis_data.extras import MissingExtra
 
@@ -88,10 +89,8 @@ def handle_errors(fn: F) -> F:
         except PermissionError as exc:
             raise fail(f"permission denied: {exc.filename or exc}") from None
         except OSError as exc:  # disk full, a parent that is a file, ...: one line naming the path
-            from aegis_data.files.imageio import write_error
-
             if exc.filename and exc.errno in (errno.ENOSPC, errno.ENOTDIR, errno.EISDIR, errno.EEXIST):
-                raise fail(str(write_error(Path(exc.filename), exc))) from None
+                raise fail(str(api.write_error(Path(exc.filename), exc))) from None
             where = f" ({exc.filename})" if exc.filename else ""
             raise fail(f"{exc.strerror or type(exc).__name__}{where}") from None
         except ImportError as exc:  # an optional extra (torch, matplotlib, Dask, ...) is not installed

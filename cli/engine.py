@@ -1,8 +1,7 @@
 """Commands around the corruption engine: ``list``, ``corrupt``, ``grid``, ``calibrate`` and ``realism``.
 
-Parsing and rendering only: the work is done by ``aegis_data.engine.corruptions`` (the engine),
-``aegis_data.engine.calibration`` (statistics, calibration tables), ``aegis_data.engine.grid`` (the severity grid)
-and ``aegis_data.engine.realism`` (camera statistics against real footage), which the tests call directly.
+Parsing and rendering only: each command calls one function of ``aegis_data.api`` (``list_suite``,
+``corrupt_file``, ``grid_file``, ``calibrate``, ``realism``).
 """
 
 from __future__ import annotations
@@ -15,14 +14,12 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from aegis_data.conditions import check_severity
-from aegis_data.engine.config import load_config
-from aegis_data.errors import AegisError
-from aegis_data.files.outputs import check_outputs
+from aegis_data import api
+from aegis_data.api import check_outputs
 
 from .common import err, fail, out, styled
 from .tables import fit
-from .vocabulary import GsdOpt, ListFormat, PersonPxOpt, ScaleMode, ScaleOpt, SuiteOpt, add_command, mode, value
+from .vocabulary import GsdOpt, ListFormat, PersonPxOpt, ScaleOpt, SuiteOpt, add_command, mode, value
 
 
 _ARROW = {"increase": "↑", "decrease": "↓"}  # a statistic's declared direction
@@ -48,58 +45,6 @@ def _fmt_value(v) -> str:
     return _fmt_num(v)
 
 
-def suite_description(scale=None, long_side: int | None = None, suite: str | None = None) -> dict:
-    """The suite as plain data: seed, config hash, families and every corruption's declaration (and model); with a
-    ``scale`` (and, for frame scale, a ``long_side``), the effective pixel values of the parameters that follow it.
-    ``suite``: a suite name or file (default aegis-v2)."""
-    cfg = load_config(suite)
-    from aegis_data.engine.corruptions import physical_ladder
-    from aegis_data.engine.scale import effective_parameters
-
-    effective = scale is not None and (scale.is_object or long_side is not None)
-    desc = {
-        "suite": cfg.suite,
-        "generation": cfg.generation,
-        "seed": cfg.seed,
-        "config_hash": cfg.config_hash,
-        "config_sha256": cfg.config_sha256,
-        "families": {k: list(v) for k, v in cfg.families.items()},
-        "corruptions": [
-            {
-                "name": s.name,
-                "model": s.model_name,
-                "family": s.family,
-                "statistic": s.statistic,
-                "direction": s.direction,
-                "severities": {k: list(v) for k, v in s.severities.items()},
-                "fixed": {k: (list(v) if isinstance(v, tuple) else v) for k, v in s.fixed.items()},
-                **({"effective": effective_parameters(s, scale, long_side)} if effective else {}),
-                **({"physical": physical_ladder(s.name, cfg, scale.person_px if scale is not None and scale.is_object
-                                                else None)} if s.model else {}),
-            }
-            for s in cfg.corruptions.values()
-        ],
-    }
-    if cfg.uses_scene:
-        desc["camera"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.camera.items()}
-    if effective:
-        desc["scale"] = scale.describe() + ("" if scale.is_object else f", on a {long_side}-px long side")
-    return desc
-
-
-def _scale_choice(suite, scale, person_px, gsd, *, required: bool):
-    """The scale a command uses (``aegis_data.engine.scale.suite_call_scale``); None when the suite's mode is object, neither the call nor
-    the suite gives a unit and ``required`` is False (nothing to measure a person on, nothing needed)."""
-    from aegis_data.engine.scale import OBJECT, suite_call_scale
-
-    mode_ = value(scale) if scale is not None else suite.scale.get("mode", "frame")
-    if not required and mode_ == OBJECT and person_px is None and gsd is None \
-            and suite.scale.get("person_px") is None and suite.scale.get("gsd_cm_per_px") is None:
-        return None
-    return suite_call_scale(suite.scale, mode_, None, person_px=person_px, gsd_cm_per_px=gsd,
-                            physical_suite=suite.suite if suite.uses_scene else None)
-
-
 def list_cmd(
     output_format: Annotated[ListFormat, mode(ListFormat, "--format", help="Print the suite as a table or as "
                                               "JSON.")] = ListFormat.table,
@@ -116,11 +61,7 @@ def list_cmd(
     With --scale object (--person-px N or --gsd G), or --long-side L under frame scale, also the effective
     pixel values of every length, density and texture parameter.
     """
-    cfg = load_config(suite)
-    if long_side is not None and (long_side < 1 or scale is ScaleMode.object or cfg.uses_scene):
-        raise AegisError("--long-side takes a positive number of px and applies to --scale frame only")
-    chosen = _scale_choice(cfg, scale, person_px, gsd, required=False)
-    desc = suite_description(chosen, long_side, suite)
+    desc = api.list_suite(suite, scale=value(scale), person_px=person_px, gsd_cm_per_px=gsd, long_side=long_side)
     if output_format is ListFormat.json:
         out.print_json(json.dumps(desc))
         return
@@ -200,38 +141,11 @@ def corrupt_cmd(
         rich_help_panel="Scale (docs/CORRUPTIONS.md)")] = None,
 ) -> None:
     """Apply one corruption at one severity to one image and write a lossless PNG."""
-    from aegis_data.engine.corruptions import apply_corruption
-    from aegis_data.engine.scene import estimate_scene, found_sidecar, read_sidecar, read_water_mask, sidecar_path
-    from aegis_data.files.imageio import pixel_sha256, read_rgb, write_png_atomic
-
-    cfg = load_config(suite)
-    cfg.check_corruption(corruption)
-    check_severity(severity, "--severity")
-    if scene is not None and not cfg.uses_scene:
-        raise AegisError(f"--scene gives a scene sidecar, which suite {cfg.suite} does not read")
-    chosen = _scale_choice(cfg, scale, person_px, gsd, required=True)
-    if out_path.suffix.lower() != ".png":
-        raise AegisError(f"--out must be a .png file (lossless), got {str(out_path)!r}")
-    check_outputs({"--out": out_path}, [image])
-    rgb = read_rgb(image)
-    image_scene = None
-    if cfg.uses_scene:
-        side = scene if scene is not None else sidecar_path(image)
-        # A sidecar named on the command line is yours; one found beside IMAGE is read only from IMAGE's folder.
-        facts = read_sidecar(side) if scene is not None else \
-            read_sidecar(side, confined=True) if found_sidecar(side) is not None else None
-        mask = None
-        if facts and facts.get("water_mask"):
-            mask = read_water_mask(side.parent / facts["water_mask"], *rgb.shape[:2])
-        image_scene = estimate_scene(rgb, chosen.person_px, cfg.camera, facts, mask)
-    result = apply_corruption(rgb, corruption, severity, image_id if image_id is not None else image.stem,
-                              config=cfg, scale=chosen, scene=image_scene)
-    write_png_atomic(out_path, result)
-    out.print(f"{out_path}\tpixel-sha256 {pixel_sha256(result)}", highlight=False, soft_wrap=True)
-    if result.shape == rgb.shape and bool((result == rgb).all()):
-        from aegis_data.engine.corruptions import unchanged_reason
-
-        why = unchanged_reason(corruption, cfg, image_scene)
+    result = api.corrupt_file(image, corruption, severity, out_path, image_id=image_id, suite=suite,
+                              scale=value(scale), person_px=person_px, gsd_cm_per_px=gsd, scene=scene)
+    out.print(f"{out_path}\tpixel-sha256 {result.pixel_sha256}", highlight=False, soft_wrap=True)
+    if result.unchanged:
+        why = result.unchanged_reason
         err.print(f"note: {corruption} s{severity} left the image unchanged{': ' + why if why else ''}",
                   highlight=False, soft_wrap=True)
 
@@ -252,20 +166,9 @@ def grid_cmd(
 
     The image is resized to the cell width first; under object scale the person unit (of the full image) shrinks
     with it, so every cell shows what the full image would show, at cell size."""
-    from aegis_data.engine.grid import severity_grid
-    from aegis_data.files.imageio import read_rgb, write_png_atomic
-
-    if out_path.suffix.lower() != ".png":
-        raise AegisError(f"--out must be a .png file, got {str(out_path)!r}")
-    if width < 480:
-        raise AegisError(f"--width must be at least 480 px, got {width}")
-    cfg = load_config(suite)
-    chosen = _scale_choice(cfg, scale, person_px, gsd, required=True)
-    check_outputs({"--out": out_path}, [image])
-    rgb = read_rgb(image)
-    sheet = severity_grid(rgb, image_id if image_id is not None else image.stem, width, config=cfg, scale=chosen)
-    write_png_atomic(out_path, sheet)
-    out.print(f"{out_path}\t{sheet.shape[1]}x{sheet.shape[0]}", highlight=False, soft_wrap=True)
+    sheet = api.grid_file(image, out_path, width=width, image_id=image_id, suite=suite, scale=value(scale),
+                          person_px=person_px, gsd_cm_per_px=gsd)
+    out.print(f"{out_path}\t{sheet.width}x{sheet.height}", highlight=False, soft_wrap=True)
 
 
 def _fmt_stat(v: float) -> str:
@@ -305,14 +208,10 @@ def calibrate_cmd(
 
     In a split, test/clean is compared with test/<corruption>_s<k>; conditions not on disk are skipped.
     """
-    from aegis_data.engine.calibration import VISIBILITY_FLOOR, check_monotone, check_visibility_floor
-    from aegis_data.split.measure import calibrate_path
-    from aegis_data.files.imageio import write_bytes_atomic
-
     check_outputs({"--json": json_out}, [path])
-    table = calibrate_path(path, _split_names(corruptions), limit, scale=value(scale), person_px=person_px,
-                           gsd_cm_per_px=gsd, suite=suite)
-    violations = check_monotone(table)
+    calibration = api.calibrate(path, _split_names(corruptions), limit, scale=value(scale), person_px=person_px,
+                                gsd_cm_per_px=gsd, suite=suite)
+    table, violations = calibration.table, calibration.violations
     bad = {v.corruption for v in violations}
     seen = table.clean_visibility
     title = (f"calibration on {table.n_images} image(s)  config {table.config_hash}  seed {table.seed}\n"
@@ -346,18 +245,15 @@ def calibrate_cmd(
                 cells += [_fmt_v(r.visibility_median), _fmt_share(r.visibility_detectable_share)]
             rt.add_row(*cells, end_section=i == len(ladder) - 1)
     out.print(fit(rt))
-    below = check_visibility_floor(table)
+    below = calibration.below_floor
     if seen is not None:
-        floor = f"visibility floor (median V at the highest severity >= {VISIBILITY_FLOOR:g} x clean): "
+        floor = f"visibility floor (median V at the highest severity >= {calibration.floor:g} x clean): "
         out.print(floor + ("met by every ladder" if not below else
                            "not met by " + ", ".join(v.corruption for v in below)), highlight=False)
         for v in below:
             out.print(f"  {v.corruption}: {v.message}", highlight=False)
     if json_out is not None:
-        doc = table.to_dict()
-        if seen is not None:
-            doc["visibility_floor"] = {"ratio": VISIBILITY_FLOOR, "below": {v.corruption: v.message for v in below}}
-        write_bytes_atomic(json_out, (json.dumps(doc, indent=2) + "\n").encode())
+        api.write_json(calibration.to_dict(), json_out)
     if violations:
         for v in violations:
             out.print(styled(("✗", "red"), f" {v.corruption}: {v.message}"), soft_wrap=True)
@@ -389,12 +285,8 @@ def realism_cmd(
     the others with its distance from the real frames (docs/CORRUPTIONS.md, "Checking the physics against real
     footage").
     """
-    from aegis_data.engine.realism import DISTANCES
-    from aegis_data.split.measure import realism_report
-    from aegis_data.files.imageio import write_bytes_atomic
-
     check_outputs({"--json": json_out}, [real_dir, split_dir])
-    report = realism_report(real_dir, split_dir, condition, limit)
+    report = api.realism(real_dir, split_dir, condition, limit)
     sets = {"real": report.real, "rendered": report.rendered, "clean": report.clean}
     near, base = report.rendered_distance, report.clean_distance
     rt = Table(title=f"{condition}: {report.real.n_images} real frame(s) vs {report.rendered.n_images} rendered, "
@@ -442,10 +334,10 @@ def realism_cmd(
                             ("sparkles per MP of water", lambda g: _fmt_v(g.per_mp_water))):
             gt.add_row(label, *(show(g) for g in report.glint.values()))
         out.print(fit(gt))
-    for key, text in DISTANCES.items():
+    for key, text in api.DISTANCES.items():
         out.print(f"{key}: {text}", highlight=False, soft_wrap=True)
     if json_out is not None:
-        write_bytes_atomic(json_out, (json.dumps(report.to_dict(), indent=2) + "\n").encode())
+        api.write_json(report.to_dict(), json_out)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from aegis_data.files.outputs import check_output_dirs, check_outputs
-
+from aegis_data.api import check_outputs
+from aegis_eval import api
 from .common import out, warn
 from .tables import fit
 from .vocabulary import REPORT_FORMATS, AllowMixedSuitesOpt, HtmlFigures, RankBy, add_command, mode, value
@@ -31,11 +31,8 @@ def report(
 ) -> None:
     """Render heatmaps, severity curves, family bars, localization and false-alarm plots (PNG, PDF, SVG) and
     report.md/html, LaTeX tables and report.tex from score JSONs."""
-    from aegis_eval.report import build_report, load_results
-
-    check_output_dirs({"--out-dir": out_dir})
-    files = build_report(load_results(results), out_dir, formats=formats, metric=metric,
-                         html_figures=value(html_figures), allow_mixed_suites=allow_mixed_suites)
+    files = api.report(results, out_dir, formats=formats, metric=metric, html_figures=value(html_figures),
+                       allow_mixed_suites=allow_mixed_suites)
     for note in files.notes:
         warn(note)
     table = Table(title=f"aegis report → {files.out}")
@@ -63,11 +60,8 @@ def gallery(
     max_width: Annotated[int, typer.Option("--max-width", help="Width limit of each side-by-side picture, px.")] = 1600,
 ) -> None:
     """Draw the (image, condition) pairs whose recall drops most vs clean: clean | corrupted, GT and predictions."""
-    from aegis_eval.report.gallery import build_gallery
-
-    check_output_dirs({"--out-dir": out_dir}, [split_dir, preds])
-    files = build_gallery(split_dir, preds, out_dir, threshold=threshold, threshold_file=threshold_file,
-                          conditions=conditions, n=n, max_width=max_width)
+    files = api.gallery(preds, split_dir, out_dir, threshold=threshold, threshold_file=threshold_file,
+                        conditions=conditions, n=n, max_width=max_width)
     for note in files.notes:
         warn(note)
     table = Table(title=f"aegis gallery → {files.out} (threshold {files.threshold:g})")
@@ -101,12 +95,11 @@ def rank(
     allow_mixed_suites: AllowMixedSuitesOpt = False,
 ) -> None:
     """Rank models per condition (or GT version), with Kendall's tau to the reference ranking and rank flips."""
-    from aegis_eval.api import rank as rank_scores, write_json
-    from aegis_eval.report.tables import fmt_tau, rank_order
+    from aegis_eval.api import fmt_tau, rank_order
 
     check_outputs({"--json": json_out}, results)
-    doc = rank_scores(results, metric, by=value(by), condition=condition, reference=reference, bootstrap=bootstrap,
-                      seed=seed, merge_same_label=merge_same_label, allow_mixed_suites=allow_mixed_suites)
+    doc = api.rank(results, metric, by=value(by), condition=condition, reference=reference, bootstrap=bootstrap,
+                   seed=seed, merge_same_label=merge_same_label, allow_mixed_suites=allow_mixed_suites)
     table = Table(title=f"ranking on {doc['metric']} vs {doc['reference']}: Kendall's tau-b (95% CI over resampled "
                         "models) and rank flips")
     for col in ("column", "models", "Kendall τ", "flips", "order (best first)"):
@@ -117,7 +110,7 @@ def rank(
                       rank_order(ranks))
     out.print(fit(table))
     if json_out is not None:
-        write_json(doc, json_out)
+        api.write_json(doc, json_out)
         out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
 
 

@@ -8,9 +8,8 @@ from typing import Annotated, Any, Mapping, Optional
 import typer
 from rich.table import Table
 
-from aegis_data.conditions import SEVERITIES
+from aegis_data.api import SEVERITIES, check_outputs
 from aegis_data.errors import AegisError
-from aegis_data.files.outputs import check_outputs
 
 from .common import out, styled, warn
 from .tables import fit

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, Mapping, Optional
 
 import typer
 from rich.table import Table
 
-from aegis_data.files.outputs import check_outputs
+from aegis_data import api
+from aegis_data.api import check_outputs
 
 from .common import out, styled, warn
 from .splits import (
     AnnotationsOpt, ClassesOpt, FollowLinksOpt, GroupsOpt, HfSplitOpt, ImagesOpt, LabelsOpt, MaxPixelsOpt, NOpt, OptionOpt, SizeOpt,
-    adapter_options,
 )
 from .tables import fit
 from .vocabulary import Dataset, add_command, mode, value
@@ -95,22 +94,16 @@ def audit_command(
 
     Exits 1 when leakage is found (a group or a duplicate image in more than one split).
     """
-    from aegis_data.sources.audit import audit_dataset
-    from aegis_data.files.imageio import write_bytes_atomic
-    from aegis_data.sources import load_source
-
     dataset = value(dataset)
     check_outputs({"--json": json_out}, [source, images, labels, annotations])
-    options = adapter_options(dataset, option, n=n, size=size, images=images, labels=labels, annotations=annotations,
-                              classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels,
-                              follow_links=follow_links or None)
-    ds = load_source(dataset, source=source, **options)
+    ds = api.open_source(dataset, source, pairs=option, n=n, size=size, images=images, labels=labels,
+                         annotations=annotations, classes=classes, groups=groups, hf_split=hf_split,
+                         max_pixels=max_pixels, follow_links=follow_links or None)
     for line in ds.warnings:
         warn(line)
-    report = audit_dataset(ds, hash_files=not no_hash)
-    report["source"] = ds.description
+    report = api.audit_source(ds, hash_files=not no_hash)
     if json_out is not None:
-        write_bytes_atomic(json_out, (json.dumps(report, indent=2, sort_keys=True, default=str) + "\n").encode())
+        api.write_json(report, json_out, sort_keys=True, default=str)
     for table in render_audit(report):
         out.print(fit(table))
     if report["leakage"]:

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from aegis_data.files.outputs import check_output_dirs, check_outputs
+from aegis_data import api
+from aegis_data.errors import AegisError
+from aegis_data.api import check_output_dirs, check_outputs
 
 from .common import err, fail, out, styled, warn
 from .tables import fit
-from .vocabulary import Dataset, GsdOpt, PersonPxOpt, ScaleMode, ScaleOpt, SuiteOpt, add_command, mode, value
+from .vocabulary import Dataset, GsdOpt, PersonPxOpt, ScaleOpt, SuiteOpt, add_command, mode, value
 
 _ADAPTER = "Source adapter options"
 
@@ -54,39 +55,16 @@ def parse_csv(value: str | None, what: str) -> list[str] | None:
         return None
     items = [v.strip() for v in value.split(",") if v.strip()]
     if not items:
-        from aegis_data.errors import AegisError
-
         raise AegisError(f"{what}: expected a comma-separated list, got {value!r}")
     return items
 
 
 def parse_severities(value: str) -> list[int]:
-    from aegis_data.errors import AegisError
-
     items = parse_csv(value, "--severities") or []
     try:
         return [int(v) for v in items]
     except ValueError:
         raise AegisError(f"--severities: expected integers among 1,2,3 like '1,2,3', got {value!r}") from None
-
-
-def adapter_options(dataset: str, pairs: list[str] | None, **given: Any) -> dict[str, Any]:
-    """Only the adapter options the user actually passed (each adapter applies its own defaults).
-
-    ``--classes`` is the adapter's ``classes`` or ``categories`` option, ``--hf-split`` the hf adapter's
-    ``split``; ``--option key=value`` pairs pass through unchanged and win. An option the adapter does not
-    know is left in, so the adapter rejects it with its own message.
-    """
-    from aegis_data.sources import adapter_options as known_options, parse_option_pairs
-
-    known = set(known_options(dataset))
-    opts = {k: v for k, v in given.items() if v is not None}
-    if "classes" in opts and "classes" not in known and "categories" in known:
-        opts["categories"] = opts.pop("classes")
-    if "hf_split" in opts and dataset == "hf":
-        opts["split"] = opts.pop("hf_split")
-    opts.update(parse_option_pairs(pairs))
-    return opts
 
 
 def build_command(
@@ -121,18 +99,12 @@ def build_command(
     option: OptionOpt = None,
 ) -> None:
     """Build the frozen corrupted benchmark (clean + 27 conditions) with its SHA-256 manifest."""
-    from aegis_data.engine.config import load_config
-    from aegis_data.files.imageio import DEFAULT_MAX_PIXELS
-    from aegis_data.sources import load_source
-    from aegis_data.split.build import build_splits
-
-    config = load_config(suite)  # an unknown suite is refused before the source is read
+    config = api.load_config(suite)  # an unknown suite is refused before the source is read
 
     dataset = value(dataset)
-    options = adapter_options(dataset, option, n=n, size=size, images=images, labels=labels, annotations=annotations,
-                              classes=classes, groups=groups, hf_split=hf_split, max_pixels=max_pixels,
-                              follow_links=follow_links or None)
-    ds = load_source(dataset, source=source, **options)
+    ds = api.open_source(dataset, source, pairs=option, n=n, size=size, images=images, labels=labels,
+                         annotations=annotations, classes=classes, groups=groups, hf_split=hf_split,
+                         max_pixels=max_pixels, follow_links=follow_links or None)
     for line in ds.warnings:
         warn(line)
     target = out_dir or Path("aegis-splits") / f"{dataset}-c"
@@ -154,10 +126,10 @@ def build_command(
         bar.update(tasks[0], completed=p.done, total=p.total, rate=rate)
 
     try:
-        result = build_splits(
+        result = api.build_splits(
             ds, target, corruptions=parse_csv(corruptions, "--corruptions"), severities=parse_severities(severities),
             workers=workers, limit=limit, with_train=with_train, progress=on_progress,
-            max_pixels=max_pixels or DEFAULT_MAX_PIXELS, scheduler=scheduler, on_cluster=print_cluster, timeout=timeout,
+            max_pixels=max_pixels or api.DEFAULT_MAX_PIXELS, scheduler=scheduler, on_cluster=print_cluster, timeout=timeout,
             scale=value(scale), person_px=person_px, gsd_cm_per_px=gsd, config=config, scene_dir=scene_dir,
         )
     except BaseException:
@@ -203,18 +175,15 @@ def verify_command(
     timeout: TimeoutOpt = None,
 ) -> None:
     """Recompute every hash of a frozen split; exit 0 only if everything matches."""
-    from aegis_data.files.imageio import write_bytes_atomic
-    from aegis_data.split.verify import verify_split
-
     if subset and against is None:
         raise fail("--subset needs --against (a reference manifest to take the subset of)")
     if strict_bytes and against is None:
         raise fail("--strict-bytes needs --against (against its own manifest every byte difference already fails)")
     check_outputs({"--json": json_out}, [directory, against])
-    report = verify_split(directory, against, strict_bytes=strict_bytes, workers=workers, subset=subset,
+    report = api.verify_split(directory, against, strict_bytes=strict_bytes, workers=workers, subset=subset,
                           scheduler=scheduler, on_cluster=print_cluster, timeout=timeout)
     if json_out is not None:
-        write_bytes_atomic(json_out, (json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n").encode())
+        api.write_json(report.to_dict(), json_out, sort_keys=True)
     info = [f for f in report.information if f.kind == "bytes-only"]
     if info:
         out.print(styled(("note", "yellow"), f" {len(info)} file(s) differ in bytes only: identical decoded pixels, "
@@ -260,10 +229,8 @@ def export_command(
     push: Annotated[Optional[str], typer.Option(help="Also upload the parquet files to this Hugging Face dataset repo id.")] = None,
 ) -> None:
     """Export a verified frozen split as a Hugging Face `datasets` dataset with embedded images."""
-    from aegis_data.split.export_hf import export_split, push_split
-
     check_output_dirs({"--out-dir": out_dir}, [directory])
-    result = export_split(directory, out_dir)
+    result = api.export_hf(directory, out_dir)
     table = Table(title=f"Hugging Face export of {directory}")
     table.add_column("split")
     table.add_column("rows")
@@ -272,9 +239,7 @@ def export_command(
     out.print(fit(table))
     out.print(f"save_to_disk: {result.dataset_dir}\nparquet: {result.parquet_dir}", highlight=False)
     if push:
-        from huggingface_hub import HfApi
-
-        url = push_split(result.out, push, HfApi())
+        url = api.push_hf(result.out, push)
         out.print(f"pushed to {url}", highlight=False)
 
 

@@ -23,12 +23,17 @@ ROOMS = {
     "aegis_data.engine": 3, "aegis_data.executors": 3,
     "aegis_data.sources": 4,
     "aegis_data.split": 5, "aegis_data.augment": 5,
-    "aegis_eval.metrics": 6,
-    "aegis_eval.protocols": 7,
-    "aegis_eval.runners": 8, "aegis_eval.report": 8,
-    "aegis_eval.api": 9,
-    "cli": 10,
+    "aegis_data.api": 6,
+    "aegis_eval.metrics": 7,
+    "aegis_eval.protocols": 8,
+    "aegis_eval.runners": 9, "aegis_eval.report": 9,
+    "aegis_eval.api": 10,
+    "cli": 11,
 }
+
+# The command line's only doors into the library: the two API modules, the error type and the optional-extras
+# messages.
+CLI_DOORS = ("aegis_data.api", "aegis_eval.api", "aegis_data.errors", "aegis_data.extras")
 
 
 def _modules() -> dict[str, Path]:
@@ -137,3 +142,16 @@ def test_lower_floors_never_import_upper_ones():
                 bad.append(f"{MODULES[m].relative_to(ROOT)}:{line} ({mine}, floor {ROOMS[mine]}) imports {target} "
                            f"({theirs}, floor {ROOMS[theirs]})")
     assert not bad, "imports against the floors of docs/ARCHITECTURE.md:\n" + "\n".join(bad)
+
+
+def test_the_cli_imports_only_the_two_apis_and_the_error_type():
+    bad = []
+    for m, edges in EDGES.items():
+        if m.split(".")[0] != "cli":
+            continue
+        for target, name, line in edges:
+            if target == "cli" or target.startswith("cli.") or target in CLI_DOORS:
+                continue
+            bad.append(f"{MODULES[m].relative_to(ROOT)}:{line} imports {target}{'.' + name if name else ''}")
+    assert not bad, "the CLI reaches past aegis_data.api / aegis_eval.api:\n" + "\n".join(bad)
+

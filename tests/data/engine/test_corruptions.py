@@ -170,8 +170,8 @@ def test_a_suite_built_in_python_with_a_foreign_parameter_is_refused():
 
 
 @pytest.mark.parametrize("name, severity, match", [("fog", 1, "unknown corruption 'fog'"),
-                                                     ("low_light", None, "severity must be 1, 2 or 3, got None"),
-                                                     ("water_glare", None, "severity must be 1, 2 or 3, got None")])
+                                                     ("low_light", None, "`severity` must be 1, 2 or 3, got None"),
+                                                     ("water_glare", None, "`severity` must be 1, 2 or 3, got None")])
 def test_the_stream_entry_point_refuses_bad_names_and_severities_under_a_scene_suite(frame, name, severity, match):
     # corrupt_with_stream is public (augmentation calls it): a generation-2 suite once let a bad name through to a
     # KeyError and a None severity to a TypeError instead of the one-line AegisError.
@@ -183,7 +183,7 @@ def test_the_stream_entry_point_refuses_bad_names_and_severities_under_a_scene_s
 
 @pytest.mark.parametrize("severity", [0, 4, -1, 1.0, True, "2", None])
 def test_bad_severity(frame, severity):
-    with pytest.raises(AegisError, match="severity must be 1, 2 or 3, got"):
+    with pytest.raises(AegisError, match="`severity` must be 1, 2 or 3, got"):
         apply_corruption(frame, "smoke_haze", severity, "x", config=V1)
 
 

@@ -230,7 +230,7 @@ def test_refuses_leakage_and_an_empty_source(tmp_path):
     "over, message",
     [
         ({"corruptions": ["fog"]}, "unknown corruption .fog.; expected one of: water_glare"),
-        ({"severities": (0, 4)}, "severities must be a non-empty subset of 1, 2, 3"),
+        ({"severities": (0, 4)}, "`severities` must be a non-empty subset of 1, 2, 3"),
         ({"limit": 0}, "`limit` must be at least 1"),
         ({"workers": 0}, "`workers` must be at least 1"),
         ({"with_train": True}, "no train images"),
