@@ -21,8 +21,8 @@ from aegis_data.errors import AegisError
 from aegis_data.files.imageio import read_rgb
 from aegis_data.files.layout import (MANIFEST_NAME, SPLIT_NAMES, annotation_path, condition_dir, image_file_name,
                                      link_target)
-from aegis_data.files.readers import coco_boxes_by_stem, read_coco_gt
-from aegis_data.split.manifest import Manifest, load_manifest
+from aegis_data.files.readers import coco_boxes_by_stem, read_coco_gt, read_json
+from aegis_data.split.manifest import Manifest, check_manifest, load_manifest
 
 
 @dataclass(frozen=True)
@@ -141,6 +141,37 @@ def load_split(root: str | Path) -> FrozenSplit:
     if not root.is_dir():
         raise AegisError(f"split folder not found: {root}")
     return FrozenSplit(root, load_manifest(root / MANIFEST_NAME))
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    """A split folder's manifest file as read for provenance (:func:`read_manifest_file`)."""
+
+    path: Path
+    data: Any  # the parsed JSON, whatever its type: each caller says what a non-object means to it
+    sha256: str  # of the file's bytes
+    sealed: Manifest | None  # the checked manifest when the file names a ``format`` (a build's); else None
+
+
+def read_manifest_file(root: str | Path) -> ManifestFile | None:
+    """``<root>/manifest.json`` read for provenance, or None when the folder has none.
+
+    Looser than :func:`load_split`: the scorer also takes a folder whose manifest is a hand-written provenance
+    record (no ``format``). A file that names a ``format`` claims to be a build's manifest and counts only when it
+    passes the same checks (format, confined paths, seal): AegisError ``[manifest_invalid]`` otherwise. Read
+    errors carry the ``[manifest_...]`` codes of :func:`aegis_data.files.readers.read_json`.
+    """
+    path = Path(root) / MANIFEST_NAME
+    if not path.is_file():
+        return None
+    data, sha = read_json(path, "split manifest", "manifest_")
+    sealed = None
+    if isinstance(data, dict) and "format" in data:
+        try:
+            sealed = check_manifest(data, path)
+        except AegisError as exc:
+            raise AegisError(f"[manifest_invalid] {exc}") from None
+    return ManifestFile(path, data, sha, sealed)
 
 
 def config_for(path: str | Path | None, config_hash: str | None = None) -> SuiteConfig:

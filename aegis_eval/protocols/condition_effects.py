@@ -40,20 +40,12 @@ def split_effects(split_dir: str | Path | None) -> SplitEffects | None:
     (aegis-v1)."""
     if split_dir is None:
         return None
-    from aegis_data.files.layout import MANIFEST_NAME
-    from aegis_data.split.manifest import check_manifest
-    from aegis_eval.protocols.predictions import read_json_file
+    from aegis_data.split.reader import read_manifest_file
 
-    path = Path(split_dir) / MANIFEST_NAME
-    if not path.is_file():
+    found = read_manifest_file(split_dir)
+    if found is None or found.sealed is None or not isinstance(found.data.get("acted"), dict):
         return None
-    obj, _ = read_json_file(path, "split manifest", "manifest_")
-    if not isinstance(obj, dict) or "format" not in obj or not isinstance(obj.get("acted"), dict):
-        return None
-    try:
-        manifest = check_manifest(obj, path)
-    except AegisError as exc:
-        raise AegisError(f"[manifest_invalid] {exc}") from None
+    path, obj, manifest = found.path, found.data, found.sealed
     submerged: dict[str, dict[str, list]] = {}
     n_test: dict[str, int] = {}
     for e in manifest.images():

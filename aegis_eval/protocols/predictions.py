@@ -31,7 +31,7 @@ import numpy as np
 
 from aegis_data.engine.config import SuiteConfig
 from aegis_data.errors import AegisError
-from aegis_data.files.layout import MANIFEST_NAME, annotation_path
+from aegis_data.files.layout import annotation_path
 from aegis_data.files.readers import image_name_problem, read_json
 from aegis_data.split.reader import config_for
 from aegis_eval.metrics.types import Detections, GroundTruth
@@ -279,20 +279,16 @@ def _gt_boxes_well_formed(anns: list, keep: set[int], default_cat: int | None, r
 
 
 def _read_manifest(root: Path) -> dict[str, Any]:
-    """Provenance fields of a split directory's manifest (empty when there is none)."""
-    path = root / MANIFEST_NAME
-    if not path.is_file():
+    """Provenance fields of a split directory's manifest (empty when there is none). A build's manifest (it names
+    a ``format``) counts only if its provenance fields hash to its root: the sealed reader checks it."""
+    from aegis_data.split.reader import read_manifest_file
+
+    found = read_manifest_file(root)
+    if found is None:
         return {}
-    obj, sha = read_json_file(path, "split manifest", "manifest_")
+    path, obj, sha = found.path, found.data, found.sha256
     if not isinstance(obj, dict):
         raise AegisError(f"[manifest_wrong_type] {path}: expected a JSON object")
-    if "format" in obj:  # a real split manifest: its provenance fields count only if they hash to its root
-        from aegis_data.split.manifest import check_manifest
-
-        try:
-            check_manifest(obj, path)
-        except AegisError as exc:
-            raise AegisError(f"[manifest_invalid] {exc}") from None
     dataset = obj.get("dataset")
     if isinstance(dataset, dict):
         dataset = dataset.get("name")

@@ -65,18 +65,29 @@ class FrameAugmenter:
         return np.ascontiguousarray(crop(self.frame(src, epoch), src.tile))
 
 
+def _split_manifest(split: str | Path) -> tuple[Path, dict] | None:
+    """(path, the split's manifest as an object), or None when the folder has none; read through the sealed reader,
+    which checks a build's manifest."""
+    from aegis_data.split.reader import read_manifest_file
+
+    found = read_manifest_file(split)
+    if found is None:
+        return None
+    if not isinstance(found.data, dict):
+        raise AegisError(f"[manifest_wrong_type] split manifest file {found.path}: expected a JSON object at the top "
+                         f"level, got a JSON {type(found.data).__name__}")
+    return found.path, found.data
+
+
 def policy_suite_for(split: str | Path) -> str | None:
     """The shipped suite a split was built with (the default for its augmentation policies), or None when it has no
     manifest or another suite."""
     from aegis_data.engine.config import SUITE_NAMES
-    from aegis_data.files.layout import MANIFEST_NAME
-    from aegis_data.files.readers import read_json_object
 
-    path = Path(split) / MANIFEST_NAME
-    if not path.is_file():
+    found = _split_manifest(split)
+    if found is None:
         return None
-    manifest, _ = read_json_object(path, "split manifest", "manifest_")
-    suite = manifest.get("suite")
+    suite = found[1].get("suite")
     return suite if suite in SUITE_NAMES else None
 
 
@@ -85,13 +96,14 @@ def training_scale(split: str | Path):
     split's own object scale when it was built with one, else the median ``sqrt(w h)`` of its train (or val) person
     boxes; None when it has neither."""
     from aegis_data.engine.scale import OBJECT, Scale, person_unit_from_boxes, scale_from_record
-    from aegis_data.files.layout import MANIFEST_NAME, annotation_path
-    from aegis_data.files.readers import coco_person_boxes, read_coco_gt, read_json_object
+    from aegis_data.files.layout import annotation_path
+    from aegis_data.files.readers import coco_person_boxes, read_coco_gt
 
     split = Path(split)
-    if (split / MANIFEST_NAME).is_file():
-        manifest, _ = read_json_object(split / MANIFEST_NAME, "split manifest", "manifest_")
-        recorded = scale_from_record(manifest.get("scale"), f"manifest {split / MANIFEST_NAME}")
+    found = _split_manifest(split)
+    if found is not None:
+        manifest_path, manifest = found
+        recorded = scale_from_record(manifest.get("scale"), f"manifest {manifest_path}")
         if recorded.is_object:
             return recorded
     for name in ("train", "val"):

@@ -155,3 +155,61 @@ def test_the_cli_imports_only_the_two_apis_and_the_error_type():
             bad.append(f"{MODULES[m].relative_to(ROOT)}:{line} imports {target}{'.' + name if name else ''}")
     assert not bad, "the CLI reaches past aegis_data.api / aegis_eval.api:\n" + "\n".join(bad)
 
+
+
+# The split's manifest is read in one room: aegis_data/split/ (the sealed reader, reader.py, and the manifest's own
+# module); files/layout.py names the file. Everyone else asks the reader.
+MANIFEST_ROOMS = ("aegis_data.split", "aegis_data.files.layout")
+
+
+def _manifest_reads(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) for every place a module reaches a split manifest itself: the file's name used outside a
+    message (an f-string), the literal name ``manifest.json`` outside a message or docstring, or the manifest
+    module's loaders imported."""
+    in_message: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            in_message.update(id(n) for n in ast.walk(node))
+        elif isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                in_message.add(id(first.value))
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in in_message:
+            continue
+        if isinstance(node, ast.Name) and node.id == "MANIFEST_NAME" or \
+                isinstance(node, ast.Attribute) and node.attr == "MANIFEST_NAME":
+            found.append((node.lineno, "uses MANIFEST_NAME"))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "manifest.json" in node.value:
+            found.append((node.lineno, f"names {node.value!r}"))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith("split.manifest"):
+            names = [a.name for a in node.names if a.name in ("load_manifest", "check_manifest")]
+            if names:
+                found.append((node.lineno, f"imports {', '.join(names)}"))
+    return found
+
+
+def test_only_the_split_room_reads_a_split_manifest():
+    """docs/ARCHITECTURE.md: split reading goes through the sealed reader of aegis_data/split/ (``load_split``,
+    ``read_manifest_file``); nobody else opens ``<split>/manifest.json`` or checks it themselves."""
+    bad = []
+    for m, path in MODULES.items():
+        if any(m == r or m.startswith(r + ".") for r in MANIFEST_ROOMS):
+            continue
+        for line, what in _manifest_reads(ast.parse(path.read_text(encoding="utf-8"))):
+            bad.append(f"{path.relative_to(ROOT)}:{line} {what}")
+    assert not bad, "split manifests read outside aegis_data/split/:\n" + "\n".join(bad)
+
+
+def test_the_manifest_read_check_sees_a_raw_read():
+    """The check above can fail: a raw read, a path built from the name and a direct check are all seen; a
+    message naming the file is not."""
+    raw = ("from aegis_data.files.layout import MANIFEST_NAME\n"
+           "from aegis_data.split.manifest import check_manifest\n"
+           "def f(root):\n"
+           "    '''Reads manifest.json.'''\n"
+           "    path = root / MANIFEST_NAME\n"
+           "    other = root / 'manifest.json'\n"
+           "    raise ValueError(f'{root / MANIFEST_NAME}: bad')\n")
+    assert [line for line, _ in _manifest_reads(ast.parse(raw))] == [2, 5, 6]
