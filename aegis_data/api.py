@@ -316,7 +316,7 @@ def calibrate(path: PathLike, corruptions: Optional[Iterable[str]] = None, limit
 def realism(real_dir: PathLike, split_dir: PathLike, condition: str, limit: Optional[int] = None):
     """The camera statistics of real frames of ``condition`` beside the split's rendered and clean test images,
     with each set's distance from the real frames (``aegis realism``; docs/CORRUPTIONS.md)."""
-    from aegis_data.engine.realism import realism_report
+    from aegis_data.split.measure import realism_report
 
     return realism_report(real_dir, split_dir, condition, limit)
 
