@@ -100,7 +100,7 @@ class DisasterAugmentV2(v2.Transform):
 
     def set_epoch(self, epoch: int) -> None:
         if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
-            raise AegisError(f"epoch must be an int >= 0, got {epoch!r}")
+            raise AegisError(f"`epoch` must be an int >= 0, got {epoch!r}", param="epoch")
         self.epoch = int(epoch)
 
     def forward(self, *inputs: Any, sample: Sample | None = None) -> Any:
@@ -109,8 +109,8 @@ class DisasterAugmentV2(v2.Transform):
         if sample is None:
             sample = _find_sample(packed)
         if sample is None:
-            raise AegisError("DisasterAugmentV2 needs the sample's id: pass sample=<index or id>, or include "
-                             "'image_id' in the target dict")
+            raise AegisError("DisasterAugmentV2 needs the sample's id: pass `sample` (its index or id), or include "
+                             "'image_id' in the target dict", param="sample")
         k = _image_index(leaves)
         image = leaves[k]
         out = self.augment.apply(_to_hwc_uint8(image), self.augment.choose(self.epoch, sample))

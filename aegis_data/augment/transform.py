@@ -78,9 +78,10 @@ def train_key(seed: int, epoch: int, sample: Sample) -> str:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
             raise AegisError(f"{name} must be an int, got {type(v).__name__} {v!r}")
     if int(epoch) < 0:
-        raise AegisError(f"epoch must be >= 0, got {epoch}")
+        raise AegisError(f"`epoch` must be >= 0, got {epoch}", param="epoch")
     if isinstance(sample, bool) or not isinstance(sample, (int, np.integer, str)):
-        raise AegisError(f"sample must be an int index or a str id, got {type(sample).__name__} {sample!r}")
+        raise AegisError(f"`sample` must be an int index or a str id, got {type(sample).__name__} {sample!r}",
+                         param="sample")
     return f"{TRAIN_TAG}|{int(seed)}|{int(epoch)}|{sample}"
 
 
@@ -277,8 +278,8 @@ class DisasterAugment:
         self.config = load_config(self.policy.suite)
         if self.config.uses_scene and (scale is None or not scale.is_object) and self.policy.cells:
             raise AegisError(f"augmentation policy {self.policy.name!r} renders with {self.config.suite}, which needs "
-                             f"the training frames' person unit: pass scale=Scale('object', person_px) (the runners "
-                             f"take it from the split)")
+                             f"the training frames' person unit: pass `scale` Scale('object', person_px) (the runners "
+                             f"take it from the split)", param="scale")
         self.scale = scale
         weight = {c: c.weight for c in self.policy.cells}
         if not math.isfinite(sum(weight.values())):  # huge finite weights: relative to the largest, so sums stay finite

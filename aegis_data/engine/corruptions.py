@@ -1092,7 +1092,7 @@ def corruption_params(name: str, severity: int, config: SuiteConfig | None = Non
     if model in _SCENE_MODELS:
         values.update({k: v for k, v in suite.camera.items() if k in known})
     if scale is not None and not isinstance(scale, Scale):
-        raise AegisError(f"scale must be an aegis_data.engine.scale.Scale, got {type(scale).__name__}")
+        raise AegisError(f"`scale` must be an aegis_data.engine.scale.Scale, got {type(scale).__name__}", param="scale")
     if scale is not None and scale.is_object and "scale_side" in known:
         values["scale_side"] = scale.reference_side
     return ptype(**values)
@@ -1210,7 +1210,7 @@ def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedR
     check_rgb_image(image)
     suite = config or load_config()
     if not isinstance(rng, KeyedRandom):
-        raise AegisError(f"rng must be a KeyedRandom stream, got {type(rng).__name__}")
+        raise AegisError(f"`rng` must be a KeyedRandom stream, got {type(rng).__name__}", param="rng")
     # Checked here too: the scene path reads the suite's entry and formats the severity before any record is made.
     _check_name(name, suite)
     _check_severity(severity)
@@ -1218,8 +1218,8 @@ def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedR
         if scene is None:
             scene = scene_for(image, suite, scale)
         elif not isinstance(scene, Scene) or (scene.height, scene.width) != image.shape[:2]:
-            raise AegisError(f"scene must be the aegis_data.engine.scene.Scene of this {image.shape[1]}x"
-                             f"{image.shape[0]} image")
+            raise AegisError(f"`scene` must be the aegis_data.engine.scene.Scene of this {image.shape[1]}x"
+                             f"{image.shape[0]} image", param="scene")
         return _render_in_scene(image, name, severity, rng, suite, scene)
     params = corruption_params(name, severity, suite, scale)  # validates name and severity
     h, w = image.shape[:2]

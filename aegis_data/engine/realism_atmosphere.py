@@ -55,8 +55,8 @@ def crop_region(rgb: np.ndarray, region: Sequence[int] | None) -> np.ndarray:
     except (TypeError, ValueError):
         ok = False
     if not ok or x < 0 or y < 0 or w < 1 or h < 1 or x + w > rgb.shape[1] or y + h > rgb.shape[0]:
-        raise AegisError(f"region must be 4 integers (x, y, w, h) inside the {rgb.shape[1]}x{rgb.shape[0]} frame, "
-                         f"got {region!r:.80}")
+        raise AegisError(f"`region` must be 4 integers (x, y, w, h) inside the {rgb.shape[1]}x{rgb.shape[0]} frame, "
+                         f"got {region!r:.80}", param="region")
     return rgb[y:y + h, x:x + w]
 
 

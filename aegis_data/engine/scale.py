@@ -70,7 +70,7 @@ class Scale:
 
     def __post_init__(self) -> None:
         if self.mode not in SCALE_MODES:
-            raise AegisError(f"scale must be one of {', '.join(SCALE_MODES)}, got {self.mode!r}")
+            raise AegisError(f"`scale` must be one of {', '.join(SCALE_MODES)}, got {self.mode!r}", param="scale")
         if self.mode == OBJECT:
             check_person_px(self.person_px)
         elif self.person_px is not None:
@@ -194,7 +194,8 @@ def resolve_scale(mode: str | Scale | None, records: Mapping[str, Iterable[Any]]
     """
     if isinstance(mode, Scale):
         if person_px is not None or gsd_cm_per_px is not None:
-            raise AegisError("give the person unit either in the Scale or as person_px / gsd, not both")
+            raise AegisError("give the person unit either in the Scale or as `person_px` / `gsd_cm_per_px`, not both",
+                             param="person_px" if person_px is not None else "gsd_cm_per_px")
         return mode
     mode = FRAME if mode is None else str(mode).strip().lower()
     if mode not in SCALE_MODES:

@@ -50,9 +50,10 @@ def stream_key(image_id: Union[str, int], corruption: str, severity: int, seed: 
 
     ``tag``: the engine generation's key tag (``SuiteConfig.key_tag``): ``aegis-v1`` (default) or ``aegis-v2``."""
     if isinstance(image_id, bool) or not isinstance(image_id, (str, int, np.integer)):
-        raise AegisError(f"image_id must be a str or int, got {type(image_id).__name__} {image_id!r}")
+        raise AegisError(f"`image_id` must be a str or int, got {type(image_id).__name__} {image_id!r}",
+                         param="image_id")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise AegisError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+        raise AegisError(f"`seed` must be an int, got {type(seed).__name__} {seed!r}", param="seed")
     if isinstance(image_id, str) and not image_id.isascii():  # the key is hashed as UTF-8: no lone surrogate
         try:
             image_id.encode("utf-8")
@@ -85,7 +86,7 @@ def normal_table() -> np.ndarray:
 def _size(shape: Shape) -> tuple[tuple, int]:
     shp = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
     if any(s < 0 for s in shp):
-        raise AegisError(f"shape must be non-negative, got {shp}")
+        raise AegisError(f"`shape` must be non-negative, got {shp}", param="shape")
     return shp, int(np.prod(shp, dtype=np.int64))
 
 

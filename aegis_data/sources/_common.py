@@ -156,7 +156,7 @@ def frame_size(path: Path, max_pixels: int) -> tuple[int, int]:
     if w * h > max_pixels:
         raise AegisError(
             f"image {path} is {w}x{h} = {w * h:,} pixels, above the limit of {max_pixels:,} "
-            "(raise max_pixels if this is intended)"
+            "(raise `max_pixels` if this is intended)", param="max_pixels"
         )
     return w, h
 

@@ -113,7 +113,7 @@ def carve_val(records: list[Record], val_fraction: float, salt: str) -> list[Rec
     sizes: Counter = Counter(r.group_key for r in records)
     remainder = records[0].split if records else "test"
     if remainder == "val":
-        raise AegisError("val_fraction cannot carve validation images out of split=val")
+        raise AegisError(f"option val_fraction={val_fraction} cannot carve validation images out of split=val")
     to = assign_groups(sizes, [("val", val_fraction)], remainder, salt=salt)
     return [with_split(r, to[r.group_key]) for r in records]
 

@@ -51,15 +51,15 @@ class BootstrapOptions:
     def __post_init__(self) -> None:
         b = self.n_bootstrap
         if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
-            raise AegisError(f"n_bootstrap must be an integer >= 1; got {b!r}")
+            raise AegisError(f"`n_bootstrap` must be an integer >= 1; got {b!r}", param="n_bootstrap")
         if b > MAX_BOOTSTRAP:
             raise AegisError(f"`n_bootstrap` is at most {MAX_BOOTSTRAP:,} resamples; got {b:,}", param="n_bootstrap")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
-            raise AegisError(f"seed must be an integer; got {self.seed!r}")
+            raise AegisError(f"`seed` must be an integer; got {self.seed!r}", param="seed")
         c = self.confidence
         if isinstance(c, bool) or not isinstance(c, (int, float, np.floating)) or not math.isfinite(c) \
                 or not 0.0 < c < 1.0:
-            raise AegisError(f"confidence must be a number strictly between 0 and 1; got {c!r}")
+            raise AegisError(f"`confidence` must be a number strictly between 0 and 1; got {c!r}", param="confidence")
 
 
 def _cluster_structure(n_images: int, clusters: np.ndarray | None) -> tuple[np.ndarray | None, int, str]:
@@ -68,7 +68,8 @@ def _cluster_structure(n_images: int, clusters: np.ndarray | None) -> tuple[np.n
         return None, n_images, "none"
     labels = np.asarray(clusters)
     if labels.shape != (n_images,):
-        raise AegisError(f"clusters must have one label per image, shape ({n_images},); got {labels.shape}")
+        raise AegisError(f"`clusters` must have one label per image, shape ({n_images},); got {labels.shape}",
+                         param="clusters")
     if labels.dtype.kind not in "iu":
         raise AegisError(f"cluster labels must be integers; got dtype {labels.dtype}")
     _, first_index, inverse = np.unique(labels, return_index=True, return_inverse=True)
@@ -433,7 +434,7 @@ def percentile_interval(samples: np.ndarray, confidence: float = 0.95) -> tuple[
     Returns (None, None) when every sample is NaN (the metric is undefined in every resample).
     """
     if not 0.0 < confidence < 1.0:
-        raise AegisError(f"confidence must be strictly between 0 and 1; got {confidence!r}")
+        raise AegisError(f"`confidence` must be strictly between 0 and 1; got {confidence!r}", param="confidence")
     values = np.asarray(samples, dtype=np.float64).ravel()
     values = values[~np.isnan(values)]
     if values.size == 0:

@@ -111,7 +111,7 @@ def box_iou_coco(dets_xywh: np.ndarray, gts_xywh: np.ndarray, gt_crowd: np.ndarr
 
 def _check_inputs(gt: GroundTruth, dets: Detections, max_dets: int) -> None:
     if isinstance(max_dets, bool) or not isinstance(max_dets, (int, np.integer)) or max_dets < 1:
-        raise AegisError(f"max_dets must be a positive integer; got {max_dets!r}")
+        raise AegisError(f"`max_dets` must be a positive integer; got {max_dets!r}", param="max_dets")
     n_img = gt.n_images
     if gt.boxes.shape != (gt.n_boxes, 4) or len(gt.box_image) != gt.n_boxes or len(gt.areas) != gt.n_boxes \
             or len(gt.iscrowd) != gt.n_boxes or len(gt.ann_ids) != gt.n_boxes:

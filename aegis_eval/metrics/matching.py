@@ -163,9 +163,9 @@ def box_iou_xywh(a: np.ndarray, b: np.ndarray, crowd: bool = False) -> np.ndarra
 
 def _check_inputs(gt: GroundTruth, dets: Detections, threshold: float, iou: float) -> None:
     if not np.isfinite(threshold) or not 0.0 <= threshold <= 1.0:
-        raise AegisError(f"threshold must be a number in [0, 1]; got {threshold!r}")
+        raise AegisError(f"`threshold` must be a number in [0, 1]; got {threshold!r}", param="threshold")
     if not np.isfinite(iou) or not 0.0 < iou <= 1.0:
-        raise AegisError(f"iou must be in (0, 1]; got {iou!r}")
+        raise AegisError(f"`iou` must be in (0, 1]; got {iou!r}", param="iou")
     if dets.n and (dets.det_image.min() < 0 or dets.det_image.max() >= gt.n_images):
         raise AegisError("detections reference image rows outside the ground truth; "
                          "load them with load_predictions(path, gt) against the same GroundTruth")

@@ -131,9 +131,9 @@ class ScoreOptions:
             value = self.threshold
             # True is no threshold (it would read as 1.0); a string here is a caller's slip, not a value.
             if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)):
-                raise AegisError(f"threshold must be a number in [0, 1]; got {value!r:.40}", param="threshold")
+                raise AegisError(f"`threshold` must be a number in [0, 1]; got {value!r:.40}", param="threshold")
             if not np.isfinite(value) or not 0.0 <= value <= 1.0:
-                raise AegisError(f"threshold must be a number in [0, 1]; got {float(value)!r}", param="threshold")
+                raise AegisError(f"`threshold` must be a number in [0, 1]; got {float(value)!r}", param="threshold")
         self.resampling  # noqa: B018 -- BootstrapOptions checks the resample count and the seed
         if self.cross_check is not None:
             from aegis_eval.protocols.crosscheck import check_tool
@@ -293,7 +293,7 @@ def in_memory_conditions(predictions: Predictions) -> Mapping[str, ConditionPred
         return predictions
     if isinstance(predictions, Sequence):
         return {"clean": predictions}
-    raise AegisError(f"predictions must be a path, a results list or {{condition: path or list}}, got "
+    raise AegisError(f"`predictions` must be a path, a results list or {{condition: path or list}}, got "
                      f"{type(predictions).__name__}", param="predictions")
 
 

@@ -210,8 +210,8 @@ def _freeze_from_counts(counts: Sequence[PerImageCounts], grid_t: tuple[float, .
     kind, target = parse_rule(rule)
     is_risk = kind in RISK_BOUNDS
     if delta is not None and not is_risk:
-        raise AegisError(f"[threshold_delta_unused] delta applies to the false-alarm rules "
-                         f"'fp_per_image<=A' and 'false_alarm_image_share<=A'; the rule is {rule!r}")
+        raise AegisError(f"[threshold_delta_unused] `delta` applies to the false-alarm rules "
+                         f"'fp_per_image<=A' and 'false_alarm_image_share<=A'; the rule is {rule!r}", param="delta")
     curve = [rates_from_counts(c) for c in counts]
     risk = None
     if is_risk:

@@ -70,8 +70,8 @@ def resolve_weights(model: str, weights: str | None, *, allow_download: bool = F
     if w.lower() == "none":
         if model == "fasterrcnn":
             return None
-        raise AegisError(f"weights 'none' is only for fasterrcnn; for {model} pass a .pt file or a yaml such as "
-                         f"{'yolo11n.yaml' if model == 'yolo11' else 'rtdetr-l.yaml'} (random initialisation)")
+        raise AegisError(f"`weights` 'none' is only for fasterrcnn; for {model} pass a .pt file or a yaml such as "
+                         f"{'yolo11n.yaml' if model == 'yolo11' else 'rtdetr-l.yaml'} (random initialisation)", param="weights")
     p = Path(w).expanduser()
     if p.is_file():
         return str(p.resolve())
@@ -99,9 +99,9 @@ def load_detector(model: str, weights: str | None, device: str = "auto", *, arch
         model's own default.
     """
     if int(max_det) < 1:
-        raise AegisError(f"max_det must be >= 1, got {max_det}")
+        raise AegisError(f"`max_det` must be >= 1, got {max_det}", param="max_det")
     if imgsz is not None and int(imgsz) < 32:
-        raise AegisError(f"imgsz must be >= 32 pixels, got {imgsz}")
+        raise AegisError(f"`imgsz` must be >= 32 pixels, got {imgsz}", param="imgsz")
     resolved = resolve_weights(model, weights, allow_download=allow_download)
     dev = resolve_device(device)
     seed_torch(seed)

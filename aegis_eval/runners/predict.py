@@ -70,19 +70,19 @@ class PredictSettings:
         if self.model not in MODELS:
             raise AegisError(f"unknown model {self.model!r}; expected one of {', '.join(MODELS)}")
         if not 0.0 <= self.score_floor <= 1.0:
-            raise AegisError(f"score floor must be in [0, 1], got {self.score_floor}")
+            raise AegisError(f"`score_floor` must be in [0, 1], got {self.score_floor}", param="score_floor")
         if self.max_det < 1:
-            raise AegisError(f"max_det must be >= 1, got {self.max_det}")
+            raise AegisError(f"`max_det` must be >= 1, got {self.max_det}", param="max_det")
         if self.batch < 1:
-            raise AegisError(f"batch must be >= 1, got {self.batch}")
+            raise AegisError(f"`batch` must be >= 1, got {self.batch}", param="batch")
         if self.limit is not None and self.limit < 1:
-            raise AegisError(f"limit must be >= 1 when given, got {self.limit}")
+            raise AegisError(f"`limit` must be >= 1 when given, got {self.limit}", param="limit")
         if not 0 <= self.overlap < self.tile:
-            raise AegisError(f"overlap must be in [0, tile size {self.tile}), got {self.overlap}")
+            raise AegisError(f"`overlap` must be in [0, `tile` {self.tile}), got {self.overlap}", param="overlap")
         if not 0.0 <= self.nms_iou <= 1.0:
-            raise AegisError(f"NMS IoU must be in [0, 1], got {self.nms_iou}")
+            raise AegisError(f"`nms_iou` must be in [0, 1], got {self.nms_iou}", param="nms_iou")
         if self.split_name not in ("test", "val", "train"):
-            raise AegisError(f"split name must be test, val or train, got {self.split_name!r}")
+            raise AegisError(f"`split_name` must be test, val or train, got {self.split_name!r}", param="split_name")
         return self
 
 

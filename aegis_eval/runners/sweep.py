@@ -72,7 +72,7 @@ def run_sweep(settings: PredictSettings, split_dir: str | Path, results_dir: str
     if out.exists() and not out.is_dir():
         raise AegisError(f"`results_dir` {out} exists and is not a folder", param="results_dir")
     if bootstrap < 1:
-        raise AegisError(f"bootstrap must be >= 1 resamples, got {bootstrap}")
+        raise AegisError(f"`bootstrap` must be >= 1 resamples, got {bootstrap}", param="bootstrap")
     out.mkdir(parents=True, exist_ok=True)
     lazy = LazyDetector(settings, detector)  # loaded at most once, shared by the val and test stages
 

@@ -83,7 +83,7 @@ def predict_images(detector: Detector, images: list[np.ndarray], score_floor: fl
     """
     check_batch(images)
     if int(batch) < 1:
-        raise AegisError(f"batch must be >= 1, got {batch}")
+        raise AegisError(f"`batch` must be >= 1, got {batch}", param="batch")
     if not 0.0 <= float(score_floor) <= 1.0:
         raise AegisError(f"score floor must be in [0, 1], got {score_floor}")
     if not tiled:

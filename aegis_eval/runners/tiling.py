@@ -24,11 +24,11 @@ def tile_starts(length: int, tile: int = DEFAULT_TILE, overlap: int = DEFAULT_OV
     tile is full-size and none is padded.
     """
     if length < 1:
-        raise AegisError(f"length must be >= 1, got {length}")
+        raise AegisError(f"`length` must be >= 1, got {length}", param="length")
     if tile < 1:
-        raise AegisError(f"tile size must be >= 1, got {tile}")
+        raise AegisError(f"`tile` must be >= 1, got {tile}", param="tile")
     if not 0 <= overlap < tile:
-        raise AegisError(f"overlap must be in [0, tile={tile}), got {overlap}")
+        raise AegisError(f"`overlap` must be in [0, `tile` {tile}), got {overlap}", param="overlap")
     if length <= tile:
         return [0]
     stride = tile - overlap
@@ -68,7 +68,7 @@ def _as_boxes(boxes) -> np.ndarray:
     if arr.size == 0:
         return arr.reshape(0, 4)
     if arr.ndim != 2 or arr.shape[1] != 4:
-        raise AegisError(f"boxes must have shape (N, 4) xyxy, got {arr.shape}")
+        raise AegisError(f"`boxes_xyxy` must have shape (N, 4), got {arr.shape}", param="boxes_xyxy")
     return arr
 
 
@@ -80,7 +80,7 @@ def assign_boxes(boxes_xyxy, tile: Tile, min_visibility: float = 0.5) -> tuple[n
     (M, 4) in tile coordinates and the indices (M,) of the kept input boxes.
     """
     if not 0.0 < min_visibility <= 1.0:
-        raise AegisError(f"min_visibility must be in (0, 1], got {min_visibility}")
+        raise AegisError(f"`min_visibility` must be in (0, 1], got {min_visibility}", param="min_visibility")
     b = _as_boxes(boxes_xyxy)
     if len(b) == 0:
         return b.copy(), np.zeros(0, dtype=np.int64)

@@ -174,8 +174,9 @@ def test_score_errors(files, tmp_path):
     assert_one_line_error(runner.invoke(app, base + ["--threshold-file", str(bad_t)]), "[threshold_value]")
     assert_one_line_error(runner.invoke(app, base + ["--threshold", "0.5", "--cluster-by", "flight"]),
                           "[cluster_missing]", "'flight'")
-    assert_one_line_error(runner.invoke(app, base + ["--threshold", "0.5", "--bootstrap", "0"]), "n_bootstrap")
-    assert_one_line_error(runner.invoke(app, base + ["--threshold", "0.5", "--iou", "0"]), "iou must be in (0, 1]")
+    assert_one_line_error(runner.invoke(app, base + ["--threshold", "0.5", "--bootstrap", "0"]),
+                          "--bootstrap must be an integer >= 1; got 0")
+    assert_one_line_error(runner.invoke(app, base + ["--threshold", "0.5", "--iou", "0"]), "--iou must be in (0, 1]")
     assert_one_line_error(runner.invoke(app, ["score", str(files["preds"]), "--split-dir", str(tmp_path / "x.json"),
                                               "--threshold", "0.5"]), "[gt_not_found]")
     assert_one_line_error(runner.invoke(app, ["score", str(tmp_path / "none"), "--split-dir", str(files["gt"]),

@@ -38,6 +38,21 @@ NOT_OUR_FLAGS = {
     # the dataset card written beside an export: a shell command for whoever downloads the parquet files
     ("aegis_data/split/export_hf.py", ".\n\nCheck a local copy with `aegis verify DIR --against manifest.json`.\n"),
 }
+# Parameters of Python-only entry points that no command sets, so their errors never reach the CLI: each with its
+# reason. A name here is still a parameter, in backticks, with `param=`.
+NO_FLAG = {
+    "epoch": "DisasterAugment / DisasterAugmentV2: the training loop's epoch, set by the runner, not by a flag",
+    "sample": "DisasterAugment / DisasterAugmentV2: the sample's index or id, given per call by a data loader",
+    "rng": "corrupt(): the KeyedRandom stream a caller of the Python API passes",
+    "confidence": "BootstrapOptions / percentile_interval: the CLI always uses the default 95% interval",
+    "max_dets": "the COCO evaluator's detections per image (100), fixed by the protocol",
+    "shape": "KeyedRandom's draws: the array shape a corruption asks for",
+    "region": "the realism statistics' crop of a frame, a Python-only argument",
+    "clusters": "the bootstrap's cluster labels, built by the scorer from `cluster_by` (one per image)",
+    "predictions": "aegis score's positional PREDICTIONS argument (the CLI always passes a path)",
+    "length": "tile_starts(): the frame side the runners pass",
+    "boxes_xyxy": "the tiling helpers' boxes, passed by the runners",
+}
 # Converted by the scoring helper of issue 33 (it rewrites these two files); the lead drops this line on merge.
 NOT_YET = {"aegis_eval/protocols/scoring.py", "aegis_eval/api.py"}
 
@@ -110,7 +125,7 @@ def test_every_parameter_a_library_error_names_is_a_cli_flag():
             continue
         for line, text in error_calls(path):
             for name in BACKTICKED.findall(text):
-                if flag_for(name) not in flags:
+                if flag_for(name) not in flags and name not in NO_FLAG:
                     missing.append(f"{rel}:{line}: `{name}` -> {flag_for(name)}")
     assert not missing, "\n".join(missing)
 
@@ -202,3 +217,105 @@ def test_reference_manifests_record_no_flag():
     for path in sorted((ROOT / "manifests").glob("*.json")):
         scale = json.loads(path.read_text()).get("scale")
         assert scale is None or not FLAG.search(scale.get("basis", "")), path
+
+
+# --- no library message names a parameter bare ---------------------------------------------------------------
+
+# "<name> must ...", "<name> applies ...": a message that opens with a word naming the thing it checks.
+OPENS_WITH_A_NAME = re.compile(r"^(?:\[\w+\] )?([a-z_][a-z0-9_]*) (?:must|applies|takes|needs|cannot)\b")
+
+
+def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef, cls: ast.ClassDef | None) -> set[str]:
+    """The names a caller gives ``fn``: its arguments, and a dataclass's fields when ``fn`` is one of its methods
+    (``__post_init__``, ``validate``: they check what the caller passed to the class)."""
+    a = fn.args
+    names = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)} - {"self", "cls"}
+    if cls is not None:
+        names |= {s.target.id for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+    return names
+
+
+def bare_parameter_messages(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, name) of every ``raise AegisError(...)`` whose message opens with a parameter of its function, bare
+    (not in backticks)."""
+    found = []
+
+    def visit(node: ast.AST, names: set[str], cls: ast.ClassDef | None) -> None:
+        if isinstance(node, ast.ClassDef):
+            cls = node
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = names | _parameters(node, cls)
+            cls = None
+        elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args \
+                and getattr(node.exc.func, "id", None) == "AegisError":
+            message = node.exc.args[0]
+            first = message.values[0] if isinstance(message, ast.JoinedStr) and message.values else message
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                m = OPENS_WITH_A_NAME.match(first.value)
+                if m and m.group(1) in names:
+                    found.append((node.lineno, m.group(1)))
+        for child in ast.iter_child_nodes(node):
+            visit(child, names, cls)
+
+    visit(tree, set(), None)
+    return found
+
+
+def test_no_library_message_names_a_parameter_bare():
+    # "max_det must be >= 1" reached the CLI user as is; "`max_det` must be >= 1" reaches them as --max-det.
+    found = []
+    for path in library_files():
+        for line, name in bare_parameter_messages(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            found.append(f"{path.relative_to(ROOT).as_posix()}:{line}: {name!r} (write `{name}` and param=)")
+    assert not found, "library messages name a parameter bare:\n" + "\n".join(found)
+
+
+def test_the_bare_parameter_scan_sees_arguments_and_dataclass_fields():
+    src = ("class Options:\n    n_bootstrap: int = 1\n    def __post_init__(self):\n"
+           "        raise AegisError(f'n_bootstrap must be >= 1, got {self.n_bootstrap}')\n"
+           "def f(max_det, iou):\n    raise AegisError(f'max_det must be >= 1, got {max_det}')\n"
+           "def g(iou):\n    raise AegisError('`iou` must be in (0, 1]', param='iou')\n"
+           "def h(x):\n    raise AegisError('the rule must name x')\n")
+    assert bare_parameter_messages(ast.parse(src)) == [(4, "n_bootstrap"), (6, "max_det")]
+
+
+def _predict_max_det_0():
+    from aegis_eval.runners.predict import PredictSettings
+
+    PredictSettings(model="yolo11", weights=None, max_det=0).validate()
+
+
+def _bootstrap(**kwargs):
+    from aegis_eval.metrics.bootstrap import BootstrapOptions
+
+    BootstrapOptions(**kwargs)
+
+
+def _tiles_overlap_10_of_10():
+    from aegis_eval.runners.tiling import tile_starts
+
+    tile_starts(100, tile=10, overlap=10)
+
+
+@pytest.mark.parametrize("make, param, cli_text", [
+    (_predict_max_det_0, "max_det", "--max-det must be >= 1, got 0"),
+    (lambda: _bootstrap(n_bootstrap=0), "n_bootstrap", "--bootstrap must be an integer >= 1; got 0"),
+    (lambda: _bootstrap(seed=1.5), "seed", "--seed must be an integer; got 1.5"),
+    (_tiles_overlap_10_of_10, "overlap", "--overlap must be in [0, --tile 10), got 10"),
+])
+def test_a_converted_message_names_its_parameter_and_the_cli_prints_the_flag(make, param, cli_text):
+    with pytest.raises(AegisError) as exc:
+        make()
+    assert exc.value.param == param and str(exc.value).startswith(f"`{param}` ")
+    assert in_flags(str(exc.value)) == cli_text
+
+
+def test_a_bad_seed_for_build_splits_names_seed(tmp_path):
+    # build-splits takes its seed from the suite config (no flag); other commands' --seed prints as itself.
+    from aegis_data.sources import load_source
+    from aegis_data.split.build import build_splits
+
+    with pytest.raises(AegisError) as exc:
+        build_splits(load_source("synthetic", n=2), tmp_path / "out", workers=1, limit=1, seed=-1)
+    assert exc.value.param == "seed" and str(exc.value).startswith("`seed` must be an integer in [0, 2**63)")
+    assert not (tmp_path / "out").exists()

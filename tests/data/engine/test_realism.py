@@ -111,7 +111,7 @@ def test_clipped_blocks_and_letterbox_bars_are_not_flat_blocks():
 def test_region_is_checked():
     rgb = grey_noise(2.0, size=64)
     for bad in [(0, 0, 65, 64), (-1, 0, 10, 10), (0, 0, 0, 5), (0.5, 0, 10, 10), "abcd", (1, 2, 3)]:
-        with pytest.raises(AegisError, match="region must be 4 integers"):
+        with pytest.raises(AegisError, match="`region` must be 4 integers"):
             R.noise_curve(rgb, bad)
     with pytest.raises(AegisError, match="HxWx3 uint8"):
         R.noise_sigma(np.zeros((8, 8), np.uint8))

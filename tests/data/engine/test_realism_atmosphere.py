@@ -106,5 +106,5 @@ def test_the_atmosphere_measures_check_their_region_as_the_noise_measures_do():
 
     img = golden_frame(240, 320)
     for measure in (contrast_by_band, dark_channel, airlight_colour, noise_curve):
-        with pytest.raises(AegisError, match=r"^region must be 4 integers"):
+        with pytest.raises(AegisError, match=r"^`region` must be 4 integers"):
             measure(img, (0, 0, 100.5, 80))

@@ -37,12 +37,12 @@ def test_stream_key_format_is_canonical():
 
 @pytest.mark.parametrize("bad", [1.5, None, b"x", True, ("a",)])
 def test_stream_key_rejects_non_str_int_ids(bad):
-    with pytest.raises(AegisError, match="image_id must be a str or int"):
+    with pytest.raises(AegisError, match="`image_id` must be a str or int"):
         stream_key(bad, "low_light", 1, 0)
 
 
 def test_stream_key_rejects_non_int_seed():
-    with pytest.raises(AegisError, match="seed must be an int"):
+    with pytest.raises(AegisError, match="`seed` must be an int"):
         stream_key("a", "low_light", 1, 1.0)
 
 

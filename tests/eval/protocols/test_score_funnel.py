@@ -99,7 +99,7 @@ def test_every_front_door_takes_the_one_path(files, evaluations, tmp_path):
 @pytest.mark.parametrize("threshold", [1.5, float("nan"), "0.5", True])
 def test_a_bad_threshold_is_refused_before_any_file_is_read(tmp_path, threshold):
     warnings: list[str] = []
-    with pytest.raises(AegisError, match=r"^threshold must be a number in \[0, 1\]") as exc:
+    with pytest.raises(AegisError, match=r"^`threshold` must be a number in \[0, 1\]") as exc:
         ae.score(tmp_path / "no-such-predictions", tmp_path / "no-such-gt", threshold=threshold,
                  on_warning=warnings.append)
     assert exc.value.param == "threshold" and warnings == []
@@ -107,7 +107,7 @@ def test_a_bad_threshold_is_refused_before_any_file_is_read(tmp_path, threshold)
 
 def test_the_cli_checks_the_threshold_first(files):
     res = runner.invoke(app, ["score", str(files["preds"]), "--split-dir", str(files["split"]), "--threshold", "1.5"])
-    assert_one_line_error(res, "threshold must be a number in [0, 1]; got 1.5")
+    assert_one_line_error(res, "--threshold must be a number in [0, 1]; got 1.5")
     assert "not_a_condition" not in res.stderr  # no predictions were listed
 
 

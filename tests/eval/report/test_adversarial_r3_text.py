@@ -533,8 +533,8 @@ def test_cli_score_refuses_a_condition_file_of_another_suite(tmp_path, split):
 
 
 @pytest.mark.parametrize("kwargs,fragment", [
-    (dict(threshold=True), "threshold must be a number in [0, 1]; got True"),
-    (dict(threshold="0.5"), "threshold must be a number"),
+    (dict(threshold=True), "`threshold` must be a number in [0, 1]; got True"),
+    (dict(threshold="0.5"), "`threshold` must be a number"),
     (dict(threshold=0.5, bootstrap=10**12), "at most 100,000 resamples"),
 ])
 def test_api_score_refuses_bad_threshold_and_bootstrap_values(api_inputs, kwargs, fragment):
@@ -593,8 +593,8 @@ def test_an_image_id_that_is_no_text_is_one_line():
 
 
 @pytest.mark.parametrize("kwargs,fragment", [
-    (dict(seed=2**64), "seed must be an integer in [0, 2**63)"), (dict(seed=-1), "seed must be"),
-    (dict(seed=True), "seed must be"), (dict(limit=True), "`limit` must be at least 1, an integer"),
+    (dict(seed=2**64), "`seed` must be an integer in [0, 2**63)"), (dict(seed=-1), "`seed` must be"),
+    (dict(seed=True), "`seed` must be"), (dict(limit=True), "`limit` must be at least 1, an integer"),
     (dict(limit=1.5), "`limit` must be at least 1, an integer"),
     (dict(limit=0), "`limit` must be at least 1, an integer"),
 ])
