@@ -119,3 +119,54 @@ def test_config_for_reads_a_split_through_the_sealed_reader(tmp_path):
     assert config_for(tmp_path) is load_config()  # no manifest: the installed default
     with pytest.raises(AegisError, match="internally inconsistent"):
         config_for(_edited(split, tmp_path))
+
+
+def test_read_manifest_file_checks_a_builds_manifest_and_passes_a_hand_written_one(tmp_path):
+    """The scorer's provenance read: no manifest -> None; a hand-written provenance record (no ``format``) as is;
+    a build's manifest checked, ``[manifest_invalid]`` when its seal does not hold."""
+    import hashlib
+    import json
+
+    import pytest
+
+    from aegis_data.errors import AegisError
+    from aegis_data.split.reader import read_manifest_file
+
+    assert read_manifest_file(tmp_path) is None
+    split = _tiny_split(tmp_path / "split")
+    found = read_manifest_file(split)
+    raw = (split / "manifest.json").read_bytes()
+    assert found.path == split / "manifest.json" and found.sha256 == hashlib.sha256(raw).hexdigest()
+    assert found.sealed is not None and found.sealed.root_hash == found.data["root_hash"] == json.loads(raw)["root_hash"]
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    (loose / "manifest.json").write_text(json.dumps({"dataset": "mine", "config_hash": "abc123"}))
+    assert read_manifest_file(loose).data == {"dataset": "mine", "config_hash": "abc123"}
+    assert read_manifest_file(loose).sealed is None
+    (loose / "manifest.json").write_text("[1, 2]")
+    assert read_manifest_file(loose).data == [1, 2]  # the caller says what a non-object means to it
+    (loose / "manifest.json").write_text("{not json")
+    with pytest.raises(AegisError, match=r"^\[manifest_not_json\]"):
+        read_manifest_file(loose)
+    with pytest.raises(AegisError, match=r"^\[manifest_invalid\] .*internally inconsistent"):
+        read_manifest_file(_edited(split, tmp_path))
+
+
+def test_the_training_hooks_read_the_split_through_the_sealed_reader(tmp_path):
+    """Old code (aegis_eval/runners/augment_hooks.py) read ``manifest.json`` raw: an edited build's suite and
+    person unit were trusted. Now they count only when the manifest's seal holds, as for the scorer."""
+    import pytest
+
+    from aegis_data.errors import AegisError
+    from aegis_data.split.reader import load_split
+    from aegis_eval.runners.augment_hooks import policy_suite_for, training_scale
+
+    split = _tiny_split(tmp_path / "split")
+    assert policy_suite_for(split) == load_split(split).suite
+    edited = _edited(split, tmp_path)
+    for call in (lambda: policy_suite_for(edited), lambda: training_scale(edited)):
+        with pytest.raises(AegisError, match=r"^\[manifest_invalid\] .*internally inconsistent"):
+            call()
+    (edited / "manifest.json").write_text("[]")
+    with pytest.raises(AegisError, match=r"^\[manifest_wrong_type\] split manifest file .*got a JSON list"):
+        policy_suite_for(edited)
