@@ -219,7 +219,8 @@ def plan_build(
         raise AegisError(f"`limit` must be at least 1, an integer; got {limit!r:.40}", param="limit")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
                              or not 0 <= seed <= MAX_SEED):
-        raise AegisError(f"`seed` must be an integer in [0, 2**63), as in a suite config; got {seed!r:.40}", param="seed")
+        raise AegisError(f"`seed` must be an integer in [0, 2**63), as in a suite config; got {seed!r:.40}",
+                         param="seed")
     splits_in = dict(getattr(dataset, "splits", {}) or {})
     unknown = [s for s in splits_in if s not in SPLIT_NAMES]
     if unknown:

@@ -71,7 +71,8 @@ def resolve_weights(model: str, weights: str | None, *, allow_download: bool = F
         if model == "fasterrcnn":
             return None
         raise AegisError(f"`weights` 'none' is only for fasterrcnn; for {model} pass a .pt file or a yaml such as "
-                         f"{'yolo11n.yaml' if model == 'yolo11' else 'rtdetr-l.yaml'} (random initialisation)", param="weights")
+                         f"{'yolo11n.yaml' if model == 'yolo11' else 'rtdetr-l.yaml'} (random initialisation)",
+                         param="weights")
     p = Path(w).expanduser()
     if p.is_file():
         return str(p.resolve())

@@ -137,7 +137,8 @@ def test_read_manifest_file_checks_a_builds_manifest_and_passes_a_hand_written_o
     found = read_manifest_file(split)
     raw = (split / "manifest.json").read_bytes()
     assert found.path == split / "manifest.json" and found.sha256 == hashlib.sha256(raw).hexdigest()
-    assert found.sealed is not None and found.sealed.root_hash == found.data["root_hash"] == json.loads(raw)["root_hash"]
+    assert found.sealed is not None
+    assert found.sealed.root_hash == found.data["root_hash"] == json.loads(raw)["root_hash"]
     loose = tmp_path / "loose"
     loose.mkdir()
     (loose / "manifest.json").write_text(json.dumps({"dataset": "mine", "config_hash": "abc123"}))
