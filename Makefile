@@ -7,7 +7,7 @@ STAMP_CORE := $(VENV)/.aegis-core-installed
 STAMP_ALL  := $(VENV)/.aegis-all-installed
 DEMO_OUT ?= aegis-splits/synthetic-c
 
-.PHONY: demo test install venv bench clean
+.PHONY: demo test lint typecheck install venv bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -41,8 +41,17 @@ demo: $(STAMP_CORE)
 	$(VENV)/bin/aegis build-splits --suite aegis-v1 --out-dir $(DEMO_OUT)-v1
 	$(VENV)/bin/aegis verify $(DEMO_OUT)-v1 --against manifests/synthetic-c.json
 
-test: $(STAMP_ALL)
-	$(PY) -m pytest -q
+# Lint, format check and type check come first: they take seconds, the suite takes minutes. The suite runs under
+# coverage, and fails below the floor in pyproject.toml ([tool.coverage.report] fail_under).
+lint: $(STAMP_ALL)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+typecheck: $(STAMP_ALL)
+	$(PY) -m mypy
+
+test: lint typecheck
+	$(PY) -m pytest -q --cov --cov-report=term
 
 # Each benchmark writes its section under docs/perf/; perfdoc.py assembles them into docs/PERFORMANCE.md.
 bench: $(STAMP_ALL)
@@ -63,4 +72,4 @@ bench: $(STAMP_ALL)
 	$(PY) benchmarks/perfdoc.py
 
 clean:
-	rm -rf $(VENV) aegis-splits .pytest_cache
+	rm -rf $(VENV) aegis-splits .pytest_cache .mypy_cache .ruff_cache .coverage

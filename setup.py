@@ -17,8 +17,18 @@ from setuptools import Extension, find_packages, setup
 if sys.platform == "win32":
     flags, libraries = ["/O2", "/fp:precise"], []
 else:
-    flags, libraries = ["-O3", "-std=c99", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing",
-                        "-fno-math-errno", "-fno-trapping-math"], ["m"]
+    flags, libraries = (
+        [
+            "-O3",
+            "-std=c99",
+            "-ffp-contract=off",
+            "-fno-fast-math",
+            "-fno-strict-aliasing",
+            "-fno-math-errno",
+            "-fno-trapping-math",
+        ],
+        ["m"],
+    )
 
 setup(
     # cli/ is the source folder of the installed package aegis_cli (a top-level "cli" would collide with any other
@@ -26,9 +36,19 @@ setup(
     packages=find_packages(include=["aegis_data", "aegis_data.*", "aegis_eval", "aegis_eval.*"]) + ["aegis_cli"],
     package_dir={"aegis_cli": "cli"},
     ext_modules=[
-        Extension("aegis_data.engine._ckernels", ["aegis_data/engine/_ckernels.c"], extra_compile_args=flags,
-                  libraries=libraries, optional=True),
-        Extension("aegis_data.files._cpng", ["aegis_data/files/_cpng.c"], extra_compile_args=flags,
-                  libraries=libraries, optional=True),
-    ]
+        Extension(
+            "aegis_data.engine._ckernels",
+            ["aegis_data/engine/_ckernels.c"],
+            extra_compile_args=flags,
+            libraries=libraries,
+            optional=True,
+        ),
+        Extension(
+            "aegis_data.files._cpng",
+            ["aegis_data/files/_cpng.c"],
+            extra_compile_args=flags,
+            libraries=libraries,
+            optional=True,
+        ),
+    ],
 )

@@ -17,13 +17,39 @@ from aegis_data.exports import lazy_exports
 __version__ = "0.3.0"
 
 # Public name -> where it is loaded from: the data side's one front door, aegis_data.api.
-_EXPORTS = {name: "aegis_data.api" for name in (
-    "AegisError", "apply_corruption", "corruption_names", "load_config", "load_source", "build_splits",
-    "verify_split", "load_split", "FrozenSplit", "Scale", "DisasterAugment", "load_policy",
-    "open_source", "source_options", "audit_source", "list_suite", "describe_suite", "choose_scale",
-    "corrupt_file", "CorruptResult", "grid_file", "GridResult", "calibrate", "Calibration", "realism",
-    "export_hf", "push_hf", "write_json",
-)}
+_EXPORTS = {
+    name: "aegis_data.api"
+    for name in (
+        "AegisError",
+        "apply_corruption",
+        "corruption_names",
+        "load_config",
+        "load_source",
+        "build_splits",
+        "verify_split",
+        "load_split",
+        "FrozenSplit",
+        "Scale",
+        "DisasterAugment",
+        "load_policy",
+        "open_source",
+        "source_options",
+        "audit_source",
+        "list_suite",
+        "describe_suite",
+        "choose_scale",
+        "corrupt_file",
+        "CorruptResult",
+        "grid_file",
+        "GridResult",
+        "calibrate",
+        "Calibration",
+        "realism",
+        "export_hf",
+        "push_hf",
+        "write_json",
+    )
+}
 __all__ = ["__version__", *_EXPORTS]
 
 

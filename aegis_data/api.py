@@ -11,9 +11,10 @@ re-exported from the rooms below load on first use (PEP 562). docs/API.md shows 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any
 
 from aegis_data.errors import AegisError
 from aegis_data.exports import lazy_exports
@@ -25,13 +26,29 @@ if TYPE_CHECKING:  # the types of the results below, for readers and type checke
     from aegis_data.engine.scale import Scale
     from aegis_data.sources import SourceDataset
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 __all__ = [
-    "AegisError", "PathLike", "check_outputs", "check_output_dirs", "write_json",
-    "source_options", "open_source", "audit_source", "describe_suite", "choose_scale", "list_suite",
-    "corrupt_file", "CorruptResult", "grid_file", "GridResult", "calibrate", "Calibration", "realism",
-    "export_hf", "push_hf",
+    "AegisError",
+    "PathLike",
+    "check_outputs",
+    "check_output_dirs",
+    "write_json",
+    "source_options",
+    "open_source",
+    "audit_source",
+    "describe_suite",
+    "choose_scale",
+    "list_suite",
+    "corrupt_file",
+    "CorruptResult",
+    "grid_file",
+    "GridResult",
+    "calibrate",
+    "Calibration",
+    "realism",
+    "export_hf",
+    "push_hf",
 ]
 
 # Names re-exported unchanged from the room that defines them -> that module (loaded on first use).
@@ -70,8 +87,9 @@ __all__ += list(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
 
 
-def write_json(document: Any, path: PathLike, *, sort_keys: bool = False,
-               default: Optional[Callable[[Any], Any]] = None) -> Path:
+def write_json(
+    document: Any, path: PathLike, *, sort_keys: bool = False, default: Callable[[Any], Any] | None = None
+) -> Path:
     """``document`` as indented JSON plus a newline, written atomically (the form of every JSON report of the data
     side); returns the path. The argument order is ``aegis_eval.api.write_json``'s."""
     from aegis_data.files.imageio import write_bytes_atomic
@@ -82,7 +100,7 @@ def write_json(document: Any, path: PathLike, *, sort_keys: bool = False,
 
 
 # --- sources ------------------------------------------------------------------------------------------------------
-def source_options(dataset: str, pairs: Optional[list[str]] = None, **given: Any) -> dict[str, Any]:
+def source_options(dataset: str, pairs: list[str] | None = None, **given: Any) -> dict[str, Any]:
     """Only the adapter options actually given (each adapter applies its own defaults).
 
     ``classes`` becomes the adapter's ``categories`` where it has no ``classes``; ``hf_split`` is the hf adapter's
@@ -101,8 +119,9 @@ def source_options(dataset: str, pairs: Optional[list[str]] = None, **given: Any
     return opts
 
 
-def open_source(dataset: str, source: Optional[PathLike] = None, *, pairs: Optional[list[str]] = None,
-                **given: Any) -> "SourceDataset":
+def open_source(
+    dataset: str, source: PathLike | None = None, *, pairs: list[str] | None = None, **given: Any
+) -> SourceDataset:
     """The source dataset ``dataset`` (an adapter name) at ``source``, with the adapter options of
     :func:`source_options`; its ``warnings`` list what the adapter skipped."""
     from aegis_data.sources import load_source
@@ -110,7 +129,7 @@ def open_source(dataset: str, source: Optional[PathLike] = None, *, pairs: Optio
     return load_source(dataset, source=source, **source_options(dataset, pairs, **given))
 
 
-def audit_source(dataset: "SourceDataset", *, hash_files: bool = True) -> dict[str, Any]:
+def audit_source(dataset: SourceDataset, *, hash_files: bool = True) -> dict[str, Any]:
     """What a source dataset holds (counts, box sizes, resolutions, duplicates) and whether its splits leak: the
     ``aegis audit`` report, with the source's description under ``source``."""
     from aegis_data.sources.audit import audit_dataset
@@ -121,23 +140,42 @@ def audit_source(dataset: "SourceDataset", *, hash_files: bool = True) -> dict[s
 
 
 # --- the suite and its scale ----------------------------------------------------------------------------------------
-def choose_scale(config: "SuiteConfig", scale: Optional[str] = None, person_px: Optional[float] = None,
-                 gsd_cm_per_px: Optional[float] = None, *, required: bool = True) -> Optional["Scale"]:
+def choose_scale(
+    config: SuiteConfig,
+    scale: str | None = None,
+    person_px: float | None = None,
+    gsd_cm_per_px: float | None = None,
+    *,
+    required: bool = True,
+) -> Scale | None:
     """The scale a call on ``config`` uses (``aegis_data.engine.scale.suite_call_scale``); None when the suite's
     mode is object, neither the call nor the suite gives a unit and ``required`` is False (nothing to measure a
     person on, nothing needed)."""
     from aegis_data.engine.scale import OBJECT, suite_call_scale
 
     mode = scale if scale is not None else config.scale.get("mode", "frame")
-    if not required and mode == OBJECT and person_px is None and gsd_cm_per_px is None \
-            and config.scale.get("person_px") is None and config.scale.get("gsd_cm_per_px") is None:
+    if (
+        not required
+        and mode == OBJECT
+        and person_px is None
+        and gsd_cm_per_px is None
+        and config.scale.get("person_px") is None
+        and config.scale.get("gsd_cm_per_px") is None
+    ):
         return None
-    return suite_call_scale(config.scale, mode, None, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px,
-                            physical_suite=config.suite if config.uses_scene else None)
+    return suite_call_scale(
+        config.scale,
+        mode,
+        None,
+        person_px=person_px,
+        gsd_cm_per_px=gsd_cm_per_px,
+        physical_suite=config.suite if config.uses_scene else None,
+    )
 
 
-def describe_suite(scale: Optional["Scale"] = None, long_side: Optional[int] = None,
-                   suite: Optional[PathLike] = None) -> dict[str, Any]:
+def describe_suite(
+    scale: Scale | None = None, long_side: int | None = None, suite: PathLike | None = None
+) -> dict[str, Any]:
     """The suite as plain data: seed, config hash, families and every corruption's declaration (and model); with a
     ``scale`` (and, for frame scale, a ``long_side``), the effective pixel values of the parameters that follow it.
     ``suite``: a suite name or file (default aegis-v2)."""
@@ -164,8 +202,15 @@ def describe_suite(scale: Optional["Scale"] = None, long_side: Optional[int] = N
                 "severities": {k: list(v) for k, v in s.severities.items()},
                 "fixed": {k: (list(v) if isinstance(v, tuple) else v) for k, v in s.fixed.items()},
                 **({"effective": effective_parameters(s, scale, long_side)} if effective else {}),
-                **({"physical": physical_ladder(s.name, cfg, scale.person_px if scale is not None and scale.is_object
-                                                else None)} if s.model else {}),
+                **(
+                    {
+                        "physical": physical_ladder(
+                            s.name, cfg, scale.person_px if scale is not None and scale.is_object else None
+                        )
+                    }
+                    if s.model
+                    else {}
+                ),
             }
             for s in cfg.corruptions.values()
         ],
@@ -177,16 +222,23 @@ def describe_suite(scale: Optional["Scale"] = None, long_side: Optional[int] = N
     return desc
 
 
-def list_suite(suite: Optional[PathLike] = None, *, scale: Optional[str] = None, person_px: Optional[float] = None,
-               gsd_cm_per_px: Optional[float] = None, long_side: Optional[int] = None) -> dict[str, Any]:
+def list_suite(
+    suite: PathLike | None = None,
+    *,
+    scale: str | None = None,
+    person_px: float | None = None,
+    gsd_cm_per_px: float | None = None,
+    long_side: int | None = None,
+) -> dict[str, Any]:
     """:func:`describe_suite` of ``suite`` under the scale the call gives (``aegis list``): with object scale and a
     unit, or frame scale and a ``long_side``, also the effective pixel values of every scaled parameter."""
     from aegis_data.engine.config import load_config
 
     cfg = load_config(suite)
     if long_side is not None and (long_side < 1 or scale == "object" or cfg.uses_scene):
-        raise AegisError("`long_side` takes a positive number of px and applies to `scale` frame only",
-                         param="long_side")
+        raise AegisError(
+            "`long_side` takes a positive number of px and applies to `scale` frame only", param="long_side"
+        )
     chosen = choose_scale(cfg, scale, person_px, gsd_cm_per_px, required=False)
     return describe_suite(chosen, long_side, suite)
 
@@ -200,12 +252,22 @@ class CorruptResult:
     path: Path
     pixel_sha256: str
     unchanged: bool
-    unchanged_reason: Optional[str]
+    unchanged_reason: str | None
 
 
-def corrupt_file(image: PathLike, corruption: str, severity: int, out: PathLike, *, image_id: Optional[str] = None,
-                 suite: Optional[PathLike] = None, scale: Optional[str] = None, person_px: Optional[float] = None,
-                 gsd_cm_per_px: Optional[float] = None, scene: Optional[PathLike] = None) -> CorruptResult:
+def corrupt_file(
+    image: PathLike,
+    corruption: str,
+    severity: int,
+    out: PathLike,
+    *,
+    image_id: str | None = None,
+    suite: PathLike | None = None,
+    scale: str | None = None,
+    person_px: float | None = None,
+    gsd_cm_per_px: float | None = None,
+    scene: PathLike | None = None,
+) -> CorruptResult:
     """Apply one corruption at one severity to the image file ``image`` and write the lossless PNG ``out``.
 
     ``image_id`` keys the random draws (default: the file stem). ``scene``: aegis-v2, the image's scene sidecar
@@ -232,14 +294,26 @@ def corrupt_file(image: PathLike, corruption: str, severity: int, out: PathLike,
     if cfg.uses_scene:
         side = Path(scene) if scene is not None else sidecar_path(image)
         # A sidecar named by the caller is theirs; one found beside the image is read only from the image's folder.
-        facts = read_sidecar(side) if scene is not None else \
-            read_sidecar(side, confined=True) if found_sidecar(side) is not None else None
+        facts = (
+            read_sidecar(side)
+            if scene is not None
+            else read_sidecar(side, confined=True)
+            if found_sidecar(side) is not None
+            else None
+        )
         mask = None
         if facts and facts.get("water_mask"):
             mask = read_water_mask(side.parent / facts["water_mask"], *rgb.shape[:2])
         image_scene = estimate_scene(rgb, chosen.person_px, cfg.camera, facts, mask)
-    result = apply_corruption(rgb, corruption, severity, image_id if image_id is not None else image.stem,
-                              config=cfg, scale=chosen, scene=image_scene)
+    result = apply_corruption(
+        rgb,
+        corruption,
+        severity,
+        image_id if image_id is not None else image.stem,
+        config=cfg,
+        scale=chosen,
+        scene=image_scene,
+    )
     write_png_atomic(out, result)
     unchanged = result.shape == rgb.shape and bool((result == rgb).all())
     why = unchanged_reason(corruption, cfg, image_scene) if unchanged else None
@@ -255,9 +329,17 @@ class GridResult:
     height: int
 
 
-def grid_file(image: PathLike, out: PathLike, *, width: int = 1536, image_id: Optional[str] = None,
-              suite: Optional[PathLike] = None, scale: Optional[str] = None, person_px: Optional[float] = None,
-              gsd_cm_per_px: Optional[float] = None) -> GridResult:
+def grid_file(
+    image: PathLike,
+    out: PathLike,
+    *,
+    width: int = 1536,
+    image_id: str | None = None,
+    suite: PathLike | None = None,
+    scale: str | None = None,
+    person_px: float | None = None,
+    gsd_cm_per_px: float | None = None,
+) -> GridResult:
     """Render clean + every corruption at severities 1-3 of the image file ``image`` as one labelled PNG ``out``.
 
     The image is resized to the cell width first; under object scale the person unit (of the full image) shrinks
@@ -287,9 +369,9 @@ class Calibration:
     person visibility was measured, the ladders whose highest severity falls below ``floor`` x clean
     (``below_floor``)."""
 
-    table: "CalibrationTable"
-    violations: list["Violation"]
-    below_floor: list["Violation"]
+    table: CalibrationTable
+    violations: list[Violation]
+    below_floor: list[Violation]
     floor: float
 
     def to_dict(self) -> dict[str, Any]:
@@ -301,19 +383,28 @@ class Calibration:
         return doc
 
 
-def calibrate(path: PathLike, corruptions: Optional[Iterable[str]] = None, limit: Optional[int] = None, *,
-              scale: Optional[str] = None, person_px: Optional[float] = None, gsd_cm_per_px: Optional[float] = None,
-              suite: Optional[PathLike] = None) -> Calibration:
+def calibrate(
+    path: PathLike,
+    corruptions: Iterable[str] | None = None,
+    limit: int | None = None,
+    *,
+    scale: str | None = None,
+    person_px: float | None = None,
+    gsd_cm_per_px: float | None = None,
+    suite: PathLike | None = None,
+) -> Calibration:
     """Every corruption's statistic against severity on a split (read from disk) or a folder of images (corrupted
     in memory, image id = file stem), with the monotonicity and visibility-floor checks."""
-    from aegis_data.engine.calibration import VISIBILITY_FLOOR, calibrate_path, check_monotone, check_visibility_floor
+    from aegis_data.engine.calibration import VISIBILITY_FLOOR, check_monotone, check_visibility_floor
+    from aegis_data.split.measure import calibrate_path
 
-    table = calibrate_path(path, corruptions, limit, scale=scale, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px,
-                           suite=suite)
+    table = calibrate_path(
+        path, corruptions, limit, scale=scale, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px, suite=suite
+    )
     return Calibration(table, check_monotone(table), check_visibility_floor(table), VISIBILITY_FLOOR)
 
 
-def realism(real_dir: PathLike, split_dir: PathLike, condition: str, limit: Optional[int] = None):
+def realism(real_dir: PathLike, split_dir: PathLike, condition: str, limit: int | None = None):
     """The camera statistics of real frames of ``condition`` beside the split's rendered and clean test images,
     with each set's distance from the real frames (``aegis realism``; docs/CORRUPTIONS.md)."""
     from aegis_data.split.measure import realism_report

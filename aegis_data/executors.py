@@ -29,12 +29,13 @@ import re
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from aegis_data.errors import AegisError
 
@@ -47,12 +48,14 @@ WINDOW_REFRESH_S = 2.0
 _ADDRESS = re.compile(r"^(tcp://)?[A-Za-z0-9_.\-\[\]:]+:\d+$")
 # Schemes Dask knows that this CLI cannot use: inproc lives inside one process, tls needs certificates the CLI
 # does not take, ucx and ws need extra packages and setup.
-_UNSUPPORTED = {"inproc": "an in-process address, not reachable from this command",
-                "tls": "TLS needs client certificates, which this command does not take; use a tcp:// address "
-                       "on a trusted network or an SSH tunnel",
-                "ucx": "UCX needs ucx-py and a UCX cluster setup; use a tcp:// address",
-                "ws": "websocket transport is not supported; use a tcp:// address",
-                "wss": "websocket transport is not supported; use a tcp:// address"}
+_UNSUPPORTED = {
+    "inproc": "an in-process address, not reachable from this command",
+    "tls": "TLS needs client certificates, which this command does not take; use a tcp:// address "
+    "on a trusted network or an SSH tunnel",
+    "ucx": "UCX needs ucx-py and a UCX cluster setup; use a tcp:// address",
+    "ws": "websocket transport is not supported; use a tcp:// address",
+    "wss": "websocket transport is not supported; use a tcp:// address",
+}
 
 
 def _import_distributed():
@@ -69,10 +72,13 @@ def check_scheduler(scheduler: str, workers: int | None) -> None:
     if scheduler != LOCAL and not _ADDRESS.match(scheduler):
         raise AegisError(
             f"`scheduler` {scheduler!r}: expected 'local' or a Dask scheduler address like tcp://host:8786",
-            param="scheduler")
+            param="scheduler",
+        )
     if scheduler != LOCAL and workers is not None:
-        raise AegisError(f"`workers` applies to `scheduler` local only; the cluster at {scheduler} has its own workers",
-                         param="workers")
+        raise AegisError(
+            f"`workers` applies to `scheduler` local only; the cluster at {scheduler} has its own workers",
+            param="workers",
+        )
     if workers is not None and int(workers) < 1:
         raise AegisError(f"`workers` must be at least 1, got {workers}", param="workers")
 
@@ -96,7 +102,10 @@ def connect(scheduler: str, workers: int | None = None, timeout: float | None = 
     distributed = _import_distributed()
     if scheduler == LOCAL:
         cluster = distributed.LocalCluster(
-            n_workers=int(workers or default_workers()), threads_per_worker=1, processes=True, host="127.0.0.1",
+            n_workers=int(workers or default_workers()),
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
             dashboard_address="127.0.0.1:0",  # a free port; pages need bokeh
             silence_logs=logging.ERROR,
         )
@@ -109,9 +118,12 @@ def connect(scheduler: str, workers: int | None = None, timeout: float | None = 
     try:
         client = distributed.Client(scheduler, timeout=seconds)
     except (OSError, TimeoutError, ValueError) as exc:  # ValueError: an address Dask cannot parse
-        raise AegisError(f"cannot reach the Dask scheduler at {scheduler} within {seconds:g} s ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else 'no answer'}); is it running? (`timeout` "
-                         f"sets the wait)", param="timeout") from None
+        raise AegisError(
+            f"cannot reach the Dask scheduler at {scheduler} within {seconds:g} s ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else 'no answer'}); is it running? (`timeout` "
+            f"sets the wait)",
+            param="timeout",
+        ) from None
     with client:
         yield client
 
@@ -122,7 +134,8 @@ def describe(client: Any) -> dict:
     ws = info.get("workers", {})
     has_dashboard = "dashboard" in (info.get("services") or {})
     return {
-        "address": info.get("address", ""), "workers": len(ws),
+        "address": info.get("address", ""),
+        "workers": len(ws),
         "threads": sum(int(w.get("nthreads", 1)) for w in ws.values()),
         "dashboard": client.dashboard_link if has_dashboard else None,
     }
@@ -185,8 +198,10 @@ def require_shared_file(client: Any, path: Path, what: str) -> None:
         try:
             client.wait_for_workers(1, timeout=WORKER_WAIT_S)
         except TimeoutError:
-            raise AegisError(f"no Dask worker joined the scheduler at {client.scheduler.address} within "
-                             f"{WORKER_WAIT_S} s; start workers (or scale the cluster) and re-run") from None
+            raise AegisError(
+                f"no Dask worker joined the scheduler at {client.scheduler.address} within "
+                f"{WORKER_WAIT_S} s; start workers (or scale the cluster) and re-run"
+            ) from None
     want = _digest(str(path))
     seen = client.run(_digest, str(path))
     blind = sorted(w for w, d in seen.items() if d != want)
@@ -222,8 +237,14 @@ class Placement:
     threads: bool = False
 
 
-def map_units(fn: Callable[[Any], Any], items: Iterable[Any], placement: Placement = Placement(), *,
-              name: Callable[[Any], str] | None = None, chunked: bool = False) -> Iterator[tuple[Any, Any]]:
+def map_units(
+    fn: Callable[[Any], Any],
+    items: Iterable[Any],
+    placement: Placement = Placement(),
+    *,
+    name: Callable[[Any], str] | None = None,
+    chunked: bool = False,
+) -> Iterator[tuple[Any, Any]]:
     """``(item, fn(item))`` for every item, in completion order (thread pools: in item order).
 
     fn: a module-level function (or a ``functools.partial`` of one), so processes and Dask workers can import it.
@@ -259,8 +280,9 @@ def _map_local(fn: Callable[[Any], Any], items: list, placement: Placement) -> I
         for item in items:
             yield item, fn(item)
         return
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), initializer=_worker_init,
-                             initargs=(os.getpid(),)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=_pool_context(), initializer=_worker_init, initargs=(os.getpid(),)
+    ) as pool:
         pending = {pool.submit(fn, item): item for item in items}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -303,8 +325,9 @@ def _worker_init(parent_pid: int) -> None:
         except (OSError, AttributeError):
             pass
     first_ppid = os.getppid()
-    threading.Thread(target=_watch_parent, args=(parent_pid, first_ppid), daemon=True,
-                     name="aegis-parent-watch").start()
+    threading.Thread(
+        target=_watch_parent, args=(parent_pid, first_ppid), daemon=True, name="aegis-parent-watch"
+    ).start()
 
 
 def _parent_gone(parent_pid: int, first_ppid: int) -> bool:
@@ -337,13 +360,14 @@ def _call_chunk(fn: Callable[[Any], Any], chunk: Sequence[Any]) -> list[tuple[st
     return [_call(fn, item) for item in chunk]
 
 
-def _map_dask(client: Any, fn: Callable[[Any], Any], items: list, name: Callable[[Any], str] | None,
-              chunked: bool) -> Iterator[tuple[Any, Any]]:
+def _map_dask(
+    client: Any, fn: Callable[[Any], Any], items: list, name: Callable[[Any], str] | None, chunked: bool
+) -> Iterator[tuple[Any, Any]]:
     distributed = _import_distributed()
     token = uuid.uuid4().hex[:12]
     if chunked:
         size = max(16, min(512, len(items) // (TASKS_PER_THREAD * _threads(client)) or 1))
-        groups = [items[i:i + size] for i in range(0, len(items), size)]
+        groups = [items[i : i + size] for i in range(0, len(items), size)]
     else:
         groups = [[item] for item in items]
 

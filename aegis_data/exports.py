@@ -3,12 +3,14 @@ nothing until a name is used, so the CLI's help and ``import aegis_eval`` never 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from importlib import import_module
-from typing import Any, Callable, Mapping
+from typing import Any
 
 
-def lazy_exports(package: str, namespace: dict, exports: Mapping[str, str]) -> tuple[Callable[[str], Any],
-                                                                                     Callable[[], list[str]]]:
+def lazy_exports(
+    package: str, namespace: dict, exports: Mapping[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """(``__getattr__``, ``__dir__``) for ``package`` whose public ``exports`` map a name to its module;
     a name loaded once is stored in ``namespace`` (the package's globals), so later lookups skip the hook."""
 

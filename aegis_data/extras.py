@@ -14,11 +14,21 @@ from aegis_data.errors import AegisError
 
 # Top-level module -> the extra that installs it (None: the core install).
 EXTRA_OF = {
-    "torch": "runners", "torchvision": "runners", "ultralytics": "runners",
+    "torch": "runners",
+    "torchvision": "runners",
+    "ultralytics": "runners",
     "matplotlib": "report",
-    "dask": "distributed", "distributed": "distributed",
-    "datasets": None, "huggingface_hub": None, "pycocotools": None, "faster_coco_eval": None, "cv2": None,
-    "numpy": None, "yaml": None, "typer": None, "rich": None,
+    "dask": "distributed",
+    "distributed": "distributed",
+    "datasets": None,
+    "huggingface_hub": None,
+    "pycocotools": None,
+    "faster_coco_eval": None,
+    "cv2": None,
+    "numpy": None,
+    "yaml": None,
+    "typer": None,
+    "rich": None,
 }
 # What each extra is for, in a message.
 EXTRA_PURPOSE = {"runners": "the reference detectors", "report": "report figures", "distributed": "Dask clusters"}
@@ -39,10 +49,14 @@ def missing_module_message(module: str, feature: str | None = None) -> str | Non
     extra = EXTRA_OF[top]
     what = f"{feature} needs" if feature else "this command needs"
     if extra is None:
-        return (f"{what} {top}, part of the core install, which is missing or broken: {install_command(None)} "
-                f"(from the aegisbench checkout; docs/README 'Two commands')")
-    return (f"{what} {top} from the '{extra}' extra ({EXTRA_PURPOSE[extra]}): {install_command(extra)} "
-            f"(from the aegisbench checkout), or pip install 'aegisbench[{extra}]'")
+        return (
+            f"{what} {top}, part of the core install, which is missing or broken: {install_command(None)} "
+            f"(from the aegisbench checkout; docs/README 'Two commands')"
+        )
+    return (
+        f"{what} {top} from the '{extra}' extra ({EXTRA_PURPOSE[extra]}): {install_command(extra)} "
+        f"(from the aegisbench checkout), or pip install 'aegisbench[{extra}]'"
+    )
 
 
 class MissingExtra(AegisError):

@@ -21,11 +21,26 @@ _EXPORTS = {
     "rank": "aegis_eval.api",
     "gt_diff": "aegis_eval.api",
     "score_referring": "aegis_eval.api",
+    "convert_refs": "aegis_eval.api",
+    "write_json": "aegis_eval.api",
 }
 # The baselines and reports (aegis_eval.api's second block).
-_EXPORTS.update({name: "aegis_eval.api" for name in (
-    "predict", "train", "sweep", "ablate", "report", "gallery", "baseline_settings", "PredictRun", "TrainRun",
-)})
+_EXPORTS.update(
+    {
+        name: "aegis_eval.api"
+        for name in (
+            "predict",
+            "train",
+            "sweep",
+            "ablate",
+            "report",
+            "gallery",
+            "baseline_settings",
+            "PredictRun",
+            "TrainRun",
+        )
+    }
+)
 __all__ = list(_EXPORTS)
 
 

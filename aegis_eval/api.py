@@ -8,10 +8,11 @@ the CLI writes, byte for byte, through ``to_json``). docs/API.md shows one runna
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any
 
 from aegis_data.errors import AegisError
 from aegis_data.exports import lazy_exports
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # the scorer (NumPy, the AP engine) loads on the first score,
     from aegis_eval.protocols.class_map import ClassMap
     from aegis_eval.protocols.scoring import ConditionPredictions, Predictions
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 
 # --- score ----------------------------------------------------------------------------------------------------
@@ -81,10 +82,16 @@ class ScoreResult:
             metrics = {k: v for k, v in entry.items() if k not in _CONDITION_FIELDS and not isinstance(v, dict)}
             severity = entry.get("severity")
             out[name] = ConditionResult(
-                name=name, corruption=entry.get("corruption"), family=entry.get("family"),
-                severity=None if severity is None else int(severity), metrics=metrics, ci=_pairs(entry.get("ci")),
-                rel_drop=dict(entry.get("rel_drop") or {}), ci_drop=_pairs(entry.get("ci_drop")),
-                localization=dict(entry.get("localization") or {}))
+                name=name,
+                corruption=entry.get("corruption"),
+                family=entry.get("family"),
+                severity=None if severity is None else int(severity),
+                metrics=metrics,
+                ci=_pairs(entry.get("ci")),
+                rel_drop=dict(entry.get("rel_drop") or {}),
+                ci_drop=_pairs(entry.get("ci_drop")),
+                localization=dict(entry.get("localization") or {}),
+            )
         return out
 
     @property
@@ -155,12 +162,26 @@ def write_json(document: Mapping[str, Any], path: PathLike) -> Path:
     return Path(path)
 
 
-def score(predictions: Predictions, gt: PathLike | Sequence[PathLike], *, threshold: float | None = None,
-          threshold_file: PathLike | None = None, bootstrap: int = 1000, seed: int = 0, iou: float = 0.5,
-          split: str = "test", classes: str | None = None, class_map: str | ClassMap | None = None,
-          remap_side: str = "gt", allow_merge: bool = False, remap_versions: Sequence[int] | None = None,
-          cluster_by: str | None = None, label: str | None = None, cross_check: str | None = None,
-          on_warning: Callable[[str], None] | None = None) -> ScoreResult:
+def score(
+    predictions: Predictions,
+    gt: PathLike | Sequence[PathLike],
+    *,
+    threshold: float | None = None,
+    threshold_file: PathLike | None = None,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    iou: float = 0.5,
+    split: str = "test",
+    classes: str | None = None,
+    class_map: str | ClassMap | None = None,
+    remap_side: str = "gt",
+    allow_merge: bool = False,
+    remap_versions: Sequence[int] | None = None,
+    cluster_by: str | None = None,
+    label: str | None = None,
+    cross_check: str | None = None,
+    on_warning: Callable[[str], None] | None = None,
+) -> ScoreResult:
     """Score predictions against a frozen split (or a COCO GT file) with the shared evaluator.
 
     predictions: a COCO results file (one condition, named by its stem), a folder of ``<condition>.json``, a
@@ -175,17 +196,28 @@ def score(predictions: Predictions, gt: PathLike | Sequence[PathLike], *, thresh
     in-memory ones). ``cross_check="pycocotools"`` recomputes COCO AP with it and refuses any difference above
     1e-12. AegisError on bad input.
     """
-    from aegis_eval.protocols.scoring import ScoreOptions, score as run_score
+    from aegis_eval.protocols.scoring import ScoreOptions
+    from aegis_eval.protocols.scoring import score as run_score
 
     versions = isinstance(gt, (list, tuple)) and len(gt) > 1
     if remap_versions and not versions:
         raise AegisError("[class_map_versions] `remap_versions` applies with several `gt` only", param="remap_versions")
     if cross_check is not None and versions:
         raise AegisError("[cross_check_versions] `cross_check` applies to one `gt`", param="cross_check")
-    options = ScoreOptions(threshold=threshold, threshold_file=threshold_file, bootstrap=bootstrap, seed=seed,
-                           iou=iou, cluster_by=cluster_by, label=label, split=split, classes=classes,
-                           class_map=_class_map(class_map, remap_side, allow_merge), cross_check=cross_check,
-                           on_warning=on_warning)
+    options = ScoreOptions(
+        threshold=threshold,
+        threshold_file=threshold_file,
+        bootstrap=bootstrap,
+        seed=seed,
+        iou=iou,
+        cluster_by=cluster_by,
+        label=label,
+        split=split,
+        classes=classes,
+        class_map=_class_map(class_map, remap_side, allow_merge),
+        cross_check=cross_check,
+        on_warning=on_warning,
+    )
     if versions:
         from aegis_eval.protocols.versions import score_versions
 
@@ -199,19 +231,31 @@ def _class_map(spec: str | ClassMap | None, side: str, allow_merge: bool) -> Cla
 
     if spec is None:
         if side != "gt" or allow_merge:
-            raise AegisError("[class_map_missing] `remap_side` and `allow_merge` only apply with `class_map`",
-                             param="class_map")
+            raise AegisError(
+                "[class_map_missing] `remap_side` and `allow_merge` only apply with `class_map`", param="class_map"
+            )
         return None
     return spec if isinstance(spec, ClassMap) else parse_class_map(str(spec), side, allow_merge)
 
 
 # --- freeze_threshold -------------------------------------------------------------------------------------------
-def freeze_threshold(predictions: ConditionPredictions, gt: PathLike, *, rule: str = "max-f1",
-                     grid: str | Iterable[float] | None = None, iou: float = 0.5, delta: float | None = None,
-                     out: PathLike | None = None, split: str = "val", classes: str | None = None,
-                     class_thresholds: str | None = None, class_map: str | ClassMap | None = None,
-                     remap_side: str = "gt", allow_merge: bool = False,
-                     on_warning: Callable[[str], None] | None = None):
+def freeze_threshold(
+    predictions: ConditionPredictions,
+    gt: PathLike,
+    *,
+    rule: str = "max-f1",
+    grid: str | Iterable[float] | None = None,
+    iou: float = 0.5,
+    delta: float | None = None,
+    out: PathLike | None = None,
+    split: str = "val",
+    classes: str | None = None,
+    class_thresholds: str | None = None,
+    class_map: str | ClassMap | None = None,
+    remap_side: str = "gt",
+    allow_merge: bool = False,
+    on_warning: Callable[[str], None] | None = None,
+):
     """Freeze the confidence threshold once on clean *validation* predictions (a results file or list).
 
     gt: a split folder (its ``annotations/<split>.json``, default val) or a COCO file. ``rule``: ``max-f1``,
@@ -224,11 +268,19 @@ def freeze_threshold(predictions: ConditionPredictions, gt: PathLike, *, rule: s
     (predictions from memory are recorded by the SHA-256 of their canonical JSON). The predictions' loader
     warnings go to ``on_warning``.
     """
-    from aegis_eval.protocols.predictions import (load_ground_truth, load_ground_truth_by_class,
-                                                  load_predictions_by_class)
+    from aegis_eval.protocols.predictions import (
+        load_ground_truth,
+        load_ground_truth_by_class,
+        load_predictions_by_class,
+    )
     from aegis_eval.protocols.scoring import IN_MEMORY, load_condition
-    from aegis_eval.protocols.threshold import (freeze_threshold as freeze, freeze_thresholds_by_class, parse_grid,
-                                                write_class_threshold_file, write_threshold_file)
+    from aegis_eval.protocols.threshold import freeze_threshold as freeze
+    from aegis_eval.protocols.threshold import (
+        freeze_thresholds_by_class,
+        parse_grid,
+        write_class_threshold_file,
+        write_threshold_file,
+    )
 
     grid_values = parse_grid(grid) if isinstance(grid, str) else None if grid is None else tuple(grid)
     cmap = _class_map(class_map, remap_side, allow_merge)
@@ -242,14 +294,16 @@ def freeze_threshold(predictions: ConditionPredictions, gt: PathLike, *, rule: s
         for w in next(iter(dets.values())).source.get("warnings", ()):
             if on_warning:
                 on_warning(w)
-        frozen = freeze_thresholds_by_class(gts, dets, rule=rule, grid=grid_values, iou=iou, delta=delta,
-                                            mode=class_thresholds or "per-class")
+        frozen = freeze_thresholds_by_class(
+            gts, dets, rule=rule, grid=grid_values, iou=iou, delta=delta, mode=class_thresholds or "per-class"
+        )
         if out is not None:
             write_class_threshold_file(frozen, out, preds_path, gt, split=split, class_map=record)
         return frozen
     if class_thresholds is not None:
-        raise AegisError("[threshold_class_mode] `class_thresholds` applies with `classes` only",
-                         param="class_thresholds")
+        raise AegisError(
+            "[threshold_class_mode] `class_thresholds` applies with `classes` only", param="class_thresholds"
+        )
     ground_truth = load_ground_truth(gt, split, cmap)
     dets = load_condition(predictions, "val", ground_truth, cmap)
     for w in dets.source.get("warnings", ()):
@@ -262,9 +316,18 @@ def freeze_threshold(predictions: ConditionPredictions, gt: PathLike, *, rule: s
 
 
 # --- rank, gt_diff, score_referring --------------------------------------------------------------------------
-def rank(scores: Sequence[PathLike | ScoreResult | Mapping[str, Any]], metric: str = "map50", *,
-         by: str = "condition", condition: str = "clean", reference: str | None = None, bootstrap: int = 1000,
-         seed: int = 0, allow_mixed_suites: bool = False, merge_same_label: bool = False) -> dict[str, Any]:
+def rank(
+    scores: Sequence[PathLike | ScoreResult | Mapping[str, Any]],
+    metric: str = "map50",
+    *,
+    by: str = "condition",
+    condition: str = "clean",
+    reference: str | None = None,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    allow_mixed_suites: bool = False,
+    merge_same_label: bool = False,
+) -> dict[str, Any]:
     """Rank models by ``metric`` from a list of their score JSONs (paths), :class:`ScoreResult` s or score
     documents (each checked as ``aegis rank`` checks a file): the ``aegis rank`` document (rank agreement across
     conditions, paired intervals; docs/SCORING.md). Scores of different suites are refused unless
@@ -274,16 +337,24 @@ def rank(scores: Sequence[PathLike | ScoreResult | Mapping[str, Any]], metric: s
     from aegis_eval.protocols.ranking import checked_score_result, load_score_results, model_labels, rank_models
 
     if isinstance(scores, (str, Path, Mapping, ScoreResult)) or not isinstance(scores, Iterable):
-        raise AegisError(f"rank takes a list of two or more score files or results, got one "
-                         f"{type(scores).__name__}")
+        raise AegisError(f"rank takes a list of two or more score files or results, got one {type(scores).__name__}")
     scores = list(scores)
     if not scores:
         raise AegisError("rank needs at least two scored models; none were given")
     if all(isinstance(s, (str, Path)) for s in scores):
         from aegis_eval.protocols.ranking import rank_paths
 
-        return rank_paths(scores, metric, by=by, condition=condition, reference=reference, bootstrap=bootstrap,
-                          seed=seed, merge_same_label=merge_same_label, allow_mixed_suites=allow_mixed_suites)
+        return rank_paths(
+            scores,
+            metric,
+            by=by,
+            condition=condition,
+            reference=reference,
+            bootstrap=bootstrap,
+            seed=seed,
+            merge_same_label=merge_same_label,
+            allow_mixed_suites=allow_mixed_suites,
+        )
     if merge_same_label:
         raise AegisError("`merge_same_label` merges score files; pass paths only", param="merge_same_label")
     results = []
@@ -295,11 +366,19 @@ def rank(scores: Sequence[PathLike | ScoreResult | Mapping[str, Any]], metric: s
         elif isinstance(s, (str, Path)):
             results.extend(load_score_results([s]))
         else:
-            raise AegisError(f"scores[{k}] must be a score file path, a ScoreResult or a score document, got "
-                             f"{type(s).__name__}")
-    return rank_models(results, metric, by=by, condition=condition, reference=reference,
-                       bootstrap=BootstrapOptions(n_bootstrap=bootstrap, seed=seed), labels=model_labels(results),
-                       allow_mixed_suites=allow_mixed_suites)
+            raise AegisError(
+                f"scores[{k}] must be a score file path, a ScoreResult or a score document, got {type(s).__name__}"
+            )
+    return rank_models(
+        results,
+        metric,
+        by=by,
+        condition=condition,
+        reference=reference,
+        bootstrap=BootstrapOptions(n_bootstrap=bootstrap, seed=seed),
+        labels=model_labels(results),
+        allow_mixed_suites=allow_mixed_suites,
+    )
 
 
 def gt_diff(old: PathLike, new: PathLike, *, iou: float = 0.3, pr_iou: float = 0.5) -> dict[str, Any]:
@@ -311,14 +390,20 @@ def gt_diff(old: PathLike, new: PathLike, *, iou: float = 0.3, pr_iou: float = 0
     return gt_diff_paths(old, new, iou=iou, pr_iou=pr_iou)
 
 
-def score_referring(predictions: PathLike, refs: PathLike, *, bootstrap: int = 1000, seed: int = 0,
-                    cluster_by: str | None = None, label: str | None = None) -> dict[str, Any]:
+def score_referring(
+    predictions: PathLike,
+    refs: PathLike,
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    cluster_by: str | None = None,
+    label: str | None = None,
+) -> dict[str, Any]:
     """Referring-expression grounding, P@θ with intervals: the ``aegis-referring/1`` document for a predictions
     file and an ``aegis-refs/1`` file (``aegis convert-refs`` makes one from RefCOCO-style data)."""
     from aegis_eval.protocols.referring import score_referring_paths
 
-    return score_referring_paths(predictions, refs, bootstrap=bootstrap, seed=seed, cluster_by=cluster_by,
-                                 label=label)
+    return score_referring_paths(predictions, refs, bootstrap=bootstrap, seed=seed, cluster_by=cluster_by, label=label)
 
 
 def convert_refs(refs: PathLike, instances: PathLike, out: PathLike) -> dict[str, Any]:
@@ -357,7 +442,6 @@ Progress = Callable[[str, str], None]  # (stage, status) as a runner reports it
 Log = Callable[[str], None]
 
 
-
 def baseline_settings(config: PathLike | None = None, **overrides: Any) -> dict[str, Any]:
     """The runner settings of the baseline yaml ``config`` (or the defaults) with ``overrides`` applied (a None
     override is not given); refused without a model or weights."""
@@ -365,32 +449,69 @@ def baseline_settings(config: PathLike | None = None, **overrides: Any) -> dict[
 
     cfg = resolve_settings(config, overrides)
     if not cfg.get("model"):
-        raise AegisError("no model given: pass `model` yolo11|rtdetr|fasterrcnn, or a `config` that names one",
-                         param="model")
+        raise AegisError(
+            "no model given: pass `model` yolo11|rtdetr|fasterrcnn, or a `config` that names one", param="model"
+        )
     if not cfg.get("weights"):
-        raise AegisError(f"no weights given for {cfg['model']}: pass `weights` (a local file; for Ultralytics also "
-                         f"a model yaml for random init; 'none' for a random Faster R-CNN)", param="weights")
+        raise AegisError(
+            f"no weights given for {cfg['model']}: pass `weights` (a local file; for Ultralytics also "
+            f"a model yaml for random init; 'none' for a random Faster R-CNN)",
+            param="weights",
+        )
     return cfg
 
 
-def _predict_settings(cfg: Mapping[str, Any], tile: bool | None, limit: int | None, split_name: str,
-                      allow_download: bool):
+def _predict_settings(
+    cfg: Mapping[str, Any], tile: bool | None, limit: int | None, split_name: str, allow_download: bool
+):
     from aegis_eval.runners.predict import PredictSettings
 
-    return PredictSettings(model=cfg["model"], weights=cfg["weights"], arch=cfg.get("arch"), imgsz=cfg.get("imgsz"),
-                           tiled=True if tile is None else tile, tile=cfg["tile"], overlap=cfg["overlap"],
-                           nms_iou=cfg["nms_iou"], score_floor=cfg["score_floor"], max_det=cfg["max_det"],
-                           batch=cfg["batch"], limit=limit, split_name=split_name, device=cfg["device"],
-                           seed=cfg["seed"], allow_download=allow_download)
+    return PredictSettings(
+        model=cfg["model"],
+        weights=cfg["weights"],
+        arch=cfg.get("arch"),
+        imgsz=cfg.get("imgsz"),
+        tiled=True if tile is None else tile,
+        tile=cfg["tile"],
+        overlap=cfg["overlap"],
+        nms_iou=cfg["nms_iou"],
+        score_floor=cfg["score_floor"],
+        max_det=cfg["max_det"],
+        batch=cfg["batch"],
+        limit=limit,
+        split_name=split_name,
+        device=cfg["device"],
+        seed=cfg["seed"],
+        allow_download=allow_download,
+    )
 
 
 def _train_settings(cfg: Mapping[str, Any], allow_download: bool):
     from aegis_eval.runners.train import TrainSettings
 
-    keys = ("arch", "epochs", "imgsz", "batch", "seed", "lr0", "optimizer", "momentum", "weight_decay", "device",
-            "workers", "amp", "tile", "overlap", "min_visibility", "score_floor", "nms_iou", "max_det")
-    return TrainSettings(model=cfg["model"], weights=cfg["weights"], allow_download=allow_download,
-                         **{k: cfg[k] for k in keys})
+    keys = (
+        "arch",
+        "epochs",
+        "imgsz",
+        "batch",
+        "seed",
+        "lr0",
+        "optimizer",
+        "momentum",
+        "weight_decay",
+        "device",
+        "workers",
+        "amp",
+        "tile",
+        "overlap",
+        "min_visibility",
+        "score_floor",
+        "nms_iou",
+        "max_det",
+    )
+    return TrainSettings(
+        model=cfg["model"], weights=cfg["weights"], allow_download=allow_download, **{k: cfg[k] for k in keys}
+    )
 
 
 def _check_run_dir(out_dir: PathLike, split_dir: PathLike) -> None:
@@ -408,21 +529,51 @@ class PredictRun:
     record: dict[str, Any]
 
 
-def predict(split_dir: PathLike, out_dir: PathLike, *, model: str | None = None, weights: str | None = None,
-            config: PathLike | None = None, conditions: str = "all", split_name: str = "test",
-            tile: bool | None = None, tile_size: int | None = None, overlap: int | None = None,
-            limit: int | None = None, batch: int | None = None, score_floor: float | None = None,
-            max_det: int | None = None, nms_iou: float | None = None, imgsz: int | None = None,
-            arch: str | None = None, device: str | None = None, seed: int | None = None, force: bool = False,
-            allow_download: bool = False, progress: Progress | None = None) -> PredictRun:
+def predict(
+    split_dir: PathLike,
+    out_dir: PathLike,
+    *,
+    model: str | None = None,
+    weights: str | None = None,
+    config: PathLike | None = None,
+    conditions: str = "all",
+    split_name: str = "test",
+    tile: bool | None = None,
+    tile_size: int | None = None,
+    overlap: int | None = None,
+    limit: int | None = None,
+    batch: int | None = None,
+    score_floor: float | None = None,
+    max_det: int | None = None,
+    nms_iou: float | None = None,
+    imgsz: int | None = None,
+    arch: str | None = None,
+    device: str | None = None,
+    seed: int | None = None,
+    force: bool = False,
+    allow_download: bool = False,
+    progress: Progress | None = None,
+) -> PredictRun:
     """Predict every condition of a split with a reference detector: one COCO results file per condition under
     ``out_dir``, resumable (``force`` recomputes finished conditions). docs/BASELINES.md."""
     _check_run_dir(out_dir, split_dir)
     from aegis_eval.runners.predict import predict_split
 
-    cfg = baseline_settings(config, model=model, weights=weights, tile=tile_size, overlap=overlap, batch=batch,
-                            score_floor=score_floor, max_det=max_det, nms_iou=nms_iou, imgsz=imgsz, arch=arch,
-                            device=device, seed=seed)
+    cfg = baseline_settings(
+        config,
+        model=model,
+        weights=weights,
+        tile=tile_size,
+        overlap=overlap,
+        batch=batch,
+        score_floor=score_floor,
+        max_det=max_det,
+        nms_iou=nms_iou,
+        imgsz=imgsz,
+        arch=arch,
+        device=device,
+        seed=seed,
+    )
     settings = _predict_settings(cfg, tile, limit, split_name, allow_download)
     record = predict_split(settings, split_dir, out_dir, conditions=conditions, force=force, progress=progress)
     return PredictRun(settings.model, record)
@@ -438,13 +589,31 @@ class TrainRun:
     policy: Any
 
 
-def train(split_dir: PathLike, out_dir: PathLike, *, model: str | None = None, weights: str | None = None,
-          config: PathLike | None = None, epochs: int | None = None, imgsz: int | None = None,
-          batch: int | None = None, seed: int | None = None, lr0: float | None = None, optimizer: str | None = None,
-          device: str | None = None, workers: int | None = None, arch: str | None = None, amp: bool | None = None,
-          tile_size: int | None = None, overlap: int | None = None, min_visibility: float | None = None,
-          augment: str | None = None, suite: str | None = None, allow_download: bool = False,
-          log: Log | None = None) -> TrainRun:
+def train(
+    split_dir: PathLike,
+    out_dir: PathLike,
+    *,
+    model: str | None = None,
+    weights: str | None = None,
+    config: PathLike | None = None,
+    epochs: int | None = None,
+    imgsz: int | None = None,
+    batch: int | None = None,
+    seed: int | None = None,
+    lr0: float | None = None,
+    optimizer: str | None = None,
+    device: str | None = None,
+    workers: int | None = None,
+    arch: str | None = None,
+    amp: bool | None = None,
+    tile_size: int | None = None,
+    overlap: int | None = None,
+    min_visibility: float | None = None,
+    augment: str | None = None,
+    suite: str | None = None,
+    allow_download: bool = False,
+    log: Log | None = None,
+) -> TrainRun:
     """Fine-tune on the split's train images (tiled), validating on clean val; resumes a stopped run. ``augment``:
     a disaster-augmentation policy (a name in configs/augment or a yaml path) of ``suite`` (default: the
     split's) applied to every training frame (docs/MITIGATION.md)."""
@@ -453,45 +622,121 @@ def train(split_dir: PathLike, out_dir: PathLike, *, model: str | None = None, w
     from aegis_eval.runners.augment_hooks import policy_suite_for
     from aegis_eval.runners.train import train_baseline
 
-    cfg = baseline_settings(config, model=model, weights=weights, epochs=epochs, imgsz=imgsz, batch=batch, seed=seed,
-                            lr0=lr0, optimizer=optimizer, device=device, workers=workers, arch=arch, amp=amp,
-                            tile=tile_size, overlap=overlap, min_visibility=min_visibility)
+    cfg = baseline_settings(
+        config,
+        model=model,
+        weights=weights,
+        epochs=epochs,
+        imgsz=imgsz,
+        batch=batch,
+        seed=seed,
+        lr0=lr0,
+        optimizer=optimizer,
+        device=device,
+        workers=workers,
+        arch=arch,
+        amp=amp,
+        tile=tile_size,
+        overlap=overlap,
+        min_visibility=min_visibility,
+    )
     settings = _train_settings(cfg, allow_download)
     policy = load_policy(augment, suite or policy_suite_for(split_dir)) if augment else None
     result = train_baseline(settings, split_dir, out_dir, log=log, augment=policy)
     return TrainRun(settings.model, result, policy)
 
 
-def sweep(split_dir: PathLike, out_dir: PathLike, *, model: str | None = None, weights: str | None = None,
-          config: PathLike | None = None, bootstrap: int | None = None, conditions: str = "all",
-          label: str | None = None, tile: bool | None = None, tile_size: int | None = None,
-          overlap: int | None = None, limit: int | None = None, batch: int | None = None,
-          score_floor: float | None = None, max_det: int | None = None, nms_iou: float | None = None,
-          imgsz: int | None = None, arch: str | None = None, device: str | None = None, seed: int | None = None,
-          force: bool = False, allow_download: bool = False, progress: Progress | None = None,
-          on_warning: Log | None = None) -> dict[str, Any]:
+def sweep(
+    split_dir: PathLike,
+    out_dir: PathLike,
+    *,
+    model: str | None = None,
+    weights: str | None = None,
+    config: PathLike | None = None,
+    bootstrap: int | None = None,
+    conditions: str = "all",
+    label: str | None = None,
+    tile: bool | None = None,
+    tile_size: int | None = None,
+    overlap: int | None = None,
+    limit: int | None = None,
+    batch: int | None = None,
+    score_floor: float | None = None,
+    max_det: int | None = None,
+    nms_iou: float | None = None,
+    imgsz: int | None = None,
+    arch: str | None = None,
+    device: str | None = None,
+    seed: int | None = None,
+    force: bool = False,
+    allow_download: bool = False,
+    progress: Progress | None = None,
+    on_warning: Log | None = None,
+) -> dict[str, Any]:
     """Predict clean val, freeze the threshold once, predict every test condition and score it with bootstrap
     intervals: the score document (also written to ``out_dir``/score.json and score.csv)."""
     _check_run_dir(out_dir, split_dir)
     from aegis_eval.runners.sweep import run_sweep
 
-    cfg = baseline_settings(config, model=model, weights=weights, bootstrap=bootstrap, tile=tile_size,
-                            overlap=overlap, batch=batch, score_floor=score_floor, max_det=max_det, nms_iou=nms_iou,
-                            imgsz=imgsz, arch=arch, device=device, seed=seed)
+    cfg = baseline_settings(
+        config,
+        model=model,
+        weights=weights,
+        bootstrap=bootstrap,
+        tile=tile_size,
+        overlap=overlap,
+        batch=batch,
+        score_floor=score_floor,
+        max_det=max_det,
+        nms_iou=nms_iou,
+        imgsz=imgsz,
+        arch=arch,
+        device=device,
+        seed=seed,
+    )
     settings = _predict_settings(cfg, tile, limit, "test", allow_download)
-    return run_sweep(settings, split_dir, out_dir, bootstrap=cfg["bootstrap"], seed=cfg["seed"],
-                     rule=cfg["threshold_rule"], label=label or cfg.get("name") or settings.model,
-                     conditions=conditions, force=force, progress=progress, on_warning=on_warning)
+    return run_sweep(
+        settings,
+        split_dir,
+        out_dir,
+        bootstrap=cfg["bootstrap"],
+        seed=cfg["seed"],
+        rule=cfg["threshold_rule"],
+        label=label or cfg.get("name") or settings.model,
+        conditions=conditions,
+        force=force,
+        progress=progress,
+        on_warning=on_warning,
+    )
 
 
-def ablate(split_dir: PathLike, out_dir: PathLike, policies: str | Sequence[str], *, model: str | None = None,
-           weights: str | None = None, config: PathLike | None = None, epochs: int | None = None,
-           imgsz: int | None = None, batch: int | None = None, seed: int | None = None, lr0: float | None = None,
-           optimizer: str | None = None, bootstrap: int | None = None, conditions: str = "all",
-           label: str | None = None, arch: str | None = None, device: str | None = None,
-           init: PathLike | None = None, seeds: str | Sequence[int] | None = None, suite: str | None = None,
-           allow_download: bool = False, progress: Progress | None = None, log: Log | None = None,
-           on_warning: Log | None = None) -> dict[str, Any]:
+def ablate(
+    split_dir: PathLike,
+    out_dir: PathLike,
+    policies: str | Sequence[str],
+    *,
+    model: str | None = None,
+    weights: str | None = None,
+    config: PathLike | None = None,
+    epochs: int | None = None,
+    imgsz: int | None = None,
+    batch: int | None = None,
+    seed: int | None = None,
+    lr0: float | None = None,
+    optimizer: str | None = None,
+    bootstrap: int | None = None,
+    conditions: str = "all",
+    label: str | None = None,
+    arch: str | None = None,
+    device: str | None = None,
+    init: PathLike | None = None,
+    seeds: str | Sequence[int] | None = None,
+    suite: str | None = None,
+    allow_download: bool = False,
+    progress: Progress | None = None,
+    log: Log | None = None,
+    on_warning: Log | None = None,
+) -> dict[str, Any]:
     """Train one model per augmentation policy plus the clean baseline (per training seed with ``seeds``), sweep
     every condition and compare: the ablation record (also ``out_dir``/ablation.json). ``init``: a checkpoint
     every model is fine-tuned from, instead of ``weights``."""
@@ -503,19 +748,50 @@ def ablate(split_dir: PathLike, out_dir: PathLike, policies: str | Sequence[str]
     seed_list = parse_seeds(seeds) if seeds is not None else None
     if init is not None and weights is not None:
         raise AegisError("give `init` (a checkpoint to fine-tune from) or `weights`, not both", param="init")
-    cfg = baseline_settings(config, model=model, weights=str(init) if init is not None else weights, epochs=epochs,
-                            imgsz=imgsz, batch=batch, seed=seed, lr0=lr0, optimizer=optimizer, bootstrap=bootstrap,
-                            arch=arch, device=device)
+    cfg = baseline_settings(
+        config,
+        model=model,
+        weights=str(init) if init is not None else weights,
+        epochs=epochs,
+        imgsz=imgsz,
+        batch=batch,
+        seed=seed,
+        lr0=lr0,
+        optimizer=optimizer,
+        bootstrap=bootstrap,
+        arch=arch,
+        device=device,
+    )
     train_settings = _train_settings(cfg, allow_download)
     predict_settings = _predict_settings(cfg, None, None, "test", allow_download)
-    return run_ablation(train_settings, predict_settings, split_dir, out_dir, chosen, bootstrap=cfg["bootstrap"],
-                        seed=cfg["seed"], rule=cfg["threshold_rule"], label=label or cfg.get("name") or cfg["model"],
-                        conditions=conditions, init=init, seeds=seed_list, progress=progress, log=log,
-                        on_warning=on_warning)
+    return run_ablation(
+        train_settings,
+        predict_settings,
+        split_dir,
+        out_dir,
+        chosen,
+        bootstrap=cfg["bootstrap"],
+        seed=cfg["seed"],
+        rule=cfg["threshold_rule"],
+        label=label or cfg.get("name") or cfg["model"],
+        conditions=conditions,
+        init=init,
+        seeds=seed_list,
+        progress=progress,
+        log=log,
+        on_warning=on_warning,
+    )
 
 
-def report(results: Sequence[PathLike], out_dir: PathLike, *, formats: str | Iterable[str] | None = None,
-           metric: str = "recall", html_figures: str = "png", allow_mixed_suites: bool = False):
+def report(
+    results: Sequence[PathLike],
+    out_dir: PathLike,
+    *,
+    formats: str | Iterable[str] | None = None,
+    metric: str = "recall",
+    html_figures: str = "png",
+    allow_mixed_suites: bool = False,
+):
     """Render figures (PNG, PDF, SVG), report.md/html, LaTeX tables and report.tex from score JSONs under
     ``out_dir``: the :class:`~aegis_eval.report.build.ReportFiles` (``files``, ``notes``). ``formats``: a subset of
     md, html, latex (default all)."""
@@ -525,13 +801,27 @@ def report(results: Sequence[PathLike], out_dir: PathLike, *, formats: str | Ite
     from aegis_eval.report import build_report, load_results
 
     extra = {} if formats is None else {"formats": formats}
-    return build_report(load_results(results), out_dir, metric=metric, html_figures=html_figures,
-                        allow_mixed_suites=allow_mixed_suites, **extra)
+    return build_report(
+        load_results(results),
+        out_dir,
+        metric=metric,
+        html_figures=html_figures,
+        allow_mixed_suites=allow_mixed_suites,
+        **extra,
+    )
 
 
-def gallery(predictions: PathLike, split_dir: PathLike, out_dir: PathLike, *, threshold: float | None = None,
-            threshold_file: PathLike | None = None, conditions: str | Sequence[str] = "all", n: int = 8,
-            max_width: int = 1600):
+def gallery(
+    predictions: PathLike,
+    split_dir: PathLike,
+    out_dir: PathLike,
+    *,
+    threshold: float | None = None,
+    threshold_file: PathLike | None = None,
+    conditions: str | Sequence[str] = "all",
+    n: int = 8,
+    max_width: int = 1600,
+):
     """Draw the ``n`` (image, condition) pairs whose recall drops most against clean -- clean beside corrupted,
     ground truth and predictions -- from a folder of ``clean.json`` and ``<condition>.json`` results: the
     :class:`~aegis_eval.report.gallery.GalleryFiles` (``pairs``, ``index_html``, ``notes``)."""
@@ -540,5 +830,13 @@ def gallery(predictions: PathLike, split_dir: PathLike, out_dir: PathLike, *, th
     check_output_dirs({"`out_dir`": Path(out_dir)}, [Path(split_dir), Path(predictions)])
     from aegis_eval.report.gallery import build_gallery
 
-    return build_gallery(split_dir, predictions, out_dir, threshold=threshold, threshold_file=threshold_file,
-                         conditions=conditions, n=n, max_width=max_width)
+    return build_gallery(
+        split_dir,
+        predictions,
+        out_dir,
+        threshold=threshold,
+        threshold_file=threshold_file,
+        conditions=conditions,
+        n=n,
+        max_width=max_width,
+    )

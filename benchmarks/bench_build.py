@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cv2  # noqa: E402
 
+from aegis_data.api import build_splits, load_config, load_source  # noqa: E402
 from aegis_data.engine.kernels import kernels_backend  # noqa: E402
 from aegis_data.files.imageio import write_png_atomic  # noqa: E402
 from aegis_data.files.png import writer_info  # noqa: E402
-from aegis_data.api import build_splits, load_config, load_source  # noqa: E402
 from aegis_data.sources import SourceDataset, read_rgb  # noqa: E402
 
 FULL = {"HERIDAL-C": (101, 4000, 3000), "SARD-C": (862, 640, 640)}
@@ -53,10 +53,18 @@ def measure(ds: SourceDataset, workers: int, out: Path, suite: str) -> dict:
     r = build_splits(ds, out, workers=workers, config=load_config(suite))
     n = len(ds.splits["test"])
     return {
-        "workers": workers, "images": n, "files": r.files_written, "seconds": r.seconds,
-        "files_per_s": r.files_written / r.seconds, "mp_per_s": r.megapixels / r.seconds,
-        "s_per_source": r.seconds / n, "corrupt_s": r.seconds_corrupt, "encode_s": r.seconds_encode,
-        "read_s": r.seconds_read, "hash_s": r.seconds_hash, "write_s": r.seconds_write,
+        "workers": workers,
+        "images": n,
+        "files": r.files_written,
+        "seconds": r.seconds,
+        "files_per_s": r.files_written / r.seconds,
+        "mp_per_s": r.megapixels / r.seconds,
+        "s_per_source": r.seconds / n,
+        "corrupt_s": r.seconds_corrupt,
+        "encode_s": r.seconds_encode,
+        "read_s": r.seconds_read,
+        "hash_s": r.seconds_hash,
+        "write_s": r.seconds_write,
     }
 
 
@@ -83,16 +91,24 @@ def markdown(rows: list[dict], loadavg: tuple[float, ...], suite: str) -> str:
             f"{r['mp_per_s']:.1f} | {r['s_per_source']:.1f} | {r['read_s']:.1f} | {r['corrupt_s']:.1f} | "
             f"{r['encode_s']:.1f} | {r['hash_s']:.1f} | {r['write_s']:.1f} |"
         )
-    lines += ["", "Extrapolated full builds (measured wall time per source image x number of frames):", "",
-              "| split | frames | workers | estimated minutes | speed-up of 2 workers over 1 | corrupt share of CPU |",
-              "|---|---:|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        "Extrapolated full builds (measured wall time per source image x number of frames):",
+        "",
+        "| split | frames | workers | estimated minutes | speed-up of 2 workers over 1 | corrupt share of CPU |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for name, (count, w, h) in FULL.items():
         by_w = {r["workers"]: r for r in rows if r["frame_px"] == (w, h)}
         speed = by_w[1]["seconds"] / by_w[2]["seconds"] if 1 in by_w and 2 in by_w else None
         for k, r in sorted(by_w.items()):
-            share = r["corrupt_s"] / max(1e-9, sum(r[k] for k in ("corrupt_s", "encode_s", "read_s", "hash_s", "write_s")))
+            share = r["corrupt_s"] / max(
+                1e-9, sum(r[k] for k in ("corrupt_s", "encode_s", "read_s", "hash_s", "write_s"))
+            )
             sp = f"{speed:.2f}x" if speed is not None and k == 2 else ""
-            lines.append(f"| {name} ({w}x{h}) | {count} | {k} | {r['s_per_source'] * count / 60:.1f} | {sp} | {share:.0%} |")
+            lines.append(
+                f"| {name} ({w}x{h}) | {count} | {k} | {r['s_per_source'] * count / 60:.1f} | {sp} | {share:.0%} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -118,9 +134,13 @@ def main() -> None:
                 r = measure(ds, workers, tmp / f"out-{size}-{workers}", args.suite)
                 r.update(size=size, frame_px=(w, h))
                 rows.append(r)
-                print(f"{size} workers={workers}: {r['seconds']:.1f} s, {r['files_per_s']:.2f} files/s, "
-                      f"{r['mp_per_s']:.1f} MP/s (corrupt {r['corrupt_s']:.1f} s, encode {r['encode_s']:.1f} s, "
-                      f"hash {r['hash_s']:.1f} s, write {r['write_s']:.1f} s, decode {r['read_s']:.1f} s summed)", file=sys.stderr, flush=True)
+                print(
+                    f"{size} workers={workers}: {r['seconds']:.1f} s, {r['files_per_s']:.2f} files/s, "
+                    f"{r['mp_per_s']:.1f} MP/s (corrupt {r['corrupt_s']:.1f} s, encode {r['encode_s']:.1f} s, "
+                    f"hash {r['hash_s']:.1f} s, write {r['write_s']:.1f} s, decode {r['read_s']:.1f} s summed)",
+                    file=sys.stderr,
+                    flush=True,
+                )
     text = markdown(rows, loadavg, args.suite)
     print(text)
     if args.write:

@@ -144,8 +144,9 @@ class Runner:
         return scene
 
     def __call__(self, frame: np.ndarray, name: str, severity: int, image_id: str):
-        return apply_corruption(frame, name, severity, image_id, config=self.cfg, scale=self.scale,
-                                scene=self.scene_of(frame))
+        return apply_corruption(
+            frame, name, severity, image_id, config=self.cfg, scale=self.scale, scene=self.scene_of(frame)
+        )
 
 
 def memory_probe(name: str, severity: int, suite: str = "aegis-v1", person_px: float | None = None) -> dict:
@@ -163,8 +164,13 @@ def memory_probe(name: str, severity: int, suite: str = "aegis-v1", person_px: f
     tracemalloc.stop()
     maxrss = peak_rss_mb()
     del out
-    return {"tracemalloc_peak_mb": peak / 1e6, "maxrss_mb": maxrss, "rss_before_mb": before,
-            "delta_mb": maxrss - before, "peak_reset": reset}
+    return {
+        "tracemalloc_peak_mb": peak / 1e6,
+        "maxrss_mb": maxrss,
+        "rss_before_mb": before,
+        "delta_mb": maxrss - before,
+        "peak_reset": reset,
+    }
 
 
 def machine() -> dict:
@@ -191,14 +197,24 @@ def machine() -> dict:
     }
 
 
-def render(results: list[dict], memory: dict[str, dict], info: dict, load_after: str, repeats: tuple[int, int],
-           scale: Scale = FRAME_SCALE, suite: str = "aegis-v1", scene_seconds: dict | None = None) -> str:
+def render(
+    results: list[dict],
+    memory: dict[str, dict],
+    info: dict,
+    load_after: str,
+    repeats: tuple[int, int],
+    scale: Scale = FRAME_SCALE,
+    suite: str = "aegis-v1",
+    scene_seconds: dict | None = None,
+) -> str:
     cfg = load_config(suite)
     flag = "" if suite == "aegis-v1" else f" --suite {suite}"
     title = f"## Corruption engine throughput{', ' + suite if flag else ''} (benchmarks/bench_corruptions.py{flag})"
     if scale.is_object:
-        title = (f"## Corruption engine throughput, {suite}, object scale, person unit {scale.person_px:g} px "
-                 f"(benchmarks/bench_corruptions.py{flag} --person-px {scale.person_px:g})")
+        title = (
+            f"## Corruption engine throughput, {suite}, object scale, person unit {scale.person_px:g} px "
+            f"(benchmarks/bench_corruptions.py{flag} --person-px {scale.person_px:g})"
+        )
     lines = [
         title,
         "",
@@ -211,9 +227,14 @@ def render(results: list[dict], memory: dict[str, dict], info: dict, load_after:
         "over all cells (a slow spell of a shared machine costs a cell one sample, not all).",
         f"- Targets: >= {TARGET_MPS:.0f} MP/s on one core at 640x640 and at 4000x3000; peak memory < "
         f"{TARGET_MEM_MB / 1024:.1f} GB.",
-        *([f"- The scene (estimated once per source image, outside the timed calls): "
-           + ", ".join(f"{w}x{h} {t * 1e3:.0f} ms" for (h, w), t in sorted(scene_seconds.items()))]
-          if scene_seconds else []),
+        *(
+            [
+                "- The scene (estimated once per source image, outside the timed calls): "
+                + ", ".join(f"{w}x{h} {t * 1e3:.0f} ms" for (h, w), t in sorted(scene_seconds.items()))
+            ]
+            if scene_seconds
+            else []
+        ),
         "",
         "| corruption | sev | 640x640 ms | 640x640 MP/s | 4000x3000 ms | 4000x3000 MP/s | >= 30 MP/s |",
         "|---|---:|---:|---:|---:|---:|:---:|",
@@ -279,8 +300,9 @@ def main(argv: list[str] | None = None) -> int:
             for (w, h), label, rep in ((SIZES[0], "small", args.repeat_small), (SIZES[1], "large", args.repeat_large)):
                 if rnd < rep:
                     frame = frames[(w, h)]
-                    best[(cell, label)] = min(best[(cell, label)],
-                                              best_time(lambda: run(frame, cell[0], cell[1], "bench"), 1))
+                    best[(cell, label)] = min(
+                        best[(cell, label)], best_time(lambda: run(frame, cell[0], cell[1], "bench"), 1)
+                    )
     results = []
     for name, sev in cells:
         row = {"corruption": name, "severity": sev}
@@ -291,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(row)
         print(f"{name} s{sev}: {row['mps_small']:.1f} MP/s @640, {row['mps_large']:.1f} MP/s @12MP", flush=True)
     memory = {}
-    for name in ([] if args.no_memory else names):
+    for name in [] if args.no_memory else names:
         probe = [sys.executable, __file__, "--memory-probe", name, "3", "--suite", args.suite]
         if args.person_px is not None:
             probe += ["--person-px", str(args.person_px)]
@@ -302,8 +324,9 @@ def main(argv: list[str] | None = None) -> int:
             memory[name] = json.loads(proc.stdout.strip().splitlines()[-1])
         print(f"{name} memory: {memory[name]}", flush=True)
     load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    text = render(results, memory, info, load_after, (args.repeat_small, args.repeat_large), scale, args.suite,
-                  run.scene_seconds)
+    text = render(
+        results, memory, info, load_after, (args.repeat_small, args.repeat_large), scale, args.suite, run.scene_seconds
+    )
     # Hand-written analysis below the marker survives a re-run.
     previous = args.out.read_text() if args.out.exists() else ""
     if NOTES_MARKER in previous:

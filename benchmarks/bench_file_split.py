@@ -33,9 +33,9 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from aegis_data.api import apply_corruption, load_config  # noqa: E402
 from aegis_data.conditions import parse_condition  # noqa: E402
 from aegis_data.files import png  # noqa: E402
-from aegis_data.api import apply_corruption, load_config  # noqa: E402
 from aegis_data.files.imageio import pixel_sha256, read_rgb, write_bytes_atomic  # noqa: E402
 from aegis_data.sources.synthetic import render_scene  # noqa: E402
 
@@ -99,17 +99,26 @@ def markdown(rows: list[dict], loadavg: tuple[float, float, float]) -> str:
     for r in rows:
         n = r["files"]
         total = sum(r[s] for s in STAGES) / n
-        lines.append(f"| {r['frame']} | {r['writer']} | " + " | ".join(f"{r[s] / n:.3f}" for s in STAGES)
-                     + f" | {total:.3f} | {r['mb_per_file']:.1f} |")
-    lines += ["", "Full-build estimate from these CPU figures (CPU per source image x frames / 2 workers):", "",
-              "| split | frames | writer | estimated minutes, 2 workers | target |", "|---|---:|---|---:|---:|"]
+        lines.append(
+            f"| {r['frame']} | {r['writer']} | "
+            + " | ".join(f"{r[s] / n:.3f}" for s in STAGES)
+            + f" | {total:.3f} | {r['mb_per_file']:.1f} |"
+        )
+    lines += [
+        "",
+        "Full-build estimate from these CPU figures (CPU per source image x frames / 2 workers):",
+        "",
+        "| split | frames | writer | estimated minutes, 2 workers | target |",
+        "|---|---:|---|---:|---:|",
+    ]
     targets = {"HERIDAL-C": 12, "SARD-C": 5}
     for name, (count, w, h) in FULL.items():
         for r in rows:
             if r["frame"] == f"{w}x{h}":
                 per_source = sum(r[s] for s in STAGES)
-                lines.append(f"| {name} | {count} | {r['writer']} | {per_source * count / 2 / 60:.1f} | "
-                             f"≤ {targets[name]} |")
+                lines.append(
+                    f"| {name} | {count} | {r['writer']} | {per_source * count / 2 / 60:.1f} | ≤ {targets[name]} |"
+                )
     return "\n".join(lines) + "\n"
 
 

@@ -28,8 +28,8 @@ import cv2  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from aegis_data.files import png  # noqa: E402
 from aegis_data.api import apply_corruption  # noqa: E402
+from aegis_data.files import png  # noqa: E402
 from aegis_data.sources.synthetic import render_scene  # noqa: E402
 
 cv2.setNumThreads(1)

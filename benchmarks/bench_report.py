@@ -35,10 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from aegis_data.files.imageio import decode_image_bytes, write_bytes_atomic  # noqa: E402
 from aegis_data.files.png import encode_png  # noqa: E402
+from aegis_eval.protocols.score_doc import validate_result  # noqa: E402
 from aegis_eval.report import build_report  # noqa: E402
 from aegis_eval.report import figures as F  # noqa: E402
 from aegis_eval.report.gallery import compose_pair, draw_panel, panel_scale  # noqa: E402
-from aegis_eval.protocols.score_doc import validate_result  # noqa: E402
 from aegis_eval.report.results import group_by_dataset  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "score_heridal_yolo11n.json"
@@ -91,17 +91,21 @@ def main() -> int:
             rows.append((f"build_report, 1 dataset x {m} model(s), 28 conditions, md+html+latex", secs))
     (group,) = group_by_dataset(_results(3))
     # The row names keep the old helper names, so docs/perf/report.md stays comparable.
-    for name, plan in (("heatmap_png (3 models)", lambda: F.heatmap(group, "recall")),
-                       ("severity_curves_png (3 models)", lambda: F.severity_curves(group, "recall")),
-                       ("family_bars_png (3 models)", lambda: F.family_bars(group, "recall")),
-                       ("localization_png (3 models)", lambda: F.localization_plot(group))):
+    for name, plan in (
+        ("heatmap_png (3 models)", lambda: F.heatmap(group, "recall")),
+        ("severity_curves_png (3 models)", lambda: F.severity_curves(group, "recall")),
+        ("family_bars_png (3 models)", lambda: F.family_bars(group, "recall")),
+        ("localization_png (3 models)", lambda: F.localization_plot(group)),
+    ):
         rows.append((name, _median_time(lambda: F.render(plan(), vector=False).png, args.repeat)))
 
     w, h = 4000, 3000
     frame = _frame(w, h)
     gt = np.array([[60 + 95 * k, 100 + 70 * k, 40, 60] for k in range(40)], dtype=float)
     found = np.arange(40) % 3 != 0
-    pred = np.vstack([gt[found] + 2, np.array([[3000 - 40 * k, 200 + 30 * k, 35, 55] for k in range(60 - int(found.sum()))])])
+    pred = np.vstack(
+        [gt[found] + 2, np.array([[3000 - 40 * k, 200 + 30 * k, 35, 55] for k in range(60 - int(found.sum()))])]
+    )
     s = panel_scale(w)
 
     def draw() -> np.ndarray:
@@ -111,11 +115,16 @@ def main() -> int:
 
     pic = draw()
     rows.append(("gallery: draw + compose one 4000x3000 pair", _median_time(draw, args.repeat)))
-    rows.append((f"gallery: encode the {pic.shape[1]}x{pic.shape[0]} picture (PNG)",
-                 _median_time(lambda: encode_png(pic), args.repeat)))
+    rows.append(
+        (
+            f"gallery: encode the {pic.shape[1]}x{pic.shape[0]} picture (PNG)",
+            _median_time(lambda: encode_png(pic), args.repeat),
+        )
+    )
     src = encode_png(frame)
-    rows.append(("gallery: decode one 4000x3000 source PNG",
-                 _median_time(lambda: decode_image_bytes(src), args.repeat)))
+    rows.append(
+        ("gallery: decode one 4000x3000 source PNG", _median_time(lambda: decode_image_bytes(src), args.repeat))
+    )
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [

@@ -79,9 +79,8 @@ def bench_model(name: str, device: str, batches: list[int], tiled_batches: list[
         frames = _frames(b, 640, 640, 0)
         r = 1 if slow else reps
         sec = _time(lambda: predict_images(det640, frames, FLOOR, tiled=False, batch=b), r)
-        rows.append({"model": name, "input": "640x640", "batch": b, "reps": r, "seconds": sec,
-                     "images_per_s": b / sec})
-    del det640
+        rows.append({"model": name, "input": "640x640", "batch": b, "reps": r, "seconds": sec, "images_per_s": b / sec})
+    det640 = None  # frees the model before the tiled one loads
     if not tiled_batches:
         return rows
     det = load_detector(model, weights, device, arch=arch, imgsz=1024, max_det=300)
@@ -90,10 +89,19 @@ def bench_model(name: str, device: str, batches: list[int], tiled_batches: list[
     for b in tiled_batches:
         # Warm up on one batch of tiles rather than a whole frame: a tiled frame takes minutes on a CPU.
         warm = [np.ascontiguousarray(frame[0][:1024, :1024])] * b
-        sec = _time(lambda: predict_images(det, frame, FLOOR, tiled=True, batch=b), 1,
-                    warmup=lambda: det.predict(warm, FLOOR))
-        rows.append({"model": name, "input": f"4000x3000 tiled ({n_tiles} tiles of 1024)", "batch": b, "reps": 1,
-                     "seconds": sec, "images_per_s": 1 / sec})
+        sec = _time(
+            lambda: predict_images(det, frame, FLOOR, tiled=True, batch=b), 1, warmup=lambda: det.predict(warm, FLOOR)
+        )
+        rows.append(
+            {
+                "model": name,
+                "input": f"4000x3000 tiled ({n_tiles} tiles of 1024)",
+                "batch": b,
+                "reps": 1,
+                "seconds": sec,
+                "images_per_s": 1 / sec,
+            }
+        )
     return rows
 
 
@@ -115,15 +123,20 @@ def machine(device: str) -> str:
 
 def render(rows: list[dict], device: str, note: str) -> str:
     v = library_versions()
-    lines = [f"Measured {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} on {machine(device)}.",
-             f"Versions: torch {v['torch']}, torchvision {v['torchvision']}, ultralytics {v['ultralytics']}, "
-             f"numpy {v['numpy']}, opencv {v['opencv']}, Python {v['python']}.", ""]
+    lines = [
+        f"Measured {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} on {machine(device)}.",
+        f"Versions: torch {v['torch']}, torchvision {v['torchvision']}, ultralytics {v['ultralytics']}, "
+        f"numpy {v['numpy']}, opencv {v['opencv']}, Python {v['python']}.",
+        "",
+    ]
     if note:
         lines += [note, ""]
     lines += ["| model | input | batch | reps | s per call | images/s |", "|---|---|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['input']} | {r['batch']} | {r['reps']} | {r['seconds']:.2f} | "
-                     f"{r['images_per_s']:.3f} |")
+        lines.append(
+            f"| {r['model']} | {r['input']} | {r['batch']} | {r['reps']} | {r['seconds']:.2f} | "
+            f"{r['images_per_s']:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -144,8 +157,12 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(MODELS), help="comma list of " + ", ".join(MODELS))
     ap.add_argument("--batches", default="1,8", help="batch sizes at 640 px")
     ap.add_argument("--tiled-batches", default="8", help="batch sizes (tiles per call) for the tiled frame")
-    ap.add_argument("--tiled-models", default=None, help="models measured on the tiled frame (default: all of "
-                    "--models); on a CPU the heavy ones take minutes per frame")
+    ap.add_argument(
+        "--tiled-models",
+        default=None,
+        help="models measured on the tiled frame (default: all of "
+        "--models); on a CPU the heavy ones take minutes per frame",
+    )
     ap.add_argument("--reps", type=int, default=3, help="timed repetitions (slow models on CPU use 1)")
     ap.add_argument("--out", default=str(REPO / "docs" / "perf" / "runners.md"))
     ap.add_argument("--note", default="", help="free text recorded above the table (e.g. machine load)")
@@ -166,8 +183,7 @@ def main() -> None:
         tiled = [int(b) for b in args.tiled_batches.split(",") if b] if name in tiled_names else []
         got = bench_model(name, args.device, [int(b) for b in args.batches.split(",") if b], tiled, args.reps)
         for r in got:
-            print(f"{r['model']:18s} {r['input']:34s} batch {r['batch']}: {r['images_per_s']:.3f} images/s",
-                  flush=True)
+            print(f"{r['model']:18s} {r['input']:34s} batch {r['batch']}: {r['images_per_s']:.3f} images/s", flush=True)
         rows += got
     body = render(rows, args.device, args.note + f" Whole run: {time.perf_counter() - t0:.0f} s.")
     print(body)

@@ -52,8 +52,15 @@ def one_build(n: int, workers: int, scheduler: str | None, out: str, cheap: bool
     units = sum(r.images.values())
     busy = r.seconds_corrupt + r.seconds_encode + r.seconds_read
     return {
-        "n": n, "cheap": cheap, "workers": workers, "scheduler": scheduler or "pool", "units": units, "files": r.files_written,
-        "seconds": r.seconds, "busy_s": busy, "source_s": t_source,
+        "n": n,
+        "cheap": cheap,
+        "workers": workers,
+        "scheduler": scheduler or "pool",
+        "units": units,
+        "files": r.files_written,
+        "seconds": r.seconds,
+        "busy_s": busy,
+        "source_s": t_source,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "rss_before_build_mb": rss_before / 1024,
         "manifest_mb": os.path.getsize(r.manifest_path) / 1e6,
@@ -66,8 +73,14 @@ def task_overhead(tasks: int = 2000) -> dict:
 
     from aegis_data.executors import TASKS_PER_THREAD
 
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address="127.0.0.1:0", silence_logs=50) as cluster:
+    with distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        silence_logs=50,
+    ) as cluster:
         with distributed.Client(cluster) as client:
             client.wait_for_workers(2)
             window = TASKS_PER_THREAD * 2
@@ -110,29 +123,39 @@ def markdown(rows: list[dict], overhead: dict, loads: list[float]) -> str:
     ]
     for r in sorted(speed.values(), key=lambda r: (r["scheduler"], r["workers"])):
         idle = 1000 * (r["seconds"] * r["workers"] - r["busy_s"]) / r["units"]
-        lines.append(f"| {r['scheduler']} | {r['workers']} | {r['units']} | {r['files']} | {r['seconds']:.1f} | "
-                     f"{r['units'] / r['seconds']:.1f} | {r['busy_s']:.1f} | {idle:.1f} |")
+        lines.append(
+            f"| {r['scheduler']} | {r['workers']} | {r['units']} | {r['files']} | {r['seconds']:.1f} | "
+            f"{r['units'] / r['seconds']:.1f} | {r['busy_s']:.1f} | {idle:.1f} |"
+        )
     for sched in ("pool", "local"):
         if (sched, 1) in speed and (sched, 2) in speed:
             s = speed[(sched, 1)]["seconds"] / speed[(sched, 2)]["seconds"]
-            lines.append(f"\nSpeed-up of 2 workers over 1 ({'process pool' if sched == 'pool' else '--scheduler local'}): "
-                         f"**{s:.2f}x**.")
+            lines.append(
+                f"\nSpeed-up of 2 workers over 1 ({'process pool' if sched == 'pool' else '--scheduler local'}): "
+                f"**{s:.2f}x**."
+            )
     lines += [
         "",
         f"No-op task through the build's submit/as_completed loop (2-worker LocalCluster, {overhead['tasks']} tasks): "
         f"**{overhead['ms_per_task']:.2f} ms per task** of scheduler + client time.",
         "",
         "Client peak RSS (`--scheduler local`, 2 workers; the process also hosts the scheduler"
-        + ("; a cheap keyed brightness shift stands in for the corruption engine, which changes the workers' CPU "
-           "time but not one byte of what the client holds: the same files, entries and manifest size" if rss and rss[0].get("cheap") else "")
+        + (
+            "; a cheap keyed brightness shift stands in for the corruption engine, which changes the workers' CPU "
+            "time but not one byte of what the client holds: the same files, entries and manifest size"
+            if rss and rss[0].get("cheap")
+            else ""
+        )
         + "):",
         "",
         "| source images (`--n` x 3/4: test + val) | files in the manifest | wall s | peak RSS MB | RSS before the build MB | manifest MB |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
     for r in sorted(rss, key=lambda r: r["n"]):
-        lines.append(f"| {r['units']} | {r['files']} | {r['seconds']:.0f} | {r['rss_mb']:.0f} | "
-                     f"{r['rss_before_build_mb']:.0f} | {r['manifest_mb']:.1f} |")
+        lines.append(
+            f"| {r['units']} | {r['files']} | {r['seconds']:.0f} | {r['rss_mb']:.0f} | "
+            f"{r['rss_before_build_mb']:.0f} | {r['manifest_mb']:.1f} |"
+        )
     if len(rss) >= 2:
         a, b = sorted(rss, key=lambda r: r["n"])[0], sorted(rss, key=lambda r: r["n"])[-1]
         slope = (b["rss_mb"] - a["rss_mb"]) * 1024 / max(1, b["files"] - a["files"])
@@ -145,8 +168,12 @@ def main() -> None:
     ap.add_argument("--one", nargs=3, metavar=("N", "WORKERS", "SCHEDULER"), help=argparse.SUPPRESS)
     ap.add_argument("--cheap-one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--overhead", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--cheap-rss", action=argparse.BooleanOptionalAction, default=True,
-                    help="RSS runs with a cheap stand-in corruption (same files and entries, far less CPU)")
+    ap.add_argument(
+        "--cheap-rss",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="RSS runs with a cheap stand-in corruption (same files and entries, far less CPU)",
+    )
     ap.add_argument("--speed-n", type=int, default=200, help="source images for the 1-vs-2-worker runs")
     ap.add_argument("--rss-n", default="2000,20000", help="comma list of source-image counts for the RSS runs")
     ap.add_argument("--write", type=Path, help="write the markdown section to this file")
@@ -157,8 +184,13 @@ def main() -> None:
     if args.one:
         n, workers, sched = args.one
         with tempfile.TemporaryDirectory(prefix="aegis-bench-scale-") as tmp:
-            print(json.dumps(one_build(int(n), int(workers), None if sched == "pool" else sched, tmp + "/out",
-                                       cheap=args.cheap_one)))
+            print(
+                json.dumps(
+                    one_build(
+                        int(n), int(workers), None if sched == "pool" else sched, tmp + "/out", cheap=args.cheap_one
+                    )
+                )
+            )
         return
     rows, loads = [], [os.getloadavg()[0]]
     overhead = run_child("--overhead")
@@ -178,8 +210,9 @@ def main() -> None:
         print(r, file=sys.stderr, flush=True)
     text = markdown(rows, overhead, loads)
     print(text)
-    (Path(tempfile.gettempdir()) / "aegis-bench-scale.json").write_text(json.dumps({"rows": rows, "overhead": overhead,
-                                                                                  "loads": loads}))
+    (Path(tempfile.gettempdir()) / "aegis-bench-scale.json").write_text(
+        json.dumps({"rows": rows, "overhead": overhead, "loads": loads})
+    )
     if args.write:
         args.write.parent.mkdir(parents=True, exist_ok=True)
         args.write.write_text(text, encoding="utf-8")

@@ -32,8 +32,8 @@ import argparse
 import contextlib
 import datetime
 import io
-import os
 import json
+import os
 import platform
 import resource
 import statistics
@@ -67,10 +67,17 @@ def make_condition(n_images: int, n_gt: int, n_dets: int, key: int) -> tuple[Gro
     w = rng.uniform(8, 220, g)
     h = w * rng.uniform(0.6, 1.6, g)
     gt_boxes = np.column_stack([rng.uniform(0, 1800, g), rng.uniform(0, 1000, g), w, h])
-    gt = GroundTruth(image_ids=np.arange(1, n_images + 1, dtype=np.int64),
-                     file_names=tuple(f"frame_{i:06d}.png" for i in range(n_images)),
-                     widths=np.full(n_images, 2000), heights=np.full(n_images, 1200), box_image=box_image,
-                     boxes=gt_boxes, areas=w * h, iscrowd=np.zeros(g, bool), ann_ids=np.arange(1, g + 1))
+    gt = GroundTruth(
+        image_ids=np.arange(1, n_images + 1, dtype=np.int64),
+        file_names=tuple(f"frame_{i:06d}.png" for i in range(n_images)),
+        widths=np.full(n_images, 2000),
+        heights=np.full(n_images, 1200),
+        box_image=box_image,
+        boxes=gt_boxes,
+        areas=w * h,
+        iscrowd=np.zeros(g, bool),
+        ann_ids=np.arange(1, g + 1),
+    )
     d = n_images * n_dets
     det_image = np.repeat(np.arange(n_images, dtype=np.int64), n_dets)
     source = det_image * n_gt + rng.integers(0, n_gt, d)
@@ -78,19 +85,32 @@ def make_condition(n_images: int, n_gt: int, n_dets: int, key: int) -> tuple[Gro
     boxes = gt_boxes[source] + rng.normal(0, 1, (d, 4)) * rng.uniform(0, 0.15, (d, 1)) * scale
     boxes[:, 2:] = np.abs(boxes[:, 2:]) + 1.0
     clutter = (np.arange(d) % n_dets) >= n_dets // 2
-    boxes[clutter] = np.column_stack([rng.uniform(0, 1800, d), rng.uniform(0, 1000, d),
-                                      rng.uniform(8, 220, d), rng.uniform(8, 220, d)])[clutter]
+    boxes[clutter] = np.column_stack(
+        [rng.uniform(0, 1800, d), rng.uniform(0, 1000, d), rng.uniform(8, 220, d), rng.uniform(8, 220, d)]
+    )[clutter]
     scores = np.round(np.where(clutter, rng.uniform(0, 0.7, d), rng.uniform(0.2, 1.0, d)), 5)
     return gt, Detections(det_image=det_image, boxes=boxes, scores=scores)
 
 
 def coco_dicts(gt: GroundTruth, dets: Detections) -> tuple[dict, list]:
-    images = [{"id": int(i), "width": 2000, "height": 1200, "file_name": f}
-              for i, f in zip(gt.image_ids, gt.file_names)]
-    anns = [{"id": int(a), "image_id": int(gt.image_ids[r]), "category_id": 1, "bbox": b.tolist(), "area": float(s),
-             "iscrowd": 0} for a, r, b, s in zip(gt.ann_ids, gt.box_image, gt.boxes, gt.areas)]
-    results = [{"image_id": int(gt.image_ids[r]), "category_id": 1, "bbox": b.tolist(), "score": float(s)}
-               for r, b, s in zip(dets.det_image, dets.boxes, dets.scores)]
+    images = [
+        {"id": int(i), "width": 2000, "height": 1200, "file_name": f} for i, f in zip(gt.image_ids, gt.file_names)
+    ]
+    anns = [
+        {
+            "id": int(a),
+            "image_id": int(gt.image_ids[r]),
+            "category_id": 1,
+            "bbox": b.tolist(),
+            "area": float(s),
+            "iscrowd": 0,
+        }
+        for a, r, b, s in zip(gt.ann_ids, gt.box_image, gt.boxes, gt.areas)
+    ]
+    results = [
+        {"image_id": int(gt.image_ids[r]), "category_id": 1, "bbox": b.tolist(), "score": float(s)}
+        for r, b, s in zip(dets.det_image, dets.boxes, dets.scores)
+    ]
     return {"images": images, "annotations": anns, "categories": [{"id": 1, "name": "person"}]}, results
 
 
@@ -131,34 +151,46 @@ def run_pycocotools(gt_dict, results):
     from pycocotools.cocoeval import COCOeval
 
     with contextlib.redirect_stdout(io.StringIO()):
+
         def load():
             coco_gt = COCO()
             coco_gt.dataset = gt_dict
             coco_gt.createIndex()
             return coco_gt, coco_gt.loadRes(results)
+
         (coco_gt, coco_dt), t_load = timed(load)
         ev = COCOeval(coco_gt, coco_dt, "bbox")
         _, t_eval = timed(ev.evaluate)
         _, t_acc = timed(ev.accumulate)
         _, t_sum = timed(ev.summarize)
-    return dict(zip(AP_METRICS, ev.stats[:6].tolist())), {"load": t_load, "evaluate": t_eval, "accumulate": t_acc,
-                                                        "summarize": t_sum}
+    return dict(zip(AP_METRICS, ev.stats[:6].tolist())), {
+        "load": t_load,
+        "evaluate": t_eval,
+        "accumulate": t_acc,
+        "summarize": t_sum,
+    }
 
 
 def run_faster(gt_dict, results):
     from faster_coco_eval import COCO, COCOeval_faster
 
     with contextlib.redirect_stdout(io.StringIO()):
+
         def load():
             coco_gt = COCO(gt_dict)
             return coco_gt, coco_gt.loadRes(results)
+
         (coco_gt, coco_dt), t_load = timed(load)
         ev = COCOeval_faster(coco_gt, coco_dt, "bbox", print_function=lambda *a, **k: None)
         _, t_eval = timed(ev.evaluate)
         _, t_acc = timed(ev.accumulate)
         _, t_sum = timed(ev.summarize)
-    return dict(zip(AP_METRICS, list(ev.stats[:6]))), {"load": t_load, "evaluate": t_eval, "accumulate": t_acc,
-                                                     "summarize": t_sum}
+    return dict(zip(AP_METRICS, list(ev.stats[:6]))), {
+        "load": t_load,
+        "evaluate": t_eval,
+        "accumulate": t_acc,
+        "summarize": t_sum,
+    }
 
 
 def run_bootstrap(n_images, n_gt, n_dets, n_boot):
@@ -176,18 +208,27 @@ def versions() -> dict[str, str]:
 
     try:
         from importlib.metadata import version
+
         pycoco = version("pycocotools")
     except Exception:  # metadata missing in odd installs; the module has no __version__
         pycoco = getattr(pycocotools, "__version__", "?")
-    return {"python": platform.python_version(), "numpy": np.__version__, "pycocotools": pycoco,
-            "faster-coco-eval": faster_coco_eval.__version__}
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "pycocotools": pycoco,
+        "faster-coco-eval": faster_coco_eval.__version__,
+    }
 
 
 def machine_lines(load_before, load_after, load_note: str) -> list[str]:
     """The machine, versions and load lines every section of this benchmark ends with."""
-    return [f"Machine: {os.cpu_count()} cores ({cpu_name()}), {platform.system()} {platform.machine()}; "
-            + ", ".join(f"{k} {v}" for k, v in versions().items()) + ".",
-            f"Load average before / after: {load_before[0]:.1f} / {load_after[0]:.1f} {load_note}", ""]
+    return [
+        f"Machine: {os.cpu_count()} cores ({cpu_name()}), {platform.system()} {platform.machine()}; "
+        + ", ".join(f"{k} {v}" for k, v in versions().items())
+        + ".",
+        f"Load average before / after: {load_before[0]:.1f} / {load_after[0]:.1f} {load_note}",
+        "",
+    ]
 
 
 def emit(text: str, path) -> None:
@@ -256,8 +297,21 @@ def tree_env(repo: Path, links: Path) -> dict[str, str]:
 def aegis_process(repo: Path, env: dict[str, str], gt_path: Path, preds_path: Path, out: Path) -> tuple[dict, Seconds]:
     """(score JSON, wall and CPU seconds) of ``aegis score`` from the checkout ``repo`` (``env``: its
     ``tree_env``) in a fresh interpreter."""
-    cmd = [sys.executable, "-m", "aegis_cli.main", "score", str(preds_path), "--split-dir", str(gt_path),
-           "--threshold", str(THRESHOLD), "--bootstrap", "1", "--json", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "aegis_cli.main",
+        "score",
+        str(preds_path),
+        "--split-dir",
+        str(gt_path),
+        "--threshold",
+        str(THRESHOLD),
+        "--bootstrap",
+        "1",
+        "--json",
+        str(out),
+    ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True)
@@ -290,16 +344,17 @@ def whole_process(args) -> int:
         gt_path, preds_path = write_fixture(folder, gt, dets)
         sizes = (gt_path.stat().st_size, preds_path.stat().st_size)
         envs = {name: tree_env(repo, folder / f"tree-{k}") for k, (name, repo) in enumerate(repos.items())}
-        docs = {name: aegis_process(repo, envs[name], gt_path, preds_path, folder / "warm.json")[0]
-                for name, repo in repos.items()}
+        docs = {
+            name: aegis_process(repo, envs[name], gt_path, preds_path, folder / "warm.json")[0]
+            for name, repo in repos.items()
+        }
         for r in range(args.rounds):
             for name, repo in repos.items():
                 _, t = aegis_process(repo, envs[name], gt_path, preds_path, folder / f"{r}.json")
                 times[name].append(t)
             ref, t = pycocotools_files(gt_path, preds_path)
             times["pycocotools"].append(t)
-            print(f"round {r + 1}:", {k: f"{v[-1]:.2f} s (CPU {v[-1].cpu:.2f})" for k, v in times.items()},
-                  flush=True)
+            print(f"round {r + 1}:", {k: f"{v[-1]:.2f} s (CPU {v[-1].cpu:.2f})" for k, v in times.items()}, flush=True)
     load_after = os.getloadavg()
     ours = docs["aegis score"]["conditions"]["clean"]
     diff = max(abs(ours[m] - ref[m]) for m in AP_METRICS)
@@ -324,8 +379,10 @@ def whole_process(args) -> int:
         "|---|---:|---:|---:|",
     ]
     for name in repos:
-        lines.append(f"| {'**' + name + '**' if name == 'aegis score' else name} (whole process) | "
-                     f"{med[name].cell()} | **{coco / med[name]:.1f}×** |")
+        lines.append(
+            f"| {'**' + name + '**' if name == 'aegis score' else name} (whole process) | "
+            f"{med[name].cell()} | **{coco / med[name]:.1f}×** |"
+        )
     lines += [
         f"| pycocotools `COCOeval` evaluate + accumulate (in-process) | {coco.cell()} | 1.0× |",
         "",
@@ -333,11 +390,16 @@ def whole_process(args) -> int:
         f"AP: the six values of the score JSON vs pycocotools, max |difference| {diff:.1e} (must be ≤ 1e-12).",
     ]
     if len(repos) > 1:
-        lines.append(f"Baseline: {args.baseline_label or '`' + str(args.baseline_repo) + '`'}; its score JSON "
-                     + ("identical" if all(same_json.values()) else "**different**")
-                     + " apart from " + ", ".join(VOLATILE) + ".")
-    lines += machine_lines(load_before, load_after, "(2 cores; above ~1 other jobs competed for the CPU and "
-                                                    "inflate wall times).")
+        lines.append(
+            f"Baseline: {args.baseline_label or '`' + str(args.baseline_repo) + '`'}; its score JSON "
+            + ("identical" if all(same_json.values()) else "**different**")
+            + " apart from "
+            + ", ".join(VOLATILE)
+            + "."
+        )
+    lines += machine_lines(
+        load_before, load_after, "(2 cores; above ~1 other jobs competed for the CPU and inflate wall times)."
+    )
     emit("\n".join(lines), args.write)
     return 0 if diff <= 1e-12 and all(same_json.values()) else 1
 
@@ -349,15 +411,26 @@ def main(argv=None) -> int:
     ap.add_argument("--dets", type=int, default=100)
     ap.add_argument("--boot-images", type=int, default=862)
     ap.add_argument("--boot-b", type=int, default=1000)
-    ap.add_argument("--boot-gt", type=int, nargs="+", default=[7, 20],
-                    help="GT per image of the bootstrap conditions (SARD averages about 7)")
+    ap.add_argument(
+        "--boot-gt",
+        type=int,
+        nargs="+",
+        default=[7, 20],
+        help="GT per image of the bootstrap conditions (SARD averages about 7)",
+    )
     ap.add_argument("--skip-pycocotools", action="store_true", help="pycocotools takes minutes at full size")
     ap.add_argument("--write", type=Path, help="write the markdown results section to this file")
-    ap.add_argument("--whole-process", action="store_true",
-                    help="time `aegis score` as a separate process against COCOeval on the same files")
+    ap.add_argument(
+        "--whole-process",
+        action="store_true",
+        help="time `aegis score` as a separate process against COCOeval on the same files",
+    )
     ap.add_argument("--rounds", type=int, default=3, help="--whole-process: timed rounds (medians reported)")
-    ap.add_argument("--baseline-repo", type=Path,
-                    help="--whole-process: also time the `aegis score` of this checkout (e.g. the code before)")
+    ap.add_argument(
+        "--baseline-repo",
+        type=Path,
+        help="--whole-process: also time the `aegis score` of this checkout (e.g. the code before)",
+    )
     ap.add_argument("--baseline-label", help="--whole-process: how the report names the baseline checkout")
     args = ap.parse_args(argv)
     if args.whole_process:
@@ -408,8 +481,10 @@ def main(argv=None) -> int:
             r = rows[name]
             lines.append(f"| {name}: evaluate | {r['evaluate'].cell()} | |")
             lines.append(f"| {name}: accumulate + summarize | {(r['accumulate'] + r['summarize']).cell()} | |")
-            lines.append(f"| **{name}: total** (building COCO objects + loadRes, {r['load']:.2f} s, excluded) | "
-                         f"{total(name).cell()} | **{total(name) / ours_ap:.1f}×** |")
+            lines.append(
+                f"| **{name}: total** (building COCO objects + loadRes, {r['load']:.2f} s, excluded) | "
+                f"{total(name).cell()} | **{total(name) / ours_ap:.1f}×** |"
+            )
     for n_gt, boot in boots.items():
         lines += [
             f"| bootstrap {n_gt} GT/image: `resample_weights` (B = {args.boot_b}) | "
@@ -419,7 +494,8 @@ def main(argv=None) -> int:
         ]
     lines += [
         "",
-        "AP values (must agree; max |Δ| vs " + ("pycocotools" if "pycocotools" in values else "faster-coco-eval")
+        "AP values (must agree; max |Δ| vs "
+        + ("pycocotools" if "pycocotools" in values else "faster-coco-eval")
         + "):",
         "",
         "| engine | " + " | ".join(AP_METRICS) + " | max abs diff |",
@@ -427,8 +503,12 @@ def main(argv=None) -> int:
     ]
     for name, v in values.items():
         lines.append(f"| {name} | " + " | ".join(f"{v[k]:.6f}" for k in AP_METRICS) + f" | {agree[name]:.1e} |")
-    lines += [""] + machine_lines(load_before, load_after, "— the machine was shared with other jobs, so absolute "
-                                  "times are inflated and noisy; ratios from the same run are more meaningful.")
+    lines += [""] + machine_lines(
+        load_before,
+        load_after,
+        "— the machine was shared with other jobs, so absolute "
+        "times are inflated and noisy; ratios from the same run are more meaningful.",
+    )
     emit("\n".join(lines), args.write)
     return 0 if max(agree.values()) <= 1e-9 else 1
 

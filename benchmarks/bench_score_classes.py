@@ -37,8 +37,9 @@ THRESHOLD = 0.3
 CLASS_NAMES = ("person", "vehicle", "boat", "animal", "debris")
 
 
-def make_files(root: Path, n_images: int, n_classes: int, gt_per_class: int, dets_per_class: int,
-               key: int) -> tuple[Path, Path]:
+def make_files(
+    root: Path, n_images: int, n_classes: int, gt_per_class: int, dets_per_class: int, key: int
+) -> tuple[Path, Path]:
     """COCO GT and results files with ``n_classes`` classes; class c's boxes come from its own stream, so the
     first class of every file is identical whatever ``n_classes`` is."""
     images = [{"id": i + 1, "file_name": f"{i + 1:06d}.png", "width": 2000, "height": 1200} for i in range(n_images)]
@@ -50,8 +51,16 @@ def make_files(root: Path, n_images: int, n_classes: int, gt_per_class: int, det
         w = rng.uniform(8, 220, g)
         h = w * rng.uniform(0.6, 1.6, g)
         boxes = np.column_stack([rng.uniform(0, 1800, g), rng.uniform(0, 1000, g), w, h]).round(2)
-        anns += [{"id": len(anns) + k + 1, "image_id": int(img[k]) + 1, "category_id": c + 1,
-                  "bbox": boxes[k].tolist(), "area": float(boxes[k, 2] * boxes[k, 3])} for k in range(g)]
+        anns += [
+            {
+                "id": len(anns) + k + 1,
+                "image_id": int(img[k]) + 1,
+                "category_id": c + 1,
+                "bbox": boxes[k].tolist(),
+                "area": float(boxes[k, 2] * boxes[k, 3]),
+            }
+            for k in range(g)
+        ]
         d = n_images * dets_per_class
         det_img = np.repeat(np.arange(n_images), dets_per_class)
         src = det_img * gt_per_class + rng.integers(0, gt_per_class, d)
@@ -62,8 +71,15 @@ def make_files(root: Path, n_images: int, n_classes: int, gt_per_class: int, det
         det = np.where(copy[:, None], jittered, clutter)
         det[:, 2:] = np.abs(det[:, 2:])
         scores = np.where(copy, rng.uniform(0.2, 1.0, d), rng.uniform(0.0, 0.7, d)).round(5)
-        preds += [{"image_id": int(det_img[k]) + 1, "category_id": c + 1, "bbox": det[k].round(2).tolist(),
-                   "score": float(scores[k])} for k in range(d)]
+        preds += [
+            {
+                "image_id": int(det_img[k]) + 1,
+                "category_id": c + 1,
+                "bbox": det[k].round(2).tolist(),
+                "score": float(scores[k]),
+            }
+            for k in range(d)
+        ]
     cats = [{"id": c + 1, "name": CLASS_NAMES[c]} for c in range(n_classes)]
     gt_path, preds_path = root / f"gt_{n_classes}.json", root / f"clean_{n_classes}" / "clean.json"
     preds_path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,8 +103,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--images", type=int, default=1000)
     ap.add_argument("--bootstrap", type=int, default=200)
-    ap.add_argument("--write", type=Path, default=None, help="write the Markdown section here and assemble "
-                                                             "docs/PERFORMANCE.md")
+    ap.add_argument(
+        "--write", type=Path, default=None, help="write the Markdown section here and assemble docs/PERFORMANCE.md"
+    )
     args = ap.parse_args()
     load_before = os.getloadavg()[0]
     one, five = (ScoreOptions(threshold=THRESHOLD, bootstrap=args.bootstrap, classes=c) for c in (None, "all"))
@@ -101,20 +118,32 @@ def main() -> int:
         root = Path(tmp)
         gt1, preds1 = make_files(root, args.images, 1, 10, 40, key=7)
         gt5, preds5 = make_files(root, args.images, 5, 10, 40, key=7)
-        single, t_single, c_single = timed(lambda: score(preds1, gt1, threshold=THRESHOLD,
-                                                         bootstrap=args.bootstrap).document)
-        multi, t_multi, c_multi = timed(lambda: score(preds5, gt5, threshold=THRESHOLD, bootstrap=args.bootstrap,
-                                                      classes="all").document)
+        single, t_single, c_single = timed(
+            lambda: score(preds1, gt1, threshold=THRESHOLD, bootstrap=args.bootstrap).document
+        )
+        multi, t_multi, c_multi = timed(
+            lambda: score(preds5, gt5, threshold=THRESHOLD, bootstrap=args.bootstrap, classes="all").document
+        )
         loaded1, loaded5 = load(preds1, gt1, one), load(preds5, gt5, five)
         _, s_single, sc_single = timed(lambda: scoring_only(loaded1))
         _, s_multi, sc_multi = timed(lambda: scoring_only(loaded5))
         # the same five classes scored one by one: what the multi-class scorer adds on top is its macro step
-        each = [replace(loaded5, gts={c: gt}, detections={"clean": {c: loaded5.detections["clean"][c]}},
-                        thresholds={c: THRESHOLD}, single=True) for c, gt in loaded5.gts.items()]
+        each = [
+            replace(
+                loaded5,
+                gts={c: gt},
+                detections={"clean": {c: loaded5.detections["clean"][c]}},
+                thresholds={c: THRESHOLD},
+                single=True,
+            )
+            for c, gt in loaded5.gts.items()
+        ]
         _, s_each, sc_each = timed(lambda: [scoring_only(loaded) for loaded in each])
     load_after = os.getloadavg()[0]
-    same = all(single["conditions"]["clean"][m] == multi["classes"]["person"]["conditions"]["clean"][m]
-               for m in ("map50_95", "map50", "precision", "recall", "f1", "tp", "fp"))
+    same = all(
+        single["conditions"]["clean"][m] == multi["classes"]["person"]["conditions"]["clean"][m]
+        for m in ("map50_95", "map50", "precision", "recall", "f1", "tp", "fp")
+    )
     ratio, scoring_ratio = t_multi / t_single, s_multi / s_single
     cpu_ratio = c_multi / c_single  # CPU time: what this process did, whatever else runs on the machine
     n_dets = args.images * 40
@@ -129,7 +158,7 @@ def main() -> int:
         "| run | wall s | CPU s | wall vs 1 class | CPU vs 1 class |",
         "|---|---:|---:|---:|---:|",
         f"| `score`, 1 class (person) | {t_single:.2f} | {c_single:.2f} | 1.0× | 1.0× |",
-        f"| **`score(classes=\"all\")`, 5 classes** | {t_multi:.2f} | {c_multi:.2f} | {ratio:.2f}× | "
+        f'| **`score(classes="all")`, 5 classes** | {t_multi:.2f} | {c_multi:.2f} | {ratio:.2f}× | '
         f"**{cpu_ratio:.2f}×** |",
         f"| scoring only (evaluate, accumulate, summarize), 1 class | {s_single:.2f} | {sc_single:.2f} | 1.0× | 1.0× |",
         f"| scoring only, 5 classes | {s_multi:.2f} | {sc_multi:.2f} | "
@@ -147,8 +176,13 @@ def main() -> int:
         "",
         f"Machine: {os.cpu_count()} cores, {platform.system()} {platform.machine()}; python "
         f"{platform.python_version()}, numpy {np.__version__}. Load average before / after: {load_before:.1f} / "
-        f"{load_after:.1f}" + (" — the machine was shared with other jobs, so wall times are noisy; the ratio "
-                               "from one run is more meaningful." if max(load_before, load_after) > 1.5 else "."),
+        f"{load_after:.1f}"
+        + (
+            " — the machine was shared with other jobs, so wall times are noisy; the ratio "
+            "from one run is more meaningful."
+            if max(load_before, load_after) > 1.5
+            else "."
+        ),
     ]
     text = "\n".join(lines) + "\n"
     print(text)

@@ -42,10 +42,19 @@ def make_sweep(root: Path, n_images: int, per_image: int, conditions: list[str],
             w = float(rng.uniform(12, 140))
             h = w * float(rng.uniform(0.8, 2.0))
             x, y = float(rng.uniform(0, 3800)), float(rng.uniform(0, 2800))
-            anns.append({"id": len(anns) + 1, "image_id": i + 1, "category_id": 1, "bbox": [x, y, w, h],
-                         "area": w * h, "iscrowd": 0})
-    (root / "gt.json").write_text(json.dumps({"images": images, "annotations": anns,
-                                              "categories": [{"id": 1, "name": "person"}]}))
+            anns.append(
+                {
+                    "id": len(anns) + 1,
+                    "image_id": i + 1,
+                    "category_id": 1,
+                    "bbox": [x, y, w, h],
+                    "area": w * h,
+                    "iscrowd": 0,
+                }
+            )
+    (root / "gt.json").write_text(
+        json.dumps({"images": images, "annotations": anns, "categories": [{"id": 1, "name": "person"}]})
+    )
     by_image: dict[int, list] = {}
     for a in anns:
         by_image.setdefault(a["image_id"], []).append(a["bbox"])
@@ -59,15 +68,24 @@ def make_sweep(root: Path, n_images: int, per_image: int, conditions: list[str],
             for b in by_image.get(im["id"], []):
                 if rng.random() < 0.92 - 0.2 * sev:
                     j = rng.normal(0, 0.04 + 0.03 * sev, 4)
-                    rows.append([b[0] + j[0] * b[2], b[1] + j[1] * b[3], b[2] * (1 + j[2]), b[3] * (1 + j[3]),
-                                 float(rng.uniform(0.4, 1.0))])
+                    rows.append(
+                        [
+                            b[0] + j[0] * b[2],
+                            b[1] + j[1] * b[3],
+                            b[2] * (1 + j[2]),
+                            b[3] * (1 + j[3]),
+                            float(rng.uniform(0.4, 1.0)),
+                        ]
+                    )
             n_fp = per_image - len(rows)
             xy = rng.uniform(0, 3900, (n_fp, 2))
             wh = rng.uniform(10, 120, (n_fp, 2))
             sc = rng.beta(1.2, 6.0, n_fp)
             rows += np.column_stack([xy, wh, sc]).tolist()
-            out += [{"image_id": im["id"], "category_id": 1, "bbox": [round(v, 2) for v in r[:4]],
-                     "score": round(r[4], 5)} for r in rows]
+            out += [
+                {"image_id": im["id"], "category_id": 1, "bbox": [round(v, 2) for v in r[:4]], "score": round(r[4], 5)}
+                for r in rows
+            ]
         (preds / f"{cond}.json").write_text(json.dumps(out))
 
 
@@ -108,15 +126,21 @@ def main() -> None:
         t_boot = time.perf_counter() - t0
 
     n_dets = sum(d.n for d in dets.values())
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
-          f"python {platform.python_version()}, numpy {np.__version__}")
-    print(f"sweep: {len(dets)} conditions, {gt.n_images} images, {gt.n_boxes} GT boxes, {n_dets} detections, "
-          f"B = {args.bootstrap}; clean recall {result['conditions']['clean']['recall']:.3f}, "
-          f"AP50 {result['conditions']['clean']['map50']:.3f}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+        f"python {platform.python_version()}, numpy {np.__version__}"
+    )
+    print(
+        f"sweep: {len(dets)} conditions, {gt.n_images} images, {gt.n_boxes} GT boxes, {n_dets} detections, "
+        f"B = {args.bootstrap}; clean recall {result['conditions']['clean']['recall']:.3f}, "
+        f"AP50 {result['conditions']['clean']['map50']:.3f}"
+    )
     print("| stage | seconds |\n|---|---|")
     print(f"| write the synthetic files (not part of scoring) | {t_make:.1f} |")
-    print(f"| **aegis_eval.score end to end** (load, validate, match, AP, bootstrap, summary) | **{t_total:.1f}** "
-          f"(CPU {c_total:.1f}) |")
+    print(
+        f"| **aegis_eval.score end to end** (load, validate, match, AP, bootstrap, summary) | **{t_total:.1f}** "
+        f"(CPU {c_total:.1f}) |"
+    )
     print(f"| load + validate 28 files | {t_load:.1f} |")
     print(f"| thresholded matching, 28 conditions | {t_match:.1f} |")
     print(f"| COCO AP (evaluate_images + accumulate), 28 conditions | {t_ap:.1f} |")

@@ -56,22 +56,38 @@ def main() -> None:
         s = timed(lambda: synthetic.render_scene(1, w, h), repeats)
         rows.append((f"synthetic render_scene {w}x{h}", f"{s * 1000:.0f} ms", f"{w * h / s / 1e6:.1f} MP/s"))
     s = timed(lambda: load_source("synthetic"), repeats)
-    rows.append(("load_source('synthetic') default (32 images, boxes only)", f"{s * 1000:.0f} ms", f"{s / 32 * 1000:.1f} ms/image"))
+    rows.append(
+        (
+            "load_source('synthetic') default (32 images, boxes only)",
+            f"{s * 1000:.0f} ms",
+            f"{s / 32 * 1000:.1f} ms/image",
+        )
+    )
     n_train, n_test = (100, 20) if args.quick else (300, 101)
     with tempfile.TemporaryDirectory() as tmp:
         root = fake_heridal(Path(tmp) / "H", n_train, n_test, 4000, 3000)
         n = n_train + n_test
         s = timed(lambda: load_source("heridal", source=root), repeats)
-        rows.append((f"load_source('heridal') {n} XML + 4000x3000 JPEG headers", f"{s * 1000:.0f} ms", f"{s / n * 1000:.2f} ms/image"))
+        rows.append(
+            (
+                f"load_source('heridal') {n} XML + 4000x3000 JPEG headers",
+                f"{s * 1000:.0f} ms",
+                f"{s / n * 1000:.2f} ms/image",
+            )
+        )
         ds = load_source("heridal", source=root)
         s = timed(lambda: audit_source(ds), repeats)
         size_mb = sum(p.stat().st_size for p in root.rglob("*.jpg")) / 1e6
-        rows.append((f"audit_source (SHA-256 of {size_mb:.0f} MB of JPEG)", f"{s * 1000:.0f} ms", f"{size_mb / s:.0f} MB/s"))
+        rows.append(
+            (f"audit_source (SHA-256 of {size_mb:.0f} MB of JPEG)", f"{s * 1000:.0f} ms", f"{size_mb / s:.0f} MB/s")
+        )
         s = timed(lambda: audit_source(ds, hash_files=False), repeats)
         rows.append(("audit_source hash_files=False", f"{s * 1000:.0f} ms", ""))
-    print(f"Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; machine: {platform.machine()}, "
-          f"{platform.processor() or 'cpu'}; Python {platform.python_version()}, numpy {np.__version__}, "
-          f"opencv {cv2.__version__}; median of {repeats}\n")
+    print(
+        f"Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; machine: {platform.machine()}, "
+        f"{platform.processor() or 'cpu'}; Python {platform.python_version()}, numpy {np.__version__}, "
+        f"opencv {cv2.__version__}; median of {repeats}\n"
+    )
     print("| operation | time | rate |\n|---|---:|---:|")
     for r in rows:
         print(f"| {r[0]} | {r[1]} | {r[2]} |")

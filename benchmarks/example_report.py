@@ -26,9 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_score_sweep import make_sweep  # noqa: E402
+
 import aegis_eval as ae  # noqa: E402
 from aegis_data.api import load_config  # noqa: E402
-from bench_score_sweep import make_sweep  # noqa: E402
 
 MODELS = (("model_a", 40, "max-f1"), ("model_b", 10, "fp_per_image<=0.5"))
 KEEP = ("report.html", "report.tex", "report_table.tex", "tables/*.tex", "figures/*.pdf")
@@ -51,10 +52,17 @@ def main() -> int:
             val.mkdir(parents=True)
             make_sweep(test, args.images, per_image, conditions)  # same seed: the same GT for both models
             make_sweep(val, args.images, per_image, ["clean"], seed=7)
-            ae.freeze_threshold(val / "preds" / "clean.json", val / "gt.json", rule=rule,
-                                out=root / label / "threshold.json")
-            result = ae.score(test / "preds", test / "gt.json", threshold_file=root / label / "threshold.json",
-                              bootstrap=args.bootstrap, seed=0, label=label).to_dict()
+            ae.freeze_threshold(
+                val / "preds" / "clean.json", val / "gt.json", rule=rule, out=root / label / "threshold.json"
+            )
+            result = ae.score(
+                test / "preds",
+                test / "gt.json",
+                threshold_file=root / label / "threshold.json",
+                bootstrap=args.bootstrap,
+                seed=0,
+                label=label,
+            ).to_dict()
             result["dataset"] = "synthetic-sweep"
             ae.write_json(result, root / f"{label}.json")
             scores.append(root / f"{label}.json")
@@ -78,12 +86,14 @@ def main() -> int:
 
 def _write_timing(path: Path, seconds: float, load_before: float) -> int:
     """The build time docs/REPORT.md quotes, with what it depends on; returns the file's size."""
-    text = (f"build_report of this example (2 models, 28 conditions, every figure as PNG, PDF and SVG; report.md, "
-            f"report.html with SVG figures, the LaTeX files): {seconds:.1f} s wall.\n"
-            f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average {load_before:.1f} before / "
-            f"{os.getloadavg()[0]:.1f} after; Python {platform.python_version()}. "
-            f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC. "
-            "Written by benchmarks/example_report.py.\n")
+    text = (
+        f"build_report of this example (2 models, 28 conditions, every figure as PNG, PDF and SVG; report.md, "
+        f"report.html with SVG figures, the LaTeX files): {seconds:.1f} s wall.\n"
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average {load_before:.1f} before / "
+        f"{os.getloadavg()[0]:.1f} after; Python {platform.python_version()}. "
+        f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC. "
+        "Written by benchmarks/example_report.py.\n"
+    )
     path.write_text(text, encoding="utf-8")
     return path.stat().st_size
 

@@ -12,7 +12,20 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "PERFORMANCE.md"
 SECTIONS = ROOT / "docs" / "perf"
 # Pipeline order: engine, data, build, scoring, runners, report.
-ORDER = ("corruptions.md", "corruptions-v2.md", "sources.md", "build.md", "build-v2.md", "file_split.md", "png.md", "score.md", "score_process.md", "scoring.md", "runners.md", "report.md")
+ORDER = (
+    "corruptions.md",
+    "corruptions-v2.md",
+    "sources.md",
+    "build.md",
+    "build-v2.md",
+    "file_split.md",
+    "png.md",
+    "score.md",
+    "score_process.md",
+    "scoring.md",
+    "runners.md",
+    "report.md",
+)
 BEGIN = "<!-- BEGIN GENERATED: benchmarks/perfdoc.py assembles this part from docs/perf/*.md -->"
 END = "<!-- END GENERATED -->"
 

@@ -6,8 +6,9 @@ import errno
 import functools
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import typer
 from rich.console import Console
@@ -31,7 +32,7 @@ def styled(*parts: str | tuple[str, str]) -> Text:
     return Text.assemble(*parts)
 
 
-def fail(message: str, code: int = 1) -> "typer.Exit":
+def fail(message: str, code: int = 1) -> typer.Exit:
     """Print one error line to stderr and return the Exit to raise."""
     err.print(styled(("error:", "bold red"), " ", message), highlight=False, soft_wrap=True)
     return typer.Exit(code=code)
@@ -44,11 +45,11 @@ def warn(message: str) -> None:
 # The one place a library parameter becomes a flag. A parameter not listed here is spelled as its flag by the
 # Typer rule (``out_dir`` -> ``--out-dir``); the entries are the parameters whose flag reads differently.
 PARAM_FLAGS: dict[str, str] = {
-    # The folder a command writes into is --out-dir whatever its function calls it. (The commands whose flag is
-    # --out name no `out` in their library messages.)
-    "out": "--out-dir",
+    # The folder a command writes into is --out-dir whatever its function calls it (a library `out` is a file:
+    # --out).
     "run_dir": "--out-dir",
     "results_dir": "--out-dir",
+    "gt": "--split-dir",
     "gts": "--split-dir",  # repeated: one per ground-truth version (the old --gt)
     "remap_versions": "--remap-version",  # repeated
     "gsd_cm_per_px": "--gsd",
@@ -62,10 +63,6 @@ _BACKTICKED = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`")
 def flag_for(param: str) -> str:
     """The CLI flag that sets the library parameter ``param``."""
     return PARAM_FLAGS.get(param) or "--" + param.replace("_", "-")
-
-
-# Scoring's parameters whose flag is not the Typer spelling of their name.
-PARAM_FLAGS.update({"gt": "--split-dir", "gts": "--split-dir", "remap_versions": "--remap-version"})
 
 
 def in_flags(message: str) -> str:
@@ -105,5 +102,3 @@ def handle_errors(fn: F) -> F:
             sys.exit(130)
 
     return wrapper  # type: ignore[return-value]
-
-

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from aegis_data.api import __version__
+
 from . import baseline, engine, report, scoring, sources, splits
 
 app = typer.Typer(

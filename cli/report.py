@@ -3,36 +3,66 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from aegis_data.api import check_outputs
 from aegis_eval import api
+
 from .common import out, warn
 from .tables import fit
 from .vocabulary import REPORT_FORMATS, AllowMixedSuitesOpt, HtmlFigures, RankBy, add_command, mode, value
 
 
 def report(
-    results: Annotated[list[Path], typer.Argument(metavar="SCORE_JSON...", help="Score JSONs written by `aegis score --json` (one per model "
-                                                       "and dataset).", show_default=False)],
-    out_dir: Annotated[Path, typer.Option("--out-dir", help="Folder for the report, its figures/ and tables.",
-                                          show_default=False)],
-    formats: Annotated[str, typer.Option("--format", metavar=f"[{'|'.join(REPORT_FORMATS)}],...",
-                                         help="The report files to write: a comma-separated subset of "
-                                              f"{', '.join(REPORT_FORMATS)}.")] = ",".join(REPORT_FORMATS),
-    metric: Annotated[str, typer.Option("--metric", help="Metric whose relative drop the figures and the main "
-                                                         "table show (recall, precision, f1, map50, ...).")] = "recall",
-    html_figures: Annotated[HtmlFigures, mode(HtmlFigures, "--html-figures", help="Figures embedded in report.html: "
-                                              "png (200 DPI) or svg (vector, smaller file).")] = HtmlFigures.png,
+    results: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="SCORE_JSON...",
+            help="Score JSONs written by `aegis score --json` (one per model and dataset).",
+            show_default=False,
+        ),
+    ],
+    out_dir: Annotated[
+        Path, typer.Option("--out-dir", help="Folder for the report, its figures/ and tables.", show_default=False)
+    ],
+    formats: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            metavar=f"[{'|'.join(REPORT_FORMATS)}],...",
+            help=f"The report files to write: a comma-separated subset of {', '.join(REPORT_FORMATS)}.",
+        ),
+    ] = ",".join(REPORT_FORMATS),
+    metric: Annotated[
+        str,
+        typer.Option(
+            "--metric",
+            help="Metric whose relative drop the figures and the main table show (recall, precision, f1, map50, ...).",
+        ),
+    ] = "recall",
+    html_figures: Annotated[
+        HtmlFigures,
+        mode(
+            HtmlFigures,
+            "--html-figures",
+            help="Figures embedded in report.html: png (200 DPI) or svg (vector, smaller file).",
+        ),
+    ] = HtmlFigures.png,
     allow_mixed_suites: AllowMixedSuitesOpt = False,
 ) -> None:
     """Render heatmaps, severity curves, family bars, localization and false-alarm plots (PNG, PDF, SVG) and
     report.md/html, LaTeX tables and report.tex from score JSONs."""
-    files = api.report(results, out_dir, formats=formats, metric=metric, html_figures=value(html_figures),
-                       allow_mixed_suites=allow_mixed_suites)
+    files = api.report(
+        results,
+        out_dir,
+        formats=formats,
+        metric=metric,
+        html_figures=value(html_figures),
+        allow_mixed_suites=allow_mixed_suites,
+    )
     for note in files.notes:
         warn(note)
     table = Table(title=f"aegis report → {files.out}")
@@ -44,70 +74,139 @@ def report(
 
 
 def gallery(
-    preds: Annotated[Path, typer.Argument(metavar="PREDS", help="Folder with clean.json and <condition>.json COCO "
-                                                               "results.", show_default=False)],
-    split_dir: Annotated[Path, typer.Option("--split-dir", help="The frozen split folder (annotations/test.json, "
-                                                                "test/<condition>/).", show_default=False)],
-    out_dir: Annotated[Path, typer.Option("--out-dir", help="Folder for pairs/*.png, index.md and index.html.",
-                                          show_default=False)],
-    threshold: Annotated[Optional[float], typer.Option("--threshold", help="Frozen confidence threshold in [0, 1].",
-                                                       show_default=False)] = None,
-    threshold_file: Annotated[Optional[Path], typer.Option("--threshold-file", help="Threshold JSON written by "
-                                                           "`aegis freeze-threshold`.", show_default=False)] = None,
-    conditions: Annotated[str, typer.Option("--conditions", help="'all' or a comma-separated list of condition "
-                                                                  "ids, e.g. low_light_s3,smoke_haze_s2.")] = "all",
+    preds: Annotated[
+        Path,
+        typer.Argument(
+            metavar="PREDS", help="Folder with clean.json and <condition>.json COCO results.", show_default=False
+        ),
+    ],
+    split_dir: Annotated[
+        Path,
+        typer.Option(
+            "--split-dir",
+            help="The frozen split folder (annotations/test.json, test/<condition>/).",
+            show_default=False,
+        ),
+    ],
+    out_dir: Annotated[
+        Path, typer.Option("--out-dir", help="Folder for pairs/*.png, index.md and index.html.", show_default=False)
+    ],
+    threshold: Annotated[
+        float | None, typer.Option("--threshold", help="Frozen confidence threshold in [0, 1].", show_default=False)
+    ] = None,
+    threshold_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--threshold-file", help="Threshold JSON written by `aegis freeze-threshold`.", show_default=False
+        ),
+    ] = None,
+    conditions: Annotated[
+        str,
+        typer.Option(
+            "--conditions", help="'all' or a comma-separated list of condition ids, e.g. low_light_s3,smoke_haze_s2."
+        ),
+    ] = "all",
     n: Annotated[int, typer.Option("--n", help="How many (image, condition) pairs to draw.")] = 8,
     max_width: Annotated[int, typer.Option("--max-width", help="Width limit of each side-by-side picture, px.")] = 1600,
 ) -> None:
     """Draw the (image, condition) pairs whose recall drops most vs clean: clean | corrupted, GT and predictions."""
-    files = api.gallery(preds, split_dir, out_dir, threshold=threshold, threshold_file=threshold_file,
-                        conditions=conditions, n=n, max_width=max_width)
+    files = api.gallery(
+        preds,
+        split_dir,
+        out_dir,
+        threshold=threshold,
+        threshold_file=threshold_file,
+        conditions=conditions,
+        n=n,
+        max_width=max_width,
+    )
     for note in files.notes:
         warn(note)
     table = Table(title=f"aegis gallery → {files.out} (threshold {files.threshold:g})")
     for col in ("rank", "image", "condition", "recall clean → cond.", "drop"):
         table.add_column(col, justify="left" if col in ("image", "condition") else "right")
     for p in files.pairs:
-        table.add_row(str(p.rank), p.file_name, p.condition, f"{p.recall_clean:.2f} → {p.recall_condition:.2f}",
-                      f"{p.drop:.2f}")
+        table.add_row(
+            str(p.rank), p.file_name, p.condition, f"{p.recall_clean:.2f} → {p.recall_condition:.2f}", f"{p.drop:.2f}"
+        )
     out.print(fit(table))
     out.print(f"index: {files.index_html}")
 
 
 def rank(
-    results: Annotated[list[Path], typer.Argument(metavar="SCORE_JSON...", help="Score JSONs of two or more models (`aegis score --json`).",
-                                                  show_default=False)],
-    metric: Annotated[str, typer.Option("--metric", help="Metric to rank on (map50, map50_95, recall, f1, "
-                                                         "fp_per_image, ...).")] = "map50",
-    by: Annotated[RankBy, mode(RankBy, "--by", help="'condition' (columns: conditions, reference clean) or 'version' "
-                                                    "(columns: the GT versions of a cross-version score).")] = RankBy.condition,
-    condition: Annotated[str, typer.Option("--condition", help="With --by version: the condition whose versions "
-                                                               "are ranked.")] = "clean",
-    reference: Annotated[Optional[str], typer.Option("--reference", help="Reference column (default: clean, or the "
-                                                                         "first GT version).", show_default=False)] = None,
-    bootstrap: Annotated[int, typer.Option("--bootstrap", help="Model resamples for the interval of Kendall's tau.")] = 1000,
+    results: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="SCORE_JSON...",
+            help="Score JSONs of two or more models (`aegis score --json`).",
+            show_default=False,
+        ),
+    ],
+    metric: Annotated[
+        str, typer.Option("--metric", help="Metric to rank on (map50, map50_95, recall, f1, fp_per_image, ...).")
+    ] = "map50",
+    by: Annotated[
+        RankBy,
+        mode(
+            RankBy,
+            "--by",
+            help="'condition' (columns: conditions, reference clean) or 'version' "
+            "(columns: the GT versions of a cross-version score).",
+        ),
+    ] = RankBy.condition,
+    condition: Annotated[
+        str, typer.Option("--condition", help="With --by version: the condition whose versions are ranked.")
+    ] = "clean",
+    reference: Annotated[
+        str | None,
+        typer.Option(
+            "--reference", help="Reference column (default: clean, or the first GT version).", show_default=False
+        ),
+    ] = None,
+    bootstrap: Annotated[
+        int, typer.Option("--bootstrap", help="Model resamples for the interval of Kendall's tau.")
+    ] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
-    merge_same_label: Annotated[bool, typer.Option("--merge-same-label", help="Files with the same label are one "
-                                                   "model (e.g. its IID and OOD scores); their conditions become "
-                                                   "columns.")] = False,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the aegis-rank/1 JSON here.",
-                                                     show_default=False)] = None,
+    merge_same_label: Annotated[
+        bool,
+        typer.Option(
+            "--merge-same-label",
+            help="Files with the same label are one "
+            "model (e.g. its IID and OOD scores); their conditions become "
+            "columns.",
+        ),
+    ] = False,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the aegis-rank/1 JSON here.", show_default=False)
+    ] = None,
     allow_mixed_suites: AllowMixedSuitesOpt = False,
 ) -> None:
     """Rank models per condition (or GT version), with Kendall's tau to the reference ranking and rank flips."""
     from aegis_eval.api import fmt_tau, rank_order
 
     check_outputs({"--json": json_out}, results)
-    doc = api.rank(results, metric, by=value(by), condition=condition, reference=reference, bootstrap=bootstrap,
-                   seed=seed, merge_same_label=merge_same_label, allow_mixed_suites=allow_mixed_suites)
-    table = Table(title=f"ranking on {doc['metric']} vs {doc['reference']}: Kendall's tau-b (95% CI over resampled "
-                        "models) and rank flips")
+    doc = api.rank(
+        results,
+        metric,
+        by=value(by),
+        condition=condition,
+        reference=reference,
+        bootstrap=bootstrap,
+        seed=seed,
+        merge_same_label=merge_same_label,
+        allow_mixed_suites=allow_mixed_suites,
+    )
+    table = Table(
+        title=f"ranking on {doc['metric']} vs {doc['reference']}: Kendall's tau-b (95% CI over resampled "
+        "models) and rank flips"
+    )
     for col in ("column", "models", "Kendall τ", "flips", "order (best first)"):
         table.add_column(col, justify="right" if col in ("models", "Kendall τ", "flips") else "left")
     for col, ranks in doc["ranks"].items():
         t = doc["kendall_tau"][col]
-        table.add_row(col, str(t["n_models"]), fmt_tau(t, undefined="–"), str(len(doc["rank_flips"][col])),
-                      rank_order(ranks))
+        table.add_row(
+            col, str(t["n_models"]), fmt_tau(t, undefined="–"), str(len(doc["rank_flips"][col])), rank_order(ranks)
+        )
     out.print(fit(table))
     if json_out is not None:
         api.write_json(doc, json_out)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Mapping, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -13,7 +14,17 @@ from aegis_data.api import check_outputs
 
 from .common import out, styled, warn
 from .splits import (
-    AnnotationsOpt, ClassesOpt, FollowLinksOpt, GroupsOpt, HfSplitOpt, ImagesOpt, LabelsOpt, MaxPixelsOpt, NOpt, OptionOpt, SizeOpt,
+    AnnotationsOpt,
+    ClassesOpt,
+    FollowLinksOpt,
+    GroupsOpt,
+    HfSplitOpt,
+    ImagesOpt,
+    LabelsOpt,
+    MaxPixelsOpt,
+    NOpt,
+    OptionOpt,
+    SizeOpt,
 )
 from .tables import fit
 from .vocabulary import Dataset, add_command, mode, value
@@ -36,23 +47,41 @@ def render_audit(report: Mapping[str, Any]) -> list[Table]:
         if len(s["resolutions"]) > 4:
             res += f", ... ({len(s['resolutions'])} sizes)"
         main.add_row(
-            name, str(s["images"]), str(s["boxes"]),
+            name,
+            str(s["images"]),
+            str(s["boxes"]),
             f"{s['empty_images']} ({100 * (s['empty_share'] or 0):.0f}%)",
             f"{bins['small']}/{bins['medium']}/{bins['large']}",
-            f"{_q(q, 'p5')}/{_q(q, 'p50')}/{_q(q, 'p95')}", res,
+            f"{_q(q, 'p5')}/{_q(q, 'p50')}/{_q(q, 'p95')}",
+            res,
         )
     findings = Table(title="duplicates and leakage")
     findings.add_column("check")
     findings.add_column("result", overflow="fold")
     dup = report["duplicates"]
     leak = report["leakage_details"]
-    findings.add_row("duplicate content", f"{dup['sets']} set(s), {dup['images_in_sets']} image(s)" if dup["checked"] else "not checked (--no-hash)")
-    findings.add_row("groups in several splits", str(leak["groups_in_several_splits"]) + (
-        " (e.g. " + ", ".join(f"{g['group']}: {'+'.join(g['splits'])}" for g in leak["group_examples"][:3]) + ")"
-        if leak["group_examples"] else ""))
-    findings.add_row("duplicates in several splits", str(leak["duplicates_in_several_splits"]) + (
-        " (e.g. " + ", ".join("=".join(d["images"][:2]) for d in leak["duplicate_examples"][:3]) + ")"
-        if leak["duplicate_examples"] else ""))
+    findings.add_row(
+        "duplicate content",
+        f"{dup['sets']} set(s), {dup['images_in_sets']} image(s)" if dup["checked"] else "not checked (--no-hash)",
+    )
+    findings.add_row(
+        "groups in several splits",
+        str(leak["groups_in_several_splits"])
+        + (
+            " (e.g. " + ", ".join(f"{g['group']}: {'+'.join(g['splits'])}" for g in leak["group_examples"][:3]) + ")"
+            if leak["group_examples"]
+            else ""
+        ),
+    )
+    findings.add_row(
+        "duplicates in several splits",
+        str(leak["duplicates_in_several_splits"])
+        + (
+            " (e.g. " + ", ".join("=".join(d["images"][:2]) for d in leak["duplicate_examples"][:3]) + ")"
+            if leak["duplicate_examples"]
+            else ""
+        ),
+    )
     findings.add_row("leakage", styled(("YES", "bold red")) if report["leakage"] else styled(("none", "green")))
     tables = [main, findings]
     if report.get("source_facts"):
@@ -75,9 +104,13 @@ def _fact_text(value: Any) -> str:
 
 def audit_command(
     dataset: Annotated[Dataset, mode(Dataset, "--dataset", help="Source adapter.", show_default=False)],
-    source: Annotated[Optional[Path], typer.Option(help="Root of the source dataset (or a HF dataset path/id for hf).")] = None,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the report as JSON to this file.")] = None,
-    no_hash: Annotated[bool, typer.Option("--no-hash", help="Skip content hashing (no duplicate check; faster).")] = False,
+    source: Annotated[
+        Path | None, typer.Option(help="Root of the source dataset (or a HF dataset path/id for hf).")
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the report as JSON to this file.")] = None,
+    no_hash: Annotated[
+        bool, typer.Option("--no-hash", help="Skip content hashing (no duplicate check; faster).")
+    ] = False,
     n: NOpt = None,
     size: SizeOpt = None,
     images: ImagesOpt = None,
@@ -96,9 +129,21 @@ def audit_command(
     """
     dataset = value(dataset)
     check_outputs({"--json": json_out}, [source, images, labels, annotations])
-    ds = api.open_source(dataset, source, pairs=option, n=n, size=size, images=images, labels=labels,
-                         annotations=annotations, classes=classes, groups=groups, hf_split=hf_split,
-                         max_pixels=max_pixels, follow_links=follow_links or None)
+    ds = api.open_source(
+        dataset,
+        source,
+        pairs=option,
+        n=n,
+        size=size,
+        images=images,
+        labels=labels,
+        annotations=annotations,
+        classes=classes,
+        groups=groups,
+        hf_split=hf_split,
+        max_pixels=max_pixels,
+        follow_links=follow_links or None,
+    )
     for line in ds.warnings:
         warn(line)
     report = api.audit_source(ds, hash_files=not no_hash)

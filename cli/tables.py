@@ -64,12 +64,25 @@ def _part(table: Table, columns: list[int], index: int, count: int) -> Table:
     title = table.title
     if count > 1 and title is not None:
         title = f"{title} (part {index + 1} of {count})"
-    part = Table(title=title, caption=table.caption if index == count - 1 else None, show_lines=table.show_lines,
-                 show_header=table.show_header, box=table.box, title_justify=table.title_justify)
+    part = Table(
+        title=title,
+        caption=table.caption if index == count - 1 else None,
+        show_lines=table.show_lines,
+        show_header=table.show_header,
+        box=table.box,
+        title_justify=table.title_justify,
+    )
     for i in columns:
         col: Column = table.columns[i]
-        part.add_column(col.header, justify=col.justify, style=col.style, header_style=col.header_style,
-                        vertical=col.vertical, overflow="fold", no_wrap=False)
+        part.add_column(
+            col.header,
+            justify=col.justify,
+            style=col.style,
+            header_style=col.header_style,
+            vertical=col.vertical,
+            overflow="fold",
+            no_wrap=False,
+        )
     cells = [list(table.columns[i].cells) for i in columns]
     for r, row in enumerate(table.rows):
         part.add_row(*(c[r] for c in cells), style=row.style, end_section=row.end_section)

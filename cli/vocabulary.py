@@ -3,8 +3,9 @@ the one way every command is registered. Renamed options are listed in CHANGELOG
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -118,24 +119,54 @@ class ScaleMode(str, Enum):
 
 
 _SCALE = "Scale (docs/CORRUPTIONS.md)"
-ScaleOpt = Annotated[Optional[ScaleMode], mode(
-    ScaleMode, "--scale", help="Length unit of blur, streak, ripple and feather sizes: frame = per 1000 px of "
-    "each frame's long side; object = per person (the median test person box, or --person-px / --gsd), the same "
-    "for full frames and crops. Default: the suite's scale (object for aegis-v2, which needs it; frame for "
-    "aegis-v1).", rich_help_panel=_SCALE)]
-AllowMixedSuitesOpt = Annotated[bool, typer.Option(
-    "--allow-mixed-suites", help="Compare scores made on different corruption suites (aegis-v1, aegis-v2) "
-    "anyway; by default that is refused, as one condition id names a different corruption in each.")]
-SuiteOpt = Annotated[Optional[str], typer.Option(
-    "--suite", metavar="NAME|PATH", help="Corruption suite: aegis-v2 (the default: physical units through a scene "
-    "and camera model per image), aegis-v1 (the first suite, frozen), or the path of a suite config file.",
-    rich_help_panel=_SCALE)]
-PersonPxOpt = Annotated[Optional[float], typer.Option(
-    "--person-px", help="--scale object: the person unit in px (median sqrt(w*h) of a person box).",
-    rich_help_panel=_SCALE)]
-GsdOpt = Annotated[Optional[float], typer.Option(
-    "--gsd", metavar="CM_PER_PX", help="--scale object: ground sampling distance in cm/px; the unit is then a "
-    "1.7 m person's box (170 / gsd * sqrt(1/2) px).", rich_help_panel=_SCALE)]
+ScaleOpt = Annotated[
+    ScaleMode | None,
+    mode(
+        ScaleMode,
+        "--scale",
+        help="Length unit of blur, streak, ripple and feather sizes: frame = per 1000 px of "
+        "each frame's long side; object = per person (the median test person box, or --person-px / --gsd), the same "
+        "for full frames and crops. Default: the suite's scale (object for aegis-v2, which needs it; frame for "
+        "aegis-v1).",
+        rich_help_panel=_SCALE,
+    ),
+]
+AllowMixedSuitesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-mixed-suites",
+        help="Compare scores made on different corruption suites (aegis-v1, aegis-v2) "
+        "anyway; by default that is refused, as one condition id names a different corruption in each.",
+    ),
+]
+SuiteOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--suite",
+        metavar="NAME|PATH",
+        help="Corruption suite: aegis-v2 (the default: physical units through a scene "
+        "and camera model per image), aegis-v1 (the first suite, frozen), or the path of a suite config file.",
+        rich_help_panel=_SCALE,
+    ),
+]
+PersonPxOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--person-px",
+        help="--scale object: the person unit in px (median sqrt(w*h) of a person box).",
+        rich_help_panel=_SCALE,
+    ),
+]
+GsdOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--gsd",
+        metavar="CM_PER_PX",
+        help="--scale object: ground sampling distance in cm/px; the unit is then a "
+        "1.7 m person's box (170 / gsd * sqrt(1/2) px).",
+        rich_help_panel=_SCALE,
+    ),
+]
 
 
 def add_command(app: typer.Typer, name: str, fn: Callable[..., Any]) -> None:
@@ -143,5 +174,21 @@ def add_command(app: typer.Typer, name: str, fn: Callable[..., Any]) -> None:
     app.command(name)(handle_errors(fn))
 
 
-__all__ = ["Arch", "ClassThresholds", "CrossCheck", "Dataset", "HtmlFigures", "ListFormat", "Model", "Optimizer",
-           "REPORT_FORMATS", "RankBy", "RemapSide", "SplitName", "Task", "add_command", "mode", "value"]
+__all__ = [
+    "Arch",
+    "ClassThresholds",
+    "CrossCheck",
+    "Dataset",
+    "HtmlFigures",
+    "ListFormat",
+    "Model",
+    "Optimizer",
+    "REPORT_FORMATS",
+    "RankBy",
+    "RemapSide",
+    "SplitName",
+    "Task",
+    "add_command",
+    "mode",
+    "value",
+]

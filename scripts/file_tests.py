@@ -30,8 +30,9 @@ def folder_for(target: str) -> Path:
     """tests/<...>/ for a module given as a path (``aegis_data/engine/scale.py``) or a dotted name."""
     parts = target.removesuffix(".py").replace("\\", "/").replace(".", "/").strip("/").split("/")
     if parts[0] not in PACKAGES:
-        raise SystemExit(f"error: {target} is not a module of aegis_data, aegis_eval or cli; "
-                         "repo-wide tests go in tests/project/")
+        raise SystemExit(
+            f"error: {target} is not a module of aegis_data, aegis_eval or cli; repo-wide tests go in tests/project/"
+        )
     folders = parts[1:]
     # A module's tests go in its package folder's mirror; a subpackage given by name is that folder itself.
     if folders and not (REPO / parts[0] / Path(*folders)).is_dir():

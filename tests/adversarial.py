@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 
 from aegis_cli.main import app
 
-
 runner = CliRunner()
 
 
@@ -80,7 +79,10 @@ BIG = "1" + "0" * 400  # valid JSON, no float64
 def score_json(tmp_path, scoring_inputs):
     gt, preds = scoring_inputs
     path = tmp_path / "score.json"
-    assert invoke("score", preds, "--split-dir", gt, "--threshold", "0.5", "--bootstrap", "1", "--json", path).exit_code == 0
+    assert (
+        invoke("score", preds, "--split-dir", gt, "--threshold", "0.5", "--bootstrap", "1", "--json", path).exit_code
+        == 0
+    )
     return path
 
 

@@ -15,8 +15,9 @@ transform is deterministic whatever the data-loader order. Call ``set_epoch`` at
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -55,10 +56,14 @@ def _image_index(leaves: list[Any]) -> int:
         if isinstance(leaf, tv_tensors.Image):
             return i
     for i, leaf in enumerate(leaves):
-        if (isinstance(leaf, torch.Tensor) and not isinstance(leaf, tv_tensors.TVTensor)) or isinstance(leaf, np.ndarray):
+        if (isinstance(leaf, torch.Tensor) and not isinstance(leaf, tv_tensors.TVTensor)) or isinstance(
+            leaf, np.ndarray
+        ):
             return i
-    raise AegisError("DisasterAugmentV2 found no image in its input (expected a tv_tensors.Image, a CHW tensor "
-                     "or an HxWx3 uint8 ndarray)")
+    raise AegisError(
+        "DisasterAugmentV2 found no image in its input (expected a tv_tensors.Image, a CHW tensor "
+        "or an HxWx3 uint8 ndarray)"
+    )
 
 
 def _to_hwc_uint8(image: Any) -> np.ndarray:
@@ -109,8 +114,11 @@ class DisasterAugmentV2(v2.Transform):
         if sample is None:
             sample = _find_sample(packed)
         if sample is None:
-            raise AegisError("DisasterAugmentV2 needs the sample's id: pass `sample` (its index or id), or include "
-                             "'image_id' in the target dict", param="sample")
+            raise AegisError(
+                "DisasterAugmentV2 needs the sample's id: pass `sample` (its index or id), or include "
+                "'image_id' in the target dict",
+                param="sample",
+            )
         k = _image_index(leaves)
         image = leaves[k]
         out = self.augment.apply(_to_hwc_uint8(image), self.augment.choose(self.epoch, sample))

@@ -27,13 +27,13 @@ across epochs.
 
 from __future__ import annotations
 
-import math
-
 import hashlib
 import json
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence, Union
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +53,7 @@ _CHECKOUT_POLICIES = REPO_ROOT / "configs" / "augment"
 POLICY_DIR = _CHECKOUT_POLICIES if _CHECKOUT_POLICIES.is_dir() else PACKAGE_ROOT / "augment_policies"
 ALL = "all"
 
-Sample = Union[int, str]
+Sample = int | str
 
 # key -> meaning (docs/MITIGATION.md). Unknown keys are refused with the list of valid ones.
 POLICY_KEYS: dict[str, str] = {
@@ -80,8 +80,9 @@ def train_key(seed: int, epoch: int, sample: Sample) -> str:
     if int(epoch) < 0:
         raise AegisError(f"`epoch` must be >= 0, got {epoch}", param="epoch")
     if isinstance(sample, bool) or not isinstance(sample, (int, np.integer, str)):
-        raise AegisError(f"`sample` must be an int index or a str id, got {type(sample).__name__} {sample!r}",
-                         param="sample")
+        raise AegisError(
+            f"`sample` must be an int index or a str id, got {type(sample).__name__} {sample!r}", param="sample"
+        )
     return f"{TRAIN_TAG}|{int(seed)}|{int(epoch)}|{sample}"
 
 
@@ -123,8 +124,12 @@ class AugmentPolicy:
         return (("clean",) if self.p_clean > 0 else ()) + tuple(c.condition for c in self.cells)
 
     def canonical(self) -> dict[str, Any]:
-        return {"schema": POLICY_SCHEMA, "p_clean": float(self.p_clean), "suite_config_hash": self.suite_config_hash,
-                "cells": [[c.corruption, c.severity, float(c.weight)] for c in self.cells]}
+        return {
+            "schema": POLICY_SCHEMA,
+            "p_clean": float(self.p_clean),
+            "suite_config_hash": self.suite_config_hash,
+            "cells": [[c.corruption, c.severity, float(c.weight)] for c in self.cells],
+        }
 
     @property
     def hash(self) -> str:
@@ -134,19 +139,27 @@ class AugmentPolicy:
     def record(self) -> dict[str, Any]:
         """What runs and scores record about the policy (docs/MITIGATION.md)."""
         families = load_config(self.suite).corruptions
-        return {"name": self.name, "hash": self.hash, "p_clean": float(self.p_clean),
-                "description": self.description, "source": self.source,
-                "suite": self.suite, "suite_config_hash": self.suite_config_hash,
-                "families": sorted({families[c].family for c in self.corruptions}),
-                "trained_conditions": list(self.trained_conditions),
-                "cells": [[c.corruption, c.severity, float(c.weight)] for c in self.cells]}
+        return {
+            "name": self.name,
+            "hash": self.hash,
+            "p_clean": float(self.p_clean),
+            "description": self.description,
+            "source": self.source,
+            "suite": self.suite,
+            "suite_config_hash": self.suite_config_hash,
+            "families": sorted({families[c].family for c in self.corruptions}),
+            "trained_conditions": list(self.trained_conditions),
+            "cells": [[c.corruption, c.severity, float(c.weight)] for c in self.cells],
+        }
 
 
 def _as_list(value: Any, key: str, where: str) -> list:
     if isinstance(value, (list, tuple)):
         return list(value)
-    raise AegisError(f"{where}: {key} must be a list{' or ' + repr(ALL) if key in ('families', 'corruptions') else ''}, "
-                     f"got {value!r}")
+    raise AegisError(
+        f"{where}: {key} must be a list{' or ' + repr(ALL) if key in ('families', 'corruptions') else ''}, "
+        f"got {value!r}"
+    )
 
 
 def _finite(w: int | float) -> bool:
@@ -193,26 +206,35 @@ def resolve_policy(raw: Mapping[str, Any], where: str = "<policy>", suite: str |
     if named is not None and named not in SUITE_NAMES:
         raise AegisError(f"{where}: suite={named!r} is invalid; expected one of {', '.join(SUITE_NAMES)}")
     if named is not None and suite is not None and named != suite:
-        raise AegisError(f"{where}: the policy renders with suite {named}, not {suite}; drop `suite` or the "
-                         f"policy's suite key", param="suite")
+        raise AegisError(
+            f"{where}: the policy renders with suite {named}, not {suite}; drop `suite` or the policy's suite key",
+            param="suite",
+        )
     if suite is not None and suite not in SUITE_NAMES:
-        raise AegisError(f"`suite` {suite!r} is invalid for a policy; expected one of {', '.join(SUITE_NAMES)}",
-                         param="suite")
+        raise AegisError(
+            f"`suite` {suite!r} is invalid for a policy; expected one of {', '.join(SUITE_NAMES)}", param="suite"
+        )
     suite_name = named or suite or DEFAULT_SUITE
     cfg = load_config(suite_name)
     families = _names(raw.get("families", ALL), "families", list(cfg.families), where)
-    families = [f for f in families if f not in _names(raw.get("exclude_families", []), "exclude_families",
-                                                         list(cfg.families), where)]
+    families = [
+        f
+        for f in families
+        if f not in _names(raw.get("exclude_families", []), "exclude_families", list(cfg.families), where)
+    ]
     allowed = _names(raw.get("corruptions", ALL), "corruptions", list(cfg.names), where)
     excluded = set(_names(raw.get("exclude_corruptions", []), "exclude_corruptions", list(cfg.names), where))
     chosen = [c for c in cfg.names if cfg.corruptions[c].family in families and c in allowed and c not in excluded]
     severities = _severity_list(raw.get("severities", list(SEVERITIES)), "severities", where)
     weights = raw.get("severity_weights")
     weights = [1.0] * len(severities) if weights is None else _as_list(weights, "severity_weights", where)
-    if len(weights) != len(severities) or any(isinstance(w, bool) or not isinstance(w, (int, float))
-                                              or not _finite(w) or w <= 0 for w in weights):
-        raise AegisError(f"{where}: severity_weights={raw.get('severity_weights')!r:.80} is invalid; expected one "
-                         f"finite positive number per severity in {severities}")
+    if len(weights) != len(severities) or any(
+        isinstance(w, bool) or not isinstance(w, (int, float)) or not _finite(w) or w <= 0 for w in weights
+    ):
+        raise AegisError(
+            f"{where}: severity_weights={raw.get('severity_weights')!r:.80} is invalid; expected one "
+            f"finite positive number per severity in {severities}"
+        )
     weight_of = dict(zip(severities, (float(w) for w in weights)))
     per = raw.get("per_corruption_severities") or {}
     if not isinstance(per, Mapping):
@@ -226,8 +248,14 @@ def resolve_policy(raw: Mapping[str, Any], where: str = "<policy>", suite: str |
         cells += [Cell(c, s, weight_of.get(s, 1.0)) for s in sorted(sev)]
     if not cells and p_clean < 1.0:
         raise AegisError(f"{where}: the policy draws no corruption; set p_clean: 1.0 for clean-only training")
-    return AugmentPolicy(name=name, p_clean=float(p_clean), cells=tuple(cells), suite_config_hash=cfg.config_hash,
-                         description=str(raw.get("description") or ""), suite=suite_name)
+    return AugmentPolicy(
+        name=name,
+        p_clean=float(p_clean),
+        cells=tuple(cells),
+        suite_config_hash=cfg.config_hash,
+        description=str(raw.get("description") or ""),
+        suite=suite_name,
+    )
 
 
 def available_policies() -> list[str]:
@@ -241,8 +269,10 @@ def load_policy(spec: str | Path, suite: str | None = None) -> AugmentPolicy:
     if not p.suffix and not p.exists():
         p = POLICY_DIR / f"{spec}.yaml"
         if not p.is_file():
-            raise AegisError(f"unknown augmentation policy {str(spec)!r}; expected a yaml path or one of: "
-                             f"{', '.join(available_policies())}")
+            raise AegisError(
+                f"unknown augmentation policy {str(spec)!r}; expected a yaml path or one of: "
+                f"{', '.join(available_policies())}"
+            )
     raw, _ = read_yaml(p, "augmentation policy")
     policy = resolve_policy(raw, str(p), suite)
     return AugmentPolicy(**{**policy.__dict__, "source": str(p)})
@@ -277,9 +307,12 @@ class DisasterAugment:
         self.seed = int(seed)
         self.config = load_config(self.policy.suite)
         if self.config.uses_scene and (scale is None or not scale.is_object) and self.policy.cells:
-            raise AegisError(f"augmentation policy {self.policy.name!r} renders with {self.config.suite}, which needs "
-                             f"the training frames' person unit: pass `scale` Scale('object', person_px) (the runners "
-                             f"take it from the split)", param="scale")
+            raise AegisError(
+                f"augmentation policy {self.policy.name!r} renders with {self.config.suite}, which needs "
+                f"the training frames' person unit: pass `scale` Scale('object', person_px) (the runners "
+                f"take it from the split)",
+                param="scale",
+            )
         self.scale = scale
         weight = {c: c.weight for c in self.policy.cells}
         if not math.isfinite(sum(weight.values())):  # huge finite weights: relative to the largest, so sums stay finite

@@ -141,8 +141,10 @@ def sidecar_sun(scene: Scene) -> tuple[float | None, float | None]:
     """(elevation, azimuth) as the image's sidecar gives them (None where it does not). The sun a scene draws for an
     image without one serves the water models; the atmosphere models draw theirs from each model's own elevation
     range instead, the heights at which their severity ladders were set (docs/CORRUPTIONS.md, "Sun")."""
+
     def known(value, name):
         return None if value is None or name in scene.sun_drawn else float(value)
+
     return known(scene.sun_elevation_deg, "elevation"), known(scene.sun_azimuth_deg, "azimuth")
 
 
@@ -220,7 +222,7 @@ def plume_grid_shapes(octaves: int, base: float, elongation: float) -> list[tupl
     wind, ``elongation`` times fewer along it, over ``PLUME_PERIOD`` long sides (periodic)."""
     out = []
     for o in range(int(octaves)):
-        across = float(base) * 2.0 ** o
+        across = float(base) * 2.0**o
         along = across / float(elongation)
         out.append((max(4, int(math.ceil(PLUME_PERIOD * across))), max(4, int(math.ceil(PLUME_PERIOD * along)))))
     return out
@@ -237,12 +239,24 @@ def plume_work_factor(h: int, w: int, octaves: int, base: float) -> int:
 def _catmull_rom(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     t2 = t * t
     t3 = t2 * t
-    return ((-0.5 * t3 + t2) - 0.5 * t, (1.5 * t3 - 2.5 * t2) + 1.0, (-1.5 * t3 + 2.0 * t2) + 0.5 * t,
-            0.5 * t3 - 0.5 * t2)
+    return (
+        (-0.5 * t3 + t2) - 0.5 * t,
+        (1.5 * t3 - 2.5 * t2) + 1.0,
+        (-1.5 * t3 + 2.0 * t2) + 0.5 * t,
+        0.5 * t3 - 0.5 * t2,
+    )
 
 
-def rotated_noise(xs: np.ndarray, ys: np.ndarray, long_side: int, wind_deg: float, octaves: int, base: float,
-                  elongation: float, grids: tuple) -> np.ndarray:
+def rotated_noise(
+    xs: np.ndarray,
+    ys: np.ndarray,
+    long_side: int,
+    wind_deg: float,
+    octaves: int,
+    base: float,
+    elongation: float,
+    grids: tuple,
+) -> np.ndarray:
     """Value noise at points (xs, ys) (frame px, float64 arrays of one shape), elongated along ``wind_deg``: octave
     o reads its periodic node grid at ``(a, b) = ((x, y) rotated to the wind) / long_side x cells`` with a
     separable Catmull-Rom cubic, weighted 0.55**o and summed (float64, fixed order)."""
@@ -255,7 +269,7 @@ def rotated_noise(xs: np.ndarray, ys: np.ndarray, long_side: int, wind_deg: floa
     weight = 1.0
     for o, grid in enumerate(grids):
         gb, ga = grid.shape
-        cells_b = float(base) * 2.0 ** o
+        cells_b = float(base) * 2.0**o
         cells_a = cells_b / float(elongation)
         # Coordinates made positive (the frame and its shadow offset lie within +-PLUME_PERIOD / 2 long sides).
         pa = (along + PLUME_PERIOD / 2.0) * cells_a
@@ -347,8 +361,10 @@ def draw_plume(params: PlumeParams, scene: Scene, h: int, w: int, rng: KeyedRand
     u = rng.child("source").uniform(2)
     source = (float(0.2 + 0.6 * u[0]), float(0.2 + 0.6 * u[1]))
     cells = structure_cells(params, scene, h, w)
-    grids = tuple(rng.child(f"density|octave={o}").uniform(shape) for o, shape in
-                  enumerate(plume_grid_shapes(params.noise_octaves, cells, params.elongation)))
+    grids = tuple(
+        rng.child(f"density|octave={o}").uniform(shape)
+        for o, shape in enumerate(plume_grid_shapes(params.noise_octaves, cells, params.elongation))
+    )
     return PlumeDraw(wind, elevation, azimuth, source, cells, grids)
 
 
@@ -375,8 +391,9 @@ def _density_bounds(params: PlumeParams) -> tuple[float, float]:
     return (0.0, 1.0 + a) if params.plume_radius_m > 0 else (1.0 - a, 1.0 + a)
 
 
-def plume_density(params: PlumeParams, draw: PlumeDraw, scene: Scene, h: int, w: int,
-                  shift: tuple[float, float] = (0.0, 0.0)) -> tuple[np.ndarray, np.ndarray]:
+def plume_density(
+    params: PlumeParams, draw: PlumeDraw, scene: Scene, h: int, w: int, shift: tuple[float, float] = (0.0, 0.0)
+) -> tuple[np.ndarray, np.ndarray]:
     """(uint16 (h, w) density levels of the region, the work grid's levels) sampled ``shift`` px away (the shadow
     reads the plume toward the sun).
 
@@ -390,8 +407,9 @@ def plume_density(params: PlumeParams, draw: PlumeDraw, scene: Scene, h: int, w:
     long_side = max(h, w)
     xs = xs + shift[0]
     ys = ys + shift[1]
-    noise = rotated_noise(xs, ys, long_side, draw.wind_deg, params.noise_octaves, draw.cells, params.elongation,
-                          draw.grids)
+    noise = rotated_noise(
+        xs, ys, long_side, draw.wind_deg, params.noise_octaves, draw.cells, params.elongation, draw.grids
+    )
     n = np.clip(noise / _octave_weights(params.noise_octaves), 0.0, 1.0)
     a = float(params.density_amplitude)
     texture = (1.0 - a) + (2.0 * a) * n
@@ -526,8 +544,9 @@ def white_level(mean: tuple, reflectance: float) -> tuple[float, float, float]:
 def plume_airlight(params: PlumeParams, image: np.ndarray, lines: Sightlines) -> np.ndarray:
     """int64 (3,) linear airlight: albedo times the horizon sky's colour (sky visible) or the scene's white level."""
     light = sky_colour(image, lines) or white_level(mean_linear(image), params.scene_reflectance)
-    return np.array([min(LINEAR_MAX, math.floor(float(a) * float(e) + 0.5))
-                     for a, e in zip(params.albedo, light)], dtype=np.int64)
+    return np.array(
+        [min(LINEAR_MAX, math.floor(float(a) * float(e) + 0.5)) for a, e in zip(params.albedo, light)], dtype=np.int64
+    )
 
 
 def plume_haze(image: np.ndarray, params: PlumeParams, draw: PlumeDraw, scene: Scene) -> np.ndarray:
@@ -537,8 +556,9 @@ def plume_haze(image: np.ndarray, params: PlumeParams, draw: PlumeDraw, scene: S
     density, _ = plume_density(params, draw, scene, h, w)
     shadow, stab = None, None
     if params.direct_fraction > 0.0 and draw.sun_elevation_deg >= MIN_SUN_ELEVATION_DEG:
-        shadow, levels = plume_density(params, draw, scene, h, w,
-                                       shadow_offset(params, scene, draw.sun_elevation_deg, draw.sun_azimuth_deg))
+        shadow, levels = plume_density(
+            params, draw, scene, h, w, shadow_offset(params, scene, draw.sun_elevation_deg, draw.sun_azimuth_deg)
+        )
         stab = shadow_table(params, draw.sun_elevation_deg, levels)
     coat_tab = None
     coat_rgb = np.zeros(3, dtype=np.int64)
@@ -549,16 +569,42 @@ def plume_haze(image: np.ndarray, params: PlumeParams, draw: PlumeDraw, scene: S
     cap = beta * float(params.plume_size_m) if params.plume_size_m > 0 else NO_CAP
     air = plume_airlight(params, image, lines)
     m_lo, m_hi = _density_bounds(params)
-    return haze_render(image, lines, beta, float(params.layer_height_m), cap, channel_factors(params.angstrom), air,
-                       density, _density_table(m_lo, m_hi), shadow, stab, coat_tab, coat_rgb)
+    return haze_render(
+        image,
+        lines,
+        beta,
+        float(params.layer_height_m),
+        cap,
+        channel_factors(params.angstrom),
+        air,
+        density,
+        _density_table(m_lo, m_hi),
+        shadow,
+        stab,
+        coat_tab,
+        coat_rgb,
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------
 # The haze pass (compiled loop or NumPy reference)
 # ----------------------------------------------------------------------------------------------------------
-def haze_render(image: np.ndarray, lines: Sightlines, beta: float, layer_m: float, cap: float, kch, air,
-                density=None, mtab=None, shadow=None, stab=None, coat_tab=None, coat_rgb=None,
-                linear_out: bool = False) -> np.ndarray:
+def haze_render(
+    image: np.ndarray,
+    lines: Sightlines,
+    beta: float,
+    layer_m: float,
+    cap: float,
+    kch,
+    air,
+    density=None,
+    mtab=None,
+    shadow=None,
+    stab=None,
+    coat_tab=None,
+    coat_rgb=None,
+    linear_out: bool = False,
+) -> np.ndarray:
     """The haze of every pixel of the region (uint8 sRGB in; uint8 sRGB out, or uint16 linear with ``linear_out``).
 
     Per pixel, float64 in this order: ``rho = sqrt(1 + (cu + cv))``; ``d = rho * (beta z | beta H sky)``;
@@ -572,25 +618,65 @@ def haze_render(image: np.ndarray, lines: Sightlines, beta: float, layer_m: floa
     coat_rgb = np.ascontiguousarray(coat_rgb if coat_rgb is not None else np.zeros(3), dtype=np.int64)
     tables = None
     if stab is not None or coat_tab is not None:
-        tables = np.stack([stab if stab is not None else np.full(65536, ONE, np.int64),
-                           coat_tab if coat_tab is not None else np.zeros(65536, np.int64)]).astype(np.int64)
+        tables = np.stack(
+            [
+                stab if stab is not None else np.full(65536, ONE, np.int64),
+                coat_tab if coat_tab is not None else np.zeros(65536, np.int64),
+            ]
+        ).astype(np.int64)
     ttab = transmission_table()
     c = K.CKERNELS
     if c is not None and hasattr(c, "atmos_haze") and h > 0 and w > 0:
         out = np.empty((h, w, 3), dtype=np.uint16 if linear_out else np.uint8)
-        c.atmos_haze(out, int(linear_out), np.ascontiguousarray(image), h, w, decode_table(), encode_table(), rows,
-                     np.ascontiguousarray(lines.cu), lines.sky_rows, density, mtab, float(cap),
-                     *(float(k) for k in kch),
-                     float(TAU_STEPS), float(TAU_MAX), ttab.size - 1, ttab, shadow,
-                     None if tables is None else np.ascontiguousarray(tables), int(shadow is not None),
-                     int(coat_tab is not None), *(int(v) for v in coat_rgb), *(int(v) for v in air))
+        c.atmos_haze(
+            out,
+            int(linear_out),
+            np.ascontiguousarray(image),
+            h,
+            w,
+            decode_table(),
+            encode_table(),
+            rows,
+            np.ascontiguousarray(lines.cu),
+            lines.sky_rows,
+            density,
+            mtab,
+            float(cap),
+            *(float(k) for k in kch),
+            float(TAU_STEPS),
+            float(TAU_MAX),
+            ttab.size - 1,
+            ttab,
+            shadow,
+            None if tables is None else np.ascontiguousarray(tables),
+            int(shadow is not None),
+            int(coat_tab is not None),
+            *(int(v) for v in coat_rgb),
+            *(int(v) for v in air),
+        )
         return out
-    return _haze_numpy(image, rows, lines.cu, lines.sky_rows, cap, kch, ttab, air, density, mtab, shadow, stab,
-                       coat_tab, coat_rgb, linear_out)
+    return _haze_numpy(
+        image,
+        rows,
+        lines.cu,
+        lines.sky_rows,
+        cap,
+        kch,
+        ttab,
+        air,
+        density,
+        mtab,
+        shadow,
+        stab,
+        coat_tab,
+        coat_rgb,
+        linear_out,
+    )
 
 
-def _haze_numpy(image, rows, cu, sky_rows, cap, kch, ttab, air, density, mtab, shadow, stab, coat_tab, coat_rgb,
-                linear_out):
+def _haze_numpy(
+    image, rows, cu, sky_rows, cap, kch, ttab, air, density, mtab, shadow, stab, coat_tab, coat_rgb, linear_out
+):
     h, w = image.shape[:2]
     out = np.empty((h, w, 3), dtype=np.uint16 if linear_out else np.uint8)
     dec = decode_table().astype(np.int64)
@@ -682,8 +768,9 @@ def canopy_light(params: FirelightParams, elevation_deg: float) -> CanopyLight:
     ev = min(MAX_EV_LOSS, stable(-log_pos(lum) / _LN2, "canopy light loss")) if lum < 1.0 else 0.0
     kappa = float(params.white_balance_correction)
     # A camera's white balance stays within 8x either way per channel (the suite's raw gains are bounded the same).
-    wb = tuple(min(MAX_WB_GAIN, max(1.0 / MAX_WB_GAIN, exp_signed(kappa * (log_pos(trans[1]) - log_pos(t)))))
-               for t in trans)
+    wb = tuple(
+        min(MAX_WB_GAIN, max(1.0 / MAX_WB_GAIN, exp_signed(kappa * (log_pos(trans[1]) - log_pos(t))))) for t in trans
+    )
     cast = tuple(t * g / lum for t, g in zip(trans, wb))
     return CanopyLight(trans, lum, ev, wb, cast)
 
@@ -692,8 +779,12 @@ def draw_firelight(params: FirelightParams, scene: Scene, h: int, w: int, rng: K
     elevation, _ = sun_direction(scene, rng, params.sun_elevation_range_deg)  # the canopy's light ignores azimuth
     u = rng.child("fire").uniform(2)
     heading = float(180.0 * rng.child("heading").uniform(1)[0]) if scene.heading_deg is None else scene.heading_deg
-    return FirelightDraw(elevation, (float(-0.25 + 1.5 * u[0]), float(-0.25 + 1.5 * u[1])), heading,
-                         rng.child("sensor_noise").normal_indices((h, w)))
+    return FirelightDraw(
+        elevation,
+        (float(-0.25 + 1.5 * u[0]), float(-0.25 + 1.5 * u[1])),
+        heading,
+        rng.child("sensor_noise").normal_indices((h, w)),
+    )
 
 
 def glow_field(params: FirelightParams, draw: FirelightDraw, h: int, w: int) -> np.ndarray | None:
@@ -717,11 +808,15 @@ def cast_gains(params: FirelightParams, light: CanopyLight) -> tuple[np.ndarray,
     lum = math.fsum(wt * v for wt, v in zip(LUMA_LINEAR, flame))
     if not lum > 0.0:
         return gains, np.zeros(3, dtype=np.int64)  # a black flame adds no light
-    boost = np.array([math.floor(float(params.fire_glow) * (v / lum) * g * ONE + 0.5)
-                      for v, g in zip(flame, light.wb_gains)], dtype=np.int64)
+    boost = np.array(
+        [math.floor(float(params.fire_glow) * (v / lum) * g * ONE + 0.5) for v, g in zip(flame, light.wb_gains)],
+        dtype=np.int64,
+    )
     if gains.max() > 1 << 20 or boost.max() > 1 << 30:  # beyond the integer blend's bounds (int64, the C loop's)
-        raise AegisError(f"firelight's colour gains {light.cast} or glow {params.fire_glow:g} in "
-                         f"{tuple(params.flame_colour)} exceed what the camera records; lower them")
+        raise AegisError(
+            f"firelight's colour gains {light.cast} or glow {params.fire_glow:g} in "
+            f"{tuple(params.flame_colour)} exceed what the camera records; lower them"
+        )
     return gains, boost
 
 
@@ -732,8 +827,15 @@ def cast_linear(image: np.ndarray, gains: np.ndarray, glow: np.ndarray | None, b
     c = K.CKERNELS
     if c is not None and hasattr(c, "atmos_cast") and h > 0 and w > 0:
         out = np.empty((h, w, 3), dtype=np.uint16)
-        c.atmos_cast(out, np.ascontiguousarray(image), h * w, decode_table(), *(int(g) for g in gains), glow,
-                     *(int(b) for b in boost))
+        c.atmos_cast(
+            out,
+            np.ascontiguousarray(image),
+            h * w,
+            decode_table(),
+            *(int(g) for g in gains),
+            glow,
+            *(int(b) for b in boost),
+        )
         return out
     out = np.empty((h, w, 3), dtype=np.uint16)
     dec = decode_table().astype(np.int64)
@@ -761,8 +863,9 @@ def firelight(image: np.ndarray, params: FirelightParams, draw: FirelightDraw, s
     light = canopy_light(params, draw.sun_elevation_deg)
     gains, boost = cast_gains(params, light)
     linear = cast_linear(image, gains, glow_field(params, draw, h, w), boost)
-    return CAM.record_linear(linear, firelight_camera(params, light), scene,
-                             CAM.CameraLowLightDraw(draw.heading_deg, draw.noise))
+    return CAM.record_linear(
+        linear, firelight_camera(params, light), scene, CAM.CameraLowLightDraw(draw.heading_deg, draw.noise)
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -790,8 +893,11 @@ def firelight_cost(params: FirelightParams, scene: Scene, h: int, w: int) -> B.R
     capture = CAM.capture_for(cam, scene)
     smear_m = Exposure(scene.speed_mps, capture.exposure_ms, scene.speed_mps, scene.exposure_ms).added_smear_m()
     nearest = float(scene.gsd_rows(np.array([scene.valid[3] - 1.0]))[0])
-    return (B.path_blur_cost(h, w, smear_m / nearest) + B.camera_pipeline_cost(h, w)
-            + B.RenderCost((), 0.0, float(h * w), float(8 * h * w)))
+    return (
+        B.path_blur_cost(h, w, smear_m / nearest)
+        + B.camera_pipeline_cost(h, w)
+        + B.RenderCost((), 0.0, float(h * w), float(8 * h * w))
+    )
 
 
 def plume_ladder_row(params: PlumeParams, focal_px: float | None, gsd_m: float | None) -> dict:
@@ -815,6 +921,12 @@ def firelight_ladder_row(params: FirelightParams, base_exposure_ms: float, base_
     cap = CAM.auto_exposure(cam.ev_loss, base_exposure_ms, base_iso, cam.shutter_limit_ms, cam.iso_cap)
     # The light loss is a stable 10-digit scalar, left unrounded as the exposure is: rounded to 3 decimals here and
     # to 3 digits by `aegis list`, 1.5453 EV read 1.54.
-    return {"canopy_aod": params.canopy_aod, "light_loss_ev": light.ev_loss,
-            "exposure_ms": cap.exposure_ms, "iso": round(cap.iso, 1), "brightness": round(cap.brightness, 4),
-            "red_blue_cast": round(light.cast[0] / light.cast[2], 3), "fire_glow": params.fire_glow}
+    return {
+        "canopy_aod": params.canopy_aod,
+        "light_loss_ev": light.ev_loss,
+        "exposure_ms": cap.exposure_ms,
+        "iso": round(cap.iso, 1),
+        "brightness": round(cap.brightness, 4),
+        "red_blue_cast": round(light.cast[0] / light.cast[2], 3),
+        "fire_glow": params.fire_glow,
+    }

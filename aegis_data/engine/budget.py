@@ -67,10 +67,14 @@ class RenderCost:
     work: float = 0.0
     peak_bytes: float = 0.0
 
-    def __add__(self, other: "RenderCost") -> "RenderCost":
+    def __add__(self, other: RenderCost) -> RenderCost:
         # Stages are summed, memory too: an upper bound whatever a stage frees before the next one starts.
-        return RenderCost(self.lengths + other.lengths, self.streak_px + other.streak_px, self.work + other.work,
-                          self.peak_bytes + other.peak_bytes)
+        return RenderCost(
+            self.lengths + other.lengths,
+            self.streak_px + other.streak_px,
+            self.work + other.work,
+            self.peak_bytes + other.peak_bytes,
+        )
 
 
 def frame_cost(h: int, w: int) -> RenderCost:
@@ -91,9 +95,12 @@ class Limits:
 
 def limits(height: int, width: int) -> Limits:
     pixels = int(height) * int(width)
-    return Limits(float(MAX_LENGTH_PX), float(max(STREAK_PX_FLOOR, STREAK_PX_PER_PIXEL * pixels)),
-                  float(max(WORK_FLOOR, WORK_PER_PIXEL * pixels)),
-                  float(MEMORY_FIXED_BYTES + MEMORY_PER_PIXEL * pixels))
+    return Limits(
+        float(MAX_LENGTH_PX),
+        float(max(STREAK_PX_FLOOR, STREAK_PX_PER_PIXEL * pixels)),
+        float(max(WORK_FLOOR, WORK_PER_PIXEL * pixels)),
+        float(MEMORY_FIXED_BYTES + MEMORY_PER_PIXEL * pixels),
+    )
 
 
 def budget_problem(cost: RenderCost, height: int, width: int) -> str | None:
@@ -103,14 +110,20 @@ def budget_problem(cost: RenderCost, height: int, width: int) -> str | None:
         if not px <= lim.length_px:  # also refuses NaN
             return f"{what} {_n(px)} px (at most {_n(lim.length_px)} px)"
     if not cost.streak_px <= lim.streak_px:
-        return (f"{_n(cost.streak_px)} streak pixels (at most {_n(lim.streak_px)} on this frame: "
-                f"{STREAK_PX_PER_PIXEL} per pixel, never under {_n(STREAK_PX_FLOOR)})")
+        return (
+            f"{_n(cost.streak_px)} streak pixels (at most {_n(lim.streak_px)} on this frame: "
+            f"{STREAK_PX_PER_PIXEL} per pixel, never under {_n(STREAK_PX_FLOOR)})"
+        )
     if not cost.work <= lim.work:
-        return (f"{_n(cost.work)} filter steps (at most {_n(lim.work)} on this frame: {WORK_PER_PIXEL} per pixel, "
-                f"never under {_n(WORK_FLOOR)})")
+        return (
+            f"{_n(cost.work)} filter steps (at most {_n(lim.work)} on this frame: {WORK_PER_PIXEL} per pixel, "
+            f"never under {_n(WORK_FLOOR)})"
+        )
     if not cost.peak_bytes <= lim.peak_bytes:
-        return (f"about {_mb(cost.peak_bytes)} of memory (at most {_mb(lim.peak_bytes)} on this frame: 1 GiB + "
-                f"{MEMORY_PER_PIXEL} bytes per pixel)")
+        return (
+            f"about {_mb(cost.peak_bytes)} of memory (at most {_mb(lim.peak_bytes)} on this frame: 1 GiB + "
+            f"{MEMORY_PER_PIXEL} bytes per pixel)"
+        )
     return None
 
 
@@ -119,8 +132,10 @@ def check_render_budget(cost: RenderCost, height: int, width: int, what: str) ->
     exceeds the budget on a ``height x width`` frame."""
     problem = budget_problem(cost, height, width)
     if problem is not None:
-        raise AegisError(f"{what} exceeds the render budget: {problem}; lower the parameter, the person unit or "
-                         f"the frame size (docs/CORRUPTIONS.md, \"Render budget\")")
+        raise AegisError(
+            f"{what} exceeds the render budget: {problem}; lower the parameter, the person unit or "
+            f'the frame size (docs/CORRUPTIONS.md, "Render budget")'
+        )
 
 
 def _n(value: float) -> str:
@@ -156,8 +171,12 @@ def line_blur_cost(h: int, w: int, length: int) -> RenderCost:
         wide = cols_w + 2 * pad + rows + 1
         sum_bytes = 4 if length * 255 > 0xFFFF else 2
         frame = rows_h * cols_w * 3
-        peak = ((rows_h + 2 * r) * (cols_w + 2 * pad) * 3 + rows * wide * 3 * (1 + sum_bytes)
-                + band * cols_w * 3 * 12 + 3 * frame)  # + the unshear's uint32 terms, transposes and output
+        peak = (
+            (rows_h + 2 * r) * (cols_w + 2 * pad) * 3
+            + rows * wide * 3 * (1 + sum_bytes)
+            + band * cols_w * 3 * 12
+            + 3 * frame
+        )  # + the unshear's uint32 terms, transposes and output
         work = math.ceil(rows_h / band) * rows * wide * 3 * 4  # shear copy, box rows, box columns, unshear read
         return RenderCost((), 0.0, float(work), float(peak))
 

@@ -40,17 +40,17 @@ the severity contact sheet (``aegis grid``), is in ``aegis_data.engine.grid``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
 
 import cv2
 import numpy as np
 
 from aegis_data.conditions import SEVERITIES, check_severities, condition_id
 from aegis_data.engine.config import SuiteConfig, load_config
-from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.corruptions import scene_for
+from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.realism import edge_width, noise_sigma
 from aegis_data.engine.scale import FRAME_SCALE, Scale, pixel_length, suite_call_scale
 from aegis_data.engine.visibility import VisibilitySummary, person_visibility, summarize_visibility
@@ -158,8 +158,9 @@ def mean_luminance(rgb: np.ndarray) -> float:
     return float(np.mean(luma(rgb)))
 
 
-def veil_sigmas(width: int, height: int, config: SuiteConfig | None = None,
-                scale: Scale | None = None) -> tuple[float, ...]:
+def veil_sigmas(
+    width: int, height: int, config: SuiteConfig | None = None, scale: Scale | None = None
+) -> tuple[float, ...]:
     """The rain veil's Gaussian blur sigmas in px for a frame of this size, one per severity of the config.
 
     The config declares them per 1000 px of the long side (``rain_streaks.severities.veil_sigma_px``), or of the
@@ -256,8 +257,13 @@ STATISTICS: dict[str, tuple[Callable[..., float], bool]] = {
 }
 
 
-def compute_statistic(stat: str, corrupted: np.ndarray, clean: np.ndarray | None = None,
-                      config: SuiteConfig | None = None, scale: Scale | None = None) -> float:
+def compute_statistic(
+    stat: str,
+    corrupted: np.ndarray,
+    clean: np.ndarray | None = None,
+    config: SuiteConfig | None = None,
+    scale: Scale | None = None,
+) -> float:
     """Value of the named statistic (a key of :data:`STATISTICS`) for one image.
 
     ``clean`` is required by the paired statistics (occluded_fraction, streak_density) and ignored otherwise.
@@ -461,10 +467,14 @@ def calibrate(
                     visibility_n=seen.n_measured,
                 )
             )
-    return CalibrationTable(rows=tuple(rows), n_images=n_images, config_hash=cfg.config_hash,
-                            seed=cfg.seed if seed is None else int(seed),
-                            scale=(scale or FRAME_SCALE).describe(),
-                            clean_visibility=summarize_visibility(clean_vis) if boxes is not None else None)
+    return CalibrationTable(
+        rows=tuple(rows),
+        n_images=n_images,
+        config_hash=cfg.config_hash,
+        seed=cfg.seed if seed is None else int(seed),
+        scale=(scale or FRAME_SCALE).describe(),
+        clean_visibility=summarize_visibility(clean_vis) if boxes is not None else None,
+    )
 
 
 def _moves(a: float, b: float, direction: str) -> bool:
@@ -491,8 +501,13 @@ def check_visibility_floor(table: CalibrationTable, floor: float = VISIBILITY_FL
             continue
         top = max(measured, key=lambda r: r.severity)
         if top.visibility_median < floor * clean.median:
-            out.append(Violation(name, f"median visibility V at severity {top.severity} is {top.visibility_median:.3g}, "
-                                       f"below {floor:g} x the clean {clean.median:.3g}"))
+            out.append(
+                Violation(
+                    name,
+                    f"median visibility V at severity {top.severity} is {top.visibility_median:.3g}, "
+                    f"below {floor:g} x the clean {clean.median:.3g}",
+                )
+            )
     return out
 
 
@@ -515,12 +530,22 @@ def check_monotone(table: CalibrationTable) -> list[Violation]:
         word = "above" if direction == "increase" else "below"
         first = ladder[0]
         if not _moves(first.clean_mean, first.mean, direction):
-            out.append(Violation(name, f"{first.statistic} at severity {first.severity} ({first.mean:.6g}) is not "
-                                       f"strictly {word} clean ({first.clean_mean:.6g})"))
+            out.append(
+                Violation(
+                    name,
+                    f"{first.statistic} at severity {first.severity} ({first.mean:.6g}) is not "
+                    f"strictly {word} clean ({first.clean_mean:.6g})",
+                )
+            )
         for lo, hi in zip(ladder, ladder[1:]):
             if not _moves(lo.mean, hi.mean, direction):
-                out.append(Violation(name, f"{lo.statistic} at severity {hi.severity} ({hi.mean:.6g}) is not strictly "
-                                           f"{word} severity {lo.severity} ({lo.mean:.6g})"))
+                out.append(
+                    Violation(
+                        name,
+                        f"{lo.statistic} at severity {hi.severity} ({hi.mean:.6g}) is not strictly "
+                        f"{word} severity {lo.severity} ({lo.mean:.6g})",
+                    )
+                )
     return out
 
 
@@ -561,7 +586,11 @@ def calibrate_folder(
 
 
 def calibrate_rendered(
-    root: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None, *, config: SuiteConfig,
+    root: str | Path,
+    corruptions: Iterable[str] | None = None,
+    limit: int | None = None,
+    *,
+    config: SuiteConfig,
     scale: Scale,
 ) -> CalibrationTable:
     """Calibrate on a frozen split's images: ``test/clean/<stem>.png`` against ``test/<corruption>_s<k>/<stem>.png``.
@@ -596,8 +625,13 @@ def calibrate_rendered(
 
 
 def calibrate_clean_folder(
-    path: str | Path, corruptions: Iterable[str] | None = None, limit: int | None = None,
-    scale: str | Scale | None = None, *, person_px: float | None = None, gsd_cm_per_px: float | None = None,
+    path: str | Path,
+    corruptions: Iterable[str] | None = None,
+    limit: int | None = None,
+    scale: str | Scale | None = None,
+    *,
+    person_px: float | None = None,
+    gsd_cm_per_px: float | None = None,
     suite: str | Path | None = None,
 ) -> CalibrationTable:
     """:func:`calibrate_folder` on a folder of clean images, corrupted in memory (``suite`` a name or file, default
@@ -609,6 +643,12 @@ def calibrate_clean_folder(
     _check_limit(limit)
     list_images(path, limit)
     resolve_corruptions(corruptions, config)
-    chosen = suite_call_scale(config.scale, scale, None, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px,
-                              physical_suite=config.suite if config.uses_scene else None)
+    chosen = suite_call_scale(
+        config.scale,
+        scale,
+        None,
+        person_px=person_px,
+        gsd_cm_per_px=gsd_cm_per_px,
+        physical_suite=config.suite if config.uses_scene else None,
+    )
     return calibrate_folder(path, corruptions, limit, scale=chosen, config=config)

@@ -31,7 +31,6 @@ from aegis_data.engine.scene import Scene
 from aegis_data.engine.seeding import NORMAL_FRAC_BITS, KeyedRandom, normal_table
 from aegis_data.errors import AegisError
 
-
 # ln of the largest read-noise variance computed: exp() of more overflows a float64 (exp(709.78) is the largest).
 _MAX_LOG_VARIANCE = 709.0
 
@@ -79,12 +78,13 @@ class CameraLowLightDraw:
     noise: np.ndarray  # (h, w) uint16 indices into seeding.normal_table(): one normal deviate per Bayer site
 
 
-def auto_exposure(ev_loss: float, exposure_ms: float, iso: float, shutter_limit_ms: float,
-                  iso_cap: float) -> LowLightCapture:
+def auto_exposure(
+    ev_loss: float, exposure_ms: float, iso: float, shutter_limit_ms: float, iso_cap: float
+) -> LowLightCapture:
     """The camera's answer to a scene ``ev_loss`` stops darker than the clean capture (``exposure_ms``, ``iso``):
     exposure first, up to ``shutter_limit_ms`` (never shorter than the clean one), then ISO up to ``iso_cap``
     (never lower than the clean one); the brightness that remains is ``(t / t0) (iso / iso0) / 2**ev_loss``."""
-    need = stable(2.0 ** ev_loss, "2**ev_loss")
+    need = stable(2.0**ev_loss, "2**ev_loss")
     t = max(exposure_ms, min(shutter_limit_ms, exposure_ms * need))
     t = stable(t, "exposure")
     remaining = need * exposure_ms / t
@@ -100,18 +100,22 @@ def noise_levels(params: CameraLowLightParams, iso: float) -> tuple[float, float
     shot = stable(params.shot_noise_base * iso / params.base_iso, "shot noise")
     slope, intercept = params.read_noise_line
     if not (math.isfinite(shot) and shot > 0.0):  # a shot_noise_base so small that it underflows at this ISO
-        raise AegisError(f"the shot-noise variance at ISO {iso:g} is {shot!r}, which has no logarithm; raise "
-                         f"camera.shot_noise_base")
+        raise AegisError(
+            f"the shot-noise variance at ISO {iso:g} is {shot!r}, which has no logarithm; raise camera.shot_noise_base"
+        )
     exponent = slope * math.log(shot) + intercept
     if exponent > _MAX_LOG_VARIANCE:
-        raise AegisError(f"the read-noise variance exp({slope:g} ln {shot:.4g} + {intercept:g}) = exp({exponent:.4g}) "
-                         f"at ISO {iso:g} does not fit a 64-bit float; lower camera.read_noise_line")
+        raise AegisError(
+            f"the read-noise variance exp({slope:g} ln {shot:.4g} + {intercept:g}) = exp({exponent:.4g}) "
+            f"at ISO {iso:g} does not fit a 64-bit float; lower camera.read_noise_line"
+        )
     read = stable(math.exp(exponent), "read noise")
     return shot, read
 
 
-def added_noise_coefficients(params: CameraLowLightParams, capture: LowLightCapture,
-                             clean_iso: float) -> tuple[np.ndarray, np.ndarray]:
+def added_noise_coefficients(
+    params: CameraLowLightParams, capture: LowLightCapture, clean_iso: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Per channel (R, G, B) ``a``, ``b`` with the added noise's variance ``a S + b`` for a display-linear signal
     S (in LINEAR_MAX units) of that channel at its Bayer site.
 
@@ -127,13 +131,16 @@ def added_noise_coefficients(params: CameraLowLightParams, capture: LowLightCapt
     a = scale * max(0.0, shot - d * shot0)
     b = scale * scale * max(0.0, read - d * d * read0)
     if not (np.isfinite(a).all() and np.isfinite(b).all()):  # the per-pixel std would be inf, then NaN
-        raise AegisError(f"the added sensor-noise variance (read {read:.4g}, shot {shot:.4g} in raw units) does not "
-                         f"fit a 64-bit float in display units; lower camera.read_noise_line or shot_noise_base")
+        raise AegisError(
+            f"the added sensor-noise variance (read {read:.4g}, shot {shot:.4g} in raw units) does not "
+            f"fit a 64-bit float in display units; lower camera.read_noise_line or shot_noise_base"
+        )
     return a, b
 
 
-def draw_low_light(params: CameraLowLightParams, scene: Scene, height: int, width: int,
-                   rng: KeyedRandom) -> CameraLowLightDraw:
+def draw_low_light(
+    params: CameraLowLightParams, scene: Scene, height: int, width: int, rng: KeyedRandom
+) -> CameraLowLightDraw:
     heading = float(180.0 * rng.child("heading").uniform(1)[0]) if scene.heading_deg is None else scene.heading_deg
     return CameraLowLightDraw(heading, rng.child("sensor_noise").normal_indices((height, width)))
 
@@ -150,7 +157,7 @@ class _ClassNeighbours:
 
     def __call__(self, dy: int, dx: int) -> np.ndarray:
         h, w = self.p.shape[0] - 2, self.p.shape[1] - 2
-        return self.p[1 + self.ys + dy: h + 1 + dy: 2, 1 + self.xs + dx: w + 1 + dx: 2]
+        return self.p[1 + self.ys + dy : h + 1 + dy : 2, 1 + self.xs + dx : w + 1 + dx : 2]
 
 
 def _demosaic_padded(p: np.ndarray) -> np.ndarray:
@@ -208,13 +215,24 @@ def _compiled_raw_noise(linear: np.ndarray, d: float, a: np.ndarray, b: np.ndarr
     if not all(65535.0 * d * float(a[k]) + float(b[k]) <= _RAW_VARIANCE_LIMIT for k in range(3)):
         return None
     out = np.empty((h, w, 3), dtype=np.uint8)
-    c.raw_noise(out, np.ascontiguousarray(linear), h, w, float(d), np.ascontiguousarray(a), np.ascontiguousarray(b),
-                np.ascontiguousarray(noise), normal_table(), encode_table())
+    c.raw_noise(
+        out,
+        np.ascontiguousarray(linear),
+        h,
+        w,
+        float(d),
+        np.ascontiguousarray(a),
+        np.ascontiguousarray(b),
+        np.ascontiguousarray(noise),
+        normal_table(),
+        encode_table(),
+    )
     return out
 
 
-def raw_noise_image(linear: np.ndarray, capture: LowLightCapture, a: np.ndarray, b: np.ndarray,
-                    noise: np.ndarray) -> np.ndarray:
+def raw_noise_image(
+    linear: np.ndarray, capture: LowLightCapture, a: np.ndarray, b: np.ndarray, noise: np.ndarray
+) -> np.ndarray:
     """uint8 sRGB: the darkened linear image (uint16 (h, w, 3)) plus the demosaiced raw noise, tone-mapped.
 
     The compiled loop (``_ckernels.raw_noise``) does the same float64 operations in the same order, fused; this
@@ -238,7 +256,7 @@ def raw_noise_image(linear: np.ndarray, capture: LowLightCapture, a: np.ndarray,
         chan = (rows % 2)[:, None] + (np.arange(w) % 2)[None, :]  # each row's own Bayer pattern
         site_signal = np.take_along_axis(signal, chan[..., None], axis=2)[..., 0]
         sd = np.sqrt(site_signal * a[chan] + b[chan])
-        z = table[noise[rows]].astype(np.float64) * (2.0 ** -NORMAL_FRAC_BITS)
+        z = table[noise[rows]].astype(np.float64) * (2.0**-NORMAL_FRAC_BITS)
         site = sd * z
         padded = np.pad(site, ((0, 0), (1, 1)), mode="edge" if thin else "reflect")
         noisy = signal[1:-1] + _demosaic_padded(padded)
@@ -325,8 +343,15 @@ def chroma_path(rgb: np.ndarray, sigma_px: float) -> np.ndarray:
     reference."""
     h, w = rgb.shape[:2]
     c = K.CKERNELS
-    if c is not None and hasattr(c, "chroma") and rgb.dtype == np.uint8 and rgb.ndim == 3 and rgb.shape[2] == 3 \
-            and h > 0 and w > 0:
+    if (
+        c is not None
+        and hasattr(c, "chroma")
+        and rgb.dtype == np.uint8
+        and rgb.ndim == 3
+        and rgb.shape[2] == 3
+        and h > 0
+        and w > 0
+    ):
         k = _chroma_kernel(sigma_px)
         # The loop's bounds (_ckernels.c): weights >= 0 summing to at most 2**20 (a Gaussian's sum about 2**16).
         if k is None or (int(k.min()) >= 0 and 1 <= int(k.sum()) <= 1 << 20):
@@ -348,22 +373,25 @@ def capture_for(params: CameraLowLightParams, scene: Scene) -> LowLightCapture:
     return auto_exposure(params.ev_loss, scene.exposure_ms, scene.iso, params.shutter_limit_ms, params.iso_cap)
 
 
-def camera_low_light(image: np.ndarray, params: CameraLowLightParams, draw: CameraLowLightDraw,
-                     scene: Scene) -> np.ndarray:
+def camera_low_light(
+    image: np.ndarray, params: CameraLowLightParams, draw: CameraLowLightDraw, scene: Scene
+) -> np.ndarray:
     """low_light (aegis-v2) of the valid region ``image`` (uint8 RGB): auto-exposure, the smear of its longer
     exposure at the scene's platform speed, raw shot + read noise on the Bayer mosaic, demosaic, white balance,
     tone curve, chroma denoise and 4:2:0."""
     return record_linear(to_linear(image), params, scene, draw)
 
 
-def record_linear(linear: np.ndarray, params: CameraLowLightParams, scene: Scene,
-                  draw: CameraLowLightDraw) -> np.ndarray:
+def record_linear(
+    linear: np.ndarray, params: CameraLowLightParams, scene: Scene, draw: CameraLowLightDraw
+) -> np.ndarray:
     """uint8 sRGB: the scene's linear light (uint16 (h, w, 3)) as the camera records it after losing
     ``params.ev_loss``: the auto-exposure's choice, the smear of its longer exposure at the scene's platform speed,
     raw noise, demosaic, tone curve and chroma path (low_light, and firelight's light under its canopy)."""
     capture = capture_for(params, scene)
-    smear = TrajectoryBlurParams(scene.speed_mps, capture.exposure_ms, 0.0, 0.0, (0.0, 180.0),
-                                 params.readout_ms, params.max_content_shift_px)
+    smear = TrajectoryBlurParams(
+        scene.speed_mps, capture.exposure_ms, 0.0, 0.0, (0.0, 180.0), params.readout_ms, params.max_content_shift_px
+    )
     exposure = Exposure(scene.speed_mps, capture.exposure_ms, scene.speed_mps, scene.exposure_ms)
     path = TrajectoryDraw(draw.heading_deg, np.zeros((2, 2)))
     linear = smear_linear(linear, smear, scene, path, exposure)

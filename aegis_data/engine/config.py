@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from aegis_data.conditions import CLEAN, SEVERITIES, check_severity, condition_id
 from aegis_data.engine.config_schema import validate_suite
@@ -132,18 +133,21 @@ def _parse(raw: dict, data: bytes, path: Path) -> SuiteConfig:
     for name, c in raw["corruptions"].items():
         sev = {k: tuple(v) for k, v in c["severities"].items()}
         fixed = {k: (tuple(v) if isinstance(v, list) else v) for k, v in (c.get("fixed") or {}).items()}
-        corrs[name] = CorruptionSpec(name, c["family"], c["statistic"], c["direction"], sev, fixed,
-                                     str(c.get("model") or ""))
+        corrs[name] = CorruptionSpec(
+            name, c["family"], c["statistic"], c["direction"], sev, fixed, str(c.get("model") or "")
+        )
     suite, seed = str(raw.get("suite", "aegis-v1")), int(raw["seed"])
     calibration = dict(raw.get("calibration_threshold") or {})
     scale = suite_scale(raw.get("scale"), path)
     generation = int(raw.get("generation", 1))
     camera = {k: (tuple(v) if isinstance(v, list) else v) for k, v in (raw.get("camera") or {}).items()}
     if generation >= 2 and scale["mode"] != "object":
-        raise AegisError(f"{path}: a generation-2 suite renders in physical units, which need a person unit: "
-                         f"declare scale: object")
-    digest = hashlib.sha256(canonical_suite_bytes(suite, seed, families, corrs, calibration, scale,
-                                                  generation, camera)).hexdigest()
+        raise AegisError(
+            f"{path}: a generation-2 suite renders in physical units, which need a person unit: declare scale: object"
+        )
+    digest = hashlib.sha256(
+        canonical_suite_bytes(suite, seed, families, corrs, calibration, scale, generation, camera)
+    ).hexdigest()
     return SuiteConfig(
         suite=suite,
         seed=seed,
@@ -171,15 +175,22 @@ def suite_scale(value: Any, path: str | Path = "<config>") -> dict[str, Any]:
         return {"mode": FRAME}
     if value == OBJECT:
         return {"mode": OBJECT}
-    if not isinstance(value, dict) or value.get("mode") not in (FRAME, OBJECT) \
-            or set(value) - {"mode", "person_px", "gsd_cm_per_px"}:
-        raise AegisError(f"{path}: scale must be 'frame', 'object' or {{mode: object, person_px: N}} / "
-                         f"{{mode: object, gsd_cm_per_px: G}}, got {value!r:.80}")
+    if (
+        not isinstance(value, dict)
+        or value.get("mode") not in (FRAME, OBJECT)
+        or set(value) - {"mode", "person_px", "gsd_cm_per_px"}
+    ):
+        raise AegisError(
+            f"{path}: scale must be 'frame', 'object' or {{mode: object, person_px: N}} / "
+            f"{{mode: object, gsd_cm_per_px: G}}, got {value!r:.80}"
+        )
     out = {"mode": value["mode"]}
     if "person_px" in value and "gsd_cm_per_px" in value:
         raise AegisError(f"{path}: scale gives person_px and gsd_cm_per_px; give one")
-    for key, check in (("person_px", lambda v: check_person_px(v, f"{path}: scale.person_px")),
-                       ("gsd_cm_per_px", lambda v: person_unit_from_gsd(v, f"{path}: scale.gsd_cm_per_px"))):
+    for key, check in (
+        ("person_px", lambda v: check_person_px(v, f"{path}: scale.person_px")),
+        ("gsd_cm_per_px", lambda v: person_unit_from_gsd(v, f"{path}: scale.gsd_cm_per_px")),
+    ):
         if key in value:
             if out["mode"] != OBJECT:
                 raise AegisError(f"{path}: scale.{key} applies to mode object only")
@@ -209,11 +220,14 @@ def suite_path(suite: str | Path | None = None) -> Path:
         return SUITES_DIR / f"{suite}.yaml"
     p = Path(suite)
     if p.exists() and not p.is_file():
-        raise AegisError(f"suite {str(suite)!r} is not a regular file (a folder, FIFO, socket or device); give "
-                         f"{' or '.join(SUITE_NAMES)}, or the path of a suite config file")
+        raise AegisError(
+            f"suite {str(suite)!r} is not a regular file (a folder, FIFO, socket or device); give "
+            f"{' or '.join(SUITE_NAMES)}, or the path of a suite config file"
+        )
     if not p.is_file():
-        raise AegisError(f"unknown suite {str(suite)!r}: give {' or '.join(SUITE_NAMES)}, or the path of a suite "
-                         f"config file")
+        raise AegisError(
+            f"unknown suite {str(suite)!r}: give {' or '.join(SUITE_NAMES)}, or the path of a suite config file"
+        )
     return p
 
 
@@ -241,9 +255,16 @@ def _canonical_value(value: Any) -> Any:
     raise AegisError(f"suite config value {value!r:.60} is not a number, string, list or mapping")
 
 
-def canonical_suite_bytes(suite: str, seed: int, families: Mapping[str, tuple], corruptions: Mapping[str, Any],
-                          calibration: Mapping[str, Any], scale: Mapping[str, Any], generation: int = 1,
-                          camera: Mapping[str, Any] | None = None) -> bytes:
+def canonical_suite_bytes(
+    suite: str,
+    seed: int,
+    families: Mapping[str, tuple],
+    corruptions: Mapping[str, Any],
+    calibration: Mapping[str, Any],
+    scale: Mapping[str, Any],
+    generation: int = 1,
+    camera: Mapping[str, Any] | None = None,
+) -> bytes:
     """The parsed suite as canonical JSON (sorted keys, no whitespace, every number a float written by Python's
     shortest round-trip ``repr``): what the config hash covers. Comments, key order inside a block, quoting
     and number spelling never change it; the order of corruptions and of families does (it is the order of
@@ -255,10 +276,17 @@ def canonical_suite_bytes(suite: str, seed: int, families: Mapping[str, tuple], 
         "family_order": list(families),
         "families": {f: list(ms) for f, ms in families.items()},
         "corruption_order": list(corruptions),
-        "corruptions": {n: {"family": c.family, "statistic": c.statistic, "direction": c.direction,
-                            "severities": _canonical_value(dict(c.severities)),
-                            "fixed": _canonical_value(dict(c.fixed)),
-                            **({"model": c.model} if c.model else {})} for n, c in corruptions.items()},
+        "corruptions": {
+            n: {
+                "family": c.family,
+                "statistic": c.statistic,
+                "direction": c.direction,
+                "severities": _canonical_value(dict(c.severities)),
+                "fixed": _canonical_value(dict(c.fixed)),
+                **({"model": c.model} if c.model else {}),
+            }
+            for n, c in corruptions.items()
+        },
         "calibration_threshold": _canonical_value(dict(calibration)),
         "scale": _canonical_value(dict(scale)),
     }
@@ -284,8 +312,9 @@ def split_config(root: str | Path, config_hash: Any) -> SuiteConfig:
     """
     root = Path(root)
     if not isinstance(config_hash, str):
-        raise AegisError(f"{root / MANIFEST_NAME}: no config_hash recorded; cannot tell which suite config built "
-                         f"this split")
+        raise AegisError(
+            f"{root / MANIFEST_NAME}: no config_hash recorded; cannot tell which suite config built this split"
+        )
     copy = root / SUITE_CONFIG_NAME
     if copy.is_file():
         data = read_file_bytes(copy, "split suite config", max_bytes=MAX_YAML_BYTES)
@@ -293,15 +322,19 @@ def split_config(root: str | Path, config_hash: Any) -> SuiteConfig:
         # A split built before the hash covered the parsed content recorded the file bytes' hash; both name it.
         if config_hash in (suite.config_hash, suite.bytes_hash):
             return suite
-        raise AegisError(f"{copy} hashes to {suite.config_hash} but the split's manifest names suite config "
-                         f"{config_hash} (the file was changed); restore it or rebuild the split")
+        raise AegisError(
+            f"{copy} hashes to {suite.config_hash} but the split's manifest names suite config "
+            f"{config_hash} (the file was changed); restore it or rebuild the split"
+        )
     installed = installed_suites()
     for suite in installed:
         if config_hash in (suite.config_hash, suite.bytes_hash):
             return suite
-    raise AegisError(f"{root} was built with suite config {config_hash}, but it holds no {SUITE_CONFIG_NAME} and "
-                     f"no installed suite has that hash ({', '.join(f'{s.suite} {s.config_hash}' for s in installed)}"
-                     f"); put that suite's config file at {copy} or rebuild the split with this toolkit")
+    raise AegisError(
+        f"{root} was built with suite config {config_hash}, but it holds no {SUITE_CONFIG_NAME} and "
+        f"no installed suite has that hash ({', '.join(f'{s.suite} {s.config_hash}' for s in installed)}"
+        f"); put that suite's config file at {copy} or rebuild the split with this toolkit"
+    )
 
 
 @lru_cache(maxsize=8)

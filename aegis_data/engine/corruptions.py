@@ -17,25 +17,42 @@ Numerics are exact by construction (see ``aegis_data.engine.kernels`` and docs/C
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Callable, Mapping, NamedTuple, Sequence, Union
+from functools import lru_cache
+from typing import NamedTuple
 
 import cv2
 import numpy as np
 
 from aegis_data.conditions import check_severity
+from aegis_data.engine import atmosphere as ATM
 from aegis_data.engine import budget as B
 from aegis_data.engine import kernels as K
-from aegis_data.engine import atmosphere as ATM
 from aegis_data.engine import rain as RAIN
 from aegis_data.engine.budget import RenderCost
 from aegis_data.engine.camera import CameraLowLightParams, auto_exposure, camera_low_light, capture_for, draw_low_light
 from aegis_data.engine.config import SuiteConfig, load_config
-from aegis_data.engine.flood import (FloodParams, TurbidWaterParams, draw_flood, draw_turbid, flood_cost,
-                                     inundation_v2, submerged_fractions, turbid_cost, turbid_water)
-from aegis_data.engine.glint import (SunGlintParams, beaufort, can_glint, draw_glint, glint_cost, slope_variance,
-                                     sun_glint)
+from aegis_data.engine.flood import (
+    FloodParams,
+    TurbidWaterParams,
+    draw_flood,
+    draw_turbid,
+    flood_cost,
+    inundation_v2,
+    submerged_fractions,
+    turbid_cost,
+    turbid_water,
+)
+from aegis_data.engine.glint import (
+    SunGlintParams,
+    beaufort,
+    can_glint,
+    draw_glint,
+    glint_cost,
+    slope_variance,
+    sun_glint,
+)
 from aegis_data.engine.motion import Exposure, TrajectoryBlurParams, draw_trajectory, trajectory_blur
 from aegis_data.engine.scale import OBJECT, Scale, density_factor, pixel_length, texture_cells
 from aegis_data.engine.scene import Scene, estimate_scene, focal_from_hfov, gsd_from_person_px
@@ -47,7 +64,7 @@ DEFAULT_SEED = 20260707
 LUMA = (0.299, 0.587, 0.114)
 _LUMA_F32 = np.asarray(LUMA, dtype=np.float32)
 
-ImageId = Union[str, int]
+ImageId = str | int
 
 
 def _px(value: float, height: int, width: int, reference_side: float | None = None) -> float:
@@ -379,8 +396,10 @@ def ripple(image: np.ndarray, dx: np.ndarray, dy: np.ndarray) -> np.ndarray:
     lo_x, hi_x = (int(shift_x.min()), int(shift_x.max())) if h else (0, 0)
     lo_y, hi_y = (int(shift_y.min()), int(shift_y.max())) if w else (0, 0)
     if w - 1 + hi_x > 32767 or h - 1 + hi_y > 32767 or min(lo_x, lo_y) < -32768:
-        raise AegisError(f"inundation: a ripple of up to {max(hi_x, hi_y, -lo_x, -lo_y)} px on a {w}x{h} frame "
-                         f"reaches beyond the 16-bit coordinates of OpenCV's remap (32767 px)")
+        raise AegisError(
+            f"inundation: a ripple of up to {max(hi_x, hi_y, -lo_x, -lo_y)} px on a {w}x{h} frame "
+            f"reaches beyond the 16-bit coordinates of OpenCV's remap (32767 px)"
+        )
     # The int16 pair (x, y) = (c + shift_x[r], r + shift_y[c]) read as one little-endian int32 is
     # y * 65536 + x for x >= 0, the sum of a per-column and a per-row int32: one contiguous add per strip.
     # Columns where x can be negative (the first few; the borrow would reach y) are rewritten directly.
@@ -421,8 +440,9 @@ def inundation(image: np.ndarray, params: InundationParams, draw: InundationDraw
     clip = _inundation_needs_clip(params.opacity, tuple(params.water), params.sparkle_strength)
     out = np.empty_like(image)
     if K.CKERNELS is not None:  # the same float32 operations per pixel, fused (aegis_data/engine/_ckernels.c)
-        K.CKERNELS.inundation(out, image, rippled, h * w, mask, sparkle.view(np.uint8), float(keep), water_tone,
-                              float(strength), clip)
+        K.CKERNELS.inundation(
+            out, image, rippled, h * w, mask, sparkle.view(np.uint8), float(keep), water_tone, float(strength), clip
+        )
         return out
     # Per-element float32 ops below are those of the documented formulas in a fixed order (bit-identical to a
     # per-pixel evaluation); broadcasts over the channel axis are avoided (NumPy runs them element by element).
@@ -489,8 +509,14 @@ def _draw_inundation(params: InundationParams, h: int, w: int, rng: KeyedRandom)
     )
 
 
-def _haze(image: np.ndarray, params: HazeParams, draw: HazeDraw, gains=None, grain: float = 0.0,
-          grain_spec: K.NoiseSpec | None = None) -> np.ndarray:
+def _haze(
+    image: np.ndarray,
+    params: HazeParams,
+    draw: HazeDraw,
+    gains=None,
+    grain: float = 0.0,
+    grain_spec: K.NoiseSpec | None = None,
+) -> np.ndarray:
     h, w = image.shape[:2]
     density = K.value_noise(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base), draw.density)
     g_field = grain_table = None
@@ -603,8 +629,16 @@ def rasterize_streaks(h: int, w: int, draw: RainDraw, blur_ksize: int, blur_sigm
     if K.CKERNELS is not None:  # the same float64 operations per step, accumulated in place
         layer = np.zeros(h * w, dtype=np.float64)
         f64 = [np.ascontiguousarray(v, dtype=np.float64) for v in (major_c, minor_c, slope, lo, hi, draw.intensity)]
-        K.CKERNELS.streaks(layer, h, w, n, np.ascontiguousarray(first), np.ascontiguousarray(counts),
-                           np.ascontiguousarray(steep).view(np.uint8), *f64)
+        K.CKERNELS.streaks(
+            layer,
+            h,
+            w,
+            n,
+            np.ascontiguousarray(first),
+            np.ascontiguousarray(counts),
+            np.ascontiguousarray(steep).view(np.uint8),
+            *f64,
+        )
         return K.convolve_exact_scaled(layer.reshape(h, w), k, scale, cap_one=True)
     # Walked in chunks of whole streaks, so the per-step arrays stay bounded (docs/CORRUPTIONS.md, "Render
     # budget"); the weights are integers, so the chunks' sums add up exactly to the one-pass layer.
@@ -614,12 +648,23 @@ def rasterize_streaks(h: int, w: int, draw: RainDraw, blur_ksize: int, blur_sigm
     while s0 < n:
         s1 = max(s0 + 1, int(np.searchsorted(ends, ends[s0] - counts[s0] + chunk, side="right")))
         at = slice(s0, s1)
-        idx, wq = _streak_steps(w, h, counts[at], first[at], major_c[at], minor_c[at], slope[at], lo[at], hi[at],
-                                steep[at], draw.intensity[at])
+        idx, wq = _streak_steps(
+            w,
+            h,
+            counts[at],
+            first[at],
+            major_c[at],
+            minor_c[at],
+            slope[at],
+            lo[at],
+            hi[at],
+            steep[at],
+            draw.intensity[at],
+        )
         if idx.size:
             base = int(idx.min())
             part = np.bincount(idx - base, weights=wq, minlength=int(idx.max()) - base + 1)
-            layer[base: base + part.size] += part
+            layer[base : base + part.size] += part
         s0 = s1
     return K.convolve_exact_scaled(layer.reshape(h, w), k, scale, cap_one=True)
 
@@ -663,8 +708,16 @@ def rain_streaks(image: np.ndarray, params: RainStreaksParams, draw: RainDraw) -
     out = np.empty_like(image)
     if K.CKERNELS is not None:
         veil_f32 = blurred.dtype != np.uint8
-        K.CKERNELS.rain(out, np.ascontiguousarray(blurred), h * w, veil_f32, np.ascontiguousarray(layer),
-                        float(np.float32(params.brightness)), _LUMA_F32, float(np.float32(params.saturation)))
+        K.CKERNELS.rain(
+            out,
+            np.ascontiguousarray(blurred),
+            h * w,
+            veil_f32,
+            np.ascontiguousarray(layer),
+            float(np.float32(params.brightness)),
+            _LUMA_F32,
+            float(np.float32(params.saturation)),
+        )
         return out
     for rows in K.row_strips(h, w):
         veil = _veil_unit(blurred[rows])
@@ -730,7 +783,7 @@ def _shear_box(image: np.ndarray, length: int, slope: float, band: int = B.MOTIO
     wp = padded.shape[1]
     off = np.floor((np.arange(padded.shape[0], dtype=np.float64) - r) * slope + 0.5).astype(np.int64)
     rows = np.arange(h, dtype=np.float64)
-    phase = rows * slope - off[r: r + h]  # in [-0.5, 0.5]
+    phase = rows * slope - off[r : r + h]  # in [-0.5, 0.5]
     w_left = np.floor(np.maximum(phase, 0.0) * 64.0 + 0.5).astype(np.uint32)  # weight of column x - 1
     w_right = np.floor(np.maximum(-phase, 0.0) * 64.0 + 0.5).astype(np.uint32)  # weight of column x + 1
     w_mid = 64 - w_left - w_right
@@ -742,7 +795,7 @@ def _shear_box(image: np.ndarray, length: int, slope: float, band: int = B.MOTIO
     c = K.CKERNELS
     for r0 in range(0, h, band):
         r1 = min(h, r0 + band)
-        e = off[r0: r1 + 2 * r] - off[r0: r1 + 2 * r].min()
+        e = off[r0 : r1 + 2 * r] - off[r0 : r1 + 2 * r].min()
         span = int(e.max())
         # sheared[v, u] = padded[r0 + v, u - span + e[v]]; rows with the same shift copied together.
         if c is not None:
@@ -752,26 +805,46 @@ def _shear_box(image: np.ndarray, length: int, slope: float, band: int = B.MOTIO
             sheared = np.zeros((e.size, wp + span, 3), dtype=np.uint8)
             for y0, y1 in _runs(e):
                 left = span - int(e[y0])
-                sheared[y0:y1, left: left + wp] = padded[r0 + y0: r0 + y1]
-        sums = cv2.boxFilter(sheared, cv2.CV_32S if wide_sums else cv2.CV_16U, (1, length), normalize=False,
-                             borderType=cv2.BORDER_CONSTANT)
+                sheared[y0:y1, left : left + wp] = padded[r0 + y0 : r0 + y1]
+        sums = cv2.boxFilter(
+            sheared,
+            cv2.CV_32S if wide_sums else cv2.CV_16U,
+            (1, length),
+            normalize=False,
+            borderType=cv2.BORDER_CONSTANT,
+        )
         if wide_sums:
             sums = sums.view(np.uint32)  # non-negative: the same bits, and uint32 products below stay unsigned
         # Unsheared sums for output row y sit at sums[y + r, x + pad_x + span - e[y + r]].
-        start = pad_x + span - e[r: r + (r1 - r0)]
+        start = pad_x + span - e[r : r + (r1 - r0)]
         if c is not None:  # the same integer operations per element
-            c.unshear(out, h, w, np.ascontiguousarray(sums), sums.shape[0], sums.shape[1], r0, r1, r,
-                      np.ascontiguousarray(start), w_mid, w_left, w_right, length, sums.dtype.itemsize)
+            c.unshear(
+                out,
+                h,
+                w,
+                np.ascontiguousarray(sums),
+                sums.shape[0],
+                sums.shape[1],
+                r0,
+                r1,
+                r,
+                np.ascontiguousarray(start),
+                w_mid,
+                w_left,
+                w_right,
+                length,
+                sums.dtype.itemsize,
+            )
             continue
         for y0, y1 in _runs(start):
             s0 = int(start[y0])
-            src = sums[y0 + r: y1 + r]
-            acc = src[:, s0: s0 + w].astype(np.uint32) * w_mid[r0 + y0: r0 + y1, None, None]
-            acc += src[:, s0 - 1: s0 - 1 + w] * w_left[r0 + y0: r0 + y1, None, None]
-            acc += src[:, s0 + 1: s0 + 1 + w] * w_right[r0 + y0: r0 + y1, None, None]
+            src = sums[y0 + r : y1 + r]
+            acc = src[:, s0 : s0 + w].astype(np.uint32) * w_mid[r0 + y0 : r0 + y1, None, None]
+            acc += src[:, s0 - 1 : s0 - 1 + w] * w_left[r0 + y0 : r0 + y1, None, None]
+            acc += src[:, s0 + 1 : s0 + 1 + w] * w_right[r0 + y0 : r0 + y1, None, None]
             acc += 32 * length
             acc //= 64 * length
-            out[r0 + y0: r0 + y1] = acc
+            out[r0 + y0 : r0 + y1] = acc
     return out
 
 
@@ -808,15 +881,18 @@ def render_cost(params, height: int, width: int) -> RenderCost:
 def _length_cost(params, h: int, w: int) -> RenderCost:
     """The part of :func:`render_cost` that grows with a length, a streak count or a noise grid."""
     if isinstance(params, WaterGlareParams):
-        return (B.noise_cost(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base))
-                + B.mask_blur_cost(h, w, _px(params.bloom_sigma_px, h, w, params.scale_side), "glare bloom kernel"))
+        return B.noise_cost(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base)) + B.mask_blur_cost(
+            h, w, _px(params.bloom_sigma_px, h, w, params.scale_side), "glare bloom kernel"
+        )
     if isinstance(params, InundationParams):
         side = params.scale_side
         ripple_px = _px(params.ripple_amplitude_px, h, w, side)
-        return (B.noise_cost(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base))
-                + B.noise_cost(h, w, _sparkle_spec(params, h, w))
-                + B.mask_blur_cost(h, w, _px(params.feather_sigma_px, h, w, side), "shoreline feather kernel")
-                + RenderCost((("ripple displacement", ripple_px),)))
+        return (
+            B.noise_cost(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base))
+            + B.noise_cost(h, w, _sparkle_spec(params, h, w))
+            + B.mask_blur_cost(h, w, _px(params.feather_sigma_px, h, w, side), "shoreline feather kernel")
+            + RenderCost((("ripple displacement", ripple_px),))
+        )
     if isinstance(params, HazeParams):
         cost = B.noise_cost(h, w, K.NoiseSpec(params.noise_octaves, params.noise_base))
         if isinstance(params, DustHazeParams):
@@ -824,8 +900,9 @@ def _length_cost(params, h: int, w: int) -> RenderCost:
         return cost
     if isinstance(params, RainStreaksParams):
         longest = _px(params.length_px, h, w, params.scale_side) * float(params.length_jitter[1])
-        return (B.veil_blur_cost(h, w, _px(params.veil_sigma_px, h, w, params.scale_side))
-                + B.streak_cost(h, w, rain_streak_count(params, h, w), longest))
+        return B.veil_blur_cost(h, w, _px(params.veil_sigma_px, h, w, params.scale_side)) + B.streak_cost(
+            h, w, rain_streak_count(params, h, w), longest
+        )
     if isinstance(params, MotionBlurParams):
         return B.line_blur_cost(h, w, motion_kernel_length(params, h, w))
     return RenderCost()  # turbidity_cast, low_light: frame-sized work only
@@ -838,8 +915,10 @@ _ENC_BITS = 20
 def _pow_table_margin(values: np.ndarray, what: str) -> None:
     frac = values - np.floor(values)
     if np.abs(frac - 0.5).min() < 1e-6:  # a property of the gamma a suite config names
-        raise AegisError(f"{what}: an entry lies within 1e-6 of a rounding boundary, where libm's last bit could "
-                         f"decide it; choose a slightly different gamma")
+        raise AegisError(
+            f"{what}: an entry lies within 1e-6 of a rounding boundary, where libm's last bit could "
+            f"decide it; choose a slightly different gamma"
+        )
 
 
 @lru_cache(maxsize=8)
@@ -880,8 +959,17 @@ def low_light(image: np.ndarray, params: LowLightParams, draw: LowLightDraw) -> 
     grid = float(1 << _ENC_BITS)
     out = np.empty_like(image)
     if K.CKERNELS is not None:
-        K.CKERNELS.low_light(out, image, h * w, np.ascontiguousarray(draw.noise, dtype=np.uint16), table, sd_lut,
-                             dark_lut, enc, 1 << _ENC_BITS)
+        K.CKERNELS.low_light(
+            out,
+            image,
+            h * w,
+            np.ascontiguousarray(draw.noise, dtype=np.uint16),
+            table,
+            sd_lut,
+            dark_lut,
+            enc,
+            1 << _ENC_BITS,
+        )
         return out
     for rows in K.row_strips(h, w):
         # Table reads only: cv2.LUT copies the per-(level, channel) entries, np.take the noise and encode
@@ -990,15 +1078,32 @@ def _low_light_ladder(p: CameraLowLightParams, cam: Mapping, gsd: float | None) 
     cap = auto_exposure(p.ev_loss, cam["base_exposure_ms"], cam["base_iso"], p.shutter_limit_ms, p.iso_cap)
     v = cam["platform_speed_mps"]
     smear = Exposure(v, cap.exposure_ms, v, cam["base_exposure_ms"]).added_smear_m()
-    return _with_smear_px({"ev_loss": p.ev_loss, "exposure_ms": cap.exposure_ms, "iso": round(cap.iso, 1),
-                           "brightness": round(cap.brightness, 4), "smear_m": round(smear, 4)}, smear, gsd)
+    return _with_smear_px(
+        {
+            "ev_loss": p.ev_loss,
+            "exposure_ms": cap.exposure_ms,
+            "iso": round(cap.iso, 1),
+            "brightness": round(cap.brightness, 4),
+            "smear_m": round(smear, 4),
+        },
+        smear,
+        gsd,
+    )
 
 
 def _trajectory_ladder(p: TrajectoryBlurParams, cam: Mapping, gsd: float | None) -> dict:
     """The smear the exposure adds over the clean flight's, and the jitter."""
     smear = Exposure(p.speed_mps, p.exposure_ms, cam["platform_speed_mps"], cam["base_exposure_ms"]).added_smear_m()
-    return _with_smear_px({"speed_mps": p.speed_mps, "exposure_ms": p.exposure_ms, "smear_m": round(smear, 4),
-                           "jitter_mrad": p.jitter_mrad}, smear, gsd)
+    return _with_smear_px(
+        {
+            "speed_mps": p.speed_mps,
+            "exposure_ms": p.exposure_ms,
+            "smear_m": round(smear, 4),
+            "jitter_mrad": p.jitter_mrad,
+        },
+        smear,
+        gsd,
+    )
 
 
 def _plume_ladder(p: ATM.PlumeParams, cam: Mapping, gsd: float | None) -> dict:
@@ -1007,32 +1112,67 @@ def _plume_ladder(p: ATM.PlumeParams, cam: Mapping, gsd: float | None) -> dict:
 
 
 _SCENE_MODELS: dict[str, SceneModel] = {
-    "trajectory_blur": SceneModel(trajectory_blur, TrajectoryBlurParams,
-                                  lambda params, scene, h, w, rng: draw_trajectory(params, scene, rng),
-                                  _trajectory_cost, _trajectory_ladder),
-    "camera_low_light": SceneModel(camera_low_light, CameraLowLightParams, draw_low_light, _low_light_cost,
-                                   _low_light_ladder),
+    "trajectory_blur": SceneModel(
+        trajectory_blur,
+        TrajectoryBlurParams,
+        lambda params, scene, h, w, rng: draw_trajectory(params, scene, rng),
+        _trajectory_cost,
+        _trajectory_ladder,
+    ),
+    "camera_low_light": SceneModel(
+        camera_low_light, CameraLowLightParams, draw_low_light, _low_light_cost, _low_light_ladder
+    ),
     # The atmosphere (aegis_data.engine.atmosphere, aegis_data.engine.rain).
-    "smoke_plume": SceneModel(ATM.plume_haze, ATM.SmokePlumeParams, ATM.draw_plume, _plus_frame(ATM.plume_cost),
-                              _plume_ladder),
-    "dust_plume": SceneModel(ATM.plume_haze, ATM.DustPlumeParams, ATM.draw_plume, _plus_frame(ATM.plume_cost),
-                             _plume_ladder),
-    "firelight": SceneModel(ATM.firelight, ATM.FirelightParams, ATM.draw_firelight, _plus_frame(ATM.firelight_cost),
-                            lambda p, cam, gsd: ATM.firelight_ladder_row(p, cam["base_exposure_ms"], cam["base_iso"])),
-    "rain_rate": SceneModel(RAIN.rain_rate, RAIN.RainRateParams, RAIN.draw_rain, _plus_frame(RAIN.rain_cost),
-                            lambda p, cam, gsd: RAIN.rain_ladder_row(p)),
+    "smoke_plume": SceneModel(
+        ATM.plume_haze, ATM.SmokePlumeParams, ATM.draw_plume, _plus_frame(ATM.plume_cost), _plume_ladder
+    ),
+    "dust_plume": SceneModel(
+        ATM.plume_haze, ATM.DustPlumeParams, ATM.draw_plume, _plus_frame(ATM.plume_cost), _plume_ladder
+    ),
+    "firelight": SceneModel(
+        ATM.firelight,
+        ATM.FirelightParams,
+        ATM.draw_firelight,
+        _plus_frame(ATM.firelight_cost),
+        lambda p, cam, gsd: ATM.firelight_ladder_row(p, cam["base_exposure_ms"], cam["base_iso"]),
+    ),
+    "rain_rate": SceneModel(
+        RAIN.rain_rate,
+        RAIN.RainRateParams,
+        RAIN.draw_rain,
+        _plus_frame(RAIN.rain_cost),
+        lambda p, cam, gsd: RAIN.rain_ladder_row(p),
+    ),
     # The water (aegis_data.engine.glint, aegis_data.engine.flood).
-    "sun_glint": SceneModel(sun_glint, SunGlintParams, draw_glint, lambda p, scene, h, w: glint_cost(p, h, w),
-                            lambda p, cam, gsd: {"wind_speed_mps": p.wind_speed_mps,
-                                                 "mean_square_slope": round(slope_variance(p.wind_speed_mps), 5),
-                                                 "beaufort": beaufort(p.wind_speed_mps)}),
-    "turbid_water": SceneModel(turbid_water, TurbidWaterParams, draw_turbid,
-                               lambda p, scene, h, w: turbid_cost(p, h, w),
-                               lambda p, cam, gsd: {"sediment_g_m3": p.sediment_g_m3}),
-    "flood": SceneModel(inundation_v2, FloodParams, draw_flood, flood_cost,
-                        lambda p, cam, gsd: {"rise_m": p.rise_m,
-                                             "flooded_smooth_ground_m": round(p.rise_m / p.bank_slope, 1),
-                                             "submerged_at_shore": round(min(1.0, p.rise_m / 1.7), 3)}),
+    "sun_glint": SceneModel(
+        sun_glint,
+        SunGlintParams,
+        draw_glint,
+        lambda p, scene, h, w: glint_cost(p, h, w),
+        lambda p, cam, gsd: {
+            "wind_speed_mps": p.wind_speed_mps,
+            "mean_square_slope": round(slope_variance(p.wind_speed_mps), 5),
+            "beaufort": beaufort(p.wind_speed_mps),
+        },
+    ),
+    "turbid_water": SceneModel(
+        turbid_water,
+        TurbidWaterParams,
+        draw_turbid,
+        lambda p, scene, h, w: turbid_cost(p, h, w),
+        lambda p, cam, gsd: {"sediment_g_m3": p.sediment_g_m3},
+    ),
+    "flood": SceneModel(
+        inundation_v2,
+        FloodParams,
+        draw_flood,
+        flood_cost,
+        lambda p, cam, gsd: {
+            "rise_m": p.rise_m,
+            "flooded_smooth_ground_m": round(p.rise_m / p.bank_slope, 1),
+            "submerged_at_shore": round(min(1.0, p.rise_m / 1.7), 3),
+        },
+    ),
 }
 
 
@@ -1137,8 +1277,14 @@ def _check_severity(severity) -> None:
 
 
 def apply_corruption(
-    image: np.ndarray, name: str, severity: int, image_id: ImageId, seed: int = DEFAULT_SEED,
-    config: SuiteConfig | None = None, scale: Scale | None = None, scene: Scene | None = None,
+    image: np.ndarray,
+    name: str,
+    severity: int,
+    image_id: ImageId,
+    seed: int = DEFAULT_SEED,
+    config: SuiteConfig | None = None,
+    scale: Scale | None = None,
+    scene: Scene | None = None,
 ) -> np.ndarray:
     """Corrupt one image: HxWx3 uint8 RGB in, a new array of the same shape and dtype out.
 
@@ -1177,12 +1323,17 @@ def unchanged_reason(name: str, config: SuiteConfig, scene: Scene | None) -> str
         return None
     model = config.corruptions[name].model_name
     if model in ("sun_glint", "turbid_water") and not scene.water_mask()[scene.valid_slices].any():
-        return (f"the scene holds no water ({scene.water_source} mask); {name} acts on water only "
-                f"(docs/CORRUPTIONS.md, \"The water mask\")")
+        return (
+            f"the scene holds no water ({scene.water_source} mask); {name} acts on water only "
+            f'(docs/CORRUPTIONS.md, "The water mask")'
+        )
     if model == "sun_glint" and not can_glint(scene):  # the model's own test; with water, the sun is what fails it
         sun = scene.sun_elevation_deg
-        return ("the scene gives no sun elevation: no glint" if sun is None
-                else f"the sun is at or below the horizon (elevation {sun:g} deg): no glint")
+        return (
+            "the scene gives no sun elevation: no glint"
+            if sun is None
+            else f"the sun is at or below the horizon (elevation {sun:g} deg): no glint"
+        )
     return None
 
 
@@ -1191,15 +1342,23 @@ def scene_for(image: np.ndarray, config: SuiteConfig, scale: Scale | None, perso
     with the object scale's person unit and the suite's default camera; ``persons``: the image's person boxes
     ``(x0, y0, x1, y1)`` when known (a flood submerges them as a build does)."""
     if scale is None or not scale.is_object:
-        raise AegisError(f"suite {config.suite} renders in physical units and needs the person unit: give an object "
-                         f"scale (`scale` object with `person_px` or `gsd_cm_per_px`) or the image's scene",
-                         param="scale")
+        raise AegisError(
+            f"suite {config.suite} renders in physical units and needs the person unit: give an object "
+            f"scale (`scale` object with `person_px` or `gsd_cm_per_px`) or the image's scene",
+            param="scale",
+        )
     return estimate_scene(image, scale.person_px, config.camera, persons=persons)
 
 
-def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedRandom,
-                        config: SuiteConfig | None = None, scale: Scale | None = None,
-                        scene: Scene | None = None) -> np.ndarray:
+def corrupt_with_stream(
+    image: np.ndarray,
+    name: str,
+    severity: int,
+    rng: KeyedRandom,
+    config: SuiteConfig | None = None,
+    scale: Scale | None = None,
+    scene: Scene | None = None,
+) -> np.ndarray:
     """Corrupt one image with every random value drawn from ``rng``: the engine behind :func:`apply_corruption`.
 
     The benchmark passes the stream keyed by ``stream_key``; training-time augmentation
@@ -1218,8 +1377,10 @@ def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedR
         if scene is None:
             scene = scene_for(image, suite, scale)
         elif not isinstance(scene, Scene) or (scene.height, scene.width) != image.shape[:2]:
-            raise AegisError(f"`scene` must be the aegis_data.engine.scene.Scene of this {image.shape[1]}x"
-                             f"{image.shape[0]} image", param="scene")
+            raise AegisError(
+                f"`scene` must be the aegis_data.engine.scene.Scene of this {image.shape[1]}x{image.shape[0]} image",
+                param="scene",
+            )
         return _render_in_scene(image, name, severity, rng, suite, scene)
     params = corruption_params(name, severity, suite, scale)  # validates name and severity
     h, w = image.shape[:2]
@@ -1231,8 +1392,9 @@ def corrupt_with_stream(image: np.ndarray, name: str, severity: int, rng: KeyedR
     return _BY_NAME[name].kernel(np.ascontiguousarray(image), params, draw)
 
 
-def _render_in_scene(image: np.ndarray, name: str, severity: int, rng: KeyedRandom, suite: SuiteConfig,
-                     scene: Scene) -> np.ndarray:
+def _render_in_scene(
+    image: np.ndarray, name: str, severity: int, rng: KeyedRandom, suite: SuiteConfig, scene: Scene
+) -> np.ndarray:
     """A generation-2 render: the model runs on the scene's valid region only (bars and constant borders stay as
     they are, and no statistic of a model sees them); aegis-v1 models there take the scene's person unit."""
     rows, cols = scene.valid_slices

@@ -27,8 +27,9 @@ class SuiteCorruptor:
     scale: Scale | None = None
     seed: int | None = None
 
-    def __call__(self, image: np.ndarray, name: str, severity: int, image_id: Any, seed: int | None = None,
-                 scene: Any = None):
+    def __call__(
+        self, image: np.ndarray, name: str, severity: int, image_id: Any, seed: int | None = None, scene: Any = None
+    ):
         """``scene``: a generation-2 suite's :class:`~aegis_data.engine.scene.Scene` of ``image`` (estimated with the
         bound scale's person unit when None)."""
         from aegis_data.engine.config import load_config
@@ -37,5 +38,6 @@ class SuiteCorruptor:
         used = seed if seed is not None else self.seed
         if used is None:
             used = (self.config or load_config()).seed
-        return apply_corruption(image, name, severity, image_id, seed=int(used), config=self.config, scale=self.scale,
-                                scene=scene)
+        return apply_corruption(
+            image, name, severity, image_id, seed=int(used), config=self.config, scale=self.scale, scene=scene
+        )

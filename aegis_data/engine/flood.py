@@ -126,8 +126,12 @@ def _relief_spec(params: FloodParams, scene: Scene, height: int, width: int) -> 
 
 def draw_flood(params: FloodParams, scene: Scene, height: int, width: int, rng: KeyedRandom) -> FloodDraw:
     spec = _relief_spec(params, scene, height, width)
-    return FloodDraw(tuple(rng.child(f"relief|octave={o}").uniform(shape)
-                           for o, shape in enumerate(K.noise_grid_shapes(height, width, spec))))
+    return FloodDraw(
+        tuple(
+            rng.child(f"relief|octave={o}").uniform(shape)
+            for o, shape in enumerate(K.noise_grid_shapes(height, width, spec))
+        )
+    )
 
 
 def draw_turbid(params: TurbidWaterParams, scene: Scene, height: int, width: int, rng: KeyedRandom) -> TurbidDraw:
@@ -173,7 +177,7 @@ def _chamfer_numpy(d: np.ndarray, c: np.ndarray) -> np.ndarray:
     for _ in range(CHAMFER_PASSES):
         before = d.copy()
         for forward in (True, False):
-            for y in (range(h) if forward else range(h - 1, -1, -1)):
+            for y in range(h) if forward else range(h - 1, -1, -1):
                 row = d[y].copy()
                 prev = y - 1 if forward else y + 1
                 if 0 <= prev < h:
@@ -427,25 +431,53 @@ def blend(image: np.ndarray, depth: np.ndarray, light: WaterLight) -> np.ndarray
     if c is not None and hasattr(c, "flood"):
         h, w = depth.shape
         out = np.empty_like(image)
-        c.flood(out, np.ascontiguousarray(image), np.ascontiguousarray(depth, dtype=np.int32), h, w,
-                np.ascontiguousarray(light.water), np.ascontiguousarray(light.sky),
-                np.ascontiguousarray(light.reflectance), np.ascontiguousarray(light.transmission),
-                light.transmission.size, int(light.wet_mm), float(light.wet_darkening), decode_table(),
-                encode_table(), float(LINEAR_MAX))
+        c.flood(
+            out,
+            np.ascontiguousarray(image),
+            np.ascontiguousarray(depth, dtype=np.int32),
+            h,
+            w,
+            np.ascontiguousarray(light.water),
+            np.ascontiguousarray(light.sky),
+            np.ascontiguousarray(light.reflectance),
+            np.ascontiguousarray(light.transmission),
+            light.transmission.size,
+            int(light.wet_mm),
+            float(light.wet_darkening),
+            decode_table(),
+            encode_table(),
+            float(LINEAR_MAX),
+        )
         return out
     return blend_numpy(image, depth, light)
 
 
-def water_light(region: np.ndarray, scene: Scene, sediment: float, saturation: tuple, half: tuple, n: float,
-                sky_default: tuple, secchi_m: float | None, max_depth_mm: int, wet_mm: int = 0,
-                wet_darkening: float = 1.0) -> WaterLight:
+def water_light(
+    region: np.ndarray,
+    scene: Scene,
+    sediment: float,
+    saturation: tuple,
+    half: tuple,
+    n: float,
+    sky_default: tuple,
+    secchi_m: float | None,
+    max_depth_mm: int,
+    wet_mm: int = 0,
+    wet_darkening: float = 1.0,
+) -> WaterLight:
     h, w = region.shape[:2]
     sky = np.ascontiguousarray(scene.sky_mask()[scene.valid_slices])
     white = frame_white(region, sky)
     rho_w = np.asarray(turbid_reflectance(float(sediment), tuple(saturation), tuple(half)), dtype=np.float64)
     table = transmission_table(secchi_m, max_depth_mm) if secchi_m is not None else np.zeros(1)
-    return WaterLight(rho_w * white, sky_light(region, sky, sky_default, white), row_reflectance(scene, h, w, n),
-                      table, int(wet_mm), float(wet_darkening))
+    return WaterLight(
+        rho_w * white,
+        sky_light(region, sky, sky_default, white),
+        row_reflectance(scene, h, w, n),
+        table,
+        int(wet_mm),
+        float(wet_darkening),
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -471,9 +503,19 @@ def inundation_v2(image: np.ndarray, params: FloodParams, draw: FloodDraw, scene
     np.putmask(depth, scene.sky_mask()[rows, cols], np.int32(-(1 << 30)))
     _body_depths(depth, ground, scene, rise_mm)
     max_depth = rise_mm + DEEP_MM + amp
-    light = water_light(image, scene, params.sediment_g_m3, params.reflectance_saturation,
-                        params.reflectance_half_g_m3, params.refractive_index, params.sky, params.secchi_depth_m,
-                        max_depth, int(math.floor(float(params.wet_band_m) * 1000.0 + 0.5)), params.wet_darkening)
+    light = water_light(
+        image,
+        scene,
+        params.sediment_g_m3,
+        params.reflectance_saturation,
+        params.reflectance_half_g_m3,
+        params.refractive_index,
+        params.sky,
+        params.secchi_depth_m,
+        max_depth,
+        int(math.floor(float(params.wet_band_m) * 1000.0 + 0.5)),
+        params.wet_darkening,
+    )
     return blend(image, depth, light)
 
 
@@ -486,8 +528,17 @@ def turbid_water(image: np.ndarray, params: TurbidWaterParams, draw: TurbidDraw,
     water = np.ascontiguousarray(scene.water_mask()[rows, cols])
     if not water.any():
         return image.copy()
-    light = water_light(image, scene, params.sediment_g_m3, params.reflectance_saturation,
-                        params.reflectance_half_g_m3, params.refractive_index, params.sky, None, 1)
+    light = water_light(
+        image,
+        scene,
+        params.sediment_g_m3,
+        params.reflectance_saturation,
+        params.reflectance_half_g_m3,
+        params.refractive_index,
+        params.sky,
+        None,
+        1,
+    )
     h, w = water.shape
     counts = np.zeros(LINEAR_MAX + 1, dtype=np.int64)
     c = K.CKERNELS
@@ -502,9 +553,22 @@ def turbid_water(image: np.ndarray, params: TurbidWaterParams, draw: TurbidDraw,
     t = exp_neg(float(params.sediment_g_m3) / float(params.clear_g_m3))
     if c is not None and hasattr(c, "turbid"):
         out = np.empty_like(image)
-        c.turbid(out, np.ascontiguousarray(image), water.view(np.uint8), h, w, np.ascontiguousarray(light.water),
-                 np.ascontiguousarray(light.sky), np.ascontiguousarray(light.reflectance), float(t), inv_median,
-                 decode_table(), encode_table(), float(LINEAR_MAX), q15)
+        c.turbid(
+            out,
+            np.ascontiguousarray(image),
+            water.view(np.uint8),
+            h,
+            w,
+            np.ascontiguousarray(light.water),
+            np.ascontiguousarray(light.sky),
+            np.ascontiguousarray(light.reflectance),
+            float(t),
+            inv_median,
+            decode_table(),
+            encode_table(),
+            float(LINEAR_MAX),
+            q15,
+        )
         return out
     out = image.copy()
     enc = encode_table()
@@ -534,11 +598,13 @@ def flood_cost(params: FloodParams, scene: Scene, h: int, w: int) -> RenderCost:
     """The render cost of inundation on an ``h x w`` region: the micro-relief's noise, the block statistics and
     chamfer (frame-sized integer passes), the per-pixel height, depth and linear buffers."""
     spec = _relief_spec(params, scene, h, w)
-    return (B.frame_cost(h, w) + B.noise_cost(h, w, spec)
-            + RenderCost((), 0.0, float(16 * h * w), float(h * w * (4 * 3 + 8 * 4 + 2 + 1 + 1))))
+    return (
+        B.frame_cost(h, w)
+        + B.noise_cost(h, w, spec)
+        + RenderCost((), 0.0, float(16 * h * w), float(h * w * (4 * 3 + 8 * 4 + 2 + 1 + 1)))
+    )
 
 
 def turbid_cost(params: TurbidWaterParams, h: int, w: int) -> RenderCost:
     """turbidity_cast: the white's linear copy (a quarter of the frame), the masks and strip temporaries."""
     return B.frame_cost(h, w) + RenderCost((), 0.0, float(4 * h * w), float(h * w * (4 * 3 + 8) + (1 << 22)))
-

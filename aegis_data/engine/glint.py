@@ -98,8 +98,11 @@ def slope_variance(wind_speed_mps: float) -> float:
 def can_glint(scene: Scene) -> bool:
     """Whether the sun can glint on this scene's water: the sun above the horizon and some water in the valid region."""
     rows, cols = scene.valid_slices
-    return scene.sun_elevation_deg is not None and scene.sun_elevation_deg > 0.0 \
+    return (
+        scene.sun_elevation_deg is not None
+        and scene.sun_elevation_deg > 0.0
         and bool(scene.water_mask()[rows, cols].any())
+    )
 
 
 def draw_glint(params: SunGlintParams, scene: Scene, height: int, width: int, rng: KeyedRandom) -> SunGlintDraw:
@@ -170,8 +173,22 @@ def glint_geometry(params: SunGlintParams, scene: Scene, height: int, width: int
     k_g = stable(math.pi / (4.0 * sin_e), "glint scale")
     k_lambda = stable(SUN_SOLID_ANGLE_SR / (4.0 * patch_m2), "sparkle density scale")
     f = float(scene.focal_px)
-    constants = np.array([cos_e * cos_a, -(cos_e * sin_a), sin_e, 1.0 / s2, stable(1.0 / (math.pi * s2)),
-                          k_g, k_lambda, f, float(params.refractive_index), k_g / k_lambda, Q_MAX], dtype=np.float64)
+    constants = np.array(
+        [
+            cos_e * cos_a,
+            -(cos_e * sin_a),
+            sin_e,
+            1.0 / s2,
+            stable(1.0 / (math.pi * s2)),
+            k_g,
+            k_lambda,
+            f,
+            float(params.refractive_index),
+            k_g / k_lambda,
+            Q_MAX,
+        ],
+        dtype=np.float64,
+    )
     return GlintGeometry(ray_x, ray_y, ray_z, gsd2, 1.0 / (gsd2 * f), constants)
 
 
@@ -183,7 +200,7 @@ def glint_energy_numpy(geo: GlintGeometry, water: np.ndarray, lottery: np.ndarra
     bounded."""
     h, w = water.shape
     padded = np.zeros((h + 2 * pad, w + 2 * pad), dtype=np.int64)
-    out = padded[pad: pad + h, pad: pad + w]
+    out = padded[pad : pad + h, pad : pad + w]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # only pixels masked out by ``ok``
         for rows in K.row_strips(h, w, 1 << 16):
             _energy_strip(geo, water, lottery, rows, out)
@@ -247,22 +264,36 @@ def lit_box(energy: np.ndarray) -> Box | None:
     return None if y1 == 0 else (slice(y0, y1), slice(x0, x1))
 
 
-def glint_energy(geo: GlintGeometry, water: np.ndarray, lottery: np.ndarray,
-                 pad: int = 0) -> tuple[np.ndarray, Box | None]:
+def glint_energy(
+    geo: GlintGeometry, water: np.ndarray, lottery: np.ndarray, pad: int = 0
+) -> tuple[np.ndarray, Box | None]:
     """(:func:`glint_energy_numpy`, the bounding box of the lit pixels in region coordinates or None), by the
     compiled loop when it is built."""
     c = K.CKERNELS
     h, w = water.shape
     if c is not None and hasattr(c, "glint"):
         out = np.zeros((h + 2 * pad, w + 2 * pad), dtype=np.int64)
-        box = c.glint(out, np.ascontiguousarray(water).view(np.uint8), np.ascontiguousarray(lottery, dtype=np.uint32),
-                      h, w, np.ascontiguousarray(geo.ray_x), np.ascontiguousarray(geo.ray_y),
-                      np.ascontiguousarray(geo.ray_z), np.ascontiguousarray(geo.gsd2),
-                      np.ascontiguousarray(geo.inv_footprint), np.ascontiguousarray(geo.constants), SLOPE_CUT,
-                      MIN_VIEW_COS, float(LINEAR_MAX), ENERGY_CAP, int(pad))
+        box = c.glint(
+            out,
+            np.ascontiguousarray(water).view(np.uint8),
+            np.ascontiguousarray(lottery, dtype=np.uint32),
+            h,
+            w,
+            np.ascontiguousarray(geo.ray_x),
+            np.ascontiguousarray(geo.ray_y),
+            np.ascontiguousarray(geo.ray_z),
+            np.ascontiguousarray(geo.gsd2),
+            np.ascontiguousarray(geo.inv_footprint),
+            np.ascontiguousarray(geo.constants),
+            SLOPE_CUT,
+            MIN_VIEW_COS,
+            float(LINEAR_MAX),
+            ENERGY_CAP,
+            int(pad),
+        )
         return out, (None if box is None else (slice(box[0], box[1]), slice(box[2], box[3])))
     out = glint_energy_numpy(geo, water, lottery, pad)
-    return out, lit_box(out[pad: pad + h, pad: pad + w])
+    return out, lit_box(out[pad : pad + h, pad : pad + w])
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -270,8 +301,10 @@ def glint_energy(geo: GlintGeometry, water: np.ndarray, lottery: np.ndarray,
 # ----------------------------------------------------------------------------------------------------------
 def _grow(box: Box, r: int, h: int, w: int) -> Box:
     """``box`` grown by ``r`` px on every side, within an ``h x w`` region."""
-    return (slice(max(0, box[0].start - r), min(h, box[0].stop + r)),
-            slice(max(0, box[1].start - r), min(w, box[1].stop + r)))
+    return (
+        slice(max(0, box[0].start - r), min(h, box[0].stop + r)),
+        slice(max(0, box[1].start - r), min(w, box[1].stop + r)),
+    )
 
 
 def psf_kernel(psf_sigma: float) -> np.ndarray:
@@ -298,7 +331,7 @@ def spread_energy(energy: np.ndarray, box: Box, psf_sigma: float) -> Spread:
     around the lit pixels), convolved exactly (integers), with the kernel's squared sum as the scale."""
     k = psf_kernel(psf_sigma) if psf_sigma > 0.0 else np.ones(1, dtype=np.int64)
     r = len(k) // 2
-    band = energy[box[0].start: box[0].stop + 2 * r]  # padded rows = region rows + r
+    band = energy[box[0].start : box[0].stop + 2 * r]  # padded rows = region rows + r
     sums = K.convolve_exact(band, k) if r else band.astype(np.float64)
     return Spread(sums, box[0].start - r, r, 1.0 / (float(k.sum()) ** 2))
 
@@ -315,13 +348,27 @@ def add_glint(image: np.ndarray, spread: Spread, tint: tuple) -> tuple[np.ndarra
     sums = np.ascontiguousarray(spread.sums)
     c = K.CKERNELS
     if c is not None and hasattr(c, "glint_add"):
-        got = c.glint_add(out, sums, sums.shape[0], sums.shape[1], spread.row0, spread.reach, float(spread.scale), h,
-                          w, tint64, decode_table(), encode_table(), float(LINEAR_MAX), cores.view(np.uint8))
+        got = c.glint_add(
+            out,
+            sums,
+            sums.shape[0],
+            sums.shape[1],
+            spread.row0,
+            spread.reach,
+            float(spread.scale),
+            h,
+            w,
+            tint64,
+            decode_table(),
+            encode_table(),
+            float(LINEAR_MAX),
+            cores.view(np.uint8),
+        )
         return out, cores, (None if got is None else (slice(got[0], got[1]), slice(got[2], got[3])))
     k0, k1 = max(0, -spread.row0), min(sums.shape[0], h - spread.row0)
     if k0 >= k1:
         return out, cores, None
-    light = sums[k0:k1, spread.reach: spread.reach + w] * spread.scale
+    light = sums[k0:k1, spread.reach : spread.reach + w] * spread.scale
     ys, xs = np.nonzero(light > 0.0)
     if ys.size == 0:
         return out, cores, None
@@ -334,8 +381,9 @@ def add_glint(image: np.ndarray, spread: Spread, tint: tuple) -> tuple[np.ndarra
     return out, cores, lit_box(cores)
 
 
-def bloom_screen(image: np.ndarray, cores: np.ndarray, sigma: float, weight: float, tint: tuple,
-                 box: Box | None) -> np.ndarray:
+def bloom_screen(
+    image: np.ndarray, cores: np.ndarray, sigma: float, weight: float, tint: tuple, box: Box | None
+) -> np.ndarray:
     """The exact bloom of aegis-v1's glare around the saturated cores, ``g = min(cores + weight * blur(cores), 1)``
     (``kernels.blur_mask``, std ``sigma`` px), screen-blended ``1 - (1 - I)(1 - g tint)``; computed over the
     cores' bounding box ``box`` and the blur's reach (the kernel's 4-sigma radius and one block), where it can be
@@ -401,6 +449,7 @@ def glint_cost(params: SunGlintParams, h: int, w: int) -> RenderCost:
     taps = len(psf_kernel(params.psf_sigma)) if params.psf_sigma > 0 else 1
     psf = float(taps)
     cost = B.frame_cost(h, w) + B.mask_blur_cost(h, w, params.bloom_sigma, "glint bloom kernel")
-    extra = RenderCost((("glint point-spread kernel", psf),), 0.0, float(2 * taps * h * w),
-                       float(h * w * (4 + 8 + 8 + 8 + 3 * 8 + 1)))
+    extra = RenderCost(
+        (("glint point-spread kernel", psf),), 0.0, float(2 * taps * h * w), float(h * w * (4 + 8 + 8 + 8 + 3 * 8 + 1))
+    )
     return cost + extra

@@ -6,7 +6,7 @@ the CLI reads the image and writes the PNG.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import cv2
 import numpy as np
@@ -99,8 +99,14 @@ def severity_grid(
     sheet = np.empty((height, width, 3), np.uint8)
     sheet[...] = _BG
     used_seed = cfg.seed if seed is None else int(seed)
-    _text(sheet, f"{cfg.suite}  |  image {image_id}  |  seed {used_seed}  |  config {cfg.config_hash}",
-          (pad, int(title_h * 0.62)), text_scale * 1.25, _FG, 2 if text_scale > 0.6 else 1)
+    _text(
+        sheet,
+        f"{cfg.suite}  |  image {image_id}  |  seed {used_seed}  |  config {cfg.config_hash}",
+        (pad, int(title_h * 0.62)),
+        text_scale * 1.25,
+        _FG,
+        2 if text_scale > 0.6 else 1,
+    )
 
     def place(r: int, c: int, tile: np.ndarray, text: str) -> None:
         y0 = title_h + r * (ch + pad)

@@ -14,8 +14,8 @@ Bit-identity rules followed throughout (see docs/CORRUPTIONS.md, "Determinism de
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import cv2
 import numpy as np
@@ -30,6 +30,8 @@ CKERNELS = load_extension("aegis_data.engine._ckernels", "engine loops")
 def kernels_backend() -> str:
     """``compiled`` or ``numpy``: which implementation of the engine's inner loops this process runs."""
     return "numpy" if CKERNELS is None else "compiled"
+
+
 TWO_PI = 2.0 * math.pi  # the float64 constant; only ever multiplied, never passed to libm
 
 
@@ -129,8 +131,9 @@ def discrete_gaussian(sigma: float, radius: int | None = None, scale: int = 1 <<
     return np.array(w[:0:-1] + w, dtype=np.int64)
 
 
-def convolve_exact_scaled(arr: np.ndarray, kernel: np.ndarray, scale: float, cap_one: bool = False,
-                          max_abs: float | None = None) -> np.ndarray:
+def convolve_exact_scaled(
+    arr: np.ndarray, kernel: np.ndarray, scale: float, cap_one: bool = False, max_abs: float | None = None
+) -> np.ndarray:
     """``convolve_exact(arr, kernel) * scale`` (float64 product), optionally ``np.minimum(., 1.0)``, as float32.
 
     The compiled loops store that straight from the exact sums; the NumPy code forms the same float64 products.
@@ -159,8 +162,18 @@ def _convolve_compiled(out: np.ndarray, arr: np.ndarray, kernel: np.ndarray, out
     else:
         src, kind = np.ascontiguousarray(arr, dtype=np.float64), 2
     taps = np.ascontiguousarray(kernel, dtype=np.float64).ravel()
-    CKERNELS.convolve(out, src, kind, arr.shape[0], arr.shape[1], 1 if arr.ndim == 2 else arr.shape[2], taps, taps.size,
-               out_kind, float(scale))
+    CKERNELS.convolve(
+        out,
+        src,
+        kind,
+        arr.shape[0],
+        arr.shape[1],
+        1 if arr.ndim == 2 else arr.shape[2],
+        taps,
+        taps.size,
+        out_kind,
+        float(scale),
+    )
 
 
 def convolve_exact(arr: np.ndarray, kernel: np.ndarray, max_abs: float | None = None) -> np.ndarray:
@@ -387,8 +400,16 @@ def value_noise(height: int, width: int, spec: NoiseSpec, grids: tuple[np.ndarra
         xi, xw, _ = _cubic_taps(_grid_positions(ww, f, width, cx), cx)
         if c is not None:
             rows = np.empty((gy, ww), dtype=np.float32)
-            c.noise_columns(rows, np.ascontiguousarray(grid, dtype=np.float64), gy, gx, np.ascontiguousarray(xi),
-                            np.ascontiguousarray(xw), ww, weight)
+            c.noise_columns(
+                rows,
+                np.ascontiguousarray(grid, dtype=np.float64),
+                gy,
+                gx,
+                np.ascontiguousarray(xi),
+                np.ascontiguousarray(xw),
+                ww,
+                weight,
+            )
         else:
             rows = _cubic_columns(grid, xi, xw, weight)
         yi, yw, _ = _cubic_taps(_grid_positions(hw, f, height, cy), cy)
@@ -397,8 +418,12 @@ def value_noise(height: int, width: int, spec: NoiseSpec, grids: tuple[np.ndarra
     if c is not None:
         total = np.zeros((hw, ww), dtype=np.float32)
         for first in range(0, len(octaves), 3):  # the compiled y pass takes up to three octaves per call
-            c.noise_rows(total, hw, ww, [(rows, rows.shape[0], np.ascontiguousarray(yi), yw)
-                                         for rows, yi, yw in octaves[first:first + 3]])
+            c.noise_rows(
+                total,
+                hw,
+                ww,
+                [(rows, rows.shape[0], np.ascontiguousarray(yi), yw) for rows, yi, yw in octaves[first : first + 3]],
+            )
     else:
         total = _sum_cubic_rows(octaves, hw, ww)
     lo, hi = float(total.min()), float(total.max())

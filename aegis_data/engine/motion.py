@@ -91,8 +91,9 @@ def draw_trajectory(params: TrajectoryBlurParams, scene: Scene, rng: KeyedRandom
     return TrajectoryDraw(heading, rng.child("jitter").normal((JITTER_STEPS, 2)))
 
 
-def path_samples(length_px: float, heading_deg: float, yaw_deg: float, jitter_px: float,
-                 jitter_steps: np.ndarray) -> np.ndarray:
+def path_samples(
+    length_px: float, heading_deg: float, yaw_deg: float, jitter_px: float, jitter_steps: np.ndarray
+) -> np.ndarray:
     """(n, 2) float64 sample positions (x, y; y down) of one exposure's path, centred on their mean.
 
     Translation of ``length_px`` along ``heading_deg`` whose direction turns by ``yaw_deg`` over the exposure
@@ -100,8 +101,10 @@ def path_samples(length_px: float, heading_deg: float, yaw_deg: float, jitter_px
     samples, detrended to start and end at zero and scaled to an RMS of ``jitter_px``).
     """
     if not length_px + 4.0 * jitter_px <= MAX_PATH_PX:
-        raise AegisError(f"motion path of {length_px:.4g} px with {jitter_px:.4g} px jitter exceeds the render budget "
-                         f"({MAX_PATH_PX:g} px); lower the speed or the exposure (docs/CORRUPTIONS.md, \"Render budget\")")
+        raise AegisError(
+            f"motion path of {length_px:.4g} px with {jitter_px:.4g} px jitter exceeds the render budget "
+            f'({MAX_PATH_PX:g} px); lower the speed or the exposure (docs/CORRUPTIONS.md, "Render budget")'
+        )
     n = max(MIN_SAMPLES, int(math.ceil(SAMPLES_PER_PX * (length_px + 4.0 * jitter_px))))
     u = (np.arange(n, dtype=np.float64) + 0.5) / n
     turns = (heading_deg + yaw_deg * (u - 0.5)) / 360.0
@@ -181,8 +184,16 @@ def _compiled_bands(shape: tuple, bands: list[tuple[int, int, tuple]]):
         dxs.append(dx)
         wts.append(wt)
     dy, dx, wt = (np.ascontiguousarray(np.concatenate(parts), dtype=np.int64) for parts in (dys, dxs, wts))
-    return (np.array(rows, dtype=np.int64), np.array(starts, dtype=np.int64), dy, dx, wt, len(rows), starts[-1],
-            WEIGHT_BITS)
+    return (
+        np.array(rows, dtype=np.int64),
+        np.array(starts, dtype=np.int64),
+        dy,
+        dx,
+        wt,
+        len(rows),
+        starts[-1],
+        WEIGHT_BITS,
+    )
 
 
 def convolve_taps(linear: np.ndarray, bands: list[tuple[int, int, tuple]]) -> np.ndarray:
@@ -209,7 +220,7 @@ def convolve_taps(linear: np.ndarray, bands: list[tuple[int, int, tuple]]) -> np
             s1 = min(r1, s0 + 16)
             acc = np.full((s1 - s0, w, 3), 1 << (WEIGHT_BITS - 1), dtype=acc_type)
             for a, b, k in zip(dy.tolist(), dx.tolist(), wt.tolist()):
-                acc += np.multiply(padded[ry + s0 + a: ry + s1 + a, rx + b: rx + b + w], k, dtype=acc_type)
+                acc += np.multiply(padded[ry + s0 + a : ry + s1 + a, rx + b : rx + b + w], k, dtype=acc_type)
             out[s0:s1] = acc >> WEIGHT_BITS
     return out
 
@@ -234,8 +245,9 @@ def _skew_px(params: TrajectoryBlurParams, speed_px_per_ms: float, rows: int) ->
     return max(-params.max_content_shift_px, min(half, params.max_content_shift_px))
 
 
-def blur_bands(params: TrajectoryBlurParams, scene: Scene, draw: TrajectoryDraw, exposure: Exposure,
-               height: int) -> list[tuple[int, int, tuple]]:
+def blur_bands(
+    params: TrajectoryBlurParams, scene: Scene, draw: TrajectoryDraw, exposure: Exposure, height: int
+) -> list[tuple[int, int, tuple]]:
     """The row bands of a valid region ``height`` rows tall (scene coordinates: the region starts at row
     ``scene.valid[1]``) and each band's taps."""
     y0 = scene.valid[1]
@@ -285,8 +297,9 @@ def _still(bands: list[tuple[int, int, tuple]]) -> bool:
     return all(len(t[2]) == 1 and t[0][0] == 0 and t[1][0] == 0 for _, _, t in bands)
 
 
-def smear_linear(linear: np.ndarray, params: TrajectoryBlurParams, scene: Scene, draw: TrajectoryDraw,
-                 exposure: Exposure) -> np.ndarray:
+def smear_linear(
+    linear: np.ndarray, params: TrajectoryBlurParams, scene: Scene, draw: TrajectoryDraw, exposure: Exposure
+) -> np.ndarray:
     """The valid region's linear image (uint16 (h, w, 3)) blurred along the exposure's path."""
     bands = blur_bands(params, scene, draw, exposure, linear.shape[0])
     if _still(bands):
@@ -294,8 +307,7 @@ def smear_linear(linear: np.ndarray, params: TrajectoryBlurParams, scene: Scene,
     return convolve_taps(linear, bands)
 
 
-def trajectory_blur(image: np.ndarray, params: TrajectoryBlurParams, draw: TrajectoryDraw,
-                    scene: Scene) -> np.ndarray:
+def trajectory_blur(image: np.ndarray, params: TrajectoryBlurParams, draw: TrajectoryDraw, scene: Scene) -> np.ndarray:
     """motion_blur (aegis-v2) of the valid region ``image``: decode to linear light, blur along the path of the
     condition's exposure (speed x exposure over the ground, minus the clean capture's own smear), encode."""
     exposure = Exposure(params.speed_mps, params.exposure_ms, scene.speed_mps, scene.exposure_ms)

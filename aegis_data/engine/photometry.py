@@ -74,8 +74,15 @@ def to_srgb(linear: np.ndarray) -> np.ndarray:
     """Integer linear levels in [0, LINEAR_MAX] -> uint8 sRGB (a table read; clip first). A uint16 RGB image goes
     through the compiled loop where built (``atmos_blend`` without a layer: the same table read)."""
     c = K.CKERNELS
-    if (c is not None and hasattr(c, "atmos_blend") and isinstance(linear, np.ndarray) and linear.dtype == np.uint16
-            and linear.ndim >= 1 and linear.shape[-1] == 3 and linear.size > 0):
+    if (
+        c is not None
+        and hasattr(c, "atmos_blend")
+        and isinstance(linear, np.ndarray)
+        and linear.dtype == np.uint16
+        and linear.ndim >= 1
+        and linear.shape[-1] == 3
+        and linear.size > 0
+    ):
         out = np.empty(linear.shape, dtype=np.uint8)
         c.atmos_blend(out, 1, np.ascontiguousarray(linear), None, linear.size // 3, 0, 0, 0, encode_table())
         return out
@@ -95,6 +102,8 @@ def stable(value: float, what: str = "value") -> float:
     exponent = math.floor(math.log10(abs(value)))
     scaled = abs(value) / 10.0 ** (exponent - (STABLE_DIGITS - 1))
     if abs(scaled - math.floor(scaled) - 0.5) < _STABLE_MARGIN:
-        raise AegisError(f"{what} = {value!r} lies on a rounding boundary of its {STABLE_DIGITS}th digit; choose a "
-                         f"slightly different parameter")
+        raise AegisError(
+            f"{what} = {value!r} lies on a rounding boundary of its {STABLE_DIGITS}th digit; choose a "
+            f"slightly different parameter"
+        )
     return float(f"{value:.{STABLE_DIGITS - 1}e}")

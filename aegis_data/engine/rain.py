@@ -36,9 +36,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from aegis_data.engine import kernels as K
+from aegis_data.engine.atmosphere import (
+    KOSCHMIEDER,
+    NO_CAP,
+    ONE,
+    Sightlines,
+    exp_neg,
+    haze_render,
+    log_pos,
+    mean_linear,
+    pitch_cos_sin,
+    sightlines,
+    sky_colour,
+    white_level,
+)
 from aegis_data.engine.budget import RenderCost, limits
-from aegis_data.engine.atmosphere import (KOSCHMIEDER, NO_CAP, ONE, Sightlines, exp_neg, haze_render,
-                                          log_pos, mean_linear, pitch_cos_sin, sightlines, sky_colour, white_level)
 from aegis_data.engine.photometry import LINEAR_MAX, encode_table, stable, to_srgb
 from aegis_data.engine.scene import Scene
 from aegis_data.engine.seeding import KeyedRandom
@@ -126,8 +138,10 @@ def near_drop_count(params: RainRateParams, scene: Scene, h: int, w: int) -> int
     volume = (float(w) * float(h) / (f * f)) * z_far * z_far * z_far / 3.0
     expected = density * volume
     if not expected <= MAX_NEAR_DROPS:
-        raise AegisError(f"rain of {params.rain_mm_h:g} mm/h puts {expected:.3g} drops in the near range of this "
-                         f"view (at most {MAX_NEAR_DROPS:,}); check the focal length and aperture")
+        raise AegisError(
+            f"rain of {params.rain_mm_h:g} mm/h puts {expected:.3g} drops in the near range of this "
+            f"view (at most {MAX_NEAR_DROPS:,}); check the focal length and aperture"
+        )
     return int(math.floor(expected + 0.5))
 
 
@@ -136,8 +150,9 @@ def draw_rain(params: RainRateParams, scene: Scene, h: int, w: int, rng: KeyedRa
     drawn = float(lo + (hi - lo) * rng.child("heading").uniform(1)[0])
     heading = drawn if scene.heading_deg is None else float(scene.heading_deg)
     n = near_drop_count(params, scene, h, w)
-    return RainRateDraw(heading, rng.child("drops").uniform((6, n)),
-                        rng.child("lens").uniform((3, int(params.lens_drops))))
+    return RainRateDraw(
+        heading, rng.child("drops").uniform((6, n)), rng.child("lens").uniform((3, int(params.lens_drops)))
+    )
 
 
 @dataclass(frozen=True)
@@ -165,8 +180,9 @@ class NearDrops:
         return int(np.sum((self.x1 - self.x0) * (self.y1 - self.y0)))
 
 
-def near_drops(params: RainRateParams, draw: RainRateDraw, scene: Scene, lines: Sightlines, h: int,
-               w: int) -> NearDrops:
+def near_drops(
+    params: RainRateParams, draw: RainRateDraw, scene: Scene, lines: Sightlines, h: int, w: int
+) -> NearDrops:
     """Geometry and weight of every near drop (float64, basic operations; docs/CORRUPTIONS.md)."""
     u = draw.drops
     z_near, z_far = near_range(params, scene)
@@ -233,8 +249,10 @@ def drop_layer(drops: NearDrops, h: int, w: int) -> np.ndarray:
         return layer
     c = K.CKERNELS
     if c is not None and hasattr(c, "atmos_drops"):
-        f64 = [np.ascontiguousarray(v, dtype=np.float64) for v in
-               (drops.ax, drops.ay, drops.ex, drops.ey, drops.inv_len2, drops.inv_r2, drops.peak)]
+        f64 = [
+            np.ascontiguousarray(v, dtype=np.float64)
+            for v in (drops.ax, drops.ay, drops.ex, drops.ey, drops.inv_len2, drops.inv_r2, drops.peak)
+        ]
         boxes = np.ascontiguousarray(np.stack([drops.x0, drops.x1, drops.y0, drops.y1]), dtype=np.int64)
         c.atmos_drops(layer, h, w, n, *f64, boxes)
         return layer
@@ -264,8 +282,17 @@ def blend_drops(linear: np.ndarray, layer: np.ndarray | None, drop_rgb: np.ndarr
     if c is not None and hasattr(c, "atmos_blend") and h > 0 and w > 0:
         out = np.empty((h, w, 3), dtype=np.uint8 if srgb_out else np.uint16)
         r, g, b = (int(v) for v in drop_rgb)
-        c.atmos_blend(out, int(srgb_out), np.ascontiguousarray(linear),
-                      None if layer is None else np.ascontiguousarray(layer), h * w, r, g, b, encode_table())
+        c.atmos_blend(
+            out,
+            int(srgb_out),
+            np.ascontiguousarray(linear),
+            None if layer is None else np.ascontiguousarray(layer),
+            h * w,
+            r,
+            g,
+            b,
+            encode_table(),
+        )
         return out
     out = np.empty((h, w, 3), dtype=np.uint8 if srgb_out else np.uint16)
     enc = encode_table()
@@ -283,8 +310,10 @@ def drop_radiance(params: RainRateParams, mean: tuple, air: np.ndarray) -> np.nd
     """int64 (3,) linear radiance of a near drop: ``(1 - kappa)`` times the region's mean linear colour ``mean``
     (the wide cone a drop refracts) plus ``kappa`` times the sky's light it reflects (the airlight)."""
     kappa = float(params.sky_reflection)
-    return np.array([min(LINEAR_MAX, math.floor((1.0 - kappa) * m + kappa * float(a) + 0.5))
-                     for m, a in zip(mean, air)], dtype=np.int64)
+    return np.array(
+        [min(LINEAR_MAX, math.floor((1.0 - kappa) * m + kappa * float(a) + 0.5)) for m, a in zip(mean, air)],
+        dtype=np.int64,
+    )
 
 
 def _soft_blur(crop: np.ndarray, sigma: float) -> np.ndarray:
@@ -321,7 +350,7 @@ def lens_drops(linear: np.ndarray, params: RainRateParams, draw: RainRateDraw) -
             continue
         pad = int(math.ceil(r))
         bx0, bx1, by0, by1 = max(0, x0 - pad), min(w, x1 + pad), max(0, y0 - pad), min(h, y1 + pad)
-        blurred = _soft_blur(linear[by0:by1, bx0:bx1], r / 2.0)[y0 - by0: y1 - by0, x0 - bx0: x1 - bx0]
+        blurred = _soft_blur(linear[by0:by1, bx0:bx1], r / 2.0)[y0 - by0 : y1 - by0, x0 - bx0 : x1 - bx0]
         dx = np.arange(x0, x1, dtype=np.float64)[None, :] - cx
         dy = np.arange(y0, y1, dtype=np.float64)[:, None] - cy
         u2 = (dx * dx + dy * dy) / (r * r)
@@ -347,13 +376,14 @@ def rain_rate(image: np.ndarray, params: RainRateParams, draw: RainRateDraw, sce
     beta = rain_extinction(params.rain_mm_h)
     mean = mean_linear(image)
     air = rain_airlight(params, image, lines, mean)
-    linear = haze_render(image, lines, beta, float(params.rain_height_m), NO_CAP, (1.0, 1.0, 1.0), air,
-                         linear_out=True)
+    linear = haze_render(image, lines, beta, float(params.rain_height_m), NO_CAP, (1.0, 1.0, 1.0), air, linear_out=True)
     drops = near_drops(params, draw, scene, lines, h, w)
     covered, allowed = drops.covered_px, limits(h, w).streak_px
     if covered > allowed:
-        raise AegisError(f"the near raindrops cover {covered:,} px of streak boxes (at most {allowed:,.0f} on this "
-                         f"frame; docs/CORRUPTIONS.md, \"Render budget\")")
+        raise AegisError(
+            f"the near raindrops cover {covered:,} px of streak boxes (at most {allowed:,.0f} on this "
+            f'frame; docs/CORRUPTIONS.md, "Render budget")'
+        )
     layer = drop_layer(drops, h, w)
     lens = draw.lens.shape[1] > 0
     out = blend_drops(linear, layer, drop_radiance(params, mean, air), srgb_out=not lens)
@@ -385,8 +415,11 @@ def rain_cost(params: RainRateParams, scene: Scene, h: int, w: int) -> RenderCos
         k_len = float(scene.exposure_ms) / 1000.0 * (f * (s + fall * cos_p) + offset * (fall * sin_p + s * cos_p))
         k_rad = 0.6 * math.hypot(d_mean / 1000.0, aperture_m(params)) * f
         k = k_len + 2.0 * k_rad
-        mean_box = 3.0 / z_far ** 3 * (k * k * (z_far - z_near) + 3.0 * k * (z_far ** 2 - z_near ** 2)
-                                       + 3.0 * (z_far ** 3 - z_near ** 3))
+        mean_box = (
+            3.0
+            / z_far**3
+            * (k * k * (z_far - z_near) + 3.0 * k * (z_far**2 - z_near**2) + 3.0 * (z_far**3 - z_near**3))
+        )
     boxes = 4.0 * n * mean_box
     lens_r = float(params.lens_drop_radius[1]) * min(h, w)
     lens_work = float(params.lens_drops) * (4.0 * lens_r + 1.0) ** 2 * 60.0
@@ -402,9 +435,12 @@ def rain_ladder_row(params: RainRateParams) -> dict:
     density of drops of at least ``min_drop_mm`` and the fall speed of a 2 mm drop."""
     beta = rain_extinction(params.rain_mm_h)
     density = drop_density(params.rain_mm_h, params.min_drop_mm)
-    return {"rain_mm_h": params.rain_mm_h,
-            "class": next(name for top, name in RAIN_CLASSES if params.rain_mm_h < top),
-            "extinction_per_km": round(beta * 1000.0, 4),
-            "visibility_m": round(KOSCHMIEDER / beta, 1) if beta > 0 else None,
-            "drops_per_m3": round(density, 1), "fall_speed_2mm_mps": round(float(terminal_velocity(2.0)), 3),
-            "lens_drops": params.lens_drops}
+    return {
+        "rain_mm_h": params.rain_mm_h,
+        "class": next(name for top, name in RAIN_CLASSES if params.rain_mm_h < top),
+        "extinction_per_km": round(beta * 1000.0, 4),
+        "visibility_m": round(KOSCHMIEDER / beta, 1) if beta > 0 else None,
+        "drops_per_m3": round(density, 1),
+        "fall_speed_2mm_mps": round(float(terminal_velocity(2.0)), 3),
+        "lens_drops": params.lens_drops,
+    }

@@ -44,18 +44,26 @@ those of a split's rendering of one condition and of its clean images, with one 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import cv2
 import numpy as np
 
 from aegis_data.engine.config import SuiteConfig
-from aegis_data.engine.realism_atmosphere import (ATMOSPHERE_DISTANCES, AtmosphereSet, atmosphere_distances,
-                                                  atmosphere_statistics, crop_region, finite_median, log_rms,
-                                                  summarize_atmosphere)
+from aegis_data.engine.realism_atmosphere import (
+    ATMOSPHERE_DISTANCES,
+    AtmosphereSet,
+    atmosphere_distances,
+    atmosphere_statistics,
+    crop_region,
+    finite_median,
+    log_rms,
+    summarize_atmosphere,
+)
 from aegis_data.engine.scale import Scale
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import IMAGE_SUFFIXES, list_images, read_rgb
@@ -109,8 +117,12 @@ def letterbox_region(rgb: np.ndarray, level: int = 16) -> tuple[int, int, int, i
     lit_cols = np.flatnonzero(y.max(axis=0) > level)
     if lit_rows.size == 0 or lit_cols.size == 0:
         return 0, 0, rgb.shape[1], rgb.shape[0]
-    return (int(lit_cols[0]), int(lit_rows[0]), int(lit_cols[-1] - lit_cols[0] + 1),
-            int(lit_rows[-1] - lit_rows[0] + 1))
+    return (
+        int(lit_cols[0]),
+        int(lit_rows[0]),
+        int(lit_cols[-1] - lit_cols[0] + 1),
+        int(lit_rows[-1] - lit_rows[0] + 1),
+    )
 
 
 # --- flat blocks ---------------------------------------------------------------------------------------------
@@ -131,8 +143,12 @@ def _plane_residual(blocks: np.ndarray) -> np.ndarray:
     mean = blocks.mean(axis=(-2, -1))
     bx = (blocks.sum(axis=-2) @ _OFFSETS) / _OFFSET_SS
     by = (blocks.sum(axis=-1) @ _OFFSETS) / _OFFSET_SS
-    return (blocks - mean[..., None, None] - bx[..., None, None] * _OFFSETS[None, :]
-            - by[..., None, None] * _OFFSETS[:, None])
+    return (
+        blocks
+        - mean[..., None, None]
+        - bx[..., None, None] * _OFFSETS[None, :]
+        - by[..., None, None] * _OFFSETS[:, None]
+    )
 
 
 @dataclass(frozen=True)
@@ -151,13 +167,13 @@ def _flat_blocks(y: np.ndarray, clipped: np.ndarray) -> _Flat:
     empty = np.zeros(0, np.int64)
     if nby == 0 or nbx == 0:
         return _Flat(empty, empty, np.zeros(0), np.zeros(N_BINS), np.zeros(N_BINS, np.int64))
-    y4 = y[:nby * BLOCK, :nbx * BLOCK].reshape(nby, BLOCK, nbx, BLOCK)
+    y4 = y[: nby * BLOCK, : nbx * BLOCK].reshape(nby, BLOCK, nbx, BLOCK)
     total = y4.sum(axis=(1, 3))
     sx = y4.sum(axis=1) @ _OFFSETS  # (nby, nbx)
     sy = np.einsum("aibj,i->ab", y4, _OFFSETS)
     sq = np.einsum("aibj,aibj->ab", y4, y4)
     energy = np.maximum(sq - total * total / (BLOCK * BLOCK) - (sx * sx + sy * sy) / _OFFSET_SS, 0.0)
-    n_clipped = clipped[:nby * BLOCK, :nbx * BLOCK].reshape(nby, BLOCK, nbx, BLOCK).sum(axis=(1, 3))
+    n_clipped = clipped[: nby * BLOCK, : nbx * BLOCK].reshape(nby, BLOCK, nbx, BLOCK).sum(axis=(1, 3))
     usable = n_clipped <= MAX_CLIPPED
     # Flatness score: the largest energy among the 8 neighbours (a clipped neighbour counts as textured; a missing
     # one, beyond the frame, does not count).
@@ -167,7 +183,7 @@ def _flat_blocks(y: np.ndarray, clipped: np.ndarray) -> _Flat:
     for dy in range(3):
         for dx in range(3):
             if dy != 1 or dx != 1:
-                np.maximum(score, padded[dy:dy + nby, dx:dx + nbx], out=score)
+                np.maximum(score, padded[dy : dy + nby, dx : dx + nbx], out=score)
     bins = np.clip((total / (BLOCK * BLOCK * BIN_WIDTH_DN)).astype(np.int64), 0, N_BINS - 1)
     flat_energy, flat_score, flat_bins = energy.ravel(), score.ravel(), bins.ravel()
     usable_flat = usable.ravel()
@@ -192,7 +208,7 @@ def _flat_blocks(y: np.ndarray, clipped: np.ndarray) -> _Flat:
 def _gather(plane: np.ndarray, flat: _Flat) -> np.ndarray:
     """The kept 8x8 blocks of an HxW(xC) array, as (n, 8, 8(, C))."""
     nby, nbx = plane.shape[0] // BLOCK, plane.shape[1] // BLOCK
-    shaped = plane[:nby * BLOCK, :nbx * BLOCK].reshape(nby, BLOCK, nbx, BLOCK, *plane.shape[2:])
+    shaped = plane[: nby * BLOCK, : nbx * BLOCK].reshape(nby, BLOCK, nbx, BLOCK, *plane.shape[2:])
     return shaped[flat.rows, :, flat.cols]
 
 
@@ -231,8 +247,8 @@ def _lag_sums(r: np.ndarray) -> np.ndarray:
     """Per lag in :data:`LAGS`: sum over the blocks of ``r[y, x] * r[y + dy, x + dx]``."""
     out = np.empty(len(LAGS))
     for k, (dx, dy) in enumerate(LAGS):
-        a = r[:, :BLOCK - dy, max(0, -dx):BLOCK - max(0, dx)]
-        b = r[:, dy:, max(0, dx):BLOCK - max(0, -dx)]
+        a = r[:, : BLOCK - dy, max(0, -dx) : BLOCK - max(0, dx)]
+        b = r[:, dy:, max(0, dx) : BLOCK - max(0, -dx)]
         out[k] = float(np.einsum("nij,nij->", a, b))
     return out
 
@@ -390,10 +406,10 @@ class ChromaNoise:
 
 
 # i.i.d. noise of equal std in R, G and B: each std is its BT.601 matrix row's norm times the channel std.
-_Y_NORM = math.sqrt(0.299 ** 2 + 0.587 ** 2 + 0.114 ** 2)
+_Y_NORM = math.sqrt(0.299**2 + 0.587**2 + 0.114**2)
 _CB_NORM = math.sqrt(sum(c * c for c in CB_WEIGHTS))
 _CR_NORM = math.sqrt(sum(c * c for c in CR_WEIGHTS))
-IID_RGB_RATIO = math.sqrt((_CB_NORM ** 2 + _CR_NORM ** 2) / 2.0) / _Y_NORM
+IID_RGB_RATIO = math.sqrt((_CB_NORM**2 + _CR_NORM**2) / 2.0) / _Y_NORM
 
 
 def _chroma(an: _Analysis) -> ChromaNoise:
@@ -407,8 +423,9 @@ def _chroma(an: _Analysis) -> ChromaNoise:
         channel = blocks @ np.array(weights)
         _, dof = _solve_correlation(channel)  # chroma is often far more correlated than luma (subsampling)
         var.append(float(_plane_energy(channel).sum()) / dof)
-    return ChromaNoise(math.sqrt(var[0] / var_y), math.sqrt(var[1] / var_y), math.sqrt((var[0] + var[1]) / 2 / var_y),
-                       n)
+    return ChromaNoise(
+        math.sqrt(var[0] / var_y), math.sqrt(var[1] / var_y), math.sqrt((var[0] + var[1]) / 2 / var_y), n
+    )
 
 
 def chroma_luma_noise_ratio(rgb: np.ndarray, region: Sequence[int] | None = None) -> ChromaNoise:
@@ -445,12 +462,18 @@ def summarize_edges(widths: Sequence[float], orientations: Sequence[int], candid
     w = np.asarray(widths, dtype=np.float64)
     o = np.asarray(orientations, dtype=np.int64)
     enough = max(MIN_ORIENTATION_EDGES, math.ceil(MIN_ORIENTATION_SHARE * w.size))
-    by = tuple(float(np.median(w[o == k])) if np.count_nonzero(o == k) >= enough else math.nan
-               for k in range(N_ORIENTATIONS))
+    by = tuple(
+        float(np.median(w[o == k])) if np.count_nonzero(o == k) >= enough else math.nan for k in range(N_ORIENTATIONS)
+    )
     finite = [v for v in by if math.isfinite(v)]
-    return EdgeWidths(tuple(float(v) for v in w), tuple(int(v) for v in o),
-                      float(np.median(w)) if w.size else math.nan, by, max(finite) if finite else math.nan,
-                      int(candidates))
+    return EdgeWidths(
+        tuple(float(v) for v in w),
+        tuple(int(v) for v in o),
+        float(np.median(w)) if w.size else math.nan,
+        by,
+        max(finite) if finite else math.nan,
+        int(candidates),
+    )
 
 
 def _gaussian_kernel(sigma: float) -> np.ndarray:
@@ -497,13 +520,13 @@ def _edge_points(y: np.ndarray, margin: int, limit: int) -> tuple[np.ndarray, ..
     mag2 = gx * gx + gy * gy
     h, w = y.shape
     m = margin
-    centre = mag2[m:h - m, m:w - m]
-    sector = _sectors(gx[m:h - m, m:w - m], gy[m:h - m, m:w - m])
+    centre = mag2[m : h - m, m : w - m]
+    sector = _sectors(gx[m : h - m, m : w - m], gy[m : h - m, m : w - m])
     keep = centre >= MIN_GRADIENT * MIN_GRADIENT
     suppressed = np.zeros_like(keep)
     for k_sector, (dx, dy) in enumerate(_SECTOR_STEPS):
-        ahead = mag2[m + dy:h - m + dy, m + dx:w - m + dx]
-        behind = mag2[m - dy:h - m - dy, m - dx:w - m - dx]
+        ahead = mag2[m + dy : h - m + dy, m + dx : w - m + dx]
+        behind = mag2[m - dy : h - m - dy, m - dx : w - m - dx]
         # one of two equal neighbours wins, never both
         suppressed |= (sector == k_sector) & ((centre <= ahead) | (centre < behind))
     keep &= ~suppressed
@@ -528,8 +551,9 @@ def _last(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mask.shape[1] - 1 - np.argmax(mask[:, ::-1], axis=1), mask.any(axis=1)
 
 
-def _crossings(p: np.ndarray, t: np.ndarray, level: np.ndarray, centre: np.ndarray, lo: np.ndarray,
-               hi: np.ndarray) -> np.ndarray:
+def _crossings(
+    p: np.ndarray, t: np.ndarray, level: np.ndarray, centre: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:
     """Per row of rising profiles ``p`` (sampled at ``t``): where it crosses ``level`` nearest ``centre`` within
     samples [lo, hi], interpolated linearly between the samples on either side; NaN where it does not."""
     idx = np.arange(p.shape[1])[None, :]
@@ -565,7 +589,7 @@ def _profile_widths(y: np.ndarray, rows, cols, nx, ny) -> tuple[np.ndarray, np.n
     d[:, 2:-2] = (raw[:, :-2] + 2 * raw[:, 1:-1] + raw[:, 2:]) / 4
     rows_i = np.arange(n)
     # The centre: the steepest sample within 1 px of the edge point.
-    centre = mid - 2 + np.argmax(d[:, mid - 2:mid + 3], axis=1)
+    centre = mid - 2 + np.argmax(d[:, mid - 2 : mid + 3], axis=1)
     peak = d[rows_i, centre]
     idx = np.arange(size)[None, :]
     with np.errstate(invalid="ignore"):
@@ -663,15 +687,22 @@ class SetStatistics:
         return {
             "n_images": self.n_images,
             "noise_sigma": _num(self.noise.noise_sigma),
-            "noise_curve": {"centres": list(self.noise.centres), "sigma": [_num(v) for v in self.noise.sigma],
-                            "counts": list(self.noise.counts)},
-            "noise_autocorrelation": {"horizontal": _num(self.correlation_h), "vertical": _num(self.correlation_v),
-                                      "mean": _num(self.correlation)},
+            "noise_curve": {
+                "centres": list(self.noise.centres),
+                "sigma": [_num(v) for v in self.noise.sigma],
+                "counts": list(self.noise.counts),
+            },
+            "noise_autocorrelation": {
+                "horizontal": _num(self.correlation_h),
+                "vertical": _num(self.correlation_v),
+                "mean": _num(self.correlation),
+            },
             "chroma_luma_noise_ratio": _num(self.chroma_ratio),
             "edge_width": _num(self.edge_width),
             "edge_width_all_orientations": _num(self.edges.median),
-            "edge_width_by_orientation": dict(zip(("0", "45", "90", "135"),
-                                                  (_num(v) for v in self.edges.by_orientation))),
+            "edge_width_by_orientation": dict(
+                zip(("0", "45", "90", "135"), (_num(v) for v in self.edges.by_orientation))
+            ),
             "n_edges": len(self.edges.widths),
             **({"atmosphere": self.atmosphere.to_dict()} if self.atmosphere is not None else {}),
         }
@@ -699,8 +730,16 @@ def set_statistics(images: Iterable[np.ndarray]) -> SetStatistics:
         orientations.extend(st.edges.orientations)
         candidates += st.edges.candidates
     h, v = finite_median(corr_h), finite_median(corr_v)
-    return SetStatistics(n, pool_noise_curves(curves), h, v, (h + v) / 2.0, finite_median(chroma),
-                         summarize_edges(widths, orientations, candidates), summarize_atmosphere(atmos))
+    return SetStatistics(
+        n,
+        pool_noise_curves(curves),
+        h,
+        v,
+        (h + v) / 2.0,
+        finite_median(chroma),
+        summarize_edges(widths, orientations, candidates),
+        summarize_atmosphere(atmos),
+    )
 
 
 # How each statistic of a set is compared with the real frames' (docs/CORRUPTIONS.md).
@@ -734,8 +773,11 @@ def set_distances(real: SetStatistics, other: SetStatistics) -> dict[str, float]
         "noise_autocorrelation": abs(other.correlation - real.correlation),
         "chroma_luma_noise_ratio": abs(other.chroma_ratio - real.chroma_ratio),
         "edge_width": _ratio(other.edge_width, real.edge_width),
-        **(atmosphere_distances(real.atmosphere, other.atmosphere)
-           if real.atmosphere is not None and other.atmosphere is not None else {}),
+        **(
+            atmosphere_distances(real.atmosphere, other.atmosphere)
+            if real.atmosphere is not None and other.atmosphere is not None
+            else {}
+        ),
     }
 
 
@@ -785,10 +827,16 @@ class GlintStats:
         return self.sparkles / (self.water_px / 1e6) if self.water_px else math.nan
 
     def to_dict(self) -> dict:
-        return {"n_images": self.n_images, "glint_px": self.glint_px, "glint_on_water": _num(self.on_water),
-                "water_glint_share": _num(self.water_share), "land_glint_share": _num(self.land_share),
-                "sparkles": self.sparkles, "sparkle_px": _num(self.sparkle_px),
-                "sparkles_per_mp_water": _num(self.per_mp_water)}
+        return {
+            "n_images": self.n_images,
+            "glint_px": self.glint_px,
+            "glint_on_water": _num(self.on_water),
+            "water_glint_share": _num(self.water_share),
+            "land_glint_share": _num(self.land_share),
+            "sparkles": self.sparkles,
+            "sparkle_px": _num(self.sparkle_px),
+            "sparkles_per_mp_water": _num(self.per_mp_water),
+        }
 
 
 def glint_statistics(rgb: np.ndarray, water: np.ndarray, clean: np.ndarray | None = None) -> GlintStats:
@@ -827,9 +875,14 @@ def _saturated(rgb: np.ndarray) -> np.ndarray:
 def pool_glint(stats: Iterable[GlintStats]) -> GlintStats:
     """The glint of a set: every image's pixels and sparkles together."""
     items = list(stats)
-    return GlintStats(sum(s.n_images for s in items), sum(s.glint_px for s in items), sum(s.water_px for s in items),
-                      sum(s.land_px for s in items), sum(s.glint_on_water_px for s in items),
-                      tuple(a for s in items for a in s.sparkle_areas))
+    return GlintStats(
+        sum(s.n_images for s in items),
+        sum(s.glint_px for s in items),
+        sum(s.water_px for s in items),
+        sum(s.land_px for s in items),
+        sum(s.glint_on_water_px for s in items),
+        tuple(a for s in items for a in s.sparkle_areas),
+    )
 
 
 @dataclass(frozen=True)
@@ -877,8 +930,10 @@ def _split_images(split_dir: Path, condition: str, limit: int | None) -> list[Pa
     folder = condition_dir(split_dir, "test", condition)
     files = sorted(folder.glob("*.png")) if folder.is_dir() else []
     if not files:
-        raise AegisError(f"{split_dir} holds no rendering of {condition} ({folder.relative_to(split_dir)}/*.png); "
-                         f"build the split with that condition")
+        raise AegisError(
+            f"{split_dir} holds no rendering of {condition} ({folder.relative_to(split_dir)}/*.png); "
+            f"build the split with that condition"
+        )
     files = files if limit is None else files[:limit]
     root = split_dir.resolve()
     for f in files:
@@ -892,8 +947,16 @@ def _split_images(split_dir: Path, condition: str, limit: int | None) -> list[Pa
     return files
 
 
-def compare_realism(real_dir: str | Path, split_dir: str | Path, condition: str, limit: int | None = None, *,
-                    config: SuiteConfig, scale: Scale, scenes: Mapping[str, Any]) -> RealismReport:
+def compare_realism(
+    real_dir: str | Path,
+    split_dir: str | Path,
+    condition: str,
+    limit: int | None = None,
+    *,
+    config: SuiteConfig,
+    scale: Scale,
+    scenes: Mapping[str, Any],
+) -> RealismReport:
     """The four statistics on every image of ``real_dir`` (real frames of ``condition``), on the split's rendering
     ``<split_dir>/test/<condition>/*.png`` and on its clean images ``test/clean/*.png``; ``limit``: at most that
     many images of each set, by name. AegisError (one line) for a folder without images, a folder that is not a
@@ -912,8 +975,10 @@ def compare_realism(real_dir: str | Path, split_dir: str | Path, condition: str,
         raise AegisError(f"no images in {real_dir} (looked for {', '.join(IMAGE_SUFFIXES)})")
     known = config.conditions()
     if condition not in known:
-        raise AegisError(f"unknown condition {condition!r} in suite {config.suite}; expected clean or "
-                         f"<corruption>_s<1-3> with a corruption among: {', '.join(config.names)}")
+        raise AegisError(
+            f"unknown condition {condition!r} in suite {config.suite}; expected clean or "
+            f"<corruption>_s<1-3> with a corruption among: {', '.join(config.names)}"
+        )
     rendered_files = _split_images(split_dir, condition, limit)
     clean_files = _split_images(split_dir, "clean", limit)
     if limit is not None:
@@ -923,7 +988,9 @@ def compare_realism(real_dir: str | Path, split_dir: str | Path, condition: str,
     if config.uses_scene and name in config.corruptions and config.corruptions[name].model_name == "sun_glint":
         glint = _glint_sets(split_dir, config, scale, scenes, real_files, rendered_files)
     return RealismReport(
-        condition, str(real_dir), str(split_dir),
+        condition,
+        str(real_dir),
+        str(split_dir),
         real=set_statistics(read_rgb(f) for f in real_files),
         rendered=set_statistics(read_rgb(f) for f in rendered_files),
         clean=set_statistics(read_rgb(f) for f in clean_files),
@@ -931,8 +998,14 @@ def compare_realism(real_dir: str | Path, split_dir: str | Path, condition: str,
     )
 
 
-def _glint_sets(split_dir: Path, config: SuiteConfig, scale: Scale, scenes: Mapping[str, Any],
-                real_files: Sequence[Path], rendered_files: Sequence[Path]) -> dict:
+def _glint_sets(
+    split_dir: Path,
+    config: SuiteConfig,
+    scale: Scale,
+    scenes: Mapping[str, Any],
+    real_files: Sequence[Path],
+    rendered_files: Sequence[Path],
+) -> dict:
     """Glint statistics of the real frames (their saturated pixels, on the water their pixels show), of the
     rendering (the pixels it saturated beyond its clean image, on the water of that image's scene) and of the clean
     images. The water of a frame: the scene's (``aegis_data.engine.scene``), with the split's person unit (the

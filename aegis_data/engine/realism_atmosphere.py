@@ -23,8 +23,8 @@ Each function takes an optional ``region = (x, y, w, h)`` (the valid pixels), as
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import cv2
 import numpy as np
@@ -55,14 +55,18 @@ def crop_region(rgb: np.ndarray, region: Sequence[int] | None) -> np.ndarray:
     except (TypeError, ValueError):
         ok = False
     if not ok or x < 0 or y < 0 or w < 1 or h < 1 or x + w > rgb.shape[1] or y + h > rgb.shape[0]:
-        raise AegisError(f"`region` must be 4 integers (x, y, w, h) inside the {rgb.shape[1]}x{rgb.shape[0]} frame, "
-                         f"got {region!r:.80}", param="region")
-    return rgb[y:y + h, x:x + w]
+        raise AegisError(
+            f"`region` must be 4 integers (x, y, w, h) inside the {rgb.shape[1]}x{rgb.shape[0]} frame, "
+            f"got {region!r:.80}",
+            param="region",
+        )
+    return rgb[y : y + h, x : x + w]
 
 
 def _luma(rgb: np.ndarray) -> np.ndarray:
-    return (299 * rgb[..., 0].astype(np.int32) + 587 * rgb[..., 1].astype(np.int32)
-            + 114 * rgb[..., 2].astype(np.int32)) / 1000.0
+    return (
+        299 * rgb[..., 0].astype(np.int32) + 587 * rgb[..., 1].astype(np.int32) + 114 * rgb[..., 2].astype(np.int32)
+    ) / 1000.0
 
 
 def depth_bands(rgb: np.ndarray, n_bands: int = N_BANDS) -> tuple[list[tuple[int, int]], bool]:
@@ -93,13 +97,13 @@ def contrast_by_band(rgb: np.ndarray, region: Sequence[int] | None = None, bands
 
 
 def _dark(rgb: np.ndarray) -> np.ndarray:
-    low = cv2.min(cv2.min(np.ascontiguousarray(rgb[..., 0]), np.ascontiguousarray(rgb[..., 1])),
-                  np.ascontiguousarray(rgb[..., 2]))
+    low = cv2.min(
+        cv2.min(np.ascontiguousarray(rgb[..., 0]), np.ascontiguousarray(rgb[..., 1])), np.ascontiguousarray(rgb[..., 2])
+    )
     return cv2.erode(low, np.ones((DARK_PATCH, DARK_PATCH), np.uint8), borderType=cv2.BORDER_REFLECT)
 
 
-def dark_channel(rgb: np.ndarray, region: Sequence[int] | None = None,
-                 bands=None) -> tuple[float, tuple[float, ...]]:
+def dark_channel(rgb: np.ndarray, region: Sequence[int] | None = None, bands=None) -> tuple[float, tuple[float, ...]]:
     """(median dark channel over the image, the medians per depth band far to near), DN."""
     rgb = crop_region(rgb, region)
     dark = _dark(rgb)
@@ -112,7 +116,7 @@ def airlight_colour(rgb: np.ndarray, region: Sequence[int] | None = None) -> tup
     rgb = crop_region(rgb, region)
     dark = _dark(rgb).ravel()
     k = max(1, int(math.ceil(AIRLIGHT_SHARE * dark.size)))
-    idx = np.argpartition(dark, dark.size - k)[dark.size - k:]
+    idx = np.argpartition(dark, dark.size - k)[dark.size - k :]
     return tuple(float(v) for v in rgb.reshape(-1, 3)[idx].astype(np.float64).mean(axis=0))
 
 
@@ -135,8 +139,12 @@ def _half_width(ac: np.ndarray, c: int, ux: float, uy: float) -> float:
     x0, y0 = np.floor(xs).astype(int), np.floor(ys).astype(int)
     fx, fy = xs - x0, ys - y0
     x1, y1 = np.minimum(x0 + 1, ac.shape[1] - 1), np.minimum(y0 + 1, ac.shape[0] - 1)
-    v = (ac[y0, x0] * (1 - fx) * (1 - fy) + ac[y0, x1] * fx * (1 - fy) + ac[y1, x0] * (1 - fx) * fy
-         + ac[y1, x1] * fx * fy)
+    v = (
+        ac[y0, x0] * (1 - fx) * (1 - fy)
+        + ac[y0, x1] * fx * (1 - fy)
+        + ac[y1, x0] * (1 - fx) * fy
+        + ac[y1, x1] * fx * fy
+    )
     below = np.flatnonzero(v < 0.5)
     if below.size == 0 or below[0] == 0:
         return math.nan
@@ -152,7 +160,7 @@ def streak_statistics(rgb: np.ndarray, region: Sequence[int] | None = None) -> S
     ch, cw = min(h, STREAK_CROP), min(w, STREAK_CROP)
     if min(ch, cw) < 4 * STREAK_WINDOW:
         return StreakShape(math.nan, math.nan, math.nan, math.nan)
-    y = y[(h - ch) // 2:(h - ch) // 2 + ch, (w - cw) // 2:(w - cw) // 2 + cw]
+    y = y[(h - ch) // 2 : (h - ch) // 2 + ch, (w - cw) // 2 : (w - cw) // 2 + cw]
     hp = y - cv2.GaussianBlur(y, (0, 0), HIGHPASS_SIGMA, borderType=cv2.BORDER_REFLECT)
     p = np.maximum(hp, 0.0)
     p = p - p.mean()
@@ -162,8 +170,8 @@ def streak_statistics(rgb: np.ndarray, region: Sequence[int] | None = None) -> S
     if not ac[cy, cx] > 0:
         return StreakShape(math.nan, math.nan, math.nan, math.nan)
     r = STREAK_WINDOW
-    win = ac[cy - r: cy + r + 1, cx - r: cx + r + 1] / ac[cy, cx]
-    dy, dx = np.mgrid[-r:r + 1, -r:r + 1].astype(np.float64)
+    win = ac[cy - r : cy + r + 1, cx - r : cx + r + 1] / ac[cy, cx]
+    dy, dx = np.mgrid[-r : r + 1, -r : r + 1].astype(np.float64)
     wt = np.where((win >= 0.5) & (dx * dx + dy * dy <= r * r), win - 0.5, 0.0)
     total = wt.sum()
     if not total > 0:
@@ -193,8 +201,9 @@ def atmosphere_statistics(rgb: np.ndarray, region: Sequence[int] | None = None) 
     rgb = crop_region(rgb, region)
     bands, _ = depth_bands(rgb)
     dark, dark_bands = dark_channel(rgb, bands=bands)
-    return AtmosphereStats(contrast_by_band(rgb, bands=bands), dark, dark_bands, airlight_colour(rgb),
-                           streak_statistics(rgb))
+    return AtmosphereStats(
+        contrast_by_band(rgb, bands=bands), dark, dark_bands, airlight_colour(rgb), streak_statistics(rgb)
+    )
 
 
 # --- image sets ------------------------------------------------------------------------------------------
@@ -242,11 +251,17 @@ class AtmosphereSet:
         def num(v):
             return float(v) if math.isfinite(v) else None
 
-        return {"contrast_by_band": [num(v) for v in self.contrast_bands], "far_near_ratio": num(self.far_near_ratio),
-                "dark_channel": num(self.dark_channel), "dark_channel_by_band": [num(v) for v in self.dark_bands],
-                "airlight": [num(v) for v in self.airlight], "streak_width": num(self.streak_width),
-                "streak_length": num(self.streak_length), "streak_orientation": num(self.streak_orientation),
-                "streak_anisotropy": num(self.streak_anisotropy)}
+        return {
+            "contrast_by_band": [num(v) for v in self.contrast_bands],
+            "far_near_ratio": num(self.far_near_ratio),
+            "dark_channel": num(self.dark_channel),
+            "dark_channel_by_band": [num(v) for v in self.dark_bands],
+            "airlight": [num(v) for v in self.airlight],
+            "streak_width": num(self.streak_width),
+            "streak_length": num(self.streak_length),
+            "streak_orientation": num(self.streak_orientation),
+            "streak_anisotropy": num(self.streak_anisotropy),
+        }
 
 
 def summarize_atmosphere(stats: Sequence[AtmosphereStats]) -> AtmosphereSet:
@@ -258,8 +273,11 @@ def summarize_atmosphere(stats: Sequence[AtmosphereStats]) -> AtmosphereSet:
         finite_median(s.dark_channel for s in stats),
         tuple(finite_median(s.dark_bands[k] for s in stats) for k in range(N_BANDS)),
         tuple(finite_median(s.airlight[c] for s in stats) for c in range(3)),
-        finite_median(s.streaks.width for s in stats), finite_median(s.streaks.length for s in stats),
-        _axial_mean(s.streaks.orientation for s in stats), finite_median(s.streaks.anisotropy for s in stats))
+        finite_median(s.streaks.width for s in stats),
+        finite_median(s.streaks.length for s in stats),
+        _axial_mean(s.streaks.orientation for s in stats),
+        finite_median(s.streaks.anisotropy for s in stats),
+    )
 
 
 ATMOSPHERE_DISTANCES = {
@@ -274,8 +292,15 @@ ATMOSPHERE_DISTANCES = {
 def atmosphere_distances(real: AtmosphereSet, other: AtmosphereSet) -> dict[str, float]:
     diff = abs(other.streak_orientation - real.streak_orientation) % 180.0
     air = math.sqrt(sum((a - b) ** 2 for a, b in zip(real.airlight, other.airlight)))
-    width = other.streak_width / real.streak_width if math.isfinite(real.streak_width) and real.streak_width > 0 \
+    width = (
+        other.streak_width / real.streak_width
+        if math.isfinite(real.streak_width) and real.streak_width > 0
         else math.nan
-    return {"contrast_by_band": log_rms(real.contrast_bands, other.contrast_bands)[0],
-            "dark_channel": abs(other.dark_channel - real.dark_channel), "airlight": air, "streak_width": width,
-            "streak_orientation": min(diff, 180.0 - diff)}
+    )
+    return {
+        "contrast_by_band": log_rms(real.contrast_bands, other.contrast_bands)[0],
+        "dark_channel": abs(other.dark_channel - real.dark_channel),
+        "airlight": air,
+        "streak_width": width,
+        "streak_orientation": min(diff, 180.0 - diff),
+    }

@@ -20,8 +20,9 @@ aegis-v1 one, bit for bit.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from aegis_data.errors import AegisError
 
@@ -97,8 +98,10 @@ class Scale:
     def describe(self) -> str:
         if not self.is_object:
             return "frame (lengths per 1000 px of each frame's long side)"
-        return f"object (person unit {self.person_px:g} px, {self.basis}; lengths per 1000 px of a " \
-               f"{self.reference_side:.6g}-px reference side)"
+        return (
+            f"object (person unit {self.person_px:g} px, {self.basis}; lengths per 1000 px of a "
+            f"{self.reference_side:.6g}-px reference side)"
+        )
 
 
 FRAME_SCALE = Scale()
@@ -152,13 +155,16 @@ def person_unit_from_gsd(gsd_cm_per_px: Any, what: str = "`gsd_cm_per_px`") -> f
     """The person unit (px) of a 1.7 m person at ``gsd_cm_per_px`` (ground sampling distance), rounded; inside
     ``PERSON_PX_RANGE`` because the gsd must lie in ``GSD_RANGE_CM``, else AegisError naming ``what``."""
     if not _is_finite_number(gsd_cm_per_px):
-        raise AegisError(f"{what} must be a finite number of cm per px, got {gsd_cm_per_px!r:.60}",
-                         param=_param_named(what))
+        raise AegisError(
+            f"{what} must be a finite number of cm per px, got {gsd_cm_per_px!r:.60}", param=_param_named(what)
+        )
     lo, hi = GSD_RANGE_CM
     if not lo <= gsd_cm_per_px <= hi:
-        raise AegisError(f"{what} must lie in [{lo:.4g}, {hi:.4g}] cm per px (a person unit of "
-                         f"{PERSON_PX_RANGE[0]:g} to {PERSON_PX_RANGE[1]:g} px), got {gsd_cm_per_px!r:.60}",
-                         param=_param_named(what))
+        raise AegisError(
+            f"{what} must lie in [{lo:.4g}, {hi:.4g}] cm per px (a person unit of "
+            f"{PERSON_PX_RANGE[0]:g} to {PERSON_PX_RANGE[1]:g} px), got {gsd_cm_per_px!r:.60}",
+            param=_param_named(what),
+        )
     unit = round(PERSON_HEIGHT_CM / float(gsd_cm_per_px) * UPRIGHT_BOX_FACTOR, _ROUND_DECIMALS)
     return min(max(unit, PERSON_PX_RANGE[0]), PERSON_PX_RANGE[1])
 
@@ -182,8 +188,13 @@ def person_unit_from_boxes(boxes: Iterable[Iterable[float]]) -> tuple[float, int
     return round(median, _ROUND_DECIMALS), n
 
 
-def resolve_scale(mode: str | Scale | None, records: Mapping[str, Iterable[Any]] | None = None, *,
-                  person_px: float | None = None, gsd_cm_per_px: float | None = None) -> Scale:
+def resolve_scale(
+    mode: str | Scale | None,
+    records: Mapping[str, Iterable[Any]] | None = None,
+    *,
+    person_px: float | None = None,
+    gsd_cm_per_px: float | None = None,
+) -> Scale:
     """The build's :class:`Scale` from the user's choice.
 
     ``mode``: ``"frame"`` (default), ``"object"`` or a ready Scale. Under object scale the unit is, in order:
@@ -194,17 +205,21 @@ def resolve_scale(mode: str | Scale | None, records: Mapping[str, Iterable[Any]]
     """
     if isinstance(mode, Scale):
         if person_px is not None or gsd_cm_per_px is not None:
-            raise AegisError("give the person unit either in the Scale or as `person_px` / `gsd_cm_per_px`, not both",
-                             param="person_px" if person_px is not None else "gsd_cm_per_px")
+            raise AegisError(
+                "give the person unit either in the Scale or as `person_px` / `gsd_cm_per_px`, not both",
+                param="person_px" if person_px is not None else "gsd_cm_per_px",
+            )
         return mode
     mode = FRAME if mode is None else str(mode).strip().lower()
     if mode not in SCALE_MODES:
         raise AegisError(f"`scale` must be one of {', '.join(SCALE_MODES)}, got {mode!r}", param="scale")
     if mode == FRAME:
         if person_px is not None or gsd_cm_per_px is not None:
-            raise AegisError("`person_px` and `gsd_cm_per_px` set the person unit of `scale` object; they have no "
-                             "meaning under `scale` frame",
-                             param="person_px" if person_px is not None else "gsd_cm_per_px")
+            raise AegisError(
+                "`person_px` and `gsd_cm_per_px` set the person unit of `scale` object; they have no "
+                "meaning under `scale` frame",
+                param="person_px" if person_px is not None else "gsd_cm_per_px",
+            )
         return FRAME_SCALE
     if person_px is not None and gsd_cm_per_px is not None:
         raise AegisError("give the person unit once: `person_px` or `gsd_cm_per_px`, not both", param="person_px")
@@ -213,16 +228,25 @@ def resolve_scale(mode: str | Scale | None, records: Mapping[str, Iterable[Any]]
     if gsd_cm_per_px is not None:
         return Scale(OBJECT, person_unit_from_gsd(gsd_cm_per_px), gsd_basis(gsd_cm_per_px))
     if records is None:  # one image or a folder of images: nothing to measure a person on
-        raise AegisError("`scale` object here needs the person unit, as there are no person boxes to measure it "
-                         "from: give `person_px` (px) or `gsd_cm_per_px` (cm per px)", param="person_px")
+        raise AegisError(
+            "`scale` object here needs the person unit, as there are no person boxes to measure it "
+            "from: give `person_px` (px) or `gsd_cm_per_px` (cm per px)",
+            param="person_px",
+        )
     order = ["test"] + sorted(s for s in records if s != "test")
     for split in order:
         unit, n = person_unit_from_boxes(b for r in records.get(split, ()) for b in r.boxes)
         if n:
-            return Scale(OBJECT, check_person_px(unit, f"the median person box of the {split} split"),
-                         f"median sqrt(w*h) of {n} {split} box{'es' if n != 1 else ''}")
-    raise AegisError("`scale` object needs the dataset's person size, but its splits hold no person boxes; "
-                     "give it with `person_px` (px) or `gsd_cm_per_px` (cm per px)", param="person_px")
+            return Scale(
+                OBJECT,
+                check_person_px(unit, f"the median person box of the {split} split"),
+                f"median sqrt(w*h) of {n} {split} box{'es' if n != 1 else ''}",
+            )
+    raise AegisError(
+        "`scale` object needs the dataset's person size, but its splits hold no person boxes; "
+        "give it with `person_px` (px) or `gsd_cm_per_px` (cm per px)",
+        param="person_px",
+    )
 
 
 def suite_unit_scale(block: Mapping[str, Any]) -> Scale | None:
@@ -238,9 +262,15 @@ def suite_unit_scale(block: Mapping[str, Any]) -> Scale | None:
     return None
 
 
-def suite_call_scale(suite_scale: Mapping[str, Any], scale: str | Scale | None = None,
-                     records: Mapping[str, Iterable[Any]] | None = None, *, person_px: float | None = None,
-                     gsd_cm_per_px: float | None = None, physical_suite: str | None = None) -> Scale:
+def suite_call_scale(
+    suite_scale: Mapping[str, Any],
+    scale: str | Scale | None = None,
+    records: Mapping[str, Iterable[Any]] | None = None,
+    *,
+    person_px: float | None = None,
+    gsd_cm_per_px: float | None = None,
+    physical_suite: str | None = None,
+) -> Scale:
     """The Scale a command uses with a suite whose ``scale`` block is ``suite_scale``: the call's mode (a name or a
     ready Scale), else the suite's; under object scale with no unit from the call, the suite's unit when it
     declares one, else :func:`resolve_scale`'s (``person_px`` / ``gsd_cm_per_px``, then the ``records``' median
@@ -249,8 +279,9 @@ def suite_call_scale(suite_scale: Mapping[str, Any], scale: str | Scale | None =
     mode = suite_scale.get("mode", FRAME) if scale is None else scale
     name = mode.mode if isinstance(mode, Scale) else str(mode).strip().lower()
     if physical_suite is not None and name == FRAME:
-        raise AegisError(f"suite {physical_suite} renders in physical units and takes `scale` object only",
-                         param="scale")
+        raise AegisError(
+            f"suite {physical_suite} renders in physical units and takes `scale` object only", param="scale"
+        )
     if person_px is None and gsd_cm_per_px is None and not isinstance(mode, Scale) and name == OBJECT:
         unit = suite_unit_scale(suite_scale)
         if unit is not None:
@@ -290,8 +321,9 @@ def effective_value(key: str, value: float, scale: Scale, long_side: int | None)
     """
     side = scale.reference_side if scale.is_object else long_side
     if side is None:
-        raise AegisError("effective values under `scale` frame depend on the frame: give its long side",
-                         param="long_side")
+        raise AegisError(
+            "effective values under `scale` frame depend on the frame: give its long side", param="long_side"
+        )
     if key in DENSITY_KEYS:
         return float(value) * density_factor(scale.reference_side), "per MP"
     if key in TEXTURE_KEYS:

@@ -20,9 +20,10 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -147,8 +148,11 @@ class Scene:
     def water_record(self) -> dict:
         """The water as the manifest records it: where it came from, its digest and its share of the valid area."""
         mask = self.water_mask()
-        return {"source": self.water_source, "sha256": water_mask_digest(mask),
-                "fraction": water_share(mask, self.valid)}
+        return {
+            "source": self.water_source,
+            "sha256": water_mask_digest(mask),
+            "fraction": water_share(mask, self.valid),
+        }
 
     @property
     def valid_slices(self) -> tuple[slice, slice]:
@@ -187,16 +191,30 @@ class Scene:
         area = max(1, (vx1 - vx0) * (vy1 - vy0))
         sky = None
         if self.sky_depth:
-            sky = {"sha256": hashlib.sha256(np.asarray(self.sky_depth, dtype="<i4").tobytes()).hexdigest(),
-                   "fraction": round(sum(self.sky_depth) / area, 6)}
+            sky = {
+                "sha256": hashlib.sha256(np.asarray(self.sky_depth, dtype="<i4").tobytes()).hexdigest(),
+                "fraction": round(sum(self.sky_depth) / area, 6),
+            }
         return {
-            "valid": list(self.valid), "view": self.view, "horizon_row": self.horizon_row, "sky": sky,
-            "person_px": self.person_px, "gsd_cm": _round(self.gsd_m * 100.0), "reference_row": self.reference_row,
-            "focal_px": self.focal_px, "speed_mps": self.speed_mps, "exposure_ms": self.exposure_ms,
-            "iso": self.iso, "heading_deg": self.heading_deg, "sun_elevation_deg": self.sun_elevation_deg,
-            "sun_azimuth_deg": self.sun_azimuth_deg, "water_mask_sha256": self.water_mask_sha256,
+            "valid": list(self.valid),
+            "view": self.view,
+            "horizon_row": self.horizon_row,
+            "sky": sky,
+            "person_px": self.person_px,
+            "gsd_cm": _round(self.gsd_m * 100.0),
+            "reference_row": self.reference_row,
+            "focal_px": self.focal_px,
+            "speed_mps": self.speed_mps,
+            "exposure_ms": self.exposure_ms,
+            "iso": self.iso,
+            "heading_deg": self.heading_deg,
+            "sun_elevation_deg": self.sun_elevation_deg,
+            "sun_azimuth_deg": self.sun_azimuth_deg,
+            "water_mask_sha256": self.water_mask_sha256,
             "given": dict(sorted(self.given.items())),
-            "water": self.water_record(), "persons": [list(p) for p in self.persons], "sun_drawn": list(self.sun_drawn),
+            "water": self.water_record(),
+            "persons": [list(p) for p in self.persons],
+            "sun_drawn": list(self.sun_drawn),
         }
 
 
@@ -214,8 +232,11 @@ def _bar_depth(lines, count: int) -> int:
         lo, hi = line.min(axis=0).astype(np.int32), line.max(axis=0).astype(np.int32)
         if first is None:
             first = (lo + hi) // 2
-        if (hi - lo).max() > BAR_TOLERANCE or np.abs(lo - first).max() > BAR_TOLERANCE \
-                or np.abs(hi - first).max() > BAR_TOLERANCE:
+        if (
+            (hi - lo).max() > BAR_TOLERANCE
+            or np.abs(lo - first).max() > BAR_TOLERANCE
+            or np.abs(hi - first).max() > BAR_TOLERANCE
+        ):
             break
         depth += 1
     # A bar ends where the scene starts; a flat run reaching the limit is a flat scene, not a bar.
@@ -239,7 +260,7 @@ def valid_region(rgb: np.ndarray) -> tuple[int, int, int, int]:
     bottom = _bar_depth(lambda i: rgb[h - 1 - i], h)
     if top + bottom >= h:
         return 0, 0, w, h
-    inner = rgb[top: h - bottom]
+    inner = rgb[top : h - bottom]
     left = _bar_depth(lambda i: inner[:, i], w)
     right = _bar_depth(lambda i: inner[:, w - 1 - i], w)
     if left + right >= w:
@@ -342,26 +363,45 @@ def check_sidecar(doc: Any, where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in doc.items():
         if key not in SIDECAR_KEYS:
-            raise AegisError(f"{where}: unknown key {str(key)!r:.60}; a scene sidecar may hold {', '.join(SIDECAR_KEYS)}")
+            raise AegisError(
+                f"{where}: unknown key {str(key)!r:.60}; a scene sidecar may hold {', '.join(SIDECAR_KEYS)}"
+            )
         if key in SIDECAR_NUMBERS:
             lo, hi, what = SIDECAR_NUMBERS[key]
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(float(value)) \
+            ok = (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isfinite(float(value))
                 and lo <= value <= hi
+            )
             if not ok:
                 raise AegisError(f"{where}: {key} must be a number in [{lo:g}, {hi:g}] ({what}), got {value!r:.60}")
             out[key] = float(value)
         elif key == "valid":
-            ok = isinstance(value, list) and len(value) == 4 and all(
-                isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 1 << 20 for v in value)
+            ok = (
+                isinstance(value, list)
+                and len(value) == 4
+                and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 1 << 20 for v in value)
+            )
             if not ok or value[0] >= value[2] or value[1] >= value[3]:
-                raise AegisError(f"{where}: valid must be [x0, y0, x1, y1] with x0 < x1 and y0 < y1 (px), got "
-                                 f"{value!r:.60}")
+                raise AegisError(
+                    f"{where}: valid must be [x0, y0, x1, y1] with x0 < x1 and y0 < y1 (px), got {value!r:.60}"
+                )
             out[key] = [int(v) for v in value]
         else:  # water_mask
-            if not isinstance(value, str) or not value or Path(value).name != value or value in (".", "..") \
-                    or "\\" in value or any(ord(c) < 32 or ord(c) == 127 for c in value) or len(value) > 255:
-                raise AegisError(f"{where}: water_mask must be the name of a file beside the sidecar (no separator, "
-                                 f"backslash or control character), got {value!r:.60}")
+            if (
+                not isinstance(value, str)
+                or not value
+                or Path(value).name != value
+                or value in (".", "..")
+                or "\\" in value
+                or any(ord(c) < 32 or ord(c) == 127 for c in value)
+                or len(value) > 255
+            ):
+                raise AegisError(
+                    f"{where}: water_mask must be the name of a file beside the sidecar (no separator, "
+                    f"backslash or control character), got {value!r:.60}"
+                )
             out[key] = value
     return out
 
@@ -384,8 +424,9 @@ def check_in_folder(path: str | Path, what: str) -> Path:
     if real is None or folder is None:
         raise AegisError(f"{path}: the {what} is a symbolic link loop; not read")
     if not real.is_relative_to(folder):
-        raise AegisError(f"{path}: the {what} is a link leaving its folder (to {real}); not read: copy the file "
-                         f"into {path.parent}")
+        raise AegisError(
+            f"{path}: the {what} is a link leaving its folder (to {real}); not read: copy the file into {path.parent}"
+        )
     return path
 
 
@@ -437,8 +478,10 @@ def read_water_mask(path: str | Path, height: int, width: int) -> np.ndarray:
         raise AegisError(f"{path}: water mask is {samples.shape[1]}x{samples.shape[0]}, the image {width}x{height}")
     if samples.ndim == 3 and samples.shape[2] in (2, 4):
         if (samples[..., -1] != np.iinfo(samples.dtype).max).any():
-            raise AegisError(f"{path}: water mask has transparent pixels; give an opaque mask (non-zero = water): "
-                             f"an alpha channel is not read")
+            raise AegisError(
+                f"{path}: water mask has transparent pixels; give an opaque mask (non-zero = water): "
+                f"an alpha channel is not read"
+            )
         samples = samples[..., :-1]
     return samples != 0 if samples.ndim == 2 else (samples != 0).any(axis=2)
 
@@ -466,11 +509,21 @@ def check_persons(persons: Any, height: int, width: int, where: str = "persons")
     if len(boxes) > MAX_PERSONS:
         raise AegisError(f"{where}: {len(boxes)} person boxes in one image; at most {MAX_PERSONS}")
     for box in boxes:
-        ok = len(box) == 4 and all(math.isfinite(v) for v in box) and box[0] < box[2] and box[1] < box[3] \
-            and box[0] >= -1e-6 and box[1] >= -1e-6 and box[2] <= width + 1e-6 and box[3] <= height + 1e-6
+        ok = (
+            len(box) == 4
+            and all(math.isfinite(v) for v in box)
+            and box[0] < box[2]
+            and box[1] < box[3]
+            and box[0] >= -1e-6
+            and box[1] >= -1e-6
+            and box[2] <= width + 1e-6
+            and box[3] <= height + 1e-6
+        )
         if not ok:
-            raise AegisError(f"{where}: person box {list(box)!r:.80} is not a box (x0 < x1, y0 < y1) inside the "
-                             f"{width}x{height} image")
+            raise AegisError(
+                f"{where}: person box {list(box)!r:.80} is not a box (x0 < x1, y0 < y1) inside the "
+                f"{width}x{height} image"
+            )
     return tuple(boxes)
 
 
@@ -478,8 +531,9 @@ def draw_sun(rgb: np.ndarray, given: Mapping[str, Any]) -> tuple[float, float, t
     """(elevation, azimuth, drawn): the sidecar's sun angles, the missing ones drawn from the SHA-256 of the scene's
     pixels ``rgb`` (its valid region: bars do not change the sun): elevation uniform in ``SUN_ELEVATION_DEG``,
     azimuth uniform in [0, 360), rounded to 0.01 degree."""
-    drawn = tuple(k for k, key in (("elevation", "sun_elevation_deg"), ("azimuth", "sun_azimuth_deg"))
-                  if key not in given)
+    drawn = tuple(
+        k for k, key in (("elevation", "sun_elevation_deg"), ("azimuth", "sun_azimuth_deg")) if key not in given
+    )
     elevation, azimuth = given.get("sun_elevation_deg"), given.get("sun_azimuth_deg")
     if drawn:
         # Two uniforms in [0, 1) from the digest itself (53 bits each): a fact of the image, not a corruption's draw,
@@ -487,7 +541,7 @@ def draw_sun(rgb: np.ndarray, given: Mapping[str, Any]) -> tuple[float, float, t
         hasher = hashlib.sha256(b"aegis-scene|sun|")
         hasher.update(np.ascontiguousarray(rgb).reshape(-1))  # the pixels' bytes, not a copy of them
         digest = hasher.digest()
-        u = [(int.from_bytes(digest[8 * i: 8 * i + 8], "little") >> 11) * 2.0 ** -53 for i in (0, 1)]
+        u = [(int.from_bytes(digest[8 * i : 8 * i + 8], "little") >> 11) * 2.0**-53 for i in (0, 1)]
         lo, hi = SUN_ELEVATION_DEG
         if elevation is None:
             elevation = _round(lo + (hi - lo) * float(u[0]), 2)
@@ -496,9 +550,14 @@ def draw_sun(rgb: np.ndarray, given: Mapping[str, Any]) -> tuple[float, float, t
     return float(elevation), float(azimuth), drawn
 
 
-def estimate_scene(rgb: np.ndarray, person_px: float, camera: Mapping[str, Any],
-                   sidecar: Mapping[str, Any] | None = None, water_mask: np.ndarray | None = None,
-                   persons: Sequence = ()) -> Scene:
+def estimate_scene(
+    rgb: np.ndarray,
+    person_px: float,
+    camera: Mapping[str, Any],
+    sidecar: Mapping[str, Any] | None = None,
+    water_mask: np.ndarray | None = None,
+    persons: Sequence = (),
+) -> Scene:
     """The scene of one image: estimated from its pixels, the dataset's person unit and the suite's default
     ``camera`` (``SuiteConfig.camera``), with every fact the ``sidecar`` (checked by :func:`check_sidecar`) gives
     taking precedence. ``water_mask``: the decoded mask the sidecar names (its digest joins the identity; it
@@ -548,15 +607,26 @@ def estimate_scene(rgb: np.ndarray, person_px: float, camera: Mapping[str, Any],
     boxes = check_persons(persons, h, w)
     elevation, azimuth, drawn = draw_sun(rgb[vy0:vy1, vx0:vx1], given)
     scene = Scene(
-        width=w, height=h, valid=valid, view=view, horizon_row=horizon,
-        person_px=round(person_px, 2), gsd_m=gsd, reference_row=reference, focal_px=focal,
+        width=w,
+        height=h,
+        valid=valid,
+        view=view,
+        horizon_row=horizon,
+        person_px=round(person_px, 2),
+        gsd_m=gsd,
+        reference_row=reference,
+        focal_px=focal,
         speed_mps=float(given.get("speed_mps", camera["platform_speed_mps"])),
         exposure_ms=float(given.get("exposure_ms", camera["base_exposure_ms"])),
         iso=float(given.get("iso", camera["base_iso"])),
-        heading_deg=given.get("heading_deg"), sun_elevation_deg=elevation,
-        sun_azimuth_deg=azimuth, sky_depth=depth,
+        heading_deg=given.get("heading_deg"),
+        sun_elevation_deg=elevation,
+        sun_azimuth_deg=azimuth,
+        sky_depth=depth,
         water_mask_sha256=None if water_mask is None else water_mask_digest(water_mask),
-        given={k: v for k, v in given.items()}, persons=boxes, sun_drawn=drawn,
+        given={k: v for k, v in given.items()},
+        persons=boxes,
+        sun_drawn=drawn,
     )
     if water_mask is not None:
         inside = np.zeros((h, w), dtype=bool)
@@ -569,5 +639,6 @@ def estimate_scene(rgb: np.ndarray, person_px: float, camera: Mapping[str, Any],
 
 def scene_digest(record: Mapping[str, Any]) -> str:
     """SHA-256 of a scene record's canonical JSON (sorted keys, no whitespace)."""
-    return hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
-                          .encode("utf-8")).hexdigest()
+    return hashlib.sha256(
+        json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    ).hexdigest()

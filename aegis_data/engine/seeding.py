@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 from functools import lru_cache
 from statistics import NormalDist
-from typing import Union
 
 import numpy as np
 
@@ -42,24 +41,26 @@ NORMAL_FRAC_BITS = 20
 # difference in the platform's libm log/sqrt can never change an entry.
 NORMAL_TABLE_MARGIN = 1e-6
 
-Shape = Union[int, tuple]
+Shape = int | tuple
 
 
-def stream_key(image_id: Union[str, int], corruption: str, severity: int, seed: int, tag: str = SUITE_TAG) -> str:
+def stream_key(image_id: str | int, corruption: str, severity: int, seed: int, tag: str = SUITE_TAG) -> str:
     """The canonical key of one image's draws for one corruption and severity (format in the module doc).
 
     ``tag``: the engine generation's key tag (``SuiteConfig.key_tag``): ``aegis-v1`` (default) or ``aegis-v2``."""
     if isinstance(image_id, bool) or not isinstance(image_id, (str, int, np.integer)):
-        raise AegisError(f"`image_id` must be a str or int, got {type(image_id).__name__} {image_id!r}",
-                         param="image_id")
+        raise AegisError(
+            f"`image_id` must be a str or int, got {type(image_id).__name__} {image_id!r}", param="image_id"
+        )
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise AegisError(f"`seed` must be an int, got {type(seed).__name__} {seed!r}", param="seed")
     if isinstance(image_id, str) and not image_id.isascii():  # the key is hashed as UTF-8: no lone surrogate
         try:
             image_id.encode("utf-8")
         except UnicodeEncodeError:
-            raise AegisError(f"image_id {image_id!r} is not valid text (a lone surrogate, as a non-UTF-8 file "
-                             "name decodes to)") from None
+            raise AegisError(
+                f"image_id {image_id!r} is not valid text (a lone surrogate, as a non-UTF-8 file name decodes to)"
+            ) from None
     return f"{tag}|{image_id}|{corruption}|{int(severity)}|{int(seed)}"
 
 
@@ -109,7 +110,7 @@ class KeyedRandom:
     def __repr__(self) -> str:
         return f"KeyedRandom({self.key!r})"
 
-    def child(self, label: str) -> "KeyedRandom":
+    def child(self, label: str) -> KeyedRandom:
         """An independent stream keyed ``<key>|<label>``."""
         return KeyedRandom(f"{self.key}|{label}")
 
@@ -144,7 +145,6 @@ class KeyedRandom:
         return normal_table()[self.normal_indices(shape)].astype(np.float64) * (2.0**-NORMAL_FRAC_BITS)
 
 
-def keyed_random(image_id: Union[str, int], corruption: str, severity: int, seed: int,
-                 tag: str = SUITE_TAG) -> KeyedRandom:
+def keyed_random(image_id: str | int, corruption: str, severity: int, seed: int, tag: str = SUITE_TAG) -> KeyedRandom:
     """The stream for one (image, corruption, severity, seed) of the engine generation ``tag``."""
     return KeyedRandom(stream_key(image_id, corruption, severity, seed, tag))

@@ -28,8 +28,8 @@ the person differs from it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -44,8 +44,9 @@ MAX_MEASURED_PERSONS = 1000
 
 
 def _luma_dn(rgb: np.ndarray) -> np.ndarray:
-    return (299 * rgb[:, :, 0].astype(np.int32) + 587 * rgb[:, :, 1].astype(np.int32)
-            + 114 * rgb[:, :, 2].astype(np.int32)) / 1000.0
+    return (
+        299 * rgb[:, :, 0].astype(np.int32) + 587 * rgb[:, :, 1].astype(np.int32) + 114 * rgb[:, :, 2].astype(np.int32)
+    ) / 1000.0
 
 
 def pixel_box(box: Sequence[float], width: int, height: int) -> tuple[int, int, int, int] | None:
@@ -191,8 +192,12 @@ class VisibilitySummary:
         def num(v: float):
             return v if math.isfinite(v) else None
 
-        return {"n_persons": self.n_persons, "n_measured": self.n_measured, "median": num(self.median),
-                "detectable_share": num(self.detectable_share)}
+        return {
+            "n_persons": self.n_persons,
+            "n_measured": self.n_measured,
+            "median": num(self.median),
+            "detectable_share": num(self.detectable_share),
+        }
 
 
 def summarize_visibility(values: Iterable[float]) -> VisibilitySummary:
@@ -201,5 +206,6 @@ def summarize_visibility(values: Iterable[float]) -> VisibilitySummary:
     measured = np.array([v for v in vals if not math.isnan(v)], dtype=np.float64)
     if measured.size == 0:
         return VisibilitySummary(len(vals), 0, math.nan, math.nan)
-    return VisibilitySummary(len(vals), int(measured.size), float(np.median(measured)),
-                             float(np.mean(measured >= ROSE_K)))
+    return VisibilitySummary(
+        len(vals), int(measured.size), float(np.median(measured)), float(np.mean(measured >= ROSE_K))
+    )

@@ -78,8 +78,13 @@ def _block_stats(region: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray, np
     return tex, lum, blue, b * b
 
 
-def estimate_water(rgb: np.ndarray, valid: tuple[int, int, int, int], sky: np.ndarray | None,
-                   row_gsd_m: np.ndarray, with_texture: bool = False):
+def estimate_water(
+    rgb: np.ndarray,
+    valid: tuple[int, int, int, int],
+    sky: np.ndarray | None,
+    row_gsd_m: np.ndarray,
+    with_texture: bool = False,
+):
     """bool (H, W): the water of a frame, estimated from its pixels (docs/CORRUPTIONS.md, "The water mask").
 
     ``valid``: the scene rectangle (x0, y0, x1, y1); nothing outside it is water. ``sky``: bool (H, W) sky mask or
@@ -126,8 +131,13 @@ def _water_from_blocks(region, out, valid, sky, row_gsd_m, b, tex, lum, blue, n)
     median_tex = _median_u(np.minimum(tex_dn, 255_999), 256_000)
     limit = min(SMOOTH_MAX_DN * 1000, max(SMOOTH_MIN_DN * 1000, 2 * median_tex))
     share = int(round(BLOCK_BLUE_SHARE * 1000))  # B - R >= share/1000 of luma; luma sums are in thousandths
-    candidate = ((tex <= limit * pairs) & (blue >= BLOCK_BLUE_DN * n) & (blue * 1_000_000 >= share * lum)
-                 & (lum <= BLOCK_MAX_LUMA_DN * 1000 * n) & ~sky_blocks)
+    candidate = (
+        (tex <= limit * pairs)
+        & (blue >= BLOCK_BLUE_DN * n)
+        & (blue * 1_000_000 >= share * lum)
+        & (lum <= BLOCK_MAX_LUMA_DN * 1000 * n)
+        & ~sky_blocks
+    )
     if not candidate.any():
         return out
     # Ground area per block in cm^2 (its row's sampling distance; sky rows are inf and never candidates).
@@ -149,12 +159,16 @@ def _water_from_blocks(region, out, valid, sky, row_gsd_m, b, tex, lum, blue, n)
     near = cv2.dilate(blocks.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
     near_px = np.repeat(np.repeat(near, b, axis=0), b, axis=1)[:h, :w]
     px = region.astype(np.int16)
-    luma = (px[..., 0].astype(np.int32) * 299 + px[..., 1].astype(np.int32) * 587
-            + px[..., 2].astype(np.int32) * 114)
+    luma = px[..., 0].astype(np.int32) * 299 + px[..., 1].astype(np.int32) * 587 + px[..., 2].astype(np.int32) * 114
     # Channel by channel: NumPy's max over a length-3 last axis is ~20x slower at 12 MP (the same values).
     brightest = np.maximum(np.maximum(region[..., 0], region[..., 1]), region[..., 2])
-    wet = ((px[..., 2] - px[..., 0]) >= threshold) & (luma <= PIXEL_MAX_LUMA_DN * 1000) \
-        & (brightest < PIXEL_SATURATED) & near_px & ~sky_r
+    wet = (
+        ((px[..., 2] - px[..., 0]) >= threshold)
+        & (luma <= PIXEL_MAX_LUMA_DN * 1000)
+        & (brightest < PIXEL_SATURATED)
+        & near_px
+        & ~sky_r
+    )
     votes = cv2.boxFilter(wet.view(np.uint8), cv2.CV_16U, (3, 3), normalize=False, borderType=cv2.BORDER_REPLICATE)
     out[y0:y1, x0:x1] = wet & (votes >= MAJORITY)
     return out

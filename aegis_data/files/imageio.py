@@ -14,8 +14,8 @@ import os
 import shutil
 import struct
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 
@@ -37,8 +37,10 @@ def check_text_path(path: Path, what: str = "file") -> Path:
     try:
         str(path).encode("utf-8")
     except UnicodeEncodeError:
-        raise AegisError(f"{what} name {ascii(path.name)} in {ascii(str(path.parent))} is not UTF-8; rename it "
-                         "(file names become image ids and manifest paths, which are text)") from None
+        raise AegisError(
+            f"{what} name {ascii(path.name)} in {ascii(str(path.parent))} is not UTF-8; rename it "
+            "(file names become image ids and manifest paths, which are text)"
+        ) from None
     return path
 
 
@@ -47,7 +49,8 @@ def list_images(folder: Path, *, recursive: bool = False) -> list[Path]:
     name is not UTF-8 (``check_text_path``)."""
     it = folder.rglob("*") if recursive else folder.iterdir()
     return sorted(
-        check_text_path(p, "image file") for p in it
+        check_text_path(p, "image file")
+        for p in it
         if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith(".")
     )
 
@@ -105,7 +108,8 @@ def decode_image_bytes(data: bytes, *, what: str = "<bytes>", max_pixels: int = 
     if size is not None and size[0] * size[1] > max_pixels:
         raise AegisError(
             f"image {what} is {size[0]}x{size[1]} = {size[0] * size[1]:,} pixels, above the limit of "
-            f"{max_pixels:,} (raise `max_pixels` if this is intended)", param="max_pixels"
+            f"{max_pixels:,} (raise `max_pixels` if this is intended)",
+            param="max_pixels",
         )
     buf = np.frombuffer(data, dtype=np.uint8)
     import cv2  # on first decode: writers and checksums (what scoring uses) run without OpenCV
@@ -115,7 +119,9 @@ def decode_image_bytes(data: bytes, *, what: str = "<bytes>", max_pixels: int = 
     if rgb.shape[0] * rgb.shape[1] > max_pixels:
         raise AegisError(f"image {what} has {rgb.shape[0] * rgb.shape[1]:,} pixels, above the limit of {max_pixels:,}")
     if size is not None and (rgb.shape[1], rgb.shape[0]) != size:
-        raise AegisError(f"cannot decode image {what}: header says {size[0]}x{size[1]}, decoded {rgb.shape[1]}x{rgb.shape[0]}")
+        raise AegisError(
+            f"cannot decode image {what}: header says {size[0]}x{size[1]}, decoded {rgb.shape[1]}x{rgb.shape[0]}"
+        )
     return rgb
 
 
@@ -171,11 +177,11 @@ def _png_layout(data: bytes) -> str | None:
         return f"{depth}-bit {kinds.get(colour, f'colour type {colour}')}, not 8-bit RGB"
     pos = 8
     while pos + 8 <= len(data):
-        length, name = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
+        length, name = int.from_bytes(data[pos : pos + 4], "big"), data[pos + 4 : pos + 8]
         if name in _VIEW_CHANGING_CHUNKS:
             return f"carries a {name.decode()} chunk ({'orientation' if name == b'eXIf' else 'transparency'})"
         if name in _TEXT_CHUNKS:
-            why = _text_chunk_problem(name, data[pos + 8:pos + 8 + length])
+            why = _text_chunk_problem(name, data[pos + 8 : pos + 8 + length])
             if why:
                 return why
         if name == b"IEND":
@@ -261,8 +267,9 @@ def decode_samples(data: bytes, path: str | Path, max_pixels: int = DEFAULT_MAX_
         raise AegisError(f"cannot decode image {p}: truncated PNG (no IEND chunk)")
     size = header_size(data)
     if size is not None and size[0] * size[1] > max_pixels:
-        raise AegisError(f"image {p} is {size[0]}x{size[1]} = {size[0] * size[1]:,} pixels, above the limit of "
-                         f"{max_pixels:,}")
+        raise AegisError(
+            f"image {p} is {size[0]}x{size[1]} = {size[0] * size[1]:,} pixels, above the limit of {max_pixels:,}"
+        )
     import cv2
 
     decoded = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED | cv2.IMREAD_IGNORE_ORIENTATION)
@@ -271,8 +278,9 @@ def decode_samples(data: bytes, path: str | Path, max_pixels: int = DEFAULT_MAX_
     if decoded.dtype not in (np.uint8, np.uint16):
         raise AegisError(f"unsupported pixel type {decoded.dtype} in {p}; expected 8- or 16-bit")
     if decoded.shape[0] * decoded.shape[1] > max_pixels:
-        raise AegisError(f"image {p} has {decoded.shape[0] * decoded.shape[1]:,} pixels, above the limit of "
-                         f"{max_pixels:,}")
+        raise AegisError(
+            f"image {p} has {decoded.shape[0] * decoded.shape[1]:,} pixels, above the limit of {max_pixels:,}"
+        )
     return decoded
 
 
@@ -338,8 +346,10 @@ def write_bytes_atomic(path: str | Path, data: bytes | Iterable[bytes]) -> None:
 def write_error(path: Path, exc: OSError) -> AegisError:
     """One line for a failed write: the path, the reason and, when the disk is full, the space left there."""
     if exc.errno == errno.ENOSPC:
-        return AegisError(f"no space left on the device while writing {path} ({_free_space(path)} free there); "
-                          f"free some space and re-run")
+        return AegisError(
+            f"no space left on the device while writing {path} ({_free_space(path)} free there); "
+            f"free some space and re-run"
+        )
     blocker = file_above(path)
     if blocker is not None:
         return AegisError(f"cannot write {path}: {blocker} is a file, not a folder")

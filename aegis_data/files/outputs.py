@@ -7,8 +7,8 @@ Every CLI command and every ``aegis baseline`` step calls these, with the option
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from aegis_data.errors import AegisError
 
@@ -69,8 +69,10 @@ def check_output_dirs(outputs: Mapping[str, Path | None], inputs: Iterable[Path 
         real = path.resolve()
         for src in inputs:
             if real == src or src in real.parents:
-                raise AegisError(f"{opt} {path} {'is' if real == src else 'lies inside'} the input folder {src}; "
-                                 f"write the output somewhere else")
+                raise AegisError(
+                    f"{opt} {path} {'is' if real == src else 'lies inside'} the input folder {src}; "
+                    f"write the output somewhere else"
+                )
 
 
 def check_name_component(name: str, what: str, reserved: Iterable[str] = ()) -> str:
@@ -83,10 +85,15 @@ def check_name_component(name: str, what: str, reserved: Iterable[str] = ()) -> 
         raise AegisError(f"{what} {name!r} is empty; it names a folder, so it needs visible characters")
     bad = next((ch for ch in name if ch in "/\\" or ord(ch) < 32 or ord(ch) == 127), None)
     if bad is not None or name in (".", "..") or name != name.strip():
-        why = f"holds {bad!r}" if bad is not None else ("is a relative folder name" if name.strip() in (".", "..")
-                                                        else "starts or ends with white space")
-        raise AegisError(f"{what} {name!r} {why}; it names a folder of the output, so it must be one plain name "
-                         f"(letters, digits, '-', '_', '.')")
+        why = (
+            f"holds {bad!r}"
+            if bad is not None
+            else ("is a relative folder name" if name.strip() in (".", "..") else "starts or ends with white space")
+        )
+        raise AegisError(
+            f"{what} {name!r} {why}; it names a folder of the output, so it must be one plain name "
+            f"(letters, digits, '-', '_', '.')"
+        )
     if name in set(reserved):
         raise AegisError(f"{what} {name!r} is taken: the output folder has its own {name!r}; choose another name")
     return name

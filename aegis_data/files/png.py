@@ -49,7 +49,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -89,7 +89,7 @@ def writer_info() -> dict[str, str]:
         "name": WRITER_NAME,
         "version": WRITER_VERSION,
         "deflate": f"aegis huffman-only deflate: dynamic blocks of {BLOCK_BYTES} bytes, literals only, "
-                   f"length-limited canonical codes ({MAX_LITERAL_BITS}/{MAX_CODE_LENGTH_BITS} bits)",
+        f"length-limited canonical codes ({MAX_LITERAL_BITS}/{MAX_CODE_LENGTH_BITS} bits)",
         "filter": "sub (type 1) on every row",
     }
 
@@ -136,7 +136,7 @@ def _encode_numpy(rgb: np.ndarray, max_idat: int = _MAX_IDAT) -> bytes:
     ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)  # 8-bit truecolour, deflate, adaptive filtering, no interlace
     parts = [PNG_SIGNATURE, _chunk(b"IHDR", ihdr)]
     for start in range(0, len(stream), max_idat):
-        parts.append(_chunk(b"IDAT", stream[start:start + max_idat]))
+        parts.append(_chunk(b"IDAT", stream[start : start + max_idat]))
     parts.append(_chunk(b"IEND", b""))
     return b"".join(parts)
 
@@ -331,7 +331,7 @@ def _zlib_stream_numpy(filtered: np.ndarray) -> bytes:
     carry_values: list[int] = []  # fields after the previous block's paired literals: its odd last one, its EOB
     carry_widths: list[int] = []
     for start in range(0, n, BLOCK_BYTES):
-        block = filtered[start:start + BLOCK_BYTES]
+        block = filtered[start : start + BLOCK_BYTES]
         freqs = np.bincount(block, minlength=256).tolist() + [1]  # end-of-block once
         lengths = _code_lengths(freqs, MAX_LITERAL_BITS)
         codes = _canonical_codes(lengths)
@@ -340,7 +340,7 @@ def _zlib_stream_numpy(filtered: np.ndarray) -> bytes:
         data, pending = _pack_fields(carry_values + head_values, carry_widths + head_widths, pending)
         out.append(data)
         # The literals two by two (at most 30 bits each), which halves the packing work.
-        even, odd = block[0:len(block) - 1:2], block[1::2]
+        even, odd = block[0 : len(block) - 1 : 2], block[1::2]
         wide = widths[even]
         paired = codes[even] | (codes[odd] << wide)
         data, pending = _pack_bits(paired, wide + widths[odd], pending)
@@ -373,7 +373,7 @@ def self_test_sha256() -> str:
     return hashlib.sha256(_encode(self_test_image())).hexdigest()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _self_test_result(expected: str, backend: str) -> str | None:
     got = self_test_sha256()
     return None if got == expected else got

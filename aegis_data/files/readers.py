@@ -19,8 +19,9 @@ import math
 import numbers
 import re
 import sys
+from collections.abc import Container, Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, Container, Iterator
+from typing import Any
 
 import numpy as np
 import yaml
@@ -54,8 +55,10 @@ def _constant(literal: str) -> Any:
 def _float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise _Refused("json_number_overflow", f"holds the number {text[:20]}{'...' if len(text) > 20 else ''} "
-                                               "beyond the float64 range")
+        raise _Refused(
+            "json_number_overflow",
+            f"holds the number {text[:20]}{'...' if len(text) > 20 else ''} beyond the float64 range",
+        )
     return value
 
 
@@ -63,8 +66,9 @@ def _int(text: str) -> int:
     if len(text.lstrip("-")) > 308:  # 10**308 < float64 max < 10**309
         value = int(text) if len(text) < 4300 else None
         if value is None or abs(value) > _FLOAT_MAX:
-            raise _Refused("json_number_overflow", f"holds a {len(text.lstrip('-'))}-digit integer beyond the "
-                                                   "float64 range")
+            raise _Refused(
+                "json_number_overflow", f"holds a {len(text.lstrip('-'))}-digit integer beyond the float64 range"
+            )
         return value
     return int(text)
 
@@ -93,12 +97,21 @@ def parse_json_bytes(data: bytes, what: str, path: str | Path, code_prefix: str 
     except RecursionError:
         raise AegisError(f"[{tag}json_too_deep] {what} file {path} nests arrays/objects too deeply to parse") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else \
-            " (not UTF-8 text)"
-        hint = " (the file looks truncated)" if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(data.rstrip()) - 1 else ""
+        where = (
+            f" at line {exc.lineno} column {exc.colno}"
+            if isinstance(exc, json.JSONDecodeError)
+            else " (not UTF-8 text)"
+        )
+        hint = (
+            " (the file looks truncated)"
+            if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(data.rstrip()) - 1
+            else ""
+        )
         raise AegisError(f"[{tag}not_json] {what} file {path} is not valid JSON{where}{hint}") from None
     except ValueError as exc:  # e.g. an integer beyond Python's digit limit
-        raise AegisError(f"[{tag}not_json] {what} file {path} is not usable JSON ({str(exc).splitlines()[0]})") from None
+        raise AegisError(
+            f"[{tag}not_json] {what} file {path} is not usable JSON ({str(exc).splitlines()[0]})"
+        ) from None
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -114,8 +127,7 @@ def read_file_bytes(path: str | Path, what: str, code_prefix: str = "", max_byte
     if p.is_dir():
         raise AegisError(f"[{code_prefix}wrong_type] {what} path is a directory, expected a file: {p}")
     if not p.is_file():  # checked before open(): reading a FIFO blocks, a device may never end
-        raise AegisError(f"[{code_prefix}wrong_type] {what} path is not a regular file (a FIFO, socket or "
-                         f"device): {p}")
+        raise AegisError(f"[{code_prefix}wrong_type] {what} path is not a regular file (a FIFO, socket or device): {p}")
     try:
         if max_bytes is None:
             return p.read_bytes()
@@ -124,8 +136,9 @@ def read_file_bytes(path: str | Path, what: str, code_prefix: str = "", max_byte
     except OSError as exc:
         raise AegisError(f"[{code_prefix}unreadable] cannot read {what} file {p}: {exc.strerror}") from None
     if len(data) > max_bytes:
-        raise AegisError(f"[{code_prefix}too_large] {what} file {p} is too large: a {what} is at most "
-                         f"{max_bytes:,} bytes")
+        raise AegisError(
+            f"[{code_prefix}too_large] {what} file {p} is too large: a {what} is at most {max_bytes:,} bytes"
+        )
     return data
 
 
@@ -141,8 +154,10 @@ def read_json_object(path: str | Path, what: str, code_prefix: str = "") -> tupl
     """:func:`read_json` for a file whose top level must be an object (``[<prefix>wrong_type]`` otherwise)."""
     obj, sha = read_json(path, what, code_prefix)
     if not isinstance(obj, dict):
-        raise AegisError(f"[{code_prefix}wrong_type] {what} file {path}: expected a JSON object at the top level, "
-                         f"got a JSON {type(obj).__name__}")
+        raise AegisError(
+            f"[{code_prefix}wrong_type] {what} file {path}: expected a JSON object at the top level, "
+            f"got a JSON {type(obj).__name__}"
+        )
     return obj, sha
 
 
@@ -170,7 +185,8 @@ class _StrictYamlLoader(yaml.SafeLoader):
                     continue
                 if twice:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"the key {str(key)[:60]!r} is given twice", key_node.start_mark)
+                        None, None, f"the key {str(key)[:60]!r} is given twice", key_node.start_mark
+                    )
                 seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -224,8 +240,10 @@ def parse_yaml_bytes(data: bytes, what: str, path: str | Path) -> Any:
         if node is None:
             return None
         if _expanded_nodes(node, MAX_YAML_NODES) is None:
-            raise AegisError(f"{what} {path}: its aliases expand to more than {MAX_YAML_NODES:,} values or refer "
-                             f"to themselves (a YAML alias bomb?); write the values out")
+            raise AegisError(
+                f"{what} {path}: its aliases expand to more than {MAX_YAML_NODES:,} values or refer "
+                f"to themselves (a YAML alias bomb?); write the values out"
+            )
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise AegisError(f"{what} {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
@@ -260,8 +278,10 @@ def read_coco_gt(path: str | Path, what: str = "COCO ground truth", code_prefix:
     and an ``annotations`` list (``categories`` optional here; the evaluator's loader requires it)."""
     coco, sha = read_json(path, what, code_prefix)
     if not isinstance(coco, dict):
-        raise AegisError(f"[{code_prefix}wrong_type] {path}: expected a COCO object with 'images', 'annotations' "
-                         f"and 'categories'; got a JSON {type(coco).__name__}")
+        raise AegisError(
+            f"[{code_prefix}wrong_type] {path}: expected a COCO object with 'images', 'annotations' "
+            f"and 'categories'; got a JSON {type(coco).__name__}"
+        )
     if not isinstance(coco.get("images"), list) or not isinstance(coco.get("annotations", []), list):
         raise AegisError(f"[{code_prefix}wrong_type] {path}: expected an object with 'images' and 'annotations' lists")
     return coco, sha
@@ -272,8 +292,11 @@ def stays_inside(name: Any) -> bool:
     absolute (nor a Windows drive), no ``..`` part, no backslash or NUL."""
     if not isinstance(name, str) or not name or "\x00" in name or "\\" in name:
         return False
-    return not PurePosixPath(name).is_absolute() and ".." not in PurePosixPath(name).parts \
+    return (
+        not PurePosixPath(name).is_absolute()
+        and ".." not in PurePosixPath(name).parts
         and not PureWindowsPath(name).drive
+    )
 
 
 def image_name_problem(image: dict) -> str | None:
@@ -286,8 +309,9 @@ def image_name_problem(image: dict) -> str | None:
     if isinstance(name, str) and not stays_inside(name):
         return f"file_name {name!r:.80} leaves the image folder (an absolute path, '..', a backslash or NUL)"
     stem = image.get("stem")
-    if stem is not None and not (isinstance(stem, str) and stays_inside(stem) and "/" not in stem
-                                 and stem not in (".", "")):
+    if stem is not None and not (
+        isinstance(stem, str) and stays_inside(stem) and "/" not in stem and stem not in (".", "")
+    ):
         return f"stem {stem!r:.80} is not a plain file name (the split's image id, such as 'img001')"
     return None
 
@@ -297,8 +321,12 @@ def coco_images(coco: dict, where: str | Path) -> list[dict]:
     a ``file_name``, no id repeats, and no file name or stem leads out of the image folder."""
     images = coco.get("images") if isinstance(coco, dict) else None
     for k, im in enumerate(images if isinstance(images, list) else [None]):
-        if not isinstance(im, dict) or not isinstance(im.get("id"), int) or isinstance(im.get("id"), bool) \
-                or not isinstance(im.get("file_name"), str):
+        if (
+            not isinstance(im, dict)
+            or not isinstance(im.get("id"), int)
+            or isinstance(im.get("id"), bool)
+            or not isinstance(im.get("file_name"), str)
+        ):
             raise AegisError(f"{where}: images[{k}] must be an object with an integer 'id' and a 'file_name'")
         problem = image_name_problem(im)
         if problem is not None:
@@ -314,8 +342,11 @@ def coco_person_boxes(coco: dict, where: str | Path, *, skip_crowd: bool = False
     """``{image id: [[x, y, w, h], ...]}`` of the person annotations, in file order (every image listed, possibly
     empty). Person = the categories named 'person' when any is, else every category."""
     images = coco_images(coco, where)
-    cats = {c.get("id") for c in coco.get("categories") or [] if isinstance(c, dict)
-            and str(c.get("name", "")).strip().lower() == "person"}
+    cats = {
+        c.get("id")
+        for c in coco.get("categories") or []
+        if isinstance(c, dict) and str(c.get("name", "")).strip().lower() == "person"
+    }
     out: dict[int, list[list[float]]] = {im["id"]: [] for im in images}
     for k, a in coco_annotations(coco, where, out):
         if (cats and a.get("category_id") not in cats) or (skip_crowd and a.get("iscrowd", 0)):
@@ -329,10 +360,15 @@ def coco_annotations(coco: dict, where: str | Path, image_ids: Container[int]) -
     object whose ``image_id`` is in ``image_ids`` and whose ``bbox`` is a list of 4 items (read them with
     :func:`coco_bbox`)."""
     for k, a in enumerate(coco.get("annotations") or []):
-        if not isinstance(a, dict) or a.get("image_id") not in image_ids or not isinstance(a.get("bbox"), list) \
-                or len(a["bbox"]) != 4:
-            raise AegisError(f"{where}: annotations[{k}] must be an object with a known 'image_id' and a 4-number "
-                             f"'bbox'")
+        if (
+            not isinstance(a, dict)
+            or a.get("image_id") not in image_ids
+            or not isinstance(a.get("bbox"), list)
+            or len(a["bbox"]) != 4
+        ):
+            raise AegisError(
+                f"{where}: annotations[{k}] must be an object with a known 'image_id' and a 4-number 'bbox'"
+            )
         yield k, a
 
 

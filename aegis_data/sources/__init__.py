@@ -30,7 +30,15 @@ _ADAPTERS = {
 }
 DATASETS: tuple[str, ...] = tuple(_ADAPTERS)
 
-__all__ = ["DATASETS", "PERSON_NAMES", "SourceDataset", "adapter_options", "load_source", "parse_option_pairs", "read_rgb"]
+__all__ = [
+    "DATASETS",
+    "PERSON_NAMES",
+    "SourceDataset",
+    "adapter_options",
+    "load_source",
+    "parse_option_pairs",
+    "read_rgb",
+]
 
 
 def _adapter(dataset: str):
@@ -82,6 +90,7 @@ def read_rgb(record: Record, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray
         rgb = hf.read_image(path, max_pixels=max_pixels)
     else:
         from aegis_data.files import imageio
+
         rgb = imageio.read_rgb(path, max_pixels=max_pixels)
     if rgb.shape[1] != record.width or rgb.shape[0] != record.height:
         raise AegisError(

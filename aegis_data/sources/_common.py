@@ -5,8 +5,9 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -89,8 +90,14 @@ def _shown_name(name: str) -> str:
     return name if name.isprintable() else repr(name)
 
 
-def check_names_matched(classes: Iterable[str] | None, seen: Iterable[str], where: Path | str, *,
-                        key_of: Callable[[str], str] = str.lower, option: str = "classes") -> None:
+def check_names_matched(
+    classes: Iterable[str] | None,
+    seen: Iterable[str],
+    where: Path | str,
+    *,
+    key_of: Callable[[str], str] = str.lower,
+    option: str = "classes",
+) -> None:
     """AegisError when a class name of the ``classes`` filter matches no label (``seen``: every class name the
     labels carry, compared through ``key_of``): the benchmark would silently have fewer or no ground-truth
     boxes ("persn", or "person" on a copy labelled with postures). One line naming the classes present."""
@@ -105,8 +112,10 @@ def check_names_matched(classes: Iterable[str] | None, seen: Iterable[str], wher
     held = sorted(present.values())
     listed = ", ".join(_shown_name(n) for n in held[:20]) + (f", ... ({len(held)} classes)" if len(held) > 20 else "")
     what = f"class {missing[0]!r} matches" if len(missing) == 1 else f"classes {', '.join(map(repr, missing))} match"
-    raise AegisError(f"option {option}: {what} no label under {where}; the labels hold classes: "
-                     f"{listed or 'none (no labelled objects)'}")
+    raise AegisError(
+        f"option {option}: {what} no label under {where}; the labels hold classes: "
+        f"{listed or 'none (no labelled objects)'}"
+    )
 
 
 def opt_bool(options: Mapping[str, Any], key: str, default: bool = False) -> bool:
@@ -156,7 +165,8 @@ def frame_size(path: Path, max_pixels: int) -> tuple[int, int]:
     if w * h > max_pixels:
         raise AegisError(
             f"image {path} is {w}x{h} = {w * h:,} pixels, above the limit of {max_pixels:,} "
-            "(raise `max_pixels` if this is intended)", param="max_pixels"
+            "(raise `max_pixels` if this is intended)",
+            param="max_pixels",
         )
     return w, h
 
@@ -176,9 +186,7 @@ def check_box(x0: float, y0: float, x1: float, y1: float, width: int, height: in
         raise AegisError(f"{where}: box {shown} is {kind} (expected x_max > x_min and y_max > y_min)")
     tol = EDGE_TOLERANCE_PX
     if x0 < -tol or y0 < -tol or x1 > width + tol or y1 > height + tol:
-        raise AegisError(
-            f"{where}: box {shown} lies outside the {width}x{height} frame by more than {tol:g} px"
-        )
+        raise AegisError(f"{where}: box {shown} lies outside the {width}x{height} frame by more than {tol:g} px")
     cx0, cy0 = min(max(x0, 0.0), float(width)), min(max(y0, 0.0), float(height))
     cx1, cy1 = min(max(x1, 0.0), float(width)), min(max(y1, 0.0), float(height))
     if cx1 <= cx0 or cy1 <= cy0:
@@ -201,8 +209,10 @@ def plain_number(raw: str, where: str, what: str) -> float:
 def class_id(raw: str, where: str) -> int:
     """A YOLO class id: a non-negative integer written without sign, point or exponent ('0', '3')."""
     if not _CLASS_ID.match(raw):
-        raise AegisError(f"{where}: class {raw[:40]!r} is not a class id; expected numbers 'class cx cy w h' with "
-                         f"a non-negative integer class like 0")
+        raise AegisError(
+            f"{where}: class {raw[:40]!r} is not a class id; expected numbers 'class cx cy w h' with "
+            f"a non-negative integer class like 0"
+        )
     return int(raw)
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from aegis_data.errors import AegisError
 from aegis_data.files.layout import SAFE_IMAGE_ID
@@ -34,9 +35,15 @@ class SourceDataset:
         return [r for s in ("test", "val", "train") for r in self.splits.get(s, [])]
 
 
-def build_dataset(name: str, description: dict[str, Any], records: Iterable[Record], *,
-                  roots: Iterable[Path] = (), follow_links: bool = False,
-                  warnings: Iterable[str] = ()) -> SourceDataset:
+def build_dataset(
+    name: str,
+    description: dict[str, Any],
+    records: Iterable[Record],
+    *,
+    roots: Iterable[Path] = (),
+    follow_links: bool = False,
+    warnings: Iterable[str] = (),
+) -> SourceDataset:
     """Group records by their ``split``, sort by image id, and enforce the id invariants.
 
     ``roots``: the folders a file source reads (its root, an explicitly given image folder). An image whose
@@ -50,8 +57,11 @@ def build_dataset(name: str, description: dict[str, Any], records: Iterable[Reco
         if len(kept) != len(records):
             description = {**description, "links_outside_root_skipped": len(records) - len(kept)}
             if not kept:
-                raise AegisError(f"every image of the source is a link leaving its folder ({real_roots[0]}); "
-                                 f"set `follow_links` to read them", param="follow_links")
+                raise AegisError(
+                    f"every image of the source is a link leaving its folder ({real_roots[0]}); "
+                    f"set `follow_links` to read them",
+                    param="follow_links",
+                )
         records = kept
     by_split: dict[str, list[Record]] = {}
     seen: dict[str, str] = {}
@@ -59,7 +69,9 @@ def build_dataset(name: str, description: dict[str, Any], records: Iterable[Reco
         if r.split not in SPLITS:
             raise AegisError(f"record {r.image_id!r} has split {r.split!r}; expected one of {', '.join(SPLITS)}")
         if not SAFE_IMAGE_ID.match(r.image_id):
-            raise AegisError(f"image id {r.image_id!r} is not filesystem-safe (expected [A-Za-z0-9._-], no leading dot)")
+            raise AegisError(
+                f"image id {r.image_id!r} is not filesystem-safe (expected [A-Za-z0-9._-], no leading dot)"
+            )
         if r.image_id in seen:
             raise AegisError(
                 f"image id {r.image_id!r} occurs twice ({seen[r.image_id]} and {r.path}); image ids must be unique"
@@ -69,9 +81,7 @@ def build_dataset(name: str, description: dict[str, Any], records: Iterable[Reco
     splits = {s: sorted(by_split[s], key=lambda r: r.image_id) for s in SPLITS if s in by_split}
     desc = dict(description)
     desc.setdefault("adapter", name)
-    desc["counts"] = {
-        s: {"images": len(rs), "boxes": sum(len(r.boxes) for r in rs)} for s, rs in splits.items()
-    }
+    desc["counts"] = {s: {"images": len(rs), "boxes": sum(len(r.boxes) for r in rs)} for s, rs in splits.items()}
     return SourceDataset(name=name, description=desc, splits=splits, warnings=tuple(warnings))
 
 

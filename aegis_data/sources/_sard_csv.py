@@ -23,7 +23,13 @@ from pathlib import Path
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import check_text_path, list_images
 from aegis_data.sources._common import (
-    EDGE_TOLERANCE_PX, check_box, check_names_matched, frame_size, plain_number, portable_path, safe_id,
+    EDGE_TOLERANCE_PX,
+    check_box,
+    check_names_matched,
+    frame_size,
+    plain_number,
+    portable_path,
+    safe_id,
 )
 from aegis_data.sources.records import Box, Record
 
@@ -69,13 +75,18 @@ def label_csvs(root: Path, exclude: Path | None = None) -> list[Path]:
     """Every ``*.csv`` below ROOT (hidden files ignored), except ``exclude`` (the groups file). AegisError for a
     CSV that is a link resolving outside ROOT: it is not read (its lines would end up in messages)."""
     skip = exclude.resolve() if exclude is not None else None
-    found = sorted(check_text_path(p, "labels CSV") for p in root.rglob("*.csv")
-                   if p.is_file() and not p.name.startswith(".") and (skip is None or p.resolve() != skip))
+    found = sorted(
+        check_text_path(p, "labels CSV")
+        for p in root.rglob("*.csv")
+        if p.is_file() and not p.name.startswith(".") and (skip is None or p.resolve() != skip)
+    )
     inside = root.resolve()
     for p in found:
         if not p.resolve().is_relative_to(inside):
-            raise AegisError(f"labels CSV {p} resolves outside the dataset root {root}; refusing to read it (copy "
-                             "the file into the dataset folder)")
+            raise AegisError(
+                f"labels CSV {p} resolves outside the dataset root {root}; refusing to read it (copy "
+                "the file into the dataset folder)"
+            )
     return found
 
 
@@ -97,8 +108,10 @@ def read_label_csv(path: Path) -> list[CsvRow]:
         column.setdefault(name.strip().lower(), k)
     missing = [c for c in CSV_COLUMNS if c not in column]
     if missing:
-        raise AegisError(f"labels CSV {path} has no column {missing[0]!r} (header line {header_line}: "
-                         f"{','.join(h.strip() for h in header)[:120]}; expected {','.join(CSV_COLUMNS)})")
+        raise AegisError(
+            f"labels CSV {path} has no column {missing[0]!r} (header line {header_line}: "
+            f"{','.join(h.strip() for h in header)[:120]}; expected {','.join(CSV_COLUMNS)})"
+        )
     need = max(column[c] for c in CSV_COLUMNS) + 1
     out = []
     for n, row in rows[1:]:
@@ -109,8 +122,16 @@ def read_label_csv(path: Path) -> list[CsvRow]:
         if not value["filename"]:
             raise AegisError(f"{where}: the filename is empty")
         num = {c: plain_number(value[c], where, c) for c in ("width", "height", "xmin", "ymin", "xmax", "ymax")}
-        out.append(CsvRow(n, value["filename"], num["width"], num["height"], value["class"],
-                          (num["xmin"], num["ymin"], num["xmax"], num["ymax"])))
+        out.append(
+            CsvRow(
+                n,
+                value["filename"],
+                num["width"],
+                num["height"],
+                value["class"],
+                (num["xmin"], num["ymin"], num["xmax"], num["ymax"]),
+            )
+        )
     return out
 
 
@@ -175,8 +196,9 @@ def copy_origins(stems) -> dict[str, str]:
     return out
 
 
-def read_csv_layout(root: Path, *, classes: frozenset[str] | None, max_pixels: int, stats: Counter,
-                    exclude: Path | None = None) -> CsvLayout:
+def read_csv_layout(
+    root: Path, *, classes: frozenset[str] | None, max_pixels: int, stats: Counter, exclude: Path | None = None
+) -> CsvLayout:
     """Records of every folder below ROOT that holds images and one labels CSV.
 
     ``classes``: the class names counted as persons (others left out and counted); None = the SARD names,
@@ -187,8 +209,10 @@ def read_csv_layout(root: Path, *, classes: frozenset[str] | None, max_pixels: i
         by_folder[p.parent].append(p)
     for folder, found in sorted(by_folder.items()):
         if len(found) > 1:
-            raise AegisError(f"folder {folder} holds {len(found)} CSV files ({', '.join(p.name for p in found[:4])}); "
-                             "the SARD CSV layout expects exactly one labels CSV per folder of images")
+            raise AegisError(
+                f"folder {folder} holds {len(found)} CSV files ({', '.join(p.name for p in found[:4])}); "
+                "the SARD CSV layout expects exactly one labels CSV per folder of images"
+            )
     folder_images = {folder: list_images(folder) for folder in sorted(by_folder)}
     all_images = list_images(root, recursive=True)
     labelled = [img for imgs in folder_images.values() for img in imgs]
@@ -221,23 +245,36 @@ def read_csv_layout(root: Path, *, classes: frozenset[str] | None, max_pixels: i
             rows_of[row.filename].append(row)
         for img in images:
             width, height = frame_size(img, max_pixels)
-            boxes = _row_boxes(rows_of.get(img.name, ()), width, height, person, shown, csv_path, stats,
-                               result.degenerate, dropped)
+            boxes = _row_boxes(
+                rows_of.get(img.name, ()), width, height, person, shown, csv_path, stats, result.degenerate, dropped
+            )
             if img.name not in rows_of:
                 negatives += 1
-            result.records.append(Record(
-                image_id=folder_image_id(img, root, stem_count),
-                path=str(img), width=width, height=height, boxes=tuple(boxes), split="test",
-                meta={"file": img.name, "original_stem": copies.get(img.stem, img.stem),
-                      "augmented_copy": img.stem in copies},
-            ))
+            result.records.append(
+                Record(
+                    image_id=folder_image_id(img, root, stem_count),
+                    path=str(img),
+                    width=width,
+                    height=height,
+                    boxes=tuple(boxes),
+                    split="test",
+                    meta={
+                        "file": img.name,
+                        "original_stem": copies.get(img.stem, img.stem),
+                        "augmented_copy": img.stem in copies,
+                    },
+                )
+            )
         need = _EXAMPLES - len(result.degenerate_examples)
         result.degenerate_examples += [text for _, text in sorted(dropped)[:need]]
     check_names_matched(classes, seen_classes, root, key_of=class_key)
     result.layout = {
-        "csv_files": csv_files, "images_found": len(all_images), "csv_rows": rows_total,
+        "csv_files": csv_files,
+        "images_found": len(all_images),
+        "csv_rows": rows_total,
         "images_without_rows_negative": negatives,
-        "images_without_csv_skipped": len(without_csv), "csv_without_images_skipped": len(empty_csv_folders),
+        "images_without_csv_skipped": len(without_csv),
+        "csv_without_images_skipped": len(empty_csv_folders),
         "stems_in_several_folders": sum(1 for c in stem_count.values() if c > 1),
         "examples_skipped": [portable_path(p, root) for p in without_csv[:5]] + empty_csv_folders[:5],
     }
@@ -260,15 +297,26 @@ def _without_repeats(rows: list[CsvRow], shown: str, found: CsvLayout) -> list[C
     return kept
 
 
-def _row_boxes(rows, width: int, height: int, person: set[str] | None, shown: str, csv_path: Path,
-               stats: Counter, degenerate: Counter, dropped: list[tuple[int, str]]) -> list[Box]:
+def _row_boxes(
+    rows,
+    width: int,
+    height: int,
+    person: set[str] | None,
+    shown: str,
+    csv_path: Path,
+    stats: Counter,
+    degenerate: Counter,
+    dropped: list[tuple[int, str]],
+) -> list[Box]:
     """Person boxes of one image's rows; degenerate rows counted by kind and appended to ``dropped``."""
     boxes: list[Box] = []
     for row in rows:
         key = class_key(row.cls)
         if person is None and key not in _SARD_KEYS:
-            raise AegisError(f"{csv_path}:{row.line}: class {row.cls!r} is not a SARD person class "
-                             f"({', '.join(SARD_PERSON_CLASSES)}); pass classes=... to name this copy's person classes")
+            raise AegisError(
+                f"{csv_path}:{row.line}: class {row.cls!r} is not a SARD person class "
+                f"({', '.join(SARD_PERSON_CLASSES)}); pass classes=... to name this copy's person classes"
+            )
         if person is not None and key not in person:
             stats[f"ignored_class:{row.cls or '<empty>'}"] += 1
             continue
@@ -276,9 +324,17 @@ def _row_boxes(rows, width: int, height: int, person: set[str] | None, shown: st
         if kind is not None:
             degenerate[kind] += 1
             corners = ", ".join(f"{c:g}" for c in row.box)
-            dropped.append((row.line, f"{shown}:{row.line} {row.filename} [{corners}] {kind}"
-                            + (f" ({row.width:g}x{row.height:g} in the CSV, {width}x{height} decoded)"
-                               if kind == "size_disagrees" else "")))
+            dropped.append(
+                (
+                    row.line,
+                    f"{shown}:{row.line} {row.filename} [{corners}] {kind}"
+                    + (
+                        f" ({row.width:g}x{row.height:g} in the CSV, {width}x{height} decoded)"
+                        if kind == "size_disagrees"
+                        else ""
+                    ),
+                )
+            )
             continue
         stats[f"class:{row.cls}"] += 1
         boxes.append(check_box(*row.box, width, height, f"{csv_path}:{row.line}"))

@@ -9,14 +9,14 @@ depends only on the group keys, so adding a dataset file never reshuffles unrela
 from __future__ import annotations
 
 import hashlib
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from aegis_data.errors import AegisError
 
 
 def hash_order(keys, salt: str) -> list[str]:
     """Keys sorted by SHA-256 of ``salt|key`` (ties, impossible in practice, broken by the key)."""
-    return sorted(keys, key=lambda k: (hashlib.sha256(f"{salt}|{k}".encode("utf-8")).hexdigest(), k))
+    return sorted(keys, key=lambda k: (hashlib.sha256(f"{salt}|{k}".encode()).hexdigest(), k))
 
 
 def target_count(fraction: float, total: int) -> int:
@@ -41,9 +41,7 @@ def assign_groups(
     """
     total = sum(group_sizes.values())
     if sum(f for _, f in targets) >= 1.0:
-        raise AegisError(
-            f"split fractions {dict(targets)} add up to 1 or more; the {remainder!r} split would be empty"
-        )
+        raise AegisError(f"split fractions {dict(targets)} add up to 1 or more; the {remainder!r} split would be empty")
     order = hash_order(group_sizes, salt)
     out: dict[str, str] = {}
     i = 0

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter, defaultdict
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -10,15 +10,26 @@ root (no "..", not absolute). Everything goes to ``split`` (default "test"); ``v
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, Mapping
+from typing import Any
 
 from aegis_data.errors import AegisError
 from aegis_data.files.readers import read_coco_gt
 from aegis_data.sources._common import (
+    PERSON_NAMES,
+    check_box,
+    check_options,
+    frame_size,
     opt_follow_links,
-    PERSON_NAMES, check_box, check_options, frame_size, opt_fraction, opt_ids, opt_max_pixels, opt_path,
-    portable_path, require_dir, safe_id, xywh_to_xyxy,
+    opt_fraction,
+    opt_ids,
+    opt_max_pixels,
+    opt_path,
+    portable_path,
+    require_dir,
+    safe_id,
+    xywh_to_xyxy,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset
 from aegis_data.sources.records import Record
@@ -35,7 +46,9 @@ def safe_relative(file_name: Any, where: str) -> str:
     win = PureWindowsPath(file_name)
     posix = PurePosixPath(file_name.replace("\\", "/"))
     if posix.is_absolute() or win.is_absolute() or win.drive:
-        raise AegisError(f"{where}: file_name {file_name!r} is an absolute path; expected a path relative to the image root")
+        raise AegisError(
+            f"{where}: file_name {file_name!r} is an absolute path; expected a path relative to the image root"
+        )
     if ".." in posix.parts:
         raise AegisError(f"{where}: file_name {file_name!r} contains '..'; expected a path inside the image root")
     return posix.as_posix()
@@ -44,15 +57,19 @@ def safe_relative(file_name: Any, where: str) -> str:
 def _load_json(path: Path) -> dict:
     data = read_coco_gt(path, "COCO annotation", "")[0]
     if not isinstance(data.get("annotations"), list):
-        raise AegisError(f"COCO annotation file {path}: expected an object with 'images' and 'annotations' lists "
-                         f"(an image set without persons still needs \"annotations\": [])")
+        raise AegisError(
+            f"COCO annotation file {path}: expected an object with 'images' and 'annotations' lists "
+            f'(an image set without persons still needs "annotations": [])'
+        )
     cats = data.get("categories", [])
     if not isinstance(cats, list) or not all(isinstance(c, dict) for c in cats):
         raise AegisError(f"COCO annotation file {path}: 'categories' must be a list of objects with 'id' and 'name'")
     for k, c in enumerate(cats):
         if not _is_key(c.get("id")):
-            raise AegisError(f"COCO annotation file {path}: categories[{k}] has id {c.get('id')!r:.40}; expected an "
-                             f"integer or a string")
+            raise AegisError(
+                f"COCO annotation file {path}: categories[{k}] has id {c.get('id')!r:.40}; expected an "
+                f"integer or a string"
+            )
     return data
 
 
@@ -61,7 +78,7 @@ def _is_key(v: Any) -> bool:
     return isinstance(v, (int, str)) and not isinstance(v, bool)
 
 
-def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
+def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:  # noqa: C901 (predates the limit; split it when it next changes)
     check_options(NAME, options, OPTIONS)
     root = require_dir(Path(source).expanduser(), "COCO image root")
     ann_path = opt_path(options, "annotations", base=root)
@@ -88,8 +105,10 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         if not isinstance(ann, dict) or not _is_key(ann.get("image_id")):
             raise AegisError(f"{ann_path}: annotation #{k} is not an object with an integer or string image_id")
         if ann.get("category_id") is not None and not _is_key(ann.get("category_id")):
-            raise AegisError(f"{ann_path}: annotation #{k} has category_id {ann.get('category_id')!r:.40}; expected "
-                             f"an integer or a string")
+            raise AegisError(
+                f"{ann_path}: annotation #{k} has category_id {ann.get('category_id')!r:.40}; expected "
+                f"an integer or a string"
+            )
         if ann.get("category_id") not in person_ids:
             stats["ignored_non_person_annotations"] += 1
             continue
@@ -118,11 +137,22 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
             awhere = f"{ann_path} (annotation id {ann.get('id')}, image {rel})"
             boxes.append(check_box(*xywh_to_xyxy(ann.get("bbox", ()), awhere), w, h, awhere))
         stem = rel[: -len(PurePosixPath(rel).suffix)] if PurePosixPath(rel).suffix else rel
-        records.append(Record(safe_id(stem.replace("/", "__")), str(path), w, h, tuple(boxes), split=split,
-                              meta={"file": rel, "coco_id": img["id"]}))
+        records.append(
+            Record(
+                safe_id(stem.replace("/", "__")),
+                str(path),
+                w,
+                h,
+                tuple(boxes),
+                split=split,
+                meta={"file": rel, "coco_id": img["id"]},
+            )
+        )
     if by_image:
         some = next(iter(by_image))
-        raise AegisError(f"{ann_path}: {len(by_image)} image id(s) referenced by annotations are not in 'images' (e.g. {some!r})")
+        raise AegisError(
+            f"{ann_path}: {len(by_image)} image id(s) referenced by annotations are not in 'images' (e.g. {some!r})"
+        )
     if not records:
         raise AegisError(f"{ann_path}: the file lists no images")
     records = carve_val(records, val_fraction, salt="coco-val")
@@ -130,12 +160,17 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         "adapter": NAME,
         "root": root.name,  # the folder name only: the manifest must not depend on where a user keeps the data
         "annotations": portable_path(ann_path, root),
-        "options": {"categories": sorted(wanted) if wanted else None, "split": split,
-                    "val_fraction": val_fraction, "max_pixels": max_pixels},
+        "options": {
+            "categories": sorted(wanted) if wanted else None,
+            "split": split,
+            "val_fraction": val_fraction,
+            "max_pixels": max_pixels,
+        },
         "person_category_ids": sorted(person_ids, key=str),
         **dict(sorted(stats.items())),
         "rules": {
-            "split": f"all images -> {split}" + ("; val carved by SHA-256 order of 'coco-val|<image id>'" if val_fraction else ""),
+            "split": f"all images -> {split}"
+            + ("; val carved by SHA-256 order of 'coco-val|<image id>'" if val_fraction else ""),
             "crowd": "iscrowd annotations are left out and counted",
             "ids": "image id = file_name without extension, '/' -> '__', unsafe characters -> '_'",
         },

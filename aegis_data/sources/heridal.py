@@ -11,14 +11,18 @@ an image are skipped and counted; XMLs with no objects are negatives and kept.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import list_images
 from aegis_data.sources._common import (
+    check_options,
     opt_follow_links,
-    check_options, opt_fraction, opt_max_pixels, require_dir,
+    opt_fraction,
+    opt_max_pixels,
+    require_dir,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
 from aegis_data.sources._labels import split_stats, xml_record
@@ -92,12 +96,10 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         "rules": {
             "test": "every labelled image of testImages/ (the official test set)",
             "val": "trainImages/ images ordered by SHA-256 of 'heridal-val|<image id>'; the first "
-                   "round(val_fraction * n_train) -> val, the rest -> train",
+            "round(val_fraction * n_train) -> val, the rest -> train",
             "classes": "objects named human/person/people/pedestrian (any case) are persons; others ignored and counted",
             "skipped": "images without XML and XML without image are skipped and counted; empty XML = negative, kept",
             "size": "taken from the image header; <size> is not trusted",
         },
     }
     return build_dataset(NAME, description, records, roots=(root,), follow_links=opt_follow_links(options))
-
-

@@ -18,15 +18,23 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import DEFAULT_MAX_PIXELS, decode_image_bytes, header_size
 from aegis_data.sources._common import (
-    SPLITS, check_box, check_options, opt_fraction, opt_ids, opt_max_pixels, safe_id, xywh_to_xyxy,
+    SPLITS,
+    check_box,
+    check_options,
+    opt_fraction,
+    opt_ids,
+    opt_max_pixels,
+    safe_id,
+    xywh_to_xyxy,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset
 from aegis_data.sources.records import Record
@@ -34,8 +42,16 @@ from aegis_data.sources.yolo import carve_val
 
 NAME = "hf"
 OPTIONS = ("split", "target_split", "image_column", "objects_column", "categories", "val_fraction", "max_pixels")
-_SPLIT_MAP = {"train": "train", "training": "train", "validation": "val", "valid": "val", "val": "val",
-              "dev": "val", "test": "test", "testing": "test"}
+_SPLIT_MAP = {
+    "train": "train",
+    "training": "train",
+    "validation": "val",
+    "valid": "val",
+    "val": "val",
+    "dev": "val",
+    "test": "test",
+    "testing": "test",
+}
 
 
 @functools.lru_cache(maxsize=8)
@@ -47,8 +63,11 @@ def _open(source: str):
         raise AegisError(f"the 'datasets' package is needed for dataset 'hf' ({exc})") from None
     path = Path(source).expanduser()
     try:
-        if path.is_dir() and ((path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists()
-                              or (path / "state.json").exists()):
+        if path.is_dir() and (
+            (path / "dataset_info.json").exists()
+            or (path / "dataset_dict.json").exists()
+            or (path / "state.json").exists()
+        ):
             return datasets.load_from_disk(str(path))
         if path.is_dir():
             return datasets.load_dataset(str(path))
@@ -60,7 +79,9 @@ def _open(source: str):
     except AegisError:
         raise
     except Exception as exc:  # the datasets library raises many types; report one line
-        raise AegisError(f"cannot load Hugging Face dataset {source!r}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+        raise AegisError(
+            f"cannot load Hugging Face dataset {source!r}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        ) from None
 
 
 def _splits_of(ds) -> dict[str, Any]:
@@ -77,7 +98,9 @@ def _raw_images(ds, column: str):
     import datasets
 
     if column not in ds.column_names:
-        raise AegisError(f"HF dataset has no image column {column!r} (columns: {', '.join(ds.column_names)}); pass image_column=")
+        raise AegisError(
+            f"HF dataset has no image column {column!r} (columns: {', '.join(ds.column_names)}); pass image_column="
+        )
     if isinstance(ds.features[column], datasets.Image):
         return ds.cast_column(column, datasets.Image(decode=False))
     raise AegisError(f"HF column {column!r} is {type(ds.features[column]).__name__}, expected an Image feature")
@@ -115,10 +138,12 @@ def _raw_split(source: str, split: str, column: str):
 def image_bytes(uri: str) -> bytes:
     """The stored (encoded) image bytes of an ``hf:<source>::<split>::<row>::<column>`` record path."""
     try:
-        source, split, row, column = uri[len("hf:"):].rsplit("::", 3)
+        source, split, row, column = uri[len("hf:") :].rsplit("::", 3)
         row_i = int(row)
     except ValueError:
-        raise AegisError(f"not an HF image reference: {uri!r} (expected hf:<source>::<split>::<row>::<column>)") from None
+        raise AegisError(
+            f"not an HF image reference: {uri!r} (expected hf:<source>::<split>::<row>::<column>)"
+        ) from None
     ds = _raw_split(source, split, column)
     if not 0 <= row_i < len(ds):
         raise AegisError(f"{uri}: row {row_i} is outside the split (0..{len(ds) - 1})")
@@ -145,8 +170,9 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     stats: Counter = Counter()
     records = []
     for hf_split, ours in plan.items():
-        records += _split_records(src, available[hf_split], hf_split, ours, image_col, objects_col, categories,
-                                  max_pixels, stats)
+        records += _split_records(
+            src, available[hf_split], hf_split, ours, image_col, objects_col, categories, max_pixels, stats
+        )
     if not records:
         raise AegisError(f"HF dataset {src} holds no rows")
     if len({r.image_id for r in records}) < len(records) and len(plan) > 1:
@@ -158,9 +184,15 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         "adapter": NAME,
         # a hub id as given; a local folder by its name only (the manifest must not depend on where it lives)
         "root": Path(src).name if Path(src).exists() else src,
-        "options": {"split": chosen, "target_split": target, "image_column": image_col, "objects_column": objects_col,
-                    "categories": sorted(categories) if categories else None, "val_fraction": val_fraction,
-                    "max_pixels": max_pixels},
+        "options": {
+            "split": chosen,
+            "target_split": target,
+            "image_column": image_col,
+            "objects_column": objects_col,
+            "categories": sorted(categories) if categories else None,
+            "val_fraction": val_fraction,
+            "max_pixels": max_pixels,
+        },
         "split_map": plan,
         "ignored_objects_by_category": {k.split(":", 1)[1]: v for k, v in sorted(stats.items())},
         "rules": {
@@ -188,11 +220,22 @@ def _split_plan(src: str, available: Mapping[str, Any], chosen: Any, target: Any
     return plan
 
 
-def _split_records(src: str, ds: Any, hf_split: str, ours: str, image_col: str, objects_col: str,
-                   categories: frozenset[str] | None, max_pixels: int, stats: Counter) -> list[Record]:
+def _split_records(
+    src: str,
+    ds: Any,
+    hf_split: str,
+    ours: str,
+    image_col: str,
+    objects_col: str,
+    categories: frozenset[str] | None,
+    max_pixels: int,
+    stats: Counter,
+) -> list[Record]:
     """One record per row of one HF split (image size from the header, person boxes checked)."""
     if objects_col not in ds.column_names:
-        raise AegisError(f"HF dataset has no objects column {objects_col!r} (columns: {', '.join(ds.column_names)}); pass objects_column=")
+        raise AegisError(
+            f"HF dataset has no objects column {objects_col!r} (columns: {', '.join(ds.column_names)}); pass objects_column="
+        )
     names = _category_names(ds.features[objects_col])
     raw = _raw_images(ds, image_col)
     id_col = "image_id" if "image_id" in ds.column_names else None
@@ -207,8 +250,17 @@ def _split_records(src: str, ds: Any, hf_split: str, ours: str, image_col: str, 
             iid = safe_id(Path(item[image_col]["path"]).stem)
         else:
             iid = f"{safe_id(hf_split)}-{row:06d}"
-        records.append(Record(iid, f"hf:{src}::{hf_split}::{row}::{image_col}", w, h, tuple(boxes), split=ours,
-                              meta={"hf_split": hf_split, "row": row}))
+        records.append(
+            Record(
+                iid,
+                f"hf:{src}::{hf_split}::{row}::{image_col}",
+                w,
+                h,
+                tuple(boxes),
+                split=ours,
+                meta={"hf_split": hf_split, "row": row},
+            )
+        )
     return records
 
 
@@ -225,8 +277,9 @@ def _row_size(value: Any, where: str, max_pixels: int) -> tuple[int, int]:
     return w, h
 
 
-def _row_boxes(objs: Any, names: Any, categories: frozenset[str] | None, w: int, h: int, where: str,
-               stats: Counter) -> list:
+def _row_boxes(
+    objs: Any, names: Any, categories: frozenset[str] | None, w: int, h: int, where: str, stats: Counter
+) -> list:
     """A row's person boxes (xyxy, checked against the frame); other categories are counted in ``stats``."""
     if isinstance(objs, list):  # a list of {bbox, category} rows
         bboxes = [o.get("bbox") for o in objs]
@@ -253,5 +306,6 @@ def _carve_val(records: list[Record], val_fraction: float) -> list[Record]:
     for r in records:
         grouped.setdefault(r.split, []).append(r)
     base = "test" if "test" in grouped and "train" not in grouped else "train"
-    return [r for s, rs in grouped.items() if s != base for r in rs] + carve_val(grouped.get(base, []), val_fraction,
-                                                                               salt="hf-val")
+    return [r for s, rs in grouped.items() if s != base for r in rs] + carve_val(
+        grouped.get(base, []), val_fraction, salt="hf-val"
+    )

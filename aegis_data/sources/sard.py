@@ -27,23 +27,37 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from aegis_data.errors import AegisError
-from aegis_data.files.readers import read_json
 from aegis_data.files.imageio import list_images
+from aegis_data.files.readers import read_json
 from aegis_data.sources._common import (
-    opt_bool, opt_follow_links,
-    check_names_matched, check_options, opt_fraction, opt_ids, opt_int, opt_max_pixels, opt_path,
+    check_names_matched,
+    check_options,
+    opt_bool,
+    opt_follow_links,
+    opt_fraction,
+    opt_ids,
+    opt_int,
+    opt_max_pixels,
+    opt_path,
     portable_path,
-    require_dir, safe_id,
+    require_dir,
+    safe_id,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
 from aegis_data.sources._labels import split_stats, xml_record
 from aegis_data.sources._sard_csv import (
-    DEGENERATE_KINDS, SARD_PERSON_CLASSES, CsvLayout, folder_image_id, is_csv_layout, read_csv_layout,
+    DEGENERATE_KINDS,
+    SARD_PERSON_CLASSES,
+    CsvLayout,
+    folder_image_id,
+    is_csv_layout,
+    read_csv_layout,
     read_csv_records,
 )
 from aegis_data.sources._split import assign_groups
@@ -51,8 +65,17 @@ from aegis_data.sources.records import Record
 from aegis_data.sources.yolo import check_classes_matched, class_stats, label_folder, yolo_class_filter
 
 NAME = "sard"
-OPTIONS = ("groups", "gap", "max_group", "test_fraction", "val_fraction", "classes", "max_pixels", "follow_links",
-           "drop_augmented")
+OPTIONS = (
+    "groups",
+    "gap",
+    "max_group",
+    "test_fraction",
+    "val_fraction",
+    "classes",
+    "max_pixels",
+    "follow_links",
+    "drop_augmented",
+)
 ROBOFLOW_SPLITS = ("train", "valid", "test")
 _ROBOFLOW = re.compile(r"^(?P<stem>.+)_(?:jpe?g|png|bmp|tiff?)\.rf\.[0-9A-Za-z]+$")
 _FRAME = re.compile(r"^(?P<prefix>.*?)(?P<num>\d+)$")
@@ -77,15 +100,21 @@ def read_groups_file(path: Path) -> dict[str, str]:
         for k, v in data.items():
             # A null, list or object would become the group "None" (every such image in one group), silently.
             if v is None or isinstance(v, (bool, list, dict)) or not str(v).strip():
-                raise AegisError(f"groups file {path}: the group of {str(k)!r:.60} is {json.dumps(v)[:40]}; "
-                                 f"expected a non-empty string or a number")
+                raise AegisError(
+                    f"groups file {path}: the group of {str(k)!r:.60} is {json.dumps(v)[:40]}; "
+                    f"expected a non-empty string or a number"
+                )
             out[Path(str(k)).stem if "." in str(k) and not str(k).startswith(".") else str(k)] = str(v)
     else:
         for n, row in read_csv_records(path, "groups file"):
             if len(row) < 2:
                 raise AegisError(f"groups file {path}:{n}: expected 'stem,group', got {','.join(row)!r:.80}")
             stem, group = row[0].strip(), row[1].strip()
-            if n == 1 and stem.lower() in ("stem", "image", "file", "file_name", "image_id") and group.lower() in ("group", "sequence", "video"):
+            if (
+                n == 1
+                and stem.lower() in ("stem", "image", "file", "file_name", "image_id")
+                and group.lower() in ("group", "sequence", "video")
+            ):
                 continue
             if not group:
                 raise AegisError(f"groups file {path}:{n}: the group of {stem!r:.60} is empty")
@@ -102,16 +131,26 @@ def _roboflow_records(root: Path, classes, max_pixels: int, stats: Counter) -> t
         img_dir = root / rs / "images"
         if not img_dir.is_dir():
             continue
-        items, layout[rs] = label_folder(img_dir, root / rs / "labels", classes=classes, max_pixels=max_pixels,
-                                         stats=stats)
-        records += [Record(safe_id(img.stem), str(img), w, h, boxes,
-                           meta={"file": img.name, "original_stem": original_stem(img.stem), "source_split": rs})
-                    for img, w, h, boxes in items]
+        items, layout[rs] = label_folder(
+            img_dir, root / rs / "labels", classes=classes, max_pixels=max_pixels, stats=stats
+        )
+        records += [
+            Record(
+                safe_id(img.stem),
+                str(img),
+                w,
+                h,
+                boxes,
+                meta={"file": img.name, "original_stem": original_stem(img.stem), "source_split": rs},
+            )
+            for img, w, h, boxes in items
+        ]
     return records, layout
 
 
-def _original_records(root: Path, max_pixels: int, stats: Counter,
-                      classes: frozenset[str] | None = None) -> tuple[list[Record], dict]:
+def _original_records(
+    root: Path, max_pixels: int, stats: Counter, classes: frozenset[str] | None = None
+) -> tuple[list[Record], dict]:
     """Frames and VOC XML anywhere below ROOT. An XML in the image's own folder wins over one elsewhere;
     when one stem occurs in several folders (e.g. a mirror's own train/test folders), the ids carry the
     folder path, and the copies share the frame's group. ``classes``: the object names counted as persons (any
@@ -133,20 +172,35 @@ def _original_records(root: Path, max_pixels: int, stats: Counter,
         if xml is None:
             skipped.append(img.name)
             continue
-        records.append(xml_record(img, xml, split="test", image_id=folder_image_id(img, root, stem_count),
-                                  max_pixels=max_pixels, stats=stats, seen=seen,
-                                  meta={"original_stem": img.stem}, **names))
+        records.append(
+            xml_record(
+                img,
+                xml,
+                split="test",
+                image_id=folder_image_id(img, root, stem_count),
+                max_pixels=max_pixels,
+                stats=stats,
+                seen=seen,
+                meta={"original_stem": img.stem},
+                **names,
+            )
+        )
     check_names_matched(classes, seen, root)
     stems = set(stem_count)
     orphans = sorted(s for s in xml_by_stem if s not in stems)
-    layout = {"images_found": len(images), "images_without_xml_skipped": len(skipped),
-              "xml_without_image_skipped": len(orphans),
-              "stems_in_several_folders": sum(1 for c in stem_count.values() if c > 1),
-              "examples_skipped": skipped[:5] + [f"{s}.xml" for s in orphans[:5]]}
+    layout = {
+        "images_found": len(images),
+        "images_without_xml_skipped": len(skipped),
+        "xml_without_image_skipped": len(orphans),
+        "stems_in_several_folders": sum(1 for c in stem_count.values() if c > 1),
+        "examples_skipped": skipped[:5] + [f"{s}.xml" for s in orphans[:5]],
+    }
     return records, layout
 
 
-def sequence_groups(stems: list[str], gap: int, max_group: int) -> tuple[dict[str, str], dict[str, tuple[str, int, int]]]:
+def sequence_groups(
+    stems: list[str], gap: int, max_group: int
+) -> tuple[dict[str, str], dict[str, tuple[str, int, int]]]:
     """Frame-number grouping. Returns (stem -> group key, group key -> (chain key, first, last frame)).
 
     AegisError listing examples when a stem has no trailing frame number.
@@ -188,11 +242,13 @@ def sequence_groups(stems: list[str], gap: int, max_group: int) -> tuple[dict[st
     return {s: frame_group[parsed[s]] for s in stems}, chunks
 
 
-def _purge_cuts(records: list[Record], chunks: dict[str, tuple[str, int, int]], gap: int) -> tuple[list[Record], list[str]]:
+def _purge_cuts(
+    records: list[Record], chunks: dict[str, tuple[str, int, int]], gap: int
+) -> tuple[list[Record], list[str]]:
     """Drop frames within ``gap`` of a chunk cut whose neighbour chunk went to another split (lower priority side)."""
     split_of = {r.group: r.split for r in records}
     by_chain: dict[str, list[str]] = defaultdict(list)
-    for key, (chain, first, _last) in chunks.items():
+    for key, (chain, _first, _last) in chunks.items():
         by_chain[chain].append(key)
     drop: set[tuple[str, int, int]] = set()  # (group, lo, hi) frame ranges to purge
     for keys in by_chain.values():
@@ -241,8 +297,10 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     else:
         records, layout = _original_records(root, max_pixels, stats, classes)
     if drop_augmented and csv_layout is None:
-        raise AegisError("option drop_augmented applies to SARD's CSV layout only (folders of frames with one "
-                         "labels CSV each); this source is the " + ("Roboflow" if roboflow else "original XML") + " layout")
+        raise AegisError(
+            "option drop_augmented applies to SARD's CSV layout only (folders of frames with one "
+            "labels CSV each); this source is the " + ("Roboflow" if roboflow else "original XML") + " layout"
+        )
     if not records:
         raise AegisError(
             f"no labelled images found under {root} (expected gssNNNN.jpg frames with VOC XML, folders of frames "
@@ -262,16 +320,19 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         rule = f"groups from {groups_path}"
     else:
         group_of, chunks = sequence_groups(stems, gap, max_group)
-        rule = (f"trailing frame number; same prefix and number gap <= {gap} chain into a sequence; sequences cut "
-                f"into chunks of <= {max_group} frames, frames within {gap} of a cut between splits purged")
+        rule = (
+            f"trailing frame number; same prefix and number gap <= {gap} chain into a sequence; sequences cut "
+            f"into chunks of <= {max_group} frames, frames within {gap} of a cut between splits purged"
+        )
     records = [replace(r, group=group_of[r.meta["original_stem"]]) for r in records]
     # Augmented copies ride with their frame's group but do not count towards a split's size, so a copy
     # never changes which split a frame lands in.
     sizes = Counter(r.group for r in records if not r.meta.get("augmented_copy"))
     to = assign_groups(sizes, [("test", f_test), ("val", f_val)], "train", salt="sard-split")
     records = [with_split(r, to[r.group]) for r in records]
-    copies_dropped = [r.image_id for r in records
-                      if r.meta.get("augmented_copy") and (drop_augmented or r.split != "train")]
+    copies_dropped = [
+        r.image_id for r in records if r.meta.get("augmented_copy") and (drop_augmented or r.split != "train")
+    ]
     if copies_dropped:
         dropped = set(copies_dropped)
         records = [r for r in records if r.image_id not in dropped]
@@ -288,10 +349,16 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         "adapter": NAME,
         "root": root.name,  # the folder name only: the manifest must not depend on where a user keeps the data
         "layout_kind": "roboflow" if roboflow else "csv" if csv_layout else "original",
-        "options": {"groups": portable_path(groups_path, root) if groups_path else None, "gap": gap, "max_group": max_group,
-                    "test_fraction": f_test, "val_fraction": f_val,
-                    "classes": sorted(classes) if classes else None, "max_pixels": max_pixels,
-                    **({"drop_augmented": drop_augmented} if csv_layout else {})},
+        "options": {
+            "groups": portable_path(groups_path, root) if groups_path else None,
+            "gap": gap,
+            "max_group": max_group,
+            "test_fraction": f_test,
+            "val_fraction": f_val,
+            "classes": sorted(classes) if classes else None,
+            "max_pixels": max_pixels,
+            **({"drop_augmented": drop_augmented} if csv_layout else {}),
+        },
         "layout": layout,
         "groups": len(sizes),
         "purged_at_cuts": len(purged),
@@ -302,9 +369,9 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         "rules": {
             "groups": rule,
             "split": "groups in SHA-256 order of 'sard-split|<group>' fill test, then val, to their fractions of "
-                     "the images; the rest -> train; no group straddles splits",
+            "the images; the rest -> train; no group straddles splits",
             "roboflow": "the '_<ext>.rf.<hash>' suffix is stripped to find the original frame; Roboflow's own "
-                        "split is ignored",
+            "split is ignored",
         },
     }
     warnings: tuple[str, ...] = ()
@@ -313,12 +380,14 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         description.update(facts)
         description["rules"].update(csv_rules)
         warnings = _csv_warnings(csv_layout)
-    return build_dataset(NAME, description, records, roots=(root,), follow_links=opt_follow_links(options),
-                         warnings=warnings)
+    return build_dataset(
+        NAME, description, records, roots=(root,), follow_links=opt_follow_links(options), warnings=warnings
+    )
 
 
-def _csv_description(found: CsvLayout, classes, drop_augmented: bool, copies_dropped: int,
-                     stats: Counter) -> tuple[dict, dict]:
+def _csv_description(
+    found: CsvLayout, classes, drop_augmented: bool, copies_dropped: int, stats: Counter
+) -> tuple[dict, dict]:
     """The CSV layout's facts (also what ``aegis audit`` shows, listed under ``audit_facts``) and its rules."""
     copies = sorted(found.copies)
     facts = {
@@ -331,19 +400,25 @@ def _csv_description(found: CsvLayout, classes, drop_augmented: bool, copies_dro
         "degenerate_rows_by_kind": {k: found.degenerate[k] for k in DEGENERATE_KINDS if found.degenerate[k]},
         "degenerate_examples": list(found.degenerate_examples),
         # Only when rows were dropped, so the descriptions (and root hashes) of clean copies stay as they were.
-        **({"duplicate_rows": found.duplicates, "duplicate_examples": list(found.duplicate_examples)}
-           if found.duplicates else {}),
+        **(
+            {"duplicate_rows": found.duplicates, "duplicate_examples": list(found.duplicate_examples)}
+            if found.duplicates
+            else {}
+        ),
     }
-    person = (f"class names {sorted(classes)} (any case) are persons; other rows are left out and counted" if classes
-              else f"{', '.join(SARD_PERSON_CLASSES)} (any case) are persons; any other class is refused")
+    person = (
+        f"class names {sorted(classes)} (any case) are persons; other rows are left out and counted"
+        if classes
+        else f"{', '.join(SARD_PERSON_CLASSES)} (any case) are persons; any other class is refused"
+    )
     rules = {
         "classes": person,
         "augmented": "a stem not ending in a digit that starts with another image's frame stem followed by a "
-                     "non-digit is a copy of that frame: it shares the frame's group, does not count towards "
-                     "split sizes, and is dropped from " + ("every split" if drop_augmented else "test and val"),
+        "non-digit is a copy of that frame: it shares the frame's group, does not count towards "
+        "split sizes, and is dropped from " + ("every split" if drop_augmented else "test and val"),
         "degenerate": "a row whose width/height columns differ from the decoded image, whose box has zero or "
-                      "negative width/height, or whose corners lie more than 1 px outside the image is dropped "
-                      "and counted; the image is kept",
+        "negative width/height, or whose corners lie more than 1 px outside the image is dropped "
+        "and counted; the image is kept",
         "negatives": "an image without a row has no person",
     }
     return {**facts, "audit_facts": list(facts)}, rules
@@ -355,10 +430,14 @@ def _csv_warnings(found: CsvLayout) -> tuple[str, ...]:
     total = sum(found.degenerate.values())
     if total:
         kinds = ", ".join(f"{k}: {found.degenerate[k]}" for k in DEGENERATE_KINDS if found.degenerate[k])
-        out.append(f"SARD CSV: {total} degenerate row(s) dropped ({kinds}), e.g. {found.degenerate_examples[0]}; "
-                   f"see degenerate_examples in the source description")
+        out.append(
+            f"SARD CSV: {total} degenerate row(s) dropped ({kinds}), e.g. {found.degenerate_examples[0]}; "
+            f"see degenerate_examples in the source description"
+        )
     if found.duplicates:
-        out.append(f"SARD CSV: {found.duplicates} exact duplicate row(s) dropped (each would be a second GT box on "
-                   f"the same person), e.g. {found.duplicate_examples[0]}; see duplicate_examples in the source "
-                   f"description")
+        out.append(
+            f"SARD CSV: {found.duplicates} exact duplicate row(s) dropped (each would be a second GT box on "
+            f"the same person), e.g. {found.duplicate_examples[0]}; see duplicate_examples in the source "
+            f"description"
+        )
     return tuple(out)

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import cv2
 import numpy as np
@@ -126,41 +127,71 @@ def _rot(dx: int, dy: int, deg: int) -> tuple[int, int]:
 _BIOMES: dict[str, dict[str, Any]] = {
     "meadow": {
         "stops": ((58, 86, 38), (78, 106, 46), (104, 116, 58), (120, 110, 74)),
-        "water": 0.35, "bushes": 1.6, "rocks": 0.2, "bush": ((34, 62, 28), (52, 84, 36)),
+        "water": 0.35,
+        "bushes": 1.6,
+        "rocks": 0.2,
+        "bush": ((34, 62, 28), (52, 84, 36)),
         "bright": ((0, 40), ((206, 204, 192), (216, 214, 202), (222, 218, 206))),
-        "rock_grey": (112, 176), "cracks": 80,
+        "rock_grey": (112, 176),
+        "cracks": 80,
     },
     "karst": {
         "stops": ((104, 104, 92), (128, 124, 106), (96, 102, 64), (150, 146, 130)),
-        "water": 0.1, "bushes": 1.2, "rocks": 2.0, "bush": ((40, 58, 32), (62, 80, 44)),
+        "water": 0.1,
+        "bushes": 1.2,
+        "rocks": 2.0,
+        "bush": ((40, 58, 32), (62, 80, 44)),
         "bright": ((80, 200), ((204, 203, 194), (216, 214, 205), (226, 223, 213))),
-        "rock_grey": (136, 196), "cracks": 100,
+        "rock_grey": (136, 196),
+        "cracks": 100,
     },
     "dry": {
         "stops": ((146, 132, 92), (128, 114, 80), (106, 100, 62), (168, 154, 118)),
-        "water": 0.15, "bushes": 0.8, "rocks": 0.6, "bush": ((58, 70, 40), (84, 92, 54)),
+        "water": 0.15,
+        "bushes": 0.8,
+        "rocks": 0.6,
+        "bush": ((58, 70, 40), (84, 92, 54)),
         "bright": ((30, 120), ((212, 202, 170), (222, 212, 180), (228, 218, 186))),
-        "rock_grey": (120, 180), "cracks": 40,
+        "rock_grey": (120, 180),
+        "cracks": 40,
     },
     "field": {
         "stops": ((106, 86, 64), (124, 102, 76), (90, 98, 54), (140, 118, 88)),
-        "water": 0.25, "bushes": 0.5, "rocks": 0.3, "bush": ((40, 66, 30), (60, 88, 40)),
+        "water": 0.25,
+        "bushes": 0.5,
+        "rocks": 0.3,
+        "bush": ((40, 66, 30), (60, 88, 40)),
         "bright": ((0, 50), ((212, 204, 184), (222, 214, 194), (226, 218, 200))),
-        "rock_grey": (112, 176), "cracks": 0,
+        "rock_grey": (112, 176),
+        "cracks": 0,
     },
     "beach": {
         "stops": ((194, 180, 146), (180, 164, 126), (164, 152, 118), (118, 124, 80)),
-        "water": 0.9, "bushes": 0.3, "rocks": 0.5, "bush": ((50, 74, 40), (70, 96, 50)),
+        "water": 0.9,
+        "bushes": 0.3,
+        "rocks": 0.5,
+        "bush": ((50, 74, 40), (70, 96, 50)),
         "bright": ((50, 150), ((214, 202, 170), (226, 214, 182), (232, 220, 188))),
-        "rock_grey": (120, 184), "cracks": 0,
+        "rock_grey": (120, 184),
+        "cracks": 0,
     },
 }
 _BIOME_NAMES = tuple(_BIOMES)
 _WATER_DEEP, _WATER_SHALLOW = (30, 62, 74), (70, 104, 100)
 _PATH = (158, 138, 108)
 _SHIRTS = (
-    (200, 40, 40), (236, 120, 30), (230, 200, 40), (40, 70, 170), (90, 150, 210), (60, 110, 60),
-    (226, 226, 220), (34, 34, 38), (110, 110, 116), (120, 60, 140), (220, 120, 160), (150, 140, 100),
+    (200, 40, 40),
+    (236, 120, 30),
+    (230, 200, 40),
+    (40, 70, 170),
+    (90, 150, 210),
+    (60, 110, 60),
+    (226, 226, 220),
+    (34, 34, 38),
+    (110, 110, 116),
+    (120, 60, 140),
+    (220, 120, 160),
+    (150, 140, 100),
 )
 _TROUSERS = ((40, 50, 80), (30, 30, 34), (150, 136, 100), (96, 96, 100), (90, 64, 44), (60, 70, 50))
 _HAIR = ((30, 25, 20), (70, 45, 30), (186, 156, 100), (150, 150, 150), (200, 40, 40), (40, 70, 170))
@@ -176,7 +207,9 @@ def parse_sizes(size: Any) -> tuple[tuple[int, int], ...]:
         part = part.strip()
         m = re.fullmatch(r"(\d+)(?:x(\d+))?", part)
         if not m:
-            raise AegisError(f"option size={size!r}: expected N, WxH or a comma-separated list of them (e.g. 640,1920x1080)")
+            raise AegisError(
+                f"option size={size!r}: expected N, WxH or a comma-separated list of them (e.g. 640,1920x1080)"
+            )
         w = int(m.group(1))
         h = int(m.group(2)) if m.group(2) else w
         if not (64 <= w <= 8192 and 64 <= h <= 8192):
@@ -198,11 +231,11 @@ def parse_uri(uri: str) -> tuple[int, int, int, int]:
     """``synthetic:v1/<seed>/<W>x<H>/<index>`` -> (index, width, height, seed)."""
     m = _URI.match(uri)
     if not m:
-        raise AegisError(f"not a synthetic image reference: {uri!r} (expected synthetic:{VERSION}/<seed>/<W>x<H>/<index>)")
-    if m.group("ver") != VERSION:
         raise AegisError(
-            f"synthetic image {uri!r} was made by generator {m.group('ver')}, this toolkit has {VERSION}"
+            f"not a synthetic image reference: {uri!r} (expected synthetic:{VERSION}/<seed>/<W>x<H>/<index>)"
         )
+    if m.group("ver") != VERSION:
+        raise AegisError(f"synthetic image {uri!r} was made by generator {m.group('ver')}, this toolkit has {VERSION}")
     return int(m.group("index")), int(m.group("w")), int(m.group("h")), int(m.group("seed"))
 
 
@@ -323,8 +356,9 @@ def _pt(x: float, y: float) -> tuple[int, int]:
 
 def _ell(dst, cx: int, cy: int, ax: int, ay: int, angle: int, colour) -> None:
     """Filled ellipse; centre and half-axes in 1/8 px (at least 1/2 px), integer angle in degrees."""
-    cv2.ellipse(dst, (cx, cy), (max(ax, _ONE // 2), max(ay, _ONE // 2)), int(angle), 0, 360, colour, -1,
-                cv2.LINE_8, _SHIFT)
+    cv2.ellipse(
+        dst, (cx, cy), (max(ax, _ONE // 2), max(ay, _ONE // 2)), int(angle), 0, 360, colour, -1, cv2.LINE_8, _SHIFT
+    )
 
 
 def _person_parts(kind: str, cx: int, cy: int, px_m: int, angle: int, d: KeyedDraws) -> list[tuple]:
@@ -428,8 +462,9 @@ def _bright_material(d: KeyedDraws, w: int, h: int, stops, cracks: int) -> np.nd
     mottle = _noise(d, w, h, cells=max(6, long_side // 40), octaves=3)
     img = _ramp_lut(stops)[mottle]
     fw, fh = max(4, w // 2), max(4, h // 2)
-    gravel = cv2.resize(cv2.GaussianBlur(d.bytes(fw * fh).reshape(fh, fw), (3, 3), 0.6), (w, h),
-                        interpolation=cv2.INTER_LINEAR)
+    gravel = cv2.resize(
+        cv2.GaussianBlur(d.bytes(fw * fh).reshape(fh, fw), (3, 3), 0.6), (w, h), interpolation=cv2.INTER_LINEAR
+    )
     img = np.clip(img.astype(np.int16) + ((gravel.astype(np.int16) - 128) >> 3)[:, :, None], 0, 255).astype(np.uint8)
     if cracks:
         ridge = np.abs(_noise(d, w, h, cells=max(8, long_side // 24), octaves=3).astype(np.int16) - 128)
@@ -477,8 +512,9 @@ def _plan(index: int, w: int, h: int, seed: int) -> _Plan:
                 parts = _person_parts(kind, half * _ONE, half * _ONE, px_m, angle, dp)
                 persons.append(_Person(kind, cx, cy, half, angle, tuple(parts)))
                 break
-    return _Plan(biome_name, scale, sun, sun_len, water_field, has_water, level, water_alpha, bright_alpha,
-                 tuple(persons))
+    return _Plan(
+        biome_name, scale, sun, sun_len, water_field, has_water, level, water_alpha, bright_alpha, tuple(persons)
+    )
 
 
 def _person_mask(p: _Person) -> np.ndarray:
@@ -500,13 +536,17 @@ def _person_box(p: _Person, grown: np.ndarray) -> tuple[float, float, float, flo
     return (float(x0 + xs.min()), float(y0 + ys.min()), float(x0 + xs.max() + 1), float(y0 + ys.max() + 1))
 
 
-def synthetic_boxes(index: int, width: int, height: int, seed: int = DEFAULT_SEED) -> tuple[tuple[tuple[float, float, float, float], ...], tuple[str, ...]]:
+def synthetic_boxes(
+    index: int, width: int, height: int, seed: int = DEFAULT_SEED
+) -> tuple[tuple[tuple[float, float, float, float], ...], tuple[str, ...]]:
     """Person boxes and kinds of one synthetic image, without painting the frame (same values as render_scene)."""
     plan = _plan(index, int(width), int(height), seed)
     return tuple(_person_box(p, _person_mask(p)) for p in plan.persons), tuple(p.kind for p in plan.persons)
 
 
-def render_scene(index: int, width: int, height: int, seed: int = DEFAULT_SEED, *, persons: bool = True) -> SyntheticScene:
+def render_scene(
+    index: int, width: int, height: int, seed: int = DEFAULT_SEED, *, persons: bool = True
+) -> SyntheticScene:
     """Render image ``index`` of the synthetic set at ``width`` x ``height``; a pure function of its arguments.
 
     persons=False renders the identical scene without persons and their shadows (for tests of box
@@ -542,8 +582,9 @@ def _terrain(key: str, w: int, h: int, biome: Mapping) -> np.ndarray:
     texture = _noise(dt, w, h, cells=max(6, long_side // 24), octaves=2)
     img = _ramp_lut(biome["stops"])[material]
     fw, fh = max(4, w // 2), max(4, h // 2)  # fine grass/gravel texture at half resolution
-    fine = cv2.resize(cv2.GaussianBlur(dt.bytes(fw * fh).reshape(fh, fw), (3, 3), 0.8), (w, h),
-                      interpolation=cv2.INTER_LINEAR)
+    fine = cv2.resize(
+        cv2.GaussianBlur(dt.bytes(fw * fh).reshape(fh, fw), (3, 3), 0.8), (w, h), interpolation=cv2.INTER_LINEAR
+    )
     tex = (texture.astype(np.int16) - 128) // 6 + (fine.astype(np.int16) - 128) // 5
     return np.clip(img.astype(np.int16) + tex[:, :, None], 0, 255).astype(np.uint8)
 
@@ -569,15 +610,15 @@ def _path_masks(key: str, w: int, h: int, scale: float) -> tuple[np.ndarray, np.
     return path_mask, pale_mask
 
 
-def _ground_cover(img: np.ndarray, key: str, plan: _Plan, biome: Mapping, path_mask: np.ndarray,
-                  pale_mask: np.ndarray) -> np.ndarray:
+def _ground_cover(
+    img: np.ndarray, key: str, plan: _Plan, biome: Mapping, path_mask: np.ndarray, pale_mask: np.ndarray
+) -> np.ndarray:
     """Bright ground, the water body with its shore band, then the paths over land and water alike."""
     h, w = img.shape[:2]
     # Bright ground (limestone slabs and gravel, dry sand, bleached soil); water and shore cover it.
     bright_ground = np.zeros((1, 1, 3), np.uint8)  # not used when neither patches nor pale paths exist
     if plan.bright_alpha.any() or pale_mask.any():
-        bright_ground = _bright_material(KeyedDraws(key + "|bright-texture"), w, h, biome["bright"][1],
-                                         biome["cracks"])
+        bright_ground = _bright_material(KeyedDraws(key + "|bright-texture"), w, h, biome["bright"][1], biome["cracks"])
     img = _blend(img, bright_ground, plan.bright_alpha)
 
     # Water body with a sand/wet shore band.
@@ -663,8 +704,9 @@ def _bushes(d: KeyedDraws, plan: _Plan, biome: Mapping, shadow: np.ndarray, obje
             objects_layer.append(("circle", ccx + hx, ccy + hy, r * 5 // 8, tuple(c + shade for c in light)))
 
 
-def _paint_persons(img: np.ndarray, plan: _Plan, labels: np.ndarray, person_shadow: np.ndarray,
-                   boxes: list, kinds: list) -> np.ndarray:
+def _paint_persons(
+    img: np.ndarray, plan: _Plan, labels: np.ndarray, person_shadow: np.ndarray, boxes: list, kinds: list
+) -> np.ndarray:
     """Person shadows, then the persons; fills ``labels`` (k + 1 per person), ``person_shadow``, boxes, kinds."""
     scale, sun, sun_len = plan.scale, plan.sun, plan.sun_len
     px_m = int(scale * _ONE + 0.5)
@@ -730,8 +772,13 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         boxes, kinds = synthetic_boxes(i, w, h, seed)
         records.append(
             Record(
-                image_id=image_id(i), path=image_uri(i, w, h, seed), width=w, height=h, boxes=boxes,
-                group=image_id(i), split=split,
+                image_id=image_id(i),
+                path=image_uri(i, w, h, seed),
+                width=w,
+                height=h,
+                boxes=boxes,
+                group=image_id(i),
+                split=split,
                 meta={"generation_key": generation_key(i, w, h, seed), "kinds": list(kinds)},
             )
         )
@@ -739,8 +786,13 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         "adapter": NAME,
         "root": None,
         "generator": VERSION,
-        "options": {"n": n, "size": ",".join(f"{w}x{h}" for w, h in sizes), "seed": seed,
-                    "test_fraction": f_test, "val_fraction": f_val},
+        "options": {
+            "n": n,
+            "size": ",".join(f"{w}x{h}" for w, h in sizes),
+            "seed": seed,
+            "test_fraction": f_test,
+            "val_fraction": f_val,
+        },
         "rules": {
             "split": "image index order: the first round(n*test_fraction) -> test, the next round(n*val_fraction) -> val, rest -> train",
             "negatives": f"index % {NEGATIVE_EVERY} == {NEGATIVE_EVERY - 1} has no persons",

@@ -9,15 +9,22 @@ Images without XML are skipped and counted. Everything -> ``split`` (default "te
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import list_images
 from aegis_data.sources import _labels
 from aegis_data.sources._common import (
+    check_names_matched,
+    check_options,
     opt_follow_links,
-    check_names_matched, check_options, opt_fraction, opt_ids, opt_max_pixels, opt_path, portable_path,
+    opt_fraction,
+    opt_ids,
+    opt_max_pixels,
+    opt_path,
+    portable_path,
     require_dir,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset
@@ -36,7 +43,9 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     root = require_dir(Path(source).expanduser(), "VOC root")
     images_dir = opt_path(options, "images", base=root) or _first_dir(root / "JPEGImages", root / "images") or root
     require_dir(images_dir, "VOC images directory")
-    ann_dir = opt_path(options, "annotations", base=root) or _first_dir(root / "Annotations", root / "labels") or images_dir
+    ann_dir = (
+        opt_path(options, "annotations", base=root) or _first_dir(root / "Annotations", root / "labels") or images_dir
+    )
     require_dir(ann_dir, "VOC annotations directory")
     classes = opt_ids(options, "classes")
     names = {c.lower() for c in classes} if classes else None
@@ -54,8 +63,17 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         if xml is None:
             skipped.append(img.name)
             continue
-        records.append(_labels.xml_record(img, xml, split=split, max_pixels=max_pixels, stats=stats, seen=seen,
-                                          **({} if names is None else {"person_names": names})))
+        records.append(
+            _labels.xml_record(
+                img,
+                xml,
+                split=split,
+                max_pixels=max_pixels,
+                stats=stats,
+                seen=seen,
+                **({} if names is None else {"person_names": names}),
+            )
+        )
     if not records:
         raise AegisError(f"no images with VOC XML found (images in {images_dir}, XML in {ann_dir})")
     check_names_matched(classes, seen, ann_dir)
@@ -64,14 +82,24 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     description = {
         "adapter": NAME,
         "root": root.name,  # the folder name only: the manifest must not depend on where a user keeps the data
-        "options": {"images": portable_path(images_dir, root), "annotations": portable_path(ann_dir, root), "classes": sorted(classes) if classes else None,
-                    "split": split, "val_fraction": val_fraction, "max_pixels": max_pixels},
-        "layout": {"images_found": len(images), "images_without_xml_skipped": len(skipped),
-                   "xml_without_image_skipped": sum(1 for s in xmls if s not in stems)},
+        "options": {
+            "images": portable_path(images_dir, root),
+            "annotations": portable_path(ann_dir, root),
+            "classes": sorted(classes) if classes else None,
+            "split": split,
+            "val_fraction": val_fraction,
+            "max_pixels": max_pixels,
+        },
+        "layout": {
+            "images_found": len(images),
+            "images_without_xml_skipped": len(skipped),
+            "xml_without_image_skipped": sum(1 for s in xmls if s not in stems),
+        },
         **_labels.split_stats(stats),
         "rules": {
             "classes": "person/human/people/pedestrian" if names is None else f"classes {sorted(classes)}",
-            "split": f"all images -> {split}" + ("; val carved by SHA-256 order of 'voc-val|<image id>'" if val_fraction else ""),
+            "split": f"all images -> {split}"
+            + ("; val carved by SHA-256 order of 'voc-val|<image id>'" if val_fraction else ""),
         },
     }
     return build_dataset(NAME, description, records, roots=(root, images_dir), follow_links=opt_follow_links(options))

@@ -11,15 +11,25 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import list_images
 from aegis_data.sources._common import (
+    SPLITS,
+    check_box,
+    check_options,
+    frame_size,
     opt_follow_links,
-    SPLITS, check_box, check_options, frame_size, opt_fraction, opt_ids, opt_max_pixels, opt_path,
-    portable_path, require_dir, safe_id,
+    opt_fraction,
+    opt_ids,
+    opt_max_pixels,
+    opt_path,
+    portable_path,
+    require_dir,
+    safe_id,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
 from aegis_data.sources._split import assign_groups
@@ -33,8 +43,9 @@ _CANONICAL_ID = re.compile(r"^(0|[1-9][0-9]*)$")  # as a label line's class read
 
 def yolo_boxes(path: Path, width: int, height: int, classes: frozenset[str] | None, stats: Counter) -> tuple[Box, ...]:
     """Person boxes (absolute xyxy) from one YOLO label file; AegisError naming file:line for bad lines."""
-    return tuple(check_box(*box, width, height, where)
-                 for box, where in read_yolo_labels(path, width, height, classes, stats))
+    return tuple(
+        check_box(*box, width, height, where) for box, where in read_yolo_labels(path, width, height, classes, stats)
+    )
 
 
 def yolo_class_filter(options: Mapping[str, Any], key: str = "classes") -> frozenset[str] | None:
@@ -43,8 +54,10 @@ def yolo_class_filter(options: Mapping[str, Any], key: str = "classes") -> froze
     classes = opt_ids(options, key)
     bad = sorted(c for c in classes or () if not _CANONICAL_ID.match(c))
     if bad:
-        raise AegisError(f"option {key}: {', '.join(repr(c) for c in bad)} is not a YOLO class id; expected "
-                         f"non-negative integers written plainly, like 0 or 0,3")
+        raise AegisError(
+            f"option {key}: {', '.join(repr(c) for c in bad)} is not a YOLO class id; expected "
+            f"non-negative integers written plainly, like 0 or 0,3"
+        )
     return classes
 
 
@@ -57,12 +70,19 @@ def check_classes_matched(classes: frozenset[str] | None, stats: Counter, where:
     missing = sorted(classes - present, key=int)
     if missing:
         held = ", ".join(sorted(present, key=int)) or "none (no label lines)"
-        raise AegisError(f"option {key}: class id {', '.join(missing)} matches no label line under {where}; the "
-                         f"labels hold class ids: {held}")
+        raise AegisError(
+            f"option {key}: class id {', '.join(missing)} matches no label line under {where}; the "
+            f"labels hold class ids: {held}"
+        )
 
 
 def label_folder(
-    images_dir: Path, labels_dir: Path, *, classes, max_pixels: int, stats: Counter,
+    images_dir: Path,
+    labels_dir: Path,
+    *,
+    classes,
+    max_pixels: int,
+    stats: Counter,
 ) -> tuple[list[tuple[Path, int, int, tuple[Box, ...]]], dict[str, int]]:
     """(image, width, height, person boxes) for every image of ``images_dir``, plus the layout counts.
 
@@ -77,32 +97,45 @@ def label_folder(
         w, h = frame_size(img, max_pixels)
         txt = labels.get(img.stem)
         if txt is not None and not txt.is_file():  # a folder or FIFO named like a label: not a negative
-            raise AegisError(f"label path {txt} is not a regular file (a folder, FIFO or broken link); remove or "
-                             f"replace it: its image would otherwise count as one without persons")
+            raise AegisError(
+                f"label path {txt} is not a regular file (a folder, FIFO or broken link); remove or "
+                f"replace it: its image would otherwise count as one without persons"
+            )
         if txt is None:
             without_label += 1
         items.append((img, w, h, yolo_boxes(txt, w, h, classes, stats) if txt is not None else ()))
     stems = {p.stem for p in images}
     counts = {
-        "images_found": len(images), "images_without_label_file_negative": without_label,
+        "images_found": len(images),
+        "images_without_label_file_negative": without_label,
         "label_files_without_image_skipped": sum(1 for s in labels if s not in stems),
     }
     return items, counts
 
 
 def yolo_records(
-    images_dir: Path, labels_dir: Path, *, split: str, classes, max_pixels: int, stats: Counter,
+    images_dir: Path,
+    labels_dir: Path,
+    *,
+    split: str,
+    classes,
+    max_pixels: int,
+    stats: Counter,
 ) -> tuple[list[Record], dict]:
     items, counts = label_folder(images_dir, labels_dir, classes=classes, max_pixels=max_pixels, stats=stats)
-    records = [Record(safe_id(img.stem), str(img), w, h, boxes, split=split, meta={"file": img.name})
-               for img, w, h, boxes in items]
+    records = [
+        Record(safe_id(img.stem), str(img), w, h, boxes, split=split, meta={"file": img.name})
+        for img, w, h, boxes in items
+    ]
     return records, counts
 
 
 def class_stats(stats: Counter) -> dict:
     return {
         "boxes_by_class": {k.split(":", 1)[1]: v for k, v in sorted(stats.items()) if k.startswith("class:")},
-        "ignored_boxes_by_class": {k.split(":", 1)[1]: v for k, v in sorted(stats.items()) if k.startswith("ignored_class:")},
+        "ignored_boxes_by_class": {
+            k.split(":", 1)[1]: v for k, v in sorted(stats.items()) if k.startswith("ignored_class:")
+        },
     }
 
 
@@ -153,7 +186,9 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     val_fraction = opt_fraction(options, "val_fraction", 0.0)
     max_pixels = opt_max_pixels(options)
     stats: Counter = Counter()
-    records, layout = yolo_records(images_dir, labels_dir, split=split, classes=classes, max_pixels=max_pixels, stats=stats)
+    records, layout = yolo_records(
+        images_dir, labels_dir, split=split, classes=classes, max_pixels=max_pixels, stats=stats
+    )
     if not records:
         raise AegisError(f"no images found in {images_dir} (expected .jpg/.png/... files)")
     check_classes_matched(classes, stats, labels_dir)
@@ -161,13 +196,18 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     description = {
         "adapter": NAME,
         "root": root.name,  # the folder name only: the manifest must not depend on where a user keeps the data
-        "options": {"classes": sorted(classes) if classes else None, "split": split, "val_fraction": val_fraction,
-                    "max_pixels": max_pixels},
+        "options": {
+            "classes": sorted(classes) if classes else None,
+            "split": split,
+            "val_fraction": val_fraction,
+            "max_pixels": max_pixels,
+        },
         "layout": {"images": portable_path(images_dir, root), "labels": portable_path(labels_dir, root), **layout},
         **class_stats(stats),
         "rules": {
             "classes": "every class id is a person" if classes is None else f"class ids {sorted(classes)} are persons",
-            "split": f"all images -> {split}" + (f"; val carved by SHA-256 order of 'yolo-val|<image id>'" if val_fraction else ""),
+            "split": f"all images -> {split}"
+            + ("; val carved by SHA-256 order of 'yolo-val|<image id>'" if val_fraction else ""),
             "negatives": "an image without a label file has no persons",
         },
     }

@@ -7,8 +7,8 @@ and the Faster R-CNN training loader. Boxes are absolute ``(x0, y0, x1, y1)`` pi
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from aegis_data.errors import AegisError
 from aegis_data.sources._common import class_id, plain_number
@@ -27,8 +27,9 @@ def yolo_label_text(boxes: Iterable[Iterable[float]], width: int, height: int) -
     return "".join(line + "\n" for line in lines)
 
 
-def parse_yolo_labels(text: str, width: int, height: int, where: str, classes: frozenset[str] | None = None,
-                      stats: Counter | None = None) -> list[tuple[tuple[float, float, float, float], str]]:
+def parse_yolo_labels(
+    text: str, width: int, height: int, where: str, classes: frozenset[str] | None = None, stats: Counter | None = None
+) -> list[tuple[tuple[float, float, float, float], str]]:
     """``[((x0, y0, x1, y1), "file:line"), ...]`` in pixels, for the lines whose class is in ``classes`` (None =
     all); AegisError naming file:line for a malformed line or a negative size. ``stats`` counts
     ``class:<k>`` and ``ignored_class:<k>``."""
@@ -56,8 +57,9 @@ def parse_yolo_labels(text: str, width: int, height: int, where: str, classes: f
     return out
 
 
-def read_yolo_labels(path: str | Path, width: int, height: int, classes: frozenset[str] | None = None,
-                     stats: Counter | None = None) -> list[tuple[tuple[float, float, float, float], str]]:
+def read_yolo_labels(
+    path: str | Path, width: int, height: int, classes: frozenset[str] | None = None, stats: Counter | None = None
+) -> list[tuple[tuple[float, float, float, float], str]]:
     """:func:`parse_yolo_labels` of one label file; AegisError when it cannot be read as UTF-8 text."""
     p = Path(path)
     try:

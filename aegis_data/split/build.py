@@ -23,10 +23,11 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,14 @@ from aegis_data.engine.config_schema import MAX_SEED
 from aegis_data.engine.corruptor import SuiteCorruptor
 from aegis_data.engine.scale import FRAME_SCALE, Scale, suite_call_scale
 from aegis_data.engine.scene import (
-    SIDECAR_SUFFIX, Scene, estimate_scene, found_sidecar, read_sidecar, read_water_mask, scene_digest, sidecar_path,
+    SIDECAR_SUFFIX,
+    Scene,
+    estimate_scene,
+    found_sidecar,
+    read_sidecar,
+    read_water_mask,
+    scene_digest,
+    sidecar_path,
     water_mask_digest,
 )
 from aegis_data.errors import AegisError
@@ -50,8 +58,16 @@ from aegis_data.files.imageio import (
     write_bytes_atomic,
 )
 from aegis_data.files.layout import (
-    ANNOTATIONS_DIR, MANIFEST_NAME, PERSON_CATEGORY, SAFE_IMAGE_ID, SPLIT_DIRS, SPLIT_NAMES, SUITE_CONFIG_NAME, YOLO_DIR,
-    image_file_name, water_mask_relpath,
+    ANNOTATIONS_DIR,
+    MANIFEST_NAME,
+    PERSON_CATEGORY,
+    SAFE_IMAGE_ID,
+    SPLIT_DIRS,
+    SPLIT_NAMES,
+    SUITE_CONFIG_NAME,
+    YOLO_DIR,
+    image_file_name,
+    water_mask_relpath,
 )
 from aegis_data.files.png import check_png_writer
 from aegis_data.files.readers import read_json
@@ -179,9 +195,7 @@ def _check_record(r: Record, split: str) -> None:
             raise AegisError(f"{split} image {r.image_id}: box {list(b)} is empty or not finite; expected x1>x0, y1>y0")
         t = _BOX_TOLERANCE
         if x0 < -t or y0 < -t or x1 > r.width + t or y1 > r.height + t:
-            raise AegisError(
-                f"{split} image {r.image_id}: box {list(b)} leaves the {r.width}x{r.height} frame"
-            )
+            raise AegisError(f"{split} image {r.image_id}: box {list(b)} leaves the {r.width}x{r.height} frame")
 
 
 def plan_build(
@@ -210,17 +224,22 @@ def plan_build(
     """
     conditions = resolve_selection(config, corruptions, severities)
     if scene_dir is not None and not config.uses_scene:
-        raise AegisError(f"`scene_dir` gives scene sidecars, which suite {config.suite} does not read (it has no "
-                         f"scene model; use `suite` aegis-v2)", param="scene_dir")
+        raise AegisError(
+            f"`scene_dir` gives scene sidecars, which suite {config.suite} does not read (it has no "
+            f"scene model; use `suite` aegis-v2)",
+            param="scene_dir",
+        )
     if scene_dir is not None and not Path(scene_dir).is_dir():
         raise AegisError(f"`scene_dir` {scene_dir} is not a folder", param="scene_dir")
     # Integers only: True would read as 1 and 2.5 as 2, silently.
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1):
         raise AegisError(f"`limit` must be at least 1, an integer; got {limit!r:.40}", param="limit")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
-                             or not 0 <= seed <= MAX_SEED):
-        raise AegisError(f"`seed` must be an integer in [0, 2**63), as in a suite config; got {seed!r:.40}",
-                         param="seed")
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED
+    ):
+        raise AegisError(
+            f"`seed` must be an integer in [0, 2**63), as in a suite config; got {seed!r:.40}", param="seed"
+        )
     splits_in = dict(getattr(dataset, "splits", {}) or {})
     unknown = [s for s in splits_in if s not in SPLIT_NAMES]
     if unknown:
@@ -250,9 +269,14 @@ def plan_build(
             units.append(Unit(split, r, split_conditions(split, conditions), facts, where))
     # The mode is the call's, else the suite's (frame for aegis-v1); the unit the call's, else the suite's, else
     # the median person box.
-    build_scale = suite_call_scale(config.scale, scale, {s: splits_in.get(s) or () for s in wanted},
-                                   person_px=person_px, gsd_cm_per_px=gsd_cm_per_px,
-                                   physical_suite=config.suite if config.uses_scene else None)
+    build_scale = suite_call_scale(
+        config.scale,
+        scale,
+        {s: splits_in.get(s) or () for s in wanted},
+        person_px=person_px,
+        gsd_cm_per_px=gsd_cm_per_px,
+        physical_suite=config.suite if config.uses_scene else None,
+    )
     return BuildPlan(
         dataset=str(dataset.name),
         source=json.loads(canonical_json(dict(getattr(dataset, "description", {}) or {}))),
@@ -291,21 +315,37 @@ def coco_ground_truth(plan: BuildPlan, split: str) -> dict:
     images, anns = [], []
     ann_id = 0
     for coco_id, r in enumerate(plan.records[split], start=1):
-        images.append({
-            "id": coco_id, "file_name": image_file_name(r.image_id), "width": int(r.width),
-            "height": int(r.height), "stem": r.image_id, "group": r.group_key,
-        })
+        images.append(
+            {
+                "id": coco_id,
+                "file_name": image_file_name(r.image_id),
+                "width": int(r.width),
+                "height": int(r.height),
+                "stem": r.image_id,
+                "group": r.group_key,
+            }
+        )
         for box in r.boxes:
             ann_id += 1
             x, y, w, h = box_xywh(box)
-            anns.append({
-                "id": ann_id, "image_id": coco_id, "category_id": PERSON_CATEGORY["id"],
-                "bbox": [x, y, w, h], "area": w * h, "iscrowd": 0,
-            })
+            anns.append(
+                {
+                    "id": ann_id,
+                    "image_id": coco_id,
+                    "category_id": PERSON_CATEGORY["id"],
+                    "bbox": [x, y, w, h],
+                    "area": w * h,
+                    "iscrowd": 0,
+                }
+            )
     info = {
         "description": f"AegisBench {plan.dataset}-C, {split} split",
-        "dataset": plan.dataset, "split": split, "suite": plan.suite, "config_hash": plan.config_hash,
-        "seed": plan.seed, "version": __version__,
+        "dataset": plan.dataset,
+        "split": split,
+        "suite": plan.suite,
+        "config_hash": plan.config_hash,
+        "seed": plan.seed,
+        "version": __version__,
         "conditions": list(split_conditions(split, plan.conditions)),
     }
     return {"info": info, "licenses": [], "categories": [dict(PERSON_CATEGORY)], "images": images, "annotations": anns}
@@ -348,9 +388,13 @@ def yolo_files(plan: BuildPlan) -> dict[str, bytes]:
             train = train_list or NO_TRAIN_LIST
             # These bytes are part of every split's manifest (root hash): the note keeps the flag it was
             # written with (test_i33_params lists it as a frozen artefact string).
-            note = ("" if train_list == "train_clean.txt" else
-                    "  # no train split built (--with-train); clean images only" if train_list else
-                    "  # no train or val split: an empty list")
+            note = (
+                ""
+                if train_list == "train_clean.txt"
+                else "  # no train split built (--with-train); clean images only"
+                if train_list
+                else "  # no train or val split: an empty list"
+            )
             text = (
                 f"# AegisBench {plan.dataset}-C, split {split}, condition {cond} (suite {plan.suite}, "
                 f"config {plan.config_hash}).\n"
@@ -373,7 +417,8 @@ def link_yolo_dirs(out: Path, plan: BuildPlan) -> None:
         for cond in conds:
             if cond != "clean":
                 _ensure_link(
-                    out / YOLO_DIR / "labels" / split / cond, Path("clean"),
+                    out / YOLO_DIR / "labels" / split / cond,
+                    Path("clean"),
                     copy_from=out / YOLO_DIR / "labels" / split / "clean",
                 )
 
@@ -388,9 +433,11 @@ def _ensure_link(link: Path, target: Path, copy_from: Path | None) -> None:
     link.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.symlink(target, link, target_is_directory=True)
-    except OSError:
+    except OSError as err:
         if copy_from is None:
-            raise AegisError(f"cannot create symlink {link}; the YOLO lists need it (filesystem without symlinks?)")
+            raise AegisError(
+                f"cannot create symlink {link}; the YOLO lists need it (filesystem without symlinks?)"
+            ) from err
         shutil.copytree(copy_from, link)  # e.g. Windows without symlink rights
 
 
@@ -439,8 +486,9 @@ def unit_water_mask(unit: Unit, source: np.ndarray) -> np.ndarray | None:
     return None
 
 
-def unit_scene(unit: Unit, source: np.ndarray, suite: SuiteConfig, scale: Scale | None,
-               mask: np.ndarray | None) -> Scene:
+def unit_scene(
+    unit: Unit, source: np.ndarray, suite: SuiteConfig, scale: Scale | None, mask: np.ndarray | None
+) -> Scene:
     """The scene of a unit's source image: estimated with the build's person unit, the suite's camera, the
     unit's sidecar with its water ``mask`` (:func:`unit_water_mask`) and its record's person boxes (the ground
     truth)."""
@@ -474,7 +522,7 @@ def _default_read(record: Record, max_pixels: int) -> np.ndarray:
     return read_rgb(record, max_pixels=max_pixels)
 
 
-def render_unit(task: UnitTask) -> UnitResult:
+def render_unit(task: UnitTask) -> UnitResult:  # noqa: C901 (predates the limit; split it when it next changes)
     """Write the unit's condition files that are missing or changed; return every file's hashes.
 
     The source is always decoded, also on a resume where every file still matches the journal: a file is
@@ -536,8 +584,10 @@ def render_unit(task: UnitTask) -> UnitResult:
         else:
             img = corrupt(source, name, severity, rec.image_id, task.seed)
             if not (isinstance(img, np.ndarray) and img.dtype == np.uint8 and img.shape == source.shape):
-                raise AegisError(f"corruption {name} returned {getattr(img, 'shape', None)} "
-                                 f"{getattr(img, 'dtype', type(img))} for {rec.image_id}; expected {source.shape} uint8")
+                raise AegisError(
+                    f"corruption {name} returned {getattr(img, 'shape', None)} "
+                    f"{getattr(img, 'dtype', type(img))} for {rec.image_id}; expected {source.shape} uint8"
+                )
         t1 = time.perf_counter()
         rel = image_relpath(u.split, cond, rec.image_id)
         data = encode_png(img)
@@ -584,8 +634,13 @@ def read_journal(out: Path) -> dict[str, dict]:
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             item = json.loads(line)
-            _remember(known, _journal_key(item["split"], item["image_id"]), item["source_pixel_sha256"], item["files"],
-                      item.get("scene_sha256"))
+            _remember(
+                known,
+                _journal_key(item["split"], item["image_id"]),
+                item["source_pixel_sha256"],
+                item["files"],
+                item.get("scene_sha256"),
+            )
         except (json.JSONDecodeError, KeyError, TypeError):
             continue
     return known
@@ -605,8 +660,13 @@ def _known_from_manifest(out: Path) -> dict[str, dict]:
     return known
 
 
-def _remember(known: dict[str, dict], key: str, source_pixel_sha256: str, files: Mapping[str, Any],
-              scene_sha256: str | None = None) -> None:
+def _remember(
+    known: dict[str, dict],
+    key: str,
+    source_pixel_sha256: str,
+    files: Mapping[str, Any],
+    scene_sha256: str | None = None,
+) -> None:
     """Merge one unit's hashes into ``known`` (see ``read_journal``); the later source (and scene) hash wins."""
     entry = known.setdefault(key, {"source_pixel_sha256": source_pixel_sha256, "files": {}})
     entry["source_pixel_sha256"] = source_pixel_sha256
@@ -625,8 +685,12 @@ class _Journal:
             self._fh.write("\n")
 
     def append(self, res: UnitResult) -> None:
-        item = {"split": res.split, "image_id": res.image_id, "source_pixel_sha256": res.source_pixel_sha256,
-                "files": res.files}
+        item = {
+            "split": res.split,
+            "image_id": res.image_id,
+            "source_pixel_sha256": res.source_pixel_sha256,
+            "files": res.files,
+        }
         if res.scene is not None:
             item["scene_sha256"] = scene_digest(res.scene)
         line = json.dumps(item, sort_keys=True)
@@ -665,7 +729,7 @@ def _describe(found: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
 def check_output_dir(out: Path, identity: Mapping[str, Any]) -> None:
     """Refuse a directory that holds something else: another dataset's split, or unrelated files."""
     if out.exists() and not out.is_dir():
-        raise AegisError(f"`out` {out} exists and is not a directory", param="out")
+        raise AegisError(f"`out_dir` {out} exists and is not a directory", param="out_dir")
     if not out.exists() or not any(out.iterdir()):
         return
     found = None
@@ -676,17 +740,21 @@ def check_output_dir(out: Path, identity: Mapping[str, Any]) -> None:
             try:
                 found = json.loads(canonical_json(identity_of(read_json(p, "build record")[0])))
             except (AegisError, AttributeError):
-                raise AegisError(f"{p} is unreadable; refusing to build into {out} (remove it or choose another "
-                                 f"`out`)", param="out") from None
+                raise AegisError(
+                    f"{p} is unreadable; refusing to build into {out} (remove it or choose another `out_dir`)",
+                    param="out_dir",
+                ) from None
             if found != identity:
                 raise AegisError(
                     f"refusing to build into {out}: it holds a split of {_describe(found, identity)}; "
-                    "choose another `out` or remove that directory", param="out"
+                    "choose another `out_dir` or remove that directory",
+                    param="out_dir",
                 )
     if found is None:
         raise AegisError(
             f"refusing to build into {out}: the directory is not empty and holds no AegisBench build "
-            f"(no {MANIFEST_NAME} or {JOURNAL_DIR}/); choose an empty or new `out`", param="out"
+            f"(no {MANIFEST_NAME} or {JOURNAL_DIR}/); choose an empty or new `out_dir`",
+            param="out_dir",
         )
 
 
@@ -713,8 +781,11 @@ def check_source_location(out: Path, location: str | None) -> None:
     except (OSError, ValueError, AttributeError):
         return
     if before is not None and location is not None and before != location:
-        fix = (f"remove {out / JOURNAL_DIR} to re-check every image against the new one" if (out / MANIFEST_NAME).is_file()
-               else f"remove the unfinished build {out} to start again")
+        fix = (
+            f"remove {out / JOURNAL_DIR} to re-check every image against the new one"
+            if (out / MANIFEST_NAME).is_file()
+            else f"remove the unfinished build {out} to start again"
+        )
         raise AegisError(
             f"refusing to resume {out}: its files were rendered from source folder {before}, this run reads {location} "
             f"(same description); use that folder, or {fix}"
@@ -750,12 +821,16 @@ def _leak_summary(report: Mapping[str, Any]) -> str:
     parts = []
     if d.get("groups_in_several_splits"):
         ex = d.get("group_examples") or [{}]
-        parts.append(f"{d['groups_in_several_splits']} group(s) in several splits, e.g. {ex[0].get('group')!r} in "
-                     f"{', '.join(ex[0].get('splits', []))}")
+        parts.append(
+            f"{d['groups_in_several_splits']} group(s) in several splits, e.g. {ex[0].get('group')!r} in "
+            f"{', '.join(ex[0].get('splits', []))}"
+        )
     if d.get("duplicates_in_several_splits"):
         ex = d.get("duplicate_examples") or [{}]
-        parts.append(f"{d['duplicates_in_several_splits']} identical image set(s) across splits, e.g. "
-                     f"{', '.join(ex[0].get('images', [])[:3])}")
+        parts.append(
+            f"{d['duplicates_in_several_splits']} identical image set(s) across splits, e.g. "
+            f"{', '.join(ex[0].get('images', [])[:3])}"
+        )
     return "; ".join(parts) or "details in the audit report"
 
 
@@ -765,7 +840,7 @@ def _render_key(task: UnitTask) -> str:
 
 def build_splits(
     dataset: Any,
-    out: str | Path,
+    out_dir: str | Path,
     *,
     corruptions: Sequence[str] | None = None,
     severities: Iterable[int] = SEVERITIES,
@@ -787,7 +862,7 @@ def build_splits(
     timeout: float | None = None,
     scene_dir: str | Path | None = None,
 ) -> BuildResult:
-    """Write the frozen split of ``dataset`` (a SourceDataset) under ``out`` and return a summary.
+    """Write the frozen split of ``dataset`` (a SourceDataset) under ``out_dir`` and return a summary.
 
     corruptions: names to build (default all of the suite); severities: subset of 1, 2, 3.
     limit: first N images (by image_id) of each written split. workers: processes (default: all cores).
@@ -795,21 +870,21 @@ def build_splits(
     to ``aegis_data.sources.read_rgb``, ``aegis_data.engine.corruptions.apply_corruption`` and
     ``aegis_data.sources.audit.audit_dataset``; replacements must be module-level functions when workers > 1.
     config: the suite config (default: the installed one): the default corruption renders with its parameters,
-    the manifest records its hash and ``<out>/corruptions.yaml`` its exact bytes.
+    the manifest records its hash and ``<out_dir>/corruptions.yaml`` its exact bytes.
     scheduler: None (a local process pool), ``"local"`` (a Dask LocalCluster of ``workers`` processes) or the
-    address of a Dask scheduler whose workers see ``out`` at the same path; the manifest is the same in all
+    address of a Dask scheduler whose workers see ``out_dir`` at the same path; the manifest is the same in all
     three. on_cluster(info) is called once with the cluster's address, worker count and dashboard link.
     timeout: seconds a scheduler address has to answer (default 10).
     scale: ``"frame"`` (lengths per 1000 px of each frame; the default of aegis-v1, whose suite config declares
     no ``scale``) or ``"object"`` (lengths per person unit: the
     median test person box, or ``person_px``, or the unit of ``gsd_cm_per_px``); recorded in the manifest and,
     for object scale, in the root hash (``aegis_data.engine.scale``).
-    AegisError: empty source, leakage found by the audit, bad selection, or ``out`` holding something else.
+    AegisError: empty source, leakage found by the audit, bad selection, or ``out_dir`` holding something else.
     """
     t_start = time.perf_counter()
     config = config or load_config()
     # Cluster workers resolve a relative path against their own working directory: send them an absolute one.
-    out = Path(out) if scheduler is None else Path(out).resolve()
+    out = Path(out_dir) if scheduler is None else Path(out_dir).resolve()
     if workers is not None and int(workers) < 1:
         raise AegisError(f"`workers` must be at least 1, got {workers}", param="workers")
     if scheduler is not None:
@@ -817,19 +892,46 @@ def build_splits(
 
         check_scheduler(scheduler, workers)
         check_timeout(timeout)
-    plan = plan_build(dataset, config, corruptions=corruptions, severities=severities, limit=limit,
-                      with_train=with_train, seed=seed, scale=scale, person_px=person_px, gsd_cm_per_px=gsd_cm_per_px,
-                      scene_dir=scene_dir)
+    plan = plan_build(
+        dataset,
+        config,
+        corruptions=corruptions,
+        severities=severities,
+        limit=limit,
+        with_train=with_train,
+        seed=seed,
+        scale=scale,
+        person_px=person_px,
+        gsd_cm_per_px=gsd_cm_per_px,
+        scene_dir=scene_dir,
+    )
     _refuse_leakage(plan, (audit or _default_audit)(dataset))
     known, journalled = _prepare_output(out, plan)
     tasks = []
     for u in plan.units:
         k = known.get(_journal_key(u.split, u.record.image_id), {})
-        tasks.append(UnitTask(u, str(out), plan.seed, int(max_pixels), k.get("files", {}),
-                              k.get("source_pixel_sha256"), read_image, corrupt, config,
-                              plan.scale if plan.scale.is_object else None, k.get("scene_sha256")))
-    placement = Placement(workers=workers, scheduler=scheduler, timeout=timeout, on_cluster=on_cluster,
-                          shared=(out / JOURNAL_DIR / STATE_NAME, "`out`"))
+        tasks.append(
+            UnitTask(
+                u,
+                str(out),
+                plan.seed,
+                int(max_pixels),
+                k.get("files", {}),
+                k.get("source_pixel_sha256"),
+                read_image,
+                corrupt,
+                config,
+                plan.scale if plan.scale.is_object else None,
+                k.get("scene_sha256"),
+            )
+        )
+    placement = Placement(
+        workers=workers,
+        scheduler=scheduler,
+        timeout=timeout,
+        on_cluster=on_cluster,
+        shared=(out / JOURNAL_DIR / STATE_NAME, "`out_dir`"),
+    )
     finished = (result for _, result in map_units(render_unit, tasks, placement, name=_render_key))
     run = _render_into_journal(out, tasks, journalled, progress, finished)
     if scheduler is not None:
@@ -839,12 +941,22 @@ def build_splits(
     seconds_split = {k: sum(getattr(r, f"seconds_{k}") for r in run.results) for k in stages}  # _finish drops results
     manifest = _write_outputs(out, plan, run.results, config)
     return BuildResult(
-        out=out, manifest_path=out / MANIFEST_NAME, root_hash=manifest["root_hash"], conditions=plan.conditions,
-        images={s: len(r) for s, r in plan.records.items()}, files_written=run.written,
-        files_skipped=run.skipped, seconds=time.perf_counter() - t_start, megapixels=run.megapixels,
-        seconds_corrupt=seconds_split["corrupt"], seconds_encode=seconds_split["encode"],
-        seconds_read=seconds_split["read"], seconds_hash=seconds_split["hash"], seconds_write=seconds_split["write"],
-        sources_changed=run.sources_changed, scale=plan.scale,
+        out=out,
+        manifest_path=out / MANIFEST_NAME,
+        root_hash=manifest["root_hash"],
+        conditions=plan.conditions,
+        images={s: len(r) for s, r in plan.records.items()},
+        files_written=run.written,
+        files_skipped=run.skipped,
+        seconds=time.perf_counter() - t_start,
+        megapixels=run.megapixels,
+        seconds_corrupt=seconds_split["corrupt"],
+        seconds_encode=seconds_split["encode"],
+        seconds_read=seconds_split["read"],
+        seconds_hash=seconds_split["hash"],
+        seconds_write=seconds_split["write"],
+        sources_changed=run.sources_changed,
+        scale=plan.scale,
     )
 
 
@@ -884,8 +996,13 @@ class _RenderRun:
     sources_changed: int = 0
 
 
-def _render_into_journal(out: Path, tasks: list[UnitTask], journalled: Mapping[str, Any],
-                         progress: Callable[[BuildProgress], None] | None, finished: Iterable[UnitResult]) -> _RenderRun:
+def _render_into_journal(
+    out: Path,
+    tasks: list[UnitTask],
+    journalled: Mapping[str, Any],
+    progress: Callable[[BuildProgress], None] | None,
+    finished: Iterable[UnitResult],
+) -> _RenderRun:
     """Journal every finished unit (``finished`` yields them as workers complete) and report progress."""
     run = _RenderRun()
     journal = _Journal(out)
@@ -908,7 +1025,8 @@ def _render_into_journal(out: Path, tasks: list[UnitTask], journalled: Mapping[s
     except BrokenProcessPool:
         raise AegisError(
             f"a worker process died while building {out} (killed, or out of memory?); the images finished so far "
-            f"are kept: re-run the same command to resume, with fewer `workers` if memory is short", param="workers"
+            f"are kept: re-run the same command to resume, with fewer `workers` if memory is short",
+            param="workers",
         ) from None
     finally:
         journal.close()
@@ -922,8 +1040,14 @@ def _write_outputs(out: Path, plan: BuildPlan, results: list[UnitResult], config
     # take families, order and parameters from here, not from whatever suite is installed.
     _write_if_changed(out / SUITE_CONFIG_NAME, config.raw or Path(config.path).read_bytes())
     manifest = build_manifest(
-        dataset=plan.dataset, source=plan.source, suite=plan.suite, config_hash=plan.config_hash, seed=plan.seed,
-        conditions=plan.conditions, splits={s: len(r) for s, r in plan.records.items()}, entries=entries,
+        dataset=plan.dataset,
+        source=plan.source,
+        suite=plan.suite,
+        config_hash=plan.config_hash,
+        seed=plan.seed,
+        conditions=plan.conditions,
+        splits={s: len(r) for s, r in plan.records.items()},
+        entries=entries,
         scale=plan.scale.identity(),
     )
     write_manifest(out / MANIFEST_NAME, manifest)
@@ -950,9 +1074,16 @@ def _finish(out: Path, plan: BuildPlan, results: list[UnitResult]) -> list[dict]
             for rel, f in res.files.items():
                 entry = {
                     # Interned: a condition name arrives as a fresh string with every unit's result.
-                    "path": rel, "kind": "image", "split": split, "condition": sys.intern(f["condition"]),
-                    "image_id": rec.image_id, "coco_id": coco_id, "width": int(rec.width), "height": int(rec.height),
-                    "sha256": f["sha256"], "pixel_sha256": f["pixel_sha256"],
+                    "path": rel,
+                    "kind": "image",
+                    "split": split,
+                    "condition": sys.intern(f["condition"]),
+                    "image_id": rec.image_id,
+                    "coco_id": coco_id,
+                    "width": int(rec.width),
+                    "height": int(rec.height),
+                    "sha256": f["sha256"],
+                    "pixel_sha256": f["pixel_sha256"],
                     "source_pixel_sha256": res.source_pixel_sha256,
                 }
                 if res.scene is not None and f["condition"] == "clean":
@@ -966,10 +1097,15 @@ def _finish(out: Path, plan: BuildPlan, results: list[UnitResult]) -> list[dict]
         data = coco_bytes(gt)
         rel = f"{ANNOTATIONS_DIR}/{split}.json"
         _write_if_changed(out / rel, data)
-        entries.append({
-            "path": rel, "kind": "annotations", "split": split, "sha256": hashlib.sha256(data).hexdigest(),
-            "gt": {r.image_id: gt_digest(box_xywh(b) for b in r.boxes) for r in recs},
-        })
+        entries.append(
+            {
+                "path": rel,
+                "kind": "annotations",
+                "split": split,
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "gt": {r.image_id: gt_digest(box_xywh(b) for b in r.boxes) for r in recs},
+            }
+        )
     for rel, data in yolo_files(plan).items():
         _write_if_changed(out / rel, data)
         entries.append({"path": rel, "kind": "yolo", "sha256": hashlib.sha256(data).hexdigest()})

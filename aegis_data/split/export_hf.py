@@ -18,9 +18,10 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from aegis_data.errors import AegisError
 from aegis_data.files.layout import MANIFEST_NAME
@@ -43,15 +44,17 @@ class ExportResult:
 def hf_features():
     from datasets import ClassLabel, Features, Image, List, Value
 
-    return Features({
-        "image": Image(),
-        "condition": Value("string"),
-        "image_id": Value("string"),
-        "coco_id": Value("int64"),
-        "width": Value("int32"),
-        "height": Value("int32"),
-        "objects": {"bbox": List(List(Value("float64"), length=4)), "category": List(ClassLabel(names=["person"]))},
-    })
+    return Features(
+        {
+            "image": Image(),
+            "condition": Value("string"),
+            "image_id": Value("string"),
+            "coco_id": Value("int64"),
+            "width": Value("int32"),
+            "height": Value("int32"),
+            "objects": {"bbox": List(List(Value("float64"), length=4)), "category": List(ClassLabel(names=["person"]))},
+        }
+    )
 
 
 def _gt_by_stem(root: Path, manifest: Manifest, split: str) -> dict[str, list[list[float]]]:
@@ -73,8 +76,11 @@ def _rows(root: str, entries: list[dict], boxes: dict[str, list[list[float]]]) -
         b = boxes[e["image_id"]]
         yield {
             "image": {"bytes": data, "path": e["path"]},
-            "condition": e["condition"], "image_id": e["image_id"], "coco_id": e["coco_id"],
-            "width": e["width"], "height": e["height"],
+            "condition": e["condition"],
+            "image_id": e["image_id"],
+            "coco_id": e["coco_id"],
+            "width": e["width"],
+            "height": e["height"],
             "objects": {"bbox": b, "category": [0] * len(b)},
         }
 
@@ -97,18 +103,18 @@ def dataset_card(manifest: Manifest, rows: Mapping[str, int]) -> str:
     )
 
 
-def export_split(root: str | Path, out: str | Path) -> ExportResult:
-    """Write the split under ``root`` (must hold a manifest) as a DatasetDict and as parquet under ``out``."""
+def export_split(root: str | Path, out_dir: str | Path) -> ExportResult:
+    """Write the split under ``root`` (must hold a manifest) as a DatasetDict and as parquet under ``out_dir``."""
+    import datasets.utils as hf_tqdm
     from datasets import Dataset, DatasetDict
     from datasets.exceptions import DatasetGenerationError
-    import datasets.utils as hf_tqdm
 
-    root, out = Path(root), Path(out)
+    root, out = Path(root), Path(out_dir)
     manifest = load_manifest(root / MANIFEST_NAME)
     if out.resolve() == root.resolve() or root.resolve() in out.resolve().parents:
-        raise AegisError(f"`out` {out} is inside the split {root}; choose a directory outside it", param="out")
+        raise AegisError(f"`out_dir` {out} is inside the split {root}; choose a directory outside it", param="out_dir")
     if out.exists() and any(out.iterdir()):
-        raise AegisError(f"`out` {out} exists and is not empty; choose a new directory", param="out")
+        raise AegisError(f"`out_dir` {out} exists and is not empty; choose a new directory", param="out_dir")
     order = _condition_order(manifest)
     images = manifest.images()
     features = hf_features()
@@ -124,15 +130,20 @@ def export_split(root: str | Path, out: str | Path) -> ExportResult:
     try:
         splits = {}
         for split in ("test", "val", "train"):
-            entries = sorted((e for e in images if e["split"] == split),
-                             key=lambda e: (order.get(e["condition"], len(order)), e["coco_id"]))
+            entries = sorted(
+                (e for e in images if e["split"] == split),
+                key=lambda e: (order.get(e["condition"], len(order)), e["coco_id"]),
+            )
             if not entries:
                 continue
             boxes = _gt_by_stem(root, manifest, split)
             name = HF_SPLIT_NAMES[split]
             try:
                 ds = Dataset.from_generator(
-                    _rows, features=features, cache_dir=str(cache), split=name,
+                    _rows,
+                    features=features,
+                    cache_dir=str(cache),
+                    split=name,
                     gen_kwargs={"root": str(root), "entries": entries, "boxes": boxes},
                     fingerprint=hashlib.sha256(f"{manifest.root_hash}:{split}".encode()).hexdigest()[:16],
                 )
@@ -187,9 +198,11 @@ def push_split(export_dir: str | Path, repo_id: str, api: Any) -> str:
         raise AegisError(f"{export_dir} holds no data/ folder; expected the output of `aegis export-hf`")
     api.create_repo(repo_id, repo_type="dataset", exist_ok=True)
     api.upload_folder(
-        repo_id=repo_id, repo_type="dataset", folder_path=str(export_dir),
+        repo_id=repo_id,
+        repo_type="dataset",
+        folder_path=str(export_dir),
         allow_patterns=["data/*.parquet", "README.md", MANIFEST_NAME],
         commit_message=f"AegisBench {manifest.data.get('dataset')}-C, manifest root {manifest.root_hash[:12]}, "
-                       f"suite config {manifest.data.get('config_hash')}",
+        f"suite config {manifest.data.get('config_hash')}",
     )
     return f"https://huggingface.co/datasets/{repo_id}"

@@ -51,9 +51,10 @@ import hashlib
 import json
 import platform
 import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from aegis_data import __version__
 from aegis_data.engine.scale import scale_from_record
@@ -68,14 +69,32 @@ ENTRY_KINDS = ("image", "annotations", "yolo", "water_mask")
 # What the root hash covers: the build identity, and per entry kind the fields that do not depend on an encoder.
 ROOT_IDENTITY_KEYS = ("dataset", "source", "suite", "config_hash", "seed", "conditions", "splits")
 ROOT_ENTRY_KEYS = {
-    "image": ("path", "kind", "split", "condition", "image_id", "coco_id", "width", "height",
-              "pixel_sha256", "source_pixel_sha256"),
+    "image": (
+        "path",
+        "kind",
+        "split",
+        "condition",
+        "image_id",
+        "coco_id",
+        "width",
+        "height",
+        "pixel_sha256",
+        "source_pixel_sha256",
+    ),
     "annotations": ("path", "kind", "split", "gt"),
     "yolo": ("path", "kind", "sha256"),
     "water_mask": ("path", "kind", "split", "image_id", "mask_sha256"),
 }
-_STRING_FIELDS = ("kind", "split", "condition", "image_id", "sha256", "pixel_sha256", "source_pixel_sha256",
-                  "mask_sha256")
+_STRING_FIELDS = (
+    "kind",
+    "split",
+    "condition",
+    "image_id",
+    "sha256",
+    "pixel_sha256",
+    "source_pixel_sha256",
+    "mask_sha256",
+)
 
 
 def canonical_json(value: Any) -> bytes:
@@ -119,8 +138,12 @@ def acted_counts(entries: Iterable[Mapping[str, Any]], conditions: Iterable[str]
     order = [c for c in conditions if c != "clean"]
     counts = dict.fromkeys(order, 0)
     for e in entries:
-        if e.get("kind") == "image" and e.get("split") == split and e.get("condition") in counts \
-                and e.get("pixel_sha256") != e.get("source_pixel_sha256"):
+        if (
+            e.get("kind") == "image"
+            and e.get("split") == split
+            and e.get("condition") in counts
+            and e.get("pixel_sha256") != e.get("source_pixel_sha256")
+        ):
             counts[e["condition"]] += 1
     return counts
 
@@ -142,8 +165,13 @@ def root_hash(identity: Mapping[str, Any], entries: Iterable[Mapping[str, Any]])
     # canonical_json({"entries": [...], "format": ..., "identity": ...}), hashed entry by entry (flat memory).
     h = hashlib.sha256(b'{"entries":[')
     _hash_list(h, (entry_identity(e) for e in sort_entries(entries)))
-    h.update(b'],"format":' + canonical_json(MANIFEST_FORMAT) + b',"identity":'
-             + canonical_json(root_identity(identity)) + b"}")
+    h.update(
+        b'],"format":'
+        + canonical_json(MANIFEST_FORMAT)
+        + b',"identity":'
+        + canonical_json(root_identity(identity))
+        + b"}"
+    )
     return h.hexdigest()
 
 
@@ -163,8 +191,9 @@ def sealed_header(manifest: Mapping[str, Any]) -> dict:
     return {k: v for k, v in manifest.items() if k not in _UNSEALED}
 
 
-def files_hash(root: str, encoder: Mapping[str, Any], entries: Iterable[Mapping[str, Any]],
-               header: Mapping[str, Any] | None = None) -> str:
+def files_hash(
+    root: str, encoder: Mapping[str, Any], entries: Iterable[Mapping[str, Any]], header: Mapping[str, Any] | None = None
+) -> str:
     """SHA-256 hex over the root hash, the encoder, the complete entries (file-byte hashes included) and the
     ``header`` (:func:`sealed_header`: format, toolkit and every other top-level field but environment).
 
@@ -198,8 +227,14 @@ def annotation_identity(bbox_xywh: Iterable[float], category_id: Any, iscrowd: A
     crowd flag or area adds ``{"area", "category_id", "iscrowd"}`` to the box, so editing them changes the
     digest."""
     box = [float(v) for v in bbox_xywh]
-    plain = (category_id == 1 and not isinstance(category_id, bool) and iscrowd in (0, False)
-             and isinstance(area, (int, float)) and not isinstance(area, bool) and area == box[2] * box[3])
+    plain = (
+        category_id == 1
+        and not isinstance(category_id, bool)
+        and iscrowd in (0, False)
+        and isinstance(area, (int, float))
+        and not isinstance(area, bool)
+        and area == box[2] * box[3]
+    )
     return box if plain else [*box, {"area": area, "category_id": category_id, "iscrowd": iscrowd}]
 
 
@@ -214,8 +249,9 @@ def image_identity(image: Mapping[str, Any], expected: Mapping[str, Any] | None)
     digest of every toolkit-built split stays the box-list digest earlier versions wrote (root hashes unchanged).
     """
     got = {k: image.get(k) for k in IMAGE_IDENTITY_KEYS}
-    if expected is not None and all(type(got[k]) is type(expected.get(k)) and got[k] == expected.get(k)
-                                    for k in IMAGE_IDENTITY_KEYS):
+    if expected is not None and all(
+        type(got[k]) is type(expected.get(k)) and got[k] == expected.get(k) for k in IMAGE_IDENTITY_KEYS
+    ):
         return None
     return {"image": got}
 
@@ -373,11 +409,11 @@ def load_manifest(path: str | Path) -> Manifest:
     try:
         raw = p.read_bytes()
     except FileNotFoundError:
-        raise AegisError(
-            f"no manifest at {p}: not a finished build (run `aegis build-splits` to finish it)"
-        ) from None
+        raise AegisError(f"no manifest at {p}: not a finished build (run `aegis build-splits` to finish it)") from None
     except OSError as exc:
-        raise AegisError(f"cannot read manifest {p}: {exc.strerror}{' (a folder, not a file)' if p.is_dir() else ''}") from None
+        raise AegisError(
+            f"cannot read manifest {p}: {exc.strerror}{' (a folder, not a file)' if p.is_dir() else ''}"
+        ) from None
     data = parse_json_bytes(raw, "manifest", p, "manifest_")
     return check_manifest(data, p)
 
@@ -398,13 +434,17 @@ def check_manifest(data: Any, p: str | Path) -> Manifest:
         got = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise AegisError(f"{p} is not an AegisBench manifest (format {got!r}, expected {MANIFEST_FORMAT!r})")
     entries = data.get("entries")
-    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("path"), str) for e in entries):
+    if not isinstance(entries, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("path"), str) for e in entries
+    ):
         raise AegisError(f"manifest {p}: 'entries' must be a list of objects with a 'path'")
     for e in entries:
         why = unsafe_entry_path(e["path"])
         if why:
-            raise AegisError(f"manifest {p}: entry path {e['path'][:120]!r} {why}; a manifest may only name files "
-                             f"inside the split (relative paths under {', '.join(SPLIT_DIRS)})")
+            raise AegisError(
+                f"manifest {p}: entry path {e['path'][:120]!r} {why}; a manifest may only name files "
+                f"inside the split (relative paths under {', '.join(SPLIT_DIRS)})"
+            )
         why = _entry_problem(e)
         if why:
             raise AegisError(f"manifest {p}: entry {e['path'][:120]!r} {why}")
@@ -418,7 +458,8 @@ def check_manifest(data: Any, p: str | Path) -> Manifest:
         recomputed = root_hash(data, entries)
         sealed = files_hash(recomputed, data["encoder"], entries, sealed_header(data))
         legacy = sealed != data.get("files_hash") and files_hash(recomputed, data["encoder"], entries) == data.get(
-            "files_hash")
+            "files_hash"
+        )
     except (TypeError, ValueError) as exc:  # unhashable, non-finite (NaN, Infinity) or non-JSON values
         raise AegisError(f"manifest {p} holds values that are not canonical JSON ({exc})") from None
     if recomputed != data.get("root_hash"):
@@ -435,9 +476,12 @@ def check_manifest(data: Any, p: str | Path) -> Manifest:
 
 
 # Fields each entry kind must hold as strings; they name files, folders and hashes that verify reads.
-_REQUIRED = {"image": ("split", "condition", "image_id", "sha256", "pixel_sha256", "source_pixel_sha256"),
-             "annotations": ("split", "sha256"), "yolo": ("sha256",),
-             "water_mask": ("split", "image_id", "sha256", "mask_sha256")}
+_REQUIRED = {
+    "image": ("split", "condition", "image_id", "sha256", "pixel_sha256", "source_pixel_sha256"),
+    "annotations": ("split", "sha256"),
+    "yolo": ("sha256",),
+    "water_mask": ("split", "image_id", "sha256", "mask_sha256"),
+}
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")  # one path component, no separator, no leading dot
 
 

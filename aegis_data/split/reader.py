@@ -9,9 +9,10 @@ nothing beyond the manifest itself: ``aegis verify`` / :func:`aegis_data.split.v
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -19,8 +20,14 @@ from aegis_data.engine.config import SuiteConfig, load_config, split_config
 from aegis_data.engine.scale import Scale, scale_from_record
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import read_rgb
-from aegis_data.files.layout import (MANIFEST_NAME, SPLIT_NAMES, annotation_path, condition_dir, image_file_name,
-                                     link_target)
+from aegis_data.files.layout import (
+    MANIFEST_NAME,
+    SPLIT_NAMES,
+    annotation_path,
+    condition_dir,
+    image_file_name,
+    link_target,
+)
 from aegis_data.files.readers import coco_boxes_by_stem, read_coco_gt, read_json
 from aegis_data.split.manifest import Manifest, check_manifest, load_manifest
 
@@ -34,7 +41,8 @@ class FrozenSplit:
     # split -> (COCO GT, {stem: boxes}): annotations/<split>.json is read and parsed once per object, not once
     # per call (iterating the 28 test conditions would otherwise parse test.json 28 times).
     _gt: dict[str, tuple[dict[str, Any], dict[str, list[list[float]]]]] = field(
-        default_factory=dict, init=False, repr=False, compare=False)
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def dataset(self) -> str:
@@ -102,8 +110,10 @@ class FrozenSplit:
         split = self._check_split(split)
         available = self.conditions if split == "test" else ("clean",)
         if condition not in available:
-            raise AegisError(f"{self.root}: no condition {condition!r} in the {split} split; it has "
-                             f"{', '.join(available[:6])}{', ...' if len(available) > 6 else ''}")
+            raise AegisError(
+                f"{self.root}: no condition {condition!r} in the {split} split; it has "
+                f"{', '.join(available[:6])}{', ...' if len(available) > 6 else ''}"
+            )
         folder = condition_dir(self.root, split, condition)
         real_root = link_target(self.root)
         for image_id, boxes in self._boxes(split).items():
@@ -113,8 +123,9 @@ class FrozenSplit:
             # A received split may link a file (or folder) elsewhere: nothing outside it is read (docs/SECURITY.md).
             target = link_target(path)
             if target is None or real_root is None or not target.is_relative_to(real_root):
-                raise AegisError(f"{path} resolves outside the split ({'a link loop' if target is None else target}); "
-                                 f"not read")
+                raise AegisError(
+                    f"{path} resolves outside the split ({'a link loop' if target is None else target}); not read"
+                )
             yield image_id, read_rgb(path), xyxy
 
     def __iter__(self) -> Iterator[tuple[str, Iterator[tuple[str, np.ndarray, np.ndarray]]]]:
@@ -125,9 +136,17 @@ class FrozenSplit:
     def facts(self) -> dict[str, Any]:
         """What the manifest says about the build (dataset, suite, config, seed, scale, conditions, splits, root)."""
         data: Mapping[str, Any] = self.manifest.data
-        return {"dataset": self.dataset, "suite": self.suite, "config_hash": self.config_hash, "seed": self.seed,
-                "scale": self.scale.describe(), "conditions": list(self.conditions), "splits": self.splits,
-                "root_hash": self.root_hash, "toolkit": dict(data.get("toolkit") or {})}
+        return {
+            "dataset": self.dataset,
+            "suite": self.suite,
+            "config_hash": self.config_hash,
+            "seed": self.seed,
+            "scale": self.scale.describe(),
+            "conditions": list(self.conditions),
+            "splits": self.splits,
+            "root_hash": self.root_hash,
+            "toolkit": dict(data.get("toolkit") or {}),
+        }
 
     def _check_split(self, split: str) -> str:
         if split not in SPLIT_NAMES or split not in self.splits:

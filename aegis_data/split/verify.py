@@ -39,9 +39,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -52,25 +53,67 @@ from aegis_data.engine.scale import Scale, scale_from_record
 from aegis_data.engine.scene import Scene, check_persons, check_sidecar, estimate_scene, read_water_mask
 from aegis_data.errors import AegisError
 from aegis_data.executors import Placement, map_units
-from aegis_data.files.imageio import (DEFAULT_MAX_PIXELS, decode_file_bytes, file_sha256, pixel_sha256, read_rgb,
-                                      standard_decode_problem)
-from aegis_data.files.layout import (ANNOTATIONS_DIR, MANIFEST_NAME, SPLIT_DIRS, SUITE_CONFIG_NAME, YOLO_DIR,
-                                     condition_dir, image_file_name, link_target, water_mask_relpath)
+from aegis_data.files.imageio import (
+    DEFAULT_MAX_PIXELS,
+    decode_file_bytes,
+    file_sha256,
+    pixel_sha256,
+    read_rgb,
+    standard_decode_problem,
+)
+from aegis_data.files.layout import (
+    ANNOTATIONS_DIR,
+    MANIFEST_NAME,
+    SPLIT_DIRS,
+    SUITE_CONFIG_NAME,
+    YOLO_DIR,
+    condition_dir,
+    image_file_name,
+    link_target,
+    water_mask_relpath,
+)
 from aegis_data.files.readers import coco_annotations, coco_bbox, coco_images, read_coco_gt
-from aegis_data.split.manifest import (IMAGE_IDENTITY_KEYS, ROOT_IDENTITY_KEYS, Manifest, acted_counts,
-                                       annotation_digest, annotation_identity, box_xywh, entry_identity, gt_digest,
-                                       image_identity, load_manifest, records_acted)
+from aegis_data.split.manifest import (
+    IMAGE_IDENTITY_KEYS,
+    ROOT_IDENTITY_KEYS,
+    Manifest,
+    acted_counts,
+    annotation_digest,
+    annotation_identity,
+    box_xywh,
+    entry_identity,
+    gt_digest,
+    image_identity,
+    load_manifest,
+    records_acted,
+)
 
 _BYTES_ONLY = "pixels identical, file bytes differ (another PNG encoder, its version or settings)"
-_UNCHANGED_GT = ("file bytes differ; every field the scorer reads is identical (boxes, categories, crowd flags, areas; "
-                 "image ids, file names, sizes): formatting or metadata")
-FINDING_KINDS = ("missing", "extra", "bytes-only", "format", "pixels", "source", "scene", "annotations", "yolo",
-                 "manifest",
-                 "link", "hardlink", "seal")
+_UNCHANGED_GT = (
+    "file bytes differ; every field the scorer reads is identical (boxes, categories, crowd flags, areas; "
+    "image ids, file names, sizes): formatting or metadata"
+)
+FINDING_KINDS = (
+    "missing",
+    "extra",
+    "bytes-only",
+    "format",
+    "pixels",
+    "source",
+    "scene",
+    "annotations",
+    "yolo",
+    "manifest",
+    "link",
+    "hardlink",
+    "seal",
+)
 INFO_KINDS = ("hardlink", "seal")  # never failures
-_LEGACY_SEAL = ("sealed in the earlier form (aegisbench 0.2.0 before top-level fields were sealed): toolkit, format "
-                "and any added top-level field are not covered; re-run the same `aegis build-splits` command to "
-                "re-seal (no pixel is re-rendered)")
+_LEGACY_SEAL = (
+    "sealed in the earlier form (aegisbench 0.2.0 before top-level fields were sealed): toolkit, format "
+    "and any added top-level field are not covered; re-run the same `aegis build-splits` command to "
+    "re-seal (no pixel is re-rendered)"
+)
 
 Corrupt = Callable[..., np.ndarray]
 
@@ -132,10 +175,16 @@ class VerifyReport:
 
     def to_dict(self) -> dict:
         return {
-            "ok": self.ok, "root": self.root, "reference": self.reference,
-            "expected_root_hash": self.expected_root_hash, "local_root_hash": self.local_root_hash,
-            "checked": self.checked, "counts": self.counts(), "roots_match": self.roots_match,
-            "bytes_only_is_information": self.bytes_only_is_info, "scale": self.scale,
+            "ok": self.ok,
+            "root": self.root,
+            "reference": self.reference,
+            "expected_root_hash": self.expected_root_hash,
+            "local_root_hash": self.local_root_hash,
+            "checked": self.checked,
+            "counts": self.counts(),
+            "roots_match": self.roots_match,
+            "bytes_only_is_information": self.bytes_only_is_info,
+            "scale": self.scale,
             "findings": [dict(asdict(f), failure=self.is_failure(f)) for f in self.findings],
         }
 
@@ -175,13 +224,18 @@ def expected_gt_images(manifest: Manifest, split: str) -> dict[str, dict[str, An
     out: dict[str, dict[str, Any]] = {}
     for e in manifest.images():
         if e.get("split") == split and e["image_id"] not in out:
-            out[e["image_id"]] = {"id": e.get("coco_id"), "file_name": image_file_name(e["image_id"]),
-                                  "width": e.get("width"), "height": e.get("height")}
+            out[e["image_id"]] = {
+                "id": e.get("coco_id"),
+                "file_name": image_file_name(e["image_id"]),
+                "width": e.get("width"),
+                "height": e.get("height"),
+            }
     return out
 
 
-def _gt_identity(path: Path, images: Mapping[str, Mapping[str, Any]] | None
-                 ) -> tuple[dict[str, str], dict[str, str], dict[str, list[str]]]:
+def _gt_identity(
+    path: Path, images: Mapping[str, Mapping[str, Any]] | None
+) -> tuple[dict[str, str], dict[str, str], dict[str, list[str]]]:
     """(per stem: digest of the boxes alone, digest of boxes and image fields, how the image fields differ from
     ``images``) of a COCO GT file. Without ``images`` the image fields are not compared (the two digests agree)."""
     coco = read_coco_gt(path)[0]
@@ -206,9 +260,11 @@ def _gt_identity(path: Path, images: Mapping[str, Mapping[str, Any]] | None
         full[stem] = boxes[stem] if extra is None else annotation_digest([*v, extra])
         if extra is not None:
             want = images.get(stem)  # type: ignore[union-attr]
-            fields[stem] = [f"{k} {extra['image'][k]!r:.40}" + ("" if want is None else f" (expected {want.get(k)!r})")
-                            for k in IMAGE_IDENTITY_KEYS if want is None or extra["image"][k] != want.get(k)
-                            or type(extra["image"][k]) is not type(want.get(k))]
+            fields[stem] = [
+                f"{k} {extra['image'][k]!r:.40}" + ("" if want is None else f" (expected {want.get(k)!r})")
+                for k in IMAGE_IDENTITY_KEYS
+                if want is None or extra["image"][k] != want.get(k) or type(extra["image"][k]) is not type(want.get(k))
+            ]
     return boxes, full, fields
 
 
@@ -224,8 +280,13 @@ def _shown(items: Sequence[str]) -> str:
     return ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
 
 
-def _annotation_finding(path: Path, rel: str, expected: Mapping[str, Any], only: Any = None,
-                        images: Mapping[str, Mapping[str, Any]] | None = None) -> Finding | None:
+def _annotation_finding(
+    path: Path,
+    rel: str,
+    expected: Mapping[str, Any],
+    only: Any = None,
+    images: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Finding | None:
     """How the GT file at ``path`` differs from ``expected['gt']`` and, per image, from ``images`` (the image
     fields the manifest implies; for the stems in ``only`` when given); None when ``only`` is given and those
     images are unchanged."""
@@ -246,8 +307,9 @@ def _annotation_finding(path: Path, rel: str, expected: Mapping[str, Any], only:
     if changed:
         parts.append(f"annotations changed for {len(changed)}: {_shown(changed)}")
     if redrawn:
-        parts.append(f"image fields changed for {len(redrawn)}: "
-                     + _shown([f"{s} {', '.join(fields[s])}" for s in redrawn]))
+        parts.append(
+            f"image fields changed for {len(redrawn)}: " + _shown([f"{s} {', '.join(fields[s])}" for s in redrawn])
+        )
     for label, items in (("images removed", lost), ("images added", added)):
         if items:
             parts.append(f"{label}: {_shown(items)}")
@@ -293,8 +355,14 @@ def hash_files(
     """``hash_item`` over every item, keyed by relative path: in ``workers`` threads (hashlib and the PNG
     decoder release the GIL), or on Dask when ``scheduler`` is ``"local"`` (a LocalCluster of ``workers``
     processes) or a scheduler address whose workers see ``root`` at the same path."""
-    placement = Placement(workers=workers, scheduler=scheduler, timeout=timeout, on_cluster=on_cluster,
-                          shared=(root / MANIFEST_NAME, "the split directory"), threads=True)
+    placement = Placement(
+        workers=workers,
+        scheduler=scheduler,
+        timeout=timeout,
+        on_cluster=on_cluster,
+        shared=(root / MANIFEST_NAME, "the split directory"),
+        threads=True,
+    )
     hashed = map_units(functools.partial(hash_item, str(root), int(max_pixels)), items, placement, chunked=True)
     return {item[0]: hashes for item, hashes in hashed}
 
@@ -332,8 +400,11 @@ def verify_split(
     local: Manifest = load_manifest(root / MANIFEST_NAME)
     ref: Manifest = load_manifest(against) if against is not None else local
     findings = _identity_findings(ref, local, subset)
-    findings.extend(Finding(MANIFEST_NAME if m is local else Path(m.path).name, "seal", _LEGACY_SEAL)
-                    for m in ([local] if ref is local else [local, ref]) if m.legacy_seal)
+    findings.extend(
+        Finding(MANIFEST_NAME if m is local else Path(m.path).name, "seal", _LEGACY_SEAL)
+        for m in ([local] if ref is local else [local, ref])
+        if m.legacy_seal
+    )
     if subset and ref is not local:
         paths, partial = _subset_paths(root, local, ref)
         findings.extend(partial)
@@ -343,28 +414,46 @@ def verify_split(
     findings.extend(Finding(p, "link", f"resolves outside the split, to {t}; not read") for p, t in outside.items())
     present = {p for p in paths if p not in outside and (root / p).is_file()}
     items = [(p, ref.entries[p]["sha256"], ref.entries[p].get("kind") == "image") for p in sorted(present)]
-    hashed = hash_files(root, items, workers=workers, max_pixels=max_pixels, scheduler=scheduler, on_cluster=on_cluster,
-                        timeout=timeout)
+    hashed = hash_files(
+        root, items, workers=workers, max_pixels=max_pixels, scheduler=scheduler, on_cluster=on_cluster, timeout=timeout
+    )
 
     config, no_config = _suite_config(root, ref.data.get("config_hash"))
     scale = scale_from_record(ref.data.get("scale"), f"manifest {ref.path}")  # the unit the pixels were made with
     if (root / SUITE_CONFIG_NAME).is_file() and config is None:
         findings.append(Finding(SUITE_CONFIG_NAME, "manifest", no_config))
     images = _ImageCheck(
-        root=root, max_pixels=max_pixels, seed=int(ref.data["seed"]), regenerate=regenerate and config is not None,
-        why_not=("regeneration off" if not regenerate else f"the manifest's suite config is not available: {no_config}"),
-        corrupt=corrupt or SuiteCorruptor(config, scale), custom_corrupt=corrupt is not None,
+        root=root,
+        max_pixels=max_pixels,
+        seed=int(ref.data["seed"]),
+        regenerate=regenerate and config is not None,
+        why_not=(
+            "regeneration off" if not regenerate else f"the manifest's suite config is not available: {no_config}"
+        ),
+        corrupt=corrupt or SuiteCorruptor(config, scale),
+        custom_corrupt=corrupt is not None,
         source_differs=_sources_that_differ(local, ref),
-        config=config, scale=scale, scenes=_recorded_scenes(ref),
-        scene_sources={(e["split"], e["image_id"]): e.get("source_pixel_sha256", "") for e in ref.images()
-                       if e.get("condition") == "clean"},
+        config=config,
+        scale=scale,
+        scenes=_recorded_scenes(ref),
+        scene_sources={
+            (e["split"], e["image_id"]): e.get("source_pixel_sha256", "")
+            for e in ref.images()
+            if e.get("condition") == "clean"
+        },
         gt_digests={e["split"]: e["gt"] for e in ref.entries.values() if e.get("kind") == "annotations"},
     )
     if config is not None:
         findings.extend(_scene_record_findings(ref, config))
         if ref.data.get("suite") != config.suite:
-            findings.append(Finding(MANIFEST_NAME, "manifest", f"the manifest names suite "
-                                    f"{ref.data.get('suite')!r:.60} but its suite config is {config.suite!r:.60}"))
+            findings.append(
+                Finding(
+                    MANIFEST_NAME,
+                    "manifest",
+                    f"the manifest names suite "
+                    f"{ref.data.get('suite')!r:.60} but its suite config is {config.suite!r:.60}",
+                )
+            )
     if config is not None and config.uses_scene:
         findings.extend(images.scene_findings(present, ref))
         findings.extend(_acted_findings(ref))
@@ -387,8 +476,14 @@ def verify_split(
         if kind == "annotations":
             findings.append(_annotation_finding(root / rel, rel, e, images=expected_gt_images(ref, e["split"])))
         elif kind == "water_mask":
-            findings.append(Finding(rel, "scene", "the stored water mask differs from the one the build used (the "
-                                                  "scene cannot be re-derived from it)"))
+            findings.append(
+                Finding(
+                    rel,
+                    "scene",
+                    "the stored water mask differs from the one the build used (the "
+                    "scene cannot be re-derived from it)",
+                )
+            )
         elif kind != "image":
             findings.append(Finding(rel, "yolo" if kind == "yolo" else str(kind), "file content differs"))
         else:
@@ -397,8 +492,13 @@ def verify_split(
     findings.extend(_unlisted_findings(root, ref, local, subset))
     findings.extend(link_findings(root, sorted(present)))
     return VerifyReport(
-        root=str(root), reference=ref.path, expected_root_hash=ref.root_hash, local_root_hash=local.root_hash,
-        checked=len(paths), findings=tuple(findings), bytes_only_is_info=against is not None and not strict_bytes,
+        root=str(root),
+        reference=ref.path,
+        expected_root_hash=ref.root_hash,
+        local_root_hash=local.root_hash,
+        checked=len(paths),
+        findings=tuple(findings),
+        bytes_only_is_info=against is not None and not strict_bytes,
         scale=scale.describe(),
     )
 
@@ -410,14 +510,21 @@ def _identity_findings(ref: Manifest, local: Manifest, subset: bool = False) -> 
     ``subset`` build has fewer conditions, images and GT entries by design, so those are compared per image."""
     if ref is local:
         return []
-    keys = [k for k in (*ROOT_IDENTITY_KEYS, "scale") if k != "source"
-            and not (subset and k in ("conditions", "splits"))]
+    keys = [
+        k for k in (*ROOT_IDENTITY_KEYS, "scale") if k != "source" and not (subset and k in ("conditions", "splits"))
+    ]
     a, b = ref.data, local.data
     diffs = [k for k in keys if a.get(k) != b.get(k)]
     out = []
     if diffs:
-        out.append(Finding(MANIFEST_NAME, "manifest", "reference and local manifest describe different builds: "
-                           + ", ".join(f"{k} {b.get(k)!r:.60} here vs {a.get(k)!r:.60} in the reference" for k in diffs)))
+        out.append(
+            Finding(
+                MANIFEST_NAME,
+                "manifest",
+                "reference and local manifest describe different builds: "
+                + ", ".join(f"{k} {b.get(k)!r:.60} here vs {a.get(k)!r:.60} in the reference" for k in diffs),
+            )
+        )
     for rel in sorted(set(ref.entries) & set(local.entries)):
         mine, theirs = local.entries[rel], ref.entries[rel]
         if subset and mine.get("kind") != "image":
@@ -425,9 +532,16 @@ def _identity_findings(ref: Manifest, local: Manifest, subset: bool = False) -> 
         fields = dict.fromkeys(("kind", *entry_identity(theirs), *entry_identity(mine)))  # what the root hash covers
         differ = [k for k in fields if k != "sha256" and mine.get(k) != theirs.get(k)]
         if differ:
-            out.append(Finding(rel, "manifest", "the reference lists this file with other identity fields: "
-                               + ", ".join(f"{k} {mine.get(k)!r:.40} here vs {theirs.get(k)!r:.40} in the reference"
-                                           for k in differ)))
+            out.append(
+                Finding(
+                    rel,
+                    "manifest",
+                    "the reference lists this file with other identity fields: "
+                    + ", ".join(
+                        f"{k} {mine.get(k)!r:.40} here vs {theirs.get(k)!r:.40} in the reference" for k in differ
+                    ),
+                )
+            )
     return out
 
 
@@ -441,15 +555,25 @@ def _subset_paths(root: Path, local: Manifest, ref: Manifest) -> tuple[list[str]
             mine = e.get("gt") or {}
             changed = sorted(s for s, d in mine.items() if want.get(s) != d)
             if changed:
-                findings.append(Finding(rel, "annotations", f"annotations differ from the reference for "
-                                                            f"{len(changed)}: {_shown(changed)}"))
+                findings.append(
+                    Finding(
+                        rel,
+                        "annotations",
+                        f"annotations differ from the reference for {len(changed)}: {_shown(changed)}",
+                    )
+                )
             # Every image this build holds has its GT checked: a stem dropped from the local GT map would
             # otherwise take its image's annotations out of the comparison.
             held = set(expected_gt_images(local, e["split"]))
             unmapped = sorted(held - set(mine))
             if unmapped:
-                findings.append(Finding(rel, "annotations", f"the local manifest lists images without a GT digest "
-                                                            f"({len(unmapped)}): {_shown(unmapped)}"))
+                findings.append(
+                    Finding(
+                        rel,
+                        "annotations",
+                        f"the local manifest lists images without a GT digest ({len(unmapped)}): {_shown(unmapped)}",
+                    )
+                )
             if not (root / rel).is_file():
                 findings.append(Finding(rel, "missing", "listed in the local manifest, not on disk"))
                 continue
@@ -460,13 +584,15 @@ def _subset_paths(root: Path, local: Manifest, ref: Manifest) -> tuple[list[str]
                 continue
             # The file itself against the reference, for this build's images: the local manifest's digests
             # are only as good as the manifest, which anyone can reseal.
-            against_ref = _annotation_finding(root / rel, rel, ref.entries[rel], only=held | set(mine),
-                                              images=images)
+            against_ref = _annotation_finding(root / rel, rel, ref.entries[rel], only=held | set(mine), images=images)
             if against_ref is not None:
                 findings.append(Finding(rel, "annotations", "against the reference: " + against_ref.detail))
     paths = sorted(p for p in local.entries if p in ref.entries and ref.entries[p]["kind"] == "image")
-    findings.extend(Finding(p, "extra", "listed in the local manifest, not in the reference")
-                    for p in sorted(local.entries) if local.entries[p]["kind"] == "image" and p not in ref.entries)
+    findings.extend(
+        Finding(p, "extra", "listed in the local manifest, not in the reference")
+        for p in sorted(local.entries)
+        if local.entries[p]["kind"] == "image" and p not in ref.entries
+    )
     return paths, findings
 
 
@@ -504,8 +630,13 @@ class _ImageCheck:
         key = (split, image_id)
         if key not in self.derived:
             recorded = self.scenes.get(key)
-            if recorded is None or self.config is None or not self.config.uses_scene or self.scale is None \
-                    or not self.scale.is_object:
+            if (
+                recorded is None
+                or self.config is None
+                or not self.config.uses_scene
+                or self.scale is None
+                or not self.scale.is_object
+            ):
                 self.derived[key] = None
             else:
                 where = f"manifest scene of {split}/{image_id}"
@@ -544,9 +675,15 @@ class _ImageCheck:
             if scene is not None and scene.record() != recorded:
                 mine = scene.record()
                 differ = [k for k in sorted(set(mine) | set(recorded)) if mine.get(k) != recorded.get(k)]
-                out.append(Finding(rel, "scene", "the scene re-derived from the clean image differs from the "
-                                   "recorded one: " + ", ".join(f"{k} {mine.get(k)!r:.40} vs {recorded.get(k)!r:.40}"
-                                                                for k in differ)))
+                out.append(
+                    Finding(
+                        rel,
+                        "scene",
+                        "the scene re-derived from the clean image differs from the "
+                        "recorded one: "
+                        + ", ".join(f"{k} {mine.get(k)!r:.40} vs {recorded.get(k)!r:.40}" for k in differ),
+                    )
+                )
             elif scene is not None:
                 problem = self.persons_problem(split, image_id, scene.persons)
                 if problem:
@@ -579,9 +716,15 @@ class _ImageCheck:
             facts = condition_facts(clean, name, severity, self.config, scene)
             expected = None if facts is None else facts["submerged_fraction"]
             if e.get("submerged_fraction") != expected:
-                out.append(Finding(rel, "annotations", f"records submerged fractions "
-                                   f"{e.get('submerged_fraction')!r:.60}, the clean image and its scene give "
-                                   f"{expected!r:.60} (the ground-truth contract of a flood, docs/SCORING.md)"))
+                out.append(
+                    Finding(
+                        rel,
+                        "annotations",
+                        f"records submerged fractions "
+                        f"{e.get('submerged_fraction')!r:.60}, the clean image and its scene give "
+                        f"{expected!r:.60} (the ground-truth contract of a flood, docs/SCORING.md)",
+                    )
+                )
         return out
 
     def persons_problem(self, split: str, image_id: str, persons: Sequence) -> str | None:
@@ -590,8 +733,10 @@ class _ImageCheck:
         digest = (self.gt_digests.get(split) or {}).get(image_id)
         if not isinstance(digest, str) or gt_digest(box_xywh(b) for b in persons) == digest:
             return None
-        return (f"the scene's persons ({len(persons)} boxes) are not the image's ground-truth boxes the manifest "
-                f"seals in {ANNOTATIONS_DIR}/{split}.json (the flood models read them)")
+        return (
+            f"the scene's persons ({len(persons)} boxes) are not the image's ground-truth boxes the manifest "
+            f"seals in {ANNOTATIONS_DIR}/{split}.json (the flood models read them)"
+        )
 
     def clean_pixels(self, split: str, image_id: str, expected_hash: str) -> np.ndarray | None:
         key = (split, image_id)
@@ -611,8 +756,11 @@ class _ImageCheck:
         when it did not decode there)."""
         if decoded == e["pixel_sha256"]:
             if problem:
-                return Finding(rel, "format", f"{problem}: this toolkit decodes the expected pixels, but a "
-                                              f"detector's image reader would not")
+                return Finding(
+                    rel,
+                    "format",
+                    f"{problem}: this toolkit decodes the expected pixels, but a detector's image reader would not",
+                )
             return Finding(rel, "bytes-only", _BYTES_ONLY)
         try:
             # The pixels differ: decode to count. hash_item's decode is not kept (it may run on another worker,
@@ -623,8 +771,12 @@ class _ImageCheck:
         name, severity = parse_condition(e["condition"])
         if (e["split"], e["image_id"]) in self.source_differs:
             if name is None:
-                return Finding(rel, "source", "your decoder produced different source pixels for this image than the "
-                                              "reference (source_pixel_sha256 differs); not a corruption drift")
+                return Finding(
+                    rel,
+                    "source",
+                    "your decoder produced different source pixels for this image than the "
+                    "reference (source_pixel_sha256 differs); not a corruption drift",
+                )
             return Finding(rel, "pixels", "differs because the decoded source differs (see the source row)")
         if name is None:
             return Finding(rel, "pixels", "clean pixels differ from the manifest; no reference copy to count against")
@@ -632,28 +784,40 @@ class _ImageCheck:
             return Finding(rel, "pixels", f"pixels differ ({self.why_not}; no expected pixels to count against)")
         clean = self.clean_pixels(e["split"], e["image_id"], e["source_pixel_sha256"])
         if clean is None:
-            return Finding(rel, "pixels", "pixels differ; the clean image is missing or changed, so the expected "
-                                          "pixels cannot be regenerated")
+            return Finding(
+                rel,
+                "pixels",
+                "pixels differ; the clean image is missing or changed, so the expected pixels cannot be regenerated",
+            )
         scene = None
         try:
             if not self.custom_corrupt:  # the build renders with a caller's corruption without the scene: so here
                 scene = self.scene(e["split"], e["image_id"], clean)
         except AegisError as exc:  # its clean entry's scene finding says why
-            return Finding(rel, "pixels", f"pixels differ; the expected pixels cannot be regenerated: the recorded "
-                                          f"scene cannot be re-derived ({exc})")
+            return Finding(
+                rel,
+                "pixels",
+                f"pixels differ; the expected pixels cannot be regenerated: the recorded "
+                f"scene cannot be re-derived ({exc})",
+            )
         if scene is not None:
             expected = self.corrupt(clean, name, severity, e["image_id"], self.seed, scene=scene)
         else:
             expected = self.corrupt(clean, name, severity, e["image_id"], self.seed)
         if actual.shape != expected.shape:
-            return Finding(rel, "pixels", f"size {actual.shape[1]}x{actual.shape[0]}, expected "
-                                          f"{expected.shape[1]}x{expected.shape[0]}")
+            return Finding(
+                rel,
+                "pixels",
+                f"size {actual.shape[1]}x{actual.shape[0]}, expected {expected.shape[1]}x{expected.shape[0]}",
+            )
         n, dmax = pixel_difference(actual, expected)
         if pixel_sha256(expected) == e["pixel_sha256"]:
             detail = f"{n} pixels differ, max |delta| {dmax}"
         else:
-            detail = (f"{n} pixels differ from this machine's regeneration (max |delta| {dmax}); this machine does not "
-                      f"reproduce the expected pixels either: corruption drift")
+            detail = (
+                f"{n} pixels differ from this machine's regeneration (max |delta| {dmax}); this machine does not "
+                f"reproduce the expected pixels either: corruption drift"
+            )
         return Finding(rel, "pixels", detail, n, dmax)
 
 
@@ -671,13 +835,21 @@ def _keep_recent(cache: dict) -> None:
 def _acted_findings(ref: Manifest) -> list[Finding]:
     """A ``manifest`` finding when a manifest's ``acted`` counts are not those of its entries (present exactly in a
     generation-2 build's)."""
-    expected = acted_counts(ref.entries.values(), ref.data.get("conditions") or []) \
-        if records_acted(ref.entries.values()) else None
+    expected = (
+        acted_counts(ref.entries.values(), ref.data.get("conditions") or [])
+        if records_acted(ref.entries.values())
+        else None
+    )
     recorded = ref.data.get("acted")
     if recorded == expected:
         return []
-    return [Finding(MANIFEST_NAME, "manifest", f"acted {recorded!r:.80} is not the number of test images each "
-                                               f"condition changed, {expected!r:.80}")]
+    return [
+        Finding(
+            MANIFEST_NAME,
+            "manifest",
+            f"acted {recorded!r:.80} is not the number of test images each condition changed, {expected!r:.80}",
+        )
+    ]
 
 
 def _scene_record_findings(ref: Manifest, config: SuiteConfig) -> list[Finding]:
@@ -689,14 +861,25 @@ def _scene_record_findings(ref: Manifest, config: SuiteConfig) -> list[Finding]:
         scene = e.get("scene")
         if e.get("kind") == "image" and not config.uses_scene:
             if scene is not None:
-                out.append(Finding(rel, "scene", f"holds a scene record, but suite {config.suite} renders without a "
-                                                 f"scene model (generation 1)"))
+                out.append(
+                    Finding(
+                        rel,
+                        "scene",
+                        f"holds a scene record, but suite {config.suite} renders without a scene model (generation 1)",
+                    )
+                )
         elif e.get("kind") != "image" or e.get("condition") != "clean":
             if scene is not None:
                 out.append(Finding(rel, "scene", "holds a scene record; only an image's clean entry records its scene"))
         elif scene is None:
-            out.append(Finding(rel, "scene", f"records no scene; suite {config.suite} renders every image through "
-                                             f"the scene its clean entry records"))
+            out.append(
+                Finding(
+                    rel,
+                    "scene",
+                    f"records no scene; suite {config.suite} renders every image through "
+                    f"the scene its clean entry records",
+                )
+            )
         elif not isinstance(scene, dict):
             kind = {str: "a string", list: "a list", bool: "a boolean"}.get(type(scene), "a number")
             out.append(Finding(rel, "scene", f"the scene record is {kind}, not an object"))
@@ -705,8 +888,11 @@ def _scene_record_findings(ref: Manifest, config: SuiteConfig) -> list[Finding]:
 
 def _recorded_scenes(ref: Manifest) -> dict[tuple[str, str], dict]:
     """(split, image_id) -> the scene record of its clean entry (generation-2 builds)."""
-    return {(e["split"], e["image_id"]): e["scene"] for e in ref.images()
-            if e.get("condition") == "clean" and isinstance(e.get("scene"), dict)}
+    return {
+        (e["split"], e["image_id"]): e["scene"]
+        for e in ref.images()
+        if e.get("condition") == "clean" and isinstance(e.get("scene"), dict)
+    }
 
 
 def _unlisted_findings(root: Path, ref: Manifest, local: Manifest, subset: bool) -> list[Finding]:
@@ -758,8 +944,13 @@ def link_findings(root: Path, paths) -> list[Finding]:
             for name in (*dirs, *files):
                 p = Path(dirpath, name)
                 if p.is_symlink() and not _resolved(p).is_relative_to(real_root):
-                    findings.append(Finding(p.relative_to(root).as_posix(), "link",
-                                            f"symbolic link to {_resolved(p)}, outside the split"))
+                    findings.append(
+                        Finding(
+                            p.relative_to(root).as_posix(),
+                            "link",
+                            f"symbolic link to {_resolved(p)}, outside the split",
+                        )
+                    )
     names: dict[tuple[int, int], int] = {}
     stats = {}
     for rel in paths:
@@ -772,8 +963,14 @@ def link_findings(root: Path, paths) -> list[Finding]:
             names[(st.st_dev, st.st_ino)] = names.get((st.st_dev, st.st_ino), 0) + 1
     for rel, st in stats.items():
         if st.st_nlink > names[(st.st_dev, st.st_ino)]:
-            findings.append(Finding(rel, "hardlink", f"hard link: {st.st_nlink} names share these bytes, some outside "
-                                                     f"the split (editing one changes the other)"))
+            findings.append(
+                Finding(
+                    rel,
+                    "hardlink",
+                    f"hard link: {st.st_nlink} names share these bytes, some outside "
+                    f"the split (editing one changes the other)",
+                )
+            )
     return findings
 
 
@@ -792,31 +989,55 @@ def yolo_view_findings(root: Path, manifest: Manifest) -> tuple[list[Finding], t
         link, want = root / rel, _resolved(root / split)
         if not link.is_symlink():
             what = "missing" if not link.exists() else "a real folder, not the link"
-            findings.append(Finding(rel, "link", f"{what}: expected a symbolic link to ../../{split}, which the "
-                                                 f"YOLO lists read images through"))
+            findings.append(
+                Finding(
+                    rel,
+                    "link",
+                    f"{what}: expected a symbolic link to ../../{split}, which the YOLO lists read images through",
+                )
+            )
         elif _resolved(link) != want:
-            findings.append(Finding(rel, "link", f"points to {_resolved(link)}, not to the split's {split}/ folder: "
-                                                 f"`yolo val` would read other images"))
+            findings.append(
+                Finding(
+                    rel,
+                    "link",
+                    f"points to {_resolved(link)}, not to the split's {split}/ folder: "
+                    f"`yolo val` would read other images",
+                )
+            )
         clean = root / YOLO_DIR / "labels" / split / "clean"
-        for cond in (conditions if split == "test" else ["clean"]):
+        for cond in conditions if split == "test" else ["clean"]:
             if cond == "clean":
                 continue
             rel = f"{YOLO_DIR}/labels/{split}/{cond}"
             link = root / rel
             if link.is_symlink():
                 if _resolved(link) != _resolved(clean) or not _resolved(link).is_relative_to(real_root):
-                    findings.append(Finding(rel, "link", f"points to {_resolved(link)}, not to the split's clean "
-                                                         f"labels: `yolo val` would read other labels"))
+                    findings.append(
+                        Finding(
+                            rel,
+                            "link",
+                            f"points to {_resolved(link)}, not to the split's clean "
+                            f"labels: `yolo val` would read other labels",
+                        )
+                    )
             elif link.is_dir():
                 if _same_files(link, clean):
                     copies.append(rel + "/")
                 else:
-                    findings.append(Finding(rel, "yolo", "a folder whose label files differ from labels/"
-                                                         f"{split}/clean: `yolo val` would read other labels"))
+                    findings.append(
+                        Finding(
+                            rel,
+                            "yolo",
+                            "a folder whose label files differ from labels/"
+                            f"{split}/clean: `yolo val` would read other labels",
+                        )
+                    )
                     copies.append(rel + "/")
             else:
-                findings.append(Finding(rel, "link", "missing: expected a symbolic link to clean (the labels of "
-                                                     "every condition)"))
+                findings.append(
+                    Finding(rel, "link", "missing: expected a symbolic link to clean (the labels of every condition)")
+                )
     return findings, tuple(copies)
 
 

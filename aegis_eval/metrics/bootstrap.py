@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -57,8 +57,12 @@ class BootstrapOptions:
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
             raise AegisError(f"`seed` must be an integer; got {self.seed!r}", param="seed")
         c = self.confidence
-        if isinstance(c, bool) or not isinstance(c, (int, float, np.floating)) or not math.isfinite(c) \
-                or not 0.0 < c < 1.0:
+        if (
+            isinstance(c, bool)
+            or not isinstance(c, (int, float, np.floating))
+            or not math.isfinite(c)
+            or not 0.0 < c < 1.0
+        ):
             raise AegisError(f"`confidence` must be a number strictly between 0 and 1; got {c!r}", param="confidence")
 
 
@@ -68,8 +72,9 @@ def _cluster_structure(n_images: int, clusters: np.ndarray | None) -> tuple[np.n
         return None, n_images, "none"
     labels = np.asarray(clusters)
     if labels.shape != (n_images,):
-        raise AegisError(f"`clusters` must have one label per image, shape ({n_images},); got {labels.shape}",
-                         param="clusters")
+        raise AegisError(
+            f"`clusters` must have one label per image, shape ({n_images},); got {labels.shape}", param="clusters"
+        )
     if labels.dtype.kind not in "iu":
         raise AegisError(f"cluster labels must be integers; got dtype {labels.dtype}")
     _, first_index, inverse = np.unique(labels, return_index=True, return_inverse=True)
@@ -212,8 +217,9 @@ def _threshold_plans(table: ApTable) -> list[_ThresholdPlan]:
         ignored = table.ignored[0][t][order]
         tp = table.matched[0][t][order] & ~ignored
         fp = ~table.matched[0][t][order] & ~ignored
-        mixed_block = (np.bincount(block_id, tp, len(block_start)) > 0) & \
-            (np.bincount(block_id, fp, len(block_start)) > 0)
+        mixed_block = (np.bincount(block_id, tp, len(block_start)) > 0) & (
+            np.bincount(block_id, fp, len(block_start)) > 0
+        )
         in_mixed = mixed_block[block_id]
         counted = np.flatnonzero(~ignored)
         tp_c, mixed_c, block_c = tp[counted], in_mixed[counted], block_id[counted]
@@ -232,15 +238,25 @@ def _threshold_plans(table: ApTable) -> list[_ThresholdPlan]:
         ends = np.append(block_start, n)[blocks + 1]
         pt_block = np.searchsorted(blocks, block_id[pt_position])
         pt_last = np.searchsorted(pt_block, np.arange(len(blocks)), side="right") - 1
-        plans.append(_ThresholdPlan(
-            tp_image=det_img[tp_position], run_end=np.searchsorted(tp_position, end_position),
-            end_position=end_position, ig_image=det_img[ig_position],
-            ig_before=np.searchsorted(ig_position, end_position),
-            blk_image=det_img[starts], blk_start=starts, blk_tp_before=cum_tp[starts],
-            blk_ig_before=np.searchsorted(ig_position, starts), blk_tp=cum_tp[ends] - cum_tp[starts],
-            blk_fp=cum_fp[ends] - cum_fp[starts], pt_block=pt_block,
-            pt_tp=cum_tp[pt_position + 1] - cum_tp[starts][pt_block],
-            pt_fp=cum_fp[pt_position] - cum_fp[starts][pt_block], pt_last=pt_last))
+        plans.append(
+            _ThresholdPlan(
+                tp_image=det_img[tp_position],
+                run_end=np.searchsorted(tp_position, end_position),
+                end_position=end_position,
+                ig_image=det_img[ig_position],
+                ig_before=np.searchsorted(ig_position, end_position),
+                blk_image=det_img[starts],
+                blk_start=starts,
+                blk_tp_before=cum_tp[starts],
+                blk_ig_before=np.searchsorted(ig_position, starts),
+                blk_tp=cum_tp[ends] - cum_tp[starts],
+                blk_fp=cum_fp[ends] - cum_fp[starts],
+                pt_block=pt_block,
+                pt_tp=cum_tp[pt_position + 1] - cum_tp[starts][pt_block],
+                pt_fp=cum_fp[pt_position] - cum_fp[starts][pt_block],
+                pt_last=pt_last,
+            )
+        )
     return plans
 
 
@@ -256,8 +272,14 @@ def _point_order(plan: _ThresholdPlan, copies: int) -> np.ndarray:
     return np.lexsort((point, copy, pos))
 
 
-def _block_points(plan: _ThresholdPlan, w: np.ndarray, cum_tp_full: np.ndarray, all_before: np.ndarray,
-                  cum_ig: np.ndarray | None, copies: int) -> tuple[np.ndarray, np.ndarray]:
+def _block_points(
+    plan: _ThresholdPlan,
+    w: np.ndarray,
+    cum_tp_full: np.ndarray,
+    all_before: np.ndarray,
+    cum_ig: np.ndarray | None,
+    copies: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """(TP, FP) counts (rows, L * copies) at every point of every mixed tie block, copy by copy.
 
     Copies beyond an image's weight repeat the block's final point (or the state before the block when the
@@ -315,7 +337,7 @@ def bootstrap_ap(weights: np.ndarray, table: ApTable) -> dict[str, np.ndarray]:
     columns, end_col, blk_col = _count_columns(plans)
     running = np.empty((_ROW_CHUNK, len(det_img)))
     for r0 in range(0, n_rows, _ROW_CHUNK):
-        n_pos = n_pos_all[r0:r0 + _ROW_CHUNK]
+        n_pos = n_pos_all[r0 : r0 + _ROW_CHUNK]
         live = np.flatnonzero(n_pos > 0)
         if len(live) == 0:
             continue
@@ -343,7 +365,7 @@ def _block_slots(plans: list, copies: list[int]) -> list[tuple[np.ndarray, np.nd
         order = _point_order(p, c)
         place = np.empty_like(order)
         place[order] = np.arange(len(order))
-        slots.append((place[:len(p.end_position)], place[len(p.end_position):]))
+        slots.append((place[: len(p.end_position)], place[len(p.end_position) :]))
     return slots
 
 
@@ -357,8 +379,16 @@ def _count_columns(plans: list) -> tuple[np.ndarray, list[np.ndarray], list[np.n
     return columns, end_col, blk_col
 
 
-def _chunk_precisions(plans: list, slots: list, copies: list[int], w: np.ndarray, cum_all: np.ndarray,
-                      end_col: list, blk_col: list, n_pos: np.ndarray) -> np.ndarray:
+def _chunk_precisions(
+    plans: list,
+    slots: list,
+    copies: list[int],
+    w: np.ndarray,
+    cum_all: np.ndarray,
+    end_col: list,
+    blk_col: list,
+    n_pos: np.ndarray,
+) -> np.ndarray:
     """(rows, T, R) interpolated precision at every recall threshold for one chunk of resample rows."""
     rows = w.shape[0]
     n_thr, n_rec = len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS)
@@ -418,8 +448,10 @@ def bootstrap_samples(weights: np.ndarray, ap_table: ApTable, counts: PerImageCo
     """
     w = _check_weights(weights, ap_table.n_images)
     if counts.n_images != ap_table.n_images:
-        raise AegisError(f"per-image counts cover {counts.n_images} images but the AP table covers "
-                         f"{ap_table.n_images}; both must come from the same ground truth")
+        raise AegisError(
+            f"per-image counts cover {counts.n_images} images but the AP table covers "
+            f"{ap_table.n_images}; both must come from the same ground truth"
+        )
     totals = {name: w @ np.asarray(getattr(counts, name), dtype=np.int64) for name in _COUNT_FIELDS}
     images_with_fp = w @ (np.asarray(counts.fp) > 0).astype(np.int64)
     rates = threshold_rates(n_images=w.sum(axis=1), images_with_fp=images_with_fp, **totals)
@@ -448,8 +480,9 @@ def intervals(samples: Mapping[str, np.ndarray], confidence: float = 0.95) -> di
     return {name: list(percentile_interval(values, confidence)) for name, values in samples.items()}
 
 
-def paired_drop_intervals(clean_samples: Mapping[str, np.ndarray], cond_samples: Mapping[str, np.ndarray],
-                          confidence: float = 0.95) -> dict[str, list[float | None]]:
+def paired_drop_intervals(
+    clean_samples: Mapping[str, np.ndarray], cond_samples: Mapping[str, np.ndarray], confidence: float = 0.95
+) -> dict[str, list[float | None]]:
     """{metric: [lo, hi]} intervals of the relative drop (clean - condition) / clean, paired per resample.
 
     Both sample sets must come from the SAME weight matrix over the SAME image set (row b of each is the same
@@ -464,8 +497,10 @@ def paired_drop_intervals(clean_samples: Mapping[str, np.ndarray], cond_samples:
         c = np.asarray(clean, dtype=np.float64)
         x = np.asarray(cond_samples[name], dtype=np.float64)
         if c.shape != x.shape:
-            raise AegisError(f"paired samples of {name!r} differ in shape: clean {c.shape}, condition {x.shape}; "
-                             "both must use the same bootstrap weights")
+            raise AegisError(
+                f"paired samples of {name!r} differ in shape: clean {c.shape}, condition {x.shape}; "
+                "both must use the same bootstrap weights"
+            )
         out[name] = list(percentile_interval(relative_to_clean(c - x, c), confidence))
     return out
 

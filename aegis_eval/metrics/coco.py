@@ -113,20 +113,32 @@ def _check_inputs(gt: GroundTruth, dets: Detections, max_dets: int) -> None:
     if isinstance(max_dets, bool) or not isinstance(max_dets, (int, np.integer)) or max_dets < 1:
         raise AegisError(f"`max_dets` must be a positive integer; got {max_dets!r}", param="max_dets")
     n_img = gt.n_images
-    if gt.boxes.shape != (gt.n_boxes, 4) or len(gt.box_image) != gt.n_boxes or len(gt.areas) != gt.n_boxes \
-            or len(gt.iscrowd) != gt.n_boxes or len(gt.ann_ids) != gt.n_boxes:
-        raise AegisError(f"ground truth arrays disagree in length: boxes {gt.boxes.shape}, box_image "
-                         f"{len(gt.box_image)}, areas {len(gt.areas)}, iscrowd {len(gt.iscrowd)}, ann_ids "
-                         f"{len(gt.ann_ids)}; expected (G, 4) and G each")
+    if (
+        gt.boxes.shape != (gt.n_boxes, 4)
+        or len(gt.box_image) != gt.n_boxes
+        or len(gt.areas) != gt.n_boxes
+        or len(gt.iscrowd) != gt.n_boxes
+        or len(gt.ann_ids) != gt.n_boxes
+    ):
+        raise AegisError(
+            f"ground truth arrays disagree in length: boxes {gt.boxes.shape}, box_image "
+            f"{len(gt.box_image)}, areas {len(gt.areas)}, iscrowd {len(gt.iscrowd)}, ann_ids "
+            f"{len(gt.ann_ids)}; expected (G, 4) and G each"
+        )
     if dets.boxes.shape != (dets.n, 4) or len(dets.det_image) != dets.n:
-        raise AegisError(f"detection arrays disagree in length: boxes {dets.boxes.shape}, det_image "
-                         f"{len(dets.det_image)}, scores {dets.n}; expected (D, 4), D, D")
+        raise AegisError(
+            f"detection arrays disagree in length: boxes {dets.boxes.shape}, det_image "
+            f"{len(dets.det_image)}, scores {dets.n}; expected (D, 4), D, D"
+        )
     if dets.n and (dets.det_image.min() < 0 or dets.det_image.max() >= n_img):
-        raise AegisError(f"detection image rows must lie in [0, {n_img}); got "
-                         f"[{int(dets.det_image.min())}, {int(dets.det_image.max())}]")
+        raise AegisError(
+            f"detection image rows must lie in [0, {n_img}); got "
+            f"[{int(dets.det_image.min())}, {int(dets.det_image.max())}]"
+        )
     if gt.n_boxes and (gt.box_image.min() < 0 or gt.box_image.max() >= n_img):
-        raise AegisError(f"GT image rows must lie in [0, {n_img}); got "
-                         f"[{int(gt.box_image.min())}, {int(gt.box_image.max())}]")
+        raise AegisError(
+            f"GT image rows must lie in [0, {n_img}); got [{int(gt.box_image.min())}, {int(gt.box_image.max())}]"
+        )
     if not (np.isfinite(dets.boxes).all() and np.isfinite(dets.scores).all()):
         raise AegisError("detections contain non-finite boxes or scores; expected finite numbers")
 
@@ -136,9 +148,14 @@ def segment_starts(sorted_keys: np.ndarray, n_groups: int) -> np.ndarray:
     return np.searchsorted(sorted_keys, np.arange(n_groups + 1), side="left")
 
 
-def candidate_pairs(gt: GroundTruth, gt_order: np.ndarray, gt_start: np.ndarray, det_boxes: np.ndarray,
-                     det_start: np.ndarray, floor: float = float(IOU_THRESHOLDS.min())
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def candidate_pairs(
+    gt: GroundTruth,
+    gt_order: np.ndarray,
+    gt_start: np.ndarray,
+    det_boxes: np.ndarray,
+    det_start: np.ndarray,
+    floor: float = float(IOU_THRESHOLDS.min()),
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All (kept detection, GT of the same image) pairs whose IoU reaches ``floor`` (by default the lowest IoU
     threshold); for a crowd GT the IoU is the intersection over the detection's area.
 
@@ -191,9 +208,17 @@ def candidate_pairs(gt: GroundTruth, gt_order: np.ndarray, gt_start: np.ndarray,
     return np.concatenate(out_d), np.concatenate(out_g), np.concatenate(out_iou)
 
 
-def _match_areas(pair_det: np.ndarray, pair_gt: np.ndarray, pair_iou: np.ndarray, det_rank: np.ndarray,
-                 gt_ignore: np.ndarray, gt_pos: np.ndarray, gt_crowd: np.ndarray, ann_nonzero: np.ndarray,
-                 n_dets: int) -> tuple[np.ndarray, np.ndarray]:
+def _match_areas(
+    pair_det: np.ndarray,
+    pair_gt: np.ndarray,
+    pair_iou: np.ndarray,
+    det_rank: np.ndarray,
+    gt_ignore: np.ndarray,
+    gt_pos: np.ndarray,
+    gt_crowd: np.ndarray,
+    ann_nonzero: np.ndarray,
+    n_dets: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """Greedy matching of all A area ranges at all T thresholds. Returns (A, T, D) bool arrays: matched to a GT
     with a non-zero annotation id (the reference's ``dtMatches != 0``), and matched to an ignored GT.
 
@@ -212,8 +237,7 @@ def _match_areas(pair_det: np.ndarray, pair_gt: np.ndarray, pair_iou: np.ndarray
     prefer = np.empty((n_area, len(pair_det)), dtype=np.int64)  # pair index in each area's preference order
     key = np.empty_like(prefer)  # position of each base-ordered pair in that order
     for a in range(n_area):
-        prefer[a] = np.lexsort((gt_pos[a][pair_gt], pair_iou, ~gt_ignore[a][pair_gt], pair_det,
-                                det_rank[pair_det]))
+        prefer[a] = np.lexsort((gt_pos[a][pair_gt], pair_iou, ~gt_ignore[a][pair_gt], pair_det, det_rank[pair_det]))
         position = np.empty(len(pair_det), dtype=np.int64)
         position[prefer[a]] = np.arange(len(pair_det))
         key[a] = position[base]
@@ -284,15 +308,25 @@ def evaluate_images(gt: GroundTruth, dets: Detections, max_dets: int = DEFAULT_M
     gt_pos = np.empty((n_area, gt.n_boxes), dtype=np.int64)
     for a in range(n_area):
         gt_pos[a, np.lexsort((position_in_file, gt_ignore[a]))] = np.arange(gt.n_boxes)
-    matched, match_ignored = _match_areas(pair_det, pair_gt, pair_iou, det_rank, gt_ignore, gt_pos, crowd,
-                                          ann_nonzero, n_det)
+    matched, match_ignored = _match_areas(
+        pair_det, pair_gt, pair_iou, det_rank, gt_ignore, gt_pos, crowd, ann_nonzero, n_det
+    )
     outside = (det_area[None, :] < lo) | (det_area[None, :] > hi)  # (A, D)
     ignored = match_ignored | (~matched & outside[:, None, :])
     n_gt = np.stack([np.bincount(box_image[~gt_ignore[a]], minlength=n_img) for a in range(n_area)]).astype(np.int64)
 
     order = np.argsort(-scores, kind="stable")
-    return ApTable(det_index=det_index, det_image=det_image, det_rank=det_rank, scores=scores, matched=matched,
-                   ignored=ignored, n_gt=n_gt, order=order.astype(np.int64), max_dets=int(max_dets))
+    return ApTable(
+        det_index=det_index,
+        det_image=det_image,
+        det_rank=det_rank,
+        scores=scores,
+        matched=matched,
+        ignored=ignored,
+        n_gt=n_gt,
+        order=order.astype(np.int64),
+        max_dets=int(max_dets),
+    )
 
 
 def precision_at_recall(tp: np.ndarray, fp: np.ndarray, n_pos: int) -> np.ndarray:
@@ -335,8 +369,14 @@ def summarize(precision: np.ndarray, n_pos: np.ndarray) -> dict[str, float]:
         block = precision[a] if rows is None else precision[a][rows]
         return float(np.mean(block.ravel()))
 
-    values = (mean_or_sentinel(0), mean_or_sentinel(0, thr_50), mean_or_sentinel(0, thr_75),
-              mean_or_sentinel(1), mean_or_sentinel(2), mean_or_sentinel(3))
+    values = (
+        mean_or_sentinel(0),
+        mean_or_sentinel(0, thr_50),
+        mean_or_sentinel(0, thr_75),
+        mean_or_sentinel(1),
+        mean_or_sentinel(2),
+        mean_or_sentinel(3),
+    )
     return dict(zip(AP_METRICS, values))
 
 

@@ -30,8 +30,9 @@ def check_delta(delta: float) -> float:
     observed rate), and the bisection brackets rely on delta <= 0.5: P(X <= k) >= 1/2 at p = k/n or mu = k."""
     delta = float(delta)
     if not math.isfinite(delta) or not 0.0 < delta <= 0.5:
-        raise AegisError(f"[bound_delta] delta (the allowed probability of exceeding the bound) must lie in "
-                         f"(0, 0.5]; got {delta!r}")
+        raise AegisError(
+            f"[bound_delta] delta (the allowed probability of exceeding the bound) must lie in (0, 0.5]; got {delta!r}"
+        )
     return delta
 
 

@@ -24,6 +24,7 @@ from aegis_eval.metrics.exact_bounds import DEFAULT_DELTA, clopper_pearson_upper
 from aegis_eval.metrics.matching import PerImageCounts
 from aegis_eval.metrics.types import GroundTruth
 
+
 def exposure_megapixels(gt: GroundTruth) -> float | None:
     """Total image area of the split in megapixels; None when any image has no width or height."""
     widths = np.asarray(gt.widths, dtype=np.float64)
@@ -33,8 +34,9 @@ def exposure_megapixels(gt: GroundTruth) -> float | None:
     return float(np.sum(widths * heights)) / 1e6
 
 
-def false_alarm_risk(fp: int, images_with_fp: int, n_images: int, megapixels: float | None,
-                     delta: float = DEFAULT_DELTA) -> dict[str, Any]:
+def false_alarm_risk(
+    fp: int, images_with_fp: int, n_images: int, megapixels: float | None, delta: float = DEFAULT_DELTA
+) -> dict[str, Any]:
     """The false-alarm record (counts, rates and their upper bounds) from totals; rates and bounds None where the exposure is zero or unknown."""
     fp, images_with_fp, n_images = int(fp), int(images_with_fp), int(n_images)
     count_upper = garwood_upper(fp, delta)

@@ -40,8 +40,13 @@ def _mean(x: np.ndarray) -> float | None:
     return float(np.mean(x)) if len(x) else None
 
 
-def localization_stability(gt: GroundTruth, clean_dets: Detections, clean_match: ThresholdMatch,
-                           cond_dets: Detections, cond_match: ThresholdMatch) -> dict[str, Any]:
+def localization_stability(
+    gt: GroundTruth,
+    clean_dets: Detections,
+    clean_match: ThresholdMatch,
+    cond_dets: Detections,
+    cond_match: ThresholdMatch,
+) -> dict[str, Any]:
     """The LOCALIZATION_KEYS dict for one condition against clean (see the module docstring).
 
     Both matches must come from ``match_at_threshold`` on the same ``gt``.

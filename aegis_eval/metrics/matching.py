@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from aegis_data.errors import AegisError
-from aegis_eval.metrics.coco import candidate_pairs, segment_starts, box_iou_coco
+from aegis_eval.metrics.coco import box_iou_coco, candidate_pairs, segment_starts
 from aegis_eval.metrics.types import Detections, GroundTruth
 
 SMALL_MAX_AREA = 32.0**2
@@ -99,8 +99,9 @@ def precision_recall_f1(tp, fp, n_gt) -> dict[str, np.ndarray]:
     return {"precision": precision, "recall": recall, "f1": f1}
 
 
-def threshold_rates(tp, fp, n_gt, n_images, images_with_fp, tp_small, gt_small, tp_medium, gt_medium,
-                    tp_large, gt_large) -> dict[str, np.ndarray]:
+def threshold_rates(
+    tp, fp, n_gt, n_images, images_with_fp, tp_small, gt_small, tp_medium, gt_medium, tp_large, gt_large
+) -> dict[str, np.ndarray]:
     """Rates from (possibly resample-weighted) totals; elementwise on scalars or (B,) arrays.
 
     Conventions for undefined values:
@@ -167,8 +168,10 @@ def _check_inputs(gt: GroundTruth, dets: Detections, threshold: float, iou: floa
     if not np.isfinite(iou) or not 0.0 < iou <= 1.0:
         raise AegisError(f"`iou` must be in (0, 1]; got {iou!r}", param="iou")
     if dets.n and (dets.det_image.min() < 0 or dets.det_image.max() >= gt.n_images):
-        raise AegisError("detections reference image rows outside the ground truth; "
-                         "load them with load_predictions(path, gt) against the same GroundTruth")
+        raise AegisError(
+            "detections reference image rows outside the ground truth; "
+            "load them with load_predictions(path, gt) against the same GroundTruth"
+        )
 
 
 def size_bins(areas: np.ndarray) -> np.ndarray:
@@ -221,12 +224,14 @@ def match_at_threshold(gt: GroundTruth, dets: Detections, threshold: float, iou:
     ignored[order[crowd_rows[row_gt[crowd_rows] < 0]]] = True
 
     counts = per_image_counts(gt, dets.det_image, kept & is_tp, kept & ~is_tp & ~ignored, gt_matched_det >= 0)
-    return ThresholdMatch(threshold, iou, kept, is_tp, ignored, matched_gt, matched_iou,
-                          gt_matched_det, gt_matched_iou, counts)
+    return ThresholdMatch(
+        threshold, iou, kept, is_tp, ignored, matched_gt, matched_iou, gt_matched_det, gt_matched_iou, counts
+    )
 
 
-def _greedy_by_rank(pair_row: np.ndarray, pair_gt: np.ndarray, pair_iou: np.ndarray, rank: np.ndarray,
-                    n_gt_boxes: int) -> tuple[np.ndarray, np.ndarray]:
+def _greedy_by_rank(
+    pair_row: np.ndarray, pair_gt: np.ndarray, pair_iou: np.ndarray, rank: np.ndarray, n_gt_boxes: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The greedy pass of :func:`match_at_threshold` over candidate (detection row, non-crowd GT, IoU) pairs.
 
     Detections of equal rank (position in their image's score order) belong to different images and cannot
@@ -256,8 +261,9 @@ def _greedy_by_rank(pair_row: np.ndarray, pair_gt: np.ndarray, pair_iou: np.ndar
     return row_gt, row_iou
 
 
-def per_image_counts(gt: GroundTruth, det_image: np.ndarray, det_tp: np.ndarray, det_fp: np.ndarray,
-                     gt_matched: np.ndarray) -> PerImageCounts:
+def per_image_counts(
+    gt: GroundTruth, det_image: np.ndarray, det_tp: np.ndarray, det_fp: np.ndarray, gt_matched: np.ndarray
+) -> PerImageCounts:
     """Aggregate per-detection TP/FP flags (D,) and per-GT matched flags (G,) into per-image counts."""
     n_img = gt.n_images
     real = ~np.asarray(gt.iscrowd, dtype=bool)
@@ -286,9 +292,19 @@ def to_json_number(x) -> float | None:
 def rates_from_counts(counts: PerImageCounts) -> dict[str, Any]:
     """Whole-split counts and rates (NaN -> None), keyed as in the score JSON."""
     t = counts.totals()
-    rates = threshold_rates(t["tp"], t["fp"], t["n_gt"], counts.n_images, t["images_with_fp"],
-                            t["tp_small"], t["gt_small"], t["tp_medium"], t["gt_medium"],
-                            t["tp_large"], t["gt_large"])
+    rates = threshold_rates(
+        t["tp"],
+        t["fp"],
+        t["n_gt"],
+        counts.n_images,
+        t["images_with_fp"],
+        t["tp_small"],
+        t["gt_small"],
+        t["tp_medium"],
+        t["gt_medium"],
+        t["tp_large"],
+        t["gt_large"],
+    )
     out: dict[str, Any] = {k: to_json_number(v) for k, v in rates.items() if k != "fn"}
     out.update(tp=t["tp"], fp=t["fp"], fn=t["n_gt"] - t["tp"], n_gt=t["n_gt"], n_images=counts.n_images)
     return out

@@ -5,8 +5,16 @@ SCHEMA = "aegis-score/1"
 # COCO AP family, exactly as pycocotools computes them (maxDets 100).
 AP_METRICS = ("map50_95", "map50", "map75", "map_small", "map_medium", "map_large")
 # Metrics at the frozen confidence threshold (one-to-one matching at IoU >= 0.5).
-THRESHOLD_METRICS = ("precision", "recall", "f1", "fp_per_image", "false_alarm_image_share",
-                     "recall_small", "recall_medium", "recall_large")
+THRESHOLD_METRICS = (
+    "precision",
+    "recall",
+    "f1",
+    "fp_per_image",
+    "false_alarm_image_share",
+    "recall_small",
+    "recall_medium",
+    "recall_large",
+)
 COUNT_KEYS = ("tp", "fp", "fn", "n_gt", "n_images")
 # Metrics that get bootstrap intervals.
 CI_METRICS = ("precision", "recall", "f1", "fp_per_image", "map50", "map50_95")

@@ -16,7 +16,8 @@ Conventions:
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -47,8 +48,9 @@ def relative_drop(clean: Any, condition: Any) -> float | None:
     return (c - x) / c
 
 
-def relative_drops(clean: Mapping[str, Any], condition: Mapping[str, Any],
-                   metrics: Sequence[str] = ROBUSTNESS_METRICS) -> dict[str, float | None]:
+def relative_drops(
+    clean: Mapping[str, Any], condition: Mapping[str, Any], metrics: Sequence[str] = ROBUSTNESS_METRICS
+) -> dict[str, float | None]:
     return {m: relative_drop(clean.get(m), condition.get(m)) for m in metrics}
 
 
@@ -72,8 +74,11 @@ def corruption_of(condition: str) -> tuple[str | None, int] | None:
         return None
 
 
-def summarize_robustness(conditions: Mapping[str, Mapping[str, Any]], config: SuiteConfig | None = None,
-                         metrics: Sequence[str] = ROBUSTNESS_METRICS) -> dict[str, Any]:
+def summarize_robustness(
+    conditions: Mapping[str, Mapping[str, Any]],
+    config: SuiteConfig | None = None,
+    metrics: Sequence[str] = ROBUSTNESS_METRICS,
+) -> dict[str, Any]:
     """The ``summary`` block of the score JSON from per-condition metric dicts (normally including ``clean``).
 
     Returns clean, mpc, rpc, mean_rel_drop, per_corruption, per_family (each {metric: value or None}),
@@ -95,8 +100,9 @@ def summarize_robustness(conditions: Mapping[str, Mapping[str, Any]], config: Su
     by_corruption: dict[str, list[str]] = {}
     for c, (name, _sev) in corrupted.items():
         by_corruption.setdefault(name, []).append(c)
-    per_corruption = {name: {m: _mean_drop(drops[c][m] for c in conds) for m in metrics}
-                      for name, conds in by_corruption.items()}
+    per_corruption = {
+        name: {m: _mean_drop(drops[c][m] for c in conds) for m in metrics} for name, conds in by_corruption.items()
+    }
     per_family = {}
     for family, members in config.families.items():
         conds = [c for name in members for c in by_corruption.get(name, [])]
@@ -115,8 +121,9 @@ def summarize_robustness(conditions: Mapping[str, Mapping[str, Any]], config: Su
     }
 
 
-def summary_intervals(samples: Mapping[str, Mapping[str, np.ndarray]], config: SuiteConfig | None = None,
-                      confidence: float = 0.95) -> dict[str, Any]:
+def summary_intervals(
+    samples: Mapping[str, Mapping[str, np.ndarray]], config: SuiteConfig | None = None, confidence: float = 0.95
+) -> dict[str, Any]:
     """Percentile intervals of mPC, rPC, the mean relative drop and each corruption's and family's mean drop.
 
     samples: {condition: {metric: (B,) per-resample values}}, every condition drawn with the SAME weight rows
@@ -133,8 +140,14 @@ def summary_intervals(samples: Mapping[str, Mapping[str, np.ndarray]], config: S
     def ci(values: np.ndarray | None) -> list[float | None]:
         return list(percentile_interval(values, confidence)) if values is not None else [None, None]
 
-    out: dict[str, Any] = {"confidence": float(confidence), "mpc": {}, "rpc": {}, "mean_rel_drop": {},
-                           "per_corruption": {}, "per_family": {}}
+    out: dict[str, Any] = {
+        "confidence": float(confidence),
+        "mpc": {},
+        "rpc": {},
+        "mean_rel_drop": {},
+        "per_corruption": {},
+        "per_family": {},
+    }
     for m in metrics:
         per_cond = {c: np.asarray(samples[c][m], dtype=np.float64) for c in corrupted}
         mpc = nanmean_rows(list(per_cond.values())) if per_cond else None

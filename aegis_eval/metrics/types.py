@@ -6,8 +6,9 @@ per-image work is a slice and whole-split work is vectorised. Boxes are COCO ``[
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 

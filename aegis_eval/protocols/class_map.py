@@ -18,9 +18,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from aegis_data.errors import AegisError
 from aegis_data.files.readers import parse_json_bytes, read_file_bytes
@@ -41,8 +42,12 @@ class ClassMap:
 
     def record(self) -> dict[str, Any]:
         """The provenance entry: side, mapping (string keys, as JSON needs), allow_merge and origin."""
-        return {"side": self.side, "mapping": {str(k): int(v) for k, v in sorted(self.mapping.items())},
-                "allow_merge": self.allow_merge, **dict(self.origin or {})}
+        return {
+            "side": self.side,
+            "mapping": {str(k): int(v) for k, v in sorted(self.mapping.items())},
+            "allow_merge": self.allow_merge,
+            **dict(self.origin or {}),
+        }
 
 
 def _as_int(value: Any, what: str, spec: str) -> int:
@@ -69,14 +74,16 @@ def parse_class_map(spec: str, side: str = "gt", allow_merge: bool = False) -> C
         data = read_file_bytes(path, "class map", "class_map_")
         obj = parse_json_bytes(data, "class map", path, "class_map_")  # the shared checks (one error vocabulary)
         if not isinstance(obj, dict) or not obj:
-            raise AegisError(f"[class_map_syntax] {path}: expected a non-empty JSON object {{\"0\": 1, ...}}")
+            raise AegisError(f'[class_map_syntax] {path}: expected a non-empty JSON object {{"0": 1, ...}}')
         # Every key as written: a parsed dict keeps only the last of a repeated key, and "01" is id 1 as well.
         written: dict[int, str] = {}
         for key, value in json.loads(data, object_pairs_hook=lambda pairs: pairs):
             src = _as_int(key, "source", str(path))
             if src in written:
-                raise AegisError(f"[class_map_syntax] {path} maps id {src} twice (keys {written[src]!r} and "
-                                 f"{key!r}); give each source id once")
+                raise AegisError(
+                    f"[class_map_syntax] {path} maps id {src} twice (keys {written[src]!r} and "
+                    f"{key!r}); give each source id once"
+                )
             written[src] = key
             mapping[src] = _as_int(value, "target", str(path))
         origin: dict[str, Any] = {"file": str(path), "sha256": hashlib.sha256(data).hexdigest()}
@@ -87,40 +94,49 @@ def parse_class_map(spec: str, side: str = "gt", allow_merge: bool = False) -> C
         for pair in pairs:
             m = _PAIR_RE.match(pair)
             if not m:
-                raise AegisError(f"[class_map_syntax] cannot read {pair.strip()!r} in class map {spec!r}; expected "
-                                 "'SRC:DST' pairs of integer category ids, e.g. '0:1,1:0'")
+                raise AegisError(
+                    f"[class_map_syntax] cannot read {pair.strip()!r} in class map {spec!r}; expected "
+                    "'SRC:DST' pairs of integer category ids, e.g. '0:1,1:0'"
+                )
             src, dst = int(m.group(1)), int(m.group(2))
             if src in mapping:  # '01' and '1' are one id too
-                raise AegisError(f"[class_map_syntax] class map {spec!r} maps id {src} twice; give each source id "
-                                 f"once")
+                raise AegisError(f"[class_map_syntax] class map {spec!r} maps id {src} twice; give each source id once")
             mapping[src] = dst
         origin = {"text": text}
     return ClassMap(mapping=mapping, side=side, allow_merge=allow_merge, origin=origin)
 
 
-def check_class_map(cmap: ClassMap, source_ids: Iterable[int], where: str,
-                    target_ids: Iterable[int] | None = None) -> None:
+def check_class_map(
+    cmap: ClassMap, source_ids: Iterable[int], where: str, target_ids: Iterable[int] | None = None
+) -> None:
     """Refuse a map that leaves one of ``source_ids`` unmapped, merges ids without ``allow_merge`` or (when
     ``target_ids`` is given) maps onto an id outside it."""
     ids = sorted(set(int(i) for i in source_ids))
     unmapped = [i for i in ids if i not in cmap.mapping]
     if unmapped:
-        raise AegisError(f"[class_map_unmapped] {where}: the class map leaves category ids {unmapped[:5]} unmapped; "
-                         "give every id a target (map an id to itself to keep it)")
+        raise AegisError(
+            f"[class_map_unmapped] {where}: the class map leaves category ids {unmapped[:5]} unmapped; "
+            "give every id a target (map an id to itself to keep it)"
+        )
     by_target: dict[int, list[int]] = {}
     for src in ids:
         by_target.setdefault(cmap.mapping[src], []).append(src)
     merged = {t: s for t, s in by_target.items() if len(s) > 1}
     if merged and not cmap.allow_merge:
         target, sources = next(iter(sorted(merged.items())))
-        raise AegisError(f"[class_map_merge] {where}: the class map sends ids {sources} onto one id {target}; "
-                         "pass `allow_merge` to merge classes on purpose", param="allow_merge")
+        raise AegisError(
+            f"[class_map_merge] {where}: the class map sends ids {sources} onto one id {target}; "
+            "pass `allow_merge` to merge classes on purpose",
+            param="allow_merge",
+        )
     if target_ids is not None:
         allowed = set(int(t) for t in target_ids)
         outside = sorted({cmap.mapping[i] for i in ids} - allowed)
         if outside:
-            raise AegisError(f"[class_map_unknown_target] {where}: the class map targets ids {outside[:5]}, which "
-                             f"are not GT categories (known: {sorted(allowed)[:8]})")
+            raise AegisError(
+                f"[class_map_unknown_target] {where}: the class map targets ids {outside[:5]}, which "
+                f"are not GT categories (known: {sorted(allowed)[:8]})"
+            )
 
 
 def remap_ground_truth(coco: Mapping[str, Any], cmap: ClassMap, where: str) -> dict[str, Any]:
@@ -144,6 +160,7 @@ def remap_predictions(obj: Any, cmap: ClassMap, where: str) -> Any:
     entries = obj["annotations"] if wrapped else obj
     if not isinstance(entries, list):
         return obj
+
     def integer_category(e: Any) -> bool:  # JSON true is not the id 1
         return isinstance(e, dict) and isinstance(e.get("category_id"), int) and not isinstance(e["category_id"], bool)
 

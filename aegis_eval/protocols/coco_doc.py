@@ -12,13 +12,15 @@ from aegis_data.errors import AegisError
 
 
 def is_int64(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and -2**63 <= x < 2**63
+    return isinstance(x, int) and not isinstance(x, bool) and -(2**63) <= x < 2**63
 
 
 def check_coco_shape(coco: Any, where: str) -> None:
     if not isinstance(coco, dict):
-        raise AegisError(f"[gt_wrong_type] {where}: expected a COCO object with 'images', 'annotations' and "
-                         f"'categories'; got a JSON {type(coco).__name__}")
+        raise AegisError(
+            f"[gt_wrong_type] {where}: expected a COCO object with 'images', 'annotations' and "
+            f"'categories'; got a JSON {type(coco).__name__}"
+        )
     missing = [k for k in ("images", "annotations", "categories") if k not in coco]
     if missing:
         raise AegisError(f"[gt_missing_key] {where}: COCO ground truth lacks {', '.join(map(repr, missing))}")

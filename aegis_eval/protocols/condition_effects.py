@@ -11,9 +11,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -58,8 +59,10 @@ def split_effects(split_dir: str | Path | None) -> SplitEffects | None:
     # The root hash says the manifest is intact, not that a hand-resealed one holds counts and shares.
     for cond, v in obj["acted"].items():
         if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= n_test.get(cond, 0):
-            raise AegisError(f"[manifest_invalid] {path}: acted[{str(cond)[:80]!r}] is {v!r:.40}; it must count the "
-                             f"test images the condition changed, 0 to {n_test.get(cond, 0)}")
+            raise AegisError(
+                f"[manifest_invalid] {path}: acted[{str(cond)[:80]!r}] is {v!r:.40}; it must count the "
+                f"test images the condition changed, 0 to {n_test.get(cond, 0)}"
+            )
     return SplitEffects(dict(obj["acted"]), submerged)
 
 
@@ -67,10 +70,13 @@ def _checked_fractions(value: Any, path: Path, entry: str) -> list:
     """A manifest entry's ``submerged_fraction``: a list of shares in [0, 1] (null: a person outside the scene);
     AegisError otherwise."""
     ok = isinstance(value, list) and all(
-        f is None or (isinstance(f, (int, float)) and not isinstance(f, bool) and 0.0 <= f <= 1.0) for f in value)
+        f is None or (isinstance(f, (int, float)) and not isinstance(f, bool) and 0.0 <= f <= 1.0) for f in value
+    )
     if not ok:
-        raise AegisError(f"[manifest_invalid] {path}: entry {entry[:120]!r} records submerged_fraction {value!r:.60}; "
-                         f"it must list one share in [0, 1] (or null) per ground-truth box")
+        raise AegisError(
+            f"[manifest_invalid] {path}: entry {entry[:120]!r} records submerged_fraction {value!r:.60}; "
+            f"it must list one share in [0, 1] (or null) per ground-truth box"
+        )
     return value
 
 
@@ -80,8 +86,9 @@ def _bin_of(fraction: float) -> int:
     return next(k for k, (lo, hi) in enumerate(SUBMERGED_BINS) if k and lo < fraction <= hi)
 
 
-def submerged_strata(gt: GroundTruth, matched: np.ndarray, clean_matched: np.ndarray | None,
-                     fractions: Mapping[str, list]) -> dict[str, Any]:
+def submerged_strata(
+    gt: GroundTruth, matched: np.ndarray, clean_matched: np.ndarray | None, fractions: Mapping[str, list]
+) -> dict[str, Any]:
     """Recall of a flood condition per submerged-fraction bin: ``matched`` (G,) bool, whether each GT box is
     matched in that condition (``clean_matched`` the same in clean); ``fractions`` {image stem: the split's
     fractions of its boxes, in annotation order}. Crowd boxes and persons outside the scene (None) are left out.
@@ -96,10 +103,12 @@ def submerged_strata(gt: GroundTruth, matched: np.ndarray, clean_matched: np.nda
         values = fractions.get(stem)
         if values is None:
             continue
-        boxes = order[starts[row]: starts[row + 1]]
+        boxes = order[starts[row] : starts[row + 1]]
         if len(values) != boxes.size:
-            raise AegisError(f"[submerged_mismatch] the split records {len(values)} submerged fractions for image "
-                             f"{stem!r}, its ground truth {boxes.size} boxes")
+            raise AegisError(
+                f"[submerged_mismatch] the split records {len(values)} submerged fractions for image "
+                f"{stem!r}, its ground truth {boxes.size} boxes"
+            )
         for g, f in zip(boxes, values):
             if f is None or gt.iscrowd[g]:
                 continue
@@ -108,8 +117,13 @@ def submerged_strata(gt: GroundTruth, matched: np.ndarray, clean_matched: np.nda
             tp[k] += int(matched[g])
             if clean_matched is not None:
                 tp_clean[k] += int(clean_matched[g])
-    out: dict[str, Any] = {"bins": [list(b) for b in SUBMERGED_BINS], "labels": list(SUBMERGED_LABELS), "n_gt": n_gt,
-                           "tp": tp, "recall": [t / n if n else None for t, n in zip(tp, n_gt)]}
+    out: dict[str, Any] = {
+        "bins": [list(b) for b in SUBMERGED_BINS],
+        "labels": list(SUBMERGED_LABELS),
+        "n_gt": n_gt,
+        "tp": tp,
+        "recall": [t / n if n else None for t, n in zip(tp, n_gt)],
+    }
     if clean_matched is not None:
         out["recall_clean"] = [t / n if n else None for t, n in zip(tp_clean, n_gt)]
     return out

@@ -20,24 +20,42 @@ say how far a model trained to reproduce the old labels is from the new ones.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from aegis_data.errors import AegisError
 from aegis_data.files.layout import ANNOTATIONS_DIR
-from aegis_eval.metrics.matching import (PerImageCounts, box_iou_xywh, match_at_threshold, precision_recall_f1,
-                                        rates_from_counts, sum_counts, to_json_number)
+from aegis_eval.metrics.matching import (
+    PerImageCounts,
+    box_iou_xywh,
+    match_at_threshold,
+    precision_recall_f1,
+    rates_from_counts,
+    sum_counts,
+    to_json_number,
+)
 from aegis_eval.metrics.types import Detections, GroundTruth
 from aegis_eval.protocols.predictions import ground_truth_by_class, read_ground_truth_doc
 
 GT_DIFF_SCHEMA = "aegis-gt-diff/1"
 DEFAULT_DIFF_IOU = 0.3
 LOOSE_IOU = 0.7  # matched pairs below this IoU are reported as a share: a redrawn box, not a nudge
-COUNT_KEYS = ("old_boxes", "new_boxes", "matched", "added", "removed", "unchanged", "tightened", "loosened",
-              "shifted", "class_changed")
+COUNT_KEYS = (
+    "old_boxes",
+    "new_boxes",
+    "matched",
+    "added",
+    "removed",
+    "unchanged",
+    "tightened",
+    "loosened",
+    "shifted",
+    "class_changed",
+)
 
 
 @dataclass(frozen=True)
@@ -65,7 +83,9 @@ def _flatten(gts: dict[str, GroundTruth]) -> _Version:
     return _Version(first.file_names, row[order], np.concatenate(boxes)[order], np.concatenate(classes)[order], gts)
 
 
-def match_versions(old_boxes: np.ndarray, new_boxes: np.ndarray, iou: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def match_versions(
+    old_boxes: np.ndarray, new_boxes: np.ndarray, iou: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One image's one-to-one matching (module docstring): (OLD index, NEW index, IoU) of the matched pairs."""
     if not len(old_boxes) or not len(new_boxes):
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
@@ -83,15 +103,26 @@ def match_versions(old_boxes: np.ndarray, new_boxes: np.ndarray, iou: float) -> 
     return i[keep], j[keep], ious[i[keep], j[keep]]
 
 
-def _stats(old_cls: np.ndarray, new_cls: np.ndarray, pairs: Mapping[str, np.ndarray], added: np.ndarray,
-           removed: np.ndarray, n_old: int, n_new: int) -> dict[str, Any]:
+def _stats(
+    old_cls: np.ndarray,
+    new_cls: np.ndarray,
+    pairs: Mapping[str, np.ndarray],
+    added: np.ndarray,
+    removed: np.ndarray,
+    n_old: int,
+    n_new: int,
+) -> dict[str, Any]:
     """Counts and medians of one subset of boxes (COUNT_KEYS, then the medians and shares); medians None without pairs."""
     iou, ratio = pairs["iou"], pairs["area_ratio"]
     finite = ratio[np.isfinite(ratio)]
     n = len(iou)
     out: dict[str, Any] = {
-        "old_boxes": n_old, "new_boxes": n_new, "matched": n, "added": int(added.sum()),
-        "removed": int(removed.sum()), "unchanged": int(pairs["same_box"].sum()),
+        "old_boxes": n_old,
+        "new_boxes": n_new,
+        "matched": n,
+        "added": int(added.sum()),
+        "removed": int(removed.sum()),
+        "unchanged": int(pairs["same_box"].sum()),
         "tightened": int((~pairs["same_box"] & (pairs["new_area"] < pairs["old_area"])).sum()),
         "loosened": int((~pairs["same_box"] & (pairs["new_area"] > pairs["old_area"])).sum()),
         "shifted": int((~pairs["same_box"] & (pairs["new_area"] == pairs["old_area"])).sum()),
@@ -118,12 +149,16 @@ def _old_as_predictions(old: _Version, new: _Version, old_to_new_row: np.ndarray
             per_class[name] = {"precision": 0.0, "recall": None, "f1": None, "tp": 0, "fp": fp, "fn": 0}
             continue
         gt = new.gts[name]
-        dets = Detections(det_image=old_to_new_row[old.image_row[old_mask]], boxes=old.boxes[old_mask],
-                          scores=np.ones(int(old_mask.sum())))
+        dets = Detections(
+            det_image=old_to_new_row[old.image_row[old_mask]],
+            boxes=old.boxes[old_mask],
+            scores=np.ones(int(old_mask.sum())),
+        )
         match = match_at_threshold(gt, dets, 1.0, pr_iou)
         # images only in NEW are left out: zero their counts (their GT would read as misses)
-        on_common = PerImageCounts(**{f.name: np.where(common_new_rows, getattr(match.counts, f.name), 0)
-                                      for f in fields(PerImageCounts)})
+        on_common = PerImageCounts(
+            **{f.name: np.where(common_new_rows, getattr(match.counts, f.name), 0) for f in fields(PerImageCounts)}
+        )
         counts.append(on_common)
         per_class[name] = _pr(rates_from_counts(on_common))
     total = rates_from_counts(sum_counts(counts))  # the NEW version has at least one category
@@ -137,8 +172,9 @@ def _pr(rates: Mapping[str, Any]) -> dict[str, Any]:
     return {k: rates[k] for k in ("precision", "recall", "f1", "tp", "fp", "fn")}
 
 
-def diff_versions(old_gts: dict[str, GroundTruth], new_gts: dict[str, GroundTruth], iou: float = DEFAULT_DIFF_IOU,
-                  pr_iou: float = 0.5) -> dict[str, Any]:
+def diff_versions(
+    old_gts: dict[str, GroundTruth], new_gts: dict[str, GroundTruth], iou: float = DEFAULT_DIFF_IOU, pr_iou: float = 0.5
+) -> dict[str, Any]:
     """The audit of one split from per-class GroundTruths of each version (``ground_truth_by_class(..., "all")``)."""
     for name, value in (("iou", iou), ("pr_iou", pr_iou)):
         if not np.isfinite(value) or not 0.0 < value <= 1.0:
@@ -147,8 +183,10 @@ def diff_versions(old_gts: dict[str, GroundTruth], new_gts: dict[str, GroundTrut
     for side, version in (("OLD", old), ("NEW", new)):
         if len(set(version.file_names)) != len(version.file_names):
             repeated = sorted({n for n in version.file_names if version.file_names.count(n) > 1})
-            raise AegisError(f"[gt_diff_duplicate_file_name] {side} names several images {repeated[0]!r}; "
-                             "versions are paired by file_name, which must be unique")
+            raise AegisError(
+                f"[gt_diff_duplicate_file_name] {side} names several images {repeated[0]!r}; "
+                "versions are paired by file_name, which must be unique"
+            )
     new_row_of = {name: r for r, name in enumerate(new.file_names)}
     old_names = set(old.file_names)
     old_to_new_row = np.array([new_row_of.get(name, -1) for name in old.file_names], dtype=np.int64)
@@ -183,14 +221,25 @@ def diff_versions(old_gts: dict[str, GroundTruth], new_gts: dict[str, GroundTrut
     old_area, new_area = ob[:, 2] * ob[:, 3], nb[:, 2] * nb[:, 3]
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(old_area > 0, new_area / np.where(old_area > 0, old_area, 1.0), np.nan)
-    pairs = {"iou": ious, "area_ratio": ratio, "old_area": old_area, "new_area": new_area,
-             "same_box": np.all(ob == nb, axis=1)}
+    pairs = {
+        "iou": ious,
+        "area_ratio": ratio,
+        "old_area": old_area,
+        "new_area": new_area,
+        "same_box": np.all(ob == nb, axis=1),
+    }
     pair_old_cls, pair_new_cls = old.classes[old_idx], new.classes[new_idx]
 
     def subset(pair_mask: np.ndarray, old_mask: np.ndarray, new_mask: np.ndarray) -> dict[str, Any]:
-        return _stats(pair_old_cls[pair_mask], pair_new_cls[pair_mask], {k: v[pair_mask] for k, v in pairs.items()},
-                      new_mask & new_common & ~new_matched, old_mask & old_common & ~old_matched,
-                      int((old_mask & old_common).sum()), int((new_mask & new_common).sum()))
+        return _stats(
+            pair_old_cls[pair_mask],
+            pair_new_cls[pair_mask],
+            {k: v[pair_mask] for k, v in pairs.items()},
+            new_mask & new_common & ~new_matched,
+            old_mask & old_common & ~old_matched,
+            int((old_mask & old_common).sum()),
+            int((new_mask & new_common).sum()),
+        )
 
     everything = np.ones(len(ious), bool)
     total = subset(everything, np.ones(len(old.boxes), bool), np.ones(len(new.boxes), bool))
@@ -224,14 +273,23 @@ def undeclared_category_findings(coco: Mapping[str, Any], side: str) -> list[dic
     if not stray:
         return []
     ids = sorted({str(a.get("category_id")) for a in stray})
-    return [{"code": "undeclared_category", "side": side, "count": len(stray), "category_ids": ids,
-             "annotation_ids": [a.get("id") for a in stray[:5]],
-             "detail": f"{len(stray)} {side.upper()} annotation(s) have category ids {', '.join(ids[:5])} that the "
-                       f"file's categories do not declare; they are left out of every count (declare the "
-                       f"category, or fix the ids)"}]
+    return [
+        {
+            "code": "undeclared_category",
+            "side": side,
+            "count": len(stray),
+            "category_ids": ids,
+            "annotation_ids": [a.get("id") for a in stray[:5]],
+            "detail": f"{len(stray)} {side.upper()} annotation(s) have category ids {', '.join(ids[:5])} that the "
+            f"file's categories do not declare; they are left out of every count (declare the "
+            f"category, or fix the ids)",
+        }
+    ]
 
 
-def gt_diff_paths(old: str | Path, new: str | Path, iou: float = DEFAULT_DIFF_IOU, pr_iou: float = 0.5) -> dict[str, Any]:
+def gt_diff_paths(
+    old: str | Path, new: str | Path, iou: float = DEFAULT_DIFF_IOU, pr_iou: float = 0.5
+) -> dict[str, Any]:
     """The ``aegis-gt-diff/1`` document for two COCO files or two split directories (splits in both)."""
     old, new = Path(old), Path(new)
     for p in (old, new):
@@ -242,8 +300,9 @@ def gt_diff_paths(old: str | Path, new: str | Path, iou: float = DEFAULT_DIFF_IO
     old_files, new_files = _split_files(old), _split_files(new)
     common = [s for s in old_files if s in new_files]
     if not common:
-        raise AegisError(f"[gt_diff_no_common_split] {old} and {new} share no split "
-                         f"({sorted(old_files)} vs {sorted(new_files)})")
+        raise AegisError(
+            f"[gt_diff_no_common_split] {old} and {new} share no split ({sorted(old_files)} vs {sorted(new_files)})"
+        )
     splits, sources = {}, {"old": {}, "new": {}}
     for split in common:
         docs, findings = {}, []

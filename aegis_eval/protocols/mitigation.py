@@ -11,16 +11,22 @@ conditions the policy trained on ("seen") and those it did not ("unseen").
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from aegis_data.errors import AegisError
 from aegis_eval.metrics import coco as ap_metrics
-from aegis_eval.metrics.bootstrap import (BootstrapOptions, bootstrap_samples, nanmean_rows, percentile_interval,
-                                          resample_seeds, resample_weights)
+from aegis_eval.metrics.bootstrap import (
+    BootstrapOptions,
+    bootstrap_samples,
+    nanmean_rows,
+    percentile_interval,
+    resample_seeds,
+    resample_weights,
+)
 from aegis_eval.metrics.matching import DEFAULT_IOU, match_at_threshold, threshold_metrics
 from aegis_eval.metrics.types import Detections, GroundTruth
 from aegis_eval.protocols.scoring import condition_order
@@ -70,8 +76,14 @@ class ScoredModel:
     samples: dict[str, dict[str, np.ndarray]]
 
 
-def score_model(gt: GroundTruth, predictions: Mapping[str, Detections], threshold: float, *,
-                bootstrap: BootstrapOptions = BootstrapOptions(), iou: float = DEFAULT_IOU) -> ScoredModel:
+def score_model(
+    gt: GroundTruth,
+    predictions: Mapping[str, Detections],
+    threshold: float,
+    *,
+    bootstrap: BootstrapOptions = BootstrapOptions(),
+    iou: float = DEFAULT_IOU,
+) -> ScoredModel:
     """Score one model once, so an ablation pairs every policy with the same clean-baseline scores."""
     weights = resample_weights(gt.n_images, bootstrap)  # keyed by (n_images, options): the same rows for every model
     points, samples = {}, {}
@@ -105,21 +117,38 @@ def _quantities(baseline: ScoredModel, policy: ScoredModel, trained: Iterable[st
             with np.errstate(divide="ignore", invalid="ignore"):
                 rp, rb = mp / smp_p["clean"][m], mb / smp_b["clean"][m]
             cp, cb = _number(pts_p["clean"][m]), _number(pts_b["clean"][m])
-            q[("rpc", m)] = (rp, rb, mpp / cp if mpp is not None and cp else None,
-                             mpb / cb if mpb is not None and cb else None)
+            q[("rpc", m)] = (
+                rp,
+                rb,
+                mpp / cp if mpp is not None and cp else None,
+                mpb / cb if mpb is not None and cb else None,
+            )
         for name, group in (("seen", seen), ("unseen", unseen)):
             if group:
-                q[(name, m)] = (_mean_rows(smp_p, group, m), _mean_rows(smp_b, group, m),
-                                _mean_point(pts_p, group, m), _mean_point(pts_b, group, m))
+                q[(name, m)] = (
+                    _mean_rows(smp_p, group, m),
+                    _mean_rows(smp_b, group, m),
+                    _mean_point(pts_p, group, m),
+                    _mean_point(pts_b, group, m),
+                )
     return q, conds, seen, unseen
 
 
-def _assemble(gain_of, conds: list[str], seen: list[str], unseen: list[str], metrics: tuple[str, ...],
-              head: dict[str, Any], keys) -> dict[str, Any]:
+def _assemble(
+    gain_of, conds: list[str], seen: list[str], unseen: list[str], metrics: tuple[str, ...], head: dict[str, Any], keys
+) -> dict[str, Any]:
     """The mitigation block: ``head`` then the gains (``gain_of(key)``) in the documented layout."""
-    out: dict[str, Any] = {**head, "seen_conditions": seen, "unseen_conditions": unseen,
-                           "conditions": {c: {m: gain_of(("conditions", c, m)) for m in metrics} for c in conds},
-                           "mpc": {}, "rpc": {}, "seen": {}, "unseen": {}, "side_effects": {}}
+    out: dict[str, Any] = {
+        **head,
+        "seen_conditions": seen,
+        "unseen_conditions": unseen,
+        "conditions": {c: {m: gain_of(("conditions", c, m)) for m in metrics} for c in conds},
+        "mpc": {},
+        "rpc": {},
+        "seen": {},
+        "unseen": {},
+        "side_effects": {},
+    }
     for m in metrics:
         for section in ("mpc", "rpc", "seen", "unseen"):
             if (section, m) in keys:
@@ -130,8 +159,14 @@ def _assemble(gain_of, conds: list[str], seen: list[str], unseen: list[str], met
     return out
 
 
-def paired_gains(baseline: ScoredModel, policy: ScoredModel, *, trained: Iterable[str] = (), iou: float = DEFAULT_IOU,
-                 metrics: tuple[str, ...] = GAIN_METRICS) -> dict[str, Any]:
+def paired_gains(
+    baseline: ScoredModel,
+    policy: ScoredModel,
+    *,
+    trained: Iterable[str] = (),
+    iou: float = DEFAULT_IOU,
+    metrics: tuple[str, ...] = GAIN_METRICS,
+) -> dict[str, Any]:
     """Gains of ``policy`` over ``baseline`` (both from :func:`score_model` on the same GT), paired-bootstrapped.
 
     trained: condition ids the policy trained on (``AugmentPolicy.trained_conditions``); the corrupted ones
@@ -142,14 +177,23 @@ def paired_gains(baseline: ScoredModel, policy: ScoredModel, *, trained: Iterabl
     q, conds, seen, unseen = _quantities(baseline, policy, trained, metrics)
     bootstrap = baseline.bootstrap
     conf = bootstrap.confidence
-    head = {"schema": SCHEMA, "metrics": list(metrics), "iou": float(iou),
-            "bootstrap": {"n_bootstrap": int(bootstrap.n_bootstrap), "seed": int(bootstrap.seed), "confidence": conf},
-            "thresholds": {"baseline": float(baseline.threshold), "policy": float(policy.threshold)}}
+    head = {
+        "schema": SCHEMA,
+        "metrics": list(metrics),
+        "iou": float(iou),
+        "bootstrap": {"n_bootstrap": int(bootstrap.n_bootstrap), "seed": int(bootstrap.seed), "confidence": conf},
+        "thresholds": {"baseline": float(baseline.threshold), "policy": float(policy.threshold)},
+    }
     return _assemble(lambda k: _gain(*q[k], conf), conds, seen, unseen, metrics, head, q)
 
 
-def combined_gains(pairs: Sequence[tuple[int, ScoredModel, ScoredModel]], *, trained: Iterable[str] = (),
-                   iou: float = DEFAULT_IOU, metrics: tuple[str, ...] = GAIN_METRICS) -> dict[str, Any]:
+def combined_gains(
+    pairs: Sequence[tuple[int, ScoredModel, ScoredModel]],
+    *,
+    trained: Iterable[str] = (),
+    iou: float = DEFAULT_IOU,
+    metrics: tuple[str, ...] = GAIN_METRICS,
+) -> dict[str, Any]:
     """Gains of a policy over the clean model across training seeds, with intervals that include training noise.
 
     pairs: ``(training seed, clean model, policy model)`` per seed, every model scored by :func:`score_model`
@@ -181,8 +225,9 @@ def combined_gains(pairs: Sequence[tuple[int, ScoredModel, ScoredModel]], *, tra
         singles = [_gain(*q[key], conf) for q, _, _, _ in per_seed]
         with np.errstate(invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a resample where every drawn seed's gain is undefined
-            stacked = np.stack([np.asarray(q[key][0], np.float64) - np.asarray(q[key][1], np.float64)
-                                for q, _, _, _ in per_seed])  # (S, B): paired gain per seed and image resample
+            stacked = np.stack(
+                [np.asarray(q[key][0], np.float64) - np.asarray(q[key][1], np.float64) for q, _, _, _ in per_seed]
+            )  # (S, B): paired gain per seed and image resample
             combined = np.nanmean(stacked.T[rows, draws], axis=1)  # (B,): row b averages its drawn seeds
         lo, hi = percentile_interval(combined, conf)
         known = [g["gain"] for g in singles if g["gain"] is not None]
@@ -191,16 +236,31 @@ def combined_gains(pairs: Sequence[tuple[int, ScoredModel, ScoredModel]], *, tra
             vals = [g[field] for g in singles if g[field] is not None]
             return sum(vals) / len(vals) if vals else None
 
-        return {"baseline": mean("baseline"), "policy": mean("policy"), "gain": mean("gain"), "ci": [lo, hi],
-                "seed_sd": float(np.std(known, ddof=1)) if len(known) >= 2 else None,
-                "seeds": [{"seed": s, **g} for s, g in zip(seeds, singles)]}
+        return {
+            "baseline": mean("baseline"),
+            "policy": mean("policy"),
+            "gain": mean("gain"),
+            "ci": [lo, hi],
+            "seed_sd": float(np.std(known, ddof=1)) if len(known) >= 2 else None,
+            "seeds": [{"seed": s, **g} for s, g in zip(seeds, singles)],
+        }
 
-    head = {"schema": SCHEMA, "metrics": list(metrics), "iou": float(iou),
-            "bootstrap": {"n_bootstrap": int(bootstrap.n_bootstrap), "seed": int(bootstrap.seed), "confidence": conf,
-                          "levels": ["training seeds", "test images"]},
-            "seeds": seeds,
-            "thresholds": {"baseline": [float(b.threshold) for _, b, _ in pairs],
-                           "policy": [float(p.threshold) for _, _, p in pairs]}}
+    head = {
+        "schema": SCHEMA,
+        "metrics": list(metrics),
+        "iou": float(iou),
+        "bootstrap": {
+            "n_bootstrap": int(bootstrap.n_bootstrap),
+            "seed": int(bootstrap.seed),
+            "confidence": conf,
+            "levels": ["training seeds", "test images"],
+        },
+        "seeds": seeds,
+        "thresholds": {
+            "baseline": [float(b.threshold) for _, b, _ in pairs],
+            "policy": [float(p.threshold) for _, _, p in pairs],
+        },
+    }
     return _assemble(gain_of, conds, seen, unseen, metrics, head, q0)
 
 
@@ -209,7 +269,11 @@ def side_effects(changes: Mapping[str, float | None], margin: float = HARM_MARGI
     by more than ``margin``."""
     known = {c: v for c, v in changes.items() if v is not None}
     worst = min(known, key=lambda c: (known[c], c)) if known else None
-    return {"n_conditions": len(changes), "changes": dict(changes), "margin": margin,
-            "worst": None if worst is None else {"condition": worst, "gain": known[worst]},
-            "n_worse": sum(1 for v in known.values() if v < -margin),
-            "mean_gain": sum(known.values()) / len(known) if known else None}
+    return {
+        "n_conditions": len(changes),
+        "changes": dict(changes),
+        "margin": margin,
+        "worst": None if worst is None else {"condition": worst, "gain": known[worst]},
+        "n_worse": sum(1 for v in known.values() if v < -margin),
+        "mean_gain": sum(known.values()) / len(known) if known else None,
+    }

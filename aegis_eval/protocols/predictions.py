@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from itertools import chain
 from pathlib import Path, PurePath
-from typing import Any, Mapping, NoReturn, Sequence
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -72,8 +73,6 @@ def _is_finite_number(x: Any) -> bool:
     return _is_number(x) and math.isfinite(as_float(x))
 
 
-
-
 # --- ground truth --------------------------------------------------------------------------------------
 def _person_category(categories: Any, where: str) -> tuple[int, tuple[int, ...]]:
     if not isinstance(categories, list) or not categories:
@@ -91,12 +90,15 @@ def _person_category(categories: Any, where: str) -> tuple[int, tuple[int, ...]]
     if not person and len(ids) == 1:
         return ids[0], tuple(ids)
     names = [c.get("name") for c in categories]
-    raise AegisError(f"[gt_no_person_category] {where}: expected one category named 'person' or a single category; "
-                     f"got {len(ids)} categories ({_first(names, 5)})")
+    raise AegisError(
+        f"[gt_no_person_category] {where}: expected one category named 'person' or a single category; "
+        f"got {len(ids)} categories ({_first(names, 5)})"
+    )
 
 
-def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None,
-                           category_id: int | None = None) -> GroundTruth:
+def ground_truth_from_coco(
+    coco: Any, source: Mapping[str, Any] | None = None, category_id: int | None = None
+) -> GroundTruth:
     """A GroundTruth from a parsed COCO GT dict, keeping one category: the person category by default,
     or ``category_id`` when given.
 
@@ -110,8 +112,9 @@ def ground_truth_from_coco(coco: Any, source: Mapping[str, Any] | None = None,
     return ground_truths_from_coco(coco, source, (category_id,))[int(category_id)]
 
 
-def ground_truths_from_coco(coco: Any, source: Mapping[str, Any] | None,
-                            category_ids: Sequence[int]) -> dict[int, GroundTruth]:
+def ground_truths_from_coco(
+    coco: Any, source: Mapping[str, Any] | None, category_ids: Sequence[int]
+) -> dict[int, GroundTruth]:
     """{category id: GroundTruth} for several categories of one parsed COCO GT, in one pass over the
     annotations (what multi-class scoring needs; :func:`ground_truth_from_coco` is the one-category case).
 
@@ -125,8 +128,9 @@ def ground_truths_from_coco(coco: Any, source: Mapping[str, Any] | None,
     wanted = [int(c) for c in category_ids]
     unknown = [c for c in wanted if c not in all_cats]
     if unknown:
-        raise AegisError(f"[gt_category_unknown] {where}: no category with id {unknown[0]!r} "
-                         f"(known: {_first(list(all_cats), 5)})")
+        raise AegisError(
+            f"[gt_category_unknown] {where}: no category with id {unknown[0]!r} (known: {_first(list(all_cats), 5)})"
+        )
     default_cat = wanted[0] if len(wanted) == 1 else None
     keep = set(wanted)
     images, anns = coco["images"], coco["annotations"]
@@ -163,16 +167,30 @@ def ground_truths_from_coco(coco: Any, source: Mapping[str, Any] | None,
             # exactly, quirk included; the thresholded metrics do not depend on ids.
             warnings.append(
                 "[gt_annotation_id_zero] the GT has an annotation with id 0; COCO AP (like pycocotools) treats "
-                "matches to it as misses — renumber annotation ids from 1")
+                "matches to it as misses — renumber annotation ids from 1"
+            )
         class_source = {k: v for k, v in source.items() if k != "warnings"}
         if warnings:
             class_source["warnings"] = warnings
         out[cat_id] = GroundTruth(
-            image_ids=image_ids, file_names=file_names, widths=widths, heights=heights,
-            box_image=box_image_arr[order], boxes=boxes_arr[order], areas=areas_arr[order],
-            iscrowd=crowd_arr[order], ann_ids=ann_arr[order], category_id=cat_id, attributes=attributes,
-            category_ids=all_cats, warnings=tuple(warnings), dataset=source.get("dataset"),
-            split_dir=source.get("split_dir"), config_hash=source.get("config_hash"), source=class_source)
+            image_ids=image_ids,
+            file_names=file_names,
+            widths=widths,
+            heights=heights,
+            box_image=box_image_arr[order],
+            boxes=boxes_arr[order],
+            areas=areas_arr[order],
+            iscrowd=crowd_arr[order],
+            ann_ids=ann_arr[order],
+            category_id=cat_id,
+            attributes=attributes,
+            category_ids=all_cats,
+            warnings=tuple(warnings),
+            dataset=source.get("dataset"),
+            split_dir=source.get("split_dir"),
+            config_hash=source.get("config_hash"),
+            source=class_source,
+        )
     return out
 
 
@@ -187,8 +205,9 @@ def _gt_image_rows(images: list, where: str) -> list[dict]:
         for key in ("width", "height"):
             v = im.get(key)
             if v is not None and not (_is_number(v) and 0 <= v < 2**31):  # NaN fails the range test too
-                raise AegisError(f"[gt_image_size] {where}: images[{k}].{key} must be a non-negative number; "
-                                 f"got {v!r:.40}")
+                raise AegisError(
+                    f"[gt_image_size] {where}: images[{k}].{key} must be a non-negative number; got {v!r:.40}"
+                )
         rows.append(im)
     rows.sort(key=lambda im: im["id"])
     return rows
@@ -197,8 +216,9 @@ def _gt_image_rows(images: list, where: str) -> list[dict]:
 _ABSENT = object()  # a key's default that no JSON value can equal
 
 
-def _gt_boxes(anns: list, keep: set[int], default_cat: int | None, row_of: Mapping[int, int], where: str
-              ) -> tuple[list[int], list[int], list[list[float]], list[float], list[bool], list[int]]:
+def _gt_boxes(
+    anns: list, keep: set[int], default_cat: int | None, row_of: Mapping[int, int], where: str
+) -> tuple[list[int], list[int], list[list[float]], list[float], list[bool], list[int]]:
     """(category, image row, xywh box, area, iscrowd, annotation id) of every annotation of a kept category,
     in file order; other categories are skipped, malformed annotations refused."""
     fast = _gt_boxes_well_formed(anns, keep, default_cat, row_of)
@@ -211,26 +231,30 @@ def _gt_boxes(anns: list, keep: set[int], default_cat: int | None, row_of: Mappi
             raise AegisError(f"[gt_wrong_type] {where}: annotations[{k}] is not an object")
         cat = a.get("category_id", default_cat)
         if cat is None:
-            raise AegisError(f"[gt_missing_key] {where}: annotations[{k}] lacks 'category_id' (needed to score "
-                             "several classes)")
+            raise AegisError(
+                f"[gt_missing_key] {where}: annotations[{k}] lacks 'category_id' (needed to score several classes)"
+            )
         if isinstance(cat, (list, dict)):  # unhashable: no category set can hold it
-            raise AegisError(f"[gt_bad_category] {where}: annotations[{k}].category_id must be an integer; "
-                             f"got {cat!r:.40}")
+            raise AegisError(
+                f"[gt_bad_category] {where}: annotations[{k}].category_id must be an integer; got {cat!r:.40}"
+            )
         if cat not in keep:
             continue
         miss = [key for key in ("image_id", "bbox") if key not in a]
         if miss:
             raise AegisError(f"[gt_missing_key] {where}: annotations[{k}] lacks {', '.join(map(repr, miss))}")
         if not is_int64(a["image_id"]) or a["image_id"] not in row_of:
-            raise AegisError(f"[gt_unknown_image] {where}: annotations[{k}].image_id {a['image_id']!r:.40} "
-                             "is not an id in 'images'")
+            raise AegisError(
+                f"[gt_unknown_image] {where}: annotations[{k}].image_id {a['image_id']!r:.40} is not an id in 'images'"
+            )
         if "id" in a and not is_int64(a["id"]):
             raise AegisError(f"[gt_annotation_id] {where}: annotations[{k}].id must be an integer; got {a['id']!r:.40}")
         b = a["bbox"]
-        if (not isinstance(b, list) or len(b) != 4 or not all(_is_finite_number(v) for v in b)
-                or b[2] < 0 or b[3] < 0):
-            raise AegisError(f"[gt_bbox_invalid] {where}: annotations[{k}].bbox must be 4 finite numbers "
-                             f"[x, y, w, h] with w, h >= 0; got {b!r:.80}")
+        if not isinstance(b, list) or len(b) != 4 or not all(_is_finite_number(v) for v in b) or b[2] < 0 or b[3] < 0:
+            raise AegisError(
+                f"[gt_bbox_invalid] {where}: annotations[{k}].bbox must be 4 finite numbers "
+                f"[x, y, w, h] with w, h >= 0; got {b!r:.80}"
+            )
         area = a.get("area")
         box_cat.append(int(cat))
         box_image.append(row_of[a["image_id"]])
@@ -266,8 +290,9 @@ def _gt_boxes_well_formed(anns: list, keep: set[int], default_cat: int | None, r
         boxes = np.array(bboxes, dtype=np.float64).reshape(-1, 4)
         absent = np.array([i is _ABSENT for i in ids], dtype=bool)
         ann_ids = np.array([0 if i is _ABSENT else i for i in ids], dtype=np.int64)
-        given_area = np.array([v if type(v) in (int, float) else np.nan for v in (a.get("area") for a in mine)],
-                              dtype=np.float64)
+        given_area = np.array(
+            [v if type(v) in (int, float) else np.nan for v in (a.get("area") for a in mine)], dtype=np.float64
+        )
     except (KeyError, OverflowError):  # a missing key; an integer beyond int64 / float64
         return None
     if None in rows or not np.isfinite(boxes).all() or (boxes[:, 2:] < 0).any():
@@ -294,8 +319,10 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         dataset = dataset.get("name")
     scale = obj.get("scale")
     if scale is not None and not isinstance(scale, dict):
-        raise AegisError(f"[manifest_invalid] {path}: 'scale' must be an object (the length unit of an object-scale "
-                         f"build) or absent, got a JSON {type(scale).__name__}")
+        raise AegisError(
+            f"[manifest_invalid] {path}: 'scale' must be an object (the length unit of an object-scale "
+            f"build) or absent, got a JSON {type(scale).__name__}"
+        )
     return {
         "manifest": str(path),
         "manifest_sha256": sha,
@@ -311,14 +338,18 @@ def _read_manifest(root: Path) -> dict[str, Any]:
 def resolve_gt_path(path: str | Path, split: str = "test") -> tuple[Path, Path | None]:
     """(annotation file, split root or None) for a COCO file or a split directory."""
     if not isinstance(path, (str, os.PathLike)):
-        raise AegisError(f"[gt_not_found] the ground truth must be a split folder or a COCO JSON file path, got "
-                         f"{type(path).__name__}")
+        raise AegisError(
+            f"[gt_not_found] the ground truth must be a split folder or a COCO JSON file path, got "
+            f"{type(path).__name__}"
+        )
     path = Path(path)
     if path.is_dir():
         ann = annotation_path(path, split)
         if not ann.is_file():
-            raise AegisError(f"[gt_not_found] {path} is a directory but has no annotations/{split}.json; "
-                             "expected a split directory from 'aegis build-splits' or a COCO JSON file")
+            raise AegisError(
+                f"[gt_not_found] {path} is a directory but has no annotations/{split}.json; "
+                "expected a split directory from 'aegis build-splits' or a COCO JSON file"
+            )
         return ann, path
     if not path.exists():
         raise AegisError(f"[gt_not_found] ground truth not found: {path}")
@@ -334,8 +365,9 @@ def _check_split_image_names(coco: Any, where: str) -> None:
             raise AegisError(f"[gt_image_name] {where}: images[{k}] {problem}")
 
 
-def read_ground_truth_doc(path: str | Path, split: str = "test", class_map: ClassMap | None = None
-                          ) -> tuple[Any, dict[str, Any]]:
+def read_ground_truth_doc(
+    path: str | Path, split: str = "test", class_map: ClassMap | None = None
+) -> tuple[Any, dict[str, Any]]:
     """(parsed COCO GT, source record) from a COCO file or a split directory, with a GT-side class map applied."""
     ann, root = resolve_gt_path(path, split)
     coco, sha = read_json_file(ann, "ground truth", "gt_")
@@ -363,20 +395,24 @@ def select_classes(names: Mapping[int, str], classes: str, where: str) -> dict[s
     seen: set[str] = set()
     for name in names.values():
         if name in seen:
-            raise AegisError(f"[gt_duplicate_category_name] {where}: two categories are named {name!r}; class "
-                             "names must be unique to choose classes by name")
+            raise AegisError(
+                f"[gt_duplicate_category_name] {where}: two categories are named {name!r}; class "
+                "names must be unique to choose classes by name"
+            )
         seen.add(name)
     if classes.strip() == "all":
         return {name: cid for cid, name in names.items()}
     wanted = [c.strip() for c in classes.split(",") if c.strip()]
     if not wanted:
-        raise AegisError(f"[classes_empty] `classes` {classes!r} names no class; expected 'all' or NAME,NAME",
-                         param="classes")
+        raise AegisError(
+            f"[classes_empty] `classes` {classes!r} names no class; expected 'all' or NAME,NAME", param="classes"
+        )
     by_name = {name: cid for cid, name in names.items()}
     unknown = [c for c in wanted if c not in by_name]
     if unknown:
-        raise AegisError(f"[classes_unknown] {where}: no category named {_first(unknown)} "
-                         f"(known: {_first(list(by_name), 8)})")
+        raise AegisError(
+            f"[classes_unknown] {where}: no category named {_first(unknown)} (known: {_first(list(by_name), 8)})"
+        )
     if len(set(wanted)) != len(wanted):
         raise AegisError(f"[classes_repeated] `classes` {classes!r} names a class twice", param="classes")
     return {c: by_name[c] for c in wanted}
@@ -390,8 +426,9 @@ def ground_truth_by_class(coco: Any, source: Mapping[str, Any] | None, classes: 
     return {name: replace(by_id[cid], source={**by_id[cid].source, "class": name}) for name, cid in chosen.items()}
 
 
-def load_ground_truth_by_class(path: str | Path, classes: str, split: str = "test",
-                               class_map: ClassMap | None = None) -> dict[str, GroundTruth]:
+def load_ground_truth_by_class(
+    path: str | Path, classes: str, split: str = "test", class_map: ClassMap | None = None
+) -> dict[str, GroundTruth]:
     """:func:`ground_truth_by_class` of a COCO file or split directory (GT-side class map applied first)."""
     coco, source = read_ground_truth_doc(path, split, class_map)
     return ground_truth_by_class(coco, source, classes)
@@ -444,14 +481,20 @@ class _IdResolver:
         return found
 
 
-def _validated_arrays(obj: Any, where: str, warnings: list[str]) -> tuple[list, list, np.ndarray, np.ndarray, np.ndarray]:
+def _validated_arrays(
+    obj: Any, where: str, warnings: list[str]
+) -> tuple[list, list, np.ndarray, np.ndarray, np.ndarray]:
     """(entries, image id keys, category ids, boxes, scores) of a parsed COCO results list, every value checked."""
     if isinstance(obj, dict) and "annotations" in obj:
         obj = obj["annotations"]
     if not isinstance(obj, list):
-        got = f"an object with keys {_first(sorted(obj), 4)}" if isinstance(obj, dict) else f"a JSON {type(obj).__name__}"
-        raise AegisError(f"[wrong_type] {where}: expected a COCO results list "
-                         f"[{{image_id, category_id, bbox, score}}, ...] or {{\"annotations\": [...]}}; got {got}")
+        got = (
+            f"an object with keys {_first(sorted(obj), 4)}" if isinstance(obj, dict) else f"a JSON {type(obj).__name__}"
+        )
+        raise AegisError(
+            f"[wrong_type] {where}: expected a COCO results list "
+            f'[{{image_id, category_id, bbox, score}}, ...] or {{"annotations": [...]}}; got {got}'
+        )
     n = len(obj)
     try:  # the fast path: one comprehension per key (files hold millions of detections)
         image_keys = [e["image_id"] for e in obj]
@@ -465,16 +508,22 @@ def _validated_arrays(obj: Any, where: str, warnings: list[str]) -> tuple[list, 
     cat_arr = _category_array(cats, where)
     bad = np.flatnonzero(~np.isfinite(boxes).all(axis=1)) if n else []
     if len(bad):
-        raise AegisError(f"[bbox_nonfinite] {where}: {len(bad)} boxes have NaN/inf values or numbers beyond float64 "
-                         f"(first at entry {bad[0]}: {bboxes[bad[0]]!r:.80})")
+        raise AegisError(
+            f"[bbox_nonfinite] {where}: {len(bad)} boxes have NaN/inf values or numbers beyond float64 "
+            f"(first at entry {bad[0]}: {bboxes[bad[0]]!r:.80})"
+        )
     bad = np.flatnonzero((boxes[:, 2] < 0) | (boxes[:, 3] < 0)) if n else []
     if len(bad):
-        raise AegisError(f"[bbox_negative] {where}: {len(bad)} boxes have negative width or height "
-                         f"(first at entry {bad[0]}: {bboxes[bad[0]]!r:.80}); expected [x, y, w, h] with w, h >= 0")
+        raise AegisError(
+            f"[bbox_negative] {where}: {len(bad)} boxes have negative width or height "
+            f"(first at entry {bad[0]}: {bboxes[bad[0]]!r:.80}); expected [x, y, w, h] with w, h >= 0"
+        )
     bad = np.flatnonzero(~np.isfinite(score_arr) | (score_arr < 0) | (score_arr > 1)) if n else []
     if len(bad):
-        raise AegisError(f"[score_out_of_range] {where}: {len(bad)} scores are outside [0, 1] "
-                         f"(first at entry {bad[0]}: {scores[bad[0]]!r:.40})")
+        raise AegisError(
+            f"[score_out_of_range] {where}: {len(bad)} scores are outside [0, 1] "
+            f"(first at entry {bad[0]}: {scores[bad[0]]!r:.40})"
+        )
     zero = int(((boxes[:, 2] == 0) | (boxes[:, 3] == 0)).sum()) if n else 0
     if zero:
         warnings.append(f"[bbox_degenerate] {zero} boxes have zero width or height; they can never match")
@@ -487,8 +536,10 @@ def _warn_duplicates(det_image: np.ndarray, boxes: np.ndarray, scores: np.ndarra
         table = np.ascontiguousarray(np.column_stack([det_image.astype(np.float64), boxes, scores]))
         n_unique = len(np.unique(table.view(np.dtype((np.void, table.shape[1] * 8))).ravel()))
         if n_unique < len(table):
-            warnings.append(f"[duplicate_detection] {len(table) - n_unique} detections repeat an identical "
-                            "detection (same image, box and score); kept as given")
+            warnings.append(
+                f"[duplicate_detection] {len(table) - n_unique} detections repeat an identical "
+                "detection (same image, box and score); kept as given"
+            )
 
 
 def detections_from_results(obj: Any, gt: GroundTruth, source: Mapping[str, Any] | None = None) -> Detections:
@@ -509,8 +560,9 @@ def detections_from_results(obj: Any, gt: GroundTruth, source: Mapping[str, Any]
     return Detections(det_image=det_image, boxes=boxes, scores=score_arr, source=source)
 
 
-def detections_by_class(obj: Any, gts: Mapping[str, GroundTruth], source: Mapping[str, Any] | None = None
-                        ) -> dict[str, Detections]:
+def detections_by_class(
+    obj: Any, gts: Mapping[str, GroundTruth], source: Mapping[str, Any] | None = None
+) -> dict[str, Detections]:
     """{class name: Detections} of one results list for multi-class scoring, parsed and resolved once.
 
     ``gts`` are the per-class GroundTruths of one file (same image table). Every category id must be one of the
@@ -529,21 +581,34 @@ def detections_by_class(obj: Any, gts: Mapping[str, GroundTruth], source: Mappin
     unknown = sorted(present - known)
     if unknown:
         hint = " (0-based class indices? map them with `class_map`)" if 0 in unknown else ""
-        raise AegisError(f"[category_unknown] {where}: category_id {_first(unknown)} not in the ground truth "
-                         f"(known: {_first(sorted(known), 5)}){hint}")
+        raise AegisError(
+            f"[category_unknown] {where}: category_id {_first(unknown)} not in the ground truth "
+            f"(known: {_first(sorted(known), 5)}){hint}"
+        )
     det_image = _resolve_image_ids(entries, image_keys, first, where)
     _warn_duplicates(det_image, boxes, score_arr, warnings)
     wanted = {int(gt.category_id) for gt in gts.values()}
     other = sorted(present - wanted)
     if other:
-        warnings.append(f"[category_other] dropped {int(np.isin(cat_arr, other).sum())} detections of GT "
-                        f"categories not scored {_first(other)}")
+        warnings.append(
+            f"[category_other] dropped {int(np.isin(cat_arr, other).sum())} detections of GT "
+            f"categories not scored {_first(other)}"
+        )
     out = {}
     for name, gt in gts.items():
         keep = cat_arr == gt.category_id
-        out[name] = Detections(det_image=det_image[keep], boxes=boxes[keep], scores=score_arr[keep],
-                               source={**source, "warnings": warnings, "n_detections": int(keep.sum()),
-                                       "category_offset": 0, "category_id": int(gt.category_id)})
+        out[name] = Detections(
+            det_image=det_image[keep],
+            boxes=boxes[keep],
+            scores=score_arr[keep],
+            source={
+                **source,
+                "warnings": warnings,
+                "n_detections": int(keep.sum()),
+                "category_offset": 0,
+                "category_id": int(gt.category_id),
+            },
+        )
     return out
 
 
@@ -555,8 +620,10 @@ def _raise_entry_problem(obj: list, where: str) -> NoReturn:
         missing = [key for key in REQUIRED_DET_KEYS if key not in e]
         if missing:
             count = sum(1 for x in obj if isinstance(x, dict) and any(key not in x for key in REQUIRED_DET_KEYS))
-            raise AegisError(f"[missing_key] {where}: entry {k} lacks {', '.join(map(repr, missing))} "
-                             f"({count} entries incomplete; each needs {', '.join(REQUIRED_DET_KEYS)})")
+            raise AegisError(
+                f"[missing_key] {where}: entry {k} lacks {', '.join(map(repr, missing))} "
+                f"({count} entries incomplete; each needs {', '.join(REQUIRED_DET_KEYS)})"
+            )
     raise AegisError(f"[entry_type] {where}: malformed entries")  # pragma: no cover - the loop always finds one
 
 
@@ -570,12 +637,19 @@ def _numeric_array(values: list, where: str, key: str, shape: tuple[int, ...]) -
     except (ValueError, TypeError):
         arr = None
     # np.array silently turns True into 1.0 next to floats; JSON booleans are not numbers here.
-    if (arr is not None and arr.shape == (n, *shape) and arr.dtype.kind in "iuf"
-            and (shape or bool not in set(map(type, values)))):
+    if (
+        arr is not None
+        and arr.shape == (n, *shape)
+        and arr.dtype.kind in "iuf"
+        and (shape or bool not in set(map(type, values)))
+    ):
         return arr.astype(np.float64)
     for k, v in enumerate(values):
-        ok = (all(_is_number(x) for x in v) and len(v) == shape[0]) if shape and isinstance(v, list) else (
-            not shape and _is_number(v))
+        ok = (
+            (all(_is_number(x) for x in v) and len(v) == shape[0])
+            if shape and isinstance(v, list)
+            else (not shape and _is_number(v))
+        )
         if not ok:
             code = "bbox_invalid" if key == "bbox" else "score_not_numeric"
             want = "a list of 4 numbers [x, y, w, h]" if key == "bbox" else "a number in [0, 1]"
@@ -596,7 +670,7 @@ def _category_array(cats: list, where: str) -> np.ndarray:
     if arr is not None and len(cats) == 0:
         return np.zeros(0, dtype=np.int64)
     for k, c in enumerate(cats):
-        if not isinstance(c, int) or isinstance(c, bool) or not -2**63 <= c < 2**63:
+        if not isinstance(c, int) or isinstance(c, bool) or not -(2**63) <= c < 2**63:
             raise AegisError(f"[category_invalid] {where}: entry {k} has category_id {c!r:.40}; expected an integer")
     return np.array(cats, dtype=np.int64)
 
@@ -611,19 +685,27 @@ def _resolve_categories(cats: np.ndarray, gt: GroundTruth, where: str, warnings:
     if present == {person}:
         return np.ones(len(cats), dtype=bool), 0
     if present == {0} and person == 1 and 0 not in known:
-        warnings.append("[category_zero_based] all detections have category_id 0 and the GT person id is 1; "
-                        "read as 0-based class indices")
+        warnings.append(
+            "[category_zero_based] all detections have category_id 0 and the GT person id is 1; "
+            "read as 0-based class indices"
+        )
         return np.ones(len(cats), dtype=bool), 1
     if person == 1 and 0 not in known and 0 in present and person in present:
-        raise AegisError(f"[category_mixed] {where}: detections mix category_id 0 and 1; expected all {person} "
-                         "(the GT person id) or all 0 (0-based class index)")
+        raise AegisError(
+            f"[category_mixed] {where}: detections mix category_id 0 and 1; expected all {person} "
+            "(the GT person id) or all 0 (0-based class index)"
+        )
     unknown = sorted(present - known)
     if unknown:
-        raise AegisError(f"[category_unknown] {where}: category_id {_first(unknown)} not in the ground truth "
-                         f"(known: {_first(sorted(known), 5)}; person is {person})")
+        raise AegisError(
+            f"[category_unknown] {where}: category_id {_first(unknown)} not in the ground truth "
+            f"(known: {_first(sorted(known), 5)}; person is {person})"
+        )
     keep = cats == person
-    warnings.append(f"[category_other] dropped {int((~keep).sum())} detections of non-person GT categories "
-                    f"{_first(sorted(present - {person}))}")
+    warnings.append(
+        f"[category_other] dropped {int((~keep).sum())} detections of non-person GT categories "
+        f"{_first(sorted(present - {person}))}"
+    )
     return keep, 0
 
 
@@ -651,8 +733,10 @@ def _resolve_image_ids(entries: list, keys: list, gt: GroundTruth, where: str) -
         group = np.empty(len(keys), dtype=np.int64)
         for k, key in enumerate(keys):
             if isinstance(key, bool) or not isinstance(key, (int, str)):
-                raise AegisError(f"[image_id_type] {where}: entry {k} has image_id {key!r}; expected an integer "
-                                 "id or a file-name stem string")
+                raise AegisError(
+                    f"[image_id_type] {where}: entry {k} has image_id {key!r}; expected an integer "
+                    "id or a file-name stem string"
+                )
             group[k] = first_of.setdefault((type(key), key), len(first_of))
     resolved = np.empty(len(first_of), dtype=np.int64)
     unknown: list[Any] = []
@@ -668,9 +752,11 @@ def _resolve_image_ids(entries: list, keys: list, gt: GroundTruth, where: str) -
     if unknown:
         unknown_set = {first_of[(type(key), key)] for key in unknown}
         n_dets = int(np.isin(group, list(unknown_set)).sum())
-        raise AegisError(f"[image_id_unknown] {where}: {n_dets} detections reference {len(unknown)} image ids not "
-                         f"in the ground truth (first: {_first(unknown)}); expected GT image ids or "
-                         "file-name stems")
+        raise AegisError(
+            f"[image_id_unknown] {where}: {n_dets} detections reference {len(unknown)} image ids not "
+            f"in the ground truth (first: {_first(unknown)}); expected GT image ids or "
+            "file-name stems"
+        )
     rows[:] = resolved[group]
     for k in np.flatnonzero(rows == -2):  # only entries with an ambiguous id need their file_name
         key = keys[k]
@@ -686,8 +772,10 @@ def _disambiguate(entry: Mapping, key: Any, found: set[int], resolver: _IdResolv
         if row is not None and row in found:
             return row
     names = sorted(resolver.file_names[r] for r in found)
-    raise AegisError(f"[image_id_ambiguous] {where}: entry {k} has image_id {key!r}, which matches several GT "
-                     f"images ({_first(names)}) by id and by file-name stem; use the GT integer ids")
+    raise AegisError(
+        f"[image_id_ambiguous] {where}: entry {k} has image_id {key!r}, which matches several GT "
+        f"images ({_first(names)}) by id and by file-name stem; use the GT integer ids"
+    )
 
 
 def _read_predictions_doc(path: Path, class_map: ClassMap | None) -> tuple[Any, str]:
@@ -708,8 +796,9 @@ def load_predictions(path: str | Path, gt: GroundTruth, class_map: ClassMap | No
     return detections_from_results(obj, gt, {"path": str(path), "sha256": sha})
 
 
-def load_predictions_by_class(path: str | Path, gts: Mapping[str, GroundTruth],
-                              class_map: ClassMap | None = None) -> dict[str, Detections]:
+def load_predictions_by_class(
+    path: str | Path, gts: Mapping[str, GroundTruth], class_map: ClassMap | None = None
+) -> dict[str, Detections]:
     """:func:`detections_by_class` of a COCO results JSON file."""
     path = Path(path)
     obj, sha = _read_predictions_doc(path, class_map)

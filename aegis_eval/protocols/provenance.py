@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from aegis_data import __version__
 from aegis_data.engine.config import REPO_ROOT, SuiteConfig, installed_suites, load_config
@@ -103,21 +104,34 @@ def check_one_suite(docs: Sequence[Mapping[str, Any]], names: Sequence[str], all
     first = suites[0]
     other = next((i for i, s in enumerate(suites) if s != first), None)
     if other is not None:
-        raise AegisError(f"[mixed_suites] {names[0]} was scored on suite {first} but {names[other]} on "
-                         f"{suites[other]}: the same condition id names a different corruption in each; compare "
-                         f"scores of one suite, or pass `allow_mixed_suites` to compare them anyway",
-                         param="allow_mixed_suites")
+        raise AegisError(
+            f"[mixed_suites] {names[0]} was scored on suite {first} but {names[other]} on "
+            f"{suites[other]}: the same condition id names a different corruption in each; compare "
+            f"scores of one suite, or pass `allow_mixed_suites` to compare them anyway",
+            param="allow_mixed_suites",
+        )
     base = next(v for v in versions if v is not None)
     other = next(i for i, v in enumerate(versions) if v is not None and v != base)
     first_named = names[versions.index(base)]
-    raise AegisError(f"[mixed_suites] {first_named} and {names[other]} were scored on two versions of {first} (config "
-                     f"{base} and {versions[other]}): a condition id may name another model in each; compare scores "
-                     f"of one version, or pass `allow_mixed_suites` to compare them anyway", param="allow_mixed_suites")
+    raise AegisError(
+        f"[mixed_suites] {first_named} and {names[other]} were scored on two versions of {first} (config "
+        f"{base} and {versions[other]}): a condition id may name another model in each; compare scores "
+        f"of one version, or pass `allow_mixed_suites` to compare them anyway",
+        param="allow_mixed_suites",
+    )
 
 
-def build_provenance(*, gt_source: Mapping[str, Any], predictions: Mapping[str, Mapping[str, Any]],
-                     threshold_sha256: str | None, seed: int, bootstrap: int, iou: float,
-                     cluster_by: str | None = None, class_map: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def build_provenance(
+    *,
+    gt_source: Mapping[str, Any],
+    predictions: Mapping[str, Mapping[str, Any]],
+    threshold_sha256: str | None,
+    seed: int,
+    bootstrap: int,
+    iou: float,
+    cluster_by: str | None = None,
+    class_map: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The ``provenance`` block of the score JSON.
 
     gt_source: ``GroundTruth.source`` (path, sha256 and, for a split dir, config_hash / manifest_root_hash).

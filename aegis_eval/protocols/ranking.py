@@ -20,8 +20,9 @@ Agreement with the reference column (``clean``, or the reference GT version):
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -70,7 +71,7 @@ def fractional_ranks(values: Sequence[float], lower_is_better: bool) -> list[flo
         end = k
         while end + 1 < len(order) and key[order[end + 1]] == key[order[k]]:
             end += 1
-        ranks[order[k:end + 1]] = (k + end) / 2 + 1
+        ranks[order[k : end + 1]] = (k + end) / 2 + 1
         k = end + 1
     return ranks.tolist()
 
@@ -91,19 +92,30 @@ def _columns(result: Mapping[str, Any], metric: str, by: str, condition: str) ->
         return {c: defined(e.get(metric)) for c, e in conds.items()}, "clean"
     block = result.get("versions")
     if not block:
-        raise AegisError("[rank_no_versions] `by` version needs scores written with several `gts` "
-                         f"(a 'versions' block); {result.get('label')!r} has none", param="by")
+        raise AegisError(
+            "[rank_no_versions] `by` version needs scores written with several `gts` "
+            f"(a 'versions' block); {result.get('label')!r} has none",
+            param="by",
+        )
     row = block["matrix"].get(condition)
     if row is None:
-        raise AegisError(f"[rank_unknown_condition] {result.get('label')!r} has no condition {condition!r} in its "
-                         "versions matrix")
+        raise AegisError(
+            f"[rank_unknown_condition] {result.get('label')!r} has no condition {condition!r} in its versions matrix"
+        )
     return {v: defined(m.get(metric)) for v, m in row.items()}, block["reference"]
 
 
-def rank_models(results: Sequence[Mapping[str, Any]], metric: str = "map50", *, by: str = "condition",
-                condition: str = "clean", reference: str | None = None,
-                bootstrap: BootstrapOptions | None = None, labels: Sequence[str] | None = None,
-                allow_mixed_suites: bool = False) -> dict[str, Any]:
+def rank_models(
+    results: Sequence[Mapping[str, Any]],
+    metric: str = "map50",
+    *,
+    by: str = "condition",
+    condition: str = "clean",
+    reference: str | None = None,
+    bootstrap: BootstrapOptions | None = None,
+    labels: Sequence[str] | None = None,
+    allow_mixed_suites: bool = False,
+) -> dict[str, Any]:
     """The ``aegis-rank/1`` document (docs/SCORE_JSON.md) for score results of two or more models.
 
     by: "condition" (columns are conditions, reference ``clean``) or "version" (columns are the GT versions of
@@ -129,8 +141,9 @@ def rank_models(results: Sequence[Mapping[str, Any]], metric: str = "map50", *, 
     for cols in per_model:
         columns += [c for c in cols if c not in columns]
     if ref_col not in columns:
-        raise AegisError(f"[rank_no_reference] no model has a {metric} value for the reference {ref_col!r}; "
-                         f"columns: {columns[:6]}")
+        raise AegisError(
+            f"[rank_no_reference] no model has a {metric} value for the reference {ref_col!r}; columns: {columns[:6]}"
+        )
     lower = metric in LOWER_IS_BETTER
     weights = resample_weights(len(names), bootstrap)
     values, ranks, taus, flips = {}, {}, {}, {}
@@ -147,8 +160,9 @@ def rank_models(results: Sequence[Mapping[str, Any]], metric: str = "map50", *, 
         draws = np.array([kendall_tau_b(x, y, w[both]) for w in weights]) if len(both) >= 2 else np.array([np.nan])
         lo, hi = percentile_interval(draws, bootstrap.confidence)
         taus[col] = {"tau": None if np.isnan(tau) else float(tau), "ci": [lo, hi], "n_models": len(both)}
-        flips[col] = [[names[a], names[b]] for i, a in enumerate(both) for j, b in enumerate(both)
-                      if x[i] > x[j] and y[i] < y[j]]
+        flips[col] = [
+            [names[a], names[b]] for i, a in enumerate(both) for j, b in enumerate(both) if x[i] > x[j] and y[i] < y[j]
+        ]
     return {
         "schema": RANK_SCHEMA,
         "metric": metric,
@@ -183,7 +197,9 @@ def checked_score_result(doc: Any, where: str) -> dict[str, Any]:
         raise AegisError(f"[score_schema] {exc}") from None
 
 
-def merge_by_label(results: Sequence[Mapping[str, Any]], files: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+def merge_by_label(
+    results: Sequence[Mapping[str, Any]], files: Sequence[str]
+) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
     """One result per label, the conditions of its files merged: a model scored on several domains in
     separate runs (scoring ``iid.json`` on the GT ``iid/`` and ``ood.json`` on ``ood/`` gives conditions
     ``iid`` and ``ood``) becomes one ranking row. A condition in two files of one label is refused."""
@@ -192,21 +208,36 @@ def merge_by_label(results: Sequence[Mapping[str, Any]], files: Sequence[str]) -
     for r, f in zip(results, files):
         label = str(r.get("label") or Path(f).stem)
         if r.get("versions"):
-            raise AegisError(f"[rank_merge_versions] {f}: scores with GT versions cannot be merged by label; "
-                             "rank them with `by` version", param="by")
+            raise AegisError(
+                f"[rank_merge_versions] {f}: scores with GT versions cannot be merged by label; "
+                "rank them with `by` version",
+                param="by",
+            )
         target = merged.setdefault(label, {"schema": r.get("schema"), "label": label, "conditions": {}})
         clash = sorted(set(target["conditions"]) & set(r["conditions"]))
         if clash:
-            raise AegisError(f"[rank_duplicate_condition] model {label!r} has condition {clash[0]!r} in both "
-                             f"{sources[label][0]} and {f}; give the runs different `label` values", param="label")
+            raise AegisError(
+                f"[rank_duplicate_condition] model {label!r} has condition {clash[0]!r} in both "
+                f"{sources[label][0]} and {f}; give the runs different `label` values",
+                param="label",
+            )
         target["conditions"].update(r["conditions"])
         sources.setdefault(label, []).append(str(f))
     return list(merged.values()), sources
 
 
-def rank_paths(paths: Sequence[str | Path], metric: str = "map50", *, by: str = "condition",
-               condition: str = "clean", reference: str | None = None, bootstrap: int = 1000,
-               seed: int = 0, merge_same_label: bool = False, allow_mixed_suites: bool = False) -> dict[str, Any]:
+def rank_paths(
+    paths: Sequence[str | Path],
+    metric: str = "map50",
+    *,
+    by: str = "condition",
+    condition: str = "clean",
+    reference: str | None = None,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    merge_same_label: bool = False,
+    allow_mixed_suites: bool = False,
+) -> dict[str, Any]:
     """:func:`rank_models` of score JSON files, with the files recorded. ``merge_same_label``: files with one
     label are one model (:func:`merge_by_label`); otherwise repeated labels get ``#k``."""
     results = load_score_results(paths)
@@ -218,8 +249,15 @@ def rank_paths(paths: Sequence[str | Path], metric: str = "map50", *, by: str = 
     else:
         labels = model_labels(results, files)
         sources = {name: [f] for name, f in zip(labels, files)}
-    doc = rank_models(results, metric, by=by, condition=condition, reference=reference,
-                      bootstrap=BootstrapOptions(n_bootstrap=bootstrap, seed=seed), labels=labels,
-                      allow_mixed_suites=allow_mixed_suites)
+    doc = rank_models(
+        results,
+        metric,
+        by=by,
+        condition=condition,
+        reference=reference,
+        bootstrap=BootstrapOptions(n_bootstrap=bootstrap, seed=seed),
+        labels=labels,
+        allow_mixed_suites=allow_mixed_suites,
+    )
     doc["files"] = sources
     return doc

@@ -15,8 +15,9 @@ images, ``cluster_by="image_id"``) with the keyed bootstrap of ``aegis_eval.metr
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -56,8 +57,10 @@ def parse_refs(doc: Any, where: str = "refs") -> dict[str, Any]:
     """{"ids": [...], "boxes": (N, 4), "splits": [...], "image_ids": [...]} from an ``aegis-refs/1`` document."""
     refs = doc.get("refs") if isinstance(doc, dict) else None
     if not isinstance(refs, list) or not refs:
-        raise AegisError(f"[refs_wrong_type] {where}: expected {{\"refs\": [{{\"ref_id\", \"image_id\", \"bbox\", "
-                         "\"expression\"}, ...]}} with at least one expression")
+        raise AegisError(
+            f'[refs_wrong_type] {where}: expected {{"refs": [{{"ref_id", "image_id", "bbox", '
+            '"expression"}, ...]}} with at least one expression'
+        )
     ids, boxes, splits, images = [], [], [], []
     seen: set[str] = set()
     for k, r in enumerate(refs):
@@ -65,16 +68,20 @@ def parse_refs(doc: Any, where: str = "refs") -> dict[str, Any]:
             raise AegisError(f"[refs_missing_key] {where}: refs[{k}] must be an object with 'ref_id' and 'bbox'")
         key = _ref_key(r["ref_id"])
         if key is None:
-            raise AegisError(f"[refs_id_type] {where}: refs[{k}].ref_id must be an integer or a string; "
-                             f"got {r['ref_id']!r:.40}")
+            raise AegisError(
+                f"[refs_id_type] {where}: refs[{k}].ref_id must be an integer or a string; got {r['ref_id']!r:.40}"
+            )
         if key in seen:
-            raise AegisError(f"[refs_duplicate_id] {where}: ref_id {r['ref_id']!r} appears twice; each expression "
-                             "needs its own id")
+            raise AegisError(
+                f"[refs_duplicate_id] {where}: ref_id {r['ref_id']!r} appears twice; each expression needs its own id"
+            )
         seen.add(key)
         box = _box(r["bbox"])
         if box is None:
-            raise AegisError(f"[refs_bbox_invalid] {where}: refs[{k}].bbox must be 4 finite numbers [x, y, w, h] "
-                             f"with w, h >= 0; got {r['bbox']!r:.80}")
+            raise AegisError(
+                f"[refs_bbox_invalid] {where}: refs[{k}].bbox must be 4 finite numbers [x, y, w, h] "
+                f"with w, h >= 0; got {r['bbox']!r:.80}"
+            )
         split = r.get("split", DEFAULT_SPLIT)
         if not isinstance(split, str) or not split:
             raise AegisError(f"[refs_split_type] {where}: refs[{k}].split must be a non-empty string")
@@ -90,8 +97,9 @@ def parse_ref_predictions(obj: Any, ids: Sequence[str], where: str = "prediction
     if isinstance(obj, dict) and "predictions" in obj:
         obj = obj["predictions"]
     if not isinstance(obj, list):
-        raise AegisError(f"[ref_pred_wrong_type] {where}: expected a list [{{\"ref_id\", \"bbox\"}}, ...] or "
-                         "{\"predictions\": [...]}")
+        raise AegisError(
+            f'[ref_pred_wrong_type] {where}: expected a list [{{"ref_id", "bbox"}}, ...] or {{"predictions": [...]}}'
+        )
     row_of = {key: r for r, key in enumerate(ids)}
     boxes = np.zeros((len(ids), 4))
     have = np.zeros(len(ids), dtype=bool)
@@ -100,16 +108,22 @@ def parse_ref_predictions(obj: Any, ids: Sequence[str], where: str = "prediction
             raise AegisError(f"[ref_pred_missing_key] {where}: entry {k} must be an object with 'ref_id' and 'bbox'")
         key = _ref_key(p["ref_id"])
         if key is None or key not in row_of:
-            raise AegisError(f"[ref_pred_unknown] {where}: entry {k} has ref_id {p['ref_id']!r:.40}, which is not "
-                             "an expression of the ground truth")
+            raise AegisError(
+                f"[ref_pred_unknown] {where}: entry {k} has ref_id {p['ref_id']!r:.40}, which is not "
+                "an expression of the ground truth"
+            )
         r = row_of[key]
         if have[r]:
-            raise AegisError(f"[ref_pred_duplicate] {where}: ref_id {p['ref_id']!r} has more than one prediction; "
-                             "referring detection takes exactly one box per expression")
+            raise AegisError(
+                f"[ref_pred_duplicate] {where}: ref_id {p['ref_id']!r} has more than one prediction; "
+                "referring detection takes exactly one box per expression"
+            )
         box = _box(p["bbox"])
         if box is None:
-            raise AegisError(f"[ref_pred_bbox_invalid] {where}: entry {k} has bbox {p['bbox']!r:.80}; expected 4 "
-                             "finite numbers [x, y, w, h] with w, h >= 0")
+            raise AegisError(
+                f"[ref_pred_bbox_invalid] {where}: entry {k} has bbox {p['bbox']!r:.80}; expected 4 "
+                "finite numbers [x, y, w, h] with w, h >= 0"
+            )
         boxes[r] = box
         have[r] = True
     return boxes, have
@@ -141,13 +155,22 @@ def _metrics(correct: np.ndarray, ious: np.ndarray, weights: np.ndarray | None =
     return out
 
 
-def score_referring(refs: Mapping[str, Any], pred_boxes: np.ndarray, predicted: np.ndarray, *,
-                    bootstrap: BootstrapOptions, cluster_by: str | None = None) -> dict[str, Any]:
+def score_referring(
+    refs: Mapping[str, Any],
+    pred_boxes: np.ndarray,
+    predicted: np.ndarray,
+    *,
+    bootstrap: BootstrapOptions,
+    cluster_by: str | None = None,
+) -> dict[str, Any]:
     """``overall`` and per-split ``splits`` blocks (n_refs, n_predicted, n_missing, METRIC_KEYS, ci) and the
     list of expressions without a prediction. ``cluster_by``: None (resample expressions) or "image_id"."""
     if cluster_by not in (None, "image_id"):
-        raise AegisError(f"[referring_cluster] referring scoring resamples expressions or whole images "
-                         f"(`cluster_by` image_id); got {cluster_by!r}", param="cluster_by")
+        raise AegisError(
+            f"[referring_cluster] referring scoring resamples expressions or whole images "
+            f"(`cluster_by` image_id); got {cluster_by!r}",
+            param="cluster_by",
+        )
     ious = referring_ious(refs["boxes"], pred_boxes, predicted)
     correct = np.stack([predicted & (ious > t) for t in IOU_LEVELS])  # strict: IoU == θ is wrong
     n = len(refs["ids"])
@@ -159,8 +182,11 @@ def score_referring(refs: Mapping[str, Any], pred_boxes: np.ndarray, predicted: 
     splits = np.asarray(refs["splits"], dtype=object)
 
     def block(mask: np.ndarray) -> dict[str, Any]:
-        out: dict[str, Any] = {"n_refs": int(mask.sum()), "n_predicted": int((predicted & mask).sum()),
-                               "n_missing": int((~predicted & mask).sum())}
+        out: dict[str, Any] = {
+            "n_refs": int(mask.sum()),
+            "n_predicted": int((predicted & mask).sum()),
+            "n_missing": int((~predicted & mask).sum()),
+        }
         out.update(_metrics(correct[:, mask], ious[mask]))
         samples = _metrics(correct[:, mask], ious[mask], weights[:, mask])
         out["ci"] = {k: list(percentile_interval(v, bootstrap.confidence)) for k, v in samples.items()}
@@ -173,8 +199,15 @@ def score_referring(refs: Mapping[str, Any], pred_boxes: np.ndarray, predicted: 
     }
 
 
-def score_referring_paths(preds: str | Path, refs_path: str | Path, *, bootstrap: int = 1000, seed: int = 0,
-                          cluster_by: str | None = None, label: str | None = None) -> dict[str, Any]:
+def score_referring_paths(
+    preds: str | Path,
+    refs_path: str | Path,
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    cluster_by: str | None = None,
+    label: str | None = None,
+) -> dict[str, Any]:
     """The ``aegis-referring/1`` document (docs/SCORE_JSON.md) for a predictions file and an ``aegis-refs/1``
     file."""
     options = BootstrapOptions(n_bootstrap=bootstrap, seed=seed)
@@ -194,10 +227,19 @@ def score_referring_paths(preds: str | Path, refs_path: str | Path, *, bootstrap
         "iou_levels": list(IOU_LEVELS),
         "rule": "correct iff IoU > θ (strict)",
         **scored,
-        "provenance": {"toolkit_version": __version__, "git_sha": sha, "git_dirty": dirty,
-                       "refs_file": str(refs_path), "refs_sha256": refs_sha, "predictions_file": str(preds),
-                       "predictions_sha256": preds_sha, "seed": int(seed), "bootstrap": int(bootstrap),
-                       "cluster_by": cluster_by, "timestamp": utc_timestamp()},
+        "provenance": {
+            "toolkit_version": __version__,
+            "git_sha": sha,
+            "git_dirty": dirty,
+            "refs_file": str(refs_path),
+            "refs_sha256": refs_sha,
+            "predictions_file": str(preds),
+            "predictions_sha256": preds_sha,
+            "seed": int(seed),
+            "bootstrap": int(bootstrap),
+            "cluster_by": cluster_by,
+            "timestamp": utc_timestamp(),
+        },
     }
 
 
@@ -206,7 +248,11 @@ def refs_from_refcoco(refs: Any, instances: Any, where: str = "refcoco") -> dict
     ``ann_id``, ``image_id``, ``split``, ``sentences: [{"sent_id", "sent"}]``) and ``instances`` the COCO
     instances file holding the referred boxes. Each sentence becomes one expression whose ``ref_id`` is its
     ``sent_id`` (the unit RefCOCO-style benchmarks score); ``ref`` and ``ann_id`` are kept."""
-    if not isinstance(refs, list) or not isinstance(instances, dict) or not isinstance(instances.get("annotations"), list):
+    if (
+        not isinstance(refs, list)
+        or not isinstance(instances, dict)
+        or not isinstance(instances.get("annotations"), list)
+    ):
         raise AegisError(f"[refcoco_wrong_type] {where}: expected a list of refs and a COCO instances object")
     box_of = {a.get("id"): a.get("bbox") for a in instances["annotations"] if isinstance(a, dict)}
     image_of = {a.get("id"): a.get("image_id") for a in instances["annotations"] if isinstance(a, dict)}
@@ -216,21 +262,36 @@ def refs_from_refcoco(refs: Any, instances: Any, where: str = "refcoco") -> dict
         if not isinstance(r, dict) or not all(key in r for key in ("ref_id", "ann_id", "image_id", "sentences")):
             raise AegisError(f"[refcoco_missing_key] {where}: refs[{k}] needs ref_id, ann_id, image_id, sentences")
         if r["ann_id"] not in box_of:
-            raise AegisError(f"[refcoco_unknown_ann] {where}: refs[{k}] refers to annotation {r['ann_id']!r}, "
-                             "which the instances file does not hold")
+            raise AegisError(
+                f"[refcoco_unknown_ann] {where}: refs[{k}] refers to annotation {r['ann_id']!r}, "
+                "which the instances file does not hold"
+            )
         if image_of[r["ann_id"]] is not None and image_of[r["ann_id"]] != r["image_id"]:
-            raise AegisError(f"[refcoco_image_mismatch] {where}: refs[{k}] names image {r['image_id']!r} but its "
-                             f"annotation {r['ann_id']!r} lies on image {image_of[r['ann_id']]!r}")
+            raise AegisError(
+                f"[refcoco_image_mismatch] {where}: refs[{k}] names image {r['image_id']!r} but its "
+                f"annotation {r['ann_id']!r} lies on image {image_of[r['ann_id']]!r}"
+            )
         sentences = r["sentences"]
         if not isinstance(sentences, list) or not all(isinstance(s, dict) for s in sentences):
-            raise AegisError(f"[refcoco_wrong_type] {where}: refs[{k}].sentences must be a list of objects "
-                             f"{{\"sent_id\", \"sent\"}}, got {sentences!r:.60}")
+            raise AegisError(
+                f"[refcoco_wrong_type] {where}: refs[{k}].sentences must be a list of objects "
+                f'{{"sent_id", "sent"}}, got {sentences!r:.60}'
+            )
         # The ref's own file_name (RefCOCO refs carry one) wins over the instances file's.
         file_name = r.get("file_name") or (images[r["image_id"]].get("file_name") if r["image_id"] in images else None)
         for s in sentences:
-            out.append({"ref_id": s.get("sent_id"), "image_id": r["image_id"], "bbox": box_of[r["ann_id"]],
-                        "expression": s.get("sent", s.get("raw")), "split": r.get("split", DEFAULT_SPLIT),
-                        "ref": r["ref_id"], "ann_id": r["ann_id"], **({"file_name": file_name} if file_name else {})})
+            out.append(
+                {
+                    "ref_id": s.get("sent_id"),
+                    "image_id": r["image_id"],
+                    "bbox": box_of[r["ann_id"]],
+                    "expression": s.get("sent", s.get("raw")),
+                    "split": r.get("split", DEFAULT_SPLIT),
+                    "ref": r["ref_id"],
+                    "ann_id": r["ann_id"],
+                    **({"file_name": file_name} if file_name else {}),
+                }
+            )
     doc = {"schema": REFS_SCHEMA, "refs": out}
     parse_refs(doc, where)  # the converted file must pass the same checks as any other
     return doc

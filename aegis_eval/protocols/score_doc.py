@@ -37,8 +37,9 @@ def suite_conditions_of(obj: dict, config: SuiteConfig | None = None) -> tuple[s
     return what, frozenset(["clean", *(condition_id(n, k) for n in names for k in SEVERITIES)])
 
 
-def validate_result(obj: Any, where: str = "<result>", suite_conditions: bool = True,
-                    config: SuiteConfig | None = None) -> dict:
+def validate_result(  # noqa: C901 (predates the limit; split it when it next changes)
+    obj: Any, where: str = "<result>", suite_conditions: bool = True, config: SuiteConfig | None = None
+) -> dict:
     """Check the parts of a score JSON that report and rank rely on; returns it unchanged.
 
     ``suite_conditions``: condition keys must be condition ids of the suite the score was made with
@@ -48,8 +49,10 @@ def validate_result(obj: Any, where: str = "<result>", suite_conditions: bool = 
     problem found.
     """
     if not isinstance(obj, dict):
-        raise _fail(where, f"expected a JSON object written by `aegis score` (schema {SCHEMA!r}), "
-                           f"got a JSON {type(obj).__name__}")
+        raise _fail(
+            where,
+            f"expected a JSON object written by `aegis score` (schema {SCHEMA!r}), got a JSON {type(obj).__name__}",
+        )
     schema = obj.get("schema")
     if schema != SCHEMA:
         raise _fail(where, f"expected an `aegis score` JSON with schema {SCHEMA!r}, got schema {schema!r}")
@@ -63,13 +66,19 @@ def validate_result(obj: Any, where: str = "<result>", suite_conditions: bool = 
     if not isinstance(conditions, dict) or not conditions:
         raise _fail(where, "'conditions' must be a non-empty object of condition id -> metrics")
     if len(conditions) > MAX_CONDITIONS:
-        raise _fail(where, f"'conditions' holds {len(conditions):,} entries; a score has at most {MAX_CONDITIONS} "
-                           f"(clean and {len(SEVERITIES)} severities of each corruption)")
+        raise _fail(
+            where,
+            f"'conditions' holds {len(conditions):,} entries; a score has at most {MAX_CONDITIONS} "
+            f"(clean and {len(SEVERITIES)} severities of each corruption)",
+        )
     allowed = suite_conditions_of(obj, config) if suite_conditions else None
     for cond, block in conditions.items():
         if allowed is not None and cond not in allowed[1]:
-            raise _fail(where, f"not a condition id: {cond!r:.60} (expected 'clean' or "
-                               f"'<corruption>_s<1-{len(SEVERITIES)}>' with a corruption of {allowed[0]})")
+            raise _fail(
+                where,
+                f"not a condition id: {cond!r:.60} (expected 'clean' or "
+                f"'<corruption>_s<1-{len(SEVERITIES)}>' with a corruption of {allowed[0]})",
+            )
         if not cond or len(cond) > MAX_CONDITION_NAME:
             raise _fail(where, f"condition names are 1 to {MAX_CONDITION_NAME} characters, got {cond!r:.60}")
         if not isinstance(block, dict):
@@ -84,13 +93,17 @@ def validate_result(obj: Any, where: str = "<result>", suite_conditions: bool = 
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise _fail(where, f"conditions[{cond!r}].{key} must be a number or null, got {v!r:.40}")
             if not _in_range(key, v):
-                raise _fail(where, f"conditions[{cond!r}].{key} = {v!r:.40} is out of range "
-                                   f"({_RANGE_TEXT[_kind(key)]})")
+                raise _fail(
+                    where, f"conditions[{cond!r}].{key} = {v!r:.40} is out of range ({_RANGE_TEXT[_kind(key)]})"
+                )
         severity = block.get("severity")
-        if severity is not None and (isinstance(severity, bool) or not isinstance(severity, int)
-                                     or not 0 <= severity <= max(SEVERITIES)):
-            raise _fail(where, f"conditions[{cond!r}].severity must be 0 (clean), 1-{max(SEVERITIES)} or null, "
-                               f"got {severity!r:.40}")
+        if severity is not None and (
+            isinstance(severity, bool) or not isinstance(severity, int) or not 0 <= severity <= max(SEVERITIES)
+        ):
+            raise _fail(
+                where,
+                f"conditions[{cond!r}].severity must be 0 (clean), 1-{max(SEVERITIES)} or null, got {severity!r:.40}",
+            )
         _check_effects(block, f"conditions[{cond!r}]", where)
     for key in ("summary", "provenance", "threshold"):
         if key in obj and obj[key] is not None and not isinstance(obj[key], dict):
@@ -100,10 +113,13 @@ def validate_result(obj: Any, where: str = "<result>", suite_conditions: bool = 
     per_class = threshold.get("per_class")
     if per_class is not None and not isinstance(per_class, dict):
         raise _fail(where, f"threshold.per_class must be an object of class -> value, got {per_class!r:.40}")
-    for name, value in (("threshold.value", threshold.get("value")),
-                        *((f"threshold.per_class[{k!r}]", v) for k, v in (per_class or {}).items())):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not _in_range("recall", value)):
+    for name, value in (
+        ("threshold.value", threshold.get("value")),
+        *((f"threshold.per_class[{k!r}]", v) for k, v in (per_class or {}).items()),
+    ):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not _in_range("recall", value)
+        ):
             raise _fail(where, f"{name} must be a number in [0, 1] or null, got {value!r:.40}")
     return obj
 
@@ -127,16 +143,26 @@ def _check_effects(block: dict, at: str, where: str) -> None:
     if not all(isinstance(x, list) for x in lists) or len({len(x) for x in lists}) != 1 or len(labels) > 16:
         raise _fail(where, f"{at}.submerged must hold lists labels, n_gt, tp and recall of one length (at most 16)")
     for k, (lab, n, t, r) in enumerate(zip(labels, n_gt, tp, recall)):
-        ok = (isinstance(lab, str) and len(lab) <= 40 and all(isinstance(v, int) and not isinstance(v, bool)
-                                                              and v >= 0 for v in (n, t)) and t <= n
-              and (r is None or (isinstance(r, (int, float)) and not isinstance(r, bool) and _in_range("recall", r))))
+        ok = (
+            isinstance(lab, str)
+            and len(lab) <= 40
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (n, t))
+            and t <= n
+            and (r is None or (isinstance(r, (int, float)) and not isinstance(r, bool) and _in_range("recall", r)))
+        )
         if not ok:
-            raise _fail(where, f"{at}.submerged bin {k} is not a label, counts tp <= n_gt and a recall in [0, 1] "
-                               f"or null")
+            raise _fail(
+                where, f"{at}.submerged bin {k} is not a label, counts tp <= n_gt and a recall in [0, 1] or null"
+            )
     clean = sub.get("recall_clean")
-    if clean is not None and (not isinstance(clean, list) or len(clean) != len(labels) or not all(
+    if clean is not None and (
+        not isinstance(clean, list)
+        or len(clean) != len(labels)
+        or not all(
             r is None or (isinstance(r, (int, float)) and not isinstance(r, bool) and _in_range("recall", r))
-            for r in clean)):
+            for r in clean
+        )
+    ):
         raise _fail(where, f"{at}.submerged.recall_clean must list a recall in [0, 1] or null per bin")
 
 
@@ -151,12 +177,19 @@ def _check_suite(provenance: dict, where: str) -> None:
         raise _fail(where, f"provenance.suite must be a suite name (a non-empty string) or null, got {named!r:.60}")
     known = shipped_suite(provenance.get("config_hash"))
     if known is not None and named != known.suite:
-        raise _fail(where, f"provenance.suite is {named!r:.60}, but its provenance.config_hash "
-                           f"{provenance.get('config_hash')} is suite {known.suite}'s; the document was edited")
+        raise _fail(
+            where,
+            f"provenance.suite is {named!r:.60}, but its provenance.config_hash "
+            f"{provenance.get('config_hash')} is suite {known.suite}'s; the document was edited",
+        )
 
 
-_RANGE_TEXT = {"ap": "an AP in [0, 1], or negative (-1) where COCO has no GT", "share": "a share in [0, 1]",
-               "rate": "a finite number >= 0", "count": "a finite number >= 0"}
+_RANGE_TEXT = {
+    "ap": "an AP in [0, 1], or negative (-1) where COCO has no GT",
+    "share": "a share in [0, 1]",
+    "rate": "a finite number >= 0",
+    "count": "a finite number >= 0",
+}
 
 
 def _kind(key: str) -> str:
@@ -196,5 +229,3 @@ def _beyond_float64(value: Any, path: str = "") -> str | None:
         if found:
             return found
     return None
-
-

@@ -25,9 +25,10 @@ import io
 import json
 import math
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import Any
 
 import numpy as np
 
@@ -36,22 +37,54 @@ from aegis_data.engine.config import SuiteConfig, load_config
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import write_bytes_atomic
 from aegis_eval.metrics import coco as ap_metrics
-from aegis_eval.metrics.bootstrap import (BootstrapOptions, bootstrap_samples, intervals, nanmean_rows,
-                                  paired_drop_intervals, resample_weights)
+from aegis_eval.metrics.bootstrap import (
+    BootstrapOptions,
+    bootstrap_samples,
+    intervals,
+    nanmean_rows,
+    paired_drop_intervals,
+    resample_weights,
+)
 from aegis_eval.metrics.exact_bounds import DEFAULT_DELTA
 from aegis_eval.metrics.false_alarms import false_alarm_record
 from aegis_eval.metrics.localization import localization_stability
-from aegis_eval.metrics.matching import (DEFAULT_IOU, PerImageCounts, ThresholdMatch, match_at_threshold,
-                                 rates_from_counts, sum_counts, threshold_metrics)
-from aegis_eval.metrics.result_keys import (AP_METRICS, CI_METRICS, COUNT_KEYS, LOCALIZATION_KEYS, LOWER_IS_BETTER,
-                                    SCHEMA, THRESHOLD_METRICS)
-from aegis_eval.metrics.robustness import (ROBUSTNESS_METRICS, corruption_of, relative_drops, summarize_robustness,
-                                  summary_intervals)
+from aegis_eval.metrics.matching import (
+    DEFAULT_IOU,
+    PerImageCounts,
+    ThresholdMatch,
+    match_at_threshold,
+    rates_from_counts,
+    sum_counts,
+    threshold_metrics,
+)
+from aegis_eval.metrics.result_keys import (
+    AP_METRICS,
+    CI_METRICS,
+    COUNT_KEYS,
+    LOCALIZATION_KEYS,
+    LOWER_IS_BETTER,
+    SCHEMA,
+    THRESHOLD_METRICS,
+)
+from aegis_eval.metrics.robustness import (
+    ROBUSTNESS_METRICS,
+    corruption_of,
+    relative_drops,
+    summarize_robustness,
+    summary_intervals,
+)
 from aegis_eval.metrics.types import Detections, GroundTruth
 from aegis_eval.protocols.class_map import ClassMap
 from aegis_eval.protocols.condition_effects import SplitEffects, split_effects, submerged_strata
-from aegis_eval.protocols.predictions import (detections_from_results, load_ground_truth, load_ground_truth_by_class,
-                                    load_predictions, load_predictions_by_class, read_json_file, suite_config_of)
+from aegis_eval.protocols.predictions import (
+    detections_from_results,
+    load_ground_truth,
+    load_ground_truth_by_class,
+    load_predictions,
+    load_predictions_by_class,
+    read_json_file,
+    suite_config_of,
+)
 from aegis_eval.protocols.provenance import build_provenance
 from aegis_eval.protocols.threshold import read_class_thresholds, read_threshold_file
 from aegis_eval.protocols.warning_groups import grouped
@@ -59,6 +92,7 @@ from aegis_eval.protocols.warning_groups import grouped
 Warn = Callable[[str], None]
 Samples = dict[str, dict[str, np.ndarray]]  # {condition: {CI metric: (B,) per-resample values}}
 PERSON = "person"  # the class name of the single-class protocol (never written: its document has no classes)
+
 
 def _clean_number(x: Any) -> Any:
     """JSON-safe value: NaN -> None, numpy scalars -> Python."""
@@ -125,8 +159,11 @@ class ScoreOptions:
 
     def __post_init__(self) -> None:
         if (self.threshold is None) == (self.threshold_file is None):
-            raise AegisError("give exactly one of a threshold value (`threshold`) or a threshold file "
-                             "(`threshold_file`, written by 'aegis freeze-threshold')", param="threshold")
+            raise AegisError(
+                "give exactly one of a threshold value (`threshold`) or a threshold file "
+                "(`threshold_file`, written by 'aegis freeze-threshold')",
+                param="threshold",
+            )
         if self.threshold is not None:
             value = self.threshold
             # True is no threshold (it would read as 1.0); a string here is a caller's slip, not a value.
@@ -140,8 +177,11 @@ class ScoreOptions:
 
             check_tool(self.cross_check)
             if self.classes is not None:
-                raise AegisError("[cross_check_classes] `cross_check` compares the single-class (person) protocol; "
-                                 "run it without `classes`", param="cross_check")
+                raise AegisError(
+                    "[cross_check_classes] `cross_check` compares the single-class (person) protocol; "
+                    "run it without `classes`",
+                    param="cross_check",
+                )
 
     @property
     def resampling(self) -> BootstrapOptions:
@@ -176,14 +216,20 @@ def prediction_files(preds: str | Path, on_warning: Warn | None = None) -> dict[
             continue
         found[f.stem] = f
     if irregular and on_warning:
-        on_warning(f"[not_a_regular_file] skipped {len(irregular)} entries that are not regular files "
-                   f"({', '.join(irregular[:3])}{', ...' if len(irregular) > 3 else ''})")
+        on_warning(
+            f"[not_a_regular_file] skipped {len(irregular)} entries that are not regular files "
+            f"({', '.join(irregular[:3])}{', ...' if len(irregular) > 3 else ''})"
+        )
     if skipped and on_warning:
-        on_warning(f"[not_a_condition] skipped {len(skipped)} JSON files whose names are not condition ids "
-                   f"({', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''})")
+        on_warning(
+            f"[not_a_condition] skipped {len(skipped)} JSON files whose names are not condition ids "
+            f"({', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''})"
+        )
     if not found:
-        raise AegisError(f"[predictions_empty_dir] {preds} holds no <condition>.json files "
-                         "(expected clean.json, low_light_s3.json, ...)")
+        raise AegisError(
+            f"[predictions_empty_dir] {preds} holds no <condition>.json files "
+            "(expected clean.json, low_light_s3.json, ...)"
+        )
     return found
 
 
@@ -202,8 +248,10 @@ def cluster_labels(gt: GroundTruth, cluster_by: str) -> np.ndarray:
             keys = (str(int(gt.image_ids[r])), name, Path(name).stem)
             hit = next((mapping[k] for k in keys if k in mapping), None)
             if hit is None:
-                raise AegisError(f"[cluster_missing] {path} assigns no group to image {int(gt.image_ids[r])} "
-                                 f"({name}); expected every GT image id or file_name as a key")
+                raise AegisError(
+                    f"[cluster_missing] {path} assigns no group to image {int(gt.image_ids[r])} "
+                    f"({name}); expected every GT image id or file_name as a key"
+                )
             groups.append(json.dumps(hit, sort_keys=True))
     else:
         groups = []
@@ -211,9 +259,11 @@ def cluster_labels(gt: GroundTruth, cluster_by: str) -> np.ndarray:
             attrs = gt.attributes[r] if r < len(gt.attributes) else {}
             if cluster_by not in attrs:
                 available = sorted(set().union(*[set(a) for a in gt.attributes])) if gt.attributes else []
-                raise AegisError(f"[cluster_missing] GT image {int(gt.image_ids[r])} has no attribute "
-                                 f"{cluster_by!r} (available: {', '.join(available) or 'none'}); pass an image "
-                                 "attribute name or a JSON mapping file")
+                raise AegisError(
+                    f"[cluster_missing] GT image {int(gt.image_ids[r])} has no attribute "
+                    f"{cluster_by!r} (available: {', '.join(available) or 'none'}); pass an image "
+                    "attribute name or a JSON mapping file"
+                )
             groups.append(json.dumps(attrs[cluster_by], sort_keys=True))
     _, codes = np.unique(np.array(groups, dtype=object).astype(str), return_inverse=True)
     return codes.astype(np.int64)
@@ -226,15 +276,17 @@ def check_condition_names(names: Iterable[str], config: SuiteConfig) -> None:
     known = set(config.conditions())
     for name in names:
         if name not in known and corruption_of(name) is not None:
-            raise AegisError(f"[condition_unknown] {name!r:.60} is not a condition of suite config "
-                             f"{config.config_hash} (expected 'clean' or '<corruption>_s<1-3>' with one of: "
-                             f"{', '.join(config.names)})")
+            raise AegisError(
+                f"[condition_unknown] {name!r:.60} is not a condition of suite config "
+                f"{config.config_hash} (expected 'clean' or '<corruption>_s<1-3>' with one of: "
+                f"{', '.join(config.names)})"
+            )
+
 
 def _warn_iou_mismatch(info: Mapping[str, Any], iou: float, on_warning: Warn | None) -> None:
     frozen_iou = info.get("iou")
     if on_warning and isinstance(frozen_iou, (int, float)) and float(frozen_iou) != float(iou):
-        on_warning(f"[iou_mismatch] the threshold was frozen with IoU {frozen_iou:g} but scoring uses "
-                   f"IoU {iou:g}")
+        on_warning(f"[iou_mismatch] the threshold was frozen with IoU {frozen_iou:g} but scoring uses IoU {iou:g}")
 
 
 def _warn_all(prefix: str, lines, on_warning: Warn | None) -> None:
@@ -242,13 +294,14 @@ def _warn_all(prefix: str, lines, on_warning: Warn | None) -> None:
         if on_warning:
             on_warning(f"{prefix}: {w}")
 
-PathLike = Union[str, Path]
+
+PathLike = str | Path
 # One condition's predictions: a COCO results file, or the results list itself ([{image_id, category_id,
 # bbox, score}, ...]).
-ConditionPredictions = Union[PathLike, Sequence[Mapping[str, Any]]]
+ConditionPredictions = PathLike | Sequence[Mapping[str, Any]]
 # Predictions of a run: a file (one condition, named after its stem), a folder of <condition>.json, a results
 # list (the clean condition), or {condition: file or list}.
-Predictions = Union[PathLike, Sequence[Mapping[str, Any]], Mapping[str, ConditionPredictions]]
+Predictions = PathLike | Sequence[Mapping[str, Any]] | Mapping[str, ConditionPredictions]
 IN_MEMORY = "<in-memory>"  # the "file" provenance records for predictions passed as lists
 # A condition named in memory: what a <condition>.json file stem may be, without folders or hidden names (at most
 # score_doc.MAX_CONDITION_NAME characters, checked apart from the pattern).
@@ -268,11 +321,13 @@ def _in_memory_source(results: Any, condition: str) -> dict[str, Any]:
     """Provenance of predictions given as a list: the file is ``IN_MEMORY``, the hash that of their canonical
     JSON (sorted keys, no whitespace), so the same predictions always record the same hash."""
     try:
-        data = json.dumps(results, sort_keys=True, separators=(",", ":"), allow_nan=False,
-                          default=_numpy_as_python).encode()
+        data = json.dumps(
+            results, sort_keys=True, separators=(",", ":"), allow_nan=False, default=_numpy_as_python
+        ).encode()
     except (TypeError, ValueError) as exc:
-        raise AegisError(f"[predictions_not_json] predictions for {condition!r} are not JSON-serialisable "
-                         f"({exc})") from None
+        raise AegisError(
+            f"[predictions_not_json] predictions for {condition!r} are not JSON-serialisable ({exc})"
+        ) from None
     return {"path": IN_MEMORY, "sha256": hashlib.sha256(data).hexdigest()}
 
 
@@ -287,25 +342,34 @@ def in_memory_conditions(predictions: Predictions) -> Mapping[str, ConditionPred
 
         for cond in predictions:
             if not isinstance(cond, str) or len(cond) > MAX_CONDITION_NAME or not _CONDITION_NAME.fullmatch(cond):
-                raise AegisError(f"[condition_name] {cond!r:.60} is no condition name; expected 'clean', a condition "
-                                 "id such as 'low_light_s3', or a name such as 'ood' (letters, digits, '_', '.', "
-                                 f"'-'; at most {MAX_CONDITION_NAME})", param="predictions")
+                raise AegisError(
+                    f"[condition_name] {cond!r:.60} is no condition name; expected 'clean', a condition "
+                    "id such as 'low_light_s3', or a name such as 'ood' (letters, digits, '_', '.', "
+                    f"'-'; at most {MAX_CONDITION_NAME})",
+                    param="predictions",
+                )
         return predictions
     if isinstance(predictions, Sequence):
         return {"clean": predictions}
-    raise AegisError(f"`predictions` must be a path, a results list or {{condition: path or list}}, got "
-                     f"{type(predictions).__name__}", param="predictions")
+    raise AegisError(
+        f"`predictions` must be a path, a results list or {{condition: path or list}}, got "
+        f"{type(predictions).__name__}",
+        param="predictions",
+    )
 
 
-def load_condition(value: ConditionPredictions, condition: str, gt: GroundTruth,
-                   class_map: ClassMap | None = None) -> Detections:
+def load_condition(
+    value: ConditionPredictions, condition: str, gt: GroundTruth, class_map: ClassMap | None = None
+) -> Detections:
     """Detections of one condition given as a results file or a results list, resolved against ``gt``."""
     if isinstance(value, (str, Path)):
         return load_predictions(value, gt, class_map)
     if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
         return detections_from_results(list(value), gt, _in_memory_source(value, condition))
-    raise AegisError(f"predictions for {condition!r} must be a file path or a results list, got "
-                     f"{type(value).__name__}", param="predictions")
+    raise AegisError(
+        f"predictions for {condition!r} must be a file path or a results list, got {type(value).__name__}",
+        param="predictions",
+    )
 
 
 @dataclass(frozen=True)
@@ -341,11 +405,15 @@ def load(predictions: Predictions, gt: PathLike, options: ScoreOptions, on_warni
     mapping = in_memory_conditions(predictions)
     if mapping is None:
         files: Mapping[str, ConditionPredictions] = prediction_files(predictions, on_warning)
-        label = o.label if o.label is not None else (
-            Path(predictions).name if Path(predictions).is_dir() else Path(predictions).stem)
+        label = (
+            o.label
+            if o.label is not None
+            else (Path(predictions).name if Path(predictions).is_dir() else Path(predictions).stem)
+        )
     elif o.classes is not None:
-        raise AegisError("`classes` scores predictions from files; pass a file or a folder of <condition>.json",
-                         param="classes")
+        raise AegisError(
+            "`classes` scores predictions from files; pass a file or a folder of <condition>.json", param="classes"
+        )
     else:
         files, label = mapping, "predictions" if o.label is None else o.label
     if o.classes is not None:
@@ -362,8 +430,9 @@ def load(predictions: Predictions, gt: PathLike, options: ScoreOptions, on_warni
             value, info = float(o.threshold), {}
         ground_truth = load_ground_truth(gt, o.split, o.class_map)
         gts, thresholds = {PERSON: ground_truth}, {PERSON: value}
-        detections = {str(cond): {PERSON: load_condition(f, str(cond), ground_truth, o.class_map)}
-                      for cond, f in files.items()}
+        detections = {
+            str(cond): {PERSON: load_condition(f, str(cond), ground_truth, o.class_map)} for cond, f in files.items()
+        }
     first = next(iter(gts.values()))
     _warn_all("ground truth", first.warnings, on_warning)
     _warn_iou_mismatch(info, o.iou, on_warning)
@@ -372,8 +441,9 @@ def load(predictions: Predictions, gt: PathLike, options: ScoreOptions, on_warni
     config = suite_config_of(first)
     check_condition_names(detections, config)
     clusters = cluster_labels(first, o.cluster_by) if o.cluster_by else None
-    return Loaded(gts, detections, thresholds, info, o.classes is None, label, config, clusters,
-                  split_effects(first.split_dir))
+    return Loaded(
+        gts, detections, thresholds, info, o.classes is None, label, config, clusters, split_effects(first.split_dir)
+    )
 
 
 # --- evaluate --------------------------------------------------------------------------------------------
@@ -389,8 +459,16 @@ class _GroundTruthScore:
     matched: dict[str, np.ndarray] = field(default_factory=dict)  # per condition: (G,) whether each GT box is matched
 
 
-def _score_ground_truth(gt: GroundTruth, predictions: Mapping[str, Detections], names: list[str], threshold: float,
-                        weights: np.ndarray, iou: float, confidence: float, config: SuiteConfig) -> _GroundTruthScore:
+def _score_ground_truth(
+    gt: GroundTruth,
+    predictions: Mapping[str, Detections],
+    names: list[str],
+    threshold: float,
+    weights: np.ndarray,
+    iou: float,
+    confidence: float,
+    config: SuiteConfig,
+) -> _GroundTruthScore:
     matches: dict[str, ThresholdMatch] = {}
     samples: dict[str, dict[str, np.ndarray]] = {}
     conditions: dict[str, dict[str, Any]] = {}
@@ -424,10 +502,16 @@ def _score_ground_truth(gt: GroundTruth, predictions: Mapping[str, Detections], 
         entry["ci"] = ci
         drops = paired_drop_intervals(samples["clean"], samples[cond], confidence)
         entry["ci_drop"] = {m: _interval(v) for m, v in drops.items()}
-        entry["localization"] = localization_stability(gt, predictions["clean"], matches["clean"],
-                                                       predictions[cond], matches[cond])
-    return _GroundTruthScore(conditions, samples, {c: m.counts for c, m in matches.items()}, false_alarms,
-                             {c: m.gt_matched_det >= 0 for c, m in matches.items()})
+        entry["localization"] = localization_stability(
+            gt, predictions["clean"], matches["clean"], predictions[cond], matches[cond]
+        )
+    return _GroundTruthScore(
+        conditions,
+        samples,
+        {c: m.counts for c, m in matches.items()},
+        false_alarms,
+        {c: m.gt_matched_det >= 0 for c, m in matches.items()},
+    )
 
 
 @dataclass(frozen=True)
@@ -444,10 +528,19 @@ def evaluate(loaded: Loaded, options: ScoreOptions) -> Evaluation:
     bootstrap = options.resampling
     names = condition_order(list(loaded.detections), loaded.config)
     weights = resample_weights(loaded.first.n_images, bootstrap, loaded.clusters)
-    per_class = {c: _score_ground_truth(gt, {cond: loaded.detections[cond][c] for cond in names}, names,
-                                        float(loaded.thresholds[c]), weights, options.iou, bootstrap.confidence,
-                                        loaded.config)
-                 for c, gt in loaded.gts.items()}
+    per_class = {
+        c: _score_ground_truth(
+            gt,
+            {cond: loaded.detections[cond][c] for cond in names},
+            names,
+            float(loaded.thresholds[c]),
+            weights,
+            options.iou,
+            bootstrap.confidence,
+            loaded.config,
+        )
+        for c, gt in loaded.gts.items()
+    }
     return Evaluation(names, per_class)
 
 
@@ -487,9 +580,13 @@ def _macro_samples(per_class: list[Mapping[str, np.ndarray]]) -> dict[str, np.nd
     return out
 
 
-def _macro_conditions(names: list[str], per_class: list[_GroundTruthScore], first: GroundTruth,
-                      bootstrap: BootstrapOptions, config: SuiteConfig
-                      ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, np.ndarray]], dict[str, dict[str, Any]]]:
+def _macro_conditions(
+    names: list[str],
+    per_class: list[_GroundTruthScore],
+    first: GroundTruth,
+    bootstrap: BootstrapOptions,
+    config: SuiteConfig,
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, np.ndarray]], dict[str, dict[str, Any]]]:
     """(macro entries, per-resample macro values, pooled false-alarm records) of every condition over the classes:
     means for the rates of MACRO_MEAN_METRICS, totals for counts and exposure rates. One class is its own macro
     (its entries as they are: a weighted mean of one value need not return that value to the last bit)."""
@@ -527,16 +624,20 @@ def _macro_conditions(names: list[str], per_class: list[_GroundTruthScore], firs
 
     return conditions, macro_samples, false_alarms
 
-def _add_effects(conditions: dict[str, dict[str, Any]], effects: SplitEffects, gt: GroundTruth,
-                 person: _GroundTruthScore | None) -> None:
+
+def _add_effects(
+    conditions: dict[str, dict[str, Any]], effects: SplitEffects, gt: GroundTruth, person: _GroundTruthScore | None
+) -> None:
     """Beside each corrupted condition's metrics: on how many images it acted (``acted_images``, of its
     ``n_images``); for a flood condition of the single-class protocol, the recall per submerged-fraction bin."""
     for cond, entry in conditions.items():
         if cond in effects.acted:
             entry["acted_images"] = int(effects.acted[cond])
         if person is not None and cond in effects.submerged and cond in person.matched:
-            entry["submerged"] = submerged_strata(gt, person.matched[cond], person.matched.get("clean"),
-                                                  effects.submerged[cond])
+            entry["submerged"] = submerged_strata(
+                gt, person.matched[cond], person.matched.get("clean"), effects.submerged[cond]
+            )
+
 
 @dataclass(frozen=True)
 class Accumulated:
@@ -550,11 +651,11 @@ class Accumulated:
 
 def accumulate(loaded: Loaded, evaluation: Evaluation, options: ScoreOptions) -> Accumulated:
     """Combine the classes (:func:`_macro_conditions`) and add what the split records per condition."""
-    conditions, samples, false_alarms = _macro_conditions(evaluation.names, list(evaluation.per_class.values()),
-                                                          loaded.first, options.resampling, loaded.config)
+    conditions, samples, false_alarms = _macro_conditions(
+        evaluation.names, list(evaluation.per_class.values()), loaded.first, options.resampling, loaded.config
+    )
     if loaded.effects is not None:
-        _add_effects(conditions, loaded.effects, loaded.first,
-                     evaluation.per_class[PERSON] if loaded.single else None)
+        _add_effects(conditions, loaded.effects, loaded.first, evaluation.per_class[PERSON] if loaded.single else None)
     return Accumulated(conditions, samples, false_alarms)
 
 
@@ -563,8 +664,12 @@ def _false_alarm_block(records: Mapping[str, Any]) -> dict[str, Any]:
     return {"confidence": 1.0 - DEFAULT_DELTA, "conditions": dict(records)}
 
 
-def _summary(conditions: Mapping[str, Mapping[str, Any]], samples: Mapping[str, Mapping[str, np.ndarray]],
-             config: SuiteConfig, confidence: float) -> dict[str, Any]:
+def _summary(
+    conditions: Mapping[str, Mapping[str, Any]],
+    samples: Mapping[str, Mapping[str, np.ndarray]],
+    config: SuiteConfig,
+    confidence: float,
+) -> dict[str, Any]:
     """The robustness summary with the intervals of its means (``ci``, after the existing keys), every one
     bootstrapped over the same resample rows as the per-condition intervals."""
     return {**summarize_robustness(conditions, config), "ci": summary_intervals(samples, config, confidence)}
@@ -575,31 +680,51 @@ def sample_block(counts: PerImageCounts, bootstrap: BootstrapOptions, clusters: 
     resampled them. counts: any condition's per-image counts (the GT side is the same in every condition)."""
     t = counts.totals()
     n_units = counts.n_images if clusters is None else int(len(np.unique(np.asarray(clusters))))
-    return {"n_images": counts.n_images, "n_gt": t["n_gt"], "n_gt_small": t["gt_small"],
-            "n_gt_medium": t["gt_medium"], "n_gt_large": t["gt_large"],
-            "resampling_unit": "image" if clusters is None else "cluster", "n_units": n_units,
-            "n_bootstrap": int(bootstrap.n_bootstrap), "seed": int(bootstrap.seed),
-            "confidence": float(bootstrap.confidence)}
+    return {
+        "n_images": counts.n_images,
+        "n_gt": t["n_gt"],
+        "n_gt_small": t["gt_small"],
+        "n_gt_medium": t["gt_medium"],
+        "n_gt_large": t["gt_large"],
+        "resampling_unit": "image" if clusters is None else "cluster",
+        "n_units": n_units,
+        "n_bootstrap": int(bootstrap.n_bootstrap),
+        "seed": int(bootstrap.seed),
+        "confidence": float(bootstrap.confidence),
+    }
 
-def summarize(loaded: Loaded, evaluation: Evaluation, accumulated: Accumulated,
-              options: ScoreOptions) -> dict[str, Any]:
+
+def summarize(
+    loaded: Loaded, evaluation: Evaluation, accumulated: Accumulated, options: ScoreOptions
+) -> dict[str, Any]:
     """The ``aegis-score/1`` document (docs/SCORE_JSON.md)."""
     bootstrap, config, info, first = options.resampling, loaded.config, loaded.threshold_info, loaded.first
     gts, thresholds, names = loaded.gts, loaded.thresholds, evaluation.names
     provenance = build_provenance(
         gt_source=first.source,
         predictions={c: next(iter(loaded.detections[c].values())).source for c in loaded.detections},
-        threshold_sha256=info.get("sha256"), seed=options.seed, bootstrap=options.bootstrap, iou=options.iou,
-        cluster_by=options.cluster_by, class_map=options.class_map.record() if options.class_map is not None else None)
-    threshold: dict[str, Any] = {"value": None, "rule": info.get("rule"), "file": info.get("file"),
-                                 "file_sha256": info.get("sha256")}
+        threshold_sha256=info.get("sha256"),
+        seed=options.seed,
+        bootstrap=options.bootstrap,
+        iou=options.iou,
+        cluster_by=options.cluster_by,
+        class_map=options.class_map.record() if options.class_map is not None else None,
+    )
+    threshold: dict[str, Any] = {
+        "value": None,
+        "rule": info.get("rule"),
+        "file": info.get("file"),
+        "file_sha256": info.get("sha256"),
+    }
     values = sorted(set(float(v) for v in thresholds.values()))
     if loaded.single:
         threshold["value"] = values[0]
     else:
-        threshold.update(value=values[0] if len(values) == 1 else None,
-                         class_thresholds=info.get("class_thresholds") or ("shared" if len(values) == 1 else "per-class"),
-                         per_class={c: float(thresholds[c]) for c in gts})
+        threshold.update(
+            value=values[0] if len(values) == 1 else None,
+            class_thresholds=info.get("class_thresholds") or ("shared" if len(values) == 1 else "per-class"),
+            per_class={c: float(thresholds[c]) for c in gts},
+        )
     conditions = accumulated.conditions
     doc: dict[str, Any] = {
         "schema": SCHEMA,
@@ -613,11 +738,16 @@ def summarize(loaded: Loaded, evaluation: Evaluation, accumulated: Accumulated,
         "false_alarm": _false_alarm_block(accumulated.false_alarms),
     }
     if not loaded.single:
-        doc["classes"] = {c: {"category_id": int(gts[c].category_id), "threshold": float(thresholds[c]),
-                              "conditions": s.conditions,
-                              "summary": _summary(s.conditions, s.samples, config, bootstrap.confidence),
-                              "false_alarm": _false_alarm_block(s.false_alarms)}
-                          for c, s in evaluation.per_class.items()}
+        doc["classes"] = {
+            c: {
+                "category_id": int(gts[c].category_id),
+                "threshold": float(thresholds[c]),
+                "conditions": s.conditions,
+                "summary": _summary(s.conditions, s.samples, config, bootstrap.confidence),
+                "false_alarm": _false_alarm_block(s.false_alarms),
+            }
+            for c, s in evaluation.per_class.items()
+        }
     per_class = evaluation.per_class.values()
     doc["sample"] = sample_block(sum_counts([s.counts[names[0]] for s in per_class]), bootstrap, loaded.clusters)
     doc["provenance"] = provenance
@@ -654,7 +784,6 @@ def score(predictions: Predictions, gt: PathLike, options: ScoreOptions) -> Scor
     return Scored(result, accumulated.samples, loaded.first.image_ids, loaded.clusters)
 
 
-
 # --- writers -----------------------------------------------------------------------------------------------
 def _json_safe(obj: Any) -> Any:
     if isinstance(obj, dict):
@@ -673,8 +802,19 @@ def write_score_json(result: Mapping[str, Any], path: str | Path) -> None:
     write_bytes_atomic(path, score_json_bytes(result))
 
 
-PROVENANCE_COLUMNS = ("toolkit_version", "git_sha", "git_dirty", "config_hash", "manifest_root_hash",
-                      "gt_sha256", "threshold_sha256", "seed", "bootstrap", "cluster_by", "timestamp")
+PROVENANCE_COLUMNS = (
+    "toolkit_version",
+    "git_sha",
+    "git_dirty",
+    "config_hash",
+    "manifest_root_hash",
+    "gt_sha256",
+    "threshold_sha256",
+    "seed",
+    "bootstrap",
+    "cluster_by",
+    "timestamp",
+)
 
 
 MACRO_CLASS = "macro"  # the ``class`` cell of a multi-class score's macro rows
@@ -708,8 +848,13 @@ def _condition_rows(result: Mapping[str, Any], conditions: Mapping[str, Any], th
         for k in LOCALIZATION_KEYS:
             row[f"loc_{k}"] = (e.get("localization") or {}).get(k)
         pred = prov.get("predictions", {}).get(cond, {})
-        row.update(label=result.get("label"), threshold=threshold, iou=result.get("iou"),
-                   predictions_file=pred.get("file"), predictions_sha256=pred.get("sha256"))
+        row.update(
+            label=result.get("label"),
+            threshold=threshold,
+            iou=result.get("iou"),
+            predictions_file=pred.get("file"),
+            predictions_sha256=pred.get("sha256"),
+        )
         for k in PROVENANCE_COLUMNS:
             row[k] = prov.get(k)
         rows.append(row)

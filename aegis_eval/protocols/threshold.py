@@ -24,9 +24,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -35,8 +36,14 @@ from aegis_data.errors import AegisError
 from aegis_data.files.imageio import file_sha256, write_bytes_atomic
 from aegis_eval.metrics.exact_bounds import DEFAULT_DELTA, check_delta
 from aegis_eval.metrics.false_alarms import false_alarm_risk
-from aegis_eval.metrics.matching import (DEFAULT_IOU, PerImageCounts, match_at_threshold, per_image_counts,
-                                 rates_from_counts, sum_counts)
+from aegis_eval.metrics.matching import (
+    DEFAULT_IOU,
+    PerImageCounts,
+    match_at_threshold,
+    per_image_counts,
+    rates_from_counts,
+    sum_counts,
+)
 from aegis_eval.metrics.types import Detections, GroundTruth
 from aegis_eval.protocols.predictions import as_float, read_json_file, resolve_gt_path
 from aegis_eval.protocols.provenance import utc_timestamp
@@ -91,8 +98,10 @@ def parse_rule(rule: str) -> tuple[str, float | None]:
         return risk.group(1), budget
     m = _RULE_RE.match(rule)
     if not m or not 0.0 <= float(m.group(2)) <= 1.0:
-        raise AegisError(f"[threshold_rule] unknown threshold rule {rule!r}; expected 'max-f1', 'precision>=X' or "
-                         "'recall>=X' with X in [0, 1], or 'fp_per_image<=A' / 'false_alarm_image_share<=A'")
+        raise AegisError(
+            f"[threshold_rule] unknown threshold rule {rule!r}; expected 'max-f1', 'precision>=X' or "
+            "'recall>=X' with X in [0, 1], or 'fp_per_image<=A' / 'false_alarm_image_share<=A'"
+        )
     return m.group(1), float(m.group(2))
 
 
@@ -114,14 +123,18 @@ def parse_grid(text: str) -> tuple[float, ...]:
     except AegisError:
         raise
     except ValueError:
-        raise AegisError(f"cannot read threshold grid {text!r}; expected 'start:stop:step' (e.g. 0:1:0.01) or "
-                         "a comma list (e.g. 0.25,0.5,0.75)") from None
+        raise AegisError(
+            f"cannot read threshold grid {text!r}; expected 'start:stop:step' (e.g. 0:1:0.01) or "
+            "a comma list (e.g. 0.25,0.5,0.75)"
+        ) from None
     return validate_grid(values)
 
 
 def _too_many(size: str, text: str) -> str:
-    return (f"threshold grid {text[:40]!r} has {size} points, above the limit of {MAX_GRID_POINTS:,}; "
-            f"use a coarser step (0:1:0.00001 is the finest full grid)")
+    return (
+        f"threshold grid {text[:40]!r} has {size} points, above the limit of {MAX_GRID_POINTS:,}; "
+        f"use a coarser step (0:1:0.00001 is the finest full grid)"
+    )
 
 
 def validate_grid(grid: Sequence[float]) -> tuple[float, ...]:
@@ -139,19 +152,23 @@ def validate_grid(grid: Sequence[float]) -> tuple[float, ...]:
     return tuple(values)
 
 
-def grid_counts(gt: GroundTruth, dets: Detections, grid: Sequence[float], iou: float = DEFAULT_IOU) -> list[PerImageCounts]:
+def grid_counts(
+    gt: GroundTruth, dets: Detections, grid: Sequence[float], iou: float = DEFAULT_IOU
+) -> list[PerImageCounts]:
     """Per-image counts at every grid value (ascending), from one matching pass at the lowest value."""
     grid = validate_grid(grid)
     base = match_at_threshold(gt, dets, grid[0], iou)
     scores = np.asarray(dets.scores, dtype=np.float64)
     # No detections at all (a valid, empty results list): nothing is matched at any threshold.
-    matched_det_score = (np.where(base.gt_matched_det >= 0, scores[np.maximum(base.gt_matched_det, 0)], -np.inf)
-                         if scores.size else np.full(len(base.gt_matched_det), -np.inf))
+    matched_det_score = (
+        np.where(base.gt_matched_det >= 0, scores[np.maximum(base.gt_matched_det, 0)], -np.inf)
+        if scores.size
+        else np.full(len(base.gt_matched_det), -np.inf)
+    )
     out = []
     for t in grid:
         above = scores >= t
-        out.append(per_image_counts(gt, dets.det_image, base.is_tp & above, base.is_fp & above,
-                                    matched_det_score >= t))
+        out.append(per_image_counts(gt, dets.det_image, base.is_tp & above, base.is_fp & above, matched_det_score >= t))
     return out
 
 
@@ -164,8 +181,9 @@ def risk_upper_bound(metric: str, counts: PerImageCounts, delta: float) -> float
     return false_alarm_risk(totals["fp"], totals["images_with_fp"], counts.n_images, None, delta)[f"{metric}_upper"]
 
 
-def choose_under_risk(counts: Sequence[PerImageCounts], grid: Sequence[float], metric: str, budget: float,
-                      delta: float) -> tuple[int, dict[str, Any]]:
+def choose_under_risk(
+    counts: Sequence[PerImageCounts], grid: Sequence[float], metric: str, budget: float, delta: float
+) -> tuple[int, dict[str, Any]]:
     """(grid index, risk record) for a risk rule; the fixed-sequence walk of the module docstring.
 
     AegisError ``[threshold_risk_unreachable]`` with the best reachable bound when the highest threshold fails.
@@ -179,13 +197,22 @@ def choose_under_risk(counts: Sequence[PerImageCounts], grid: Sequence[float], m
         accepted = k
     if accepted is None:
         # Counts only fall as the threshold rises, so the highest threshold holds the best reachable bound.
-        raise AegisError(f"[threshold_risk_unreachable] no grid threshold meets {metric}<={budget:g} at delta "
-                         f"{delta:g}: the best reachable {100 * (1 - delta):g}% upper bound is {bounds[-1]:.4g}, "
-                         f"at the highest grid threshold {grid[-1]:g}; raise the budget, the delta or the "
-                         "validation set size")
-    record = {"metric": metric, "budget": budget, "delta": delta, "confidence": 1.0 - delta,
-              "bound": RISK_BOUNDS[metric], "procedure": "fixed-sequence, highest threshold first",
-              "upper_bound": bounds[accepted], "upper_bound_curve": bounds}
+        raise AegisError(
+            f"[threshold_risk_unreachable] no grid threshold meets {metric}<={budget:g} at delta "
+            f"{delta:g}: the best reachable {100 * (1 - delta):g}% upper bound is {bounds[-1]:.4g}, "
+            f"at the highest grid threshold {grid[-1]:g}; raise the budget, the delta or the "
+            "validation set size"
+        )
+    record = {
+        "metric": metric,
+        "budget": budget,
+        "delta": delta,
+        "confidence": 1.0 - delta,
+        "bound": RISK_BOUNDS[metric],
+        "procedure": "fixed-sequence, highest threshold first",
+        "upper_bound": bounds[accepted],
+        "upper_bound_curve": bounds,
+    }
     return accepted, record
 
 
@@ -199,35 +226,53 @@ def _choose(curve: list[dict], kind: str, target: float | None) -> int:
     ok = [k for k, v in enumerate(values) if v is not None and v >= target - 1e-12]
     if not ok:
         best = max((v for v in values if v is not None), default=None)
-        raise AegisError(f"no grid threshold satisfies {kind}>={target:g} (best {kind} on the grid: "
-                         f"{'undefined' if best is None else f'{best:.4f}'})")
+        raise AegisError(
+            f"no grid threshold satisfies {kind}>={target:g} (best {kind} on the grid: "
+            f"{'undefined' if best is None else f'{best:.4f}'})"
+        )
     return ok[0] if kind == "precision" else ok[-1]
 
 
-def _freeze_from_counts(counts: Sequence[PerImageCounts], grid_t: tuple[float, ...], rule: str, iou: float,
-                        delta: float | None) -> FrozenThreshold:
+def _freeze_from_counts(
+    counts: Sequence[PerImageCounts], grid_t: tuple[float, ...], rule: str, iou: float, delta: float | None
+) -> FrozenThreshold:
     """The rule applied to per-image counts at every grid value (no ``inputs``: the caller knows the files)."""
     kind, target = parse_rule(rule)
     is_risk = kind in RISK_BOUNDS
     if delta is not None and not is_risk:
-        raise AegisError(f"[threshold_delta_unused] `delta` applies to the false-alarm rules "
-                         f"'fp_per_image<=A' and 'false_alarm_image_share<=A'; the rule is {rule!r}", param="delta")
+        raise AegisError(
+            f"[threshold_delta_unused] `delta` applies to the false-alarm rules "
+            f"'fp_per_image<=A' and 'false_alarm_image_share<=A'; the rule is {rule!r}",
+            param="delta",
+        )
     curve = [rates_from_counts(c) for c in counts]
     risk = None
     if is_risk:
-        k, risk = choose_under_risk(counts, grid_t, kind, float(target),
-                                    check_delta(DEFAULT_DELTA if delta is None else delta))
+        k, risk = choose_under_risk(
+            counts, grid_t, kind, float(target), check_delta(DEFAULT_DELTA if delta is None else delta)
+        )
     else:
         k = _choose(curve, kind, target)
     warnings = []
     if len(grid_t) > 1 and k in (0, len(grid_t) - 1):
         side = "lowest" if k == 0 else "highest"
-        warnings.append(f"[threshold_on_grid_edge] the chosen threshold {grid_t[k]:g} is the {side} grid value; "
-                        "the optimum may lie outside the grid")
-    canonical_rule = (DEFAULT_RULE if kind == DEFAULT_RULE else f"{kind}<={target:g}" if is_risk
-                      else f"{kind}>={target:g}")
-    return FrozenThreshold(value=grid_t[k], rule=canonical_rule, grid=grid_t, iou=float(iou), metrics=curve[k],
-                           curve=_compact_curve(grid_t, curve), warnings=tuple(warnings), risk=risk)
+        warnings.append(
+            f"[threshold_on_grid_edge] the chosen threshold {grid_t[k]:g} is the {side} grid value; "
+            "the optimum may lie outside the grid"
+        )
+    canonical_rule = (
+        DEFAULT_RULE if kind == DEFAULT_RULE else f"{kind}<={target:g}" if is_risk else f"{kind}>={target:g}"
+    )
+    return FrozenThreshold(
+        value=grid_t[k],
+        rule=canonical_rule,
+        grid=grid_t,
+        iou=float(iou),
+        metrics=curve[k],
+        curve=_compact_curve(grid_t, curve),
+        warnings=tuple(warnings),
+        risk=risk,
+    )
 
 
 def _compact_curve(grid_t: Sequence[float], curve: Sequence[Mapping[str, Any]]) -> dict[str, list]:
@@ -238,14 +283,21 @@ def _compact_curve(grid_t: Sequence[float], curve: Sequence[Mapping[str, Any]]) 
 
 
 def _loaded_inputs(dets_source: Mapping[str, Any], gt_source: Mapping[str, Any]) -> dict[str, dict[str, str]]:
-    return {name: {"file": str(src["path"]), "sha256": str(src["sha256"])}
-            for name, src in (("predictions", dets_source), ("gt", gt_source))
-            if src.get("path") and src.get("sha256")}
+    return {
+        name: {"file": str(src["path"]), "sha256": str(src["sha256"])}
+        for name, src in (("predictions", dets_source), ("gt", gt_source))
+        if src.get("path") and src.get("sha256")
+    }
 
 
-def freeze_threshold(gt: GroundTruth, dets: Detections, rule: str = DEFAULT_RULE,
-                     grid: Sequence[float] | None = None, iou: float = DEFAULT_IOU,
-                     delta: float | None = None) -> FrozenThreshold:
+def freeze_threshold(
+    gt: GroundTruth,
+    dets: Detections,
+    rule: str = DEFAULT_RULE,
+    grid: Sequence[float] | None = None,
+    iou: float = DEFAULT_IOU,
+    delta: float | None = None,
+) -> FrozenThreshold:
     """Choose the operating point on clean validation predictions by ``rule`` over ``grid``
     (default DEFAULT_GRID). See the module docstring for the rules and the tie/edge conventions.
     ``delta`` is the risk level of a false-alarm rule (default 0.05) and refused with any other rule."""
@@ -274,14 +326,20 @@ class ClassThresholds:
         return {c: f.value for c, f in self.per_class.items()}
 
 
-def freeze_thresholds_by_class(gts: Mapping[str, GroundTruth], dets: Mapping[str, Detections],
-                               rule: str = DEFAULT_RULE, grid: Sequence[float] | None = None,
-                               iou: float = DEFAULT_IOU, delta: float | None = None,
-                               mode: str = "per-class") -> ClassThresholds:
+def freeze_thresholds_by_class(
+    gts: Mapping[str, GroundTruth],
+    dets: Mapping[str, Detections],
+    rule: str = DEFAULT_RULE,
+    grid: Sequence[float] | None = None,
+    iou: float = DEFAULT_IOU,
+    delta: float | None = None,
+    mode: str = "per-class",
+) -> ClassThresholds:
     """Thresholds for multi-class scoring, one per class or one shared (``mode``), on clean validation."""
     if mode not in CLASS_THRESHOLD_MODES:
-        raise AegisError(f"[threshold_class_mode] class thresholds must be one of {', '.join(CLASS_THRESHOLD_MODES)}; "
-                         f"got {mode!r}")
+        raise AegisError(
+            f"[threshold_class_mode] class thresholds must be one of {', '.join(CLASS_THRESHOLD_MODES)}; got {mode!r}"
+        )
     parse_rule(rule)
     grid_t = validate_grid(DEFAULT_GRID if grid is None else grid)
     counts = {c: grid_counts(gt, dets[c], grid_t, iou) for c, gt in gts.items()}
@@ -297,8 +355,14 @@ def freeze_thresholds_by_class(gts: Mapping[str, GroundTruth], dets: Mapping[str
     per_class = {}
     for c in gts:
         curve = [rates_from_counts(x) for x in counts[c]]
-        per_class[c] = FrozenThreshold(value=pooled.value, rule=pooled.rule, grid=grid_t, iou=float(iou),
-                                       metrics=curve[k], curve=_compact_curve(grid_t, curve))
+        per_class[c] = FrozenThreshold(
+            value=pooled.value,
+            rule=pooled.rule,
+            grid=grid_t,
+            iou=float(iou),
+            metrics=curve[k],
+            curve=_compact_curve(grid_t, curve),
+        )
     return ClassThresholds(mode, per_class, category_ids, pooled, inputs)
 
 
@@ -318,13 +382,23 @@ def _write_doc(doc: dict[str, Any], path: str | Path) -> str:
 
 
 def _frozen_fields(frozen: FrozenThreshold) -> dict[str, Any]:
-    return {"metrics": frozen.metrics, "grid": list(frozen.grid), "curve": frozen.curve,
-            "warnings": list(frozen.warnings),
-            **({"risk": frozen.risk} if frozen.risk is not None else {})}  # only risk rules add the key
+    return {
+        "metrics": frozen.metrics,
+        "grid": list(frozen.grid),
+        "curve": frozen.curve,
+        "warnings": list(frozen.warnings),
+        **({"risk": frozen.risk} if frozen.risk is not None else {}),
+    }  # only risk rules add the key
 
 
-def write_threshold_file(frozen: FrozenThreshold, path: str | Path, preds_path: str | Path, gt_path: str | Path,
-                         split: str = "val", class_map: Mapping[str, Any] | None = None) -> str:
+def write_threshold_file(
+    frozen: FrozenThreshold,
+    path: str | Path,
+    preds_path: str | Path,
+    gt_path: str | Path,
+    split: str = "val",
+    class_map: Mapping[str, Any] | None = None,
+) -> str:
     """Write the threshold JSON atomically; returns its SHA-256. ``gt_path`` may be a split directory
     (then ``annotations/<split>.json`` is hashed). ``class_map``: the remap applied to the validation data
     (``ClassMap.record()``), stored under ``class_map`` only when given."""
@@ -344,9 +418,14 @@ def write_threshold_file(frozen: FrozenThreshold, path: str | Path, preds_path: 
     return _write_doc(doc, path)
 
 
-def write_class_threshold_file(frozen: ClassThresholds, path: str | Path, preds_path: str | Path,
-                               gt_path: str | Path, split: str = "val", class_map: Mapping[str, Any] | None = None
-                               ) -> str:
+def write_class_threshold_file(
+    frozen: ClassThresholds,
+    path: str | Path,
+    preds_path: str | Path,
+    gt_path: str | Path,
+    split: str = "val",
+    class_map: Mapping[str, Any] | None = None,
+) -> str:
     """Write a multi-class threshold JSON atomically (docs/SCORING.md §2); returns its SHA-256.
 
     ``value`` is the shared threshold, or null with per-class thresholds; ``per_class`` holds each class's
@@ -360,10 +439,15 @@ def write_class_threshold_file(frozen: ClassThresholds, path: str | Path, preds_
         "rule": any_class.rule,
         "iou": any_class.iou,
         "class_thresholds": frozen.mode,
-        **(_frozen_fields(pooled) if pooled else {"metrics": None, "grid": list(any_class.grid), "curve": None,
-                                                  "warnings": []}),
-        "per_class": {c: {"category_id": frozen.category_ids[c], "value": f.value, **_frozen_fields(f)}
-                      for c, f in frozen.per_class.items()},
+        **(
+            _frozen_fields(pooled)
+            if pooled
+            else {"metrics": None, "grid": list(any_class.grid), "curve": None, "warnings": []}
+        ),
+        "per_class": {
+            c: {"category_id": frozen.category_ids[c], "value": f.value, **_frozen_fields(f)}
+            for c, f in frozen.per_class.items()
+        },
         "predictions": _input_record(frozen.inputs, "predictions", preds_path),
         "gt": _input_record(frozen.inputs, "gt", gt_file),
         **({"class_map": dict(class_map)} if class_map is not None else {}),
@@ -375,8 +459,9 @@ def write_class_threshold_file(frozen: ClassThresholds, path: str | Path, preds_
 
 def _check_value(value: Any, path: Path, where: str) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= as_float(value) <= 1.0:
-        raise AegisError(f"[threshold_value] threshold file {path}: {where} must be a number in [0, 1]; "
-                         f"got {value!r:.40}")
+        raise AegisError(
+            f"[threshold_value] threshold file {path}: {where} must be a number in [0, 1]; got {value!r:.40}"
+        )
     return float(value)
 
 
@@ -396,9 +481,11 @@ def read_class_thresholds(path: str | Path, classes: Sequence[str]) -> tuple[dic
         raise AegisError(f"[threshold_wrong_type] threshold file {path}: 'per_class' must be an object")
     missing = [c for c in classes if c not in per_class]
     if missing:
-        raise AegisError(f"[threshold_class_missing] threshold file {path} has no threshold for classes "
-                         f"{missing[:5]} (it has {sorted(per_class)[:8]}); freeze them with the same `classes`",
-                         param="classes")
+        raise AegisError(
+            f"[threshold_class_missing] threshold file {path} has no threshold for classes "
+            f"{missing[:5]} (it has {sorted(per_class)[:8]}); freeze them with the same `classes`",
+            param="classes",
+        )
     out = {}
     for c in classes:
         entry = per_class[c]
@@ -409,11 +496,13 @@ def read_class_thresholds(path: str | Path, classes: Sequence[str]) -> tuple[dic
 def _read_doc(path: Path) -> tuple[dict[str, Any], str]:
     doc, sha = read_json_file(path, "threshold", "threshold_")
     if not isinstance(doc, dict):
-        raise AegisError(f"[threshold_wrong_type] threshold file {path}: expected a JSON object written by "
-                         "'aegis freeze-threshold'")
+        raise AegisError(
+            f"[threshold_wrong_type] threshold file {path}: expected a JSON object written by 'aegis freeze-threshold'"
+        )
     if doc.get("schema") != THRESHOLD_SCHEMA:
-        raise AegisError(f"[threshold_schema] threshold file {path}: schema {doc.get('schema')!r}, expected "
-                         f"{THRESHOLD_SCHEMA!r}")
+        raise AegisError(
+            f"[threshold_schema] threshold file {path}: schema {doc.get('schema')!r}, expected {THRESHOLD_SCHEMA!r}"
+        )
     return doc, sha
 
 
@@ -424,8 +513,10 @@ def read_threshold_file(path: str | Path) -> tuple[float, dict[str, Any]]:
     doc, sha = _read_doc(path)
     value = doc.get("value")
     if value is None and isinstance(doc.get("per_class"), dict):
-        raise AegisError(f"[threshold_per_class] threshold file {path} holds one threshold per class; score "
-                         "with `classes`", param="classes")
+        raise AegisError(
+            f"[threshold_per_class] threshold file {path} holds one threshold per class; score with `classes`",
+            param="classes",
+        )
     value = _check_value(value, path, "'value'")
     info = dict(doc)
     info.update(file=str(path), sha256=sha)

@@ -10,8 +10,8 @@ Lines without a code are passed on as they come.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 _CODE = re.compile(r"\[([a-z0-9_]+)\]\s*")
 EXAMPLES = 3

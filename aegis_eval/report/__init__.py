@@ -9,5 +9,15 @@ from aegis_eval.report.build import FORMATS, ReportFiles, build_report, parse_fo
 from aegis_eval.report.gallery import GalleryFiles, GalleryPair, build_gallery
 from aegis_eval.report.results import METRICS, load_results
 
-__all__ = ["FORMATS", "METRICS", "GalleryFiles", "GalleryPair", "ReportFiles", "build_gallery", "build_report",
-           "load_results", "parse_formats", "validate_result"]
+__all__ = [
+    "FORMATS",
+    "METRICS",
+    "GalleryFiles",
+    "GalleryPair",
+    "ReportFiles",
+    "build_gallery",
+    "build_report",
+    "load_results",
+    "parse_formats",
+    "validate_result",
+]

@@ -8,27 +8,40 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from aegis_data.engine.config import SUITE_NAMES, SuiteConfig, load_config
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import write_bytes_atomic
 from aegis_eval.protocols.provenance import check_one_suite
 from aegis_eval.protocols.score_doc import validate_result
-from aegis_eval.report.latex import (LatexFigure, label_key, latex_document, latex_grid, latex_grid_file,
-                                     latex_table, table_label)
-from aegis_eval.report.render import (HTML_FIGURES, TITLE, FigureRef, html_report, markdown_report, named_tables,
-                                      with_sample_note)
+from aegis_eval.report.latex import (
+    LatexFigure,
+    label_key,
+    latex_document,
+    latex_grid,
+    latex_grid_file,
+    latex_table,
+    table_label,
+)
+from aegis_eval.report.render import (
+    HTML_FIGURES,
+    TITLE,
+    FigureRef,
+    html_report,
+    markdown_report,
+    named_tables,
+    with_sample_note,
+)
 from aegis_eval.report.results import (
     SOURCE_KEY,
     DatasetGroup,
     check_metric,
     group_by_dataset,
 )
-from aegis_eval.report.tables import (Table, grid_table, missing_note, provenance_table, sample_note,
-                                      threshold_table)
+from aegis_eval.report.tables import Table, grid_table, missing_note, provenance_table, sample_note, threshold_table
 
 FORMATS = ("md", "html", "latex")
 FIGURES_DIR = "figures"
@@ -69,7 +82,9 @@ def parse_formats(spec: str | Iterable[str]) -> tuple[str, ...]:
         if f == "markdown":
             f = "md"
         if f not in FORMATS:
-            raise AegisError(f"unknown report format {item!r}; expected a comma-separated subset of {', '.join(FORMATS)}")
+            raise AegisError(
+                f"unknown report format {item!r}; expected a comma-separated subset of {', '.join(FORMATS)}"
+            )
         if f not in out:
             out.append(f)
     if not out:
@@ -83,7 +98,7 @@ _SLUG_MAX = 64  # figure names hold the slug plus a suffix; file systems allow 2
 def _slug(name: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "dataset"
     if len(slug) > _SLUG_MAX:  # a long dataset name: a prefix plus a hash of the whole name keeps it unique
-        slug = f"{slug[:_SLUG_MAX - 13].rstrip('-.')}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+        slug = f"{slug[: _SLUG_MAX - 13].rstrip('-.')}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
     return slug
 
 
@@ -94,20 +109,31 @@ def render_figures(groups: Sequence[DatasetGroup], slugs: Sequence[str], metric:
 
     require("matplotlib", "`aegis report`")  # the optional "report" extra
     from aegis_eval.report import figures as F
+
     refs: list[FigureRef] = []
     for g, slug in zip(groups, slugs):
         rel = f"{FIGURES_DIR}/{slug}"
-        plans = [("heatmap", f"Relative drop of {metric} per condition and model", f"heatmap_{metric}",
-                  F.heatmap(g, metric)),
-                 ("curves", f"{metric} vs severity per corruption", f"curves_{metric}", F.severity_curves(g, metric)),
-                 ("families", f"Mean relative drop of {metric} per family", f"families_{metric}",
-                  F.family_bars(g, metric))]
+        plans = [
+            (
+                "heatmap",
+                f"Relative drop of {metric} per condition and model",
+                f"heatmap_{metric}",
+                F.heatmap(g, metric),
+            ),
+            ("curves", f"{metric} vs severity per corruption", f"curves_{metric}", F.severity_curves(g, metric)),
+            ("families", f"Mean relative drop of {metric} per family", f"families_{metric}", F.family_bars(g, metric)),
+        ]
         if F.has_localization(g):
-            plans.append(("localization", "Localization stability vs severity", "localization",
-                          F.localization_plot(g)))
+            plans.append(("localization", "Localization stability vs severity", "localization", F.localization_plot(g)))
         if F.has_false_alarms(g):
-            plans.append(("false_alarms", "Share of images with a false alarm and its exact upper bound",
-                          "false_alarms", F.false_alarm_shares(g)))
+            plans.append(
+                (
+                    "false_alarms",
+                    "Share of images with a false alarm and its exact upper bound",
+                    "false_alarms",
+                    F.false_alarm_shares(g),
+                )
+            )
         for kind, caption, name, plan in plans:
             r = F.render(plan)
             refs.append(FigureRef(g.name, kind, caption, f"{rel}_{name}.png", r.png, r.pdf, r.svg, plan.width))
@@ -133,13 +159,19 @@ def grid_metrics(metric: str) -> tuple[str, ...]:
 def _grid_tables(g: DatasetGroup, metric: str, named: Sequence[tuple[str, Table]]) -> dict[str, Table]:
     """{grid metric: grid table with its sample note}; the report metric's is the one the other formats show."""
     shown = dict(named)
-    return {m: shown.get(f"grid_{m}") or with_sample_note(grid_table(g, m), sample_note(g))
-            for m in grid_metrics(metric)}
+    return {
+        m: shown.get(f"grid_{m}") or with_sample_note(grid_table(g, m), sample_note(g)) for m in grid_metrics(metric)
+    }
 
 
-def _latex_files(groups: Sequence[DatasetGroup], slugs: Sequence[str], metric: str,
-                 tables: Mapping[str, list[tuple[str, Table]]], common: Sequence[tuple[str, Table]],
-                 refs: Sequence[FigureRef]) -> dict[str, str]:
+def _latex_files(
+    groups: Sequence[DatasetGroup],
+    slugs: Sequence[str],
+    metric: str,
+    tables: Mapping[str, list[tuple[str, Table]]],
+    common: Sequence[tuple[str, Table]],
+    refs: Sequence[FigureRef],
+) -> dict[str, str]:
     """{relative path: text} of report_table.tex, every LaTeX table file and report.tex."""
     files: dict[str, str] = {}
     sections, main_grids = [], []
@@ -157,8 +189,11 @@ def _latex_files(groups: Sequence[DatasetGroup], slugs: Sequence[str], metric: s
             names.append(rel)
             if m == metric:
                 main_grids.append(files[rel])
-        figures = [LatexFigure(r.relpath.rsplit(".", 1)[0] + ".pdf", f"{g.name}: {r.caption}")
-                   for r in refs if r.dataset == g.name and r.pdf]
+        figures = [
+            LatexFigure(r.relpath.rsplit(".", 1)[0] + ".pdf", f"{g.name}: {r.caption}")
+            for r in refs
+            if r.dataset == g.name and r.pdf
+        ]
         sections.append((g.name, figures, names))
     files[REPORT_TEX] = latex_grid_file(main_grids)
     common_files = []
@@ -167,14 +202,23 @@ def _latex_files(groups: Sequence[DatasetGroup], slugs: Sequence[str], metric: s
         files[rel] = latex_table(t, f"tab:aegis-{label_key(name)}")
         common_files.append(rel)
     sections.append(("Thresholds and provenance", [], common_files))
-    files[REPORT_DOC] = latex_document(TITLE, sections, [f"Metric: {metric} at each model's frozen confidence "
-                                                         "threshold (IoU 0.5, one-to-one matching)."])
+    files[REPORT_DOC] = latex_document(
+        TITLE,
+        sections,
+        [f"Metric: {metric} at each model's frozen confidence threshold (IoU 0.5, one-to-one matching)."],
+    )
     return files
 
 
-def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Iterable[str] = FORMATS,
-                 metric: str = "recall", config: SuiteConfig | None = None, html_figures: str = "png",
-                 allow_mixed_suites: bool = False) -> ReportFiles:
+def build_report(
+    results: Sequence[Mapping],
+    out: str | Path,
+    formats: str | Iterable[str] = FORMATS,
+    metric: str = "recall",
+    config: SuiteConfig | None = None,
+    html_figures: str = "png",
+    allow_mixed_suites: bool = False,
+) -> ReportFiles:
     """Write the report for validated score results (see ``load_results``) into ``out``.
 
     Results are grouped by ``dataset`` (null -> "unknown"), models by ``label``. Figures go to
@@ -194,8 +238,9 @@ def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Ite
     if not results:
         raise AegisError("no score results given (expected one or more score documents, as `aegis score` writes them)")
     for i, r in enumerate(results):
-        validate_result(r, str(r.get(SOURCE_KEY) or f"results[{i}]") if isinstance(r, Mapping) else f"results[{i}]",
-                        config=config)
+        validate_result(
+            r, str(r.get(SOURCE_KEY) or f"results[{i}]") if isinstance(r, Mapping) else f"results[{i}]", config=config
+        )
     suite = check_one_suite(results, [str(r.get(SOURCE_KEY) or r.get("label")) for r in results], allow_mixed_suites)
     if config is None and suite in SUITE_NAMES:
         config = load_config(suite)
@@ -234,6 +279,9 @@ def build_report(results: Sequence[Mapping], out: str | Path, formats: str | Ite
                 tex_tables.append(out / rel)
     notes = [f"{g.name}: {n}" for g in groups for n in missing_note(g)]
     kinds = {(r.dataset, r.kind) for r in refs}
-    notes += [f"{g.name}: no localization data in any result; the stability plot is skipped"
-              for g in groups if (g.name, "localization") not in kinds]
+    notes += [
+        f"{g.name}: no localization data in any result; the stability plot is skipped"
+        for g in groups
+        if (g.name, "localization") not in kinds
+    ]
     return ReportFiles(out, tuple(pngs), md, html, tex, tuple(notes), tuple(vectors), tuple(tex_tables), doc)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import matplotlib
 import numpy as np
@@ -56,8 +56,10 @@ _PANEL_W, _PANEL_H, _SM_EXTRA_W, _SM_EXTRA_H = 300, 210, 60, 100
 
 def heatmap_size(n_models: int, n_corruptions: int, n_severities: int = 3) -> tuple[int, int]:
     """(width, height) in layout pixels of the heatmap (the PNG is twice as large)."""
-    return (_HM_LEFT + _HM_CELL_W * n_severities * n_models + _HM_RIGHT,
-            _HM_TOP + _HM_CELL_H * n_corruptions + _HM_BOTTOM)
+    return (
+        _HM_LEFT + _HM_CELL_W * n_severities * n_models + _HM_RIGHT,
+        _HM_TOP + _HM_CELL_H * n_corruptions + _HM_BOTTOM,
+    )
 
 
 def small_multiples_size(n_corruptions: int) -> tuple[int, int]:
@@ -69,8 +71,10 @@ def small_multiples_size(n_corruptions: int) -> tuple[int, int]:
 # Points per layout pixel: offsets are given in points so that they scale with the output DPI.
 _PT = 72.0 / palette.DPI
 # No creator, producer or date: vector files depend on their input only.
-_VECTOR_METADATA = {"pdf": {"Creator": None, "Producer": None, "CreationDate": None},
-                    "svg": {"Creator": None, "Date": None}}
+_VECTOR_METADATA = {
+    "pdf": {"Creator": None, "Producer": None, "CreationDate": None},
+    "svg": {"Creator": None, "Date": None},
+}
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,7 @@ def _drop_phrase(metric: str) -> str:
 
 # --- heatmap -----------------------------------------------------------------------------------------------
 
+
 def heatmap(group: DatasetGroup, metric: str) -> FigurePlan:
     """Rows = corruptions grouped by family, columns = models x severities, cell = degradation (%).
 
@@ -169,8 +174,15 @@ def heatmap(group: DatasetGroup, metric: str) -> FigurePlan:
         cbar = fig.colorbar(im, cax=cax, format=FuncFormatter(_percent))
         cbar.outline.set_linewidth(0.5)
         cbar.set_label("%", rotation=0, labelpad=8)
-        fig.text(8 / width, 1 - 8 / height, f"{group.name}: {_drop_phrase(metric)}", ha="left", va="top",
-                 fontsize=10, fontweight="bold")
+        fig.text(
+            8 / width,
+            1 - 8 / height,
+            f"{group.name}: {_drop_phrase(metric)}",
+            ha="left",
+            va="top",
+            fontsize=10,
+            fontweight="bold",
+        )
         notes = _heatmap_notes(state, metric)
         if notes:
             fig.text(8 / width, 8 / height, "; ".join(notes), ha="left", va="bottom", fontsize=7.5, color="#333333")
@@ -204,16 +216,26 @@ def _heatmap_cell_marks(ax, values: np.ndarray, state: np.ndarray, cmap, norm) -
     """Hatch missing cells, "n/a" undefined ones, and print each value in a colour readable on its cell."""
     for (i, col), st in np.ndenumerate(state):
         if st == 1:
-            ax.add_patch(Rectangle((col - 0.5, i - 0.5), 1, 1, fill=False, hatch=palette.MISSING_HATCH,
-                                   edgecolor=palette.MISSING_EDGE, linewidth=0))
+            ax.add_patch(
+                Rectangle(
+                    (col - 0.5, i - 0.5),
+                    1,
+                    1,
+                    fill=False,
+                    hatch=palette.MISSING_HATCH,
+                    edgecolor=palette.MISSING_EDGE,
+                    linewidth=0,
+                )
+            )
         elif st == 2:
             ax.text(col, i, "n/a", ha="center", va="center", fontsize=7, color="#555555")
         else:
             v = values[i, col]
             r, g, b, _ = cmap(norm(v))
             dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
-            ax.text(col, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=7.5,
-                    color="white" if dark else "black")
+            ax.text(
+                col, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=7.5, color="white" if dark else "black"
+            )
 
 
 def _heatmap_family_labels(ax, group: DatasetGroup) -> None:
@@ -223,14 +245,28 @@ def _heatmap_family_labels(ax, group: DatasetGroup) -> None:
     for fam in group.family_order:
         members = group.family_members(fam)
         centre = start + (len(members) - 1) / 2
-        ax.annotate(fam, xy=(0, centre), xycoords=("axes fraction", "data"), xytext=(-150 * _PT, 0),
-                    textcoords="offset points", ha="left", va="center", fontsize=8.5, fontweight="bold")
+        ax.annotate(
+            fam,
+            xy=(0, centre),
+            xycoords=("axes fraction", "data"),
+            xytext=(-150 * _PT, 0),
+            textcoords="offset points",
+            ha="left",
+            va="center",
+            fontsize=8.5,
+            fontweight="bold",
+        )
         start += len(members)
         if start < n_r:
             ax.axhline(start - 0.5, color="white", linewidth=3)
-            ax.annotate("", xy=(0, start - 0.5), xycoords=("axes fraction", "data"), xytext=(-205 * _PT, 0),
-                        textcoords="offset points",
-                        arrowprops={"arrowstyle": "-", "color": "#bbbbbb", "linewidth": 0.8})
+            ax.annotate(
+                "",
+                xy=(0, start - 0.5),
+                xycoords=("axes fraction", "data"),
+                xytext=(-205 * _PT, 0),
+                textcoords="offset points",
+                arrowprops={"arrowstyle": "-", "color": "#bbbbbb", "linewidth": 0.8},
+            )
 
 
 def _heatmap_ticks(ax, group: DatasetGroup) -> None:
@@ -244,9 +280,17 @@ def _heatmap_ticks(ax, group: DatasetGroup) -> None:
     for spine in ax.spines.values():
         spine.set_visible(False)
     for j, run in enumerate(runs):
-        ax.annotate(_short(run.label, 7 * n_s), xy=(j * n_s + (n_s - 1) / 2, 1), xycoords=("data", "axes fraction"),
-                    xytext=(0, 20 * _PT), textcoords="offset points", ha="center", va="bottom", fontsize=8.5,
-                    fontweight="bold")
+        ax.annotate(
+            _short(run.label, 7 * n_s),
+            xy=(j * n_s + (n_s - 1) / 2, 1),
+            xycoords=("data", "axes fraction"),
+            xytext=(0, 20 * _PT),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=8.5,
+            fontweight="bold",
+        )
 
 
 def _heatmap_notes(state: np.ndarray, metric: str) -> list[str]:
@@ -262,12 +306,23 @@ def _heatmap_notes(state: np.ndarray, metric: str) -> list[str]:
 
 # --- severity curves and localization: one panel per corruption -----------------------------------------
 
+
 def _legend_handles(group: DatasetGroup) -> list[Line2D]:
     handles = []
     for j, run in enumerate(group.runs):
         st = palette.model_style(j)
-        handles.append(Line2D([], [], color=st.colour, marker=st.marker, linestyle=st.dash, linewidth=1.6,
-                              markersize=5, label=_short(run.label, 40)))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color=st.colour,
+                marker=st.marker,
+                linestyle=st.dash,
+                linewidth=1.6,
+                markersize=5,
+                label=_short(run.label, 40),
+            )
+        )
     return handles
 
 
@@ -281,8 +336,9 @@ def _margins(fig: Figure, left: int, right: int, top: int, bottom: int, **spacin
 def _suptitle_and_legend(fig: Figure, title: str, handles: list) -> None:
     w, h = fig.get_size_inches() * palette.DPI
     fig.suptitle(title, fontsize=10.5, fontweight="bold", y=1 - 8 / h, va="top")
-    fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 4 / h), ncols=min(len(handles), 6),
-               frameon=False)
+    fig.legend(
+        handles=handles, loc="lower center", bbox_to_anchor=(0.5, 4 / h), ncols=min(len(handles), 6), frameon=False
+    )
 
 
 def _panels(fig: Figure, n: int):
@@ -327,10 +383,16 @@ def severity_curves(group: DatasetGroup, metric: str) -> FigurePlan:
                 ys, lo, hi = series[c, j]
                 band = np.isfinite(lo) & np.isfinite(hi)
                 if band.any():
-                    ax.fill_between(sevs, np.where(band, lo, 0), np.where(band, hi, 0), where=band,
-                                    color=st.colour, alpha=0.16, linewidth=0)
-                ax.plot(sevs, ys, color=st.colour, marker=st.marker, linestyle=st.dash, linewidth=1.6,
-                        markersize=5)
+                    ax.fill_between(
+                        sevs,
+                        np.where(band, lo, 0),
+                        np.where(band, hi, 0),
+                        where=band,
+                        color=st.colour,
+                        alpha=0.16,
+                        linewidth=0,
+                    )
+                ax.plot(sevs, ys, color=st.colour, marker=st.marker, linestyle=st.dash, linewidth=1.6, markersize=5)
             if all(not np.isfinite(series[c, j][0][1:]).any() for j in range(len(group.runs))):
                 ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="#777777")
             ax.set_title(f"{c.replace('_', ' ')}  ·  {group.families[c]}")
@@ -383,8 +445,16 @@ def localization_plot(group: DatasetGroup) -> FigurePlan:
                 xs = np.array(sevs, dtype=float) + (j - (n_m - 1) / 2) * 0.07  # side by side, not on top
                 ax.plot(xs, ys, color=st.colour, linestyle=st.dash, linewidth=1.2)
                 ok = np.isfinite(ys)
-                ax.scatter(xs[ok], ys[ok], s=10 + 190 * ns[ok] / n_max, color=st.colour, marker=st.marker,
-                           edgecolors="white", linewidths=0.5, zorder=3)
+                ax.scatter(
+                    xs[ok],
+                    ys[ok],
+                    s=10 + 190 * ns[ok] / n_max,
+                    color=st.colour,
+                    marker=st.marker,
+                    edgecolors="white",
+                    linewidths=0.5,
+                    zorder=3,
+                )
             if all(not np.isfinite(points[c, j][0][1:]).any() for j in range(n_m)):
                 ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="#777777")
             ax.set_title(f"{c.replace('_', ' ')}  ·  {group.families[c]}")
@@ -396,8 +466,11 @@ def localization_plot(group: DatasetGroup) -> FigurePlan:
                 ax.set_ylabel("IoU, clean vs corrupted box")
             if idx >= len(axes) - _PANEL_COLS:
                 ax.set_xlabel("severity")
-        _suptitle_and_legend(fig, f"{group.name}: localization stability (point area ∝ GT matched in both, "
-                                  f"max {n_max})", _legend_handles(group))
+        _suptitle_and_legend(
+            fig,
+            f"{group.name}: localization stability (point area ∝ GT matched in both, max {n_max})",
+            _legend_handles(group),
+        )
 
     return FigurePlan(width, height, draw)
 
@@ -450,16 +523,35 @@ def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
             st = palette.model_style(j)
             pos = x + (j - (n_m - 1) / 2) * bar_w
             heights = np.array([0.0 if v is None else v for v in vals[j]])
-            ax.bar(pos, heights, width=bar_w * 0.92, color=st.colour, hatch=st.hatch, edgecolor="black",
-                   linewidth=0.6, gid="bar")
+            ax.bar(
+                pos,
+                heights,
+                width=bar_w * 0.92,
+                color=st.colour,
+                hatch=st.hatch,
+                edgecolor="black",
+                linewidth=0.6,
+                gid="bar",
+            )
             for p, v, text in zip(pos, vals[j], texts[j]):
                 y = 0.0 if v is None else v
                 up = y >= 0
-                ax.annotate(text, xy=(p, y), xytext=(0, 3 if up else -3), textcoords="offset points",
-                            ha="center", va="bottom" if up else "top", fontsize=_BAR_LABEL_PT,
-                            rotation=90 if vertical else 0, gid="bar-label")
-            handles.append(Patch(facecolor=st.colour, hatch=st.hatch, edgecolor="black", linewidth=0.6,
-                                 label=_short(run.label, 40)))
+                ax.annotate(
+                    text,
+                    xy=(p, y),
+                    xytext=(0, 3 if up else -3),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom" if up else "top",
+                    fontsize=_BAR_LABEL_PT,
+                    rotation=90 if vertical else 0,
+                    gid="bar-label",
+                )
+            handles.append(
+                Patch(
+                    facecolor=st.colour, hatch=st.hatch, edgecolor="black", linewidth=0.6, label=_short(run.label, 40)
+                )
+            )
         ax.axhline(0, color="black", linewidth=0.8)
         counts = [len(group.family_members(f)) for f in fams]
         ax.set_xticks(x, [f"{f}\n({n} corruption{'s' if n != 1 else ''})" for f, n in zip(fams, counts)])
@@ -469,15 +561,22 @@ def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
         ax.set_ylim(lo - pad if lo < 0 else 0, hi + pad)
         ax.grid(axis="y")
         ax.set_axisbelow(True)
-        fig.suptitle(f"{group.name}: mean {_drop_phrase(metric)} per family", fontsize=10.5, fontweight="bold",
-                     y=1 - 6 / height, va="top")
-        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 28 / height), ncols=min(n_m, 4),
-                   frameon=False)
+        fig.suptitle(
+            f"{group.name}: mean {_drop_phrase(metric)} per family",
+            fontsize=10.5,
+            fontweight="bold",
+            y=1 - 6 / height,
+            va="top",
+        )
+        fig.legend(
+            handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 28 / height), ncols=min(n_m, 4), frameon=False
+        )
 
     return FigurePlan(width, height, draw)
 
 
 # --- false alarms ---------------------------------------------------------------------------------------------
+
 
 def false_alarm_size(n_conditions: int) -> tuple[int, int]:
     """(width, height) in layout pixels of the false-alarm share figure (the PNG is twice as large)."""
@@ -491,18 +590,31 @@ def has_false_alarms(group: DatasetGroup) -> bool:
 def false_alarm_shares(group: DatasetGroup) -> FigurePlan:
     """Per condition and model: the share of images with at least one false alarm (marker) and its exact
     one-sided upper bound (the top of the bar from the marker), conditions along x in report order."""
-    conds = [c for c in group.present_conditions
-             if any(false_alarm_record(r.result, c) is not None for r in group.runs)]
+    conds = [
+        c for c in group.present_conditions if any(false_alarm_record(r.result, c) is not None for r in group.runs)
+    ]
     n_m = len(group.runs)
     width, height = false_alarm_size(len(conds))
     conf = next((false_alarm_confidence(r.result) for r in group.runs if false_alarm_confidence(r.result)), None)
     points = []
     for run in group.runs:
         recs = [false_alarm_record(run.result, c) for c in conds]
-        share = np.array([np.nan if r is None or r.get("false_alarm_image_share") is None
-                          else r["false_alarm_image_share"] for r in recs], dtype=float)
-        upper = np.array([np.nan if r is None or r.get("false_alarm_image_share_upper") is None
-                          else r["false_alarm_image_share_upper"] for r in recs], dtype=float)
+        share = np.array(
+            [
+                np.nan if r is None or r.get("false_alarm_image_share") is None else r["false_alarm_image_share"]
+                for r in recs
+            ],
+            dtype=float,
+        )
+        upper = np.array(
+            [
+                np.nan
+                if r is None or r.get("false_alarm_image_share_upper") is None
+                else r["false_alarm_image_share_upper"]
+                for r in recs
+            ],
+            dtype=float,
+        )
         points.append((share, upper))
     step = 0.7 / max(n_m, 1)
 
@@ -516,8 +628,9 @@ def false_alarm_shares(group: DatasetGroup) -> FigurePlan:
             ok = np.isfinite(share) & np.isfinite(upper)
             ax.vlines(xs[ok], share[ok], upper[ok], color=st.colour, linewidth=1.4)
             ax.scatter(xs[ok], upper[ok], marker="_", s=60, color=st.colour, linewidths=1.4)
-            ax.scatter(xs[ok], share[ok], marker=st.marker, s=22, color=st.colour, edgecolors="white",
-                       linewidths=0.5, zorder=3)
+            ax.scatter(
+                xs[ok], share[ok], marker=st.marker, s=22, color=st.colour, edgecolors="white", linewidths=0.5, zorder=3
+            )
         ax.set_xticks(x, [c.replace("_", " ") for c in conds], rotation=60, ha="right", rotation_mode="anchor")
         ax.set_xlim(-0.6, len(conds) - 0.4)
         ax.set_ylim(0, 1.02)
@@ -526,7 +639,11 @@ def false_alarm_shares(group: DatasetGroup) -> FigurePlan:
         ax.grid(axis="y")
         ax.set_axisbelow(True)
         bound = f"{100 * conf:.0f}% " if conf else ""
-        _suptitle_and_legend(fig, f"{group.name}: share of images with a false alarm (marker) and its exact "
-                                  f"{bound}upper bound (Clopper–Pearson, line top)", _legend_handles(group))
+        _suptitle_and_legend(
+            fig,
+            f"{group.name}: share of images with a false alarm (marker) and its exact "
+            f"{bound}upper bound (Clopper–Pearson, line top)",
+            _legend_handles(group),
+        )
 
     return FigurePlan(width, height, draw)

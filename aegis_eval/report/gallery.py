@@ -11,9 +11,9 @@ positive drop qualify; order is drop descending, then more GT lost, then conditi
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 from urllib.parse import quote
 
 import cv2
@@ -31,14 +31,16 @@ from aegis_eval.report.text import html_text, md_text
 
 DEFAULT_N = 8
 DEFAULT_MAX_WIDTH = 1600  # of the whole side-by-side picture; 4000x3000 frames become 796x597 panels
-MIN_PANEL_WIDTH = 320     # small frames are enlarged (nearest neighbour) so the header text fits
-GAP = 8                   # white gutter between the two panels, pixels
-HEADER = 46               # header strip height, pixels
+MIN_PANEL_WIDTH = 320  # small frames are enlarged (nearest neighbour) so the header text fits
+GAP = 8  # white gutter between the two panels, pixels
+HEADER = 46  # header strip height, pixels
 _FONT = cv2.FONT_HERSHEY_SIMPLEX
 _FONT_BOLD = cv2.FONT_HERSHEY_DUPLEX  # double-stroke: reads as bold without thick, blobby strokes
 _DASH, _DASH_GAP = 8, 7
-LEGEND = ("Pairs ranked by per-image recall drop vs clean. Boxes: thin bluish green = GT found, thick dashed "
-          "bluish green = GT missed (drawn just outside small boxes), vermillion = prediction at or above the threshold.")
+LEGEND = (
+    "Pairs ranked by per-image recall drop vs clean. Boxes: thin bluish green = GT found, thick dashed "
+    "bluish green = GT missed (drawn just outside small boxes), vermillion = prediction at or above the threshold."
+)
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,9 @@ class GalleryFiles:
     notes: tuple[str, ...]
 
 
-def rank_pairs(clean: PerImageCounts, conditions: Mapping[str, PerImageCounts], gt: GroundTruth,
-               n: int = DEFAULT_N) -> list[GalleryPair]:
+def rank_pairs(
+    clean: PerImageCounts, conditions: Mapping[str, PerImageCounts], gt: GroundTruth, n: int = DEFAULT_N
+) -> list[GalleryPair]:
     """The ``n`` pairs with the largest per-image recall drop (see the module docstring for the order).
 
     ``conditions`` maps condition id -> per-image counts at the frozen threshold, in the order that breaks ties.
@@ -99,12 +102,23 @@ def rank_pairs(clean: PerImageCounts, conditions: Mapping[str, PerImageCounts], 
     candidates.sort()
     pairs = []
     for rank, (_d, _l, _c, row, cond) in enumerate(candidates[:n], start=1):
-        pairs.append(GalleryPair(rank, row, int(gt.image_ids[row]), gt.file_names[row], cond, int(n_gt[row]),
-                                 int(clean.tp[row]), int(conditions[cond].tp[row])))
+        pairs.append(
+            GalleryPair(
+                rank,
+                row,
+                int(gt.image_ids[row]),
+                gt.file_names[row],
+                cond,
+                int(n_gt[row]),
+                int(clean.tp[row]),
+                int(conditions[cond].tp[row]),
+            )
+        )
     return pairs
 
 
 # --- drawing ------------------------------------------------------------------------------------------------
+
 
 def panel_scale(width: int, max_width: int = DEFAULT_MAX_WIDTH) -> float:
     """Scale of each panel: fit two panels and the gutter in ``max_width``, but never below MIN_PANEL_WIDTH."""
@@ -148,8 +162,9 @@ def _scaled_rects(boxes_xywh: np.ndarray, s: float, w: int, h: int) -> list[tupl
     return out
 
 
-def draw_panel(rgb: np.ndarray, scale: float, gt_boxes: np.ndarray, gt_found: np.ndarray,
-               pred_boxes: np.ndarray) -> np.ndarray:
+def draw_panel(
+    rgb: np.ndarray, scale: float, gt_boxes: np.ndarray, gt_found: np.ndarray, pred_boxes: np.ndarray
+) -> np.ndarray:
     """A resized copy of ``rgb`` with boxes drawn: predictions in vermillion (2 px), then GT in bluish green on
     top (found: solid 1 px; missed: dashed 3 px, so it reads in greyscale too). Boxes are COCO xywh in the
     frame's pixels."""
@@ -171,6 +186,7 @@ def draw_panel(rgb: np.ndarray, scale: float, gt_boxes: np.ndarray, gt_found: np
 
 def _fit(text: str, max_w: int, font: int, scale: float, thickness: int) -> str:
     """``text``, cut and ended with ".." when wider than ``max_w`` pixels (Hershey fonts are ASCII-only)."""
+
     def width(t: str) -> int:
         return cv2.getTextSize(t, font, scale, thickness)[0][0]
 
@@ -186,25 +202,36 @@ def _put(img: np.ndarray, text: str, x: int, y: int, max_w: int, bold: bool = Fa
     cv2.putText(img, _fit(text, max_w, font, scale, 1), (x, y), font, scale, (20, 20, 20), 1, cv2.LINE_AA)
 
 
-def compose_pair(clean_panel: np.ndarray, cond_panel: np.ndarray, header_left: Sequence[str],
-                 header_right: Sequence[str]) -> np.ndarray:
+def compose_pair(
+    clean_panel: np.ndarray, cond_panel: np.ndarray, header_left: Sequence[str], header_right: Sequence[str]
+) -> np.ndarray:
     """Two equal-size panels side by side under a white header with two text lines per panel."""
     if clean_panel.shape != cond_panel.shape:
-        raise AegisError(f"clean and corrupted frames differ in size: {clean_panel.shape[:2]} vs {cond_panel.shape[:2]}")
+        raise AegisError(
+            f"clean and corrupted frames differ in size: {clean_panel.shape[:2]} vs {cond_panel.shape[:2]}"
+        )
     ph, pw = clean_panel.shape[:2]
     canvas = np.full((HEADER + ph, 2 * pw + GAP, 3), 255, dtype=np.uint8)
     canvas[HEADER:, :pw] = clean_panel
-    canvas[HEADER:, pw + GAP:] = cond_panel
+    canvas[HEADER:, pw + GAP :] = cond_panel
     for x0, lines in ((0, header_left), (pw + GAP, header_right)):
         for k, line in enumerate(lines[:2]):
             _put(canvas, line, x0 + 6, 18 + 20 * k, pw - 12, bold=(k == 0))
     return canvas
 
 
-def render_pair(split_dir: Path, split: str, gt: GroundTruth, pair: GalleryPair, clean: ThresholdMatch,
-                cond: ThresholdMatch, clean_dets: Detections, cond_dets: Detections,
-                max_width: int = DEFAULT_MAX_WIDTH,
-                clean_panels: dict[int, tuple[tuple[int, ...], np.ndarray]] | None = None) -> np.ndarray:
+def render_pair(
+    split_dir: Path,
+    split: str,
+    gt: GroundTruth,
+    pair: GalleryPair,
+    clean: ThresholdMatch,
+    cond: ThresholdMatch,
+    clean_dets: Detections,
+    cond_dets: Detections,
+    max_width: int = DEFAULT_MAX_WIDTH,
+    clean_panels: dict[int, tuple[tuple[int, ...], np.ndarray]] | None = None,
+) -> np.ndarray:
     """Read both frames of a pair from the split and draw them (see ``draw_panel`` / ``compose_pair``).
 
     clean_panels: optional cache, GT row -> (clean frame shape, drawn clean panel), shared across the pairs of
@@ -215,8 +242,10 @@ def render_pair(split_dir: Path, split: str, gt: GroundTruth, pair: GalleryPair,
     clean_shape = clean_rgb.shape if cached is None else cached[0]
     cond_rgb = read_rgb(condition_dir(split_dir, split, pair.condition) / pair.file_name)
     if clean_shape != cond_rgb.shape:
-        raise AegisError(f"{pair.file_name}: clean frame is {clean_shape[1]}x{clean_shape[0]}, "
-                         f"{pair.condition} frame is {cond_rgb.shape[1]}x{cond_rgb.shape[0]}; the split is inconsistent")
+        raise AegisError(
+            f"{pair.file_name}: clean frame is {clean_shape[1]}x{clean_shape[0]}, "
+            f"{pair.condition} frame is {cond_rgb.shape[1]}x{cond_rgb.shape[0]}; the split is inconsistent"
+        )
     s = panel_scale(clean_shape[1], max_width)
     gt_sel = gt.box_image == pair.row
     gt_boxes = gt.boxes[gt_sel]
@@ -235,20 +264,28 @@ def render_pair(split_dir: Path, split: str, gt: GroundTruth, pair: GalleryPair,
     cond_panel = panel(cond_rgb, cond, cond_dets)
     n_pred_clean = int(((clean_dets.det_image == pair.row) & clean.kept).sum())
     n_pred_cond = int(((cond_dets.det_image == pair.row) & cond.kept).sum())
-    left = [f"#{pair.rank} clean  recall {pair.found_clean}/{pair.n_gt} = {pair.recall_clean:.2f}",
-            f"{pair.file_name}   predictions: {n_pred_clean}"]
-    right = [f"{pair.condition}  recall {pair.found_condition}/{pair.n_gt} = {pair.recall_condition:.2f}",
-             f"recall drop {pair.drop:.2f}   predictions: {n_pred_cond}"]
+    left = [
+        f"#{pair.rank} clean  recall {pair.found_clean}/{pair.n_gt} = {pair.recall_clean:.2f}",
+        f"{pair.file_name}   predictions: {n_pred_clean}",
+    ]
+    right = [
+        f"{pair.condition}  recall {pair.found_condition}/{pair.n_gt} = {pair.recall_condition:.2f}",
+        f"recall drop {pair.drop:.2f}   predictions: {n_pred_cond}",
+    ]
     return compose_pair(clean_panel, cond_panel, left, right)
 
 
 # --- orchestration ------------------------------------------------------------------------------------------
 
+
 def resolve_threshold(threshold: float | None, threshold_file: str | Path | None) -> tuple[float, str]:
     """(value, description) from exactly one of ``threshold`` / ``threshold_file``."""
     if (threshold is None) == (threshold_file is None):
-        raise AegisError("give exactly one of `threshold` X or `threshold_file` F (the frozen operating point), "
-                         f"got {'both' if threshold is not None else 'neither'}", param="threshold")
+        raise AegisError(
+            "give exactly one of `threshold` X or `threshold_file` F (the frozen operating point), "
+            f"got {'both' if threshold is not None else 'neither'}",
+            param="threshold",
+        )
     if threshold_file is not None:
         from aegis_eval.protocols.threshold import read_threshold_file
 
@@ -259,8 +296,9 @@ def resolve_threshold(threshold: float | None, threshold_file: str | Path | None
     return float(threshold), f"{threshold:g} (given)"
 
 
-def select_conditions(available: Sequence[str], requested: str | Sequence[str] = "all",
-                      config: SuiteConfig | None = None) -> list[str]:
+def select_conditions(
+    available: Sequence[str], requested: str | Sequence[str] = "all", config: SuiteConfig | None = None
+) -> list[str]:
     """Corrupted conditions to rank, in canonical order (which also breaks ranking ties).
 
     available: condition ids with a predictions file; requested: ``"all"``, a comma-separated string or a list;
@@ -276,44 +314,64 @@ def select_conditions(available: Sequence[str], requested: str | Sequence[str] =
     for r in requested:
         parse_condition(r)
         if r == "clean":
-            raise AegisError("`conditions` lists the corrupted conditions to compare with clean; 'clean' is implicit",
-                             param="conditions")
+            raise AegisError(
+                "`conditions` lists the corrupted conditions to compare with clean; 'clean' is implicit",
+                param="conditions",
+            )
         if r not in avail:
             raise AegisError(f"no predictions for condition {r!r}; available: {', '.join(avail) or 'none'}")
     chosen = [c for c in avail if c in set(requested)]
     if not chosen:
-        raise AegisError("no corrupted-condition predictions to compare with clean "
-                         "(expected <corruption>_s<k>.json beside clean.json)")
+        raise AegisError(
+            "no corrupted-condition predictions to compare with clean "
+            "(expected <corruption>_s<k>.json beside clean.json)"
+        )
     return chosen
 
 
-def _index_md(files: Sequence[tuple[GalleryPair, str]], threshold_text: str, split_dir: Path, notes: Sequence[str]) -> str:
+def _index_md(
+    files: Sequence[tuple[GalleryPair, str]], threshold_text: str, split_dir: Path, notes: Sequence[str]
+) -> str:
     # File names come from the split's GT file, which anyone can edit: Markdown text, as in report.md.
-    lines = ["# Failure gallery", "",
-             f"Split {md_text(str(split_dir))}; frozen threshold {threshold_text}; one-to-one matching at IoU "
-             f"{DEFAULT_IOU:g}.", LEGEND, ""]
+    lines = [
+        "# Failure gallery",
+        "",
+        f"Split {md_text(str(split_dir))}; frozen threshold {threshold_text}; one-to-one matching at IoU "
+        f"{DEFAULT_IOU:g}.",
+        LEGEND,
+        "",
+    ]
     lines += [f"*{md_text(n)}*  " for n in notes] + ([""] if notes else [])
-    lines += ["| rank | image | condition | GT | recall clean | recall condition | drop | picture |",
-              "| ---: | :--- | :--- | ---: | ---: | ---: | ---: | :--- |"]
+    lines += [
+        "| rank | image | condition | GT | recall clean | recall condition | drop | picture |",
+        "| ---: | :--- | :--- | ---: | ---: | ---: | ---: | :--- |",
+    ]
     for p, rel in files:
-        lines.append(f"| {p.rank} | {md_text(p.file_name)} | {md_text(p.condition)} | {p.n_gt} | "
-                     f"{p.recall_clean:.2f} | {p.recall_condition:.2f} | {p.drop:.2f} | [{md_text(rel)}]({quote(rel)}) |")
+        lines.append(
+            f"| {p.rank} | {md_text(p.file_name)} | {md_text(p.condition)} | {p.n_gt} | "
+            f"{p.recall_clean:.2f} | {p.recall_condition:.2f} | {p.drop:.2f} | [{md_text(rel)}]({quote(rel)}) |"
+        )
     lines.append("")
     # Link targets percent-encoded: a file name's ")" or space would end the target early.
     lines += [f"![#{p.rank} {md_text(p.file_name)} {md_text(p.condition)}]({quote(rel)})\n" for p, rel in files]
     return "\n".join(lines)
 
 
-def _index_html(files: Sequence[tuple[GalleryPair, str]], threshold_text: str, split_dir: Path,
-                notes: Sequence[str]) -> str:
+def _index_html(
+    files: Sequence[tuple[GalleryPair, str]], threshold_text: str, split_dir: Path, notes: Sequence[str]
+) -> str:
     e = html_text  # file names come from the split's GT file: text on one line, as in report.html
     rows = "\n".join(
-        f'<tr><td>{p.rank}</td><td>{e(p.file_name)}</td><td>{e(p.condition)}</td><td>{p.n_gt}</td>'
+        f"<tr><td>{p.rank}</td><td>{e(p.file_name)}</td><td>{e(p.condition)}</td><td>{p.n_gt}</td>"
         f"<td>{p.recall_clean:.2f}</td><td>{p.recall_condition:.2f}</td><td>{p.drop:.2f}</td></tr>"
-        for p, _ in files)
-    figs = "\n".join(f'<figure id="pair-{p.rank}"><img src="{e(rel)}" alt="{e(p.file_name)} {e(p.condition)}">'
-                     f"<figcaption>#{p.rank} {e(p.file_name)} — {e(p.condition)}: recall {p.recall_clean:.2f} → "
-                     f"{p.recall_condition:.2f}</figcaption></figure>" for p, rel in files)
+        for p, _ in files
+    )
+    figs = "\n".join(
+        f'<figure id="pair-{p.rank}"><img src="{e(rel)}" alt="{e(p.file_name)} {e(p.condition)}">'
+        f"<figcaption>#{p.rank} {e(p.file_name)} — {e(p.condition)}: recall {p.recall_clean:.2f} → "
+        f"{p.recall_condition:.2f}</figcaption></figure>"
+        for p, rel in files
+    )
     note_html = "".join(f"<p><em>{e(n)}</em></p>" for n in notes)
     return f"""<!DOCTYPE html>
 <html lang="en">
@@ -338,9 +396,18 @@ th {{ border-bottom: 2px solid #555; }} figure {{ margin: 1.2rem 0; }} img {{ ma
 """
 
 
-def build_gallery(split_dir: str | Path, preds_dir: str | Path, out: str | Path, *, threshold: float | None = None,
-                  threshold_file: str | Path | None = None, conditions: str | Sequence[str] = "all",
-                  n: int = DEFAULT_N, max_width: int = DEFAULT_MAX_WIDTH, split: str = "test") -> GalleryFiles:
+def build_gallery(
+    split_dir: str | Path,
+    preds_dir: str | Path,
+    out: str | Path,
+    *,
+    threshold: float | None = None,
+    threshold_file: str | Path | None = None,
+    conditions: str | Sequence[str] = "all",
+    n: int = DEFAULT_N,
+    max_width: int = DEFAULT_MAX_WIDTH,
+    split: str = "test",
+) -> GalleryFiles:
     """Rank (image, condition) pairs by recall drop and write their pictures plus index.md / index.html.
 
     split_dir: a frozen split (docs/SPLITS.md); preds_dir: ``clean.json`` and ``<condition>.json`` COCO results.
@@ -370,12 +437,23 @@ def build_gallery(split_dir: str | Path, preds_dir: str | Path, out: str | Path,
     clean_panels: dict[int, tuple[tuple[int, ...], np.ndarray]] = {}  # small drawn panels, at most n
     for p in pairs:
         rel = f"pairs/{p.rank:03d}_{p.condition}_{Path(p.file_name).stem}.png"
-        rgb = render_pair(split_dir, split, gt, p, matches["clean"], matches[p.condition], dets["clean"],
-                          dets[p.condition], max_width, clean_panels)
+        rgb = render_pair(
+            split_dir,
+            split,
+            gt,
+            p,
+            matches["clean"],
+            matches[p.condition],
+            dets["clean"],
+            dets[p.condition],
+            max_width,
+            clean_panels,
+        )
         write_png_atomic(out / rel, rgb)
         written.append((p, rel))
     index_md, index_html = out / "index.md", out / "index.html"
     write_bytes_atomic(index_md, _index_md(written, threshold_text, split_dir, notes).encode("utf-8"))
     write_bytes_atomic(index_html, _index_html(written, threshold_text, split_dir, notes).encode("utf-8"))
-    return GalleryFiles(out, value, tuple(pairs), tuple(out / rel for _, rel in written), index_md, index_html,
-                        tuple(notes))
+    return GalleryFiles(
+        out, value, tuple(pairs), tuple(out / rel for _, rel in written), index_md, index_html, tuple(notes)
+    )

@@ -10,19 +10,41 @@ PDF figures; it compiles with pdflatex from texlive-latex-base plus booktabs. Ev
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from aegis_eval.report.tables import Table
 from aegis_eval.report.text import one_line
 
 _LATEX_ESCAPES = {
-    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-    "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
     # Characters the tables and notes use beyond ASCII: pdflatex's default input encoding has no glyph for them.
-    "≤": r"$\leq$", "≥": r"$\geq$", "τ": r"$\tau$", "Δ": r"$\Delta$", "−": r"$-$", "–": "--", "—": "---",
-    "…": r"\dots{}", "×": r"$\times$", "·": r"$\cdot$", "∝": r"$\propto$", "²": r"\textsuperscript{2}",
-    "é": r"\'e", "ö": r"\"o", "ü": r"\"u",
+    "≤": r"$\leq$",
+    "≥": r"$\geq$",
+    "τ": r"$\tau$",
+    "Δ": r"$\Delta$",
+    "−": r"$-$",
+    "–": "--",
+    "—": "---",
+    "…": r"\dots{}",
+    "×": r"$\times$",
+    "·": r"$\cdot$",
+    "∝": r"$\propto$",
+    "²": r"\textsuperscript{2}",
+    "é": r"\'e",
+    "ö": r"\"o",
+    "ü": r"\"u",
 }
 
 
@@ -48,11 +70,18 @@ _FIT_OPEN = r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%"
 
 
 def _float(caption: str, label: str, tabular: list[str], notes: Sequence[str]) -> str:
-    lines = ["\\begin{table}[!htbp]", "\\centering", "\\small", f"\\caption{{{caption}}}", f"\\label{{{label}}}",
-             _FIT_OPEN, *tabular, "}"]
+    lines = [
+        "\\begin{table}[!htbp]",
+        "\\centering",
+        "\\small",
+        f"\\caption{{{caption}}}",
+        f"\\label{{{label}}}",
+        _FIT_OPEN,
+        *tabular,
+        "}",
+    ]
     if notes:
-        lines += ["\\par\\smallskip", "\\parbox{\\linewidth}{\\footnotesize "
-                  + latex_escape(" ".join(notes)) + "}"]
+        lines += ["\\par\\smallskip", "\\parbox{\\linewidth}{\\footnotesize " + latex_escape(" ".join(notes)) + "}"]
     lines.append("\\end{table}")
     return "\n".join(lines) + "\n"
 
@@ -63,8 +92,9 @@ def _body(t: Table) -> list[str]:
     for i, row in enumerate(t.rows):
         if i in t.breaks and i > 0:
             lines.append("\\midrule")
-        cells = [f"\\textbf{{{latex_escape(c)}}}" if (i, j) in t.bold and c else latex_escape(c)
-                 for j, c in enumerate(row)]
+        cells = [
+            f"\\textbf{{{latex_escape(c)}}}" if (i, j) in t.bold and c else latex_escape(c) for j, c in enumerate(row)
+        ]
         lines.append(" & ".join(cells) + " \\\\")
     return lines
 
@@ -72,9 +102,15 @@ def _body(t: Table) -> list[str]:
 def latex_table(t: Table, label: str) -> str:
     """A ``Table`` as one booktabs float: bold cells as ``\\textbf``, family breaks as ``\\midrule``, notes in
     a footnote-size paragraph under the tabular."""
-    tabular = [f"\\begin{{tabular}}{{{''.join(t.align)}}}", "\\toprule",
-               " & ".join(latex_escape(h) for h in t.header) + " \\\\", "\\midrule",
-               *_body(t), "\\bottomrule", "\\end{tabular}"]
+    tabular = [
+        f"\\begin{{tabular}}{{{''.join(t.align)}}}",
+        "\\toprule",
+        " & ".join(latex_escape(h) for h in t.header) + " \\\\",
+        "\\midrule",
+        *_body(t),
+        "\\bottomrule",
+        "\\end{tabular}",
+    ]
     return _float(latex_escape(t.title) + ".", label, tabular, t.notes)
 
 
@@ -89,15 +125,19 @@ def latex_grid(grid: Table, models: Sequence[str], metric: str, label: str) -> s
         " ".join(f"\\cmidrule(lr){{{4 + 2 * j}-{5 + 2 * j}}}" for j in range(n_m)),
         "Family & Corruption & Sev." + f" & {latex_escape(metric)} & $\\Delta$\\%" * n_m + " \\\\",
         "\\midrule",
-        *_body(grid), "\\bottomrule", "\\end{tabular}",
+        *_body(grid),
+        "\\bottomrule",
+        "\\end{tabular}",
     ]
     return _float(latex_escape(f"{grid.title} and relative drop vs clean (%)."), label, tabular, grid.notes)
 
 
 def latex_grid_file(grids: Sequence[str]) -> str:
     """report_table.tex: the per-condition grid of the report metric for every dataset (``latex_grid``'s floats)."""
-    head = ("% AegisBench main grid, written by `aegis report`. Requires \\usepackage{booktabs} and "
-            "\\usepackage{graphicx}.\n% Empty cells: condition missing from that run; n/a: undefined value.\n")
+    head = (
+        "% AegisBench main grid, written by `aegis report`. Requires \\usepackage{booktabs} and "
+        "\\usepackage{graphicx}.\n% Empty cells: condition missing from that run; n/a: undefined value.\n"
+    )
     return head + "\n".join(grids)
 
 
@@ -112,8 +152,9 @@ class LatexFigure:
     caption: str
 
 
-def latex_document(title: str, sections: Sequence[tuple[str, Sequence[LatexFigure], Sequence[str]]],
-                   preamble_notes: Sequence[str]) -> str:
+def latex_document(
+    title: str, sections: Sequence[tuple[str, Sequence[LatexFigure], Sequence[str]]], preamble_notes: Sequence[str]
+) -> str:
     """A standalone article: per dataset a section with its figures and the ``\\input`` of each table file.
 
     sections: (dataset name, figures, table files relative to the report folder)."""
@@ -135,9 +176,13 @@ def latex_document(title: str, sections: Sequence[tuple[str, Sequence[LatexFigur
     for name, figures, tables in sections:
         lines.append(f"\\section{{{latex_escape(name)}}}")
         for f in figures:
-            lines += ["\\begin{figure}[!htbp]", "\\centering",
-                      f"\\includegraphics[width=\\linewidth]{{{f.pdf}}}",
-                      f"\\caption{{{latex_escape(f.caption)}}}", "\\end{figure}"]
+            lines += [
+                "\\begin{figure}[!htbp]",
+                "\\centering",
+                f"\\includegraphics[width=\\linewidth]{{{f.pdf}}}",
+                f"\\caption{{{latex_escape(f.caption)}}}",
+                "\\end{figure}",
+            ]
         lines.append("\\clearpage")
         for k, t in enumerate(tables):  # a page break every few floats keeps LaTeX's float queue short
             lines.append(f"\\input{{{t}}}" + ("\n\\clearpage" if k % _FLOATS_PER_PAGE == _FLOATS_PER_PAGE - 1 else ""))

@@ -7,7 +7,8 @@ the report metric when the block has them (recall and map50 by default) and are 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from aegis_data.conditions import parse_condition
 from aegis_eval.report.results import DatasetGroup, Run
@@ -61,17 +62,47 @@ def gains_table(group: DatasetGroup, metric: str) -> Table:
         clean = (b.get("conditions") or {}).get("clean", {}).get(metric)
         mpc, rpc = (b.get("mpc") or {}).get(metric), (b.get("rpc") or {}).get(metric)
         thr = b.get("thresholds") or {}
-        rows.append((run.label, str(pol.get("hash", MISSING)), fmt_threshold(thr.get("policy")),
-                     _value(clean, "policy"), _gain(clean), _value(mpc, "policy"), _gain(mpc),
-                     _value(rpc, "policy"), _gain(rpc)))
+        rows.append(
+            (
+                run.label,
+                str(pol.get("hash", MISSING)),
+                fmt_threshold(thr.get("policy")),
+                _value(clean, "policy"),
+                _gain(clean),
+                _value(mpc, "policy"),
+                _gain(mpc),
+                _value(rpc, "policy"),
+                _gain(rpc),
+            )
+        )
     baseline = next((b.get("baseline_label") for _, b in mitigation_runs(group, metric)), None)
     thr = next(((b.get("thresholds") or {}).get("baseline") for _, b in mitigation_runs(group, metric)), None)
-    notes = (f"Gains are policy − {baseline} (threshold {fmt_threshold(thr)}, frozen on its own clean val), paired "
-             "over the same bootstrap resamples of test images; each policy's threshold was re-frozen on clean "
-             "val for that model.",) if baseline is not None and thr is not None else ()
-    return Table(f"Mitigation: gain over the clean-trained model ({metric})",
-                 ("policy run", "policy hash", "threshold", f"clean {metric}", "Δ clean [95% CI]", "mPC",
-                  "Δ mPC [95% CI]", "rPC", "Δ rPC [95% CI]"), tuple(rows), ("l", "l") + ("r",) * 7, notes=notes)
+    notes = (
+        (
+            f"Gains are policy − {baseline} (threshold {fmt_threshold(thr)}, frozen on its own clean val), paired "
+            "over the same bootstrap resamples of test images; each policy's threshold was re-frozen on clean "
+            "val for that model.",
+        )
+        if baseline is not None and thr is not None
+        else ()
+    )
+    return Table(
+        f"Mitigation: gain over the clean-trained model ({metric})",
+        (
+            "policy run",
+            "policy hash",
+            "threshold",
+            f"clean {metric}",
+            "Δ clean [95% CI]",
+            "mPC",
+            "Δ mPC [95% CI]",
+            "rPC",
+            "Δ rPC [95% CI]",
+        ),
+        tuple(rows),
+        ("l", "l") + ("r",) * 7,
+        notes=notes,
+    )
 
 
 def seen_unseen_table(group: DatasetGroup, metric: str) -> Table:
@@ -79,13 +110,25 @@ def seen_unseen_table(group: DatasetGroup, metric: str) -> Table:
     rows = []
     for run, b in mitigation_runs(group, metric):
         seen, unseen = (b.get("seen") or {}).get(metric), (b.get("unseen") or {}).get(metric)
-        rows.append((run.label, str(len(b.get("seen_conditions") or ())), _gain(seen),
-                     str(len(b.get("unseen_conditions") or ())), _gain(unseen)))
-    return Table(f"Mitigation: seen vs unseen conditions (mean Δ {metric})",
-                 ("policy run", "seen", "Δ seen [95% CI]", "unseen", "Δ unseen [95% CI]"), tuple(rows),
-                 ("l", "r", "r", "r", "r"),
-                 notes=("Seen = corrupted conditions the policy draws in training; unseen = the rest "
-                        "(a left-out family, a held-out severity).",))
+        rows.append(
+            (
+                run.label,
+                str(len(b.get("seen_conditions") or ())),
+                _gain(seen),
+                str(len(b.get("unseen_conditions") or ())),
+                _gain(unseen),
+            )
+        )
+    return Table(
+        f"Mitigation: seen vs unseen conditions (mean Δ {metric})",
+        ("policy run", "seen", "Δ seen [95% CI]", "unseen", "Δ unseen [95% CI]"),
+        tuple(rows),
+        ("l", "r", "r", "r", "r"),
+        notes=(
+            "Seen = corrupted conditions the policy draws in training; unseen = the rest "
+            "(a left-out family, a held-out severity).",
+        ),
+    )
 
 
 def side_effect_table(group: DatasetGroup, metric: str) -> Table:
@@ -96,14 +139,22 @@ def side_effect_table(group: DatasetGroup, metric: str) -> Table:
         margin = side.get("margin", margin)
         worst = side.get("worst") or {}
         mean = side.get("mean_gain")
-        rows.append((run.label, str(side.get("n_conditions", 0)),
-                     UNDEFINED if mean is None else f"{mean:+.3f}",
-                     f"{worst['condition']} ({worst['gain']:+.3f})" if worst else UNDEFINED,
-                     str(side.get("n_worse", 0))))
+        rows.append(
+            (
+                run.label,
+                str(side.get("n_conditions", 0)),
+                UNDEFINED if mean is None else f"{mean:+.3f}",
+                f"{worst['condition']} ({worst['gain']:+.3f})" if worst else UNDEFINED,
+                str(side.get("n_worse", 0)),
+            )
+        )
     worse = f"worse by > {margin:g}" if margin is not None else "worse"
-    return Table(f"Mitigation: side effects on untrained conditions (Δ {metric})",
-                 ("policy run", "untrained conditions", "mean Δ", "worst cell", f"cells {worse}"), tuple(rows),
-                 ("l", "r", "r", "l", "r"))
+    return Table(
+        f"Mitigation: side effects on untrained conditions (Δ {metric})",
+        ("policy run", "untrained conditions", "mean Δ", "worst cell", f"cells {worse}"),
+        tuple(rows),
+        ("l", "r", "r", "l", "r"),
+    )
 
 
 def condition_gain_table(group: DatasetGroup, metric: str) -> Table:
@@ -120,8 +171,12 @@ def condition_gain_table(group: DatasetGroup, metric: str) -> Table:
             mark = "*" if c in (b.get("unseen_conditions") or ()) else ""
             cells.append(MISSING if g is None else _gain(g) + mark)
         rows.append((c, *cells))
-    return Table(f"Mitigation: Δ {metric} per condition (* = not trained on)",
-                 ("condition", *(r.label for r, _ in runs)), tuple(rows), ("l",) + ("r",) * len(runs))
+    return Table(
+        f"Mitigation: Δ {metric} per condition (* = not trained on)",
+        ("condition", *(r.label for r, _ in runs)),
+        tuple(rows),
+        ("l",) + ("r",) * len(runs),
+    )
 
 
 def _held_out(block: Mapping[str, Any]) -> list[str]:
@@ -140,24 +195,39 @@ def seed_table(group: DatasetGroup, metric: str) -> Table | None:
     rows = []
     for run, b in runs:
         picks = [("clean", (b.get("conditions") or {}).get("clean", {}).get(metric))]
-        picks += [(what, (b.get(k) or {}).get(metric))
-                  for k, what in (("mpc", "mPC"), ("seen", "seen (mean)"), ("unseen", "unseen (mean)"))]
+        picks += [
+            (what, (b.get(k) or {}).get(metric))
+            for k, what in (("mpc", "mPC"), ("seen", "seen (mean)"), ("unseen", "unseen (mean)"))
+        ]
         picks += [(c, (b.get("conditions") or {}).get(c, {}).get(metric)) for c in _held_out(b)]
         for what, g in picks:
             if not isinstance(g, Mapping) or not g.get("seeds"):
                 continue
             per = [UNDEFINED if x.get("gain") is None else f"{x['gain']:+.3f}" for x in g["seeds"]]
             sd = g.get("seed_sd")
-            rows.append((run.label, what, *per, *([MISSING] * (n - len(per))),
-                         UNDEFINED if sd is None else f"{sd:.3f}", _gain(g)))
+            rows.append(
+                (
+                    run.label,
+                    what,
+                    *per,
+                    *([MISSING] * (n - len(per))),
+                    UNDEFINED if sd is None else f"{sd:.3f}",
+                    _gain(g),
+                )
+            )
     lists = {tuple(b["seeds"]) for _, b in runs}
     seeds = [f"seed {s}" for s in next(iter(lists))] if len(lists) == 1 else [f"seed #{i + 1}" for i in range(n)]
-    return Table(f"Mitigation: per training seed (Δ {metric})",
-                 ("policy run", "Δ of", *seeds, "seed SD", "combined Δ [95% CI]"), tuple(rows),
-                 ("l", "l") + ("r",) * (n + 2),
-                 notes=("Each seed's Δ pairs the policy model with the clean model of the same training seed; "
-                        "the combined Δ is their mean and its interval a two-level bootstrap (training seeds, then "
-                        "test images with shared weights), so it includes training noise.",))
+    return Table(
+        f"Mitigation: per training seed (Δ {metric})",
+        ("policy run", "Δ of", *seeds, "seed SD", "combined Δ [95% CI]"),
+        tuple(rows),
+        ("l", "l") + ("r",) * (n + 2),
+        notes=(
+            "Each seed's Δ pairs the policy model with the clean model of the same training seed; "
+            "the combined Δ is their mean and its interval a two-level bootstrap (training seeds, then "
+            "test images with shared weights), so it includes training noise.",
+        ),
+    )
 
 
 def mitigation_tables(group: DatasetGroup, metric: str) -> list[Table]:
@@ -165,5 +235,10 @@ def mitigation_tables(group: DatasetGroup, metric: str) -> list[Table]:
     if not mitigation_runs(group, metric):
         return []
     seeded = seed_table(group, metric)
-    return [gains_table(group, metric), *([seeded] if seeded is not None else []), seen_unseen_table(group, metric),
-            side_effect_table(group, metric), condition_gain_table(group, metric)]
+    return [
+        gains_table(group, metric),
+        *([seeded] if seeded is not None else []),
+        seen_unseen_table(group, metric),
+        side_effect_table(group, metric),
+        condition_gain_table(group, metric),
+    ]

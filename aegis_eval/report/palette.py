@@ -24,8 +24,16 @@ OKABE_ITO = {
 # Model order: the first colours differ most in hue *and* lightness; yellow (too light on white) comes last.
 _MODEL_COLOURS = ("blue", "vermillion", "bluish_green", "reddish_purple", "orange", "black", "sky_blue", "yellow")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-_DASHES = ("solid", (0, (5, 2)), (0, (1, 1.5)), (0, (5, 1.5, 1, 1.5)), (0, (8, 2, 2, 2)), (0, (3, 3)),
-           (0, (1, 3)), (0, (6, 1, 1, 1, 1, 1)))
+_DASHES = (
+    "solid",
+    (0, (5, 2)),
+    (0, (1, 1.5)),
+    (0, (5, 1.5, 1, 1.5)),
+    (0, (8, 2, 2, 2)),
+    (0, (3, 3)),
+    (0, (1, 3)),
+    (0, (6, 1, 1, 1, 1, 1)),
+)
 # Line hatches only, two strokes per cell: dot and circle hatches cost a vector path per dot in PDF and SVG.
 _HATCHES = ("", "//", "\\\\", "xx", "--", "||", "++", "..")
 
@@ -39,9 +47,9 @@ PNG_DPI = 200  # the PNGs are drawn at this DPI, i.e. at twice the layout pixel 
 FONT_FAMILY = "DejaVu Sans"
 
 # Gallery drawing colours as RGB tuples (cv2 draws on RGB arrays here).
-GT_RGB = (0, 158, 115)        # bluish green: ground truth
+GT_RGB = (0, 158, 115)  # bluish green: ground truth
 GT_MISSED_RGB = (0, 158, 115)  # same hue; missed GT are told apart by a dashed, thicker outline
-PRED_RGB = (213, 94, 0)       # vermillion: predictions at the frozen threshold
+PRED_RGB = (213, 94, 0)  # vermillion: predictions at the frozen threshold
 
 RC_PARAMS = {
     "font.family": "sans-serif",
@@ -78,5 +86,9 @@ class ModelStyle:
 def model_style(index: int) -> ModelStyle:
     """The style of the index-th model of a figure (cycles after 8 models; marker and dash cycle too)."""
     i = index % len(_MODEL_COLOURS)
-    return ModelStyle(OKABE_ITO[_MODEL_COLOURS[i]], _MARKERS[index % len(_MARKERS)],
-                      _DASHES[index % len(_DASHES)], _HATCHES[index % len(_HATCHES)])
+    return ModelStyle(
+        OKABE_ITO[_MODEL_COLOURS[i]],
+        _MARKERS[index % len(_MARKERS)],
+        _DASHES[index % len(_DASHES)],
+        _HATCHES[index % len(_HATCHES)],
+    )

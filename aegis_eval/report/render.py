@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
 from urllib.parse import quote
 
 from aegis_eval.metrics.result_keys import LOWER_IS_BETTER
 from aegis_eval.report.mitigation import mitigation_tables
 from aegis_eval.report.results import DatasetGroup
-from aegis_eval.report.text import html_text, md_text
 from aegis_eval.report.tables import (
     Table,
     corruption_table,
@@ -30,6 +29,7 @@ from aegis_eval.report.tables import (
     submerged_table,
     summary_table,
 )
+from aegis_eval.report.text import html_text, md_text
 
 TITLE = "AegisBench robustness report"
 
@@ -64,19 +64,30 @@ def _reading_guide(metric: str) -> list[str]:
         "is lost. mPC is the mean over the corrupted conditions present, rPC = mPC / clean.",
     ]
     if metric in LOWER_IS_BETTER:
-        lines.append(f"Lower {metric} is better, so a worse result has a *negative* drop in the tables; the "
-                     "figures flip the sign so that larger always means worse.")
+        lines.append(
+            f"Lower {metric} is better, so a worse result has a *negative* drop in the tables; the "
+            "figures flip the sign so that larger always means worse."
+        )
     return lines
 
 
 # --- Markdown ------------------------------------------------------------------------------------------------
 
+
 def markdown_table(t: Table, heading: str = "###") -> str:
     sep = {"l": ":---", "r": "---:", "c": ":---:"}
-    lines = [f"{heading} {md_text(t.title)}", "", "| " + " | ".join(md_text(h) for h in t.header) + " |",
-             "| " + " | ".join(sep[a] for a in t.align) + " |"]
-    lines += ["| " + " | ".join(f"**{md_text(c)}**" if (i, j) in t.bold and c else md_text(c)
-                                for j, c in enumerate(row)) + " |" for i, row in enumerate(t.rows)]
+    lines = [
+        f"{heading} {md_text(t.title)}",
+        "",
+        "| " + " | ".join(md_text(h) for h in t.header) + " |",
+        "| " + " | ".join(sep[a] for a in t.align) + " |",
+    ]
+    lines += [
+        "| "
+        + " | ".join(f"**{md_text(c)}**" if (i, j) in t.bold and c else md_text(c) for j, c in enumerate(row))
+        + " |"
+        for i, row in enumerate(t.rows)
+    ]
     if t.notes:
         lines += [""] + [f"*{md_text(n)}*  " for n in t.notes]
     return "\n".join(lines) + "\n"
@@ -90,23 +101,40 @@ def named_tables(g: DatasetGroup, metric: str) -> list[tuple[str, Table]]:
     """(file name, table) of one dataset, in report order (the ranking, false-alarm and mitigation tables only
     when they apply), each ending with the sample-size note. The ranking bootstraps, so ``build_report``
     computes them once and hands them to every format."""
-    tables = [("summary", model_summary_table(g, metric)), (f"robustness_{metric}", summary_table(g, metric)),
-              (f"families_{metric}", family_table(g, metric)), (f"corruptions_{metric}", corruption_table(g, metric)),
-              (f"grid_{metric}", grid_table(g, metric)), ("submerged", submerged_table(g)),
-              ("false_alarms", false_alarm_table(g)),
-              (f"ranking_{metric}", ranking_table(g, metric))]
+    tables = [
+        ("summary", model_summary_table(g, metric)),
+        (f"robustness_{metric}", summary_table(g, metric)),
+        (f"families_{metric}", family_table(g, metric)),
+        (f"corruptions_{metric}", corruption_table(g, metric)),
+        (f"grid_{metric}", grid_table(g, metric)),
+        ("submerged", submerged_table(g)),
+        ("false_alarms", false_alarm_table(g)),
+        (f"ranking_{metric}", ranking_table(g, metric)),
+    ]
     tables += [(f"mitigation_{k + 1}_{metric}", t) for k, t in enumerate(mitigation_tables(g, metric))]
     note = sample_note(g)
     return [(name, with_sample_note(t, note)) for name, t in tables if t is not None]
 
 
-def markdown_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[FigureRef],
-                    tables: Mapping[str, Sequence[Table]], common: Sequence[Table]) -> str:
+def markdown_report(
+    groups: Sequence[DatasetGroup],
+    metric: str,
+    figures: Sequence[FigureRef],
+    tables: Mapping[str, Sequence[Table]],
+    common: Sequence[Table],
+) -> str:
     """report.md. tables: per dataset name its tables (``named_tables``, built once for every format); common:
     the tables across datasets (frozen thresholds, provenance)."""
-    out = [f"# {TITLE}", "", *_reading_guide(metric), "",
-           "Datasets: " + ", ".join(f"{md_text(g.name)} ({len(g.runs)} model{'s' if len(g.runs) != 1 else ''})"
-                                   for g in groups) + ".", ""]
+    out = [
+        f"# {TITLE}",
+        "",
+        *_reading_guide(metric),
+        "",
+        "Datasets: "
+        + ", ".join(f"{md_text(g.name)} ({len(g.runs)} model{'s' if len(g.runs) != 1 else ''})" for g in groups)
+        + ".",
+        "",
+    ]
     for g in groups:
         out += [f"## {md_text(g.name)}", ""]
         for note in missing_note(g):
@@ -149,9 +177,14 @@ def html_table(t: Table, heading: str = "h3") -> str:
     parts += ["</tr></thead>", "<tbody>"]
     for i, row in enumerate(t.rows):
         cls = ' class="break"' if i in t.breaks and i > 0 else ""
-        parts.append(f"<tr{cls}>" + "".join(
-            f'<td class="{a}">' + (f"<strong>{_e(c)}</strong>" if (i, j) in t.bold and c else _e(c)) + "</td>"
-            for j, (c, a) in enumerate(zip(row, t.align))) + "</tr>")
+        parts.append(
+            f"<tr{cls}>"
+            + "".join(
+                f'<td class="{a}">' + (f"<strong>{_e(c)}</strong>" if (i, j) in t.bold and c else _e(c)) + "</td>"
+                for j, (c, a) in enumerate(zip(row, t.align))
+            )
+            + "</tr>"
+        )
     parts += ["</tbody>", "</table>"]
     parts += [f'<p class="note">{_e(n)}</p>' for n in t.notes]
     return "\n".join(parts)
@@ -177,31 +210,50 @@ def _embedded(f: FigureRef, kind: str) -> str:
     return data_uri(f.png)
 
 
-def html_report(groups: Sequence[DatasetGroup], metric: str, figures: Sequence[FigureRef],
-                tables: Mapping[str, Sequence[Table]], common: Sequence[Table], figure_format: str = "png") -> str:
+def html_report(
+    groups: Sequence[DatasetGroup],
+    metric: str,
+    figures: Sequence[FigureRef],
+    tables: Mapping[str, Sequence[Table]],
+    common: Sequence[Table],
+    figure_format: str = "png",
+) -> str:
     """report.html, self-contained; tables and common as for :func:`markdown_report`."""
+
     def md_inline(s: str) -> str:  # the reading guide uses *emphasis* and **strong** only
         s = _e(s)
         s = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", s)
         return re.sub(r"\*(.+?)\*", r"<em>\1</em>", s)
 
     body = [f"<h1>{_e(TITLE)}</h1>"] + [f"<p>{md_inline(x)}</p>" for x in _reading_guide(metric)]
-    body.append("<p>Datasets: " + ", ".join(f'<a href="#ds-{i}">{_e(g.name)}</a> ({len(g.runs)} model'
-                                             f"{'s' if len(g.runs) != 1 else ''})" for i, g in enumerate(groups))
-                + "</p>")
+    body.append(
+        "<p>Datasets: "
+        + ", ".join(
+            f'<a href="#ds-{i}">{_e(g.name)}</a> ({len(g.runs)} model{"s" if len(g.runs) != 1 else ""})'
+            for i, g in enumerate(groups)
+        )
+        + "</p>"
+    )
     for i, g in enumerate(groups):
         body.append(f'<h2 id="ds-{i}">{_e(g.name)}</h2>')
         for note in missing_note(g):
             body.append(f'<p class="partial">Partial sweep — {_e(note)}</p>')
         for f in (f for f in figures if f.dataset == g.name):
             size = f' width="{f.width}"' if f.width else ""
-            body.append(f'<figure><img alt="{_e(f.caption)}"{size} src="{_embedded(f, figure_format)}">'
-                        f"<figcaption>{_e(f.caption)}</figcaption></figure>")
+            body.append(
+                f'<figure><img alt="{_e(f.caption)}"{size} src="{_embedded(f, figure_format)}">'
+                f"<figcaption>{_e(f.caption)}</figcaption></figure>"
+            )
         body += [html_table(t) for t in tables[g.name]]
         for run in g.runs:
-            body.append(f"<details><summary>Headline metrics: {_e(run.label)}</summary>"
-                        f"{html_table(with_sample_note(headline_table(g, run), sample_note(g)), heading='h4')}</details>")
+            body.append(
+                f"<details><summary>Headline metrics: {_e(run.label)}</summary>"
+                f"{html_table(with_sample_note(headline_table(g, run), sample_note(g)), heading='h4')}</details>"
+            )
     body += [html_table(t, heading="h2") for t in common]
-    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{_e(TITLE)}</title>\n<style>\n{_CSS}\n</style>\n</head>\n<body>\n"
-            + "\n".join(body) + "\n</body>\n</html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{_e(TITLE)}</title>\n<style>\n{_CSS}\n</style>\n</head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body>\n</html>\n"
+    )

@@ -17,15 +17,16 @@ Value conventions used by every figure and table:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from aegis_data.conditions import SEVERITIES, condition_id, parse_condition
 from aegis_data.engine.config import SuiteConfig, load_config
 from aegis_data.errors import AegisError
 from aegis_data.files.readers import read_json
-from aegis_eval.metrics.result_keys import AP_METRICS, COUNT_KEYS, LOWER_IS_BETTER, SCHEMA, THRESHOLD_METRICS
+from aegis_eval.metrics.result_keys import AP_METRICS, LOWER_IS_BETTER, THRESHOLD_METRICS
 from aegis_eval.protocols.score_doc import validate_result
 from aegis_eval.report.text import one_line
 
@@ -59,6 +60,7 @@ def check_metric(metric: str) -> str:
 
 
 # --- values ------------------------------------------------------------------------------------------------
+
 
 def _number(x: Any) -> float | None:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
@@ -125,8 +127,7 @@ def drop_interval(result: Mapping, condition: str, metric: str) -> tuple[float, 
     return _pair(ci.get(metric)) if isinstance(ci, dict) else None
 
 
-def summary_interval(result: Mapping, section: str, metric: str, key: str | None = None
-                     ) -> tuple[float, float] | None:
+def summary_interval(result: Mapping, section: str, metric: str, key: str | None = None) -> tuple[float, float] | None:
     """``summary.ci[section][metric]`` (or ``summary.ci[section][key][metric]``), or None when absent."""
     node = ((result.get("summary") or {}).get("ci") or {}).get(section)
     if key is not None:
@@ -171,17 +172,29 @@ def sample_size(result: Mapping) -> SampleSize:
     s = result.get("sample")
     if isinstance(s, dict):
         unit = s.get("resampling_unit")
-        return SampleSize(*(_count(s.get(k)) for k in ("n_images", "n_gt", "n_gt_small", "n_gt_medium",
-                                                       "n_gt_large")),
-                          unit if unit in ("image", "cluster") else None, _count(s.get("n_units")),
-                          _count(s.get("n_bootstrap")), _count(s.get("seed")))
+        return SampleSize(
+            *(_count(s.get(k)) for k in ("n_images", "n_gt", "n_gt_small", "n_gt_medium", "n_gt_large")),
+            unit if unit in ("image", "cluster") else None,
+            _count(s.get("n_units")),
+            _count(s.get("n_bootstrap")),
+            _count(s.get("seed")),
+        )
     conds = result["conditions"]
     block = conds.get("clean") or next(iter(conds.values()))
     prov = result.get("provenance") if isinstance(result.get("provenance"), dict) else {}
     n_images = _count(block.get("n_images"))
     unit = None if "cluster_by" not in prov else ("image" if prov.get("cluster_by") is None else "cluster")
-    return SampleSize(n_images, _count(block.get("n_gt")), None, None, None, unit,
-                      n_images if unit == "image" else None, _count(prov.get("bootstrap")), _count(prov.get("seed")))
+    return SampleSize(
+        n_images,
+        _count(block.get("n_gt")),
+        None,
+        None,
+        None,
+        unit,
+        n_images if unit == "image" else None,
+        _count(prov.get("bootstrap")),
+        _count(prov.get("seed")),
+    )
 
 
 def localization(result: Mapping, condition: str) -> tuple[float, int] | None:
@@ -214,6 +227,7 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 
 # --- grouping ------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Run:
@@ -277,8 +291,9 @@ class DatasetGroup:
         return tuple(c for c in ("clean",) + self.grid_conditions if not run.has(c))
 
 
-def _corruption_rows(results: Sequence[Mapping], config: SuiteConfig | None = None
-                     ) -> tuple[tuple[str, ...], dict[str, str]]:
+def _corruption_rows(
+    results: Sequence[Mapping], config: SuiteConfig | None = None
+) -> tuple[tuple[str, ...], dict[str, str]]:
     """Corruption rows with their families. The results' own labels win: the scorer took each condition's
     family from the suite config of the split it scored (which may not be the installed one). ``config``
     (default: the installed suite) gives the order and the full grid; corruptions it lacks follow in the
@@ -334,8 +349,13 @@ def per_family_drop(group: DatasetGroup, run: Run, metric: str) -> dict[str, flo
     for fam in group.family_order:
         v = summary_value(run.result, "per_family", metric, key=fam)
         if v is None:
-            v = _mean([relative_drop(run.result, condition_id(c, s), metric)
-                       for c in group.family_members(fam) for s in group.severities])
+            v = _mean(
+                [
+                    relative_drop(run.result, condition_id(c, s), metric)
+                    for c in group.family_members(fam)
+                    for s in group.severities
+                ]
+            )
         out[fam] = v
     return out
 
@@ -382,10 +402,18 @@ def robustness_summary(group: DatasetGroup, run: Run, metric: str) -> Robustness
     if mrd is None:
         mrd = _mean([relative_drop(run.result, c, metric) for c in corrupted])
     r = run.result
-    return RobustnessSummary(clean, mpc, rpc, mrd, len(corrupted), len(group.missing(run)),
-                             confidence_interval(r, "clean", metric) if run.has("clean") else None,
-                             summary_interval(r, "mpc", metric), summary_interval(r, "rpc", metric),
-                             summary_interval(r, "mean_rel_drop", metric))
+    return RobustnessSummary(
+        clean,
+        mpc,
+        rpc,
+        mrd,
+        len(corrupted),
+        len(group.missing(run)),
+        confidence_interval(r, "clean", metric) if run.has("clean") else None,
+        summary_interval(r, "mpc", metric),
+        summary_interval(r, "rpc", metric),
+        summary_interval(r, "mean_rel_drop", metric),
+    )
 
 
 def family_drop_interval(run: Run, family: str, metric: str) -> tuple[float, float] | None:

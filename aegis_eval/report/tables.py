@@ -7,8 +7,9 @@ Relative drops are printed in percent as the scorer stores them, ``(clean - cond
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from aegis_data.conditions import condition_id
 from aegis_eval.metrics.result_keys import LOWER_IS_BETTER
@@ -107,7 +108,7 @@ def sample_note(group: DatasetGroup) -> str:
     models, and how the intervals were resampled; per model when the runs differ."""
     sizes = [sample_size(run.result) for run in group.runs]
     n_models = len(group.runs)
-    head = (f"n: {len(group.present_conditions)} conditions, {n_models} model{'s' if n_models != 1 else ''}; ")
+    head = f"n: {len(group.present_conditions)} conditions, {n_models} model{'s' if n_models != 1 else ''}; "
     if all(s == sizes[0] for s in sizes):
         return head + f"{_sample_phrase(sizes[0])} per condition; {_bootstrap_phrase(sizes[0])}."
     parts = [f"{run.label}: {_sample_phrase(s)}, {_bootstrap_phrase(s)}" for run, s in zip(group.runs, sizes)]
@@ -157,9 +158,13 @@ def grid_rows(group: DatasetGroup, metric: str) -> list[GridRow]:
         if cond not in present:
             continue
         cells = tuple(
-            GridCell(run.has(cond), metric_value(run.result, cond, metric), relative_drop(run.result, cond, metric),
-                     confidence_interval(run.result, cond, metric),
-                     drop_interval(run.result, cond, metric) if cond != "clean" else None)
+            GridCell(
+                run.has(cond),
+                metric_value(run.result, cond, metric),
+                relative_drop(run.result, cond, metric),
+                confidence_interval(run.result, cond, metric),
+                drop_interval(run.result, cond, metric) if cond != "clean" else None,
+            )
             for run in group.runs
         )
         rows.append(GridRow(cond, fam, corr, sev, cells, acted_images(group, cond) if cond != "clean" else None))
@@ -177,8 +182,10 @@ def missing_note(group: DatasetGroup) -> tuple[str, ...]:
     for run in group.runs:
         miss = group.missing(run)
         if miss:
-            notes.append(f"{run.label}: {len(miss)} of {1 + len(group.grid_conditions)} conditions missing "
-                         f"({', '.join(miss)}); their cells are blank.")
+            notes.append(
+                f"{run.label}: {len(miss)} of {1 + len(group.grid_conditions)} conditions missing "
+                f"({', '.join(miss)}); their cells are blank."
+            )
     return tuple(notes)
 
 
@@ -211,33 +218,56 @@ def grid_table(group: DatasetGroup, metric: str) -> Table:
     if absent:
         notes.append(f"No run has {', '.join(absent)}; those rows are omitted.")
     if any(c.ci for r in grid for c in r.cells):
-        notes.append("Brackets: percentile 95% bootstrap interval; for the drop, paired with clean over the same "
-                     "resamples.")
+        notes.append(
+            "Brackets: percentile 95% bootstrap interval; for the drop, paired with clean over the same resamples."
+        )
     if any(r.acted is not None and r.acted[0] < r.acted[1] for r in grid):
-        notes.append("(acted a/n): the corruption changed the pixels of a of the n test images (sun glint and turbid "
-                     "water need water in the frame; the others were scored unchanged). The cell still covers all n.")
-    return Table(f"{group.name}: {metric} per condition", tuple(header), tuple(rows),
-                 ("l", "l", "r") + ("r",) * (2 * len(group.runs)), tuple(breaks), tuple(notes))
+        notes.append(
+            "(acted a/n): the corruption changed the pixels of a of the n test images (sun glint and turbid "
+            "water need water in the frame; the others were scored unchanged). The cell still covers all n."
+        )
+    return Table(
+        f"{group.name}: {metric} per condition",
+        tuple(header),
+        tuple(rows),
+        ("l", "l", "r") + ("r",) * (2 * len(group.runs)),
+        tuple(breaks),
+        tuple(notes),
+    )
 
 
 def summary_table(group: DatasetGroup, metric: str) -> Table:
     """Clean value, mPC (mean over corrupted conditions), rPC = mPC / clean, mean relative drop (each with its
     bootstrap interval when the JSON has one) and coverage."""
     rows = []
-    notes = ["mPC: mean over the corrupted conditions present; rPC = mPC / clean. Brackets: percentile 95% "
-             "bootstrap intervals, every summary recomputed in each resample."]
+    notes = [
+        "mPC: mean over the corrupted conditions present; rPC = mPC / clean. Brackets: percentile 95% "
+        "bootstrap intervals, every summary recomputed in each resample."
+    ]
     if any(group.missing(run) for run in group.runs):
-        notes.append("A partial sweep's mPC averages only the conditions it has; compare it with a full sweep "
-                     "only on those conditions (see the per-condition table).")
+        notes.append(
+            "A partial sweep's mPC averages only the conditions it has; compare it with a full sweep "
+            "only on those conditions (see the per-condition table)."
+        )
     for run in group.runs:
         s = robustness_summary(group, run, metric)
-        rows.append((run.label, fmt_value_ci(s.clean, s.clean_ci, metric), fmt_value_ci(s.mpc, s.mpc_ci, metric),
-                     fmt_value_ci(s.rpc, s.rpc_ci), fmt_percent_ci(s.mean_rel_drop, s.mean_rel_drop_ci),
-                     f"{s.n_corrupted}/{len(group.grid_conditions)}"))
-    return Table(f"{group.name}: robustness summary ({metric})",
-                 ("model", f"clean {metric}", "mPC", "rPC", "mean drop %", "corrupted conditions"),
-                 tuple(rows), ("l", "r", "r", "r", "r", "r"),
-                 notes=tuple(notes))
+        rows.append(
+            (
+                run.label,
+                fmt_value_ci(s.clean, s.clean_ci, metric),
+                fmt_value_ci(s.mpc, s.mpc_ci, metric),
+                fmt_value_ci(s.rpc, s.rpc_ci),
+                fmt_percent_ci(s.mean_rel_drop, s.mean_rel_drop_ci),
+                f"{s.n_corrupted}/{len(group.grid_conditions)}",
+            )
+        )
+    return Table(
+        f"{group.name}: robustness summary ({metric})",
+        ("model", f"clean {metric}", "mPC", "rPC", "mean drop %", "corrupted conditions"),
+        tuple(rows),
+        ("l", "r", "r", "r", "r", "r"),
+        notes=tuple(notes),
+    )
 
 
 def summary_metrics(metric: str) -> tuple[str, ...]:
@@ -245,8 +275,9 @@ def summary_metrics(metric: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(("map50", metric)))
 
 
-def _best_cells(values: Sequence[Sequence[float | None]], lower_is_better: Sequence[bool], first_col: int
-                ) -> frozenset[tuple[int, int]]:
+def _best_cells(
+    values: Sequence[Sequence[float | None]], lower_is_better: Sequence[bool], first_col: int
+) -> frozenset[tuple[int, int]]:
     """(row, column) of the best value of every column (all tied ones), only with two or more rows."""
     if len(values) < 2:
         return frozenset()
@@ -272,18 +303,30 @@ def model_summary_table(group: DatasetGroup, metric: str) -> Table:
         row, vals = [run.label], []
         for m in metrics:
             s = robustness_summary(group, run, m)
-            row += [fmt_value_ci(s.clean, s.clean_ci, m), fmt_value_ci(s.mpc, s.mpc_ci, m), fmt_value_ci(s.rpc, s.rpc_ci)]
+            row += [
+                fmt_value_ci(s.clean, s.clean_ci, m),
+                fmt_value_ci(s.mpc, s.mpc_ci, m),
+                fmt_value_ci(s.rpc, s.rpc_ci),
+            ]
             vals += [s.clean, s.mpc, s.rpc]
         rows.append(tuple(row))
         raw.append(vals)
     lower = [m in LOWER_IS_BETTER for m in metrics for _ in range(3)]
-    notes = ["Best value per column in bold. Brackets: percentile 95% bootstrap intervals (clean: of the clean "
-             "value; mPC and rPC: recomputed in each resample). mPC: mean over the corrupted conditions present; "
-             "rPC = mPC / clean."]
+    notes = [
+        "Best value per column in bold. Brackets: percentile 95% bootstrap intervals (clean: of the clean "
+        "value; mPC and rPC: recomputed in each resample). mPC: mean over the corrupted conditions present; "
+        "rPC = mPC / clean."
+    ]
     if any(group.missing(run) for run in group.runs):
         notes.append("A partial sweep's mPC and rPC average only the conditions it has.")
-    return Table(f"{group.name}: summary across models", tuple(header), tuple(rows),
-                 ("l",) + ("r",) * (len(header) - 1), notes=tuple(notes), bold=_best_cells(raw, lower, 1))
+    return Table(
+        f"{group.name}: summary across models",
+        tuple(header),
+        tuple(rows),
+        ("l",) + ("r",) * (len(header) - 1),
+        notes=tuple(notes),
+        bold=_best_cells(raw, lower, 1),
+    )
 
 
 # The ranking table's interval: models resampled this many times with a fixed seed, so a report is reproducible.
@@ -312,18 +355,28 @@ def ranking_table(group: DatasetGroup, metric: str) -> Table | None:
     from aegis_eval.metrics.bootstrap import BootstrapOptions
     from aegis_eval.protocols.ranking import rank_models
 
-    doc = rank_models([r.result for r in group.runs], metric, labels=list(group.labels),
-                      bootstrap=BootstrapOptions(n_bootstrap=RANKING_BOOTSTRAP, seed=0))
+    doc = rank_models(
+        [r.result for r in group.runs],
+        metric,
+        labels=list(group.labels),
+        bootstrap=BootstrapOptions(n_bootstrap=RANKING_BOOTSTRAP, seed=0),
+    )
     rows = []
     for cond in (c for c in group.present_conditions if c in doc["ranks"]):
         t = doc["kendall_tau"][cond]
-        rows.append((cond, str(t["n_models"]), fmt_tau(t), str(len(doc["rank_flips"][cond])),
-                     rank_order(doc["ranks"][cond])))
-    return Table(f"{group.name}: model ranking on {metric} vs clean", ("condition", "models", "Kendall τ-b",
-                                                                       "rank flips", "order (best first)"),
-                 tuple(rows), ("l", "r", "r", "r", "l"),
-                 notes=("Brackets: 95% interval over resampled models (which detectors are in the study), "
-                        "not over images.", "A rank flip is a pair of models whose order differs from clean."))
+        rows.append(
+            (cond, str(t["n_models"]), fmt_tau(t), str(len(doc["rank_flips"][cond])), rank_order(doc["ranks"][cond]))
+        )
+    return Table(
+        f"{group.name}: model ranking on {metric} vs clean",
+        ("condition", "models", "Kendall τ-b", "rank flips", "order (best first)"),
+        tuple(rows),
+        ("l", "r", "r", "r", "l"),
+        notes=(
+            "Brackets: 95% interval over resampled models (which detectors are in the study), not over images.",
+            "A rank flip is a pair of models whose order differs from clean.",
+        ),
+    )
 
 
 def _has_any(group: DatasetGroup, run: Run, corruptions: Sequence[str]) -> bool:
@@ -336,25 +389,47 @@ def family_table(group: DatasetGroup, metric: str) -> Table:
     rows = []
     for run in group.runs:
         d = per_family_drop(group, run, metric)
-        rows.append((run.label,) + tuple(
-            fmt_percent_ci(d[f], family_drop_interval(run, f, metric))
-            if _has_any(group, run, group.family_members(f)) else MISSING for f in fams))
-    return Table(f"{group.name}: mean relative drop of {metric} per family (%)", ("model",) + fams, tuple(rows),
-                 ("l",) + ("r",) * len(fams),
-                 notes=("Brackets: percentile 95% bootstrap interval of the family mean, over the same resamples "
-                        "as every other interval.",))
+        rows.append(
+            (run.label,)
+            + tuple(
+                fmt_percent_ci(d[f], family_drop_interval(run, f, metric))
+                if _has_any(group, run, group.family_members(f))
+                else MISSING
+                for f in fams
+            )
+        )
+    return Table(
+        f"{group.name}: mean relative drop of {metric} per family (%)",
+        ("model",) + fams,
+        tuple(rows),
+        ("l",) + ("r",) * len(fams),
+        notes=(
+            "Brackets: percentile 95% bootstrap interval of the family mean, over the same resamples "
+            "as every other interval.",
+        ),
+    )
 
 
 def corruption_table(group: DatasetGroup, metric: str) -> Table:
     """Mean relative drop (%) over each corruption's severities; rows = corruptions, columns = models."""
     drops = [per_corruption_drop(group, run, metric) for run in group.runs]
-    rows = tuple((group.families[c], c) + tuple(
-        fmt_percent_ci(d[c], summary_interval(run.result, "per_corruption", metric, key=c))
-        if _has_any(group, run, (c,)) else MISSING for d, run in zip(drops, group.runs))
-        for c in group.corruptions)
-    return Table(f"{group.name}: mean relative drop of {metric} per corruption (%)",
-                 ("family", "corruption") + group.labels, rows, ("l", "l") + ("r",) * len(group.runs),
-                 notes=("Brackets: percentile 95% bootstrap interval of the mean over the corruption's severities.",))
+    rows = tuple(
+        (group.families[c], c)
+        + tuple(
+            fmt_percent_ci(d[c], summary_interval(run.result, "per_corruption", metric, key=c))
+            if _has_any(group, run, (c,))
+            else MISSING
+            for d, run in zip(drops, group.runs)
+        )
+        for c in group.corruptions
+    )
+    return Table(
+        f"{group.name}: mean relative drop of {metric} per corruption (%)",
+        ("family", "corruption") + group.labels,
+        rows,
+        ("l", "l") + ("r",) * len(group.runs),
+        notes=("Brackets: percentile 95% bootstrap interval of the mean over the corruption's severities.",),
+    )
 
 
 def headline_table(group: DatasetGroup, run: Run) -> Table:
@@ -366,8 +441,12 @@ def headline_table(group: DatasetGroup, run: Run) -> Table:
         block = run.result["conditions"][cond]
         counts = tuple(str(block.get(k, "")) for k in ("tp", "fp", "fn"))
         rows.append((cond,) + tuple(fmt_value(metric_value(run.result, cond, m), m) for m in HEADLINE_METRICS) + counts)
-    return Table(f"{group.name} / {run.label}: headline metrics", ("condition",) + HEADLINE_METRICS + ("tp", "fp", "fn"),
-                 tuple(rows), ("l",) + ("r",) * (len(HEADLINE_METRICS) + 3))
+    return Table(
+        f"{group.name} / {run.label}: headline metrics",
+        ("condition",) + HEADLINE_METRICS + ("tp", "fp", "fn"),
+        tuple(rows),
+        ("l",) + ("r",) * (len(HEADLINE_METRICS) + 3),
+    )
 
 
 def _with_upper(rec: Any, key: str, fmt) -> str:
@@ -379,9 +458,11 @@ def _with_upper(rec: Any, key: str, fmt) -> str:
 
 
 # (key, column name, format): FP per megapixel is small on large frames, so it keeps three significant digits.
-_FALSE_ALARM_COLUMNS = (("fp_per_image", "FP/image", lambda x: f"{x:.2f}"),
-                        ("fp_per_megapixel", "FP/MP", lambda x: f"{x:.3g}"),
-                        ("false_alarm_image_share", "images with a false alarm %", fmt_percent))
+_FALSE_ALARM_COLUMNS = (
+    ("fp_per_image", "FP/image", lambda x: f"{x:.2f}"),
+    ("fp_per_megapixel", "FP/MP", lambda x: f"{x:.3g}"),
+    ("false_alarm_image_share", "images with a false alarm %", fmt_percent),
+)
 
 
 def risk_rule_note(group: DatasetGroup) -> tuple[str, ...]:
@@ -393,16 +474,19 @@ def risk_rule_note(group: DatasetGroup) -> tuple[str, ...]:
         if isinstance(rule, str) and "<=" in rule:
             value = t.get("value")
             at = f" {value:g}" if isinstance(value, (int, float)) else ""
-            notes.append(f"{run.label}: threshold{at} frozen by the risk rule {rule} — the lowest threshold whose "
-                         "exact upper bound on clean validation stays within the budget.")
+            notes.append(
+                f"{run.label}: threshold{at} frozen by the risk rule {rule} — the lowest threshold whose "
+                "exact upper bound on clean validation stays within the budget."
+            )
     return tuple(notes)
 
 
 def false_alarm_table(group: DatasetGroup) -> Table | None:
     """Per condition and model: FP per image, FP per megapixel and the share of images with a false alarm, each
     with its exact one-sided upper bound (the score's ``false_alarm`` block); None when no run has one."""
-    conds = [c for c in group.present_conditions
-             if any(false_alarm_record(r.result, c) is not None for r in group.runs)]
+    conds = [
+        c for c in group.present_conditions if any(false_alarm_record(r.result, c) is not None for r in group.runs)
+    ]
     if not conds:
         return None
     header = ["condition"]
@@ -417,11 +501,18 @@ def false_alarm_table(group: DatasetGroup) -> Table | None:
         rows.append(tuple(row))
     conf = next((v for r in group.runs if (v := false_alarm_confidence(r.result)) is not None), None)
     level = f"{100 * conf:.0f}% " if conf is not None else ""
-    notes = (f"(≤ x): exact one-sided {level}upper bound — Garwood (Poisson) on the false-positive count over "
-             "the images or megapixels, Clopper–Pearson on the number of images with at least one false alarm.",
-             *risk_rule_note(group))
-    return Table(f"{group.name}: false alarms at the frozen threshold", tuple(header), tuple(rows),
-                 ("l",) + ("r",) * (len(header) - 1), notes=notes)
+    notes = (
+        f"(≤ x): exact one-sided {level}upper bound — Garwood (Poisson) on the false-positive count over "
+        "the images or megapixels, Clopper–Pearson on the number of images with at least one false alarm.",
+        *risk_rule_note(group),
+    )
+    return Table(
+        f"{group.name}: false alarms at the frozen threshold",
+        tuple(header),
+        tuple(rows),
+        ("l",) + ("r",) * (len(header) - 1),
+        notes=notes,
+    )
 
 
 def _get(d: Any, *keys: str) -> Any:
@@ -448,13 +539,24 @@ def threshold_table(groups: Sequence[DatasetGroup]) -> Table:
         for run in g.runs:
             t = run.result.get("threshold") or {}
             value = t.get("value")
-            rows.append((g.name, run.label, UNDEFINED if not isinstance(value, (int, float)) else f"{value:.4g}",
-                         _text(t.get("rule")) or "given value", _text(t.get("file")),
-                         _text(t.get("file_sha256"), short=True), _text(run.result.get("iou"))))
-    return Table("Frozen confidence thresholds", ("dataset", "model", "threshold", "rule", "file", "sha256", "IoU"),
-                 tuple(rows), ("l", "l", "r", "l", "l", "l", "r"),
-                 notes=("Each threshold was frozen once on clean validation data and applied unchanged to every "
-                        "condition.",))
+            rows.append(
+                (
+                    g.name,
+                    run.label,
+                    UNDEFINED if not isinstance(value, (int, float)) else f"{value:.4g}",
+                    _text(t.get("rule")) or "given value",
+                    _text(t.get("file")),
+                    _text(t.get("file_sha256"), short=True),
+                    _text(run.result.get("iou")),
+                )
+            )
+    return Table(
+        "Frozen confidence thresholds",
+        ("dataset", "model", "threshold", "rule", "file", "sha256", "IoU"),
+        tuple(rows),
+        ("l", "l", "r", "l", "l", "l", "r"),
+        notes=("Each threshold was frozen once on clean validation data and applied unchanged to every condition.",),
+    )
 
 
 _PROVENANCE_FIELDS = (
@@ -490,12 +592,21 @@ def provenance_table(groups: Sequence[DatasetGroup]) -> Table:
         if keys == ("git_dirty",):  # the suite first among the benchmark's identity rows
             rows.append(("corruption suite",) + tuple(_text(score_suite(r.result)) for _, r in runs))
     rows.append(("corruption scale",) + tuple(_scale_text(r.result.get("provenance") or {}) for _, r in runs))
-    rows.append(("prediction files",) + tuple(
-        _text(len(p)) if isinstance(p := _get(r.result.get("provenance"), "predictions"), dict) else ""
-        for _, r in runs))
+    rows.append(
+        ("prediction files",)
+        + tuple(
+            _text(len(p)) if isinstance(p := _get(r.result.get("provenance"), "predictions"), dict) else ""
+            for _, r in runs
+        )
+    )
     rows.append(("score JSON",) + tuple(r.source for _, r in runs))
-    return Table("Provenance", ("",) + tuple(f"{g.name} / {r.label}" for g, r in runs), tuple(rows),
-                 ("l",) * (1 + len(runs)), notes=("Hashes are shortened to their first 12 hex digits.",))
+    return Table(
+        "Provenance",
+        ("",) + tuple(f"{g.name} / {r.label}" for g, r in runs),
+        tuple(rows),
+        ("l",) * (1 + len(runs)),
+        notes=("Hashes are shortened to their first 12 hex digits.",),
+    )
 
 
 def submerged_table(group: DatasetGroup) -> Table | None:
@@ -525,9 +636,17 @@ def submerged_table(group: DatasetGroup) -> Table | None:
                 clean = (sub.get("recall_clean") or [None] * len(sub["labels"]))[k]
                 row.append(f"{fmt_value(sub['recall'][k], 'recall')} ({fmt_value(clean, 'recall')})")
             rows.append(tuple(row))
-    notes = ("Ground-truth contract of a flood: every person's box is kept as it is, also when the water reaches "
-             "them; the split records per box the share of the person under water (submerged_fraction = depth at "
-             "the feet / 1.7 m). A detector is asked to find partly submerged persons; this table shows how it does "
-             "by that share, beside its clean recall of the same persons.",)
-    return Table(f"{group.name}: recall of persons by the share under water", tuple(header), tuple(rows),
-                 ("l", "l", "r") + ("r",) * len(group.runs), tuple(breaks[1:]), notes)
+    notes = (
+        "Ground-truth contract of a flood: every person's box is kept as it is, also when the water reaches "
+        "them; the split records per box the share of the person under water (submerged_fraction = depth at "
+        "the feet / 1.7 m). A detector is asked to find partly submerged persons; this table shows how it does "
+        "by that share, beside its clean recall of the same persons.",
+    )
+    return Table(
+        f"{group.name}: recall of persons by the share under water",
+        tuple(header),
+        tuple(rows),
+        ("l", "l", "r") + ("r",) * len(group.runs),
+        tuple(breaks[1:]),
+        notes,
+    )

@@ -34,8 +34,10 @@ def one_line(s: str) -> str:
 # never opens or closes emphasis between two letters or digits: low_light_s1); `&` only before a named entity
 # reference ("&copy;" would show as the sign; "R&D" stays; `#` of a numeric one is escaped anyway). `>` only quotes
 # at a line's start, and no user text starts a line.
-_MD_MARKUP = re.compile(r"[\\`*|~$#]|<(?=[A-Za-z/!?])|!(?=\[)|(?<=\])\(|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])"
-                        r"|&(?=[A-Za-z][A-Za-z0-9]*;)")
+_MD_MARKUP = re.compile(
+    r"[\\`*|~$#]|<(?=[A-Za-z/!?])|!(?=\[)|(?<=\])\(|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])"
+    r"|&(?=[A-Za-z][A-Za-z0-9]*;)"
+)
 
 
 def md_text(s: str) -> str:

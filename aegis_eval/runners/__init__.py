@@ -14,11 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-
 from aegis_data.errors import AegisError
-from aegis_eval.runners.detector import (FASTERRCNN_ARCHS, MODELS, Detector, Prediction, check_batch,
-                                         empty_prediction)
+from aegis_eval.runners.detector import FASTERRCNN_ARCHS, MODELS, Detector, Prediction, check_batch, empty_prediction
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -34,8 +31,9 @@ def resolve_device(device: str = "auto") -> str:
         return dev
     if dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit()):
         if not torch.cuda.is_available():
-            raise AegisError(f"device {device!r} requested but torch sees no CUDA GPU; use `device` cpu or auto",
-                             param="device")
+            raise AegisError(
+                f"device {device!r} requested but torch sees no CUDA GPU; use `device` cpu or auto", param="device"
+            )
         return dev
     raise AegisError(f"unknown device {device!r}; expected auto, cpu, cuda or cuda:N")
 
@@ -63,16 +61,21 @@ def resolve_weights(model: str, weights: str | None, *, allow_download: bool = F
     if model not in MODELS:
         raise AegisError(f"unknown model {model!r}; expected one of {', '.join(MODELS)}")
     if weights is None or str(weights).strip() == "":
-        hint = "a local .pt file or a model yaml such as yolo11n.yaml" if model != "fasterrcnn" else (
-            "a local checkpoint file, or 'none' for random initialisation")
+        hint = (
+            "a local .pt file or a model yaml such as yolo11n.yaml"
+            if model != "fasterrcnn"
+            else ("a local checkpoint file, or 'none' for random initialisation")
+        )
         raise AegisError(f"no weights given for {model}: pass `weights` with {hint}", param="weights")
     w = str(weights)
     if w.lower() == "none":
         if model == "fasterrcnn":
             return None
-        raise AegisError(f"`weights` 'none' is only for fasterrcnn; for {model} pass a .pt file or a yaml such as "
-                         f"{'yolo11n.yaml' if model == 'yolo11' else 'rtdetr-l.yaml'} (random initialisation)",
-                         param="weights")
+        raise AegisError(
+            f"`weights` 'none' is only for fasterrcnn; for {model} pass a .pt file or a yaml such as "
+            f"{'yolo11n.yaml' if model == 'yolo11' else 'rtdetr-l.yaml'} (random initialisation)",
+            param="weights",
+        )
     p = Path(w).expanduser()
     if p.is_file():
         return str(p.resolve())
@@ -82,14 +85,25 @@ def resolve_weights(model: str, weights: str | None, *, allow_download: bool = F
     if bare and model != "fasterrcnn" and w.endswith(".pt"):
         if allow_download:
             return w
-        raise AegisError(f"weights {w!r} are not a local file; ultralytics would download them — pass "
-                         f"`allow_download` to allow that, or give the path of a local copy", param="allow_download")
+        raise AegisError(
+            f"weights {w!r} are not a local file; ultralytics would download them — pass "
+            f"`allow_download` to allow that, or give the path of a local copy",
+            param="allow_download",
+        )
     raise AegisError(f"weights file not found: {w}")
 
 
-def load_detector(model: str, weights: str | None, device: str = "auto", *, arch: str | None = None,
-                  max_det: int = 300, imgsz: int | None = None, allow_download: bool = False,
-                  seed: int = 0) -> Detector:
+def load_detector(
+    model: str,
+    weights: str | None,
+    device: str = "auto",
+    *,
+    arch: str | None = None,
+    max_det: int = 300,
+    imgsz: int | None = None,
+    allow_download: bool = False,
+    seed: int = 0,
+) -> Detector:
     """Build a detector ready for inference (eval mode, no gradients).
 
     model: ``yolo11`` | ``rtdetr`` (Ultralytics) | ``fasterrcnn`` (torchvision, 2 classes).
@@ -117,5 +131,15 @@ def load_detector(model: str, weights: str | None, device: str = "auto", *, arch
     return UltralyticsDetector(model, resolved, dev, max_det=max_det, imgsz=imgsz)
 
 
-__all__ = ["MODELS", "FASTERRCNN_ARCHS", "Detector", "Prediction", "load_detector", "resolve_device",
-           "resolve_weights", "seed_torch", "check_batch", "empty_prediction"]
+__all__ = [
+    "MODELS",
+    "FASTERRCNN_ARCHS",
+    "Detector",
+    "Prediction",
+    "load_detector",
+    "resolve_device",
+    "resolve_weights",
+    "seed_torch",
+    "check_batch",
+    "empty_prediction",
+]

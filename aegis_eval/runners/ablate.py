@@ -25,9 +25,10 @@ continues where it stopped.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from aegis_data.augment.transform import AugmentPolicy, load_policy
 from aegis_data.errors import AegisError
@@ -53,8 +54,9 @@ def parse_policies(spec: str | Sequence[str], suite: str | None = None) -> list[
     ``suite``: the suite policies that name none render with (default aegis-v2)."""
     items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if str(s).strip()]
     if not items:
-        raise AegisError("no policies given: pass `policies` all,loo-flood,... (names in configs/augment)",
-                         param="policies")
+        raise AegisError(
+            "no policies given: pass `policies` all,loo-flood,... (names in configs/augment)", param="policies"
+        )
     policies = [load_policy(s, suite) for s in items]
     for p in policies:  # each name becomes OUT/<name>/ and OUT/scores/<name>.json
         check_name_component(p.name, "policy name", RESERVED)
@@ -74,13 +76,16 @@ def parse_seeds(spec: str | Sequence[int]) -> list[int]:
         raise AegisError("no training seeds given: pass `seeds` 0,1,2", param="seeds")
     bad = next((s for s in items if not (s.isascii() and s.isdigit())), None)  # isdigit alone takes "²"
     if bad is not None:
-        raise AegisError(f"training seed {bad!r} is invalid; expected non-negative integers such as `seeds` 0,1,2",
-                         param="seeds")
+        raise AegisError(
+            f"training seed {bad!r} is invalid; expected non-negative integers such as `seeds` 0,1,2", param="seeds"
+        )
     seeds = [int(s) for s in items]
     big = next((s for s in seeds if s > MAX_TRAINING_SEED), None)
     if big is not None:
-        raise AegisError(f"training seed {big} is too large; expected integers in [0, {MAX_TRAINING_SEED}] (NumPy "
-                         f"and the trainers take 32-bit seeds)")
+        raise AegisError(
+            f"training seed {big} is too large; expected integers in [0, {MAX_TRAINING_SEED}] (NumPy "
+            f"and the trainers take 32-bit seeds)"
+        )
     dup = next((s for s in seeds if seeds.count(s) > 1), None)
     if dup is not None:
         raise AegisError(f"training seed {dup} is given twice; every seed trains its own models")
@@ -95,25 +100,41 @@ def init_record(model: str, init: str | Path) -> dict[str, Any]:
 
     path = Path(init).expanduser()
     if not path.is_file():
-        raise AegisError(f"`init` {init}: not a local checkpoint file (train one with `aegis baseline train`, "
-                         f"docs/MITIGATION.md)", param="init")
+        raise AegisError(
+            f"`init` {init}: not a local checkpoint file (train one with `aegis baseline train`, docs/MITIGATION.md)",
+            param="init",
+        )
     resolved = resolve_weights(model, str(path))
     augment = augment_record_for_weights(resolved)
-    return {"path": resolved, "sha256": file_sha256(Path(resolved)),
-            "augment": None if augment is None else {k: augment.get(k) for k in ("name", "hash", "seed")}}
+    return {
+        "path": resolved,
+        "sha256": file_sha256(Path(resolved)),
+        "augment": None if augment is None else {k: augment.get(k) for k in ("name", "hash", "seed")},
+    }
 
 
 def _predictions(results: Path, gt) -> dict:
     return {c: load_predictions(p, gt) for c, p in prediction_files(results / "predictions").items()}
 
 
-def run_ablation(train: TrainSettings, predict: PredictSettings, split_dir: str | Path, out_dir: str | Path,
-                 policies: Sequence[AugmentPolicy], *, bootstrap: int = 1000, seed: int = 0,
-                 rule: str = DEFAULT_RULE, label: str | None = None, conditions: str = "all",
-                 init: str | Path | None = None, seeds: Sequence[int] | None = None,
-                 progress: Callable[[str, str], None] | None = None,
-                 log: Callable[[str], None] | None = None,
-                 on_warning: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_ablation(  # noqa: C901 (predates the limit; split it when it next changes)
+    train: TrainSettings,
+    predict: PredictSettings,
+    split_dir: str | Path,
+    out_dir: str | Path,
+    policies: Sequence[AugmentPolicy],
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    rule: str = DEFAULT_RULE,
+    label: str | None = None,
+    conditions: str = "all",
+    init: str | Path | None = None,
+    seeds: Sequence[int] | None = None,
+    progress: Callable[[str, str], None] | None = None,
+    log: Callable[[str], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Train, sweep and compare ``[clean] + policies``; returns the ablation record (also OUT/ablation.json).
 
     ``predict.weights`` is ignored: each sweep uses the best weights of its own training run.
@@ -153,10 +174,18 @@ def run_ablation(train: TrainSettings, predict: PredictSettings, split_dir: str 
             trained = train_baseline(replace(train, seed=s), split, run, log=log, augment=policy)
             say(f"{tag}/train", trained["status"])
             results = folder / "results"
-            sweep = run_sweep(replace(predict, weights=trained["best"]), split, results, bootstrap=bootstrap,
-                              seed=seed, rule=rule, label=f"{base_label}/{tag}", conditions=conditions,
-                              progress=lambda stage, status, t=tag: say(f"{t}/{stage}", status),
-                              on_warning=on_warning)
+            sweep = run_sweep(
+                replace(predict, weights=trained["best"]),
+                split,
+                results,
+                bootstrap=bootstrap,
+                seed=seed,
+                rule=rule,
+                label=f"{base_label}/{tag}",
+                conditions=conditions,
+                progress=lambda stage, status, t=tag: say(f"{t}/{stage}", status),
+                on_warning=on_warning,
+            )
             sweep["provenance"].setdefault("augment", None)  # run_sweep records a policy run's from RUN/augment.json
             if multi:
                 sweep["provenance"]["training_seed"] = s
@@ -165,16 +194,26 @@ def run_ablation(train: TrainSettings, predict: PredictSettings, split_dir: str 
             threshold, _ = read_threshold_file(results / THRESHOLD_FILE)
             scores[(name, s)] = sweep
             score_path = out / SCORES_DIR / (f"seed-{s}/{name}.json" if multi else f"{name}.json")
-            entries[(name, s)] = {"policy": None if policy is None else policy.record(), "run": str(run),
-                                  "results": str(results), "best": trained["best"], "threshold": threshold,
-                                  "score": str(score_path)}
+            entries[(name, s)] = {
+                "policy": None if policy is None else policy.record(),
+                "run": str(run),
+                "results": str(results),
+                "best": trained["best"],
+                "threshold": threshold,
+                "score": str(score_path),
+            }
 
     gt = load_ground_truth(split, "test")
     options = BootstrapOptions(n_bootstrap=bootstrap, seed=seed)
 
     def scored(name: str, s: int):
-        return score_model(gt, _predictions(Path(entries[(name, s)]["results"]), gt), entries[(name, s)]["threshold"],
-                           bootstrap=options, iou=scores[(name, s)]["iou"])
+        return score_model(
+            gt,
+            _predictions(Path(entries[(name, s)]["results"]), gt),
+            entries[(name, s)]["threshold"],
+            bootstrap=options,
+            iou=scores[(name, s)]["iou"],
+        )
 
     iou = scores[(CLEAN, seed_list[0])]["iou"]
     baselines = {s: scored(CLEAN, s) for s in seed_list}  # once per seed, shared by every policy's comparison
@@ -212,17 +251,32 @@ def run_ablation(train: TrainSettings, predict: PredictSettings, split_dir: str 
             first["mitigation"] = combined[name]
         top = out / SCORES_DIR / f"{name}.json"
         write_score_json(first, top)
-        runs[name] = {"policy": None if policy is None else policy.record(), "score": str(top),
-                      "threshold": [entries[(name, s)]["threshold"] for s in seed_list],
-                      "seeds": {str(s): entries[(name, s)] for s in seed_list}}
-    settings = {"model": train.model, "weights": train.weights, "epochs": train.epochs, "imgsz": train.imgsz,
-                "batch": train.batch, "seed": train.seed}
+        runs[name] = {
+            "policy": None if policy is None else policy.record(),
+            "score": str(top),
+            "threshold": [entries[(name, s)]["threshold"] for s in seed_list],
+            "seeds": {str(s): entries[(name, s)] for s in seed_list},
+        }
+    settings = {
+        "model": train.model,
+        "weights": train.weights,
+        "epochs": train.epochs,
+        "imgsz": train.imgsz,
+        "batch": train.batch,
+        "seed": train.seed,
+    }
     if multi:
         settings["seeds"] = seed_list
     if start is not None:
         settings["init"] = start
-    record = {"schema": "aegis-ablation/1", "split": str(split.resolve()), "label": base_label,
-              "settings": settings, "bootstrap": {"n_bootstrap": bootstrap, "seed": seed}, "runs": runs,
-              "gains": summary}
+    record = {
+        "schema": "aegis-ablation/1",
+        "split": str(split.resolve()),
+        "label": base_label,
+        "settings": settings,
+        "bootstrap": {"n_bootstrap": bootstrap, "seed": seed},
+        "runs": runs,
+        "gains": summary,
+    }
     write_bytes_atomic(out / ABLATION_FILE, (json.dumps(record, indent=2, sort_keys=False) + "\n").encode())
     return record

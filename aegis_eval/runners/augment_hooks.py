@@ -29,9 +29,9 @@ _CACHE_FRAMES = 4
 
 @dataclass(frozen=True)
 class TileSource:
-    frame: Path       # the clean train frame on disk
-    image_id: int     # its COCO id: the augmentation's sample key
-    tile: Tile        # the region the training image shows (the whole frame when it fits one tile)
+    frame: Path  # the clean train frame on disk
+    image_id: int  # its COCO id: the augmentation's sample key
+    tile: Tile  # the region the training image shows (the whole frame when it fits one tile)
 
 
 class FrameAugmenter:
@@ -60,8 +60,10 @@ class FrameAugmenter:
     def tile(self, name: str, epoch: int) -> np.ndarray:
         src = self.sources.get(name)
         if src is None:
-            raise AegisError(f"training image {name!r} is not a frame or tile of the split's clean train set; "
-                             f"rebuild the run's data/ folder")
+            raise AegisError(
+                f"training image {name!r} is not a frame or tile of the split's clean train set; "
+                f"rebuild the run's data/ folder"
+            )
         return np.ascontiguousarray(crop(self.frame(src, epoch), src.tile))
 
 
@@ -74,8 +76,10 @@ def _split_manifest(split: str | Path) -> tuple[Path, dict] | None:
     if found is None:
         return None
     if not isinstance(found.data, dict):
-        raise AegisError(f"[manifest_wrong_type] split manifest file {found.path}: expected a JSON object at the top "
-                         f"level, got a JSON {type(found.data).__name__}")
+        raise AegisError(
+            f"[manifest_wrong_type] split manifest file {found.path}: expected a JSON object at the top "
+            f"level, got a JSON {type(found.data).__name__}"
+        )
     return found.path, found.data
 
 
@@ -130,12 +134,17 @@ def check_augment_record(run: Path, policy: AugmentPolicy | None, seed: int) -> 
     if old is None and new is None:
         return None
     if old is None and _checkpoints(run):
-        raise AegisError(f"{run} holds a run trained without augmentation; use another `run_dir` for `augment` "
-                         f"{policy.name}", param="run_dir")
+        raise AegisError(
+            f"{run} holds a run trained without augmentation; use another `run_dir` for `augment` {policy.name}",
+            param="run_dir",
+        )
     if old is not None and (new is None or (old.get("hash"), old.get("seed")) != (new["hash"], new["seed"])):
         what = "without `augment`" if new is None else f"with policy {new['name']} [{new['hash']}] seed {seed}"
-        raise AegisError(f"{run} was trained with augmentation policy {old.get('name')} [{old.get('hash')}] seed "
-                         f"{old.get('seed')}; it cannot be resumed {what} — use another `run_dir`", param="run_dir")
+        raise AegisError(
+            f"{run} was trained with augmentation policy {old.get('name')} [{old.get('hash')}] seed "
+            f"{old.get('seed')}; it cannot be resumed {what} — use another `run_dir`",
+            param="run_dir",
+        )
     return new
 
 

@@ -78,8 +78,10 @@ def attach(dataset, augmenter: FrameAugmenter, epoch: int = 0):
     classes = _dataset_classes()
     cls = classes.get(type(dataset))
     if cls is None:
-        raise AegisError(f"disaster augmentation supports Ultralytics {', '.join(c.__name__ for c in classes)}, "
-                         f"not {type(dataset).__name__}")
+        raise AegisError(
+            f"disaster augmentation supports Ultralytics {', '.join(c.__name__ for c in classes)}, "
+            f"not {type(dataset).__name__}"
+        )
     dataset.__class__ = cls
     dataset._aegis = augmenter
     dataset._aegis_epoch = torch.tensor(int(epoch), dtype=torch.int64).share_memory_()

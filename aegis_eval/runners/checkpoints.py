@@ -50,10 +50,13 @@ def _data_globals() -> dict[str, Any]:
     from ultralytics.utils import IterableSimpleNamespace
 
     scalar = np.float64(0).__reduce__()[0]
-    out: dict[str, Any] = {"numpy.dtype": np.dtype, "numpy.core.multiarray.scalar": scalar,
-                           "numpy._core.multiarray.scalar": scalar,
-                           "ultralytics.utils.IterableSimpleNamespace": IterableSimpleNamespace,
-                           "ultralytics.yolo.utils.IterableSimpleNamespace": IterableSimpleNamespace}
+    out: dict[str, Any] = {
+        "numpy.dtype": np.dtype,
+        "numpy.core.multiarray.scalar": scalar,
+        "numpy._core.multiarray.scalar": scalar,
+        "ultralytics.utils.IterableSimpleNamespace": IterableSimpleNamespace,
+        "ultralytics.yolo.utils.IterableSimpleNamespace": IterableSimpleNamespace,
+    }
     for module in ("pathlib", "pathlib._local"):  # a path pickled on either OS, by Python before or after 3.13
         for name in ("PosixPath", "WindowsPath"):
             out[f"{module}.{name}"] = pathlib.PurePosixPath
@@ -145,13 +148,13 @@ def called_globals(data: bytes, where: str | Path) -> set[str]:
             else:  # every other opcode by its documented stack effect
                 before = op.stack_before
                 if pickletools.markobject in before:
-                    del stack[marks.pop():]
+                    del stack[marks.pop() :]
                     count = before.index(pickletools.markobject)
                 else:
                     count = len(before)
                 if count > len(stack):
                     raise IndexError("stack underflow")
-                del stack[len(stack) - count:]
+                del stack[len(stack) - count :]
                 stack.extend([None] * len(op.stack_after))
     except AegisError:
         raise
@@ -191,8 +194,10 @@ def check_ultralytics_checkpoint(path: str | Path, *, resume: bool = False) -> d
     if "numpy.dtype" in beyond_torch:  # numpy pickles a dtype as numpy.dtype(...), then sets the state of its own type
         import numpy as np
 
-        allowed += [(type(np.dtype(t)), f"numpy.dtypes.{type(np.dtype(t)).__name__}") for t in
-                    (np.float16, np.float32, np.float64, np.int32, np.int64, np.bool_)]
+        allowed += [
+            (type(np.dtype(t)), f"numpy.dtypes.{type(np.dtype(t)).__name__}")
+            for t in (np.float16, np.float32, np.float64, np.int32, np.int64, np.bool_)
+        ]
     try:
         with torch.serialization.safe_globals(allowed):
             blob.seek(0)
@@ -202,12 +207,15 @@ def check_ultralytics_checkpoint(path: str | Path, *, resume: bool = False) -> d
         detail = next((ln.strip() for ln in lines if "Unsupported" in ln or "Trying" in ln), lines[0] if lines else "")
         raise _refuse(p, f"does not load as plain weights ({type(exc).__name__}: {detail[:200]})") from None
     if not isinstance(ckpt, dict):
-        raise AegisError(f"checkpoint {p} is a {type(ckpt).__name__}, not an Ultralytics checkpoint (a dict with a "
-                         f"model)")
+        raise AegisError(
+            f"checkpoint {p} is a {type(ckpt).__name__}, not an Ultralytics checkpoint (a dict with a model)"
+        )
     if resume and (type(ckpt.get("epoch")) is not int):
-        raise AegisError(f"checkpoint {p} records no epoch (an integer): it is no Ultralytics training checkpoint "
-                         f"and cannot be resumed or taken for a finished run; remove it or use another `run_dir`",
-                         param="run_dir")
+        raise AegisError(
+            f"checkpoint {p} records no epoch (an integer): it is no Ultralytics training checkpoint "
+            f"and cannot be resumed or taken for a finished run; remove it or use another `run_dir`",
+            param="run_dir",
+        )
     model = ckpt.get("ema") if ckpt.get("ema") is not None else ckpt.get("model")
     if not isinstance(model, torch.nn.Module):
         raise AegisError(f"checkpoint {p} holds no model (Ultralytics keeps it under 'model' or 'ema')")
@@ -251,14 +259,17 @@ def check_ultralytics_yaml(weights: str) -> None:
     try:
         d = tasks.yaml_model_load(weights)
     except Exception as exc:
-        raise AegisError(f"cannot read model yaml {weights!r}: {type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+        raise AegisError(
+            f"cannot read model yaml {weights!r}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        ) from None
     if not isinstance(d, dict):
         raise AegisError(f"model yaml {weights}: not a mapping")
     act = d.get("activation")
     if act and _activation_class(act) is None:
-        raise AegisError(f"model yaml {weights}: activation {str(act)[:80]!r} is not a torch.nn class called with "
-                         f"literal arguments (such as nn.SiLU()); refused: Ultralytics would evaluate it as code")
+        raise AegisError(
+            f"model yaml {weights}: activation {str(act)[:80]!r} is not a torch.nn class called with "
+            f"literal arguments (such as nn.SiLU()); refused: Ultralytics would evaluate it as code"
+        )
     layers = [*(d.get("backbone") or []), *(d.get("head") or [])]
     if not layers or not all(isinstance(row, list) and len(row) == 4 for row in layers):
         raise AegisError(f"model yaml {weights}: backbone and head must be lists of [from, number, module, args]")
@@ -273,8 +284,10 @@ def check_ultralytics_yaml(weights: str) -> None:
         else:
             obj = vars(tasks).get(m)
         if not (isinstance(obj, type) and issubclass(obj, torch.nn.Module)):
-            raise AegisError(f"model yaml {weights}: layer module {m!r} is not a model layer (an nn.Module class); "
-                             f"refused: Ultralytics would call it with the yaml's arguments")
+            raise AegisError(
+                f"model yaml {weights}: layer module {m!r} is not a model layer (an nn.Module class); "
+                f"refused: Ultralytics would call it with the yaml's arguments"
+            )
 
 
 def check_ultralytics_weights(weights: str) -> None:

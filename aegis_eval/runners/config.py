@@ -19,11 +19,11 @@ from aegis_eval.runners.tiling import DEFAULT_OVERLAP, DEFAULT_TILE
 # key -> (type, default). Defaults are the reference protocol, declared here once: TrainSettings and
 # PredictSettings take theirs from this table (``default``); the yaml files pin dataset/model choices.
 KEYS: dict[str, tuple[type | tuple[type, ...], Any]] = {
-    "name": (str, None),            # free label, e.g. "heridal-yolo11m"; used as the score label
-    "dataset": (str, None),         # heridal | sard | synthetic (documentation; the split decides the data)
-    "model": (str, None),           # yolo11 | rtdetr | fasterrcnn
-    "weights": (str, None),         # local file, ultralytics *.yaml, or "none" (fasterrcnn random init)
-    "arch": (str, None),            # fasterrcnn backbone: resnet50_v2 | mobilenet_v3
+    "name": (str, None),  # free label, e.g. "heridal-yolo11m"; used as the score label
+    "dataset": (str, None),  # heridal | sard | synthetic (documentation; the split decides the data)
+    "model": (str, None),  # yolo11 | rtdetr | fasterrcnn
+    "weights": (str, None),  # local file, ultralytics *.yaml, or "none" (fasterrcnn random init)
+    "arch": (str, None),  # fasterrcnn backbone: resnet50_v2 | mobilenet_v3
     "imgsz": (int, 1024),
     "epochs": (int, 100),
     "batch": (int, 8),
@@ -33,7 +33,7 @@ KEYS: dict[str, tuple[type | tuple[type, ...], Any]] = {
     "momentum": (float, 0.9),
     "weight_decay": (float, 0.0005),
     "workers": (int, 0),
-    "amp": (bool, False),           # Ultralytics mixed precision on GPU; its self-check downloads yolo26n.pt
+    "amp": (bool, False),  # Ultralytics mixed precision on GPU; its self-check downloads yolo26n.pt
     "tile": (int, DEFAULT_TILE),
     "overlap": (int, DEFAULT_OVERLAP),
     "min_visibility": (float, 0.5),
@@ -91,6 +91,7 @@ def load_baseline_config(path: str | Path) -> dict[str, Any]:
 
 def check_values(cfg: dict[str, Any], where: str = "settings") -> None:
     """Range checks shared by config files and resolved CLI settings; one line naming key=value."""
+
     def bad(key: str, expect: str):
         return AegisError(f"{where}: {key}={cfg[key]!r} is invalid; expected {expect}")
 

@@ -21,9 +21,9 @@ import hashlib
 import json
 import platform
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 
@@ -66,7 +66,7 @@ class PredictSettings:
     seed: int = default("seed")
     allow_download: bool = False
 
-    def validate(self) -> "PredictSettings":
+    def validate(self) -> PredictSettings:
         if self.model not in MODELS:
             raise AegisError(f"unknown model {self.model!r}; expected one of {', '.join(MODELS)}")
         if not 0.0 <= self.score_floor <= 1.0:
@@ -107,8 +107,10 @@ def read_split_images(split_dir: str | Path, split_name: str = "test", limit: in
     gt = annotation_path(root, split_name)
     if not gt.is_file():
         extra = " (build the split with `with_train`)" if split_name == "train" else ""
-        raise AegisError(f"{root} has no {gt.relative_to(root)}: not a split folder with a {split_name} split "
-                         f"(see docs/SPLITS.md, layout){extra}")
+        raise AegisError(
+            f"{root} has no {gt.relative_to(root)}: not a split folder with a {split_name} split "
+            f"(see docs/SPLITS.md, layout){extra}"
+        )
     coco, sha = read_coco_gt(gt)
     images = coco_images(coco, gt)
     try:
@@ -133,18 +135,22 @@ def resolve_conditions(split: SplitImages, conditions: str | Iterable[str] | Non
     present = [c for c in canonical if condition_dir(split.split_dir, split.split_name, c).is_dir()]
     if conditions is None or conditions == "all":
         if not present:
-            raise AegisError(f"no condition folders under {split.split_dir / split.split_name}; expected "
-                             f"clean/ and <corruption>_s<k>/ (see docs/SPLITS.md, layout)")
+            raise AegisError(
+                f"no condition folders under {split.split_dir / split.split_name}; expected "
+                f"clean/ and <corruption>_s<k>/ (see docs/SPLITS.md, layout)"
+            )
         return present
     wanted = [c.strip() for c in (conditions.split(",") if isinstance(conditions, str) else conditions)]
     wanted = [c for c in wanted if c]
     if not wanted:
-        raise AegisError("`conditions` is empty; pass 'all' or a comma list such as clean,low_light_s3",
-                         param="conditions")
+        raise AegisError(
+            "`conditions` is empty; pass 'all' or a comma list such as clean,low_light_s3", param="conditions"
+        )
     unknown = [c for c in wanted if c not in canonical]
     if unknown:
-        raise AegisError(f"unknown condition {unknown[0]!r}; expected 'clean' or '<corruption>_s<1-3>' of the "
-                         f"split's suite")
+        raise AegisError(
+            f"unknown condition {unknown[0]!r}; expected 'clean' or '<corruption>_s<1-3>' of the split's suite"
+        )
     missing = [c for c in wanted if c not in present]
     if missing:
         raise AegisError(f"condition {missing[0]!r} has no folder {split.split_dir / split.split_name / missing[0]}")
@@ -164,10 +170,19 @@ def coco_results(image_id: int, pred: Prediction, width: int, height: int) -> li
     rows = []
     for k in order:
         x0, y0, x1, y1 = (float(v) for v in b[k])
-        rows.append({"image_id": int(image_id), "category_id": PERSON_CATEGORY_ID,
-                     "bbox": [round(x0, BOX_DECIMALS), round(y0, BOX_DECIMALS),
-                              round(max(x1 - x0, 0.0), BOX_DECIMALS), round(max(y1 - y0, 0.0), BOX_DECIMALS)],
-                     "score": round(float(s[k]), SCORE_DECIMALS)})
+        rows.append(
+            {
+                "image_id": int(image_id),
+                "category_id": PERSON_CATEGORY_ID,
+                "bbox": [
+                    round(x0, BOX_DECIMALS),
+                    round(y0, BOX_DECIMALS),
+                    round(max(x1 - x0, 0.0), BOX_DECIMALS),
+                    round(max(y1 - y0, 0.0), BOX_DECIMALS),
+                ],
+                "score": round(float(s[k]), SCORE_DECIMALS),
+            }
+        )
     return rows
 
 
@@ -190,9 +205,15 @@ def library_versions() -> dict:
         ultra = ultralytics.__version__
     except ImportError:  # pragma: no cover - a declared dependency of the runner extras
         ultra = None
-    versions = {"aegisbench": TOOLKIT_VERSION, "python": platform.python_version(), "numpy": np.__version__,
-                "opencv": cv2.__version__, "torch": torch.__version__, "torchvision": torchvision.__version__,
-                "ultralytics": ultra}
+    versions = {
+        "aegisbench": TOOLKIT_VERSION,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "opencv": cv2.__version__,
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "ultralytics": ultra,
+    }
     return {k: None if v is None else str(v) for k, v in versions.items()}  # torch's is a str subclass
 
 
@@ -211,8 +232,13 @@ def run_identity(settings: PredictSettings, split: SplitImages, device: str) -> 
     s = asdict(settings)
     for k in ("batch", "device", "allow_download"):
         s.pop(k)
-    return {"settings": s, "weights": weights_identity(settings.weights), "gt_sha256": split.gt_sha256,
-            "device": device, "image_ids": hashlib.sha256(repr(split.image_ids).encode()).hexdigest()}
+    return {
+        "settings": s,
+        "weights": weights_identity(settings.weights),
+        "gt_sha256": split.gt_sha256,
+        "device": device,
+        "image_ids": hashlib.sha256(repr(split.image_ids).encode()).hexdigest(),
+    }
 
 
 def _identity_hash(identity: dict) -> str:
@@ -228,8 +254,9 @@ def read_run_file(out_dir: str | Path) -> dict | None:
     except AegisError as exc:
         raise AegisError(f"{exc}; delete it or pass `force`", param="force") from None
     if not isinstance(data, dict) or data.get("schema") != RUN_SCHEMA:
-        raise AegisError(f"{p} is not an aegis baseline run file (schema {RUN_SCHEMA}); delete it or pass `force`",
-                         param="force")
+        raise AegisError(
+            f"{p} is not an aegis baseline run file (schema {RUN_SCHEMA}); delete it or pass `force`", param="force"
+        )
     return data
 
 
@@ -242,8 +269,13 @@ def condition_is_done(run: dict | None, out_dir: Path, condition: str, identity_
         return False
     entry = (run.get("conditions") or {}).get(condition)
     f = out_dir / f"{condition}.json"
-    return bool(entry and entry.get("status") == "complete" and entry.get("identity") == identity_hash
-                and f.is_file() and file_sha256(f) == entry.get("sha256"))
+    return bool(
+        entry
+        and entry.get("status") == "complete"
+        and entry.get("identity") == identity_hash
+        and f.is_file()
+        and file_sha256(f) == entry.get("sha256")
+    )
 
 
 class LazyDetector:
@@ -260,15 +292,29 @@ class LazyDetector:
     def get(self) -> Detector:
         if self._detector is None:
             s = self.settings
-            self._detector = load_detector(s.model, s.weights, s.device, arch=s.arch, max_det=s.max_det,
-                                           imgsz=s.imgsz, allow_download=s.allow_download, seed=s.seed)
+            self._detector = load_detector(
+                s.model,
+                s.weights,
+                s.device,
+                arch=s.arch,
+                max_det=s.max_det,
+                imgsz=s.imgsz,
+                allow_download=s.allow_download,
+                seed=s.seed,
+            )
         return self._detector
 
 
-def predict_split(settings: PredictSettings, split_dir: str | Path, out_dir: str | Path, *,
-                  conditions: str | Iterable[str] | None = "all", force: bool = False,
-                  detector: Detector | LazyDetector | None = None,
-                  progress: Callable[[str, str], None] | None = None) -> dict:
+def predict_split(
+    settings: PredictSettings,
+    split_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    conditions: str | Iterable[str] | None = "all",
+    force: bool = False,
+    detector: Detector | LazyDetector | None = None,
+    progress: Callable[[str, str], None] | None = None,
+) -> dict:
     """Predict every requested condition of a split; return the run record (also written to run.json).
 
     detector: an already loaded detector, or a LazyDetector to share between calls; by default one is built
@@ -326,8 +372,9 @@ def predict_split(settings: PredictSettings, split_dir: str | Path, out_dir: str
     return record
 
 
-def predict_condition(detector: Detector, settings: PredictSettings, split: SplitImages, condition: str,
-                      out: Path) -> dict:
+def predict_condition(
+    detector: Detector, settings: PredictSettings, split: SplitImages, condition: str, out: Path
+) -> dict:
     """Predict one condition folder and write ``<out>/<condition>.json`` atomically; return its run entry."""
     folder = condition_dir(split.split_dir, split.split_name, condition)
     rows: list[dict] = []
@@ -336,16 +383,26 @@ def predict_condition(detector: Detector, settings: PredictSettings, split: Spli
     infer_s = 0.0
     # Read `batch` frames at a time to bound memory (a 12 MP frame is 36 MB decoded).
     for k in range(0, len(split.image_ids), settings.batch):
-        ids = split.image_ids[k:k + settings.batch]
-        names = split.file_names[k:k + settings.batch]
+        ids = split.image_ids[k : k + settings.batch]
+        names = split.file_names[k : k + settings.batch]
         frames = [read_rgb(folder / name) for name in names]
-        for name, frame, (w, h) in zip(names, frames, split.sizes[k:k + settings.batch]):
+        for name, frame, (w, h) in zip(names, frames, split.sizes[k : k + settings.batch]):
             if w and h and frame.shape[:2] != (h, w):
-                raise AegisError(f"{folder / name} is {frame.shape[1]}x{frame.shape[0]} but the GT says {w}x{h}; "
-                                 f"the split folder and {split.gt_path.name} do not belong together")
+                raise AegisError(
+                    f"{folder / name} is {frame.shape[1]}x{frame.shape[0]} but the GT says {w}x{h}; "
+                    f"the split folder and {split.gt_path.name} do not belong together"
+                )
         t1 = time.perf_counter()
-        preds = predict_images(detector, frames, settings.score_floor, tiled=settings.tiled, tile=settings.tile,
-                               overlap=settings.overlap, nms_iou=settings.nms_iou, batch=settings.batch)
+        preds = predict_images(
+            detector,
+            frames,
+            settings.score_floor,
+            tiled=settings.tiled,
+            tile=settings.tile,
+            overlap=settings.overlap,
+            nms_iou=settings.nms_iou,
+            batch=settings.batch,
+        )
         infer_s += time.perf_counter() - t1
         for image_id, frame, pred in zip(ids, frames, preds):
             rows.extend(coco_results(image_id, pred, frame.shape[1], frame.shape[0]))
@@ -356,8 +413,15 @@ def predict_condition(detector: Detector, settings: PredictSettings, split: Spli
     write_bytes_atomic(path, data)
     seconds = time.perf_counter() - t0
     n = len(split.image_ids)
-    return {"status": "complete", "file": path.name, "sha256": hashlib.sha256(data).hexdigest(),
-            "n_images": n, "n_detections": len(rows), "n_tiles": n_tiles_total if settings.tiled else n,
-            "seconds": round(seconds, 3), "inference_seconds": round(infer_s, 3),
-            "images_per_s": round(n / seconds, 4) if seconds > 0 else None,
-            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return {
+        "status": "complete",
+        "file": path.name,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "n_images": n,
+        "n_detections": len(rows),
+        "n_tiles": n_tiles_total if settings.tiled else n,
+        "seconds": round(seconds, 3),
+        "inference_seconds": round(infer_s, 3),
+        "images_per_s": round(n / seconds, 4) if seconds > 0 else None,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }

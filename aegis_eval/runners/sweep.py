@@ -15,9 +15,10 @@ re-freezes and re-predicts).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import file_sha256
@@ -31,8 +32,9 @@ from aegis_eval.runners.predict import LazyDetector, PredictSettings, predict_sp
 THRESHOLD_FILE = "threshold.json"
 
 
-def freeze_or_reuse_threshold(val_preds: Path, split_dir: Path, path: Path, *, rule: str = DEFAULT_RULE,
-                              force: bool = False) -> tuple[float, str]:
+def freeze_or_reuse_threshold(
+    val_preds: Path, split_dir: Path, path: Path, *, rule: str = DEFAULT_RULE, force: bool = False
+) -> tuple[float, str]:
     """Return (threshold, status): "frozen" or "reused", followed by the file's warnings (e.g. a threshold on
     the edge of the grid), so the progress line names them. An existing file is reused only if it was frozen
     on these exact validation predictions and GT with the same rule; otherwise AegisError unless ``force``."""
@@ -42,9 +44,11 @@ def freeze_or_reuse_threshold(val_preds: Path, split_dir: Path, path: Path, *, r
         recorded_preds = (info.get("predictions") or {}).get("sha256")
         recorded_gt = (info.get("gt") or {}).get("sha256")
         if recorded_preds != file_sha256(val_preds) or recorded_gt != file_sha256(gt_file) or info.get("rule") != rule:
-            raise AegisError(f"{path} was frozen on different inputs (validation predictions, GT or rule differ); "
-                             f"keep it by restoring those inputs, or pass `force` to freeze a new threshold",
-                             param="force")
+            raise AegisError(
+                f"{path} was frozen on different inputs (validation predictions, GT or rule differ); "
+                f"keep it by restoring those inputs, or pass `force` to freeze a new threshold",
+                param="force",
+            )
         return value, _status("reused", info.get("warnings"))
     gt = load_ground_truth(split_dir, "val")
     frozen = freeze_threshold(gt, load_predictions(val_preds, gt), rule=rule)
@@ -57,11 +61,21 @@ def _status(how: str, warnings) -> str:
     return how + "".join(f"; warning: {w}" for w in notes)
 
 
-def run_sweep(settings: PredictSettings, split_dir: str | Path, results_dir: str | Path, *,
-              bootstrap: int = 1000, seed: int = 0, rule: str = DEFAULT_RULE, label: str | None = None,
-              conditions: str = "all", force: bool = False, detector=None,
-              progress: Callable[[str, str], None] | None = None,
-              on_warning: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_sweep(
+    settings: PredictSettings,
+    split_dir: str | Path,
+    results_dir: str | Path,
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    rule: str = DEFAULT_RULE,
+    label: str | None = None,
+    conditions: str = "all",
+    force: bool = False,
+    detector=None,
+    progress: Callable[[str, str], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Run the protocol; return the score result (also written to RESULTS/score.json and score.csv).
 
     ``settings.split_name`` is ignored: validation uses ``val``, the sweep ``test``. The detector is loaded at
@@ -80,19 +94,41 @@ def run_sweep(settings: PredictSettings, split_dir: str | Path, results_dir: str
         def report(cond: str, status: str) -> None:
             if progress:
                 progress(f"{name}/{cond}", status)
+
         return report
 
-    predict_split(replace(settings, split_name="val"), split, out / "val", conditions="clean", force=force,
-                  detector=lazy, progress=stage("val"))
-    value, how = freeze_or_reuse_threshold(out / "val" / "clean.json", split, out / THRESHOLD_FILE, rule=rule,
-                                           force=force)
+    predict_split(
+        replace(settings, split_name="val"),
+        split,
+        out / "val",
+        conditions="clean",
+        force=force,
+        detector=lazy,
+        progress=stage("val"),
+    )
+    value, how = freeze_or_reuse_threshold(
+        out / "val" / "clean.json", split, out / THRESHOLD_FILE, rule=rule, force=force
+    )
     if progress:
         progress(f"threshold {value:g}", how)
-    predict_split(replace(settings, split_name="test"), split, out / "predictions", conditions=conditions,
-                  force=force, detector=lazy, progress=stage("test"))
+    predict_split(
+        replace(settings, split_name="test"),
+        split,
+        out / "predictions",
+        conditions=conditions,
+        force=force,
+        detector=lazy,
+        progress=stage("test"),
+    )
 
-    options = ScoreOptions(threshold_file=out / THRESHOLD_FILE, bootstrap=bootstrap, seed=seed,
-                           label=label or settings.model, split="test", on_warning=on_warning)
+    options = ScoreOptions(
+        threshold_file=out / THRESHOLD_FILE,
+        bootstrap=bootstrap,
+        seed=seed,
+        label=label or settings.model,
+        split="test",
+        on_warning=on_warning,
+    )
     result = score(out / "predictions", split, options).result
     record = augment_record_for_weights(settings.weights)
     if record is not None:  # a model trained with an augmentation policy: its policy and hash go into every score

@@ -43,7 +43,7 @@ def nms_xyxy(boxes: np.ndarray, scores: np.ndarray, iou: float = DEFAULT_NMS_IOU
         if not alive[i]:
             continue
         keep.append(int(i))
-        rest = order[pos + 1:]
+        rest = order[pos + 1 :]
         rest = rest[alive[rest]]
         if len(rest) == 0:
             continue
@@ -57,8 +57,9 @@ def nms_xyxy(boxes: np.ndarray, scores: np.ndarray, iou: float = DEFAULT_NMS_IOU
     return np.asarray(keep, dtype=np.int64)
 
 
-def merge_tile_predictions(per_tile: list[Prediction], tiles: list[Tile], *, iou: float = DEFAULT_NMS_IOU,
-                           max_det: int = 300) -> Prediction:
+def merge_tile_predictions(
+    per_tile: list[Prediction], tiles: list[Tile], *, iou: float = DEFAULT_NMS_IOU, max_det: int = 300
+) -> Prediction:
     """Shift each tile's boxes to frame pixels, concatenate, NMS, keep the ``max_det`` best (score desc)."""
     if len(per_tile) != len(tiles):
         raise AegisError(f"got predictions for {len(per_tile)} tiles but the grid has {len(tiles)}")
@@ -72,9 +73,17 @@ def merge_tile_predictions(per_tile: list[Prediction], tiles: list[Tile], *, iou
     return np.ascontiguousarray(boxes[keep]), np.ascontiguousarray(scores[keep])
 
 
-def predict_images(detector: Detector, images: list[np.ndarray], score_floor: float, *, tiled: bool = True,
-                   tile: int = DEFAULT_TILE, overlap: int = DEFAULT_OVERLAP, nms_iou: float = DEFAULT_NMS_IOU,
-                   batch: int = 8) -> list[Prediction]:
+def predict_images(
+    detector: Detector,
+    images: list[np.ndarray],
+    score_floor: float,
+    *,
+    tiled: bool = True,
+    tile: int = DEFAULT_TILE,
+    overlap: int = DEFAULT_OVERLAP,
+    nms_iou: float = DEFAULT_NMS_IOU,
+    batch: int = 8,
+) -> list[Prediction]:
     """Predict full frames, tiled or not; one ``(boxes xyxy, scores)`` per input frame, in frame pixels.
 
     Tiles of all given frames are pooled and sent to the detector ``batch`` at a time, so small frames and
@@ -89,20 +98,20 @@ def predict_images(detector: Detector, images: list[np.ndarray], score_floor: fl
     if not tiled:
         out: list[Prediction] = []
         for k in range(0, len(images), batch):
-            out.extend(detector.predict(list(images[k:k + batch]), score_floor))
+            out.extend(detector.predict(list(images[k : k + batch]), score_floor))
         return out
     grids = [tile_grid(im.shape[1], im.shape[0], tile, overlap) for im in images]
     jobs = [(i, t) for i, g in enumerate(grids) for t in g]
     raw: list[Prediction] = []
     for k in range(0, len(jobs), batch):
-        chunk = jobs[k:k + batch]
+        chunk = jobs[k : k + batch]
         raw.extend(detector.predict([crop(images[i], t) for i, t in chunk], score_floor))
     if len(raw) != len(jobs):
         raise AegisError(f"detector returned {len(raw)} results for {len(jobs)} tiles")
     results: list[Prediction] = []
     pos = 0
     for g in grids:
-        per_tile = raw[pos:pos + len(g)]
+        per_tile = raw[pos : pos + len(g)]
         pos += len(g)
         if len(g) == 1:  # fits one tile: exactly the untiled prediction
             results.append(per_tile[0])

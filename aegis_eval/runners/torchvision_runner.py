@@ -45,8 +45,10 @@ def read_checkpoint(path: str | Path) -> dict:
     except FileNotFoundError:
         raise AegisError(f"weights file not found: {path}") from None
     except Exception as exc:
-        raise AegisError(f"cannot read fasterrcnn checkpoint {path}: {type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+        raise AegisError(
+            f"cannot read fasterrcnn checkpoint {path}: {type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}"
+        ) from None
     if isinstance(obj, dict) and isinstance(obj.get("model"), dict):
         return obj
     if isinstance(obj, dict) and obj and all(hasattr(v, "shape") for v in obj.values()):
@@ -84,15 +86,18 @@ def load_state(net, state: dict, path: str, arch: str) -> None:
     state = person_head_from_coco(state)
     missing, unexpected = _key_diff(net.state_dict(), state)
     if missing or unexpected:
-        raise AegisError(f"weights {path} do not fit fasterrcnn {arch} with {NUM_CLASSES} classes: "
-                         f"{len(missing)} missing keys (e.g. {missing[:1]}), {len(unexpected)} unexpected")
+        raise AegisError(
+            f"weights {path} do not fit fasterrcnn {arch} with {NUM_CLASSES} classes: "
+            f"{len(missing)} missing keys (e.g. {missing[:1]}), {len(unexpected)} unexpected"
+        )
     try:
         net.load_state_dict(state, strict=True)
     except RuntimeError as exc:
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
         detail = next((ln for ln in lines if "size mismatch" in ln), lines[0] if lines else "shape mismatch")
-        raise AegisError(f"weights {path} do not fit fasterrcnn {arch} with {NUM_CLASSES} classes: "
-                         f"{detail.rstrip('.')}") from None
+        raise AegisError(
+            f"weights {path} do not fit fasterrcnn {arch} with {NUM_CLASSES} classes: {detail.rstrip('.')}"
+        ) from None
 
 
 def _key_diff(expected: dict, given: dict) -> tuple[list[str], list[str]]:
@@ -102,13 +107,15 @@ def _key_diff(expected: dict, given: dict) -> tuple[list[str], list[str]]:
 class FasterRCNNDetector:
     """torchvision ``fasterrcnn_resnet50_fpn_v2`` (or ``mobilenet_v3`` FPN), eval mode, batched, no grad."""
 
-    def __init__(self, weights: str | None, device: str, *, arch: str | None = None, max_det: int = 300,
-                 imgsz: int | None = None):
+    def __init__(
+        self, weights: str | None, device: str, *, arch: str | None = None, max_det: int = 300, imgsz: int | None = None
+    ):
         ckpt = read_checkpoint(weights) if weights is not None else None
         ckpt_arch = ckpt.get("arch") if ckpt else None
         if arch and ckpt_arch and arch != ckpt_arch:
-            raise AegisError(f"`arch` {arch} does not match the checkpoint's arch {ckpt_arch} ({weights})",
-                             param="arch")
+            raise AegisError(
+                f"`arch` {arch} does not match the checkpoint's arch {ckpt_arch} ({weights})", param="arch"
+            )
         self.arch = arch or ckpt_arch or DEFAULT_ARCH
         if imgsz is None and ckpt and ckpt.get("imgsz"):
             imgsz = int(ckpt["imgsz"])
@@ -131,9 +138,15 @@ class FasterRCNNDetector:
         return self
 
     def describe(self) -> dict:
-        return {"model": self.model, "arch": self.arch, "weights": self.weights, "device": self.device,
-                "max_det": self.max_det, "imgsz": self.imgsz,
-                "n_params": int(sum(p.numel() for p in self.net.parameters()))}
+        return {
+            "model": self.model,
+            "arch": self.arch,
+            "weights": self.weights,
+            "device": self.device,
+            "max_det": self.max_det,
+            "imgsz": self.imgsz,
+            "n_params": int(sum(p.numel() for p in self.net.parameters())),
+        }
 
     def predict(self, images: list[np.ndarray], score_floor: float) -> list[Prediction]:
         import torch
@@ -145,8 +158,10 @@ class FasterRCNNDetector:
         # detections survive for AP and for threshold selection.
         self.net.roi_heads.score_thresh = float(score_floor)
         self.net.roi_heads.detections_per_img = self.max_det
-        tensors = [torch.from_numpy(np.ascontiguousarray(im)).to(self.device).permute(2, 0, 1).float().div_(255.0)
-                   for im in images]
+        tensors = [
+            torch.from_numpy(np.ascontiguousarray(im)).to(self.device).permute(2, 0, 1).float().div_(255.0)
+            for im in images
+        ]
         with torch.no_grad():
             outputs = self.net(tensors)
         out: list[Prediction] = []

@@ -20,9 +20,10 @@ import json
 import math
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import yaml
@@ -57,16 +58,16 @@ class TrainSettings:
     weight_decay: float = default("weight_decay")
     device: str = default("device")
     workers: int = default("workers")
-    amp: bool = default("amp")                      # Ultralytics only; see docs/BASELINES.md
+    amp: bool = default("amp")  # Ultralytics only; see docs/BASELINES.md
     tile: int = default("tile")
     overlap: int = default("overlap")
     min_visibility: float = default("min_visibility")
-    score_floor: float = default("score_floor")     # Faster R-CNN validation predictions
-    nms_iou: float = default("nms_iou")             # merge of tiled validation predictions
+    score_floor: float = default("score_floor")  # Faster R-CNN validation predictions
+    nms_iou: float = default("nms_iou")  # merge of tiled validation predictions
     max_det: int = default("max_det")
     allow_download: bool = False
 
-    def validate(self) -> "TrainSettings":
+    def validate(self) -> TrainSettings:
         if self.model not in MODELS:
             raise AegisError(f"unknown model {self.model!r}; expected one of {', '.join(MODELS)}")
         if self.optimizer not in OPTIMIZERS:
@@ -107,8 +108,9 @@ def tile_sources(split_dir: str | Path, *, tile: int = 1024, overlap: int = 256)
     return out
 
 
-def write_yolo_dataset(split_dir: str | Path, data_dir: str | Path, *, tile: int = 1024, overlap: int = 256,
-                       min_visibility: float = 0.5) -> Path:
+def write_yolo_dataset(
+    split_dir: str | Path, data_dir: str | Path, *, tile: int = 1024, overlap: int = 256, min_visibility: float = 0.5
+) -> Path:
     """Write the clean train and val images of a split as a YOLO dataset; return ``data.yaml``'s path.
 
     Frames that fit in one tile are written as they are; larger ones as tiles named
@@ -122,12 +124,19 @@ def write_yolo_dataset(split_dir: str | Path, data_dir: str | Path, *, tile: int
     for s in ("train", "val"):
         p = annotation_path(root, s)
         if not p.is_file():
-            hint = ("the split was built without `with_train`; rebuild it with `with_train`"
-                    if s == "train" else "the split has no clean validation set")
+            hint = (
+                "the split was built without `with_train`; rebuild it with `with_train`"
+                if s == "train"
+                else "the split has no clean validation set"
+            )
             raise AegisError(f"{root} has no {p.relative_to(root)}: {hint}")
         gts[s] = p
-    stamp = {"gt_sha256": {s: file_sha256(p) for s, p in gts.items()}, "tile": tile, "overlap": overlap,
-             "min_visibility": min_visibility}
+    stamp = {
+        "gt_sha256": {s: file_sha256(p) for s, p in gts.items()},
+        "tile": tile,
+        "overlap": overlap,
+        "min_visibility": min_visibility,
+    }
     yaml_path = data / "data.yaml"
     stamp_path = data / DATA_STAMP
     if yaml_path.is_file() and stamp_path.is_file():
@@ -161,8 +170,12 @@ def write_yolo_dataset(split_dir: str | Path, data_dir: str | Path, *, tile: int
                 n_files += 1
                 n_boxes += len(tb)
         counts[s] = {"images": n_files, "boxes": n_boxes}
-    spec = {"path": str(data.resolve()), "train": str((data / "images" / "train").resolve()),
-            "val": str((data / "images" / "val").resolve()), "names": {0: "person"}}
+    spec = {
+        "path": str(data.resolve()),
+        "train": str((data / "images" / "train").resolve()),
+        "val": str((data / "images" / "val").resolve()),
+        "names": {0: "person"},
+    }
     write_bytes_atomic(yaml_path, yaml.safe_dump(spec, sort_keys=False).encode())
     write_bytes_atomic(stamp_path, json.dumps({**stamp, "counts": counts}, indent=2).encode())
     return yaml_path
@@ -182,16 +195,27 @@ def read_yolo_folder(images_dir: Path) -> list[tuple[Path, np.ndarray]]:
 
 # --- entry point --------------------------------------------------------------------------------------
 def write_run_config(settings: TrainSettings, split_dir: Path, run_dir: Path, extra: dict | None = None) -> Path:
-    cfg = {"settings": asdict(settings), "split": str(split_dir.resolve()), "run": str(run_dir.resolve()),
-           "weights_sha256": file_sha256(settings.weights) if settings.weights and Path(settings.weights).is_file()
-           else None, **(extra or {})}
+    cfg = {
+        "settings": asdict(settings),
+        "split": str(split_dir.resolve()),
+        "run": str(run_dir.resolve()),
+        "weights_sha256": file_sha256(settings.weights)
+        if settings.weights and Path(settings.weights).is_file()
+        else None,
+        **(extra or {}),
+    }
     path = run_dir / "config.yaml"
     write_bytes_atomic(path, yaml.safe_dump(cfg, sort_keys=False).encode())
     return path
 
 
-def train_baseline(settings: TrainSettings, split_dir: str | Path, run_dir: str | Path,
-                   log: Callable[[str], None] | None = None, augment: AugmentPolicy | None = None) -> dict[str, Any]:
+def train_baseline(
+    settings: TrainSettings,
+    split_dir: str | Path,
+    run_dir: str | Path,
+    log: Callable[[str], None] | None = None,
+    augment: AugmentPolicy | None = None,
+) -> dict[str, Any]:
     """Fine-tune ``settings.model`` on the split's clean train, validate on clean val; resume when possible.
 
     augment: a disaster-augmentation policy (``aegis_data.augment.transform``) applied to every training frame before
@@ -210,27 +234,33 @@ def train_baseline(settings: TrainSettings, split_dir: str | Path, run_dir: str 
     weights = resolve_weights(settings.model, settings.weights, allow_download=settings.allow_download)
     device = resolve_device(settings.device)
     run.mkdir(parents=True, exist_ok=True)
-    data_yaml = write_yolo_dataset(split, run / "data", tile=settings.tile, overlap=settings.overlap,
-                                   min_visibility=settings.min_visibility)
+    data_yaml = write_yolo_dataset(
+        split, run / "data", tile=settings.tile, overlap=settings.overlap, min_visibility=settings.min_visibility
+    )
     from aegis_eval.runners.predict import library_versions
 
     extra: dict[str, Any] = {"device_resolved": device, "versions": library_versions()}
-    from aegis_eval.runners.augment_hooks import (FrameAugmenter, check_augment_record, training_scale,
-                                                  write_augment_record)
+    from aegis_eval.runners.augment_hooks import (
+        FrameAugmenter,
+        check_augment_record,
+        training_scale,
+        write_augment_record,
+    )
 
     record = check_augment_record(run, augment, settings.seed)  # refuses a resume under another policy
     augmenter = None
     if augment is not None:
-        augmenter = FrameAugmenter(DisasterAugment(augment, settings.seed, scale=training_scale(split)),
-                                   tile_sources(split, tile=settings.tile, overlap=settings.overlap))
+        augmenter = FrameAugmenter(
+            DisasterAugment(augment, settings.seed, scale=training_scale(split)),
+            tile_sources(split, tile=settings.tile, overlap=settings.overlap),
+        )
         extra["augment"] = record
     cfg_path = write_run_config(settings, split, run, extra)
     if augmenter is not None:
         write_augment_record(run, extra["augment"])
     seed_torch(settings.seed)
     if settings.model == "fasterrcnn":
-        result = _train_fasterrcnn(settings, weights, device, split, run, data_yaml, log or (lambda s: None),
-                                   augmenter)
+        result = _train_fasterrcnn(settings, weights, device, split, run, data_yaml, log or (lambda s: None), augmenter)
     else:
         result = _train_ultralytics(settings, weights, device, run, data_yaml, augmenter)
     result.update(config=str(cfg_path), data=str(data_yaml))
@@ -240,8 +270,9 @@ def train_baseline(settings: TrainSettings, split_dir: str | Path, run_dir: str 
 
 
 # --- Ultralytics --------------------------------------------------------------------------------------
-def _train_ultralytics(settings: TrainSettings, weights: str, device: str, run: Path, data_yaml: Path,
-                       augmenter=None) -> dict[str, Any]:
+def _train_ultralytics(
+    settings: TrainSettings, weights: str, device: str, run: Path, data_yaml: Path, augmenter=None
+) -> dict[str, Any]:
     from ultralytics import RTDETR, YOLO
 
     from aegis_eval.runners.checkpoints import check_ultralytics_checkpoint, check_ultralytics_weights
@@ -259,31 +290,68 @@ def _train_ultralytics(settings: TrainSettings, weights: str, device: str, run: 
         # Vetted first (no code runs from it); it must record its epoch: Ultralytics marks a finished run with -1.
         epoch = check_ultralytics_checkpoint(last, resume=True)["epoch"]
         if epoch == -1:
-            return {"best": str(weights_dir / "best.pt"), "last": str(last), "resumed": False,
-                    "status": "already finished", "train_dir": str(run / "train")}
+            return {
+                "best": str(weights_dir / "best.pt"),
+                "last": str(last),
+                "resumed": False,
+                "status": "already finished",
+                "train_dir": str(run / "train"),
+            }
         # A resume takes its settings from the checkpoint's train_args; the ones naming places are ours instead:
         # the dataset, the run folder, and no teacher model to load.
-        cls(str(last)).train(resume=True, data=str(data_yaml), save_dir=str((run / "train").resolve()),
-                             distill_model=None, device=device, workers=settings.workers, plots=False, **hook)
+        cls(str(last)).train(
+            resume=True,
+            data=str(data_yaml),
+            save_dir=str((run / "train").resolve()),
+            distill_model=None,
+            device=device,
+            workers=settings.workers,
+            plots=False,
+            **hook,
+        )
         resumed = True
     else:
         check_ultralytics_weights(weights)
         net = cls(weights)
-        net.train(data=str(data_yaml), epochs=settings.epochs, imgsz=settings.imgsz, batch=settings.batch,
-                  seed=settings.seed, deterministic=True, workers=settings.workers, optimizer=settings.optimizer,
-                  lr0=settings.lr0, momentum=settings.momentum, weight_decay=settings.weight_decay, device=device,
-                  project=str(run.resolve()), name="train", exist_ok=True, plots=False, val=True, verbose=False,
-                  max_det=settings.max_det, amp=settings.amp, **hook)
+        net.train(
+            data=str(data_yaml),
+            epochs=settings.epochs,
+            imgsz=settings.imgsz,
+            batch=settings.batch,
+            seed=settings.seed,
+            deterministic=True,
+            workers=settings.workers,
+            optimizer=settings.optimizer,
+            lr0=settings.lr0,
+            momentum=settings.momentum,
+            weight_decay=settings.weight_decay,
+            device=device,
+            project=str(run.resolve()),
+            name="train",
+            exist_ok=True,
+            plots=False,
+            val=True,
+            verbose=False,
+            max_det=settings.max_det,
+            amp=settings.amp,
+            **hook,
+        )
     best = weights_dir / "best.pt"
     if not best.is_file():
         raise AegisError(f"ultralytics finished without writing {best}")
-    return {"best": str(best), "last": str(last), "resumed": resumed, "status": "trained",
-            "train_dir": str(run / "train")}
+    return {
+        "best": str(best),
+        "last": str(last),
+        "resumed": resumed,
+        "status": "trained",
+        "train_dir": str(run / "train"),
+    }
 
 
 # --- Faster R-CNN -------------------------------------------------------------------------------------
 def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
     """Deterministic shuffle of ``range(n)``: sort by SHA-256 of (seed, epoch, index); no RNG state involved."""
+
     def key(i: int) -> bytes:
         return hashlib.sha256(f"aegis-train-order|{seed}|{epoch}|{i}".encode()).digest()
 
@@ -313,8 +381,10 @@ def _build_optimizer(net, settings: TrainSettings):
 def _targets(boxes: np.ndarray, device: str):
     import torch
 
-    return {"boxes": torch.as_tensor(boxes, dtype=torch.float32, device=device).reshape(-1, 4),
-            "labels": torch.ones(len(boxes), dtype=torch.int64, device=device)}
+    return {
+        "boxes": torch.as_tensor(boxes, dtype=torch.float32, device=device).reshape(-1, 4),
+        "labels": torch.ones(len(boxes), dtype=torch.int64, device=device),
+    }
 
 
 def validate_ap50(detector, split_dir: Path, settings: TrainSettings) -> float:
@@ -326,10 +396,18 @@ def validate_ap50(detector, split_dir: Path, settings: TrainSettings) -> float:
     folder = condition_dir(split_dir, "val", "clean")
     rows: list[dict] = []
     for k in range(0, len(split.image_ids), settings.batch):
-        frames = [read_rgb(folder / n) for n in split.file_names[k:k + settings.batch]]
-        preds = predict_images(detector, frames, settings.score_floor, tiled=True, tile=settings.tile,
-                               overlap=settings.overlap, nms_iou=settings.nms_iou, batch=settings.batch)
-        for image_id, frame, pred in zip(split.image_ids[k:k + settings.batch], frames, preds):
+        frames = [read_rgb(folder / n) for n in split.file_names[k : k + settings.batch]]
+        preds = predict_images(
+            detector,
+            frames,
+            settings.score_floor,
+            tiled=True,
+            tile=settings.tile,
+            overlap=settings.overlap,
+            nms_iou=settings.nms_iou,
+            batch=settings.batch,
+        )
+        for image_id, frame, pred in zip(split.image_ids[k : k + settings.batch], frames, preds):
             rows.extend(coco_results(image_id, pred, frame.shape[1], frame.shape[0]))
     return coco_ap50(split.gt_path, rows)
 
@@ -349,12 +427,25 @@ def coco_ap50(gt_path: Path, rows: list[dict]) -> float:
     return float(value) if value is not None and value >= 0 else 0.0
 
 
-def _train_fasterrcnn(settings: TrainSettings, weights: str | None, device: str, split_dir: Path, run: Path, data_yaml: Path,
-                      log: Callable[[str], None], augmenter=None) -> dict[str, Any]:
+def _train_fasterrcnn(
+    settings: TrainSettings,
+    weights: str | None,
+    device: str,
+    split_dir: Path,
+    run: Path,
+    data_yaml: Path,
+    log: Callable[[str], None],
+    augmenter=None,
+) -> dict[str, Any]:
     import torch
 
-    from aegis_eval.runners.torchvision_runner import (DEFAULT_ARCH, FasterRCNNDetector, build_fasterrcnn,
-                                                       load_state, read_checkpoint)
+    from aegis_eval.runners.torchvision_runner import (
+        DEFAULT_ARCH,
+        FasterRCNNDetector,
+        build_fasterrcnn,
+        load_state,
+        read_checkpoint,
+    )
 
     last_path, best_path = run / "last.pt", run / "best.pt"
     resume = last_path.is_file()
@@ -395,31 +486,52 @@ def _train_fasterrcnn(settings: TrainSettings, weights: str | None, device: str,
         order = epoch_order(len(items), settings.seed, epoch)
         losses = []
         for k in range(0, len(order), settings.batch):
-            chunk = [items[i] for i in order[k:k + settings.batch]]
+            chunk = [items[i] for i in order[k : k + settings.batch]]
             imgs = [torch.from_numpy(load(p, epoch)).to(device).permute(2, 0, 1).float().div_(255.0) for p, _ in chunk]
             loss_dict = net(imgs, [_targets(b, device) for _, b in chunk])
             loss = sum(loss_dict.values())
             if not torch.isfinite(loss):
-                raise AegisError(f"training loss became {loss.item()} at epoch {epoch + 1}; lower `lr0` "
-                                 f"(now {settings.lr0})", param="lr0")
+                raise AegisError(
+                    f"training loss became {loss.item()} at epoch {epoch + 1}; lower `lr0` (now {settings.lr0})",
+                    param="lr0",
+                )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             losses.append(float(loss.item()))
         net.eval()
         ap50 = validate_ap50(detector, split_dir, settings)
-        entry = {"epoch": epoch + 1, "loss": float(np.mean(losses)), "val_ap50": ap50,
-                 "seconds": round(time.perf_counter() - t0, 3)}
+        entry = {
+            "epoch": epoch + 1,
+            "loss": float(np.mean(losses)),
+            "val_ap50": ap50,
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
         history.append(entry)
         log(f"epoch {epoch + 1}/{settings.epochs}: loss {entry['loss']:.4f}, val AP50 {ap50:.4f}")
         state = {k: v.detach().cpu() for k, v in net.state_dict().items()}
         if ap50 > best_ap:  # ties keep the earlier epoch
             best_ap = ap50
             _save_atomic({"model": state, **meta, "epoch": epoch + 1, "val_ap50": ap50}, best_path)
-        _save_atomic({"model": state, "optimizer": opt.state_dict(), **meta, "epoch": epoch + 1,
-                      "best_ap50": best_ap, "history": history}, last_path)
+        _save_atomic(
+            {
+                "model": state,
+                "optimizer": opt.state_dict(),
+                **meta,
+                "epoch": epoch + 1,
+                "best_ap50": best_ap,
+                "history": history,
+            },
+            last_path,
+        )
     if not last_path.is_file():
         raise AegisError(f"nothing was trained: epochs={settings.epochs}")
     status = "trained" if start_epoch < settings.epochs else "already finished"
-    return {"best": str(best_path), "last": str(last_path), "resumed": resume, "status": status,
-            "history": history, "best_val_ap50": best_ap if math.isfinite(best_ap) else None}
+    return {
+        "best": str(best_path),
+        "last": str(last_path),
+        "resumed": resume,
+        "status": status,
+        "history": history,
+        "best_val_ap50": best_ap if math.isfinite(best_ap) else None,
+    }

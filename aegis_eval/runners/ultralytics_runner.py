@@ -42,8 +42,10 @@ class UltralyticsDetector:
         except (FileNotFoundError, OSError) as exc:
             raise AegisError(f"cannot load {model} weights {weights!r}: {str(exc).splitlines()[0]}") from None
         except Exception as exc:  # ultralytics raises assorted types for a wrong/corrupt file
-            raise AegisError(f"cannot load {model} weights {weights!r}: {type(exc).__name__}: "
-                             f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+            raise AegisError(
+                f"cannot load {model} weights {weights!r}: {type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''}"
+            ) from None
         if getattr(self._net, "task", "detect") != "detect":
             raise AegisError(f"weights {weights!r} are a {self._net.task} model; a detect model is needed")
         self.model = model
@@ -59,9 +61,15 @@ class UltralyticsDetector:
         return self._net
 
     def describe(self) -> dict:
-        return {"model": self.model, "weights": self.weights, "device": self.device, "max_det": self.max_det,
-                "imgsz": self.imgsz, "classes": self.classes,
-                "n_params": int(sum(p.numel() for p in self._net.model.parameters()))}
+        return {
+            "model": self.model,
+            "weights": self.weights,
+            "device": self.device,
+            "max_det": self.max_det,
+            "imgsz": self.imgsz,
+            "classes": self.classes,
+            "n_params": int(sum(p.numel() for p in self._net.model.parameters())),
+        }
 
     def predict(self, images: list[np.ndarray], score_floor: float) -> list[Prediction]:
         check_batch(images)
@@ -69,8 +77,15 @@ class UltralyticsDetector:
             return []
         # agnostic_nms: every kept class means "person" here (a multi-class model is either filtered to its
         # person class or, for a random yaml model, all classes count), so overlapping boxes compete as one class.
-        kwargs = dict(conf=float(score_floor), max_det=self.max_det, device=self.device, verbose=False,
-                      batch=len(images), save=False, agnostic_nms=True)
+        kwargs = dict(
+            conf=float(score_floor),
+            max_det=self.max_det,
+            device=self.device,
+            verbose=False,
+            batch=len(images),
+            save=False,
+            agnostic_nms=True,
+        )
         if self.imgsz is not None:
             kwargs["imgsz"] = self.imgsz
         if self.classes is not None:

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from aegis_cli.main import app
 from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import apply_corruption
 from aegis_data.files.imageio import pixel_sha256, read_rgb, write_png_atomic
 from aegis_data.split.manifest import build_manifest, write_manifest
-from aegis_cli.main import app
-from tests.golden.frames import golden_frame
 from tests.conftest import assert_one_line_error as _one_line_error
+from tests.golden.frames import golden_frame
 
 
 def assert_one_line_error(result, *fragments: str) -> None:
@@ -82,12 +82,25 @@ def test_corrupt_writes_the_engine_output_and_its_hash(image_dir, tmp_path, suit
     from aegis_data.engine.scale import Scale
 
     out = tmp_path / "sub" / "rain.png"
-    result = runner.invoke(app, ["corrupt", str(image_dir / "alpha.png"), "--corruption", "rain_streaks",
-                                 "--severity", "3", "--out", str(out), *extra])
+    result = runner.invoke(
+        app,
+        [
+            "corrupt",
+            str(image_dir / "alpha.png"),
+            "--corruption",
+            "rain_streaks",
+            "--severity",
+            "3",
+            "--out",
+            str(out),
+            *extra,
+        ],
+    )
     assert result.exit_code == 0, result.output
     scale = Scale("object", 40.0) if suite == "aegis-v2" else None
-    expected = apply_corruption(read_rgb(image_dir / "alpha.png"), "rain_streaks", 3, "alpha",
-                                config=load_config(suite), scale=scale)
+    expected = apply_corruption(
+        read_rgb(image_dir / "alpha.png"), "rain_streaks", 3, "alpha", config=load_config(suite), scale=scale
+    )
     np.testing.assert_array_equal(read_rgb(out), expected)
     assert pixel_sha256(expected) in result.stdout and "rain.png" in result.stdout
     assert [p.name for p in out.parent.iterdir()] == ["rain.png"]  # no temp file left behind
@@ -128,8 +141,20 @@ def test_corrupt_bad_input_is_one_line(image_dir, tmp_path, case, extra, fragmen
 
 
 def test_corrupt_refuses_a_lossy_output(image_dir, tmp_path):
-    result = runner.invoke(app, ["corrupt", str(image_dir / "alpha.png"), "-c", "low_light", "-s", "1", *UNIT,
-                                 "--out", str(tmp_path / "x.jpg")])
+    result = runner.invoke(
+        app,
+        [
+            "corrupt",
+            str(image_dir / "alpha.png"),
+            "-c",
+            "low_light",
+            "-s",
+            "1",
+            *UNIT,
+            "--out",
+            str(tmp_path / "x.jpg"),
+        ],
+    )
     assert_one_line_error(result, "must be a .png")
 
 
@@ -167,8 +192,22 @@ def test_calibrate_folder_passes_and_writes_json(image_dir, tmp_path):
 
 def test_calibrate_subset_and_limit(image_dir, tmp_path):
     js = tmp_path / "cal.json"
-    result = runner.invoke(app, ["calibrate", str(image_dir), "-c", "low_light,smoke_haze", "-c", "fire_warm_tint",
-                                 "--limit", "1", "--json", str(js), *SUITE_V1])
+    result = runner.invoke(
+        app,
+        [
+            "calibrate",
+            str(image_dir),
+            "-c",
+            "low_light,smoke_haze",
+            "-c",
+            "fire_warm_tint",
+            "--limit",
+            "1",
+            "--json",
+            str(js),
+            *SUITE_V1,
+        ],
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(js.read_text())
     assert data["n_images"] == 1
@@ -179,8 +218,16 @@ def _seal(root: Path, conditions: list[str]) -> None:
     """A sealed aegis-v1 manifest naming no files: calibration reads a split's suite and unit through the sealed
     reader, which checks the manifest and not the files (``aegis verify`` does that)."""
     root.mkdir(parents=True, exist_ok=True)
-    manifest = build_manifest(dataset="fixture", source={}, suite=V1.suite, config_hash=V1.config_hash, seed=V1.seed,
-                              conditions=["clean", *conditions], splits={"test": 2}, entries=[])
+    manifest = build_manifest(
+        dataset="fixture",
+        source={},
+        suite=V1.suite,
+        config_hash=V1.config_hash,
+        seed=V1.seed,
+        conditions=["clean", *conditions],
+        splits={"test": 2},
+        entries=[],
+    )
     write_manifest(root / "manifest.json", manifest)
 
 
@@ -197,8 +244,10 @@ def _split(root: Path, conditions: dict[str, callable]) -> Path:
 
 
 def test_calibrate_split_reads_conditions_from_disk_and_skips_absent(tmp_path):
-    conds = {f"low_light_s{s}": (lambda img, stem, s=s: apply_corruption(img, "low_light", s, stem, config=V1))
-             for s in (1, 3)}
+    conds = {
+        f"low_light_s{s}": (lambda img, stem, s=s: apply_corruption(img, "low_light", s, stem, config=V1))
+        for s in (1, 3)
+    }
     root = _split(tmp_path / "split", conds)
     js = tmp_path / "cal.json"
     result = runner.invoke(app, ["calibrate", str(root), "-c", "low_light", "--json", str(js)])

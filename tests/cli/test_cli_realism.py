@@ -23,8 +23,20 @@ def split(tmp_path_factory) -> Path:
 
 def test_aegis_realism_prints_and_writes_json(split, tmp_path):
     real = real_dir_of(tmp_path, split, "low_light_s1")
-    result = runner.invoke(app, ["realism", str(real), "--condition", "low_light_s1", "--split-dir", str(split),
-                                 "--json", str(tmp_path / "r.json")], env={"COLUMNS": "160"})
+    result = runner.invoke(
+        app,
+        [
+            "realism",
+            str(real),
+            "--condition",
+            "low_light_s1",
+            "--split-dir",
+            str(split),
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        env={"COLUMNS": "160"},
+    )
     assert result.exit_code == 0, result.output
     for word in ("noise_sigma", "noise_autocorrelation", "chroma_luma_noise_ratio", "edge_width", "rendered↔real"):
         assert word in result.stdout

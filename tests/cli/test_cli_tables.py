@@ -68,11 +68,11 @@ def test_a_table_that_fits_is_printed_unchanged():
 
 @pytest.fixture(scope="module")
 def score_result():
-    from tests.cli.test_cli_scoring import gt_doc, preds_doc
-    from tests.eval.protocols.scoring_memory import score_paths
-
     import tempfile
     from pathlib import Path
+
+    from tests.cli.test_cli_scoring import gt_doc, preds_doc
+    from tests.eval.protocols.scoring_memory import score_paths
 
     root = Path(tempfile.mkdtemp())
     (root / "gt.json").write_text(json.dumps(gt_doc(10)))
@@ -93,24 +93,42 @@ def test_score_tables(score_result):
 def test_baseline_tables():
     from aegis_cli.baseline import _run_table, ablation_table
 
-    record = {"conditions": {"clean": {"n_images": 120, "n_detections": 45210, "seconds": 123.456,
-                                       "images_per_s": 0.97},
-                             "water_glare_s3": {"n_images": 120, "n_detections": 40001, "seconds": 99.5,
-                                                "images_per_s": 1.21}}}
+    record = {
+        "conditions": {
+            "clean": {"n_images": 120, "n_detections": 45210, "seconds": 123.456, "images_per_s": 0.97},
+            "water_glare_s3": {"n_images": 120, "n_detections": 40001, "seconds": 99.5, "images_per_s": 1.21},
+        }
+    }
     assert_readable(_run_table(record, "fasterrcnn predictions (cpu) → /a/long/path/to/the/results/folder"))
     gain = {"gain": 0.0123, "ci": [-0.0101, 0.0345]}
-    ablation = {"label": "yolo11n-sard", "settings": {"seeds": None}, "runs": {
-        name: {"policy": {"hash": "3f2a9c1b0d4e"} if name != "clean" else None, "threshold": 0.285}
-        for name in ("clean", "all", "loo-flood", "loo-wildfire")},
-        "gains": {name: {"recall": {k: gain for k in ("mpc", "rpc", "seen", "unseen")}}
-                  for name in ("all", "loo-flood", "loo-wildfire")}}
+    ablation = {
+        "label": "yolo11n-sard",
+        "settings": {"seeds": None},
+        "runs": {
+            name: {"policy": {"hash": "3f2a9c1b0d4e"} if name != "clean" else None, "threshold": 0.285}
+            for name in ("clean", "all", "loo-flood", "loo-wildfire")
+        },
+        "gains": {
+            name: {"recall": {k: gain for k in ("mpc", "rpc", "seen", "unseen")}}
+            for name in ("all", "loo-flood", "loo-wildfire")
+        },
+    }
     assert_readable(ablation_table(ablation))
     # Several training seeds: per-seed gains, their spread and the combined interval (the widest table).
-    seeded = {**ablation, "settings": {"seeds": [0, 1, 2]},
-              "runs": {n: {**r, "threshold": [0.285, 0.31, 0.27]} for n, r in ablation["runs"].items()},
-              "gains": {n: {"recall": {k: {**gain, "seeds": [{"gain": 0.01}, {"gain": -0.0234}, {"gain": 0.05}],
-                                            "seed_sd": 0.0367} for k in ("mpc", "rpc", "seen", "unseen")}}
-                        for n in ("all", "loo-flood", "loo-wildfire")}}
+    seeded = {
+        **ablation,
+        "settings": {"seeds": [0, 1, 2]},
+        "runs": {n: {**r, "threshold": [0.285, 0.31, 0.27]} for n, r in ablation["runs"].items()},
+        "gains": {
+            n: {
+                "recall": {
+                    k: {**gain, "seeds": [{"gain": 0.01}, {"gain": -0.0234}, {"gain": 0.05}], "seed_sd": 0.0367}
+                    for k in ("mpc", "rpc", "seen", "unseen")
+                }
+            }
+            for n in ("all", "loo-flood", "loo-wildfire")
+        },
+    }
     assert_readable(ablation_table(seeded))
     from aegis_eval.report.mitigation import fmt_threshold  # the report's gains table writes thresholds alike
 
@@ -128,8 +146,8 @@ def _cli(args, width=80):
 def test_list_and_calibrate_at_80_columns(tmp_path):
     assert _cli(["list"]).exit_code == 0
     assert _cli(["list", "--scale", "object", "--person-px", "40"]).exit_code == 0
-    import numpy as np
     import cv2
+    import numpy as np
 
     folder = tmp_path / "imgs"
     folder.mkdir()
@@ -151,8 +169,8 @@ def test_audit_gt_diff_and_rank_at_80_columns(tmp_path):
 
 
 def test_rank_at_80_columns(tmp_path):
-    from tests.cli.test_cli_scoring import gt_doc, preds_doc
     from aegis_eval.protocols.scoring import write_score_json
+    from tests.cli.test_cli_scoring import gt_doc, preds_doc
     from tests.eval.protocols.scoring_memory import score_paths
 
     (tmp_path / "gt.json").write_text(json.dumps(gt_doc(10)))
@@ -163,16 +181,39 @@ def test_rank_at_80_columns(tmp_path):
         for cond, lost in (("clean", 0), ("low_light_s3", m + 1), ("water_glare_s2", 2 - m)):
             (preds / f"{cond}.json").write_text(json.dumps(preds_doc(10, found - lost)))
         paths.append(tmp_path / f"m{m}.json")
-        write_score_json(score_paths(preds, tmp_path / "gt.json", threshold=0.5, bootstrap=1, seed=0,
-                                     label=f"a-rather-long-model-name-{m}"), paths[-1])
+        write_score_json(
+            score_paths(
+                preds, tmp_path / "gt.json", threshold=0.5, bootstrap=1, seed=0, label=f"a-rather-long-model-name-{m}"
+            ),
+            paths[-1],
+        )
     result = _cli(["rank", *map(str, paths), "--bootstrap", "20"])
     assert result.exit_code == 0 and "Kendall" in result.stdout
 
 
 def test_verify_failures_at_80_columns(tmp_path):
     out = tmp_path / "s"
-    assert runner.invoke(app, ["build-splits", "--n", "1", "--size", "64", "--corruptions", "low_light",
-                               "--severities", "1", "--workers", "1", "--out-dir", str(out)]).exit_code == 0
+    assert (
+        runner.invoke(
+            app,
+            [
+                "build-splits",
+                "--n",
+                "1",
+                "--size",
+                "64",
+                "--corruptions",
+                "low_light",
+                "--severities",
+                "1",
+                "--workers",
+                "1",
+                "--out-dir",
+                str(out),
+            ],
+        ).exit_code
+        == 0
+    )
     png = next((out / "test" / "low_light_s1").iterdir())
     png.write_bytes(png.read_bytes()[:-20])  # truncated: a failure row
     result = _cli(["verify", str(out)])

@@ -49,7 +49,7 @@ def _commands_cell(cell: str) -> set[str]:
     found, group = set(), ""
     for part in (p.strip() for p in cell.split(",")):
         if part.startswith("baseline "):
-            group, part = "baseline ", part[len("baseline "):]
+            group, part = "baseline ", part[len("baseline ") :]
         found.add(group + part if group and f"{group}{part}" in COMMANDS else part)
     return found
 
@@ -131,21 +131,30 @@ def test_every_mode_lists_its_choices_in_help(row):
 
 
 def test_mode_values_match_the_library():
+    from aegis_cli import vocabulary as v
     from aegis_data.engine.scale import SCALE_MODES
     from aegis_data.sources import DATASETS
     from aegis_eval.protocols.class_map import SIDES
     from aegis_eval.protocols.crosscheck import CROSS_CHECKERS
     from aegis_eval.protocols.ranking import RANK_AXES
+    from aegis_eval.protocols.threshold import CLASS_THRESHOLD_MODES
     from aegis_eval.report.build import FORMATS
     from aegis_eval.report.render import HTML_FIGURES
     from aegis_eval.runners import FASTERRCNN_ARCHS, MODELS
     from aegis_eval.runners.config import OPTIMIZERS
-    from aegis_eval.protocols.threshold import CLASS_THRESHOLD_MODES
-    from aegis_cli import vocabulary as v
 
-    pairs = [(v.Dataset, DATASETS), (v.RemapSide, SIDES), (v.CrossCheck, CROSS_CHECKERS), (v.RankBy, RANK_AXES),
-             (v.HtmlFigures, HTML_FIGURES), (v.Model, MODELS), (v.Arch, FASTERRCNN_ARCHS), (v.Optimizer, OPTIMIZERS),
-             (v.ClassThresholds, CLASS_THRESHOLD_MODES), (v.ScaleMode, SCALE_MODES)]
+    pairs = [
+        (v.Dataset, DATASETS),
+        (v.RemapSide, SIDES),
+        (v.CrossCheck, CROSS_CHECKERS),
+        (v.RankBy, RANK_AXES),
+        (v.HtmlFigures, HTML_FIGURES),
+        (v.Model, MODELS),
+        (v.Arch, FASTERRCNN_ARCHS),
+        (v.Optimizer, OPTIMIZERS),
+        (v.ClassThresholds, CLASS_THRESHOLD_MODES),
+        (v.ScaleMode, SCALE_MODES),
+    ]
     for enum, values in pairs:
         assert tuple(m.value for m in enum) == tuple(values), enum
     assert v.REPORT_FORMATS == FORMATS
@@ -154,10 +163,13 @@ def test_mode_values_match_the_library():
 def test_an_unknown_mode_value_is_still_the_library_one_line_error(tmp_path):
     from tests.conftest import assert_one_line_error
 
-    assert_one_line_error(runner.invoke(app, ["build-splits", "--dataset", "kitti", "--out-dir", str(tmp_path / "o")]),
-                          "unknown dataset 'kitti'")
-    assert_one_line_error(runner.invoke(app, ["list", "--suite", "aegis-v1", "--scale", "tile"]),
-                          "--scale must be one of frame, object")
+    assert_one_line_error(
+        runner.invoke(app, ["build-splits", "--dataset", "kitti", "--out-dir", str(tmp_path / "o")]),
+        "unknown dataset 'kitti'",
+    )
+    assert_one_line_error(
+        runner.invoke(app, ["list", "--suite", "aegis-v1", "--scale", "tile"]), "--scale must be one of frame, object"
+    )
     # aegis-v2 (the default) names an unknown mode the same way, and takes object scale only.
     assert_one_line_error(runner.invoke(app, ["list", "--scale", "tile"]), "--scale must be one of frame, object")
     assert_one_line_error(runner.invoke(app, ["list", "--scale", "frame"]), "takes --scale object only")
@@ -179,14 +191,26 @@ def test_help_renders_brackets_literally_and_baseline_lists_ablate():
 # --- old spellings: gone, and recorded in CHANGELOG.md ----------------------------------------------------
 # (command, an old spelling, its replacement): the table of renames the argv rewriting served until issue 33.
 OLD_SPELLINGS = [
-    ("score", "--gt", "--split-dir"), ("freeze-threshold", "--gt", "--split-dir"), ("score", "--split", "--split-name"),
-    ("baseline predict", "--split", "--split-dir"), ("baseline train", "--split", "--split-dir"),
-    ("baseline sweep", "--split", "--split-dir"), ("baseline ablate", "--split", "--split-dir"),
-    ("build-splits", "--out", "--out-dir"), ("export-hf", "--out", "--out-dir"), ("report", "--out", "--out-dir"),
-    ("gallery", "--out", "--out-dir"), ("baseline predict", "--out", "--out-dir"),
-    ("baseline train", "--out", "--out-dir"), ("baseline sweep", "--out", "--out-dir"),
-    ("baseline ablate", "--out", "--out-dir"), ("gallery", "--preds", "PREDS"), ("build-splits", "-o", "--option"),
-    ("audit", "-o", "--option"), ("list", "--json", "--format"), ("calibrate", "-n", "--limit"),
+    ("score", "--gt", "--split-dir"),
+    ("freeze-threshold", "--gt", "--split-dir"),
+    ("score", "--split", "--split-name"),
+    ("baseline predict", "--split", "--split-dir"),
+    ("baseline train", "--split", "--split-dir"),
+    ("baseline sweep", "--split", "--split-dir"),
+    ("baseline ablate", "--split", "--split-dir"),
+    ("build-splits", "--out", "--out-dir"),
+    ("export-hf", "--out", "--out-dir"),
+    ("report", "--out", "--out-dir"),
+    ("gallery", "--out", "--out-dir"),
+    ("baseline predict", "--out", "--out-dir"),
+    ("baseline train", "--out", "--out-dir"),
+    ("baseline sweep", "--out", "--out-dir"),
+    ("baseline ablate", "--out", "--out-dir"),
+    ("gallery", "--preds", "PREDS"),
+    ("build-splits", "-o", "--option"),
+    ("audit", "-o", "--option"),
+    ("list", "--json", "--format"),
+    ("calibrate", "-n", "--limit"),
 ]
 
 
@@ -212,5 +236,7 @@ def test_library_refusals_name_the_folder_option_as_it_is_spelled_now(tmp_path):
 
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "notes.txt").write_text("x")
-    assert_one_line_error(runner.invoke(app, ["build-splits", "--n", "1", "--out-dir", str(tmp_path / "full")]),
-                          "choose an empty or new --out-dir")
+    assert_one_line_error(
+        runner.invoke(app, ["build-splits", "--n", "1", "--out-dir", str(tmp_path / "full")]),
+        "choose an empty or new --out-dir",
+    )

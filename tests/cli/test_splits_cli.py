@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 import aegis_data.split.build as splits_mod
 from aegis_cli import splits as splits_cli
-from tests.data.split.test_splits_doubles import fake_corrupt, no_leak
 from tests.conftest import assert_one_line_error as _one_line_error
+from tests.data.split.test_splits_doubles import fake_corrupt, no_leak
 
 runner = CliRunner()
 
@@ -37,8 +37,6 @@ def doubles(monkeypatch):
     """The real synthetic source, with the corruption and the audit replaced (in-process, --workers 1)."""
     monkeypatch.setattr(splits_mod, "SuiteCorruptor", lambda config, scale: fake_corrupt)
     monkeypatch.setattr(splits_mod, "_default_audit", no_leak)
-
-
 
 
 SMALL = ["--n", "4", "--size", "64", "--corruptions", "motion_blur", "--severities", "2", "--workers", "1"]
@@ -87,8 +85,9 @@ def test_verify_byte_only_differences_are_a_note_against_a_reference_and_fail_wi
     m = json.loads((out / "manifest.json").read_text())
     m["entries"] = [dict(e, sha256=file_sha256(out / rel)) if e["path"] == rel else e for e in m["entries"]]
     fields = {k: m[k] for k in ("dataset", "source", "suite", "config_hash", "seed", "conditions", "splits", "entries")}
-    write_manifest(out / "manifest.json", build_manifest(**fields, encoder={"name": "other", "version": "1"},
-                                                         scale=m.get("scale")))  # an object-scale build's unit
+    write_manifest(
+        out / "manifest.json", build_manifest(**fields, encoder={"name": "other", "version": "1"}, scale=m.get("scale"))
+    )  # an object-scale build's unit
 
     r = runner.invoke(app, ["verify", str(out), "--against", str(ref)])
     assert r.exit_code == 0, r.output
@@ -132,7 +131,9 @@ def test_bad_input_is_one_line(app, doubles, tmp_path, args, needles):
 def test_wrong_layout_surfaces_the_adapter_error(app, doubles, tmp_path):
     root = tmp_path / "heridal"
     (root / "somewhere").mkdir(parents=True)
-    r = runner.invoke(app, ["build-splits", "--dataset", "heridal", "--source", str(root), "--out-dir", str(tmp_path / "o")])
+    r = runner.invoke(
+        app, ["build-splits", "--dataset", "heridal", "--source", str(root), "--out-dir", str(tmp_path / "o")]
+    )
     _one_line_error(r)
     assert not (tmp_path / "o").exists()
 
@@ -184,7 +185,9 @@ def _heridal_tree(root: Path, value: int = 90) -> Path:
     import cv2
     import numpy as np
 
-    for k, (folder, names) in enumerate((("trainImages", ["tr_0", "tr_1", "tr_2", "tr_3"]), ("testImages", ["te_0", "te_1"]))):
+    for k, (folder, names) in enumerate(
+        (("trainImages", ["tr_0", "tr_1", "tr_2", "tr_3"]), ("testImages", ["te_0", "te_1"]))
+    ):
         for i, name in enumerate(names):
             (root / folder).mkdir(parents=True, exist_ok=True)
             img = np.full((48, 64, 3), value + 10 * i + 50 * k, np.uint8)  # all frames distinct (the audit checks)
@@ -193,7 +196,8 @@ def _heridal_tree(root: Path, value: int = 90) -> Path:
             box = "<bndbox><xmin>10</xmin><xmax>20</xmax><ymin>5</ymin><ymax>25</ymax></bndbox>"
             (root / folder / f"{name}.xml").write_text(
                 f"<annotation><size><width>64</width><height>48</height></size>"
-                f"<object><name>human</name>{box}</object></annotation>")
+                f"<object><name>human</name>{box}</object></annotation>"
+            )
     return root
 
 
@@ -201,8 +205,18 @@ def test_heridal_like_source_end_to_end_and_a_source_decode_difference(app, tmp_
     import cv2
 
     src = _heridal_tree(tmp_path / "HERIDAL")
-    args = ["--dataset", "heridal", "--source", str(src), "--corruptions", "smoke_haze", "--severities", "1",
-            "--workers", "2"]
+    args = [
+        "--dataset",
+        "heridal",
+        "--source",
+        str(src),
+        "--corruptions",
+        "smoke_haze",
+        "--severities",
+        "1",
+        "--workers",
+        "2",
+    ]
     r = runner.invoke(app, ["build-splits", *args, "--out-dir", str(tmp_path / "a")])
     assert r.exit_code == 0, r.output
     assert runner.invoke(app, ["verify", str(tmp_path / "a")]).exit_code == 0
@@ -211,8 +225,17 @@ def test_heridal_like_source_end_to_end_and_a_source_decode_difference(app, tmp_
     assert cv2.imwrite(str(src / "testImages" / "te_1.jpg"), img, [cv2.IMWRITE_JPEG_QUALITY, 60])
     r = runner.invoke(app, ["build-splits", *args, "--out-dir", str(tmp_path / "b")])
     assert r.exit_code == 0, r.output
-    r = runner.invoke(app, ["verify", str(tmp_path / "b"), "--against", str(tmp_path / "a" / "manifest.json"),
-                            "--json", str(tmp_path / "v.json")])
+    r = runner.invoke(
+        app,
+        [
+            "verify",
+            str(tmp_path / "b"),
+            "--against",
+            str(tmp_path / "a" / "manifest.json"),
+            "--json",
+            str(tmp_path / "v.json"),
+        ],
+    )
     assert r.exit_code == 1
     report = json.loads((tmp_path / "v.json").read_text())
     kinds = {f["path"]: f["kind"] for f in report["findings"]}

@@ -87,8 +87,9 @@ def test_aegis_v1_builds_on_request_and_refuses_sidecar_options(tmp_path, v2_spl
     m = json.loads((out / "manifest.json").read_text())
     assert m["suite"] == "aegis-v1" and "scale" not in m
     assert all("scene" not in e for e in m["entries"])
-    r = invoke("build-splits", "--source", src, "--out-dir", tmp_path / "x", "--suite", "aegis-v1",
-               "--scene-dir", src, *BUILD)
+    r = invoke(
+        "build-splits", "--source", src, "--out-dir", tmp_path / "x", "--suite", "aegis-v1", "--scene-dir", src, *BUILD
+    )
     assert_one_line_error(r, "does not read")
     r = invoke("build-splits", "--source", src, "--out-dir", tmp_path / "y", "--scale", "frame", *BUILD)
     assert_one_line_error(r, "physical units")
@@ -100,16 +101,18 @@ def test_list_corrupt_grid_and_calibrate_take_the_suite(tmp_path):
     r = invoke("list", "--format", "json")
     assert r.exit_code == 0 and json.loads(r.output)["suite"] == "aegis-v2"
     doc = json.loads(invoke("list", "--suite", "aegis-v1", "--format", "json").output)
-    assert doc["suite"] == "aegis-v1" and {c["model"] for c in doc["corruptions"]} == set(doc["families"]["storm"]
-                                                                                            + doc["families"]["flood"]
-                                                                                            + doc["families"]["wildfire"]
-                                                                                            + doc["families"]["earthquake"])
+    assert doc["suite"] == "aegis-v1" and {c["model"] for c in doc["corruptions"]} == set(
+        doc["families"]["storm"]
+        + doc["families"]["flood"]
+        + doc["families"]["wildfire"]
+        + doc["families"]["earthquake"]
+    )
     img = _png(tmp_path / "in" / "frame.png", golden_frame(120, 160))
-    assert_one_line_error(invoke("corrupt", img, "-c", "low_light", "-s", "2", "-o", tmp_path / "a.png"),
-                          "person unit")
+    assert_one_line_error(invoke("corrupt", img, "-c", "low_light", "-s", "2", "-o", tmp_path / "a.png"), "person unit")
     for suite, extra in (("aegis-v2", ("--person-px", "30")), ("aegis-v1", ())):
-        r = invoke("corrupt", img, "-c", "low_light", "-s", "2", "-o", tmp_path / f"{suite}.png", "--suite", suite,
-                   *extra)
+        r = invoke(
+            "corrupt", img, "-c", "low_light", "-s", "2", "-o", tmp_path / f"{suite}.png", "--suite", suite, *extra
+        )
         assert r.exit_code == 0, r.output
     a, b = (cv2.imread(str(tmp_path / f"{s}.png")) for s in ("aegis-v2", "aegis-v1"))
     assert not np.array_equal(a, b)
@@ -129,8 +132,23 @@ def test_corrupt_reads_the_images_sidecar(tmp_path):
     assert base.exit_code == 0 and slow.exit_code == 0, slow.output
     assert base.output.split()[-1] != slow.output.split()[-1]  # another clean capture, another added smear
     (tmp_path / "bad.json").write_text(json.dumps({"speed_mps": "fast"}))
-    assert_one_line_error(invoke("corrupt", img, "-c", "motion_blur", "-s", "3", "-o", tmp_path / "c.png",
-                                 "--person-px", "30", "--scene", tmp_path / "bad.json"), "speed_mps")
+    assert_one_line_error(
+        invoke(
+            "corrupt",
+            img,
+            "-c",
+            "motion_blur",
+            "-s",
+            "3",
+            "-o",
+            tmp_path / "c.png",
+            "--person-px",
+            "30",
+            "--scene",
+            tmp_path / "bad.json",
+        ),
+        "speed_mps",
+    )
 
 
 # --- verify re-derives every scene -------------------------------------------------------------------------
@@ -173,13 +191,27 @@ def test_a_changed_sidecar_re_renders_on_resume(v2_split, tmp_path):
 
 # --- scores know their suite --------------------------------------------------------------------------------
 def _score_doc(suite: str | None, label: str) -> dict:
-    cond = {"map50": 0.5, "recall": 0.5, "precision": 0.5, "f1": 0.5, "tp": 1, "fp": 1, "fn": 1, "n_gt": 2,
-            "n_images": 1}
+    cond = {
+        "map50": 0.5,
+        "recall": 0.5,
+        "precision": 0.5,
+        "f1": 0.5,
+        "tp": 1,
+        "fp": 1,
+        "fn": 1,
+        "n_gt": 2,
+        "n_images": 1,
+    }
     prov = {"config_hash": load_config(suite or "aegis-v1").config_hash}
     if suite is not None:
         prov["suite"] = suite
-    return {"schema": "aegis-score/1", "label": label, "dataset": "d", "conditions": {"clean": dict(cond),
-            "low_light_s1": dict(cond)}, "provenance": prov}
+    return {
+        "schema": "aegis-score/1",
+        "label": label,
+        "dataset": "d",
+        "conditions": {"clean": dict(cond), "low_light_s1": dict(cond)},
+        "provenance": prov,
+    }
 
 
 def test_rank_refuses_scores_of_two_suites_unless_asked(tmp_path):
@@ -204,8 +236,9 @@ def test_a_score_of_an_aegis_v2_split_names_its_suite(v2_split, tmp_path):
     folder.mkdir()
     for cond in ("clean", "low_light_s1"):
         (folder / f"{cond}.json").write_text(json.dumps(preds))
-    r = invoke("score", folder, "--split-dir", out, "--threshold", "0.5", "--bootstrap", "10", "--json",
-               tmp_path / "s.json")
+    r = invoke(
+        "score", folder, "--split-dir", out, "--threshold", "0.5", "--bootstrap", "10", "--json", tmp_path / "s.json"
+    )
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "s.json").read_text())["provenance"]["suite"] == "aegis-v2"
 

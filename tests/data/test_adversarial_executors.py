@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_one_line_error
 from tests import REPO_ROOT
-from tests.adversarial import invoke
-from tests.adversarial import yolo_split  # noqa: F401 (fixtures)
+from tests.adversarial import (
+    invoke,
+    yolo_split,  # noqa: F401 (fixtures)
+)
+from tests.conftest import assert_one_line_error
 
 
 # --- 7. workers die with their parent -----------------------------------------------------------------------
@@ -23,7 +25,7 @@ def _proc_stat(pid: int) -> tuple[int, str, int] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     return int(fields[1]), fields[0], int(fields[19])
 
 
@@ -91,12 +93,31 @@ def test_workers_die_when_only_the_parent_is_killed(tmp_path):
 
 
 # --- 10. schedulers, score JSONs and RefCOCO conversions are one line -------------------------------------
-@pytest.mark.parametrize("address,fragment", [("inproc://x", "in-process"), ("ucx://127.0.0.1:1", "UCX"),
-                                              ("tls://127.0.0.1:1", "TLS needs client certificates")])
+@pytest.mark.parametrize(
+    "address,fragment",
+    [
+        ("inproc://x", "in-process"),
+        ("ucx://127.0.0.1:1", "UCX"),
+        ("tls://127.0.0.1:1", "TLS needs client certificates"),
+    ],
+)
 def test_unsupported_scheduler_schemes_are_one_line(tmp_path, yolo_split, address, fragment):
     src, out, _ = yolo_split
-    r = invoke("build-splits", "--source", src, "--out-dir", tmp_path / "o", "--dataset", "yolo", "--corruptions",
-               "low_light", "--severities", "1", "--scheduler", address)
+    r = invoke(
+        "build-splits",
+        "--source",
+        src,
+        "--out-dir",
+        tmp_path / "o",
+        "--dataset",
+        "yolo",
+        "--corruptions",
+        "low_light",
+        "--severities",
+        "1",
+        "--scheduler",
+        address,
+    )
     assert_one_line_error(r, fragment)
     assert_one_line_error(invoke("verify", out, "--scheduler", address), fragment)
 
@@ -115,7 +136,8 @@ def test_a_relative_split_path_reaches_cluster_workers_resolved(yolo_split, monk
 
 @pytest.mark.parametrize("value", ["0", "-3", "nan", "1e9"])
 def test_a_bad_scheduler_timeout_is_one_line_before_any_connection(tmp_path, value):
-    r = invoke("build-splits", "--out-dir", tmp_path / "o", "--n", "2", "--scheduler", "tcp://127.0.0.1:9",
-               "--timeout", value)
+    r = invoke(
+        "build-splits", "--out-dir", tmp_path / "o", "--n", "2", "--scheduler", "tcp://127.0.0.1:9", "--timeout", value
+    )
     assert_one_line_error(r, "--timeout must be a number of seconds")
     assert not (tmp_path / "o").exists()

@@ -6,26 +6,26 @@ closes at the end; the CLI tests of ``--scheduler local`` start their own.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import sys
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
 from tests import REPO_ROOT
 
 distributed = pytest.importorskip("distributed", reason="missing dependency: pip install 'aegisbench[distributed]'")
 
 from typer.testing import CliRunner  # noqa: E402
 
+from aegis_cli.main import app  # noqa: E402
 from aegis_data.errors import AegisError  # noqa: E402
 from aegis_data.files.imageio import write_png_atomic  # noqa: E402
 from aegis_data.split.build import build_splits  # noqa: E402
 from aegis_data.split.manifest import load_manifest  # noqa: E402
 from aegis_data.split.verify import verify_split  # noqa: E402
-from aegis_cli.main import app  # noqa: E402
 from tests.conftest import assert_one_line_error  # noqa: E402
 from tests.data.split.test_splits_doubles import (  # noqa: E402
     FakeDataset,
@@ -41,8 +41,14 @@ REFERENCE = ROOT / "manifests" / "synthetic-c.json"
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                 dashboard_address="127.0.0.1:0", silence_logs=50)
+    c = distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        silence_logs=50,
+    )
     with distributed.Client(c) as client:
         client.wait_for_workers(2)
         yield c, client
@@ -68,8 +74,9 @@ def test_cluster_build_of_the_synthetic_default_equals_the_reference(tmp_path, a
     out = tmp_path / "synthetic-c"
     seen = []
     # The reference manifest is an aegis-v1 build (`aegis build-splits --suite aegis-v1`).
-    result = build_splits(load_source("synthetic"), out, scheduler=address, on_cluster=seen.append,
-                          config=load_config("aegis-v1"))
+    result = build_splits(
+        load_source("synthetic"), out, scheduler=address, on_cluster=seen.append, config=load_config("aegis-v1")
+    )
     local, ref = load_manifest(out / "manifest.json"), load_manifest(REFERENCE)
     assert seen and seen[0]["workers"] == 2 and seen[0]["dashboard"].startswith("http://127.0.0.1:")
     assert result.root_hash == ref.root_hash
@@ -102,8 +109,13 @@ def test_a_worker_killed_mid_build_is_replaced_and_the_manifest_is_unchanged(tmp
 
     from tests.data.split.test_splits_doubles import slow_corrupt
 
-    result = build_splits(ds, tmp_path / "dask", scheduler=address, progress=kill_one_worker,
-                          **build_kwargs(workers=None, corrupt=slow_corrupt))
+    result = build_splits(
+        ds,
+        tmp_path / "dask",
+        scheduler=address,
+        progress=kill_one_worker,
+        **build_kwargs(workers=None, corrupt=slow_corrupt),
+    )
     assert killed
     client.wait_for_workers(2, timeout=60)
     assert pids[0] not in client.run(os.getpid).values()  # the nanny started a new worker process
@@ -118,13 +130,26 @@ def test_a_task_that_keeps_killing_workers_ends_the_build_in_one_line(tmp_path):
     from tests.data.split.test_splits_doubles import dying_corrupt
 
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        c = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                     dashboard_address="127.0.0.1:0", silence_logs=50)
+        c = distributed.LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            silence_logs=50,
+        )
     try:
-        with pytest.raises(AegisError, match=r"Dask workers died again and again running aegis-render-test-img00\d-.*"
-                                             r"re-run the same command to resume"):
-            build_splits(fake_dataset(n_test=1, n_val=0), tmp_path / "o", scheduler=c.scheduler_address,
-                         **build_kwargs(workers=None, corrupt=dying_corrupt))
+        with pytest.raises(
+            AegisError,
+            match=r"Dask workers died again and again running aegis-render-test-img00\d-.*"
+            r"re-run the same command to resume",
+        ):
+            build_splits(
+                fake_dataset(n_test=1, n_val=0),
+                tmp_path / "o",
+                scheduler=c.scheduler_address,
+                **build_kwargs(workers=None, corrupt=dying_corrupt),
+            )
     finally:
         c.close()
 
@@ -132,12 +157,19 @@ def test_a_task_that_keeps_killing_workers_ends_the_build_in_one_line(tmp_path):
 def test_a_build_waits_for_workers_that_join_the_scheduler_later(tmp_path):
     import threading
 
-    c = distributed.LocalCluster(n_workers=0, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                 dashboard_address="127.0.0.1:0", silence_logs=50)
+    c = distributed.LocalCluster(
+        n_workers=0,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        silence_logs=50,
+    )
     try:
         threading.Timer(1.0, c.scale, args=(1,)).start()  # a SLURM job that starts after the build
-        result = build_splits(fake_dataset(n_test=2, n_val=0), tmp_path / "o", scheduler=c.scheduler_address,
-                              **build_kwargs(workers=None))
+        result = build_splits(
+            fake_dataset(n_test=2, n_val=0), tmp_path / "o", scheduler=c.scheduler_address, **build_kwargs(workers=None)
+        )
         assert result.files_written == 2 * 5
     finally:
         c.close()
@@ -224,6 +256,7 @@ def test_verify_on_the_cluster_tells_bytes_only_differences_from_the_workers_pix
 
 def test_every_worker_must_see_the_output_directory(tmp_path, cluster):
     from aegis_data import executors as dist
+
     _, client = cluster
     state = tmp_path / "state.json"
     state.write_text("{}")
@@ -236,8 +269,11 @@ def test_every_worker_must_see_the_output_directory(tmp_path, cluster):
         def run(self, fn, path):
             return {"tcp://10.0.0.1:1": fn(path), "tcp://10.0.0.2:1": None}
 
-    with pytest.raises(AegisError, match=r"1 of 2 Dask worker\(s\) \(e.g. tcp://10.0.0.2:1\) do not see .*--out must "
-                                         r"be on storage every worker mounts at the same path"):
+    with pytest.raises(
+        AegisError,
+        match=r"1 of 2 Dask worker\(s\) \(e.g. tcp://10.0.0.2:1\) do not see .*--out must "
+        r"be on storage every worker mounts at the same path",
+    ):
         dist.require_shared_file(ElsewhereClient(), state, "--out")
 
 
@@ -246,8 +282,26 @@ runner = CliRunner()
 
 def test_cli_build_and_verify_on_their_own_local_cluster(tmp_path):
     out = tmp_path / "synthetic-c"
-    built = runner.invoke(app, ["build-splits", "--out-dir", str(out), "--n", "4", "--size", "64",
-                                "--corruptions", "low_light", "--severities", "1", "--scheduler", "local", "--workers", "1"])
+    built = runner.invoke(
+        app,
+        [
+            "build-splits",
+            "--out-dir",
+            str(out),
+            "--n",
+            "4",
+            "--size",
+            "64",
+            "--corruptions",
+            "low_light",
+            "--severities",
+            "1",
+            "--scheduler",
+            "local",
+            "--workers",
+            "1",
+        ],
+    )
     assert built.exit_code == 0, built.output
     assert "Dask scheduler tcp://127.0.0.1:" in built.stderr and "1 worker(s)" in built.stderr
     checked = runner.invoke(app, ["verify", str(out), "--scheduler", "local", "--workers", "1"])
@@ -255,10 +309,13 @@ def test_cli_build_and_verify_on_their_own_local_cluster(tmp_path):
     assert "OK" in checked.stdout
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["--scheduler", "host with spaces"], "expected 'local' or a Dask scheduler address"),
-    (["--scheduler", "tcp://127.0.0.1:8786", "--workers", "2"], "--workers applies to --scheduler local only"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--scheduler", "host with spaces"], "expected 'local' or a Dask scheduler address"),
+        (["--scheduler", "tcp://127.0.0.1:8786", "--workers", "2"], "--workers applies to --scheduler local only"),
+    ],
+)
 def test_cli_refuses_a_bad_scheduler_in_one_line(tmp_path, args, fragment):
     result = runner.invoke(app, ["build-splits", "--out-dir", str(tmp_path / "o"), "--n", "2", "--size", "64", *args])
     assert_one_line_error(result, fragment)
@@ -266,9 +323,26 @@ def test_cli_refuses_a_bad_scheduler_in_one_line(tmp_path, args, fragment):
 
 
 def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch):
-    build = runner.invoke(app, ["build-splits", "--out-dir", str(tmp_path / "o"), "--n", "2", "--size", "64",
-                                "--corruptions", "low_light", "--severities", "1", "--scheduler", "tcp://127.0.0.1:9",
-                                "--timeout", "2"])
+    build = runner.invoke(
+        app,
+        [
+            "build-splits",
+            "--out-dir",
+            str(tmp_path / "o"),
+            "--n",
+            "2",
+            "--size",
+            "64",
+            "--corruptions",
+            "low_light",
+            "--severities",
+            "1",
+            "--scheduler",
+            "tcp://127.0.0.1:9",
+            "--timeout",
+            "2",
+        ],
+    )
     assert_one_line_error(build, "cannot reach the Dask scheduler at tcp://127.0.0.1:9 within 2 s")
     verify = runner.invoke(app, ["verify", str(tmp_path), "--scheduler", "tcp://127.0.0.1:9", "--timeout", "0"])
     assert verify.exit_code != 0 and "Traceback" not in verify.output

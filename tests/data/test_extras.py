@@ -4,12 +4,12 @@ datasets (core) is hidden from a fresh interpreter and the command that needs it
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
 from tests import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -35,24 +35,90 @@ def score_json(split, tmp_path_factory) -> Path:
 
 
 def _run_without(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    code = (f"import sys; sys.modules[{module!r}] = None; sys.argv = ['aegis'] + {args!r}; "
-            "from aegis_cli.main import main; main()")
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(cwd), "COLUMNS": "200",
-           "YOLO_OFFLINE": "1", "YOLO_CONFIG_DIR": str(cwd), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    code = (
+        f"import sys; sys.modules[{module!r}] = None; sys.argv = ['aegis'] + {args!r}; "
+        "from aegis_cli.main import main; main()"
+    )
+    env = {
+        "PYTHONPATH": str(ROOT),
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(cwd),
+        "COLUMNS": "200",
+        "YOLO_OFFLINE": "1",
+        "YOLO_CONFIG_DIR": str(cwd),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+    }
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
 
 
 CASES = {
-    "torch": ("runners", lambda s, o, j: ["baseline", "predict", "--split-dir", str(s), "--out-dir", str(o / "p"),
-                                          "--model", "fasterrcnn", "--weights", "none", "--conditions", "clean"]),
-    "torchvision": ("runners", lambda s, o, j: ["baseline", "predict", "--split-dir", str(s), "--out-dir", str(o / "p"),
-                                                "--model", "fasterrcnn", "--weights", "none", "--conditions", "clean"]),
-    "ultralytics": ("runners", lambda s, o, j: ["baseline", "predict", "--split-dir", str(s), "--out-dir", str(o / "p"),
-                                                "--model", "yolo11", "--weights", "yolo11n.yaml", "--conditions",
-                                                "clean"]),
+    "torch": (
+        "runners",
+        lambda s, o, j: [
+            "baseline",
+            "predict",
+            "--split-dir",
+            str(s),
+            "--out-dir",
+            str(o / "p"),
+            "--model",
+            "fasterrcnn",
+            "--weights",
+            "none",
+            "--conditions",
+            "clean",
+        ],
+    ),
+    "torchvision": (
+        "runners",
+        lambda s, o, j: [
+            "baseline",
+            "predict",
+            "--split-dir",
+            str(s),
+            "--out-dir",
+            str(o / "p"),
+            "--model",
+            "fasterrcnn",
+            "--weights",
+            "none",
+            "--conditions",
+            "clean",
+        ],
+    ),
+    "ultralytics": (
+        "runners",
+        lambda s, o, j: [
+            "baseline",
+            "predict",
+            "--split-dir",
+            str(s),
+            "--out-dir",
+            str(o / "p"),
+            "--model",
+            "yolo11",
+            "--weights",
+            "yolo11n.yaml",
+            "--conditions",
+            "clean",
+        ],
+    ),
     "matplotlib": ("report", lambda s, o, j: ["report", str(j), "--out-dir", str(o / "r")]),
-    "distributed": ("distributed", lambda s, o, j: ["build-splits", "--n", "2", "--out-dir", str(o / "d"),
-                                                    "--scheduler", "local", "--workers", "1"]),
+    "distributed": (
+        "distributed",
+        lambda s, o, j: [
+            "build-splits",
+            "--n",
+            "2",
+            "--out-dir",
+            str(o / "d"),
+            "--scheduler",
+            "local",
+            "--workers",
+            "1",
+        ],
+    ),
     "datasets": (None, lambda s, o, j: ["export-hf", str(s), "--out-dir", str(o / "hf")]),
 }
 
@@ -65,6 +131,7 @@ def test_a_missing_extra_is_one_line_naming_it(module, split, score_json, tmp_pa
     assert "Traceback" not in r.stderr + r.stdout
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:"), r.stderr
-    want = "pip install -c constraints.txt -e '.'" if extra is None else \
-        f"pip install -c constraints.txt -e '.[{extra}]'"
+    want = (
+        "pip install -c constraints.txt -e '.'" if extra is None else f"pip install -c constraints.txt -e '.[{extra}]'"
+    )
     assert want in lines[0] and module in lines[0], lines[0]

@@ -26,14 +26,23 @@ def _gt_as_predictions(split, condition, keep=1.0):
     for image_id, _, boxes in split.images(condition):
         for k, (x0, y0, x1, y1) in enumerate(boxes):
             if (k % 10) < keep * 10:
-                preds.append({"image_id": image_id, "category_id": 1, "score": 0.9 - 0.01 * k,
-                              "bbox": [float(x0), float(y0), float(x1 - x0), float(y1 - y0)]})
+                preds.append(
+                    {
+                        "image_id": image_id,
+                        "category_id": 1,
+                        "score": 0.9 - 0.01 * k,
+                        "bbox": [float(x0), float(y0), float(x1 - x0), float(y1 - y0)],
+                    }
+                )
     return preds
 
 
 def test_in_memory_and_file_predictions_score_alike(bench, tmp_path):
     split = ad.load_split(bench)
-    preds = {"clean": _gt_as_predictions(split, "clean"), "low_light_s3": _gt_as_predictions(split, "low_light_s3", 0.5)}
+    preds = {
+        "clean": _gt_as_predictions(split, "clean"),
+        "low_light_s3": _gt_as_predictions(split, "low_light_s3", 0.5),
+    }
     folder = tmp_path / "preds"
     folder.mkdir()
     for cond, p in preds.items():
@@ -49,7 +58,7 @@ def test_in_memory_and_file_predictions_score_alike(bench, tmp_path):
     assert a.rpc["recall"] == pytest.approx(a.conditions["low_light_s3"].recall)
     assert a.threshold == 0.5
     with pytest.raises(AttributeError, match="no metric"):
-        a.conditions["clean"].no_such_metric
+        a.conditions["clean"].no_such_metric  # noqa: B018 (the access is what raises)
     # A bare list is the clean condition.
     assert list(ae.score(preds["clean"], bench, threshold=0.5, bootstrap=1).conditions) == ["clean"]
 
@@ -89,15 +98,18 @@ def test_api_refusals(bench):
 def test_split_reader_reads_what_was_built(bench):
     split = ad.load_split(bench)
     assert split.conditions == ("clean", "low_light_s3")
-    assert split.facts()["root_hash"] == split.root_hash == json.loads((bench / "manifest.json").read_text())["root_hash"]
+    assert (
+        split.facts()["root_hash"] == split.root_hash == json.loads((bench / "manifest.json").read_text())["root_hash"]
+    )
     seen = dict(iter(split))
     assert set(seen) == {"clean", "low_light_s3"}
     (iid, clean, boxes), (iid2, dark, _) = next(seen["clean"]), next(seen["low_light_s3"])
     assert iid == iid2 and clean.shape == dark.shape and dark.mean() < clean.mean()
     # The file is the engine's output under the split's suite and person unit (the default suite: aegis-v2).
     assert split.suite == "aegis-v2" and split.scale.is_object
-    assert np.array_equal(dark, ad.apply_corruption(clean, "low_light", 3, iid, config=ad.load_config(split.suite),
-                                                    scale=split.scale))
+    assert np.array_equal(
+        dark, ad.apply_corruption(clean, "low_light", 3, iid, config=ad.load_config(split.suite), scale=split.scale)
+    )
     assert boxes.shape[1] == 4 and np.all(boxes[:, 2:] > boxes[:, :2])
 
 
@@ -158,12 +170,14 @@ def test_rank_compares_scores_of_two_suites_only_when_asked(tmp_path):
 def test_numpy_predictions_in_memory_hash_as_their_python_values(bench):
     split = ad.load_split(bench)
     plain = _gt_as_predictions(split, "clean")
-    arrays = [dict(p, score=np.float32(p["score"]), bbox=np.asarray(p["bbox"]), category_id=np.int64(1))
-              for p in plain]
+    arrays = [dict(p, score=np.float32(p["score"]), bbox=np.asarray(p["bbox"]), category_id=np.int64(1)) for p in plain]
     as_numpy, as_python = (ae.score(p, bench, threshold=0.5, bootstrap=5) for p in (arrays, plain))
     # float32 scores round to other doubles, so the hash differs from `plain`'s; it equals that of the values held.
     held = [dict(p, score=float(np.float32(p["score"]))) for p in plain]
-    assert as_numpy.provenance["predictions"] == ae.score(held, bench, threshold=0.5, bootstrap=5).provenance["predictions"]
+    assert (
+        as_numpy.provenance["predictions"]
+        == ae.score(held, bench, threshold=0.5, bootstrap=5).provenance["predictions"]
+    )
     assert as_numpy.conditions["clean"].recall == as_python.conditions["clean"].recall == 1.0
     # Pure-Python predictions keep the hash of their canonical JSON.
     canonical = json.dumps(plain, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
@@ -190,8 +204,12 @@ def test_in_memory_and_file_scoring_group_repeated_warnings_alike(bench, tmp_pat
 
 def test_score_result_refuses_what_is_no_score_document_and_keeps_unknown_severity(bench):
     doc = ae.score([], bench, threshold=0.5, bootstrap=1).to_dict()
-    for bad, fragment in ((dict(doc, schema="x"), "schema"), ({k: v for k, v in doc.items() if k != "conditions"},
-                          "'conditions'"), (dict(doc, threshold=5), "'threshold' must be an object"), ([], "JSON list")):
+    for bad, fragment in (
+        (dict(doc, schema="x"), "schema"),
+        ({k: v for k, v in doc.items() if k != "conditions"}, "'conditions'"),
+        (dict(doc, threshold=5), "'threshold' must be an object"),
+        ([], "JSON list"),
+    ):
         with pytest.raises(AegisError, match=rf"^\[score_schema\] score document: .*{fragment}"):
             ae.ScoreResult(bad)
     for threshold in (None, {}):  # no frozen value recorded: None, not KeyError / AttributeError
@@ -200,6 +218,10 @@ def test_score_result_refuses_what_is_no_score_document_and_keeps_unknown_severi
     bare = ae.ScoreResult({k: v for k, v in doc.items() if k != "threshold"})
     assert bare.threshold is None
     # A domain that is no suite condition (iid, ood) has no severity; it must not read as clean's 0.
-    domains = ae.ScoreResult(dict(doc, conditions={"iid": dict(doc["conditions"]["clean"], severity=None),
-                                                   "clean": doc["conditions"]["clean"]}))
+    domains = ae.ScoreResult(
+        dict(
+            doc,
+            conditions={"iid": dict(doc["conditions"]["clean"], severity=None), "clean": doc["conditions"]["clean"]},
+        )
+    )
     assert domains.conditions["iid"].severity is None and domains.conditions["clean"].severity == 0

@@ -39,13 +39,13 @@ def golden_frame(height: int, width: int) -> np.ndarray:
     stripes = ((x // 6) % 2 == 0) & (y > height // 2) & (x > width // 2)
     img = np.where(stripes[..., None], np.array([235, 230, 220]), img)
     # Flat patches: near-black, near-white, mid grey.
-    img[height // 8: height // 8 + height // 5, width // 10: width // 10 + width // 6] = (8, 10, 12)
-    img[height // 8: height // 8 + height // 5, width // 2: width // 2 + width // 6] = (250, 250, 248)
-    img[height * 5 // 8: height * 5 // 8 + height // 6, width // 10: width // 10 + width // 5] = (128, 128, 128)
+    img[height // 8 : height // 8 + height // 5, width // 10 : width // 10 + width // 6] = (8, 10, 12)
+    img[height // 8 : height // 8 + height // 5, width // 2 : width // 2 + width // 6] = (250, 250, 248)
+    img[height * 5 // 8 : height * 5 // 8 + height // 6, width // 10 : width // 10 + width // 5] = (128, 128, 128)
     # Small bright dots (3x3) on a coarse lattice, like distant people in an aerial frame.
     for cy in range(height // 12, height, max(height // 6, 1)):
         for cx in range(width // 14, width, max(width // 7, 1)):
-            img[max(cy - 1, 0): cy + 2, max(cx - 1, 0): cx + 2] = (255, 200, 40)
+            img[max(cy - 1, 0) : cy + 2, max(cx - 1, 0) : cx + 2] = (255, 200, 40)
     return np.ascontiguousarray(img.astype(np.uint8))
 
 
@@ -91,6 +91,7 @@ def runtime_report() -> dict:
 
 def _kernels_report() -> str:
     from aegis_data.engine import kernels as K
+
     return "numpy" if K.CKERNELS is None else f"compiled:{Path(K.CKERNELS.__file__).resolve()}"
 
 
@@ -99,6 +100,7 @@ def use_compiled_from(path: str) -> None:
     import importlib.util
 
     from aegis_data.engine import kernels as K
+
     spec = importlib.util.spec_from_file_location("aegis_data.engine._ckernels", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -134,8 +136,9 @@ def main(argv: list[str]) -> None:
             size, cond = key.split("/")
             h, w = (int(v) for v in size.split("x"))
             name, _, sev = cond.rpartition("_s")
-            hashes[key] = pixel_hash(apply_corruption(golden_frame(h, w), name, int(sev), f"golden-{h}x{w}",
-                                                      config=config))
+            hashes[key] = pixel_hash(
+                apply_corruption(golden_frame(h, w), name, int(sev), f"golden-{h}x{w}", config=config)
+            )
     else:
         hashes = compute_hashes(GOLDEN_SIZES[:1] if "--small" in argv else GOLDEN_SIZES)
     print(json.dumps({"hashes": hashes, "runtime": runtime_report()}, sort_keys=True))

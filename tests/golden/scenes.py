@@ -25,7 +25,7 @@ def letterboxed_frame(height: int, width: int, bar: int, colour=BAR_COLOUR, jitt
         ripple = ((x * 7 + y * 13) % (2 * jitter + 1)) - jitter
         for c in range(3):
             img[..., c] = np.clip(int(colour[c]) + ripple, 0, 255).astype(np.uint8)
-    img[bar: height - bar] = golden_frame(height - 2 * bar, width)
+    img[bar : height - bar] = golden_frame(height - 2 * bar, width)
     return img
 
 
@@ -50,7 +50,7 @@ def oblique_frame(height: int, width: int, horizon_share: tuple[int, int] = (3, 
         row = horizon + (height - horizon) * frac // 10
         size = max(2, (row - horizon) // 5)
         for col in range(width // 6 + k * size, width, width // 3):
-            img[row - 2 * size: row, col: col + size] = (30, 25, 35)
+            img[row - 2 * size : row, col : col + size] = (30, 25, 35)
     return np.ascontiguousarray(np.clip(img, 0, 255).astype(np.uint8)), horizon
 
 
@@ -72,7 +72,7 @@ def coast_frame(height: int, width: int, person_px: float = 30.0) -> tuple[np.nd
     # A blue tarp on the grass (3% of the short side square): blue, smooth, small: not water.
     t = max(4, min(height, width) * 3 // 100)
     ty, tx = height // 5, width * 17 // 20
-    img[ty: ty + t, tx: tx + t] = (40, 80, 170)
+    img[ty : ty + t, tx : tx + t] = (40, 80, 170)
     # Persons: about sqrt(w h) = person_px, twice as tall as wide; dark clothes, a skin-tone head.
     pw, ph = int(person_px / 1.42 + 0.5), int(person_px * 1.42 + 0.5)
     boxes = []
@@ -80,12 +80,12 @@ def coast_frame(height: int, width: int, person_px: float = 30.0) -> tuple[np.nd
         line = int(width * 2 // 5 + row // 6)
         cx = line + width // 12 if col is None else line - pw  # on the beach, or in the water by the shore
         x0, y0 = cx - pw // 2, row - ph
-        img[y0: row, x0: x0 + pw] = (45, 38, 52)
-        img[y0: y0 + ph // 5, x0 + pw // 4: x0 + pw - pw // 4] = (205, 160, 130)
+        img[y0:row, x0 : x0 + pw] = (45, 38, 52)
+        img[y0 : y0 + ph // 5, x0 + pw // 4 : x0 + pw - pw // 4] = (205, 160, 130)
         boxes.append([float(x0), float(y0), float(x0 + pw), float(row)])
     truth = water.copy()
     for x0, y0, x1, y1 in boxes:
-        truth[int(y0): int(y1), int(x0): int(x1)] = False
+        truth[int(y0) : int(y1), int(x0) : int(x1)] = False
     return np.ascontiguousarray(np.clip(img, 0, 255).astype(np.uint8)), truth, boxes
 
 

@@ -27,7 +27,7 @@ HASHES_PATH = Path(__file__).with_name("hashes_v2.json")
 PERSON_PX = 30.0
 
 
-def v2_frames() -> dict[str, "object"]:
+def v2_frames() -> dict[str, object]:
     """name -> HxWx3 uint8 frame."""
     out = {f"{h}x{w}": golden_frame(h, w) for h, w in GOLDEN_SIZES}
     out["letterbox-479x641"] = letterboxed_frame(479, 641, 48, jitter=2)
@@ -56,7 +56,8 @@ def compute_hashes_v2() -> dict[str, str]:
         for corruption in cfg.names:
             for sev in (1, 2, 3):
                 out[f"{name}/{corruption}_s{sev}"] = pixel_hash(
-                    apply_corruption(frame, corruption, sev, f"golden-{name}", config=cfg, scene=scene))
+                    apply_corruption(frame, corruption, sev, f"golden-{name}", config=cfg, scene=scene)
+                )
     return out
 
 
@@ -72,9 +73,14 @@ def main(argv: list[str]) -> None:
         from aegis_data.files.imageio import write_bytes_atomic
 
         cfg = load_config("aegis-v2")
-        doc = {"suite": cfg.suite, "config_hash": cfg.config_hash, "seed": cfg.seed, "person_px": PERSON_PX,
-               "note": "pixel SHA-256 of tests/golden/v2.py frames under aegis-v2; regenerate with v2.py --write",
-               "hashes": hashes}
+        doc = {
+            "suite": cfg.suite,
+            "config_hash": cfg.config_hash,
+            "seed": cfg.seed,
+            "person_px": PERSON_PX,
+            "note": "pixel SHA-256 of tests/golden/v2.py frames under aegis-v2; regenerate with v2.py --write",
+            "hashes": hashes,
+        }
         write_bytes_atomic(HASHES_PATH, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
         print(f"wrote {len(hashes)} hashes to {HASHES_PATH}")
         return

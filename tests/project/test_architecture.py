@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 
 import pytest
+
 from tests import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -17,16 +18,22 @@ PACKAGES = ("aegis_data", "aegis_eval", "cli")
 # never another room on its own floor (siblings stay independent). The package __init__ files are the public
 # API: they load names lazily from strings (PEP 562), so they have no import edges to check.
 ROOMS = {
-    "aegis_data.errors": 0, "aegis_data.exports": 0,
-    "aegis_data.extras": 1, "aegis_data.compiled": 1, "aegis_data.conditions": 1,
+    "aegis_data.errors": 0,
+    "aegis_data.exports": 0,
+    "aegis_data.extras": 1,
+    "aegis_data.compiled": 1,
+    "aegis_data.conditions": 1,
     "aegis_data.files": 2,
-    "aegis_data.engine": 3, "aegis_data.executors": 3,
+    "aegis_data.engine": 3,
+    "aegis_data.executors": 3,
     "aegis_data.sources": 4,
-    "aegis_data.split": 5, "aegis_data.augment": 5,
+    "aegis_data.split": 5,
+    "aegis_data.augment": 5,
     "aegis_data.api": 6,
     "aegis_eval.metrics": 7,
     "aegis_eval.protocols": 8,
-    "aegis_eval.runners": 9, "aegis_eval.report": 9,
+    "aegis_eval.runners": 9,
+    "aegis_eval.report": 9,
     "aegis_eval.api": 10,
     "cli": 11,
 }
@@ -53,8 +60,9 @@ MODULES = _modules()
 def _room(module: str) -> str:
     best = max((r for r in ROOMS if module == r or module.startswith(r + ".")), key=len, default=None)
     if best is None:
-        raise AssertionError(f"{module} has no room in ROOMS of tests/project/test_architecture.py "
-                             "(and docs/ARCHITECTURE.md)")
+        raise AssertionError(
+            f"{module} has no room in ROOMS of tests/project/test_architecture.py (and docs/ARCHITECTURE.md)"
+        )
     return best
 
 
@@ -69,7 +77,9 @@ def _imports(module: str, path: Path) -> list[tuple[str, str | None, int]]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             for a in node.names:
                 sub = f"{base}.{a.name}"
                 found.append((sub, None, node.lineno) if sub in MODULES else (base, a.name, node.lineno))
@@ -85,8 +95,14 @@ def _is_public_api(module: str) -> bool:
 
 def test_every_module_has_a_room():
     for m in MODULES:
-        if not _is_public_api(m) and m not in ("aegis_data.engine", "aegis_data.files", "aegis_data.split",
-                                              "aegis_data.augment", "aegis_eval.metrics", "aegis_eval.protocols"):
+        if not _is_public_api(m) and m not in (
+            "aegis_data.engine",
+            "aegis_data.files",
+            "aegis_data.split",
+            "aegis_data.augment",
+            "aegis_eval.metrics",
+            "aegis_eval.protocols",
+        ):
             _room(m)
 
 
@@ -101,7 +117,7 @@ def test_no_import_cycles():
         stack.append(m)
         for t in sorted(graph[m]):
             if state.get(t) == 1:
-                cycle = stack[stack.index(t):] + [t]
+                cycle = stack[stack.index(t) :] + [t]
                 pytest.fail("import cycle: " + " -> ".join(cycle))
             if t not in state:
                 visit(t)
@@ -139,8 +155,10 @@ def test_lower_floors_never_import_upper_ones():
             if theirs == mine:
                 continue
             if ROOMS[theirs] > ROOMS[mine] or ROOMS[theirs] == ROOMS[mine]:
-                bad.append(f"{MODULES[m].relative_to(ROOT)}:{line} ({mine}, floor {ROOMS[mine]}) imports {target} "
-                           f"({theirs}, floor {ROOMS[theirs]})")
+                bad.append(
+                    f"{MODULES[m].relative_to(ROOT)}:{line} ({mine}, floor {ROOMS[mine]}) imports {target} "
+                    f"({theirs}, floor {ROOMS[theirs]})"
+                )
     assert not bad, "imports against the floors of docs/ARCHITECTURE.md:\n" + "\n".join(bad)
 
 
@@ -154,7 +172,6 @@ def test_the_cli_imports_only_the_two_apis_and_the_error_type():
                 continue
             bad.append(f"{MODULES[m].relative_to(ROOT)}:{line} imports {target}{'.' + name if name else ''}")
     assert not bad, "the CLI reaches past aegis_data.api / aegis_eval.api:\n" + "\n".join(bad)
-
 
 
 # The split's manifest is read in one room: aegis_data/split/ (the sealed reader, reader.py, and the manifest's own
@@ -178,8 +195,12 @@ def _manifest_reads(tree: ast.AST) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         if id(node) in in_message:
             continue
-        if isinstance(node, ast.Name) and node.id == "MANIFEST_NAME" or \
-                isinstance(node, ast.Attribute) and node.attr == "MANIFEST_NAME":
+        if (
+            isinstance(node, ast.Name)
+            and node.id == "MANIFEST_NAME"
+            or isinstance(node, ast.Attribute)
+            and node.attr == "MANIFEST_NAME"
+        ):
             found.append((node.lineno, "uses MANIFEST_NAME"))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "manifest.json" in node.value:
             found.append((node.lineno, f"names {node.value!r}"))
@@ -205,11 +226,13 @@ def test_only_the_split_room_reads_a_split_manifest():
 def test_the_manifest_read_check_sees_a_raw_read():
     """The check above can fail: a raw read, a path built from the name and a direct check are all seen; a
     message naming the file is not."""
-    raw = ("from aegis_data.files.layout import MANIFEST_NAME\n"
-           "from aegis_data.split.manifest import check_manifest\n"
-           "def f(root):\n"
-           "    '''Reads manifest.json.'''\n"
-           "    path = root / MANIFEST_NAME\n"
-           "    other = root / 'manifest.json'\n"
-           "    raise ValueError(f'{root / MANIFEST_NAME}: bad')\n")
+    raw = (
+        "from aegis_data.files.layout import MANIFEST_NAME\n"
+        "from aegis_data.split.manifest import check_manifest\n"
+        "def f(root):\n"
+        "    '''Reads manifest.json.'''\n"
+        "    path = root / MANIFEST_NAME\n"
+        "    other = root / 'manifest.json'\n"
+        "    raise ValueError(f'{root / MANIFEST_NAME}: bad')\n"
+    )
     assert [line for line, _ in _manifest_reads(ast.parse(raw))] == [2, 5, 6]

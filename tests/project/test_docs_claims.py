@@ -58,7 +58,9 @@ def test_make_bench_writes_each_build_section_with_the_suite_its_title_names():
 
 def test_the_readme_commands_on_one_frame_run_as_written(tmp_path, monkeypatch):
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    lines = [ln.split("#", 1)[0].strip() for ln in readme.splitlines() if re.match(r"aegis (grid|corrupt) frame\.jpg", ln)]
+    lines = [
+        ln.split("#", 1)[0].strip() for ln in readme.splitlines() if re.match(r"aegis (grid|corrupt) frame\.jpg", ln)
+    ]
     assert {ln.split()[1] for ln in lines} == {"grid", "corrupt"}
     y, x = np.mgrid[0:48, 0:64]
     write_png_atomic(tmp_path / "frame.jpg", np.stack([x * 3, y * 4, (x + y) * 2], axis=-1).astype(np.uint8))
@@ -77,10 +79,21 @@ def test_an_aegis_v2_policy_takes_the_person_unit_from_train_boxes_else_val_boxe
     from aegis_eval.runners.augment_hooks import training_scale
 
     def coco(side):
-        return {"images": [{"id": 1, "file_name": "a.png", "width": 640, "height": 640}],
-                "annotations": [{"id": k + 1, "image_id": 1, "category_id": 1, "bbox": [10.0 * k, 0.0, side, side],
-                                 "area": side * side, "iscrowd": 0} for k in range(3)],
-                "categories": [{"id": 1, "name": "person"}]}
+        return {
+            "images": [{"id": 1, "file_name": "a.png", "width": 640, "height": 640}],
+            "annotations": [
+                {
+                    "id": k + 1,
+                    "image_id": 1,
+                    "category_id": 1,
+                    "bbox": [10.0 * k, 0.0, side, side],
+                    "area": side * side,
+                    "iscrowd": 0,
+                }
+                for k in range(3)
+            ],
+            "categories": [{"id": 1, "name": "person"}],
+        }
 
     (tmp_path / "annotations").mkdir()
     (tmp_path / "annotations" / "val.json").write_text(json.dumps(coco(30.0)))

@@ -30,8 +30,20 @@ def _error_line(result) -> str:
 
 
 def test_the_package_roots_reexport_the_front_doors():
-    for name in ("open_source", "audit_source", "list_suite", "corrupt_file", "grid_file", "calibrate", "realism",
-                 "export_hf", "push_hf", "build_splits", "verify_split", "load_split"):
+    for name in (
+        "open_source",
+        "audit_source",
+        "list_suite",
+        "corrupt_file",
+        "grid_file",
+        "calibrate",
+        "realism",
+        "export_hf",
+        "push_hf",
+        "build_splits",
+        "verify_split",
+        "load_split",
+    ):
         assert getattr(ad, name) is getattr(data_api, name), name
     for name in ("predict", "train", "sweep", "ablate", "report", "gallery", "baseline_settings", "write_json"):
         assert getattr(ae, name) is getattr(eval_api, name), name
@@ -48,8 +60,23 @@ def test_a_library_error_names_the_parameter_and_the_cli_the_flag(tmp_path):
     with pytest.raises(AegisError) as exc:
         data_api.corrupt_file(frame, "low_light", 2, tmp_path / "out.jpg", suite="aegis-v1")
     assert exc.value.param == "out" and str(exc.value).startswith("`out` must be a .png file")
-    line = _error_line(CliRunner().invoke(app, ["corrupt", str(frame), "-c", "low_light", "-s", "2", "--suite",
-                                                "aegis-v1", "-o", str(tmp_path / "out.jpg")]))
+    line = _error_line(
+        CliRunner().invoke(
+            app,
+            [
+                "corrupt",
+                str(frame),
+                "-c",
+                "low_light",
+                "-s",
+                "2",
+                "--suite",
+                "aegis-v1",
+                "-o",
+                str(tmp_path / "out.jpg"),
+            ],
+        )
+    )
     assert "--out must be a .png file (lossless)" in line
 
 
@@ -57,16 +84,21 @@ def test_a_refused_output_names_the_parameter_then_the_flag(tmp_path):
     frame = _frame(tmp_path)
     with pytest.raises(AegisError, match=r"^`out` .*frame\.png .*the input"):
         data_api.corrupt_file(frame, "low_light", 2, frame, suite="aegis-v1")
-    line = _error_line(CliRunner().invoke(app, ["corrupt", str(frame), "-c", "low_light", "-s", "2", "--suite",
-                                                "aegis-v1", "-o", str(frame)]))
+    line = _error_line(
+        CliRunner().invoke(
+            app, ["corrupt", str(frame), "-c", "low_light", "-s", "2", "--suite", "aegis-v1", "-o", str(frame)]
+        )
+    )
     assert line.startswith("error: --out ") and "the input" in line
 
 
 def test_the_command_and_the_function_write_the_same_pixels(tmp_path):
     frame = _frame(tmp_path)
     done = data_api.corrupt_file(frame, "low_light", 3, tmp_path / "api.png", suite="aegis-v1")
-    cli = CliRunner().invoke(app, ["corrupt", str(frame), "-c", "low_light", "-s", "3", "--suite", "aegis-v1",
-                                   "-o", str(tmp_path / "cli.png")])
+    cli = CliRunner().invoke(
+        app,
+        ["corrupt", str(frame), "-c", "low_light", "-s", "3", "--suite", "aegis-v1", "-o", str(tmp_path / "cli.png")],
+    )
     assert cli.exit_code == 0, cli.output
     assert f"pixel-sha256 {done.pixel_sha256}" in cli.output
     assert (tmp_path / "api.png").read_bytes() == (tmp_path / "cli.png").read_bytes()
@@ -87,8 +119,11 @@ def test_a_baseline_without_a_model_names_the_parameter_then_the_flag(tmp_path):
     with pytest.raises(AegisError) as exc:
         eval_api.baseline_settings()
     assert exc.value.param == "model" and "pass `model` yolo11|rtdetr|fasterrcnn, or a `config`" in str(exc.value)
-    line = _error_line(CliRunner().invoke(app, ["baseline", "predict", "--split-dir", str(tmp_path / "split"),
-                                                "--out-dir", str(tmp_path / "preds")]))
+    line = _error_line(
+        CliRunner().invoke(
+            app, ["baseline", "predict", "--split-dir", str(tmp_path / "split"), "--out-dir", str(tmp_path / "preds")]
+        )
+    )
     assert "no model given: pass --model yolo11|rtdetr|fasterrcnn, or a --config that names one" in line
     with pytest.raises(AegisError) as exc:
         eval_api.baseline_settings(model="fasterrcnn")
@@ -97,8 +132,9 @@ def test_a_baseline_without_a_model_names_the_parameter_then_the_flag(tmp_path):
 
 def test_ablate_refuses_init_with_weights_by_parameter(tmp_path):
     with pytest.raises(AegisError) as exc:
-        eval_api.ablate(tmp_path / "split", tmp_path / "out", "all", init=tmp_path / "best.pt", weights="w.pt",
-                        suite="aegis-v1")
+        eval_api.ablate(
+            tmp_path / "split", tmp_path / "out", "all", init=tmp_path / "best.pt", weights="w.pt", suite="aegis-v1"
+        )
     assert exc.value.param == "init" and "`init`" in str(exc.value) and "`weights`" in str(exc.value)
 
 

@@ -16,11 +16,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tests import REPO_ROOT
 from aegis_cli.common import PARAM_FLAGS, flag_for, in_flags
 from aegis_cli.main import app
 from aegis_data.engine.scale import resolve_scale
 from aegis_data.errors import AegisError
+from tests import REPO_ROOT
 from tests.conftest import assert_one_line_error
 
 ROOT = REPO_ROOT
@@ -85,8 +85,9 @@ def test_no_library_string_names_a_cli_flag():
 def test_the_flag_scan_finds_a_flag_in_each_place_a_string_can_hide(tmp_path):
     # The scan above must not pass because it cannot see: a message, an f-string part and a docstring.
     src = tmp_path / "m.py"
-    src.write_text('"""Doc naming ``--gt``."""\n'
-                   'def f(x):\n    raise ValueError(f"--limit {x} bad" + "use --out-dir")\n')
+    src.write_text(
+        '"""Doc naming ``--gt``."""\ndef f(x):\n    raise ValueError(f"--limit {x} bad" + "use --out-dir")\n'
+    )
     hits = [text for _, text in string_constants(src) if FLAG.search(text)]
     assert len(hits) == 3
 
@@ -138,12 +139,15 @@ def test_param_flags_name_real_flags_that_differ_from_the_rule():
 
 
 def test_in_flags_turns_parameters_into_flags():
-    assert in_flags("`gsd_cm_per_px` or `person_px`, into `out`; two `gts`") == \
-        "--gsd or --person-px, into --out-dir; two --split-dir"
+    assert (
+        in_flags("`gsd_cm_per_px` or `person_px`, into `out_dir` or `out`; two `gts`")
+        == "--gsd or --person-px, into --out-dir or --out; two --split-dir"
+    )
     assert in_flags("`aegis verify` is a command, not a parameter") == "`aegis verify` is a command, not a parameter"
 
 
 # --- each error names its parameter; the CLI prints its flag ---------------------------------------------------
+
 
 def test_a_given_gsd_out_of_range_names_gsd_cm_per_px_and_the_cli_says_gsd():
     with pytest.raises(AegisError) as exc:
@@ -169,7 +173,7 @@ def test_a_bootstrap_too_large_names_n_bootstrap_and_the_cli_says_bootstrap():
     assert in_flags(str(exc.value)).startswith("--bootstrap is at most 100,000 resamples")
 
 
-def test_a_build_into_a_foreign_folder_names_out_and_the_cli_says_out_dir(tmp_path):
+def test_a_build_into_a_foreign_folder_names_out_dir_and_the_cli_says_out_dir(tmp_path):
     from aegis_data.sources import load_source
     from aegis_data.split.build import build_splits
 
@@ -178,9 +182,27 @@ def test_a_build_into_a_foreign_folder_names_out_and_the_cli_says_out_dir(tmp_pa
     (foreign / "notes.txt").write_text("mine")
     with pytest.raises(AegisError) as exc:
         build_splits(load_source("synthetic", n=2), foreign, workers=1, limit=1)
-    assert exc.value.param == "out" and "choose an empty or new `out`" in str(exc.value)
-    r = runner.invoke(app, ["build-splits", "--dataset", "synthetic", "--n", "2", "--out-dir", str(foreign),
-                            "--corruptions", "low_light", "--severities", "1", "--workers", "1", "--limit", "1"])
+    assert exc.value.param == "out_dir" and "choose an empty or new `out_dir`" in str(exc.value)
+    r = runner.invoke(
+        app,
+        [
+            "build-splits",
+            "--dataset",
+            "synthetic",
+            "--n",
+            "2",
+            "--out-dir",
+            str(foreign),
+            "--corruptions",
+            "low_light",
+            "--severities",
+            "1",
+            "--workers",
+            "1",
+            "--limit",
+            "1",
+        ],
+    )
     assert_one_line_error(r, "choose an empty or new --out-dir")
     assert (foreign / "notes.txt").read_text() == "mine"
 
@@ -204,10 +226,14 @@ def test_the_parameter_survives_a_worker_process_boundary():
 
 # --- the manifest records its basis in words -------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs, basis", [
-    (dict(person_px=33), "given person unit"),
-    (dict(gsd_cm_per_px=2.5), "ground sampling distance 2.5 cm/px"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, basis",
+    [
+        (dict(person_px=33), "given person unit"),
+        (dict(gsd_cm_per_px=2.5), "ground sampling distance 2.5 cm/px"),
+    ],
+)
 def test_a_given_person_unit_is_recorded_in_words(kwargs, basis):
     scale = resolve_scale("object", **kwargs)
     assert scale.basis == basis and scale.identity()["basis"] == basis
@@ -246,8 +272,12 @@ def bare_parameter_messages(tree: ast.AST) -> list[tuple[int, str]]:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names = names | _parameters(node, cls)
             cls = None
-        elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args \
-                and getattr(node.exc.func, "id", None) == "AegisError":
+        elif (
+            isinstance(node, ast.Raise)
+            and isinstance(node.exc, ast.Call)
+            and node.exc.args
+            and getattr(node.exc.func, "id", None) == "AegisError"
+        ):
             message = node.exc.args[0]
             first = message.values[0] if isinstance(message, ast.JoinedStr) and message.values else message
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
@@ -271,11 +301,13 @@ def test_no_library_message_names_a_parameter_bare():
 
 
 def test_the_bare_parameter_scan_sees_arguments_and_dataclass_fields():
-    src = ("class Options:\n    n_bootstrap: int = 1\n    def __post_init__(self):\n"
-           "        raise AegisError(f'n_bootstrap must be >= 1, got {self.n_bootstrap}')\n"
-           "def f(max_det, iou):\n    raise AegisError(f'max_det must be >= 1, got {max_det}')\n"
-           "def g(iou):\n    raise AegisError('`iou` must be in (0, 1]', param='iou')\n"
-           "def h(x):\n    raise AegisError('the rule must name x')\n")
+    src = (
+        "class Options:\n    n_bootstrap: int = 1\n    def __post_init__(self):\n"
+        "        raise AegisError(f'n_bootstrap must be >= 1, got {self.n_bootstrap}')\n"
+        "def f(max_det, iou):\n    raise AegisError(f'max_det must be >= 1, got {max_det}')\n"
+        "def g(iou):\n    raise AegisError('`iou` must be in (0, 1]', param='iou')\n"
+        "def h(x):\n    raise AegisError('the rule must name x')\n"
+    )
     assert bare_parameter_messages(ast.parse(src)) == [(4, "n_bootstrap"), (6, "max_det")]
 
 
@@ -297,12 +329,15 @@ def _tiles_overlap_10_of_10():
     tile_starts(100, tile=10, overlap=10)
 
 
-@pytest.mark.parametrize("make, param, cli_text", [
-    (_predict_max_det_0, "max_det", "--max-det must be >= 1, got 0"),
-    (lambda: _bootstrap(n_bootstrap=0), "n_bootstrap", "--bootstrap must be an integer >= 1; got 0"),
-    (lambda: _bootstrap(seed=1.5), "seed", "--seed must be an integer; got 1.5"),
-    (_tiles_overlap_10_of_10, "overlap", "--overlap must be in [0, --tile 10), got 10"),
-])
+@pytest.mark.parametrize(
+    "make, param, cli_text",
+    [
+        (_predict_max_det_0, "max_det", "--max-det must be >= 1, got 0"),
+        (lambda: _bootstrap(n_bootstrap=0), "n_bootstrap", "--bootstrap must be an integer >= 1; got 0"),
+        (lambda: _bootstrap(seed=1.5), "seed", "--seed must be an integer; got 1.5"),
+        (_tiles_overlap_10_of_10, "overlap", "--overlap must be in [0, --tile 10), got 10"),
+    ],
+)
 def test_a_converted_message_names_its_parameter_and_the_cli_prints_the_flag(make, param, cli_text):
     with pytest.raises(AegisError) as exc:
         make()

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+
 from tests import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -49,8 +50,14 @@ def test_ci_turns_a_missing_dependency_skip_into_a_failure(tmp_path):
     base = {k: v for k, v in os.environ.items() if k != "CI"}
 
     def run(env):
-        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     local = run(base)
     assert local.returncode == 0 and "1 skipped" in local.stdout, local.stdout
@@ -61,8 +68,10 @@ def test_ci_turns_a_missing_dependency_skip_into_a_failure(tmp_path):
 
 def test_cli_start_up_imports_no_heavy_library():
     # The console script must start fast and work with the core install only (make demo installs no torch).
-    code = ("import sys, aegis_cli.main; heavy = [m for m in ('torch', 'ultralytics', 'matplotlib', 'torchvision') "
-            "if m in sys.modules]; print(','.join(heavy))")
+    code = (
+        "import sys, aegis_cli.main; heavy = [m for m in ('torch', 'ultralytics', 'matplotlib', 'torchvision') "
+        "if m in sys.modules]; print(','.join(heavy))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"imported at CLI start-up: {out.stdout.strip()}"
@@ -70,7 +79,9 @@ def test_cli_start_up_imports_no_heavy_library():
 
 # Ways to write an image file other than the toolkit's own PNG writer (aegis_data/files/png.py). Encoding through
 # OpenCV, Pillow or matplotlib would make artefact bytes depend on the host's zlib again.
-OTHER_PNG_WRITERS = re.compile(r"cv2\.imencode|cv2\.imwrite|\.savefig\(|\bImage\.fromarray\b|\.save\([^)]*png", re.IGNORECASE)
+OTHER_PNG_WRITERS = re.compile(
+    r"cv2\.imencode|cv2\.imwrite|\.savefig\(|\bImage\.fromarray\b|\.save\([^)]*png", re.IGNORECASE
+)
 
 
 def test_every_png_goes_through_the_toolkits_writer():
@@ -85,8 +96,13 @@ def test_every_png_goes_through_the_toolkits_writer():
 
 
 def test_the_png_writer_pattern_catches_what_it_should():
-    for line in ("ok, buf = cv2.imencode('.png', img)", "cv2.imwrite(p, img)", "fig.savefig(buf, format='png')",
-                 "Image.fromarray(a).save(p)", "im.save(out, 'PNG')"):
+    for line in (
+        "ok, buf = cv2.imencode('.png', img)",
+        "cv2.imwrite(p, img)",
+        "fig.savefig(buf, format='png')",
+        "Image.fromarray(a).save(p)",
+        "im.save(out, 'PNG')",
+    ):
         assert OTHER_PNG_WRITERS.search(line), line
     assert not OTHER_PNG_WRITERS.search("data = encode_png(rgb)")
 

@@ -28,8 +28,9 @@ def test_the_check_names_a_test_file_outside_the_layout(tmp_path):
     (tmp_path / "tests" / "data" / "engine" / "test_ok.py").write_text("")
     (tmp_path / "tests" / "test_loose.py").write_text("")
     (tmp_path / "tests" / "data" / "nowhere" / "test_lost.py").write_text("")
-    r = subprocess.run([sys.executable, str(tmp_path / "scripts" / "file_tests.py"), "--check"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, str(tmp_path / "scripts" / "file_tests.py"), "--check"], capture_output=True, text=True
+    )
     assert r.returncode == 1
     assert "tests/test_loose.py" in r.stdout and "tests/data/nowhere/test_lost.py" in r.stdout
     assert "test_ok.py" not in r.stdout
@@ -37,8 +38,9 @@ def test_the_check_names_a_test_file_outside_the_layout(tmp_path):
 
 def test_a_module_is_filed_beside_its_package_folder():
     def folder(target):
-        return subprocess.run([sys.executable, str(SCRIPT), target], capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            [sys.executable, str(SCRIPT), target], capture_output=True, text=True, check=True
+        ).stdout.strip()
 
     assert folder("aegis_data/engine/scale.py") == "tests/data/engine/"
     assert folder("aegis_eval.protocols.scoring") == "tests/eval/protocols/"

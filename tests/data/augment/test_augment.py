@@ -24,8 +24,8 @@ from aegis_data.augment.transform import (
 )
 from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import CORRUPTIONS, apply_corruption
-from aegis_data.engine.seeding import SUITE_TAG, KeyedRandom, stream_key
 from aegis_data.engine.scale import Scale
+from aegis_data.engine.seeding import SUITE_TAG, KeyedRandom, stream_key
 from aegis_data.errors import AegisError
 
 
@@ -33,11 +33,25 @@ def key_namespace(key: str) -> str:
     """The namespace tag of a stream key: its first ``|``-separated field."""
     return key.split("|", 1)[0]
 
+
 UNIT = Scale("object", 20.0, "test")  # aegis-v2 policies take the training frames' person unit
 
 # Ids chosen to break a naive key format: separators, the other namespace's tag, empty strings, unicode.
-HOSTILE_IDS = [0, 7, "7", "", "|", "a|b", f"{SUITE_TAG}|x", f"{TRAIN_TAG}|0|0|0", "aegis-v1", "aegis-train",
-               "ünï|cødé", "-1", " 3 "]
+HOSTILE_IDS = [
+    0,
+    7,
+    "7",
+    "",
+    "|",
+    "a|b",
+    f"{SUITE_TAG}|x",
+    f"{TRAIN_TAG}|0|0|0",
+    "aegis-v1",
+    "aegis-train",
+    "ünï|cødé",
+    "-1",
+    " 3 ",
+]
 
 
 def _frame(h=48, w=64):
@@ -102,8 +116,12 @@ def test_draws_vary_across_epochs_and_seeds():
     assert by_epoch[0] != [DisasterAugment("all", seed=1, scale=UNIT).choose(0, i).condition for i in range(40)]
     # The same cell in two epochs still gets new random draws (a new key), so different pixels.
     img = _frame(96, 128)
-    same = [i for i in range(500) if aug.choose(0, i).condition == aug.choose(1, i).condition
-            and aug.choose(0, i).corruption not in (None, "turbidity_cast")]  # turbidity draws nothing
+    same = [
+        i
+        for i in range(500)
+        if aug.choose(0, i).condition == aug.choose(1, i).condition
+        and aug.choose(0, i).corruption not in (None, "turbidity_cast")
+    ]  # turbidity draws nothing
     assert same
     i = same[0]
     assert not np.array_equal(aug(img, epoch=0, sample=i)[0], aug(img, epoch=1, sample=i)[0])
@@ -136,8 +154,9 @@ def test_a_policy_renders_with_its_suite_and_aegis_v2_takes_the_person_unit():
         sample = next(i for i in range(200) if aug.choose(0, i).condition == "low_light_s2")
         choice = aug.choose(0, sample)
         rng = KeyedRandom(choice.key).child(f"{choice.corruption}|s{choice.severity}")
-        assert np.array_equal(aug(img, epoch=0, sample=sample)[0],
-                              corrupt_with_stream(img, "low_light", 2, rng, cfg, scale))
+        assert np.array_equal(
+            aug(img, epoch=0, sample=sample)[0], corrupt_with_stream(img, "low_light", 2, rng, cfg, scale)
+        )
     with pytest.raises(AegisError, match="suite"):
         resolve_policy({"name": "x", "suite": "aegis-v9"})
     with pytest.raises(AegisError, match="renders with suite aegis-v1"):
@@ -161,14 +180,24 @@ def test_clean_choice_returns_a_copy_and_p_clean_is_respected():
     assert np.array_equal(out, img) and out is not img
     never = DisasterAugment(resolve_policy({"name": "n", "p_clean": 0.0}), seed=0, scale=UNIT)
     assert all(never.choose(0, i).corruption is not None for i in range(50))
-    half = collections.Counter(DisasterAugment("all", 0, scale=UNIT).choose(0, i).corruption is None for i in range(1000))
+    half = collections.Counter(
+        DisasterAugment("all", 0, scale=UNIT).choose(0, i).corruption is None for i in range(1000)
+    )
     assert 400 < half[True] < 600
 
 
 def test_shipped_policies_resolve_to_their_declared_cells():
     names = available_policies()
-    for required in ("all", "loo-flood", "loo-wildfire", "loo-storm", "loo-earthquake", "holdout-low-light-s3",
-                     "photometric-only", "blur-only"):
+    for required in (
+        "all",
+        "loo-flood",
+        "loo-wildfire",
+        "loo-storm",
+        "loo-earthquake",
+        "holdout-low-light-s3",
+        "photometric-only",
+        "blur-only",
+    ):
         assert required in names
     cfg = load_config()
     everything = {f"{c}_s{s}" for c in cfg.names for s in (1, 2, 3)}
@@ -186,16 +215,19 @@ def test_shipped_policies_resolve_to_their_declared_cells():
     assert load_policy(POLICY_DIR / "all.yaml").hash == load_policy("all").hash
 
 
-@pytest.mark.parametrize("raw, fragment", [
-    ({"name": "x", "p_clean": 1.5}, "p_clean"),
-    ({"name": "x", "familes": ["flood"]}, "unknown key 'familes'"),
-    ({"name": "x", "families": ["fire"]}, "unknown 'fire'"),
-    ({"name": "x", "severities": [0, 4]}, "severities"),
-    ({"name": "x", "severities": [1, 2], "severity_weights": [1]}, "severity_weights"),
-    ({"name": "x", "exclude_families": ["flood"], "per_corruption_severities": {"inundation": [1]}}, "inundation"),
-    ({"name": "x", "corruptions": [], "p_clean": 0.5}, "draws no corruption"),
-    ({"p_clean": 0.5}, "name"),
-])
+@pytest.mark.parametrize(
+    "raw, fragment",
+    [
+        ({"name": "x", "p_clean": 1.5}, "p_clean"),
+        ({"name": "x", "familes": ["flood"]}, "unknown key 'familes'"),
+        ({"name": "x", "families": ["fire"]}, "unknown 'fire'"),
+        ({"name": "x", "severities": [0, 4]}, "severities"),
+        ({"name": "x", "severities": [1, 2], "severity_weights": [1]}, "severity_weights"),
+        ({"name": "x", "exclude_families": ["flood"], "per_corruption_severities": {"inundation": [1]}}, "inundation"),
+        ({"name": "x", "corruptions": [], "p_clean": 0.5}, "draws no corruption"),
+        ({"p_clean": 0.5}, "name"),
+    ],
+)
 def test_bad_policies_are_one_clear_error(raw, fragment):
     with pytest.raises(AegisError, match=fragment.replace("(", r"\(")):
         resolve_policy(raw, "p.yaml")
@@ -213,8 +245,7 @@ def test_bad_augment_arguments():
     with pytest.raises(AegisError, match="sample"):
         aug(_frame(), epoch=0, sample=1.5)
     with pytest.raises(AegisError, match="uint8"):
-        aug(_frame().astype(np.float32), epoch=0, sample=next(i for i in range(50)
-                                                             if aug.choose(0, i).corruption))
+        aug(_frame().astype(np.float32), epoch=0, sample=next(i for i in range(50) if aug.choose(0, i).corruption))
 
 
 # --- torchvision v2 ---------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
 from tests import REPO_ROOT
 
 REPO = REPO_ROOT
@@ -20,9 +21,24 @@ def build_ckernels(out_dir: Path, *defines: str) -> Path:
     """``aegis_data.engine._ckernels`` built into ``out_dir`` by setup.py with ``-D<define>`` added (CFLAGS)."""
     out_dir = Path(out_dir)
     cflags = " ".join([os.environ.get("CFLAGS", ""), *(f"-D{d}" for d in defines)]).strip()
-    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(out_dir / "lib"),
-                    "--build-temp", str(out_dir / "tmp")], cwd=str(REPO), env={**os.environ, "CFLAGS": cflags},
-                   check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "setup.py",
+            "-q",
+            "build_ext",
+            "--build-lib",
+            str(out_dir / "lib"),
+            "--build-temp",
+            str(out_dir / "tmp"),
+        ],
+        cwd=str(REPO),
+        env={**os.environ, "CFLAGS": cflags},
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     built = sorted((out_dir / "lib" / "aegis_data" / "engine").glob("_ckernels*"))
     if not built:  # the extension is optional in setup.py: a failed compile only warns there
         raise RuntimeError("setup.py build_ext did not produce aegis_data.engine._ckernels")

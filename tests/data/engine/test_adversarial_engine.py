@@ -13,7 +13,6 @@ import pytest
 from tests import REPO_ROOT
 from tests.adversarial import _flip_pixel, _reseal, build_yolo, invoke, yolo_source
 
-
 # --- 1. suite-config values are validated; the compiled loops check sizes ---------------------------------
 CONFIG_EDITS = [
     (b"sigma_read: [0.010, 0.018, 0.028]", b"sigma_read: [.nan, .nan, .nan]", "low_light.severities.sigma_read"),
@@ -41,9 +40,11 @@ CONFIG_EDITS_V2 = [
 ]
 
 
-@pytest.mark.parametrize("suite,old,new,names", [("aegis-v1", *c) for c in CONFIG_EDITS]
-                         + [("aegis-v2", *c) for c in CONFIG_EDITS_V2],
-                         ids=[f"v1-{c[2]}" for c in CONFIG_EDITS] + [f"v2-{c[2]}" for c in CONFIG_EDITS_V2])
+@pytest.mark.parametrize(
+    "suite,old,new,names",
+    [("aegis-v1", *c) for c in CONFIG_EDITS] + [("aegis-v2", *c) for c in CONFIG_EDITS_V2],
+    ids=[f"v1-{c[2]}" for c in CONFIG_EDITS] + [f"v2-{c[2]}" for c in CONFIG_EDITS_V2],
+)
 def test_every_suite_config_value_is_checked_on_load(suite, old, new, names):
     from aegis_data.engine.config import config_from_bytes, suite_path
     from aegis_data.errors import AegisError
@@ -66,9 +67,16 @@ def test_a_suite_config_may_carry_a_scale_block():
         config_from_bytes(v1 + b"scale: {reference: 1}\n")
 
 
-@pytest.mark.parametrize("suite,old,new,names", [("aegis-v1", *CONFIG_EDITS[0]), ("aegis-v1", *CONFIG_EDITS[1]),
-                                                 ("aegis-v2", *CONFIG_EDITS_V2[0]), ("aegis-v2", *CONFIG_EDITS_V2[1])],
-                         ids=["v1-nan", "v1-inf", "v2-nan", "v2-inf"])
+@pytest.mark.parametrize(
+    "suite,old,new,names",
+    [
+        ("aegis-v1", *CONFIG_EDITS[0]),
+        ("aegis-v1", *CONFIG_EDITS[1]),
+        ("aegis-v2", *CONFIG_EDITS_V2[0]),
+        ("aegis-v2", *CONFIG_EDITS_V2[1]),
+    ],
+    ids=["v1-nan", "v1-inf", "v2-nan", "v2-inf"],
+)
 def test_verify_of_a_split_whose_config_holds_nan_is_one_finding_not_a_crash(tmp_path, suite, old, new, names):
     from aegis_data.engine.config import config_bytes_hash
 
@@ -89,6 +97,7 @@ def test_verify_of_a_split_whose_config_holds_nan_is_one_finding_not_a_crash(tmp
 
 def test_compiled_loops_refuse_sizes_that_overflow():
     from aegis_data.engine import kernels as K
+
     c = K.CKERNELS
     if c is None:
         pytest.skip("the compiled loops are not built here (the NumPy fallback has no C sizes to overflow)")

@@ -24,8 +24,8 @@ from aegis_data.engine.config import config_from_bytes, load_config
 from aegis_data.engine.corruptions import CORRUPTIONS, apply_corruption
 from aegis_data.engine.scale import Scale, resolve_scale
 from aegis_data.errors import AegisError
-from tests.conftest import assert_one_line_error
 from tests import REPO_ROOT
+from tests.conftest import assert_one_line_error
 
 REPO = REPO_ROOT
 COMPILED = K.CKERNELS
@@ -90,8 +90,9 @@ def _shear_box_reference(image: np.ndarray, length: int, slope: float) -> np.nda
     return (acc // (64 * length)).astype(np.uint8)
 
 
-@pytest.mark.parametrize("length,slope", [(9, 0.37), (255, 0.41), (257, -0.6), (259, 0.81), (333, -1.0),
-                                          (601, 0.2), (999, 0.66)])
+@pytest.mark.parametrize(
+    "length,slope", [(9, 0.37), (255, 0.41), (257, -0.6), (259, 0.81), (333, -1.0), (601, 0.2), (999, 0.66)]
+)
 def test_the_line_sums_are_exact_at_every_length_on_both_backends(length, slope):
     # Bright (mean 253.5): from 259 px on, a 16-bit sum overflows. The texture keeps every phase weight in play; bands
     # of 16 rows make several sheared bands per frame.
@@ -124,8 +125,24 @@ def test_aegis_corrupt_runs_on_a_32px_image_at_the_largest_person_unit(tmp_path)
     src = tmp_path / "tiny.png"
     cv2.imwrite(str(src), np.random.default_rng(1).integers(0, 256, (32, 32, 3), dtype=np.uint8))
     for name in ("inundation", "water_glare"):
-        r = runner.invoke(app, ["corrupt", str(src), *SUITE_V1, "-c", name, "-s", "3", "-o",
-                                str(tmp_path / f"{name}.png"), "--scale", "object", "--person-px", "2000"])
+        r = runner.invoke(
+            app,
+            [
+                "corrupt",
+                str(src),
+                *SUITE_V1,
+                "-c",
+                name,
+                "-s",
+                "3",
+                "-o",
+                str(tmp_path / f"{name}.png"),
+                "--scale",
+                "object",
+                "--person-px",
+                "2000",
+            ],
+        )
         assert r.exit_code == 0, r.output
         assert cv2.imread(str(tmp_path / f"{name}.png")).shape == (32, 32, 3)
 
@@ -136,8 +153,9 @@ def test_every_shipped_corruption_renders_tiny_frames_at_both_ends_of_the_person
     for person_px in (4.0, 2000.0):
         for name in CORRUPTIONS:
             for sev in (1, 3):
-                outs = _on_each_backend(lambda: apply_corruption(img, name, sev, "t", config=V1,
-                                                                 scale=Scale("object", person_px)))
+                outs = _on_each_backend(
+                    lambda: apply_corruption(img, name, sev, "t", config=V1, scale=Scale("object", person_px))
+                )
                 assert all(o.shape == img.shape and np.array_equal(o, outs[0]) for o in outs), (name, sev, person_px)
 
 
@@ -152,8 +170,10 @@ def test_block_sums_far_beyond_the_frame_match_on_both_backends():
 
 def test_the_documented_gsd_bounds_are_the_codes_and_inclusive():
     text = (REPO / "docs" / "CORRUPTIONS.md").read_text()
-    lo, hi = (float(v) for v in re.search(r"The gsd must give a unit of 4 to 2000 px: ([\d.]+) to ([\d.]+) cm/px",
-                                          text).groups())
+    lo, hi = (
+        float(v)
+        for v in re.search(r"The gsd must give a unit of 4 to 2000 px: ([\d.]+) to ([\d.]+) cm/px", text).groups()
+    )
     for gsd, unit in ((lo, 2000.0), (hi, 4.0)):
         assert resolve_scale("object", gsd_cm_per_px=gsd).person_px == unit
     for bad in (lo - 1e-6, hi + 1e-6):
@@ -166,14 +186,34 @@ def test_the_documented_gsd_bounds_are_the_codes_and_inclusive():
 # ==========================================================================================================
 HOSTILE = {
     # name: (corruption, fixed parameters, person unit, frame (h, w), what the refusal names)
-    "motion length_px 500 at P=2000 (23 GB)": ("motion_blur", {"length_px": 500}, 2000.0, (64, 64),
-                                                "motion blur length 66,667 px"),
-    "rain veil_sigma_px 50 at P=2000 (17-60 s on 64x64)": ("rain_streaks", {"veil_sigma_px": 50}, 2000.0, (64, 64),
-                                                            "veil blur kernel 40,001 px"),
+    "motion length_px 500 at P=2000 (23 GB)": (
+        "motion_blur",
+        {"length_px": 500},
+        2000.0,
+        (64, 64),
+        "motion blur length 66,667 px",
+    ),
+    "rain veil_sigma_px 50 at P=2000 (17-60 s on 64x64)": (
+        "rain_streaks",
+        {"veil_sigma_px": 50},
+        2000.0,
+        (64, 64),
+        "veil blur kernel 40,001 px",
+    ),
     "rain density 20000, length 500 at P=4 (5 s/MP compiled, 260 s/MP NumPy)": (
-        "rain_streaks", {"density_per_mp": 20000, "length_px": 500}, 4.0, (1000, 1000), "streak pixels"),
-    "bloom 200 at P=2000 (ValueError traceback)": ("water_glare", {"bloom_sigma_px": 200}, 2000.0, (64, 64),
-                                                   "glare bloom kernel 160,001 px"),
+        "rain_streaks",
+        {"density_per_mp": 20000, "length_px": 500},
+        4.0,
+        (1000, 1000),
+        "streak pixels",
+    ),
+    "bloom 200 at P=2000 (ValueError traceback)": (
+        "water_glare",
+        {"bloom_sigma_px": 200},
+        2000.0,
+        (64, 64),
+        "glare bloom kernel 160,001 px",
+    ),
 }
 
 
@@ -190,8 +230,11 @@ def test_each_hostile_render_is_refused_before_any_work_with_one_line(case, monk
     with pytest.raises(AegisError) as err:
         apply_corruption(img, name, 1, "h", config=cfg, scale=Scale("object", person_px))
     msg = str(err.value)
-    assert "\n" not in msg and msg.startswith(f"{name} s1 at person unit {person_px:g} px on a {w}x{h} frame exceeds "
-                                              f"the render budget: ") and named in msg, msg
+    assert (
+        "\n" not in msg
+        and msg.startswith(f"{name} s1 at person unit {person_px:g} px on a {w}x{h} frame exceeds the render budget: ")
+        and named in msg
+    ), msg
 
 
 def test_a_hostile_build_stops_on_its_first_render_with_one_line(tmp_path):
@@ -199,10 +242,21 @@ def test_a_hostile_build_stops_on_its_first_render_with_one_line(tmp_path):
     from aegis_data.split.build import build_splits
 
     ds = load_source("synthetic", n=2, size="64")
-    with pytest.raises(AegisError, match="^motion_blur s1 at person unit 2000 px on a 64x64 frame exceeds the render "
-                                         "budget: motion blur length"):
-        build_splits(ds, tmp_path / "o", corruptions=["motion_blur"], severities=(1,), workers=1, limit=1,
-                     config=_suite("motion_blur", length_px=500), scale="object", person_px=2000)
+    with pytest.raises(
+        AegisError,
+        match="^motion_blur s1 at person unit 2000 px on a 64x64 frame exceeds the render budget: motion blur length",
+    ):
+        build_splits(
+            ds,
+            tmp_path / "o",
+            corruptions=["motion_blur"],
+            severities=(1,),
+            workers=1,
+            limit=1,
+            config=_suite("motion_blur", length_px=500),
+            scale="object",
+            person_px=2000,
+        )
     assert not (tmp_path / "o" / "manifest.json").exists()
 
 
@@ -214,9 +268,12 @@ def _budget_ratios(scale, h: int, w: int) -> dict:
     for name in CORRUPTIONS:
         for sev in (1, 2, 3):
             cost = C.render_cost(C.corruption_params(name, sev, scale=scale, config=V1), h, w)
-            ratios = {"length": max([px for _, px in cost.lengths], default=0.0) / lim.length_px,
-                      "streak": cost.streak_px / lim.streak_px, "work": cost.work / lim.work,
-                      "memory": cost.peak_bytes / lim.peak_bytes}
+            ratios = {
+                "length": max([px for _, px in cost.lengths], default=0.0) / lim.length_px,
+                "streak": cost.streak_px / lim.streak_px,
+                "work": cost.work / lim.work,
+                "memory": cost.peak_bytes / lim.peak_bytes,
+            }
             worst = {k: max(worst[k], ratios[k]) for k in worst}
     return worst
 
@@ -239,11 +296,19 @@ def test_frame_scale_stays_inside_the_budget_up_to_the_readers_pixel_limit():
         assert max(_budget_ratios(Scale(), *shape).values()) < 1.0, shape
 
 
-@pytest.mark.parametrize("case", [
-    ("motion_blur", 3, 2000.0, (32, 32)), ("motion_blur", 3, 300.0, (120, 90)), ("rain_streaks", 3, 4.0, (300, 400)),
-    ("water_glare", 1, 2000.0, (200, 150)), ("inundation", 3, 4.0, (300, 400)), ("dust_haze", 3, 4.0, (300, 400)),
-    ("low_light", 1, None, (300, 400)), ("rain_streaks", 1, 1000.0, (100, 700)),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("motion_blur", 3, 2000.0, (32, 32)),
+        ("motion_blur", 3, 300.0, (120, 90)),
+        ("rain_streaks", 3, 4.0, (300, 400)),
+        ("water_glare", 1, 2000.0, (200, 150)),
+        ("inundation", 3, 4.0, (300, 400)),
+        ("dust_haze", 3, 4.0, (300, 400)),
+        ("low_light", 1, None, (300, 400)),
+        ("rain_streaks", 1, 1000.0, (100, 700)),
+    ],
+)
 def test_the_predicted_memory_bounds_what_a_render_allocates(case):
     """The prediction is an upper estimate: at least the peak of the NumPy arrays a render allocates (traced), on
     both backends."""
@@ -289,8 +354,11 @@ def test_the_documented_budget_is_the_codes():
 
     text = (REPO / "docs" / "CORRUPTIONS.md").read_text()
     section = text.split("## Render budget", 1)[1].split("\n## ", 1)[0]
-    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in section.splitlines()
-            if line.startswith("| ") and not line.startswith("| bound")}
+    rows = {
+        line.split("|")[1].strip(): line.split("|")[2].strip()
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith("| bound")
+    }
     assert rows["length"] == f"{B.MAX_LENGTH_PX:,} px"
     assert rows["streak pixels"] == f"{B.STREAK_PX_PER_PIXEL} per frame pixel (never under {B.STREAK_PX_FLOOR:,})"
     assert rows["filter work"] == f"{B.WORK_PER_PIXEL:,} steps per frame pixel (never under 2³⁰)"
@@ -316,8 +384,25 @@ def test_aegis_corrupt_prints_the_budget_refusal_as_one_line(tmp_path):
     """The shipped rain s3 at the largest unit on a 640x640 image: a 961-px veil kernel, beyond the work bound."""
     src = tmp_path / "f.png"
     cv2.imwrite(str(src), np.zeros((640, 640, 3), np.uint8))
-    r = runner.invoke(app, ["corrupt", str(src), *SUITE_V1, "-c", "rain_streaks", "-s", "3", "-o",
-                            str(tmp_path / "o.png"), "--scale", "object", "--person-px", "2000"])
-    assert_one_line_error(r, "rain_streaks s3 at person unit 2000 px on a 640x640 frame exceeds the render budget",
-                          "filter steps")
+    r = runner.invoke(
+        app,
+        [
+            "corrupt",
+            str(src),
+            *SUITE_V1,
+            "-c",
+            "rain_streaks",
+            "-s",
+            "3",
+            "-o",
+            str(tmp_path / "o.png"),
+            "--scale",
+            "object",
+            "--person-px",
+            "2000",
+        ],
+    )
+    assert_one_line_error(
+        r, "rain_streaks s3 at person unit 2000 px on a 640x640 frame exceeds the render budget", "filter steps"
+    )
     assert not (tmp_path / "o.png").exists()

@@ -71,17 +71,28 @@ def no_wait(fn, fifo: Path, seconds: float = 5.0):
     return box
 
 
-def png_bytes(width: int, height: int, *, depth: int = 8, colour: int = 0, rows: list[bytes] | None = None,
-              palette: bytes | None = None) -> bytes:
+def png_bytes(
+    width: int,
+    height: int,
+    *,
+    depth: int = 8,
+    colour: int = 0,
+    rows: list[bytes] | None = None,
+    palette: bytes | None = None,
+) -> bytes:
     """A PNG written by hand (any size without allocating it: rows of zeros compress to almost nothing)."""
+
     def chunk(tag: bytes, body: bytes) -> bytes:
         return struct.pack(">I", len(body)) + tag + body + struct.pack(">I", zlib.crc32(tag + body) & 0xFFFFFFFF)
 
     comp = zlib.compressobj(9)
     channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[colour]
     zero = b"\x00" + b"\x00" * (width * channels * depth // 8)
-    body = b"".join(comp.compress(r) for r in rows) if rows is not None else \
-        b"".join(comp.compress(zero) for _ in range(height))
+    body = (
+        b"".join(comp.compress(r) for r in rows)
+        if rows is not None
+        else b"".join(comp.compress(zero) for _ in range(height))
+    )
     out = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, depth, colour, 0, 0, 0))
     if palette is not None:
         out += chunk(b"PLTE", palette)
@@ -100,8 +111,19 @@ def image(tmp_path) -> Path:
 
 
 def corrupt(image: Path, *extra):
-    return invoke("corrupt", image, "-c", "motion_blur", "-s", "1", "-o", image.parent.parent / "out.png",
-                  "--person-px", "10", *extra)
+    return invoke(
+        "corrupt",
+        image,
+        "-c",
+        "motion_blur",
+        "-s",
+        "1",
+        "-o",
+        image.parent.parent / "out.png",
+        "--person-px",
+        "10",
+        *extra,
+    )
 
 
 @pytest.mark.parametrize("name", ["a\u0000b.png", "..\\mask.png", "m\nask.png", "x" * 300])
@@ -124,8 +146,9 @@ def test_something_else_named_like_the_sidecar_is_refused_not_ignored(image, kin
         os.mkfifo(side)
     else:
         side.symlink_to(image.parent / "gone.scene.json")
-    assert_one_line_error(no_wait(lambda: corrupt(image), side)["value"] if kind == "fifo" else corrupt(image),
-                          "scene sidecar")
+    assert_one_line_error(
+        no_wait(lambda: corrupt(image), side)["value"] if kind == "fifo" else corrupt(image), "scene sidecar"
+    )
     assert not (image.parent.parent / "out.png").exists()
 
 
@@ -144,8 +167,9 @@ def test_a_sidecar_found_beside_an_image_that_links_out_of_its_folder_is_not_rea
     assert_one_line_error(corrupt(image), "link leaving its folder", "not read")
     src = yolo_source(tmp_path / "src")
     (src / "images" / "f0.scene.json").symlink_to(secret)
-    assert_one_line_error(invoke("build-splits", "--source", src, "--out-dir", tmp_path / "out", *BUILD),
-                          "link leaving its folder")
+    assert_one_line_error(
+        invoke("build-splits", "--source", src, "--out-dir", tmp_path / "out", *BUILD), "link leaving its folder"
+    )
     # A sidecar you name on the command line is yours: read wherever it is.
     r = corrupt(image, "--scene", secret)
     assert r.exit_code == 0, r.output
@@ -253,9 +277,11 @@ def test_a_yaml_alias_bomb_in_a_suite_is_refused_at_once(tmp_path, key):
     """6 KB of aliases in any value whose error message printed it took 25 s (9 levels; 10 levels: minutes and
     gigabytes): the message's repr walked the 387 million values."""
     text = V2.raw.decode()
-    text = {"seed": text.replace("\nseed: 20260707\n", f"\nseed: {alias_bomb(8)}\n"),
-            "suite": text.replace("\nsuite: aegis-v2\n", f"\nsuite: {alias_bomb(8)}\n"),
-            "scale": text.replace("\nscale: object\n", f"\nscale: {alias_bomb(8)}\n")}[key]
+    text = {
+        "seed": text.replace("\nseed: 20260707\n", f"\nseed: {alias_bomb(8)}\n"),
+        "suite": text.replace("\nsuite: aegis-v2\n", f"\nsuite: {alias_bomb(8)}\n"),
+        "scale": text.replace("\nscale: object\n", f"\nscale: {alias_bomb(8)}\n"),
+    }[key]
     path = tmp_path / "bomb.yaml"
     path.write_text(text)
     assert_one_line_error(invoke("list", "--suite", path), "aliases expand")
@@ -304,17 +330,21 @@ def suite_with(**camera) -> Path:
     return yaml.safe_dump(raw, sort_keys=False)
 
 
-@pytest.mark.parametrize("camera,named", [
-    ({"read_noise_line": [-100.0, 100.0]}, "read-noise variance"),  # exp(914): OverflowError
-    ({"read_noise_line": [-100.0, -100.0]}, "read-noise variance"),
-    ({"shot_noise_base": 5e-324, "base_iso": 409600}, "shot-noise variance"),  # log(0): ValueError
-])
+@pytest.mark.parametrize(
+    "camera,named",
+    [
+        ({"read_noise_line": [-100.0, 100.0]}, "read-noise variance"),  # exp(914): OverflowError
+        ({"read_noise_line": [-100.0, -100.0]}, "read-noise variance"),
+        ({"shot_noise_base": 5e-324, "base_iso": 409600}, "shot-noise variance"),  # log(0): ValueError
+    ],
+)
 def test_a_schema_valid_camera_whose_noise_leaves_float64_is_one_line(image, tmp_path, camera, named):
     path = tmp_path / "camera.yaml"
     path.write_text(suite_with(**camera))
     (image.parent / "img.scene.json").write_text(json.dumps({"iso": 1.0}))
-    r = invoke("corrupt", image, "-c", "low_light", "-s", "1", "-o", tmp_path / "o.png", "--person-px", "10",
-               "--suite", path)
+    r = invoke(
+        "corrupt", image, "-c", "low_light", "-s", "1", "-o", tmp_path / "o.png", "--person-px", "10", "--suite", path
+    )
     assert_one_line_error(r, "low_light s1", named)
 
 
@@ -349,8 +379,9 @@ def built(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for suite in ("aegis-v2", "aegis-v1"):
         out[suite] = base / suite
-        r = invoke("build-splits", "--source", src, "--out-dir", out[suite], *BUILD, "--suite", suite,
-                   "--scale", "object")
+        r = invoke(
+            "build-splits", "--source", src, "--out-dir", out[suite], *BUILD, "--suite", suite, "--scale", "object"
+        )
         assert r.exit_code == 0, r.output
     return out
 
@@ -406,6 +437,7 @@ def set_scene(value, condition="clean"):
             entry(m).pop("scene")
         else:
             entry(m, condition)["scene"] = value
+
     return edit
 
 
@@ -417,8 +449,11 @@ RECORD_EDITS = {  # a resealed manifest that passed verify, and what the finding
     "scene dropped": (set_scene(None), "test/clean/f0.png", "records no scene"),
     "scene a string": (set_scene("nadir"), "test/clean/f0.png", "a string, not an object"),
     "scene a list": (set_scene([1, 2]), "test/clean/f0.png", "a list, not an object"),
-    "scene on a corrupted entry": (set_scene({"view": "nadir"}, "motion_blur_s1"), "test/motion_blur_s1/f0.png",
-                                   "only an image's clean entry"),
+    "scene on a corrupted entry": (
+        set_scene({"view": "nadir"}, "motion_blur_s1"),
+        "test/motion_blur_s1/f0.png",
+        "only an image's clean entry",
+    ),
     "scene on the GT entry": (set_annotations_scene, "annotations/test.json", "only an image's clean entry"),
 }
 
@@ -434,8 +469,10 @@ def test_a_resealed_scene_record_of_the_wrong_shape_is_a_scene_finding(v2, case)
 @pytest.mark.parametrize("digest", [[1] * 1000, "A" * 64, "0" * 63, 7])
 def test_a_water_mask_digest_that_is_no_digest_is_a_scene_finding(v2, digest):
     """The recorded ``water_mask_sha256`` was copied into the re-derived scene, so any value compared equal."""
+
     def edit(m, _):
         entry(m)["scene"]["water_mask_sha256"] = digest
+
     reseal(v2, edit)
     found = verify_failures(v2)
     assert any(f["kind"] == "scene" and "water_mask_sha256" in f["detail"] for f in found), found
@@ -444,28 +481,37 @@ def test_a_water_mask_digest_that_is_no_digest_is_a_scene_finding(v2, digest):
 def test_a_water_mask_named_without_its_digest_is_a_scene_finding(v2):
     """The scene is re-derived with the mask the split keeps for it: none here, so it cannot be; with a mask placed
     there, its digest is not the recorded None."""
+
     def edit(m, _):
         entry(m)["scene"]["given"]["water_mask"] = "water.png"
+
     reseal(v2, edit)
     found = verify_failures(v2)
-    assert any(f["path"] == "test/clean/f0.png" and f["kind"] == "scene" and "water mask file not found" in f["detail"]
-               for f in found), found
+    assert any(
+        f["path"] == "test/clean/f0.png" and f["kind"] == "scene" and "water mask file not found" in f["detail"]
+        for f in found
+    ), found
     write_png_atomic(v2 / "scenes" / "test" / "f0.water.png", rgb())
     found = verify_failures(v2)
-    assert any(f["path"] == "test/clean/f0.png" and f["kind"] == "scene" and "water_mask_sha256" in f["detail"]
-               for f in found), found
+    assert any(
+        f["path"] == "test/clean/f0.png" and f["kind"] == "scene" and "water_mask_sha256" in f["detail"] for f in found
+    ), found
 
 
 def test_unusable_sidecar_facts_and_a_changed_file_give_a_report_not_an_abort(v2):
     """The clean entry's scene could not be re-derived (a hostile ``given``) and verify stopped at the first changed
     corrupted file with that error, instead of reporting both."""
+
     def edit(m, _):
         entry(m)["scene"]["given"] = {"evil": 1}
+
     reseal(v2, edit)
     flip_a_pixel(v2, "test/motion_blur_s1/f0.png")
     found = verify_failures(v2)
-    assert {(f["path"], f["kind"]) for f in found} >= {("test/clean/f0.png", "scene"),
-                                                      ("test/motion_blur_s1/f0.png", "pixels")}, found
+    assert {(f["path"], f["kind"]) for f in found} >= {
+        ("test/clean/f0.png", "scene"),
+        ("test/motion_blur_s1/f0.png", "pixels"),
+    }, found
 
 
 def test_a_scene_record_on_an_aegis_v1_split_is_a_finding_not_a_traceback(built, tmp_path):
@@ -477,19 +523,23 @@ def test_a_scene_record_on_an_aegis_v1_split_is_a_finding_not_a_traceback(built,
 
     def edit(m, _):
         entry(m, image_id="f1")["scene"] = scene
+
     reseal(v1, edit)
     flip_a_pixel(v1, "test/motion_blur_s1/f1.png")
     found = verify_failures(v1)
-    assert any(f["path"] == "test/clean/f1.png" and f["kind"] == "scene" and "generation 1" in f["detail"]
-               for f in found), found
+    assert any(
+        f["path"] == "test/clean/f1.png" and f["kind"] == "scene" and "generation 1" in f["detail"] for f in found
+    ), found
     assert any(f["path"] == "test/motion_blur_s1/f1.png" and f["kind"] == "pixels" for f in found), found
 
 
 def test_a_v2_split_whose_config_copy_was_swapped_for_aegis_v1_fails_verify(built, v2):
     """The copy replaced by aegis-v1's and the manifest's config hash resealed: verify passed."""
+
     def swap(m, split):
         shutil.copyfile(built["aegis-v1"] / "corruptions.yaml", split / "corruptions.yaml")
         m["config_hash"] = V1.config_hash  # the copy is named by its hash, not listed as an entry
+
     reseal(v2, swap)
     found = verify_failures(v2)
     assert any(f["path"] == "manifest.json" and "suite 'aegis-v2'" in f["detail"] for f in found), found
@@ -502,10 +552,12 @@ def test_against_a_reference_a_local_scene_that_differs_is_named(v2, tmp_path):
 
     def edit(m, _):
         entry(m)["scene"]["given"]["speed_mps"] = 6.0
+
     reseal(v2, edit)
     found = verify_failures(v2, "--against", ref)
-    assert any(f["path"] == "test/clean/f0.png" and f["kind"] == "manifest" and "scene" in f["detail"]
-               for f in found), found
+    assert any(
+        f["path"] == "test/clean/f0.png" and f["kind"] == "manifest" and "scene" in f["detail"] for f in found
+    ), found
 
 
 # ==========================================================================================================
@@ -521,8 +573,9 @@ def real_frames(tmp_path: Path) -> Path:
 def test_realism_refuses_a_fifo_in_the_split_instead_of_waiting(v2, tmp_path):
     fifo = v2 / "test" / "clean" / "a.png"
     os.mkfifo(fifo)
-    r = no_wait(lambda: invoke("realism", real_frames(tmp_path), "--condition", "motion_blur_s1", "--split-dir", v2),
-                fifo)["value"]
+    r = no_wait(
+        lambda: invoke("realism", real_frames(tmp_path), "--condition", "motion_blur_s1", "--split-dir", v2), fifo
+    )["value"]
     assert_one_line_error(r, "a.png")
 
 
@@ -586,7 +639,7 @@ def test_visibility_work_stays_bounded_with_thousands_of_boxes():
     rng = np.random.default_rng(6)
     boxes = [[float(x), float(y), 30.0, 30.0] for x, y in zip(rng.integers(0, 370, 6000), rng.integers(0, 270, 6000))]
     values = V.person_visibility(img, boxes)
-    assert len(values) == 6000 and all(math.isnan(x) for x in values[V.MAX_MEASURED_PERSONS:])
+    assert len(values) == 6000 and all(math.isnan(x) for x in values[V.MAX_MEASURED_PERSONS :])
 
 
 # ==========================================================================================================
@@ -598,13 +651,26 @@ def test_a_score_claiming_another_suite_than_its_config_hash_is_refused(v2, tmp_
     preds = tmp_path / "preds"
     preds.mkdir()
     for cond in ("clean", "motion_blur_s1"):
-        (preds / f"{cond}.json").write_text(json.dumps([{"image_id": 1, "category_id": 1, "bbox": [18, 12, 12, 8],
-                                                          "score": 0.9}]))
+        (preds / f"{cond}.json").write_text(
+            json.dumps([{"image_id": 1, "category_id": 1, "bbox": [18, 12, 12, 8], "score": 0.9}])
+        )
     docs = []
     for k in range(2):
         path = tmp_path / f"s{k}.json"
-        r = invoke("score", preds, "--split-dir", v2, "--threshold", "0.5", "--bootstrap", "1", "--label", f"m{k}",
-                   "--json", path)
+        r = invoke(
+            "score",
+            preds,
+            "--split-dir",
+            v2,
+            "--threshold",
+            "0.5",
+            "--bootstrap",
+            "1",
+            "--label",
+            f"m{k}",
+            "--json",
+            path,
+        )
         assert r.exit_code == 0, r.output
         docs.append(path)
     spoof = json.loads(docs[1].read_text())
@@ -632,8 +698,14 @@ def test_load_split_reads_no_frame_linked_out_of_the_split(tmp_path):
     import aegis_data as ad
 
     out = tmp_path / "split"
-    ad.build_splits(ad.load_source("synthetic", n=2), out, corruptions=["low_light"], severities=[1], workers=1,
-                    config=ad.load_config("aegis-v1"))
+    ad.build_splits(
+        ad.load_source("synthetic", n=2),
+        out,
+        corruptions=["low_light"],
+        severities=[1],
+        workers=1,
+        config=ad.load_config("aegis-v1"),
+    )
     frame = next((out / "test" / "clean").glob("*.png"))
     outside = tmp_path / "elsewhere.png"
     outside.write_bytes(frame.read_bytes())

@@ -13,7 +13,6 @@ from aegis_data.engine.calibration import CalibrationRow, CalibrationTable, cali
 from aegis_data.engine.config import SUITE_NAMES, load_config
 from aegis_data.errors import AegisError
 
-
 # The statistics, directions and ladders checked here are aegis-v1's declarations and engine: pinned.
 V1 = load_config("aegis-v1")
 

@@ -14,8 +14,8 @@ from aegis_data.compiled import KERNELS_ENV
 from aegis_data.engine import kernels as K
 from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import CORRUPTIONS, apply_corruption
-from tests.data.engine.compiled_twins import both as _both
 from tests import REPO_ROOT
+from tests.data.engine.compiled_twins import both as _both
 
 REPO = REPO_ROOT
 COMPILED = K.CKERNELS
@@ -27,7 +27,6 @@ needs_compiled = pytest.mark.skipif(COMPILED is None, reason="compiled engine lo
 def test_ci_runs_the_compiled_loops():
     if os.environ.get("CI"):
         assert COMPILED is not None, "CI must build aegis_data.engine._ckernels (pip install -e . with a C compiler)"
-
 
 
 def test_the_backend_report_follows_the_loops_in_use(monkeypatch):
@@ -47,9 +46,17 @@ def _frames(h: int, w: int) -> list[np.ndarray]:
 
 
 # The per-pixel loop each corruption runs compiled (besides the noise, convolution and histogram loops).
-V1_LOOPS = {"water_glare": ("glare",), "turbidity_cast": ("turbidity",), "inundation": ("inundation",),
-            "smoke_haze": ("haze",), "fire_warm_tint": ("haze",), "dust_haze": ("haze",), "rain_streaks": ("rain",),
-            "motion_blur": ("shear", "unshear"), "low_light": ("low_light",)}
+V1_LOOPS = {
+    "water_glare": ("glare",),
+    "turbidity_cast": ("turbidity",),
+    "inundation": ("inundation",),
+    "smoke_haze": ("haze",),
+    "fire_warm_tint": ("haze",),
+    "dust_haze": ("haze",),
+    "rain_streaks": ("rain",),
+    "motion_blur": ("shear", "unshear"),
+    "low_light": ("low_light",),
+}
 
 
 @needs_compiled
@@ -115,13 +122,23 @@ def test_wrong_buffer_sizes_are_refused_at_the_c_boundary():
     with pytest.raises(ValueError, match="read-only|writable"):  # nor is a read-only output
         COMPILED.haze(frozen, img, 16, density, table, np.zeros(3, np.float32), None, None, None)
     with pytest.raises(IndexError):
-        COMPILED.noise_rows(np.zeros((2, 3), np.float32), 2, 3,
-                            [(np.zeros((2, 3), np.float32), 2, np.full(8, 5, np.int64), np.zeros(8, np.float32))])
+        COMPILED.noise_rows(
+            np.zeros((2, 3), np.float32),
+            2,
+            3,
+            [(np.zeros((2, 3), np.float32), 2, np.full(8, 5, np.int64), np.zeros(8, np.float32))],
+        )
 
 
 def _run(env: dict, code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO), **env},
-                          capture_output=True, text=True, timeout=60, cwd=str(REPO))
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(REPO), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(REPO),
+    )
 
 
 def test_environment_switch():
@@ -146,4 +163,3 @@ def test_block_sums_and_mask_quantiles_match(shape, factor):
     for cover in (0.01, 0.3, 1.0):
         a, b = _both(lambda: K.top_fraction_mask(field, cover), ("hist_u16",))
         assert np.array_equal(a, b)
-

@@ -21,15 +21,17 @@ from aegis_data.engine.corruptions import apply_corruption
 from aegis_data.engine.photometry import LINEAR_MAX, decode_table, encode_table, to_linear
 from aegis_data.engine.scale import Scale
 from aegis_data.engine.seeding import normal_table
-from tests.data.engine.compiled_twins import Recorder, both as _both
-from tests.golden.frames import golden_frame
 from tests import REPO_ROOT
+from tests.data.engine.compiled_twins import Recorder
+from tests.data.engine.compiled_twins import both as _both
+from tests.golden.frames import golden_frame
 
 REPO = REPO_ROOT
 COMPILED = K.CKERNELS
 
-needs_compiled = pytest.mark.skipif(COMPILED is None or not hasattr(COMPILED, "taps"),
-                                    reason="compiled engine loops not built (no C compiler?)")
+needs_compiled = pytest.mark.skipif(
+    COMPILED is None or not hasattr(COMPILED, "taps"), reason="compiled engine loops not built (no C compiler?)"
+)
 
 
 @pytest.fixture(params=[2, 1, 0], ids=["avx2", "sse2", "plain"])
@@ -111,8 +113,10 @@ def test_taps_long_paths_and_single_full_weight_taps(isa):
     long_path = _random_bands(rng, h, w, 3, max_len=150.0)  # ~600 samples, up to ~100 taps per band
     assert max(len(t[2]) for _, _, t in long_path) > 60
     # A lone tap of weight 2**15 (a pure shift) does not fit the 16-bit products: the plain loop runs it.
-    shift = [(0, 20, (np.array([3]), np.array([-5]), np.array([1 << 15]))),
-             (20, h, (np.array([0, -2]), np.array([0, 7]), np.array([1 << 14, 1 << 14])))]
+    shift = [
+        (0, 20, (np.array([3]), np.array([-5]), np.array([1 << 15]))),
+        (20, h, (np.array([0, -2]), np.array([0, 7]), np.array([1 << 14, 1 << 14]))),
+    ]
     for bands in (long_path, shift):
         a, b = _both(lambda: motion.convolve_taps(lin, bands), ("taps",))
         assert np.array_equal(a, b)
@@ -159,8 +163,24 @@ def test_taps_arguments_are_checked_at_the_c_boundary():
     one = np.zeros(1, np.int64)
 
     def call(bands, starts, wt, dy=one, out=out, bits=15):
-        COMPILED.taps(out, 0, lin, 0, 4, 5, None, None, np.asarray(bands, np.int64), np.asarray(starts, np.int64),
-                      dy, np.zeros(len(wt), np.int64), np.asarray(wt, np.int64), len(bands), len(wt), bits)
+        COMPILED.taps(
+            out,
+            0,
+            lin,
+            0,
+            4,
+            5,
+            None,
+            None,
+            np.asarray(bands, np.int64),
+            np.asarray(starts, np.int64),
+            dy,
+            np.zeros(len(wt), np.int64),
+            np.asarray(wt, np.int64),
+            len(bands),
+            len(wt),
+            bits,
+        )
 
     call([[0, 4]], [0, 1], [1 << 15])  # valid
     with pytest.raises(ValueError, match="band rows"):
@@ -251,8 +271,12 @@ def test_raw_noise_outside_the_compiled_bounds_runs_the_numpy_code():
         K.CKERNELS = COMPILED
     # The C side refuses what the wrapper would not pass.
     out = np.empty((6, 5, 3), np.uint8)
-    for bad_a, bad_d in ((np.array([np.nan, 1.0, 1.0]), 0.5), (np.array([-1.0, 1.0, 1.0]), 0.5), (a, 0.5),
-                         (np.ones(3), np.inf)):
+    for bad_a, bad_d in (
+        (np.array([np.nan, 1.0, 1.0]), 0.5),
+        (np.array([-1.0, 1.0, 1.0]), 0.5),
+        (a, 0.5),
+        (np.ones(3), np.inf),
+    ):
         with pytest.raises(ValueError, match="finite"):
             COMPILED.raw_noise(out, lin, 6, 5, bad_d, bad_a, b, noise, normal_table(), encode_table())
 
@@ -330,8 +354,9 @@ print(" ".join(str(int(o[0, 0, 0])) for o in outs))
 @needs_compiled
 def test_a_nan_that_becomes_a_table_index_reads_inside_the_table():
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    got = subprocess.run([sys.executable, "-c", _NAN_INDEX_CALLS], env=env, capture_output=True, text=True,
-                         timeout=60, cwd=str(REPO))
+    got = subprocess.run(
+        [sys.executable, "-c", _NAN_INDEX_CALLS], env=env, capture_output=True, text=True, timeout=60, cwd=str(REPO)
+    )
     assert got.returncode == 0, (got.returncode, got.stderr[-500:])
     assert got.stdout.split() == ["0", "0", "0", "0", "0"]  # NaN, or a value below 0, clamps to the table's start
 
@@ -344,9 +369,38 @@ def test_tables_that_would_lead_outside_the_encode_table_are_refused_at_the_c_bo
     def haze(dec=None, ttab=None):
         out = np.empty_like(img)
         ttab = np.full(kmax + 1, 1 << 15, np.uint16) if ttab is None else ttab
-        COMPILED.atmos_haze(out, 0, img, h, w, decode_table() if dec is None else dec, encode_table(),
-                            np.zeros((3, h)), np.zeros(w), None, None, None, 1.0, 1.0, 1.0, 1.0, 100.0, 1.0, kmax,
-                            ttab, None, None, 0, 0, 0, 0, 0, 0, 0, 0)
+        COMPILED.atmos_haze(
+            out,
+            0,
+            img,
+            h,
+            w,
+            decode_table() if dec is None else dec,
+            encode_table(),
+            np.zeros((3, h)),
+            np.zeros(w),
+            None,
+            None,
+            None,
+            1.0,
+            1.0,
+            1.0,
+            1.0,
+            100.0,
+            1.0,
+            kmax,
+            ttab,
+            None,
+            None,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        )
         return out
 
     assert np.array_equal(haze(), img)  # full transmission: the pixels as they were
@@ -359,8 +413,17 @@ def test_tables_that_would_lead_outside_the_encode_table_are_refused_at_the_c_bo
     with pytest.raises(ValueError, match="transmission table"):
         haze(ttab=over)
     with pytest.raises(ValueError, match="grid"):  # an empty encode table, read at -1
-        COMPILED.low_light(np.empty_like(img), img, h * w, np.zeros((h * w, 3), np.uint16), np.ones(65536, np.float32),
-                           np.zeros(768, np.float32), np.zeros(768, np.float32), np.zeros(0, np.uint8), -1)
+        COMPILED.low_light(
+            np.empty_like(img),
+            img,
+            h * w,
+            np.zeros((h * w, 3), np.uint16),
+            np.ones(65536, np.float32),
+            np.zeros(768, np.float32),
+            np.zeros(768, np.float32),
+            np.zeros(0, np.uint8),
+            -1,
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -386,8 +449,7 @@ def test_aegis_v2_corruptions_match_the_numpy_code(name):
     moved = []
     for fname, frame in _v2_frames().items():
         for sev in (1, 2, 3):
-            a, b = _both(lambda: apply_corruption(frame, name, sev, fname, config=config, scale=scale),
-                         V2_EXPECT[name])
+            a, b = _both(lambda: apply_corruption(frame, name, sev, fname, config=config, scale=scale), V2_EXPECT[name])
             if not np.array_equal(a, b):
                 moved.append(f"{name}_s{sev}/{fname}: {int((a != b).sum())} bytes")
     assert not moved, moved
@@ -399,8 +461,10 @@ def test_numpy_switch_gives_the_compiled_bytes():
     frame = golden_frame(61, 83)
     config = load_config("aegis-v2")
     scale = Scale("object", 60.0, "test")
-    want = [hashlib.sha256(apply_corruption(frame, n, 3, "switch", config=config, scale=scale)).hexdigest()
-            for n in ("motion_blur", "low_light")]
+    want = [
+        hashlib.sha256(apply_corruption(frame, n, 3, "switch", config=config, scale=scale)).hexdigest()
+        for n in ("motion_blur", "low_light")
+    ]
     code = (
         "import hashlib\n"
         "from aegis_data.engine import kernels as K\n"
@@ -415,7 +479,8 @@ def test_numpy_switch_gives_the_compiled_bytes():
         "                                          scale=Scale('object', 60.0, 'test'))).hexdigest())\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO), KERNELS_ENV: "numpy"}
-    got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
-                         cwd=str(REPO))
+    got = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=str(REPO)
+    )
     assert got.returncode == 0, got.stderr[-500:]
     assert got.stdout.split() == want

@@ -43,8 +43,10 @@ def test_the_shipped_suites_are_the_files_of_configs_suites():
         cfg = load_config(name)
         assert cfg.suite == name and suite_path(name).resolve() == (SUITES / f"{name}.yaml").resolve()
         assert cfg.raw == (SUITES / f"{name}.yaml").read_bytes()
-    assert load_config() is load_config("aegis-v2") and [s.suite for s in installed_suites()] == ["aegis-v2",
-                                                                                                 "aegis-v1"]
+    assert load_config() is load_config("aegis-v2") and [s.suite for s in installed_suites()] == [
+        "aegis-v2",
+        "aegis-v1",
+    ]
 
 
 def test_config_hash_is_the_canonical_content_sha256_prefix():
@@ -54,8 +56,9 @@ def test_config_hash_is_the_canonical_content_sha256_prefix():
 
     cfg = V1
     data = (SUITES / "aegis-v1.yaml").read_bytes()
-    canonical = canonical_suite_bytes(cfg.suite, cfg.seed, cfg.families, cfg.corruptions, cfg.calibration_threshold,
-                                      cfg.scale)
+    canonical = canonical_suite_bytes(
+        cfg.suite, cfg.seed, cfg.families, cfg.corruptions, cfg.calibration_threshold, cfg.scale
+    )
     assert cfg.config_hash == hashlib.sha256(canonical).hexdigest()[:12]
     assert cfg.config_hash == "939fc3c23420"  # the shipped aegis-v1 suite (docs/REPRODUCIBILITY.md): pinned
     assert cfg.bytes_hash == hashlib.sha256(data).hexdigest()[:12]  # the identity before 0.3, still accepted
@@ -76,15 +79,20 @@ def test_the_wheel_carries_every_shipped_suite_and_policy():
     """pyproject's package-data globs (setuptools: relative to the package, '*' never crosses a '/') must match
     every file of the packaged folders: an installed wheel without its suites cannot even import the engine."""
     import glob
+
     import tomllib
 
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     package = ROOT / "aegis_data"
-    shipped = {str(p.relative_to(package)) for folder in ("suites", "augment_policies")
-               for p in (package / folder).glob("*.yaml")}
+    shipped = {
+        str(p.relative_to(package))
+        for folder in ("suites", "augment_policies")
+        for p in (package / folder).glob("*.yaml")
+    }
     assert any(name.startswith("suites/") for name in shipped)
-    matched = {m for pattern in [*data.get("*", []), *data.get("aegis_data", [])]
-               for m in glob.glob(pattern, root_dir=package)}
+    matched = {
+        m for pattern in [*data.get("*", []), *data.get("aegis_data", [])] for m in glob.glob(pattern, root_dir=package)
+    }
     assert shipped <= matched, sorted(shipped - matched)
 
 
@@ -114,8 +122,9 @@ def test_the_config_hash_covers_content_not_bytes(tmp_path):
 
     base = load_config("aegis-v1")  # frozen: its text is what the edits below look for
     data = base.raw
-    reformatted = (b"# a comment a user added\n" + data.replace(b"bloom_sigma_px: [8, 12, 16]",
-                                                                 b"bloom_sigma_px: [8.0, 12.00, 16.0]  # same"))
+    reformatted = b"# a comment a user added\n" + data.replace(
+        b"bloom_sigma_px: [8, 12, 16]", b"bloom_sigma_px: [8.0, 12.00, 16.0]  # same"
+    )
     assert reformatted != data and b"[8.0, 12.00, 16.0]" in reformatted
     same = config_from_bytes(reformatted, "reformatted.yaml")
     assert same.config_hash == base.config_hash and same.bytes_hash != base.bytes_hash
@@ -126,8 +135,15 @@ def test_the_config_hash_covers_content_not_bytes(tmp_path):
     swapped = data.replace(b"suite: aegis-v1", b"suite: aegis-v1")  # unchanged text, then a real reorder below
     head, rest = swapped.split(b"corruptions:\n", 1)
     first, second = rest.split(b"  turbidity_cast:\n", 1)
-    reordered = config_from_bytes(head + b"corruptions:\n  turbidity_cast:\n" + second.split(b"  inundation:\n", 1)[0]
-                                  + first + b"  inundation:\n" + second.split(b"  inundation:\n", 1)[1], "r")
+    reordered = config_from_bytes(
+        head
+        + b"corruptions:\n  turbidity_cast:\n"
+        + second.split(b"  inundation:\n", 1)[0]
+        + first
+        + b"  inundation:\n"
+        + second.split(b"  inundation:\n", 1)[1],
+        "r",
+    )
     assert reordered.names[:2] == ("turbidity_cast", "water_glare") and reordered.config_hash != base.config_hash
 
 
@@ -145,21 +161,35 @@ def test_a_split_recorded_with_the_byte_hash_still_resolves(tmp_path):
     assert split_config(tmp_path, base.bytes_hash) is base  # no copy: the installed suite, by either hash
 
 
-@pytest.mark.parametrize("old, new, match", [
-    (b"bloom_sigma_px: [8, 12, 16]", b"bloom_sigma_px: [8, 12, 1" + b"0" * 400 + b"]", r"bloom_sigma_px\[s3\] must be"),
-    (b"saturated_luma: 0.94", b"saturated_luma: 9" + b"9" * 399, "calibration_threshold.saturated_luma must be"),
-    (b"suite: aegis-v1", b"suite: aegis-v1\nscale: {mode: object, person_px: 1" + b"0" * 400 + b"}",
-     r"scale.person_px must lie in \[4, 2000\]"),
-    (b"suite: aegis-v1", b"suite: aegis-v1\nscale: {mode: object, gsd_cm_per_px: 1" + b"0" * 400 + b"}", "must lie in"),
-    (b"  wildfire: [smoke_haze", b"  1: [smoke_haze", "family names must be non-empty strings, got 1"),
-    (b"  wildfire: [smoke_haze", b"  '': [smoke_haze", "family names must be non-empty strings"),
-    # _parse reads these blocks without guards of its own: the schema must refuse them first.
-    (b"bloom_sigma_px: [8, 12, 16]", b"bloom_sigma_px: [8, 12]", r"bloom_sigma_px must list 3 values"),
-    (b"bloom_sigma_px: [8, 12, 16]", b"bloom_sigma_px: 8", r"bloom_sigma_px must list 3 values"),
-    (b"  flood: [water_glare, turbidity_cast, inundation]", b"  flood: water_glare", "family 'flood' must list"),
-    (b"  flood: [water_glare, turbidity_cast, inundation]", b"  flood: {a: 1}", "family 'flood' must list"),
-    (b"    family: flood\n", b"", r"water_glare.family must be a non-empty string, got None"),
-])
+@pytest.mark.parametrize(
+    "old, new, match",
+    [
+        (
+            b"bloom_sigma_px: [8, 12, 16]",
+            b"bloom_sigma_px: [8, 12, 1" + b"0" * 400 + b"]",
+            r"bloom_sigma_px\[s3\] must be",
+        ),
+        (b"saturated_luma: 0.94", b"saturated_luma: 9" + b"9" * 399, "calibration_threshold.saturated_luma must be"),
+        (
+            b"suite: aegis-v1",
+            b"suite: aegis-v1\nscale: {mode: object, person_px: 1" + b"0" * 400 + b"}",
+            r"scale.person_px must lie in \[4, 2000\]",
+        ),
+        (
+            b"suite: aegis-v1",
+            b"suite: aegis-v1\nscale: {mode: object, gsd_cm_per_px: 1" + b"0" * 400 + b"}",
+            "must lie in",
+        ),
+        (b"  wildfire: [smoke_haze", b"  1: [smoke_haze", "family names must be non-empty strings, got 1"),
+        (b"  wildfire: [smoke_haze", b"  '': [smoke_haze", "family names must be non-empty strings"),
+        # _parse reads these blocks without guards of its own: the schema must refuse them first.
+        (b"bloom_sigma_px: [8, 12, 16]", b"bloom_sigma_px: [8, 12]", r"bloom_sigma_px must list 3 values"),
+        (b"bloom_sigma_px: [8, 12, 16]", b"bloom_sigma_px: 8", r"bloom_sigma_px must list 3 values"),
+        (b"  flood: [water_glare, turbidity_cast, inundation]", b"  flood: water_glare", "family 'flood' must list"),
+        (b"  flood: [water_glare, turbidity_cast, inundation]", b"  flood: {a: 1}", "family 'flood' must list"),
+        (b"    family: flood\n", b"", r"water_glare.family must be a non-empty string, got None"),
+    ],
+)
 def test_malformed_suite_configs_are_one_line_refusals(old, new, match):
     from aegis_data.engine.config import config_from_bytes
 

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from aegis_data.engine import kernels as K
 from aegis_data.engine import corruptions as C
+from aegis_data.engine import kernels as K
 from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import CORRUPTIONS, FAMILIES, apply_corruption, corruption_params
 from aegis_data.engine.seeding import KeyedRandom
@@ -39,10 +39,10 @@ def _dot_image(h: int, w: int, points, value=255, background=0) -> np.ndarray:
 
 
 def _centroid(img: np.ndarray, y: int, x: int, r: int) -> tuple[float, float]:
-    patch = img[y - r: y + r + 1, x - r: x + r + 1, 1].astype(np.float64)
+    patch = img[y - r : y + r + 1, x - r : x + r + 1, 1].astype(np.float64)
     patch = patch - np.median(img[..., 1])
     patch[patch < 0] = 0
-    ys, xs = np.mgrid[y - r: y + r + 1, x - r: x + r + 1]
+    ys, xs = np.mgrid[y - r : y + r + 1, x - r : x + r + 1]
     return float((patch * ys).sum() / patch.sum()), float((patch * xs).sum() / patch.sum())
 
 
@@ -107,8 +107,9 @@ def test_contract_image_id_and_seed_change_the_draws(name, frame):
     a = apply_corruption(frame, name, 2, "img-1", config=V1)
     assert not np.array_equal(a, apply_corruption(frame, name, 2, "img-2", config=V1))
     assert not np.array_equal(a, apply_corruption(frame, name, 2, "img-1", seed=1, config=V1))
-    assert np.array_equal(apply_corruption(frame, name, 2, 7, config=V1),
-                          apply_corruption(frame, name, 2, "7", config=V1))
+    assert np.array_equal(
+        apply_corruption(frame, name, 2, 7, config=V1), apply_corruption(frame, name, 2, "7", config=V1)
+    )
 
 
 def test_turbidity_cast_draws_nothing(frame):
@@ -152,10 +153,14 @@ def test_unknown_name_lists_the_valid_ones(frame):
 def test_a_name_the_given_suite_lacks_is_refused_against_that_suite(frame):
     full = V1
     storm_less = dataclasses.replace(full, corruptions={n: c for n, c in full.corruptions.items() if n != "low_light"})
-    for call in (lambda: apply_corruption(frame, "low_light", 1, "a", config=storm_less),
-                 lambda: corruption_params("low_light", 1, storm_less),
-                 lambda: C.corrupt_with_stream(frame, "low_light", 1, KeyedRandom("k"), storm_less)):
-        with pytest.raises(AegisError, match=r"unknown corruption 'low_light'; expected one of: .*motion_blur, dust_haze$"):
+    for call in (
+        lambda: apply_corruption(frame, "low_light", 1, "a", config=storm_less),
+        lambda: corruption_params("low_light", 1, storm_less),
+        lambda: C.corrupt_with_stream(frame, "low_light", 1, KeyedRandom("k"), storm_less),
+    ):
+        with pytest.raises(
+            AegisError, match=r"unknown corruption 'low_light'; expected one of: .*motion_blur, dust_haze$"
+        ):
             call()
     assert corruption_params("motion_blur", 1, storm_less) == corruption_params("motion_blur", 1, config=V1)
 
@@ -163,15 +168,24 @@ def test_a_name_the_given_suite_lacks_is_refused_against_that_suite(frame):
 def test_a_suite_built_in_python_with_a_foreign_parameter_is_refused():
     # A SuiteConfig made in Python skips the file schema; corruption_params' own key check is what stops it.
     full = V1
-    spec = dataclasses.replace(full.corruptions["motion_blur"], fixed={**full.corruptions["motion_blur"].fixed, "bogus": 1})
+    spec = dataclasses.replace(
+        full.corruptions["motion_blur"], fixed={**full.corruptions["motion_blur"].fixed, "bogus": 1}
+    )
     odd = dataclasses.replace(full, corruptions={**full.corruptions, "motion_blur": spec})
-    with pytest.raises(AegisError, match=r"motion_blur: config keys \['bogus'\] are not parameters of MotionBlurParams"):
+    with pytest.raises(
+        AegisError, match=r"motion_blur: config keys \['bogus'\] are not parameters of MotionBlurParams"
+    ):
         corruption_params("motion_blur", 1, odd)
 
 
-@pytest.mark.parametrize("name, severity, match", [("fog", 1, "unknown corruption 'fog'"),
-                                                     ("low_light", None, "`severity` must be 1, 2 or 3, got None"),
-                                                     ("water_glare", None, "`severity` must be 1, 2 or 3, got None")])
+@pytest.mark.parametrize(
+    "name, severity, match",
+    [
+        ("fog", 1, "unknown corruption 'fog'"),
+        ("low_light", None, "`severity` must be 1, 2 or 3, got None"),
+        ("water_glare", None, "`severity` must be 1, 2 or 3, got None"),
+    ],
+)
 def test_the_stream_entry_point_refuses_bad_names_and_severities_under_a_scene_suite(frame, name, severity, match):
     # corrupt_with_stream is public (augmentation calls it): a generation-2 suite once let a bad name through to a
     # KeyError and a None severity to a TypeError instead of the one-line AegisError.
@@ -252,7 +266,7 @@ def test_motion_blur_horizontal_is_a_box_mean():
     assert C.motion_kernel_length(p, 30, 40) == 5
     got = C.motion_blur(img, p, C.MotionDraw(0.0))
     pad = np.pad(img.astype(np.int64), ((0, 0), (2, 2), (0, 0)), mode="symmetric")
-    ref = (sum(pad[:, k: k + 40] for k in range(5)) + 2) // 5
+    ref = (sum(pad[:, k : k + 40] for k in range(5)) + 2) // 5
     assert np.array_equal(got, ref.astype(np.uint8))
     vertical = C.motion_blur(img, p, C.MotionDraw(90.0))
     assert np.array_equal(vertical, C.motion_blur(img.transpose(1, 0, 2), p, C.MotionDraw(0.0)).transpose(1, 0, 2))
@@ -317,8 +331,9 @@ def test_ripple_moves_content_by_at_most_the_amplitude():
 def test_inundation_full_water_without_tint_is_the_ripple():
     h, w = 120, 160
     img = _dot_image(h, w, [(60, 80), (30, 40)], background=30)
-    p = dataclasses.replace(corruption_params("inundation", 3, config=V1), coverage=1.0, opacity=0.0,
-                            sparkle_strength=0.0)
+    p = dataclasses.replace(
+        corruption_params("inundation", 3, config=V1), coverage=1.0, opacity=0.0, sparkle_strength=0.0
+    )
     draw = C.draw_params("inundation", p, h, w, KeyedRandom("inund"))
     out = C.inundation(img, p, draw)
     amp = C._px(p.ripple_amplitude_px, h, w)
@@ -340,8 +355,14 @@ def test_rain_without_streaks_is_the_veil_and_keeps_dots_in_place():
 
 def test_rain_streaks_are_anti_aliased_and_conserve_coverage():
     h, w = 120, 100
-    one = lambda angle, x: C.RainDraw(angle, np.array([x]), np.array([60.0]), np.array([angle]),  # noqa: E731
-                                      np.array([40.0]), np.array([0.3]))
+    one = lambda angle, x: C.RainDraw(
+        angle,
+        np.array([x]),
+        np.array([60.0]),
+        np.array([angle]),  # noqa: E731
+        np.array([40.0]),
+        np.array([0.3]),
+    )
     layer = C.rasterize_streaks(h, w, one(70.0, 50.3), 3, 0.6).astype(np.float64)
     # Mass: intensity x rows crossed (length * sin(angle)); the unit-sum blur keeps it.
     assert layer.sum() == pytest.approx(0.3 * 40 * math.sin(math.radians(70)), rel=0.02)
@@ -397,8 +418,15 @@ def test_convolve_exact_float32_row_pass_gives_the_float64_integers(sigma):
 
 def test_cached_tables_are_read_only():
     p = corruption_params("low_light", 2, config=V1)
-    tables = (C.encode_table(p.gamma), C.linear_table(p.gamma), *C._low_light_tables(p), C._normal_table_f32(),
-              C._transmission_table(0.5, 0.2), C._grain_table(0.03), C._bloom_table(0.6))
+    tables = (
+        C.encode_table(p.gamma),
+        C.linear_table(p.gamma),
+        *C._low_light_tables(p),
+        C._normal_table_f32(),
+        C._transmission_table(0.5, 0.2),
+        C._grain_table(0.03),
+        C._bloom_table(0.6),
+    )
     for table in tables:
         with pytest.raises(ValueError):
             table[0] = 0

@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 
 from aegis_data.compiled import KERNELS_ENV
-from aegis_data.engine import kernels as K
 from aegis_data.engine import corruptions as C
-from aegis_data.engine.corruptions import apply_corruption
-from tests.data.engine import cbuild
+from aegis_data.engine import kernels as K
 from aegis_data.engine.config import load_config
-from tests.golden.frames import GOLDEN_SIZES, GOLDEN_SUITE, compute_hashes, golden_frame, load_golden, pixel_hash
+from aegis_data.engine.corruptions import apply_corruption
 from tests import REPO_ROOT
+from tests.data.engine import cbuild
+from tests.golden.frames import GOLDEN_SIZES, GOLDEN_SUITE, compute_hashes, golden_frame, load_golden, pixel_hash
 
 REPO = REPO_ROOT
 V1 = load_config(GOLDEN_SUITE)  # the golden hashes are aegis-v1's
@@ -95,8 +95,10 @@ def golden() -> dict[str, str]:
 
 
 def test_golden_file_covers_every_frame_corruption_and_severity(golden):
-    assert GOLDEN_SUITE == "aegis-v1" and json.loads((REPO / "tests" / "golden" / "hashes.json").read_text())[
-        "suite"] == GOLDEN_SUITE
+    assert (
+        GOLDEN_SUITE == "aegis-v1"
+        and json.loads((REPO / "tests" / "golden" / "hashes.json").read_text())["suite"] == GOLDEN_SUITE
+    )
     assert len(golden) == 81
     assert {k.split("/")[0] for k in golden} == {f"{h}x{w}" for h, w in GOLDEN_SIZES}
 
@@ -113,8 +115,12 @@ def run_matrix(script: Path, settings: dict[str, tuple[dict, list[str]]], timeou
     for name, (extra_env, args) in settings.items():
         env = {**os.environ, **extra_env, "PYTHONPATH": str(REPO)}
         procs[name] = subprocess.Popen(
-            [sys.executable, str(script), *args], env=env, cwd=str(REPO),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [sys.executable, str(script), *args],
+            env=env,
+            cwd=str(REPO),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
     results = {}
     for name, p in procs.items():
@@ -164,8 +170,12 @@ def test_single_image_regenerates_alone_in_a_fresh_process(golden):
     keys = [f"{h}x{w}/{n}" for (h, w), n in ((GOLDEN_SIZES[2], "rain_streaks_s3"), (GOLDEN_SIZES[1], "low_light_s1"))]
     out = subprocess.run(
         [sys.executable, str(FRAMES), *(f"--only={k}" for k in keys)],
-        env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=str(REPO),
-        capture_output=True, text=True, timeout=120, check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     got = json.loads(out.stdout)["hashes"]
     assert got == {k: golden[k] for k in keys}
@@ -179,16 +189,21 @@ def test_lookup_tables_are_pinned():
 def test_exact_kernels_do_not_depend_on_opencv_optimizations():
     """The OpenCV calls the engine makes, run here with and without OpenCV's optimised paths."""
     img = golden_frame(97, 131)
-    mask = K.top_fraction_mask(K.value_noise(97, 131, K.NoiseSpec(3, 4), C._draw_noise(
-        C.KeyedRandom("t"), "n", 97, 131, K.NoiseSpec(3, 4))), 0.3)
+    mask = K.top_fraction_mask(
+        K.value_noise(97, 131, K.NoiseSpec(3, 4), C._draw_noise(C.KeyedRandom("t"), "n", 97, 131, K.NoiseSpec(3, 4))),
+        0.3,
+    )
 
     def run():
         return [
-            _sha(K.blur_mask(mask, 2.5)), _sha(K.blur_mask(mask, 13.0)),
+            _sha(K.blur_mask(mask, 2.5)),
+            _sha(K.blur_mask(mask, 13.0)),
             _sha(K.convolve_exact(img, K.discrete_gaussian(0.7))),
-            _sha(C._veil_blur(img, 2.3)), _sha(C._veil_blur(img, 0.4)),
+            _sha(C._veil_blur(img, 2.3)),
+            _sha(C._veil_blur(img, 0.4)),
             _sha(C.ripple(img, 1.3 * np.sin(np.arange(97) / 7.0), 1.1 * np.cos(np.arange(131) / 5.0))),
-            _sha(C._shear_box(img, 9, 0.37)), _sha(C._shear_box(img, 31, -0.93, band=16)),
+            _sha(C._shear_box(img, 9, 0.37)),
+            _sha(C._shear_box(img, 31, -0.93, band=16)),
             _sha(K.upsample_u16(np.arange(48 * 40, dtype=np.uint16).reshape(40, 48) * 31, 7, 270, 330)),
         ]
 

@@ -14,15 +14,15 @@ import pytest
 from aegis_data.engine.config import load_config
 from aegis_data.engine.photometry import decode_table, encode_table
 from aegis_data.engine.scene import estimate_scene
-from tests.golden.frames import pixel_hash
-from tests.golden.v2 import PERSON_PX, compute_hashes_v2, load_golden_v2, v2_frames
+from tests import REPO_ROOT
 from tests.data.engine.test_determinism import (
     _present_npy_groups,
     _settings,
     baseline_so,  # noqa: F401 (a fixture)
     run_matrix,
 )
-from tests import REPO_ROOT
+from tests.golden.frames import pixel_hash
+from tests.golden.v2 import PERSON_PX, compute_hashes_v2, load_golden_v2, v2_frames
 
 REPO = REPO_ROOT
 V2_SCRIPT = REPO / "tests" / "golden" / "v2.py"
@@ -71,8 +71,9 @@ def test_one_cell_regenerates_alone_after_others_and_in_any_order(golden):
     for name in V2.names:
         apply_corruption(other, name, 3, "other", config=V2, scene=estimate_scene(other, PERSON_PX, V2.camera))
     frame = frames["oblique-479x641"]
-    out = apply_corruption(frame, "motion_blur", 3, "golden-oblique-479x641", config=V2,
-                           scene=estimate_scene(frame, PERSON_PX, V2.camera))
+    out = apply_corruption(
+        frame, "motion_blur", 3, "golden-oblique-479x641", config=V2, scene=estimate_scene(frame, PERSON_PX, V2.camera)
+    )
     assert pixel_hash(out) == golden["oblique-479x641/motion_blur_s3"]
 
 

@@ -54,6 +54,6 @@ def test_an_aegis_v2_grid_renders_each_cell_at_the_cell_sized_person_unit_in_one
     for r, name in ((1, v2.names[0]), (rows - 1, v2.names[-1])):
         y0, x0 = title_h + r * (ch + pad), pad + 2 * (cw + pad)
         expected = apply_corruption(small, name, 3, "g", config=v2, scale=unit)
-        np.testing.assert_array_equal(sheet[y0 + ch // 2: y0 + ch, x0: x0 + cw], expected[ch // 2:], err_msg=name)
+        np.testing.assert_array_equal(sheet[y0 + ch // 2 : y0 + ch, x0 : x0 + cw], expected[ch // 2 :], err_msg=name)
     with pytest.raises(AegisError, match="person unit"):
         severity_grid(img, "g", width=600, config=v2)

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.data.engine.test_determinism import _present_cv2_features, _present_npy_groups
 from tests import REPO_ROOT
+from tests.data.engine.test_determinism import _present_cv2_features, _present_npy_groups
 
 REPO = REPO_ROOT
 REFERENCE = REPO / "manifests" / "synthetic-c.json"  # aegis-v1
@@ -57,8 +57,13 @@ def zlib_ng_compat(tmp_path_factory) -> Path:
         tar.extractall(work, members=members, filter="data")
     (src,) = work.glob("zlib_ng-*/src/zlib_ng/zlib-ng")
     build = work / "build"
-    flags = ["-DZLIB_COMPAT=ON", "-DBUILD_TESTING=OFF", "-DZLIB_ENABLE_TESTS=OFF", "-DWITH_GTEST=OFF",
-             "-DCMAKE_BUILD_TYPE=Release"]
+    flags = [
+        "-DZLIB_COMPAT=ON",
+        "-DBUILD_TESTING=OFF",
+        "-DZLIB_ENABLE_TESTS=OFF",
+        "-DWITH_GTEST=OFF",
+        "-DCMAKE_BUILD_TYPE=Release",
+    ]
     for cmd in (["cmake", "-S", str(src), "-B", str(build), *flags], ["cmake", "--build", str(build), "-j2"]):
         r = subprocess.run(cmd, capture_output=True, text=True)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
@@ -82,25 +87,35 @@ _OPENCV_PNG_SHA = (
 
 def test_the_zlib_swap_changes_opencv_png_bytes(zlib_ng_compat):
     """Without this, the reproduction below could pass because the library swap silently did nothing."""
+
     def run(env):
-        return subprocess.run([sys.executable, "-c", _OPENCV_PNG_SHA], capture_output=True, text=True, env=env,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            [sys.executable, "-c", _OPENCV_PNG_SHA], capture_output=True, text=True, env=env, check=True
+        ).stdout.strip()
 
     assert run(_env()) != run(_env(LD_LIBRARY_PATH=str(zlib_ng_compat)))
 
 
 def _build_and_compare(out: Path, env: dict[str, str], workers: int, suite: str = "aegis-v1") -> None:
     reference = REFERENCE if suite == "aegis-v1" else REFERENCE_V2
-    r = subprocess.run([str(AEGIS), "build-splits", "--suite", suite, "--out-dir", str(out),
-                        "--workers", str(workers)], capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [str(AEGIS), "build-splits", "--suite", suite, "--out-dir", str(out), "--workers", str(workers)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     built, ref = json.loads((out / "manifest.json").read_text()), json.loads(reference.read_text())
     assert built["root_hash"] == ref["root_hash"]
     assert built["entries"] == ref["entries"]  # pixels, GT and every file-byte hash
     assert built["files_hash"] == ref["files_hash"] and built["encoder"] == ref["encoder"]
     # `make demo`'s own check, with byte differences counted as failures.
-    v = subprocess.run([str(AEGIS), "verify", str(out), "--against", str(reference), "--strict-bytes"],
-                       capture_output=True, text=True, env=env)
+    v = subprocess.run(
+        [str(AEGIS), "verify", str(out), "--against", str(reference), "--strict-bytes"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert v.returncode == 0, v.stdout[-2000:] + v.stderr[-2000:]
 
 
@@ -119,10 +134,13 @@ def test_reference_reproduces_on_a_cpu_cut_to_x86_64_v2_two_workers(tmp_path, su
     if not cut:
         pytest.skip("this CPU has no SIMD features above x86-64-v2 to disable")
     # As for the zlib swap: the settings must really switch those paths off, or the reproduction proves nothing.
-    probe = ("import json, cv2\n"
-             "from tests.data.engine.test_determinism import _present_cv2_features, _present_npy_groups\n"
-             "print(json.dumps([_present_cv2_features(), _present_npy_groups()]))")
-    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=_env(**cut),
-                       cwd=REPO, check=True)
+    probe = (
+        "import json, cv2\n"
+        "from tests.data.engine.test_determinism import _present_cv2_features, _present_npy_groups\n"
+        "print(json.dumps([_present_cv2_features(), _present_npy_groups()]))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=_env(**cut), cwd=REPO, check=True
+    )
     assert json.loads(r.stdout) == [[], []], r.stdout
     _build_and_compare(tmp_path / "cut", _env(**cut), workers=2, suite=suite)

@@ -16,14 +16,14 @@ from typer.testing import CliRunner
 
 from aegis_cli.main import app
 from aegis_data.engine import realism as R
-from aegis_data.split import measure
 from aegis_data.errors import AegisError
+from aegis_data.split import measure
 
 runner = CliRunner()
 REAL_FRAMES = Path("/work/shared/real-frames/heridal")
 # Luma of i.i.d. per-channel noise of std s has std s * |(.299, .587, .114)|; rounding to uint8 adds 1/12 DN^2
 # per channel.
-Y_NORM = math.sqrt(0.299 ** 2 + 0.587 ** 2 + 0.114 ** 2)
+Y_NORM = math.sqrt(0.299**2 + 0.587**2 + 0.114**2)
 
 
 def normal(seed: int, shape) -> np.ndarray:
@@ -47,14 +47,14 @@ def textured_background(size: int = 512) -> np.ndarray:
     cells = (np.arange(64).reshape(8, 8) * 37 % 5) * 25.0
     base += np.kron(cells, np.ones((size // 8, size // 8)))
     texture = 25 * np.sin(2 * np.pi * xx / 5.0) * np.sin(2 * np.pi * yy / 7.0)
-    base[: size * 3 // 5, size // 2:] += texture[: size * 3 // 5, size // 2:]
+    base[: size * 3 // 5, size // 2 :] += texture[: size * 3 // 5, size // 2 :]
     return base
 
 
 # --- 1. noise curve -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("sigma", [1.0, 3.0, 8.0])
 def test_noise_sigma_of_white_noise_on_a_flat_field(sigma):
-    expected = math.sqrt(sigma ** 2 + 1 / 12)  # + the uint8 rounding
+    expected = math.sqrt(sigma**2 + 1 / 12)  # + the uint8 rounding
     curve = R.noise_curve(grey_noise(sigma))
     assert curve.noise_sigma == pytest.approx(expected, rel=0.03)
     k = int(120 // R.BIN_WIDTH_DN)
@@ -72,7 +72,7 @@ def test_noise_sigma_of_per_channel_noise_is_the_luma_std():
 def test_noise_sigma_on_a_textured_background_ignores_edges_gradients_and_texture(sigma):
     base = textured_background()
     rgb = to_uint8(base + sigma * normal(3, base.shape))
-    assert R.noise_sigma(rgb) == pytest.approx(math.sqrt(sigma ** 2 + 1 / 12), rel=0.05)
+    assert R.noise_sigma(rgb) == pytest.approx(math.sqrt(sigma**2 + 1 / 12), rel=0.05)
     # The textured brightness range has no flat block: there the curve is an upper bound, far above the noise.
     assert np.nanmax(R.noise_curve(rgb).sigma) > 3 * sigma
 
@@ -171,7 +171,7 @@ def test_a_horizontal_pair_blur_correlates_only_horizontally():
     sigma = 20.0
     n = sigma * normal(9, (1024, 1025))
     pair = (n[:, 1:] + n[:, :-1]) / 2  # correlation 1/2 at lag (1, 0), none elsewhere
-    var = sigma ** 2 / 2
+    var = sigma**2 / 2
     corr = R.noise_autocorrelation(to_uint8(128 + pair))
     assert corr.horizontal == pytest.approx(0.5 * var / (var + 1 / 12), abs=0.02)
     assert abs(corr.vertical) < 0.02
@@ -179,9 +179,9 @@ def test_a_horizontal_pair_blur_correlates_only_horizontally():
 
 # --- 3. chroma / luma -----------------------------------------------------------------------------------------
 def test_iid_rgb_noise_gives_the_bt601_ratio():
-    cb = math.sqrt(0.168736 ** 2 + 0.331264 ** 2 + 0.5 ** 2) / Y_NORM
-    cr = math.sqrt(0.5 ** 2 + 0.418688 ** 2 + 0.081312 ** 2) / Y_NORM
-    assert R.IID_RGB_RATIO == pytest.approx(math.sqrt((cb ** 2 + cr ** 2) / 2), rel=1e-12)
+    cb = math.sqrt(0.168736**2 + 0.331264**2 + 0.5**2) / Y_NORM
+    cr = math.sqrt(0.5**2 + 0.418688**2 + 0.081312**2) / Y_NORM
+    assert R.IID_RGB_RATIO == pytest.approx(math.sqrt((cb**2 + cr**2) / 2), rel=1e-12)
     assert R.IID_RGB_RATIO == pytest.approx(0.958, abs=5e-4)
     chroma = R.chroma_luma_noise_ratio(to_uint8(120 + 6.0 * normal(10, (768, 768, 3))))
     assert chroma.ratio == pytest.approx(R.IID_RGB_RATIO, rel=0.03)
@@ -208,7 +208,7 @@ def test_subsampled_chroma_noise_is_measured_per_pixel():
 # --- 4. edge width --------------------------------------------------------------------------------------------
 def step(size: int = 256, lo: float = 60, hi: float = 190) -> np.ndarray:
     img = np.full((size, size), float(lo))
-    img[:, size // 2:] = hi
+    img[:, size // 2 :] = hi
     return img
 
 
@@ -262,8 +262,10 @@ def test_summarize_edges_needs_enough_edges_per_orientation():
 
 
 def test_edge_width_grows_with_blur_and_survives_noise():
-    box = [R.edge_width(to_uint8(cv2.filter2D(step(), cv2.CV_64F, np.ones((1, n)) / n,
-                                              borderType=cv2.BORDER_REFLECT))) for n in (1, 3, 5, 9, 13, 19)]
+    box = [
+        R.edge_width(to_uint8(cv2.filter2D(step(), cv2.CV_64F, np.ones((1, n)) / n, borderType=cv2.BORDER_REFLECT)))
+        for n in (1, 3, 5, 9, 13, 19)
+    ]
     assert all(a < b for a, b in zip(box, box[1:])), box
     noisy = cv2.filter2D(step(), cv2.CV_64F, np.ones((1, 7)) / 7, borderType=cv2.BORDER_REFLECT)
     assert R.edge_width(to_uint8(noisy + 3.0 * normal(14, noisy.shape))) == pytest.approx(5.6, rel=0.15)
@@ -298,8 +300,24 @@ def split(tmp_path_factory) -> Path:
 
 def tiny_split(out: Path) -> Path:
     """Four synthetic images, low_light severity 1 only."""
-    result = runner.invoke(app, ["build-splits", "--n", "4", "--size", "160", "--corruptions", "low_light",
-                                 "--severities", "1", "--workers", "1", "--out-dir", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "build-splits",
+            "--n",
+            "4",
+            "--size",
+            "160",
+            "--corruptions",
+            "low_light",
+            "--severities",
+            "1",
+            "--workers",
+            "1",
+            "--out-dir",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     return out
 
@@ -323,8 +341,16 @@ def test_realism_report_of_the_rendering_itself_is_at_distance_zero(split, tmp_p
     assert report.clean.n_images == report.rendered.n_images
     assert report.clean_distance["noise_curve"] > 0.1  # the clean images are not low-light
     doc = report.to_dict()
-    assert set(doc) == {"condition", "real_dir", "split_dir", "real", "rendered", "clean", "distance",
-                        "distance_definitions"}
+    assert set(doc) == {
+        "condition",
+        "real_dir",
+        "split_dir",
+        "real",
+        "rendered",
+        "clean",
+        "distance",
+        "distance_definitions",
+    }
     json.dumps(doc, allow_nan=False)
 
 
@@ -332,10 +358,12 @@ def test_realism_report_refusals(split, tmp_path):
     real = real_dir_of(tmp_path, split, "low_light_s1")
     empty = tmp_path / "empty"
     empty.mkdir()
-    for args, fragment in [((empty, split, "low_light_s1"), "no images in"),
-                           ((real, split, "fog_s1"), "unknown condition 'fog_s1'"),
-                           ((real, split, "low_light_s3"), "holds no rendering of low_light_s3"),
-                           ((real, split / "test", "low_light_s1"), "is not a split folder")]:
+    for args, fragment in [
+        ((empty, split, "low_light_s1"), "no images in"),
+        ((real, split, "fog_s1"), "unknown condition 'fog_s1'"),
+        ((real, split, "low_light_s3"), "holds no rendering of low_light_s3"),
+        ((real, split / "test", "low_light_s1"), "is not a split folder"),
+    ]:
         with pytest.raises(AegisError, match=fragment):
             measure.realism_report(*args)
 

@@ -10,8 +10,14 @@ from aegis_data.engine import atmosphere as ATM
 from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import apply_corruption, corruption_params
 from aegis_data.engine.realism import set_distances, set_statistics
-from aegis_data.engine.realism_atmosphere import (ATMOSPHERE_DISTANCES, airlight_colour, contrast_by_band, dark_channel,
-                                                  depth_bands, streak_statistics)
+from aegis_data.engine.realism_atmosphere import (
+    ATMOSPHERE_DISTANCES,
+    airlight_colour,
+    contrast_by_band,
+    dark_channel,
+    depth_bands,
+    streak_statistics,
+)
 from aegis_data.engine.scene import estimate_scene
 from tests.golden.frames import golden_frame
 from tests.golden.scenes import oblique_frame
@@ -38,8 +44,9 @@ def test_realism_sees_haze_by_depth_the_dark_channel_and_the_airlight():
     assert kept[0] < kept[-1]  # the far band lost more
     assert dark_channel(hazy)[0] > dark_channel(big)[0]
     air = airlight_colour(hazy)
-    expected = ATM.encode_table()[ATM.plume_airlight(corruption_params("smoke_haze", 3, V2), big,
-                                                     ATM.sightlines(big_scene, *big.shape[:2]))]
+    expected = ATM.encode_table()[
+        ATM.plume_airlight(corruption_params("smoke_haze", 3, V2), big, ATM.sightlines(big_scene, *big.shape[:2]))
+    ]
     assert np.all(np.abs(np.asarray(air) - expected) < 12), (air, expected)
 
 
@@ -82,15 +89,32 @@ def test_aegis_realism_prints_the_atmosphere_rows(tmp_path):
 
     runner = CliRunner()
     split = tmp_path / "split"
-    result = runner.invoke(app, ["build-splits", "--n", "4", "--size", "160", "--corruptions", "smoke_haze",
-                                 "--severities", "1", "--workers", "1", "--out-dir", str(split)])
+    result = runner.invoke(
+        app,
+        [
+            "build-splits",
+            "--n",
+            "4",
+            "--size",
+            "160",
+            "--corruptions",
+            "smoke_haze",
+            "--severities",
+            "1",
+            "--workers",
+            "1",
+            "--out-dir",
+            str(split),
+        ],
+    )
     assert result.exit_code == 0, result.output
     real = tmp_path / "real"
     real.mkdir()
     for f in sorted((split / "test" / "clean").glob("*.png")):
         shutil.copy(f, real / f.name)
-    result = runner.invoke(app, ["realism", str(real), "--condition", "smoke_haze_s1", "--split-dir", str(split)],
-                           env={"COLUMNS": "200"})
+    result = runner.invoke(
+        app, ["realism", str(real), "--condition", "smoke_haze_s1", "--split-dir", str(split)], env={"COLUMNS": "200"}
+    )
     assert result.exit_code == 0, result.output
     for word in ("contrast_by_band", "dark_channel", "airlight", "streak_width", "streak_orientation"):
         assert word in result.stdout, word

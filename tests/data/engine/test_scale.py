@@ -15,13 +15,23 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from aegis_cli.main import app
 from aegis_data.engine.calibration import calibrate, check_monotone, compute_statistic
 from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import (
-    CORRUPTIONS, apply_corruption, corruption_params, motion_kernel_length, rain_streak_count,
+    CORRUPTIONS,
+    apply_corruption,
+    corruption_params,
+    motion_kernel_length,
+    rain_streak_count,
 )
 from aegis_data.engine.scale import (
-    FRAME_SCALE, Scale, effective_value, person_unit_from_boxes, person_unit_from_gsd, resolve_scale,
+    FRAME_SCALE,
+    Scale,
+    effective_value,
+    person_unit_from_boxes,
+    person_unit_from_gsd,
+    resolve_scale,
     scale_from_record,
 )
 from aegis_data.errors import AegisError
@@ -31,7 +41,6 @@ from aegis_data.sources.synthetic import render_scene
 from aegis_data.split.build import build_splits
 from aegis_data.split.manifest import load_manifest
 from aegis_data.split.verify import verify_split
-from aegis_cli.main import app
 from tests.conftest import assert_one_line_error
 from tests.golden.frames import golden_frame
 
@@ -90,8 +99,13 @@ def test_scale_record_round_trip_and_refusals():
     assert scale_from_record(s.identity()) == s
     assert scale_from_record(None) is FRAME_SCALE
     assert FRAME_SCALE.identity() is None  # frame builds record nothing: their roots stay
-    for bad in ({"mode": "frame"}, {"mode": "object", "person_px": float("inf")}, {"mode": "object"},
-                {"mode": "object", "person_px": 30, "extra": 1}, [1]):
+    for bad in (
+        {"mode": "frame"},
+        {"mode": "object", "person_px": float("inf")},
+        {"mode": "object"},
+        {"mode": "object", "person_px": 30, "extra": 1},
+        [1],
+    ):
         with pytest.raises(AegisError, match="scale"):
             scale_from_record(bad, "m.json")
 
@@ -128,9 +142,13 @@ def test_object_lengths_follow_the_people_not_the_frame():
         assert crop == pytest.approx(full * 640 * 640 / (3840 * 2160), rel=0.01, abs=1)
     # Half the person size, half the lengths; a quarter of the person area, four times the streaks per MP.
     half = Scale("object", 15.0, "t")
-    assert effective_value("length_px", 30, half, None)[0] == pytest.approx(effective_value("length_px", 30, obj, None)[0] / 2)
-    assert effective_value("density_per_mp", 800, half, None) == (4 * effective_value("density_per_mp", 800, obj, None)[0],
-                                                                  "per MP")
+    assert effective_value("length_px", 30, half, None)[0] == pytest.approx(
+        effective_value("length_px", 30, obj, None)[0] / 2
+    )
+    assert effective_value("density_per_mp", 800, half, None) == (
+        4 * effective_value("density_per_mp", 800, obj, None)[0],
+        "per MP",
+    )
     with pytest.raises(AegisError, match="long side"):
         effective_value("length_px", 30, FRAME_SCALE, None)
 
@@ -150,8 +168,10 @@ def _neighbourhoods(boxes, x0: int, width: int, height: int, unit: float):
     """Each person's box grown by one unit, in crop coordinates, for people at least two units inside the crop."""
     for b in boxes:
         if b[0] >= x0 + 2 * unit and b[2] <= x0 + width - 2 * unit:
-            yield (slice(max(0, int(b[1] - unit)), min(height, int(math.ceil(b[3] + unit)))),
-                   slice(max(0, int(b[0] - x0 - unit)), min(width, int(math.ceil(b[2] - x0 + unit)))))
+            yield (
+                slice(max(0, int(b[1] - unit)), min(height, int(math.ceil(b[3] + unit)))),
+                slice(max(0, int(b[0] - x0 - unit)), min(width, int(math.ceil(b[2] - x0 + unit)))),
+            )
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +184,7 @@ def frames_and_crops():
             continue
         cx = (sc.boxes[0][0] + sc.boxes[0][2]) / 2
         x0 = int(min(max(cx - 500, 0), 3000))
-        scenes.append((sc, x0, np.ascontiguousarray(sc.rgb[:, x0: x0 + 1000])))
+        scenes.append((sc, x0, np.ascontiguousarray(sc.rgb[:, x0 : x0 + 1000])))
     assert len(scenes) >= 3
     return scenes
 
@@ -180,7 +200,7 @@ def _statistic_ratio(scenes, name: str, severity: int, scale_of) -> tuple[float,
         scale = scale_of(unit)
         full = apply_corruption(sc.rgb, name, severity, "same-view", scale=scale, config=V1)
         cut = apply_corruption(crop, name, severity, "same-view", scale=scale, config=V1)
-        full_in_crop = full[:, x0: x0 + 1000]
+        full_in_crop = full[:, x0 : x0 + 1000]
         sigmas_scale = scale if scale.is_object else None
         for ys, xs in _neighbourhoods(sc.boxes, x0, 1000, 1000, unit):
             clean = crop[ys, xs]
@@ -220,8 +240,9 @@ def test_calibration_stays_monotone_under_object_scale():
 def object_build(tmp_path_factory):
     out = tmp_path_factory.mktemp("obj") / "split"
     ds = load_source("synthetic", n=6)
-    res = build_splits(ds, out, corruptions=["motion_blur", "rain_streaks"], severities=[1, 3], workers=1,
-                       scale="object", config=V1)
+    res = build_splits(
+        ds, out, corruptions=["motion_blur", "rain_streaks"], severities=[1, 3], workers=1, scale="object", config=V1
+    )
     return ds, out, res
 
 
@@ -231,26 +252,38 @@ def test_object_build_records_its_unit_in_the_identity(object_build, tmp_path):
     unit, n = person_unit_from_boxes(b for r in ds.splits["test"] for b in r.boxes)
     assert m.data["scale"] == {"mode": "object", "person_px": unit, "basis": f"median sqrt(w*h) of {n} test boxes"}
     assert res.scale.person_px == unit
-    frame = build_splits(ds, tmp_path / "frame", corruptions=["motion_blur", "rain_streaks"], severities=[1, 3],
-                         workers=1, config=V1)
+    frame = build_splits(
+        ds, tmp_path / "frame", corruptions=["motion_blur", "rain_streaks"], severities=[1, 3], workers=1, config=V1
+    )
     assert "scale" not in load_manifest(tmp_path / "frame").data
     assert frame.root_hash != res.root_hash
     # Same clean pixels; other corrupted pixels (the lengths changed).
     fm, om = load_manifest(tmp_path / "frame").entries, m.entries
-    assert fm["test/clean/" + ds.splits["test"][0].image_id + ".png"]["pixel_sha256"] == \
-        om["test/clean/" + ds.splits["test"][0].image_id + ".png"]["pixel_sha256"]
+    assert (
+        fm["test/clean/" + ds.splits["test"][0].image_id + ".png"]["pixel_sha256"]
+        == om["test/clean/" + ds.splits["test"][0].image_id + ".png"]["pixel_sha256"]
+    )
     differ = [p for p in om if p.startswith("test/motion_blur_s3/") and fm[p]["pixel_sha256"] != om[p]["pixel_sha256"]]
     assert differ
     # A rebuild into the same folder with another scale is refused: that folder holds another benchmark.
     with pytest.raises(AegisError, match="scale"):
-        build_splits(ds, out, corruptions=["motion_blur", "rain_streaks"], severities=[1, 3], workers=1,
-                     scale="object", person_px=99, config=V1)
+        build_splits(
+            ds,
+            out,
+            corruptions=["motion_blur", "rain_streaks"],
+            severities=[1, 3],
+            workers=1,
+            scale="object",
+            person_px=99,
+            config=V1,
+        )
 
 
 def test_verify_regenerates_with_the_recorded_unit(object_build, tmp_path):
     import shutil
 
-    from aegis_data.files.imageio import read_rgb as read_file, write_png_atomic
+    from aegis_data.files.imageio import read_rgb as read_file
+    from aegis_data.files.imageio import write_png_atomic
 
     _, out, _ = object_build
     copy = tmp_path / "copy"
@@ -269,20 +302,45 @@ def test_verify_regenerates_with_the_recorded_unit(object_build, tmp_path):
 
 def test_cli_build_list_and_errors(tmp_path):
     out = tmp_path / "s"
-    r = runner.invoke(app, ["build-splits", *SUITE_V1, "--out-dir", str(out), "--n", "6", "--limit", "2", "--corruptions",
-                            "motion_blur", "--severities", "1", "--workers", "1", "--scale", "object",
-                            "--person-px", "30"])
+    r = runner.invoke(
+        app,
+        [
+            "build-splits",
+            *SUITE_V1,
+            "--out-dir",
+            str(out),
+            "--n",
+            "6",
+            "--limit",
+            "2",
+            "--corruptions",
+            "motion_blur",
+            "--severities",
+            "1",
+            "--workers",
+            "1",
+            "--scale",
+            "object",
+            "--person-px",
+            "30",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert json.loads((out / "manifest.json").read_text())["scale"]["person_px"] == 30.0
     v = runner.invoke(app, ["verify", str(out)])
     assert v.exit_code == 0 and "scale: object (person unit 30 px" in " ".join(v.output.split())
     build = ["build-splits", *SUITE_V1]
-    assert_one_line_error(runner.invoke(app, [*build, "--out-dir", str(tmp_path / "f"), "--person-px", "30"]),
-                          "no meaning under --scale frame")
-    assert_one_line_error(runner.invoke(app, [*build, "--out-dir", str(tmp_path / "g"), "--scale", "object",
-                                              "--gsd", "0"]), "--gsd")
-    assert_one_line_error(runner.invoke(app, [*build, "--out-dir", str(tmp_path / "h"), "--scale", "tiles"]),
-                          "--scale must be one of frame, object")
+    assert_one_line_error(
+        runner.invoke(app, [*build, "--out-dir", str(tmp_path / "f"), "--person-px", "30"]),
+        "no meaning under --scale frame",
+    )
+    assert_one_line_error(
+        runner.invoke(app, [*build, "--out-dir", str(tmp_path / "g"), "--scale", "object", "--gsd", "0"]), "--gsd"
+    )
+    assert_one_line_error(
+        runner.invoke(app, [*build, "--out-dir", str(tmp_path / "h"), "--scale", "tiles"]),
+        "--scale must be one of frame, object",
+    )
     assert not (tmp_path / "h").exists()
 
     listed = runner.invoke(app, ["list", *SUITE_V1, "--format", "json", "--scale", "object", "--person-px", "60"])
@@ -296,34 +354,86 @@ def test_cli_build_list_and_errors(tmp_path):
 
 
 def test_cli_calibrate_and_corrupt_take_the_scale(tmp_path):
-    from aegis_data.files.imageio import read_rgb as read_file, write_png_atomic
+    from aegis_data.files.imageio import read_rgb as read_file
+    from aegis_data.files.imageio import write_png_atomic
 
     img = tmp_path / "imgs" / "a.png"
     img.parent.mkdir()
     scene = render_scene(0, 320, 240).rgb  # a scene, not the periodic golden pattern a 30-px box blur can alias on
     write_png_atomic(img, scene)
-    assert_one_line_error(runner.invoke(app, ["calibrate", str(img.parent), *SUITE_V1, "--scale", "object"]),
-                          "no person boxes to measure it from")
-    ok = runner.invoke(app, ["calibrate", str(img.parent), *SUITE_V1, "-c", "motion_blur", "--scale", "object",
-                             "--person-px", "20", "--json", str(tmp_path / "c.json")])
+    assert_one_line_error(
+        runner.invoke(app, ["calibrate", str(img.parent), *SUITE_V1, "--scale", "object"]),
+        "no person boxes to measure it from",
+    )
+    ok = runner.invoke(
+        app,
+        [
+            "calibrate",
+            str(img.parent),
+            *SUITE_V1,
+            "-c",
+            "motion_blur",
+            "--scale",
+            "object",
+            "--person-px",
+            "20",
+            "--json",
+            str(tmp_path / "c.json"),
+        ],
+    )
     assert ok.exit_code == 0, ok.output
     assert json.loads((tmp_path / "c.json").read_text())["scale"].startswith("object (person unit 20 px")
     out = tmp_path / "o.png"
-    r = runner.invoke(app, ["corrupt", *SUITE_V1, str(img), "-c", "motion_blur", "-s", "3", "-o", str(out),
-                            "--scale", "object", "--person-px", "20"])
+    r = runner.invoke(
+        app,
+        [
+            "corrupt",
+            *SUITE_V1,
+            str(img),
+            "-c",
+            "motion_blur",
+            "-s",
+            "3",
+            "-o",
+            str(out),
+            "--scale",
+            "object",
+            "--person-px",
+            "20",
+        ],
+    )
     assert r.exit_code == 0, r.output
     expected = apply_corruption(scene, "motion_blur", 3, "a", scale=Scale("object", 20.0, "x"), config=V1)
     assert np.array_equal(read_file(out), expected)
-    assert_one_line_error(runner.invoke(app, ["corrupt", *SUITE_V1, str(img), "-c", "motion_blur", "-s", "3", "-o",
-                                              str(tmp_path / "p.png"), "--scale", "object"]), "--person-px")
+    assert_one_line_error(
+        runner.invoke(
+            app,
+            [
+                "corrupt",
+                *SUITE_V1,
+                str(img),
+                "-c",
+                "motion_blur",
+                "-s",
+                "3",
+                "-o",
+                str(tmp_path / "p.png"),
+                "--scale",
+                "object",
+            ],
+        ),
+        "--person-px",
+    )
     # A split keeps the unit its manifest records: any scale option is refused with that reason, not with
     # advice to add a person unit.
     split = tmp_path / "split"
-    build_splits(load_source("synthetic", n=2, size=96), split, corruptions=["motion_blur"], severities=[1],
-                 workers=1, config=V1)
+    build_splits(
+        load_source("synthetic", n=2, size=96), split, corruptions=["motion_blur"], severities=[1], workers=1, config=V1
+    )
     for extra in (["--scale", "object"], ["--scale", "object", "--person-px", "20"], ["--scale", "frame"]):
-        assert_one_line_error(runner.invoke(app, ["calibrate", str(split), *extra]),
-                              "its manifest fixes the suite and scale")
+        assert_one_line_error(
+            runner.invoke(app, ["calibrate", str(split), *extra]), "its manifest fixes the suite and scale"
+        )
     assert runner.invoke(app, ["calibrate", str(split), "-c", "motion_blur"]).exit_code == 0
 
 
@@ -331,18 +441,25 @@ def test_a_suite_config_can_make_object_scale_its_default(tmp_path):
     from aegis_data.engine.config import config_from_bytes
 
     base = V1.raw
-    v2 = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, person_px: 30}"),
-                           tmp_path / "v2.yaml")
+    v2 = config_from_bytes(
+        base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, person_px: 30}"),
+        tmp_path / "v2.yaml",
+    )
     assert v2.scale == {"mode": "object", "person_px": 30.0} and V1.scale == {"mode": "frame"}
     ds = load_source("synthetic", n=3)
     res = build_splits(ds, tmp_path / "s", corruptions=["motion_blur"], severities=[1], workers=1, config=v2)
     assert load_manifest(tmp_path / "s").data["scale"]["person_px"] == 30.0 and res.scale.person_px == 30.0
     # The call overrides the suite: frame scale, or another unit.
-    res = build_splits(ds, tmp_path / "f", corruptions=["motion_blur"], severities=[1], workers=1, config=v2,
-                       scale="frame")
+    res = build_splits(
+        ds, tmp_path / "f", corruptions=["motion_blur"], severities=[1], workers=1, config=v2, scale="frame"
+    )
     assert not res.scale.is_object
-    for bad in (b"scale: tiles", b"scale: {mode: frame, person_px: 30}", b"scale: {mode: object, person_px: 1e6}",
-                b"scale: {mode: object, person_px: 30, gsd_cm_per_px: 2}"):
+    for bad in (
+        b"scale: tiles",
+        b"scale: {mode: frame, person_px: 30}",
+        b"scale: {mode: object, person_px: 1e6}",
+        b"scale: {mode: object, person_px: 30, gsd_cm_per_px: 2}",
+    ):
         with pytest.raises(AegisError, match="scale"):
             config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: v1-object\n" + bad), "bad.yaml")
 
@@ -353,8 +470,10 @@ def test_an_explicit_object_scale_keeps_the_suite_unit_and_names_its_source(tmp_
 
     base = V1.raw
     ds = load_source("synthetic", n=3)
-    v2 = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, person_px: 30}"),
-                           tmp_path / "v2.yaml")
+    v2 = config_from_bytes(
+        base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, person_px: 30}"),
+        tmp_path / "v2.yaml",
+    )
     implicit = plan_build(ds, v2).scale
     assert implicit == Scale("object", 30.0, "suite config scale.person_px")
     # Naming object scale (--scale object) must not drop the unit the suite declares.
@@ -363,8 +482,10 @@ def test_an_explicit_object_scale_keeps_the_suite_unit_and_names_its_source(tmp_
     assert plan_build(ds, v2, scale="object", person_px=40).scale == Scale("object", 40.0, "given person unit")
     assert plan_build(ds, v2, person_px=40).scale.basis == "given person unit"
     assert not plan_build(ds, v2, scale="frame").scale.is_object
-    gsd = config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, gsd_cm_per_px: 2.5}"),
-                            tmp_path / "g.yaml")
+    gsd = config_from_bytes(
+        base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, gsd_cm_per_px: 2.5}"),
+        tmp_path / "g.yaml",
+    )
     for call in ({}, {"scale": "object"}):
         s = plan_build(ds, gsd, **call).scale
         assert s.person_px == person_unit_from_gsd(2.5) and s.basis == "suite config scale.gsd_cm_per_px 2.5 cm/px"
@@ -384,13 +505,17 @@ def test_the_gsd_range_is_the_person_unit_range_and_refusals_name_the_key():
     for gsd in (lo, 2.5, 30.0, hi):
         assert Scale("object", person_unit_from_gsd(gsd)).is_object
     for bad in (40, 31, 0.05):
-        with pytest.raises(AegisError, match=r"^`gsd_cm_per_px` must lie in \[0\.0601, 30\.05\] cm per px \(a person unit of 4"):
+        with pytest.raises(
+            AegisError, match=r"^`gsd_cm_per_px` must lie in \[0\.0601, 30\.05\] cm per px \(a person unit of 4"
+        ):
             resolve_scale("object", gsd_cm_per_px=bad)
     # A suite config's gsd is refused when the config is loaded, naming the config key, not a flag.
     base = V1.raw
     with pytest.raises(AegisError, match=r"^g\.yaml: scale\.gsd_cm_per_px must lie in \[0\.0601, 30\.05\]"):
-        config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, gsd_cm_per_px: 40}"),
-                          "g.yaml")
+        config_from_bytes(
+            base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, gsd_cm_per_px: 40}"), "g.yaml"
+        )
     with pytest.raises(AegisError, match=r"^g\.yaml: scale\.gsd_cm_per_px must be a finite number"):
-        config_from_bytes(base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, gsd_cm_per_px: .inf}"),
-                          "g.yaml")
+        config_from_bytes(
+            base.replace(b"suite: aegis-v1", b"suite: v1-object\nscale: {mode: object, gsd_cm_per_px: .inf}"), "g.yaml"
+        )

@@ -13,13 +13,20 @@ from aegis_data.engine.config import load_config
 from aegis_data.engine.corruptions import apply_corruption
 from aegis_data.engine.scale import Scale
 from aegis_data.engine.scene import (
-    NADIR, OBLIQUE, MAX_SIDECAR_BYTES, check_sidecar, estimate_scene, gsd_from_person_px, read_sidecar,
-    valid_region, water_mask_digest,
+    MAX_SIDECAR_BYTES,
+    NADIR,
+    OBLIQUE,
+    check_sidecar,
+    estimate_scene,
+    gsd_from_person_px,
+    read_sidecar,
+    valid_region,
+    water_mask_digest,
 )
 from aegis_data.errors import AegisError
+from tests import REPO_ROOT
 from tests.golden.frames import golden_frame
 from tests.golden.scenes import letterboxed_frame, oblique_frame
-from tests import REPO_ROOT
 
 V2 = load_config("aegis-v2")
 CAMERA = V2.camera
@@ -55,14 +62,14 @@ def test_one_uniform_edge_row_is_scene_not_a_bar_and_a_flat_frame_is_all_valid()
 def test_every_aegis_v2_corruption_leaves_bars_untouched_and_renders_the_content_alone():
     bar = 30
     img = letterboxed_frame(240, 320, bar, jitter=2)
-    content = np.ascontiguousarray(img[bar:240 - bar])
+    content = np.ascontiguousarray(img[bar : 240 - bar])
     unit = Scale("object", 20.0, "test")
     for name in V2.names:
         for sev in (1, 3):
             out = apply_corruption(img, name, sev, "lb", config=V2, scale=unit)
-            assert np.array_equal(out[:bar], img[:bar]) and np.array_equal(out[240 - bar:], img[240 - bar:]), name
+            assert np.array_equal(out[:bar], img[:bar]) and np.array_equal(out[240 - bar :], img[240 - bar :]), name
             alone = apply_corruption(content, name, sev, "lb", config=V2, scale=unit)
-            assert np.array_equal(out[bar:240 - bar], alone), f"{name} s{sev} saw the bars"
+            assert np.array_equal(out[bar : 240 - bar], alone), f"{name} s{sev} saw the bars"
 
 
 # --- view, horizon, sky --------------------------------------------------------------------------------
@@ -74,7 +81,7 @@ def test_an_oblique_view_is_found_with_its_horizon_within_one_block(size):
     assert scene.view == OBLIQUE
     assert abs(scene.horizon_row - horizon) <= block
     sky = scene.sky_mask()
-    assert sky[: horizon - block].all() and not sky[horizon + block:].any()
+    assert sky[: horizon - block].all() and not sky[horizon + block :].any()
 
 
 def test_nadir_frames_have_no_sky():
@@ -109,8 +116,9 @@ def test_ground_sampling_distance_follows_inverse_depth_in_an_oblique_view():
 # --- sidecars ------------------------------------------------------------------------------------------
 def test_a_sidecar_overrides_the_estimates_and_joins_the_record():
     img = golden_frame(240, 320)
-    facts = check_sidecar({"gsd_cm": 2.5, "speed_mps": 12.0, "exposure_ms": 2.0, "iso": 400, "heading_deg": 30,
-                           "altitude_m": 60}, "test")
+    facts = check_sidecar(
+        {"gsd_cm": 2.5, "speed_mps": 12.0, "exposure_ms": 2.0, "iso": 400, "heading_deg": 30, "altitude_m": 60}, "test"
+    )
     scene = estimate_scene(img, 30.0, CAMERA, facts)
     assert scene.gsd_m == pytest.approx(gsd_from_person_px(48.08), rel=1e-3)  # the gsd's person unit, not 30 px
     assert (scene.speed_mps, scene.exposure_ms, scene.iso, scene.heading_deg) == (12.0, 2.0, 400.0, 30.0)
@@ -129,19 +137,22 @@ def test_a_sidecar_pitch_makes_the_view_and_places_the_horizon():
     assert oblique.horizon_row == pytest.approx(119.5 - 300 * math.tan(math.radians(30)), abs=0.01)
 
 
-@pytest.mark.parametrize("doc, match", [
-    ([1], "JSON object"),
-    ({"altitude": 50}, "unknown key"),
-    ({"speed_mps": -1}, "speed_mps must be a number"),
-    ({"speed_mps": float("nan")}, "speed_mps must be a number"),
-    ({"iso": True}, "iso must be a number"),
-    ({"gsd_cm": 1000}, "gsd_cm must be a number"),
-    ({"valid": [0, 0, 10]}, "valid must be"),
-    ({"valid": [5, 0, 5, 10]}, "valid must be"),
-    ({"water_mask": "../outside.png"}, "water_mask must be the name of a file"),
-    ({"water_mask": "sub/mask.png"}, "water_mask must be the name of a file"),
-    ({"water_mask": ".."}, "water_mask must be the name of a file"),
-])
+@pytest.mark.parametrize(
+    "doc, match",
+    [
+        ([1], "JSON object"),
+        ({"altitude": 50}, "unknown key"),
+        ({"speed_mps": -1}, "speed_mps must be a number"),
+        ({"speed_mps": float("nan")}, "speed_mps must be a number"),
+        ({"iso": True}, "iso must be a number"),
+        ({"gsd_cm": 1000}, "gsd_cm must be a number"),
+        ({"valid": [0, 0, 10]}, "valid must be"),
+        ({"valid": [5, 0, 5, 10]}, "valid must be"),
+        ({"water_mask": "../outside.png"}, "water_mask must be the name of a file"),
+        ({"water_mask": "sub/mask.png"}, "water_mask must be the name of a file"),
+        ({"water_mask": ".."}, "water_mask must be the name of a file"),
+    ],
+)
 def test_bad_sidecars_are_one_line(doc, match):
     with pytest.raises(AegisError, match=match):
         check_sidecar(doc, "frame.scene.json")

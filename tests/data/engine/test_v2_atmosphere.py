@@ -18,17 +18,18 @@ from aegis_data.engine import rain as RAIN
 from aegis_data.engine.calibration import calibrate, check_monotone, local_contrast, luma, luma_snr, red_blue_ratio
 from aegis_data.engine.config import config_from_bytes, load_config
 from aegis_data.engine.corruptions import apply_corruption, corruption_params, physical_ladder
-from aegis_data.engine.scale import Scale
 from aegis_data.engine.photometry import to_srgb
+from aegis_data.engine.scale import Scale
 from aegis_data.engine.scene import check_sidecar, estimate_scene
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.engine.visibility import person_visibility
 from aegis_data.errors import AegisError
-from tests.golden.frames import golden_frame
-from tests.golden.scenes import letterboxed_frame, oblique_frame
 from tests.data.engine.test_ckernels_v2 import _both
+
 # synthetic_people: the module-scoped fixture of persons and their boxes
 from tests.data.engine.test_v2_models import synthetic_people  # noqa: F401
+from tests.golden.frames import golden_frame
+from tests.golden.scenes import letterboxed_frame, oblique_frame
 
 V1 = load_config("aegis-v1")
 V2 = load_config("aegis-v2")
@@ -53,7 +54,7 @@ def oblique():
 def _band_contrast(y: np.ndarray, rows: tuple[int, int]) -> float:
     """Mean over 4x8 blocks of luma's std within ``rows``: the contrast of detail."""
     a, b = rows
-    band = y[a: a + (b - a) // 4 * 4, : y.shape[1] // 8 * 8]
+    band = y[a : a + (b - a) // 4 * 4, : y.shape[1] // 8 * 8]
     return float(band.reshape(band.shape[0] // 4, 4, -1, 8).std(axis=(1, 3)).mean())
 
 
@@ -103,7 +104,7 @@ def test_a_nadir_view_sees_the_altitude_everywhere_and_a_little_more_toward_the_
 def test_an_oblique_view_sees_farther_toward_the_horizon_and_through_the_layer_above_it(oblique):
     frame, horizon, scene = oblique
     lines = ATM.sightlines(scene, *frame.shape[:2])
-    ground = lines.ground[horizon + 2:]
+    ground = lines.ground[horizon + 2 :]
     assert np.all(np.diff(ground) < 0)  # nearer rows lie lower in the frame
     assert lines.sky_rows is not None and int(np.median(lines.sky_rows)) == int(scene.horizon_row)
     horizon = int(scene.horizon_row)
@@ -121,8 +122,9 @@ def test_a_horizon_at_the_bottom_of_the_view_leaves_every_model_a_positive_depth
     from aegis_data.engine.scene import OBLIQUE
 
     img = golden_frame(48, 64)
-    scene = dataclasses.replace(_scene(img, 10.0), view=OBLIQUE, horizon_row=48.0, reference_row=47.5,
-                       sky_depth=(24,) * 64)
+    scene = dataclasses.replace(
+        _scene(img, 10.0), view=OBLIQUE, horizon_row=48.0, reference_row=47.5, sky_depth=(24,) * 64
+    )
     lines = ATM.sightlines(scene, 48, 64)
     assert np.all(np.isfinite(lines.ground)) and np.all(lines.ground > 0)
     for name in ATMOSPHERE:
@@ -149,13 +151,14 @@ def test_dust_is_a_local_plume_whose_paths_are_capped_at_its_size(oblique):
     draw = ATM.draw_plume(p, scene, *frame.shape[:2], KeyedRandom("dust"))
     density, _ = ATM.plume_density(p, draw, scene, *frame.shape[:2])
     sx, sy = int(draw.source[0] * frame.shape[1]), int(draw.source[1] * frame.shape[0])
-    core = density[max(0, sy - 40): sy + 40, max(0, sx - 40): sx + 40].mean()
+    core = density[max(0, sy - 40) : sy + 40, max(0, sx - 40) : sx + 40].mean()
     rim = np.concatenate([density[:8].ravel(), density[-8:].ravel(), density[:, :8].ravel(), density[:, -8:].ravel()])
     assert core > rim.mean()  # densest around its source
     # A sight line never crosses more than plume_size_m of dust. With a uniform density (no texture, no footprint,
     # shadow, coat or colour), every ground pixel whose path is longer keeps exactly the transmission of that size.
-    even = dataclasses.replace(p, plume_radius_m=0.0, density_amplitude=0.0, direct_fraction=0.0, coat=0.0,
-                               angstrom=0.0)
+    even = dataclasses.replace(
+        p, plume_radius_m=0.0, density_amplitude=0.0, direct_fraction=0.0, coat=0.0, angstrom=0.0
+    )
     out = ATM.plume_haze(frame, even, draw, scene)
     lines = ATM.sightlines(scene, *frame.shape[:2])
     beta = ATM.beta_550(p.visibility_m)
@@ -255,8 +258,9 @@ def test_firelight_reddens_the_light_and_the_camera_corrects_only_part_of_it():
     kappa = p.white_balance_correction
     assert light.cast[0] / light.cast[2] == pytest.approx((tr / tb) ** (1.0 - kappa), rel=1e-9)
     assert light.cast[0] / light.cast[2] > 1.2
-    assert light.ev_loss == pytest.approx(-math.log2(sum(w * t for w, t in zip(ATM.LUMA_LINEAR, (tr, tg, tb)))),
-                                          rel=1e-8)
+    assert light.ev_loss == pytest.approx(
+        -math.log2(sum(w * t for w, t in zip(ATM.LUMA_LINEAR, (tr, tg, tb)))), rel=1e-8
+    )
     # Not a bare channel gain: the camera amplifies its weaker raw blue more, so that channel gets noisier.
     cam = ATM.firelight_camera(p, light)
     assert cam.ev_loss == light.ev_loss and cam.white_balance[2] > p.white_balance[2]
@@ -295,7 +299,7 @@ def test_a_drawn_image_sun_leaves_the_atmosphere_to_its_own_range_and_a_sidecar_
 # --- rain --------------------------------------------------------------------------------------------------
 def test_marshall_palmer_and_atlas_facts():
     assert RAIN.mp_slope(1.0) == pytest.approx(4.1)
-    assert RAIN.mp_slope(10.0) == pytest.approx(4.1 * 10 ** -0.21, rel=1e-9)
+    assert RAIN.mp_slope(10.0) == pytest.approx(4.1 * 10**-0.21, rel=1e-9)
     # beta = integral N0 exp(-L D) 2 (pi D^2 / 4) dD, numerically.
     lam = RAIN.mp_slope(6.0)
     d = np.linspace(0.0, 20.0, 200001)
@@ -355,8 +359,10 @@ def test_lens_drops_come_at_the_worst_level_only():
     out = RAIN.lens_drops(lin.copy(), p, draw)
     r = p.lens_drop_radius[1] * 240
     assert not np.array_equal(out[120, 160], lin[120, 160]) and np.array_equal(out[0, 0], lin[0, 0])
-    assert np.abs(np.diff(out[100:140, 140:180, 1].astype(int), axis=1)).mean() < \
-        np.abs(np.diff(lin[100:140, 140:180, 1].astype(int), axis=1)).mean()  # blurred behind the drop
+    assert (
+        np.abs(np.diff(out[100:140, 140:180, 1].astype(int), axis=1)).mean()
+        < np.abs(np.diff(lin[100:140, 140:180, 1].astype(int), axis=1)).mean()
+    )  # blurred behind the drop
     assert r > 10
 
 
@@ -382,8 +388,11 @@ def test_the_atmosphere_ladders_are_monotone_and_persons_stay_visible_at_s3(synt
 
     assert not check_visibility_floor(table), check_visibility_floor(table)
     assert {r.corruption: r.statistic for r in table.rows} == {
-        "smoke_haze": "local_contrast", "dust_haze": "local_contrast", "fire_warm_tint": "red_blue_ratio",
-        "rain_streaks": "local_contrast"}
+        "smoke_haze": "local_contrast",
+        "dust_haze": "local_contrast",
+        "fire_warm_tint": "red_blue_ratio",
+        "rain_streaks": "local_contrast",
+    }
 
 
 def test_local_contrast_ignores_large_scale_gradients_that_rms_contrast_counts():
@@ -418,15 +427,22 @@ def test_bad_atmosphere_parameters_are_one_line():
 
 
 # --- compiled loops against the NumPy reference ------------------------------------------------------------
-COMPILED_LOOPS = {"smoke_haze": ("atmos_haze",), "dust_haze": ("atmos_haze",), "fire_warm_tint": ("atmos_cast",),
-                  "rain_streaks": ("atmos_haze", "atmos_drops", "atmos_blend")}
+COMPILED_LOOPS = {
+    "smoke_haze": ("atmos_haze",),
+    "dust_haze": ("atmos_haze",),
+    "fire_warm_tint": ("atmos_cast",),
+    "rain_streaks": ("atmos_haze", "atmos_drops", "atmos_blend"),
+}
 
 
 @pytest.mark.skipif(COMPILED is None or not hasattr(COMPILED, "atmos_haze"), reason="compiled loops not built")
 @pytest.mark.parametrize("frame", ["nadir", "oblique", "letterbox"])
 def test_the_compiled_atmosphere_loops_write_the_numpy_bytes(frame):
-    img = {"nadir": golden_frame(240, 320), "oblique": oblique_frame(240, 320)[0],
-           "letterbox": letterboxed_frame(240, 320, 24, jitter=2)}[frame]
+    img = {
+        "nadir": golden_frame(240, 320),
+        "oblique": oblique_frame(240, 320)[0],
+        "letterbox": letterboxed_frame(240, 320, 24, jitter=2),
+    }[frame]
     scene = _scene(img, 30.0, sun_elevation_deg=35.0, speed_mps=12.0, exposure_ms=4.0, sun_azimuth_deg=20.0)
     for name, loops in COMPILED_LOOPS.items():
         for sev in (1, 3):
@@ -438,11 +454,22 @@ def test_the_compiled_atmosphere_loops_write_the_numpy_bytes(frame):
 def test_the_compiled_drop_layer_saturates_like_the_numpy_one():
     h, w, n = 40, 50, 400
     u = np.random.default_rng(3).random((10, n))
-    drops = RAIN.NearDrops(u[0] * w, u[1] * h, (u[2] - 0.5) * 20, (u[3] - 0.5) * 20,
-                           1.0 / np.maximum(((u[2] - 0.5) * 20) ** 2 + ((u[3] - 0.5) * 20) ** 2, 1e-9),
-                           1.0 / (1.0 + 9 * u[4]) ** 2, np.full(n, 65536.0), np.zeros(n, np.int64),
-                           np.full(n, w, np.int64), np.zeros(n, np.int64), np.full(n, h, np.int64),
-                           u[5], u[6], u[7])
+    drops = RAIN.NearDrops(
+        u[0] * w,
+        u[1] * h,
+        (u[2] - 0.5) * 20,
+        (u[3] - 0.5) * 20,
+        1.0 / np.maximum(((u[2] - 0.5) * 20) ** 2 + ((u[3] - 0.5) * 20) ** 2, 1e-9),
+        1.0 / (1.0 + 9 * u[4]) ** 2,
+        np.full(n, 65536.0),
+        np.zeros(n, np.int64),
+        np.full(n, w, np.int64),
+        np.zeros(n, np.int64),
+        np.full(n, h, np.int64),
+        u[5],
+        u[6],
+        u[7],
+    )
     a, b = _both(lambda: RAIN.drop_layer(drops, h, w), ("atmos_drops",))
     assert np.array_equal(a, b) and a.max() > 65536
 
@@ -472,8 +499,9 @@ def test_the_camera_skips_the_raw_noise_pass_only_where_it_would_add_nothing():
     img = golden_frame(240, 320)
     lin = ATM.CAM.to_linear(img)
     zero = np.zeros(3)
-    full = ATM.CAM.raw_noise_image(lin, ATM.CAM.LowLightCapture(1.0, 100.0, 1.0), zero, zero,
-                                   np.zeros((240, 320), np.uint16))
+    full = ATM.CAM.raw_noise_image(
+        lin, ATM.CAM.LowLightCapture(1.0, 100.0, 1.0), zero, zero, np.zeros((240, 320), np.uint16)
+    )
     assert np.array_equal(to_srgb(lin), full)
     try:
         K.CKERNELS = None
@@ -489,16 +517,30 @@ def test_aegis_list_shows_the_atmosphere_in_physical_units():
 
     result = CliRunner().invoke(app, ["list", "--person-px", "60"], env={"COLUMNS": "220"})
     assert result.exit_code == 0, result.output
-    for text in ("visibility 5000 / 1500 / 800 m", "visibility 3000 / 1500 / 500 m", "rain light / moderate / heavy",
-                 "light loss 0.621 / 1.55 / 2.46 EV", "nadir transmission 0.957 / 0.865 / 0.762"):
+    for text in (
+        "visibility 5000 / 1500 / 800 m",
+        "visibility 3000 / 1500 / 500 m",
+        "rain light / moderate / heavy",
+        "light loss 0.621 / 1.55 / 2.46 EV",
+        "nadir transmission 0.957 / 0.865 / 0.762",
+    ):
         assert text in result.stdout, text
 
 
-@pytest.mark.parametrize("changes", [
-    {"canopy_aod": 10.0, "angstrom": 4.0, "white_balance_correction": 1.0, "flame_colour": (0.0, 0.0, 1.0),
-     "fire_glow": 4.0, "sun_elevation_range_deg": (0.0, 0.0)},
-    {"canopy_aod": 10.0, "canopy_albedo": 0.0, "flame_colour": (0.0, 0.0, 0.0), "fire_glow": 4.0},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {
+            "canopy_aod": 10.0,
+            "angstrom": 4.0,
+            "white_balance_correction": 1.0,
+            "flame_colour": (0.0, 0.0, 1.0),
+            "fire_glow": 4.0,
+            "sun_elevation_range_deg": (0.0, 0.0),
+        },
+        {"canopy_aod": 10.0, "canopy_albedo": 0.0, "flame_colour": (0.0, 0.0, 0.0), "fire_glow": 4.0},
+    ],
+)
 def test_extreme_firelight_renders_or_is_one_line(changes):
     img = golden_frame(64, 64)
     scene = _scene(img)

@@ -17,7 +17,7 @@ from aegis_data.engine.corruptions import apply_corruption, corruption_params
 from aegis_data.engine.realism import chroma_luma_noise_ratio, noise_autocorrelation
 from aegis_data.engine.scale import Scale
 from aegis_data.engine.scene import check_sidecar, estimate_scene, gsd_from_person_px
-from aegis_data.engine.seeding import KeyedRandom, stream_key
+from aegis_data.engine.seeding import stream_key
 from aegis_data.engine.visibility import person_visibility
 from aegis_data.errors import AegisError
 from aegis_data.sources import load_source, read_rgb
@@ -42,10 +42,10 @@ def test_auto_exposure_lengthens_the_exposure_then_raises_iso_then_darkens():
     ll = {s: corruption_params("low_light", s, V2) for s in (1, 2, 3)}
     caps = {s: CAM.auto_exposure(ll[s].ev_loss, 1.0, 100.0, ll[s].shutter_limit_ms, ll[s].iso_cap) for s in ll}
     assert [c.exposure_ms for c in caps.values()] == [8.3, 8.3, 8.3]  # the shutter limit first
-    assert caps[1].iso == pytest.approx(100 * 2 ** 4.6 / 8.3, rel=1e-9) and caps[1].brightness == 1.0
-    assert caps[2].iso == pytest.approx(100 * 2 ** 8.0 / 8.3, rel=1e-9) and caps[2].brightness == 1.0
+    assert caps[1].iso == pytest.approx(100 * 2**4.6 / 8.3, rel=1e-9) and caps[1].brightness == 1.0
+    assert caps[2].iso == pytest.approx(100 * 2**8.0 / 8.3, rel=1e-9) and caps[2].brightness == 1.0
     assert caps[3].iso == 3200.0  # the ISO cap: the rest darkens
-    assert caps[3].brightness == pytest.approx(8.3 * 32 / 2 ** 11.6, rel=1e-9)
+    assert caps[3].brightness == pytest.approx(8.3 * 32 / 2**11.6, rel=1e-9)
     # A clean capture already at the limits: nothing to win back, everything darkens; never shorter or lower.
     c = CAM.auto_exposure(2.0, 20.0, 6400.0, 8.3, 3200.0)
     assert (c.exposure_ms, c.iso, c.brightness) == (20.0, 6400.0, 0.25)
@@ -95,7 +95,7 @@ def test_low_light_smears_with_the_exposure_its_auto_exposure_chose():
     p = replace(corruption_params("low_light", 1, V2), shot_noise_base=1e-30, chroma_denoise_sigma=0.0)
     capture = CAM.capture_for(p, scene)
     assert capture.exposure_ms > scene.exposure_ms
-    expected_px = 10.0 * math.sqrt(capture.exposure_ms ** 2 - scene.exposure_ms ** 2) / 1000.0 / scene.gsd_m
+    expected_px = 10.0 * math.sqrt(capture.exposure_ms**2 - scene.exposure_ms**2) / 1000.0 / scene.gsd_m
     assert expected_px > 5.0
     out = CAM.camera_low_light(dot, p, CAM.CameraLowLightDraw(0.0, np.zeros((101, 101), np.uint16)), scene)
     lit = np.flatnonzero(out[50, :, 0])
@@ -105,7 +105,7 @@ def test_low_light_smears_with_the_exposure_its_auto_exposure_chose():
 
 # --- motion blur in physical units ------------------------------------------------------------------------
 def test_the_smear_is_speed_times_exposure_over_the_ground_sample():
-    scene = estimate_scene(golden_frame(240, 320), 30.0, V2.camera, check_sidecar({"speed_mps": 0.0}, "t"))
+    estimate_scene(golden_frame(240, 320), 30.0, V2.camera, check_sidecar({"speed_mps": 0.0}, "t"))
     gsd = gsd_from_person_px(30.0)
     for speed, ms in ((10.0, 20.0), (15.0, 33.3), (5.0, 4.0)):
         length = speed * ms / 1000.0 / gsd
@@ -124,13 +124,13 @@ def test_motion_blur_moves_no_content_beyond_the_budget(sev):
     ramp = np.broadcast_to((40 + np.arange(161) // 2).astype(np.uint8)[None, :, None], (161, 161, 3)).copy()
     img = ramp.copy()
     for cy, cx in ((20, 20), (80, 80), (140, 140), (20, 140), (140, 20)):
-        img[cy - 1:cy + 2, cx - 1:cx + 2] = 255
+        img[cy - 1 : cy + 2, cx - 1 : cx + 2] = 255
     unit = Scale("object", 60.0, "t")
     out, base = _v2(img, "motion_blur", sev, scale=unit), _v2(ramp, "motion_blur", sev, scale=unit)
     lin = CAM.to_linear(out)[..., 0].astype(np.float64) - CAM.to_linear(base)[..., 0]
     for cy, cx in ((20, 20), (80, 80), (140, 140), (20, 140), (140, 20)):
-        win = lin[max(0, cy - 19): cy + 20, max(0, cx - 19): cx + 20]
-        ys, xs = np.mgrid[max(0, cy - 19): cy + 20, max(0, cx - 19): cx + 20]
+        win = lin[max(0, cy - 19) : cy + 20, max(0, cx - 19) : cx + 20]
+        ys, xs = np.mgrid[max(0, cy - 19) : cy + 20, max(0, cx - 19) : cx + 20]
         mass = win.sum()
         shift = math.hypot((ys * win).sum() / mass - cy, (xs * win).sum() / mass - cx)
         assert shift <= V2.camera["max_content_shift_px"] + 0.35, (sev, cy, cx, shift)
@@ -139,8 +139,7 @@ def test_motion_blur_moves_no_content_beyond_the_budget(sev):
 def test_rolling_shutter_skew_is_clamped_to_the_content_shift_budget():
     p = MO.TrajectoryBlurParams(60.0, 33.3, 0.0, 0.0, (0.0, 0.0), readout_ms=100.0, max_content_shift_px=1.5)
     scene = estimate_scene(golden_frame(400, 300), 10.0, V2.camera, check_sidecar({"heading_deg": 0.0}, "t"))
-    bands = MO.blur_bands(p, scene, MO.TrajectoryDraw(0.0, np.zeros((64, 2))),
-                          MO.Exposure(60.0, 33.3, 0.0, 1.0), 400)
+    bands = MO.blur_bands(p, scene, MO.TrajectoryDraw(0.0, np.zeros((64, 2))), MO.Exposure(60.0, 33.3, 0.0, 1.0), 400)
     assert len(bands) > 2
     centres = [float((t[1] * t[2]).sum() / t[2].sum()) for _, _, t in bands]
     assert max(centres) - min(centres) <= 2 * 1.5 + 1.0
@@ -151,8 +150,7 @@ def test_in_an_oblique_view_the_smear_grows_toward_the_camera_and_the_sky_only_j
     img, horizon = oblique_frame(479, 641)
     scene = estimate_scene(img, 30.0, V2.camera, check_sidecar({"heading_deg": 0.0, "speed_mps": 0.0}, "t"))
     p = MO.TrajectoryBlurParams(15.0, 33.3, 0.0, 0.0, (0.0, 0.0))
-    bands = MO.blur_bands(p, scene, MO.TrajectoryDraw(0.0, np.zeros((64, 2))), MO.Exposure(15.0, 33.3, 0.0, 1.0),
-                          479)
+    bands = MO.blur_bands(p, scene, MO.TrajectoryDraw(0.0, np.zeros((64, 2))), MO.Exposure(15.0, 33.3, 0.0, 1.0), 479)
     spans = {(a, b): int(t[1].max() - t[1].min()) for a, b, t in bands}
     sky = [s for (a, b), s in spans.items() if a < horizon - 8]
     ground = [((a + b) / 2, s) for (a, b), s in spans.items() if a >= horizon + 8]
@@ -224,12 +222,14 @@ def test_the_visibility_floor_names_ladders_whose_s3_loses_more_than_half_the_cl
     from aegis_data.engine.visibility import VisibilitySummary
 
     def row(name, sev, v):
-        return CalibrationRow(name, "storm", "edge_width", "increase", sev, f"{name}_s{sev}", 4, 1.0 + sev, 0.1,
-                              1.0, 0.1, v, 0.5, 4)
+        return CalibrationRow(
+            name, "storm", "edge_width", "increase", sev, f"{name}_s{sev}", 4, 1.0 + sev, 0.1, 1.0, 0.1, v, 0.5, 4
+        )
 
     clean = VisibilitySummary(4, 4, 4.0, 0.5)
-    table = CalibrationTable((row("a", 1, 3.9), row("a", 3, 2.1), row("b", 1, 3.0), row("b", 3, 1.9)), 2, "h", 0,
-                             clean_visibility=clean)
+    table = CalibrationTable(
+        (row("a", 1, 3.9), row("a", 3, 2.1), row("b", 1, 3.0), row("b", 3, 1.9)), 2, "h", 0, clean_visibility=clean
+    )
     assert [v.corruption for v in check_visibility_floor(table)] == ["b"]
     assert check_visibility_floor(CalibrationTable(table.rows, 2, "h", 0)) == []  # no boxes: nothing to judge
 
@@ -237,8 +237,8 @@ def test_the_visibility_floor_names_ladders_whose_s3_loses_more_than_half_the_cl
 def test_stable_scalars_round_to_ten_digits_and_refuse_a_rounding_boundary():
     from aegis_data.engine.photometry import stable
 
-    assert stable(2.0 ** 4.6) == float(f"{2.0 ** 4.6:.9e}") and stable(0.0) == 0.0
+    assert stable(2.0**4.6) == float(f"{2.0**4.6:.9e}") and stable(0.0) == 0.0
     with pytest.raises(AegisError, match="rounding boundary"):
         stable(1.23456789050000)  # exactly halfway at the 10th digit: an ulp of libm error decides it
     # A shipped-range extreme that a 12-digit rule refused (round 4): the auto-exposure at 20 EV.
-    assert CAM.auto_exposure(20.0, 1.0, 100.0, 8.3, 3200.0).brightness == pytest.approx(8.3 * 32 / 2 ** 20)
+    assert CAM.auto_exposure(20.0, 1.0, 100.0, 8.3, 3200.0).brightness == pytest.approx(8.3 * 32 / 2**20)

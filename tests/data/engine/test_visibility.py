@@ -13,12 +13,18 @@ from typer.testing import CliRunner
 
 from aegis_cli.main import app
 from aegis_data.engine import calibration as cal
-from aegis_data.split import measure
 from aegis_data.engine.config import config_from_bytes, load_config
 from aegis_data.engine.config_schema import CALIBRATION_STATISTICS
-from aegis_data.engine.visibility import (MIN_SURROUND_BOXES, ROSE_K, _covered_area, person_visibility, pixel_box,
-                                          summarize_visibility)
+from aegis_data.engine.visibility import (
+    MIN_SURROUND_BOXES,
+    ROSE_K,
+    _covered_area,
+    person_visibility,
+    pixel_box,
+    summarize_visibility,
+)
 from aegis_data.errors import AegisError
+from aegis_data.split import measure
 
 runner = CliRunner()
 
@@ -37,7 +43,7 @@ def patches(w: int, h: int, contrast: float, n: int = 4, height: int = 400, widt
     boxes = []
     for k in range(n):
         x, y = 60 + k * (width - 120) // n, height // 2 - h // 2
-        field[y:y + h, x:x + w] += contrast
+        field[y : y + h, x : x + w] += contrast
         boxes.append([float(x), float(y), float(w), float(h)])
     return field, boxes
 
@@ -50,7 +56,7 @@ def test_v_is_the_rose_snr_for_a_patch_on_white_noise(w, h):
     for seed in range(12):
         field, boxes = patches(w, h, contrast)
         values += person_visibility(grey(field + sigma * normal(seed, field.shape)), boxes)
-    expected = contrast * math.sqrt(w * h) / math.sqrt(sigma ** 2 + 1 / 12)
+    expected = contrast * math.sqrt(w * h) / math.sqrt(sigma**2 + 1 / 12)
     # Overlapping windows and a surround of ~8 independent windows: the median V reads 8-11 % high (documented).
     assert expected * 0.95 < float(np.median(values)) < expected * 1.3, (np.median(values), expected)
 
@@ -93,8 +99,9 @@ def test_uniform_surround_and_nan_cases():
     assert all(math.isnan(v) for v in got)
     assert person_visibility(rgb, []) == ()
     # crowded: people on three sides leave less than MIN_SURROUND_BOXES box areas of surround
-    crowd = [[40, 40, 20, 20]] + [[40 + dx, 40 + dy, 20, 20] for dx in (-20, 0, 20) for dy in (-20, 0, 20)
-                                  if dx != 0 or dy == 20]
+    crowd = [[40, 40, 20, 20]] + [
+        [40 + dx, 40 + dy, 20, 20] for dx in (-20, 0, 20) for dy in (-20, 0, 20) if dx != 0 or dy == 20
+    ]
     assert math.isnan(person_visibility(rgb, crowd)[0]) and MIN_SURROUND_BOXES == 4
     assert not math.isnan(person_visibility(rgb, crowd[:2])[0])  # one neighbour: enough surround left
 
@@ -171,8 +178,26 @@ def split(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("visibility") / "split"
     # aegis-v1: its low_light ladder leaves clean at s1 on these small synthetic frames, so calibrate exits 0 and
     # the test sees the visibility columns (aegis-v2's noise_sigma at s1 measures below clean here).
-    result = runner.invoke(app, ["build-splits", "--suite", "aegis-v1", "--n", "6", "--size", "160", "--corruptions",
-                                 "low_light", "--severities", "1", "--workers", "1", "--out-dir", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "build-splits",
+            "--suite",
+            "aegis-v1",
+            "--n",
+            "6",
+            "--size",
+            "160",
+            "--corruptions",
+            "low_light",
+            "--severities",
+            "1",
+            "--workers",
+            "1",
+            "--out-dir",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     return out
 
@@ -181,8 +206,9 @@ def test_calibrate_split_reads_the_test_boxes(split, tmp_path):
     gt = json.loads((split / "annotations" / "test.json").read_text())
     table = measure.calibrate_split(split, ["low_light"])
     assert table.clean_visibility is not None and table.clean_visibility.n_persons == len(gt["annotations"])
-    result = runner.invoke(app, ["calibrate", str(split), "-c", "low_light", "--json", str(tmp_path / "c.json")],
-                           env={"COLUMNS": "200"})
+    result = runner.invoke(
+        app, ["calibrate", str(split), "-c", "low_light", "--json", str(tmp_path / "c.json")], env={"COLUMNS": "200"}
+    )
     assert result.exit_code == 0, result.output
     assert "V med" in result.stdout and "V≥5" in result.stdout and "visibility V (Rose)" in result.stdout
     doc = json.loads((tmp_path / "c.json").read_text())

@@ -31,7 +31,7 @@ def test_the_sea_of_a_coast_is_found_and_nothing_on_land():
     assert _iou(mask, truth) > 0.98
     assert not (mask & ~truth).any()  # no sand, grass, tarp or person is water
     for x0, y0, x1, y1 in boxes:
-        assert not mask[int(y0): int(y1), int(x0): int(x1)].any()
+        assert not mask[int(y0) : int(y1), int(x0) : int(x1)].any()
     rec = scene.record()["water"]
     assert rec["source"] == "estimated" and rec["sha256"] == water_mask_digest(mask)
     assert rec["fraction"] == pytest.approx(truth.mean(), abs=0.01)
@@ -108,7 +108,7 @@ def test_documented_failure_the_last_rows_of_sky_above_a_water_horizon_are_water
     scene = estimate_scene(img, 30.0, CAMERA)
     mask, b = scene.water_mask(), W.water_block_size(480, 640)
     assert scene.view == "oblique" and set(scene.sky_depth) == {horizon - b}
-    assert not mask[: horizon - b].any() and mask[horizon - b: horizon, : 640 * 3 // 5].mean() > 0.99
+    assert not mask[: horizon - b].any() and mask[horizon - b : horizon, : 640 * 3 // 5].mean() > 0.99
     assert (mask[horizon:] == sea[horizon:]).mean() > 0.999
 
 

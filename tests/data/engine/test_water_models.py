@@ -37,6 +37,7 @@ def mean_glint(geo: G.GlintGeometry, water: np.ndarray) -> np.ndarray:
             out[ys, xs] = np.where(ok, g, 0.0)
     return out
 
+
 V2 = load_config("aegis-v2")
 COMPILED = K.CKERNELS
 
@@ -159,7 +160,7 @@ def test_the_flood_has_a_shoreline_and_rises_with_the_severity():
     # A shoreline: along a row, the water ends and dry ground begins (the flooded share falls from 1 to 0).
     row = wet[2][60]  # a row without persons (they stand above the water)
     edge = int(np.argmin(row))
-    assert row[:edge].all() and not row[edge + 20:].any()
+    assert row[:edge].all() and not row[edge + 20 :].any()
 
 
 def test_people_standing_in_the_water_are_partly_submerged_and_their_boxes_kept():
@@ -174,14 +175,18 @@ def test_people_standing_in_the_water_are_partly_submerged_and_their_boxes_kept(
     h = y1 - y0
     head = slice(y0 + 1, y0 + h // 6)
     cx = (x0 + x1) // 2
-    assert np.array_equal(out[head, cx - 1: cx + 2], img[head, cx - 1: cx + 2])  # the head stays above the water
+    assert np.array_equal(out[head, cx - 1 : cx + 2], img[head, cx - 1 : cx + 2])  # the head stays above the water
     submerged = int(h * fractions[2][1])
-    legs = out[y1 - submerged // 2: y1 - 2, cx - 1: cx + 2].astype(int)
-    assert np.abs(legs - img[y1 - submerged // 2: y1 - 2, cx - 1: cx + 2]).sum(axis=2).min() > 30  # under water
+    legs = out[y1 - submerged // 2 : y1 - 2, cx - 1 : cx + 2].astype(int)
+    assert np.abs(legs - img[y1 - submerged // 2 : y1 - 2, cx - 1 : cx + 2]).sum(axis=2).min() > 30  # under water
     # A person on the far grass stays dry at s1 (this frame is 12 m wide: at s3 the water reaches everyone).
     dry = [(370.0, 20.0, 390.0, 60.0)]
-    assert F.submerged_fractions(img, corruption_params("inundation", 1, V2),
-                                 _scene(img, persons=boxes + dry, unit=40.0))[-1] == 0.0
+    assert (
+        F.submerged_fractions(img, corruption_params("inundation", 1, V2), _scene(img, persons=boxes + dry, unit=40.0))[
+            -1
+        ]
+        == 0.0
+    )
 
 
 def test_a_frame_without_persons_derives_no_height_proxy_for_the_contract(monkeypatch):
@@ -193,9 +198,9 @@ def test_a_frame_without_persons_derives_no_height_proxy_for_the_contract(monkey
 
     def no_terrain(*args):
         raise AssertionError("terrain derived for a frame without persons")
+
     monkeypatch.setattr(F, "terrain", no_terrain)
     assert F.submerged_fractions(img, corruption_params("inundation", 3, V2), scene) == []
-
 
 
 def test_the_height_proxy_is_derived_once_per_scene_for_every_severity_and_the_contract(monkeypatch):
@@ -212,11 +217,13 @@ def test_the_height_proxy_is_derived_once_per_scene_for_every_severity_and_the_c
     assert len(calls) == 1
     fresh = _scene(img, persons=boxes)
     monkeypatch.setattr(F, "chamfer", real)
-    assert all(np.array_equal(o, _v2(img, "inundation", sev, _scene(img, persons=boxes)))
-               for o, sev in zip(outs, (1, 2, 3)))
+    assert all(
+        np.array_equal(o, _v2(img, "inundation", sev, _scene(img, persons=boxes))) for o, sev in zip(outs, (1, 2, 3))
+    )
     assert facts == [F.submerged_fractions(img, corruption_params("inundation", sev, V2), fresh) for sev in (1, 2, 3)]
     other = replace(scene, persons=boxes[:1])
     assert not other.derived and scene.derived
+
 
 def test_the_sky_never_floods_and_grazing_water_reflects_it():
     img, truth, horizon = lake_oblique_frame(479, 641)
@@ -235,8 +242,9 @@ def test_a_camera_looking_level_at_the_horizon_gets_the_water_models():
     img = lake_oblique_frame(240, 320)[0]
     y, x = np.mgrid[0:240, 0:320]
     sea = (y >= 140) & (y < 200) & (x < 200)
-    facts = check_sidecar({"pitch_deg": 0.0, "water_mask": "m.png", "sun_elevation_deg": 8.0,
-                           "sun_azimuth_deg": 270.0}, "t")  # ahead: its mirror image lies on the sea
+    facts = check_sidecar(
+        {"pitch_deg": 0.0, "water_mask": "m.png", "sun_elevation_deg": 8.0, "sun_azimuth_deg": 270.0}, "t"
+    )  # ahead: its mirror image lies on the sea
     scene = estimate_scene(img, 30.0, V2.camera, facts, sea)
     assert scene.view == "oblique" and scene.horizon_row == 119.5
     refl = F.row_reflectance(scene, 240, 320, 1.34)
@@ -301,8 +309,13 @@ def coasts():
 
 def test_the_water_ladders_are_monotone_and_keep_people_visible_at_s3(coasts):
     images, boxes = coasts
-    table = calibrate(images, ["water_glare", "turbidity_cast", "inundation"], config=V2,
-                      scale=Scale("object", 25.0, "t"), boxes=boxes)
+    table = calibrate(
+        images,
+        ["water_glare", "turbidity_cast", "inundation"],
+        config=V2,
+        scale=Scale("object", 25.0, "t"),
+        boxes=boxes,
+    )
     assert not check_monotone(table), check_monotone(table)
     assert not check_visibility_floor(table), check_visibility_floor(table)
 
@@ -312,16 +325,16 @@ def test_glint_keeps_the_persons_visible_at_s3(coasts):
     clean, glare = [], []
     for image_id, img in images:
         people = boxes[image_id]
-        scene = estimate_scene(img, 25.0, V2.camera,
-                               persons=[(x, y, x + w, y + h) for x, y, w, h in people])
+        scene = estimate_scene(img, 25.0, V2.camera, persons=[(x, y, x + w, y + h) for x, y, w, h in people])
         clean += person_visibility(img, people)
         glare += person_visibility(_v2(img, "water_glare", 3, scene, image_id), people)
     assert np.nanmedian(glare) >= 0.5 * np.nanmedian(clean)
 
 
 # --- compiled loops == NumPy ------------------------------------------------------------------------------
-needs_compiled = pytest.mark.skipif(COMPILED is None or not hasattr(COMPILED, "glint"),
-                                    reason="compiled engine loops not built (no C compiler?)")
+needs_compiled = pytest.mark.skipif(
+    COMPILED is None or not hasattr(COMPILED, "glint"), reason="compiled engine loops not built (no C compiler?)"
+)
 
 
 @needs_compiled
@@ -339,7 +352,7 @@ def test_the_compiled_glint_loop_writes_the_numpy_bytes(frame):
             compiled, box = G.glint_energy(geo, water, lottery, pad)
             numpy = G.glint_energy_numpy(geo, water, lottery, pad)
             assert compiled.any() and np.array_equal(compiled, numpy)
-            assert box == G.lit_box(numpy[pad: pad + h, pad: pad + w])
+            assert box == G.lit_box(numpy[pad : pad + h, pad : pad + w])
 
 
 def _swap(fn):
@@ -406,8 +419,9 @@ def test_the_compiled_chamfer_makes_the_numpy_sweeps():
         d0 = np.where(seeds & (c0 < F.UNREACHED), 0, F.UNREACHED).astype(np.int64)
         numpy = F._chamfer_numpy(d0.copy(), c0)
         compiled = d0.copy()
-        COMPILED.chamfer(compiled, np.ascontiguousarray(c0), h, w, F.CHAMFER_PASSES, F.UNREACHED,
-                         F.DIAGONAL_NUM, F.DIAGONAL_DEN)
+        COMPILED.chamfer(
+            compiled, np.ascontiguousarray(c0), h, w, F.CHAMFER_PASSES, F.UNREACHED, F.DIAGONAL_NUM, F.DIAGONAL_DEN
+        )
         assert np.array_equal(compiled, numpy), (h, w)
         assert np.array_equal(F.chamfer(cost, seeds), numpy)
 
@@ -463,6 +477,7 @@ def test_the_glitter_near_the_horizon_stays_within_the_suns_own_reflection():
     rho = W.fresnel(math.sqrt((1.0 + math.cos(2 * (math.pi / 2 - e))) / 2.0))
     bound = rho * math.pi / (G.SUN_SOLID_ANGLE_SR * math.sin(e))
     assert ok[0] and g[0] == pytest.approx(bound, rel=1e-3)  # capped: all of the pixel mirrors the sun
-    uncapped = G.GlintGeometry(geo.ray_x, geo.ray_y, geo.ray_z, geo.gsd2, geo.inv_footprint,
-                               np.asarray(consts[:-1] + [np.inf]))
+    uncapped = G.GlintGeometry(
+        geo.ray_x, geo.ray_y, geo.ray_z, geo.gsd2, geo.inv_footprint, np.asarray(consts[:-1] + [np.inf])
+    )
     assert G._glint_terms(uncapped, np.zeros(1, np.int64), np.zeros(1, np.int64))[1][0] > 5 * bound

@@ -11,9 +11,8 @@ import shutil
 
 import pytest
 
+from tests.adversarial import YOLO_BUILD, invoke, scoring_inputs, yolo_source, yolo_split  # noqa: F401 (fixtures)
 from tests.conftest import assert_one_line_error
-from tests.adversarial import YOLO_BUILD, invoke, yolo_source
-from tests.adversarial import scoring_inputs, yolo_split  # noqa: F401 (fixtures)
 
 
 @pytest.mark.parametrize("cmd", ["score", "freeze-threshold", "verify", "audit", "build-splits", "report"])
@@ -30,15 +29,31 @@ def test_unwritable_outputs_are_refused_before_work(tmp_path, yolo_split, scorin
         "freeze-threshold": ("freeze-threshold", preds, "--split-dir", gt, "--out", target),
         "verify": ("verify", out, "--json", target),
         "audit": ("audit", "--dataset", "yolo", "--source", src, "--json", target),
-        "build-splits": ("build-splits", "--source", src, *YOLO_BUILD,
-                         "--out-dir", tmp_path / "afile" / "out" if how == "parent-is-file" else tmp_path / "afile"),
-        "report": ("report", score_json, "--out-dir", tmp_path / "afile" if how == "folder" else tmp_path / "afile" / "r"),
+        "build-splits": (
+            "build-splits",
+            "--source",
+            src,
+            *YOLO_BUILD,
+            "--out-dir",
+            tmp_path / "afile" / "out" if how == "parent-is-file" else tmp_path / "afile",
+        ),
+        "report": (
+            "report",
+            score_json,
+            "--out-dir",
+            tmp_path / "afile" if how == "folder" else tmp_path / "afile" / "r",
+        ),
     }[cmd]
     if cmd == "report":
-        assert invoke("score", preds, "--split-dir", gt, "--threshold", "0.5", "--bootstrap", "1", "--json",
-                      score_json).exit_code == 0
-    assert_one_line_error(invoke(*args), "afile" if (how == "parent-is-file" or cmd in ("build-splits", "report"))
-                          else "afolder")
+        assert (
+            invoke(
+                "score", preds, "--split-dir", gt, "--threshold", "0.5", "--bootstrap", "1", "--json", score_json
+            ).exit_code
+            == 0
+        )
+    assert_one_line_error(
+        invoke(*args), "afile" if (how == "parent-is-file" or cmd in ("build-splits", "report")) else "afolder"
+    )
 
 
 def test_disk_full_is_one_line_naming_the_path_and_free_space(tmp_path, monkeypatch, scoring_inputs):
@@ -74,8 +89,11 @@ def test_a_fifo_in_a_predictions_folder_is_skipped(tmp_path, scoring_inputs):
 def test_outputs_never_replace_inputs(tmp_path, scoring_inputs, which):
     gt, preds = scoring_inputs
     before = {p: p.read_bytes() for p in (gt, preds)}
-    extra = {"preds": ("--json", preds), "gt": ("--json", gt),
-             "csv-json": ("--csv", tmp_path / "f", "--json", tmp_path / "f")}[which]
+    extra = {
+        "preds": ("--json", preds),
+        "gt": ("--json", gt),
+        "csv-json": ("--csv", tmp_path / "f", "--json", tmp_path / "f"),
+    }[which]
     r = invoke("score", preds, "--split-dir", gt, "--threshold", "0.5", "--bootstrap", "1", *extra)
     assert_one_line_error(r, "--json" if which != "csv-json" else "both name")
     assert {p: p.read_bytes() for p in (gt, preds)} == before

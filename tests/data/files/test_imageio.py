@@ -6,7 +6,14 @@ import pytest
 
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import (
-    decode_image_bytes, encode_png, file_sha256, header_size, image_size, pixel_sha256, read_rgb, write_png_atomic,
+    decode_image_bytes,
+    encode_png,
+    file_sha256,
+    header_size,
+    image_size,
+    pixel_sha256,
+    read_rgb,
+    write_png_atomic,
 )
 
 

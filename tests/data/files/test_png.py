@@ -101,18 +101,26 @@ def _libpng_decode(data: bytes) -> np.ndarray:
     lib = ctypes.CDLL(name)
 
     class PngImage(ctypes.Structure):
-        _fields_ = [("opaque", ctypes.c_void_p), ("version", ctypes.c_uint32), ("width", ctypes.c_uint32),
-                    ("height", ctypes.c_uint32), ("format", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                    ("colormap_entries", ctypes.c_uint32), ("warning_or_error", ctypes.c_uint32),
-                    ("message", ctypes.c_char * 64)]
+        _fields_ = [
+            ("opaque", ctypes.c_void_p),
+            ("version", ctypes.c_uint32),
+            ("width", ctypes.c_uint32),
+            ("height", ctypes.c_uint32),
+            ("format", ctypes.c_uint32),
+            ("flags", ctypes.c_uint32),
+            ("colormap_entries", ctypes.c_uint32),
+            ("warning_or_error", ctypes.c_uint32),
+            ("message", ctypes.c_char * 64),
+        ]
 
     image = PngImage(version=1)  # PNG_IMAGE_VERSION
     buf = ctypes.create_string_buffer(data, len(data))
     assert lib.png_image_begin_read_from_memory(ctypes.byref(image), buf, ctypes.c_size_t(len(data))), image.message
     image.format = 2  # PNG_FORMAT_RGB
     out = np.zeros((image.height, image.width, 3), np.uint8)
-    ok = lib.png_image_finish_read(ctypes.byref(image), None, out.ctypes.data_as(ctypes.c_void_p),
-                                   ctypes.c_int32(image.width * 3), None)
+    ok = lib.png_image_finish_read(
+        ctypes.byref(image), None, out.ctypes.data_as(ctypes.c_void_p), ctypes.c_int32(image.width * 3), None
+    )
     assert ok, image.message
     return out
 
@@ -133,8 +141,8 @@ def _chunks(data: bytes) -> list[tuple[bytes, bytes]]:
     assert data[:8] == png.PNG_SIGNATURE
     out, i = [], 8
     while i < len(data):
-        (n,) = struct.unpack(">I", data[i:i + 4])
-        kind, payload, crc = data[i + 4:i + 8], data[i + 8:i + 8 + n], data[i + 8 + n:i + 12 + n]
+        (n,) = struct.unpack(">I", data[i : i + 4])
+        kind, payload, crc = data[i + 4 : i + 8], data[i + 8 : i + 8 + n], data[i + 8 + n : i + 12 + n]
         assert struct.unpack(">I", crc)[0] == zlib.crc32(kind + payload)
         out.append((kind, payload))
         i += 12 + n
@@ -207,8 +215,16 @@ def test_same_pixels_same_bytes_whatever_the_array_layout():
     assert encode_png(view) == encode_png(rgb.copy()) == encode_png(rgb)
 
 
-@pytest.mark.parametrize("bad", [np.zeros((4, 4), np.uint8), np.zeros((4, 4, 3), np.float32),
-                                 np.zeros((4, 4, 4), np.uint8), np.zeros((0, 4, 3), np.uint8), "x"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.zeros((4, 4), np.uint8),
+        np.zeros((4, 4, 3), np.float32),
+        np.zeros((4, 4, 4), np.uint8),
+        np.zeros((0, 4, 3), np.uint8),
+        "x",
+    ],
+)
 def test_non_rgb_input_is_one_clear_error(bad):
     with pytest.raises(AegisError, match="HxWx3 uint8"):
         encode_png(bad)
@@ -241,8 +257,10 @@ def test_a_tampered_known_answer_refuses_in_one_line_naming_the_encoder():
 def test_the_manifest_records_the_writer():
     info = png.writer_info()
     assert info["name"] == "aegis-png" and info["version"] == png.WRITER_VERSION == "2"
-    assert info["deflate"] == ("aegis huffman-only deflate: dynamic blocks of 65536 bytes, literals only, "
-                               "length-limited canonical codes (15/7 bits)")
+    assert info["deflate"] == (
+        "aegis huffman-only deflate: dynamic blocks of 65536 bytes, literals only, "
+        "length-limited canonical codes (15/7 bits)"
+    )
     assert info["filter"] == "sub (type 1) on every row"
 
 
@@ -341,8 +359,9 @@ def test_a_failed_self_test_stops_a_build_before_anything_is_written(monkeypatch
     monkeypatch.setattr(png, "SELF_TEST_SHA256", "0" * 64)
     out = tmp_path / "never"
     with pytest.raises(AegisError, match="self-test failed"):
-        build_splits(load_source("synthetic", n=4, size="96x64"), out, workers=1, corruptions=["low_light"],
-                     severities=[1])
+        build_splits(
+            load_source("synthetic", n=4, size="96x64"), out, workers=1, corruptions=["low_light"], severities=[1]
+        )
     assert not out.exists()
 
 

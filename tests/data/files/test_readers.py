@@ -18,9 +18,11 @@ from aegis_eval.protocols.predictions import ground_truth_from_coco, load_ground
 from aegis_eval.protocols.threshold import read_threshold_file
 from aegis_eval.report.results import load_results
 
-GT = {"images": [{"id": 1, "file_name": "a.png", "width": 10, "height": 10}],
-      "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 4, 4]}],
-      "categories": [{"id": 1, "name": "person"}]}
+GT = {
+    "images": [{"id": 1, "file_name": "a.png", "width": 10, "height": 10}],
+    "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 4, 4]}],
+    "categories": [{"id": 1, "name": "person"}],
+}
 
 BAD = {
     "deep": ("[" * 200_000 + "]" * 200_000, "json_too_deep"),
@@ -58,8 +60,13 @@ def test_every_json_input_refuses_unsafe_json_in_one_line(tmp_path, loader, case
 def test_what_is_accepted_stays_accepted(tmp_path):
     f = tmp_path / "ok.json"
     big_but_finite = "1" + "0" * 300  # 1e300 as a 301-digit integer: within float64
-    f.write_text('{"a": 1e-05, "b": 1.7e308, "c": ' + big_but_finite + ', "d": "NaN Infinity ' + "9" * 400
-                 + '", "e": -2.5E+3, "f": [[[[1]]]]}')
+    f.write_text(
+        '{"a": 1e-05, "b": 1.7e308, "c": '
+        + big_but_finite
+        + ', "d": "NaN Infinity '
+        + "9" * 400
+        + '", "e": -2.5E+3, "f": [[[[1]]]]}'
+    )
     obj, sha = read_json(f, "test")
     assert obj["a"] == 1e-05 and obj["b"] == 1.7e308 and obj["c"] == 10**300 and obj["e"] == -2500.0
     assert obj["d"].startswith("NaN Infinity") and len(sha) == 64
@@ -70,9 +77,24 @@ def test_overflow_filter_never_misses_what_the_pattern_finds():
     rule out a file the regex would flag (the strict number hooks would be skipped for it)."""
     from aegis_data.files.readers import _MAYBE_OVERFLOW, _may_overflow
 
-    cases = [b"1e400", b"1E+400", b"2e+0308", b"1.8e308", b"-3E0999", b"1e+00123", b"9" * 200, b"0" * 199 + b"1",
-             b"1e99", b"1e-400", b"1e+099", b"1e0099", b'"image0123.png"', b'"frame_000123.png"', b"E+",
-             b"1.7e308"]
+    cases = [
+        b"1e400",
+        b"1E+400",
+        b"2e+0308",
+        b"1.8e308",
+        b"-3E0999",
+        b"1e+00123",
+        b"9" * 200,
+        b"0" * 199 + b"1",
+        b"1e99",
+        b"1e-400",
+        b"1e+099",
+        b"1e0099",
+        b'"image0123.png"',
+        b'"frame_000123.png"',
+        b"E+",
+        b"1.7e308",
+    ]
     rng = np.random.default_rng(0)
     alphabet = np.frombuffer(b"0123456789eE+-.e0 ", dtype=np.uint8)
     cases += [rng.choice(alphabet, int(rng.integers(1, 12))).tobytes() for _ in range(20_000)]
@@ -107,9 +129,12 @@ def test_every_reader_refuses_a_fifo_before_opening_it(tmp_path, loader):
     gt.write_text(json.dumps(GT))
     fifo = tmp_path / "clean.json"
     os.mkfifo(fifo)
-    call = {**LOADERS, "yaml": lambda p: read_yaml(p, "config"),
-            "api score": lambda p: ae.score({"clean": p}, gt, threshold=0.5),
-            "api freeze_threshold": lambda p: ae.freeze_threshold(p, gt)}[loader]
+    call = {
+        **LOADERS,
+        "yaml": lambda p: read_yaml(p, "config"),
+        "api score": lambda p: ae.score({"clean": p}, gt, threshold=0.5),
+        "api freeze_threshold": lambda p: ae.freeze_threshold(p, gt),
+    }[loader]
 
     def opened(signum, frame):  # open() on a FIFO with no writer blocks: the refusal must come first
         raise OpenedFifo(f"{loader} opened the FIFO instead of refusing it")
@@ -149,12 +174,18 @@ _IMAGES = [{"id": 1, "file_name": "a.png", "width": 10, "height": 10}]
 _PERSON = {"id": 1, "name": "person"}
 
 
-@pytest.mark.parametrize("annotation, message", [
-    ("not an object", r"annotations\[0\] must be an object with a known 'image_id'"),
-    ({"image_id": 9, "bbox": [0, 0, 1, 1], "category_id": 1}, r"annotations\[0\] must be an object with a known"),
-    ({"image_id": 1, "bbox": [0, 0, 1], "category_id": 1}, r"a 4-number 'bbox'"),
-    ({"image_id": 1, "bbox": [0, 0, 1, "1"], "category_id": 1}, r"annotations\[0\]: bbox value '1' is not a number"),
-])
+@pytest.mark.parametrize(
+    "annotation, message",
+    [
+        ("not an object", r"annotations\[0\] must be an object with a known 'image_id'"),
+        ({"image_id": 9, "bbox": [0, 0, 1, 1], "category_id": 1}, r"annotations\[0\] must be an object with a known"),
+        ({"image_id": 1, "bbox": [0, 0, 1], "category_id": 1}, r"a 4-number 'bbox'"),
+        (
+            {"image_id": 1, "bbox": [0, 0, 1, "1"], "category_id": 1},
+            r"annotations\[0\]: bbox value '1' is not a number",
+        ),
+    ],
+)
 def test_split_reader_and_verify_read_coco_annotations_alike(tmp_path, annotation, message):
     from aegis_data.files.readers import coco_person_boxes
     from aegis_data.split.verify import gt_digests
@@ -172,8 +203,11 @@ def test_person_boxes_skip_other_categories_before_reading_their_boxes(tmp_path)
     from aegis_data.split.verify import gt_digests
 
     car = {"image_id": 1, "bbox": [0, 0, 1, "x"], "category_id": 2}
-    coco = {"images": _IMAGES, "annotations": [{"image_id": 1, "bbox": [1, 2, 3, 4], "category_id": 1}, car],
-            "categories": [_PERSON, {"id": 2, "name": "car"}]}
+    coco = {
+        "images": _IMAGES,
+        "annotations": [{"image_id": 1, "bbox": [1, 2, 3, 4], "category_id": 1}, car],
+        "categories": [_PERSON, {"id": 2, "name": "car"}],
+    }
     assert coco_person_boxes(coco, "gt.json") == {1: [[1.0, 2.0, 3.0, 4.0]]}
     f = tmp_path / "gt.json"
     f.write_text(json.dumps(coco))
@@ -196,8 +230,11 @@ def test_yolo_labels_round_trip():
 def test_coco_boxes_for_training_export_and_verify_are_plain_finite_numbers(bad):
     from aegis_data.files.readers import coco_boxes_by_stem
 
-    coco = {"images": [{"id": 1, "file_name": "a.png"}], "categories": [{"id": 1, "name": "person"}],
-            "annotations": [{"image_id": 1, "category_id": 1, "bbox": [1, bad, 3, 4]}]}
+    coco = {
+        "images": [{"id": 1, "file_name": "a.png"}],
+        "categories": [{"id": 1, "name": "person"}],
+        "annotations": [{"image_id": 1, "category_id": 1, "bbox": [1, bad, 3, 4]}],
+    }
     with pytest.raises(AegisError, match="bbox value"):
         coco_boxes_by_stem(coco, "gt.json")
     coco["annotations"][0]["bbox"] = [1, 2, 3, 4]

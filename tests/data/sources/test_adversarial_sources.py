@@ -11,17 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_one_line_error
 from tests.adversarial import YOLO_BUILD, build_yolo, invoke, write_png, yolo_source
+from tests.conftest import assert_one_line_error
 
 
 # --- 10. leniency -------------------------------------------------------------------------------------------
 def _coco_source(tmp_path: Path, mutate) -> tuple[Path, Path]:
     root = tmp_path / "coco"
     write_png(root / "a.png")
-    doc = {"images": [{"id": 1, "file_name": "a.png", "width": 48, "height": 32}],
-           "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [4, 4, 10, 10]}],
-           "categories": [{"id": 1, "name": "person"}]}
+    doc = {
+        "images": [{"id": 1, "file_name": "a.png", "width": 48, "height": 32}],
+        "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [4, 4, 10, 10]}],
+        "categories": [{"id": 1, "name": "person"}],
+    }
     mutate(doc)
     ann = tmp_path / "ann.json"
     ann.write_text(json.dumps(doc) if not isinstance(doc.get("_raw"), str) else doc["_raw"])
@@ -54,7 +56,7 @@ def test_coco_field_validation_is_one_line(tmp_path, case, cmd):
 
 def test_coco_bbox_number_overflowing_float64_is_one_line(tmp_path):
     root, ann = _coco_source(tmp_path, lambda d: None)
-    ann.write_text(ann.read_text().replace('"bbox": [4, 4, 10, 10]', '"bbox": [4, 4, 1' + "0" * 400 + ', 10]'))
+    ann.write_text(ann.read_text().replace('"bbox": [4, 4, 10, 10]', '"bbox": [4, 4, 1' + "0" * 400 + ", 10]"))
     r = invoke("audit", "--dataset", "coco", "--source", root, "--annotations", ann)
     assert_one_line_error(r, "json_number_overflow")
 
@@ -79,7 +81,8 @@ def _voc_source(tmp_path: Path, width: str = "48", xmin: str = "4") -> Path:
     (root / "Annotations").mkdir(parents=True)
     (root / "Annotations" / "a.xml").write_text(
         f"<annotation><size><width>{width}</width><height>32</height></size><object><name>person</name>"
-        f"<bndbox><xmin>{xmin}</xmin><ymin>4</ymin><xmax>20</xmax><ymax>20</ymax></bndbox></object></annotation>")
+        f"<bndbox><xmin>{xmin}</xmin><ymin>4</ymin><xmax>20</xmax><ymax>20</ymax></bndbox></object></annotation>"
+    )
     return root
 
 
@@ -110,10 +113,18 @@ def test_source_symlinks_leaving_the_root_are_skipped_and_counted(tmp_path):
 
 
 # --- 3. a YOLO class filter that matches nothing is refused ------------------------------------------------
-@pytest.mark.parametrize("classes,fragment", [("person", "not a YOLO class id"), ("00", "not a YOLO class id"),
-                                              ("abc", "not a YOLO class id"), ("0.0", "not a YOLO class id"),
-                                              ("-1", "not a YOLO class id"), ("3", "labels hold class ids: 0"),
-                                              ("0,7", "class id 7 matches no label")])
+@pytest.mark.parametrize(
+    "classes,fragment",
+    [
+        ("person", "not a YOLO class id"),
+        ("00", "not a YOLO class id"),
+        ("abc", "not a YOLO class id"),
+        ("0.0", "not a YOLO class id"),
+        ("-1", "not a YOLO class id"),
+        ("3", "labels hold class ids: 0"),
+        ("0,7", "class id 7 matches no label"),
+    ],
+)
 def test_a_yolo_class_filter_must_name_ids_the_labels_hold(tmp_path, classes, fragment):
     src = yolo_source(tmp_path / "src")
     r = invoke("build-splits", "--source", src, "--out-dir", tmp_path / "out", *YOLO_BUILD, "--classes", classes)

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from aegis_cli.main import app
 from aegis_data.sources import load_source
 from aegis_data.sources._dataset import build_dataset
 from aegis_data.sources.audit import audit_dataset, box_statistics
 from aegis_data.sources.records import Record
-from aegis_cli.main import app
 
 runner = CliRunner()
 
@@ -63,8 +63,10 @@ def test_content_duplicates_within_and_across_splits(tmp_path: Path):
     b = write_image(tmp_path / "b.png", 20)
     shutil.copyfile(b, tmp_path / "b_copy.png")
     records = [
-        rec("a", "test", path=str(a)), rec("a_copy", "test", path=str(tmp_path / "a_copy.png")),
-        rec("b", "test", path=str(b)), rec("b_copy", "train", path=str(tmp_path / "b_copy.png")),
+        rec("a", "test", path=str(a)),
+        rec("a_copy", "test", path=str(tmp_path / "a_copy.png")),
+        rec("b", "test", path=str(b)),
+        rec("b_copy", "train", path=str(tmp_path / "b_copy.png")),
     ]
     report = audit_dataset(build_dataset("t", {}, records))
     assert report["duplicates"]["sets"] == 2 and report["duplicates"]["images_in_sets"] == 4
@@ -99,9 +101,15 @@ def test_cli_audit_exits_1_on_leakage(tmp_path: Path):
     ds_root = tmp_path / "hf"  # the same image in the train and test splits
 
     img = write_image(tmp_path / "x.png", 77)
-    feats = datasets.Features({"image": datasets.Image(),
-                               "objects": {"bbox": datasets.Sequence(datasets.Sequence(datasets.Value("float32"), length=4)),
-                                           "category": datasets.Sequence(datasets.Value("int64"))}})
+    feats = datasets.Features(
+        {
+            "image": datasets.Image(),
+            "objects": {
+                "bbox": datasets.Sequence(datasets.Sequence(datasets.Value("float32"), length=4)),
+                "category": datasets.Sequence(datasets.Value("int64")),
+            },
+        }
+    )
     one = datasets.Dataset.from_dict({"image": [str(img)], "objects": [{"bbox": [], "category": []}]}, features=feats)
     datasets.DatasetDict({"train": one, "test": one}).save_to_disk(str(ds_root))
     result = runner.invoke(app, ["audit", "--dataset", "hf", "--source", str(ds_root)])

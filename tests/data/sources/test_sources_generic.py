@@ -93,7 +93,10 @@ def test_coco_loads_persons_only(coco):
         (lambda d: d["images"][0].update(file_name="/etc/passwd"), "absolute path"),
         (lambda d: d["images"][0].update(file_name="missing.jpg"), "not found under"),
         (lambda d: d["annotations"][0].update(bbox=[1, 2, -3, 4]), "negative width"),
-        (lambda d: d["annotations"][0].update(bbox=[30, 2, 20, 4]), r"box \[30, 2, 50, 6\] lies outside the 40x30 frame"),
+        (
+            lambda d: d["annotations"][0].update(bbox=[30, 2, 20, 4]),
+            r"box \[30, 2, 50, 6\] lies outside the 40x30 frame",
+        ),
         (lambda d: d["annotations"][0].update(bbox=[1, 2, 0, 4]), "zero-area"),
         (lambda d: d["annotations"][0].update(image_id=77), "not in 'images'"),
         (lambda d: d.update(categories=[{"id": 1, "name": "pedestrian_group"}]), "no person category"),
@@ -162,7 +165,9 @@ def test_yolo_images_and_labels_without_source(yolo: Path, tmp_path: Path):
     (yolo / "labels").rename(elsewhere)
     ds2 = load_source("yolo", images=str(yolo / "images"), labels=str(elsewhere))
     assert (ds2.description["layout"]["images"], ds2.description["layout"]["labels"]) == (
-        "yolo/images", "ann/person_labels")
+        "yolo/images",
+        "ann/person_labels",
+    )
     with pytest.raises(AegisError, match=r"needs a source .*both `images` and `labels`"):
         load_source("yolo", images=str(yolo / "images"))
 
@@ -173,9 +178,26 @@ def test_cli_build_splits_yolo_folders_without_source(yolo: Path, tmp_path: Path
     from aegis_cli.main import app
 
     out = tmp_path / "yolo-c"
-    r = CliRunner().invoke(app, ["build-splits", "--dataset", "yolo", "--images", str(yolo / "images"), "--labels",
-                                 str(yolo / "labels"), "--out-dir", str(out), "--corruptions", "low_light",
-                                 "--severities", "1", "--workers", "1"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "build-splits",
+            "--dataset",
+            "yolo",
+            "--images",
+            str(yolo / "images"),
+            "--labels",
+            str(yolo / "labels"),
+            "--out-dir",
+            str(out),
+            "--corruptions",
+            "low_light",
+            "--severities",
+            "1",
+            "--workers",
+            "1",
+        ],
+    )
     assert r.exit_code == 0, r.output
     source = json.loads((out / "manifest.json").read_text())["source"]
     assert source["layout"]["images"] == "images" and source["layout"]["labels"] == "labels"
@@ -217,7 +239,9 @@ def test_voc_layout_and_classes(tmp_path: Path):
         "<ymin>5</ymin></bndbox></object><object><name>rider</name><bndbox><xmin>1</xmin><ymin>1</ymin>"
         "<xmax>4</xmax><ymax>4</ymax></bndbox></object></annotation>"
     )
-    (root / "Annotations" / "x2.xml").write_text("<annotation><size><width>60</width><height>40</height></size></annotation>")
+    (root / "Annotations" / "x2.xml").write_text(
+        "<annotation><size><width>60</width><height>40</height></size></annotation>"
+    )
     ds = load_source("voc", source=root)
     recs = {r.image_id: r for r in ds.records()}
     assert set(recs) == {"x1", "x2"}  # x3 has no XML
@@ -239,8 +263,11 @@ def test_descriptions_hold_no_absolute_paths(coco, yolo, tmp_path: Path):
     write_image(voc / "JPEGImages" / "x1.jpg", 60, 40)
     (voc / "Annotations").mkdir(parents=True)
     (voc / "Annotations" / "x1.xml").write_text("<annotation></annotation>")
-    for ds in (load_source("coco", source=root, annotations=ann), load_source("yolo", source=yolo),
-               load_source("voc", source=voc)):
+    for ds in (
+        load_source("coco", source=root, annotations=ann),
+        load_source("yolo", source=yolo),
+        load_source("voc", source=voc),
+    ):
         text = json.dumps(ds.description)
         assert str(tmp_path) not in text, text
     assert load_source("coco", source=root, annotations=ann).description["annotations"] == "ann.json"
@@ -252,18 +279,23 @@ def _hf_dataset(tmp_path: Path, n: int = 4):
     import datasets
 
     paths = [str(write_image(tmp_path / "src" / f"img{k}.png", 48, 32, 10 * k)) for k in range(n)]
-    features = datasets.Features({
-        "image": datasets.Image(),
-        "objects": {"bbox": datasets.Sequence(datasets.Sequence(datasets.Value("float32"), length=4)),
-                    "category": datasets.Sequence(datasets.ClassLabel(names=["person", "car"]))},
-    })
+    features = datasets.Features(
+        {
+            "image": datasets.Image(),
+            "objects": {
+                "bbox": datasets.Sequence(datasets.Sequence(datasets.Value("float32"), length=4)),
+                "category": datasets.Sequence(datasets.ClassLabel(names=["person", "car"])),
+            },
+        }
+    )
     objects = [{"bbox": [[1, 2, 10, 12], [3, 3, 4, 4]], "category": [0, 1]}] + [{"bbox": [], "category": []}] * (n - 1)
     return datasets.Dataset.from_dict({"image": paths, "objects": objects}, features=features)
 
 
 def test_hf_save_to_disk_round_trip(tmp_path: Path):
-    import datasets
     import shutil
+
+    import datasets
 
     ds_hf = _hf_dataset(tmp_path)
     dd = datasets.DatasetDict({"train": ds_hf, "test": ds_hf.select([0, 1])})

@@ -47,12 +47,18 @@ def heridal(tmp_path: Path) -> Path:
     for i in range(10):
         write_image(root / "trainImages" / f"train_{i:03d}.jpg", 64, 48)
         write(root / "trainImages" / "labels" / f"train_{i:03d}.xml", voc([]))  # empty = negative
-    write(root / "trainImages" / "labels" / "train_000.xml",
-          voc([("human", 10, 5, 20, 25)], size=(64, 48), order=("xmin", "xmax", "ymin", "ymax")))
-    write(root / "trainImages" / "labels" / "train_001.xml",
-          voc([("Person", 1, 2, 30, 40), ("dog", 3, 3, 9, 9)], size=None))  # no <size>, non-person class
-    write(root / "trainImages" / "labels" / "train_002.xml",
-          voc([("PEOPLE", 5, 5, 64.5, 48.4)], size=(64, 48), size_first=False))  # object before size, overshoot
+    write(
+        root / "trainImages" / "labels" / "train_000.xml",
+        voc([("human", 10, 5, 20, 25)], size=(64, 48), order=("xmin", "xmax", "ymin", "ymax")),
+    )
+    write(
+        root / "trainImages" / "labels" / "train_001.xml",
+        voc([("Person", 1, 2, 30, 40), ("dog", 3, 3, 9, 9)], size=None),
+    )  # no <size>, non-person class
+    write(
+        root / "trainImages" / "labels" / "train_002.xml",
+        voc([("PEOPLE", 5, 5, 64.5, 48.4)], size=(64, 48), size_first=False),
+    )  # object before size, overshoot
     write(root / "trainImages" / "labels" / "train_003.xml", "")  # zero-byte label file = negative
     write(root / "trainImages" / "labels" / "orphan_label.xml", voc([("human", 1, 1, 5, 5)]))  # no image
     write_image(root / "trainImages" / "no_label.jpg", 64, 48)  # image without XML
@@ -145,7 +151,10 @@ def test_malformed_xml(heridal: Path):
     write(heridal / "testImages" / "test_a.xml", "<annotation><object>")
     with pytest.raises(AegisError, match="not valid XML"):
         load_source("heridal", source=heridal)
-    write(heridal / "testImages" / "test_a.xml", "<annotation><object><name>human</name><bndbox><xmin>a</xmin></bndbox></object></annotation>")
+    write(
+        heridal / "testImages" / "test_a.xml",
+        "<annotation><object><name>human</name><bndbox><xmin>a</xmin></bndbox></object></annotation>",
+    )
     with pytest.raises(AegisError, match="expected a number"):
         load_source("heridal", source=heridal)
 

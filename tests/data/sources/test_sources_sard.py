@@ -123,8 +123,14 @@ def test_names_without_frame_numbers_need_a_groups_file(tmp_path: Path):
 
 def roboflow_tree(root: Path) -> Path:
     files = {
-        "train": ["gss10_jpg.rf.aaa111", "gss10_jpg.rf.bbb222", "gss11_jpg.rf.ccc333", "gss40_jpg.rf.ddd444",
-                  "gss70_jpg.rf.eee555", "gss100_jpg.rf.fff666"],
+        "train": [
+            "gss10_jpg.rf.aaa111",
+            "gss10_jpg.rf.bbb222",
+            "gss11_jpg.rf.ccc333",
+            "gss40_jpg.rf.ddd444",
+            "gss70_jpg.rf.eee555",
+            "gss100_jpg.rf.fff666",
+        ],
         "valid": ["gss11_jpg.rf.0a0a0a", "gss130_jpg.rf.1b1b1b"],  # gss11 also in train: Roboflow leakage
         "test": ["gss160_jpg.rf.2c2c2c", "gss190_jpg.rf.3d3d3d"],
     }

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from aegis_cli.main import app
 from aegis_data.errors import AegisError
 from aegis_data.sources import load_source
-from aegis_data.sources._sard_csv import copy_origins, row_problem, CsvRow
+from aegis_data.sources._sard_csv import CsvRow, copy_origins, row_problem
 from aegis_data.sources.audit import audit_dataset
-from aegis_cli.main import app
 from tests.data.sources.test_sources_sard import assert_no_near_duplicates_straddle, frame, voc
 
 W, H = 64, 48
@@ -28,14 +28,24 @@ FOLDERS = {
     "val": [200, 201, 202, 203, 204, 230, 260, 290, 320],
 }
 # copy stem -> frame number; several groups have one, so some land in test or val and some in train.
-COPIES = {"gss2_flip": 2, "gss31_rot": 31, "gss61a": 61, "gss90_bright": 90, "gss150_flip": 150,
-          "gss201_flip": 201, "gss230_hsv": 230, "gss290b": 290, "gss120_flip": 120, "gss9_rot": 9}
+COPIES = {
+    "gss2_flip": 2,
+    "gss31_rot": 31,
+    "gss61a": 61,
+    "gss90_bright": 90,
+    "gss150_flip": 150,
+    "gss201_flip": 201,
+    "gss230_hsv": 230,
+    "gss290b": 290,
+    "gss120_flip": 120,
+    "gss9_rot": 9,
+}
 # Degenerate rows (frame number -> csv row after the filename); these frames keep their valid rows.
 DEGENERATE = {
     204: f"{W},{H},person,20,18,20,18",  # zero-size, as in the published val_labels.csv
     5: f"{W},{H},Walking,30,5,10,20",  # negative width
     10: f"{W},{H},person,50,5,80,20",  # corner outside the image
-    62: f"1920,1080,person,10,10,20,20",  # width/height columns that are not the image's
+    62: "1920,1080,person,10,10,20,20",  # width/height columns that are not the image's
 }
 
 
@@ -93,8 +103,11 @@ def sard(tmp_path: Path) -> Path:
 
 
 def frames_view(ds) -> dict:
-    return {r.image_id: (r.split, r.group, r.boxes) for r in ds.records() if r.image_id.startswith("gss")
-            and r.image_id[-1].isdigit()}
+    return {
+        r.image_id: (r.split, r.group, r.boxes)
+        for r in ds.records()
+        if r.image_id.startswith("gss") and r.image_id[-1].isdigit()
+    }
 
 
 def test_rows_become_boxes_and_frames_without_rows_are_negatives(sard: Path):
@@ -157,11 +170,17 @@ def test_degenerate_rows_are_dropped_counted_and_warned_once(sard: Path):
     assert len(ds.warnings) == 1 and "4 degenerate row(s) dropped" in ds.warnings[0]
     assert "\n" not in ds.warnings[0]
     csv = sard / "train" / "train_labels.csv"
-    csv.write_text("".join(line for line in csv.read_text().splitlines(keepends=True)
-                           if not any(line.startswith(f"gss{k}.jpg,{row}") for k, row in DEGENERATE.items())))
+    csv.write_text(
+        "".join(
+            line
+            for line in csv.read_text().splitlines(keepends=True)
+            if not any(line.startswith(f"gss{k}.jpg,{row}") for k, row in DEGENERATE.items())
+        )
+    )
     fewer = load_source("sard", source=sard)
     assert fewer.description["degenerate_rows"] == 1 and fewer.description["degenerate_rows_by_kind"] == {
-        "zero_or_negative_size": 1}  # only val's zero-size row is left
+        "zero_or_negative_size": 1
+    }  # only val's zero-size row is left
 
 
 def test_row_problem_rule():
@@ -179,8 +198,7 @@ def test_row_problem_rule():
 
 def test_copy_origins_rule():
     stems = ["gss12", "gss1", "gss12_flip", "gss12a", "gss123x", "gss1_rot", "cam7", "cam7-b", "alpha", "x9_y"]
-    assert copy_origins(stems) == {"gss12_flip": "gss12", "gss12a": "gss12", "gss1_rot": "gss1",
-                                   "cam7-b": "cam7"}
+    assert copy_origins(stems) == {"gss12_flip": "gss12", "gss12a": "gss12", "gss1_rot": "gss1", "cam7-b": "cam7"}
     # gss123x: no frame gss123 (gss12 is followed by a digit); alpha: no frame prefix; x9_y: no frame x9.
 
 
@@ -200,8 +218,25 @@ def test_same_frames_in_the_voc_layout_give_identical_splits_and_ground_truth(sa
 
 
 def _build(source: Path, out: Path, *extra: str):
-    r = CliRunner().invoke(app, ["build-splits", "--dataset", "sard", "--source", str(source), "--out-dir", str(out),
-                                 "--corruptions", "low_light", "--severities", "1", "--workers", "1", *extra])
+    r = CliRunner().invoke(
+        app,
+        [
+            "build-splits",
+            "--dataset",
+            "sard",
+            "--source",
+            str(source),
+            "--out-dir",
+            str(out),
+            "--corruptions",
+            "low_light",
+            "--severities",
+            "1",
+            "--workers",
+            "1",
+            *extra,
+        ],
+    )
     assert r.exit_code == 0, r.output
     return r
 

@@ -58,8 +58,11 @@ def test_same_bytes_in_another_process_with_simd_paths_disabled():
         "from aegis_data.sources import synthetic as s; from aegis_data.files.imageio import pixel_sha256;"
         "print(pixel_sha256(s.render_scene(4, 150, 110).rgb)); print(pixel_sha256(s.render_scene(1, 640, 360).rgb))"
     )
-    env = dict(os.environ, OPENCV_CPU_DISABLE="AVX512-SKX,AVX2,FMA3,AVX,FP16",
-               NPY_DISABLE_CPU_FEATURES="X86_V3 X86_V4 AVX512_ICL AVX512_SPR")
+    env = dict(
+        os.environ,
+        OPENCV_CPU_DISABLE="AVX512-SKX,AVX2,FMA3,AVX,FP16",
+        NPY_DISABLE_CPU_FEATURES="X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if proc.returncode != 0 and "NPY_DISABLE_CPU_FEATURES" in proc.stderr:  # a CPU without those features
         env.pop("NPY_DISABLE_CPU_FEATURES")
@@ -144,8 +147,10 @@ def test_default_images_have_bright_ground_that_glare_saturates(default_test_spl
     clean_sat = [compute_statistic("saturated_fraction", rgb, rgb) for _, rgb in default_test_split]
     assert np.mean(clean_sat) < 1e-4  # bright, but not clipped
     v1 = load_config("aegis-v1")  # the frame-scale glare ladder these images were tuned for
-    glare = [compute_statistic("saturated_fraction", apply_corruption(rgb, "water_glare", 1, iid, config=v1), rgb)
-             for iid, rgb in default_test_split]
+    glare = [
+        compute_statistic("saturated_fraction", apply_corruption(rgb, "water_glare", 1, iid, config=v1), rgb)
+        for iid, rgb in default_test_split
+    ]
     assert np.mean(glare) > np.mean(clean_sat) + 1e-4
 
 

@@ -16,9 +16,17 @@ import cv2
 import numpy as np
 import pytest
 
+from tests.adversarial import (
+    YOLO_BUILD,
+    _rehash,
+    _reseal,
+    build_yolo,
+    invoke,
+    write_png,
+    yolo_source,
+    yolo_split,  # noqa: F401 (fixtures)
+)
 from tests.conftest import assert_one_line_error
-from tests.adversarial import YOLO_BUILD, _rehash, _reseal, build_yolo, invoke, write_png, yolo_source
-from tests.adversarial import yolo_split  # noqa: F401 (fixtures)
 
 
 # --- 1. resume re-checks the source ------------------------------------------------------------------------
@@ -54,8 +62,15 @@ def test_resume_from_another_source_folder_is_refused(tmp_path):
             raise Stop
 
     with pytest.raises(Stop):
-        build_splits(load_source("yolo", source=a), out, corruptions=["low_light"], severities=[1], workers=1,
-                     audit=no_leak, progress=stop_after_one)
+        build_splits(
+            load_source("yolo", source=a),
+            out,
+            corruptions=["low_light"],
+            severities=[1],
+            workers=1,
+            audit=no_leak,
+            progress=stop_after_one,
+        )
     assert not (out / "manifest.json").exists()
     r = invoke("build-splits", "--source", b, "--out-dir", out, *YOLO_BUILD)
     assert_one_line_error(r, "refusing to resume", str(a.resolve()), str(b.resolve()))
@@ -132,8 +147,17 @@ def test_verify_reports_links_leaving_the_split_and_hardlinks(tmp_path, yolo_spl
     assert json.loads((tmp_path / "h.json").read_text())["counts"] == {"hardlink": 1}
 
 
-@pytest.mark.parametrize("field,value", [("dataset", "heridal"), ("config_hash", "000000000000"), ("seed", 1),
-                                          ("suite", "other"), ("conditions", ["clean"]), ("splits", {"test": 9})])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("dataset", "heridal"),
+        ("config_hash", "000000000000"),
+        ("seed", 1),
+        ("suite", "other"),
+        ("conditions", ["clean"]),
+        ("splits", {"test": 9}),
+    ],
+)
 def test_identity_fields_cannot_be_edited(yolo_split, field, value):
     src, out, m = yolo_split
     m[field] = value
@@ -289,8 +313,16 @@ def test_the_gt_digest_of_a_toolkit_box_is_unchanged():
 
 
 # --- 6./7. --against compares every identity field and confines every path-like field ---------------------
-@pytest.mark.parametrize("field,value", [("condition", "low_light_s1"), ("coco_id", 9), ("width", 7),
-                                          ("image_id", "f1"), ("source_pixel_sha256", "0" * 64)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("condition", "low_light_s1"),
+        ("coco_id", 9),
+        ("width", 7),
+        ("image_id", "f1"),
+        ("source_pixel_sha256", "0" * 64),
+    ],
+)
 def test_a_reference_relabelling_an_entry_is_a_finding(tmp_path, yolo_split, field, value):
     src, out, m = yolo_split
     e = next(e for e in m["entries"] if e["path"] == "test/clean/f0.png")
@@ -302,8 +334,10 @@ def test_a_reference_relabelling_an_entry_is_a_finding(tmp_path, yolo_split, fie
         assert_one_line_error(r, "test/clean/f0.png", "in its fields")
         return
     assert r.exit_code == 1, r.output
-    assert any(f["kind"] == "manifest" and field in f["detail"]
-               for f in json.loads((tmp_path / "v.json").read_text())["findings"])
+    assert any(
+        f["kind"] == "manifest" and field in f["detail"]
+        for f in json.loads((tmp_path / "v.json").read_text())["findings"]
+    )
 
 
 def test_a_reference_with_other_conditions_is_a_finding(tmp_path, yolo_split):
@@ -314,8 +348,9 @@ def test_a_reference_with_other_conditions_is_a_finding(tmp_path, yolo_split):
     _verify_fails(out, "conditions", against=ref)
 
 
-@pytest.mark.parametrize("field,value", [("image_id", "../../../outside/evil"), ("split", "../x"),
-                                          ("condition", "a/b")])
+@pytest.mark.parametrize(
+    "field,value", [("image_id", "../../../outside/evil"), ("split", "../x"), ("condition", "a/b")]
+)
 def test_path_like_entry_fields_are_confined(tmp_path, yolo_split, field, value):
     src, out, m = yolo_split
     (tmp_path / "outside").mkdir()
@@ -360,8 +395,10 @@ def test_a_manifest_with_the_earlier_seal_verifies_with_a_note(tmp_path, yolo_sp
 
 
 # --- 10. incomplete or mistyped manifest fields are one line ------------------------------------------------
-@pytest.mark.parametrize("edit", ["no_sha256", "no_pixel_sha256", "no_condition", "no_split", "seed_abc",
-                                  "seed_list", "seed_missing", "gt_list"])
+@pytest.mark.parametrize(
+    "edit",
+    ["no_sha256", "no_pixel_sha256", "no_condition", "no_split", "seed_abc", "seed_list", "seed_missing", "gt_list"],
+)
 def test_incomplete_manifest_entries_are_one_line(yolo_split, edit):
     src, out, m = yolo_split
     image = next(e for e in m["entries"] if e["kind"] == "image")
@@ -432,6 +469,7 @@ def point_outside(split: Path, field: str) -> Path:
         else:
             im["file_name"] = "../../../../outside.png"
             im.pop("stem", None)
+
     edit_gt(split, edit)
     return outside
 
@@ -448,23 +486,41 @@ def test_load_split_images_stay_inside_the_split(split_copy, field):
 
 def test_baseline_predict_reads_no_frame_outside_the_split(split_copy, tmp_path):
     point_outside(split_copy, "file_name")
-    result = invoke("baseline", "predict", "--split-dir", split_copy, "--out-dir", tmp_path / "p", "--model",
-                    "fasterrcnn", "--weights", "none", "--arch", "mobilenet_v3", "--imgsz", "64", "--device", "cpu",
-                    "--conditions", "clean")
+    result = invoke(
+        "baseline",
+        "predict",
+        "--split-dir",
+        split_copy,
+        "--out-dir",
+        tmp_path / "p",
+        "--model",
+        "fasterrcnn",
+        "--weights",
+        "none",
+        "--arch",
+        "mobilenet_v3",
+        "--imgsz",
+        "64",
+        "--device",
+        "cpu",
+        "--conditions",
+        "clean",
+    )
     assert_one_line_error(result, "file_name", "outside")
 
 
 def test_gallery_reads_no_frame_outside_the_split(split_copy, tmp_path):
     point_outside(split_copy, "file_name")
     gt = json.loads((split_copy / "annotations" / "test.json").read_text())
-    found = [{"image_id": a["image_id"], "category_id": a["category_id"], "bbox": a["bbox"], "score": 0.9}
-             for a in gt["annotations"]]
+    found = [
+        {"image_id": a["image_id"], "category_id": a["category_id"], "bbox": a["bbox"], "score": 0.9}
+        for a in gt["annotations"]
+    ]
     preds = tmp_path / "preds"
     preds.mkdir()
     (preds / "clean.json").write_text(json.dumps(found))
     (preds / "low_light_s1.json").write_text("[]")  # every image loses its person: every image is drawn
-    result = invoke("gallery", preds, "--split-dir", split_copy, "--out-dir", tmp_path / "g",
-                    "--threshold", "0.5")
+    result = invoke("gallery", preds, "--split-dir", split_copy, "--out-dir", tmp_path / "g", "--threshold", "0.5")
     assert_one_line_error(result, "file_name", "outside")
 
 
@@ -472,10 +528,12 @@ def test_gallery_reads_no_frame_outside_the_split(split_copy, tmp_path):
 def test_verify_of_a_gt_stem_that_is_no_name_is_a_finding(split_copy, stem):
     def edit(gt):
         gt["images"][0]["stem"] = stem
+
     edit_gt(split_copy, edit)
     result = invoke("verify", split_copy)
-    assert result.exit_code == 1 and result.exception is None or isinstance(result.exception, SystemExit), \
+    assert result.exit_code == 1 and result.exception is None or isinstance(result.exception, SystemExit), (
         result.exception
+    )
     assert "Traceback" not in result.output
     assert "annotations/test.json" in result.output and "not a plain file name" in result.output, result.output
 
@@ -568,8 +626,17 @@ def _chunk(name: bytes, body: bytes) -> bytes:
 
 def _exif_rotate_90() -> bytes:
     """A little-endian TIFF header with one IFD entry: Orientation (0x0112) = 6, 'rotate 90 clockwise'."""
-    return b"II*\x00" + (8).to_bytes(4, "little") + (1).to_bytes(2, "little") + bytes.fromhex("1201") + \
-        (3).to_bytes(2, "little") + (1).to_bytes(4, "little") + (6).to_bytes(2, "little") + b"\x00\x00" + bytes(4)
+    return (
+        b"II*\x00"
+        + (8).to_bytes(4, "little")
+        + (1).to_bytes(2, "little")
+        + bytes.fromhex("1201")
+        + (3).to_bytes(2, "little")
+        + (1).to_bytes(4, "little")
+        + (6).to_bytes(2, "little")
+        + b"\x00\x00"
+        + bytes(4)
+    )
 
 
 def _raw_profile(exif: bytes) -> bytes:
@@ -579,8 +646,10 @@ def _raw_profile(exif: bytes) -> bytes:
 
 def _xmp(orientation: bool) -> bytes:
     extra = ' tiff:Orientation="6"' if orientation else ""
-    return (f'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
-            f'<rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/"{extra}/></rdf:RDF></x:xmpmeta>').encode()
+    return (
+        f'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+        f'<rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/"{extra}/></rdf:RDF></x:xmpmeta>'
+    ).encode()
 
 
 def _text_chunk(kind: str, keyword: bytes, text: bytes) -> bytes:

@@ -12,12 +12,12 @@ from aegis_data.split.manifest import (
     build_manifest,
     canonical_json,
     files_hash,
-    sealed_header,
     gt_digest,
     identity_of,
     load_manifest,
     manifest_chunks,
     root_hash,
+    sealed_header,
     write_manifest,
 )
 
@@ -26,19 +26,38 @@ def manifest_bytes(manifest) -> bytes:
     return b"".join(manifest_chunks(manifest))
 
 
-_IMAGE = {"kind": "image", "split": "test", "condition": "clean", "coco_id": 1, "width": 4, "height": 3,
-          "source_pixel_sha256": "7" * 64}
+_IMAGE = {
+    "kind": "image",
+    "split": "test",
+    "condition": "clean",
+    "coco_id": 1,
+    "width": 4,
+    "height": 3,
+    "source_pixel_sha256": "7" * 64,
+}
 ENTRIES = [
     {**_IMAGE, "path": "test/clean/b.png", "image_id": "b", "sha256": "1" * 64, "pixel_sha256": "2" * 64},
-    {"path": "annotations/test.json", "kind": "annotations", "split": "test", "sha256": "3" * 64,
-     "gt": {"b": "4" * 64}},
+    {
+        "path": "annotations/test.json",
+        "kind": "annotations",
+        "split": "test",
+        "sha256": "3" * 64,
+        "gt": {"b": "4" * 64},
+    },
     {**_IMAGE, "path": "test/clean/a.png", "image_id": "a", "sha256": "5" * 64, "pixel_sha256": "6" * 64},
 ]
 
 
 ENCODER = {"name": "aegis-png", "version": "1"}
-IDENTITY = dict(dataset="synthetic", source={"n": 2}, suite="aegis-v1", config_hash="abc123abc123", seed=20260707,
-                conditions=["clean"], splits={"test": 2})
+IDENTITY = dict(
+    dataset="synthetic",
+    source={"n": 2},
+    suite="aegis-v1",
+    config_hash="abc123abc123",
+    seed=20260707,
+    conditions=["clean"],
+    splits={"test": 2},
+)
 
 
 def _manifest(entries=ENTRIES, environment=None, encoder=ENCODER, **over):
@@ -69,8 +88,15 @@ def test_root_hash_covers_pixels_gt_and_identity_but_not_file_bytes():
     assert root_hash(IDENTITY, rebytes) == base  # another encoder: same identity
     regt = [dict(e, gt={"b": "0" * 64}) if e["kind"] == "annotations" else e for e in ENTRIES]
     assert root_hash(IDENTITY, regt) != base
-    for key, value in [("dataset", "sard"), ("source", {"n": 3}), ("suite", "x"), ("config_hash", "0" * 12),
-                       ("seed", 1), ("conditions", ["clean", "low_light_s1"]), ("splits", {"test": 3})]:
+    for key, value in [
+        ("dataset", "sard"),
+        ("source", {"n": 3}),
+        ("suite", "x"),
+        ("config_hash", "0" * 12),
+        ("seed", 1),
+        ("conditions", ["clean", "low_light_s1"]),
+        ("splits", {"test": 3}),
+    ]:
         assert root_hash(dict(IDENTITY, **{key: value}), ENTRIES) != base, key
     yolo = [{"path": "yolo/test_clean.txt", "kind": "yolo", "sha256": "1" * 64}]
     assert root_hash(IDENTITY, ENTRIES + yolo) != root_hash(IDENTITY, ENTRIES + [dict(yolo[0], sha256="2" * 64)])
@@ -115,8 +141,13 @@ def test_write_and_load_round_trip(tmp_path):
     loaded = load_manifest(tmp_path)  # a directory means its manifest.json
     assert loaded.root_hash == m["root_hash"] and set(loaded.entries) == {e["path"] for e in ENTRIES}
     assert [e["path"] for e in loaded.images()] == ["test/clean/a.png", "test/clean/b.png"]
-    assert identity_of(loaded.data) == {"dataset": "synthetic", "source": {"n": 2}, "suite": "aegis-v1",
-                                        "config_hash": "abc123abc123", "seed": 20260707}
+    assert identity_of(loaded.data) == {
+        "dataset": "synthetic",
+        "source": {"n": 2},
+        "suite": "aegis-v1",
+        "config_hash": "abc123abc123",
+        "seed": 20260707,
+    }
 
 
 @pytest.mark.parametrize(
@@ -138,14 +169,17 @@ def test_bad_manifest_files_are_one_clear_error(tmp_path, content, message):
         load_manifest(p)
 
 
-@pytest.mark.parametrize("edit", [
-    lambda m: m["entries"][0].__setitem__("sha256", "0" * 64),  # a file-byte hash: only the files hash sees it
-    lambda m: m["entries"][0].__setitem__("pixel_sha256", "0" * 64),
-    lambda m: m.__setitem__("seed", 1),
-    lambda m: m.__setitem__("dataset", "sard"),
-    lambda m: m.__setitem__("encoder", {"name": "x"}),
-    lambda m: m.__setitem__("splits", {"test": 9}),
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda m: m["entries"][0].__setitem__("sha256", "0" * 64),  # a file-byte hash: only the files hash sees it
+        lambda m: m["entries"][0].__setitem__("pixel_sha256", "0" * 64),
+        lambda m: m.__setitem__("seed", 1),
+        lambda m: m.__setitem__("dataset", "sard"),
+        lambda m: m.__setitem__("encoder", {"name": "x"}),
+        lambda m: m.__setitem__("splits", {"test": 9}),
+    ],
+)
 def test_a_tampered_manifest_is_detected(tmp_path, edit):
     m = _manifest()
     edit(m)

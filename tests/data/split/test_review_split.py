@@ -29,16 +29,36 @@ def yolo_source(root: Path, n: int) -> Path:
     (root / "images").mkdir(parents=True)
     (root / "labels").mkdir()
     for i in range(n):
-        write_png_atomic(root / "images" / f"f{i}.png",
-                         np.random.default_rng(i).integers(0, 256, (32, 48, 3), dtype=np.uint8))
+        write_png_atomic(
+            root / "images" / f"f{i}.png", np.random.default_rng(i).integers(0, 256, (32, 48, 3), dtype=np.uint8)
+        )
         (root / "labels" / f"f{i}.txt").write_text("0 0.5 0.5 0.25 0.25\n")
     return root
 
 
 def build(src: Path, out: Path) -> None:
-    r = runner.invoke(app, ["build-splits", "--source", str(src), "--dataset", "yolo", "--out-dir", str(out),
-                            "--corruptions", ",".join(CONDITIONS), "--severities", "1", "--workers", "1",
-                            "--suite", "aegis-v2", "--scale", "object"])
+    r = runner.invoke(
+        app,
+        [
+            "build-splits",
+            "--source",
+            str(src),
+            "--dataset",
+            "yolo",
+            "--out-dir",
+            str(out),
+            "--corruptions",
+            ",".join(CONDITIONS),
+            "--severities",
+            "1",
+            "--workers",
+            "1",
+            "--suite",
+            "aegis-v2",
+            "--scale",
+            "object",
+        ],
+    )
     assert r.exit_code == 0, r.output
 
 
@@ -85,8 +105,11 @@ def test_verify_derives_each_scene_once_per_image_when_every_corrupted_file_chan
 
 
 def _gt_file(path: Path, n: int) -> Path:
-    coco = {"images": [{"id": i + 1, "file_name": f"img{i:06d}.png", "width": 10, "height": 10} for i in range(n)],
-            "annotations": [], "categories": [{"id": 1, "name": "person"}]}
+    coco = {
+        "images": [{"id": i + 1, "file_name": f"img{i:06d}.png", "width": 10, "height": 10} for i in range(n)],
+        "annotations": [],
+        "categories": [{"id": 1, "name": "person"}],
+    }
     path.write_text(json.dumps(coco))
     return path
 
@@ -100,7 +123,6 @@ def test_gt_digests_refuse_a_repeated_stem_among_many_images(tmp_path):
     small.write_text(json.dumps(coco))
     with pytest.raises(AegisError, match="two images have the stem 'img000000'"):
         VF.gt_digests(small)
-
 
 
 def test_the_scenes_folder_is_checked_and_cleaned_like_the_other_folders_of_a_split(built, v2_split, tmp_path):
@@ -151,15 +173,26 @@ def test_verify_reruns_a_callers_corruption_as_the_build_ran_it_without_a_scene(
     from tests.data.split.test_splits_doubles import fake_dataset, fake_read, no_leak
 
     out = tmp_path / "split"
-    build_splits(fake_dataset(), out, corruptions=["low_light"], severities=[1], workers=1, read_image=fake_read,
-                 corrupt=_shift, audit=no_leak, config=load_config("aegis-v2"), scale="object")
+    build_splits(
+        fake_dataset(),
+        out,
+        corruptions=["low_light"],
+        severities=[1],
+        workers=1,
+        read_image=fake_read,
+        corrupt=_shift,
+        audit=no_leak,
+        config=load_config("aegis-v2"),
+        scale="object",
+    )
     path = next((out / "test" / "low_light_s1").glob("*.png"))
     img = read_rgb(path)
     img[0, 0] ^= 1
     write_png_atomic(path, img)
     report = VF.verify_split(out, corrupt=_shift)
     assert [(f.path, f.kind, f.pixels_differing) for f in report.failures] == [
-        (path.relative_to(out).as_posix(), "pixels", 1)]
+        (path.relative_to(out).as_posix(), "pixels", 1)
+    ]
 
 
 def test_against_a_reference_other_submerged_fractions_are_named(tmp_path):
@@ -171,8 +204,15 @@ def test_against_a_reference_other_submerged_fractions_are_named(tmp_path):
     from aegis_data.split.manifest import files_hash, root_hash, sealed_header
 
     out = tmp_path / "split"
-    build_splits(load_source("yolo", source=yolo_source(tmp_path / "src", 1)), out, corruptions=["inundation"],
-                 severities=[1], workers=1, config=load_config("aegis-v2"), scale="object")
+    build_splits(
+        load_source("yolo", source=yolo_source(tmp_path / "src", 1)),
+        out,
+        corruptions=["inundation"],
+        severities=[1],
+        workers=1,
+        config=load_config("aegis-v2"),
+        scale="object",
+    )
     m = json.loads((out / "manifest.json").read_text())
     flood = next(e for e in m["entries"] if e.get("condition") == "inundation_s1")
     flood["submerged_fraction"] = [0.5]
@@ -200,8 +240,9 @@ def test_both_sard_csv_readers_read_and_refuse_text_alike(tmp_path, what):
 
     path = tmp_path / "x.csv"
     if what == "labels CSV":
-        path.write_bytes(b"\xef\xbb\xbffilename,width,height,class,xmin,ymin,xmax,ymax\n"
-                         b'a.png,48,32,"Not\nDefined",1,1,9,9\n')
+        path.write_bytes(
+            b'\xef\xbb\xbffilename,width,height,class,xmin,ymin,xmax,ymax\na.png,48,32,"Not\nDefined",1,1,9,9\n'
+        )
         assert [(r.line, r.cls) for r in read_label_csv(path)] == [(2, "Not\nDefined")]
         path.write_bytes(b"filename,width,height,class,xmin,ymin,xmax,ymax\na\xff.png,48,32,person,1,1,9,9\n")
         read = read_label_csv

@@ -50,8 +50,13 @@ def test_no_engine_module_reads_a_manifest():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module == "aegis_data.files.readers":
                 bad += [f"{path.name}:{node.lineno} {a.name}" for a in node.names if a.name.startswith("read_json")]
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Name) \
-                    and node.right.id == "MANIFEST_NAME" and not _in_raise(path, node):
+            if (
+                isinstance(node, ast.BinOp)
+                and isinstance(node.op, ast.Div)
+                and isinstance(node.right, ast.Name)
+                and node.right.id == "MANIFEST_NAME"
+                and not _in_raise(path, node)
+            ):
                 bad.append(f"{path.name}:{node.lineno} opens <split>/MANIFEST_NAME")
     assert not bad, "the engine reads a manifest:\n" + "\n".join(bad)
 
@@ -60,8 +65,10 @@ def _in_raise(path: Path, target: ast.AST) -> bool:
     """Whether ``target`` is part of a raise statement (a message naming the manifest reads nothing)."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Raise):
-            if any(getattr(n, "lineno", None) == target.lineno and getattr(n, "col_offset", None) == target.col_offset
-                   for n in ast.walk(node)):
+            if any(
+                getattr(n, "lineno", None) == target.lineno and getattr(n, "col_offset", None) == target.col_offset
+                for n in ast.walk(node)
+            ):
                 return True
     return False
 
@@ -101,8 +108,10 @@ def test_calibration_and_realism_read_the_split_through_the_sealed_reader(tmp_pa
         (real / f.name).write_bytes(f.read_bytes())
     assert measure.realism_report(real, split, "low_light_s1").real.n_images == 1
     edited = _edited(split, tmp_path)
-    for call in (lambda: measure.calibrate_path(edited, ["low_light"], 1),
-                 lambda: measure.realism_report(real, edited, "low_light_s1")):
+    for call in (
+        lambda: measure.calibrate_path(edited, ["low_light"], 1),
+        lambda: measure.realism_report(real, edited, "low_light_s1"),
+    ):
         with pytest.raises(AegisError, match="internally inconsistent"):
             call()
 

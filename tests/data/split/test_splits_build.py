@@ -65,7 +65,14 @@ def test_coco_ground_truth_ids_boxes_and_attributes(built):
     gt = json.loads((built / "annotations" / "test.json").read_text())
     assert [im["id"] for im in gt["images"]] == [1, 2, 3]
     assert [im["file_name"] for im in gt["images"]] == ["img000.png", "img001.png", "img002.png"]
-    assert gt["images"][0] == {"id": 1, "file_name": "img000.png", "width": 40, "height": 30, "stem": "img000", "group": "g0"}
+    assert gt["images"][0] == {
+        "id": 1,
+        "file_name": "img000.png",
+        "width": 40,
+        "height": 30,
+        "stem": "img000",
+        "group": "g0",
+    }
     assert gt["categories"] == [{"id": 1, "name": "person", "supercategory": "person"}]
     anns = [a for a in gt["annotations"] if a["image_id"] == 1]
     assert [a["bbox"] for a in anns] == [[1.0, 2.0, 11.5, 18.0], [20.0, 5.25, 10.0, 23.75]]
@@ -195,7 +202,7 @@ def test_a_build_killed_with_sigkill_resumes_to_the_same_manifest(tmp_path):
 
 def test_refuses_a_directory_of_another_dataset(tmp_path):
     build_splits(fake_dataset(), tmp_path / "o", **build_kwargs())
-    with pytest.raises(AegisError, match="holds a split of dataset 'fake'.*dataset: \"fake\" here vs \"other\" now"):
+    with pytest.raises(AegisError, match='holds a split of dataset \'fake\'.*dataset: "fake" here vs "other" now'):
         build_splits(fake_dataset(name="other"), tmp_path / "o", **build_kwargs())
     with pytest.raises(AegisError, match="seed"):
         build_splits(fake_dataset(), tmp_path / "o", **build_kwargs(seed=1))
@@ -219,7 +226,9 @@ def test_refuses_a_non_empty_unrelated_directory(tmp_path):
 
 
 def test_refuses_leakage_and_an_empty_source(tmp_path):
-    with pytest.raises(AegisError, match="leakage between splits \\(1 group\\(s\\) in several splits, e.g. 'g1' in test, val\\)"):
+    with pytest.raises(
+        AegisError, match="leakage between splits \\(1 group\\(s\\) in several splits, e.g. 'g1' in test, val\\)"
+    ):
         build_splits(fake_dataset(), tmp_path / "o", **build_kwargs(audit=leaky))
     assert not (tmp_path / "o").exists()
     with pytest.raises(AegisError, match="no test images"):
@@ -268,8 +277,11 @@ def test_progress_callback_counts_images(tmp_path):
 
 
 def test_few_conditions_selection_keeps_canonical_order(tmp_path):
-    r = build_splits(fake_dataset(n_test=1, n_val=0), tmp_path / "o",
-                     **build_kwargs(corruptions=list(reversed(FEW)), severities=(2, 1)))
+    r = build_splits(
+        fake_dataset(n_test=1, n_val=0),
+        tmp_path / "o",
+        **build_kwargs(corruptions=list(reversed(FEW)), severities=(2, 1)),
+    )
     assert list(r.conditions) == EXPECTED_CONDS
 
 
@@ -313,7 +325,8 @@ def test_yolo_val_runs_on_a_condition_offline(built):
     from ultralytics import YOLO
 
     model = YOLO("yolo11n.yaml")  # random weights, built from yaml: no download
-    metrics = model.val(data=str(built / "yolo" / "test_water_glare_s2.yaml"), imgsz=64, batch=2, plots=False,
-                        device="cpu", workers=0)
+    metrics = model.val(
+        data=str(built / "yolo" / "test_water_glare_s2.yaml"), imgsz=64, batch=2, plots=False, device="cpu", workers=0
+    )
     gt = json.loads((built / "annotations" / "test.json").read_text())
     assert int(metrics.nt_per_class.sum()) == len(gt["annotations"]) == 5  # every GT box reached the validator

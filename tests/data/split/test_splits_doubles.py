@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -36,8 +37,9 @@ def fake_read(record: Record, max_pixels: int) -> np.ndarray:
     return np.stack([(x * 3 + k) % 256, (y * 5 + k // 7) % 256, (x + 2 * y + k // 49) % 256], axis=-1).astype(np.uint8)
 
 
-def fake_corrupt(image: np.ndarray, name: str, severity: int, image_id: str, seed: int, config=None,
-                 scale=None, scene=None) -> np.ndarray:
+def fake_corrupt(
+    image: np.ndarray, name: str, severity: int, image_id: str, seed: int, config=None, scale=None, scene=None
+) -> np.ndarray:
     """A keyed brightness shift: depends on every argument, like the real engine (``config``, ``scale`` and
     ``scene`` are accepted so it can stand in for the builder's default corruption, which receives the split's
     suite config and length unit, and under a generation-2 suite each image's scene; an object scale shifts by its
@@ -57,14 +59,24 @@ def no_leak(dataset: Any) -> dict:
 
 
 def leaky(dataset: Any) -> dict:
-    return {"leakage": True, "leakage_details": {
-        "groups_in_several_splits": 1, "group_examples": [{"group": "g1", "splits": ["test", "val"]}],
-        "duplicates_in_several_splits": 0, "duplicate_examples": []}}
+    return {
+        "leakage": True,
+        "leakage_details": {
+            "groups_in_several_splits": 1,
+            "group_examples": [{"group": "g1", "splits": ["test", "val"]}],
+            "duplicates_in_several_splits": 0,
+            "duplicate_examples": [],
+        },
+    }
 
 
 def record(i: int, split: str = "test", w: int = 40, h: int = 30, boxes=None) -> Record:
     if boxes is None:
-        boxes = ((1.0 + i % 4, 2.0, 12.5 + i % 4, 20.0), (20.0, 5.25, 30.0, 29.0)) if i % 2 == 0 else ((3.0, 4.0, 9.0, 10.0),)
+        boxes = (
+            ((1.0 + i % 4, 2.0, 12.5 + i % 4, 20.0), (20.0, 5.25, 30.0, 29.0))
+            if i % 2 == 0
+            else ((3.0, 4.0, 9.0, 10.0),)
+        )
     return Record(f"img{i:03d}", f"fake:{i}", w, h, tuple(boxes), group=f"g{i}", split=split)
 
 

@@ -34,7 +34,11 @@ def test_reference_describes_this_suite():
     ref = load_manifest(REFERENCE)
     config = V1
     assert (ref.data["dataset"], ref.data["suite"], ref.data["config_hash"], ref.data["seed"]) == (
-        "synthetic", config.suite, config.config_hash, config.seed)
+        "synthetic",
+        config.suite,
+        config.config_hash,
+        config.seed,
+    )
     assert len(ref.data["conditions"]) == 28
 
 
@@ -45,8 +49,13 @@ def test_rebuilt_images_equal_the_reference_entries(rebuilt):
     assert len(images) == 2 * 28 + 2
     differing = [e for e in images if ref.entries.get(e["path"]) != e]
     conditions = sorted({e["condition"] for e in differing})
-    sources = sorted({e["image_id"] for e in differing
-                      if ref.entries.get(e["path"], {}).get("source_pixel_sha256") != e["source_pixel_sha256"]})
+    sources = sorted(
+        {
+            e["image_id"]
+            for e in differing
+            if ref.entries.get(e["path"], {}).get("source_pixel_sha256") != e["source_pixel_sha256"]
+        }
+    )
     assert not differing, (
         f"{len(differing)} files differ from {REFERENCE.name} in conditions {conditions}; decoded sources differ for "
         f"{sources or 'none'} (if the suite or generator changed on purpose, regenerate it: see docs/SPLITS.md)"

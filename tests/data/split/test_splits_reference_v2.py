@@ -8,7 +8,6 @@ or the synthetic generator changes on purpose, regenerate the reference as docs/
 
 from __future__ import annotations
 
-
 import pytest
 
 from aegis_data.engine.config import load_config
@@ -32,7 +31,11 @@ def rebuilt(tmp_path_factory):
 def test_the_reference_is_the_default_build_of_aegis_v2():
     ref = load_manifest(REFERENCE)
     assert (ref.data["dataset"], ref.data["suite"], ref.data["config_hash"], ref.data["seed"]) == (
-        "synthetic", "aegis-v2", V2.config_hash, V2.seed)
+        "synthetic",
+        "aegis-v2",
+        V2.config_hash,
+        V2.seed,
+    )
     assert ref.data["scale"]["mode"] == "object" and len(ref.data["conditions"]) == 28
     clean = [e for e in ref.images() if e["condition"] == "clean"]
     assert clean and all(isinstance(e.get("scene"), dict) for e in clean)
@@ -45,8 +48,10 @@ def test_rebuilt_images_and_scenes_equal_the_reference_entries(rebuilt):
     images = local.images()
     assert len(images) == 2 * 28 + 2
     differing = [e for e in images if ref.entries.get(e["path"]) != e]
-    assert not differing, (f"{len(differing)} files differ from {REFERENCE.name}, e.g. "
-                           f"{[e['path'] for e in differing[:4]]} (regenerate on purpose only: docs/SPLITS.md)")
+    assert not differing, (
+        f"{len(differing)} files differ from {REFERENCE.name}, e.g. "
+        f"{[e['path'] for e in differing[:4]]} (regenerate on purpose only: docs/SPLITS.md)"
+    )
 
 
 def test_verify_subset_against_the_v2_reference_rederives_every_scene(rebuilt, monkeypatch):

@@ -19,8 +19,8 @@ from aegis_data.split.manifest import load_manifest
 from aegis_data.split.measure import calibrate_split
 from aegis_data.split.reader import load_split
 from aegis_data.split.verify import verify_split
-from tests.eval.protocols.scoring_memory import score_paths
 from tests.data.split.test_splits_doubles import build_kwargs, fake_dataset
+from tests.eval.protocols.scoring_memory import score_paths
 
 CONDS = ("low_light", "dust_haze")
 # Each shipped suite's low_light severity 1, and a darker one (aegis-v1: a lower gain; aegis-v2: more light lost).
@@ -159,8 +159,8 @@ def test_verify_flags_an_edited_split_config(splits, suite, tmp_path):
 
 
 def test_report_and_cli_tables_use_the_labels_the_scorer_took_from_the_split(splits, tmp_path):
-    from aegis_eval.report.results import group_by_dataset
     from aegis_cli.scoring import recall_matrix
+    from aegis_eval.report.results import group_by_dataset
 
     result = score_paths(_preds(tmp_path, splits["modified"]), splits["modified"], threshold=0.5, bootstrap=1)
     (group,) = group_by_dataset([result])

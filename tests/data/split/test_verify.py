@@ -123,9 +123,18 @@ def _as_if_built_elsewhere(split: Path, tmp_path: Path) -> Path:
     _reencode_with_opencv(split / rel)
     m = load_manifest(split).data
     entries = [dict(e, sha256=file_sha256(split / rel)) if e["path"] == rel else e for e in m["entries"]]
-    local = build_manifest(dataset=m["dataset"], source=m["source"], suite=m["suite"], config_hash=m["config_hash"],
-                           seed=m["seed"], conditions=m["conditions"], splits=m["splits"], entries=entries,
-                           encoder={"name": "another-encoder", "version": "0"}, scale=m.get("scale"))
+    local = build_manifest(
+        dataset=m["dataset"],
+        source=m["source"],
+        suite=m["suite"],
+        config_hash=m["config_hash"],
+        seed=m["seed"],
+        conditions=m["conditions"],
+        splits=m["splits"],
+        entries=entries,
+        encoder={"name": "another-encoder", "version": "0"},
+        scale=m.get("scale"),
+    )
     write_manifest(split / "manifest.json", local)
     assert local["root_hash"] == m["root_hash"] and local["files_hash"] != m["files_hash"]
     return ref
@@ -174,9 +183,17 @@ def test_against_a_reference_with_other_source_pixels_reports_a_source_differenc
             e["pixel_sha256"] = "1" * 64
             e["sha256"] = "2" * 64
         entries.append(e)
-    ref = build_manifest(dataset=m["dataset"], source=m["source"], suite=m["suite"], config_hash=m["config_hash"],
-                         seed=m["seed"], conditions=m["conditions"], splits=m["splits"], entries=entries,
-                         scale=m.get("scale"))  # the same benchmark: an object-scale build records its unit
+    ref = build_manifest(
+        dataset=m["dataset"],
+        source=m["source"],
+        suite=m["suite"],
+        config_hash=m["config_hash"],
+        seed=m["seed"],
+        conditions=m["conditions"],
+        splits=m["splits"],
+        entries=entries,
+        scale=m.get("scale"),
+    )  # the same benchmark: an object-scale build records its unit
     write_manifest(tmp_path / "ref.json", ref)
     report = _verify(split, against=tmp_path / "ref.json")
     kinds = _kinds(report)
@@ -188,9 +205,17 @@ def test_against_a_reference_with_other_source_pixels_reports_a_source_differenc
 
 def test_against_a_reference_of_another_benchmark_says_so(split, tmp_path):
     m = load_manifest(split).data
-    ref = build_manifest(dataset=m["dataset"], source=m["source"], suite=m["suite"], config_hash=m["config_hash"],
-                         seed=m["seed"] + 1, conditions=m["conditions"], splits=m["splits"], entries=m["entries"],
-                         scale=m.get("scale"))  # only the seed differs
+    ref = build_manifest(
+        dataset=m["dataset"],
+        source=m["source"],
+        suite=m["suite"],
+        config_hash=m["config_hash"],
+        seed=m["seed"] + 1,
+        conditions=m["conditions"],
+        splits=m["splits"],
+        entries=m["entries"],
+        scale=m.get("scale"),
+    )  # only the seed differs
     write_manifest(tmp_path / "ref.json", ref)
     report = _verify(split, against=tmp_path / "ref.json")
     assert [f.kind for f in report.findings] == ["manifest"] and "seed" in report.findings[0].detail

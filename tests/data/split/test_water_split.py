@@ -18,8 +18,20 @@ from aegis_data.files.imageio import read_rgb, write_png_atomic
 from tests.golden.scenes import coast_frame
 
 runner = CliRunner()
-BUILD = ("--dataset", "yolo", "--severities", "1", "--workers", "1", "--suite", "aegis-v2", "--scale", "object",
-         "--person-px", "30")
+BUILD = (
+    "--dataset",
+    "yolo",
+    "--severities",
+    "1",
+    "--workers",
+    "1",
+    "--suite",
+    "aegis-v2",
+    "--scale",
+    "object",
+    "--person-px",
+    "30",
+)
 
 
 def invoke(*args):
@@ -36,10 +48,12 @@ def coast_source(root: Path, land: bool = False) -> Path:
         if i == 2:
             img[:] = (70, 100, 45)  # a lawn: no water, only the persons on it
             for x0, y0, x1, y1 in boxes:
-                img[int(y0): int(y1), int(x0): int(x1)] = (45, 38, 52)
+                img[int(y0) : int(y1), int(x0) : int(x1)] = (45, 38, 52)
         write_png_atomic(root / "images" / f"c{i}.png", img)
-        lines = [f"0 {(x0 + x1) / 320:.6f} {(y0 + y1) / 240:.6f} {(x1 - x0) / 160:.6f} {(y1 - y0) / 120:.6f}"
-                 for x0, y0, x1, y1 in boxes]
+        lines = [
+            f"0 {(x0 + x1) / 320:.6f} {(y0 + y1) / 240:.6f} {(x1 - x0) / 160:.6f} {(y1 - y0) / 120:.6f}"
+            for x0, y0, x1, y1 in boxes
+        ]
         (root / "labels" / f"c{i}.txt").write_text("\n".join(lines) + "\n")
     mask = np.zeros((120, 160, 3), np.uint8)
     mask[20:50, 100:150] = 255
@@ -54,8 +68,18 @@ def built(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("water")
     src = coast_source(base / "src")
     out = base / "split"
-    r = invoke("build-splits", "--source", src, "--out-dir", out, "--corruptions", "motion_blur", *BUILD,
-               "--scene-dir", src / "scenes")
+    r = invoke(
+        "build-splits",
+        "--source",
+        src,
+        "--out-dir",
+        out,
+        "--corruptions",
+        "motion_blur",
+        *BUILD,
+        "--scene-dir",
+        src / "scenes",
+    )
     assert r.exit_code == 0, r.output
     return out
 
@@ -114,8 +138,9 @@ def test_a_changed_stored_mask_is_a_scene_finding(split):
     write_png_atomic(path, mask)
     found = verify_failures(split)
     assert any(f["path"] == "scenes/test/c0.water.png" and f["kind"] == "scene" for f in found), found
-    assert any(f["path"] == "test/clean/c0.png" and f["kind"] == "scene" and "water" in f["detail"]
-               for f in found), found
+    assert any(f["path"] == "test/clean/c0.png" and f["kind"] == "scene" and "water" in f["detail"] for f in found), (
+        found
+    )
 
 
 def test_a_missing_stored_mask_is_a_finding_not_a_traceback(split):
@@ -131,12 +156,13 @@ def test_edited_persons_in_a_resealed_manifest_are_a_scene_finding(split):
     m = manifest(split)
     e = next(e for e in m["entries"] if e.get("condition") == "clean" and e["image_id"] == "c1")
     e["scene"]["persons"] = [[1.0, 1.0, 2.0, 2.0]]  # verify takes the persons from the record: still consistent,
-    m["root_hash"] = root_hash(m, m["entries"])      # so it compares them with the split's ground truth
+    m["root_hash"] = root_hash(m, m["entries"])  # so it compares them with the split's ground truth
     m["files_hash"] = files_hash(m["root_hash"], m["encoder"], m["entries"], sealed_header(m))
     (split / "manifest.json").write_text(json.dumps(m))
     found = verify_failures(split)
-    assert any(f["path"] == "test/clean/c1.png" and f["kind"] == "scene" and "persons" in f["detail"]
-               for f in found), found
+    assert any(f["path"] == "test/clean/c1.png" and f["kind"] == "scene" and "persons" in f["detail"] for f in found), (
+        found
+    )
 
 
 # --- the water conditions in a build: on how many images each acted; the GT contract of a flood -------------
@@ -145,9 +171,29 @@ def flooded(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("flooded")
     src = coast_source(base / "src", land=True)
     out = base / "split"
-    r = invoke("build-splits", "--source", src, "--out-dir", out, "--corruptions",
-               "water_glare,turbidity_cast,inundation", "--dataset", "yolo", "--severities", "1,3", "--workers", "1",
-               "--suite", "aegis-v2", "--scale", "object", "--person-px", "30", "--scene-dir", src / "scenes")
+    r = invoke(
+        "build-splits",
+        "--source",
+        src,
+        "--out-dir",
+        out,
+        "--corruptions",
+        "water_glare,turbidity_cast,inundation",
+        "--dataset",
+        "yolo",
+        "--severities",
+        "1,3",
+        "--workers",
+        "1",
+        "--suite",
+        "aegis-v2",
+        "--scale",
+        "object",
+        "--person-px",
+        "30",
+        "--scene-dir",
+        src / "scenes",
+    )
     assert r.exit_code == 0, r.output
     return out
 
@@ -157,8 +203,11 @@ def test_the_manifest_records_on_how_many_images_each_condition_acted(flooded):
     acted = m["acted"]
     assert set(acted) == {c for c in m["conditions"] if c != "clean"}
     for cond, n in acted.items():
-        changed = [e["image_id"] for e in m["entries"] if e.get("condition") == cond
-                   and e["pixel_sha256"] != e["source_pixel_sha256"]]
+        changed = [
+            e["image_id"]
+            for e in m["entries"]
+            if e.get("condition") == cond and e["pixel_sha256"] != e["source_pixel_sha256"]
+        ]
         assert n == len(changed)
     # The lawn has no water: glare and turbidity leave it as it is; a flood reaches every frame.
     lawn = {e["condition"]: e for e in m["entries"] if e.get("image_id") == "c2" and e["kind"] == "image"}
@@ -213,6 +262,7 @@ def test_an_edited_submerged_fraction_is_an_annotations_finding(flooded_copy):
     def edit(m):
         e = next(e for e in m["entries"] if e.get("condition") == "inundation_s3" and e["image_id"] == "c1")
         e["submerged_fraction"] = [0.0 for _ in e["submerged_fraction"]]  # "nobody is in the water"
+
     _reseal(flooded_copy, edit)
     found = verify_failures(flooded_copy)
     assert any(f["path"] == "test/inundation_s3/c1.png" and f["kind"] == "annotations" for f in found), found
@@ -221,6 +271,7 @@ def test_an_edited_submerged_fraction_is_an_annotations_finding(flooded_copy):
 def test_edited_acted_counts_are_a_manifest_finding(flooded_copy):
     def edit(m):
         m["acted"]["water_glare_s1"] = 3  # "it acted on every image", the lawn included
+
     _reseal(flooded_copy, edit)
     found = verify_failures(flooded_copy)
     assert any(f["kind"] == "manifest" and "acted" in f["detail"] for f in found), found
@@ -240,8 +291,14 @@ def _predictions(split: Path, folder: Path, miss_submerged_over: float | None) -
     for cond in m["conditions"]:
         dets = []
         for stem, coco_id in ids.items():
-            fractions = next((e.get("submerged_fraction") for e in m["entries"] if e.get("condition") == cond
-                              and e["image_id"] == stem), None)
+            fractions = next(
+                (
+                    e.get("submerged_fraction")
+                    for e in m["entries"]
+                    if e.get("condition") == cond and e["image_id"] == stem
+                ),
+                None,
+            )
             for k, box in enumerate(per_image.get(coco_id, [])):
                 if miss_submerged_over is not None and fractions and fractions[k] > miss_submerged_over:
                     continue
@@ -277,8 +334,8 @@ def test_the_score_shows_acted_images_and_recall_by_submerged_share(flooded, tmp
 
 def test_the_report_shows_acted_images_beside_the_cell_and_the_submerged_contract(flooded, tmp_path):
     from aegis_eval.protocols.scoring import write_score_json
-    from tests.eval.protocols.scoring_memory import score_paths
     from aegis_eval.report.build import build_report
+    from tests.eval.protocols.scoring_memory import score_paths
 
     _predictions(flooded, tmp_path / "preds", miss_submerged_over=0.25)
     result = score_paths(tmp_path / "preds", flooded, threshold=0.5, bootstrap=10, seed=0, label="m")
@@ -336,21 +393,51 @@ def test_aegis_corrupt_says_when_glare_finds_no_water(tmp_path):
     lawn = np.zeros((120, 160, 3), np.uint8)
     lawn[:] = (70, 100, 45)
     write_png_atomic(tmp_path / "lawn.png", lawn)
-    r = invoke("corrupt", tmp_path / "lawn.png", "-c", "water_glare", "-s", "3", "-o", tmp_path / "out.png",
-               "--person-px", "30")
+    r = invoke(
+        "corrupt",
+        tmp_path / "lawn.png",
+        "-c",
+        "water_glare",
+        "-s",
+        "3",
+        "-o",
+        tmp_path / "out.png",
+        "--person-px",
+        "30",
+    )
     assert r.exit_code == 0, r.output
     assert "left the image unchanged" in r.stderr and "holds no water" in r.stderr
     assert np.array_equal(read_rgb(tmp_path / "out.png"), lawn)
     sea = coast_frame(240, 320)[0]
     write_png_atomic(tmp_path / "sea.png", sea)
     (tmp_path / "sea.scene.json").write_text(json.dumps({"sun_elevation_deg": 55.0, "sun_azimuth_deg": 175.0}))
-    r = invoke("corrupt", tmp_path / "sea.png", "-c", "water_glare", "-s", "2", "-o", tmp_path / "sea_out.png",
-               "--person-px", "30")
+    r = invoke(
+        "corrupt",
+        tmp_path / "sea.png",
+        "-c",
+        "water_glare",
+        "-s",
+        "2",
+        "-o",
+        tmp_path / "sea_out.png",
+        "--person-px",
+        "30",
+    )
     assert r.exit_code == 0 and "unchanged" not in r.stderr
     assert not np.array_equal(read_rgb(tmp_path / "sea_out.png"), sea)
     (tmp_path / "sea.scene.json").write_text(json.dumps({"sun_elevation_deg": -2.0}))
-    r = invoke("corrupt", tmp_path / "sea.png", "-c", "water_glare", "-s", "2", "-o", tmp_path / "dusk.png",
-               "--person-px", "30")
+    r = invoke(
+        "corrupt",
+        tmp_path / "sea.png",
+        "-c",
+        "water_glare",
+        "-s",
+        "2",
+        "-o",
+        tmp_path / "dusk.png",
+        "--person-px",
+        "30",
+    )
     assert r.exit_code == 0 and "below the horizon" in r.stderr
 
 
@@ -382,6 +469,7 @@ def test_a_resealed_submerged_fraction_that_is_no_share_is_one_line_not_a_traceb
     def edit(m):
         e = next(e for e in m["entries"] if e.get("condition") == "inundation_s3" and e["image_id"] == "c1")
         e["submerged_fraction"] = [bad] + e["submerged_fraction"][1:]
+
     _reseal(flooded_copy, edit)
     _predictions(flooded_copy, tmp_path / "preds", miss_submerged_over=None)
     with pytest.raises(AegisError, match=r"submerged_fraction"):
@@ -399,6 +487,7 @@ def test_a_resealed_acted_count_that_is_no_count_of_test_images_is_one_line(floo
 
     def edit(m):
         m["acted"]["water_glare_s1"] = bad
+
     _reseal(flooded_copy, edit)
     _predictions(flooded_copy, tmp_path / "preds", miss_submerged_over=None)
     with pytest.raises(AegisError, match=r"\[manifest_invalid\].*acted"):

@@ -8,8 +8,15 @@ from numpy.random import PCG64, Generator
 
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.errors import AegisError
-from aegis_eval.metrics.bootstrap import (BootstrapOptions, bootstrap_ap, bootstrap_samples, intervals,
-                                  paired_drop_intervals, percentile_interval, resample_weights)
+from aegis_eval.metrics.bootstrap import (
+    BootstrapOptions,
+    bootstrap_ap,
+    bootstrap_samples,
+    intervals,
+    paired_drop_intervals,
+    percentile_interval,
+    resample_weights,
+)
 from aegis_eval.metrics.coco import accumulate, evaluate_images
 from aegis_eval.metrics.matching import PerImageCounts, match_at_threshold
 from aegis_eval.metrics.result_keys import CI_METRICS
@@ -25,35 +32,52 @@ def scene(n_images: int, key: int) -> tuple[GroundTruth, Detections]:
     g = len(box_image)
     wh = rng.uniform(10, 150, (g, 2))
     boxes = np.column_stack([rng.uniform(0, 800, (g, 2)), wh])
-    gt = GroundTruth(image_ids=np.arange(n_images, dtype=np.int64) + 1,
-                     file_names=tuple(f"{i}.png" for i in range(n_images)),
-                     widths=np.full(n_images, 1000), heights=np.full(n_images, 1000), box_image=box_image,
-                     boxes=boxes, areas=wh[:, 0] * wh[:, 1], iscrowd=np.zeros(g, bool), ann_ids=np.arange(1, g + 1))
+    gt = GroundTruth(
+        image_ids=np.arange(n_images, dtype=np.int64) + 1,
+        file_names=tuple(f"{i}.png" for i in range(n_images)),
+        widths=np.full(n_images, 1000),
+        heights=np.full(n_images, 1000),
+        box_image=box_image,
+        boxes=boxes,
+        areas=wh[:, 0] * wh[:, 1],
+        iscrowd=np.zeros(g, bool),
+        ann_ids=np.arange(1, g + 1),
+    )
     found = rng.random(g) < 0.8
     hit = boxes[found] + rng.normal(0, 0.06, (int(found.sum()), 4)) * np.repeat(wh[found], 2, axis=1)
     n_clutter = 3 * n_images
     clutter = np.column_stack([rng.uniform(0, 800, (n_clutter, 2)), rng.uniform(10, 150, (n_clutter, 2))])
-    dets = Detections(det_image=np.concatenate([box_image[found], rng.integers(0, n_images, n_clutter)]),
-                      boxes=np.concatenate([hit, clutter]),
-                      scores=np.concatenate([rng.uniform(0.3, 1.0, int(found.sum())), rng.uniform(0, 0.6, n_clutter)]))
+    dets = Detections(
+        det_image=np.concatenate([box_image[found], rng.integers(0, n_images, n_clutter)]),
+        boxes=np.concatenate([hit, clutter]),
+        scores=np.concatenate([rng.uniform(0.3, 1.0, int(found.sum())), rng.uniform(0, 0.6, n_clutter)]),
+    )
     return gt, dets
 
 
 def perfect_counts(gt: GroundTruth) -> PerImageCounts:
     n = np.bincount(gt.box_image, minlength=gt.n_images)
     zero = np.zeros(gt.n_images, dtype=np.int64)
-    return PerImageCounts(tp=n, fp=zero, n_gt=n, tp_small=n, gt_small=n, tp_medium=zero, gt_medium=zero,
-                          tp_large=zero, gt_large=zero)
+    return PerImageCounts(
+        tp=n, fp=zero, n_gt=n, tp_small=n, gt_small=n, tp_medium=zero, gt_medium=zero, tp_large=zero, gt_large=zero
+    )
 
 
 # --- options and resampling ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"n_bootstrap": 0}, "n_bootstrap"), ({"n_bootstrap": True}, "n_bootstrap"), ({"n_bootstrap": 2.5}, "n_bootstrap"),
-    ({"confidence": 0.0}, "confidence"), ({"confidence": 1.0}, "confidence"),
-    ({"confidence": float("nan")}, "confidence"),
-    ({"seed": "7"}, "seed"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"n_bootstrap": 0}, "n_bootstrap"),
+        ({"n_bootstrap": True}, "n_bootstrap"),
+        ({"n_bootstrap": 2.5}, "n_bootstrap"),
+        ({"confidence": 0.0}, "confidence"),
+        ({"confidence": 1.0}, "confidence"),
+        ({"confidence": float("nan")}, "confidence"),
+        ({"seed": "7"}, "seed"),
+    ],
+)
 def test_options_are_validated(kwargs, message):
     with pytest.raises(AegisError, match=message):
         BootstrapOptions(**kwargs)
@@ -104,16 +128,21 @@ def test_cluster_resampling_keeps_clusters_whole():
     assert not np.array_equal(w, resample_weights(len(labels), BootstrapOptions(n_bootstrap=300, seed=1)))
 
 
-@pytest.mark.parametrize("n_images, clusters, message", [
-    (0, None, "cannot resample"), (3, np.array([1, 2]), "one label per image"),
-    (2, np.array([0.5, 1.0]), "integers"),
-])
+@pytest.mark.parametrize(
+    "n_images, clusters, message",
+    [
+        (0, None, "cannot resample"),
+        (3, np.array([1, 2]), "one label per image"),
+        (2, np.array([0.5, 1.0]), "integers"),
+    ],
+)
 def test_bad_resampling_inputs(n_images, clusters, message):
     with pytest.raises(AegisError, match=message):
         resample_weights(n_images, BootstrapOptions(n_bootstrap=5), clusters)
 
 
 # --- per-resample metrics -----------------------------------------------------------------------------------
+
 
 def _assert_ap_equal(ours, table, weights, context):
     for b in range(len(weights)):
@@ -213,6 +242,7 @@ def test_samples_reject_mismatched_tables():
 
 # --- intervals ------------------------------------------------------------------------------------------------
 
+
 def test_percentile_interval_rules():
     assert percentile_interval(np.arange(101.0)) == pytest.approx((2.5, 97.5), abs=1e-12)
     assert percentile_interval(np.r_[np.arange(101.0), np.nan, np.nan], 0.9) == pytest.approx((5.0, 95.0), abs=1e-12)
@@ -222,8 +252,11 @@ def test_percentile_interval_rules():
 
 
 def test_paired_drop_intervals():
-    clean = {"recall": np.array([0.8, 0.6, 0.5, 0.0]), "f1": np.array([0.5, 0.5, 0.5, 0.5]),
-             "map50": np.array([0.4, 0.4, 0.4, 0.4])}
+    clean = {
+        "recall": np.array([0.8, 0.6, 0.5, 0.0]),
+        "f1": np.array([0.5, 0.5, 0.5, 0.5]),
+        "map50": np.array([0.4, 0.4, 0.4, 0.4]),
+    }
     cond = {"recall": np.array([0.4, 0.3, 0.25, 0.1]), "f1": np.array([0.5, 0.5, 0.5, 0.5])}
     out = paired_drop_intervals(clean, cond, 0.95)
     assert set(out) == {"recall", "f1"}  # map50 only on one side

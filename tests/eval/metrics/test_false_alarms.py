@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from aegis_cli.main import app
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.bootstrap import BootstrapOptions
 from aegis_eval.metrics.exact_bounds import clopper_pearson_upper, garwood_upper
 from aegis_eval.metrics.false_alarms import false_alarm_risk
 from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
-from tests.eval.protocols.scoring_memory import score_conditions
 from aegis_eval.protocols.threshold import freeze_threshold, read_threshold_file, write_threshold_file
-from aegis_cli.main import app
 from tests.conftest import assert_one_line_error
+from tests.eval.protocols.scoring_memory import score_conditions
 
 # chi-square 0.95 quantiles with 2k + 2 degrees of freedom, halved (printed statistical tables).
 GARWOOD_95 = {1: 4.743865, 2: 6.295794, 3: 7.753657, 4: 9.153519, 5: 10.513035}
@@ -30,9 +30,18 @@ def test_clopper_pearson_with_zero_events(n):
 
 
 # The order of the score's false-alarm block.
-FALSE_ALARM_KEYS = ("n_images", "megapixels", "fp", "images_with_fp", "fp_per_image", "fp_per_image_upper",
-                    "fp_per_megapixel", "fp_per_megapixel_upper", "false_alarm_image_share",
-                    "false_alarm_image_share_upper")
+FALSE_ALARM_KEYS = (
+    "n_images",
+    "megapixels",
+    "fp",
+    "images_with_fp",
+    "fp_per_image",
+    "fp_per_image_upper",
+    "fp_per_megapixel",
+    "fp_per_megapixel_upper",
+    "false_alarm_image_share",
+    "false_alarm_image_share_upper",
+)
 
 
 def _log_sum(terms: np.ndarray) -> float:
@@ -81,14 +90,17 @@ def test_garwood_known_values():
     assert poisson_cdf(250, mu) == pytest.approx(0.01, rel=1e-9)
 
 
-@pytest.mark.parametrize("call, code", [
-    (lambda: clopper_pearson_upper(0, 0), "bound_no_trials"),
-    (lambda: clopper_pearson_upper(4, 3), "bound_count"),
-    (lambda: garwood_upper(-1), "bound_count"),
-    (lambda: garwood_upper(2, 1.0), "bound_delta"),
-    (lambda: garwood_upper(2, 0.7), "bound_delta"),
-    (lambda: clopper_pearson_upper(1, 3, 0.0), "bound_delta"),
-])
+@pytest.mark.parametrize(
+    "call, code",
+    [
+        (lambda: clopper_pearson_upper(0, 0), "bound_no_trials"),
+        (lambda: clopper_pearson_upper(4, 3), "bound_count"),
+        (lambda: garwood_upper(-1), "bound_count"),
+        (lambda: garwood_upper(2, 1.0), "bound_delta"),
+        (lambda: garwood_upper(2, 0.7), "bound_delta"),
+        (lambda: clopper_pearson_upper(1, 3, 0.0), "bound_delta"),
+    ],
+)
 def test_bound_refusals(call, code):
     with pytest.raises(AegisError, match=rf"^\[{code}\]"):
         call()
@@ -97,20 +109,25 @@ def test_bound_refusals(call, code):
 def coco(n_images: int, with_size: bool = True, extra_empty: int = 0) -> dict:
     """One 10x10 person per image at the origin; ``extra_empty`` more images without any GT."""
     total = n_images + extra_empty
-    images = [{"id": i + 1, "file_name": f"f{i + 1}.png", **({"width": 1000, "height": 500} if with_size else {})}
-              for i in range(total)]
+    images = [
+        {"id": i + 1, "file_name": f"f{i + 1}.png", **({"width": 1000, "height": 500} if with_size else {})}
+        for i in range(total)
+    ]
     anns = [{"id": i + 1, "image_id": i + 1, "category_id": 1, "bbox": [0, 0, 10, 10]} for i in range(n_images)]
     return {"images": images, "annotations": anns, "categories": [{"id": 1, "name": "person"}]}
 
 
 def test_an_image_with_only_false_alarms():
     gt = ground_truth_from_coco(coco(2, extra_empty=1))
-    rows = [{"image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10], "score": 0.9},
-            {"image_id": 2, "category_id": 1, "bbox": [0, 0, 10, 10], "score": 0.9},
-            {"image_id": 3, "category_id": 1, "bbox": [50, 50, 10, 10], "score": 0.8},
-            {"image_id": 3, "category_id": 1, "bbox": [80, 80, 10, 10], "score": 0.7}]
-    result = score_conditions(gt, {"clean": detections_from_results(rows, gt)}, 0.5,
-                              bootstrap=BootstrapOptions(n_bootstrap=1))
+    rows = [
+        {"image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10], "score": 0.9},
+        {"image_id": 2, "category_id": 1, "bbox": [0, 0, 10, 10], "score": 0.9},
+        {"image_id": 3, "category_id": 1, "bbox": [50, 50, 10, 10], "score": 0.8},
+        {"image_id": 3, "category_id": 1, "bbox": [80, 80, 10, 10], "score": 0.7},
+    ]
+    result = score_conditions(
+        gt, {"clean": detections_from_results(rows, gt)}, 0.5, bootstrap=BootstrapOptions(n_bootstrap=1)
+    )
     block = result["false_alarm"]
     assert block["confidence"] == pytest.approx(0.95)
     e = block["conditions"]["clean"]
@@ -131,8 +148,9 @@ def test_an_image_with_only_false_alarms():
 def test_zero_false_alarms_still_have_a_bound_and_unknown_sizes_no_area_rate():
     gt = ground_truth_from_coco(coco(100, with_size=False))
     rows = [{"image_id": i + 1, "category_id": 1, "bbox": [0, 0, 10, 10], "score": 0.9} for i in range(100)]
-    e = score_conditions(gt, {"clean": detections_from_results(rows, gt)}, 0.5,
-                         bootstrap=BootstrapOptions(n_bootstrap=1))["false_alarm"]["conditions"]["clean"]
+    e = score_conditions(
+        gt, {"clean": detections_from_results(rows, gt)}, 0.5, bootstrap=BootstrapOptions(n_bootstrap=1)
+    )["false_alarm"]["conditions"]["clean"]
     assert e["fp"] == 0 and e["fp_per_image"] == 0.0
     assert e["fp_per_image_upper"] == pytest.approx(-math.log(0.05) / 100, rel=1e-12)
     assert e["false_alarm_image_share_upper"] == pytest.approx(1 - 0.05 ** (1 / 100), rel=1e-12)
@@ -148,8 +166,9 @@ def budget_fixture(n_images: int, fp_scores: list[float]):
     """``n_images`` images each with one person found at score 0.95; false alarms at ``fp_scores`` on image 1."""
     gt = ground_truth_from_coco(coco(n_images))
     rows = [{"image_id": i + 1, "category_id": 1, "bbox": [0, 0, 10, 10], "score": 0.95} for i in range(n_images)]
-    rows += [{"image_id": 1 + k, "category_id": 1, "bbox": [300, 300, 10, 10], "score": s}
-             for k, s in enumerate(fp_scores)]
+    rows += [
+        {"image_id": 1 + k, "category_id": 1, "bbox": [300, 300, 10, 10], "score": s} for k, s in enumerate(fp_scores)
+    ]
     return gt, detections_from_results(rows, gt)
 
 
@@ -205,16 +224,41 @@ def test_cli_budget_rule_and_refusals(tmp_path):
     preds.write_text(json.dumps(rows))
     out = tmp_path / "t.json"
     runner = CliRunner()
-    res = runner.invoke(app, ["freeze-threshold", str(preds), "--split-dir", str(gt_path), "--out", str(out),
-                              "--rule", "fp_per_image<=0.05", "--grid", "0.1:0.9:0.1"])
+    res = runner.invoke(
+        app,
+        [
+            "freeze-threshold",
+            str(preds),
+            "--split-dir",
+            str(gt_path),
+            "--out",
+            str(out),
+            "--rule",
+            "fp_per_image<=0.05",
+            "--grid",
+            "0.1:0.9:0.1",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "upper bound (garwood)" in res.output
     assert json.loads(out.read_text())["value"] == 0.1
-    res = runner.invoke(app, ["freeze-threshold", str(preds), "--split-dir", str(gt_path), "--out", str(out),
-                              "--rule", "fp_per_image<=0.01"])
+    res = runner.invoke(
+        app,
+        [
+            "freeze-threshold",
+            str(preds),
+            "--split-dir",
+            str(gt_path),
+            "--out",
+            str(out),
+            "--rule",
+            "fp_per_image<=0.01",
+        ],
+    )
     assert_one_line_error(res, "threshold_risk_unreachable")
-    res = runner.invoke(app, ["freeze-threshold", str(preds), "--split-dir", str(gt_path), "--out", str(out),
-                              "--delta", "0.1"])
+    res = runner.invoke(
+        app, ["freeze-threshold", str(preds), "--split-dir", str(gt_path), "--out", str(out), "--delta", "0.1"]
+    )
     assert_one_line_error(res, "threshold_delta_unused")
 
 

@@ -13,11 +13,15 @@ from aegis_eval.metrics.matching import match_at_threshold
 from aegis_eval.metrics.result_keys import LOCALIZATION_KEYS
 from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
 
-GT = {"images": [{"id": 1, "file_name": "a.png"}, {"id": 2, "file_name": "b.png"}],
-      "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 30, 40]},
-                      {"id": 2, "image_id": 2, "category_id": 1, "bbox": [100, 100, 20, 20]},
-                      {"id": 3, "image_id": 2, "category_id": 1, "bbox": [0, 0, 10, 10]}],
-      "categories": [{"id": 1, "name": "person"}]}
+GT = {
+    "images": [{"id": 1, "file_name": "a.png"}, {"id": 2, "file_name": "b.png"}],
+    "annotations": [
+        {"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 30, 40]},
+        {"id": 2, "image_id": 2, "category_id": 1, "bbox": [100, 100, 20, 20]},
+        {"id": 3, "image_id": 2, "category_id": 1, "bbox": [0, 0, 10, 10]},
+    ],
+    "categories": [{"id": 1, "name": "person"}],
+}
 
 
 def dets(gt, rows):
@@ -67,8 +71,13 @@ def test_no_common_matches_gives_none():
     clean = dets(gt, [(1, [0, 0, 30, 40], 0.9)])
     cond = dets(gt, [(2, [100, 100, 20, 20], 0.9)])
     loc = localization_stability(gt, clean, match_at_threshold(gt, clean, 0.5), cond, match_at_threshold(gt, cond, 0.5))
-    assert loc == {"n_matched": 0, "iou_clean_vs_condition": None, "center_shift": None,
-                   "iou_gt_clean": None, "iou_gt_condition": None}
+    assert loc == {
+        "n_matched": 0,
+        "iou_clean_vs_condition": None,
+        "center_shift": None,
+        "iou_gt_clean": None,
+        "iou_gt_condition": None,
+    }
 
 
 def test_only_detections_above_the_threshold_count():

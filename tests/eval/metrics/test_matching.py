@@ -11,8 +11,14 @@ import numpy as np
 import pytest
 
 from aegis_data.errors import AegisError
-from aegis_eval.metrics.matching import (ThresholdMatch, box_iou_xywh, match_at_threshold, size_bins, threshold_metrics,
-                                 threshold_rates)
+from aegis_eval.metrics.matching import (
+    ThresholdMatch,
+    box_iou_xywh,
+    match_at_threshold,
+    size_bins,
+    threshold_metrics,
+    threshold_rates,
+)
 from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
 
 
@@ -22,19 +28,24 @@ def make_gt(per_image: list[list[list[float]]], crowd: list[list[bool]] | None =
     anns = []
     for i, boxes in enumerate(per_image):
         for j, b in enumerate(boxes):
-            a = {"id": len(anns) + 1, "image_id": i + 1, "category_id": 1, "bbox": list(b),
-                 "iscrowd": int(bool(crowd and crowd[i][j]))}
+            a = {
+                "id": len(anns) + 1,
+                "image_id": i + 1,
+                "category_id": 1,
+                "bbox": list(b),
+                "iscrowd": int(bool(crowd and crowd[i][j])),
+            }
             if areas is not None:
                 a["area"] = areas[len(anns)]
             anns.append(a)
-    return ground_truth_from_coco({"images": images, "annotations": anns,
-                                   "categories": [{"id": 1, "name": "person"}]})
+    return ground_truth_from_coco({"images": images, "annotations": anns, "categories": [{"id": 1, "name": "person"}]})
 
 
 def make_dets(gt, rows: list[tuple[int, list[float], float]]):
     """rows: (image id, xywh, score)."""
-    return detections_from_results([{"image_id": i, "category_id": 1, "bbox": list(b), "score": s}
-                                    for i, b, s in rows], gt)
+    return detections_from_results(
+        [{"image_id": i, "category_id": 1, "bbox": list(b), "score": s} for i, b, s in rows], gt
+    )
 
 
 # --- an independent, deliberately naive reference ------------------------------------------------------
@@ -71,8 +82,9 @@ def reference_match(gt_images, crowd, det_rows, threshold, iou):
             if best is not None:
                 used.add(best)
                 tp[k], match[k] = True, (img, best)
-            elif not any(crowd[img][g] and _crowd_py(det_rows[k][1], box) >= iou
-                         for g, box in enumerate(gt_images[img])):
+            elif not any(
+                crowd[img][g] and _crowd_py(det_rows[k][1], box) >= iou for g, box in enumerate(gt_images[img])
+            ):
                 fp[k] = True
     return tp, fp, match
 
@@ -156,8 +168,10 @@ def test_true_positives_agree_with_pycocotools(seed):
     gt_images, crowd, det_rows = random_fixture(1000 + seed, continuous=True, with_crowd=False)
     threshold = 0.3
     images = [{"id": i + 1, "width": 100, "height": 100} for i in range(len(gt_images))]
-    anns = [{"id": k + 1, "image_id": i + 1, "category_id": 1, "bbox": b, "area": b[2] * b[3], "iscrowd": 0}
-            for k, (i, b) in enumerate((i, b) for i, bs in enumerate(gt_images) for b in bs)]
+    anns = [
+        {"id": k + 1, "image_id": i + 1, "category_id": 1, "bbox": b, "area": b[2] * b[3], "iscrowd": 0}
+        for k, (i, b) in enumerate((i, b) for i, bs in enumerate(gt_images) for b in bs)
+    ]
     kept = [(i, b, s) for i, b, s in det_rows if s >= threshold]
     gt = make_gt(gt_images)
     ours = match_at_threshold(gt, make_dets(gt, det_rows), threshold)
@@ -237,8 +251,10 @@ def test_image_without_gt_contributes_only_false_positives():
 
 def test_crowd_region_ignores_detections_and_is_not_counted():
     gt = make_gt([[[0, 0, 50, 50], [100, 0, 10, 10]]], crowd=[[True, False]])
-    dets = make_dets(gt, [(1, [5, 5, 10, 10], 0.9), (1, [10, 10, 10, 10], 0.8), (1, [100, 0, 10, 10], 0.7),
-                          (1, [200, 200, 5, 5], 0.6)])
+    dets = make_dets(
+        gt,
+        [(1, [5, 5, 10, 10], 0.9), (1, [10, 10, 10, 10], 0.8), (1, [100, 0, 10, 10], 0.7), (1, [200, 200, 5, 5], 0.6)],
+    )
     m = match_at_threshold(gt, dets, 0.5)
     assert m.ignored.tolist() == [True, True, False, False]
     assert m.is_tp.tolist() == [False, False, True, False]

@@ -7,7 +7,7 @@ import pytest
 from numpy.random import PCG64, Generator
 
 from aegis_data.errors import AegisError
-from aegis_eval.metrics.coco import (AREA_RANGES, IOU_THRESHOLDS, ApTable, accumulate, coco_ap, evaluate_images)
+from aegis_eval.metrics.coco import AREA_RANGES, IOU_THRESHOLDS, ApTable, accumulate, coco_ap, evaluate_images
 from aegis_eval.metrics.result_keys import AP_METRICS
 from aegis_eval.metrics.types import Detections, GroundTruth
 from tests.eval.metrics.test_metrics_parity import assert_stats_equal, coco_objects, make_fixture, reference_stats
@@ -16,18 +16,25 @@ from tests.eval.metrics.test_metrics_parity import assert_stats_equal, coco_obje
 def _gt(boxes, images, n_images, areas=None, crowd=None, ann_ids=None) -> GroundTruth:
     boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
     n = len(boxes)
-    return GroundTruth(image_ids=np.arange(1, n_images + 1, dtype=np.int64),
-                       file_names=tuple(f"{i}.png" for i in range(n_images)),
-                       widths=np.full(n_images, 1000), heights=np.full(n_images, 1000),
-                       box_image=np.asarray(images, np.int64).reshape(-1),
-                       boxes=boxes, areas=boxes[:, 2] * boxes[:, 3] if areas is None else np.asarray(areas, float),
-                       iscrowd=np.zeros(n, bool) if crowd is None else np.asarray(crowd, bool),
-                       ann_ids=np.arange(1, n + 1) if ann_ids is None else np.asarray(ann_ids, np.int64))
+    return GroundTruth(
+        image_ids=np.arange(1, n_images + 1, dtype=np.int64),
+        file_names=tuple(f"{i}.png" for i in range(n_images)),
+        widths=np.full(n_images, 1000),
+        heights=np.full(n_images, 1000),
+        box_image=np.asarray(images, np.int64).reshape(-1),
+        boxes=boxes,
+        areas=boxes[:, 2] * boxes[:, 3] if areas is None else np.asarray(areas, float),
+        iscrowd=np.zeros(n, bool) if crowd is None else np.asarray(crowd, bool),
+        ann_ids=np.arange(1, n + 1) if ann_ids is None else np.asarray(ann_ids, np.int64),
+    )
 
 
 def _dets(boxes, images, scores) -> Detections:
-    return Detections(det_image=np.asarray(images, np.int64).reshape(-1),
-                      boxes=np.asarray(boxes, np.float64).reshape(-1, 4), scores=np.asarray(scores, np.float64))
+    return Detections(
+        det_image=np.asarray(images, np.int64).reshape(-1),
+        boxes=np.asarray(boxes, np.float64).reshape(-1, 4),
+        scores=np.asarray(scores, np.float64),
+    )
 
 
 SIZED = [[10, 10, 20, 20], [100, 100, 50, 50], [300, 300, 150, 150], [600, 600, 12, 30]]  # small/medium/large/small
@@ -116,13 +123,22 @@ def _duplicated(gt: GroundTruth, dets: Detections, weights: np.ndarray) -> tuple
     d_sel = [(d, r) for d in range(dets.n) for r in new_row.get(int(dets.det_image[d]), [])]
     g_idx = np.array([g for g, _ in g_sel], dtype=np.int64)
     d_idx = np.array([d for d, _ in d_sel], dtype=np.int64)
-    dup_gt = GroundTruth(image_ids=np.asarray(ids, np.int64), file_names=tuple(f"{r}.png" for r in img_rows),
-                         widths=gt.widths[img_rows], heights=gt.heights[img_rows],
-                         box_image=np.array([r for _, r in g_sel], dtype=np.int64),
-                         boxes=gt.boxes[g_idx].reshape(-1, 4), areas=gt.areas[g_idx], iscrowd=gt.iscrowd[g_idx],
-                         ann_ids=np.arange(1, len(g_idx) + 1))
-    dup_dets = Detections(det_image=np.array([r for _, r in d_sel], dtype=np.int64),
-                          boxes=dets.boxes[d_idx].reshape(-1, 4), scores=dets.scores[d_idx])
+    dup_gt = GroundTruth(
+        image_ids=np.asarray(ids, np.int64),
+        file_names=tuple(f"{r}.png" for r in img_rows),
+        widths=gt.widths[img_rows],
+        heights=gt.heights[img_rows],
+        box_image=np.array([r for _, r in g_sel], dtype=np.int64),
+        boxes=gt.boxes[g_idx].reshape(-1, 4),
+        areas=gt.areas[g_idx],
+        iscrowd=gt.iscrowd[g_idx],
+        ann_ids=np.arange(1, len(g_idx) + 1),
+    )
+    dup_dets = Detections(
+        det_image=np.array([r for _, r in d_sel], dtype=np.int64),
+        boxes=dets.boxes[d_idx].reshape(-1, 4),
+        scores=dets.scores[d_idx],
+    )
     return dup_gt, dup_dets, np.asarray(ids)
 
 
@@ -144,12 +160,15 @@ def test_all_ones_weights_equal_unweighted():
     assert accumulate(table, np.ones(gt.n_images, dtype=np.int32)) == accumulate(table)
 
 
-@pytest.mark.parametrize("weights, message", [
-    (np.ones(3), "shape"),
-    (-np.ones(2, dtype=int), ">= 0"),
-    (np.array([0.5, 1.0]), "whole numbers"),
-    (np.array(["a", "b"]), "integers"),
-])
+@pytest.mark.parametrize(
+    "weights, message",
+    [
+        (np.ones(3), "shape"),
+        (-np.ones(2, dtype=int), ">= 0"),
+        (np.array([0.5, 1.0]), "whole numbers"),
+        (np.array(["a", "b"]), "integers"),
+    ],
+)
 def test_bad_weights_raise(weights, message):
     table = evaluate_images(_gt(SIZED[:2], [0, 1], 2), _dets(SIZED[:2], [0, 1], [0.5, 0.5]))
     with pytest.raises(AegisError, match=message):

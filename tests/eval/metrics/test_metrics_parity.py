@@ -70,7 +70,8 @@ def make_fixture(key: int) -> tuple[GroundTruth, Detections]:
     gt = GroundTruth(
         image_ids=np.sort(rng.choice(10_000, n_img, replace=False)).astype(np.int64),
         file_names=tuple(f"img{i}.png" for i in range(n_img)),
-        widths=widths.astype(np.int64), heights=heights.astype(np.int64),
+        widths=widths.astype(np.int64),
+        heights=heights.astype(np.int64),
         box_image=np.asarray(gt_img, dtype=np.int64).reshape(-1)[perm],
         boxes=np.asarray(gt_boxes, dtype=np.float64).reshape(-1, 4)[perm],
         areas=np.asarray(gt_area, dtype=np.float64)[perm],
@@ -78,7 +79,7 @@ def make_fixture(key: int) -> tuple[GroundTruth, Detections]:
         ann_ids=ann_ids[perm],
     )
 
-    det_img, det_boxes, det_scores = [], [], []
+    det_img, det_boxes = [], []
     for i in range(n_img):
         if rng.random() < 0.12:
             continue  # no predictions for this image
@@ -87,8 +88,12 @@ def make_fixture(key: int) -> tuple[GroundTruth, Detections]:
             for _ in range(int(rng.integers(0, 4))):
                 jitter = rng.choice([0.0, 0.02, 0.08, 0.2, 0.4])
                 x, y, w, h = box
-                det = [x + rng.normal(0, jitter) * w, y + rng.normal(0, jitter) * h,
-                       w * np.exp(rng.normal(0, jitter)), h * np.exp(rng.normal(0, jitter))]
+                det = [
+                    x + rng.normal(0, jitter) * w,
+                    y + rng.normal(0, jitter) * h,
+                    w * np.exp(rng.normal(0, jitter)),
+                    h * np.exp(rng.normal(0, jitter)),
+                ]
                 det_img.append(i)
                 det_boxes.append(det)
         n_rand = int(rng.integers(100, 160)) if many_dets and rng.random() < 0.6 else int(rng.integers(0, 12))
@@ -114,11 +119,21 @@ def make_fixture(key: int) -> tuple[GroundTruth, Detections]:
 def coco_objects(gt: GroundTruth, dets: Detections, image_ids=None, det_rows=None) -> tuple[COCO, COCO]:
     """In-memory pycocotools COCO objects for a fixture (detections built the way ``loadRes`` builds them)."""
     ids = gt.image_ids if image_ids is None else image_ids
-    images = [{"id": int(ids[i]), "width": int(gt.widths[i]), "height": int(gt.heights[i]),
-               "file_name": gt.file_names[i]} for i in range(gt.n_images)]
-    anns = [{"id": int(gt.ann_ids[g]), "image_id": int(ids[gt.box_image[g]]), "category_id": 1,
-             "bbox": [float(v) for v in gt.boxes[g]], "area": float(gt.areas[g]), "iscrowd": int(gt.iscrowd[g])}
-            for g in range(gt.n_boxes)]
+    images = [
+        {"id": int(ids[i]), "width": int(gt.widths[i]), "height": int(gt.heights[i]), "file_name": gt.file_names[i]}
+        for i in range(gt.n_images)
+    ]
+    anns = [
+        {
+            "id": int(gt.ann_ids[g]),
+            "image_id": int(ids[gt.box_image[g]]),
+            "category_id": 1,
+            "bbox": [float(v) for v in gt.boxes[g]],
+            "area": float(gt.areas[g]),
+            "iscrowd": int(gt.iscrowd[g]),
+        }
+        for g in range(gt.n_boxes)
+    ]
     cats = [{"id": 1, "name": "person"}]
     with contextlib.redirect_stdout(io.StringIO()):
         coco_gt = COCO()
@@ -129,8 +144,17 @@ def coco_objects(gt: GroundTruth, dets: Detections, image_ids=None, det_rows=Non
         results = []
         for k, d in enumerate(rows, start=1):
             x, y, w, h = (float(v) for v in dets.boxes[d])
-            results.append({"id": k, "image_id": int(ids[dets.det_image[d]]), "category_id": 1,
-                            "bbox": [x, y, w, h], "score": float(dets.scores[d]), "area": w * h, "iscrowd": 0})
+            results.append(
+                {
+                    "id": k,
+                    "image_id": int(ids[dets.det_image[d]]),
+                    "category_id": 1,
+                    "bbox": [x, y, w, h],
+                    "score": float(dets.scores[d]),
+                    "area": w * h,
+                    "iscrowd": 0,
+                }
+            )
         coco_dt.dataset = {"images": images, "annotations": results, "categories": cats}
         coco_dt.createIndex()
     return coco_gt, coco_dt
@@ -151,7 +175,8 @@ def assert_stats_equal(ours: dict[str, float], ref: np.ndarray, context: str) ->
     diff = mine - ref
     assert np.all(np.abs(diff) <= 1e-9), (
         f"{context}: AP stats differ from pycocotools\n keys  {AP_METRICS}\n ours  {mine.tolist()}\n"
-        f" ref   {ref.tolist()}\n diff  {diff.tolist()}")
+        f" ref   {ref.tolist()}\n diff  {diff.tolist()}"
+    )
 
 
 @pytest.mark.parametrize("block", range(8))
@@ -164,8 +189,9 @@ def test_parity_with_pycocotools(block):
 
 def test_fixture_set_covers_the_hard_cases():
     """Guard against a generator change silently dropping the cases the parity test exists for."""
-    seen = dict(no_gt_image=0, no_det_image=0, over_100=0, crowd=0, within_image_tie=0, zero_id=0,
-                outside=0, sentinel=0)
+    seen = dict(
+        no_gt_image=0, no_det_image=0, over_100=0, crowd=0, within_image_tie=0, zero_id=0, outside=0, sentinel=0
+    )
     for key in range(N_FIXTURES):
         gt, dets = make_fixture(key)
         gt_counts = np.bincount(gt.box_image, minlength=gt.n_images)
@@ -179,8 +205,9 @@ def test_fixture_set_covers_the_hard_cases():
         pairs = np.stack([dets.det_image, dets.scores], axis=1)
         seen["within_image_tie"] += int(len(np.unique(pairs, axis=0)) < len(pairs))
         regular = gt.areas[~gt.iscrowd]
-        seen["sentinel"] += int(any(not ((regular >= lo) & (regular <= hi)).any()
-                                    for lo, hi in ((0, 32**2), (32**2, 96**2), (96**2, 1e10))))
+        seen["sentinel"] += int(
+            any(not ((regular >= lo) & (regular <= hi)).any() for lo, hi in ((0, 32**2), (32**2, 96**2), (96**2, 1e10)))
+        )
     assert all(v >= 10 for v in seen.values()), seen
 
 
@@ -188,10 +215,12 @@ def test_iou_bit_identical_to_mask_api():
     from pycocotools import mask as mask_utils
 
     rng = Generator(PCG64(99))
-    d = np.column_stack([rng.uniform(-50, 500, 300), rng.uniform(-50, 500, 300),
-                         rng.uniform(0, 200, 300), rng.uniform(0, 200, 300)]).round(3)
-    g = np.column_stack([rng.uniform(0, 500, 40), rng.uniform(0, 500, 40),
-                         rng.uniform(0.5, 200, 40), rng.uniform(0.5, 200, 40)]).round(3)
+    d = np.column_stack(
+        [rng.uniform(-50, 500, 300), rng.uniform(-50, 500, 300), rng.uniform(0, 200, 300), rng.uniform(0, 200, 300)]
+    ).round(3)
+    g = np.column_stack(
+        [rng.uniform(0, 500, 40), rng.uniform(0, 500, 40), rng.uniform(0.5, 200, 40), rng.uniform(0.5, 200, 40)]
+    ).round(3)
     crowd = rng.random(40) < 0.3
     ref = mask_utils.iou(d.tolist(), g.tolist(), crowd.astype(np.uint8).tolist())
     dd, gg = np.repeat(np.arange(300), 40), np.tile(np.arange(40), 300)
@@ -217,14 +246,22 @@ def test_max_dets_other_than_100_matches_reference():
 
 def _tiny(gt_boxes, det_boxes, scores, crowd=None, ann_ids=None):
     n_g = len(gt_boxes)
-    gt = GroundTruth(image_ids=np.array([7]), file_names=("a.png",), widths=np.array([100]),
-                     heights=np.array([100]), box_image=np.zeros(n_g, np.int64),
-                     boxes=np.asarray(gt_boxes, np.float64).reshape(-1, 4),
-                     areas=np.asarray([b[2] * b[3] for b in gt_boxes], np.float64),
-                     iscrowd=np.zeros(n_g, bool) if crowd is None else np.asarray(crowd, bool),
-                     ann_ids=np.arange(1, n_g + 1) if ann_ids is None else np.asarray(ann_ids))
-    dets = Detections(det_image=np.zeros(len(det_boxes), np.int64),
-                      boxes=np.asarray(det_boxes, np.float64).reshape(-1, 4), scores=np.asarray(scores, np.float64))
+    gt = GroundTruth(
+        image_ids=np.array([7]),
+        file_names=("a.png",),
+        widths=np.array([100]),
+        heights=np.array([100]),
+        box_image=np.zeros(n_g, np.int64),
+        boxes=np.asarray(gt_boxes, np.float64).reshape(-1, 4),
+        areas=np.asarray([b[2] * b[3] for b in gt_boxes], np.float64),
+        iscrowd=np.zeros(n_g, bool) if crowd is None else np.asarray(crowd, bool),
+        ann_ids=np.arange(1, n_g + 1) if ann_ids is None else np.asarray(ann_ids),
+    )
+    dets = Detections(
+        det_image=np.zeros(len(det_boxes), np.int64),
+        boxes=np.asarray(det_boxes, np.float64).reshape(-1, 4),
+        scores=np.asarray(scores, np.float64),
+    )
     return gt, dets
 
 

@@ -51,9 +51,11 @@ def test_summary_on_hand_computed_example():
     assert s["mpc"]["map_large"] is None and s["rpc"]["map_large"] is None
     assert s["n_conditions"] == 7
     canonical = load_config().conditions()
-    assert s["missing_conditions"] == [c for c in canonical
-                                       if c not in ("clean", "low_light_s1", "low_light_s2", "low_light_s3",
-                                                    "motion_blur_s1", "smoke_haze_s2")]
+    assert s["missing_conditions"] == [
+        c
+        for c in canonical
+        if c not in ("clean", "low_light_s1", "low_light_s2", "low_light_s3", "motion_blur_s1", "smoke_haze_s2")
+    ]
     assert len(s["missing_conditions"]) == 22
 
 

@@ -14,9 +14,17 @@ from aegis_eval.protocols.condition_effects import submerged_strata
 def _gt(box_image, crowd=None) -> GroundTruth:
     box_image = np.asarray(box_image, dtype=np.int64)
     n, g = 3, box_image.size
-    return GroundTruth(np.arange(n), ("a.png", "b.png", "c.png"), np.ones(n, int), np.ones(n, int), box_image,
-                       np.ones((g, 4)), np.ones(g), np.zeros(g, bool) if crowd is None else np.asarray(crowd),
-                       np.arange(g))
+    return GroundTruth(
+        np.arange(n),
+        ("a.png", "b.png", "c.png"),
+        np.ones(n, int),
+        np.ones(n, int),
+        box_image,
+        np.ones((g, 4)),
+        np.ones(g),
+        np.zeros(g, bool) if crowd is None else np.asarray(crowd),
+        np.arange(g),
+    )
 
 
 def test_each_image_fractions_go_to_its_boxes_in_annotation_order():
@@ -28,8 +36,9 @@ def test_each_image_fractions_go_to_its_boxes_in_annotation_order():
     assert out["n_gt"] == [1, 1, 0, 1]  # a's first box dry, b's first up to 1/4, a's second over 1/2
     assert out["tp"] == [1, 0, 0, 0]  # box 0 (dry) found; box 1 (b, 0.1) and box 3 (a, 0.6) missed
     assert out["recall"] == [1.0, 0.0, None, 0.0] and out["recall_clean"] == [1.0, 1.0, None, 1.0]
-    crowd = submerged_strata(_gt([0, 1, 1, 0], crowd=[False, False, False, True]), matched, None,
-                             {"a": [0.0, 0.6], "b": [0.1, None]})
+    crowd = submerged_strata(
+        _gt([0, 1, 1, 0], crowd=[False, False, False, True]), matched, None, {"a": [0.0, 0.6], "b": [0.1, None]}
+    )
     assert crowd["n_gt"] == [1, 1, 0, 0] and "recall_clean" not in crowd
 
 

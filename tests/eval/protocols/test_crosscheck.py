@@ -7,11 +7,11 @@ import pytest
 from typer.testing import CliRunner
 
 import aegis_eval.protocols.crosscheck as crosscheck
-from aegis_data.errors import AegisError
-from tests.eval.protocols.scoring_memory import score_paths
 from aegis_cli.main import app
-from tests.conftest import assert_one_line_error
+from aegis_data.errors import AegisError
 from tests.cli.test_cli_scoring import files  # noqa: F401  (the module-scoped split + predictions fixture)
+from tests.conftest import assert_one_line_error
+from tests.eval.protocols.scoring_memory import score_paths
 
 runner = CliRunner()
 
@@ -37,10 +37,35 @@ def test_a_difference_fails_loudly(files, monkeypatch):  # noqa: F811
 
 
 def test_cli_cross_check(files, tmp_path):  # noqa: F811
-    result = runner.invoke(app, ["score", str(files["preds"]), "--split-dir", str(files["split"]), "--threshold", "0.5",
-                                 "--bootstrap", "1", "--cross-check", "pycocotools"], env={"COLUMNS": "240"})
+    result = runner.invoke(
+        app,
+        [
+            "score",
+            str(files["preds"]),
+            "--split-dir",
+            str(files["split"]),
+            "--threshold",
+            "0.5",
+            "--bootstrap",
+            "1",
+            "--cross-check",
+            "pycocotools",
+        ],
+        env={"COLUMNS": "240"},
+    )
     assert result.exit_code == 0, result.output
     assert "cross-check: pycocotools" in result.stdout and "agrees on" in result.stdout
-    bad = runner.invoke(app, ["score", str(files["preds"]), "--split-dir", str(files["split"]), "--threshold", "0.5",
-                              "--cross-check", "faster-coco-eval"])
+    bad = runner.invoke(
+        app,
+        [
+            "score",
+            str(files["preds"]),
+            "--split-dir",
+            str(files["split"]),
+            "--threshold",
+            "0.5",
+            "--cross-check",
+            "faster-coco-eval",
+        ],
+    )
     assert_one_line_error(bad, "--cross-check must be one of: pycocotools")

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from aegis_cli.main import app
 from aegis_data.errors import AegisError
 from aegis_eval.protocols.gt_diff import diff_versions, gt_diff_paths, match_versions
 from aegis_eval.protocols.predictions import ground_truth_by_class
-from aegis_cli.main import app
 from tests.conftest import assert_one_line_error
 
 CATS = [{"id": 1, "name": "person"}, {"id": 2, "name": "vehicle"}]
@@ -25,38 +25,69 @@ def ann(k: int, image: int, cat: int, box: list[float]) -> dict:
 
 def old_version() -> dict:
     images = [{"id": 1, "file_name": "a.png"}, {"id": 2, "file_name": "b.png"}, {"id": 3, "file_name": "c.png"}]
-    anns = [ann(1, 1, 1, [0, 0, 10, 10]), ann(2, 1, 1, [20, 0, 10, 10]), ann(3, 1, 1, [40, 0, 10, 10]),
-            ann(4, 1, 1, [60, 0, 10, 10]), ann(5, 1, 2, [80, 0, 10, 10]), ann(6, 2, 1, [0, 0, 10, 10]),
-            ann(7, 3, 1, [0, 0, 10, 10])]
+    anns = [
+        ann(1, 1, 1, [0, 0, 10, 10]),
+        ann(2, 1, 1, [20, 0, 10, 10]),
+        ann(3, 1, 1, [40, 0, 10, 10]),
+        ann(4, 1, 1, [60, 0, 10, 10]),
+        ann(5, 1, 2, [80, 0, 10, 10]),
+        ann(6, 2, 1, [0, 0, 10, 10]),
+        ann(7, 3, 1, [0, 0, 10, 10]),
+    ]
     return {"images": images, "annotations": anns, "categories": CATS}
 
 
 def new_version() -> dict:
     # ids renumbered on purpose: images pair by file_name
     images = [{"id": 10, "file_name": "a.png"}, {"id": 20, "file_name": "b.png"}, {"id": 40, "file_name": "d.png"}]
-    anns = [ann(1, 10, 1, [0, 0, 10, 10]),      # unchanged
-            ann(2, 10, 1, [21, 0, 8, 10]),      # tightened: area 0.8, IoU 0.8
-            ann(3, 10, 1, [40, 0, 12, 10]),     # loosened: area 1.2, IoU 100/120
-            ann(4, 10, 2, [62, 0, 10, 10]),     # shifted and relabelled vehicle: IoU 80/120
-            ann(5, 10, 2, [0, 50, 10, 10]),     # added
-            ann(6, 20, 1, [5, 0, 10, 10]),      # shifted by half a box: IoU exactly 1/3
-            ann(7, 40, 1, [0, 0, 10, 10])]
+    anns = [
+        ann(1, 10, 1, [0, 0, 10, 10]),  # unchanged
+        ann(2, 10, 1, [21, 0, 8, 10]),  # tightened: area 0.8, IoU 0.8
+        ann(3, 10, 1, [40, 0, 12, 10]),  # loosened: area 1.2, IoU 100/120
+        ann(4, 10, 2, [62, 0, 10, 10]),  # shifted and relabelled vehicle: IoU 80/120
+        ann(5, 10, 2, [0, 50, 10, 10]),  # added
+        ann(6, 20, 1, [5, 0, 10, 10]),  # shifted by half a box: IoU exactly 1/3
+        ann(7, 40, 1, [0, 0, 10, 10]),
+    ]
     return {"images": images, "annotations": anns, "categories": CATS}
 
 
 def diff(iou: float = 0.3) -> dict:
-    return diff_versions(ground_truth_by_class(old_version(), {}, "all"),
-                         ground_truth_by_class(new_version(), {}, "all"), iou=iou)
+    return diff_versions(
+        ground_truth_by_class(old_version(), {}, "all"), ground_truth_by_class(new_version(), {}, "all"), iou=iou
+    )
 
 
 def test_revision_counts_and_medians():
     d = diff()
     assert d["images"] == {"common": 2, "only_old": ["c.png"], "only_new": ["d.png"]}
     t = d["total"]
-    assert {k: t[k] for k in ("old_boxes", "new_boxes", "matched", "added", "removed", "unchanged", "tightened",
-                              "loosened", "shifted", "class_changed")} == {
-        "old_boxes": 6, "new_boxes": 6, "matched": 5, "added": 1, "removed": 1, "unchanged": 1, "tightened": 1,
-        "loosened": 1, "shifted": 2, "class_changed": 1}
+    assert {
+        k: t[k]
+        for k in (
+            "old_boxes",
+            "new_boxes",
+            "matched",
+            "added",
+            "removed",
+            "unchanged",
+            "tightened",
+            "loosened",
+            "shifted",
+            "class_changed",
+        )
+    } == {
+        "old_boxes": 6,
+        "new_boxes": 6,
+        "matched": 5,
+        "added": 1,
+        "removed": 1,
+        "unchanged": 1,
+        "tightened": 1,
+        "loosened": 1,
+        "shifted": 2,
+        "class_changed": 1,
+    }
     # IoUs 1, 0.8, 100/120, 80/120, 1/3; area ratios 1, 0.8, 1.2, 1, 1
     assert t["median_iou"] == pytest.approx(0.8)
     assert t["share_iou_below_0_7"] == pytest.approx(2 / 5)
@@ -110,8 +141,9 @@ def test_split_directories_and_cli(tmp_path):
     assert res.exit_code == 0, res.output
     assert "ONLY IN OLD: c.png" in res.output and "OLD as predictions" in res.output
     assert json.loads(out.read_text())["splits"]["test"]["total"]["class_changed"] == 1
-    assert_one_line_error(runner.invoke(app, ["gt-diff", str(old), str(new / "annotations" / "test.json")]),
-                          "[gt_diff_kinds]")
+    assert_one_line_error(
+        runner.invoke(app, ["gt-diff", str(old), str(new / "annotations" / "test.json")]), "[gt_diff_kinds]"
+    )
     assert_one_line_error(runner.invoke(app, ["gt-diff", str(old), str(tmp_path / "nope")]), "[gt_not_found]")
     assert_one_line_error(runner.invoke(app, ["gt-diff", str(old), str(new), "--iou", "0"]), "[gt_diff_iou]")
     other = tmp_path / "v3"

@@ -16,16 +16,25 @@ from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 from typer.testing import CliRunner
 
+from aegis_cli.main import app
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.bootstrap import BootstrapOptions
 from aegis_eval.metrics.result_keys import AP_METRICS
 from aegis_eval.protocols.class_map import parse_class_map, remap_ground_truth, remap_predictions
-from aegis_eval.protocols.predictions import (detections_by_class, detections_from_results, ground_truth_by_class,
-                                    ground_truth_from_coco)
+from aegis_eval.protocols.predictions import (
+    detections_by_class,
+    detections_from_results,
+    ground_truth_by_class,
+    ground_truth_from_coco,
+)
 from aegis_eval.protocols.scoring import csv_columns, score_json_bytes, write_score_csv
-from aegis_eval.protocols.threshold import (freeze_threshold, freeze_thresholds_by_class, read_class_thresholds,
-                                  read_threshold_file, write_class_threshold_file)
-from aegis_cli.main import app
+from aegis_eval.protocols.threshold import (
+    freeze_threshold,
+    freeze_thresholds_by_class,
+    read_class_thresholds,
+    read_threshold_file,
+    write_class_threshold_file,
+)
 from tests.conftest import assert_one_line_error
 from tests.eval.protocols.scoring_memory import score_conditions, score_conditions_by_class, score_paths
 
@@ -46,19 +55,37 @@ def random_dataset(key: int, n_classes: int) -> tuple[dict, list[dict]]:
                 side = float(rng.choice([8.0, 25.0, 50.0, 130.0]))
                 x, y = (float(v) for v in rng.uniform(0, 400, 2))
                 box = [round(x, 1), round(y, 1), side, round(side * rng.uniform(0.6, 1.5), 1)]
-                anns.append({"id": len(anns) + 1, "image_id": im["id"], "category_id": c, "bbox": box,
-                             "area": box[2] * box[3], "iscrowd": 0})
+                anns.append(
+                    {
+                        "id": len(anns) + 1,
+                        "image_id": im["id"],
+                        "category_id": c,
+                        "bbox": box,
+                        "area": box[2] * box[3],
+                        "iscrowd": 0,
+                    }
+                )
                 if rng.random() < 0.8:
                     jit = rng.normal(0, 0.08, 4) * [box[2], box[3], box[2], box[3]]
                     # some detections carry the wrong class, so classes interact only through the GT file
                     cat = c if rng.random() < 0.85 else int(rng.integers(1, n_classes + 1))
-                    preds.append({"image_id": im["id"], "category_id": cat,
-                                  "bbox": [round(float(b + j), 2) for b, j in zip(box, jit)],
-                                  "score": round(float(rng.uniform(0.05, 1.0)), 2 if key % 2 else 6)})
+                    preds.append(
+                        {
+                            "image_id": im["id"],
+                            "category_id": cat,
+                            "bbox": [round(float(b + j), 2) for b, j in zip(box, jit)],
+                            "score": round(float(rng.uniform(0.05, 1.0)), 2 if key % 2 else 6),
+                        }
+                    )
             for _ in range(int(rng.integers(0, 3))):
-                preds.append({"image_id": im["id"], "category_id": c,
-                              "bbox": [float(rng.uniform(0, 500)), float(rng.uniform(0, 400)), 30.0, 30.0],
-                              "score": round(float(rng.uniform(0, 0.8)), 3)})
+                preds.append(
+                    {
+                        "image_id": im["id"],
+                        "category_id": c,
+                        "bbox": [float(rng.uniform(0, 500)), float(rng.uniform(0, 400)), 30.0, 30.0],
+                        "score": round(float(rng.uniform(0, 0.8)), 3),
+                    }
+                )
     cats = [{"id": c, "name": f"class{c}"} for c in range(1, n_classes + 1)]
     return {"images": images, "annotations": anns, "categories": cats}, preds
 
@@ -100,8 +127,9 @@ def test_macro_entry_definitions():
     assert list(gts) == ["class1", "class3"]
     dets = detections_by_class(preds, gts)
     thresholds = {"class1": 0.3, "class3": 0.6}
-    result = score_conditions_by_class(gts, {"clean": dets, "low_light_s1": dets}, thresholds,
-                                       bootstrap=BootstrapOptions(n_bootstrap=40, seed=2))
+    result = score_conditions_by_class(
+        gts, {"clean": dets, "low_light_s1": dets}, thresholds, bootstrap=BootstrapOptions(n_bootstrap=40, seed=2)
+    )
     per = [result["classes"][c]["conditions"]["clean"] for c in gts]
     macro = result["conditions"]["clean"]
     for m in ("precision", "recall", "f1", "map50"):
@@ -129,8 +157,9 @@ def test_one_class_equals_the_single_class_scorer():
     options = BootstrapOptions(n_bootstrap=30, seed=5)
     single = score_conditions(single_gt, {"clean": single_dets}, 0.4, bootstrap=options)
     gts = ground_truth_by_class(gt_doc, {}, "person")
-    multi = score_conditions_by_class(gts, {"clean": detections_by_class(preds, gts)}, {"person": 0.4},
-                                      bootstrap=options)
+    multi = score_conditions_by_class(
+        gts, {"clean": detections_by_class(preds, gts)}, {"person": 0.4}, bootstrap=options
+    )
     for key in ("conditions", "summary", "false_alarm"):
         assert score_json_bytes(multi[key]) == score_json_bytes(single[key]), key
         assert score_json_bytes(multi["classes"]["person"][key]) == score_json_bytes(single[key]), key
@@ -170,15 +199,28 @@ def two_class_doc(inverted: bool) -> dict:
     anns = []
     for i in range(4):
         for c, x in ((0, 5.0), (1, 50.0)):
-            anns.append({"id": len(anns) + 1, "image_id": i + 1, "category_id": (1 - c) if inverted else c,
-                         "bbox": [x, 10.0, 20.0, 20.0], "area": 400.0})
-    return {"images": images, "annotations": anns,
-            "categories": [{"id": 0, "name": "anti_personnel"}, {"id": 1, "name": "anti_tank"}]}
+            anns.append(
+                {
+                    "id": len(anns) + 1,
+                    "image_id": i + 1,
+                    "category_id": (1 - c) if inverted else c,
+                    "bbox": [x, 10.0, 20.0, 20.0],
+                    "area": 400.0,
+                }
+            )
+    return {
+        "images": images,
+        "annotations": anns,
+        "categories": [{"id": 0, "name": "anti_personnel"}, {"id": 1, "name": "anti_tank"}],
+    }
 
 
 def two_class_preds() -> list[dict]:
-    return [{"image_id": i + 1, "category_id": c, "bbox": [x, 10.0, 20.0, 20.0], "score": 0.9}
-            for i in range(4) for c, x in ((0, 5.0), (1, 50.0))]
+    return [
+        {"image_id": i + 1, "category_id": c, "bbox": [x, 10.0, 20.0, 20.0], "score": 0.9}
+        for i in range(4)
+        for c, x in ((0, 5.0), (1, 50.0))
+    ]
 
 
 def test_a_class_inverted_gt_is_fixed_by_the_remap(tmp_path):
@@ -190,12 +232,17 @@ def test_a_class_inverted_gt_is_fixed_by_the_remap(tmp_path):
     cmap = parse_class_map("0:1,1:0", "gt")
     fixed = score_paths(preds_path, gt_path, threshold=0.5, bootstrap=1, classes="all", class_map=cmap)
     assert fixed["conditions"]["clean"]["map50"] == 1.0 and fixed["conditions"]["clean"]["recall"] == 1.0
-    assert fixed["provenance"]["class_map"] == {"side": "gt", "mapping": {"0": 1, "1": 0}, "allow_merge": False,
-                                                "text": "0:1,1:0"}
+    assert fixed["provenance"]["class_map"] == {
+        "side": "gt",
+        "mapping": {"0": 1, "1": 0},
+        "allow_merge": False,
+        "text": "0:1,1:0",
+    }
     assert "class_map" not in broken["provenance"]
     # the same fix from the prediction side
-    fixed_preds = score_paths(preds_path, gt_path, threshold=0.5, bootstrap=1, classes="all",
-                              class_map=parse_class_map("0:1,1:0", "preds"))
+    fixed_preds = score_paths(
+        preds_path, gt_path, threshold=0.5, bootstrap=1, classes="all", class_map=parse_class_map("0:1,1:0", "preds")
+    )
     assert fixed_preds["conditions"]["clean"]["recall"] == 1.0
 
 
@@ -244,40 +291,106 @@ def test_cli_classes_and_class_map(tmp_path):
     (preds_dir / "clean.json").write_text(json.dumps(two_class_preds()))
     runner = CliRunner()
     out = tmp_path / "s.json"
-    res = runner.invoke(app, ["score", str(preds_dir), "--split-dir", str(gt_path), "--threshold", "0.5", "--bootstrap",
-                              "5", "--classes", "all", "--class-map", "0:1,1:0", "--json", str(out)])
+    res = runner.invoke(
+        app,
+        [
+            "score",
+            str(preds_dir),
+            "--split-dir",
+            str(gt_path),
+            "--threshold",
+            "0.5",
+            "--bootstrap",
+            "5",
+            "--classes",
+            "all",
+            "--class-map",
+            "0:1,1:0",
+            "--json",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "per class" in res.output
     doc = json.loads(out.read_text())
     assert set(doc["classes"]) == {"anti_personnel", "anti_tank"} and doc["conditions"]["clean"]["recall"] == 1.0
     base = ["score", str(preds_dir), "--split-dir", str(gt_path), "--threshold", "0.5", "--bootstrap", "1"]
     assert_one_line_error(runner.invoke(app, base + ["--classes", "zebra"]), "[classes_unknown]")
-    assert_one_line_error(runner.invoke(app, base + ["--classes", "all", "--class-map", "0:1,1:1"]),
-                          "[class_map_merge]")
+    assert_one_line_error(
+        runner.invoke(app, base + ["--classes", "all", "--class-map", "0:1,1:1"]), "[class_map_merge]"
+    )
     assert_one_line_error(runner.invoke(app, base + ["--remap-side", "preds"]), "[class_map_missing]")
     # per-class thresholds frozen on validation, then applied per class
     tfile = tmp_path / "t.json"
-    res = runner.invoke(app, ["freeze-threshold", str(preds_dir / "clean.json"), "--split-dir", str(gt_path), "--out",
-                              str(tfile), "--classes", "all", "--class-map", "0:1,1:0", "--grid", "0.5,0.95"])
+    res = runner.invoke(
+        app,
+        [
+            "freeze-threshold",
+            str(preds_dir / "clean.json"),
+            "--split-dir",
+            str(gt_path),
+            "--out",
+            str(tfile),
+            "--classes",
+            "all",
+            "--class-map",
+            "0:1,1:0",
+            "--grid",
+            "0.5,0.95",
+        ],
+    )
     assert res.exit_code == 0, res.output
     frozen_doc = json.loads(tfile.read_text())
     assert frozen_doc["per_class"]["anti_tank"]["value"] == 0.5
     assert frozen_doc["class_map"]["mapping"] == {"0": 1, "1": 0} and frozen_doc["class_thresholds"] == "per-class"
-    assert_one_line_error(runner.invoke(app, ["freeze-threshold", str(preds_dir / "clean.json"), "--split-dir", str(gt_path),
-                                              "--class-thresholds", "shared"]), "[threshold_class_mode]")
-    res = runner.invoke(app, ["score", str(preds_dir), "--split-dir", str(gt_path), "--threshold-file", str(tfile),
-                              "--bootstrap", "1", "--classes", "all", "--class-map", "0:1,1:0"])
+    assert_one_line_error(
+        runner.invoke(
+            app,
+            [
+                "freeze-threshold",
+                str(preds_dir / "clean.json"),
+                "--split-dir",
+                str(gt_path),
+                "--class-thresholds",
+                "shared",
+            ],
+        ),
+        "[threshold_class_mode]",
+    )
+    res = runner.invoke(
+        app,
+        [
+            "score",
+            str(preds_dir),
+            "--split-dir",
+            str(gt_path),
+            "--threshold-file",
+            str(tfile),
+            "--bootstrap",
+            "1",
+            "--classes",
+            "all",
+            "--class-map",
+            "0:1,1:0",
+        ],
+    )
     assert res.exit_code == 0, res.output
-    assert_one_line_error(runner.invoke(app, ["score", str(preds_dir), "--split-dir", str(gt_path), "--threshold-file",
-                                              str(tfile), "--bootstrap", "1"]), "[threshold_per_class]")
+    assert_one_line_error(
+        runner.invoke(
+            app,
+            ["score", str(preds_dir), "--split-dir", str(gt_path), "--threshold-file", str(tfile), "--bootstrap", "1"],
+        ),
+        "[threshold_per_class]",
+    )
 
 
 def test_multiclass_csv_has_macro_and_per_class_rows(tmp_path):
     gt_doc, preds = random_dataset(2, 2)
     gts = ground_truth_by_class(gt_doc, {}, "all")
     dets = detections_by_class(preds, gts)
-    result = score_conditions_by_class(gts, {"clean": dets, "low_light_s2": dets}, {"class1": 0.2, "class2": 0.6},
-                                       bootstrap=ONE)
+    result = score_conditions_by_class(
+        gts, {"clean": dets, "low_light_s2": dets}, {"class1": 0.2, "class2": 0.6}, bootstrap=ONE
+    )
     path = tmp_path / "s.csv"
     write_score_csv(result, path)
     import csv
@@ -286,8 +399,13 @@ def test_multiclass_csv_has_macro_and_per_class_rows(tmp_path):
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == csv_columns(result) and csv_columns(result)[0] == "class"
     assert [(r["class"], r["condition"]) for r in rows] == [
-        ("macro", "clean"), ("macro", "low_light_s2"), ("class1", "clean"), ("class1", "low_light_s2"),
-        ("class2", "clean"), ("class2", "low_light_s2")]
+        ("macro", "clean"),
+        ("macro", "low_light_s2"),
+        ("class1", "clean"),
+        ("class1", "low_light_s2"),
+        ("class2", "clean"),
+        ("class2", "low_light_s2"),
+    ]
     assert rows[4]["threshold"] == "0.6" and rows[0]["threshold"] == ""  # per-class thresholds: no shared value
     assert float(rows[2]["recall"]) == pytest.approx(result["classes"]["class1"]["conditions"]["clean"]["recall"])
     assert "class" not in csv_columns()  # single-class CSVs keep their columns

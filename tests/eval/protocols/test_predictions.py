@@ -9,8 +9,12 @@ import numpy as np
 import pytest
 
 from aegis_data.errors import AegisError
-from aegis_eval.protocols.predictions import (detections_from_results, ground_truth_from_coco, load_ground_truth,
-                                    load_predictions)
+from aegis_eval.protocols.predictions import (
+    detections_from_results,
+    ground_truth_from_coco,
+    load_ground_truth,
+    load_predictions,
+)
 
 PERSON = [{"id": 1, "name": "person"}]
 
@@ -29,9 +33,12 @@ def ann(k, image_id, bbox, cat=1, **extra):
 
 @pytest.fixture
 def gt():
-    return ground_truth_from_coco(coco([img(3), img(1), img(2)],
-                                       [ann(1, 1, [0, 0, 10, 10]), ann(2, 3, [5, 5, 10, 20], area=150.0),
-                                        ann(3, 1, [20, 20, 4, 4])]))
+    return ground_truth_from_coco(
+        coco(
+            [img(3), img(1), img(2)],
+            [ann(1, 1, [0, 0, 10, 10]), ann(2, 3, [5, 5, 10, 20], area=150.0), ann(3, 1, [20, 20, 4, 4])],
+        )
+    )
 
 
 def det(image_id, bbox=(0, 0, 10, 10), score=0.9, cat=1, **extra):
@@ -57,27 +64,35 @@ def test_ground_truth_rows_sorted_by_id_and_boxes_grouped(gt):
 
 
 def test_ground_truth_keeps_person_only_and_extra_attributes():
-    g = ground_truth_from_coco(coco([img(1, group="seq7")], [ann(1, 1, [0, 0, 5, 5]), ann(2, 1, [0, 0, 9, 9], cat=2)],
-                                    [{"id": 2, "name": "car"}, {"id": 1, "name": "Person"}]))
+    g = ground_truth_from_coco(
+        coco(
+            [img(1, group="seq7")],
+            [ann(1, 1, [0, 0, 5, 5]), ann(2, 1, [0, 0, 9, 9], cat=2)],
+            [{"id": 2, "name": "car"}, {"id": 1, "name": "Person"}],
+        )
+    )
     assert g.n_boxes == 1 and g.attributes[0] == {"group": "seq7"}
     single = ground_truth_from_coco(coco([img(1)], [ann(1, 1, [0, 0, 5, 5], cat=7)], [{"id": 7, "name": "human"}]))
     assert single.category_id == 7 and single.n_boxes == 1
 
 
-@pytest.mark.parametrize("doc, code", [
-    ([1, 2], "gt_wrong_type"),
-    ({"images": []}, "gt_missing_key"),
-    (coco([img(1)], categories=[{"id": 1, "name": "car"}, {"id": 2, "name": "bus"}]), "gt_no_person_category"),
-    (coco([img(1), img(1)]), "gt_duplicate_image_id"),
-    (coco([{"id": "a"}]), "gt_image_id_type"),
-    (coco([img(1)], [ann(1, 9, [0, 0, 1, 1])]), "gt_unknown_image"),
-    (coco([img(1)], [ann(1, 1, [0, 0, -1, 1])]), "gt_bbox_invalid"),
-    (coco([img(1)], [{"id": 1, "image_id": 1, "category_id": 1}]), "gt_missing_key"),
-    (coco([img(1, width="wide")]), "gt_image_size"),
-    (coco([img(2**70)]), "gt_image_id_type"),
-    (coco([img(1)], [ann(1, [1], [0, 0, 1, 1])]), "gt_unknown_image"),
-    (coco([img(1)], [ann("a", 1, [0, 0, 1, 1])]), "gt_annotation_id"),
-])
+@pytest.mark.parametrize(
+    "doc, code",
+    [
+        ([1, 2], "gt_wrong_type"),
+        ({"images": []}, "gt_missing_key"),
+        (coco([img(1)], categories=[{"id": 1, "name": "car"}, {"id": 2, "name": "bus"}]), "gt_no_person_category"),
+        (coco([img(1), img(1)]), "gt_duplicate_image_id"),
+        (coco([{"id": "a"}]), "gt_image_id_type"),
+        (coco([img(1)], [ann(1, 9, [0, 0, 1, 1])]), "gt_unknown_image"),
+        (coco([img(1)], [ann(1, 1, [0, 0, -1, 1])]), "gt_bbox_invalid"),
+        (coco([img(1)], [{"id": 1, "image_id": 1, "category_id": 1}]), "gt_missing_key"),
+        (coco([img(1, width="wide")]), "gt_image_size"),
+        (coco([img(2**70)]), "gt_image_id_type"),
+        (coco([img(1)], [ann(1, [1], [0, 0, 1, 1])]), "gt_unknown_image"),
+        (coco([img(1)], [ann("a", 1, [0, 0, 1, 1])]), "gt_annotation_id"),
+    ],
+)
 def test_ground_truth_findings(doc, code):
     assert f"[{code}]" in error_of(ground_truth_from_coco, doc)
 
@@ -91,10 +106,16 @@ def test_load_ground_truth_from_file_and_split_dir(tmp_path):
     root = tmp_path / "split"
     (root / "annotations").mkdir(parents=True)
     (root / "annotations" / "val.json").write_text(json.dumps(coco([img(1), img(2)])))
-    (root / "manifest.json").write_text(json.dumps({"dataset": "synthetic", "config_hash": "abc123", "root_hash": "f" * 64}))
+    (root / "manifest.json").write_text(
+        json.dumps({"dataset": "synthetic", "config_hash": "abc123", "root_hash": "f" * 64})
+    )
     g = load_ground_truth(root, split="val")
     assert g.n_images == 2
-    assert (g.source["dataset"], g.source["config_hash"], g.source["manifest_root_hash"]) == ("synthetic", "abc123", "f" * 64)
+    assert (g.source["dataset"], g.source["config_hash"], g.source["manifest_root_hash"]) == (
+        "synthetic",
+        "abc123",
+        "f" * 64,
+    )
     assert "[gt_not_found]" in error_of(load_ground_truth, root, "test")
     assert "[gt_not_found]" in error_of(load_ground_truth, tmp_path / "nope.json")
     bad = tmp_path / "bad.json"
@@ -110,8 +131,9 @@ def test_a_manifest_scale_that_is_not_an_object_is_one_line(tmp_path, scale):
     (root / "annotations" / "val.json").write_text(json.dumps(coco([img(1)])))
     manifest = {"dataset": "synthetic", "config_hash": "abc123", "root_hash": "f" * 64}
     (root / "manifest.json").write_text(json.dumps(dict(manifest, scale=scale)))
-    assert "[manifest_invalid]" in error_of(load_ground_truth, root, "val") and "'scale' must be an object" in \
-        error_of(load_ground_truth, root, "val")
+    assert "[manifest_invalid]" in error_of(load_ground_truth, root, "val") and "'scale' must be an object" in error_of(
+        load_ground_truth, root, "val"
+    )
     unit = {"mode": "object", "person_px": 24.0}
     (root / "manifest.json").write_text(json.dumps(dict(manifest, scale=unit)))
     assert load_ground_truth(root, "val").source["scale"] == unit  # what provenance records
@@ -138,13 +160,16 @@ def test_load_predictions_records_hash(gt, tmp_path):
 
 
 # --- predictions: findings -----------------------------------------------------------------------------
-@pytest.mark.parametrize("text, code", [
-    ("[{\"image_id\": 1, ", "not_json"),
-    ("not json at all", "not_json"),
-    ("42", "wrong_type"),
-    ('{"predictions": []}', "wrong_type"),
-    ('[[1, 2, 3]]', "entry_type"),
-])
+@pytest.mark.parametrize(
+    "text, code",
+    [
+        ('[{"image_id": 1, ', "not_json"),
+        ("not json at all", "not_json"),
+        ("42", "wrong_type"),
+        ('{"predictions": []}', "wrong_type"),
+        ("[[1, 2, 3]]", "entry_type"),
+    ],
+)
 def test_file_level_findings(gt, tmp_path, text, code):
     f = tmp_path / "p.json"
     f.write_text(text)
@@ -168,24 +193,27 @@ def test_missing_key_names_key_and_first_index(gt):
     assert "[missing_key]" in msg and "entry 1" in msg and "'score'" in msg and "2 entries" in msg
 
 
-@pytest.mark.parametrize("entry, code, fragment", [
-    (det(1, bbox=(0, 0, float("nan"), 5)), "bbox_nonfinite", "entry 1"),
-    (det(1, bbox=(0, 0, float("inf"), 5)), "bbox_nonfinite", "entry 1"),
-    (det(1, bbox=(0, 0, -3, 5)), "bbox_negative", "entry 1"),
-    (det(1, bbox=(0, 0, 5)), "bbox_invalid", "entry 1"),
-    ({**det(1), "bbox": ["0", 0, 5, 5]}, "bbox_invalid", "entry 1"),
-    ({**det(1), "bbox": None}, "bbox_invalid", "entry 1"),
-    (det(1, score=1.5), "score_out_of_range", "entry 1"),
-    (det(1, score=-0.01), "score_out_of_range", "entry 1"),
-    (det(1, score=float("nan")), "score_out_of_range", "entry 1"),
-    (det(1, score="0.5"), "score_not_numeric", "entry 1"),
-    (det(1, score=True), "score_not_numeric", "entry 1"),
-    (det(1, cat="1"), "category_invalid", "entry 1"),
-    (det(1, cat=2**70), "category_invalid", "entry 1"),
-    (det(2**70), "image_id_unknown", "1 detections"),
-    (det(1.0), "image_id_type", "entry 1"),
-    (det(None), "image_id_type", "entry 1"),
-])
+@pytest.mark.parametrize(
+    "entry, code, fragment",
+    [
+        (det(1, bbox=(0, 0, float("nan"), 5)), "bbox_nonfinite", "entry 1"),
+        (det(1, bbox=(0, 0, float("inf"), 5)), "bbox_nonfinite", "entry 1"),
+        (det(1, bbox=(0, 0, -3, 5)), "bbox_negative", "entry 1"),
+        (det(1, bbox=(0, 0, 5)), "bbox_invalid", "entry 1"),
+        ({**det(1), "bbox": ["0", 0, 5, 5]}, "bbox_invalid", "entry 1"),
+        ({**det(1), "bbox": None}, "bbox_invalid", "entry 1"),
+        (det(1, score=1.5), "score_out_of_range", "entry 1"),
+        (det(1, score=-0.01), "score_out_of_range", "entry 1"),
+        (det(1, score=float("nan")), "score_out_of_range", "entry 1"),
+        (det(1, score="0.5"), "score_not_numeric", "entry 1"),
+        (det(1, score=True), "score_not_numeric", "entry 1"),
+        (det(1, cat="1"), "category_invalid", "entry 1"),
+        (det(1, cat=2**70), "category_invalid", "entry 1"),
+        (det(2**70), "image_id_unknown", "1 detections"),
+        (det(1.0), "image_id_type", "entry 1"),
+        (det(None), "image_id_type", "entry 1"),
+    ],
+)
 def test_entry_findings(gt, entry, code, fragment):
     msg = error_of(detections_from_results, [det(1), entry], gt)
     assert f"[{code}]" in msg and fragment in msg
@@ -218,7 +246,9 @@ def test_zero_based_single_class_is_accepted_and_mixed_is_refused(gt):
 
 
 def test_other_gt_categories_are_dropped_with_a_warning():
-    g = ground_truth_from_coco(coco([img(1)], [ann(1, 1, [0, 0, 5, 5])], [{"id": 1, "name": "person"}, {"id": 3, "name": "car"}]))
+    g = ground_truth_from_coco(
+        coco([img(1)], [ann(1, 1, [0, 0, 5, 5])], [{"id": 1, "name": "person"}, {"id": 3, "name": "car"}])
+    )
     dets = detections_from_results([det(1), det(1, cat=3)], g)
     assert dets.n == 1
     assert any("[category_other]" in w for w in dets.source["warnings"])
@@ -267,8 +297,12 @@ def test_numeric_stem_clash_is_ambiguous():
 
 def test_ultralytics_predictions_json_end_to_end(tmp_path):
     """The format `ultralytics val save_json=True` writes: stem ids (int when numeric), file_name, 1-based class."""
-    g = ground_truth_from_coco(coco([img(1, "000000.png"), img(2, "000001.png"), img(3, "gss0042.png")],
-                                    [ann(1, 1, [0, 0, 10, 10]), ann(2, 3, [5, 5, 8, 8])]))
+    g = ground_truth_from_coco(
+        coco(
+            [img(1, "000000.png"), img(2, "000001.png"), img(3, "gss0042.png")],
+            [ann(1, 1, [0, 0, 10, 10]), ann(2, 3, [5, 5, 8, 8])],
+        )
+    )
     preds = [
         {"image_id": 0, "file_name": "000000.jpg", "category_id": 1, "bbox": [0.0, 0.0, 10.0, 10.0], "score": 0.91234},
         {"image_id": 1, "file_name": "000001.jpg", "category_id": 1, "bbox": [1.5, 2.0, 3.0, 4.0], "score": 0.1},
@@ -306,23 +340,59 @@ def _gt_outcome(coco):
     return [gt.box_image.tolist(), gt.boxes.tolist(), gt.areas.tolist(), gt.iscrowd.tolist(), gt.ann_ids.tolist()]
 
 
-@pytest.mark.parametrize("change", [
-    None, ("bbox", [1, 2.5, 3, 4]), ("bbox", [1, 2, -3, 4]), ("bbox", [1, 2, 3]), ("bbox", [1, 2, True, 4]),
-    ("bbox", [1, 2, 10**400, 4]), ("bbox", "1,2,3,4"), ("area", None), ("area", "12"), ("area", 10**400),
-    ("area", True), ("id", None), ("id", 2**70), ("id", 0), ("image_id", 99), ("image_id", True), ("iscrowd", 1),
-    ("iscrowd", "no"), ("category_id", 2), ("category_id", 1.0), ("category_id", None), ("drop", "id"),
-    ("drop", "area"), ("drop", "bbox"), ("drop", "category_id"), ("not an object", None), ("category_id", [1]),
-    ("category_id", {"id": 1}),
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        None,
+        ("bbox", [1, 2.5, 3, 4]),
+        ("bbox", [1, 2, -3, 4]),
+        ("bbox", [1, 2, 3]),
+        ("bbox", [1, 2, True, 4]),
+        ("bbox", [1, 2, 10**400, 4]),
+        ("bbox", "1,2,3,4"),
+        ("area", None),
+        ("area", "12"),
+        ("area", 10**400),
+        ("area", True),
+        ("id", None),
+        ("id", 2**70),
+        ("id", 0),
+        ("image_id", 99),
+        ("image_id", True),
+        ("iscrowd", 1),
+        ("iscrowd", "no"),
+        ("category_id", 2),
+        ("category_id", 1.0),
+        ("category_id", None),
+        ("drop", "id"),
+        ("drop", "area"),
+        ("drop", "bbox"),
+        ("drop", "category_id"),
+        ("not an object", None),
+        ("category_id", [1]),
+        ("category_id", {"id": 1}),
+    ],
+)
 def test_gt_fast_path_matches_the_per_annotation_checks(monkeypatch, change):
     """Well-formed annotations are read one key at a time; whatever the data, the result (or the refusal
     message) is the one the per-annotation checks give."""
     import aegis_eval.protocols.predictions as predictions
 
-    coco = {"images": [{"id": i, "file_name": f"f{i}.png", "width": 100, "height": 80} for i in (1, 2)],
-            "annotations": [{"id": k + 1, "image_id": 1 + k % 2, "category_id": 1 + (k == 3),
-                             "bbox": [k, 2 * k, 10.5, 7], "area": 70.0 + k, "iscrowd": 0} for k in range(6)],
-            "categories": [{"id": 1, "name": "person"}, {"id": 2, "name": "car"}]}
+    coco = {
+        "images": [{"id": i, "file_name": f"f{i}.png", "width": 100, "height": 80} for i in (1, 2)],
+        "annotations": [
+            {
+                "id": k + 1,
+                "image_id": 1 + k % 2,
+                "category_id": 1 + (k == 3),
+                "bbox": [k, 2 * k, 10.5, 7],
+                "area": 70.0 + k,
+                "iscrowd": 0,
+            }
+            for k in range(6)
+        ],
+        "categories": [{"id": 1, "name": "person"}, {"id": 2, "name": "car"}],
+    }
     if change is not None:
         key, value = change
         if key == "drop":

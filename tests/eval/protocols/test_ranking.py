@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from aegis_cli.main import app
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.bootstrap import BootstrapOptions
 from aegis_eval.protocols.ranking import fractional_ranks, kendall_tau_b, rank_models, rank_paths
-from aegis_cli.main import app
 from tests.conftest import assert_one_line_error
 
 
@@ -62,14 +62,15 @@ def test_tau_of_identical_and_reversed_orders_and_ties():
 
 
 def score(label: str, values: dict[str, float | None], metric: str = "map50") -> dict:
-    return {"schema": "aegis-score/1", "label": label,
-            "conditions": {c: {metric: v} for c, v in values.items()}}
+    return {"schema": "aegis-score/1", "label": label, "conditions": {c: {metric: v} for c, v in values.items()}}
 
 
-MODELS = [score("a", {"clean": 0.9, "fog_s1": 0.5, "rain_s1": 0.8}),
-          score("b", {"clean": 0.8, "fog_s1": 0.6, "rain_s1": 0.7}),
-          score("c", {"clean": 0.7, "fog_s1": 0.7, "rain_s1": 0.6}),
-          score("d", {"clean": 0.6, "fog_s1": None, "rain_s1": 0.5})]
+MODELS = [
+    score("a", {"clean": 0.9, "fog_s1": 0.5, "rain_s1": 0.8}),
+    score("b", {"clean": 0.8, "fog_s1": 0.6, "rain_s1": 0.7}),
+    score("c", {"clean": 0.7, "fog_s1": 0.7, "rain_s1": 0.6}),
+    score("d", {"clean": 0.6, "fog_s1": None, "rain_s1": 0.5}),
+]
 
 
 def test_rankings_taus_and_flips():
@@ -89,8 +90,10 @@ def test_rankings_taus_and_flips():
 
 
 def test_lower_is_better_metrics_rank_ascending():
-    models = [score("a", {"clean": 0.1, "fog_s1": 2.0}, "fp_per_image"),
-              score("b", {"clean": 0.5, "fog_s1": 1.0}, "fp_per_image")]
+    models = [
+        score("a", {"clean": 0.1, "fog_s1": 2.0}, "fp_per_image"),
+        score("b", {"clean": 0.5, "fog_s1": 1.0}, "fp_per_image"),
+    ]
     doc = rank_models(models, "fp_per_image", bootstrap=BootstrapOptions(n_bootstrap=1))
     assert doc["ranks"]["clean"] == {"a": 1.0, "b": 2.0}
     assert doc["rank_flips"]["fog_s1"] == [["a", "b"]] and doc["kendall_tau"]["fog_s1"]["tau"] == pytest.approx(-1)
@@ -98,18 +101,32 @@ def test_lower_is_better_metrics_rank_ascending():
 
 def test_version_columns():
     def with_versions(label, v1, v2):
-        return {"schema": "aegis-score/1", "label": label, "conditions": {"clean": {"map50": v1}},
-                "versions": {"reference": "v1", "matrix": {"clean": {"v1": {"map50": v1}, "v2": {"map50": v2}}}}}
-    doc = rank_models([with_versions("a", 0.4, 0.9), with_versions("b", 0.5, 0.8), with_versions("c", 0.3, 0.7)],
-                      by="version", bootstrap=BootstrapOptions(n_bootstrap=1))
+        return {
+            "schema": "aegis-score/1",
+            "label": label,
+            "conditions": {"clean": {"map50": v1}},
+            "versions": {"reference": "v1", "matrix": {"clean": {"v1": {"map50": v1}, "v2": {"map50": v2}}}},
+        }
+
+    doc = rank_models(
+        [with_versions("a", 0.4, 0.9), with_versions("b", 0.5, 0.8), with_versions("c", 0.3, 0.7)],
+        by="version",
+        bootstrap=BootstrapOptions(n_bootstrap=1),
+    )
     assert doc["reference"] == "v1" and doc["ranks"]["v2"] == {"a": 1.0, "b": 2.0, "c": 3.0}
     assert doc["kendall_tau"]["v2"]["tau"] == pytest.approx(1 / 3)
     with pytest.raises(AegisError, match=r"^\[rank_no_versions\]"):
         rank_models(MODELS, by="version")
 
 
-@pytest.mark.parametrize("kwargs, code", [({"metric": "speed"}, "rank_metric"), ({"by": "domain"}, "rank_axis"),
-                                          ({"reference": "snow_s9"}, "rank_no_reference")])
+@pytest.mark.parametrize(
+    "kwargs, code",
+    [
+        ({"metric": "speed"}, "rank_metric"),
+        ({"by": "domain"}, "rank_axis"),
+        ({"reference": "snow_s9"}, "rank_no_reference"),
+    ],
+)
 def test_rank_refusals(kwargs, code):
     with pytest.raises(AegisError, match=rf"^\[{code}\]"):
         rank_models(MODELS, **kwargs)
@@ -148,8 +165,12 @@ def test_report_has_a_ranking_table_with_several_models():
 
     def full(label: str, clean: float, fog: float) -> dict:
         entry = {"recall": clean, "map50": clean}
-        return {"schema": "aegis-score/1", "label": label, "dataset": "synthetic",
-                "conditions": {"clean": entry, "smoke_haze_s1": {"recall": fog, "map50": fog}}}
+        return {
+            "schema": "aegis-score/1",
+            "label": label,
+            "dataset": "synthetic",
+            "conditions": {"clean": entry, "smoke_haze_s1": {"recall": fog, "map50": fog}},
+        }
 
     groups = group_by_dataset([full("a", 0.9, 0.3), full("b", 0.8, 0.5)])
     table = ranking_table(groups[0], "recall")

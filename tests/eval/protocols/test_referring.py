@@ -8,19 +8,34 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from aegis_cli.main import app
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.bootstrap import BootstrapOptions
-from aegis_eval.protocols.referring import (parse_ref_predictions, parse_refs, refs_from_refcoco, score_referring,
-                                  score_referring_paths)
-from aegis_cli.main import app
+from aegis_eval.protocols.referring import (
+    parse_ref_predictions,
+    parse_refs,
+    refs_from_refcoco,
+    score_referring,
+    score_referring_paths,
+)
 from tests.conftest import assert_one_line_error
 
 
 def refs_doc() -> dict:
     """Six expressions, all with the GT box [0, 0, 10, 10]; three per split, two per image."""
-    return {"schema": "aegis-refs/1", "refs": [
-        {"ref_id": k + 1, "image_id": k // 2, "bbox": [0, 0, 10, 10], "expression": f"person {k}",
-         "split": "testA" if k < 3 else "testB"} for k in range(6)]}
+    return {
+        "schema": "aegis-refs/1",
+        "refs": [
+            {
+                "ref_id": k + 1,
+                "image_id": k // 2,
+                "bbox": [0, 0, 10, 10],
+                "expression": f"person {k}",
+                "split": "testA" if k < 3 else "testB",
+            }
+            for k in range(6)
+        ],
+    }
 
 
 def preds_doc() -> list[dict]:
@@ -60,39 +75,60 @@ def test_bootstrap_intervals_are_seeded_and_can_resample_images():
         score_referring(refs, boxes, predicted, bootstrap=options, cluster_by="group")
 
 
-@pytest.mark.parametrize("doc, code", [
-    ({"refs": [{"ref_id": 12, "bbox": [0, 0, 1, 1]}, {"ref_id": "12", "bbox": [0, 0, 1, 1]}]}, "refs_duplicate_id"),
-    ({"refs": []}, "refs_wrong_type"),
-    ([], "refs_wrong_type"),
-    ({"refs": [{"ref_id": 1}]}, "refs_missing_key"),
-    ({"refs": [{"ref_id": 1.5, "bbox": [0, 0, 1, 1]}]}, "refs_id_type"),
-    ({"refs": [{"ref_id": 1, "bbox": [0, 0, -1, 1]}]}, "refs_bbox_invalid"),
-])
+@pytest.mark.parametrize(
+    "doc, code",
+    [
+        ({"refs": [{"ref_id": 12, "bbox": [0, 0, 1, 1]}, {"ref_id": "12", "bbox": [0, 0, 1, 1]}]}, "refs_duplicate_id"),
+        ({"refs": []}, "refs_wrong_type"),
+        ([], "refs_wrong_type"),
+        ({"refs": [{"ref_id": 1}]}, "refs_missing_key"),
+        ({"refs": [{"ref_id": 1.5, "bbox": [0, 0, 1, 1]}]}, "refs_id_type"),
+        ({"refs": [{"ref_id": 1, "bbox": [0, 0, -1, 1]}]}, "refs_bbox_invalid"),
+    ],
+)
 def test_ground_truth_refusals(doc, code):
     with pytest.raises(AegisError, match=rf"^\[{code}\]"):
         parse_refs(doc)
 
 
-@pytest.mark.parametrize("preds, code", [
-    ([{"ref_id": 1, "bbox": [0, 0, 1, 1]}, {"ref_id": "1", "bbox": [0, 0, 2, 2]}], "ref_pred_duplicate"),
-    ([{"ref_id": 99, "bbox": [0, 0, 1, 1]}], "ref_pred_unknown"),
-    ([{"ref_id": 1, "bbox": [0, 0, float("nan"), 1]}], "ref_pred_bbox_invalid"),
-    ([{"bbox": [0, 0, 1, 1]}], "ref_pred_missing_key"),
-    ({"boxes": []}, "ref_pred_wrong_type"),
-])
+@pytest.mark.parametrize(
+    "preds, code",
+    [
+        ([{"ref_id": 1, "bbox": [0, 0, 1, 1]}, {"ref_id": "1", "bbox": [0, 0, 2, 2]}], "ref_pred_duplicate"),
+        ([{"ref_id": 99, "bbox": [0, 0, 1, 1]}], "ref_pred_unknown"),
+        ([{"ref_id": 1, "bbox": [0, 0, float("nan"), 1]}], "ref_pred_bbox_invalid"),
+        ([{"bbox": [0, 0, 1, 1]}], "ref_pred_missing_key"),
+        ({"boxes": []}, "ref_pred_wrong_type"),
+    ],
+)
 def test_prediction_refusals(preds, code):
     with pytest.raises(AegisError, match=rf"^\[{code}\]"):
         parse_ref_predictions(preds, parse_refs(refs_doc())["ids"])
 
 
 def test_refcoco_conversion():
-    refs = [{"ref_id": 7, "ann_id": 70, "image_id": 3, "split": "val",
-             "sentences": [{"sent_id": 100, "sent": "man in red"}, {"sent_id": 101, "sent": "left man"}]}]
+    refs = [
+        {
+            "ref_id": 7,
+            "ann_id": 70,
+            "image_id": 3,
+            "split": "val",
+            "sentences": [{"sent_id": 100, "sent": "man in red"}, {"sent_id": 101, "sent": "left man"}],
+        }
+    ]
     instances = {"images": [{"id": 3, "file_name": "x.jpg"}], "annotations": [{"id": 70, "bbox": [1, 2, 3, 4]}]}
     doc = refs_from_refcoco(refs, instances)
     assert [r["ref_id"] for r in doc["refs"]] == [100, 101]
-    assert doc["refs"][0] == {"ref_id": 100, "image_id": 3, "bbox": [1, 2, 3, 4], "expression": "man in red",
-                              "split": "val", "ref": 7, "ann_id": 70, "file_name": "x.jpg"}
+    assert doc["refs"][0] == {
+        "ref_id": 100,
+        "image_id": 3,
+        "bbox": [1, 2, 3, 4],
+        "expression": "man in red",
+        "split": "val",
+        "ref": 7,
+        "ann_id": 70,
+        "file_name": "x.jpg",
+    }
     with pytest.raises(AegisError, match=r"^\[refcoco_unknown_ann\]"):
         refs_from_refcoco([{**refs[0], "ann_id": 5}], instances)
 
@@ -103,8 +139,10 @@ def test_cli_referring(tmp_path):
     preds.write_text(json.dumps(preds_doc()))
     out = tmp_path / "ref_score.json"
     runner = CliRunner()
-    res = runner.invoke(app, ["score", "--task", "referring", str(preds), "--split-dir", str(refs), "--bootstrap", "50",
-                              "--json", str(out)])
+    res = runner.invoke(
+        app,
+        ["score", "--task", "referring", str(preds), "--split-dir", str(refs), "--bootstrap", "50", "--json", str(out)],
+    )
     assert res.exit_code == 0, res.output
     assert "testA" in res.output and "[ref_pred_missing] 1 expressions" in res.stderr
     doc = json.loads(out.read_text())
@@ -113,12 +151,14 @@ def test_cli_referring(tmp_path):
     assert {k: v for k, v in fresh.items() if k != "provenance"} == {k: v for k, v in doc.items() if k != "provenance"}
     base = ["score", "--task", "referring", str(preds), "--split-dir", str(refs)]
     assert_one_line_error(runner.invoke(app, base + ["--threshold", "0.5"]), "[referring_option]")
-    assert_one_line_error(runner.invoke(app, ["score", "--task", "ranking", str(preds), "--split-dir", str(refs)]),
-                          "[task_unknown]")
+    assert_one_line_error(
+        runner.invoke(app, ["score", "--task", "ranking", str(preds), "--split-dir", str(refs)]), "[task_unknown]"
+    )
     dup = tmp_path / "dup.json"
     dup.write_text(json.dumps(preds_doc() + [{"ref_id": 1, "bbox": [0, 0, 1, 1]}]))
-    assert_one_line_error(runner.invoke(app, ["score", "--task", "referring", str(dup), "--split-dir", str(refs)]),
-                          "[ref_pred_duplicate]")
+    assert_one_line_error(
+        runner.invoke(app, ["score", "--task", "referring", str(dup), "--split-dir", str(refs)]), "[ref_pred_duplicate]"
+    )
     # RefCOCO-style refs converted on the command line
     rc, inst, conv = tmp_path / "rc.json", tmp_path / "inst.json", tmp_path / "conv.json"
     rc.write_text(json.dumps([{"ref_id": 1, "ann_id": 2, "image_id": 3, "sentences": [{"sent_id": 4, "sent": "a"}]}]))

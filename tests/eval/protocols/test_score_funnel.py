@@ -12,12 +12,12 @@ import pytest
 from typer.testing import CliRunner
 
 import aegis_eval.api as ae
-from tests import REPO_ROOT
+from aegis_cli.common import in_flags
+from aegis_cli.main import app
 from aegis_data.engine.config import load_config
 from aegis_data.errors import AegisError
 from aegis_eval.protocols import scoring
-from aegis_cli.common import in_flags
-from aegis_cli.main import app
+from tests import REPO_ROOT
 from tests.conftest import assert_one_line_error
 
 runner = CliRunner()
@@ -25,18 +25,23 @@ ROOT = REPO_ROOT
 
 
 def _gt(n: int) -> dict:
-    images = [{"id": i + 1, "file_name": f"f{i}.png", "width": 200, "height": 200, "group": f"g{i // 2}"}
-              for i in range(n)]
-    anns = [{"id": i + 1, "image_id": i + 1, "category_id": 1, "bbox": [10.0 + i, 20.0, 30.0, 50.0], "area": 1500.0}
-            for i in range(n)]
+    images = [
+        {"id": i + 1, "file_name": f"f{i}.png", "width": 200, "height": 200, "group": f"g{i // 2}"} for i in range(n)
+    ]
+    anns = [
+        {"id": i + 1, "image_id": i + 1, "category_id": 1, "bbox": [10.0 + i, 20.0, 30.0, 50.0], "area": 1500.0}
+        for i in range(n)
+    ]
     return {"images": images, "annotations": anns, "categories": [{"id": 1, "name": "person"}]}
 
 
 def _preds(n: int, found: int) -> list[dict]:
-    rows = [{"image_id": i + 1, "category_id": 1, "bbox": [10.0 + i, 20.0, 30.0, 50.0], "score": 0.9}
-            for i in range(found)]
-    return rows + [{"image_id": i + 1, "category_id": 1, "bbox": [150.0, 150.0, 20.0, 20.0], "score": 0.4}
-                   for i in range(n)]
+    rows = [
+        {"image_id": i + 1, "category_id": 1, "bbox": [10.0 + i, 20.0, 30.0, 50.0], "score": 0.9} for i in range(found)
+    ]
+    return rows + [
+        {"image_id": i + 1, "category_id": 1, "bbox": [150.0, 150.0, 20.0, 20.0], "score": 0.4} for i in range(n)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +51,9 @@ def files(tmp_path_factory) -> dict[str, Path]:
     (split / "annotations").mkdir(parents=True)
     (split / "annotations" / "test.json").write_text(json.dumps(_gt(8)))
     (split / "annotations" / "val.json").write_text(json.dumps(_gt(6)))
-    (split / "manifest.json").write_text(json.dumps({"dataset": "synthetic", "config_hash": load_config().config_hash,
-                                                     "root_hash": "2" * 64}))
+    (split / "manifest.json").write_text(
+        json.dumps({"dataset": "synthetic", "config_hash": load_config().config_hash, "root_hash": "2" * 64})
+    )
     preds = root / "preds"
     preds.mkdir()
     (preds / "clean.json").write_text(json.dumps(_preds(8, 7)))
@@ -73,9 +79,19 @@ def evaluations(monkeypatch) -> list:
 
 
 def test_the_scorer_has_one_entry_point_and_one_options_type():
-    gone = ("score_paths", "score_paths_detailed", "score_loaded", "score_conditions", "score_conditions_by_class",
-            "score_conditions_with_samples", "score_conditions_by_class_with_samples", "PathOptions", "PathScore",
-            "frozen_threshold", "check_threshold_choice")
+    gone = (
+        "score_paths",
+        "score_paths_detailed",
+        "score_loaded",
+        "score_conditions",
+        "score_conditions_by_class",
+        "score_conditions_with_samples",
+        "score_conditions_by_class_with_samples",
+        "PathOptions",
+        "PathScore",
+        "frozen_threshold",
+        "check_threshold_choice",
+    )
     assert [name for name in gone if hasattr(scoring, name)] == []
     for verb in (scoring.load, scoring.evaluate, scoring.accumulate, scoring.summarize, scoring.score):
         assert callable(verb)
@@ -88,8 +104,21 @@ def test_every_front_door_takes_the_one_path(files, evaluations, tmp_path):
     assert len(evaluations) == 2
     ae.score(files["preds"], [files["split"] / "annotations" / "test.json", files["v2"]], threshold=0.5, bootstrap=2)
     assert len(evaluations) == 4  # one per GT version
-    res = runner.invoke(app, ["score", str(files["preds"]), "--split-dir", str(files["split"]), "--threshold", "0.5",
-                              "--bootstrap", "2", "--json", str(tmp_path / "s.json")])
+    res = runner.invoke(
+        app,
+        [
+            "score",
+            str(files["preds"]),
+            "--split-dir",
+            str(files["split"]),
+            "--threshold",
+            "0.5",
+            "--bootstrap",
+            "2",
+            "--json",
+            str(tmp_path / "s.json"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert len(evaluations) == 5
     # the CLI's --threshold reaches the comparison as the value the options hold
@@ -100,8 +129,9 @@ def test_every_front_door_takes_the_one_path(files, evaluations, tmp_path):
 def test_a_bad_threshold_is_refused_before_any_file_is_read(tmp_path, threshold):
     warnings: list[str] = []
     with pytest.raises(AegisError, match=r"^`threshold` must be a number in \[0, 1\]") as exc:
-        ae.score(tmp_path / "no-such-predictions", tmp_path / "no-such-gt", threshold=threshold,
-                 on_warning=warnings.append)
+        ae.score(
+            tmp_path / "no-such-predictions", tmp_path / "no-such-gt", threshold=threshold, on_warning=warnings.append
+        )
     assert exc.value.param == "threshold" and warnings == []
 
 
@@ -135,9 +165,22 @@ def test_library_messages_name_parameters_and_the_cli_prints_flags(files):
 def test_api_results_are_the_cli_files_byte_for_byte(files, tmp_path, monkeypatch):
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     gts = [files["split"] / "annotations" / "test.json", files["v2"]]
-    res = runner.invoke(app, ["score", str(files["preds"]), *sum((["--split-dir", str(g)] for g in gts), []),
-                              "--threshold", "0.5", "--bootstrap", "5", "--json", str(tmp_path / "cli.json"),
-                              "--csv", str(tmp_path / "cli.csv")])
+    res = runner.invoke(
+        app,
+        [
+            "score",
+            str(files["preds"]),
+            *sum((["--split-dir", str(g)] for g in gts), []),
+            "--threshold",
+            "0.5",
+            "--bootstrap",
+            "5",
+            "--json",
+            str(tmp_path / "cli.json"),
+            "--csv",
+            str(tmp_path / "cli.csv"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     result = ae.score(files["preds"], gts, threshold=0.5, bootstrap=5, label="preds")
     assert result.to_json(tmp_path / "api.json").read_bytes() == (tmp_path / "cli.json").read_bytes()
@@ -145,8 +188,19 @@ def test_api_results_are_the_cli_files_byte_for_byte(files, tmp_path, monkeypatc
     assert set(result.document["versions"]["differences"]) == {"v2"}
     val_preds = files["root"] / "val_preds.json"
     val_preds.write_text(json.dumps(_preds(6, 5)))
-    res = runner.invoke(app, ["freeze-threshold", str(val_preds), "--split-dir", str(files["split"]),
-                              "--class-map", "1:1", "--out", str(tmp_path / "cli_thr.json")])
+    res = runner.invoke(
+        app,
+        [
+            "freeze-threshold",
+            str(val_preds),
+            "--split-dir",
+            str(files["split"]),
+            "--class-map",
+            "1:1",
+            "--out",
+            str(tmp_path / "cli_thr.json"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     ae.freeze_threshold(val_preds, files["split"], class_map="1:1", out=tmp_path / "api_thr.json")
     assert (tmp_path / "api_thr.json").read_bytes() == (tmp_path / "cli_thr.json").read_bytes()

@@ -13,13 +13,20 @@ import pytest
 from aegis_data.engine.config import load_config
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.bootstrap import BootstrapOptions
-from aegis_eval.metrics.result_keys import (AP_METRICS, CI_METRICS, COUNT_KEYS, LOCALIZATION_KEYS, SCHEMA,
-                                    THRESHOLD_METRICS)
+from aegis_eval.metrics.result_keys import (
+    AP_METRICS,
+    CI_METRICS,
+    COUNT_KEYS,
+    LOCALIZATION_KEYS,
+    SCHEMA,
+    THRESHOLD_METRICS,
+)
 from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
 from aegis_eval.protocols.scoring import csv_columns, score_json_bytes, write_score_csv, write_score_json
 from aegis_eval.protocols.threshold import freeze_threshold, write_threshold_file
 from tests import REPO_ROOT
 from tests.eval.protocols.scoring_memory import score_conditions, score_paths
+
 
 def documented_example() -> dict:
     """The jsonc example of docs/SCORE_JSON.md, comments stripped: the schema the scorer must produce."""
@@ -37,8 +44,12 @@ PROVENANCE_KEYS = set(DOC["provenance"]) - {"cross_check"}  # cross_check: only 
 
 
 def test_documented_keys_agree_with_result_keys():
-    assert CONDITION_KEYS == ({"corruption", "family", "severity", "rel_drop", "ci", "ci_drop", "localization"}
-                              | set(AP_METRICS) | set(THRESHOLD_METRICS) | set(COUNT_KEYS))
+    assert CONDITION_KEYS == (
+        {"corruption", "family", "severity", "rel_drop", "ci", "ci_drop", "localization"}
+        | set(AP_METRICS)
+        | set(THRESHOLD_METRICS)
+        | set(COUNT_KEYS)
+    )
     assert LOCALIZATION_DOC_KEYS == set(LOCALIZATION_KEYS)
     assert DOC["schema"] == SCHEMA
 
@@ -48,13 +59,22 @@ def synthetic_gt(n_images: int, seed: int = 1):
     rng = np.random.default_rng([seed, 101])
     images, anns = [], []
     for i in range(n_images):
-        images.append({"id": i + 1, "file_name": f"frame_{i:04d}.png", "width": 640, "height": 480,
-                       "group": f"seq{i // 4}"})
+        images.append(
+            {"id": i + 1, "file_name": f"frame_{i:04d}.png", "width": 640, "height": 480, "group": f"seq{i // 4}"}
+        )
         for _ in range(int(rng.integers(0, 4))):
             side = float(rng.choice([12.0, 24.0, 48.0, 80.0, 120.0]))
             x, y = (float(v) for v in rng.uniform(0, 400, 2))
-            anns.append({"id": len(anns) + 1, "image_id": i + 1, "category_id": 1, "bbox": [x, y, side, side * 1.5],
-                         "area": side * side * 1.5, "iscrowd": 0})
+            anns.append(
+                {
+                    "id": len(anns) + 1,
+                    "image_id": i + 1,
+                    "category_id": 1,
+                    "bbox": [x, y, side, side * 1.5],
+                    "area": side * side * 1.5,
+                    "iscrowd": 0,
+                }
+            )
     return {"images": images, "annotations": anns, "categories": [{"id": 1, "name": "person"}]}
 
 
@@ -71,13 +91,20 @@ def synthetic_predictions(coco: dict, condition: str, per_image: int = 6, seed: 
         for b in by_image.get(im["id"], []):
             if rng.random() < 0.9 - 0.2 * sev:
                 jitter = rng.normal(0, 0.03 + 0.03 * sev, 4) * [b[2], b[3], b[2], b[3]]
-                rows.append(([b[0] + jitter[0], b[1] + jitter[1], b[2] + jitter[2], b[3] + jitter[3]],
-                             float(rng.uniform(0.5, 1.0))))
+                rows.append(
+                    (
+                        [b[0] + jitter[0], b[1] + jitter[1], b[2] + jitter[2], b[3] + jitter[3]],
+                        float(rng.uniform(0.5, 1.0)),
+                    )
+                )
         while len(rows) < per_image:
-            rows.append(([float(rng.uniform(0, 600)), float(rng.uniform(0, 440)), 20.0, 30.0],
-                         float(rng.uniform(0.0, 0.7))))
-        out += [{"image_id": im["id"], "category_id": 1, "bbox": [round(v, 3) for v in b], "score": round(s, 5)}
-                for b, s in rows]
+            rows.append(
+                ([float(rng.uniform(0, 600)), float(rng.uniform(0, 440)), 20.0, 30.0], float(rng.uniform(0.0, 0.7)))
+            )
+        out += [
+            {"image_id": im["id"], "category_id": 1, "bbox": [round(v, 3) for v in b], "score": round(s, 5)}
+            for b, s in rows
+        ]
     return out
 
 
@@ -90,8 +117,9 @@ def sweep(tmp_path_factory):
     test_gt, val_gt = synthetic_gt(24, 1), synthetic_gt(16, 3)
     (split / "annotations" / "test.json").write_text(json.dumps(test_gt))
     (split / "annotations" / "val.json").write_text(json.dumps(val_gt))
-    (split / "manifest.json").write_text(json.dumps({"dataset": "synthetic", "config_hash": load_config().config_hash,
-                                                     "root_hash": "ab" * 32}))
+    (split / "manifest.json").write_text(
+        json.dumps({"dataset": "synthetic", "config_hash": load_config().config_hash, "root_hash": "ab" * 32})
+    )
     preds = root / "preds"
     preds.mkdir()
     for cond in load_config().conditions():
@@ -135,7 +163,9 @@ def test_sweep_json_matches_the_documented_schema(sweep_result):
     prov = result["provenance"]
     assert set(prov) == PROVENANCE_KEYS
     assert prov["config_hash"] == load_config().config_hash and prov["manifest_root_hash"] == "ab" * 32
-    assert prov["seed"] == 3 and prov["bootstrap"] == 60 and prov["threshold_sha256"] == result["threshold"]["file_sha256"]
+    assert (
+        prov["seed"] == 3 and prov["bootstrap"] == 60 and prov["threshold_sha256"] == result["threshold"]["file_sha256"]
+    )
     assert set(prov["predictions"]) == set(result["conditions"])
     assert all(len(p["sha256"]) == 64 for p in prov["predictions"].values())
     assert result["dataset"] == "synthetic" and result["label"] == "preds"
@@ -189,6 +219,7 @@ def test_score_json_and_csv_writers(sweep_result, tmp_path):
 def test_same_seed_same_result(sweep, sweep_result):
     result, _, tfile = sweep_result
     again = score_paths(sweep["preds"], sweep["split"], threshold_file=tfile, bootstrap=60, seed=3)
+
     def strip(r):  # provenance carries a timestamp
         return {k: v for k, v in r.items() if k != "provenance"}
 
@@ -227,12 +258,26 @@ def small_gt():
 def test_perfect_predictions_score_one_with_zero_width_intervals():
     coco = synthetic_gt(12, 7)
     gt = ground_truth_from_coco(coco)
-    perfect = detections_from_results([{"image_id": a["image_id"], "category_id": 1, "bbox": a["bbox"], "score": 1.0}
-                                       for a in coco["annotations"]], gt)
+    perfect = detections_from_results(
+        [{"image_id": a["image_id"], "category_id": 1, "bbox": a["bbox"], "score": 1.0} for a in coco["annotations"]],
+        gt,
+    )
     r = score_conditions(gt, {"clean": perfect}, 0.5, bootstrap=BootstrapOptions(n_bootstrap=50, seed=0))
     e = r["conditions"]["clean"]
-    for m in ("map50_95", "map50", "map75", "map_small", "map_medium", "map_large", "precision", "recall", "f1",
-              "recall_small", "recall_medium", "recall_large"):
+    for m in (
+        "map50_95",
+        "map50",
+        "map75",
+        "map_small",
+        "map_medium",
+        "map_large",
+        "precision",
+        "recall",
+        "f1",
+        "recall_small",
+        "recall_medium",
+        "recall_large",
+    ):
         assert e[m] == pytest.approx(1.0), m
     assert e["fp"] == 0 and e["fp_per_image"] == 0.0 and e["false_alarm_image_share"] == 0.0
     for m in CI_METRICS:
@@ -244,8 +289,9 @@ def test_perfect_predictions_score_one_with_zero_width_intervals():
 def test_empty_predictions_score_zero_without_crashing():
     gt = small_gt()
     empty = detections_from_results([], gt)
-    r = score_conditions(gt, {"clean": empty, "low_light_s1": empty}, 0.3,
-                         bootstrap=BootstrapOptions(n_bootstrap=20, seed=0))
+    r = score_conditions(
+        gt, {"clean": empty, "low_light_s1": empty}, 0.3, bootstrap=BootstrapOptions(n_bootstrap=20, seed=0)
+    )
     e = r["conditions"]["clean"]
     assert e["map50_95"] == 0.0 and e["map50"] == 0.0
     assert (e["precision"], e["recall"], e["f1"], e["tp"], e["fp"]) == (0.0, 0.0, 0.0, 0, 0)
@@ -256,16 +302,20 @@ def test_empty_predictions_score_zero_without_crashing():
 
 
 def test_gt_image_without_boxes_only_adds_false_positives():
-    coco = {"images": [{"id": 1, "file_name": "a.png"}, {"id": 2, "file_name": "b.png"}],
-            "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 40, 40]}],
-            "categories": [{"id": 1, "name": "person"}]}
+    coco = {
+        "images": [{"id": 1, "file_name": "a.png"}, {"id": 2, "file_name": "b.png"}],
+        "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 40, 40]}],
+        "categories": [{"id": 1, "name": "person"}],
+    }
     gt = ground_truth_from_coco(coco)
     hit = {"image_id": 1, "category_id": 1, "bbox": [0, 0, 40, 40], "score": 0.9}
     fp = {"image_id": 2, "category_id": 1, "bbox": [0, 0, 40, 40], "score": 0.8}
-    base = score_conditions(gt, {"clean": detections_from_results([hit], gt)}, 0.5,
-                            bootstrap=BootstrapOptions(n_bootstrap=10))["conditions"]["clean"]
-    more = score_conditions(gt, {"clean": detections_from_results([hit, fp], gt)}, 0.5,
-                            bootstrap=BootstrapOptions(n_bootstrap=10))["conditions"]["clean"]
+    base = score_conditions(
+        gt, {"clean": detections_from_results([hit], gt)}, 0.5, bootstrap=BootstrapOptions(n_bootstrap=10)
+    )["conditions"]["clean"]
+    more = score_conditions(
+        gt, {"clean": detections_from_results([hit, fp], gt)}, 0.5, bootstrap=BootstrapOptions(n_bootstrap=10)
+    )["conditions"]["clean"]
     assert (base["tp"], base["fp"], base["recall"]) == (1, 0, 1.0)
     assert (more["tp"], more["fp"], more["recall"], more["n_gt"]) == (1, 1, 1.0, 1)
     assert more["precision"] == 0.5 and more["fp_per_image"] == 0.5 and more["false_alarm_image_share"] == 0.5
@@ -285,8 +335,9 @@ def test_single_file_is_one_condition_named_after_its_stem(sweep, tmp_path):
     f = tmp_path / "my_model_preds.json"
     f.write_text((sweep["preds"] / "clean.json").read_text())
     warnings = []
-    r = score_paths(f, sweep["split"] / "annotations" / "test.json", threshold=0.5, bootstrap=10,
-                    on_warning=warnings.append)
+    r = score_paths(
+        f, sweep["split"] / "annotations" / "test.json", threshold=0.5, bootstrap=10, on_warning=warnings.append
+    )
     assert list(r["conditions"]) == ["my_model_preds"]
     e = r["conditions"]["my_model_preds"]
     assert e["corruption"] is None and e["severity"] is None and e["rel_drop"]["recall"] is None
@@ -318,14 +369,16 @@ def test_empty_or_missing_predictions(sweep, tmp_path):
 
 
 def test_cluster_by_attribute_and_mapping_file(sweep, tmp_path):
-    by_attr = score_paths(sweep["preds"] / "clean.json", sweep["split"], threshold=0.5, bootstrap=40,
-                          cluster_by="group")
+    by_attr = score_paths(
+        sweep["preds"] / "clean.json", sweep["split"], threshold=0.5, bootstrap=40, cluster_by="group"
+    )
     assert by_attr["provenance"]["cluster_by"] == "group"
     mapping = {img["file_name"]: img["group"] for img in sweep["test_gt"]["images"]}
     mfile = tmp_path / "groups.json"
     mfile.write_text(json.dumps(mapping))
-    by_file = score_paths(sweep["preds"] / "clean.json", sweep["split"], threshold=0.5, bootstrap=40,
-                          cluster_by=str(mfile))
+    by_file = score_paths(
+        sweep["preds"] / "clean.json", sweep["split"], threshold=0.5, bootstrap=40, cluster_by=str(mfile)
+    )
     # Same groups, same seed: same intervals.
     assert by_file["conditions"]["clean"]["ci"] == by_attr["conditions"]["clean"]["ci"]
     plain = score_paths(sweep["preds"] / "clean.json", sweep["split"], threshold=0.5, bootstrap=40)
@@ -352,6 +405,7 @@ def test_git_state_fails_soft_outside_a_checkout(tmp_path):
 
 # --- summary intervals and the sample block ------------------------------------------------------------------
 
+
 def test_summary_intervals_are_the_summaries_of_each_resample(sweep, sweep_result):
     from aegis_eval.metrics.bootstrap import percentile_interval
     from aegis_eval.protocols.scoring import ScoreOptions, score
@@ -365,8 +419,9 @@ def test_summary_intervals_are_the_summaries_of_each_resample(sweep, sweep_resul
     assert ci["mpc"]["recall"] == pytest.approx(list(percentile_interval(per_resample)))
     assert ci["rpc"]["recall"] == pytest.approx(list(percentile_interval(per_resample / samples["clean"]["recall"])))
     storm = [c for c in corrupted if scored.result["conditions"][c]["family"] == "storm"]
-    drops = np.mean([(samples["clean"]["recall"] - samples[c]["recall"]) / samples["clean"]["recall"] for c in storm],
-                    axis=0)
+    drops = np.mean(
+        [(samples["clean"]["recall"] - samples[c]["recall"]) / samples["clean"]["recall"] for c in storm], axis=0
+    )
     assert ci["per_family"]["storm"]["recall"] == pytest.approx(list(percentile_interval(drops)))
     low = [c for c in corrupted if c.startswith("low_light_")]
     drops = np.mean([1 - samples[c]["recall"] / samples["clean"]["recall"] for c in low], axis=0)
@@ -396,6 +451,7 @@ def test_sample_block_counts_images_boxes_and_the_resampling_unit(sweep, sweep_r
     assert sample["n_gt_small"] + sample["n_gt_medium"] + sample["n_gt_large"] == sample["n_gt"]
     assert min(sample["n_gt_small"], sample["n_gt_medium"], sample["n_gt_large"]) > 0
     assert (sample["resampling_unit"], sample["n_units"], sample["n_bootstrap"], sample["seed"]) == ("image", 24, 60, 3)
-    grouped = score_paths(sweep["preds"], sweep["split"], threshold_file=tfile, bootstrap=20, seed=3,
-                          cluster_by="group")
+    grouped = score_paths(
+        sweep["preds"], sweep["split"], threshold_file=tfile, bootstrap=20, seed=3, cluster_by="group"
+    )
     assert (grouped["sample"]["resampling_unit"], grouped["sample"]["n_units"]) == ("cluster", 6)

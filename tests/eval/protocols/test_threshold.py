@@ -10,10 +10,22 @@ import pytest
 
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.matching import match_at_threshold, rates_from_counts, threshold_metrics
-from aegis_eval.protocols.predictions import (detections_from_results, ground_truth_from_coco, load_ground_truth,
-                                    load_predictions)
-from aegis_eval.protocols.threshold import (DEFAULT_GRID, THRESHOLD_SCHEMA, freeze_threshold, parse_grid, parse_rule,
-                                  grid_counts, read_threshold_file, write_threshold_file)
+from aegis_eval.protocols.predictions import (
+    detections_from_results,
+    ground_truth_from_coco,
+    load_ground_truth,
+    load_predictions,
+)
+from aegis_eval.protocols.threshold import (
+    DEFAULT_GRID,
+    THRESHOLD_SCHEMA,
+    freeze_threshold,
+    grid_counts,
+    parse_grid,
+    parse_rule,
+    read_threshold_file,
+    write_threshold_file,
+)
 
 
 def gt_and_dets(n_gt: int, tp_scores: list[float], fp_scores: list[float]):
@@ -81,7 +93,9 @@ def test_recall_rule_takes_the_highest_qualifying_threshold():
 
 def test_unsatisfiable_rule_is_an_error():
     gt, dets = gt_and_dets(4, [0.9], [0.95])
-    with pytest.raises(AegisError, match=r"no grid threshold satisfies recall>=0.9 \(best recall on the grid: 0.2500\)"):
+    with pytest.raises(
+        AegisError, match=r"no grid threshold satisfies recall>=0.9 \(best recall on the grid: 0.2500\)"
+    ):
         freeze_threshold(gt, dets, rule="recall>=0.9", grid=[0.1, 0.5])
 
 
@@ -92,8 +106,9 @@ def test_unknown_rules_are_refused(rule):
 
 
 def test_val_without_gt_cannot_use_max_f1():
-    gt = ground_truth_from_coco({"images": [{"id": 1, "file_name": "a.png"}], "annotations": [],
-                                 "categories": [{"id": 1, "name": "person"}]})
+    gt = ground_truth_from_coco(
+        {"images": [{"id": 1, "file_name": "a.png"}], "annotations": [], "categories": [{"id": 1, "name": "person"}]}
+    )
     dets = detections_from_results([{"image_id": 1, "category_id": 1, "bbox": [0, 0, 5, 5], "score": 0.5}], gt)
     with pytest.raises(AegisError, match="no person boxes"):
         freeze_threshold(gt, dets)
@@ -125,14 +140,17 @@ def test_threshold_file_round_trip(tmp_path):
     assert [p.name for p in out.parent.iterdir()] == ["threshold.json"]  # no temp file left behind
 
 
-@pytest.mark.parametrize("content, code", [
-    ("{not json", "threshold_not_json"),
-    ("[0.5]", "threshold_wrong_type"),
-    (json.dumps({"schema": "other", "value": 0.5}), "threshold_schema"),
-    (json.dumps({"schema": THRESHOLD_SCHEMA, "value": 1.5}), "threshold_value"),
-    (json.dumps({"schema": THRESHOLD_SCHEMA, "value": "0.5"}), "threshold_value"),
-    (json.dumps({"schema": THRESHOLD_SCHEMA}), "threshold_value"),
-])
+@pytest.mark.parametrize(
+    "content, code",
+    [
+        ("{not json", "threshold_not_json"),
+        ("[0.5]", "threshold_wrong_type"),
+        (json.dumps({"schema": "other", "value": 0.5}), "threshold_schema"),
+        (json.dumps({"schema": THRESHOLD_SCHEMA, "value": 1.5}), "threshold_value"),
+        (json.dumps({"schema": THRESHOLD_SCHEMA, "value": "0.5"}), "threshold_value"),
+        (json.dumps({"schema": THRESHOLD_SCHEMA}), "threshold_value"),
+    ],
+)
 def test_bad_threshold_files_are_refused(tmp_path, content, code):
     f = tmp_path / "t.json"
     f.write_text(content)
@@ -146,10 +164,14 @@ def test_freeze_on_noisy_detector_chooses_interior_point():
     rng = np.random.default_rng(20260707)
     n = 40
     gt, _ = gt_and_dets(n, [], [])
-    rows = [{"image_id": i + 1, "category_id": 1, "bbox": [0, 0, 10, 10], "score": float(rng.uniform(0.3, 1.0))}
-            for i in range(n)]
-    rows += [{"image_id": i + 1, "category_id": 1, "bbox": [50, 50, 10, 10], "score": float(rng.uniform(0.0, 0.6))}
-             for i in range(n)]
+    rows = [
+        {"image_id": i + 1, "category_id": 1, "bbox": [0, 0, 10, 10], "score": float(rng.uniform(0.3, 1.0))}
+        for i in range(n)
+    ]
+    rows += [
+        {"image_id": i + 1, "category_id": 1, "bbox": [50, 50, 10, 10], "score": float(rng.uniform(0.0, 0.6))}
+        for i in range(n)
+    ]
     frozen = freeze_threshold(gt, detections_from_results(rows, gt))
     assert 0.0 < frozen.value < 0.99 and frozen.warnings == ()
     best = max(f for f in frozen.curve["f1"] if f is not None)
@@ -158,10 +180,17 @@ def test_freeze_on_noisy_detector_chooses_interior_point():
 
 def test_threshold_file_records_the_hash_of_the_bytes_the_loaders_read(tmp_path):
     gt_file = tmp_path / "val.json"
-    gt_file.write_text(json.dumps({
-        "images": [{"id": 1, "file_name": "a.png", "width": 50, "height": 50}],
-        "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [5, 5, 10, 10], "area": 100, "iscrowd": 0}],
-        "categories": [{"id": 1, "name": "person"}]}))
+    gt_file.write_text(
+        json.dumps(
+            {
+                "images": [{"id": 1, "file_name": "a.png", "width": 50, "height": 50}],
+                "annotations": [
+                    {"id": 1, "image_id": 1, "category_id": 1, "bbox": [5, 5, 10, 10], "area": 100, "iscrowd": 0}
+                ],
+                "categories": [{"id": 1, "name": "person"}],
+            }
+        )
+    )
     preds = tmp_path / "val_preds.json"
     preds.write_text(json.dumps([{"image_id": 1, "category_id": 1, "bbox": [5, 5, 10, 10], "score": 0.8}]))
     read_sha = hashlib.sha256(preds.read_bytes()).hexdigest()

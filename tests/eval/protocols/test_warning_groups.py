@@ -8,16 +8,19 @@ import json
 import pytest
 
 from aegis_data.engine.config import load_config
-from tests.eval.protocols.scoring_memory import score_paths
 from aegis_eval.protocols.warning_groups import group_lines, grouped
 from aegis_eval.runners.sweep import freeze_or_reuse_threshold
+from tests.eval.protocols.scoring_memory import score_paths
 
 
 def test_repeated_kind_becomes_one_line_with_count_and_examples():
-    msgs = [f"{c}: [duplicate_detection] {k} detections repeat an identical (image, box, score)"
-            for k, c in enumerate(["clean", "low_light_s1", "low_light_s2", "smoke_haze_s3", "inundation_s1"], 1)]
-    lines = group_lines(["ground truth: [bbox_degenerate] 1 boxes", *msgs, "a line without a code",
-                         "clean: [bbox_degenerate] 2 boxes"])
+    msgs = [
+        f"{c}: [duplicate_detection] {k} detections repeat an identical (image, box, score)"
+        for k, c in enumerate(["clean", "low_light_s1", "low_light_s2", "smoke_haze_s3", "inundation_s1"], 1)
+    ]
+    lines = group_lines(
+        ["ground truth: [bbox_degenerate] 1 boxes", *msgs, "a line without a code", "clean: [bbox_degenerate] 2 boxes"]
+    )
     assert lines == [
         "[bbox_degenerate] 2 warnings, e.g. ground truth: 1 boxes; clean: 2 boxes",
         "[duplicate_detection] 5 warnings, e.g. clean: 1 detections repeat an identical (image, box, score); "
@@ -42,14 +45,19 @@ def test_grouped_flushes_when_the_block_raises():
 
 def _coco(n: int = 4) -> dict:
     images = [{"id": i + 1, "file_name": f"f{i}.png", "width": 64, "height": 48} for i in range(n)]
-    anns = [{"id": i + 1, "image_id": i + 1, "category_id": 1, "bbox": [10, 10, 20, 20], "area": 400, "iscrowd": 0}
-            for i in range(n)]
+    anns = [
+        {"id": i + 1, "image_id": i + 1, "category_id": 1, "bbox": [10, 10, 20, 20], "area": 400, "iscrowd": 0}
+        for i in range(n)
+    ]
     return {"images": images, "annotations": anns, "categories": [{"id": 1, "name": "person"}]}
 
 
 def _perfect(coco: dict, repeat: int = 1) -> list[dict]:
-    return [{"image_id": a["image_id"], "category_id": 1, "bbox": a["bbox"], "score": 0.99}
-            for a in coco["annotations"] for _ in range(repeat)]
+    return [
+        {"image_id": a["image_id"], "category_id": 1, "bbox": a["bbox"], "score": 0.99}
+        for a in coco["annotations"]
+        for _ in range(repeat)
+    ]
 
 
 def test_score_paths_reports_a_repeated_loader_warning_once(tmp_path):

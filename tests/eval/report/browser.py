@@ -20,15 +20,31 @@ from pathlib import Path
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 RESULT_ID = "aegis-browser-check"
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic", "--disable-extensions", "--disable-default-apps",
-    "--no-default-browser-check", "--disable-domain-reliability", "--disable-client-side-phishing-detection",
-    "--disable-breakpad", "--metrics-recording-only", "--mute-audio", "--hide-scrollbars",
-    "--run-all-compositor-stages-before-draw", "--virtual-time-budget=5000",
-    "--enable-logging=stderr", "--v=0",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-extensions",
+    "--disable-default-apps",
+    "--no-default-browser-check",
+    "--disable-domain-reliability",
+    "--disable-client-side-phishing-detection",
+    "--disable-breakpad",
+    "--metrics-recording-only",
+    "--mute-audio",
+    "--hide-scrollbars",
+    "--run-all-compositor-stages-before-draw",
+    "--virtual-time-budget=5000",
+    "--enable-logging=stderr",
+    "--v=0",
 )
 
-PROBE = """<script>
+PROBE = (
+    """<script>
 (function () {
   var errors = [];
   window.addEventListener('error', function (e) {
@@ -61,13 +77,16 @@ PROBE = """<script>
       height: document.documentElement.scrollHeight
     };
     var pre = document.createElement('pre');
-    pre.id = '""" + RESULT_ID + """';
+    pre.id = '"""
+    + RESULT_ID
+    + """';
     pre.textContent = JSON.stringify(verdict);
     document.body.appendChild(pre);
   });
 })();
 </script>
 """
+)
 
 
 def find_chromium() -> str | None:
@@ -81,8 +100,14 @@ def find_chromium() -> str | None:
 def _run(binary: str, args: list[str], timeout: float) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory(prefix="aegis-chromium-") as profile:
         env = {**os.environ, "HOME": profile}  # nothing of the user's profile or keyring is touched
-        return subprocess.run([binary, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True,
-                              timeout=timeout, env=env, check=False)
+        return subprocess.run(
+            [binary, *FLAGS, f"--user-data-dir={profile}", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+        )
 
 
 def console_errors(stderr: str) -> list[str]:
@@ -90,8 +115,9 @@ def console_errors(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if "CONSOLE" in line and ":ERROR:" in line]
 
 
-def check_page(html: Path, screenshot: Path, binary: str, timeout: float = 120.0, width: int = 1200,
-               height: int = 2400) -> dict:
+def check_page(
+    html: Path, screenshot: Path, binary: str, timeout: float = 120.0, width: int = 1200, height: int = 2400
+) -> dict:
     """Open ``html`` (a copy with the probe, written beside it so relative paths resolve) and return the
     probe's verdict plus ``console`` (error-level console lines from Chromium's log); write a screenshot."""
     page = html.read_text(encoding="utf-8")
@@ -106,9 +132,10 @@ def check_page(html: Path, screenshot: Path, binary: str, timeout: float = 120.0
         probed.unlink(missing_ok=True)
     start = dom.stdout.find(f'<pre id="{RESULT_ID}">')
     if start < 0:
-        raise AssertionError(f"the probe wrote no verdict (chromium exit {dom.returncode}); stderr tail:\n"
-                             + dom.stderr[-2000:])
-    body = dom.stdout[start + len(f'<pre id="{RESULT_ID}">'):]
+        raise AssertionError(
+            f"the probe wrote no verdict (chromium exit {dom.returncode}); stderr tail:\n" + dom.stderr[-2000:]
+        )
+    body = dom.stdout[start + len(f'<pre id="{RESULT_ID}">') :]
     body = body[: body.find("</pre>")]
     import html as html_lib
 

@@ -19,10 +19,18 @@ def score_two_models(root: Path, n_images: int = 24, n_bootstrap: int = 40) -> l
     gt = ground_truth_from_coco(coco)
     paths = []
     for label, seed, thr, rule in (("detector_a", 2, 0.5, "max-f1"), ("detector_b", 9, 0.6, "fp_per_image<=2")):
-        dets = {c: detections_from_results(synthetic_predictions(coco, c, seed=seed), gt)
-                for c in load_config().conditions()}
-        res = score_conditions(gt, dets, thr, bootstrap=BootstrapOptions(n_bootstrap=n_bootstrap, seed=0),
-                               label=label, threshold_info={"rule": rule, "file": None, "sha256": None})
+        dets = {
+            c: detections_from_results(synthetic_predictions(coco, c, seed=seed), gt)
+            for c in load_config().conditions()
+        }
+        res = score_conditions(
+            gt,
+            dets,
+            thr,
+            bootstrap=BootstrapOptions(n_bootstrap=n_bootstrap, seed=0),
+            label=label,
+            threshold_info={"rule": rule, "file": None, "sha256": None},
+        )
         res["dataset"] = "synthetic"
         write_score_json(res, root / f"{label}.json")
         paths.append(root / f"{label}.json")

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from aegis_data.errors import AegisError
-from tests.conftest import assert_one_line_error
-from tests.adversarial import YOLO_BUILD, build_yolo, invoke, write_png, yolo_source
 from tests import FIXTURES_DIR
+from tests.adversarial import YOLO_BUILD, build_yolo, invoke, write_png, yolo_source
+from tests.conftest import assert_one_line_error
 
 PRED = {"image_id": 1, "category_id": 1, "bbox": [18, 12, 12, 8], "score": 0.9}
 
@@ -42,8 +42,21 @@ def preds_of(split: Path) -> Path:
 
 
 def score_file(split: Path, path: Path, label: str = "m", *extra) -> dict:
-    r = invoke("score", preds_of(split), "--split-dir", split, "--threshold", "0.5", "--bootstrap", "1",
-               "--label", label, "--json", path, *extra)
+    r = invoke(
+        "score",
+        preds_of(split),
+        "--split-dir",
+        split,
+        "--threshold",
+        "0.5",
+        "--bootstrap",
+        "1",
+        "--label",
+        label,
+        "--json",
+        path,
+        *extra,
+    )
     assert r.exit_code == 0, r.output
     return json.loads(path.read_text())
 
@@ -56,8 +69,9 @@ MARKUP = ("m[/]", "yolo[v11]", "[bold]b", "x[link=https://e.x]y[/link]", ":smile
 def test_score_prints_a_markup_label_verbatim_and_writes_the_json(tmp_path, split, label):
     doc = score_file(split, tmp_path / "s.json", label)
     assert doc["label"] == label
-    r = invoke("score", preds_of(split), "--split-dir", split, "--threshold", "0.5", "--bootstrap", "1",
-               "--label", label)
+    r = invoke(
+        "score", preds_of(split), "--split-dir", split, "--threshold", "0.5", "--bootstrap", "1", "--label", label
+    )
     assert r.exit_code == 0, r.output
     assert f"{label} @ threshold" in r.stdout.replace("\n", "")
 
@@ -141,15 +155,30 @@ def test_every_command_prints_paths_with_markup_verbatim(tmp_path):
     for cond in ("clean", "low_light_s1"):
         (preds / f"{cond}.json").write_text(json.dumps([PRED]))
     threshold = base / "t[red].json"
-    r = invoke("freeze-threshold", preds / "clean.json", "--split-dir", out / "annotations" / "test.json", "--out",
-               threshold)
+    r = invoke(
+        "freeze-threshold", preds / "clean.json", "--split-dir", out / "annotations" / "test.json", "--out", threshold
+    )
     assert r.exit_code == 0, r.output
     assert f"wrote {threshold}" in r.stdout
     jsons = []
     for label in ("a[/]", "b[/]"):
         jsons.append(base / f"s[{label[0]}].json")
-        r = invoke("score", preds, "--split-dir", out, "--threshold-file", threshold, "--bootstrap", "1",
-                   "--label", label, "--json", jsons[-1], "--csv", base / "s[i].csv")
+        r = invoke(
+            "score",
+            preds,
+            "--split-dir",
+            out,
+            "--threshold-file",
+            threshold,
+            "--bootstrap",
+            "1",
+            "--label",
+            label,
+            "--json",
+            jsons[-1],
+            "--csv",
+            base / "s[i].csv",
+        )
         assert r.exit_code == 0, r.output
         assert f"wrote {jsons[-1]}" in r.stdout and f"wrote {base / 's[i].csv'}" in r.stdout
     r = invoke("rank", *jsons, "--bootstrap", "10", "--json", base / "r[b].json")
@@ -172,8 +201,10 @@ def test_the_shared_consoles_never_read_markup_or_emoji_codes():
 
 # --- 7. names in the report: Markdown, HTML, mathtext, LaTeX -----------------------------------------------------
 SCORE_FIXTURE = FIXTURES_DIR / "score_sard_yolo11n.json"
-HOSTILE_LABEL = ("<script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1)) "
-                 "![i](https://evil.example/p.png) <https://evil.example> *em* _u_ `code` a|b")
+HOSTILE_LABEL = (
+    "<script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1)) "
+    "![i](https://evil.example/p.png) <https://evil.example> *em* _u_ `code` a|b"
+)
 HOSTILE_DATASET = "d\n\n# Injected\x7f\x00\u2028z"
 
 
@@ -196,7 +227,7 @@ def test_report_md_renders_user_strings_as_plain_text(hostile_report):
 
     md = hostile_report.markdown.read_text(encoding="utf-8")
     html = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
-    assert "<script" not in html and "<img src=\"x\"" not in html and "onerror" not in html.replace("onerror=", "")
+    assert "<script" not in html and '<img src="x"' not in html and "onerror" not in html.replace("onerror=", "")
     assert 'href="javascript:' not in html and 'src="https://evil' not in html and 'href="https://evil' not in html
     assert "<h1>Injected" not in html and "<em>em</em>" not in html and "<code>code</code>" not in html
     assert html.count("<h1>") == 1  # the report's title only
@@ -206,8 +237,23 @@ def test_report_md_renders_user_strings_as_plain_text(hostile_report):
     assert not any(ch in md for ch in "\x7f\x00\u2028")
 
 
-@pytest.mark.parametrize("text", [HOSTILE_LABEL, "a&amp;b", "&copy; 2024", "&#60;b&#62;", "R&D", "x\\_y",
-                                  "low_light_s1", "fp_per_image<=2", "[0.72, 0.81]", "$x$", "~~s~~", "__init__"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        HOSTILE_LABEL,
+        "a&amp;b",
+        "&copy; 2024",
+        "&#60;b&#62;",
+        "R&D",
+        "x\\_y",
+        "low_light_s1",
+        "fp_per_image<=2",
+        "[0.72, 0.81]",
+        "$x$",
+        "~~s~~",
+        "__init__",
+    ],
+)
 def test_md_text_renders_as_exactly_the_text(text):
     """What md_text promises: rendered, the Markdown shows the text itself (an entity reference such as &copy;
     included), not what it would mean as Markdown or HTML."""
@@ -223,7 +269,7 @@ def test_md_text_renders_as_exactly_the_text(text):
 
 def test_report_html_holds_no_markup_from_user_strings(hostile_report):
     text = hostile_report.html.read_text(encoding="utf-8")
-    assert "<script" not in text and "<img src=x" not in text and "href=\"javascript:" not in text
+    assert "<script" not in text and "<img src=x" not in text and 'href="javascript:' not in text
     assert not any(ch in text for ch in "\x7f\x00\u2028")
 
 
@@ -343,7 +389,6 @@ def test_a_score_of_either_shipped_suite_is_held_to_that_suite(suite):
             validate_result(doc)
 
 
-
 def test_a_score_of_an_unknown_suite_is_held_to_the_nine_corruptions_not_to_the_engine_models():
     """The bound and the fallback read the engine's model list (18 models: 55 conditions, and model names such as
     sun_glint_s1 passed as conditions); every suite's conditions come from the nine corruptions: 28."""
@@ -358,6 +403,7 @@ def test_a_score_of_an_unknown_suite_is_held_to_the_nine_corruptions_not_to_the_
         del doc["conditions"]["low_light_s3"]
         with pytest.raises(AegisError, match=f"not a condition id: '{model_name}'"):
             validate_result(doc)
+
 
 def test_rank_bounds_the_number_and_length_of_condition_names(tmp_path, split):
     paths = [tmp_path / "a.json", tmp_path / "b.json"]
@@ -402,23 +448,28 @@ def test_exact_duplicate_csv_rows_are_dropped_counted_and_warned(tmp_path):
 
 
 def test_two_different_boxes_on_one_frame_are_kept(tmp_path):
-    rows = ["filename,width,height,class,xmin,ymin,xmax,ymax"] + [f"gss{k}.png,64,48,person,4,4,30,30"
-                                                                   for k in range(1, 7)]
+    rows = ["filename,width,height,class,xmin,ymin,xmax,ymax"] + [
+        f"gss{k}.png,64,48,person,4,4,30,30" for k in range(1, 7)
+    ]
     rows.append("gss1.png,64,48,person,34,4,60,30")
     ds = _sard(sard_tree(tmp_path / "sard", rows=rows))
     assert _boxes(ds)["gss1"] == 2 and not ds.warnings
 
 
-@pytest.mark.parametrize("cls,classes,present", [("person", "persn", "person"),
-                                                 ("Standing", "person", "Standing"),
-                                                 ("person", "person,persn", "person")])
+@pytest.mark.parametrize(
+    "cls,classes,present",
+    [("person", "persn", "person"), ("Standing", "person", "Standing"), ("person", "person,persn", "person")],
+)
 def test_a_sard_class_filter_matching_no_label_is_refused(tmp_path, cls, classes, present):
     src = sard_tree(tmp_path / "sard", cls=cls)
     with pytest.raises(AegisError, match=rf"matches no label .*; the labels hold classes: {present}") as exc:
         _sard(src, classes=classes)
     assert "\n" not in str(exc.value)
-    assert_one_line_error(invoke("audit", "--dataset", "sard", "--source", src, "--classes", classes, "--no-hash"),
-                          "matches no label", present)
+    assert_one_line_error(
+        invoke("audit", "--dataset", "sard", "--source", src, "--classes", classes, "--no-hash"),
+        "matches no label",
+        present,
+    )
 
 
 def _voc_tree(root: Path, name: str = "person") -> Path:
@@ -427,7 +478,8 @@ def _voc_tree(root: Path, name: str = "person") -> Path:
         (root / "Annotations").mkdir(parents=True, exist_ok=True)
         (root / "Annotations" / f"v{k}.xml").write_text(
             f"<annotation><size><width>48</width><height>32</height></size><object><name>{name}</name>"
-            "<bndbox><xmin>4</xmin><ymin>4</ymin><xmax>20</xmax><ymax>20</ymax></bndbox></object></annotation>")
+            "<bndbox><xmin>4</xmin><ymin>4</ymin><xmax>20</xmax><ymax>20</ymax></bndbox></object></annotation>"
+        )
     return root
 
 
@@ -435,8 +487,11 @@ def test_a_voc_class_filter_matching_no_label_is_refused(tmp_path):
     from aegis_data.sources import load_source
 
     src = _voc_tree(tmp_path / "voc", name="Person")
-    assert_one_line_error(invoke("audit", "--dataset", "voc", "--source", src, "--classes", "persn", "--no-hash"),
-                          "'persn' matches no label", "the labels hold classes: Person")
+    assert_one_line_error(
+        invoke("audit", "--dataset", "voc", "--source", src, "--classes", "persn", "--no-hash"),
+        "'persn' matches no label",
+        "the labels hold classes: Person",
+    )
     ds = load_source("voc", source=src, classes="person")  # names compare case-insensitively, as before
     assert sum(len(r.boxes) for r in ds.records()) == 3
 
@@ -473,7 +528,8 @@ def test_the_sard_xml_layout_applies_and_checks_its_class_filter(tmp_path):
         write_png(root / f"gss{k}.png", 48, 32, seed=k)
         (root / f"gss{k}.xml").write_text(
             "<annotation><object><name>Standing</name><bndbox><xmin>4</xmin><ymin>4</ymin><xmax>20</xmax>"
-            "<ymax>20</ymax></bndbox></object></annotation>")
+            "<ymax>20</ymax></bndbox></object></annotation>"
+        )
     with pytest.raises(AegisError, match="'persn' matches no label .*the labels hold classes: Standing"):
         _sard(root, classes="persn")
     assert set(_boxes(_sard(root, classes="standing")).values()) == {1}
@@ -489,12 +545,15 @@ def test_a_non_utf8_image_name_in_a_sard_folder_is_one_line(tmp_path):
     assert_one_line_error(invoke("audit", "--dataset", "sard", "--source", src, "--no-hash"), "is not UTF-8")
 
 
-@pytest.mark.parametrize("name,data,fragment", [
-    ("groups.csv", b"stem,group\ngss1,\xff\xfe\n", "is not UTF-8 text"),
-    ("groups.json", json.dumps({f"gss{k}": None for k in range(1, 7)}).encode(), "the group of 'gss1' is null"),
-    ("groups.json", json.dumps({f"gss{k}": ["a"] for k in range(1, 7)}).encode(), "the group of 'gss1' is [\"a\"]"),
-    ("groups.csv", b"gss1,\ngss2,b\n", "the group of 'gss1' is empty"),
-])
+@pytest.mark.parametrize(
+    "name,data,fragment",
+    [
+        ("groups.csv", b"stem,group\ngss1,\xff\xfe\n", "is not UTF-8 text"),
+        ("groups.json", json.dumps({f"gss{k}": None for k in range(1, 7)}).encode(), "the group of 'gss1' is null"),
+        ("groups.json", json.dumps({f"gss{k}": ["a"] for k in range(1, 7)}).encode(), "the group of 'gss1' is [\"a\"]"),
+        ("groups.csv", b"gss1,\ngss2,b\n", "the group of 'gss1' is empty"),
+    ],
+)
 def test_bad_groups_files_are_one_line(tmp_path, name, data, fragment):
     src = sard_tree(tmp_path / "sard")
     (tmp_path / name).write_bytes(data)
@@ -518,8 +577,10 @@ def api_inputs(split):
     return ae, split, base
 
 
-@pytest.mark.parametrize("conditions", [{"../../evil": [PRED]}, {"clean": [PRED], "a/b": [PRED]}, {1: [PRED]},
-                                        {"clean": [PRED], "low_light_s9": [PRED]}])
+@pytest.mark.parametrize(
+    "conditions",
+    [{"../../evil": [PRED]}, {"clean": [PRED], "a/b": [PRED]}, {1: [PRED]}, {"clean": [PRED], "low_light_s9": [PRED]}],
+)
 def test_api_score_refuses_condition_names_no_file_could_have(api_inputs, conditions):
     ae, split, _ = api_inputs
     with pytest.raises(AegisError, match=r"\[condition_(name|unknown)\]"):
@@ -532,11 +593,14 @@ def test_cli_score_refuses_a_condition_file_of_another_suite(tmp_path, split):
     assert_one_line_error(r, "[condition_unknown]", "'low_light_s9'")
 
 
-@pytest.mark.parametrize("kwargs,fragment", [
-    (dict(threshold=True), "`threshold` must be a number in [0, 1]; got True"),
-    (dict(threshold="0.5"), "`threshold` must be a number"),
-    (dict(threshold=0.5, bootstrap=10**12), "at most 100,000 resamples"),
-])
+@pytest.mark.parametrize(
+    "kwargs,fragment",
+    [
+        (dict(threshold=True), "`threshold` must be a number in [0, 1]; got True"),
+        (dict(threshold="0.5"), "`threshold` must be a number"),
+        (dict(threshold=0.5, bootstrap=10**12), "at most 100,000 resamples"),
+    ],
+)
 def test_api_score_refuses_bad_threshold_and_bootstrap_values(api_inputs, kwargs, fragment):
     ae, split, _ = api_inputs
     with pytest.raises(AegisError) as exc:
@@ -567,13 +631,16 @@ def test_api_rank_refuses_in_memory_documents_with_impossible_values(api_inputs,
         ae.rank(docs, "recall", bootstrap=10)
 
 
-@pytest.mark.parametrize("edit,fragment", [
-    (lambda d: d["conditions"]["clean"].update(severity="high"), "severity must be 0 (clean), 1-3 or null"),
-    (lambda d: d["conditions"]["clean"].update(severity=True), "severity must be"),
-    (lambda d: d["threshold"].update(value="0.5"), "threshold.value must be a number in [0, 1] or null"),
-    (lambda d: d["threshold"].update(value=7), "threshold.value must be a number in [0, 1] or null"),
-    (lambda d: d["threshold"].update(per_class={"person": None, "car": "x"}), "threshold.per_class['car']"),
-])
+@pytest.mark.parametrize(
+    "edit,fragment",
+    [
+        (lambda d: d["conditions"]["clean"].update(severity="high"), "severity must be 0 (clean), 1-3 or null"),
+        (lambda d: d["conditions"]["clean"].update(severity=True), "severity must be"),
+        (lambda d: d["threshold"].update(value="0.5"), "threshold.value must be a number in [0, 1] or null"),
+        (lambda d: d["threshold"].update(value=7), "threshold.value must be a number in [0, 1] or null"),
+        (lambda d: d["threshold"].update(per_class={"person": None, "car": "x"}), "threshold.per_class['car']"),
+    ],
+)
 def test_score_result_refuses_bad_types_at_construction(api_inputs, edit, fragment):
     ae, _, base = api_inputs
     doc = json.loads(json.dumps(base))
@@ -592,12 +659,17 @@ def test_an_image_id_that_is_no_text_is_one_line():
     ad.apply_corruption(rgb, "low_light", 1, image_id="bild_ä", config=ad.load_config("aegis-v1"))  # real text keys
 
 
-@pytest.mark.parametrize("kwargs,fragment", [
-    (dict(seed=2**64), "`seed` must be an integer in [0, 2**63)"), (dict(seed=-1), "`seed` must be"),
-    (dict(seed=True), "`seed` must be"), (dict(limit=True), "`limit` must be at least 1, an integer"),
-    (dict(limit=1.5), "`limit` must be at least 1, an integer"),
-    (dict(limit=0), "`limit` must be at least 1, an integer"),
-])
+@pytest.mark.parametrize(
+    "kwargs,fragment",
+    [
+        (dict(seed=2**64), "`seed` must be an integer in [0, 2**63)"),
+        (dict(seed=-1), "`seed` must be"),
+        (dict(seed=True), "`seed` must be"),
+        (dict(limit=True), "`limit` must be at least 1, an integer"),
+        (dict(limit=1.5), "`limit` must be at least 1, an integer"),
+        (dict(limit=0), "`limit` must be at least 1, an integer"),
+    ],
+)
 def test_build_splits_refuses_seed_and_limit_values_that_are_no_such_integer(tmp_path, kwargs, fragment):
     from aegis_data.sources import load_source
     from aegis_data.split.build import build_splits
@@ -613,8 +685,11 @@ def test_training_seeds_beyond_32_bits_are_one_line():
     from aegis_eval.runners.ablate import parse_seeds
     from aegis_eval.runners.config import resolve_settings
 
-    with pytest.raises(AegisError, match=r"training seed 18446744073709551616 is too large; expected integers in "
-                                         r"\[0, 4294967295\]"):
+    with pytest.raises(
+        AegisError,
+        match=r"training seed 18446744073709551616 is too large; expected integers in "
+        r"\[0, 4294967295\]",
+    ):
         parse_seeds("0,18446744073709551616")
     assert parse_seeds("0,4294967295") == [0, 4294967295]
     with pytest.raises(AegisError, match=r"seed=4294967296 is invalid"):
@@ -624,8 +699,22 @@ def test_training_seeds_beyond_32_bits_are_one_line():
 
 
 def test_cli_training_seeds_beyond_32_bits_are_one_line(tmp_path, split):
-    r = invoke("baseline", "ablate", "--split-dir", split, "--out-dir", tmp_path / "ab", "--policies", "all",
-               "--seeds", "18446744073709551616", "--model", "yolo11", "--weights", "yolo11n.yaml")
+    r = invoke(
+        "baseline",
+        "ablate",
+        "--split-dir",
+        split,
+        "--out-dir",
+        tmp_path / "ab",
+        "--policies",
+        "all",
+        "--seeds",
+        "18446744073709551616",
+        "--model",
+        "yolo11",
+        "--weights",
+        "yolo11n.yaml",
+    )
     assert_one_line_error(r, "training seed 18446744073709551616 is too large")
 
 
@@ -644,12 +733,20 @@ def test_gallery_index_md_shows_file_names_as_text():
 
     from aegis_eval.report.gallery import GalleryPair, _index_md
 
-    pair = GalleryPair(rank=1, row=0, image_id=1, file_name="<img src=x onerror=alert(1)>) [a](javascript:x).png",
-                       condition="low_light_s1", n_gt=1, found_clean=1, found_condition=0)
+    pair = GalleryPair(
+        rank=1,
+        row=0,
+        image_id=1,
+        file_name="<img src=x onerror=alert(1)>) [a](javascript:x).png",
+        condition="low_light_s1",
+        n_gt=1,
+        found_clean=1,
+        found_condition=0,
+    )
     rel = "pairs/001_low_light_s1_<img src=x onerror=alert(1)>) [a](javascript:x).png"
     md = _index_md([(pair, rel)], "0.5", Path("sp`lit"), ["a *note*"])
     html = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
-    assert "<img src=\"x\"" not in html and "<img src=x" not in html and "](javascript:" not in md
+    assert '<img src="x"' not in html and "<img src=x" not in html and "](javascript:" not in md
     assert html.count("<img") == 1 and "<em>note</em>" not in html and "<code>" not in html
 
 

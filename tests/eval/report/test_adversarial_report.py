@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 
+from tests.adversarial import BIG, invoke, score_json, scoring_inputs, yolo_split  # noqa: F401 (fixtures)
 from tests.conftest import assert_one_line_error
-from tests.adversarial import BIG, invoke
-from tests.adversarial import score_json, scoring_inputs, yolo_split  # noqa: F401 (fixtures)
 
 
 def test_report_on_a_score_beyond_float64_is_a_finding(tmp_path, score_json):

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from aegis_cli.main import app  # the real root app: also checks that `register` wires the commands
 from aegis_data.errors import AegisError
 from aegis_eval.report import palette
 from aegis_eval.report.gallery import (
@@ -29,7 +30,6 @@ from aegis_eval.report.gallery import (
     panel_scale,
     select_conditions,
 )
-from aegis_cli.main import app  # the real root app: also checks that `register` wires the commands
 
 
 def pair_size(width: int, height: int, max_width: int = DEFAULT_MAX_WIDTH) -> tuple[int, int]:
@@ -37,6 +37,7 @@ def pair_size(width: int, height: int, max_width: int = DEFAULT_MAX_WIDTH) -> tu
     s = panel_scale(width, max_width)
     pw, ph = max(1, round(width * s)), max(1, round(height * s))
     return 2 * pw + GAP, HEADER + ph
+
 
 FRAMES = {  # stem: (width, height, GT boxes xywh)
     "frame_a": (200, 150, [[20, 30, 24, 30], [120, 60, 20, 28]]),
@@ -70,16 +71,18 @@ def tiny(tmp_path_factory):
     for i, (stem, (w, h, boxes)) in enumerate(FRAMES.items(), start=1):
         images.append({"id": i, "file_name": f"{stem}.png", "width": w, "height": h})
         for b in boxes:
-            anns.append({"id": len(anns) + 1, "image_id": i, "category_id": 1, "bbox": b, "area": b[2] * b[3],
-                         "iscrowd": 0})
+            anns.append(
+                {"id": len(anns) + 1, "image_id": i, "category_id": 1, "bbox": b, "area": b[2] * b[3], "iscrowd": 0}
+            )
         for k, cond in enumerate(("clean", "low_light_s3", "smoke_haze_s2")):
             rgb = _frame(w, h, k)
             if cond != "clean":
                 rgb = (rgb // (2 + k)).astype(np.uint8)  # darker: visibly a different frame
             _write_png(split / "test" / cond / f"{stem}.png", rgb)
     (split / "annotations").mkdir(parents=True)
-    (split / "annotations" / "test.json").write_text(json.dumps(
-        {"images": images, "annotations": anns, "categories": [{"id": 1, "name": "person"}]}))
+    (split / "annotations" / "test.json").write_text(
+        json.dumps({"images": images, "annotations": anns, "categories": [{"id": 1, "name": "person"}]})
+    )
     ids = {stem: i for i, stem in enumerate(FRAMES, start=1)}
     clean = [_det(ids[s], b, 0.9) for s, (_, _, boxes) in FRAMES.items() for b in boxes]
     clean.append(_det(ids["frame_b"], [300, 200, 30, 30], 0.8))  # a false alarm
@@ -114,7 +117,11 @@ def test_ranks_pairs_by_recall_drop(gallery):
 
 def test_pictures_exist_with_expected_size(gallery):
     # 200 px frames are enlarged to the 320 px minimum panel; the 640 px frame is halved to fit 648 px.
-    expected = {"frame_c.png": (648, HEADER + 240), "frame_b.png": (648, HEADER + 240), "frame_a.png": (648, HEADER + 240)}
+    expected = {
+        "frame_c.png": (648, HEADER + 240),
+        "frame_b.png": (648, HEADER + 240),
+        "frame_a.png": (648, HEADER + 240),
+    }
     assert pair_size(200, 150, 648) == pair_size(640, 480, 648) == (2 * 320 + GAP, HEADER + 240)
     assert pair_size(4000, 3000) == (1600, HEADER + 597)
     for p, path in zip(gallery.pairs, gallery.images):
@@ -168,12 +175,14 @@ def test_an_image_ranked_under_two_conditions_decodes_its_clean_frame_once(tiny,
     monkeypatch.setattr(gallery_mod, "read_rgb", lambda path: reads.append(Path(path).parent.name) or real_read(path))
     res = build_gallery(split, twin, tmp_path / "g", threshold=THRESHOLD, max_width=648)
     assert [(p.file_name, p.condition) for p in res.pairs] == [
-        ("frame_b.png", "smoke_haze_s2"), ("frame_b.png", "low_light_s3"),
-        ("frame_a.png", "smoke_haze_s2"), ("frame_a.png", "low_light_s3")]
+        ("frame_b.png", "smoke_haze_s2"),
+        ("frame_b.png", "low_light_s3"),
+        ("frame_a.png", "smoke_haze_s2"),
+        ("frame_a.png", "low_light_s3"),
+    ]
     assert reads.count("clean") == 2 and len(reads) == 6
     # The reused clean panel is the one a fresh render draws (rank and header text aside).
-    single = build_gallery(split, twin, tmp_path / "one", threshold=THRESHOLD, conditions="low_light_s3",
-                           max_width=648)
+    single = build_gallery(split, twin, tmp_path / "one", threshold=THRESHOLD, conditions="low_light_s3", max_width=648)
     for path, fresh in ((res.images[1], single.images[0]), (res.images[3], single.images[1])):
         a, b = cv2.imread(str(path)), cv2.imread(str(fresh))
         assert np.array_equal(a[HEADER:, :320], b[HEADER:, :320])
@@ -196,7 +205,9 @@ def test_scale_and_condition_selection_errors():
         panel_scale(100, 300)
     assert select_conditions(["low_light_s3", "clean", "smoke_haze_s2"]) == ["smoke_haze_s2", "low_light_s3"]
     assert select_conditions(["clean", "low_light_s3", "smoke_haze_s2"], "low_light_s3, smoke_haze_s2") == [
-        "smoke_haze_s2", "low_light_s3"]  # canonical (config) order, whatever order was asked
+        "smoke_haze_s2",
+        "low_light_s3",
+    ]  # canonical (config) order, whatever order was asked
     with pytest.raises(AegisError, match="'clean' is implicit"):
         select_conditions(["clean", "low_light_s3"], ["clean"])
     with pytest.raises(AegisError, match="no predictions for condition 'dust_haze_s1'"):
@@ -210,11 +221,28 @@ runner = CliRunner()
 
 def test_cli_gallery(tiny, tmp_path):
     split, preds, thr = tiny
-    result = runner.invoke(app, ["gallery", str(preds), "--split-dir", str(split), "--threshold-file", str(thr),
-                                    "--n", "2", "--out-dir", str(tmp_path / "g"), "--max-width", "648"])
+    result = runner.invoke(
+        app,
+        [
+            "gallery",
+            str(preds),
+            "--split-dir",
+            str(split),
+            "--threshold-file",
+            str(thr),
+            "--n",
+            "2",
+            "--out-dir",
+            str(tmp_path / "g"),
+            "--max-width",
+            "648",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (tmp_path / "g" / "pairs").iterdir()) == [
-        "001_smoke_haze_s2_frame_c.png", "002_low_light_s3_frame_b.png"]
+        "001_smoke_haze_s2_frame_c.png",
+        "002_low_light_s3_frame_b.png",
+    ]
     assert "index.html" in result.stdout and "smoke_haze_s2" in result.stdout
 
 
@@ -233,7 +261,9 @@ def test_cli_gallery(tiny, tmp_path):
 def test_cli_gallery_errors_are_one_line(tiny, tmp_path, extra, message):
     split, preds, thr = tiny
     args = [a.format(thr=thr, split=split) for a in extra]
-    result = runner.invoke(app, ["gallery", str(preds), "--split-dir", str(split), "--out-dir", str(tmp_path / "g"), *args])
+    result = runner.invoke(
+        app, ["gallery", str(preds), "--split-dir", str(split), "--out-dir", str(tmp_path / "g"), *args]
+    )
     assert result.exit_code == 1, result.output
     lines = [l for l in result.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], result.stderr
@@ -246,16 +276,18 @@ def test_cli_gallery_without_clean_predictions(tiny, tmp_path):
     partial = tmp_path / "preds"
     partial.mkdir()
     (partial / "low_light_s3.json").write_bytes((preds / "low_light_s3.json").read_bytes())
-    result = runner.invoke(app, ["gallery", str(partial), "--split-dir", str(split), "--threshold", "0.5",
-                                    "--out-dir", str(tmp_path / "g")])
+    result = runner.invoke(
+        app,
+        ["gallery", str(partial), "--split-dir", str(split), "--threshold", "0.5", "--out-dir", str(tmp_path / "g")],
+    )
     assert result.exit_code == 1
     assert "has no clean.json" in result.stderr and "Traceback" not in result.output
 
 
 def test_report_reads_real_scorer_output(tiny, tmp_path):
     """The contract between `aegis score --json` and `aegis report`, on the same tiny split."""
-    from aegis_eval.report import build_report, load_results
     from aegis_eval.protocols.scoring import write_score_json
+    from aegis_eval.report import build_report, load_results
     from tests.eval.protocols.scoring_memory import score_paths
 
     split, preds, thr = tiny

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from aegis_cli.main import app  # the real root app: also checks that `register` wires the commands
 from aegis_data.errors import AegisError
 from aegis_eval.report import build_report, load_results, parse_formats
 from aegis_eval.report import figures as F
@@ -27,7 +28,6 @@ from aegis_eval.report.results import (
     relative_drop,
     robustness_summary,
 )
-from aegis_cli.main import app  # the real root app: also checks that `register` wires the commands
 from tests import FIXTURES_DIR
 
 FIXTURES = FIXTURES_DIR
@@ -53,13 +53,21 @@ def full_report(tmp_path_factory):
 
 # --- figures -----------------------------------------------------------------------------------------------
 
+
 def test_every_figure_is_a_png_of_the_declared_size(full_report):
     names = sorted(p.name for p in full_report.figures)
-    assert names == sorted([
-        "heridal_heatmap_recall.png", "heridal_curves_recall.png", "heridal_families_recall.png",
-        "heridal_localization.png", "sard_heatmap_recall.png", "sard_curves_recall.png",
-        "sard_families_recall.png", "sard_localization.png",
-    ])
+    assert names == sorted(
+        [
+            "heridal_heatmap_recall.png",
+            "heridal_curves_recall.png",
+            "heridal_families_recall.png",
+            "heridal_localization.png",
+            "sard_heatmap_recall.png",
+            "sard_curves_recall.png",
+            "sard_families_recall.png",
+            "sard_localization.png",
+        ]
+    )
     fig_dir = full_report.out / "figures"
     # Explicit numbers, so a silent geometry change fails here and not only in the helper functions. The PNGs
     # are drawn at 200 DPI: twice the layout size.
@@ -115,6 +123,7 @@ def test_rendering_leaves_matplotlib_state_alone():
 
 
 # --- documents ---------------------------------------------------------------------------------------------
+
 
 def test_html_is_self_contained_and_embeds_every_figure(full_report):
     html = full_report.html.read_text(encoding="utf-8")
@@ -200,10 +209,12 @@ def test_latex_partial_sweep_blank_cells_and_escaping(full_report, tmp_path):
 
 def test_latex_escape_covers_special_characters():
     assert latex_escape("a_b&c%d$e#f{g}h~i^j\\k") == (
-        "a\\_b\\&c\\%d\\$e\\#f\\{g\\}h\\textasciitilde{}i\\textasciicircum{}j\\textbackslash{}k")
+        "a\\_b\\&c\\%d\\$e\\#f\\{g\\}h\\textasciitilde{}i\\textasciicircum{}j\\textbackslash{}k"
+    )
 
 
 # --- values ------------------------------------------------------------------------------------------------
+
 
 def test_relative_drop_recomputed_when_not_stored_and_sign_of_lower_is_better():
     (res,) = load_results([SARD])
@@ -246,6 +257,7 @@ def test_grouping_null_dataset_and_duplicate_labels():
 
 
 # --- bad input -----------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "content, message",
@@ -305,8 +317,9 @@ runner = CliRunner()
 
 
 def test_cli_report_writes_files_and_lists_them(tmp_path):
-    result = runner.invoke(app, ["report", str(SARD), "--out-dir", str(tmp_path / "r"),
-                                    "--format", "md,latex", "--metric", "f1"])
+    result = runner.invoke(
+        app, ["report", str(SARD), "--out-dir", str(tmp_path / "r"), "--format", "md,latex", "--metric", "f1"]
+    )
     assert result.exit_code == 0, result.output
     assert (tmp_path / "r" / "report.md").is_file() and (tmp_path / "r" / "report_table.tex").is_file()
     assert not (tmp_path / "r" / "report.html").exists()
@@ -351,6 +364,7 @@ def test_unknown_corruption_gets_its_own_row_after_the_suite():
 
 # --- a report a reviewer accepts: two models scored by the real scorer ----------------------------------------
 
+
 @pytest.fixture(scope="module")
 def two_models(tmp_path_factory):
     """Two models' full sweeps scored by ``score_conditions`` on a synthetic split (24 images, B = 40); the
@@ -372,9 +386,11 @@ def test_every_table_states_its_sample_size(two_models):
     results, files = two_models
     sample = results[0]["sample"]
     md = files.markdown.read_text(encoding="utf-8")
-    note = (f"n: 28 conditions, 2 models; 24 images, {sample['n_gt']} GT boxes (small {sample['n_gt_small']}, "
-            f"medium {sample['n_gt_medium']}, large {sample['n_gt_large']}) per condition; B = 40 bootstrap "
-            "resamples of 24 images, seed 0.")
+    note = (
+        f"n: 28 conditions, 2 models; 24 images, {sample['n_gt']} GT boxes (small {sample['n_gt_small']}, "
+        f"medium {sample['n_gt_medium']}, large {sample['n_gt_large']}) per condition; B = 40 bootstrap "
+        "resamples of 24 images, seed 0."
+    )
     tables = [t for t in _tables(md) if not t.startswith(("## Frozen", "## Provenance"))]
     assert len(tables) >= 8
     for t in tables:
@@ -417,8 +433,10 @@ def test_false_alarm_section_has_bounds_rule_and_figure(two_models):
     fa = next(t for t in _tables(md) if "false alarms" in t.splitlines()[0])
     rec = results[1]["false_alarm"]["conditions"]["smoke_haze_s3"]
     row = next(line for line in fa.splitlines() if line.startswith("| smoke_haze_s3 |"))
-    assert (f"{rec['fp_per_image']:.2f} (≤ {rec['fp_per_image_upper']:.2f})" in row
-            and f"{100 * rec['false_alarm_image_share']:.1f} (≤ {100 * rec['false_alarm_image_share_upper']:.1f})" in row)
+    assert (
+        f"{rec['fp_per_image']:.2f} (≤ {rec['fp_per_image_upper']:.2f})" in row
+        and f"{100 * rec['false_alarm_image_share']:.1f} (≤ {100 * rec['false_alarm_image_share_upper']:.1f})" in row
+    )
     assert len([line for line in fa.splitlines() if line.startswith("| clean |") or "_s" in line[:30]]) == 28
     assert "Garwood" in fa and "Clopper–Pearson" in fa
     assert "detector_b: threshold 0.6 frozen by the risk rule fp_per_image<=2" in fa
@@ -465,8 +483,14 @@ def _latex_problems(tex: str) -> list[str]:
 def test_latex_tables_are_inputable_booktabs_and_report_tex_compiles(two_models, tmp_path):
     _, files = two_models
     names = sorted(p.name for p in files.latex_tables)
-    assert {"synthetic_summary.tex", "synthetic_families_recall.tex", "synthetic_false_alarms.tex",
-            "synthetic_grid_recall.tex", "synthetic_grid_map50.tex", "thresholds.tex"} <= set(names)
+    assert {
+        "synthetic_summary.tex",
+        "synthetic_families_recall.tex",
+        "synthetic_false_alarms.tex",
+        "synthetic_grid_recall.tex",
+        "synthetic_grid_map50.tex",
+        "thresholds.tex",
+    } <= set(names)
     for p in files.latex_tables:
         tex = p.read_text(encoding="utf-8")
         assert _latex_problems(tex) == [], p.name
@@ -494,8 +518,13 @@ def compile_report_tex(report_dir: Path, tmp_path: Path, ran: str) -> Path:
         pytest.skip(f"pdflatex not installed; {ran}")
     work = tmp_path / "tex"
     shutil.copytree(report_dir, work)
-    run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "report.tex"], cwd=work,
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "report.tex"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout[-3000:]
     return work / "report.pdf"
 
@@ -527,8 +556,10 @@ def test_bar_labels_overlap_neither_each_other_nor_the_bars():
         assert _overlaps(labels) == [], n_models
         assert not any(lab.overlaps(bar) for lab in labels for bar in bars), n_models
         assert not any(lab.overlaps(legend) for lab in labels)
-        assert all(axes_box.x0 <= lab.x0 and lab.x1 <= axes_box.x1 and axes_box.y0 <= lab.y0
-                   and lab.y1 <= axes_box.y1 for lab in labels), n_models
+        assert all(
+            axes_box.x0 <= lab.x0 and lab.x1 <= axes_box.x1 and axes_box.y0 <= lab.y0 and lab.y1 <= axes_box.y1
+            for lab in labels
+        ), n_models
     # Negative control: the same check flags two labels drawn on top of each other.
     with F.drawn(F.FigurePlan(200, 100, lambda fig: [fig.text(0.5, 0.5, "-40"), fig.text(0.51, 0.5, "-40")])) as fig:
         boxes = [t.get_window_extent(fig.canvas.get_renderer()) for t in fig.texts]
@@ -540,8 +571,9 @@ def test_latex_labels_are_unique_when_dataset_names_differ_only_in_punctuation(t
     names = ("sard v1", "sard-v1", "sard_v1")
     results = [{**copy.deepcopy(res), "dataset": name} for name in names]
     files = build_report(results, tmp_path, formats="latex")
-    labels = [lab for p in files.latex_tables
-              for lab in re.findall(r"\\label\{([^}]+)\}", p.read_text(encoding="utf-8"))]
+    labels = [
+        lab for p in files.latex_tables for lab in re.findall(r"\\label\{([^}]+)\}", p.read_text(encoding="utf-8"))
+    ]
     assert len(labels) == len(files.latex_tables)
     assert len(set(labels)) == len(labels), sorted(labels)
     grid = (files.out / "tables" / "sard-v1-2_grid_recall.tex").read_text(encoding="utf-8")
@@ -558,7 +590,9 @@ def test_latex_grid_has_the_grid_tables_notes_brackets_only_with_intervals(full_
         block.pop("ci", None)
         block.pop("ci_drop", None)
     files = build_report([bare], tmp_path, formats="md,latex")
-    grid_md = next(t for t in _tables(files.markdown.read_text(encoding="utf-8")) if "per condition" in t.splitlines()[0])
+    grid_md = next(
+        t for t in _tables(files.markdown.read_text(encoding="utf-8")) if "per condition" in t.splitlines()[0]
+    )
     grid_tex = (tmp_path / "tables" / "sard_grid_recall.tex").read_text(encoding="utf-8")
     assert "Brackets" not in grid_md and "Brackets" not in grid_tex
     assert "n: 28 conditions, 1 model;" in grid_md and "n: 28 conditions, 1 model;" in grid_tex
@@ -582,10 +616,14 @@ def test_mitigation_held_out_severities_read_condition_ids_with_the_engine_parse
     from aegis_eval.report.mitigation import seed_table
 
     (res,) = load_results([SARD])
-    block = {"metrics": ["recall"], "seeds": [0, 1], "baseline_label": "clean",
-             "seen_conditions": ["low_light_s1", "low_light_s2"],
-             "unseen_conditions": ["low_light_s3", "smoke_haze_s1"],
-             "conditions": {c: {"recall": _seeded_gain(0.1)} for c in ("clean", "low_light_s3", "smoke_haze_s1")}}
+    block = {
+        "metrics": ["recall"],
+        "seeds": [0, 1],
+        "baseline_label": "clean",
+        "seen_conditions": ["low_light_s1", "low_light_s2"],
+        "unseen_conditions": ["low_light_s3", "smoke_haze_s1"],
+        "conditions": {c: {"recall": _seeded_gain(0.1)} for c in ("clean", "low_light_s3", "smoke_haze_s1")},
+    }
     (group,) = group_by_dataset([{**res, "mitigation": block}])
     held = [row[1] for row in seed_table(group, "recall").rows]
     assert "low_light_s3" in held and "smoke_haze_s1" not in held  # a held-out severity, not a left-out family
@@ -616,6 +654,7 @@ def test_cross_dataset_tables_and_slugs_are_built_once_for_every_format(tmp_path
         def wrapper(*args, **kwargs):
             calls[name] = calls.get(name, 0) + 1
             return fn(*args, **kwargs)
+
         return wrapper
 
     for name in ("threshold_table", "provenance_table", "_slugs"):

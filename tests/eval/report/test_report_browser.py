@@ -13,13 +13,14 @@ import pytest
 from aegis_data.files.imageio import read_rgb
 from aegis_eval.report.build import build_report
 from aegis_eval.report.results import load_results
-from tests.eval.report.browser import check_page, find_chromium
 from tests import FIXTURES_DIR
+from tests.eval.report.browser import check_page, find_chromium
 
 FIXTURES = FIXTURES_DIR
 CHROMIUM = find_chromium()
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium found (apt-get install -y chromium); "
-                                                             "CI installs it in .ci/run")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="no Chromium found (apt-get install -y chromium); CI installs it in .ci/run"
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,7 @@ def test_report_renders_in_chromium(report, tmp_path):
     assert verdict["screenshot_exit"] == 0 and shot.is_file()
     rgb = read_rgb(shot)
     assert rgb.shape[0] > 1000 and rgb.shape[1] > 1000
-    colours = np.unique(rgb.reshape(-1, 3)[:: 7], axis=0)
+    colours = np.unique(rgb.reshape(-1, 3)[::7], axis=0)
     assert len(colours) > 200 and float(rgb.std()) > 10.0, "the screenshot looks blank"
 
 
@@ -63,8 +64,12 @@ def test_two_model_report_shows_the_review_sections(two_model_scores, tmp_path, 
     assert verdict["images"] == 5 and verdict["broken"] == [] and all(w > 0 for w in verdict["widths"]), verdict
     assert verdict["errors"] == [] and verdict["console"] == [], verdict
     headings = verdict["headings"]
-    for title in ("synthetic: summary across models", "synthetic: false alarms at the frozen threshold",
-                  "synthetic: robustness summary (recall)", "synthetic: mean relative drop of recall per family (%)"):
+    for title in (
+        "synthetic: summary across models",
+        "synthetic: false alarms at the frozen threshold",
+        "synthetic: robustness summary (recall)",
+        "synthetic: mean relative drop of recall per family (%)",
+    ):
         assert title in headings, headings
     assert verdict["tables"] >= 10 and verdict["bold_cells"] >= 6, verdict
 
@@ -73,10 +78,12 @@ def test_two_model_report_shows_the_review_sections(two_model_scores, tmp_path, 
 def test_the_probe_sees_broken_images_and_errors(tmp_path):
     """Negative control: the same probe reports a broken image, a script error and a console error."""
     page = tmp_path / "bad.html"
-    page.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'></head><body><p>x</p>"
-                    "<img alt='broken' src='data:image/png;base64,iVBORw0KGgoAAAA'>"
-                    "<img alt='missing' src='no-such-file.png'>"
-                    "<script>console.error('boom'); undefined_function();</script></body></html>")
+    page.write_text(
+        "<!DOCTYPE html><html><head><meta charset='utf-8'></head><body><p>x</p>"
+        "<img alt='broken' src='data:image/png;base64,iVBORw0KGgoAAAA'>"
+        "<img alt='missing' src='no-such-file.png'>"
+        "<script>console.error('boom'); undefined_function();</script></body></html>"
+    )
     verdict = check_page(page, tmp_path / "bad.png", CHROMIUM)
     assert sorted(verdict["broken"]) == ["broken", "missing"], verdict
     joined = " ".join(verdict["errors"])

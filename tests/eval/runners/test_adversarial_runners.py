@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_one_line_error
 from tests.adversarial import invoke
+from tests.conftest import assert_one_line_error
 from tests.eval.runners.test_runners_fixtures import make_split
 
 
@@ -36,8 +36,12 @@ class _CallsAModelClass:
     def __reduce__(self):
         from ultralytics.nn.tasks import DetectionModel
 
-        cfg = {"nc": 1, "activation": f"open({self.marker!r}, 'w').write('ran') and nn.SiLU()",
-               "backbone": [[-1, 1, "Conv", [8, 3, 2]]], "head": [[[-1], 1, "Detect", ["nc"]]]}
+        cfg = {
+            "nc": 1,
+            "activation": f"open({self.marker!r}, 'w').write('ran') and nn.SiLU()",
+            "backbone": [[-1, 1, "Conv", [8, 3, 2]]],
+            "head": [[[-1], 1, "Detect", ["nc"]]],
+        }
         return DetectionModel, (cfg,)
 
 
@@ -61,8 +65,24 @@ TRAIN_FAST = ("--model", "yolo11", "--epochs", "1", "--imgsz", "64", "--batch", 
 def test_predict_with_a_hostile_checkpoint_runs_no_code(tmp_path, tiny_split, payload):
     marker = tmp_path / "ran"
     evil = hostile_checkpoint(tmp_path / "evil.pt", marker, payload)
-    result = invoke("baseline", "predict", "--split-dir", tiny_split, "--out-dir", tmp_path / "o", "--model",
-                    "yolo11", "--weights", evil, "--imgsz", "64", "--device", "cpu", "--conditions", "clean")
+    result = invoke(
+        "baseline",
+        "predict",
+        "--split-dir",
+        tiny_split,
+        "--out-dir",
+        tmp_path / "o",
+        "--model",
+        "yolo11",
+        "--weights",
+        evil,
+        "--imgsz",
+        "64",
+        "--device",
+        "cpu",
+        "--conditions",
+        "clean",
+    )
     assert not marker.exists()
     assert_one_line_error(result, str(evil))
 
@@ -83,8 +103,24 @@ def test_a_hostile_model_yaml_runs_no_code(tmp_path, tiny_split, case, monkeypat
         cfg["backbone"][0] = [-1, 1, "torch_safe_load", ["evil.pt"]]
     evil = tmp_path / "evil.yaml"
     evil.write_text(yaml.safe_dump(cfg))
-    result = invoke("baseline", "predict", "--split-dir", tiny_split, "--out-dir", tmp_path / "o", "--model",
-                    "yolo11", "--weights", evil, "--imgsz", "64", "--device", "cpu", "--conditions", "clean")
+    result = invoke(
+        "baseline",
+        "predict",
+        "--split-dir",
+        tiny_split,
+        "--out-dir",
+        tmp_path / "o",
+        "--model",
+        "yolo11",
+        "--weights",
+        evil,
+        "--imgsz",
+        "64",
+        "--device",
+        "cpu",
+        "--conditions",
+        "clean",
+    )
     assert not marker.exists()
     assert_one_line_error(result, str(evil), case)
 
@@ -92,8 +128,21 @@ def test_a_hostile_model_yaml_runs_no_code(tmp_path, tiny_split, case, monkeypat
 def test_ablate_init_with_a_hostile_checkpoint_runs_no_code(tmp_path, tiny_split):
     marker = tmp_path / "ran"
     evil = hostile_checkpoint(tmp_path / "evil.pt", marker, epoch=-1)
-    result = invoke("baseline", "ablate", "--split-dir", tiny_split, "--out-dir", tmp_path / "a", "--policies",
-                    "all", "--init", evil, *TRAIN_FAST, "--bootstrap", "10")
+    result = invoke(
+        "baseline",
+        "ablate",
+        "--split-dir",
+        tiny_split,
+        "--out-dir",
+        tmp_path / "a",
+        "--policies",
+        "all",
+        "--init",
+        evil,
+        *TRAIN_FAST,
+        "--bootstrap",
+        "10",
+    )
     assert not marker.exists()
     assert_one_line_error(result, str(evil))
 
@@ -102,8 +151,9 @@ def test_a_hostile_last_pt_planted_in_a_run_folder_runs_no_code(tmp_path, tiny_s
     marker = tmp_path / "ran"
     run = tmp_path / "run"
     last = hostile_checkpoint(run / "train" / "weights" / "last.pt", marker)  # no epoch: looked "finished"
-    result = invoke("baseline", "train", "--split-dir", tiny_split, "--out-dir", run, "--weights", "yolo11n.yaml",
-                    *TRAIN_FAST)
+    result = invoke(
+        "baseline", "train", "--split-dir", tiny_split, "--out-dir", run, "--weights", "yolo11n.yaml", *TRAIN_FAST
+    )
     assert not marker.exists()
     assert_one_line_error(result, str(last))
     assert "already finished" not in result.output
@@ -116,8 +166,9 @@ def test_a_last_pt_without_an_epoch_is_not_a_finished_run(tmp_path, tiny_split):
     last = run / "train" / "weights" / "last.pt"
     last.parent.mkdir(parents=True)
     torch.save({"train_args": {}, "model": None}, last)  # loads safely, but says nothing about training
-    result = invoke("baseline", "train", "--split-dir", tiny_split, "--out-dir", run, "--weights", "yolo11n.yaml",
-                    *TRAIN_FAST)
+    result = invoke(
+        "baseline", "train", "--split-dir", tiny_split, "--out-dir", run, "--weights", "yolo11n.yaml", *TRAIN_FAST
+    )
     assert_one_line_error(result, str(last), "epoch")
 
 
@@ -147,7 +198,6 @@ def interrupted_run(tmp_path_factory, tiny_split):
 
 
 def test_genuine_checkpoints_still_load_and_resume(tmp_path, tiny_split, interrupted_run):
-    import torch
 
     from aegis_eval.runners import load_detector
     from aegis_eval.runners.checkpoints import check_ultralytics_checkpoint
@@ -182,8 +232,24 @@ def test_a_checkpoint_keeping_its_loss_and_argument_namespace_loads(tmp_path):
 
 
 # --- 2. a name that becomes a path stays in its folder ---------------------------------------------------------
-FRCNN_FAST = ("--model", "fasterrcnn", "--weights", "none", "--arch", "mobilenet_v3", "--epochs", "1", "--imgsz",
-              "64", "--batch", "2", "--device", "cpu", "--bootstrap", "10")
+FRCNN_FAST = (
+    "--model",
+    "fasterrcnn",
+    "--weights",
+    "none",
+    "--arch",
+    "mobilenet_v3",
+    "--epochs",
+    "1",
+    "--imgsz",
+    "64",
+    "--batch",
+    "2",
+    "--device",
+    "cpu",
+    "--bootstrap",
+    "10",
+)
 
 
 @pytest.mark.parametrize("name", ["../../escaped", "ABSOLUTE", "a/b", "..", "scores", "ablation.json"])
@@ -194,8 +260,9 @@ def test_an_ablation_policy_name_never_leaves_the_out_dir(tmp_path, tiny_split, 
     policy = tmp_path / "policy.yaml"
     policy.write_text(yaml.safe_dump({"name": name, "p_clean": 0.5, "families": "all", "severities": [1]}))
     out = tmp_path / "a" / "out"
-    result = invoke("baseline", "ablate", "--split-dir", tiny_split, "--out-dir", out, "--policies", policy,
-                    *FRCNN_FAST)
+    result = invoke(
+        "baseline", "ablate", "--split-dir", tiny_split, "--out-dir", out, "--policies", policy, *FRCNN_FAST
+    )
     assert_one_line_error(result, "policy name", repr(name))
     assert not (tmp_path / "escaped").exists()
     assert not out.exists()  # refused before any work
@@ -213,6 +280,12 @@ def test_run_ablation_checks_policy_names_too(tmp_path, tiny_split):
     evil = replace(load_policy("all"), name="../../escaped")
     train = TrainSettings(model="fasterrcnn", weights="none", epochs=1, imgsz=64, batch=2, device="cpu")
     with pytest.raises(AegisError, match="policy name"):
-        run_ablation(train, PredictSettings(model="fasterrcnn", weights="none"), tiny_split, tmp_path / "out",
-                     [evil], bootstrap=10)
+        run_ablation(
+            train,
+            PredictSettings(model="fasterrcnn", weights="none"),
+            tiny_split,
+            tmp_path / "out",
+            [evil],
+            bootstrap=10,
+        )
     assert not (tmp_path / "escaped").exists() and not (tmp_path / "out").exists()

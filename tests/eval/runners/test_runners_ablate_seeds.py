@@ -10,6 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from aegis_cli.main import app
 from aegis_data.augment.transform import load_policy
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import file_sha256
@@ -18,7 +19,6 @@ from aegis_eval.protocols.mitigation import combined_gains, paired_gains, score_
 from aegis_eval.protocols.predictions import detections_from_results, load_ground_truth
 from aegis_eval.runners.ablate import init_record, parse_seeds
 from aegis_eval.runners.train import TrainSettings, train_baseline
-from aegis_cli.main import app
 from tests.eval.runners.test_runners_fixtures import make_split
 
 runner = CliRunner()
@@ -31,8 +31,10 @@ def scored(tmp_path_factory):
     """Models on one GT: ``found`` detects every person at score 0.9 in every condition, ``blind`` nothing."""
     root = make_split(tmp_path_factory.mktemp("gt"), n_test=6, n_val=1, conditions=CONDS)
     gt = load_ground_truth(root, "test")
-    rows = [{"image_id": int(gt.image_ids[r]), "category_id": 1, "bbox": [float(v) for v in box], "score": 0.9}
-            for r, box in zip(gt.box_image, gt.boxes)]
+    rows = [
+        {"image_id": int(gt.image_ids[r]), "category_id": 1, "bbox": [float(v) for v in box], "score": 0.9}
+        for r, box in zip(gt.box_image, gt.boxes)
+    ]
     dets = detections_from_results(rows, gt)
     preds = {c: dets for c in CONDS}
 
@@ -82,19 +84,30 @@ def test_combined_gains_with_one_bootstrap_row_is_the_mean(scored):
     assert (g["gain"], g["ci"]) == (0.5, [0.5, 0.5])
 
 
-@pytest.mark.parametrize("bad, fragment", [
-    ([(0, "a", "b"), (0, "a", "b")], "must be distinct"),
-    ([], "at least one"),
-])
+@pytest.mark.parametrize(
+    "bad, fragment",
+    [
+        ([(0, "a", "b"), (0, "a", "b")], "must be distinct"),
+        ([], "at least one"),
+    ],
+)
 def test_combined_gains_refuses_bad_pairs(scored, bad, fragment):
     pairs = [(s, scored(0.5), scored(0.5)) for s, _, _ in bad]
     with pytest.raises(AegisError, match=fragment):
         combined_gains(pairs)
 
 
-@pytest.mark.parametrize("spec, fragment", [("", "no training seeds"), ("0,x", "'x' is invalid"),
-                                            ("1,-2", "'-2' is invalid"), ("0,1,0", "given twice"),
-                                            ("0,²", "'²' is invalid"), ("٣", "'٣' is invalid")])
+@pytest.mark.parametrize(
+    "spec, fragment",
+    [
+        ("", "no training seeds"),
+        ("0,x", "'x' is invalid"),
+        ("1,-2", "'-2' is invalid"),
+        ("0,1,0", "given twice"),
+        ("0,²", "'²' is invalid"),
+        ("٣", "'٣' is invalid"),
+    ],
+)
 def test_parse_seeds_errors(spec, fragment):
     with pytest.raises(AegisError, match=fragment):
         parse_seeds(spec)
@@ -119,13 +132,41 @@ def test_shipped_low_light_policies():
 # --- end to end ----------------------------------------------------------------------------------------------------
 def test_ablate_from_one_checkpoint_with_two_seeds(tmp_path):
     root = make_split(tmp_path / "split", n_test=2, n_val=2, n_train=3)
-    pre = train_baseline(TrainSettings(model="yolo11", weights="yolo11n.yaml", epochs=1, imgsz=64, batch=2,
-                                       device="cpu"), root, tmp_path / "pretrain")
+    pre = train_baseline(
+        TrainSettings(model="yolo11", weights="yolo11n.yaml", epochs=1, imgsz=64, batch=2, device="cpu"),
+        root,
+        tmp_path / "pretrain",
+    )
     init = pre["best"]
     out = tmp_path / "ablation"
-    cmd = ["baseline", "ablate", "--split-dir", str(root), "--out-dir", str(out), "--model", "yolo11", "--init", init,
-           "--seeds", "0,1", "--epochs", "1", "--imgsz", "64", "--batch", "2", "--device", "cpu", "--bootstrap", "20",
-           "--conditions", ",".join(CONDS), "--policies", "low-light-s12"]
+    cmd = [
+        "baseline",
+        "ablate",
+        "--split-dir",
+        str(root),
+        "--out-dir",
+        str(out),
+        "--model",
+        "yolo11",
+        "--init",
+        init,
+        "--seeds",
+        "0,1",
+        "--epochs",
+        "1",
+        "--imgsz",
+        "64",
+        "--batch",
+        "2",
+        "--device",
+        "cpu",
+        "--bootstrap",
+        "20",
+        "--conditions",
+        ",".join(CONDS),
+        "--policies",
+        "low-light-s12",
+    ]
     result = runner.invoke(app, cmd)
     assert result.exit_code == 0, result.output
     sha = file_sha256(init)
@@ -162,8 +203,17 @@ def test_ablate_from_one_checkpoint_with_two_seeds(tmp_path):
     assert again.exit_code == 0, again.output
     assert again.stderr.count("already finished") == 4 and "started" in again.stderr
 
-    report = runner.invoke(app, ["report", *(str(p) for p in sorted((out / "scores").glob("*.json"))),
-                                 "--out-dir", str(tmp_path / "rep"), "--format", "md"])
+    report = runner.invoke(
+        app,
+        [
+            "report",
+            *(str(p) for p in sorted((out / "scores").glob("*.json"))),
+            "--out-dir",
+            str(tmp_path / "rep"),
+            "--format",
+            "md",
+        ],
+    )
     assert report.exit_code == 0, report.output
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "Mitigation: per training seed (Δ recall)" in md and "| seed 0 | seed 1 | seed SD |" in md
@@ -173,8 +223,24 @@ def test_ablate_from_one_checkpoint_with_two_seeds(tmp_path):
 
 def test_ablate_refuses_init_with_weights(tmp_path):
     (tmp_path / "split").mkdir()
-    result = runner.invoke(app, ["baseline", "ablate", "--split-dir", str(tmp_path / "split"), "--out-dir", str(tmp_path / "a"),
-                                 "--model", "yolo11", "--weights", "yolo11n.yaml", "--init", str(tmp_path / "x.pt"),
-                                 "--policies", "low-light-s12"])
+    result = runner.invoke(
+        app,
+        [
+            "baseline",
+            "ablate",
+            "--split-dir",
+            str(tmp_path / "split"),
+            "--out-dir",
+            str(tmp_path / "a"),
+            "--model",
+            "yolo11",
+            "--weights",
+            "yolo11n.yaml",
+            "--init",
+            str(tmp_path / "x.pt"),
+            "--policies",
+            "low-light-s12",
+        ],
+    )
     assert result.exit_code == 1 and "not both" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "a").exists()

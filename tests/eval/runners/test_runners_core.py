@@ -115,8 +115,12 @@ class StubDetector:
             y0 = int(im[0, 0, 2]) * 256 + int(im[0, 1, 0])
             h, w = im.shape[:2]
             shapes.append((w, h))
-            inside = ((self.people[:, 0] >= x0) & (self.people[:, 2] <= x0 + w)
-                      & (self.people[:, 1] >= y0) & (self.people[:, 3] <= y0 + h))
+            inside = (
+                (self.people[:, 0] >= x0)
+                & (self.people[:, 2] <= x0 + w)
+                & (self.people[:, 1] >= y0)
+                & (self.people[:, 3] <= y0 + h)
+            )
             b = self.people[inside] - np.array([x0, y0, x0, y0], float)
             s = self.scores[inside]
             out.append((b, s))
@@ -139,15 +143,21 @@ def test_tiled_merge_of_large_frame_has_no_duplicates_across_seams():
     assert len(grid) == 9 and all(t.width == 1024 and t.height == 1024 for t in grid)
     # People seen whole by 2, 3, 6, 2 and 2 tiles: in a horizontal overlap, a vertical one, the corner where
     # six tiles meet, the bottom-right corner (flush tiles), and the overlap of the last two columns.
-    people = np.array([[800, 100, 830, 160],     # x-overlap of tiles 0 and 1
-                       [200, 800, 230, 860],     # y-overlap of tiles 0 and 3
-                       [900, 850, 930, 910],     # seen by tiles 0, 1, 3, 4
-                       [2400, 1700, 2430, 1760],  # bottom-right corner, last tiles flush with the edge
-                       [1600, 300, 1630, 360]], float)  # tiles at x 768..1792 and 1476..2500
+    people = np.array(
+        [
+            [800, 100, 830, 160],  # x-overlap of tiles 0 and 1
+            [200, 800, 230, 860],  # y-overlap of tiles 0 and 3
+            [900, 850, 930, 910],  # seen by tiles 0, 1, 3, 4
+            [2400, 1700, 2430, 1760],  # bottom-right corner, last tiles flush with the edge
+            [1600, 300, 1630, 360],
+        ],
+        float,
+    )  # tiles at x 768..1792 and 1476..2500
     scores = np.array([0.9, 0.8, 0.7, 0.6, 0.5])
     stub = StubDetector(people, scores)
-    (boxes, got_scores), = predict_images(stub, [_frame_with_markers(width, height)], 0.001, tile=1024,
-                                          overlap=256, batch=4)
+    ((boxes, got_scores),) = predict_images(
+        stub, [_frame_with_markers(width, height)], 0.001, tile=1024, overlap=256, batch=4
+    )
     assert boxes.shape == (5, 4) and got_scores.tolist() == scores.tolist()
     np.testing.assert_array_equal(boxes, people)  # shifted back exactly, one box per person
     assert [len(b) for b in stub.batches] == [4, 4, 1]  # 9 tiles in batches of 4
@@ -180,8 +190,10 @@ def test_tiled_equals_untiled_with_a_real_detector():
 
 def test_merge_caps_at_max_det_keeping_the_best():
     tiles = tile_grid(1500, 1000, 1024, 256)  # two tiles: x 0..1024 and 476..1500
-    per_tile = [(np.array([[0, 0, 5, 5], [100, 100, 105, 105]], float), np.array([0.3, 0.6])),
-                (np.array([[0, 0, 5, 5]], float), np.array([0.9]))]
+    per_tile = [
+        (np.array([[0, 0, 5, 5], [100, 100, 105, 105]], float), np.array([0.3, 0.6])),
+        (np.array([[0, 0, 5, 5]], float), np.array([0.9])),
+    ]
     boxes, scores = merge_tile_predictions(per_tile, tiles, iou=0.5, max_det=2)
     assert scores.tolist() == [0.9, 0.6]
     np.testing.assert_array_equal(boxes[0], [tiles[1].x0, 0, tiles[1].x0 + 5, 5])
@@ -216,8 +228,9 @@ def test_yolo_from_yaml_batch_contract():
 
 
 def test_fasterrcnn_checkpoint_mismatch_and_coco_head(tmp_path):
-    from aegis_eval.runners.torchvision_runner import build_fasterrcnn
     from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_fpn
+
+    from aegis_eval.runners.torchvision_runner import build_fasterrcnn
 
     small = tmp_path / "mobilenet.pt"
     torch.save(build_fasterrcnn("mobilenet_v3").state_dict(), small)
@@ -255,8 +268,9 @@ def test_coco_results_clip_round_and_order():
 # --- baseline configs ----------------------------------------------------------------------------------
 def test_shipped_configs_load_with_reference_settings():
     files = sorted((REPO / "configs" / "baselines").glob("*.yaml"))
-    assert {f.stem for f in files} >= {f"{d}-{m}" for d in ("heridal", "sard")
-                                       for m in ("yolo11m", "rtdetr-l", "fasterrcnn")}
+    assert {f.stem for f in files} >= {
+        f"{d}-{m}" for d in ("heridal", "sard") for m in ("yolo11m", "rtdetr-l", "fasterrcnn")
+    }
     for f in files:
         cfg = load_baseline_config(f)
         assert cfg["imgsz"] == 1024 and cfg["tile"] == 1024 and cfg["overlap"] == 256
@@ -294,7 +308,9 @@ def test_runner_defaults_are_declared_once():
 
     table = defaults()
     for cls in (TrainSettings, PredictSettings):
-        shared = {f.name: f.default for f in fields(cls) if f.name in table and f.name not in ("model", "weights", "arch")}
+        shared = {
+            f.name: f.default for f in fields(cls) if f.name in table and f.name not in ("model", "weights", "arch")
+        }
         assert shared == {k: table[k] for k in shared}, cls.__name__
     assert TrainSettings("yolo11", None).imgsz == PredictSettings("yolo11", None).imgsz == table["imgsz"] == 1024
     assert resolve_settings(None, {})["imgsz"] == 1024

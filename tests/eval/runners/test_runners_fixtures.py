@@ -23,13 +23,20 @@ def _frame(seed: int, width: int, height: int) -> tuple[np.ndarray, list[list[fl
         w, h = 10 + 4 * k, 16 + 4 * k
         x = 8 + (seed * 13 + k * 37) % max(1, width - w - 16)
         y = 8 + (seed * 7 + k * 29) % max(1, height - h - 16)
-        img[y:y + h, x:x + w] = (230, 200, 180)
+        img[y : y + h, x : x + w] = (230, 200, 180)
         boxes.append([float(x), float(y), float(w), float(h)])
     return img, boxes
 
 
-def make_split(root: Path, *, n_test: int = 3, n_val: int = 3, n_train: int = 0, size: tuple[int, int] = (96, 80),
-               conditions: list[str] | None = None) -> Path:
+def make_split(
+    root: Path,
+    *,
+    n_test: int = 3,
+    n_val: int = 3,
+    n_train: int = 0,
+    size: tuple[int, int] = (96, 80),
+    conditions: list[str] | None = None,
+) -> Path:
     """Write ``root`` as a split: annotations/{test,val[,train]}.json and PNG condition folders."""
     conds = load_config().conditions() if conditions is None else conditions
     width, height = size
@@ -45,14 +52,25 @@ def make_split(root: Path, *, n_test: int = 3, n_val: int = 3, n_train: int = 0,
             img, boxes = _frame(seed, width, height)
             images.append({"id": i + 1, "file_name": f"{stem}.png", "width": width, "height": height})
             for b in boxes:
-                anns.append({"id": len(anns) + 1, "image_id": i + 1, "category_id": 1, "bbox": b,
-                             "area": b[2] * b[3], "iscrowd": 0})
+                anns.append(
+                    {
+                        "id": len(anns) + 1,
+                        "image_id": i + 1,
+                        "category_id": 1,
+                        "bbox": b,
+                        "area": b[2] * b[3],
+                        "iscrowd": 0,
+                    }
+                )
             for c_index, cond in enumerate(conds if split == "test" else ["clean"]):
                 scale = 1.0 - 0.02 * c_index  # each condition a little darker: distinct bytes per condition
                 out = np.clip(img.astype(np.float64) * scale + 0.5, 0, 255).astype(np.uint8)
                 write_png_atomic(root / split / cond / f"{stem}.png", out)
-        gt = {"images": images, "annotations": anns,
-              "categories": [{"id": 1, "name": "person", "supercategory": "person"}]}
+        gt = {
+            "images": images,
+            "annotations": anns,
+            "categories": [{"id": 1, "name": "person", "supercategory": "person"}],
+        }
         (root / "annotations").mkdir(parents=True, exist_ok=True)
         (root / "annotations" / f"{split}.json").write_text(json.dumps(gt))
     return root

@@ -7,12 +7,12 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from aegis_cli.main import app
 from aegis_data.engine.config import load_config
 from aegis_data.errors import AegisError
 from aegis_eval.protocols.threshold import read_threshold_file
 from aegis_eval.runners.predict import PredictSettings
 from aegis_eval.runners.sweep import run_sweep
-from aegis_cli.main import app
 from tests.eval.runners.test_runners_fixtures import make_split
 
 runner = CliRunner()
@@ -26,8 +26,26 @@ def split(tmp_path_factory):
 
 def test_sweep_twice_gives_identical_bytes_and_reuses_the_threshold(split, tmp_path):
     first, second = tmp_path / "a", tmp_path / "b"
-    args = ["baseline", "sweep", "--split-dir", str(split), "--model", "yolo11", "--weights", "yolo11n.yaml",
-            "--imgsz", "64", "--max-det", "10", "--score-floor", "0", "--device", "cpu", "--bootstrap", "20"]
+    args = [
+        "baseline",
+        "sweep",
+        "--split-dir",
+        str(split),
+        "--model",
+        "yolo11",
+        "--weights",
+        "yolo11n.yaml",
+        "--imgsz",
+        "64",
+        "--max-det",
+        "10",
+        "--score-floor",
+        "0",
+        "--device",
+        "cpu",
+        "--bootstrap",
+        "20",
+    ]
     result = runner.invoke(app, [*args, "--out-dir", str(first)])
     assert result.exit_code == 0, result.output
     assert "frozen" in result.stderr and "score.json" in result.stdout
@@ -83,9 +101,33 @@ def test_sweep_on_a_split_written_by_build_splits(tmp_path):
     root = tmp_path / "synthetic"
     build_splits(load_source("synthetic", n=6, size="128x96"), root, workers=1)
     out = tmp_path / "results"
-    result = runner.invoke(app, ["baseline", "sweep", "--split-dir", str(root), "--out-dir", str(out), "--model", "fasterrcnn",
-                                 "--weights", "none", "--arch", "mobilenet_v3", "--imgsz", "64", "--max-det", "20",
-                                 "--device", "cpu", "--bootstrap", "10", "--label", "frcnn-random"])
+    result = runner.invoke(
+        app,
+        [
+            "baseline",
+            "sweep",
+            "--split-dir",
+            str(root),
+            "--out-dir",
+            str(out),
+            "--model",
+            "fasterrcnn",
+            "--weights",
+            "none",
+            "--arch",
+            "mobilenet_v3",
+            "--imgsz",
+            "64",
+            "--max-det",
+            "20",
+            "--device",
+            "cpu",
+            "--bootstrap",
+            "10",
+            "--label",
+            "frcnn-random",
+        ],
+    )
     assert result.exit_code == 0, result.output
     score = json.loads((out / "score.json").read_text())
     assert score["label"] == "frcnn-random" and score["dataset"] == "synthetic"

@@ -11,10 +11,10 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
+from aegis_cli.main import app
 from aegis_data.errors import AegisError
 from aegis_eval.runners import load_detector
 from aegis_eval.runners.train import TrainSettings, epoch_order, read_yolo_folder, train_baseline, write_yolo_dataset
-from aegis_cli.main import app
 from tests.eval.runners.test_runners_fixtures import make_split
 
 runner = CliRunner()
@@ -31,8 +31,12 @@ def test_yolo_dataset_tiles_large_frames(tmp_path):
     spec = yaml.safe_load(data_yaml.read_text())
     assert spec["names"] == {0: "person"} and spec["train"].startswith("/") and spec["val"].startswith("/")
     items = read_yolo_folder(tmp_path / "data" / "images" / "train")
-    assert [p.name for p, _ in items] == ["train_000_x0_y0.png", "train_000_x0_y76.png",
-                                          "train_000_x276_y0.png", "train_000_x276_y76.png"]
+    assert [p.name for p, _ in items] == [
+        "train_000_x0_y0.png",
+        "train_000_x0_y76.png",
+        "train_000_x276_y0.png",
+        "train_000_x276_y76.png",
+    ]
     # The fixture's two people sit near the top-left: every tile that shows them whole carries both.
     assert len(items[0][1]) == 2
     for _, boxes in items:
@@ -46,8 +50,23 @@ def test_yolo_dataset_tiles_large_frames(tmp_path):
 
 def test_train_without_train_split_is_a_clear_error(tmp_path):
     root = make_split(tmp_path / "s", n_test=1, n_val=1, conditions=["clean"])
-    result = runner.invoke(app, ["baseline", "train", "--split-dir", str(root), "--out-dir", str(tmp_path / "run"),
-                                 "--model", "fasterrcnn", "--weights", "none", "--device", "cpu"])
+    result = runner.invoke(
+        app,
+        [
+            "baseline",
+            "train",
+            "--split-dir",
+            str(root),
+            "--out-dir",
+            str(tmp_path / "run"),
+            "--model",
+            "fasterrcnn",
+            "--weights",
+            "none",
+            "--device",
+            "cpu",
+        ],
+    )
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "--with-train" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
@@ -60,14 +79,29 @@ def test_epoch_order_is_a_keyed_permutation():
 
 def test_yolo_train_honours_explicit_optimizer_and_copies_config(split, tmp_path):
     run = tmp_path / "run"
-    settings = TrainSettings(model="yolo11", weights="yolo11n.yaml", epochs=1, imgsz=64, batch=4, device="cpu",
-                             optimizer="AdamW", lr0=0.0123, seed=3)
+    settings = TrainSettings(
+        model="yolo11",
+        weights="yolo11n.yaml",
+        epochs=1,
+        imgsz=64,
+        batch=4,
+        device="cpu",
+        optimizer="AdamW",
+        lr0=0.0123,
+        seed=3,
+    )
     result = train_baseline(settings, split, run)
     assert result["status"] == "trained"
     assert (run / "train" / "weights" / "best.pt").is_file() and (run / "train" / "weights" / "last.pt").is_file()
     args = yaml.safe_load((run / "train" / "args.yaml").read_text())
-    assert (args["optimizer"], args["lr0"], args["seed"], args["deterministic"], args["workers"], args["amp"]) == \
-        ("AdamW", 0.0123, 3, True, 0, False)
+    assert (args["optimizer"], args["lr0"], args["seed"], args["deterministic"], args["workers"], args["amp"]) == (
+        "AdamW",
+        0.0123,
+        3,
+        True,
+        0,
+        False,
+    )
     cfg = yaml.safe_load((run / "config.yaml").read_text())
     assert cfg["settings"]["lr0"] == 0.0123 and cfg["settings"]["optimizer"] == "AdamW"
     assert cfg["versions"]["ultralytics"] and cfg["device_resolved"] == "cpu"
@@ -79,8 +113,28 @@ def test_yolo_train_honours_explicit_optimizer_and_copies_config(split, tmp_path
 
 def test_fasterrcnn_train_one_epoch_then_resume(split, tmp_path):
     run = tmp_path / "frcnn"
-    base = ["baseline", "train", "--split-dir", str(split), "--out-dir", str(run), "--model", "fasterrcnn", "--weights",
-            "none", "--arch", "mobilenet_v3", "--imgsz", "64", "--batch", "2", "--device", "cpu", "--lr0", "0.005"]
+    base = [
+        "baseline",
+        "train",
+        "--split-dir",
+        str(split),
+        "--out-dir",
+        str(run),
+        "--model",
+        "fasterrcnn",
+        "--weights",
+        "none",
+        "--arch",
+        "mobilenet_v3",
+        "--imgsz",
+        "64",
+        "--batch",
+        "2",
+        "--device",
+        "cpu",
+        "--lr0",
+        "0.005",
+    ]
     first = runner.invoke(app, [*base, "--epochs", "1"])
     assert first.exit_code == 0, first.output
     assert str(run / "best.pt") in first.stdout.replace("\n", "")
@@ -114,8 +168,9 @@ def test_validation_ap50_uses_the_real_evaluator(split):
 
     gt_path = split / "annotations" / "val.json"
     gt = json.loads(gt_path.read_text())
-    perfect = [{"image_id": a["image_id"], "category_id": 1, "bbox": a["bbox"], "score": 0.9}
-               for a in gt["annotations"]]
+    perfect = [
+        {"image_id": a["image_id"], "category_id": 1, "bbox": a["bbox"], "score": 0.9} for a in gt["annotations"]
+    ]
     assert coco_ap50(gt_path, perfect) == pytest.approx(1.0)
     # Half the people found, plus a confident false alarm: AP50 drops, and agrees with pycocotools.
     mixed = perfect[::2] + [{"image_id": 1, "category_id": 1, "bbox": [0.0, 0.0, 5.0, 5.0], "score": 0.95}]
