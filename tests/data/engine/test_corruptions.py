@@ -203,7 +203,7 @@ def test_bad_severity(frame, severity):
 
 @pytest.mark.parametrize("image_id", [1.5, None, ["a"], False])
 def test_bad_image_id(frame, image_id):
-    with pytest.raises(AegisError, match="image_id must be a str or int"):
+    with pytest.raises(AegisError, match="`image_id` must be a str or int"):
         apply_corruption(frame, "smoke_haze", 1, image_id, config=V1)
 
 
