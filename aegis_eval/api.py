@@ -63,7 +63,7 @@ class ScoreResult:
     ``conditions[name]`` -> :class:`ConditionResult`; ``mpc`` / ``rpc`` / ``mean_rel_drop`` / ``per_family`` /
     ``per_corruption``: the robustness summary; ``threshold``: the frozen value applied (None with per-class
     values, which ``class_thresholds`` holds). ``to_dict()`` is the
-    document; ``to_json(path)`` writes exactly what ``aegis score --json`` writes. A document that is no score
+    document; ``to_json(path)`` writes exactly the score JSON the ``aegis score`` command writes. A document that is no score
     document (docs/SCORE_JSON.md) is refused at construction with one ``[score_schema]`` AegisError line.
     """
 
@@ -142,11 +142,11 @@ class ScoreResult:
         return score_json_bytes(self.document)
 
     def to_json(self, path: PathLike) -> Path:
-        """Write the document atomically (the bytes of ``aegis score --json``); returns the path."""
+        """Write the document atomically (the bytes of the score JSON ``aegis score`` writes); returns the path."""
         return write_json(self.document, path)
 
     def to_csv(self, path: PathLike) -> Path:
-        """Write one flat row per condition atomically (the bytes of ``aegis score --csv``); returns the path."""
+        """Write one flat row per condition atomically (the bytes of the CSV ``aegis score`` writes); returns the path."""
         from aegis_eval.protocols.scoring import write_score_csv
 
         write_score_csv(self.document, path)
@@ -783,7 +783,7 @@ def ablate(
     )
 
 
-def report(
+def write_report(
     results: Sequence[PathLike],
     out_dir: PathLike,
     *,
@@ -811,7 +811,7 @@ def report(
     )
 
 
-def gallery(
+def write_gallery(
     predictions: PathLike,
     split_dir: PathLike,
     out_dir: PathLike,

@@ -68,7 +68,7 @@ def main() -> int:
             scores.append(root / f"{label}.json")
         load_before = os.getloadavg()[0]
         t0 = time.perf_counter()
-        files = ae.report(scores, root / "report", html_figures="svg")
+        files = ae.write_report(scores, root / "report", html_figures="svg")
         seconds = time.perf_counter() - t0
         if args.out.exists():
             shutil.rmtree(args.out)

@@ -55,7 +55,7 @@ def report(
 ) -> None:
     """Render heatmaps, severity curves, family bars, localization and false-alarm plots (PNG, PDF, SVG) and
     report.md/html, LaTeX tables and report.tex from score JSONs."""
-    files = api.report(
+    files = api.write_report(
         results,
         out_dir,
         formats=formats,
@@ -110,7 +110,7 @@ def gallery(
     max_width: Annotated[int, typer.Option("--max-width", help="Width limit of each side-by-side picture, px.")] = 1600,
 ) -> None:
     """Draw the (image, condition) pairs whose recall drops most vs clean: clean | corrupted, GT and predictions."""
-    files = api.gallery(
+    files = api.write_gallery(
         preds,
         split_dir,
         out_dir,

@@ -5,6 +5,7 @@ one. A new module must be given a room in ROOMS below (and in the doc) before th
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,23 @@ def test_the_manifest_read_check_sees_a_raw_read():
         "    raise ValueError(f'{root / MANIFEST_NAME}: bad')\n"
     )
     assert [line for line, _ in _manifest_reads(ast.parse(raw))] == [2, 5, 6]
+
+
+def _doc_rooms() -> dict[str, int]:
+    """The floors table of docs/ARCHITECTURE.md as {room: floor}: every backticked path of a row's room column."""
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    rooms = {}
+    for line in doc.splitlines():
+        cells = line.split("|")
+        if len(cells) > 3 and cells[1].strip().isdigit():
+            for path in re.findall(r"`([A-Za-z_/.]+)`", cells[2]):
+                rooms[path.removesuffix("/").removesuffix(".py").replace("/", ".")] = int(cells[1])
+    return rooms
+
+
+def test_the_doc_lists_the_rooms_and_floors_of_this_test():
+    assert _doc_rooms() == ROOMS
+
+
+def test_the_doc_table_reader_sees_a_row():
+    assert _doc_rooms()["aegis_data.conditions"] == 1 and _doc_rooms()["cli"] == 11

@@ -45,7 +45,16 @@ def test_the_package_roots_reexport_the_front_doors():
         "load_split",
     ):
         assert getattr(ad, name) is getattr(data_api, name), name
-    for name in ("predict", "train", "sweep", "ablate", "report", "gallery", "baseline_settings", "write_json"):
+    for name in (
+        "predict",
+        "train",
+        "sweep",
+        "ablate",
+        "write_report",
+        "write_gallery",
+        "baseline_settings",
+        "write_json",
+    ):
         assert getattr(ae, name) is getattr(eval_api, name), name
 
 
@@ -150,3 +159,19 @@ def test_source_options_map_the_commands_names_onto_each_adapter():
     assert data_api.source_options("hf", None, hf_split="validation") == {"split": "validation"}
     report = data_api.audit_source(data_api.open_source("synthetic", n=4))
     assert report["source"] and report["all"]["images"] == 4
+
+
+def test_no_root_name_is_shadowed_by_a_subpackage():
+    # A root export named like a subpackage (aegis_eval.report) is replaced by the module once the subpackage is
+    # imported: ae.report became a module after the first report test. No export may share a subpackage's name.
+    import pkgutil
+
+    import aegis_data
+    import aegis_eval
+    import aegis_eval.report  # noqa: F401 (the import that used to shadow the export)
+
+    for package in (aegis_data, aegis_eval):
+        subpackages = {m.name for m in pkgutil.iter_modules(package.__path__)}
+        assert not subpackages & set(package.__all__), package.__name__
+        for name in package.__all__:
+            assert not hasattr(getattr(package, name), "__path__"), f"{package.__name__}.{name} is a package"
