@@ -77,17 +77,21 @@ def markdown(rows: list[dict], loadavg: tuple[float, ...], suite: str) -> str:
         "",
         f"Suite {config.suite}, config {config.config_hash[:12]}, scale {config.scale.get('mode')}.",
         "",
-        f"Date {datetime.date.today().isoformat()}; machine: {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
+        f"Date {datetime.date.today().isoformat()}; machine: {os.cpu_count()} cores "
+        f"({platform.processor() or platform.machine()}), "
         f"Python {platform.python_version()}, numpy {numpy.__version__}, OpenCV {cv2.__version__}, "
         f"engine loops {kernels_backend()}, PNG writer {writer_info()['name']}/{writer_info()['version']}; "
-        f"load average before the run {loadavg[0]:.1f} (on 2 cores, a load above ~1.5 means other jobs competed for the CPU).",
+        f"load average before the run {loadavg[0]:.1f} "
+        "(on 2 cores, a load above ~1.5 means other jobs competed for the CPU).",
         "",
-        "| frames | workers | source images | files | wall s | files/s | MP/s | s per source image | decode s (sum) | corrupt s (sum) | encode s (sum) | hash s (sum) | write s (sum) |",
+        "| frames | workers | source images | files | wall s | files/s | MP/s | s per source image "
+        "| decode s (sum) | corrupt s (sum) | encode s (sum) | hash s (sum) | write s (sum) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['size']} | {r['workers']} | {r['images']} | {r['files']} | {r['seconds']:.1f} | {r['files_per_s']:.2f} | "
+            f"| {r['size']} | {r['workers']} | {r['images']} | {r['files']} | {r['seconds']:.1f} "
+            f"| {r['files_per_s']:.2f} | "
             f"{r['mp_per_s']:.1f} | {r['s_per_source']:.1f} | {r['read_s']:.1f} | {r['corrupt_s']:.1f} | "
             f"{r['encode_s']:.1f} | {r['hash_s']:.1f} | {r['write_s']:.1f} |"
         )

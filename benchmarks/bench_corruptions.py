@@ -1,6 +1,7 @@
 """Throughput and peak memory of the aegis-v1 corruption engine on one core.
 
-    .venv/bin/python benchmarks/bench_corruptions.py [--repeat-small 5] [--repeat-large 3] [--out docs/perf/corruptions.md]
+    .venv/bin/python benchmarks/bench_corruptions.py [--repeat-small 5] [--repeat-large 3]
+        [--out docs/perf/corruptions.md]
     .venv/bin/python benchmarks/bench_corruptions.py --person-px 60 --out docs/perf/corruptions-object.md
     .venv/bin/python benchmarks/bench_corruptions.py --suite aegis-v2 --person-px 60 --out docs/perf/corruptions-v2.md
 
@@ -220,7 +221,8 @@ def render(
         "",
         f"- Machine: {info['cpu']}, {info['cores']} cores; load average {info['load']} at start, {load_after} at "
         "end (a load above ~1 means other jobs competed for the CPU and the numbers are conservative).",
-        f"- Versions: Python {info['python']}, NumPy {info['numpy']}, OpenCV {info['opencv']}, engine loops {kernels_backend()}; "
+        f"- Versions: Python {info['python']}, NumPy {info['numpy']}, OpenCV {info['opencv']}, "
+        f"engine loops {kernels_backend()}; "
         f"suite {cfg.suite}, config {cfg.config_hash}. Date: {info['date']}.",
         "- One core: `cv2.setNumThreads(1)`, OMP/OPENBLAS/MKL threads = 1. Best of "
         f"{repeats[0]} (640x640) / {repeats[1]} (4000x3000) calls of `apply_corruption`, wall clock, taken in rounds "
@@ -252,7 +254,8 @@ def render(
         "reset just before the call; tracemalloc counts NumPy buffers only (OpenCV's internal buffers are not "
         "traced).",
         "",
-        "| corruption | tracemalloc peak MB (NumPy) | peak RSS MB (process) | peak RSS - RSS before call, MB | < 1.5 GB |",
+        "| corruption | tracemalloc peak MB (NumPy) | peak RSS MB (process) "
+        "| peak RSS - RSS before call, MB | < 1.5 GB |",
         "|---|---:|---:|---:|:---:|",
     ]
     if not memory:

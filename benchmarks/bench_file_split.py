@@ -87,13 +87,15 @@ def markdown(rows: list[dict], loadavg: tuple[float, float, float]) -> str:
     lines = [
         "## Per-file CPU split of a build (`benchmarks/bench_file_split.py`)",
         "",
-        f"Date {datetime.date.today().isoformat()}; {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
+        f"Date {datetime.date.today().isoformat()}; {os.cpu_count()} cores "
+        f"({platform.processor() or platform.machine()}), "
         f"Python {platform.python_version()}, numpy {np.__version__}, OpenCV {cv2.__version__}, "
         f"{png.writer_info()['deflate']}; one thread; CPU seconds (`time.process_time`); load average before the "
         f"run {loadavg[0]:.1f} (on 2 cores, above ~1.5 means other jobs competed for the CPU and inflate every "
         f"figure).",
         "",
-        "| frame | writer | decode s/file | corrupt s/file | encode s/file | hash s/file | write s/file | total s/file | MB/file |",
+        "| frame | writer | decode s/file | corrupt s/file | encode s/file | hash s/file | write s/file "
+        "| total s/file | MB/file |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:

@@ -6,7 +6,8 @@ chunks; the self-test is not timed) through the compiled deflate and through the
 ``zlib-ng`` package is installed (no longer a dependency), aegis-png/1 -- the same layout deflated by zlib-ng's
 Huffman-only mode, the writer this one replaced -- for the speed-up and the size ratio.
 
-    python benchmarks/bench_png.py [--repeat 5] [--numpy-repeat 2] [--sizes 640x640,4000x3000] [--write docs/perf/png.md]
+    python benchmarks/bench_png.py [--repeat 5] [--numpy-repeat 2] [--sizes 640x640,4000x3000]
+        [--write docs/perf/png.md]
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def main() -> None:
     lines = [
         "## PNG writer (`benchmarks/bench_png.py`)",
         "",
-        f"Date {datetime.date.today().isoformat()}; {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
+        f"Date {datetime.date.today().isoformat()}; {os.cpu_count()} cores "
+        f"({platform.processor() or platform.machine()}), "
         f"Python {platform.python_version()}; {png.writer_info()['name']}/{png.writer_info()['version']}: "
         f"{png.writer_info()['deflate']}; one thread; CPU ms, best of {args.repeat} (NumPy fallback: best of "
         f"{args.numpy_repeat}); load average before the run {load:.1f}. aegis-png/1 is the writer this one "

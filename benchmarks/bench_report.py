@@ -131,7 +131,8 @@ def main() -> int:
         "## Report and gallery (`benchmarks/bench_report.py`)",
         "",
         f"Median of {args.repeat} runs, wall-clock seconds. Machine: {platform.machine()}, {_cpu()}, "
-        f"load average {os.getloadavg()[0]:.1f} at the end, Python {platform.python_version()}, numpy {np.__version__}, "
+        f"load average {os.getloadavg()[0]:.1f} at the end, Python {platform.python_version()}, "
+        f"numpy {np.__version__}, "
         f"matplotlib {matplotlib.__version__}, OpenCV {cv2.__version__}. Date: {now}.",
         "",
         "| operation | seconds |",

@@ -118,7 +118,8 @@ def markdown(rows: list[dict], overhead: dict, loads: list[float]) -> str:
         f"conditions on test and clean on val; load average {min(loads):.1f}-{max(loads):.1f} during the runs "
         f"(on 2 cores, above ~1.5 means other jobs competed for the CPU).",
         "",
-        "| run | workers | source images | files | wall s | source images/s | worker busy s (sum) | (wall x workers - busy) per source image, ms (start-up, planning, manifest included) |",
+        "| run | workers | source images | files | wall s | source images/s | worker busy s (sum) "
+        "| (wall x workers - busy) per source image, ms (start-up, planning, manifest included) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in sorted(speed.values(), key=lambda r: (r["scheduler"], r["workers"])):
@@ -148,7 +149,8 @@ def markdown(rows: list[dict], overhead: dict, loads: list[float]) -> str:
         )
         + "):",
         "",
-        "| source images (`--n` x 3/4: test + val) | files in the manifest | wall s | peak RSS MB | RSS before the build MB | manifest MB |",
+        "| source images (`--n` x 3/4: test + val) | files in the manifest | wall s | peak RSS MB "
+        "| RSS before the build MB | manifest MB |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
     for r in sorted(rss, key=lambda r: r["n"]):

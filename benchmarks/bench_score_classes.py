@@ -7,8 +7,9 @@ Generates one condition of N images (default 1,000) with, per class, 10 GT boxes
   (b) the same for the 5-class file with ``classes="all"`` (5x the boxes and detections);
   (c) the scoring part alone (evaluate, accumulate, summarize), one class vs five, on the loaded data.
 
-Each is run three times and the fastest run counts (wall and CPU separately). The target is (b) <= 5 x (a): per class the work is the single-class work, and the predictions file is parsed
-once. Per-class results of (b) must equal the single-class score of each class (exit status 1 otherwise).
+Each is run three times and the fastest run counts (wall and CPU separately). The target is (b) <= 5 x (a): per class
+the work is the single-class work, and the predictions file is parsed once. Per-class results of (b) must equal the
+single-class score of each class (exit status 1 otherwise).
 Usage: ``python benchmarks/bench_score_classes.py [--images N] [--bootstrap B] [--write docs/perf/classes.md]``.
 """
 

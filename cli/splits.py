@@ -266,7 +266,8 @@ def verify_command(
         bool,
         typer.Option(
             "--strict-bytes",
-            help="With --against: also fail on files whose bytes differ although their decoded pixels match (by default that is reported as information).",
+            help="With --against: also fail on files whose bytes differ although their decoded pixels match "
+            "(by default that is reported as information).",
         ),
     ] = False,
     subset: Annotated[

@@ -12,16 +12,16 @@ Severities are discrete (1, 2, 3). They are not interpolated: several kernels' p
 in the severity (motion blur's odd kernel length, rain's streak count, the calibrated three-level tables), and
 only the three declared levels are calibrated.
 
-Key namespace. The frozen benchmark keys its draws ``aegis-v1|<image_id>|<corruption>|<severity>|<seed>`` (``aegis-v2|...``)
-(``aegis_data.engine.seeding.stream_key``). Training draws are keyed::
+Key namespace. The frozen benchmark keys its draws ``aegis-v1|<image_id>|<corruption>|<severity>|<seed>``
+(``aegis-v2|...``) (``aegis_data.engine.seeding.stream_key``). Training draws are keyed::
 
     aegis-train|<seed>|<epoch>|<sample>
 
 (``train_key``), with sub-streams ``|choice`` (clean or which cell) and ``|<corruption>|s<severity>`` (the
 corruption's own draws). Every key is a ``|``-joined string whose first field is its namespace tag, and tags
 contain no ``|``; so a training key's first field is always ``aegis-train`` and a test key's always
-``aegis-v1`` or ``aegis-v2``, whatever the other fields hold. Two different strings give independent SHA-256-keyed streams, so
-no training draw can reuse a frozen test draw. Draws are deterministic in (seed, epoch, sample) and differ
+``aegis-v1`` or ``aegis-v2``, whatever the other fields hold. Two different strings give independent SHA-256-keyed
+streams, so no training draw can reuse a frozen test draw. Draws are deterministic in (seed, epoch, sample) and differ
 across epochs.
 """
 

@@ -10,6 +10,6 @@ footage), ``visibility`` (the persons' detector-free Rose index) and ``grid`` (t
 physical models: ``scene`` (the camera and geometry of an image), ``photometry`` (linear light), ``camera`` (low
 light as a camera records it), ``motion`` (the trajectory blur), ``atmosphere`` and ``rain``, ``water``, ``glint``
 and ``flood``.
-May import: ``aegis_data.errors``, ``aegis_data.compiled``, ``aegis_data.conditions``, ``aegis_data.files``. Never sources, split,
-executors or augment (they build on the engine, not the other way round).
+May import: ``aegis_data.errors``, ``aegis_data.compiled``, ``aegis_data.conditions``, ``aegis_data.files``. Never
+sources, split, executors or augment (they build on the engine, not the other way round).
 """

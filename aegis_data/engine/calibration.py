@@ -1,4 +1,5 @@
-"""Severity calibration (docs/CORRUPTIONS.md, "Severity calibration"): one statistic per corruption, and the check that its ladder is monotone.
+"""Severity calibration (docs/CORRUPTIONS.md, "Severity calibration"): one statistic per corruption, and the check that
+its ladder is monotone.
 
 Every statistic is a pure function of uint8 RGB arrays and is computed in float64 on values in [0, 1], with
 luma ``Y = 0.299 R + 0.587 G + 0.114 B``. Which statistic a corruption uses, and in which direction it must

@@ -139,8 +139,9 @@ def view_rays(scene: Scene, height: int, width: int) -> tuple[np.ndarray, np.nda
     """(ray_x per column, ray_y and ray_z per row) of the view rays of the scene's valid region (``height x width``):
     World X right, Y forward (the camera's heading on the ground), Z up; the camera pitched ``p`` below the
     horizontal (90 degrees in a near-nadir view; in an oblique one from the horizon row, ``tan p = (c_y - y_h) /
-    f``, 0 or below for a level or raised camera), principal point at the frame centre, no roll; a pixel's ray is ``(x - c_x) X + (y - c_y) down + f
-    forward`` with ``down = (0, -sin p, -cos p)`` and ``forward = (0, cos p, -sin p)``. Basic operations only."""
+    f``, 0 or below for a level or raised camera), principal point at the frame centre, no roll; a pixel's ray is
+    ``(x - c_x) X + (y - c_y) down + f forward`` with ``down = (0, -sin p, -cos p)`` and
+    ``forward = (0, cos p, -sin p)``. Basic operations only."""
     x0, y0, _, _ = scene.valid
     f = float(scene.focal_px)
     cx, cy = (scene.width - 1) / 2.0, (scene.height - 1) / 2.0

@@ -382,7 +382,8 @@ def _sum_cubic_rows(octaves: list, n_rows: int, n_cols: int) -> np.ndarray:
 
 
 def value_noise(height: int, width: int, spec: NoiseSpec, grids: tuple[np.ndarray, ...]) -> np.ndarray:
-    """The suite's value noise (docs/CORRUPTIONS.md) from pre-drawn uniform node grids: uint16 field (H, W), value / 65535 in [0, 1].
+    """The suite's value noise (docs/CORRUPTIONS.md) from pre-drawn uniform node grids: uint16 field (H, W), value /
+    65535 in [0, 1].
 
     Octave o's grid is upsampled with separable Catmull-Rom cubic interpolation in float64 (fixed operation
     order), weighted 0.55**o and summed; the sum is min-max normalised. (The documented division by the weight sum

@@ -19,11 +19,11 @@ also lands in the residual, so only flat blocks are used: per brightness bin (16
 luma) the quarter of the blocks whose *neighbourhood* is flattest, where a block's flatness score is the largest
 residual energy among its 8 neighbouring blocks. The score deliberately leaves out the block's own pixels: for
 white noise it is then independent of the block's own residual, so picking low scores does not pick low noise
-(picking the quarter of blocks with the lowest energy of their own would read white noise 12 % low). Of the picked blocks, those whose own
-energy exceeds 4x the median of the picked ones are dropped (a textured block amid flat ones; for white noise that
-drops fewer than one block in a million). Blocks with more than 4 pixels at luma 0 or 255 (all three channels
-clipped: black bars, blown-out sky) are never used, nor scored as flat neighbours. In a brightness range that
-holds no flat surface at all the estimate includes texture and is an upper bound.
+(picking the quarter of blocks with the lowest energy of their own would read white noise 12 % low). Of the picked
+blocks, those whose own energy exceeds 4x the median of the picked ones are dropped (a textured block amid flat ones;
+for white noise that drops fewer than one block in a million). Blocks with more than 4 pixels at luma 0 or 255 (all
+three channels clipped: black bars, blown-out sky) are never used, nor scored as flat neighbours. In a brightness range
+that holds no flat surface at all the estimate includes texture and is an upper bound.
 
 The plane takes out only the block's mean and tilt, so the residual holds the noise at all spatial frequencies
 above the 8-px block; but correlated noise has more of its power at low frequencies, which the plane absorbs (61

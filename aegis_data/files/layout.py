@@ -1,4 +1,5 @@
-"""Names and paths of a frozen split on disk (docs/SPLITS.md, "Layout on disk"). Declared once; every stage reads them from here."""
+"""Names and paths of a frozen split on disk (docs/SPLITS.md, "Layout on disk"). Declared once; every stage reads them
+from here."""
 
 from __future__ import annotations
 

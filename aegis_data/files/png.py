@@ -10,8 +10,8 @@ encode was ~2/3 of a 12 MP build's CPU time. This writer owns every byte of the 
   computed with exact uint8 arithmetic;
 - the deflate stream: the toolkit's own Huffman-only deflate, defined below. Why its own: speed (the
   Huffman-only mode of the zlib-ng package, this writer's deflate up to aegis-png/1, ran at ~160 MB/s and was the
-  largest cost of a split build; the compiled path here encodes 640x640 frames 2.4-3.4x and 4000x3000 frames 3.2-4.1x faster,
-  ``benchmarks/bench_png.py``), and no third-party deflate to pin: the bytes are a function of the pixels and of
+  largest cost of a split build; the compiled path here encodes 640x640 frames 2.4-3.4x and 4000x3000 frames 3.2-4.1x
+  faster, ``benchmarks/bench_png.py``), and no third-party deflate to pin: the bytes are a function of the pixels and of
   the rules below alone, computed with integer arithmetic, and no library version can change them;
 - CRC-32 (chunks) and Adler-32 (zlib trailer) are mathematical functions: any correct implementation gives
   the same value.
@@ -34,10 +34,10 @@ The deflate stream (RFC 1950 wrapper around RFC 1951 blocks), exactly:
 - Codes are canonical (RFC 1951, 3.2.2). Bits go out least significant first; Huffman codes most significant
   bit first (so they are stored bit-reversed), header fields and repeat counts least significant first.
 
-Two implementations write these bytes: the C extension ``aegis_data.files._cpng`` (``_cpng.c`` beside this file) (optional, built by setup.py; it
-filters the rows on the fly) and the NumPy code here, the fallback. ``AEGIS_KERNELS`` chooses, as for the
-engine's loops: ``auto`` (default: the extension when built), ``compiled`` (refuse without it), ``numpy``.
-Tests compare both on every kind of input.
+Two implementations write these bytes: the C extension ``aegis_data.files._cpng`` (``_cpng.c`` beside this file)
+(optional, built by setup.py; it filters the rows on the fly) and the NumPy code here, the fallback. ``AEGIS_KERNELS``
+chooses, as for the engine's loops: ``auto`` (default: the extension when built), ``compiled`` (refuse without it),
+``numpy``. Tests compare both on every kind of input.
 
 A known-answer self-test (``check_png_writer``) encodes a fixed image and compares the SHA-256 of the bytes
 with the value shipped here; a build refuses to start when it differs, so a broken build of the writer can

@@ -81,7 +81,8 @@ def read_rgb(record: Record, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray
 
         if record.width * record.height > max_pixels:
             raise AegisError(
-                f"synthetic image {record.image_id} is {record.width}x{record.height}, above the limit of {max_pixels:,} pixels"
+                f"synthetic image {record.image_id} is {record.width}x{record.height}, "
+                f"above the limit of {max_pixels:,} pixels"
             )
         rgb = synthetic.render_rgb(path)
     elif path.startswith("hf:"):

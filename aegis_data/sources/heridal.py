@@ -97,7 +97,8 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
             "test": "every labelled image of testImages/ (the official test set)",
             "val": "trainImages/ images ordered by SHA-256 of 'heridal-val|<image id>'; the first "
             "round(val_fraction * n_train) -> val, the rest -> train",
-            "classes": "objects named human/person/people/pedestrian (any case) are persons; others ignored and counted",
+            "classes": "objects named human/person/people/pedestrian (any case) are persons; "
+            "others ignored and counted",
             "skipped": "images without XML and XML without image are skipped and counted; empty XML = negative, kept",
             "size": "taken from the image header; <size> is not trusted",
         },

@@ -6,8 +6,9 @@ online (the download is the ``datasets`` library's, cached by it). Columns: ``im
 ``image_column``), ``objects`` (option ``objects_column``) with ``bbox`` = [[x, y, w, h], ...] in pixels and
 ``category`` = [...]. Option ``categories`` picks person category ids or ClassLabel names; default: every
 object is a person. Image ids: column ``image_id`` when present, else the image file stem, else
-``<split>-<row>``; when ids repeat across the HF splits loaded, every id is prefixed ``<hf split>-``. HF splits map train -> train, validation/valid/val -> val, test -> test; option
-``split`` takes one HF split and puts it in our "test" (or use ``target_split``); ``val_fraction`` carves.
+``<split>-<row>``; when ids repeat across the HF splits loaded, every id is prefixed ``<hf split>-``. HF splits map
+train -> train, validation/valid/val -> val, test -> test; option ``split`` takes one HF split and puts it in our "test"
+(or use ``target_split``); ``val_fraction`` carves.
 
 Record paths are ``hf:<source>::<hf split>::<row>``; ``read_image`` reloads the dataset (cached per process)
 and decodes the stored bytes, so the pixels are the dataset's own.
@@ -80,7 +81,8 @@ def _open(source: str):
         raise
     except Exception as exc:  # the datasets library raises many types; report one line
         raise AegisError(
-            f"cannot load Hugging Face dataset {source!r}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            f"cannot load Hugging Face dataset {source!r}: {type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}"
         ) from None
 
 
@@ -234,7 +236,8 @@ def _split_records(
     """One record per row of one HF split (image size from the header, person boxes checked)."""
     if objects_col not in ds.column_names:
         raise AegisError(
-            f"HF dataset has no objects column {objects_col!r} (columns: {', '.join(ds.column_names)}); pass objects_column="
+            f"HF dataset has no objects column {objects_col!r} (columns: {', '.join(ds.column_names)}); "
+            "pass objects_column="
         )
     names = _category_names(ds.features[objects_col])
     raw = _raw_images(ds, image_col)

@@ -794,7 +794,8 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
             "val_fraction": f_val,
         },
         "rules": {
-            "split": "image index order: the first round(n*test_fraction) -> test, the next round(n*val_fraction) -> val, rest -> train",
+            "split": "image index order: the first round(n*test_fraction) -> test, "
+            "the next round(n*val_fraction) -> val, rest -> train",
             "negatives": f"index % {NEGATIVE_EVERY} == {NEGATIVE_EVERY - 1} has no persons",
             "boxes": "extent of the painted person pixels (shadow excluded), xyxy absolute pixels",
         },

@@ -1,4 +1,5 @@
-"""Building a frozen split on disk (layout: docs/SPLITS.md): records -> decoded source -> corruption engine -> PNG files.
+"""Building a frozen split on disk (layout: docs/SPLITS.md): records -> decoded source -> corruption engine -> PNG
+files.
 
 Flow: ``build_splits`` validates and plans (pure), then renders one *unit* per source image -- decode once,
 write ``clean`` and every corrupted condition -- in worker processes; the parent collects each unit's file

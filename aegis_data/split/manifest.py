@@ -341,8 +341,9 @@ def _pretty(value: Any) -> str:
 
 
 def manifest_chunks(manifest: Mapping[str, Any]) -> Iterator[bytes]:
-    """The file form (sorted keys, indent 2, trailing newline) in pieces, one per entry: the same bytes as one ``json.dumps(indent=2)`` of the whole,
-    without ever holding the text of every entry at once (a manifest of millions of files)."""
+    """The file form (sorted keys, indent 2, trailing newline) in pieces, one per entry: the same bytes as one
+    ``json.dumps(indent=2)`` of the whole, without ever holding the text of every entry at once (a manifest of millions
+    of files)."""
     entries = manifest.get("entries")
     if not entries:
         yield (_pretty(manifest) + "\n").encode("utf-8")

@@ -92,9 +92,9 @@ def box_iou_coco(dets_xywh: np.ndarray, gts_xywh: np.ndarray, gt_crowd: np.ndarr
 
     dets_xywh, gts_xywh: (P, 4) float64 COCO boxes, row p of one paired with row p of the other.
     gt_crowd: (P,) bool; for crowd GT the denominator is the detection's own area.
-    Returns (P,) float64 in [0, 1] (up to one rounding step). Leading dimensions broadcast: (N, 1, 4) x (1, M, 4) with crowd (M,) or (1,)
-    gives the (N, M) matrix (aegis_eval.metrics.matching uses it so). The engine's ``candidate_pairs`` inlines the
-    same expression on corners computed once per box; keep the two in step.
+    Returns (P,) float64 in [0, 1] (up to one rounding step). Leading dimensions broadcast: (N, 1, 4) x (1, M, 4) with
+    crowd (M,) or (1,) gives the (N, M) matrix (aegis_eval.metrics.matching uses it so). The engine's
+    ``candidate_pairs`` inlines the same expression on corners computed once per box; keep the two in step.
     """
     dx, dy, dw, dh = (dets_xywh[..., k] for k in range(4))
     gx, gy, gw, gh = (gts_xywh[..., k] for k in range(4))

@@ -37,7 +37,8 @@ def exposure_megapixels(gt: GroundTruth) -> float | None:
 def false_alarm_risk(
     fp: int, images_with_fp: int, n_images: int, megapixels: float | None, delta: float = DEFAULT_DELTA
 ) -> dict[str, Any]:
-    """The false-alarm record (counts, rates and their upper bounds) from totals; rates and bounds None where the exposure is zero or unknown."""
+    """The false-alarm record (counts, rates and their upper bounds) from totals; rates and bounds None where the
+    exposure is zero or unknown."""
     fp, images_with_fp, n_images = int(fp), int(images_with_fp), int(n_images)
     count_upper = garwood_upper(fp, delta)
     has_images = n_images > 0

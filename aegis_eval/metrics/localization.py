@@ -1,4 +1,5 @@
-"""Localization stability: how far a detector's boxes move when the image is corrupted (docs/SCORING.md, "Localization stability").
+"""Localization stability: how far a detector's boxes move when the image is corrupted (docs/SCORING.md, "Localization
+stability").
 
 Over the GT instances matched at the frozen threshold in *both* the clean condition and a corrupted one:
 

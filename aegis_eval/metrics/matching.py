@@ -1,4 +1,5 @@
-"""One-to-one matching of detections to ground truth at a frozen confidence threshold (docs/SCORING.md, "Matching at the threshold").
+"""One-to-one matching of detections to ground truth at a frozen confidence threshold (docs/SCORING.md, "Matching at the
+threshold").
 
 Protocol, per image:
 

@@ -1,4 +1,5 @@
-"""Keys of the ``aegis score`` JSON (docs/SCORE_JSON.md), declared once for the scorer, the CSV writer and the report."""
+"""Keys of the ``aegis score`` JSON (docs/SCORE_JSON.md), declared once for the scorer, the CSV writer and the
+report."""
 
 SCHEMA = "aegis-score/1"
 

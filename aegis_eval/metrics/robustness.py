@@ -1,5 +1,5 @@
-"""Robustness summaries over a sweep of conditions (docs/SCORING.md, "Robustness summaries"): relative drops, per-corruption and per-family
-means, an mPC-style mean and rPC.
+"""Robustness summaries over a sweep of conditions (docs/SCORING.md, "Robustness summaries"): relative drops,
+per-corruption and per-family means, an mPC-style mean and rPC.
 
 Conventions:
 * relative drop of metric m in condition c: ``(m_clean - m_c) / m_clean``; None when either value is undefined

@@ -1,7 +1,8 @@
 """In-memory ground truth and detections shared by the loaders, the matchers and the metrics.
 
-One category per GroundTruth (person by default; multi-class scoring holds one per class). Arrays are flat over all boxes of a split, with an index into the image table, so
-per-image work is a slice and whole-split work is vectorised. Boxes are COCO ``[x, y, w, h]`` float64 pixels.
+One category per GroundTruth (person by default; multi-class scoring holds one per class). Arrays are flat over all
+boxes of a split, with an index into the image table, so per-image work is a slice and whole-split work is vectorised.
+Boxes are COCO ``[x, y, w, h]`` float64 pixels.
 """
 
 from __future__ import annotations

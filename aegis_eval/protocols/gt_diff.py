@@ -112,7 +112,8 @@ def _stats(
     n_old: int,
     n_new: int,
 ) -> dict[str, Any]:
-    """Counts and medians of one subset of boxes (COUNT_KEYS, then the medians and shares); medians None without pairs."""
+    """Counts and medians of one subset of boxes (COUNT_KEYS, then the medians and shares); medians None without
+    pairs."""
     iou, ratio = pairs["iou"], pairs["area_ratio"]
     finite = ratio[np.isfinite(ratio)]
     n = len(iou)

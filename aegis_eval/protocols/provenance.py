@@ -1,4 +1,5 @@
-"""Provenance of a score: which toolkit, code, suite, split, inputs and settings produced it (docs/SCORING.md, "Provenance").
+"""Provenance of a score: which toolkit, code, suite, split, inputs and settings produced it (docs/SCORING.md,
+"Provenance").
 
 Everything here fails soft: a toolkit run outside a git checkout (an installed wheel) reports ``git_sha`` and
 ``git_dirty`` as None rather than failing the score.

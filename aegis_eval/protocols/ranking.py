@@ -1,10 +1,10 @@
 """Rankings of models across conditions or GT versions (``aegis rank``), and how far they agree.
 
 Input: one ``aegis score`` JSON per model, or several per model merged by label (one per domain, say IID
-and OOD test sets scored separately; their condition names become the columns). Per column (a condition, or a GT version of a cross-version
-score) models are ranked on one metric: rank 1 is the best (the lowest value for lower-is-better metrics
-such as FP per image), ties share the mean of their ranks, and a model whose value is undefined there is
-left out of that column.
+and OOD test sets scored separately; their condition names become the columns). Per column (a condition, or a GT version
+of a cross-version score) models are ranked on one metric: rank 1 is the best (the lowest value for lower-is-better
+metrics such as FP per image), ties share the mean of their ranks, and a model whose value is undefined there is left
+out of that column.
 
 Agreement with the reference column (``clean``, or the reference GT version):
 

@@ -222,10 +222,10 @@ def build_report(
     """Write the report for validated score results (see ``load_results``) into ``out``.
 
     Results are grouped by ``dataset`` (null -> "unknown"), models by ``label``. Figures go to
-    ``out/figures/<dataset>_<kind>[_<metric>].{png,pdf,svg}``; ``formats`` chooses report.md, report.html (self-contained) and the LaTeX files
-    (report_table.tex, tables/*.tex, report.tex). Raises AegisError for an unknown metric or format, an invalid
-    result or a duplicate (dataset, label). config: the suite config of the scored splits (row order and the
-    full grid; default the installed one); each condition's family is the one the scorer recorded.
+    ``out/figures/<dataset>_<kind>[_<metric>].{png,pdf,svg}``; ``formats`` chooses report.md, report.html
+    (self-contained) and the LaTeX files (report_table.tex, tables/*.tex, report.tex). Raises AegisError for an unknown
+    metric or format, an invalid result or a duplicate (dataset, label). config: the suite config of the scored splits
+    (row order and the full grid; default the installed one); each condition's family is the one the scorer recorded.
     html_figures: what report.html embeds, ``png`` (200 DPI) or ``svg`` (vector; several times smaller, since
     the toolkit's PNG writer compresses without back-references).
     Results scored on different suites (aegis-v1, aegis-v2) are refused unless ``allow_mixed_suites``; the suite

@@ -1,8 +1,9 @@
 """The failure gallery: the (image, condition) pairs whose recall drops most versus clean, drawn side by side.
 
 Per pair one PNG: clean | corrupted, each with the predictions kept at the frozen threshold (vermillion) and
-the ground truth on top (bluish green; solid = found, dashed and thicker = missed), under a header naming the image, the condition and both recalls. Drawn with OpenCV on uint8 arrays (integer
-rasterisation, so the same inputs give the same bytes), then indexed in ``index.md`` and ``index.html``.
+the ground truth on top (bluish green; solid = found, dashed and thicker = missed), under a header naming the image, the
+condition and both recalls. Drawn with OpenCV on uint8 arrays (integer rasterisation, so the same inputs give the same
+bytes), then indexed in ``index.md`` and ``index.html``.
 
 Ranking (pure, see ``rank_pairs``): per-image recall = matched GT / GT boxes in that image, at the frozen
 threshold with the scorer's one-to-one matching (``aegis_eval.metrics.matching``). Only images with GT and a strictly
@@ -378,15 +379,18 @@ def _index_html(
 <head><meta charset="utf-8"><title>Failure gallery</title>
 <style>
 body {{ font-family: "DejaVu Sans", Arial, sans-serif; margin: 2rem auto; max-width: 1650px; padding: 0 1rem; }}
-table {{ border-collapse: collapse; font-size: .85rem; }} td, th {{ padding: .2rem .6rem; border-bottom: 1px solid #ddd; text-align: right; }}
+table {{ border-collapse: collapse; font-size: .85rem; }} \
+td, th {{ padding: .2rem .6rem; border-bottom: 1px solid #ddd; text-align: right; }}
 th {{ border-bottom: 2px solid #555; }} figure {{ margin: 1.2rem 0; }} img {{ max-width: 100%; height: auto; }}
 </style></head>
 <body>
 <h1>Failure gallery</h1>
-<p>Split <code>{e(str(split_dir))}</code>; frozen threshold {e(threshold_text)}; one-to-one matching at IoU {DEFAULT_IOU:g}.
+<p>Split <code>{e(str(split_dir))}</code>; frozen threshold {e(threshold_text)}; \
+one-to-one matching at IoU {DEFAULT_IOU:g}.
 {e(LEGEND)}</p>
 {note_html}
-<table><thead><tr><th>rank</th><th>image</th><th>condition</th><th>GT</th><th>recall clean</th><th>recall condition</th><th>drop</th></tr></thead>
+<table><thead><tr><th>rank</th><th>image</th><th>condition</th><th>GT</th>\
+<th>recall clean</th><th>recall condition</th><th>drop</th></tr></thead>
 <tbody>
 {rows}
 </tbody></table>

@@ -3,9 +3,9 @@
 A ``.pt`` file is a pickle, and Ultralytics unpickles checkpoints with ``weights_only=False``: a received file
 could run any code. A model yaml is no safer: Ultralytics evaluates its ``activation`` string and calls any name
 of its own module as a layer. (Ultralytics 8.4's opt-in restricted mode, ``ULTRALYTICS_SAFE_LOAD``, is off by
-default and read once at its import, so the runners do not rely on it.) So every local file the runners hand to Ultralytics (weights to predict with or to
-fine-tune from, a run's ``last.pt`` to resume, a model yaml) passes a check here first, which runs nothing from
-the file:
+default and read once at its import, so the runners do not rely on it.) So every local file the runners hand to
+Ultralytics (weights to predict with or to fine-tune from, a run's ``last.pt`` to resume, a model yaml) passes a check
+here first, which runs nothing from the file:
 
 - ``check_ultralytics_checkpoint``: (1) a walk over the pickle's opcodes, without unpickling, lists every global
   it names and how it is used. The model's classes (``nn.Module`` classes of torch and Ultralytics) may only be

@@ -1,5 +1,5 @@
-"""The whole baseline protocol in one call (docs/BASELINES.md, docs/SCORING.md): predict clean val → freeze the threshold once →
-predict all test conditions → score with bootstrap intervals.
+"""The whole baseline protocol in one call (docs/BASELINES.md, docs/SCORING.md): predict clean val → freeze the
+threshold once → predict all test conditions → score with bootstrap intervals.
 
 Results folder::
 

@@ -23,7 +23,10 @@ def _bench():
 
 def test_timed_process_imports_every_package_from_the_checkout(tmp_path):
     env = _bench().tree_env(REPO, tmp_path / "links")
-    probe = "import aegis_cli.main, aegis_data, aegis_eval; print(aegis_cli.main.__file__, aegis_data.__file__, aegis_eval.__file__)"
+    probe = (
+        "import aegis_cli.main, aegis_data, aegis_eval; "
+        "print(aegis_cli.main.__file__, aegis_data.__file__, aegis_eval.__file__)"
+    )
     done = subprocess.run(
         [sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
     )

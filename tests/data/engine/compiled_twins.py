@@ -1,5 +1,5 @@
-"""Engine code run twice, with the compiled loops (aegis_data.engine._ckernels) and with the NumPy code they replace: the
-tests of the byte contract between the two."""
+"""Engine code run twice, with the compiled loops (aegis_data.engine._ckernels) and with the NumPy code they replace:
+the tests of the byte contract between the two."""
 
 from __future__ import annotations
 

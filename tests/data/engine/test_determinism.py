@@ -1,4 +1,5 @@
-"""Bit-identity (docs/CORRUPTIONS.md, "Determinism design"): golden pixel hashes, the same hashes under every CPU/thread setting, in any order.
+"""Bit-identity (docs/CORRUPTIONS.md, "Determinism design"): golden pixel hashes, the same hashes under every CPU/thread
+setting, in any order.
 
 Each matrix setting runs ``tests/golden/frames.py`` in its own subprocess (environment variables such as
 ``NPY_DISABLE_CPU_FEATURES`` act only at import), which computes all 81 golden hashes (3 frames x 9

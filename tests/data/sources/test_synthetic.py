@@ -53,7 +53,8 @@ def test_same_bytes_in_any_order_unoptimised_and_single_threaded():
 
 
 def test_same_bytes_in_another_process_with_simd_paths_disabled():
-    # A fresh process with OpenCV's and NumPy's wide-vector kernels switched off (the determinism test matrix, docs/REPRODUCIBILITY.md).
+    # A fresh process with OpenCV's and NumPy's wide-vector kernels switched off (the determinism test matrix,
+    # docs/REPRODUCIBILITY.md).
     code = (
         "from aegis_data.sources import synthetic as s; from aegis_data.files.imageio import pixel_sha256;"
         "print(pixel_sha256(s.render_scene(4, 150, 110).rgb)); print(pixel_sha256(s.render_scene(1, 640, 360).rgb))"

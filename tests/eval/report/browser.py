@@ -50,7 +50,8 @@ PROBE = (
   window.addEventListener('error', function (e) {
     var t = e.target;
     if (t && t !== window && t.tagName) {
-      errors.push('resource failed to load: <' + t.tagName.toLowerCase() + '> ' + String(t.src || t.href || '').slice(0, 80));
+      errors.push('resource failed to load: <' + t.tagName.toLowerCase() + '> ' + \
+String(t.src || t.href || '').slice(0, 80));
     } else {
       errors.push('script error: ' + e.message);
     }
