@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from aegis_data.errors import AegisError
 from aegis_data.exports import lazy_exports
@@ -23,8 +23,10 @@ from aegis_data.files.outputs import check_output_dirs, check_outputs
 if TYPE_CHECKING:  # the types of the results below, for readers and type checkers only
     from aegis_data.engine.calibration import CalibrationTable, Violation
     from aegis_data.engine.config import SuiteConfig
+    from aegis_data.engine.realism import RealismReport
     from aegis_data.engine.scale import Scale
     from aegis_data.sources import SourceDataset
+    from aegis_data.split.export_hf import ExportResult
 
 PathLike = str | Path
 
@@ -140,6 +142,24 @@ def audit_source(dataset: SourceDataset, *, hash_files: bool = True) -> dict[str
 
 
 # --- the suite and its scale ----------------------------------------------------------------------------------------
+@overload
+def choose_scale(
+    config: SuiteConfig,
+    scale: str | None = None,
+    person_px: float | None = None,
+    gsd_cm_per_px: float | None = None,
+    *,
+    required: Literal[True] = True,
+) -> Scale: ...
+@overload
+def choose_scale(
+    config: SuiteConfig,
+    scale: str | None = None,
+    person_px: float | None = None,
+    gsd_cm_per_px: float | None = None,
+    *,
+    required: bool,
+) -> Scale | None: ...
 def choose_scale(
     config: SuiteConfig,
     scale: str | None = None,
@@ -201,7 +221,7 @@ def describe_suite(
                 "direction": s.direction,
                 "severities": {k: list(v) for k, v in s.severities.items()},
                 "fixed": {k: (list(v) if isinstance(v, tuple) else v) for k, v in s.fixed.items()},
-                **({"effective": effective_parameters(s, scale, long_side)} if effective else {}),
+                **({"effective": effective_parameters(s, scale, long_side)} if effective and scale is not None else {}),
                 **(
                     {
                         "physical": physical_ladder(
@@ -217,7 +237,7 @@ def describe_suite(
     }
     if cfg.uses_scene:
         desc["camera"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.camera.items()}
-    if effective:
+    if effective and scale is not None:  # (effective implies a scale)
         desc["scale"] = scale.describe() + ("" if scale.is_object else f", on a {long_side}-px long side")
     return desc
 
@@ -304,7 +324,7 @@ def corrupt_file(
         mask = None
         if facts and facts.get("water_mask"):
             mask = read_water_mask(side.parent / facts["water_mask"], *rgb.shape[:2])
-        image_scene = estimate_scene(rgb, chosen.person_px, cfg.camera, facts, mask)
+        image_scene = estimate_scene(rgb, chosen.unit_px, cfg.camera, facts, mask)
     result = apply_corruption(
         rgb,
         corruption,
@@ -404,7 +424,7 @@ def calibrate(
     return Calibration(table, check_monotone(table), check_visibility_floor(table), VISIBILITY_FLOOR)
 
 
-def realism(real_dir: PathLike, split_dir: PathLike, condition: str, limit: int | None = None):
+def realism(real_dir: PathLike, split_dir: PathLike, condition: str, limit: int | None = None) -> RealismReport:
     """The camera statistics of real frames of ``condition`` beside the split's rendered and clean test images,
     with each set's distance from the real frames (``aegis realism``; docs/CORRUPTIONS.md)."""
     from aegis_data.split.measure import realism_report
@@ -413,7 +433,7 @@ def realism(real_dir: PathLike, split_dir: PathLike, condition: str, limit: int 
 
 
 # --- publishing ---------------------------------------------------------------------------------------------------
-def export_hf(split_dir: PathLike, out_dir: PathLike):
+def export_hf(split_dir: PathLike, out_dir: PathLike) -> ExportResult:
     """Export a verified frozen split as a Hugging Face ``datasets`` dataset with embedded images (save_to_disk
     and parquet); returns the :class:`~aegis_data.split.export_hf.ExportResult`."""
     from aegis_data.split.export_hf import export_split

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import importlib
 import os
+from typing import Any
 
 from aegis_data.errors import AegisError
 
 KERNELS_ENV = "AEGIS_KERNELS"
 
 
-def load_extension(module: str, what: str):
+def load_extension(module: str, what: str) -> Any:  # a module or None (Any: callers test it once, then use it)
     """The extension ``module`` (its full dotted name), or None where the NumPy code is to run; ``what`` names it
     in the one-line error."""
     mode = os.environ.get(KERNELS_ENV, "auto").strip().lower() or "auto"

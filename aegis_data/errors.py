@@ -11,6 +11,8 @@ alone knows flags: it turns every backticked parameter into its flag when it pri
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class AegisError(ValueError):
     """Bad input or an unusable artefact; the message is one line meant for a person.
@@ -23,11 +25,11 @@ class AegisError(ValueError):
         super().__init__(message)
         self.param = param
 
-    def __reduce__(self):  # survives pickling across worker processes with its parameter
+    def __reduce__(self) -> tuple[Any, ...]:  # survives pickling across worker processes with its parameter
         return (_rebuild, (type(self), str(self), self.param))
 
 
-def _rebuild(cls: type, message: str, param: str | None) -> AegisError:
+def _rebuild(cls: type[AegisError], message: str, param: str | None) -> AegisError:
     error = cls.__new__(cls)
     AegisError.__init__(error, message, param=param)
     return error

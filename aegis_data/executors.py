@@ -161,7 +161,7 @@ def _bounded(client: Any, submit: Callable[[Any], Any], items: Iterable[Any]) ->
     def top_up() -> None:
         if time.monotonic() - window["at"] > WINDOW_REFRESH_S:
             window.update(size=TASKS_PER_THREAD * _threads(client), at=time.monotonic())
-        for item in islice(todo, max(0, window["size"] - len(live))):
+        for item in islice(todo, max(0, int(window["size"]) - len(live))):
             f = submit(item)
             live[f] = item
             pending.add(f)

@@ -9,7 +9,7 @@ from typing import Any
 
 
 def lazy_exports(
-    package: str, namespace: dict, exports: Mapping[str, str]
+    package: str, namespace: dict[str, Any], exports: Mapping[str, str]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """(``__getattr__``, ``__dir__``) for ``package`` whose public ``exports`` map a name to its module;
     a name loaded once is stored in ``namespace`` (the package's globals), so later lookups skip the hook."""

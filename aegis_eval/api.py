@@ -62,9 +62,9 @@ class ScoreResult:
 
     ``conditions[name]`` -> :class:`ConditionResult`; ``mpc`` / ``rpc`` / ``mean_rel_drop`` / ``per_family`` /
     ``per_corruption``: the robustness summary; ``threshold``: the frozen value applied (None with per-class
-    values, which ``class_thresholds`` holds). ``to_dict()`` is the
-    document; ``to_json(path)`` writes exactly the score JSON the ``aegis score`` command writes. A document that is no score
-    document (docs/SCORE_JSON.md) is refused at construction with one ``[score_schema]`` AegisError line.
+    values, which ``class_thresholds`` holds). ``to_dict()`` is the document; ``to_json(path)`` writes exactly the
+    score JSON the ``aegis score`` command writes. A document that is no score document (docs/SCORE_JSON.md) is
+    refused at construction with one ``[score_schema]`` AegisError line.
     """
 
     document: Mapping[str, Any]
@@ -146,7 +146,8 @@ class ScoreResult:
         return write_json(self.document, path)
 
     def to_csv(self, path: PathLike) -> Path:
-        """Write one flat row per condition atomically (the bytes of the CSV ``aegis score`` writes); returns the path."""
+        """Write one flat row per condition atomically (the bytes of the CSV ``aegis score`` writes); returns the
+        path."""
         from aegis_eval.protocols.scoring import write_score_csv
 
         write_score_csv(self.document, path)
@@ -218,11 +219,12 @@ def score(
         cross_check=cross_check,
         on_warning=on_warning,
     )
-    if versions:
+    if versions and isinstance(gt, (list, tuple)):  # (versions: several gt)
         from aegis_eval.protocols.versions import score_versions
 
         return ScoreResult(score_versions(predictions, list(gt), options, remap_versions))
-    return ScoreResult(run_score(predictions, gt, options).result)
+    # A one-item list reaches score() as it is, which refuses it in one line.
+    return ScoreResult(run_score(predictions, gt, options).result)  # type: ignore[arg-type]
 
 
 def _class_map(spec: str | ClassMap | None, side: str, allow_merge: bool) -> ClassMap | None:
@@ -290,16 +292,16 @@ def freeze_threshold(
         if not isinstance(predictions, (str, Path)):
             raise AegisError("`classes` freezes thresholds from a predictions file; pass its path", param="classes")
         gts = load_ground_truth_by_class(gt, classes, split, cmap)
-        dets = load_predictions_by_class(predictions, gts, cmap)
-        for w in next(iter(dets.values())).source.get("warnings", ()):
+        dets_by_class = load_predictions_by_class(predictions, gts, cmap)
+        for w in next(iter(dets_by_class.values())).source.get("warnings", ()):
             if on_warning:
                 on_warning(w)
-        frozen = freeze_thresholds_by_class(
-            gts, dets, rule=rule, grid=grid_values, iou=iou, delta=delta, mode=class_thresholds or "per-class"
+        by_class = freeze_thresholds_by_class(
+            gts, dets_by_class, rule=rule, grid=grid_values, iou=iou, delta=delta, mode=class_thresholds or "per-class"
         )
         if out is not None:
-            write_class_threshold_file(frozen, out, preds_path, gt, split=split, class_map=record)
-        return frozen
+            write_class_threshold_file(by_class, out, preds_path, gt, split=split, class_map=record)
+        return by_class
     if class_thresholds is not None:
         raise AegisError(
             "[threshold_class_mode] `class_thresholds` applies with `classes` only", param="class_thresholds"
@@ -341,11 +343,12 @@ def rank(
     scores = list(scores)
     if not scores:
         raise AegisError("rank needs at least two scored models; none were given")
-    if all(isinstance(s, (str, Path)) for s in scores):
+    paths = [s for s in scores if isinstance(s, (str, Path))]
+    if len(paths) == len(scores):
         from aegis_eval.protocols.ranking import rank_paths
 
         return rank_paths(
-            scores,
+            paths,
             metric,
             by=by,
             condition=condition,
@@ -800,7 +803,7 @@ def write_report(
     check_output_dirs({"`out_dir`": Path(out_dir)})
     from aegis_eval.report import build_report, load_results
 
-    extra = {} if formats is None else {"formats": formats}
+    extra: dict[str, Any] = {} if formats is None else {"formats": formats}
     return build_report(
         load_results(results),
         out_dir,

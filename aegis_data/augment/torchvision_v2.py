@@ -15,7 +15,7 @@ transform is deterministic whatever the data-loader order. Call ``set_epoch`` at
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ def _find_sample(obj: Any) -> Sample | None:
             value = value.reshape(-1)[0].item()
         if isinstance(value, (int, np.integer, str)) and not isinstance(value, bool):
             return value
-        children = obj.values()
+        children: Iterable[Any] = obj.values()
     elif isinstance(obj, (tuple, list)):
         children = obj
     else:

@@ -53,7 +53,7 @@ _CHECKOUT_POLICIES = REPO_ROOT / "configs" / "augment"
 POLICY_DIR = _CHECKOUT_POLICIES if _CHECKOUT_POLICIES.is_dir() else PACKAGE_ROOT / "augment_policies"
 ALL = "all"
 
-Sample = int | str
+Sample = int | np.integer | str  # a sample's index (a NumPy one too: its key is the same) or its id
 
 # key -> meaning (docs/MITIGATION.md). Unknown keys are refused with the list of valid ones.
 POLICY_KEYS: dict[str, str] = {
@@ -318,7 +318,7 @@ class DisasterAugment:
         if not math.isfinite(sum(weight.values())):  # huge finite weights: relative to the largest, so sums stay finite
             top = max(weight.values())
             weight = {c: w / top for c, w in weight.items()}
-        n = {}
+        n: dict[str, float] = {}
         for c in self.policy.cells:
             n[c.corruption] = n.get(c.corruption, 0.0) + weight[c]
         # Cell probabilities: corruptions equally likely, severities by weight within a corruption.

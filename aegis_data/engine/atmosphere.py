@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import cast, overload
 
 import cv2
 import numpy as np
@@ -66,7 +67,11 @@ _INV_LN2 = 1.4426950408889634
 # ----------------------------------------------------------------------------------------------------------
 # exp and log from basic operations (the same bits on every machine)
 # ----------------------------------------------------------------------------------------------------------
-def exp_neg(x) -> np.ndarray:
+@overload
+def exp_neg(x: float) -> float: ...
+@overload
+def exp_neg(x: np.ndarray) -> np.ndarray: ...
+def exp_neg(x: float | np.ndarray) -> float | np.ndarray:
     """``exp(-x)`` for float64 ``x >= 0`` (array or scalar), relative error about 1e-16, from + - * / and exact
     scaling only: ``x = n ln 2 + r`` (|r| <= ln 2 / 2, the product split in two exact parts), ``exp(-r)`` by its
     Taylor series to r**13 in Horner form (truncation below 4e-18), times ``2**-n`` (``ldexp``, exact); 0 beyond
@@ -88,7 +93,11 @@ def exp_signed(x: float) -> float:
     return exp_neg(-x) if x <= 0.0 else 1.0 / exp_neg(x)
 
 
-def log_pos(x) -> np.ndarray:
+@overload
+def log_pos(x: float) -> float: ...
+@overload
+def log_pos(x: np.ndarray) -> np.ndarray: ...
+def log_pos(x: float | np.ndarray) -> float | np.ndarray:
     """``ln x`` for float64 ``x > 0``, absolute error about 1e-16, from basic operations: ``x = m 2**e`` exactly
     (``frexp``, m in [sqrt(1/2), sqrt(2))), ``ln m = 2 atanh(s)`` with ``s = (m - 1) / (m + 1)`` by its series
     to s**25, plus ``e ln 2`` in two exact parts."""
@@ -119,12 +128,16 @@ def transmission_table() -> np.ndarray:
 
 def channel_factors(angstrom: float) -> tuple[float, float, float]:
     """Extinction per channel relative to 550 nm, ``(lambda_c / 550) ** -angstrom`` (stable scalars)."""
-    return tuple(stable((nm / REFERENCE_NM) ** -float(angstrom), "Angstrom factor") for nm in CHANNEL_NM)
+    r, g, b = (stable((nm / REFERENCE_NM) ** -float(angstrom), "Angstrom factor") for nm in CHANNEL_NM)
+    return r, g, b
 
 
 def linear_colour(srgb) -> tuple[float, float, float]:
     """An sRGB colour in [0, 1] as linear light in LINEAR_MAX units (stable scalars)."""
-    return tuple(stable(srgb_to_linear(float(v)) * LINEAR_MAX, "linear colour") for v in srgb)
+    # srgb: a validated 3-item colour of the suite
+    return cast(
+        tuple[float, float, float], tuple(stable(srgb_to_linear(float(v)) * LINEAR_MAX, "linear colour") for v in srgb)
+    )
 
 
 def sun_direction(scene: Scene, rng: KeyedRandom, elevation_range: tuple) -> tuple[float, float]:
@@ -296,7 +309,8 @@ def _work_points(h: int, w: int, f: int) -> tuple[np.ndarray, np.ndarray]:
     """Frame-px centres of the work grid's samples, (i + 0.5) f - 0.5 (the upsampling's geometry)."""
     ys = (np.arange(-(-h // f), dtype=np.float64) + 0.5) * f - 0.5
     xs = (np.arange(-(-w // f), dtype=np.float64) + 0.5) * f - 0.5
-    return np.broadcast_arrays(xs[None, :], ys[:, None])
+    x_grid, y_grid = np.broadcast_arrays(xs[None, :], ys[:, None])
+    return x_grid, y_grid
 
 
 def _quantise_unit(values: np.ndarray) -> np.ndarray:
@@ -510,7 +524,7 @@ def sky_colour(image: np.ndarray, lines: Sightlines) -> tuple[float, float, floa
         if n == 0:
             return None
         out.append(float(int(counts @ table)) / n)
-    return tuple(out)
+    return out[0], out[1], out[2]
 
 
 def channel_histograms(image: np.ndarray) -> np.ndarray:

@@ -44,6 +44,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -277,7 +278,7 @@ def compute_statistic(
         raise AegisError(f"unknown calibration statistic {stat!r}; expected one of {', '.join(STATISTICS)}") from None
     cfg = config or load_config()
     thresholds = cfg.calibration_threshold
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if stat == "saturated_fraction":
         kwargs["threshold"] = float(thresholds.get("saturated_luma", SATURATED_LUMA))
     elif stat == "occluded_fraction":
@@ -413,7 +414,7 @@ def calibrate(
     names = resolve_corruptions(corruptions, cfg)
     sevs = check_severities(severities)
     own = corrupt is None
-    if own:
+    if corrupt is None:
         corrupt = SuiteCorruptor(cfg, scale, seed)
     stats_needed = sorted({cfg.corruptions[n].statistic for n in names})
     clean_vals: dict[str, list[float]] = {s: [] for s in stats_needed}
@@ -431,7 +432,7 @@ def calibrate(
             clean_vis.extend(person_visibility(clean, people))
         # The default corruptor renders an aegis-v2 image in one scene, derived once (as a build does).
         xyxy = [(float(x), float(y), float(x) + float(w), float(y) + float(h)) for x, y, w, h in people]
-        extra = {"scene": scene_for(clean, cfg, scale, xyxy)} if own and cfg.uses_scene else {}
+        extra: dict[str, Any] = {"scene": scene_for(clean, cfg, scale, xyxy)} if own and cfg.uses_scene else {}
         for name in names:
             stat = cfg.corruptions[name].statistic
             for sev in sevs:

@@ -360,8 +360,8 @@ def check_value(where: str, value: Any, p: Param) -> None:
     """AegisError naming ``where`` unless ``value`` has ``p``'s type and lies in its range."""
     if p.kind in ("rgb", "pair", "two"):
         n = 3 if p.kind == "rgb" else 2
-        items = list(value) if isinstance(value, (list, tuple)) else None
-        ok = items is not None and len(items) == n and all(_is_number(v) for v in items)
+        items = list(value) if isinstance(value, (list, tuple)) else []
+        ok = len(items) == n and all(_is_number(v) for v in items)
     else:
         items = [value]
         ok = _is_number(value) and (p.kind != "int" or isinstance(value, Integral))
@@ -378,7 +378,7 @@ def check_value(where: str, value: Any, p: Param) -> None:
         raise AegisError(f"{where} must be {p.describe()}{extra} ({p.why}); got {value!r:.60}")
 
 
-def _mapping(where: str, value: Any) -> Mapping:
+def _mapping(where: str, value: Any) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise AegisError(f"{where} must be a mapping, got {type(value).__name__}")
     return value
@@ -438,7 +438,7 @@ def _check_corruption(where: str, name: str, c: Any, generation: int = 1) -> Non
                     )
 
 
-def _per_severity(value: Any) -> list:
+def _per_severity(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) and len(value) == 3 else [value] * 3
 
 
@@ -453,7 +453,7 @@ def validate_suite(raw: Any, where: str = "suite config") -> None:  # noqa: C901
     if "suite" in raw and (not isinstance(raw["suite"], str) or not raw["suite"]):
         raise AegisError(f"{where}: suite must be a non-empty string, got {raw['suite']!r:.60}")
     seed = raw.get("seed")
-    if isinstance(seed, bool) or not isinstance(seed, Integral) or not 0 <= seed <= MAX_SEED:
+    if isinstance(seed, bool) or not isinstance(seed, Integral) or not 0 <= int(seed) <= MAX_SEED:
         raise AegisError(f"{where}: seed must be an integer in [0, 2**63), got {seed!r:.60}")
     generation = raw.get("generation", 1)
     if isinstance(generation, bool) or generation not in (1, 2):

@@ -540,7 +540,7 @@ def _haze(
             flat *= gain_row
             np.clip(x, 0.0, 1.0, out=x)
         x = _haze_blend(x, np.take(t_table, density[rows]), airlight_row)
-        if grain_table is not None:
+        if grain_table is not None and g_field is not None:  # set together
             x += _channels3(np.take(grain_table, g_field[rows]))
         out[rows] = K.to_uint8(x, scratch=True)
     return out
@@ -1347,7 +1347,7 @@ def scene_for(image: np.ndarray, config: SuiteConfig, scale: Scale | None, perso
             f"scale (`scale` object with `person_px` or `gsd_cm_per_px`) or the image's scene",
             param="scale",
         )
-    return estimate_scene(image, scale.person_px, config.camera, persons=persons)
+    return estimate_scene(image, scale.unit_px, config.camera, persons=persons)
 
 
 def corrupt_with_stream(

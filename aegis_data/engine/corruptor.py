@@ -29,7 +29,7 @@ class SuiteCorruptor:
 
     def __call__(
         self, image: np.ndarray, name: str, severity: int, image_id: Any, seed: int | None = None, scene: Any = None
-    ):
+    ) -> np.ndarray:
         """``scene``: a generation-2 suite's :class:`~aegis_data.engine.scene.Scene` of ``image`` (estimated with the
         bound scale's person unit when None)."""
         from aegis_data.engine.config import load_config

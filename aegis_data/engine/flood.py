@@ -319,7 +319,7 @@ def person_feet(scene: Scene, height: int, width: int) -> list[tuple[int, int] |
     """Each person's feet in region pixels (the bottom-centre of the box, clamped into the region), or None for a
     box that lies wholly outside the valid region."""
     x0, y0, x1, y1 = scene.valid
-    out = []
+    out: list[tuple[int, int] | None] = []
     for bx0, by0, bx1, by1 in scene.persons:
         if bx1 <= x0 or bx0 >= x1 or by1 <= y0 or by0 >= y1:
             out.append(None)

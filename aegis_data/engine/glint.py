@@ -167,8 +167,10 @@ def glint_geometry(params: SunGlintParams, scene: Scene, height: int, width: int
     y0 = scene.valid[1]
     gsd = scene.gsd_rows(np.arange(y0, y0 + height))
     gsd2 = np.minimum(gsd * gsd, FOOTPRINT_CAP)
-    sin_e, cos_e = _unit(float(scene.sun_elevation_deg) / 360.0)
-    sin_a, cos_a = _unit(float(scene.sun_azimuth_deg) / 360.0)
+    elevation, azimuth = scene.sun_elevation_deg, scene.sun_azimuth_deg
+    assert elevation is not None and azimuth is not None  # a scene that can glint has its sun (can_glint)
+    sin_e, cos_e = _unit(float(elevation) / 360.0)
+    sin_a, cos_a = _unit(float(azimuth) / 360.0)
     s2 = slope_variance(params.wind_speed_mps)
     patch_m2 = float(params.glint_patch_mm2) * 1e-6
     k_g = stable(math.pi / (4.0 * sin_e), "glint scale")

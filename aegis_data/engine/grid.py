@@ -7,6 +7,7 @@ the CLI reads the image and writes the PNG.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import cv2
 import numpy as np
@@ -81,12 +82,12 @@ def severity_grid(
     pad = max(4, width // 256)
     cw = (width - 4 * pad) // 3
     small = fit_width(image, cw)
-    extra = {}
+    extra: dict[str, Any] = {}
     if corrupt is None:
         cell_scale = None
         if scale is not None and scale.is_object:
             # The resize shrinks people by cw / w; the unit follows (never below the engine's smallest unit).
-            unit = max(PERSON_PX_RANGE[0], round(scale.person_px * cw / image.shape[1], 2))
+            unit = max(PERSON_PX_RANGE[0], round(scale.unit_px * cw / image.shape[1], 2))
             cell_scale = Scale(OBJECT, unit, f"{scale.basis}, x {cw}/{image.shape[1]} for the grid cell")
         corrupt = SuiteCorruptor(cfg, cell_scale, seed)
         if cfg.uses_scene:  # one scene for every cell, as a build derives one per image (not one per condition)

@@ -230,7 +230,7 @@ def block_sum(mask: np.ndarray, factor: int) -> np.ndarray:
         c.block_sum(out, np.ascontiguousarray(mask).view(np.uint8), h, w, int(factor))
         return out
     # A bool mask is summed from its bytes (no int32 copy of the frame); integer sums are exact either way.
-    a = mask.view(np.uint8) if mask.dtype == np.bool_ else mask.astype(np.int32)
+    a: np.ndarray = mask.view(np.uint8) if mask.dtype == np.bool_ else mask.astype(np.int32)
     if hb * factor != h or wb * factor != w:
         a = np.pad(a, ((0, hb * factor - h), (0, wb * factor - w)), mode="symmetric")
     # Rows of each block band first (contiguous adds), then the columns of each block.

@@ -110,7 +110,7 @@ def rain_extinction(rain_mm_h: float) -> float:
     return math.pi * MP_N0 * 1e-6 / (lam * lam * lam)
 
 
-def terminal_velocity(d_mm: np.ndarray) -> np.ndarray:
+def terminal_velocity(d_mm: float | np.ndarray) -> np.ndarray:
     """Atlas et al. (1973): ``9.65 - 10.3 exp(-0.6 D)`` m/s, D in mm (clipped at 0 for the tiniest drops)."""
     return np.maximum(9.65 - 10.3 * exp_neg(0.6 * np.asarray(d_mm, dtype=np.float64)), 0.0)
 

@@ -321,7 +321,7 @@ def _weighted_median(values: Sequence[float], weights: Sequence[int]) -> float:
     return math.nan  # no finite value
 
 
-def _curve(variance_sums: Sequence[float], counts: Sequence[int]) -> NoiseCurve:
+def _curve(variance_sums: Iterable[float], counts: Iterable[int]) -> NoiseCurve:
     counts_t = tuple(int(c) for c in counts)
     sigma = tuple(math.sqrt(v / c) if c >= MIN_BIN_BLOCKS else math.nan for v, c in zip(variance_sums, counts_t))
     return NoiseCurve(BIN_CENTRES, sigma, counts_t, _weighted_median(sigma, counts_t))
@@ -457,7 +457,9 @@ class EdgeWidths:
     candidates: int
 
 
-def summarize_edges(widths: Sequence[float], orientations: Sequence[int], candidates: int = 0) -> EdgeWidths:
+def summarize_edges(
+    widths: Sequence[float] | np.ndarray, orientations: Sequence[int] | np.ndarray, candidates: int = 0
+) -> EdgeWidths:
     """:class:`EdgeWidths` of measured edges (one image's, or several images' together)."""
     w = np.asarray(widths, dtype=np.float64)
     o = np.asarray(orientations, dtype=np.int64)
@@ -505,7 +507,9 @@ def _sectors(gx: np.ndarray, gy: np.ndarray) -> np.ndarray:
     return np.where(ay <= _TAN_22_5 * ax, 0, np.where(ax <= _TAN_22_5 * ay, 2, np.where(gx * gy > 0, 1, 3)))
 
 
-def _edge_points(y: np.ndarray, margin: int, limit: int) -> tuple[np.ndarray, ...]:
+def _edge_points(
+    y: np.ndarray, margin: int, limit: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Edge points at least ``margin`` px inside the frame: local maxima of the gradient magnitude along the
     gradient (Canny's non-maximum suppression over 4 directions) of at least MIN_GRADIENT DN/px. Returns rows,
     columns, unit gradient (nx, ny), orientation (0..3) and how many there were; at most ``limit`` of them, by a
@@ -543,12 +547,12 @@ def _edge_points(y: np.ndarray, margin: int, limit: int) -> tuple[np.ndarray, ..
 
 def _first(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row: the index of the first True and whether there is one."""
-    return np.argmax(mask, axis=1), mask.any(axis=1)
+    return np.argmax(mask, axis=1), np.asarray(mask.any(axis=1))
 
 
 def _last(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row: the index of the last True and whether there is one."""
-    return mask.shape[1] - 1 - np.argmax(mask[:, ::-1], axis=1), mask.any(axis=1)
+    return mask.shape[1] - 1 - np.argmax(mask[:, ::-1], axis=1), np.asarray(mask.any(axis=1))
 
 
 def _crossings(
@@ -714,7 +718,9 @@ def _num(v: float) -> float | None:
 
 def set_statistics(images: Iterable[np.ndarray]) -> SetStatistics:
     """:class:`SetStatistics` of a stream of RGB images, each measured inside its :func:`letterbox_region`."""
-    curves, corr_h, corr_v, chroma, widths, orientations, atmos = [], [], [], [], [], [], []
+    curves, corr_h, corr_v, chroma, atmos = [], [], [], [], []
+    widths: list[float] = []
+    orientations: list[int] = []
     candidates = 0
     n = 0
     for rgb in images:
@@ -1013,10 +1019,11 @@ def _glint_sets(
     from aegis_data.engine.scene import check_sidecar, estimate_scene, read_water_mask
     from aegis_data.files.layout import water_mask_relpath
 
-    unit = scale.person_px if scale.is_object else 60.0
+    unit = scale.unit_px if scale.is_object else 60.0
 
     def split_water(image_id: str, clean: np.ndarray) -> np.ndarray:
-        record = scenes.get(image_id) if isinstance(scenes.get(image_id), dict) else {}
+        raw = scenes.get(image_id)
+        record: dict[str, Any] = raw if isinstance(raw, dict) else {}
         facts = check_sidecar(dict(record.get("given") or {}), f"manifest scene of test/{image_id}")
         mask = None
         if "water_mask" in facts:

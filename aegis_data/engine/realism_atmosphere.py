@@ -117,7 +117,8 @@ def airlight_colour(rgb: np.ndarray, region: Sequence[int] | None = None) -> tup
     dark = _dark(rgb).ravel()
     k = max(1, int(math.ceil(AIRLIGHT_SHARE * dark.size)))
     idx = np.argpartition(dark, dark.size - k)[dark.size - k :]
-    return tuple(float(v) for v in rgb.reshape(-1, 3)[idx].astype(np.float64).mean(axis=0))
+    r, g, b = (float(v) for v in rgb.reshape(-1, 3)[idx].astype(np.float64).mean(axis=0))
+    return r, g, b
 
 
 @dataclass(frozen=True)
@@ -268,11 +269,12 @@ def summarize_atmosphere(stats: Sequence[AtmosphereStats]) -> AtmosphereSet:
     if not stats:
         nan = math.nan
         return AtmosphereSet((nan,) * N_BANDS, nan, (nan,) * N_BANDS, (nan, nan, nan), nan, nan, nan, nan)
+    red, green, blue = (finite_median(s.airlight[c] for s in stats) for c in range(3))
     return AtmosphereSet(
         tuple(finite_median(s.contrast_bands[k] for s in stats) for k in range(N_BANDS)),
         finite_median(s.dark_channel for s in stats),
         tuple(finite_median(s.dark_bands[k] for s in stats) for k in range(N_BANDS)),
-        tuple(finite_median(s.airlight[c] for s in stats) for c in range(3)),
+        (red, green, blue),
         finite_median(s.streaks.width for s in stats),
         finite_median(s.streaks.length for s in stats),
         _axial_mean(s.streaks.orientation for s in stats),

@@ -82,18 +82,25 @@ class Scale:
         return self.mode == OBJECT
 
     @property
+    def unit_px(self) -> float:
+        """The person unit of an object scale (callers check ``is_object`` first: a frame scale has none)."""
+        if self.person_px is None:
+            raise AegisError("a frame scale has no person unit", param="scale")
+        return self.person_px
+
+    @property
     def reference_side(self) -> float | None:
         """S in px (object), or None (frame: each frame's own long side)."""
         if not self.is_object:
             return None
-        return float(self.person_px) * ANCHOR_LONG_SIDE / ANCHOR_PERSON_PX
+        return float(self.unit_px) * ANCHOR_LONG_SIDE / ANCHOR_PERSON_PX
 
-    def identity(self) -> dict | None:
+    def identity(self) -> dict[str, Any] | None:
         """What a build records (and its root hash covers): None for frame, so the scale mechanism adds nothing to
         a frame build's identity (its root is what the build gives without it)."""
         if not self.is_object:
             return None
-        return {"mode": OBJECT, "person_px": float(self.person_px), "basis": self.basis}
+        return {"mode": OBJECT, "person_px": float(self.unit_px), "basis": self.basis}
 
     def describe(self) -> str:
         if not self.is_object:

@@ -456,7 +456,7 @@ def water_mask_digest(mask: np.ndarray) -> str:
     little-endian height and width."""
     m = np.ascontiguousarray(mask, dtype=bool)
     hasher = hashlib.sha256(np.asarray(m.shape, dtype="<u4").tobytes())
-    hasher.update(m.view(np.uint8).reshape(-1))  # the mask's bytes, not a copy of them
+    hasher.update(m.view(np.uint8).reshape(-1))  # type: ignore[arg-type]  # the mask's bytes, not a copy of them
     return hasher.hexdigest()
 
 
@@ -539,7 +539,7 @@ def draw_sun(rgb: np.ndarray, given: Mapping[str, Any]) -> tuple[float, float, t
         # Two uniforms in [0, 1) from the digest itself (53 bits each): a fact of the image, not a corruption's draw,
         # so it opens no random stream (neither the benchmark's nor a training augmentation's namespace).
         hasher = hashlib.sha256(b"aegis-scene|sun|")
-        hasher.update(np.ascontiguousarray(rgb).reshape(-1))  # the pixels' bytes, not a copy of them
+        hasher.update(np.ascontiguousarray(rgb).reshape(-1))  # type: ignore[arg-type]  # the pixels' bytes, not a copy
         digest = hasher.digest()
         u = [(int.from_bytes(digest[8 * i : 8 * i + 8], "little") >> 11) * 2.0**-53 for i in (0, 1)]
         lo, hi = SUN_ELEVATION_DEG
@@ -547,6 +547,7 @@ def draw_sun(rgb: np.ndarray, given: Mapping[str, Any]) -> tuple[float, float, t
             elevation = _round(lo + (hi - lo) * float(u[0]), 2)
         if azimuth is None:
             azimuth = _round(360.0 * float(u[1]), 2)
+    assert elevation is not None and azimuth is not None  # given's are numbers (check_sidecar), the others drawn
     return float(elevation), float(azimuth), drawn
 
 

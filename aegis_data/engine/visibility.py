@@ -103,7 +103,7 @@ def _measure(runs: np.ndarray, lo: int | None = None, hi: int | None = None) -> 
     if runs.size == 0:
         return 0
     b, e = runs[:, 0], runs[:, 1]
-    if lo is not None:
+    if lo is not None and hi is not None:  # given together
         b, e = np.maximum(b, lo), np.minimum(e, hi)
     return int(np.maximum(e - b, 0).sum())
 

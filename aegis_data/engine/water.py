@@ -18,6 +18,7 @@ Everything is a pure function of the pixels and the scene's facts; nothing here 
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import cv2
 import numpy as np
@@ -230,7 +231,11 @@ def turbid_reflectance(sediment_g_m3: float, saturation: tuple, half_g_m3: tuple
     ``S_c = A_c C_c``). A scalar per image: the same on every machine (+, *, / only)."""
     if not (math.isfinite(sediment_g_m3) and sediment_g_m3 >= 0.0):
         raise AegisError(f"suspended sediment must be a finite concentration >= 0 g/m^3, got {sediment_g_m3!r}")
-    return tuple(float(c) * sediment_g_m3 / (float(s) + sediment_g_m3) for c, s in zip(saturation, half_g_m3))
+    # saturation and half_g_m3: validated (R, G, B) triples of the suite
+    return cast(
+        tuple[float, float, float],
+        tuple(float(c) * sediment_g_m3 / (float(s) + sediment_g_m3) for c, s in zip(saturation, half_g_m3)),
+    )
 
 
 def water_share(mask: np.ndarray, valid: tuple[int, int, int, int]) -> float:

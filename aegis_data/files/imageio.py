@@ -16,6 +16,7 @@ import struct
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -308,7 +309,7 @@ def _umask() -> int:
 _FILE_MODE = 0o666 & ~_umask()
 
 
-def write_bytes_atomic(path: str | Path, data: bytes | Iterable[bytes]) -> None:
+def write_bytes_atomic(path: str | Path, data: bytes | bytearray | memoryview | Iterable[bytes]) -> None:
     """Write via a temporary file in the same directory, fsync, then rename over the target.
 
     ``data`` is the bytes, or an iterable of byte chunks written in order (a large file never held whole).
@@ -382,7 +383,7 @@ def pixel_sha256(rgb: np.ndarray) -> str:
         raise AegisError(f"pixel hashes are defined for uint8 arrays, got {arr.dtype}")
     shape = arr.shape if arr.ndim == 3 else (*arr.shape, 1)
     h = hashlib.sha256(b"%dx%dx%d:" % shape)
-    h.update(memoryview(arr).cast("B"))
+    h.update(memoryview(arr).cast("B"))  # type: ignore[arg-type]  # an ndarray is a buffer
     return h.hexdigest()
 
 
@@ -394,7 +395,7 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """``imageio.cv2``: OpenCV, imported on first use (tests patch its decoder through this name)."""
     if name == "cv2":
         import cv2

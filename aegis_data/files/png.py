@@ -352,7 +352,7 @@ def _zlib_stream_numpy(filtered: np.ndarray) -> bytes:
     out.append(data)
     if bits:
         out.append(bytes([value]))  # the last byte, padded with zero bits
-    out.append(struct.pack(">I", zlib.adler32(filtered)))
+    out.append(struct.pack(">I", zlib.adler32(filtered)))  # type: ignore[arg-type]  # an ndarray is a buffer
     return b"".join(out)
 
 

@@ -320,7 +320,8 @@ def coco_images(coco: dict, where: str | Path) -> list[dict]:
     """The ``images`` of a COCO GT sorted by id; AegisError unless every one is an object with an integer id and
     a ``file_name``, no id repeats, and no file name or stem leads out of the image folder."""
     images = coco.get("images") if isinstance(coco, dict) else None
-    for k, im in enumerate(images if isinstance(images, list) else [None]):
+    listed = images if isinstance(images, list) else [None]  # not a list: refused at its first "image"
+    for k, im in enumerate(listed):
         if (
             not isinstance(im, dict)
             or not isinstance(im.get("id"), int)
@@ -331,7 +332,7 @@ def coco_images(coco: dict, where: str | Path) -> list[dict]:
         problem = image_name_problem(im)
         if problem is not None:
             raise AegisError(f"{where}: images[{k}] {problem}")
-    out = sorted(images, key=lambda im: im["id"])
+    out = sorted(listed, key=lambda im: im["id"])
     ids = [im["id"] for im in out]
     if len(set(ids)) != len(ids):
         raise AegisError(f"{where}: duplicate image ids")

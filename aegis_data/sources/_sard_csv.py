@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,7 +104,7 @@ def read_label_csv(path: Path) -> list[CsvRow]:
     if not rows:
         raise AegisError(f"labels CSV {path} is empty (expected the header {','.join(CSV_COLUMNS)})")
     header_line, header = rows[0]
-    column = {}
+    column: dict[str, int] = {}
     for k, name in enumerate(header):
         column.setdefault(name.strip().lower(), k)
     missing = [c for c in CSV_COLUMNS if c not in column]
@@ -298,7 +299,7 @@ def _without_repeats(rows: list[CsvRow], shown: str, found: CsvLayout) -> list[C
 
 
 def _row_boxes(
-    rows,
+    rows: Iterable[CsvRow],
     width: int,
     height: int,
     person: set[str] | None,

@@ -9,12 +9,12 @@ depends only on the group keys, so adding a dataset file never reshuffles unrela
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from aegis_data.errors import AegisError
 
 
-def hash_order(keys, salt: str) -> list[str]:
+def hash_order(keys: Iterable[str], salt: str) -> list[str]:
     """Keys sorted by SHA-256 of ``salt|key`` (ties, impossible in practice, broken by the key)."""
     return sorted(keys, key=lambda k: (hashlib.sha256(f"{salt}|{k}".encode()).hexdigest(), k))
 

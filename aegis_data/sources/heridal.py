@@ -61,15 +61,15 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
             "(expected trainImages/ and testImages/ with VOC XML labels)"
         )
     records = []
-    stats: Counter = Counter()
-    per_split: dict[str, dict] = {}
+    stats: Counter[str] = Counter()
+    per_split: dict[str, dict[str, Any]] = {}
     for split_dir, split in SPLIT_DIRS:
         images = list_images(root / split_dir)
         xmls = _xml_index(_label_dirs(root, split_dir))
         image_stems = {p.stem for p in images}
         orphan_xml = sorted(s for s in xmls if s not in image_stems)
         no_xml = [p for p in images if p.stem not in xmls]
-        split_stats_c: Counter = Counter()
+        split_stats_c: Counter[str] = Counter()
         for img in images:
             if img.stem not in xmls:
                 continue

@@ -125,7 +125,7 @@ def _category_names(feature: Any) -> list[str] | None:
     inner = feature.feature if hasattr(feature, "feature") else feature
     cat = inner.get("category") if isinstance(inner, dict) else None
     cat = getattr(cat, "feature", cat)
-    return list(cat.names) if hasattr(cat, "names") else None
+    return list(cat.names) if cat is not None and hasattr(cat, "names") else None
 
 
 @functools.lru_cache(maxsize=16)

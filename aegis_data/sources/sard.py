@@ -36,6 +36,7 @@ from aegis_data.errors import AegisError
 from aegis_data.files.imageio import list_images
 from aegis_data.files.readers import read_json
 from aegis_data.sources._common import (
+    PERSON_NAMES,
     check_names_matched,
     check_options,
     opt_bool,
@@ -166,7 +167,7 @@ def _original_records(
     records = []
     skipped = []
     seen: set[str] = set()
-    names = {"person_names": {c.lower() for c in classes}} if classes else {}
+    person_names = {c.lower() for c in classes} if classes else PERSON_NAMES
     for img in images:
         xml = xml_by_place.get((img.parent, img.stem)) or xml_by_stem.get(img.stem)
         if xml is None:
@@ -182,7 +183,7 @@ def _original_records(
                 stats=stats,
                 seen=seen,
                 meta={"original_stem": img.stem},
-                **names,
+                person_names=person_names,
             )
         )
     check_names_matched(classes, seen, root)
@@ -264,7 +265,9 @@ def _purge_cuts(
                 drop.add((a, b_first - gap, a_last))
     kept, purged = [], []
     for r in records:
-        num = int(_FRAME.match(r.meta["original_stem"]).group("num"))
+        frame = _FRAME.match(r.meta["original_stem"])
+        assert frame is not None  # chunks come from sequence_groups, which refuses a stem without a frame number
+        num = int(frame.group("num"))
         if any(r.group == g and lo <= num <= hi for g, lo, hi in drop):
             purged.append(r.image_id)
         else:

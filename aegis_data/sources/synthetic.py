@@ -483,7 +483,7 @@ def _plan(index: int, w: int, h: int, seed: int) -> _Plan:
     has_water = d.unit() < _BIOMES[biome_name]["water"]
     level = d.between(150, 225)
     water_field = _upsample8(_noise_mid(KeyedDraws(key + "|water"), w, h, cells=2, octaves=3), w, h)  # 1/64 units
-    water_alpha = np.zeros((h, w), np.uint8)
+    water_alpha: np.ndarray = np.zeros((h, w), np.uint8)
     if has_water:
         # A 5-level ramp from the water line: 48 alpha steps per level, 3/4 per 1/64 unit.
         water_alpha = ((water_field.astype(np.int32) - level * 64) * 3 // 4).clip(0, 255).astype(np.uint8)
@@ -598,6 +598,8 @@ def _path_masks(key: str, w: int, h: int, scale: float) -> tuple[np.ndarray, np.
     pale_mask = np.zeros((h, w), np.uint8)
     for _ in range(d.below(3)):
         target = pale_mask if d.below(2) else path_mask
+        x: float
+        y: float
         x, y = (d.between(0, w - 1), 0) if d.below(2) else (0, d.between(0, h - 1))
         heading = d.between(20, 70)
         pts = []

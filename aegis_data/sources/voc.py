@@ -17,6 +17,7 @@ from aegis_data.errors import AegisError
 from aegis_data.files.imageio import list_images
 from aegis_data.sources import _labels
 from aegis_data.sources._common import (
+    PERSON_NAMES,
     check_names_matched,
     check_options,
     opt_follow_links,
@@ -54,7 +55,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     max_pixels = opt_max_pixels(options)
     xmls = {p.stem: p for p in sorted(ann_dir.glob("*.xml")) if p.is_file()}
     images = list_images(images_dir)
-    stats: Counter = Counter()
+    stats: Counter[str] = Counter()
     seen: set[str] = set()
     records = []
     skipped = []
@@ -71,7 +72,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
                 max_pixels=max_pixels,
                 stats=stats,
                 seen=seen,
-                **({} if names is None else {"person_names": names}),
+                person_names=PERSON_NAMES if names is None else names,
             )
         )
     if not records:
@@ -97,7 +98,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         },
         **_labels.split_stats(stats),
         "rules": {
-            "classes": "person/human/people/pedestrian" if names is None else f"classes {sorted(classes)}",
+            "classes": "person/human/people/pedestrian" if not classes else f"classes {sorted(classes)}",
             "split": f"all images -> {split}"
             + ("; val carved by SHA-256 order of 'voc-val|<image id>'" if val_fraction else ""),
         },

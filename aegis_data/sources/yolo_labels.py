@@ -28,7 +28,12 @@ def yolo_label_text(boxes: Iterable[Iterable[float]], width: int, height: int) -
 
 
 def parse_yolo_labels(
-    text: str, width: int, height: int, where: str, classes: frozenset[str] | None = None, stats: Counter | None = None
+    text: str,
+    width: int,
+    height: int,
+    where: str,
+    classes: frozenset[str] | None = None,
+    stats: Counter[str] | None = None,
 ) -> list[tuple[tuple[float, float, float, float], str]]:
     """``[((x0, y0, x1, y1), "file:line"), ...]`` in pixels, for the lines whose class is in ``classes`` (None =
     all); AegisError naming file:line for a malformed line or a negative size. ``stats`` counts
@@ -58,7 +63,7 @@ def parse_yolo_labels(
 
 
 def read_yolo_labels(
-    path: str | Path, width: int, height: int, classes: frozenset[str] | None = None, stats: Counter | None = None
+    path: str | Path, width: int, height: int, classes: frozenset[str] | None = None, stats: Counter[str] | None = None
 ) -> list[tuple[tuple[float, float, float, float], str]]:
     """:func:`parse_yolo_labels` of one label file; AegisError when it cannot be read as UTF-8 text."""
     p = Path(path)

@@ -496,7 +496,7 @@ def unit_scene(
     if scale is None or not scale.is_object:
         raise AegisError(f"suite {suite.suite} needs an object scale (a person unit) to derive scenes")
     try:
-        return estimate_scene(source, scale.person_px, suite.camera, unit.sidecar, mask, persons=unit.record.boxes)
+        return estimate_scene(source, scale.unit_px, suite.camera, unit.sidecar, mask, persons=unit.record.boxes)
     except AegisError as exc:  # e.g. a sidecar's valid rectangle outside this image: say which image
         raise AegisError(f"{unit.split} image {unit.record.image_id}: {exc}") from None
 

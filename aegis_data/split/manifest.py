@@ -305,6 +305,7 @@ def build_manifest(
         from aegis_data.files.png import writer_info
 
         encoder = writer_info()
+    condition_ids = list(conditions)
     data = {
         "format": MANIFEST_FORMAT,
         "toolkit": {"name": "aegisbench", "version": __version__},
@@ -313,7 +314,7 @@ def build_manifest(
         "suite": suite,
         "config_hash": config_hash,
         "seed": int(seed),
-        "conditions": list(conditions),
+        "conditions": condition_ids,
         "splits": {k: int(v) for k, v in splits.items()},
         "entries": sorted_entries,
         "encoder": dict(encoder),
@@ -322,7 +323,7 @@ def build_manifest(
     if scale is not None:
         data["scale"] = dict(scale)
     if records_acted(sorted_entries):
-        data["acted"] = acted_counts(sorted_entries, data["conditions"])
+        data["acted"] = acted_counts(sorted_entries, condition_ids)
     # One canonical form, as it will read back from disk (tuples become lists, ints stay ints); entry by entry,
     # keeping an entry that already is in that form, so the entries are not all held twice.
     for i, e in enumerate(sorted_entries):

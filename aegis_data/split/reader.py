@@ -68,7 +68,7 @@ class FrozenSplit:
 
     @property
     def seed(self) -> int:
-        return int(self.manifest.data.get("seed"))
+        return int(self.manifest.data["seed"])  # a root identity key: every sealed manifest has it
 
     @property
     def suite(self) -> str:

@@ -42,7 +42,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -280,6 +280,22 @@ def _shown(items: Sequence[str]) -> str:
     return ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
 
 
+@overload
+def _annotation_finding(
+    path: Path,
+    rel: str,
+    expected: Mapping[str, Any],
+    only: None = None,
+    images: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Finding: ...
+@overload
+def _annotation_finding(
+    path: Path,
+    rel: str,
+    expected: Mapping[str, Any],
+    only: Any = None,
+    images: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Finding | None: ...
 def _annotation_finding(
     path: Path,
     rel: str,
@@ -640,7 +656,8 @@ class _ImageCheck:
                 self.derived[key] = None
             else:
                 where = f"manifest scene of {split}/{image_id}"
-                given = recorded.get("given") if isinstance(recorded.get("given"), dict) else {}
+                raw_given = recorded.get("given")
+                given: dict[str, Any] = raw_given if isinstance(raw_given, dict) else {}
                 facts = check_sidecar(dict(given), where)
                 persons = recorded.get("persons", [])
                 if not isinstance(persons, list):
@@ -649,7 +666,7 @@ class _ImageCheck:
                 mask = None
                 if "water_mask" in facts:  # the split keeps the mask the build read (scenes/<split>/<id>.water.png)
                     mask = read_water_mask(self.root / water_mask_relpath(split, image_id), *clean.shape[:2])
-                scene = estimate_scene(clean, self.scale.person_px, self.config.camera, facts, mask, persons=persons)
+                scene = estimate_scene(clean, self.scale.unit_px, self.config.camera, facts, mask, persons=persons)
                 self.derived[key] = replace(scene, given=dict(given))
             _keep_recent(self.derived)
         return self.derived[key]
@@ -658,7 +675,7 @@ class _ImageCheck:
         """``scene`` findings: every recorded scene re-derived from its clean image (when ``present``) must equal the
         record; with them the ``annotations`` findings of the ground-truth contract of floods on the manifest
         ``ref`` (:meth:`contract_findings`), image by image, so each clean image is read and its scene derived once."""
-        out = []
+        out: list[Finding] = []
         floods = self._flood_entries(ref, out)
         for (split, image_id), recorded in sorted(self.scenes.items()):
             rel = f"{split}/clean/{image_file_name(image_id)}"
@@ -700,7 +717,11 @@ class _ImageCheck:
             if e.get("kind") != "image" or e.get("condition") == "clean" or self.config is None:
                 continue
             name, severity = parse_condition(e["condition"])
-            if name in self.config.corruptions and self.config.corruptions[name].model_name == "flood":
+            if (
+                name is not None
+                and name in self.config.corruptions
+                and self.config.corruptions[name].model_name == "flood"
+            ):
                 floods.setdefault((e["split"], e["image_id"]), []).append((rel, e, name, severity))
             elif "submerged_fraction" in e:
                 out.append(Finding(rel, "annotations", "records submerged fractions, but its condition is no flood"))
@@ -711,9 +732,12 @@ class _ImageCheck:
         each person's ``submerged_fraction`` as the engine re-derives it from the clean image and its scene."""
         from aegis_data.engine.corruptions import condition_facts
 
+        config = self.config
+        if config is None:  # flood entries come from the suite config: there are none without one
+            return []
         out = []
         for rel, e, name, severity in entries:
-            facts = condition_facts(clean, name, severity, self.config, scene)
+            facts = condition_facts(clean, name, severity, config, scene)
             expected = None if facts is None else facts["submerged_fraction"]
             if e.get("submerged_fraction") != expected:
                 out.append(

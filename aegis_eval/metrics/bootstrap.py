@@ -357,7 +357,7 @@ def bootstrap_ap(weights: np.ndarray, table: ApTable) -> dict[str, np.ndarray]:
 def _block_slots(plans: list, copies: list[int]) -> list[tuple[np.ndarray, np.ndarray] | None]:
     """Per IoU threshold: where its run ends and mixed-block points go in the merged, sequence-ordered point
     list (None without mixed blocks)."""
-    slots = []
+    slots: list[tuple[np.ndarray, np.ndarray] | None] = []
     for p, c in zip(plans, copies):
         if not c:
             slots.append(None)

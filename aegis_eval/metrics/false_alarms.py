@@ -42,7 +42,7 @@ def false_alarm_risk(
     fp, images_with_fp, n_images = int(fp), int(images_with_fp), int(n_images)
     count_upper = garwood_upper(fp, delta)
     has_images = n_images > 0
-    has_area = megapixels is not None and megapixels > 0
+    area = megapixels if megapixels is not None and megapixels > 0 else None
     return {
         "n_images": n_images,
         "megapixels": megapixels,
@@ -50,8 +50,8 @@ def false_alarm_risk(
         "images_with_fp": images_with_fp,
         "fp_per_image": fp / n_images if has_images else None,
         "fp_per_image_upper": count_upper / n_images if has_images else None,
-        "fp_per_megapixel": fp / megapixels if has_area else None,
-        "fp_per_megapixel_upper": count_upper / megapixels if has_area else None,
+        "fp_per_megapixel": fp / area if area is not None else None,
+        "fp_per_megapixel_upper": count_upper / area if area is not None else None,
         "false_alarm_image_share": images_with_fp / n_images if has_images else None,
         "false_alarm_image_share_upper": clopper_pearson_upper(images_with_fp, n_images, delta) if has_images else None,
     }

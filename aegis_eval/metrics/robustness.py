@@ -86,15 +86,18 @@ def summarize_robustness(
     """
     config = config or load_config()
     clean = conditions.get("clean", {})  # without clean, drops and rPC are all None
-    corrupted = {c: corruption_of(c) for c in conditions if c != "clean"}
-    corrupted = {c: parsed for c, parsed in corrupted.items() if parsed is not None and parsed[0] is not None}
+    parsed_of = {c: corruption_of(c) for c in conditions if c != "clean"}
+    corrupted: dict[str, tuple[str, int]] = {
+        c: (parsed[0], parsed[1]) for c, parsed in parsed_of.items() if parsed is not None and parsed[0] is not None
+    }
     drops = {c: relative_drops(clean, conditions[c], metrics) for c in corrupted}
 
     mpc = {m: _mean_metric(conditions[c].get(m) for c in corrupted) for m in metrics}
     rpc = {}
     for m in metrics:
         c0 = defined(clean.get(m))
-        rpc[m] = None if mpc[m] is None or c0 is None or c0 == 0.0 else mpc[m] / c0
+        mean = mpc[m]
+        rpc[m] = None if mean is None or c0 is None or c0 == 0.0 else mean / c0
     mean_rel_drop = {m: _mean_drop(drops[c][m] for c in corrupted) for m in metrics}
 
     by_corruption: dict[str, list[str]] = {}

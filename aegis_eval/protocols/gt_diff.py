@@ -94,12 +94,12 @@ def match_versions(
     order = np.lexsort((j, i, -ious[i, j]))
     old_free = np.ones(len(old_boxes), bool)
     new_free = np.ones(len(new_boxes), bool)
-    keep = []
+    kept = []
     for k in order:
         if old_free[i[k]] and new_free[j[k]]:
             old_free[i[k]] = new_free[j[k]] = False
-            keep.append(k)
-    keep = np.asarray(keep, dtype=np.int64)
+            kept.append(k)
+    keep = np.asarray(kept, dtype=np.int64)
     return i[keep], j[keep], ious[i[keep], j[keep]]
 
 
@@ -194,7 +194,9 @@ def diff_versions(
     only_old = sorted(name for name in old.file_names if name not in new_row_of)
     only_new = sorted(name for name in new.file_names if name not in old_names)
 
-    old_idx, new_idx, ious = [], [], []
+    old_parts: list[np.ndarray] = []
+    new_parts: list[np.ndarray] = []
+    iou_parts: list[np.ndarray] = []
     old_start = np.searchsorted(old.image_row, np.arange(len(old.file_names) + 1))
     new_start = np.searchsorted(new.image_row, np.arange(len(new.file_names) + 1))
     for r_old, r_new in enumerate(old_to_new_row):
@@ -203,12 +205,12 @@ def diff_versions(
         o0, o1 = old_start[r_old], old_start[r_old + 1]
         n0, n1 = new_start[r_new], new_start[r_new + 1]
         i, j, v = match_versions(old.boxes[o0:o1], new.boxes[n0:n1], iou)
-        old_idx.append(i + o0)
-        new_idx.append(j + n0)
-        ious.append(v)
-    old_idx = np.concatenate(old_idx) if old_idx else np.zeros(0, np.int64)
-    new_idx = np.concatenate(new_idx) if new_idx else np.zeros(0, np.int64)
-    ious = np.concatenate(ious) if ious else np.zeros(0)
+        old_parts.append(i + o0)
+        new_parts.append(j + n0)
+        iou_parts.append(v)
+    old_idx = np.concatenate(old_parts) if old_parts else np.zeros(0, np.int64)
+    new_idx = np.concatenate(new_parts) if new_parts else np.zeros(0, np.int64)
+    ious = np.concatenate(iou_parts) if iou_parts else np.zeros(0)
 
     old_common = old_to_new_row[old.image_row] >= 0
     common_new_rows = np.zeros(len(new.file_names), bool)
@@ -304,7 +306,8 @@ def gt_diff_paths(
         raise AegisError(
             f"[gt_diff_no_common_split] {old} and {new} share no split ({sorted(old_files)} vs {sorted(new_files)})"
         )
-    splits, sources = {}, {"old": {}, "new": {}}
+    splits: dict[str, dict[str, Any]] = {}
+    sources: dict[str, dict[str, dict[str, str]]] = {"old": {}, "new": {}}
     for split in common:
         docs, findings = {}, []
         for side, f in (("old", old_files[split]), ("new", new_files[split])):

@@ -61,8 +61,8 @@ def _mean_rows(samples: Mapping[str, Mapping[str, np.ndarray]], conds: list[str]
 
 def _mean_point(points: Mapping[str, Mapping[str, Any]], conds: list[str], metric: str) -> float | None:
     vals = [_number(points[c][metric]) for c in conds]
-    vals = [v for v in vals if v is not None]
-    return sum(vals) / len(vals) if vals else None
+    known = [v for v in vals if v is not None]
+    return sum(known) / len(known) if known else None
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,13 @@ def score_model(
     return ScoredModel(float(threshold), bootstrap, gt.n_images, points, samples)
 
 
-def _quantities(baseline: ScoredModel, policy: ScoredModel, trained: Iterable[str], metrics: tuple[str, ...]):
+# What a gain is computed from: (policy samples, baseline samples, policy point, baseline point).
+Quantity = tuple[np.ndarray, np.ndarray, Any, Any]
+
+
+def _quantities(
+    baseline: ScoredModel, policy: ScoredModel, trained: Iterable[str], metrics: tuple[str, ...]
+) -> tuple[dict[tuple, Quantity], list[str], list[str], list[str]]:
     """What a gain is computed from, per reported quantity: ``{(section, [condition,] metric): (policy samples,
     baseline samples, policy point, baseline point)}``, plus the compared, seen and unseen condition lists."""
     if (baseline.bootstrap, baseline.n_images) != (policy.bootstrap, policy.n_images):
@@ -105,7 +111,7 @@ def _quantities(baseline: ScoredModel, policy: ScoredModel, trained: Iterable[st
     trained = set(trained)
     seen = [c for c in corrupted if c in trained]
     unseen = [c for c in corrupted if c not in trained]
-    q: dict[tuple, tuple] = {}
+    q: dict[tuple, Quantity] = {}
     for c in conds:
         for m in metrics:
             q[("conditions", c, m)] = (smp_p[c][m], smp_b[c][m], pts_p[c][m], pts_b[c][m])

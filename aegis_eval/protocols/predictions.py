@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from itertools import chain
 from pathlib import Path, PurePath
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeGuard
 
 import numpy as np
 
@@ -69,7 +69,7 @@ def as_float(x: Any) -> float:
         return math.inf if x > 0 else -math.inf
 
 
-def _is_finite_number(x: Any) -> bool:
+def _is_finite_number(x: Any) -> TypeGuard[float]:
     return _is_number(x) and math.isfinite(as_float(x))
 
 
@@ -506,7 +506,7 @@ def _validated_arrays(
     boxes = _numeric_array(bboxes, where, "bbox", (4,))
     score_arr = _numeric_array(scores, where, "score", ())
     cat_arr = _category_array(cats, where)
-    bad = np.flatnonzero(~np.isfinite(boxes).all(axis=1)) if n else []
+    bad: np.ndarray | list[int] = np.flatnonzero(~np.isfinite(boxes).all(axis=1)) if n else []
     if len(bad):
         raise AegisError(
             f"[bbox_nonfinite] {where}: {len(bad)} boxes have NaN/inf values or numbers beyond float64 "
@@ -758,9 +758,11 @@ def _resolve_image_ids(entries: list, keys: list, gt: GroundTruth, where: str) -
             "file-name stems"
         )
     rows[:] = resolved[group]
-    for k in np.flatnonzero(rows == -2):  # only entries with an ambiguous id need their file_name
-        key = keys[k]
-        rows[k] = _disambiguate(entries[k], key, resolver.candidates(key), resolver, where, int(k))
+    for ambiguous in np.flatnonzero(rows == -2):  # only entries with an ambiguous id need their file_name
+        key = keys[ambiguous]
+        rows[ambiguous] = _disambiguate(
+            entries[ambiguous], key, resolver.candidates(key), resolver, where, int(ambiguous)
+        )
     return rows
 
 

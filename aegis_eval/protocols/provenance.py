@@ -69,7 +69,8 @@ def score_suite(doc: Mapping[str, Any]) -> str:
     """The suite a score document was made with: the shipped suite its provenance's config hash names, else its
     provenance's ``suite``; a document from before suites were recorded with neither is taken as aegis-v1 (the only
     suite then)."""
-    prov = doc.get("provenance") if isinstance(doc.get("provenance"), Mapping) else {}
+    raw = doc.get("provenance")
+    prov: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     known = shipped_suite(prov.get("config_hash"))
     if known is not None:  # the hash covers the suite's name: it wins over a (possibly edited) name field
         return known.suite
@@ -82,7 +83,8 @@ def score_suite(doc: Mapping[str, Any]) -> str:
 def score_suite_version(doc: Mapping[str, Any]) -> str | None:
     """The version of its suite a score document was made with: the shipped suite's config hash when its provenance
     names that suite in either hash form, else its own config hash (None when it records none)."""
-    prov = doc.get("provenance") if isinstance(doc.get("provenance"), Mapping) else {}
+    raw = doc.get("provenance")
+    prov: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     config_hash = prov.get("config_hash")
     known = shipped_suite(config_hash)
     if known is not None:

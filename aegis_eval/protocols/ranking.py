@@ -73,7 +73,8 @@ def fractional_ranks(values: Sequence[float], lower_is_better: bool) -> list[flo
             end += 1
         ranks[order[k : end + 1]] = (k + end) / 2 + 1
         k = end + 1
-    return ranks.tolist()
+    out: list[float] = ranks.tolist()
+    return out
 
 
 def model_labels(results: Sequence[Mapping[str, Any]], files: Sequence[str] | None = None) -> list[str]:

@@ -139,8 +139,11 @@ def _check_effects(block: dict, at: str, where: str) -> None:
     if not isinstance(sub, dict):
         raise _fail(where, f"{at}.submerged must be an object, got {type(sub).__name__}")
     labels, n_gt, tp, recall = (sub.get(k) for k in ("labels", "n_gt", "tp", "recall"))
-    lists = (labels, n_gt, tp, recall)
-    if not all(isinstance(x, list) for x in lists) or len({len(x) for x in lists}) != 1 or len(labels) > 16:
+    if (
+        not (isinstance(labels, list) and isinstance(n_gt, list) and isinstance(tp, list) and isinstance(recall, list))
+        or len({len(x) for x in (labels, n_gt, tp, recall)}) != 1
+        or len(labels) > 16
+    ):
         raise _fail(where, f"{at}.submerged must hold lists labels, n_gt, tp and recall of one length (at most 16)")
     for k, (lab, n, t, r) in enumerate(zip(labels, n_gt, tp, recall)):
         ok = (

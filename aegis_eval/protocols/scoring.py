@@ -289,7 +289,7 @@ def _warn_iou_mismatch(info: Mapping[str, Any], iou: float, on_warning: Warn | N
         on_warning(f"[iou_mismatch] the threshold was frozen with IoU {frozen_iou:g} but scoring uses IoU {iou:g}")
 
 
-def _warn_all(prefix: str, lines, on_warning: Warn | None) -> None:
+def _warn_all(prefix: str, lines: Iterable[str], on_warning: Warn | None) -> None:
     for w in lines:
         if on_warning:
             on_warning(f"{prefix}: {w}")
@@ -404,6 +404,7 @@ def load(predictions: Predictions, gt: PathLike, options: ScoreOptions, on_warni
     o = options
     mapping = in_memory_conditions(predictions)
     if mapping is None:
+        assert isinstance(predictions, (str, Path))  # in_memory_conditions gives None for a path only
         files: Mapping[str, ConditionPredictions] = prediction_files(predictions, on_warning)
         label = (
             o.label
@@ -421,12 +422,18 @@ def load(predictions: Predictions, gt: PathLike, options: ScoreOptions, on_warni
         if o.threshold_file is not None:
             thresholds, info = read_class_thresholds(o.threshold_file, list(gts))
         else:
+            assert o.threshold is not None  # ScoreOptions holds exactly one of threshold and threshold_file
             thresholds, info = {c: float(o.threshold) for c in gts}, {"class_thresholds": "shared"}
-        detections = {cond: load_predictions_by_class(f, gts, o.class_map) for cond, f in files.items()}
+        # With classes, the files are prediction_files' paths (in-memory predictions were refused above).
+        detections = {
+            cond: load_predictions_by_class(f, gts, o.class_map)  # type: ignore[arg-type]
+            for cond, f in files.items()
+        }
     else:
         if o.threshold_file is not None:
             value, info = read_threshold_file(o.threshold_file)
         else:
+            assert o.threshold is not None  # ScoreOptions holds exactly one of threshold and threshold_file
             value, info = float(o.threshold), {}
         ground_truth = load_ground_truth(gt, o.split, o.class_map)
         gts, thresholds = {PERSON: ground_truth}, {PERSON: value}

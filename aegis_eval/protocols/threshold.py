@@ -191,8 +191,8 @@ def choose_under_risk(
     bounds: list[float | None] = [None] * len(grid)
     accepted = None
     for k in range(len(grid) - 1, -1, -1):
-        bounds[k] = risk_upper_bound(metric, counts[k], delta)
-        if bounds[k] > budget:
+        bound = bounds[k] = risk_upper_bound(metric, counts[k], delta)
+        if bound > budget:
             break
         accepted = k
     if accepted is None:
@@ -222,6 +222,7 @@ def _choose(curve: list[dict], kind: str, target: float | None) -> int:
         if np.all(np.isnan(f1)):
             raise AegisError("cannot choose a max-f1 threshold: the validation ground truth has no person boxes")
         return int(np.nanargmax(f1))  # first maximum = lowest threshold on ties
+    assert target is not None  # parse_rule gives every rule but max-f1 a target
     values = [m[kind] for m in curve]
     ok = [k for k, v in enumerate(values) if v is not None and v >= target - 1e-12]
     if not ok:
@@ -248,6 +249,7 @@ def _freeze_from_counts(
     curve = [rates_from_counts(c) for c in counts]
     risk = None
     if is_risk:
+        assert target is not None  # a risk rule always has its budget
         k, risk = choose_under_risk(
             counts, grid_t, kind, float(target), check_delta(DEFAULT_DELTA if delta is None else delta)
         )

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from aegis_data.engine.config import SUITE_NAMES, SuiteConfig, load_config
 from aegis_data.errors import AegisError
@@ -211,7 +212,7 @@ def _latex_files(
 
 
 def build_report(
-    results: Sequence[Mapping],
+    results: Sequence[Mapping[str, Any]],
     out: str | Path,
     formats: str | Iterable[str] = FORMATS,
     metric: str = "recall",
@@ -253,7 +254,8 @@ def build_report(
     common = [("thresholds", threshold_table(groups)), ("provenance", provenance_table(groups))]
     slugs = _slugs(groups)
     refs = render_figures(groups, slugs, metric)
-    pngs, vectors = [], []
+    pngs: list[Path] = []
+    vectors: list[Path] = []
     for ref in refs:
         for rel, data in ref.files().items():
             write_bytes_atomic(out / rel, data)

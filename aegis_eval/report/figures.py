@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import cast
 
 import matplotlib
 import numpy as np
@@ -98,7 +99,7 @@ class Rendered:
 @contextmanager
 def drawn(plan: FigurePlan) -> Iterator[Figure]:
     """The plan's figure, drawn at ``PNG_DPI`` with the report's rc settings active (tests measure text boxes)."""
-    with matplotlib.rc_context(palette.RC_PARAMS):
+    with matplotlib.rc_context(palette.RC_PARAMS):  # type: ignore[arg-type]  # the stubs want literal rc keys
         fig = Figure(figsize=(plan.width / palette.DPI, plan.height / palette.DPI), dpi=palette.PNG_DPI)
         FigureCanvasAgg(fig)
         plan.draw(fig)
@@ -109,7 +110,7 @@ def drawn(plan: FigurePlan) -> Iterator[Figure]:
 def render(plan: FigurePlan, vector: bool = True) -> Rendered:
     """PNG (``PNG_DPI``) and, with ``vector``, PDF and SVG bytes of a figure."""
     with drawn(plan) as fig:
-        png = _png_bytes(np.asarray(fig.canvas.buffer_rgba()))
+        png = _png_bytes(np.asarray(cast(FigureCanvasAgg, fig.canvas).buffer_rgba()))  # drawn() gave it an Agg canvas
         if not vector:
             return Rendered(png)
         out = {}
@@ -500,7 +501,7 @@ def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
     vals = []
     for run in group.runs:
         fam_drop = per_family_drop(group, run, metric)
-        vals.append([None if fam_drop[f] is None else flip * fam_drop[f] for f in fams])
+        vals.append([None if (drop := fam_drop[f]) is None else flip * drop for f in fams])
     width, height = family_bars_size(n_m, len(fams))
     bar_w = 0.8 / n_m
     left, right, top, bottom = 62, 14, 34 + _LEGEND_ROW_PX * _legend_rows(n_m), 44

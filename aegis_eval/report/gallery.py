@@ -95,11 +95,11 @@ def rank_pairs(
     for c_index, (cond, counts) in enumerate(conditions.items()):
         if counts.n_images != clean.n_images:
             raise AegisError(f"condition {cond!r} has counts for {counts.n_images} images, clean for {clean.n_images}")
-        for row in np.flatnonzero(n_gt > 0):
-            lost = int(clean.tp[row]) - int(counts.tp[row])
-            drop = lost / int(n_gt[row])
+        for image_row in np.flatnonzero(n_gt > 0):
+            lost = int(clean.tp[image_row]) - int(counts.tp[image_row])
+            drop = lost / int(n_gt[image_row])
             if drop > 0:
-                candidates.append((-drop, -lost, c_index, int(row), cond))
+                candidates.append((-drop, -lost, c_index, int(image_row), cond))
     candidates.sort()
     pairs = []
     for rank, (_d, _l, _c, row, cond) in enumerate(candidates[:n], start=1):
@@ -133,7 +133,7 @@ def panel_scale(width: int, max_width: int = DEFAULT_MAX_WIDTH) -> float:
     return 1.0
 
 
-def _dashed_rect(img: np.ndarray, p0: tuple[int, int], p1: tuple[int, int], colour) -> None:
+def _dashed_rect(img: np.ndarray, p0: tuple[int, int], p1: tuple[int, int], colour: tuple[int, int, int]) -> None:
     """A dashed outline. A small box (a downscaled person is often ~10 px) gets its dashed frame 3 px outside
     it with thinner dashes, so the gaps stay visible and the person is not painted over; OpenCV's thick lines
     overhang each dash end by about half the thickness."""
@@ -239,8 +239,11 @@ def render_pair(
     one gallery so an image ranked under several conditions has its clean frame decoded and drawn once.
     """
     cached = clean_panels.get(pair.row) if clean_panels is not None else None
-    clean_rgb = read_rgb(condition_dir(split_dir, split, "clean") / pair.file_name) if cached is None else None
-    clean_shape = clean_rgb.shape if cached is None else cached[0]
+    if cached is None:
+        clean_rgb = read_rgb(condition_dir(split_dir, split, "clean") / pair.file_name)
+        clean_shape = clean_rgb.shape
+    else:
+        clean_shape = cached[0]
     cond_rgb = read_rgb(condition_dir(split_dir, split, pair.condition) / pair.file_name)
     if clean_shape != cond_rgb.shape:
         raise AegisError(
@@ -292,6 +295,7 @@ def resolve_threshold(threshold: float | None, threshold_file: str | Path | None
 
         value, _info = read_threshold_file(threshold_file)
         return float(value), f"{value:g} (from {threshold_file})"
+    assert threshold is not None  # exactly one of the two was given
     if not (0.0 <= float(threshold) <= 1.0):
         raise AegisError(f"`threshold` must be in [0, 1], got {threshold}", param="threshold")
     return float(threshold), f"{threshold:g} (given)"

@@ -8,6 +8,7 @@ printout may be greyscale, models also differ by marker, dash pattern and bar ha
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 # Okabe & Ito (2008), "Color Universal Design".
 OKABE_ITO = {
@@ -24,7 +25,9 @@ OKABE_ITO = {
 # Model order: the first colours differ most in hue *and* lightness; yellow (too light on white) comes last.
 _MODEL_COLOURS = ("blue", "vermillion", "bluish_green", "reddish_purple", "orange", "black", "sky_blue", "yellow")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-_DASHES = (
+# A matplotlib line style: a named one, or (offset, on-off pattern) in points.
+Dash = Literal["solid"] | tuple[float, tuple[float, ...]]
+_DASHES: tuple[Dash, ...] = (
     "solid",
     (0, (5, 2)),
     (0, (1, 1.5)),
@@ -79,7 +82,7 @@ RC_PARAMS = {
 class ModelStyle:
     colour: str
     marker: str
-    dash: object
+    dash: Dash
     hatch: str
 
 

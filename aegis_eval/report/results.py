@@ -173,7 +173,11 @@ def sample_size(result: Mapping) -> SampleSize:
     if isinstance(s, dict):
         unit = s.get("resampling_unit")
         return SampleSize(
-            *(_count(s.get(k)) for k in ("n_images", "n_gt", "n_gt_small", "n_gt_medium", "n_gt_large")),
+            _count(s.get("n_images")),
+            _count(s.get("n_gt")),
+            _count(s.get("n_gt_small")),
+            _count(s.get("n_gt_medium")),
+            _count(s.get("n_gt_large")),
             unit if unit in ("image", "cluster") else None,
             _count(s.get("n_units")),
             _count(s.get("n_bootstrap")),
@@ -181,7 +185,8 @@ def sample_size(result: Mapping) -> SampleSize:
         )
     conds = result["conditions"]
     block = conds.get("clean") or next(iter(conds.values()))
-    prov = result.get("provenance") if isinstance(result.get("provenance"), dict) else {}
+    raw = result.get("provenance")
+    prov: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
     n_images = _count(block.get("n_images"))
     unit = None if "cluster_by" not in prov else ("image" if prov.get("cluster_by") is None else "cluster")
     return SampleSize(

@@ -195,7 +195,8 @@ def grid_table(group: DatasetGroup, metric: str) -> Table:
     for run in group.runs:
         header += [f"{run.label} {metric}", f"{run.label} drop %"]
     grid = grid_rows(group, metric)
-    rows, breaks = [], []
+    rows: list[tuple[str, ...]] = []
+    breaks: list[int] = []
     last_family = "clean"
     for r in grid:
         fam = r.family or "clean"
@@ -283,7 +284,7 @@ def _best_cells(
         return frozenset()
     best = set()
     for j, lower in enumerate(lower_is_better):
-        col = [(round(row[j], 3), i) for i, row in enumerate(values) if row[j] is not None]
+        col = [(round(value, 3), i) for i, row in enumerate(values) if (value := row[j]) is not None]
         if len(col) < 2:
             continue
         target = (min if lower else max)(v for v, _ in col)
@@ -613,7 +614,7 @@ def submerged_table(group: DatasetGroup) -> Table | None:
     """Recall of the persons a flood reaches, by the share of them under water (the split's ``submerged_fraction``
     per GT box), per run in that condition and in clean; None when no run's score records it."""
     conds = [condition_id(c, s) for c in group.corruptions for s in group.severities]
-    blocks = {}
+    blocks: dict[str, dict[str, dict]] = {}
     for cond in conds:
         for run in group.runs:
             sub = (run.result["conditions"].get(cond) or {}).get("submerged")
@@ -622,7 +623,8 @@ def submerged_table(group: DatasetGroup) -> Table | None:
     if not blocks:
         return None
     header = ["condition", "under water", "persons"] + [f"{run.label} recall (clean)" for run in group.runs]
-    rows, breaks = [], []
+    rows: list[tuple[str, ...]] = []
+    breaks: list[int] = []
     for cond, per_run in blocks.items():
         breaks.append(len(rows))
         first = next(iter(per_run.values()))

@@ -128,6 +128,7 @@ def load_detector(
         raise AegisError(f"`arch` applies to fasterrcnn only; got arch={arch!r} for {model}", param="arch")
     from aegis_eval.runners.ultralytics_runner import UltralyticsDetector
 
+    assert resolved is not None  # only Faster R-CNN starts from no weights ("none")
     return UltralyticsDetector(model, resolved, dev, max_det=max_det, imgsz=imgsz)
 
 

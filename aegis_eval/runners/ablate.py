@@ -104,13 +104,20 @@ def init_record(model: str, init: str | Path) -> dict[str, Any]:
             f"`init` {init}: not a local checkpoint file (train one with `aegis baseline train`, docs/MITIGATION.md)",
             param="init",
         )
-    resolved = resolve_weights(model, str(path))
+    # The absolute path: a file called "none" is that file, never Faster R-CNN's random initialisation.
+    resolved = str(path.resolve())
+    resolve_weights(model, resolved)  # refuses what the model cannot load
     augment = augment_record_for_weights(resolved)
     return {
         "path": resolved,
         "sha256": file_sha256(Path(resolved)),
         "augment": None if augment is None else {k: augment.get(k) for k in ("name", "hash", "seed")},
     }
+
+
+def _prefixed(say: Callable[[str, str], None], tag: str) -> Callable[[str, str], None]:
+    """``say`` with each stage named under ``tag``."""
+    return lambda stage, status: say(f"{tag}/{stage}", status)
 
 
 def _predictions(results: Path, gt) -> dict:
@@ -152,7 +159,7 @@ def run_ablation(  # noqa: C901 (predates the limit; split it when it next chang
     if out.exists() and not out.is_dir():
         raise AegisError(f"`out_dir` {out} exists and is not a folder", param="out_dir")
     multi = seeds is not None
-    seed_list = parse_seeds(seeds) if multi else [train.seed]
+    seed_list = parse_seeds(seeds) if seeds is not None else [train.seed]
     start = init_record(train.model, init) if init is not None else None
     if start is not None:
         train = replace(train, weights=start["path"])
@@ -183,7 +190,7 @@ def run_ablation(  # noqa: C901 (predates the limit; split it when it next chang
                 rule=rule,
                 label=f"{base_label}/{tag}",
                 conditions=conditions,
-                progress=lambda stage, status, t=tag: say(f"{t}/{stage}", status),
+                progress=_prefixed(say, tag),
                 on_warning=on_warning,
             )
             sweep["provenance"].setdefault("augment", None)  # run_sweep records a policy run's from RUN/augment.json
@@ -257,7 +264,7 @@ def run_ablation(  # noqa: C901 (predates the limit; split it when it next chang
             "threshold": [entries[(name, s)]["threshold"] for s in seed_list],
             "seeds": {str(s): entries[(name, s)] for s in seed_list},
         }
-    settings = {
+    settings: dict[str, Any] = {
         "model": train.model,
         "weights": train.weights,
         "epochs": train.epochs,

@@ -133,7 +133,7 @@ def check_augment_record(run: Path, policy: AugmentPolicy | None, seed: int) -> 
     new = None if policy is None else {**policy.record(), "seed": int(seed)}
     if old is None and new is None:
         return None
-    if old is None and _checkpoints(run):
+    if old is None and policy is not None and _checkpoints(run):  # (policy is set: new is not None)
         raise AegisError(
             f"{run} holds a run trained without augmentation; use another `run_dir` for `augment` {policy.name}",
             param="run_dir",

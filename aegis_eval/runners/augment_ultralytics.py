@@ -92,7 +92,7 @@ def ultralytics_trainer(model: str, augmenter: FrameAugmenter):
     """The task trainer of ``model`` (yolo11 | rtdetr) with its training dataset augmented by ``augmenter``."""
     base = RTDETRTrainer if model == "rtdetr" else DetectionTrainer
 
-    class AegisAugmentTrainer(base):
+    class AegisAugmentTrainer(base):  # type: ignore[valid-type,misc]  # the base is chosen at run time
         aegis_augmenter = augmenter
 
         def __init__(self, *args, **kwargs):

@@ -24,6 +24,7 @@ import importlib
 import io
 import pickletools
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +121,7 @@ def called_globals(data: bytes, where: str | Path) -> set[str]:
     """
     stack: list[Any] = []
     marks: list[int] = []
-    memo: dict[int, Any] = {}
+    memo: dict[Any, Any] = {}  # keyed by the opcodes' memo indices
     called: set[str] = set()
     try:
         for op, arg, _pos in pickletools.genops(data):
@@ -180,7 +181,7 @@ def check_ultralytics_checkpoint(path: str | Path, *, resume: bool = False) -> d
     except Exception as exc:
         raise AegisError(f"checkpoint {p} cannot be read: {str(exc).splitlines()[0]}") from None
     data_globals = _data_globals()
-    allowed: list[tuple[Any, str]] = []
+    allowed: list[Callable[..., Any] | tuple[Callable[..., Any], str]] = []
     for glob in sorted(beyond_torch):
         if glob in data_globals:
             allowed.append((data_globals[glob], glob))
@@ -233,7 +234,8 @@ def _activation_class(spec: Any):
         call = ast.parse(str(spec).strip(), mode="eval").body
         if not isinstance(call, ast.Call):
             return None
-        parts, node = [], call.func
+        parts: list[str] = []
+        node = call.func
         while isinstance(node, ast.Attribute):
             parts.insert(0, node.attr)
             node = node.value

@@ -92,7 +92,7 @@ def load_baseline_config(path: str | Path) -> dict[str, Any]:
 def check_values(cfg: dict[str, Any], where: str = "settings") -> None:
     """Range checks shared by config files and resolved CLI settings; one line naming key=value."""
 
-    def bad(key: str, expect: str):
+    def bad(key: str, expect: str) -> AegisError:
         return AegisError(f"{where}: {key}={cfg[key]!r} is invalid; expected {expect}")
 
     if cfg.get("optimizer") is not None and cfg["optimizer"] not in OPTIMIZERS:

@@ -7,7 +7,7 @@ The one interface the runners share (docs/BASELINES.md), below the detectors tha
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -35,7 +35,7 @@ class Detector(Protocol):
 
     def predict(self, images: list[np.ndarray], score_floor: float) -> list[Prediction]: ...
 
-    def describe(self) -> dict: ...
+    def describe(self) -> dict[str, Any]: ...
 
 
 def check_batch(images: list[np.ndarray]) -> None:

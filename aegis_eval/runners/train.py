@@ -262,6 +262,7 @@ def train_baseline(
     if settings.model == "fasterrcnn":
         result = _train_fasterrcnn(settings, weights, device, split, run, data_yaml, log or (lambda s: None), augmenter)
     else:
+        assert weights is not None  # only Faster R-CNN starts from no weights ("none")
         result = _train_ultralytics(settings, weights, device, run, data_yaml, augmenter)
     result.update(config=str(cfg_path), data=str(data_yaml))
     if augmenter is not None:

@@ -289,3 +289,17 @@ def test_run_ablation_checks_policy_names_too(tmp_path, tiny_split):
             bootstrap=10,
         )
     assert not (tmp_path / "escaped").exists() and not (tmp_path / "out").exists()
+
+
+# --- issue 33 (found by mypy): a start point named like a keyword is still a file -------------------------------
+def test_init_checkpoint_file_named_none_is_that_file(tmp_path, monkeypatch):
+    """A local checkpoint called ``none`` is a file, not Faster R-CNN's random initialisation: its record names it
+    (it used to resolve to no weights and end in a TypeError traceback)."""
+    from aegis_data.files.imageio import file_sha256
+    from aegis_eval.runners.ablate import init_record
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "none").write_bytes(b"a checkpoint")
+    record = init_record("fasterrcnn", "none")
+    assert record["path"] == str((tmp_path / "none").resolve())
+    assert record["sha256"] == file_sha256(tmp_path / "none")
