@@ -36,6 +36,7 @@ for item in pyproject.toml setup.py README.md aegis_data cli aegis_eval configs;
     [ -e "$REPO/$item" ] && cp -R "$REPO/$item" "$SRC/"
 done
 cp -R "$REPO/tests/golden" "$SRC/tests/"
+cp "$REPO/tests/__init__.py" "$SRC/tests/"  # tests/golden/*.py import tests.golden.*
 find "$SRC" -name __pycache__ -prune -exec rm -rf {} +
 
 echo "== building venv in $WORK/venv ($PYTHON, numpy==$NUMPY_VERSION, opencv-python==$OPENCV_VERSION)"

@@ -876,9 +876,13 @@ def firelight(image: np.ndarray, params: FirelightParams, draw: FirelightDraw, s
     h, w = image.shape[:2]
     light = canopy_light(params, draw.sun_elevation_deg)
     gains, boost = cast_gains(params, light)
-    linear = cast_linear(image, gains, glow_field(params, draw, h, w), boost)
+    # The cast light goes straight into the camera (no local name): record_linear drops it once smeared, so
+    # a 12 MP frame holds one linear buffer less at its peak (72 MB).
     return CAM.record_linear(
-        linear, firelight_camera(params, light), scene, CAM.CameraLowLightDraw(draw.heading_deg, draw.noise)
+        cast_linear(image, gains, glow_field(params, draw, h, w), boost),
+        firelight_camera(params, light),
+        scene,
+        CAM.CameraLowLightDraw(draw.heading_deg, draw.noise),
     )
 
 
