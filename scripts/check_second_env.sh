@@ -10,7 +10,7 @@
 # CPU's AVX features; NumPy's AVX2/AVX-512 dispatch disabled), 1 on any difference, 2 when the environment
 # cannot be built. Needs python3.11 (or $PYTHON) and a package index that has the two wheels;
 # touches nothing outside $WORK (default: a fresh /tmp/aegis-env2.XXXX, removed at the end unless KEEP=1).
-# Not part of CI: it installs packages.
+# make test (and so CI) runs it after the suite; `make matrix` runs it alone. It installs packages into $WORK only.
 set -euo pipefail
 
 REPO="${REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"

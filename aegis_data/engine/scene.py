@@ -281,10 +281,12 @@ def _luma_block_sums(crop: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
     neighbour plus that to the one below (0 past the last column/row: the last difference joins the block to its
     left/top). Integers throughout, into preallocated int32 planes: no int32 copy of the RGB frame, no padded copy."""
     nby, nbx = crop.shape[0] // b, crop.shape[1] // b
-    luma = np.multiply(crop[..., 0], np.int32(299))  # DN x 1000, at most 255000
-    term = np.multiply(crop[..., 1], np.int32(587))
+    # dtype= picks the int32 loop under every NumPy: NumPy 1.x casts by a scalar's value, so uint8 x np.int32(299)
+    # ran in uint16 there and wrapped (the golden hashes of oblique frames differed under NumPy 1.26).
+    luma = np.multiply(crop[..., 0], 299, dtype=np.int32)  # DN x 1000, at most 255000
+    term = np.multiply(crop[..., 1], 587, dtype=np.int32)
     luma += term
-    np.multiply(crop[..., 2], np.int32(114), out=term)
+    np.multiply(crop[..., 2], 114, out=term, dtype=np.int32)
     luma += term
     tex = term  # reused: |dx| + |dy| per pixel, at most 510000
     np.subtract(luma[:, 1:], luma[:, :-1], out=tex[:, :-1])

@@ -29,6 +29,7 @@ def test_ci_runs_lint_types_and_coverage_before_the_suite():
     recipe = makefile.split("\ntest:", 1)[1]
     assert recipe.split("\n", 1)[0].split() == ["lint", "typecheck"]
     assert "--cov" in recipe.split("\n", 2)[1]
+    assert "scripts/check_second_env.sh" in recipe.split("\n\n", 1)[0]  # the second environment of the matrix
     pins = (ROOT / "constraints.txt").read_text(encoding="utf-8")
     for tool_name in ("ruff==", "mypy==", "pytest-cov=="):
         assert tool_name in pins
