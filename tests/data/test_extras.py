@@ -52,40 +52,20 @@ def _run_without(module: str, args: list[str], cwd: Path) -> subprocess.Complete
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
 
 
+def _predict_fasterrcnn(s, o, j):
+    """Faster R-CNN's predict, which needs torch and torchvision (the runners extra)."""
+    return ["baseline", "predict", "--split-dir", str(s), "--out-dir", str(o / "p"), "--model", "fasterrcnn",
+            "--weights", "none", "--conditions", "clean"]  # fmt: skip
+
+
 CASES = {
     "torch": (
         "runners",
-        lambda s, o, j: [
-            "baseline",
-            "predict",
-            "--split-dir",
-            str(s),
-            "--out-dir",
-            str(o / "p"),
-            "--model",
-            "fasterrcnn",
-            "--weights",
-            "none",
-            "--conditions",
-            "clean",
-        ],
+        _predict_fasterrcnn,
     ),
     "torchvision": (
         "runners",
-        lambda s, o, j: [
-            "baseline",
-            "predict",
-            "--split-dir",
-            str(s),
-            "--out-dir",
-            str(o / "p"),
-            "--model",
-            "fasterrcnn",
-            "--weights",
-            "none",
-            "--conditions",
-            "clean",
-        ],
+        _predict_fasterrcnn,
     ),
     "ultralytics": (
         "runners",

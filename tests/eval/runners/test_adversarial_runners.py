@@ -61,28 +61,19 @@ def tiny_split(tmp_path_factory):
 TRAIN_FAST = ("--model", "yolo11", "--epochs", "1", "--imgsz", "64", "--batch", "2", "--device", "cpu")
 
 
+def predict_clean(split, out_dir, weights):
+    """``aegis baseline predict`` of a tiny YOLO11 on the split's clean test images with ``weights``."""
+    return invoke(
+        "baseline", "predict", "--split-dir", split, "--out-dir", out_dir, "--model", "yolo11", "--weights", weights,
+        "--imgsz", "64", "--device", "cpu", "--conditions", "clean",
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("payload", [_RunsCode, _CallsAModelClass])
 def test_predict_with_a_hostile_checkpoint_runs_no_code(tmp_path, tiny_split, payload):
     marker = tmp_path / "ran"
     evil = hostile_checkpoint(tmp_path / "evil.pt", marker, payload)
-    result = invoke(
-        "baseline",
-        "predict",
-        "--split-dir",
-        tiny_split,
-        "--out-dir",
-        tmp_path / "o",
-        "--model",
-        "yolo11",
-        "--weights",
-        evil,
-        "--imgsz",
-        "64",
-        "--device",
-        "cpu",
-        "--conditions",
-        "clean",
-    )
+    result = predict_clean(tiny_split, tmp_path / "o", evil)
     assert not marker.exists()
     assert_one_line_error(result, str(evil))
 
@@ -103,24 +94,7 @@ def test_a_hostile_model_yaml_runs_no_code(tmp_path, tiny_split, case, monkeypat
         cfg["backbone"][0] = [-1, 1, "torch_safe_load", ["evil.pt"]]
     evil = tmp_path / "evil.yaml"
     evil.write_text(yaml.safe_dump(cfg))
-    result = invoke(
-        "baseline",
-        "predict",
-        "--split-dir",
-        tiny_split,
-        "--out-dir",
-        tmp_path / "o",
-        "--model",
-        "yolo11",
-        "--weights",
-        evil,
-        "--imgsz",
-        "64",
-        "--device",
-        "cpu",
-        "--conditions",
-        "clean",
-    )
+    result = predict_clean(tiny_split, tmp_path / "o", evil)
     assert not marker.exists()
     assert_one_line_error(result, str(evil), case)
 
