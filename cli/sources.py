@@ -82,6 +82,20 @@ def render_audit(report: Mapping[str, Any]) -> list[Table]:
             else ""
         ),
     )
+    near = report.get("near_duplicates") or {}
+    findings.add_row(
+        "near-duplicates in several splits",
+        (
+            str(leak.get("near_duplicates_in_several_splits", 0))
+            + (
+                " (e.g. " + ", ".join("~".join(p["images"]) for p in leak.get("near_duplicate_examples", [])[:3]) + ")"
+                if leak.get("near_duplicate_examples")
+                else ""
+            )
+        )
+        if near.get("checked")
+        else "not checked (--no-hash)",
+    )
     findings.add_row("leakage", styled(("YES", "bold red")) if report["leakage"] else styled(("none", "green")))
     tables = [main, findings]
     if report.get("source_facts"):
@@ -152,7 +166,11 @@ def audit_command(
     for table in render_audit(report):
         out.print(fit(table))
     if report["leakage"]:
-        warn("leakage between splits: the same group or image content appears in more than one split")
+        warn(
+            "leakage between splits: the same group, image content or near-identical frames appear in more than "
+            "one split; keep each clip in one split with --groups (a stem,group file, or 'frames' for numbered "
+            "video frames)"
+        )
         raise typer.Exit(code=1)
 
 

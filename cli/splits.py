@@ -39,7 +39,9 @@ ClassesOpt = Annotated[
 GroupsOpt = Annotated[
     str | None,
     typer.Option(
-        help="sard: CSV (stem,group) or JSON {stem: group} file declaring sequence groups.", rich_help_panel=_ADAPTER
+        help="Images that stay in one split: a CSV (stem,group) or JSON {stem: group} file, or 'frames' to chain "
+        "numbered video frames with near-identical content (every adapter but synthetic; docs/DATA.md).",
+        rich_help_panel=_ADAPTER,
     ),
 ]
 HfSplitOpt = Annotated[

@@ -7,8 +7,12 @@
 - resolutions: image counts per ``WxH``;
 - duplicates: images whose content hash (SHA-256 of the file bytes; of the generation key for synthetic
   images; of the stored image bytes for Hugging Face rows) is shared;
-- leakage: groups present in more than one split, and content duplicates present in more than one split.
-  ``report["leakage"]`` is True when either list is non-empty; the split builder refuses to write then.
+- near-duplicates: pairs of images in different splits whose decoded pixels are near-identical (their 64-bit
+  difference hashes, ``aegis_data.sources.frame_hash``, within ``NEAR_DISTANCE`` bits), such as consecutive frames
+  of one video clip on both sides of a split; pairs already counted as content duplicates are left out;
+- leakage: groups present in more than one split, content duplicates present in more than one split, and
+  near-duplicates across splits. ``report["leakage"]`` is True when any list is non-empty; the split builder
+  refuses to write then.
 - source facts: the description entries an adapter names in ``audit_facts`` (SARD's CSV layout: frames,
   boxes per class, augmented copies, degenerate rows), under ``report["source_facts"]`` when there are any.
 """
@@ -22,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from aegis_data.files.imageio import file_sha256
+from aegis_data.files.imageio import file_sha256, read_rgb
+from aegis_data.sources.frame_hash import COLS, EDGE_LEVELS, MIN_EDGES, NEAR_DISTANCE, ROWS, frame_hash, near_pairs
 from aegis_data.sources.records import Record
 
 QUANTILES = (0, 5, 25, 50, 75, 95, 100)
@@ -41,6 +46,20 @@ def content_hash(record: Record) -> str:
 
         return hashlib.sha256(hf.image_bytes(path)).hexdigest()
     return file_sha256(path)
+
+
+def record_hash(record: Record) -> int | None:
+    """:func:`~aegis_data.sources.frame_hash.frame_hash` of a record's decoded pixels (files, synthetic and Hugging
+    Face records alike), whatever size the record states: the hash compares content, and the build checks sizes."""
+    if record.path.startswith("synthetic:"):
+        from aegis_data.sources import synthetic
+
+        return frame_hash(synthetic.render_rgb(record.path))
+    if record.path.startswith("hf:"):
+        from aegis_data.sources import hf
+
+        return frame_hash(hf.read_image(record.path))
+    return frame_hash(read_rgb(record.path))
 
 
 def _quantiles(values: np.ndarray) -> dict[str, float] | None:
@@ -78,7 +97,7 @@ def box_statistics(records: Iterable[Record]) -> dict[str, Any]:
 def audit_dataset(ds, hash_files: bool = True) -> dict[str, Any]:
     """Audit a ``SourceDataset`` (see the module doc for the report's keys).
 
-    hash_files=False skips content hashing (no duplicate detection; group leakage is still checked).
+    hash_files=False skips content hashing and the near-duplicate search (group leakage is still checked).
     """
     splits: dict[str, list[Record]] = {s: list(rs) for s, rs in ds.splits.items()}
     all_records = [r for rs in splits.values() for r in rs]
@@ -96,10 +115,14 @@ def audit_dataset(ds, hash_files: bool = True) -> dict[str, Any]:
 
     duplicates: list[dict[str, Any]] = []
     cross_duplicates: list[dict[str, Any]] = []
+    near: dict[str, Any] = {"pairs": [], "flat": 0}
     if hash_files:
         by_hash: dict[str, list[Record]] = defaultdict(list)
+        digest_of: dict[str, str] = {}
         for r in all_records:
-            by_hash[content_hash(r)].append(r)
+            digest_of[r.image_id] = content_hash(r)
+            by_hash[digest_of[r.image_id]].append(r)
+        near = near_duplicates(splits, digest_of)
         for digest, rs in sorted(by_hash.items()):
             if len(rs) < 2:
                 continue
@@ -120,17 +143,53 @@ def audit_dataset(ds, hash_files: bool = True) -> dict[str, Any]:
         "images_in_sets": sum(len(d["images"]) for d in duplicates),
         "examples": duplicates[:_LIST_LIMIT],
     }
+    report["near_duplicates"] = {
+        "checked": hash_files,
+        "image_hash": f"64-bit difference hash of the gray image on a {ROWS}x{COLS} grid, integer arithmetic",
+        "max_distance_bits": NEAR_DISTANCE,
+        "flat_images_not_compared": near["flat"],
+        "flat_rule": f"fewer than {MIN_EDGES} of 64 neighbouring cells {EDGE_LEVELS}+ gray levels apart, or a frame "
+        f"under {COLS}x{ROWS} px",
+    }
     report["leakage_details"] = {
         "groups_in_several_splits": len(leaking_groups),
         "group_examples": [{"group": g, "splits": sorted(group_splits[g])} for g in leaking_groups[:_LIST_LIMIT]],
         "duplicates_in_several_splits": len(cross_duplicates),
         "duplicate_examples": cross_duplicates[:_LIST_LIMIT],
+        "near_duplicates_in_several_splits": len(near["pairs"]),
+        "near_duplicate_examples": near["pairs"][:_LIST_LIMIT],
     }
-    report["leakage"] = bool(leaking_groups or cross_duplicates)
+    report["leakage"] = bool(leaking_groups or cross_duplicates or near["pairs"])
     facts = source_facts(ds.description)
     if facts:
         report["source_facts"] = facts
     return report
+
+
+def near_duplicates(splits: Mapping[str, list[Record]], digest_of: Mapping[str, str]) -> dict[str, Any]:
+    """Near-identical image pairs across splits: ``{"pairs": [{"images", "splits", "distance_bits"}, ...], "flat":
+    images without a reliable hash}``. Pairs of byte-identical content are the duplicates' finding, not this."""
+    hashes: dict[str, list[tuple[int, Record]]] = {}
+    flat = 0
+    for s, rs in splits.items():
+        for r in rs:
+            h = record_hash(r)
+            if h is None:
+                flat += 1
+            else:
+                hashes.setdefault(s, []).append((h, r))
+    pairs: list[dict[str, Any]] = []
+    names = sorted(hashes)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            left, right = hashes[a], hashes[b]
+            for x, y, d in near_pairs([h for h, _ in left], [h for h, _ in right]):
+                ra, rb = left[x][1], right[y][1]
+                if digest_of.get(ra.image_id) == digest_of.get(rb.image_id):
+                    continue
+                pairs.append({"images": [ra.image_id, rb.image_id], "splits": [a, b], "distance_bits": d})
+    pairs.sort(key=lambda p: (p["distance_bits"], p["images"]))
+    return {"pairs": pairs, "flat": flat}
 
 
 def source_facts(description: Mapping[str, Any]) -> dict[str, Any]:

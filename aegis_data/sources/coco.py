@@ -32,11 +32,12 @@ from aegis_data.sources._common import (
     xywh_to_xyxy,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset
+from aegis_data.sources._groups import apply_groups, groups_description
 from aegis_data.sources.records import Record
 from aegis_data.sources.yolo import carve_val, opt_split
 
 NAME = "coco"
-OPTIONS = ("annotations", "categories", "split", "val_fraction", "max_pixels", "follow_links")
+OPTIONS = ("annotations", "categories", "split", "val_fraction", "max_pixels", "follow_links", "groups")
 
 
 def safe_relative(file_name: Any, where: str) -> str:
@@ -155,6 +156,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:  # noqa: C90
         )
     if not records:
         raise AegisError(f"{ann_path}: the file lists no images")
+    records, group_rule = apply_groups(records, options.get("groups"), root)
     records = carve_val(records, val_fraction, salt="coco-val")
     description = {
         "adapter": NAME,
@@ -173,6 +175,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:  # noqa: C90
             + ("; val carved by SHA-256 order of 'coco-val|<image id>'" if val_fraction else ""),
             "crowd": "iscrowd annotations are left out and counted",
             "ids": "image id = file_name without extension, '/' -> '__', unsafe characters -> '_'",
+            **groups_description(group_rule),
         },
     }
     return build_dataset(NAME, description, records, roots=(root,), follow_links=opt_follow_links(options))

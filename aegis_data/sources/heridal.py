@@ -25,11 +25,12 @@ from aegis_data.sources._common import (
     require_dir,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
+from aegis_data.sources._groups import apply_groups, groups_description
 from aegis_data.sources._labels import split_stats, xml_record
 from aegis_data.sources._split import assign_groups
 
 NAME = "heridal"
-OPTIONS = ("val_fraction", "max_pixels", "follow_links")
+OPTIONS = ("val_fraction", "max_pixels", "follow_links", "groups")
 DEFAULT_VAL_FRACTION = 0.1
 SPLIT_DIRS = (("trainImages", "train"), ("testImages", "test"))
 
@@ -84,10 +85,11 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         stats.update(split_stats_c)
     if not records:
         raise AegisError(f"no labelled images found under {root}/trainImages or {root}/testImages")
-    train_ids = {r.image_id: 1 for r in records if r.split == "train"}
+    records, group_rule = apply_groups(records, options.get("groups"), root)
+    train_groups = Counter(r.group_key for r in records if r.split == "train")  # one image each without groups
     if val_fraction:
-        to_val = assign_groups(train_ids, [("val", val_fraction)], "train", salt="heridal-val")
-        records = [with_split(r, to_val[r.image_id]) if r.split == "train" else r for r in records]
+        to_val = assign_groups(train_groups, [("val", val_fraction)], "train", salt="heridal-val")
+        records = [with_split(r, to_val[r.group_key]) if r.split == "train" else r for r in records]
     description = {
         "adapter": NAME,
         "root": root.name,  # the folder name only: the manifest must not depend on where a user keeps the data
@@ -101,6 +103,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
             "others ignored and counted",
             "skipped": "images without XML and XML without image are skipped and counted; empty XML = negative, kept",
             "size": "taken from the image header; <size> is not trusted",
+            **groups_description(group_rule),
         },
     }
     return build_dataset(NAME, description, records, roots=(root,), follow_links=opt_follow_links(options))

@@ -38,11 +38,21 @@ from aegis_data.sources._common import (
     xywh_to_xyxy,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset
+from aegis_data.sources._groups import apply_groups, groups_description
 from aegis_data.sources.records import Record
 from aegis_data.sources.yolo import carve_val
 
 NAME = "hf"
-OPTIONS = ("split", "target_split", "image_column", "objects_column", "categories", "val_fraction", "max_pixels")
+OPTIONS = (
+    "split",
+    "target_split",
+    "image_column",
+    "objects_column",
+    "categories",
+    "val_fraction",
+    "max_pixels",
+    "groups",
+)
 _SPLIT_MAP = {
     "train": "train",
     "training": "train",
@@ -180,6 +190,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     if len({r.image_id for r in records}) < len(records) and len(plan) > 1:
         # File stems repeat across HF splits (e.g. 0001.jpg in train and test): name ids by split too.
         records = [dataclasses.replace(r, image_id=f"{safe_id(r.meta['hf_split'])}-{r.image_id}") for r in records]
+    records, group_rule = apply_groups(records, options.get("groups"), None, read=lambda r: read_image(r.path))
     if val_fraction:
         records = _carve_val(records, val_fraction)
     description = {
@@ -200,6 +211,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         "rules": {
             "categories": "every object is a person" if categories is None else f"categories {sorted(categories)}",
             "bbox": "COCO [x, y, w, h] in pixels",
+            **groups_description(group_rule),
         },
     }
     return build_dataset(NAME, description, records)

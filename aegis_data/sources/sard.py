@@ -24,7 +24,6 @@ images, then val to ``val_fraction`` (default 0.1); the rest is train.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping
@@ -34,7 +33,6 @@ from typing import Any
 
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import list_images
-from aegis_data.files.readers import read_json
 from aegis_data.sources._common import (
     PERSON_NAMES,
     check_names_matched,
@@ -51,6 +49,7 @@ from aegis_data.sources._common import (
     safe_id,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
+from aegis_data.sources._groups import read_groups_file
 from aegis_data.sources._labels import split_stats, xml_record
 from aegis_data.sources._sard_csv import (
     DEGENERATE_KINDS,
@@ -59,7 +58,6 @@ from aegis_data.sources._sard_csv import (
     folder_image_id,
     is_csv_layout,
     read_csv_layout,
-    read_csv_records,
 )
 from aegis_data.sources._split import assign_groups
 from aegis_data.sources.records import Record
@@ -87,42 +85,6 @@ def original_stem(file_stem: str) -> str:
     """``gss123_jpg.rf.abc`` -> ``gss123``; names without a Roboflow suffix are returned unchanged."""
     m = _ROBOFLOW.match(file_stem)
     return m.group("stem") if m else file_stem
-
-
-def read_groups_file(path: Path) -> dict[str, str]:
-    """stem -> group from CSV (``stem,group``; header optional) or JSON (``{stem: group}``)."""
-    if not path.is_file():
-        raise AegisError(f"groups file not found: {path}")
-    out: dict[str, str] = {}
-    if path.suffix.lower() == ".json":
-        data, _ = read_json(path, "groups")
-        if not isinstance(data, dict):
-            raise AegisError(f"groups file {path}: expected a JSON object {{stem: group}}, got {type(data).__name__}")
-        for k, v in data.items():
-            # A null, list or object would become the group "None" (every such image in one group), silently.
-            if v is None or isinstance(v, (bool, list, dict)) or not str(v).strip():
-                raise AegisError(
-                    f"groups file {path}: the group of {str(k)!r:.60} is {json.dumps(v)[:40]}; "
-                    f"expected a non-empty string or a number"
-                )
-            out[Path(str(k)).stem if "." in str(k) and not str(k).startswith(".") else str(k)] = str(v)
-    else:
-        for n, row in read_csv_records(path, "groups file"):
-            if len(row) < 2:
-                raise AegisError(f"groups file {path}:{n}: expected 'stem,group', got {','.join(row)!r:.80}")
-            stem, group = row[0].strip(), row[1].strip()
-            if (
-                n == 1
-                and stem.lower() in ("stem", "image", "file", "file_name", "image_id")
-                and group.lower() in ("group", "sequence", "video")
-            ):
-                continue
-            if not group:
-                raise AegisError(f"groups file {path}:{n}: the group of {stem!r:.60} is empty")
-            out[Path(stem).stem if Path(stem).suffix else stem] = group
-    if not out:
-        raise AegisError(f"groups file {path} lists no images")
-    return out
 
 
 def _roboflow_records(root: Path, classes, max_pixels: int, stats: Counter) -> tuple[list[Record], dict]:

@@ -29,10 +29,11 @@ from aegis_data.sources._common import (
     require_dir,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset
+from aegis_data.sources._groups import apply_groups, groups_description
 from aegis_data.sources.yolo import carve_val, opt_split
 
 NAME = "voc"
-OPTIONS = ("images", "annotations", "classes", "split", "val_fraction", "max_pixels", "follow_links")
+OPTIONS = ("images", "annotations", "classes", "split", "val_fraction", "max_pixels", "follow_links", "groups")
 
 
 def _first_dir(*cands: Path) -> Path | None:
@@ -79,6 +80,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
         raise AegisError(f"no images with VOC XML found (images in {images_dir}, XML in {ann_dir})")
     check_names_matched(classes, seen, ann_dir)
     stems = {p.stem for p in images}
+    records, group_rule = apply_groups(records, options.get("groups"), root)
     records = carve_val(records, val_fraction, salt="voc-val")
     description = {
         "adapter": NAME,
@@ -101,6 +103,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
             "classes": "person/human/people/pedestrian" if not classes else f"classes {sorted(classes)}",
             "split": f"all images -> {split}"
             + ("; val carved by SHA-256 order of 'voc-val|<image id>'" if val_fraction else ""),
+            **groups_description(group_rule),
         },
     }
     return build_dataset(NAME, description, records, roots=(root, images_dir), follow_links=opt_follow_links(options))

@@ -32,12 +32,13 @@ from aegis_data.sources._common import (
     safe_id,
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset, with_split
+from aegis_data.sources._groups import apply_groups, groups_description
 from aegis_data.sources._split import assign_groups
 from aegis_data.sources.records import Box, Record
 from aegis_data.sources.yolo_labels import read_yolo_labels
 
 NAME = "yolo"
-OPTIONS = ("images", "labels", "classes", "split", "val_fraction", "max_pixels", "follow_links")
+OPTIONS = ("images", "labels", "classes", "split", "val_fraction", "max_pixels", "follow_links", "groups")
 _CANONICAL_ID = re.compile(r"^(0|[1-9][0-9]*)$")  # as a label line's class reads back: '00' never matches
 
 
@@ -192,6 +193,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     if not records:
         raise AegisError(f"no images found in {images_dir} (expected .jpg/.png/... files)")
     check_classes_matched(classes, stats, labels_dir)
+    records, group_rule = apply_groups(records, options.get("groups"), root)
     records = carve_val(records, val_fraction, salt="yolo-val")
     description = {
         "adapter": NAME,
@@ -209,6 +211,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
             "split": f"all images -> {split}"
             + ("; val carved by SHA-256 order of 'yolo-val|<image id>'" if val_fraction else ""),
             "negatives": "an image without a label file has no persons",
+            **groups_description(group_rule),
         },
     }
     return build_dataset(NAME, description, records, roots=(root, images_dir), follow_links=opt_follow_links(options))

@@ -832,6 +832,12 @@ def _leak_summary(report: Mapping[str, Any]) -> str:
             f"{d['duplicates_in_several_splits']} identical image set(s) across splits, e.g. "
             f"{', '.join(ex[0].get('images', [])[:3])}"
         )
+    if d.get("near_duplicates_in_several_splits"):
+        ex = d.get("near_duplicate_examples") or [{}]
+        shown = " ~ ".join(f"{i} ({s})" for i, s in zip(ex[0].get("images", []), ex[0].get("splits", [])))
+        parts.append(
+            f"{d['near_duplicates_in_several_splits']} near-identical image pair(s) across splits, e.g. {shown}"
+        )
     return "; ".join(parts) or "details in the audit report"
 
 
@@ -965,7 +971,9 @@ def _refuse_leakage(plan: BuildPlan, report: Mapping[str, Any]) -> None:
     if report.get("leakage"):
         raise AegisError(
             f"refusing to build {plan.dataset!r}: the audit found leakage between splits ({_leak_summary(report)}); "
-            f"fix the source split first"
+            f"fix the source split first, or keep each clip in one split by declaring `groups` (a file of "
+            f"stem,group lines, or frames for numbered video frames; docs/DATA.md)",
+            param="groups",
         )
 
 
