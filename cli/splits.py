@@ -109,7 +109,15 @@ def build_command(
     ] = None,
     out_dir: Annotated[
         Path | None,
-        typer.Option("--out-dir", help="Output folder (default: ./aegis-splits/<dataset>-c).", show_default=False),
+        typer.Option("--out-dir", help="Output folder (default: ./aegis-splits/<name>-c).", show_default=False),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            help="The dataset's name in the manifest, score JSONs and reports (default: the source folder's name; "
+            "'synthetic' for the synthetic set).",
+            show_default=False,
+        ),
     ] = None,
     corruptions: Annotated[
         str | None, typer.Option(help="Comma-separated corruption names (default: all nine).")
@@ -171,7 +179,7 @@ def build_command(
     )
     for line in ds.warnings:
         warn(line)
-    target = out_dir or Path("aegis-splits") / f"{dataset}-c"
+    target = out_dir or Path("aegis-splits") / f"{name or ds.default_name}-c"
     check_output_dirs({"--out-dir": target})
     # The bar starts with the first progress report, so a refused build prints only its one error line.
     bar = Progress(
@@ -214,6 +222,7 @@ def build_command(
             gsd_cm_per_px=gsd,
             config=config,
             scene_dir=scene_dir,
+            name=name,
         )
     except BaseException:
         if tasks:  # a failed build ends in its one error line, without the bar's last frame
@@ -222,7 +231,7 @@ def build_command(
     finally:
         if tasks:
             bar.stop()
-    table = Table(title=f"{ds.name}-C written to {result.out}")
+    table = Table(title=f"{name or ds.default_name}-C written to {result.out}")
     table.add_column("item")
     table.add_column("value", overflow="fold")
     table.add_row("suite", f"{config.suite} (config {config.config_hash})")

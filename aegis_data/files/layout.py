@@ -21,6 +21,8 @@ YOLO_DIR = "yolo"  # the YOLO view: label files, image lists, data.yaml files an
 SPLIT_DIRS = (*SPLIT_NAMES, ANNOTATIONS_DIR, YOLO_DIR, SCENES_DIR)
 # An image id names its file (<id>.png) in every condition folder: no separators, no leading dot.
 SAFE_IMAGE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
+# A dataset name: it names the default output folder (<name>-c), the manifest's dataset and every report heading.
+DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 PERSON_CATEGORY = {"id": 1, "name": "person", "supercategory": "person"}
 
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from aegis_data.errors import AegisError
-from aegis_data.files.layout import SAFE_IMAGE_ID
+from aegis_data.files.layout import DATASET_NAME, SAFE_IMAGE_ID
 from aegis_data.sources._common import SPLITS
 from aegis_data.sources.records import Record
+
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,16 @@ class SourceDataset:
     description: Mapping[str, Any]
     splits: Mapping[str, list[Record]]
     warnings: tuple[str, ...] = ()
+
+    @property
+    def default_name(self) -> str:
+        """The dataset's name when none is given: the source folder's name (a Hugging Face id's last part), made
+        safe by :data:`DATASET_NAME`; the adapter's name for the synthetic set or when nothing safe is left."""
+        root = self.description.get("root")
+        if self.name == "synthetic" or not isinstance(root, str):
+            return self.name
+        cleaned = _NAME_UNSAFE.sub("_", root.rstrip("/").rsplit("/", 1)[-1]).strip("._-")[:64]
+        return cleaned if DATASET_NAME.match(cleaned) else self.name
 
     def records(self) -> list[Record]:
         """All records, split by split in the order test, val, train."""

@@ -24,6 +24,7 @@ import os
 import shutil
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ from aegis_data.files.imageio import (
 )
 from aegis_data.files.layout import (
     ANNOTATIONS_DIR,
+    DATASET_NAME,
     MANIFEST_NAME,
     PERSON_CATEGORY,
     SAFE_IMAGE_ID,
@@ -212,6 +214,7 @@ def plan_build(
     person_px: float | None = None,
     gsd_cm_per_px: float | None = None,
     scene_dir: str | Path | None = None,
+    name: str | None = None,
 ) -> BuildPlan:
     """Decide what to write (pure but for reading scene sidecars). ``dataset`` is a SourceDataset (name,
     description, splits).
@@ -222,7 +225,10 @@ def plan_build(
     corrupts its images exactly as the full build does).
     scene_dir: where a generation-2 suite looks for each image's sidecar ``<stem>.scene.json`` (default: beside the
     image file); a sidecar's facts override the scene estimates and join the image's identity.
+    name: the dataset's name in the manifest, annotations and score JSONs (default: the source's
+    ``default_name``, its folder's name; the adapter's name for the synthetic set).
     """
+    dataset_name = _dataset_name(dataset, name)
     conditions = resolve_selection(config, corruptions, severities)
     if scene_dir is not None and not config.uses_scene:
         raise AegisError(
@@ -279,7 +285,7 @@ def plan_build(
         physical_suite=config.suite if config.uses_scene else None,
     )
     return BuildPlan(
-        dataset=str(dataset.name),
+        dataset=dataset_name,
         source=json.loads(canonical_json(dict(getattr(dataset, "description", {}) or {}))),
         suite=config.suite,
         config_hash=config.config_hash,
@@ -289,6 +295,18 @@ def plan_build(
         units=tuple(units),
         scale=build_scale,
     )
+
+
+def _dataset_name(dataset: Any, name: str | None) -> str:
+    """``name`` checked, or the source's default name (a stand-in dataset without one: its ``name``)."""
+    if name is None:
+        return str(getattr(dataset, "default_name", None) or dataset.name)
+    if not isinstance(name, str) or not DATASET_NAME.match(name):
+        raise AegisError(
+            f"`name` must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit; got {name!r:.80}",
+            param="name",
+        )
+    return name
 
 
 def _sidecar_of(record: Record, scene_dir: str | Path | None) -> tuple[dict | None, str | None]:
@@ -308,14 +326,44 @@ def _sidecar_of(record: Record, scene_dir: str | Path | None) -> tuple[dict | No
 # Annotation files (pure: records -> bytes)
 
 
+# Stems at or above this are not used as ids (docs/DATA.md, "Image ids"): exact in any JSON reader, and the fresh
+# ids counted on above them stay far inside int64.
+_MAX_STEM_ID = 2**53
+
+
+def coco_image_ids(records: Sequence[Record]) -> tuple[int, ...]:
+    """The COCO ``id`` of each record (docs/DATA.md, "Image ids"), so that a detector naming an image by its GT id
+    and one naming it by its file stem as an integer (Ultralytics) name the same image.
+
+    A record whose stem is a decimal number no other stem shares (``7``, ``0042``; not ``7`` beside ``007``) gets
+    that number; the others get the numbers after the largest such stem, in image id order. With no numbered stem
+    (or one at or above 2**53), ids are 1..N in image id order.
+    """
+    numbers = [int(r.image_id) if r.image_id.isascii() and r.image_id.isdecimal() else None for r in records]
+    if not any(n is not None for n in numbers) or max(n for n in numbers if n is not None) >= _MAX_STEM_ID:
+        return tuple(range(1, len(records) + 1))
+    counts = Counter(n for n in numbers if n is not None)
+    # Fresh ids start above every numbered stem, shared ones included, so no id is another image's stem number.
+    fresh = max(counts) + 1
+    ids = []
+    for n in numbers:
+        if n is not None and counts[n] == 1:
+            ids.append(n)
+        else:
+            ids.append(fresh)
+            fresh += 1
+    return tuple(ids)
+
+
 def coco_ground_truth(plan: BuildPlan, split: str) -> dict:
-    """COCO GT dict for one split: image ids 1..N in image_id order, person = category 1.
+    """COCO GT dict for one split: image ids by :func:`coco_image_ids`, images in image_id order, person =
+    category 1.
 
     Each image carries ``stem`` and ``group`` besides the COCO fields; ``area`` is w*h; ``iscrowd`` is 0.
     """
     images, anns = [], []
     ann_id = 0
-    for coco_id, r in enumerate(plan.records[split], start=1):
+    for coco_id, r in zip(coco_image_ids(plan.records[split]), plan.records[split]):
         images.append(
             {
                 "id": coco_id,
@@ -868,6 +916,7 @@ def build_splits(
     gsd_cm_per_px: float | None = None,
     timeout: float | None = None,
     scene_dir: str | Path | None = None,
+    name: str | None = None,
 ) -> BuildResult:
     """Write the frozen split of ``dataset`` (a SourceDataset) under ``out_dir`` and return a summary.
 
@@ -881,7 +930,7 @@ def build_splits(
     scheduler: None (a local process pool), ``"local"`` (a Dask LocalCluster of ``workers`` processes) or the
     address of a Dask scheduler whose workers see ``out_dir`` at the same path; the manifest is the same in all
     three. on_cluster(info) is called once with the cluster's address, worker count and dashboard link.
-    timeout: seconds a scheduler address has to answer (default 10).
+    timeout: seconds a scheduler address has to answer (default 10). name: the dataset's name (:func:`plan_build`).
     scale: ``"frame"`` (lengths per 1000 px of each frame; the default of aegis-v1, whose suite config declares
     no ``scale``) or ``"object"`` (lengths per person unit: the
     median test person box, or ``person_px``, or the unit of ``gsd_cm_per_px``); recorded in the manifest and,
@@ -911,6 +960,7 @@ def build_splits(
         person_px=person_px,
         gsd_cm_per_px=gsd_cm_per_px,
         scene_dir=scene_dir,
+        name=name,
     )
     _refuse_leakage(plan, (audit or _default_audit)(dataset))
     known, journalled = _prepare_output(out, plan)
@@ -1078,7 +1128,7 @@ def _finish(out: Path, plan: BuildPlan, results: list[UnitResult]) -> list[dict]
     results.clear()  # each result is dropped once its entries exist, so both are never held in full at once
     entries: list[dict] = []
     for split, recs in plan.records.items():
-        for coco_id, rec in enumerate(recs, start=1):
+        for coco_id, rec in zip(coco_image_ids(recs), recs):
             res = by_key.pop(_journal_key(split, rec.image_id))
             for rel, f in res.files.items():
                 entry = {

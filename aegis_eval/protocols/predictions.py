@@ -15,7 +15,8 @@ Image id resolution (predictions -> GT rows), in this order:
 
 An id that resolves to two *different* images (an int that is the id of one image and the numeric stem of
 another) is ambiguous and refused, unless the entry carries a ``file_name`` (Ultralytics writes one) whose stem
-names one of the candidates.
+names one of the candidates. Splits built by ``aegis build-splits`` give an image whose stem is a number that
+number as its GT id (docs/DATA.md, "Image ids"), so on them the two conventions agree and nothing is ambiguous.
 """
 
 from __future__ import annotations
@@ -776,7 +777,9 @@ def _disambiguate(entry: Mapping, key: Any, found: set[int], resolver: _IdResolv
     names = sorted(resolver.file_names[r] for r in found)
     raise AegisError(
         f"[image_id_ambiguous] {where}: entry {k} has image_id {key!r}, which matches several GT "
-        f"images ({_first(names)}) by id and by file-name stem; use the GT integer ids"
+        f"images ({_first(names)}) by id and by file-name stem; give each entry the 'file_name' of its image "
+        "(Ultralytics writes it), or build the split again: a split built now gives an image whose stem is a "
+        "number that number as its id, so both conventions name the same image"
     )
 
 
