@@ -372,7 +372,8 @@ def score_cmd(
         str | None,
         typer.Option(
             help="Resample whole groups: a GT image attribute name "
-            "(e.g. 'group') or a JSON file {image_id or file_name: group}."
+            "(e.g. 'group') or a JSON file {image_id or file_name: group}; 'none' resamples single images. "
+            "Default: the split's groups when some group holds several images, else single images."
         ),
     ] = None,
     label: Annotated[str | None, typer.Option(help="Model / run label (default: the predictions name).")] = None,

@@ -233,6 +233,23 @@ def prediction_files(preds: str | Path, on_warning: Warn | None = None) -> dict[
     return found
 
 
+NO_CLUSTERS = "none"  # `cluster_by` that turns the default clustering by the split's groups off
+SPLIT_GROUP = "group"  # the GT image attribute a built split's groups travel in
+
+
+def effective_cluster_by(gt: GroundTruth, cluster_by: str | None) -> str | None:
+    """What the bootstrap resamples by (docs/SCORING.md, "Clusters"): ``cluster_by`` as given; when None, the
+    split's groups (``"group"``) if every GT image carries a ``group`` and at least one group holds more than one
+    image, else None (images). All-singleton groups resample exactly as images do, so they are left as images."""
+    if cluster_by is not None:
+        return cluster_by
+    groups = [a.get(SPLIT_GROUP) for a in gt.attributes]
+    if len(groups) != gt.n_images or not groups or any(g is None for g in groups):
+        return None
+    keys = [json.dumps(g, sort_keys=True) for g in groups]
+    return SPLIT_GROUP if len(set(keys)) < len(keys) else None
+
+
 def cluster_labels(gt: GroundTruth, cluster_by: str) -> np.ndarray:
     """(I,) int64 group code per GT image row, from a GT image attribute name or a JSON mapping file
     ``{image_id or file_name: group}``. Every image must get a group."""
@@ -389,6 +406,7 @@ class Loaded:
     config: SuiteConfig
     clusters: np.ndarray | None = None
     effects: SplitEffects | None = None
+    cluster_by: str | None = None  # what the clusters came from: the option, or "group" by default
 
     @property
     def first(self) -> GroundTruth:
@@ -447,9 +465,19 @@ def load(predictions: Predictions, gt: PathLike, options: ScoreOptions, on_warni
         _warn_all(cond, next(iter(per_class.values())).source.get("warnings", ()), on_warning)
     config = suite_config_of(first)
     check_condition_names(detections, config)
-    clusters = cluster_labels(first, o.cluster_by) if o.cluster_by else None
+    cluster_by = effective_cluster_by(first, o.cluster_by)
+    clusters = cluster_labels(first, cluster_by) if cluster_by not in (None, NO_CLUSTERS) else None
     return Loaded(
-        gts, detections, thresholds, info, o.classes is None, label, config, clusters, split_effects(first.split_dir)
+        gts,
+        detections,
+        thresholds,
+        info,
+        o.classes is None,
+        label,
+        config,
+        clusters,
+        split_effects(first.split_dir),
+        cluster_by,
     )
 
 
@@ -714,7 +742,7 @@ def summarize(
         seed=options.seed,
         bootstrap=options.bootstrap,
         iou=options.iou,
-        cluster_by=options.cluster_by,
+        cluster_by=loaded.cluster_by,
         class_map=options.class_map.record() if options.class_map is not None else None,
     )
     threshold: dict[str, Any] = {

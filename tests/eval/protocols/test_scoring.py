@@ -381,8 +381,11 @@ def test_cluster_by_attribute_and_mapping_file(sweep, tmp_path):
     )
     # Same groups, same seed: same intervals.
     assert by_file["conditions"]["clean"]["ci"] == by_attr["conditions"]["clean"]["ci"]
-    plain = score_paths(sweep["preds"] / "clean.json", sweep["split"], threshold=0.5, bootstrap=40)
+    plain = score_paths(sweep["preds"] / "clean.json", sweep["split"], threshold=0.5, bootstrap=40, cluster_by="none")
     assert plain["conditions"]["clean"]["ci"] != by_attr["conditions"]["clean"]["ci"]
+    # The split's groups are the default (issue 31): the same intervals as naming them.
+    default = score_paths(sweep["preds"] / "clean.json", sweep["split"], threshold=0.5, bootstrap=40)
+    assert default["conditions"]["clean"]["ci"] == by_attr["conditions"]["clean"]["ci"]
     with pytest.raises(AegisError, match=r"\[cluster_missing\].*'flight'.*available: group"):
         score_paths(sweep["preds"] / "clean.json", sweep["split"], threshold=0.5, cluster_by="flight")
     mfile.write_text(json.dumps({"frame_0000.png": "a"}))
@@ -450,8 +453,8 @@ def test_sample_block_counts_images_boxes_and_the_resampling_unit(sweep, sweep_r
     assert sample["n_images"] == clean["n_images"] == 24 and sample["n_gt"] == clean["n_gt"]
     assert sample["n_gt_small"] + sample["n_gt_medium"] + sample["n_gt_large"] == sample["n_gt"]
     assert min(sample["n_gt_small"], sample["n_gt_medium"], sample["n_gt_large"]) > 0
-    assert (sample["resampling_unit"], sample["n_units"], sample["n_bootstrap"], sample["seed"]) == ("image", 24, 60, 3)
-    grouped = score_paths(
-        sweep["preds"], sweep["split"], threshold_file=tfile, bootstrap=20, seed=3, cluster_by="group"
-    )
-    assert (grouped["sample"]["resampling_unit"], grouped["sample"]["n_units"]) == ("cluster", 6)
+    # The GT's 6 groups of 4 images are resampled by default (issue 31); "none" resamples images.
+    unit = (sample["resampling_unit"], sample["n_units"], sample["n_bootstrap"], sample["seed"])
+    assert unit == ("cluster", 6, 60, 3)
+    single = score_paths(sweep["preds"], sweep["split"], threshold_file=tfile, bootstrap=20, seed=3, cluster_by="none")
+    assert (single["sample"]["resampling_unit"], single["sample"]["n_units"]) == ("image", 24)
