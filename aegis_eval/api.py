@@ -193,9 +193,11 @@ def score(
     categories; it takes file or folder predictions. ``class_map`` (``"SRC:DST,..."``, a JSON file or a
     ``ClassMap``) remaps category ids on the ``remap_side`` (``"gt"`` or ``"preds"``; ``allow_merge`` lets
     several ids land on one); with several GT versions, ``remap_versions`` (1-based) limits a GT-side map to
-    those versions. ``label`` names the model (default: the file or folder name; ``"predictions"`` for
-    in-memory ones). ``cross_check="pycocotools"`` recomputes COCO AP with it and refuses any difference above
-    1e-12. AegisError on bad input.
+    those versions. ``cluster_by``: a GT image attribute or a ``{image_id or file_name: group}`` JSON file whose
+    groups the bootstrap resamples whole; default: the split's ``group`` when some group holds several images,
+    else single images; ``"none"``: single images. ``label`` names the model (default: the file or folder name;
+    ``"predictions"`` for in-memory ones). ``cross_check="pycocotools"`` recomputes COCO AP with it and refuses
+    any difference above 1e-12. AegisError on bad input.
     """
     from aegis_eval.protocols.scoring import ScoreOptions
     from aegis_eval.protocols.scoring import score as run_score

@@ -123,7 +123,8 @@ def audit_command(
     ] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the report as JSON to this file.")] = None,
     no_hash: Annotated[
-        bool, typer.Option("--no-hash", help="Skip content hashing (no duplicate check; faster).")
+        bool,
+        typer.Option("--no-hash", help="Skip content hashing (no duplicate or near-duplicate check; faster)."),
     ] = False,
     n: NOpt = None,
     size: SizeOpt = None,
