@@ -3,9 +3,10 @@
 ``frame_hash(rgb)`` is a 64-bit difference hash computed with integer arithmetic only, so the same decoded pixels
 give the same hash on every machine and NumPy version:
 
-1. gray = (299 R + 587 G + 114 B + 500) // 1000 per pixel;
-2. the frame is cut into 8 rows x 9 columns of cells (row k spans pixel rows [k H // 8, (k + 1) H // 8), column j
-   spans [j W // 9, (j + 1) W // 9)), and each cell's mean gray is its sum // its pixel count;
+1. the frame is cut into 8 rows x 9 columns of cells (row k spans pixel rows [k H // 8, (k + 1) H // 8), column j
+   spans [j W // 9, (j + 1) W // 9));
+2. each cell's gray level is (299 R + 587 G + 114 B) summed over its pixels, // (1000 x its pixel count): the
+   mean of the BT.601 luma, floored;
 3. bit 8 r + c (c = 0..7) is 1 when cell (r, c) is brighter than cell (r, c + 1).
 
 Two frames are near-identical when their hashes differ in at most ``NEAR_DISTANCE`` of the 64 bits. A frame
@@ -32,13 +33,13 @@ def frame_hash(rgb: np.ndarray) -> int | None:
     h, w = int(rgb.shape[0]), int(rgb.shape[1])
     if h < ROWS or w < COLS:
         return None
-    gray = rgb[..., 0].astype(np.int64) * 299 + rgb[..., 1].astype(np.int64) * 587 + rgb[..., 2].astype(np.int64) * 114
-    gray = (gray + 500) // 1000
     rows = np.arange(ROWS) * h // ROWS
     cols = np.arange(COLS) * w // COLS
-    sums = np.add.reduceat(np.add.reduceat(gray, rows, axis=0), cols, axis=1)
+    # Channel sums per cell straight from the uint8 pixels (exact in int64), weighted once per cell.
+    sums = np.add.reduceat(np.add.reduceat(rgb, rows, axis=0, dtype=np.int64), cols, axis=1, dtype=np.int64)
+    luma = sums[..., 0] * 299 + sums[..., 1] * 587 + sums[..., 2] * 114
     counts = np.diff(np.append(rows, h))[:, None] * np.diff(np.append(cols, w))[None, :]
-    means = sums // counts
+    means = luma // (1000 * counts)
     if int((np.abs(means[:, :-1] - means[:, 1:]) >= EDGE_LEVELS).sum()) < MIN_EDGES:
         return None
     bits = (means[:, :-1] > means[:, 1:]).reshape(-1)
