@@ -114,8 +114,8 @@ def build_command(
     name: Annotated[
         str | None,
         typer.Option(
-            help="The dataset's name in the manifest, score JSONs and reports (default: the source folder's name; "
-            "'synthetic' for the synthetic set).",
+            help="The dataset's name in the manifest, score JSONs and reports (default: the source folder's name "
+            "for coco, yolo, voc and hf; the adapter's name for synthetic, heridal and sard).",
             show_default=False,
         ),
     ] = None,

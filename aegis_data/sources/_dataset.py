@@ -14,6 +14,9 @@ from aegis_data.sources._common import SPLITS
 from aegis_data.sources.records import Record
 
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# Adapters of one published dataset keep its name whatever folder holds it, so a rebuild of HERIDAL-C or SARD-C
+# from ~/data/HERIDAL stays 'heridal' (and its root hash that of the published benchmark).
+NAMED_DATASETS = frozenset({"synthetic", "heridal", "sard"})
 
 
 @dataclass(frozen=True)
@@ -35,10 +38,11 @@ class SourceDataset:
 
     @property
     def default_name(self) -> str:
-        """The dataset's name when none is given: the source folder's name (a Hugging Face id's last part), made
-        safe by :data:`DATASET_NAME`; the adapter's name for the synthetic set or when nothing safe is left."""
+        """The dataset's name when none is given: for the generic adapters (coco, yolo, voc, hf) the source
+        folder's name (a Hugging Face id's last part) made safe by :data:`DATASET_NAME`; the adapter's name for
+        the synthetic set, HERIDAL and SARD, or when nothing safe is left."""
         root = self.description.get("root")
-        if self.name == "synthetic" or not isinstance(root, str):
+        if self.name in NAMED_DATASETS or not isinstance(root, str):
             return self.name
         cleaned = _NAME_UNSAFE.sub("_", root.rstrip("/").rsplit("/", 1)[-1]).strip("._-")[:64]
         return cleaned if DATASET_NAME.match(cleaned) else self.name

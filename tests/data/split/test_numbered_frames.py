@@ -138,3 +138,11 @@ def test_name_is_given_on_the_command_line(tmp_path):
 
 def test_the_synthetic_set_keeps_its_name():
     assert load_source("synthetic", n=2).default_name == "synthetic"
+
+
+def test_published_datasets_keep_their_name_whatever_their_folder(tmp_path):
+    from tests.data.sources.test_groups import _heridal_tree
+
+    assert load_source("heridal", source=_heridal_tree(tmp_path / "My HERIDAL copy")).default_name == "heridal"
+    root = numbered_frames(tmp_path / "My beach (2024)", clips=1, per_clip=1)
+    assert load_source("yolo", source=root).default_name == "My_beach_2024"
