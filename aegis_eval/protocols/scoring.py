@@ -238,7 +238,7 @@ SPLIT_GROUP = "group"  # the GT image attribute a built split's groups travel in
 
 
 def effective_cluster_by(gt: GroundTruth, cluster_by: str | None) -> str | None:
-    """What the bootstrap resamples by (docs/SCORING.md, "Clusters"): ``cluster_by`` as given; when None, the
+    """What the bootstrap resamples by (docs/SCORING.md, "Cluster bootstrap"): ``cluster_by`` as given; when None, the
     split's groups (``"group"``) if every GT image carries a ``group`` and at least one group holds more than one
     image, else None (images). All-singleton groups resample exactly as images do, so they are left as images."""
     if cluster_by is not None:
