@@ -261,11 +261,18 @@ def paired_block(
     """The rank document's ``paired`` block: per pair of models (A before B in the given order) the paired
     differences A - B of ``metric`` per column, of mPC, rPC and each family's mean relative drop; Holm's
     adjustment over all of them. ``columns``: the condition columns (empty for version columns: every pair
-    unpaired)."""
+    unpaired). mPC, rPC and the family means of a pair are taken over the conditions both models have, so a
+    partial sweep is compared with a full one on the same conditions only."""
     pairs: dict[str, Any] = {}
     cells: list[dict[str, Any]] = []
-    summaries = [r.get("summary") or summarize_robustness(r.get("conditions") or {}, config) for r in results]
-    per_resample: dict[int, Any] = {}
+    conditions = [r.get("conditions") or {} for r in results]
+
+    def summaries(k: int, s: ScoreSamples | None, shared: list[str]) -> tuple[dict[str, Any], Any]:
+        point = summarize_robustness({c: conditions[k][c] for c in shared}, config, (metric,))
+        if s is None or any(c not in s.samples or metric not in s.samples[c] for c in shared) or not shared:
+            return point, None
+        return point, summary_samples({c: {metric: s.samples[c][metric]} for c in shared}, config)
+
     for i in range(len(results)):
         for j in range(i + 1, len(results)):
             sa, sb = samples[i], samples[j]
@@ -291,18 +298,10 @@ def paired_block(
                 xb = sb.samples.get(col, {}).get(metric) if both and sb is not None else None
                 conds[col] = paired_cell(va, vb, xa, xb)
             entry["conditions"] = conds
-            for k, s in ((i, sa), (j, sb)):
-                if both and s is not None and k not in per_resample:
-                    per_resample[k] = summary_samples(s.samples, config)
-            entry.update(
-                summary_cells(
-                    summaries[i],
-                    summaries[j],
-                    per_resample.get(i) if both else None,
-                    per_resample.get(j) if both else None,
-                    metric,
-                )
-            )
+            shared = [c for c in conditions[i] if c in conditions[j]]
+            point_a, resampled_a = summaries(i, sa if both else None, shared)
+            point_b, resampled_b = summaries(j, sb if both else None, shared)
+            entry.update(summary_cells(point_a, point_b, resampled_a, resampled_b, metric))
             cells += list(conds.values()) + [entry["mpc"], entry["rpc"], *entry["per_family"].values()]
             pairs[f"{names[i]} - {names[j]}"] = entry
     tally = add_holm(cells, ALPHA)

@@ -365,6 +365,9 @@ def model_summary_table(group: DatasetGroup, metric: str) -> Table:
     config = suite_config(score_suite(group.runs[0].result)) if group.runs else None
     rows, raw = [], []
     resamples = [_summary_resamples(run_samples, metrics, config) for run_samples in samples]
+    if len({frozenset(run.result["conditions"]) for run in group.runs}) > 1:
+        # mPC over different conditions is no paired comparison: those columns are never bold
+        resamples = [[r if k % 3 == 0 else None for k, r in enumerate(row)] for row in resamples]
     for run in group.runs:
         row, vals = [run.label], []
         for m in metrics:
@@ -388,7 +391,7 @@ def model_summary_table(group: DatasetGroup, metric: str) -> Table:
     if len(group.runs) > 1 and why_unpaired:
         notes.append(f"Paired intervals: {why_unpaired}.")
     if any(group.missing(run) for run in group.runs):
-        notes.append("A partial sweep's mPC and rPC average only the conditions it has.")
+        notes.append("A partial sweep's mPC and rPC average only the conditions it has (so they are not bold).")
     return Table(
         f"{group.name}: summary across models",
         tuple(header),

@@ -149,3 +149,23 @@ def test_merged_labels_pair_when_their_files_share_a_plan(scored, tmp_path):
     pair = doc["paired"]["pairs"]["a - b"]
     assert pair["status"] == "paired" and set(pair["conditions"]) == {"clean", "low_light_s1", "low_light_s2"}
     assert np.isfinite(pair["conditions"]["low_light_s2"]["ci"][0])
+
+
+def test_a_partial_sweep_is_compared_on_the_conditions_both_models_have(scored, tmp_path):
+    root = scored["root"]
+    doc_b = json.loads((root / "b.json").read_text())
+    del doc_b["conditions"]["low_light_s2"]  # b lacks one condition: mPC over the other two only
+    (tmp_path / "b.json").write_text(json.dumps(doc_b))
+    (tmp_path / "b.samples.npz").write_bytes((root / "b.samples.npz").read_bytes())
+    doc = ae.rank([root / "a.json", tmp_path / "b.json"], "recall")
+    pair = doc["paired"]["pairs"]["a - b"]
+    shared = ("low_light_s1", "smoke_haze_s1")
+    doc_a = json.loads((root / "a.json").read_text())
+    mean_a = np.mean([doc_a["conditions"][c]["recall"] for c in shared])
+    mean_b = np.mean([doc_b["conditions"][c]["recall"] for c in shared])
+    assert pair["mpc"]["value"] == pytest.approx(mean_a - mean_b)
+    assert pair["mpc"]["value"] != pytest.approx(doc_a["summary"]["mpc"]["recall"] - doc_b["summary"]["mpc"]["recall"])
+    sa, sb = scored["results"]["a"].samples.samples, scored["results"]["b"].samples.samples
+    per_resample = np.mean([sa[c]["recall"] - sb[c]["recall"] for c in shared], axis=0)
+    assert pair["mpc"]["ci"] == pytest.approx(list(percentile_interval(per_resample)))
+    assert "low_light_s2" not in pair["conditions"] or pair["conditions"]["low_light_s2"]["value"] is None

@@ -69,6 +69,11 @@ def test_best_is_bold_only_where_the_paired_interval_excludes_zero(noise):
     assert tex.count("\\textbf{") == 6 and "\\textbf{0.530}" in tex
     md = markdown_table(table)
     assert md.count("**") == 12
+    # a partial sweep: its mPC and rPC average other conditions, so only the clean columns can be bold
+    partial = _run("b", 0.0, shared, own_b)
+    partial["conditions"] = {c: v for c, v in partial["conditions"].items() if c != "low_light_s2"}
+    table = model_summary_table(group_by_dataset([_run("a", 0.03, shared, own_a), partial])[0], "recall")
+    assert _bold_columns(table, 0) == {1, 4}
     # the case: a difference inside the noise is not bold, however the rounding falls
     noisy = group_by_dataset(
         [_run("a", 0.001, shared, own_a * 20), _run("b", 0.0, shared, own_b * 20)]  # model noise of 0.04
