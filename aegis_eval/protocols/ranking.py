@@ -298,6 +298,10 @@ def paired_block(
                 xb = sb.samples.get(col, {}).get(metric) if both and sb is not None else None
                 conds[col] = paired_cell(va, vb, xa, xb)
             entry["conditions"] = conds
+            if not columns:  # GT-version columns: no condition summaries to compare
+                entry.update(mpc=None, rpc=None, per_family={})
+                pairs[f"{names[i]} - {names[j]}"] = entry
+                continue
             shared = [c for c in conditions[i] if c in conditions[j]]
             point_a, resampled_a = summaries(i, sa if both else None, shared)
             point_b, resampled_b = summaries(j, sb if both else None, shared)

@@ -116,6 +116,11 @@ def test_version_columns():
     )
     assert doc["reference"] == "v1" and doc["ranks"]["v2"] == {"a": 1.0, "b": 2.0, "c": 3.0}
     assert doc["kendall_tau"]["v2"]["tau"] == pytest.approx(1 / 3)
+    # GT-version columns carry no per-model samples: every pair unpaired, nothing tested
+    paired = doc["paired"]
+    assert paired["status"] == "unpaired" and paired["n_tests"] == 0
+    assert all(e["mpc"] is None and e["conditions"] == {} for e in paired["pairs"].values())
+    assert "GT-version" in paired["pairs"]["a - b"]["reason"]
     with pytest.raises(AegisError, match=r"^\[rank_no_versions\]"):
         rank_models(MODELS, by="version")
 
