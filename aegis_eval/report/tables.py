@@ -341,14 +341,19 @@ def _paired_best_cells(
     first_col: int,
 ) -> frozenset[tuple[int, int]]:
     """(row, column) of the best value of a column only where its paired interval against every other model of
-    that column excludes 0: a "best" within the noise is not marked. Ties are never bold (their difference is 0)."""
-    best = _best_cells(values, lower_is_better, first_col)
+    that column lies wholly on the better side of 0: a "best" within the noise is not marked, and neither is a tie
+    (their difference is 0)."""
+
+    def better(cell: Mapping[str, Any], lower: bool) -> bool:
+        lo, hi = cell["ci"]
+        return bool(cell["excludes_zero"]) and (hi < 0 if lower else lo > 0)
+
     keep = set()
-    for i, col in best:
+    for i, col in _best_cells(values, lower_is_better, first_col):
         j = col - first_col
         others = [k for k in range(len(values)) if k != i and values[k][j] is not None]
         cells = [paired_cell(values[i][j], values[k][j], resamples[i][j], resamples[k][j]) for k in others]
-        if others and all(c["excludes_zero"] for c in cells):
+        if others and all(better(c, lower_is_better[j]) for c in cells):
             keep.add((i, col))
     return frozenset(keep)
 
@@ -365,8 +370,8 @@ def model_summary_table(group: DatasetGroup, metric: str) -> Table:
     config = suite_config(score_suite(group.runs[0].result)) if group.runs else None
     rows, raw = [], []
     resamples = [_summary_resamples(run_samples, metrics, config) for run_samples in samples]
-    if len({frozenset(run.result["conditions"]) for run in group.runs}) > 1:
-        # mPC over different conditions is no paired comparison: those columns are never bold
+    other_conditions = len({frozenset(run.result["conditions"]) for run in group.runs}) > 1
+    if other_conditions:  # mPC over different conditions is no paired comparison: those columns are never bold
         resamples = [[r if k % 3 == 0 else None for k, r in enumerate(row)] for row in resamples]
     for run in group.runs:
         row, vals = [run.label], []
@@ -391,7 +396,10 @@ def model_summary_table(group: DatasetGroup, metric: str) -> Table:
     if len(group.runs) > 1 and why_unpaired:
         notes.append(f"Paired intervals: {why_unpaired}.")
     if any(group.missing(run) for run in group.runs):
-        notes.append("A partial sweep's mPC and rPC average only the conditions it has (so they are not bold).")
+        notes.append(
+            "A partial sweep's mPC and rPC average only the conditions it has"
+            + (" (so they are not bold: the models cover different conditions)." if other_conditions else ".")
+        )
     return Table(
         f"{group.name}: summary across models",
         tuple(header),

@@ -74,6 +74,19 @@ def test_best_is_bold_only_where_the_paired_interval_excludes_zero(noise):
     partial["conditions"] = {c: v for c, v in partial["conditions"].items() if c != "low_light_s2"}
     table = model_summary_table(group_by_dataset([_run("a", 0.03, shared, own_a), partial])[0], "recall")
     assert _bold_columns(table, 0) == {1, 4}
+    # lower is better (FP per image): the bold value is the lower one, and only when the interval says so
+    fp = group_by_dataset([_run("a", 0.03, shared, own_a), _run("b", 0.0, shared, own_b)])[0]
+    for run in fp.runs:
+        for entry in run.result["conditions"].values():
+            entry["fp_per_image"] = entry["recall"]
+        for per_metric in run.result[SAMPLES_KEY].samples.values():
+            per_metric["fp_per_image"] = per_metric["recall"]
+    table = model_summary_table(fp, "fp_per_image")
+    assert _bold_columns(table, 1) == {4, 5, 6} and _bold_columns(table, 0) == {1, 2, 3}  # map50: a; FP: b
+    # equal to 3 decimals (both "best" in print) but b is surely higher: only b is bold, never both
+    close = group_by_dataset([_run("a", 0.0001, shared, own_a / 100), _run("b", 0.0004, shared, own_b / 100)])[0]
+    table = model_summary_table(close, "recall")
+    assert _bold_columns(table, 1) >= {1, 4} and not _bold_columns(table, 0)
     # the case: a difference inside the noise is not bold, however the rounding falls
     noisy = group_by_dataset(
         [_run("a", 0.001, shared, own_a * 20), _run("b", 0.0, shared, own_b * 20)]  # model noise of 0.04
