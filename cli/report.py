@@ -254,6 +254,9 @@ def _print_paired(doc: dict, fmt_difference) -> None:
         ]
         table.add_row(label, *texts)
     out.print(fit(table))
+    first = next(e for e in pairs if e["status"] == "paired")
+    unit = "groups of images (clustered)" if first["resampling_unit"] == "cluster" else "images"
+    out.print(f"n: B = {first['n_bootstrap']:,} paired resamples of {first['n_units']:,} {unit}", highlight=False)
     out.print(
         f"{block['n_excluding_zero']} of {block['n_tests']} paired intervals exclude 0; {block['n_significant']} "
         f"remain after Holm's adjustment (family-wise {block['alpha']:.0%}). Unpaired pairs: "
