@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,9 +65,14 @@ class ScoreResult:
     values, which ``class_thresholds`` holds). ``to_dict()`` is the document; ``to_json(path)`` writes exactly the
     score JSON the ``aegis score`` command writes. A document that is no score document (docs/SCORE_JSON.md) is
     refused at construction with one ``[score_schema]`` AegisError line.
+
+    ``samples``: the per-resample values behind the intervals (``aegis_eval.protocols.samples_file.ScoreSamples``;
+    None for B = 1, GT versions, or a document read back): :func:`rank` pairs models with them, and ``to_json``
+    writes them beside the JSON (``<name>.samples.npz``, docs/SCORE_JSON.md).
     """
 
     document: Mapping[str, Any]
+    samples: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         from aegis_eval.protocols.ranking import checked_score_result
@@ -142,8 +147,19 @@ class ScoreResult:
         return score_json_bytes(self.document)
 
     def to_json(self, path: PathLike) -> Path:
-        """Write the document atomically (the bytes of the score JSON ``aegis score`` writes); returns the path."""
+        """Write the document atomically (the bytes of the score JSON ``aegis score`` writes), and with
+        ``samples`` its samples file beside it first (``samples_path``); returns the path."""
+        if self.samples is not None:
+            from aegis_eval.protocols.samples_file import samples_bytes, write_samples
+
+            write_samples(samples_bytes(self.samples), path)
         return write_json(self.document, path)
+
+    def samples_path(self, path: PathLike) -> Path | None:
+        """Where ``to_json(path)`` writes the samples file; None when it writes none."""
+        from aegis_eval.protocols.samples_file import sidecar_path
+
+        return None if self.samples is None else sidecar_path(path)
 
     def to_csv(self, path: PathLike) -> Path:
         """Write one flat row per condition atomically (the bytes of the CSV ``aegis score`` writes); returns the
@@ -226,7 +242,14 @@ def score(
 
         return ScoreResult(score_versions(predictions, list(gt), options, remap_versions))
     # A one-item list reaches score() as it is, which refuses it in one line.
-    return ScoreResult(run_score(predictions, gt, options).result)  # type: ignore[arg-type]
+    scored = run_score(predictions, gt, options)  # type: ignore[arg-type]
+    from aegis_eval.protocols.samples_file import samples_bytes, score_samples, with_samples_hash
+
+    samples = score_samples(scored.samples, scored.image_ids, scored.clusters, scored.result)
+    if samples is None:
+        return ScoreResult(scored.result)
+    # Only provenance gains a field (the samples file's hash): every number of the document stays as scored.
+    return ScoreResult(with_samples_hash(scored.result, samples_bytes(samples)), samples)
 
 
 def _class_map(spec: str | ClassMap | None, side: str, allow_merge: bool) -> ClassMap | None:
@@ -331,12 +354,15 @@ def rank(
     seed: int = 0,
     allow_mixed_suites: bool = False,
     merge_same_label: bool = False,
+    paired: bool = True,
 ) -> dict[str, Any]:
     """Rank models by ``metric`` from a list of their score JSONs (paths), :class:`ScoreResult` s or score
     documents (each checked as ``aegis rank`` checks a file): the ``aegis rank`` document (rank agreement across
     conditions, paired intervals; docs/SCORING.md). Scores of different suites are refused unless
     ``allow_mixed_suites``. ``merge_same_label`` (score files only): the files of one label are one model, their
-    conditions merged (one run per domain). AegisError on bad input."""
+    conditions merged (one run per domain). The ``paired`` block holds every pair's differences with paired
+    bootstrap intervals, from each file's samples file or each :class:`ScoreResult`'s ``samples`` (a plain
+    document has none: unpaired); ``paired`` False leaves them out. AegisError on bad input."""
     from aegis_eval.metrics.bootstrap import BootstrapOptions
     from aegis_eval.protocols.ranking import checked_score_result, load_score_results, model_labels, rank_models
 
@@ -359,17 +385,23 @@ def rank(
             seed=seed,
             merge_same_label=merge_same_label,
             allow_mixed_suites=allow_mixed_suites,
+            paired=paired,
         )
     if merge_same_label:
         raise AegisError("`merge_same_label` merges score files; pass paths only", param="merge_same_label")
-    results = []
+    from aegis_eval.protocols.samples_file import read_samples
+
+    results, samples = [], []
     for k, s in enumerate(scores):
         if isinstance(s, ScoreResult):
             results.append(s.to_dict())
+            samples.append(s.samples)
         elif isinstance(s, Mapping):
             results.append(checked_score_result(dict(s), f"scores[{k}]"))
+            samples.append(None)
         elif isinstance(s, (str, Path)):
             results.extend(load_score_results([s]))
+            samples.append(read_samples(s, results[-1]) if paired else None)
         else:
             raise AegisError(
                 f"scores[{k}] must be a score file path, a ScoreResult or a score document, got {type(s).__name__}"
@@ -383,6 +415,8 @@ def rank(
         bootstrap=BootstrapOptions(n_bootstrap=bootstrap, seed=seed),
         labels=model_labels(results),
         allow_mixed_suites=allow_mixed_suites,
+        samples=samples,
+        paired=paired,
     )
 
 
@@ -435,6 +469,7 @@ def convert_refs(refs: PathLike, instances: PathLike, out: PathLike) -> dict[str
 # Formatting shared by the reports and the command line, so a value reads the same in both (loaded on first use).
 _SHARED_FORMATS = {
     "fmt_tau": "aegis_eval.report.tables",
+    "fmt_difference": "aegis_eval.report.tables",
     "rank_order": "aegis_eval.report.tables",
     "fmt_threshold": "aegis_eval.report.mitigation",
 }

@@ -55,6 +55,7 @@ PARAM_FLAGS: dict[str, str] = {
     "gsd_cm_per_px": "--gsd",
     "n_bootstrap": "--bootstrap",
     "repo_id": "--push",
+    "paired": "--no-paired",  # named only to turn pairing off (rank's messages: "leave them out with `paired`")
 }
 
 _BACKTICKED = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`")

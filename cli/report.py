@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from aegis_data.api import check_outputs
 from aegis_eval import api
@@ -180,9 +181,18 @@ def rank(
         Path | None, typer.Option("--json", help="Write the aegis-rank/1 JSON here.", show_default=False)
     ] = None,
     allow_mixed_suites: AllowMixedSuitesOpt = False,
+    paired: Annotated[
+        bool,
+        typer.Option(
+            "--paired/--no-paired",
+            help="Paired differences between models from each score's samples file (<name>.samples.npz beside "
+            "its JSON); --no-paired ranks without them.",
+        ),
+    ] = True,
 ) -> None:
-    """Rank models per condition (or GT version), with Kendall's tau to the reference ranking and rank flips."""
-    from aegis_eval.api import fmt_tau, rank_order
+    """Rank models per condition (or GT version): the order (ties as '='), Kendall's tau to the reference ranking
+    with three or more models, rank flips, and paired differences with intervals (Holm-adjusted count)."""
+    from aegis_eval.api import fmt_difference, fmt_tau, rank_order
 
     check_outputs({"--json": json_out}, results)
     doc = api.rank(
@@ -195,22 +205,65 @@ def rank(
         seed=seed,
         merge_same_label=merge_same_label,
         allow_mixed_suites=allow_mixed_suites,
+        paired=paired,
     )
+    with_tau = len(doc["models"]) >= 3  # with two models tau is +-1 whatever the data: not shown
     table = Table(
-        title=f"ranking on {doc['metric']} vs {doc['reference']}: Kendall's tau-b (95% CI over resampled "
-        "models) and rank flips"
+        title=f"ranking on {doc['metric']} vs {doc['reference']}: "
+        + ("Kendall's tau-b (95% CI over resampled models), " if with_tau else "")
+        + "rank flips, order ('=' ties)"
     )
-    for col in ("column", "models", "Kendall τ", "flips", "order (best first)"):
+    columns = ("column", "models", *(("Kendall τ",) if with_tau else ()), "flips", "order (best first)")
+    for col in columns:
         table.add_column(col, justify="right" if col in ("models", "Kendall τ", "flips") else "left")
     for col, ranks in doc["ranks"].items():
         t = doc["kendall_tau"][col]
-        table.add_row(
-            col, str(t["n_models"]), fmt_tau(t, undefined="–"), str(len(doc["rank_flips"][col])), rank_order(ranks)
-        )
+        tau = (fmt_tau(t, undefined="–"),) if with_tau else ()
+        table.add_row(col, str(t["n_models"]), *tau, str(len(doc["rank_flips"][col])), rank_order(ranks))
     out.print(fit(table))
+    _print_paired(doc, fmt_difference)
     if json_out is not None:
         api.write_json(doc, json_out)
         out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
+
+
+def _print_paired(doc: dict, fmt_difference) -> None:
+    """The paired differences A - B per column, mPC and rPC (bold where the interval excludes 0), and the
+    multiplicity line; one line saying why when there are none."""
+    block = doc["paired"]
+    pairs = list(block["pairs"].values())
+    if block["status"] == "unpaired":
+        out.print(f"paired differences: unpaired ({pairs[0]['reason']})", highlight=False, soft_wrap=True)
+        return
+    metric = doc["metric"]
+    table = Table(title=f"paired differences A − B of {metric}, 95% paired intervals (bold: excludes 0)")
+    table.add_column("column")
+    for e in pairs:
+        table.add_column(f"{e['a']} − {e['b']}", justify="right")
+    rows = [(c, [e["conditions"][c] for e in pairs], metric, False) for c in pairs[0]["conditions"]]
+    rows += [("mPC", [e["mpc"] for e in pairs], metric, False), ("rPC", [e["rpc"] for e in pairs], "", False)]
+    families = dict.fromkeys(f for e in pairs for f in e["per_family"])
+    rows += [(f"{f}: mean drop (pp)", [e["per_family"].get(f) for e in pairs], "", True) for f in families]
+    for label, cells, unit, percent in rows:
+        texts = [
+            Text(
+                "" if c is None else fmt_difference(c, unit, percent=percent),
+                style="bold" if c is not None and c.get("excludes_zero") else "",
+            )
+            for c in cells
+        ]
+        table.add_row(label, *texts)
+    out.print(fit(table))
+    first = next(e for e in pairs if e["status"] == "paired")
+    unit = "groups of images (clustered)" if first["resampling_unit"] == "cluster" else "images"
+    out.print(f"n: B = {first['n_bootstrap']:,} paired resamples of {first['n_units']:,} {unit}", highlight=False)
+    out.print(
+        f"{block['n_excluding_zero']} of {block['n_tests']} paired intervals exclude 0; {block['n_significant']} "
+        f"remain after Holm's adjustment (family-wise {block['alpha']:.0%}). Unpaired pairs: "
+        + (", ".join(f"{e['a']} − {e['b']} ({e['reason']})" for e in pairs if e["status"] != "paired") or "none"),
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def register(app: typer.Typer) -> None:

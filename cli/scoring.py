@@ -461,6 +461,9 @@ def score_cmd(
     )
     # The files first: whatever happens while printing (a closed pipe), the score that took minutes is kept.
     written = [result.to_json(json_out)] if json_out is not None else []
+    samples_file = result.samples_path(json_out) if json_out is not None else None
+    if samples_file is not None:  # the per-resample values `aegis rank` pairs models with
+        written.insert(0, samples_file)
     if csv_out is not None:
         written.append(result.to_csv(csv_out))
     _print_score(result.document)

@@ -124,33 +124,22 @@ def summarize_robustness(
     }
 
 
-def summary_intervals(
-    samples: Mapping[str, Mapping[str, np.ndarray]], config: SuiteConfig | None = None, confidence: float = 0.95
+def summary_samples(
+    samples: Mapping[str, Mapping[str, np.ndarray]], config: SuiteConfig | None = None
 ) -> dict[str, Any]:
-    """Percentile intervals of mPC, rPC, the mean relative drop and each corruption's and family's mean drop.
+    """Per-resample values (B,) of mPC, rPC, the mean relative drop and each corruption's and family's mean drop.
 
-    samples: {condition: {metric: (B,) per-resample values}}, every condition drawn with the SAME weight rows
-    (``aegis_eval.protocols.scoring`` scores all conditions against one resample matrix). Each summary is computed per
-    resample exactly as :func:`summarize_robustness` computes it from the point values (means skip conditions
-    where the metric is undefined in that resample), so the interval of rPC pairs each resample's mPC with
-    that resample's clean value. Without ``clean``, rPC and drops are None.
+    samples: {condition: {metric: (B,) per-resample values}}, every condition drawn with the SAME weight rows.
+    Each summary is computed per resample exactly as :func:`summarize_robustness` computes it from the point
+    values (means skip conditions where the metric is undefined in that resample); None where the summary does
+    not exist (no corrupted condition, or no ``clean`` for rPC and drops). The paired model differences
+    (``aegis_eval.metrics.paired``) subtract two of these resample by resample.
     """
     config = config or load_config()
     corrupted = {c: p for c in samples if c != "clean" and (p := corruption_of(c)) is not None and p[0] is not None}
     metrics = list(next(iter(samples.values()))) if samples else []
     clean = samples.get("clean")
-
-    def ci(values: np.ndarray | None) -> list[float | None]:
-        return list(percentile_interval(values, confidence)) if values is not None else [None, None]
-
-    out: dict[str, Any] = {
-        "confidence": float(confidence),
-        "mpc": {},
-        "rpc": {},
-        "mean_rel_drop": {},
-        "per_corruption": {},
-        "per_family": {},
-    }
+    out: dict[str, Any] = {"mpc": {}, "rpc": {}, "mean_rel_drop": {}, "per_corruption": {}, "per_family": {}}
     for m in metrics:
         per_cond = {c: np.asarray(samples[c][m], dtype=np.float64) for c in corrupted}
         mpc = nanmean_rows(list(per_cond.values())) if per_cond else None
@@ -159,16 +148,39 @@ def summary_intervals(
         if c0 is not None and mpc is not None:
             rpc = relative_to_clean(mpc, c0)
             drops = {c: relative_to_clean(c0 - v, c0) for c, v in per_cond.items()}
-        out["mpc"][m] = ci(mpc)
-        out["rpc"][m] = ci(rpc)
-        out["mean_rel_drop"][m] = ci(nanmean_rows(list(drops.values())) if drops else None)
+        out["mpc"][m] = mpc
+        out["rpc"][m] = rpc
+        out["mean_rel_drop"][m] = nanmean_rows(list(drops.values())) if drops else None
         for name in dict.fromkeys(n for n, _ in corrupted.values()):
             conds = [c for c, (n, _) in corrupted.items() if n == name]
             mean = nanmean_rows([drops[c] for c in conds]) if drops else None
-            out["per_corruption"].setdefault(name, {})[m] = ci(mean)
+            out["per_corruption"].setdefault(name, {})[m] = mean
         for family, members in config.families.items():
             conds = [c for c, (name, _) in corrupted.items() if name in members]
             if conds:
                 fam = nanmean_rows([drops[c] for c in conds]) if drops else None
-                out["per_family"].setdefault(family, {})[m] = ci(fam)
+                out["per_family"].setdefault(family, {})[m] = fam
+    return out
+
+
+def summary_intervals(
+    samples: Mapping[str, Mapping[str, np.ndarray]], config: SuiteConfig | None = None, confidence: float = 0.95
+) -> dict[str, Any]:
+    """Percentile intervals of mPC, rPC, the mean relative drop and each corruption's and family's mean drop.
+
+    samples: {condition: {metric: (B,) per-resample values}}, every condition drawn with the SAME weight rows
+    (``aegis_eval.protocols.scoring`` scores all conditions against one resample matrix). Each summary is computed per
+    resample by :func:`summary_samples`, so the interval of rPC pairs each resample's mPC with that resample's
+    clean value. Without ``clean``, rPC and drops are None.
+    """
+
+    def ci(values: np.ndarray | None) -> list[float | None]:
+        return list(percentile_interval(values, confidence)) if values is not None else [None, None]
+
+    per_resample = summary_samples(samples, config)
+    out: dict[str, Any] = {"confidence": float(confidence)}
+    for section in ("mpc", "rpc", "mean_rel_drop"):
+        out[section] = {m: ci(v) for m, v in per_resample[section].items()}
+    for section in ("per_corruption", "per_family"):
+        out[section] = {k: {m: ci(v) for m, v in block.items()} for k, block in per_resample[section].items()}
     return out

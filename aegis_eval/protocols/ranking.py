@@ -16,6 +16,16 @@ Agreement with the reference column (``clean``, or the reference GT version):
   study, which is the question "does the clean ranking predict the corrupted one" asks. Copies of one model
   form pairs tied in both rankings. With few models the interval is wide, honestly so.
 * Rank flips: every pair (A, B) with A strictly better than B on the reference and strictly worse in the column.
+* Kendall's tau is reported only with three or more models: with two it is +1 or -1 by construction and its
+  interval says nothing (None, with the interval [None, None]).
+* ``order``: the models best first, ``a = b > c``: equal values are tied and printed ``=``, never ``>``.
+
+Paired differences (``paired``, docs/SCORING.md "Paired model differences"): for every pair of models, A - B of the
+metric per column, of its mPC and rPC and of each family's mean relative drop, with the paired bootstrap interval
+from the scores' samples files (``aegis_eval.protocols.samples_file``): the same resampled images (whole groups when
+the split was clustered) for both models. Holm's adjustment runs over every cell of the document. Models without
+samples give cells without intervals (``"status": "unpaired"``); models whose samples were drawn with different
+plans (seed, B, images, groups) are refused, since their resample rows are not the same images.
 """
 
 from __future__ import annotations
@@ -26,17 +36,22 @@ from typing import Any
 
 import numpy as np
 
+from aegis_data.engine.config import load_config
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.bootstrap import BootstrapOptions, percentile_interval, resample_weights
+from aegis_eval.metrics.paired import ALPHA, add_holm, paired_cell, summary_cells
 from aegis_eval.metrics.result_keys import AP_METRICS, LOWER_IS_BETTER, THRESHOLD_METRICS
-from aegis_eval.metrics.robustness import defined
+from aegis_eval.metrics.robustness import defined, summarize_robustness, summary_samples
 from aegis_eval.protocols.predictions import read_json_file
 from aegis_eval.protocols.provenance import check_one_suite
+from aegis_eval.protocols.samples_file import ScoreSamples, read_samples
 from aegis_eval.protocols.score_doc import validate_result
 
 RANK_SCHEMA = "aegis-rank/1"
 RANK_AXES = ("condition", "version")
 RANKABLE_METRICS = AP_METRICS + THRESHOLD_METRICS
+# Kendall's tau needs this many models to say anything: with two it is +-1 whatever the data.
+MIN_TAU_MODELS = 3
 
 
 def kendall_tau_b(x: np.ndarray, y: np.ndarray, multiplicity: np.ndarray | None = None) -> float:
@@ -75,6 +90,17 @@ def fractional_ranks(values: Sequence[float], lower_is_better: bool) -> list[flo
         k = end + 1
     out: list[float] = ranks.tolist()
     return out
+
+
+def tied_order(ranks: Mapping[str, float]) -> str:
+    """Models best first, ``a = b > c``: models of one rank (tied values) joined by ``=``, in the given order."""
+    groups: list[tuple[float, list[str]]] = []
+    for name, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        if groups and groups[-1][0] == rank:
+            groups[-1][1].append(name)
+        else:
+            groups.append((rank, [name]))
+    return " > ".join(" = ".join(names) for _, names in groups)
 
 
 def model_labels(results: Sequence[Mapping[str, Any]], files: Sequence[str] | None = None) -> list[str]:
@@ -116,16 +142,20 @@ def rank_models(
     bootstrap: BootstrapOptions | None = None,
     labels: Sequence[str] | None = None,
     allow_mixed_suites: bool = False,
+    samples: Sequence[ScoreSamples | None] | None = None,
+    paired: bool = True,
 ) -> dict[str, Any]:
     """The ``aegis-rank/1`` document (docs/SCORE_JSON.md) for score results of two or more models.
 
     by: "condition" (columns are conditions, reference ``clean``) or "version" (columns are the GT versions of
     ``condition`` in cross-version scores, reference the first version). ``reference`` overrides the column.
     Results scored on different suites (aegis-v1, aegis-v2) are refused unless ``allow_mixed_suites``.
+    ``samples``: per result its :class:`ScoreSamples` or None, for the paired differences (``paired`` False
+    leaves them out: every cell unpaired).
     """
     if len(results) < 2:
         raise AegisError(f"[rank_too_few] ranking needs score files of at least two models; got {len(results)}")
-    check_one_suite(results, list(labels) if labels is not None else model_labels(results), allow_mixed_suites)
+    suite = check_one_suite(results, list(labels) if labels is not None else model_labels(results), allow_mixed_suites)
     if metric not in RANKABLE_METRICS:
         raise AegisError(f"[rank_metric] cannot rank on {metric!r}; expected one of {', '.join(RANKABLE_METRICS)}")
     if by not in RANK_AXES:
@@ -157,13 +187,18 @@ def rank_models(
         sign = -1.0 if lower else 1.0  # tau on "goodness", so the sign reads the same for every metric
         x = sign * np.array([per_model[k][ref_col] for k in both], float)
         y = sign * np.array([per_model[k][col] for k in both], float)
-        tau = kendall_tau_b(x, y) if len(both) >= 2 else float("nan")
-        draws = np.array([kendall_tau_b(x, y, w[both]) for w in weights]) if len(both) >= 2 else np.array([np.nan])
+        enough = len(both) >= MIN_TAU_MODELS
+        tau = kendall_tau_b(x, y) if enough else float("nan")
+        draws = np.array([kendall_tau_b(x, y, w[both]) for w in weights]) if enough else np.array([np.nan])
         lo, hi = percentile_interval(draws, bootstrap.confidence)
         taus[col] = {"tau": None if np.isnan(tau) else float(tau), "ci": [lo, hi], "n_models": len(both)}
         flips[col] = [
             [names[a], names[b]] for i, a in enumerate(both) for j, b in enumerate(both) if x[i] > x[j] and y[i] < y[j]
         ]
+    use = list(samples) if samples is not None and paired else [None] * len(results)
+    if len(use) != len(results):
+        raise AegisError(f"expected one ScoreSamples or None per result ({len(results)}); got {len(use)}")
+    config = suite_config(suite)
     return {
         "schema": RANK_SCHEMA,
         "metric": metric,
@@ -173,9 +208,115 @@ def rank_models(
         "models": names,
         "values": values,
         "ranks": ranks,
+        "order": {col: tied_order(r) for col, r in ranks.items()},
         "kendall_tau": taus,
         "rank_flips": flips,  # [better on the reference, better in this column]
         "bootstrap": {"n_bootstrap": bootstrap.n_bootstrap, "seed": bootstrap.seed, "resampled": "models"},
+        "paired": paired_block(results, names, use, metric, columns if by == "condition" else [], config),
+    }
+
+
+def suite_config(suite: str | None) -> Any:
+    """The suite whose families the paired family differences group by: the scores' own suite when it is one this
+    toolkit knows, else the default suite (a custom suite's per-family points still come from its documents)."""
+    try:
+        return load_config(suite) if suite else load_config()
+    except AegisError:
+        return load_config()
+
+
+def _check_same_plan(a: ScoreSamples, b: ScoreSamples, name_a: str, name_b: str) -> None:
+    if a.fingerprint == b.fingerprint:
+        return
+    differ = [
+        k
+        for k in ("n_bootstrap", "seed", "n_images", "image_ids_sha256", "clusters_sha256", "gt_sha256")
+        if a.plan.get(k) != b.plan.get(k)
+    ]
+    raise AegisError(
+        f"[rank_unpaired_plans] {name_a!r} and {name_b!r} were bootstrapped with different resampling plans "
+        f"({', '.join(differ)} differ), so their resamples are not the same images; score both on the same split "
+        "with the same `seed`, `n_bootstrap` and `cluster_by`, or leave paired differences out with `paired`",
+        param="paired",
+    )
+
+
+def _unpaired_reason(
+    sa: ScoreSamples | None, sb: ScoreSamples | None, name_a: str, name_b: str, by_version: bool
+) -> str:
+    if by_version:
+        return "GT-version columns carry no per-model samples"
+    missing = [n for n, s in ((name_a, sa), (name_b, sb)) if s is None]
+    return f"no samples file for {' and '.join(repr(n) for n in missing)} (scored with B = 1, or its file is absent)"
+
+
+def paired_block(
+    results: Sequence[Mapping[str, Any]],
+    names: Sequence[str],
+    samples: Sequence[ScoreSamples | None],
+    metric: str,
+    columns: Sequence[str],
+    config: Any,
+) -> dict[str, Any]:
+    """The rank document's ``paired`` block: per pair of models (A before B in the given order) the paired
+    differences A - B of ``metric`` per column, of mPC, rPC and each family's mean relative drop; Holm's
+    adjustment over all of them. ``columns``: the condition columns (empty for version columns: every pair
+    unpaired). mPC, rPC and the family means of a pair are taken over the conditions both models have, so a
+    partial sweep is compared with a full one on the same conditions only."""
+    pairs: dict[str, Any] = {}
+    cells: list[dict[str, Any]] = []
+    conditions = [r.get("conditions") or {} for r in results]
+
+    def summaries(k: int, s: ScoreSamples | None, shared: list[str]) -> tuple[dict[str, Any], Any]:
+        point = summarize_robustness({c: conditions[k][c] for c in shared}, config, (metric,))
+        if s is None or any(c not in s.samples or metric not in s.samples[c] for c in shared) or not shared:
+            return point, None
+        return point, summary_samples({c: {metric: s.samples[c][metric]} for c in shared}, config)
+
+    for i in range(len(results)):
+        for j in range(i + 1, len(results)):
+            sa, sb = samples[i], samples[j]
+            both = sa is not None and sb is not None and bool(columns)
+            if both and sa is not None and sb is not None:
+                _check_same_plan(sa, sb, names[i], names[j])
+            entry: dict[str, Any] = {
+                "a": names[i],
+                "b": names[j],
+                "status": "paired" if both else "unpaired",
+                "reason": None if both else _unpaired_reason(sa, sb, names[i], names[j], not columns),
+            }
+            if both and sa is not None:
+                entry.update(
+                    n_bootstrap=sa.plan["n_bootstrap"],
+                    resampling_unit=sa.plan.get("resampling_unit"),
+                    n_units=sa.plan.get("n_units"),
+                )
+            conds: dict[str, Any] = {}
+            for col in columns:
+                va, vb = (defined((results[k].get("conditions") or {}).get(col, {}).get(metric)) for k in (i, j))
+                xa = sa.samples.get(col, {}).get(metric) if both and sa is not None else None
+                xb = sb.samples.get(col, {}).get(metric) if both and sb is not None else None
+                conds[col] = paired_cell(va, vb, xa, xb)
+            entry["conditions"] = conds
+            if not columns:  # GT-version columns: no condition summaries to compare
+                entry.update(mpc=None, rpc=None, per_family={})
+                pairs[f"{names[i]} - {names[j]}"] = entry
+                continue
+            shared = [c for c in conditions[i] if c in conditions[j]]
+            point_a, resampled_a = summaries(i, sa if both else None, shared)
+            point_b, resampled_b = summaries(j, sb if both else None, shared)
+            entry.update(summary_cells(point_a, point_b, resampled_a, resampled_b, metric))
+            cells += list(conds.values()) + [entry["mpc"], entry["rpc"], *entry["per_family"].values()]
+            pairs[f"{names[i]} - {names[j]}"] = entry
+    tally = add_holm(cells, ALPHA)
+    statuses = {e["status"] for e in pairs.values()}
+    return {
+        "metric": metric,
+        "difference": "a - b",
+        "confidence": 0.95,
+        "status": statuses.pop() if len(statuses) == 1 else "partial",
+        **tally,
+        "pairs": pairs,
     }
 
 
@@ -238,15 +379,21 @@ def rank_paths(
     seed: int = 0,
     merge_same_label: bool = False,
     allow_mixed_suites: bool = False,
+    paired: bool = True,
 ) -> dict[str, Any]:
-    """:func:`rank_models` of score JSON files, with the files recorded. ``merge_same_label``: files with one
-    label are one model (:func:`merge_by_label`); otherwise repeated labels get ``#k``."""
+    """:func:`rank_models` of score JSON files, with the files recorded and each file's samples file (beside it,
+    ``aegis_eval.protocols.samples_file``) for the paired differences. ``merge_same_label``: files with one
+    label are one model (:func:`merge_by_label`; its samples pair only when all its files share one resampling
+    plan); otherwise repeated labels get ``#k``."""
     results = load_score_results(paths)
     files = [str(p) for p in paths]
     check_one_suite(results, files, allow_mixed_suites)  # before merging: a label's files may mix suites too
+    samples = [read_samples(p, r) for p, r in zip(paths, results)] if paired else [None] * len(results)
     if merge_same_label:
+        by_file = dict(zip(files, samples))
         results, sources = merge_by_label(results, files)
         labels = [r["label"] for r in results]
+        samples = [_merged_samples([by_file[f] for f in sources[label]]) for label in labels]
     else:
         labels = model_labels(results, files)
         sources = {name: [f] for name, f in zip(labels, files)}
@@ -259,6 +406,21 @@ def rank_paths(
         bootstrap=BootstrapOptions(n_bootstrap=bootstrap, seed=seed),
         labels=labels,
         allow_mixed_suites=allow_mixed_suites,
+        samples=samples,
+        paired=paired,
     )
     doc["files"] = sources
     return doc
+
+
+def _merged_samples(parts: Sequence[ScoreSamples | None]) -> ScoreSamples | None:
+    """One label's samples over its files: their conditions together when every file has samples drawn with one
+    plan, else None (resample b of two plans is not one draw of images)."""
+    if any(p is None for p in parts) or len({p.fingerprint for p in parts if p is not None}) != 1:
+        return None
+    merged: dict[str, Any] = {}
+    for p in parts:
+        if p is not None:
+            merged.update(p.samples)
+    first = parts[0]
+    return None if first is None else ScoreSamples(first.plan, merged)

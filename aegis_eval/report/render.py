@@ -24,6 +24,7 @@ from aegis_eval.report.tables import (
     headline_table,
     missing_note,
     model_summary_table,
+    paired_table,
     ranking_table,
     sample_note,
     submerged_table,
@@ -110,6 +111,7 @@ def named_tables(g: DatasetGroup, metric: str) -> list[tuple[str, Table]]:
         ("submerged", submerged_table(g)),
         ("false_alarms", false_alarm_table(g)),
         (f"ranking_{metric}", ranking_table(g, metric)),
+        (f"paired_{metric}", paired_table(g, metric)),
     ]
     tables += [(f"mitigation_{k + 1}_{metric}", t) for k, t in enumerate(mitigation_tables(g, metric))]
     note = sample_note(g)

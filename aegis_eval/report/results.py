@@ -27,20 +27,25 @@ from aegis_data.engine.config import SuiteConfig, load_config
 from aegis_data.errors import AegisError
 from aegis_data.files.readers import read_json
 from aegis_eval.metrics.result_keys import AP_METRICS, LOWER_IS_BETTER, THRESHOLD_METRICS
+from aegis_eval.protocols.samples_file import ScoreSamples, read_samples
 from aegis_eval.protocols.score_doc import validate_result
 from aegis_eval.report.text import one_line
 
 METRICS = THRESHOLD_METRICS + AP_METRICS
 UNKNOWN_DATASET = "unknown"
 SOURCE_KEY = "_source"  # added by load_results so messages and the provenance table can name the file
+# Added by load_results: the file's samples (``aegis_eval.protocols.samples_file.ScoreSamples``) or None, for the
+# paired differences between models.
+SAMPLES_KEY = "_samples"
 
 
 def load_results(paths: Iterable[str | Path]) -> list[dict]:
     """Read and validate score JSON files, in the order given.
 
-    Each returned dict is the file's JSON with one extra key, ``"_source"`` (the path as given). Raises
-    AegisError (one line naming the file) for a missing, unreadable, non-JSON or wrong-schema file, or when
-    no path is given.
+    Each returned dict is the file's JSON with two extra keys, ``"_source"`` (the path as given) and
+    ``"_samples"`` (its samples file beside it, checked against ``provenance.samples_sha256``, or None). Raises
+    AegisError (one line naming the file) for a missing, unreadable, non-JSON or wrong-schema file, a samples
+    file of another run, or when no path is given.
     """
     paths = [Path(p) for p in paths]
     if not paths:
@@ -49,7 +54,7 @@ def load_results(paths: Iterable[str | Path]) -> list[dict]:
     for p in paths:
         obj, _ = read_json(p, "score JSON")
         validate_result(obj, str(p))
-        results.append({**obj, SOURCE_KEY: str(p)})
+        results.append({**obj, SOURCE_KEY: str(p), SAMPLES_KEY: read_samples(p, obj)})
     return results
 
 
@@ -244,6 +249,12 @@ class Run:
     @property
     def source(self) -> str:
         return str(self.result.get(SOURCE_KEY, ""))
+
+    @property
+    def samples(self) -> ScoreSamples | None:
+        """The run's per-resample values (its samples file), None when the score has none."""
+        value = self.result.get(SAMPLES_KEY)
+        return value if isinstance(value, ScoreSamples) else None
 
     def has(self, condition: str) -> bool:
         return condition in self.result["conditions"]

@@ -12,8 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from aegis_data.conditions import condition_id
-from aegis_eval.metrics.result_keys import LOWER_IS_BETTER
+from aegis_eval.metrics.paired import ALPHA, paired_cell
+from aegis_eval.metrics.result_keys import CI_METRICS, LOWER_IS_BETTER
+from aegis_eval.metrics.robustness import summary_samples
 from aegis_eval.protocols.provenance import score_suite
+from aegis_eval.protocols.ranking import MIN_TAU_MODELS, paired_block, suite_config, tied_order
+from aegis_eval.protocols.samples_file import ScoreSamples
 from aegis_eval.report.results import (
     DatasetGroup,
     Run,
@@ -86,7 +90,9 @@ def _thousands(n: int | None) -> str:
 
 def _sample_phrase(s: SampleSize) -> str:
     bins = (s.n_gt_small, s.n_gt_medium, s.n_gt_large)
-    text = f"{_thousands(s.n_images)} images, {_thousands(s.n_gt)} GT boxes"
+    # Frames of one group (a video sequence) are not independent: the group count is the effective n.
+    groups = f" in {_thousands(s.n_units)} groups" if s.resampling_unit == "cluster" and s.n_units is not None else ""
+    text = f"{_thousands(s.n_images)} images{groups}, {_thousands(s.n_gt)} GT boxes"
     if all(b is not None for b in bins):
         text += f" (small {_thousands(bins[0])}, medium {_thousands(bins[1])}, large {_thousands(bins[2])})"
     return text
@@ -97,7 +103,9 @@ def _bootstrap_phrase(s: SampleSize) -> str:
         return "bootstrap settings not recorded"
     if s.n_bootstrap == 1:
         return "no bootstrap (B = 1: intervals collapse to the point value)"
-    unit = {"image": "images", "cluster": "clusters of images"}.get(s.resampling_unit or "", "images")
+    unit = {"image": "images", "cluster": "groups of images (clustered: whole groups drawn)"}.get(
+        s.resampling_unit or "", "images"
+    )
     units = f"{_thousands(s.n_units)} " if s.n_units is not None else ""
     seed = f", seed {s.seed}" if s.seed is not None else ""
     return f"B = {s.n_bootstrap:,} bootstrap resamples of {units}{unit}{seed}"
@@ -292,14 +300,79 @@ def _best_cells(
     return frozenset(best)
 
 
+def paired_samples(group: DatasetGroup) -> tuple[list[ScoreSamples | None], str | None]:
+    """(per run its samples when the runs can be paired, else None; why some or all cells have no paired
+    interval, None when every run pairs). Runs pair when their samples were drawn with one resampling plan."""
+    samples = [run.samples for run in group.runs]
+    present = [s for s in samples if s is not None]
+    if not present:
+        return [None] * len(samples), (
+            "no run has a samples file (scored with B = 1, before samples files existed, or the file was not "
+            "kept beside its JSON), so no difference between models has an interval"
+        )
+    if len({s.fingerprint for s in present}) > 1:
+        return [None] * len(samples), (
+            "the runs were bootstrapped with different resampling plans (seed, B, images or groups), so their "
+            "resamples are not the same images and no difference between models has a paired interval"
+        )
+    if len(present) < len(samples):
+        missing = ", ".join(run.label for run, s in zip(group.runs, samples) if s is None)
+        return samples, f"{missing}: no samples file, so differences with it have no interval"
+    return samples, None
+
+
+def _summary_resamples(run_samples: ScoreSamples | None, metrics: Sequence[str], config: Any) -> list[Any]:
+    """Per (metric, clean/mPC/rPC) column of the summary table: the run's per-resample values, or None."""
+    if run_samples is None:
+        return [None] * (3 * len(metrics))
+    per_resample = summary_samples(run_samples.samples, config)
+    clean = run_samples.samples.get("clean") or {}
+    out: list[Any] = []
+    for m in metrics:
+        known = m in CI_METRICS
+        out += [clean.get(m) if known else None] + [per_resample[k].get(m) if known else None for k in ("mpc", "rpc")]
+    return out
+
+
+def _paired_best_cells(
+    values: Sequence[Sequence[float | None]],
+    resamples: Sequence[Sequence[Any]],
+    lower_is_better: Sequence[bool],
+    first_col: int,
+) -> frozenset[tuple[int, int]]:
+    """(row, column) of the best value of a column only where its paired interval against every other model of
+    that column lies wholly on the better side of 0: a "best" within the noise is not marked, and neither is a tie
+    (their difference is 0)."""
+
+    def better(cell: Mapping[str, Any], lower: bool) -> bool:
+        lo, hi = cell["ci"]
+        return bool(cell["excludes_zero"]) and (hi < 0 if lower else lo > 0)
+
+    keep = set()
+    for i, col in _best_cells(values, lower_is_better, first_col):
+        j = col - first_col
+        others = [k for k in range(len(values)) if k != i and values[k][j] is not None]
+        cells = [paired_cell(values[i][j], values[k][j], resamples[i][j], resamples[k][j]) for k in others]
+        if others and all(better(c, lower_is_better[j]) for c in cells):
+            keep.add((i, col))
+    return frozenset(keep)
+
+
 def model_summary_table(group: DatasetGroup, metric: str) -> Table:
     """The table a paper prints: per model clean value, mPC and rPC of AP50 and of the report metric, each with
-    its bootstrap interval; the best value of each column in bold (markers in ``Table.bold``)."""
+    its bootstrap interval; the best value of a column in bold only where its paired interval against every other
+    model excludes 0 (markers in ``Table.bold``)."""
     metrics = summary_metrics(metric)
     header = ["model"]
     for m in metrics:
         header += [f"clean {m}", f"mPC {m}", f"rPC {m}"]
+    samples, why_unpaired = paired_samples(group)
+    config = suite_config(score_suite(group.runs[0].result)) if group.runs else None
     rows, raw = [], []
+    resamples = [_summary_resamples(run_samples, metrics, config) for run_samples in samples]
+    other_conditions = len({frozenset(run.result["conditions"]) for run in group.runs}) > 1
+    if other_conditions:  # mPC over different conditions is no paired comparison: those columns are never bold
+        resamples = [[r if k % 3 == 0 else None for k, r in enumerate(row)] for row in resamples]
     for run in group.runs:
         row, vals = [run.label], []
         for m in metrics:
@@ -314,19 +387,26 @@ def model_summary_table(group: DatasetGroup, metric: str) -> Table:
         raw.append(vals)
     lower = [m in LOWER_IS_BETTER for m in metrics for _ in range(3)]
     notes = [
-        "Best value per column in bold. Brackets: percentile 95% bootstrap intervals (clean: of the clean "
-        "value; mPC and rPC: recomputed in each resample). mPC: mean over the corrupted conditions present; "
-        "rPC = mPC / clean."
+        "Bold: the best value of a column, only where the paired 95% bootstrap interval of its difference to "
+        "every other model excludes 0 (same resampled images for both; per cell, not adjusted for the number of "
+        "cells: the paired-differences table gives Holm's adjustment). Brackets: percentile 95% bootstrap "
+        "intervals (clean: of the clean value; mPC and rPC: recomputed in each resample). mPC: mean over the "
+        "corrupted conditions present; rPC = mPC / clean."
     ]
+    if len(group.runs) > 1 and why_unpaired:
+        notes.append(f"Paired intervals: {why_unpaired}.")
     if any(group.missing(run) for run in group.runs):
-        notes.append("A partial sweep's mPC and rPC average only the conditions it has.")
+        notes.append(
+            "A partial sweep's mPC and rPC average only the conditions it has"
+            + (" (so they are not bold: the models cover different conditions)." if other_conditions else ".")
+        )
     return Table(
         f"{group.name}: summary across models",
         tuple(header),
         tuple(rows),
         ("l",) + ("r",) * (len(header) - 1),
         notes=tuple(notes),
-        bold=_best_cells(raw, lower, 1),
+        bold=_paired_best_cells(raw, resamples, lower, 1),
     )
 
 
@@ -344,8 +424,8 @@ def fmt_tau(tau: Mapping[str, Any], undefined: str = UNDEFINED) -> str:
 
 
 def rank_order(ranks: Mapping[str, float]) -> str:
-    """Models best first, ``a > b > c`` (ties keep the document's order)."""
-    return " > ".join(name for name, _ in sorted(ranks.items(), key=lambda kv: kv[1]))
+    """Models best first, ``a = b > c``: tied models (one shared rank) joined by ``=``, in the document's order."""
+    return tied_order(ranks)
 
 
 def ranking_table(group: DatasetGroup, metric: str) -> Table | None:
@@ -362,21 +442,112 @@ def ranking_table(group: DatasetGroup, metric: str) -> Table | None:
         labels=list(group.labels),
         bootstrap=BootstrapOptions(n_bootstrap=RANKING_BOOTSTRAP, seed=0),
     )
+    with_tau = len(group.runs) >= MIN_TAU_MODELS
     rows = []
     for cond in (c for c in group.present_conditions if c in doc["ranks"]):
         t = doc["kendall_tau"][cond]
-        rows.append(
-            (cond, str(t["n_models"]), fmt_tau(t), str(len(doc["rank_flips"][cond])), rank_order(doc["ranks"][cond]))
+        tau = (fmt_tau(t),) if with_tau else ()
+        rows.append((cond, str(t["n_models"]), *tau, str(len(doc["rank_flips"][cond])), rank_order(doc["ranks"][cond])))
+    notes = [
+        "Order: best first; '=' joins models with equal values. A rank flip is a pair of models whose order "
+        "differs from clean. An order says nothing about noise: the paired-differences table does."
+    ]
+    if with_tau:
+        notes.insert(
+            0, "Brackets: 95% interval over resampled models (which detectors are in the study), not over images."
+        )
+    else:
+        notes.append(
+            f"Kendall's τ is shown with {MIN_TAU_MODELS} or more models (with two it is ±1 whatever the data)."
         )
     return Table(
         f"{group.name}: model ranking on {metric} vs clean",
-        ("condition", "models", "Kendall τ-b", "rank flips", "order (best first)"),
+        ("condition", "models", *(("Kendall τ-b",) if with_tau else ()), "rank flips", "order (best first)"),
         tuple(rows),
-        ("l", "r", "r", "r", "l"),
-        notes=(
-            "Brackets: 95% interval over resampled models (which detectors are in the study), not over images.",
-            "A rank flip is a pair of models whose order differs from clean.",
-        ),
+        ("l", "r", *(("r",) if with_tau else ()), "r", "l"),
+        notes=tuple(notes),
+    )
+
+
+def fmt_signed(v: float | None, metric: str = "") -> str:
+    if v is None:
+        return UNDEFINED
+    return f"{v:+.2f}" if metric == "fp_per_image" else f"{v:+.3f}"
+
+
+def fmt_difference(cell: Mapping[str, Any], metric: str = "", percent: bool = False) -> str:
+    """A paired difference with its interval: ``+0.012 [-0.010, +0.034]`` (``percent``: in percentage points);
+    the bracket only when the interval exists."""
+    scale = 100.0 if percent else 1.0
+
+    def one(v: float | None) -> str:
+        if v is None:
+            return UNDEFINED
+        return f"{scale * v:+.1f}" if percent else fmt_signed(v, metric)
+
+    lo, hi = cell.get("ci") or (None, None)
+    text = one(cell.get("value"))
+    return text if cell.get("value") is None or lo is None else f"{text} [{one(lo)}, {one(hi)}]"
+
+
+def paired_table(group: DatasetGroup, metric: str) -> Table | None:
+    """With two or more models: per pair of models, the difference A - B of ``metric`` per condition, of its mPC
+    and rPC and of each family's mean relative drop, with paired 95% bootstrap intervals (the same resampled
+    images, whole groups when clustered, for both models: ``aegis_eval.protocols.ranking.paired_block``). Bold
+    only where the interval excludes 0; the notes give Holm's adjustment over every cell of the table."""
+    if len(group.runs) < 2:
+        return None
+    samples, why_unpaired = paired_samples(group)
+    config = suite_config(score_suite(group.runs[0].result))
+    block = paired_block(
+        [r.result for r in group.runs], list(group.labels), samples, metric, list(group.present_conditions), config
+    )
+    pairs = list(block["pairs"].values())
+    families = list(dict.fromkeys(f for e in pairs for f in e["per_family"]))
+    row_keys: list[tuple[str, str, str | None]] = [("condition", c, c) for c in group.present_conditions]
+    row_keys += [("mpc", f"mPC {metric}", None), ("rpc", f"rPC {metric}", None)]
+    row_keys += [("family", f"{f}: mean drop (pp)", f) for f in families]
+    rows, bold = [], set()
+    for i, (kind, label, key) in enumerate(row_keys):
+        row = [label]
+        for j, e in enumerate(pairs):
+            if kind == "condition":
+                cell = e["conditions"].get(key)
+            elif kind == "family":
+                cell = e["per_family"].get(key)
+            else:
+                cell = e[kind]
+            if cell is None:
+                row.append(MISSING)
+                continue
+            row.append(fmt_difference(cell, metric if kind != "rpc" else "", percent=kind == "family"))
+            if cell.get("excludes_zero"):
+                bold.add((i, j + 1))
+        rows.append(tuple(row))
+    breaks = (len(group.present_conditions),) if families or len(row_keys) > len(group.present_conditions) else ()
+    n_tests = block["n_tests"]
+    notes = [
+        "Paired difference A - B: both models on the same resampled images (whole groups when the bootstrap is "
+        "clustered); brackets: percentile 95% interval of the per-resample differences. Bold: the interval "
+        "excludes 0. Family rows: difference of the mean relative drop, in percentage points (positive: A drops "
+        "more)."
+    ]
+    if n_tests:
+        notes.append(
+            f"Multiplicity: {block['n_excluding_zero']} of {n_tests} cells have an interval excluding 0; after "
+            f"Holm's adjustment over all {n_tests} (family-wise error {ALPHA:.0%}), {block['n_significant']} "
+            "remain. With many cells some intervals exclude 0 by chance; trust the ones that survive Holm."
+        )
+    if why_unpaired:
+        notes.append(f"Paired intervals: {why_unpaired}.")
+    return Table(
+        f"{group.name}: paired differences between models ({metric})",
+        ("", *(f"{e['a']} − {e['b']}" for e in pairs)),
+        tuple(rows),
+        ("l",) + ("r",) * len(pairs),
+        breaks,
+        tuple(notes),
+        bold=frozenset(bold),
     )
 
 

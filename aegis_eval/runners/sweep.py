@@ -24,6 +24,7 @@ from aegis_data.errors import AegisError
 from aegis_data.files.imageio import file_sha256
 from aegis_data.files.layout import annotation_path
 from aegis_eval.protocols.predictions import load_ground_truth, load_predictions
+from aegis_eval.protocols.samples_file import samples_bytes, score_samples, with_samples_hash, write_samples
 from aegis_eval.protocols.scoring import ScoreOptions, score, write_score_csv, write_score_json
 from aegis_eval.protocols.threshold import DEFAULT_RULE, freeze_threshold, read_threshold_file, write_threshold_file
 from aegis_eval.runners.augment_hooks import augment_record_for_weights
@@ -129,10 +130,17 @@ def run_sweep(
         split="test",
         on_warning=on_warning,
     )
-    result = score(out / "predictions", split, options).result
+    scored = score(out / "predictions", split, options)
+    result = scored.result
     record = augment_record_for_weights(settings.weights)
     if record is not None:  # a model trained with an augmentation policy: its policy and hash go into every score
         result["provenance"]["augment"] = record
+    # The per-resample values beside score.json, so `rank` and the report can pair this model with another.
+    samples = score_samples(scored.samples, scored.image_ids, scored.clusters, result)
+    if samples is not None:
+        data = samples_bytes(samples)
+        result = with_samples_hash(result, data)
+        write_samples(data, out / "score.json")
     write_score_json(result, out / "score.json")
     write_score_csv(result, out / "score.csv")
     return result

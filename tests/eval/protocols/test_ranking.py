@@ -96,7 +96,8 @@ def test_lower_is_better_metrics_rank_ascending():
     ]
     doc = rank_models(models, "fp_per_image", bootstrap=BootstrapOptions(n_bootstrap=1))
     assert doc["ranks"]["clean"] == {"a": 1.0, "b": 2.0}
-    assert doc["rank_flips"]["fog_s1"] == [["a", "b"]] and doc["kendall_tau"]["fog_s1"]["tau"] == pytest.approx(-1)
+    # two models: the flip is reported, Kendall's tau (+-1 by construction) is not
+    assert doc["rank_flips"]["fog_s1"] == [["a", "b"]] and doc["kendall_tau"]["fog_s1"]["tau"] is None
 
 
 def test_version_columns():
@@ -115,6 +116,11 @@ def test_version_columns():
     )
     assert doc["reference"] == "v1" and doc["ranks"]["v2"] == {"a": 1.0, "b": 2.0, "c": 3.0}
     assert doc["kendall_tau"]["v2"]["tau"] == pytest.approx(1 / 3)
+    # GT-version columns carry no per-model samples: every pair unpaired, nothing tested
+    paired = doc["paired"]
+    assert paired["status"] == "unpaired" and paired["n_tests"] == 0
+    assert all(e["mpc"] is None and e["conditions"] == {} for e in paired["pairs"].values())
+    assert "GT-version" in paired["pairs"]["a - b"]["reason"]
     with pytest.raises(AegisError, match=r"^\[rank_no_versions\]"):
         rank_models(MODELS, by="version")
 
@@ -172,12 +178,12 @@ def test_report_has_a_ranking_table_with_several_models():
             "conditions": {"clean": entry, "smoke_haze_s1": {"recall": fog, "map50": fog}},
         }
 
-    groups = group_by_dataset([full("a", 0.9, 0.3), full("b", 0.8, 0.5)])
+    groups = group_by_dataset([full("a", 0.9, 0.3), full("b", 0.8, 0.5), full("c", 0.7, 0.7)])
     table = ranking_table(groups[0], "recall")
     assert table is not None and table.header[2] == "Kendall τ-b"
     rows = {r[0]: r for r in table.rows}
     assert rows["clean"][2].startswith("+1.00") and rows["smoke_haze_s1"][2].startswith("-1.00")
-    assert rows["smoke_haze_s1"][3] == "1" and rows["smoke_haze_s1"][4] == "b > a"
+    assert rows["smoke_haze_s1"][3] == "3" and rows["smoke_haze_s1"][4] == "c > b > a"
     assert ranking_table(group_by_dataset([full("a", 0.9, 0.3)])[0], "recall") is None
 
 

@@ -7,14 +7,16 @@ from pathlib import Path
 from aegis_data.engine.config import load_config
 from aegis_eval.metrics.bootstrap import BootstrapOptions
 from aegis_eval.protocols.predictions import detections_from_results, ground_truth_from_coco
+from aegis_eval.protocols.samples_file import samples_bytes, score_samples, with_samples_hash, write_samples
 from aegis_eval.protocols.scoring import write_score_json
-from tests.eval.protocols.scoring_memory import score_conditions
+from tests.eval.protocols.scoring_memory import score_conditions_with_samples
 from tests.eval.protocols.test_scoring import synthetic_gt, synthetic_predictions
 
 
 def score_two_models(root: Path, n_images: int = 24, n_bootstrap: int = 40) -> list[Path]:
     """Two full sweeps on one synthetic split (dataset "synthetic"), written to ``root/<label>.json``: detector_a
-    at threshold 0.5 (max-f1), detector_b at 0.6 frozen by the risk rule ``fp_per_image<=2``."""
+    at threshold 0.5 (max-f1), detector_b at 0.6 frozen by the risk rule ``fp_per_image<=2``; each with its
+    samples file beside it, as ``aegis score --json`` writes it (the report's paired differences)."""
     coco = synthetic_gt(n_images, 1)
     gt = ground_truth_from_coco(coco)
     paths = []
@@ -23,7 +25,7 @@ def score_two_models(root: Path, n_images: int = 24, n_bootstrap: int = 40) -> l
             c: detections_from_results(synthetic_predictions(coco, c, seed=seed), gt)
             for c in load_config().conditions()
         }
-        res = score_conditions(
+        res, samples = score_conditions_with_samples(
             gt,
             dets,
             thr,
@@ -32,6 +34,11 @@ def score_two_models(root: Path, n_images: int = 24, n_bootstrap: int = 40) -> l
             threshold_info={"rule": rule, "file": None, "sha256": None},
         )
         res["dataset"] = "synthetic"
+        per_resample = score_samples(samples, gt.image_ids, None, res)
+        if per_resample is not None:
+            data = samples_bytes(per_resample)
+            res = with_samples_hash(res, data)
+            write_samples(data, root / f"{label}.json")
         write_score_json(res, root / f"{label}.json")
         paths.append(root / f"{label}.json")
     return paths

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -60,6 +61,9 @@ def test_sweep_twice_gives_identical_bytes_and_reuses_the_threshold(split, tmp_p
     score = json.loads((first / "score.json").read_text())
     assert score["schema"] == "aegis-score/1" and list(score["conditions"]) == conditions
     assert score["provenance"]["bootstrap"] == 20 and (first / "score.csv").is_file()
+    # the samples file beside score.json, for paired differences with other models (aegis rank, the report)
+    samples = (first / "score.samples.npz").read_bytes()
+    assert hashlib.sha256(samples).hexdigest() == score["provenance"]["samples_sha256"]
     # Re-run in place: everything is resumed, the threshold file is reused byte for byte.
     threshold_bytes = (first / "threshold.json").read_bytes()
     again = runner.invoke(app, [*args, "--out-dir", str(first)])
