@@ -46,7 +46,8 @@ def test_rank_prints_paired_differences_and_no_tau_for_two_models(files, tmp_pat
     assert res.exit_code == 0, res.output
     assert "Kendall" not in res.output and "paired differences A − B of recall" in res.output
     assert re.search(r"\d+ of \d+ paired intervals exclude 0; \d+ remain after Holm's adjustment", res.output)
-    assert "n: B = 30 paired resamples of 24 images" in res.output
+    # the fixture split holds 24 images in 6 groups of 4, which scoring resamples by default
+    assert "n: B = 30 paired resamples of 6 groups of images (clustered)" in res.output
     doc = json.loads(rank_json.read_text())
     cell = doc["paired"]["pairs"]["a - b"]["conditions"]["clean"]
     assert f"[{cell['ci'][0]:+.3f}, {cell['ci'][1]:+.3f}]" in res.output

@@ -24,7 +24,7 @@ def scored(tmp_path_factory):
     preds = {name: make_predictions(root, split, name, seed) for name, seed in (("a", 2), ("b", 7), ("c", 11))}
     out = {}
     for name, folder in preds.items():
-        result = ae.score(folder, split, threshold=0.5, bootstrap=50, seed=3, label=name)
+        result = ae.score(folder, split, threshold=0.5, bootstrap=50, seed=3, label=name, cluster_by="none")
         out[name] = result
         result.to_json(root / f"{name}.json")
     grouped = ae.score(preds["b"], split, threshold=0.5, bootstrap=50, seed=3, label="bg", cluster_by="group")
