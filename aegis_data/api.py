@@ -415,12 +415,13 @@ def _grid_persons(
 ) -> list[tuple[float, float, float, float]]:
     """The person boxes (x0, y0, x1, y1) of ``image`` for a grid: from ``boxes`` or the split the image lies in."""
     from aegis_data.sources.yolo_labels import read_yolo_labels
+    from aegis_data.split.measure import is_split_dir
 
     source = Path(boxes) if boxes is not None else None
     if source is None:
         # <root>/<split name>/<condition>/<stem>.png, the layout of a split (docs/SPLITS.md)
         guess = image.resolve().parent.parent.parent / "annotations" / f"{image.resolve().parent.parent.name}.json"
-        if guess.is_file() and (guess.parent.parent / "manifest.json").is_file():
+        if guess.is_file() and is_split_dir(guess.parent.parent):
             source = guess
     if source is None:
         if needed:
