@@ -328,6 +328,20 @@ def freeze_threshold_cmd(
     out.print(f"wrote {out_path}", highlight=False, soft_wrap=True)
 
 
+def _print_threshold_notes(threshold: Mapping[str, Any]) -> None:
+    """What the threshold file says of its own choice: the validation set's size and its warnings."""
+    validation = threshold.get("validation")
+    if validation:
+        out.print(
+            f"threshold frozen on {validation['n_images']} validation images, {validation['n_gt']} GT boxes "
+            f"({threshold.get('file')})",
+            highlight=False,
+            soft_wrap=True,
+        )
+    for w in threshold.get("warnings") or ():
+        warn(f"threshold file: {in_flags(w)}")
+
+
 def _print_class_thresholds(frozen, out_path: Path) -> None:
     for name, f in frozen.per_class.items():
         for w in f.warnings:
@@ -468,6 +482,7 @@ def score_cmd(
     if csv_out is not None:
         written.append(result.to_csv(csv_out))
     _print_score(result.document)
+    _print_threshold_notes(result.document["threshold"])
     for path in written:
         out.print(f"wrote {path}", highlight=False, soft_wrap=True)
 

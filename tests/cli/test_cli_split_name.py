@@ -28,6 +28,9 @@ def test_freeze_threshold_and_score_take_split_name_val(tmp_path):
     assert json.loads(thr.read_text())["gt"]["file"].endswith("val.json")
     r = invoke("score", preds, "--split-dir", split, "--split-name", "val", "--threshold-file", thr, "--bootstrap", "1")
     assert r.exit_code == 0, r.output
+    # The score names the validation set the threshold was chosen on, and repeats the file's warnings.
+    assert "threshold frozen on 2 validation images, 2 GT boxes" in r.stdout
+    assert "warning: threshold file: [threshold_at_score_floor]" in r.stderr
     # --split-name test reads annotations/test.json (4 images), as asked.
     r = invoke("freeze-threshold", preds, "--split-dir", split, "--split-name", "test", "--out", tmp_path / "t2.json")
     assert r.exit_code == 0 and "on 4 test images" in r.output, r.output
