@@ -1,10 +1,12 @@
 """Progress of a long command (``aegis build-splits``): a bar on a terminal, plain lines in a log, and an estimate.
 
-On a terminal the bar redraws in place. Piped to a file it cannot: a bar's one last frame, cut to the console
-width, is all a log would hold. So when stderr is not a terminal, a plain line is printed every ``every`` items
-(default: every 5% of them) and after the last. Either way, once the first wave of items is done (one per
-worker), the rate so far gives the whole build's time; when that exceeds a minute it is printed as one
-``estimate:`` line, so a long build says how long it will take before most of it runs (docs/SPLITS.md).
+On a terminal the bar redraws in place (on stderr). Piped to a file it cannot: a bar's one last frame, cut to the
+console width, is all a log would hold. So when stderr is not a terminal, a plain line is printed every ``every``
+items (default: every 5% of them) and after the last, on stdout with the build's summary: stderr keeps the
+house rule that a failed command leaves exactly one line there, its error. Either way, once the first wave of
+items is done (one per worker), the rate so far gives the whole build's time; when that exceeds a minute it is
+printed as one ``estimate:`` line, so a long build says how long it will take before most of it runs
+(docs/SPLITS.md).
 """
 
 from __future__ import annotations
@@ -43,14 +45,16 @@ def duration_text(seconds: float) -> str:
 class BuildProgressView:
     """The progress callback of a build (``aegis_data.api.build_splits(progress=...)``), and its display.
 
-    ``workers``: how many items run at once (the first wave the estimate waits for); ``every``: items between
-    two plain lines (default ``ceil(total / PLAIN_LINES)``); ``terminal``: draw a bar (default: whether
-    ``console`` is a terminal); ``clock``: seconds, for tests."""
+    ``console``: where the bar goes; ``plain``: where the plain lines go (default ``console``); ``workers``: how
+    many items run at once (the first wave the estimate waits for); ``every``: items between two plain lines
+    (default ``ceil(total / PLAIN_LINES)``); ``terminal``: draw a bar (default: whether ``console`` is a
+    terminal); ``clock``: seconds, for tests."""
 
     def __init__(
         self,
         description: str,
         console: Console,
+        plain: Console | None = None,
         workers: int = 1,
         every: int | None = None,
         terminal: bool | None = None,
@@ -59,9 +63,11 @@ class BuildProgressView:
     ) -> None:
         self.description = description
         self.console = console
+        self.plain = plain or console
         self.workers = max(1, int(workers))
         self.every = every
         self.terminal = console.is_terminal if terminal is None else terminal
+        self.lines = console if self.terminal else self.plain  # the estimate goes above the bar, or with the lines
         self.clock = clock
         self.unit = unit
         self.started = clock()
@@ -104,7 +110,7 @@ class BuildProgressView:
         whole = elapsed / p.done * p.total
         if whole <= ESTIMATE_ABOVE_S:
             return
-        self.console.print(
+        self.lines.print(
             f"estimate: the build takes about {duration_text(whole)} for {p.total} {self.unit} "
             f"({duration_text(max(0.0, whole - elapsed))} left; measured on the first {p.done} "
             f"with {self.workers} worker(s) in {clock_text(elapsed)})",
@@ -119,7 +125,7 @@ class BuildProgressView:
         self.printed_at = p.done
         share = f" ({100 * p.done / p.total:.0f}%)" if p.total else ""
         left = elapsed / p.done * (p.total - p.done) if p.done else 0.0
-        self.console.print(
+        self.plain.print(
             f"{self.description}: {p.done}/{p.total} {self.unit}{share}  {rate}  "
             f"elapsed {clock_text(elapsed)}  ETA {clock_text(left)}",
             highlight=False,

@@ -173,7 +173,7 @@ def build_command(
     target = out_dir or Path("aegis-splits") / f"{dataset}-c"
     check_output_dirs({"--out-dir": target})
     # A bar on a terminal, plain lines in a log, and an estimate of a long build (cli/progress.py).
-    view = BuildProgressView(f"building {target}", err, workers=workers or os.cpu_count() or 1)
+    view = BuildProgressView(f"building {target}", err, out, workers=workers or os.cpu_count() or 1)
     try:
         result = api.build_splits(
             ds,
