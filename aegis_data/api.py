@@ -359,13 +359,18 @@ def grid_file(
     scale: str | None = None,
     person_px: float | None = None,
     gsd_cm_per_px: float | None = None,
+    crop: str | None = None,
+    boxes: PathLike | None = None,
 ) -> GridResult:
     """Render clean + every corruption at severities 1-3 of the image file ``image`` as one labelled PNG ``out``.
 
-    The image is resized to the cell width first; under object scale the person unit (of the full image) shrinks
-    with it, so every cell shows what the full image would show, at cell size."""
+    Every cell is corrupted at the image's full resolution (as a build renders the split), then cropped and
+    resized to the cell width. ``crop``: ``"people"`` (a window around the person boxes) or ``"x,y,w,h"`` (px of
+    the full image); default the whole frame. ``boxes``: the image's person boxes, a YOLO label file (``.txt``)
+    or a COCO JSON (the image whose ``file_name`` has this image's stem); default, for an image inside a split
+    (``<split>/<name>/<condition>/<stem>.png``), that split's ``annotations/<name>.json``."""
     from aegis_data.engine.config import load_config
-    from aegis_data.engine.grid import severity_grid
+    from aegis_data.engine.grid import people_region, severity_grid
     from aegis_data.files.imageio import read_rgb, write_png_atomic
 
     image, out = Path(image), Path(out)
@@ -375,11 +380,69 @@ def grid_file(
         raise AegisError(f"`width` must be at least 480 px, got {width}", param="width")
     cfg = load_config(suite)
     chosen = choose_scale(cfg, scale, person_px, gsd_cm_per_px, required=True)
-    check_outputs({"`out`": out}, [image])
+    check_outputs({"`out`": out}, [image, *([Path(boxes)] if boxes is not None else [])])
     rgb = read_rgb(image)
-    sheet = severity_grid(rgb, image_id if image_id is not None else image.stem, width, config=cfg, scale=chosen)
+    height, full_width = rgb.shape[:2]
+    persons = _grid_persons(image, boxes, full_width, height, needed=crop is not None and crop.strip() == "people")
+    region = None
+    if crop is not None:
+        region = people_region(persons, height, full_width) if crop.strip() == "people" else _crop_numbers(crop)
+    sheet = severity_grid(
+        rgb,
+        image_id if image_id is not None else image.stem,
+        width,
+        config=cfg,
+        scale=chosen,
+        region=region,
+        persons=persons,
+    )
     write_png_atomic(out, sheet)
     return GridResult(out, sheet.shape[1], sheet.shape[0])
+
+
+def _crop_numbers(crop: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in crop.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 4:
+        raise AegisError(f"`crop` is 'people' or 'x,y,w,h' (4 integers, px), got {crop[:60]!r}", param="crop")
+    return values
+
+
+def _grid_persons(
+    image: Path, boxes: PathLike | None, width: int, height: int, needed: bool
+) -> list[tuple[float, float, float, float]]:
+    """The person boxes (x0, y0, x1, y1) of ``image`` for a grid: from ``boxes`` or the split the image lies in."""
+    from aegis_data.sources.yolo_labels import read_yolo_labels
+    from aegis_data.split.measure import is_split_dir
+
+    source = Path(boxes) if boxes is not None else None
+    if source is None:
+        # <root>/<split name>/<condition>/<stem>.png, the layout of a split (docs/SPLITS.md)
+        guess = image.resolve().parent.parent.parent / "annotations" / f"{image.resolve().parent.parent.name}.json"
+        if guess.is_file() and is_split_dir(guess.parent.parent):
+            source = guess
+    if source is None:
+        if needed:
+            raise AegisError(
+                "`crop` people needs the image's person boxes: give `boxes` (a YOLO label .txt or a COCO JSON), "
+                "or pass an image of a split folder",
+                param="boxes",
+            )
+        return []
+    if source.suffix.lower() == ".txt":
+        return [box for box, _ in read_yolo_labels(source, width, height)]
+    try:
+        doc = json.loads(source.read_text(encoding="utf-8"))
+        ids = [im["id"] for im in doc["images"] if Path(str(im["file_name"])).stem == image.stem]
+        found = [a["bbox"] for a in doc["annotations"] if ids and a["image_id"] == ids[0]]
+        persons = [(float(x), float(y), float(x) + float(w), float(y) + float(h)) for x, y, w, h in found]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise AegisError(f"cannot read person boxes from {source} (a COCO JSON): {exc}", param="boxes") from None
+    if not ids:
+        raise AegisError(f"{source} has no image named {image.stem!r}", param="boxes")
+    return persons
 
 
 # --- calibration and realism ----------------------------------------------------------------------------------------

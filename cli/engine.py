@@ -211,11 +211,28 @@ def grid_cmd(
     scale: ScaleOpt = None,
     person_px: PersonPxOpt = None,
     gsd: GsdOpt = None,
+    crop: Annotated[
+        str | None,
+        typer.Option(
+            "--crop",
+            metavar="people|X,Y,W,H",
+            help="Show a window of the corrupted frames: 'people' (around the person boxes) or X,Y,W,H px of "
+            "the full image. Default: the whole frame.",
+        ),
+    ] = None,
+    boxes: Annotated[
+        Path | None,
+        typer.Option(
+            "--boxes",
+            help="The image's person boxes for --crop people (and an aegis-v2 flood): a YOLO label .txt or a COCO "
+            "JSON. Default, for an image of a split folder: its annotations.",
+        ),
+    ] = None,
 ) -> None:
     """Render clean + every corruption at severities 1-3 as one labelled PNG (a visual check of the ladder).
 
-    The image is resized to the cell width first; under object scale the person unit (of the full image) shrinks
-    with it, so every cell shows what the full image would show, at cell size."""
+    Every cell is corrupted at the image's full resolution, as the split holds it, then cropped (--crop) and
+    downscaled to the cell width."""
     sheet = api.grid_file(
         image,
         out_path,
@@ -225,6 +242,8 @@ def grid_cmd(
         scale=value(scale),
         person_px=person_px,
         gsd_cm_per_px=gsd,
+        crop=crop,
+        boxes=boxes,
     )
     out.print(f"{out_path}\t{sheet.width}x{sheet.height}", highlight=False, soft_wrap=True)
 

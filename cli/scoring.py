@@ -12,7 +12,7 @@ from rich.table import Table
 from aegis_data.api import SEVERITIES, check_outputs
 from aegis_data.errors import AegisError
 
-from .common import out, styled, warn
+from .common import in_flags, out, styled, warn
 from .tables import fit
 from .vocabulary import ClassThresholds, CrossCheck, RemapSide, SplitName, Task, add_command, mode, value
 
@@ -237,7 +237,7 @@ def freeze_threshold_cmd(
         Path,
         typer.Option(
             "--split-dir",
-            help="The split folder (its annotations/val.json is used), or a validation GT COCO JSON file.",
+            help="The split folder (its annotations/<--split-name>.json is used), or a validation GT COCO JSON file.",
             show_default=False,
         ),
     ],
@@ -279,6 +279,10 @@ def freeze_threshold_cmd(
     class_map: ClassMapOption = None,
     remap_side: RemapSideOption = RemapSide.gt,
     allow_merge: AllowMergeOption = False,
+    split: Annotated[
+        SplitName,
+        mode(SplitName, "--split-name", help="The split whose GT is read from a --split-dir folder (val: clean only)."),
+    ] = SplitName.val,
 ) -> None:
     """Choose the confidence threshold once, on clean validation predictions, and store it with its val metrics."""
     from aegis_eval.api import freeze_threshold
@@ -297,16 +301,17 @@ def freeze_threshold_cmd(
         class_map=class_map,
         remap_side=value(remap_side),
         allow_merge=allow_merge,
+        split=value(split),
         on_warning=warn,
     )
     if classes is not None:
         _print_class_thresholds(frozen, out_path)
         return
     for w in frozen.warnings:
-        warn(w)
+        warn(in_flags(w))
     m = frozen.metrics
     out.print(
-        f"threshold {frozen.value:g} ({frozen.rule}) on {m['n_images']} val images, {m['n_gt']} GT boxes: "
+        f"threshold {frozen.value:g} ({frozen.rule}) on {m['n_images']} {value(split)} images, {m['n_gt']} GT boxes: "
         f"P {_fmt(m['precision'])}  R {_fmt(m['recall'])}  F1 {_fmt(m['f1'])}  "
         f"FP/img {_fmt(m['fp_per_image'], 2)}",
         highlight=False,
@@ -323,13 +328,27 @@ def freeze_threshold_cmd(
     out.print(f"wrote {out_path}", highlight=False, soft_wrap=True)
 
 
+def _print_threshold_notes(threshold: Mapping[str, Any]) -> None:
+    """What the threshold file says of its own choice: the validation set's size and its warnings."""
+    validation = threshold.get("validation")
+    if validation:
+        out.print(
+            f"threshold frozen on {validation['n_images']} validation images, {validation['n_gt']} GT boxes "
+            f"({threshold.get('file')})",
+            highlight=False,
+            soft_wrap=True,
+        )
+    for w in threshold.get("warnings") or ():
+        warn(f"threshold file: {in_flags(w)}")
+
+
 def _print_class_thresholds(frozen, out_path: Path) -> None:
     for name, f in frozen.per_class.items():
         for w in f.warnings:
-            warn(f"{name}: {w}")
+            warn(f"{name}: {in_flags(w)}")
     if frozen.pooled is not None:
         for w in frozen.pooled.warnings:
-            warn(w)
+            warn(in_flags(w))
     for name, f in frozen.per_class.items():
         m = f.metrics
         out.print(
@@ -467,6 +486,7 @@ def score_cmd(
     if csv_out is not None:
         written.append(result.to_csv(csv_out))
     _print_score(result.document)
+    _print_threshold_notes(result.document["threshold"])
     for path in written:
         out.print(f"wrote {path}", highlight=False, soft_wrap=True)
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from aegis_data import api
@@ -14,6 +14,7 @@ from aegis_data.api import check_output_dirs, check_outputs
 from aegis_data.errors import AegisError
 
 from .common import err, fail, out, styled, warn
+from .progress import BuildProgressView
 from .tables import fit
 from .vocabulary import Dataset, GsdOpt, PersonPxOpt, ScaleOpt, SuiteOpt, add_command, mode, value
 
@@ -181,28 +182,8 @@ def build_command(
         warn(line)
     target = out_dir or Path("aegis-splits") / f"{name or ds.default_name}-c"
     check_output_dirs({"--out-dir": target})
-    # The bar starts with the first progress report, so a refused build prints only its one error line.
-    bar = Progress(
-        TextColumn("{task.description}", style="bold", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}", markup=False),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=err,
-        transient=False,
-    )
-    tasks: list = []
-
-    def on_progress(p) -> None:
-        if not tasks:
-            bar.start()
-            tasks.append(bar.add_task(f"building {target}", total=None, rate=""))
-        elapsed = bar.tasks[0].elapsed or 0.0
-        rate = f"{p.done / elapsed:.2f} img/s  {p.megapixels / elapsed:.1f} MP/s" if elapsed > 0 else ""
-        bar.update(tasks[0], completed=p.done, total=p.total, rate=rate)
-
+    # A bar on a terminal, plain lines in a log, and an estimate of a long build (cli/progress.py).
+    view = BuildProgressView(f"building {target}", err, out, workers=workers or os.cpu_count() or 1)
     try:
         result = api.build_splits(
             ds,
@@ -212,7 +193,7 @@ def build_command(
             workers=workers,
             limit=limit,
             with_train=with_train,
-            progress=on_progress,
+            progress=view,
             max_pixels=max_pixels or api.DEFAULT_MAX_PIXELS,
             scheduler=scheduler,
             on_cluster=print_cluster,
@@ -225,12 +206,9 @@ def build_command(
             name=name,
         )
     except BaseException:
-        if tasks:  # a failed build ends in its one error line, without the bar's last frame
-            bar.live.transient = True
+        view.stop(failed=True)
         raise
-    finally:
-        if tasks:
-            bar.stop()
+    view.stop()
     table = Table(title=f"{name or ds.default_name}-C written to {result.out}")
     table.add_column("item")
     table.add_column("value", overflow="fold")

@@ -121,7 +121,24 @@ def validate_result(  # noqa: C901 (predates the limit; split it when it next ch
             isinstance(value, bool) or not isinstance(value, (int, float)) or not _in_range("recall", value)
         ):
             raise _fail(where, f"{name} must be a number in [0, 1] or null, got {value!r:.40}")
+    _check_threshold_notes(threshold, where)
     return obj
+
+
+def _check_threshold_notes(threshold: dict, where: str) -> None:
+    """``threshold.validation`` ({n_images, n_gt}: integers >= 0) and ``threshold.warnings`` (strings), both
+    optional: a score made with a threshold value, or with an older threshold file, has neither."""
+    validation = threshold.get("validation")
+    if validation is not None:
+        ok = isinstance(validation, dict) and all(
+            isinstance(validation.get(k), int) and not isinstance(validation.get(k), bool) and validation[k] >= 0
+            for k in ("n_images", "n_gt")
+        )
+        if not ok:
+            raise _fail(where, f"threshold.validation must be {{n_images, n_gt}} integers >= 0, got {validation!r:.60}")
+    warnings = threshold.get("warnings")
+    if warnings is not None and (not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings)):
+        raise _fail(where, f"threshold.warnings must be a list of strings, got {warnings!r:.60}")
 
 
 def _check_effects(block: dict, at: str, where: str) -> None:

@@ -86,7 +86,7 @@ from aegis_eval.protocols.predictions import (
     suite_config_of,
 )
 from aegis_eval.protocols.provenance import build_provenance
-from aegis_eval.protocols.threshold import read_class_thresholds, read_threshold_file
+from aegis_eval.protocols.threshold import read_class_thresholds, read_threshold_file, threshold_notes
 from aegis_eval.protocols.warning_groups import grouped
 
 Warn = Callable[[str], None]
@@ -752,6 +752,7 @@ def summarize(
         "file_sha256": info.get("sha256"),
     }
     values = sorted(set(float(v) for v in thresholds.values()))
+    threshold.update(threshold_notes(info))  # validation n and warnings, when the file records them
     if loaded.single:
         threshold["value"] = values[0]
     else:

@@ -234,10 +234,61 @@ def _choose(curve: list[dict], kind: str, target: float | None) -> int:
     return ok[0] if kind == "precision" else ok[-1]
 
 
+def score_range(dets: Detections) -> tuple[float, float] | None:
+    """(lowest, highest) detection score, None without detections: where a threshold stops making a difference."""
+    scores = np.asarray(dets.scores, dtype=np.float64)
+    return (float(scores.min()), float(scores.max())) if scores.size else None
+
+
+def _finer_grid(lo: float, hi: float) -> str:
+    """A grid text (``parse_grid``) from ``lo`` to ``hi`` (rounded outwards) in 10-25 round steps (1, 2 or 5 x 10^k)."""
+    span = max(hi - lo, 1e-4) / 10
+    exponent = int(np.floor(np.log10(span)))
+    step = max(m * 10.0**exponent for m in (1, 2, 5) if m * 10.0**exponent <= span)
+    start = max(0.0, np.floor(lo / step + 1e-9) * step)
+    stop = min(1.0, np.ceil(hi / step - 1e-9) * step)
+    return f"{start:.6g}:{stop:.6g}:{step:.6g}"
+
+
+def threshold_warnings(grid_t: Sequence[float], k: int, scores: tuple[float, float] | None) -> list[str]:
+    """The warnings of a choice at grid index ``k`` given the detections' (lowest, highest) score.
+
+    A threshold at or below the lowest score keeps every detection: every such value scores the same, so the
+    detector's own confidence cut-off, not the rule, set the operating point, and a lower grid cannot help
+    (``[threshold_at_score_floor]``, naming the lowest score). Otherwise a choice on the first or last grid value
+    is ``[threshold_on_grid_edge]``, with a finer grid between that value and the scores beyond it."""
+    value = grid_t[k]
+    if scores is not None and value <= scores[0]:
+        return [
+            f"[threshold_at_score_floor] the chosen threshold {value:g} keeps every detection: the detector's "
+            f"lowest score is {scores[0]:.4g}, so every threshold up to it scores the same and the optimum may lie "
+            "below the detector's own confidence cut-off; predict again with a lower cut-off (e.g. 0.001) and "
+            f"freeze on a grid reaching below it (e.g. `grid` {_finer_grid(0.0, scores[0])} for that range)"
+        ]
+    if len(grid_t) < 2 or k not in (0, len(grid_t) - 1):
+        return []
+    side = "lowest" if k == 0 else "highest"
+    text = (
+        f"[threshold_on_grid_edge] the chosen threshold {value:g} is the {side} grid value; "
+        "the optimum may lie outside the grid"
+    )
+    if scores is not None and k == 0 and scores[0] < value:
+        text += f" (detections score down to {scores[0]:.4g}: try `grid` {_finer_grid(scores[0], grid_t[1])})"
+    elif scores is not None and k > 0 and value < 1.0:
+        text += f" (detections score up to {scores[1]:.4g}: try `grid` {_finer_grid(grid_t[-2], 1.0)})"
+    return [text]
+
+
 def _freeze_from_counts(
-    counts: Sequence[PerImageCounts], grid_t: tuple[float, ...], rule: str, iou: float, delta: float | None
+    counts: Sequence[PerImageCounts],
+    grid_t: tuple[float, ...],
+    rule: str,
+    iou: float,
+    delta: float | None,
+    score_range: tuple[float, float] | None = None,
 ) -> FrozenThreshold:
-    """The rule applied to per-image counts at every grid value (no ``inputs``: the caller knows the files)."""
+    """The rule applied to per-image counts at every grid value (no ``inputs``: the caller knows the files).
+    ``score_range``: the detections' (lowest, highest) score, for the warnings (``threshold_warnings``)."""
     kind, target = parse_rule(rule)
     is_risk = kind in RISK_BOUNDS
     if delta is not None and not is_risk:
@@ -255,13 +306,7 @@ def _freeze_from_counts(
         )
     else:
         k = _choose(curve, kind, target)
-    warnings = []
-    if len(grid_t) > 1 and k in (0, len(grid_t) - 1):
-        side = "lowest" if k == 0 else "highest"
-        warnings.append(
-            f"[threshold_on_grid_edge] the chosen threshold {grid_t[k]:g} is the {side} grid value; "
-            "the optimum may lie outside the grid"
-        )
+    warnings = threshold_warnings(grid_t, k, score_range)
     canonical_rule = (
         DEFAULT_RULE if kind == DEFAULT_RULE else f"{kind}<={target:g}" if is_risk else f"{kind}>={target:g}"
     )
@@ -305,7 +350,7 @@ def freeze_threshold(
     ``delta`` is the risk level of a false-alarm rule (default 0.05) and refused with any other rule."""
     parse_rule(rule)  # a bad rule is refused before any matching
     grid_t = validate_grid(DEFAULT_GRID if grid is None else grid)
-    frozen = _freeze_from_counts(grid_counts(gt, dets, grid_t, iou), grid_t, rule, iou, delta)
+    frozen = _freeze_from_counts(grid_counts(gt, dets, grid_t, iou), grid_t, rule, iou, delta, score_range(dets))
     return replace(frozen, inputs=_loaded_inputs(dets.source, gt.source))
 
 
@@ -349,10 +394,12 @@ def freeze_thresholds_by_class(
     first = next(iter(gts))
     inputs = _loaded_inputs(dets[first].source, gts[first].source)
     if mode == "per-class":
-        per_class = {c: _freeze_from_counts(counts[c], grid_t, rule, iou, delta) for c in gts}
+        per_class = {c: _freeze_from_counts(counts[c], grid_t, rule, iou, delta, score_range(dets[c])) for c in gts}
         return ClassThresholds(mode, per_class, category_ids, None, inputs)
     pooled_counts = [sum_counts([counts[c][k] for c in gts]) for k in range(len(grid_t))]
-    pooled = _freeze_from_counts(pooled_counts, grid_t, rule, iou, delta)
+    ranges = [r for r in (score_range(dets[c]) for c in gts) if r is not None]
+    pooled_range = (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
+    pooled = _freeze_from_counts(pooled_counts, grid_t, rule, iou, delta, pooled_range)
     k = grid_t.index(pooled.value)
     per_class = {}
     for c in gts:
@@ -383,14 +430,35 @@ def _write_doc(doc: dict[str, Any], path: str | Path) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _validation(metrics: Mapping[str, Any]) -> dict[str, int]:
+    """The size of the validation set a threshold was chosen on: images and GT boxes."""
+    return {"n_images": int(metrics["n_images"]), "n_gt": int(metrics["n_gt"])}
+
+
 def _frozen_fields(frozen: FrozenThreshold) -> dict[str, Any]:
     return {
         "metrics": frozen.metrics,
         "grid": list(frozen.grid),
         "curve": frozen.curve,
         "warnings": list(frozen.warnings),
+        "validation": _validation(frozen.metrics),
         **({"risk": frozen.risk} if frozen.risk is not None else {}),
     }  # only risk rules add the key
+
+
+def threshold_notes(info: Mapping[str, Any]) -> dict[str, Any]:
+    """``validation`` and ``warnings`` of a threshold file's record, for the score JSON's threshold block.
+
+    Only what the file knows: a file written before they were recorded has no ``validation`` (then both are
+    left out). A per-class file's class warnings follow the shared ones, prefixed with the class name."""
+    validation = info.get("validation")
+    if not isinstance(validation, dict):
+        return {}
+    warnings = [str(w) for w in info.get("warnings") or ()]
+    per_class = info.get("per_class")
+    if isinstance(per_class, dict) and info.get("class_thresholds") == "per-class":
+        warnings += [f"{c}: {w}" for c, e in per_class.items() if isinstance(e, dict) for w in e.get("warnings") or ()]
+    return {"validation": dict(validation), "warnings": warnings}
 
 
 def write_threshold_file(
@@ -444,7 +512,17 @@ def write_class_threshold_file(
         **(
             _frozen_fields(pooled)
             if pooled
-            else {"metrics": None, "grid": list(any_class.grid), "curve": None, "warnings": []}
+            else {
+                "metrics": None,
+                "grid": list(any_class.grid),
+                "curve": None,
+                "warnings": [],
+                # The same images for every class; their boxes added.
+                "validation": {
+                    "n_images": int(any_class.metrics["n_images"]),
+                    "n_gt": sum(int(f.metrics["n_gt"]) for f in frozen.per_class.values()),
+                },
+            }
         ),
         "per_class": {
             c: {"category_id": frozen.category_ids[c], "value": f.value, **_frozen_fields(f)}

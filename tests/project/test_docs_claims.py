@@ -64,6 +64,7 @@ def test_the_readme_commands_on_one_frame_run_as_written(tmp_path, monkeypatch):
     assert {ln.split()[1] for ln in lines} == {"grid", "corrupt"}
     y, x = np.mgrid[0:48, 0:64]
     write_png_atomic(tmp_path / "frame.jpg", np.stack([x * 3, y * 4, (x + y) * 2], axis=-1).astype(np.uint8))
+    (tmp_path / "frame.txt").write_text("0 0.5 0.5 0.1 0.2\n")  # the person boxes of `grid --crop people`
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
     for line in lines:

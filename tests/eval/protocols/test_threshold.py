@@ -66,7 +66,8 @@ def test_max_f1_ties_go_to_the_lowest_threshold():
     frozen = freeze_threshold(gt, dets, grid=[0.1, 0.3, 0.5, 0.7])
     assert [frozen.curve["f1"][k] for k in range(3)] == [1.0, 1.0, 1.0]
     assert frozen.value == 0.1
-    assert any("[threshold_on_grid_edge]" in w and "lowest" in w for w in frozen.warnings)
+    # 0.1 keeps both detections (lowest score 0.6): a score-floor choice, not a grid edge (issue 31).
+    assert any("[threshold_at_score_floor]" in w and "0.6" in w for w in frozen.warnings)
 
 
 def test_edge_warning_on_highest_value():

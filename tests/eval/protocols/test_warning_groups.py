@@ -83,7 +83,8 @@ def test_sweep_threshold_status_names_the_grid_edge_warning(tmp_path):
     val_preds = tmp_path / "val.json"
     val_preds.write_text(json.dumps(_perfect(coco)))  # F1 = 1 at every threshold: the tie goes to the lowest
     value, status = freeze_or_reuse_threshold(val_preds, split, tmp_path / "threshold.json")
-    assert status.startswith("frozen; warning: [threshold_on_grid_edge] the chosen threshold")
-    assert "lowest grid value" in status
+    # Every detection scores above the chosen threshold: a score-floor choice (issue 31), named as such.
+    assert status.startswith("frozen; warning: [threshold_at_score_floor] the chosen threshold")
+    assert "keeps every detection" in status
     again_value, again = freeze_or_reuse_threshold(val_preds, split, tmp_path / "threshold.json")
-    assert again_value == value and again.startswith("reused; warning: [threshold_on_grid_edge]")
+    assert again_value == value and again.startswith("reused; warning: [threshold_at_score_floor]")
