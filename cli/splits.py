@@ -209,6 +209,8 @@ def build_command(
         view.stop(failed=True)
         raise
     view.stop()
+    for line in result.warnings:
+        warn(line)
     table = Table(title=f"{name or ds.default_name}-C written to {result.out}")
     table.add_column("item")
     table.add_column("value", overflow="fold")

@@ -159,6 +159,7 @@ class BuildResult:
     seconds_write: float = 0.0  # atomic write (temp file, fsync, rename), summed over workers
     sources_changed: int = 0  # source images whose decoded pixels differ from the journal (re-rendered)
     scale: Scale = FRAME_SCALE  # the length unit the corruptions were rendered with
+    warnings: tuple[str, ...] = ()  # what the build found but did not refuse (near-identical images across splits)
 
     @property
     def images_per_s(self) -> float:
@@ -962,7 +963,7 @@ def build_splits(
         scene_dir=scene_dir,
         name=name,
     )
-    _refuse_leakage(plan, (audit or _default_audit)(dataset))
+    warnings = _refuse_leakage(plan, (audit or _default_audit)(dataset))
     known, journalled = _prepare_output(out, plan)
     tasks = []
     for u in plan.units:
@@ -1014,17 +1015,29 @@ def build_splits(
         seconds_write=seconds_split["write"],
         sources_changed=run.sources_changed,
         scale=plan.scale,
+        warnings=warnings,
     )
 
 
-def _refuse_leakage(plan: BuildPlan, report: Mapping[str, Any]) -> None:
-    if report.get("leakage"):
+def _refuse_leakage(plan: BuildPlan, report: Mapping[str, Any]) -> tuple[str, ...]:
+    """Refuse a build whose splits share a group or byte-identical images; near-identical pairs across splits (a
+    hash match, and possibly the source's own fixed split, which no `groups` can move) are a warning line."""
+    d = report.get("leakage_details") or {}
+    if d.get("groups_in_several_splits") or d.get("duplicates_in_several_splits"):
         raise AegisError(
             f"refusing to build {plan.dataset!r}: the audit found leakage between splits ({_leak_summary(report)}); "
             f"fix the source split first, or keep each clip in one split by declaring `groups` (a file of "
             f"stem,group lines, or frames for numbered video frames; docs/DATA.md)",
             param="groups",
         )
+    if report.get("leakage"):
+        return (
+            f"[near_duplicates_across_splits] {_leak_summary(report)}: consecutive frames of one clip in two splits "
+            f"make the test set easier than it looks; keep each clip in one split by declaring `groups` (a file of "
+            f"stem,group lines, or frames for numbered video frames; docs/DATA.md), or check the pairs with "
+            f"'aegis audit'",
+        )
+    return ()
 
 
 def _prepare_output(out: Path, plan: BuildPlan) -> tuple[dict[str, dict], dict[str, dict]]:
