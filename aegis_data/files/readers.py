@@ -28,6 +28,11 @@ import yaml
 
 from aegis_data.errors import AegisError
 
+try:  # a compiled parser, several times faster on a large results file; the standard library's json is the fallback
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - exercised by tests that hide the module
+    _orjson = None  # type: ignore[assignment]
+
 _FLOAT_MAX = sys.float_info.max
 # Only a file that might hold a float64-overflowing number is parsed with the (slower, per-number) strict number
 # hooks; the NaN/Infinity hook costs nothing (the parser calls it only for those literals), so it is always on.
@@ -73,12 +78,38 @@ def _int(text: str) -> int:
     return int(text)
 
 
+# orjson reads an integer beyond the int64/uint64 range as a float, where json keeps the integer: a file that may
+# hold an integer of 19+ digits is read by json, so both parsers give the same objects (and errors) always. On the
+# folded bytes such an integer is a run of 19+ zeros that does not follow a '.' (a fraction's digits, as in a small
+# float written in full, do).
+_LONG_RUN = b"0" * 19
+_ZERO_RUN = re.compile(rb"0+")
+
+
+def _long_integer_free(folded: bytes) -> bool:
+    """Whether the folded bytes hold no run of 19+ digits except right after a '.'."""
+    pos = 0
+    while (i := folded.find(_LONG_RUN, pos)) >= 0:
+        if i == 0 or folded[i - 1] != ord("."):
+            return False
+        pos = _ZERO_RUN.match(folded, i).end()  # type: ignore[union-attr]  # the run starts at i
+    return True
+
+
+def _number_screen(data: bytes) -> tuple[bool, bool]:
+    """(may overflow: ``data`` might hold a number beyond float64, :data:`_MAYBE_OVERFLOW` matches; plain: no
+    integer of 19 or more digits, so orjson, where installed, reads every number as json does)."""
+    folded = data.translate(_DIGITS_AS_ZERO, b"+")
+    plain = _long_integer_free(folded)
+    # rfind: its skip table keys on the needle's first byte, rare here, where find's keys on a frequent '0'
+    if folded.rfind(b"0" * 200) < 0 and folded.rfind(b"e000") < 0:
+        return False, plain
+    return _MAYBE_OVERFLOW.search(data) is not None, plain
+
+
 def _may_overflow(data: bytes) -> bool:
     """Whether ``data`` holds a number that might not fit a float64 (:data:`_MAYBE_OVERFLOW` matches)."""
-    folded = data.translate(_DIGITS_AS_ZERO, b"+")
-    if b"0" * 200 not in folded and b"e000" not in folded:
-        return False
-    return _MAYBE_OVERFLOW.search(data) is not None
+    return _number_screen(data)[0]
 
 
 def parse_json_bytes(data: bytes, what: str, path: str | Path, code_prefix: str = "") -> Any:
@@ -89,8 +120,18 @@ def parse_json_bytes(data: bytes, what: str, path: str | Path, code_prefix: str 
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        if _may_overflow(data):
+        may_overflow, plain = _number_screen(data)
+        if may_overflow:
             return json.loads(data, parse_constant=_constant, parse_float=_float, parse_int=_int)
+        if plain and _orjson is not None:
+            # orjson builds the same objects as json for every document both accept (integers of at most 18
+            # digits, correctly rounded floats, the last of a repeated key); anything it refuses (NaN, a BOM, a
+            # lone surrogate, deep nesting, bad syntax) is parsed again by json below, which accepts it as before
+            # or names the problem in its own words.
+            try:
+                return _orjson.loads(data)
+            except _orjson.JSONDecodeError:
+                pass
         return json.loads(data, parse_constant=_constant)
     except _Refused as exc:
         raise AegisError(f"[{tag}{exc.code}] {what} file {path} {exc.reason}") from None
