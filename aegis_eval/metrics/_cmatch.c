@@ -8,6 +8,8 @@
  * never be chosen, and leaving it out of the loop changes neither the best match nor where the loop stops.
  * Tests compare both paths on random and adversarial inputs (tests/eval/metrics/test_cmatch.py).
  *
+ * match_threshold below is the greedy pass of matching.py's match_at_threshold (one IoU, highest IoU first).
+ *
  * Python interface (every array C-contiguous, native-endian):
  *   match_areas(det_boxes, det_start, gt_boxes, gt_start, gt_crowd, ann_nonzero, gt_ignore, gt_pos, thresholds,
  *               floor, matched, match_ignored) -> None
@@ -178,7 +180,105 @@ done:
     return result;
 }
 
+/* match_threshold(det_boxes, det_start, gt_boxes, gt_start, gt_crowd, iou, row_gt, row_iou, crowd_hit) -> None
+ *
+ * The greedy pass of matching.py's match_at_threshold: per image, detections in the given (score) order; each takes
+ * the free non-crowd GT with the highest IoU >= iou, the lowest GT position on a tie (candidate_pairs' IoU, the same
+ * float operations). Writes row_gt (int64, GT position into gt_boxes or -1), row_iou (float64, written where
+ * matched) and crowd_hit (uint8: a crowd GT reaches iou). Arrays as in match_areas; outputs preset by the caller. */
+static PyObject *py_match_threshold(PyObject *self, PyObject *args) {
+    PyObject *o[8];
+    double floor_iou;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOdOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &floor_iou, &o[5], &o[6], &o[7]))
+        return NULL;
+    Py_buffer probe;
+    if (PyObject_GetBuffer(o[0], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    Py_ssize_t D = probe.len / 32;
+    PyBuffer_Release(&probe);
+    if (PyObject_GetBuffer(o[1], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    Py_ssize_t I = probe.len / 8 - 1;
+    PyBuffer_Release(&probe);
+    if (PyObject_GetBuffer(o[2], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    Py_ssize_t G = probe.len / 32;
+    PyBuffer_Release(&probe);
+    if (I < 0) {
+        PyErr_SetString(PyExc_ValueError, "match_threshold: empty image table");
+        return NULL;
+    }
+    const Py_ssize_t bytes[8] = {D * 32, (I + 1) * 8, G * 32, (I + 1) * 8, G, D * 8, D * 8, D};
+    static const char *const names[8] = {"det_boxes", "det_start", "gt_boxes", "gt_start",
+                                         "gt_crowd",  "row_gt",    "row_iou",  "crowd_hit"};
+    Py_buffer v[8];
+    int got = 0;
+    PyObject *result = NULL;
+    uint8_t *taken = NULL;
+    for (; got < 8; got++) {
+        if (!get(o[got], &v[got], got >= 5, bytes[got], names[got])) goto done;
+    }
+    {
+        const double *db = v[0].buf, *gb = v[2].buf;
+        const int64_t *ds = v[1].buf, *gs = v[3].buf;
+        const uint8_t *crowd = v[4].buf;
+        int64_t *row_gt = v[5].buf;
+        double *row_iou = v[6].buf;
+        uint8_t *crowd_hit = v[7].buf;
+        for (Py_ssize_t i = 0; i < I; i++) {
+            if (ds[i] < 0 || ds[i + 1] < ds[i] || ds[i + 1] > D || gs[i] < 0 || gs[i + 1] < gs[i] || gs[i + 1] > G) {
+                PyErr_SetString(PyExc_ValueError, "match_threshold: det_start / gt_start are not offsets");
+                goto done;
+            }
+        }
+        taken = PyMem_Calloc((size_t)G + 1, 1);
+        if (!taken) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < I; i++) {
+            const Py_ssize_t g0 = gs[i], g1 = gs[i + 1];
+            if (g0 == g1) continue;
+            for (Py_ssize_t k = ds[i]; k < ds[i + 1]; k++) {
+                const double *d = db + 4 * k;
+                const double dx0 = d[0], dy0 = d[1], dx1 = d[2] + dx0, dy1 = d[3] + dy0, da = d[2] * d[3];
+                Py_ssize_t best = -1;
+                double best_iou = 0.0;
+                for (Py_ssize_t j = g0; j < g1; j++) {
+                    if (taken[j]) continue;
+                    const double *g = gb + 4 * j;
+                    const double gx0 = g[0], gy0 = g[1], gx1 = g[2] + gx0, gy1 = g[3] + gy0;
+                    const double w = (dx1 < gx1 ? dx1 : gx1) - (dx0 > gx0 ? dx0 : gx0);
+                    if (!(w > 0)) continue;
+                    const double h = (dy1 < gy1 ? dy1 : gy1) - (dy0 > gy0 ? dy0 : gy0);
+                    const double inter = w * h;
+                    const double ga = g[2] * g[3];
+                    const double uni = crowd[j] ? da : da + ga - inter;
+                    const double iou = inter / uni;
+                    if (!(h > 0 && iou >= floor_iou)) continue;
+                    if (crowd[j]) {
+                        crowd_hit[k] = 1;
+                    } else if (best < 0 || iou > best_iou) {
+                        best = j;
+                        best_iou = iou;
+                    }
+                }
+                if (best >= 0) {
+                    taken[best] = 1;
+                    row_gt[k] = best;
+                    row_iou[k] = best_iou;
+                }
+            }
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(taken);
+    for (int k = 0; k < got; k++) PyBuffer_Release(&v[k]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"match_threshold", py_match_threshold, METH_VARARGS,
+     "match_threshold(det_boxes, det_start, gt_boxes, gt_start, gt_crowd, iou, row_gt, row_iou, crowd_hit) -> None"},
     {"match_areas", py_match_areas, METH_VARARGS,
      "match_areas(det_boxes, det_start, gt_boxes, gt_start, gt_crowd, ann_nonzero, gt_ignore, gt_pos, thresholds, "
      "floor, matched, match_ignored) -> None"},

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from aegis_eval.metrics import coco
+from aegis_eval.metrics import coco, matching
 from aegis_eval.metrics.types import Detections, GroundTruth
 from tests.eval.metrics.test_metrics_parity import make_fixture
 
@@ -79,3 +79,21 @@ def test_the_kernel_follows_the_switch(monkeypatch):
     assert coco.match_kernel() is None
     monkeypatch.setenv("AEGIS_KERNELS", "auto")
     assert (coco.match_kernel() is None) == (_cmatch is None)
+
+
+MATCH_FIELDS = ("kept", "is_tp", "ignored", "matched_gt", "matched_iou", "gt_matched_det", "gt_matched_iou")
+
+
+@needs_compiled
+@pytest.mark.parametrize("key", range(48))
+def test_compiled_and_numpy_threshold_matching_agree(key, monkeypatch):
+    gt, dets = make_fixture(key)
+    threshold, iou = (0.0, 0.25, 0.5, 0.9)[key % 4], (0.5, 0.3, 0.75, 1.0, 0.05)[key % 5]
+    out = []
+    for mode in ("compiled", "numpy"):
+        monkeypatch.setenv("AEGIS_KERNELS", mode)
+        out.append(matching.match_at_threshold(gt, dets, threshold, iou))
+    for name in MATCH_FIELDS:
+        x, y = getattr(out[0], name), getattr(out[1], name)
+        assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), name
+    assert out[0].counts.totals() == out[1].counts.totals()
