@@ -70,7 +70,13 @@ def __getattr__(name: str) -> Any:  # `from aegis_cli.main import app`: the whol
 
 
 def main() -> None:
-    build_app(modules_for(sys.argv[1:]))()
+    argv = sys.argv[1:]
+    if argv[:1] == ["score"]:  # a plain scoring line skips Typer's option parsing (cli/plain_score.py)
+        from . import plain_score
+
+        if plain_score.run(argv[1:]):
+            return
+    build_app(modules_for(argv))()
 
 
 if __name__ == "__main__":
