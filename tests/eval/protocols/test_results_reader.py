@@ -231,3 +231,31 @@ def test_the_columns_path_is_taken(tmp_path, monkeypatch):
     assert columns.source == python.source and len(python.source["warnings"]) == 2
     for name in ("det_image", "boxes", "scores"):
         assert getattr(columns, name).tobytes() == getattr(python, name).tobytes()
+
+
+def test_duplicate_count_is_exact():
+    """The duplicate check's 64-bit row mixes only decide "no duplicates"; counts come from the rows themselves,
+    bitwise (so 0.0 and -0.0 differ, as before)."""
+    rng = np.random.default_rng(0)
+    det_image = rng.integers(0, 50, 5000)
+    boxes = rng.uniform(0, 100, (5000, 4))
+    scores = rng.uniform(0, 1, 5000)
+    for extra, expected in ((0, None), (7, 7)):
+        rows = np.concatenate([np.arange(5000), rng.integers(0, 5000, extra)])
+        warnings: list[str] = []
+        predictions._warn_duplicates(det_image[rows], boxes[rows], scores[rows], warnings)
+        assert warnings == (
+            []
+            if expected is None
+            else [
+                f"[duplicate_detection] {expected} detections repeat an "
+                "identical detection (same image, box and score); kept as given"
+            ]
+        )
+    signed = boxes[:2].copy()
+    signed[1] = signed[0]
+    signed[1, 0] = -0.0
+    signed[0, 0] = 0.0
+    warnings = []
+    predictions._warn_duplicates(np.zeros(2, np.int64), signed, np.full(2, 0.5), warnings)
+    assert warnings == []
