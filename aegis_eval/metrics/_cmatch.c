@@ -276,7 +276,106 @@ done:
     return result;
 }
 
+/* precision(matched, ignored, rows, n_pos, recall_thresholds, out) -> None
+ *
+ * coco.py's precision_at_recall for every area range and IoU threshold of an ApTable: detections visited in the
+ * accumulation order ``rows``; at each true positive k (1-based) recall k / n_pos and precision k / ((fp + k) + eps),
+ * fp the false positives before it, exactly the NumPy expressions; the precision made monotone from the right and
+ * read at the first true positive whose recall reaches each recall threshold (0 where none does). matched, ignored
+ * (A, T, D) uint8; rows (N) int64 in [0, D); n_pos (A) int64 (an area range with 0 is left as it is); recall
+ * thresholds (R) float64; out (A, T, R) float64, zero on entry. */
+static PyObject *py_precision(PyObject *self, PyObject *args) {
+    PyObject *o[6];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5])) return NULL;
+    Py_buffer probe;
+    if (PyObject_GetBuffer(o[2], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    Py_ssize_t N = probe.len / 8;
+    PyBuffer_Release(&probe);
+    if (PyObject_GetBuffer(o[3], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    Py_ssize_t A = probe.len / 8;
+    PyBuffer_Release(&probe);
+    if (PyObject_GetBuffer(o[4], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    Py_ssize_t R = probe.len / 8;
+    PyBuffer_Release(&probe);
+    if (PyObject_GetBuffer(o[5], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    Py_ssize_t T = (A && R) ? probe.len / 8 / (A * R) : 0;
+    PyBuffer_Release(&probe);
+    if (PyObject_GetBuffer(o[0], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    Py_ssize_t D = (A && T) ? probe.len / (A * T) : 0;
+    PyBuffer_Release(&probe);
+    if (A <= 0 || T <= 0 || R <= 0) {
+        PyErr_SetString(PyExc_ValueError, "precision: empty area ranges, thresholds or recall thresholds");
+        return NULL;
+    }
+    const Py_ssize_t bytes[6] = {A * T * D, A * T * D, N * 8, A * 8, R * 8, A * T * R * 8};
+    static const char *const names[6] = {"matched", "ignored", "rows", "n_pos", "recall_thresholds", "out"};
+    Py_buffer v[6];
+    int got = 0;
+    PyObject *result = NULL;
+    double *rc = NULL, *pr = NULL;
+    for (; got < 6; got++) {
+        if (!get(o[got], &v[got], got == 5, bytes[got], names[got])) goto done;
+    }
+    {
+        const uint8_t *matched = v[0].buf, *ignored = v[1].buf;
+        const int64_t *rows = v[2].buf, *n_pos = v[3].buf;
+        const double *rthr = v[4].buf;
+        double *out = v[5].buf;
+        for (Py_ssize_t k = 0; k < N; k++) {
+            if (rows[k] < 0 || rows[k] >= D) {
+                PyErr_SetString(PyExc_ValueError, "precision: rows outside the detections");
+                goto done;
+            }
+        }
+        rc = PyMem_Malloc((size_t)(N + 1) * sizeof(double));
+        pr = PyMem_Malloc((size_t)(N + 1) * sizeof(double));
+        if (!rc || !pr) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        const double eps = 2.220446049250313e-16; /* np.spacing(1) */
+        for (Py_ssize_t a = 0; a < A; a++) {
+            if (n_pos[a] == 0) continue;
+            const double npos = (double)n_pos[a];
+            for (Py_ssize_t t = 0; t < T; t++) {
+                const uint8_t *m = matched + (a * T + t) * D, *ig = ignored + (a * T + t) * D;
+                Py_ssize_t tp = 0, fp = 0;
+                for (Py_ssize_t k = 0; k < N; k++) {
+                    const int64_t r = rows[k];
+                    if (ig[r]) continue;
+                    if (m[r]) {
+                        tp++;
+                        const double tps = (double)tp;
+                        rc[tp - 1] = tps / npos;
+                        pr[tp - 1] = tps / ((double)fp + tps + eps);
+                    } else {
+                        fp++;
+                    }
+                }
+                for (Py_ssize_t k = tp - 1; k > 0; k--) {
+                    if (pr[k] > pr[k - 1]) pr[k - 1] = pr[k];
+                }
+                double *q = out + (a * T + t) * R;
+                Py_ssize_t k = 0;
+                for (Py_ssize_t j = 0; j < R; j++) { /* searchsorted(rc, thresholds, 'left'): rc and thresholds rise */
+                    while (k < tp && rc[k] < rthr[j]) k++;
+                    if (k < tp) q[j] = pr[k];
+                }
+            }
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(rc);
+    PyMem_Free(pr);
+    for (int k = 0; k < got; k++) PyBuffer_Release(&v[k]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"precision", py_precision, METH_VARARGS,
+     "precision(matched, ignored, rows, n_pos, recall_thresholds, out) -> None"},
     {"match_threshold", py_match_threshold, METH_VARARGS,
      "match_threshold(det_boxes, det_start, gt_boxes, gt_start, gt_crowd, iou, row_gt, row_iou, crowd_hit) -> None"},
     {"match_areas", py_match_areas, METH_VARARGS,

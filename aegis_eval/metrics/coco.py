@@ -460,6 +460,18 @@ def accumulate(table: ApTable, image_weights: np.ndarray | None = None) -> dict[
         rows = expanded[np.argsort(-table.scores[expanded], kind="stable")]
         n_pos = table.n_gt @ w
     precision = np.zeros((len(AREA_RANGES), len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS)))
+    kernel = match_kernel()
+    if kernel is not None and table.matched.shape[2]:
+        # precision_at_recall of every area range and threshold in one pass per row (_cmatch.c)
+        kernel.precision(
+            np.ascontiguousarray(table.matched).view(np.uint8),
+            np.ascontiguousarray(table.ignored).view(np.uint8),
+            np.ascontiguousarray(rows, dtype=np.int64),
+            np.ascontiguousarray(n_pos, dtype=np.int64),
+            RECALL_THRESHOLDS,
+            precision,
+        )
+        return summarize(precision, n_pos)
     for a in range(len(AREA_RANGES)):
         if n_pos[a] == 0:
             continue

@@ -97,3 +97,17 @@ def test_compiled_and_numpy_threshold_matching_agree(key, monkeypatch):
         x, y = getattr(out[0], name), getattr(out[1], name)
         assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), name
     assert out[0].counts.totals() == out[1].counts.totals()
+
+
+@needs_compiled
+@pytest.mark.parametrize("key", range(32))
+def test_compiled_and_numpy_accumulate_agree(key, monkeypatch):
+    gt, dets = make_fixture(key)
+    table = coco.evaluate_images(gt, dets)
+    weights = np.random.default_rng(key).integers(0, 4, gt.n_images)
+    for w in (None, weights):
+        out = []
+        for mode in ("compiled", "numpy"):
+            monkeypatch.setenv("AEGIS_KERNELS", mode)
+            out.append(coco.accumulate(table, w))
+        assert out[0] == out[1]
