@@ -95,7 +95,7 @@ static PyObject *py_match_areas(PyObject *self, PyObject *args) {
         }
         /* per image: each detection's candidates (at most G_i), their count, and the taken flags */
         Cand *cand = PyMem_Malloc((size_t)(max_d * max_g + 1) * sizeof(Cand));
-        Cand *sorted = PyMem_Malloc((size_t)(max_g + 1) * sizeof(Cand));
+        Cand *sorted = PyMem_Malloc((size_t)(max_d * max_g + 1) * sizeof(Cand));
         Py_ssize_t *n_cand = PyMem_Malloc((size_t)(max_d + 1) * sizeof(Py_ssize_t));
         uint8_t *taken = PyMem_Malloc((size_t)(max_g + 1));
         if (!cand || !sorted || !n_cand || !taken) {
@@ -135,30 +135,34 @@ static PyObject *py_match_areas(PyObject *self, PyObject *args) {
             for (Py_ssize_t a = 0; a < A; a++) {
                 const int64_t *pos = gpos + a * G;
                 const uint8_t *ig = ign + a * G;
+                /* each detection's candidates in the reference's GT order for this area range (insertion sort: few) */
+                for (Py_ssize_t k = 0; k < nd; k++) {
+                    Cand *out = sorted + k * ng;
+                    for (Py_ssize_t c = 0; c < n_cand[k]; c++) {
+                        Cand x = cand[k * ng + c];
+                        Py_ssize_t q = c;
+                        while (q > 0 && pos[out[q - 1].g] > pos[x.g]) {
+                            out[q] = out[q - 1];
+                            q--;
+                        }
+                        out[q] = x;
+                    }
+                }
                 for (Py_ssize_t t = 0; t < T; t++) {
                     memset(taken, 0, (size_t)ng);
                     uint8_t *m_out = matched + (a * T + t) * D, *i_out = mign + (a * T + t) * D;
                     for (Py_ssize_t k = 0; k < nd; k++) {
                         const Py_ssize_t n = n_cand[k];
                         if (n == 0) continue;
-                        /* the candidates in the reference's GT order for this area range (insertion sort: few) */
-                        for (Py_ssize_t c = 0; c < n; c++) {
-                            Cand x = cand[k * ng + c];
-                            Py_ssize_t q = c;
-                            while (q > 0 && pos[sorted[q - 1].g] > pos[x.g]) {
-                                sorted[q] = sorted[q - 1];
-                                q--;
-                            }
-                            sorted[q] = x;
-                        }
+                        const Cand *mine = sorted + k * ng;
                         double best_iou = thr[t];
                         int64_t best = -1;
                         for (Py_ssize_t c = 0; c < n; c++) {
-                            const int64_t g = sorted[c].g;
+                            const int64_t g = mine[c].g;
                             if (taken[g - g0] && !crowd[g]) continue;
                             if (best > -1 && !ig[best] && ig[g]) break;
-                            if (sorted[c].iou < best_iou) continue;
-                            best_iou = sorted[c].iou;
+                            if (mine[c].iou < best_iou) continue;
+                            best_iou = mine[c].iou;
                             best = g;
                         }
                         if (best < 0) continue;
