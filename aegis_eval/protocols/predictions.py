@@ -220,9 +220,10 @@ _ABSENT = object()  # a key's default that no JSON value can equal
 
 def _gt_boxes(
     anns: list, keep: set[int], default_cat: int | None, row_of: Mapping[int, int], where: str
-) -> tuple[list[int], list[int], list[list[float]], list[float], list[bool], list[int]]:
+) -> tuple[Any, Any, Any, Any, Any, Any]:
     """(category, image row, xywh box, area, iscrowd, annotation id) of every annotation of a kept category,
-    in file order; other categories are skipped, malformed annotations refused."""
+    in file order, as lists or arrays (the caller makes arrays of them); other categories are skipped, malformed
+    annotations refused."""
     fast = _gt_boxes_well_formed(anns, keep, default_cat, row_of)
     if fast is not None:
         return fast
@@ -302,7 +303,8 @@ def _gt_boxes_well_formed(anns: list, keep: set[int], default_cat: int | None, r
     areas = np.where(np.isfinite(given_area), given_area, boxes[:, 2] * boxes[:, 3])
     ann_ids = np.where(absent, kept + 1, ann_ids)
     crowd = [bool(a.get("iscrowd", 0)) for a in mine]
-    return cat_arr[kept].tolist(), rows, boxes.tolist(), areas.tolist(), crowd, ann_ids.tolist()
+    # arrays, not lists: the caller makes arrays of them (the same values either way)
+    return cat_arr[kept], rows, boxes, areas, crowd, ann_ids
 
 
 def _read_manifest(root: Path) -> dict[str, Any]:
