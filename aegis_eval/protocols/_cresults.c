@@ -132,6 +132,30 @@ static int read_double(Cursor *c, double *out) {
         c->p += len;
         return 1;
     }
+#if defined(__SIZEOF_INT128__)
+    /* A significand beyond 2**53 (17 to 19 digits) and a fraction of at most 19 digits (10**k fits 64 bits): the
+     * quotient m / 10**k is within about one unit in the last place of the true value; it is taken when exact
+     * integer arithmetic shows the true value strictly between the midpoints around it (so it is the correctly
+     * rounded double), else strtod decides (ties, a power-of-two boundary, products that would not fit). */
+    if (digits <= 19 && exp10 <= 0 && exp10 >= -19 && m > 0) {
+        const double x = (double)m / POW10[-exp10];
+        int e2;
+        const double frac = frexp(x, &e2); /* x = frac * 2**e2, frac in [0.5, 1) */
+        const uint64_t M = (uint64_t)ldexp(frac, 53);
+        const int E = e2 - 53; /* x = M * 2**E */
+        if (M != ((uint64_t)1 << 52) && E < 0 && -E <= 62) {
+            const unsigned __int128 scale = (unsigned __int128)(uint64_t)POW10[-exp10];
+            const unsigned __int128 value = (unsigned __int128)m << (1 - E); /* 2m * 2**-E */
+            const unsigned __int128 lower = (unsigned __int128)(2 * M - 1) * scale;
+            const unsigned __int128 upper = (unsigned __int128)(2 * M + 1) * scale;
+            if (lower < value && value < upper) {
+                *out = negative ? -x : x;
+                c->p += len;
+                return 1;
+            }
+        }
+    }
+#endif
     char buf[64];
     if (len >= (Py_ssize_t)sizeof(buf)) return 0;
     memcpy(buf, c->p, (size_t)len);

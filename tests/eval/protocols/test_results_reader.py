@@ -4,7 +4,9 @@ and without it (AEGIS_KERNELS=numpy)."""
 
 from __future__ import annotations
 
+import decimal
 import json
+import math
 import os
 import random
 import struct
@@ -58,7 +60,8 @@ def _number_texts(rng: random.Random) -> list[str]:
     out = []
     for _ in range(3000):
         x = rng.choice([rng.uniform(0, 4000), rng.uniform(0, 1), rng.uniform(0, 1e-3), 10 ** rng.uniform(-30, 30)])
-        out += [repr(x), f"{x:.17g}", f"{x:.25g}", f"{x:.3e}", f"{x:.16E}", str(int(x) % 10**18)]
+        out += [repr(x), f"{x:.17g}", f"{x:.18g}", f"{x:.19g}", f"{x:.25g}", f"{x:.3e}", f"{x:.16E}"]
+        out += [str(int(x) % 10**18), f"{x % 1:.19f}", f"{x % 1000:.19f}"]
     bits = [struct.unpack("<d", rng.randbytes(8))[0] for _ in range(3000)]
     out += [repr(abs(x)) for x in bits if x == x and 1e-300 < abs(x) < 1e300]
     out += [
@@ -259,3 +262,31 @@ def test_duplicate_count_is_exact():
     warnings = []
     predictions._warn_duplicates(np.zeros(2, np.int64), signed, np.full(2, 0.5), warnings)
     assert warnings == []
+
+
+@needs_compiled
+def test_long_significands_read_correctly_rounded():
+    """17- to 19-digit significands (beyond 2**53) take the exact-integer check of the compiled reader; each value
+    must be the correctly rounded double float() gives, also next to the halfway points between two doubles."""
+    rng = random.Random(34)
+    texts = []
+    for _ in range(40000):
+        digits = rng.randint(17, 19)
+        m = rng.randrange(10 ** (digits - 1), 10**digits)
+        point = rng.randint(0, digits)  # where the decimal point goes: up to 19 fraction digits
+        s = str(m)
+        texts.append(s if point == 0 else (s[:-point] or "0") + "." + s[-point:])
+    with decimal.localcontext() as exact:
+        exact.prec = 800  # a midpoint of two doubles has at most ~770 digits
+        for _ in range(5000):  # the 19-digit decimals just below and above the midpoint of two adjacent doubles
+            x = rng.uniform(1e-3, 1e6)
+            mid = (decimal.Decimal(x) + decimal.Decimal(math.nextafter(x, math.inf))) / 2
+            for rounding in (decimal.ROUND_DOWN, decimal.ROUND_UP):
+                step = decimal.Decimal(1).scaleb(mid.adjusted() - 18)
+                texts.append(format(mid.quantize(step, rounding=rounding), "f"))
+    rows = [texts[k : k + 4] for k in range(0, len(texts) - 3, 4)]
+    doc = "[" + ",".join(f'{{"image_id":1,"category_id":1,"bbox":[{",".join(r)}],"score":0.5}}' for r in rows) + "]"
+    got = _columns(doc)
+    assert got is not None
+    want = np.array([[float(t) for t in r] for r in rows])
+    assert got[2].tobytes() == want.tobytes()
