@@ -96,15 +96,19 @@ def _long_integer_free(folded: bytes) -> bool:
     return True
 
 
+def _folded_may_overflow(data: bytes, folded: bytes) -> bool:
+    """Whether ``data`` (``folded``: its digits folded) might hold a number beyond float64."""
+    # rfind: its skip table keys on the needle's first byte, rare here, where find's keys on a frequent '0'
+    if folded.rfind(b"0" * 200) < 0 and folded.rfind(b"e000") < 0:
+        return False
+    return _MAYBE_OVERFLOW.search(data) is not None
+
+
 def _number_screen(data: bytes) -> tuple[bool, bool]:
     """(may overflow: ``data`` might hold a number beyond float64, :data:`_MAYBE_OVERFLOW` matches; plain: no
     integer of 19 or more digits, so orjson, where installed, reads every number as json does)."""
     folded = data.translate(_DIGITS_AS_ZERO, b"+")
-    plain = _long_integer_free(folded)
-    # rfind: its skip table keys on the needle's first byte, rare here, where find's keys on a frequent '0'
-    if folded.rfind(b"0" * 200) < 0 and folded.rfind(b"e000") < 0:
-        return False, plain
-    return _MAYBE_OVERFLOW.search(data) is not None, plain
+    return _folded_may_overflow(data, folded), _long_integer_free(folded)
 
 
 def _may_overflow(data: bytes) -> bool:
@@ -120,18 +124,18 @@ def parse_json_bytes(data: bytes, what: str, path: str | Path, code_prefix: str 
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        may_overflow, plain = _number_screen(data)
-        if may_overflow:
-            return json.loads(data, parse_constant=_constant, parse_float=_float, parse_int=_int)
-        if plain and _orjson is not None:
+        folded = data.translate(_DIGITS_AS_ZERO, b"+")
+        if _orjson is not None and _long_integer_free(folded):
             # orjson builds the same objects as json for every document both accept (integers of at most 18
             # digits, correctly rounded floats, the last of a repeated key); anything it refuses (NaN, a BOM, a
-            # lone surrogate, deep nesting, bad syntax) is parsed again by json below, which accepts it as before
-            # or names the problem in its own words.
+            # lone surrogate, deep nesting, bad syntax, a number beyond float64) is parsed again by json below,
+            # which accepts it as before or names the problem in its own words.
             try:
                 return _orjson.loads(data)
             except _orjson.JSONDecodeError:
                 pass
+        if _folded_may_overflow(data, folded):
+            return json.loads(data, parse_constant=_constant, parse_float=_float, parse_int=_int)
         return json.loads(data, parse_constant=_constant)
     except _Refused as exc:
         raise AegisError(f"[{tag}{exc.code}] {what} file {path} {exc.reason}") from None
