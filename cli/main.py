@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
+from typing import Any
+
 import typer
 
 from aegis_data.api import __version__
 
-from . import baseline, engine, report, scoring, sources, splits
-
-app = typer.Typer(
-    name="aegis",
-    help="AegisBench: frozen disaster-corruption benchmarks for aerial person detection, and one shared scorer.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_show_locals=False,
-    rich_markup_mode=None,
-)
+# The command group modules in help order, with the top-level commands each one registers. `aegis <command> ...`
+# imports and registers only that command's module (the others cost start-up time: Rich's progress bars, the
+# baseline tables); anything else (--help, --version, a mistyped command) registers them all.
+# tests/cli/test_main_lazy.py checks this table against what the modules register.
+COMMAND_MODULES = {
+    "engine": ("list", "corrupt", "grid", "calibrate", "realism"),
+    "sources": ("audit",),
+    "splits": ("build-splits", "verify", "export-hf"),
+    "scoring": ("freeze-threshold", "score", "gt-diff", "convert-refs"),
+    "baseline": ("baseline",),
+    "report": ("report", "gallery", "rank"),
+}
 
 
 def _version(value: bool) -> None:
@@ -24,19 +30,53 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     """AegisBench toolkit."""
 
 
-for module in (engine, sources, splits, scoring, baseline, report):
-    module.register(app)
+def build_app(modules: tuple[str, ...] = tuple(COMMAND_MODULES)) -> typer.Typer:
+    """The ``aegis`` app with the commands of ``modules`` (all of them by default)."""
+    app = typer.Typer(
+        name="aegis",
+        help="AegisBench: frozen disaster-corruption benchmarks for aerial person detection, and one shared scorer.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_show_locals=False,
+        rich_markup_mode=None,
+    )
+    app.callback()(_root)
+    for name in modules:
+        importlib.import_module(f"{__package__}.{name}").register(app)
+    return app
+
+
+def modules_for(argv: list[str]) -> tuple[str, ...]:
+    """The modules to register for the command line ``argv`` (without the program name)."""
+    if argv:
+        for name, commands in COMMAND_MODULES.items():
+            if argv[0] in commands:
+                return (name,)
+    return tuple(COMMAND_MODULES)
+
+
+def __getattr__(name: str) -> Any:  # `from aegis_cli.main import app`: the whole app, built on first use
+    if name == "app":
+        app = build_app()
+        globals()["app"] = app
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
-    app()
+    argv = sys.argv[1:]
+    if argv[:1] == ["score"]:  # a plain scoring line skips Typer's option parsing (cli/plain_score.py)
+        from . import plain_score
+
+        if plain_score.run(argv[1:]):
+            return
+    build_app(modules_for(argv))()
 
 
 if __name__ == "__main__":

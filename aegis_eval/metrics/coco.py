@@ -31,9 +31,11 @@ Semantics reproduced from pycocotools (each one matters for parity):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from aegis_data.compiled import load_extension
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.result_keys import AP_METRICS
 from aegis_eval.metrics.types import Detections, GroundTruth
@@ -43,6 +45,12 @@ IOU_THRESHOLDS = np.linspace(0.5, 0.95, 10)
 RECALL_THRESHOLDS = np.linspace(0.0, 1.0, 101)
 AREA_RANGES = np.array([[0.0, 1e10], [0.0, 32.0**2], [32.0**2, 96.0**2], [96.0**2, 1e10]])
 DEFAULT_MAX_DETS = 100
+
+
+def match_kernel() -> Any:
+    """The compiled matching (``_cmatch.c``), or None where the NumPy code runs (``AEGIS_KERNELS=numpy``, not built)."""
+    return load_extension("aegis_eval.metrics._cmatch", "COCO matching")
+
 
 # The reference clamps the starting IoU to just below 1 so a perfect overlap still matches.
 _MAX_IOU_START = 1.0 - 1e-10
@@ -292,7 +300,6 @@ def evaluate_images(gt: GroundTruth, dets: Detections, max_dets: int = DEFAULT_M
     box_image = np.asarray(gt.box_image, dtype=np.int64)
     gt_order = np.argsort(box_image, kind="stable")
     gt_start = segment_starts(box_image[gt_order], n_img)
-    pair_det, pair_gt, pair_iou = candidate_pairs(gt, gt_order, gt_start, det_boxes, det_start)
 
     areas = np.asarray(gt.areas, dtype=np.float64)
     crowd = np.asarray(gt.iscrowd, dtype=bool)
@@ -308,9 +315,32 @@ def evaluate_images(gt: GroundTruth, dets: Detections, max_dets: int = DEFAULT_M
     gt_pos = np.empty((n_area, gt.n_boxes), dtype=np.int64)
     for a in range(n_area):
         gt_pos[a, np.lexsort((position_in_file, gt_ignore[a]))] = np.arange(gt.n_boxes)
-    matched, match_ignored = _match_areas(
-        pair_det, pair_gt, pair_iou, det_rank, gt_ignore, gt_pos, crowd, ann_nonzero, n_det
-    )
+    kernel = match_kernel()
+    if kernel is not None:
+        # the same matching, run per image over each detection's candidates (_cmatch.c); GT arrays in gt_order
+        matched = np.zeros((n_area, len(IOU_THRESHOLDS), n_det), dtype=np.uint8)
+        match_ignored = np.zeros_like(matched)
+        if n_det and gt.n_boxes:  # else nothing matches
+            kernel.match_areas(
+                np.ascontiguousarray(det_boxes),
+                det_start.astype(np.int64),
+                np.ascontiguousarray(gt.boxes[gt_order], dtype=np.float64),
+                gt_start.astype(np.int64),
+                crowd[gt_order].astype(np.uint8),
+                ann_nonzero[gt_order].astype(np.uint8),
+                np.ascontiguousarray(gt_ignore[:, gt_order], dtype=np.uint8),
+                np.ascontiguousarray(gt_pos[:, gt_order]),
+                np.minimum(IOU_THRESHOLDS, _MAX_IOU_START),
+                float(IOU_THRESHOLDS.min()),
+                matched,
+                match_ignored,
+            )
+        matched, match_ignored = matched.view(bool), match_ignored.view(bool)
+    else:
+        pair_det, pair_gt, pair_iou = candidate_pairs(gt, gt_order, gt_start, det_boxes, det_start)
+        matched, match_ignored = _match_areas(
+            pair_det, pair_gt, pair_iou, det_rank, gt_ignore, gt_pos, crowd, ann_nonzero, n_det
+        )
     outside = (det_area[None, :] < lo) | (det_area[None, :] > hi)  # (A, D)
     ignored = match_ignored | (~matched & outside[:, None, :])
     n_gt = np.stack([np.bincount(box_image[~gt_ignore[a]], minlength=n_img) for a in range(n_area)]).astype(np.int64)
@@ -430,6 +460,18 @@ def accumulate(table: ApTable, image_weights: np.ndarray | None = None) -> dict[
         rows = expanded[np.argsort(-table.scores[expanded], kind="stable")]
         n_pos = table.n_gt @ w
     precision = np.zeros((len(AREA_RANGES), len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS)))
+    kernel = match_kernel()
+    if kernel is not None and table.matched.shape[2]:
+        # precision_at_recall of every area range and threshold in one pass per row (_cmatch.c)
+        kernel.precision(
+            np.ascontiguousarray(table.matched).view(np.uint8),
+            np.ascontiguousarray(table.ignored).view(np.uint8),
+            np.ascontiguousarray(rows, dtype=np.int64),
+            np.ascontiguousarray(n_pos, dtype=np.int64),
+            RECALL_THRESHOLDS,
+            precision,
+        )
+        return summarize(precision, n_pos)
     for a in range(len(AREA_RANGES)):
         if n_pos[a] == 0:
             continue

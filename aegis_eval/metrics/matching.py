@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from aegis_data.errors import AegisError
-from aegis_eval.metrics.coco import box_iou_coco, candidate_pairs, segment_starts
+from aegis_eval.metrics.coco import box_iou_coco, candidate_pairs, match_kernel, segment_starts
 from aegis_eval.metrics.types import Detections, GroundTruth
 
 SMALL_MAX_AREA = 32.0**2
@@ -207,12 +207,33 @@ def match_at_threshold(gt: GroundTruth, dets: Detections, threshold: float, iou:
     gt_order = np.argsort(gt.box_image, kind="stable")  # GT boxes of an image, in loaded order
     g_bounds = segment_starts(gt.box_image[gt_order], n_img)
     crowd = np.asarray(gt.iscrowd, dtype=bool)
-    # Every (kept detection, GT) pair of an image that reaches ``iou``: only these can match or be ignored.
     boxes = np.asarray(dets.boxes, dtype=np.float64)[order]
-    pair_row, pair_gt, pair_iou = candidate_pairs(gt, gt_order, g_bounds, boxes, d_bounds, floor=iou)
-    rank = np.arange(len(order)) - d_bounds[dets.det_image[order]]
-    regular = ~crowd[pair_gt]
-    row_gt, row_iou = _greedy_by_rank(pair_row[regular], pair_gt[regular], pair_iou[regular], rank, n_gt_boxes)
+    kernel = match_kernel()
+    if kernel is not None and n_gt_boxes:
+        # the same greedy pass per image in C (_cmatch.c), on the GT arrays in gt_order
+        row_gt = np.full(len(order), -1, dtype=np.int64)
+        row_iou = np.full(len(order), np.nan)
+        crowd_hit = np.zeros(len(order), dtype=np.uint8)
+        kernel.match_threshold(
+            np.ascontiguousarray(boxes),
+            d_bounds.astype(np.int64),
+            np.ascontiguousarray(gt.boxes[gt_order], dtype=np.float64),
+            g_bounds.astype(np.int64),
+            crowd[gt_order].astype(np.uint8),
+            iou,
+            row_gt,
+            row_iou,
+            crowd_hit,
+        )
+        row_gt = np.where(row_gt >= 0, gt_order[np.maximum(row_gt, 0)], -1)
+        crowd_rows = np.flatnonzero(crowd_hit)
+    else:
+        # Every (kept detection, GT) pair of an image that reaches ``iou``: only these can match or be ignored.
+        pair_row, pair_gt, pair_iou = candidate_pairs(gt, gt_order, g_bounds, boxes, d_bounds, floor=iou)
+        rank = np.arange(len(order)) - d_bounds[dets.det_image[order]]
+        regular = ~crowd[pair_gt]
+        row_gt, row_iou = _greedy_by_rank(pair_row[regular], pair_gt[regular], pair_iou[regular], rank, n_gt_boxes)
+        crowd_rows = pair_row[~regular]
     hit = np.flatnonzero(row_gt >= 0)
     d, g = order[hit], row_gt[hit]
     is_tp[d] = True
@@ -221,7 +242,6 @@ def match_at_threshold(gt: GroundTruth, dets: Detections, threshold: float, iou:
     gt_matched_det[g] = d
     gt_matched_iou[g] = row_iou[hit]
     # An unmatched detection inside a crowd region is ignored.
-    crowd_rows = pair_row[~regular]
     ignored[order[crowd_rows[row_gt[crowd_rows] < 0]]] = True
 
     counts = per_image_counts(gt, dets.det_image, kept & is_tp, kept & ~is_tp & ~ignored, gt_matched_det >= 0)

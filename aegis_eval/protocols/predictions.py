@@ -21,6 +21,7 @@ number as its GT id (docs/DATA.md, "Image ids"), so on them the two conventions 
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -31,10 +32,11 @@ from typing import Any, NoReturn, TypeGuard
 
 import numpy as np
 
+from aegis_data.compiled import load_extension
 from aegis_data.engine.config import SuiteConfig
 from aegis_data.errors import AegisError
 from aegis_data.files.layout import annotation_path
-from aegis_data.files.readers import image_name_problem, read_json
+from aegis_data.files.readers import image_name_problem, parse_json_bytes, read_file_bytes, read_json
 from aegis_data.split.reader import config_for
 from aegis_eval.metrics.types import Detections, GroundTruth
 from aegis_eval.protocols.class_map import ClassMap, remap_ground_truth, remap_predictions
@@ -219,9 +221,10 @@ _ABSENT = object()  # a key's default that no JSON value can equal
 
 def _gt_boxes(
     anns: list, keep: set[int], default_cat: int | None, row_of: Mapping[int, int], where: str
-) -> tuple[list[int], list[int], list[list[float]], list[float], list[bool], list[int]]:
+) -> tuple[Any, Any, Any, Any, Any, Any]:
     """(category, image row, xywh box, area, iscrowd, annotation id) of every annotation of a kept category,
-    in file order; other categories are skipped, malformed annotations refused."""
+    in file order, as lists or arrays (the caller makes arrays of them); other categories are skipped, malformed
+    annotations refused."""
     fast = _gt_boxes_well_formed(anns, keep, default_cat, row_of)
     if fast is not None:
         return fast
@@ -301,7 +304,8 @@ def _gt_boxes_well_formed(anns: list, keep: set[int], default_cat: int | None, r
     areas = np.where(np.isfinite(given_area), given_area, boxes[:, 2] * boxes[:, 3])
     ann_ids = np.where(absent, kept + 1, ann_ids)
     crowd = [bool(a.get("iscrowd", 0)) for a in mine]
-    return cat_arr[kept].tolist(), rows, boxes.tolist(), areas.tolist(), crowd, ann_ids.tolist()
+    # arrays, not lists: the caller makes arrays of them (the same values either way)
+    return cat_arr[kept], rows, boxes, areas, crowd, ann_ids
 
 
 def _read_manifest(root: Path) -> dict[str, Any]:
@@ -533,8 +537,18 @@ def _validated_arrays(
 
 def _warn_duplicates(det_image: np.ndarray, boxes: np.ndarray, scores: np.ndarray, warnings: list[str]) -> None:
     if len(scores):
-        # Rows as opaque 48-byte records: one sort finds identical detections (bitwise equal floats).
+        # Rows as opaque 48-byte records: identical detections have bitwise equal floats. A 64-bit mix of each
+        # row's words settles the common case (all mixes distinct: no two rows are equal) without sorting the
+        # records; only when mixes repeat does one sort of the records count the identical rows.
         table = np.ascontiguousarray(np.column_stack([det_image.astype(np.float64), boxes, scores]))
+        words = table.view(np.uint64)
+        mix = np.zeros(len(table), dtype=np.uint64)
+        for k in range(words.shape[1]):
+            mix = (mix ^ words[:, k]) * np.uint64(0x9E3779B97F4A7C15)
+            mix ^= mix >> np.uint64(29)
+        mix.sort()
+        if not (mix[1:] == mix[:-1]).any():
+            return
         n_unique = len(np.unique(table.view(np.dtype((np.void, table.shape[1] * 8))).ravel()))
         if n_unique < len(table):
             warnings.append(
@@ -555,10 +569,56 @@ def detections_from_results(obj: Any, gt: GroundTruth, source: Mapping[str, Any]
     entries, image_keys, cat_arr, boxes, score_arr = _validated_arrays(obj, where, warnings)
     keep, offset = _resolve_categories(cat_arr, gt, where, warnings)
     det_image = _resolve_image_ids(entries, image_keys, gt, where)
+    return _detections(det_image, keep, offset, boxes, score_arr, warnings, source)
+
+
+def _detections(
+    det_image: np.ndarray,
+    keep: np.ndarray,
+    offset: int,
+    boxes: np.ndarray,
+    score_arr: np.ndarray,
+    warnings: list[str],
+    source: dict[str, Any],
+) -> Detections:
     det_image, boxes, score_arr = det_image[keep], boxes[keep], score_arr[keep]
     _warn_duplicates(det_image, boxes, score_arr, warnings)
     source.update(warnings=warnings, n_detections=int(len(score_arr)), category_offset=offset)
     return Detections(det_image=det_image, boxes=boxes, scores=score_arr, source=source)
+
+
+def _results_reader() -> Any:
+    """The compiled reader of plain results files (``_cresults.c``), or None (``AEGIS_KERNELS=numpy`` or not built)."""
+    return load_extension("aegis_eval.protocols._cresults", "results reader")
+
+
+def detections_from_columns(data: bytes, gt: GroundTruth, source: Mapping[str, Any]) -> Detections | None:
+    """:func:`detections_from_results` of a results file's bytes, read by the compiled reader straight into
+    columns; None when the compiled reader is absent, the file is not in the plain form it reads, or a value needs
+    the entries themselves (one the checks refuse, an image id only a file_name settles): the caller then reads the
+    file as JSON and takes the full path, which accepts it or names the problem in the same words as always.
+    Errors found on the columns (an unknown category or image id) are the full path's, raised at the same step."""
+    reader = _results_reader()
+    columns = reader.columns(data) if reader is not None else None
+    if columns is None:
+        return None
+    image_ids, cat_arr = (np.frombuffer(c, dtype=np.int64) for c in columns[:2])
+    boxes = np.frombuffer(columns[2], dtype=np.float64).reshape(-1, 4)
+    score_arr = np.frombuffer(columns[3], dtype=np.float64)
+    # the checks of _validated_arrays that can fail on such values: failing ones take the full path
+    if (boxes[:, 2:] < 0).any() or (score_arr < 0).any() or (score_arr > 1).any():
+        return None
+    source = dict(source)
+    where = str(source.get("path", "predictions"))
+    warnings: list[str] = []
+    zero = int(((boxes[:, 2] == 0) | (boxes[:, 3] == 0)).sum())
+    if zero:
+        warnings.append(f"[bbox_degenerate] {zero} boxes have zero width or height; they can never match")
+    keep, offset = _resolve_categories(cat_arr, gt, where, warnings)
+    det_image = _resolve_image_ids(None, None, gt, where, int_keys=image_ids)
+    if (det_image == -2).any():
+        return None
+    return _detections(det_image, keep, offset, boxes.copy(), score_arr.copy(), warnings, source)
 
 
 def detections_by_class(
@@ -710,27 +770,35 @@ def _resolve_categories(cats: np.ndarray, gt: GroundTruth, where: str, warnings:
     return keep, 0
 
 
-def _resolve_image_ids(entries: list, keys: list, gt: GroundTruth, where: str) -> np.ndarray:
-    """(D,) GT rows of the detections' image ids; resolves each distinct id once."""
+def _resolve_image_ids(
+    entries: list | None, keys: list | None, gt: GroundTruth, where: str, int_keys: np.ndarray | None = None
+) -> np.ndarray:
+    """(D,) GT rows of the detections' image ids; resolves each distinct id once. ``int_keys``: the ids as an int64
+    array instead of ``keys`` (the compiled reader's column; without ``entries``, -2 marks a row whose id is
+    ambiguous, which only an entry's file_name can settle)."""
     resolver = _IdResolver(gt)
-    rows = np.empty(len(keys), dtype=np.int64)
-    if not keys:
+    n = len(int_keys) if int_keys is not None else len(keys or ())
+    rows = np.empty(n, dtype=np.int64)
+    if not n:
         return rows
     # Group entries by their distinct id; (type, value) so that 7 and "7" stay apart.
     first_of: dict[tuple[type, Any], int] = {}
-    types = set(map(type, keys))
-    key_array = None
-    if len(types) == 1 and types <= {int, str}:  # the common case, vectorised
-        kind = types.pop()
-        try:
-            key_array = np.array(keys, dtype=np.int64 if kind is int else str)
-        except OverflowError:  # ints beyond int64 cannot be GT ids; the loop below reports them as unknown
-            key_array = None
+    key_array = int_keys
+    kind: type = int
+    if keys is not None:
+        types = set(map(type, keys))
+        if len(types) == 1 and types <= {int, str}:  # the common case, vectorised
+            kind = types.pop()
+            try:
+                key_array = np.array(keys, dtype=np.int64 if kind is int else str)
+            except OverflowError:  # ints beyond int64 cannot be GT ids; the loop below reports them as unknown
+                key_array = None
     if key_array is not None:
         values, group = np.unique(key_array, return_inverse=True)
         group = group.reshape(-1).astype(np.int64)
         first_of = {(kind, kind(v)): g for g, v in enumerate(values.tolist())}
     else:
+        assert keys is not None
         group = np.empty(len(keys), dtype=np.int64)
         for k, key in enumerate(keys):
             if isinstance(key, bool) or not isinstance(key, (int, str)):
@@ -759,6 +827,8 @@ def _resolve_image_ids(entries: list, keys: list, gt: GroundTruth, where: str) -
             "file-name stems"
         )
     rows[:] = resolved[group]
+    if entries is None or keys is None:
+        return rows
     for ambiguous in np.flatnonzero(rows == -2):  # only entries with an ambiguous id need their file_name
         key = keys[ambiguous]
         rows[ambiguous] = _disambiguate(
@@ -797,8 +867,16 @@ def load_predictions(path: str | Path, gt: GroundTruth, class_map: ClassMap | No
     ``source`` carries path, sha256 and warnings for provenance.
     """
     path = Path(path)
-    obj, sha = _read_predictions_doc(path, class_map)
-    return detections_from_results(obj, gt, {"path": str(path), "sha256": sha})
+    data = read_file_bytes(path, "predictions")
+    source = {"path": str(path), "sha256": hashlib.sha256(data).hexdigest()}
+    if class_map is None:
+        dets = detections_from_columns(data, gt, source)
+        if dets is not None:
+            return dets
+    obj = parse_json_bytes(data, "predictions", path)
+    if class_map is not None and class_map.side == "preds":
+        obj = remap_predictions(obj, class_map, str(path))
+    return detections_from_results(obj, gt, source)
 
 
 def load_predictions_by_class(

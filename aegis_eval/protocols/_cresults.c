@@ -1,0 +1,296 @@
+/*
+ * Compiled reader of a plain COCO results file (module aegis_eval.protocols._cresults, beside predictions.py, whose
+ * Python reading it mirrors).
+ *
+ * A results file is a JSON list of detections. This reader takes only the plain form a detector writes: a top-level
+ * array of objects, each with exactly the four keys image_id, category_id (integers of at most 18 digits), bbox (an
+ * array of four numbers) and score (a number), in any order, keys without escapes, no key twice. It turns that into
+ * four columns without building a Python object per value. Anything else (another key, a string id, a boolean, a
+ * number out of float64 range, an empty list, bad syntax, a BOM) returns None, and the caller reads the file with the
+ * strict JSON reader and the Python checks, which accept it or name the problem; so the columns, when given, are
+ * exactly the values that path reads. Numbers are read correctly rounded, as Python's float() reads them (see
+ * read_double); a token the C library's strtod does not consume whole (a locale with another decimal point) or
+ * reads as out of range returns None too.
+ *
+ * Python interface:
+ *   columns(data: bytes) -> (image_ids, category_ids, boxes, scores) | None
+ *     int64, int64, float64 (4 per detection, x y w h) and float64 values as native-endian bytes.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *p;
+    const char *end;
+} Cursor;
+
+typedef struct {
+    int64_t *ids, *cats;
+    double *boxes, *scores;
+    Py_ssize_t n, cap;
+} Columns;
+
+static void skip_ws(Cursor *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) c->p++;
+}
+
+static int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
+
+/* The extent of one JSON number token at c->p (RFC 8259 grammar); 0 when there is none. Sets *integral when
+ * the token has neither a fraction nor an exponent. */
+static Py_ssize_t number_token(const Cursor *c, int *integral) {
+    const char *q = c->p, *end = c->end;
+    *integral = 1;
+    if (q < end && *q == '-') q++;
+    if (q >= end || !is_digit(*q)) return 0;
+    if (*q == '0') {
+        q++;
+    } else {
+        while (q < end && is_digit(*q)) q++;
+    }
+    if (q < end && *q == '.') {
+        *integral = 0;
+        q++;
+        if (q >= end || !is_digit(*q)) return 0;
+        while (q < end && is_digit(*q)) q++;
+    }
+    if (q < end && (*q == 'e' || *q == 'E')) {
+        *integral = 0;
+        q++;
+        if (q < end && (*q == '+' || *q == '-')) q++;
+        if (q >= end || !is_digit(*q)) return 0;
+        while (q < end && is_digit(*q)) q++;
+    }
+    return q - c->p;
+}
+
+/* An integer of at most 18 digits (always inside int64). */
+static int read_int(Cursor *c, int64_t *out) {
+    int integral;
+    Py_ssize_t len = number_token(c, &integral);
+    if (len == 0 || !integral) return 0;
+    const char *q = c->p;
+    int negative = *q == '-';
+    if (negative) q++;
+    if (c->p + len - q > 18) return 0;
+    int64_t v = 0;
+    for (; q < c->p + len; q++) v = v * 10 + (*q - '0');
+    *out = negative ? -v : v;
+    c->p += len;
+    return 1;
+}
+
+/* Powers of ten that are exact doubles. */
+static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* A number as Python reads its token: float() of a fraction or exponent form, int then float64 of an integer (so
+ * "-0" is +0.0, as int("-0") is 0). Clinger's fast path where it is exact: a significand of at most 2**53 and a
+ * power of ten within 1e22 are both exact doubles, so one multiplication or division rounds once, correctly;
+ * everything else goes to strtod on a NUL-terminated copy, which must consume it whole (correctly rounded too). */
+static int read_double(Cursor *c, double *out) {
+    int integral;
+    Py_ssize_t len = number_token(c, &integral);
+    if (len == 0) return 0;
+    const char *q = c->p, *end = c->p + len;
+    int negative = *q == '-';
+    if (negative) q++;
+    uint64_t m = 0;
+    int digits = 0, exp10 = 0, fast = 1;
+    for (; q < end && is_digit(*q); q++) {
+        if (m || *q != '0') digits++;
+        m = digits <= 19 ? m * 10 + (uint64_t)(*q - '0') : m;
+        if (digits > 19) exp10++;
+    }
+    if (q < end && *q == '.') {
+        for (q++; q < end && is_digit(*q); q++) {
+            if (m || *q != '0') digits++;
+            if (digits <= 19) {
+                m = m * 10 + (uint64_t)(*q - '0');
+                exp10--;
+            }
+        }
+    }
+    if (q < end) { /* the exponent: e or E, an optional sign, digits */
+        q++;
+        int eneg = 0;
+        long e = 0;
+        if (*q == '+' || *q == '-') eneg = *q++ == '-';
+        for (; q < end; q++) e = e < 100000 ? e * 10 + (*q - '0') : e;
+        exp10 += (int)(eneg ? -e : e);
+    }
+    if (digits > 19 || m > ((uint64_t)1 << 53) || exp10 < -22 || exp10 > 22) fast = 0;
+    if (fast) {
+        double v = (double)m;
+        v = exp10 < 0 ? v / POW10[-exp10] : v * POW10[exp10];
+        *out = negative && !(integral && m == 0) ? -v : v;
+        c->p += len;
+        return 1;
+    }
+#if defined(__SIZEOF_INT128__)
+    /* A significand beyond 2**53 (17 to 19 digits) and a fraction of at most 19 digits (10**k fits 64 bits): the
+     * quotient m / 10**k is within about one unit in the last place of the true value; it is taken when exact
+     * integer arithmetic shows the true value strictly between the midpoints around it (so it is the correctly
+     * rounded double), else strtod decides (ties, a power-of-two boundary, products that would not fit). */
+    if (digits <= 19 && exp10 <= 0 && exp10 >= -19 && m > 0) {
+        const double x = (double)m / POW10[-exp10];
+        int e2;
+        const double frac = frexp(x, &e2); /* x = frac * 2**e2, frac in [0.5, 1) */
+        const uint64_t M = (uint64_t)ldexp(frac, 53);
+        const int E = e2 - 53; /* x = M * 2**E */
+        if (M != ((uint64_t)1 << 52) && E < 0 && -E <= 62) {
+            const unsigned __int128 scale = (unsigned __int128)(uint64_t)POW10[-exp10];
+            const unsigned __int128 value = (unsigned __int128)m << (1 - E); /* 2m * 2**-E */
+            const unsigned __int128 lower = (unsigned __int128)(2 * M - 1) * scale;
+            const unsigned __int128 upper = (unsigned __int128)(2 * M + 1) * scale;
+            if (lower < value && value < upper) {
+                *out = negative ? -x : x;
+                c->p += len;
+                return 1;
+            }
+        }
+    }
+#endif
+    char buf[64];
+    if (len >= (Py_ssize_t)sizeof(buf)) return 0;
+    memcpy(buf, c->p, (size_t)len);
+    buf[len] = '\0';
+    char *stop;
+    errno = 0;
+    double v = strtod(buf, &stop);
+    if (stop != buf + len || errno == ERANGE || !isfinite(v)) return 0;
+    *out = integral && v == 0.0 ? 0.0 : v;
+    c->p += len;
+    return 1;
+}
+
+static int expect(Cursor *c, char ch) {
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != ch) return 0;
+    c->p++;
+    return 1;
+}
+
+/* Which of the four keys the string at c->p names (0..3), or -1. */
+static int read_key(Cursor *c) {
+    static const char *const names[4] = {"image_id", "category_id", "bbox", "score"};
+    if (!expect(c, '"')) return -1;
+    const char *start = c->p;
+    while (c->p < c->end && *c->p != '"') {
+        if (*c->p == '\\' || (unsigned char)*c->p < 0x20) return -1;
+        c->p++;
+    }
+    if (c->p >= c->end) return -1;
+    size_t len = (size_t)(c->p - start);
+    c->p++;
+    for (int k = 0; k < 4; k++) {
+        if (strlen(names[k]) == len && memcmp(names[k], start, len) == 0) return k;
+    }
+    return -1;
+}
+
+static int grow(Columns *cols) {
+    Py_ssize_t cap = cols->cap ? cols->cap * 2 : 4096;
+    int64_t *ids = PyMem_Realloc(cols->ids, (size_t)cap * sizeof(int64_t));
+    if (ids) cols->ids = ids;
+    int64_t *cats = PyMem_Realloc(cols->cats, (size_t)cap * sizeof(int64_t));
+    if (cats) cols->cats = cats;
+    double *boxes = PyMem_Realloc(cols->boxes, (size_t)cap * 4 * sizeof(double));
+    if (boxes) cols->boxes = boxes;
+    double *scores = PyMem_Realloc(cols->scores, (size_t)cap * sizeof(double));
+    if (scores) cols->scores = scores;
+    if (!ids || !cats || !boxes || !scores) return 0;
+    cols->cap = cap;
+    return 1;
+}
+
+/* 1: parsed; 0: not the plain form; -1: out of memory (a Python error is set). */
+static int parse(Cursor *c, Columns *cols) {
+    if (!expect(c, '[')) return 0;
+    for (;;) {
+        if (cols->n == cols->cap && !grow(cols)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        Py_ssize_t i = cols->n;
+        if (!expect(c, '{')) return 0;
+        int seen = 0;
+        for (;;) {
+            int key = read_key(c);
+            if (key < 0 || (seen & (1 << key)) || !expect(c, ':')) return 0;
+            seen |= 1 << key;
+            skip_ws(c);
+            int ok;
+            if (key == 0) {
+                ok = read_int(c, &cols->ids[i]);
+            } else if (key == 1) {
+                ok = read_int(c, &cols->cats[i]);
+            } else if (key == 3) {
+                ok = read_double(c, &cols->scores[i]);
+            } else {
+                ok = expect(c, '[');
+                for (int k = 0; ok && k < 4; k++) {
+                    skip_ws(c);
+                    ok = read_double(c, &cols->boxes[4 * i + k]) && expect(c, k < 3 ? ',' : ']');
+                }
+            }
+            if (!ok) return 0;
+            skip_ws(c);
+            if (c->p < c->end && *c->p == ',') {
+                c->p++;
+                continue;
+            }
+            if (!expect(c, '}')) return 0;
+            break;
+        }
+        if (seen != 15) return 0;
+        cols->n++;
+        skip_ws(c);
+        if (c->p < c->end && *c->p == ',') {
+            c->p++;
+            continue;
+        }
+        if (!expect(c, ']')) return 0;
+        skip_ws(c);
+        return c->p == c->end;
+    }
+}
+
+static PyObject *py_columns(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
+    Columns cols = {NULL, NULL, NULL, NULL, 0, 0};
+    Cursor c = {(const char *)buf.buf, (const char *)buf.buf + buf.len};
+    int status = parse(&c, &cols);
+    PyBuffer_Release(&buf);
+    PyObject *out = NULL;
+    if (status == 1) {
+        out = Py_BuildValue("(y#y#y#y#)", (const char *)cols.ids, cols.n * (Py_ssize_t)sizeof(int64_t),
+                            (const char *)cols.cats, cols.n * (Py_ssize_t)sizeof(int64_t), (const char *)cols.boxes,
+                            cols.n * 4 * (Py_ssize_t)sizeof(double), (const char *)cols.scores,
+                            cols.n * (Py_ssize_t)sizeof(double));
+    } else if (status == 0) {
+        out = Py_NewRef(Py_None);
+    }
+    PyMem_Free(cols.ids);
+    PyMem_Free(cols.cats);
+    PyMem_Free(cols.boxes);
+    PyMem_Free(cols.scores);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"columns", py_columns, METH_VARARGS,
+     "columns(data) -> (image_ids, category_ids, boxes, scores) as int64/int64/float64/float64 bytes, or None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cresults", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__cresults(void) { return PyModule_Create(&module); }

@@ -1,0 +1,113 @@
+"""The compiled COCO matching (aegis_eval/metrics/_cmatch.c) and its NumPy twin give the same ApTable, bit for bit,
+on the parity fixtures (crowd GT, annotation id 0, tied scores and IoUs, areas on the range bounds, empty images)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from aegis_eval.metrics import coco, matching
+from aegis_eval.metrics.types import Detections, GroundTruth
+from tests.eval.metrics.test_metrics_parity import make_fixture
+
+try:
+    from aegis_eval.metrics import _cmatch
+except ImportError:  # no C compiler: the NumPy code alone runs (test_ci_builds_the_matching fails in CI)
+    _cmatch = None
+needs_compiled = pytest.mark.skipif(_cmatch is None, reason="aegis_eval.metrics._cmatch not built (no compiler?)")
+
+FIELDS = ("det_index", "det_image", "det_rank", "scores", "matched", "ignored", "n_gt", "order")
+
+
+def test_ci_builds_the_matching():
+    if os.environ.get("CI"):
+        assert _cmatch is not None, "CI must build aegis_eval.metrics._cmatch (pip install -e . with a compiler)"
+
+
+def _tables(gt: GroundTruth, dets: Detections, monkeypatch, max_dets: int = 100):
+    out = []
+    for mode in ("compiled", "numpy"):
+        monkeypatch.setenv("AEGIS_KERNELS", mode)
+        out.append(coco.evaluate_images(gt, dets, max_dets))
+    return out
+
+
+def _assert_same(a: coco.ApTable, b: coco.ApTable) -> None:
+    for name in FIELDS:
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), name
+
+
+@needs_compiled
+@pytest.mark.parametrize("key", range(64))
+def test_compiled_and_numpy_matching_agree(key, monkeypatch):
+    gt, dets = make_fixture(key)
+    compiled, numpy_ = _tables(gt, dets, monkeypatch, max_dets=(100, 10, 1)[key % 3])
+    _assert_same(compiled, numpy_)
+    assert coco.accumulate(compiled) == coco.accumulate(numpy_)
+
+
+@needs_compiled
+def test_ties_and_thresholds(monkeypatch):
+    """IoU exactly on thresholds, identical GT boxes (the later wins), a crowd region, id 0, empty images."""
+    g = np.array([[0, 0, 10, 10], [0, 0, 10, 10], [20, 0, 10, 10], [0, 0, 100, 100], [5, 5, 40, 40]], float)
+    gt = GroundTruth(
+        image_ids=np.array([1, 2, 3, 4]),
+        file_names=("a.png", "b.png", "c.png", "d.png"),
+        widths=np.full(4, 200),
+        heights=np.full(4, 200),
+        box_image=np.array([0, 0, 0, 1, 3]),
+        boxes=g,
+        areas=np.array([100.0, 32.0**2, 96.0**2, 10000.0, 1600.0]),
+        iscrowd=np.array([False, False, False, True, False]),
+        ann_ids=np.array([1, 0, 3, 4, 5]),
+    )
+    d = np.array(
+        [[0, 0, 10, 10], [0, 0, 10, 5], [20, 0, 10, 7.5], [0, 0, 10, 10], [10, 10, 5, 5], [5, 5, 40, 40], [0, 0, 1, 1]],
+        float,
+    )
+    dets = Detections(
+        det_image=np.array([0, 0, 0, 0, 1, 3, 2]), boxes=d, scores=np.array([0.9, 0.9, 0.8, 0.1, 0.5, 0.7, 0.3])
+    )
+    _assert_same(*_tables(gt, dets, monkeypatch))
+
+
+def test_the_kernel_follows_the_switch(monkeypatch):
+    monkeypatch.setenv("AEGIS_KERNELS", "numpy")
+    assert coco.match_kernel() is None
+    monkeypatch.setenv("AEGIS_KERNELS", "auto")
+    assert (coco.match_kernel() is None) == (_cmatch is None)
+
+
+MATCH_FIELDS = ("kept", "is_tp", "ignored", "matched_gt", "matched_iou", "gt_matched_det", "gt_matched_iou")
+
+
+@needs_compiled
+@pytest.mark.parametrize("key", range(48))
+def test_compiled_and_numpy_threshold_matching_agree(key, monkeypatch):
+    gt, dets = make_fixture(key)
+    threshold, iou = (0.0, 0.25, 0.5, 0.9)[key % 4], (0.5, 0.3, 0.75, 1.0, 0.05)[key % 5]
+    out = []
+    for mode in ("compiled", "numpy"):
+        monkeypatch.setenv("AEGIS_KERNELS", mode)
+        out.append(matching.match_at_threshold(gt, dets, threshold, iou))
+    for name in MATCH_FIELDS:
+        x, y = getattr(out[0], name), getattr(out[1], name)
+        assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), name
+    assert out[0].counts.totals() == out[1].counts.totals()
+
+
+@needs_compiled
+@pytest.mark.parametrize("key", range(32))
+def test_compiled_and_numpy_accumulate_agree(key, monkeypatch):
+    gt, dets = make_fixture(key)
+    table = coco.evaluate_images(gt, dets)
+    weights = np.random.default_rng(key).integers(0, 4, gt.n_images)
+    for w in (None, weights):
+        out = []
+        for mode in ("compiled", "numpy"):
+            monkeypatch.setenv("AEGIS_KERNELS", mode)
+            out.append(coco.accumulate(table, w))
+        assert out[0] == out[1]
