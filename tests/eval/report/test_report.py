@@ -574,7 +574,7 @@ def test_latex_labels_are_unique_when_dataset_names_differ_only_in_punctuation(t
     labels = [
         lab for p in files.latex_tables for lab in re.findall(r"\\label\{([^}]+)\}", p.read_text(encoding="utf-8"))
     ]
-    assert len(labels) == len(files.latex_tables)
+    assert len(labels) >= len(files.latex_tables)  # a table too wide for a page is split into labelled parts
     assert len(set(labels)) == len(labels), sorted(labels)
     grid = (files.out / "tables" / "sard-v1-2_grid_recall.tex").read_text(encoding="utf-8")
     assert "\\label{tab:aegis-sard-v1-2-grid-recall}" in grid
