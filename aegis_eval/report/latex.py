@@ -43,6 +43,7 @@ _LATEX_ESCAPES = {
     "×": r"$\times$",
     "·": r"$\cdot$",
     "∝": r"$\propto$",
+    "→": r"$\rightarrow$",
     "²": r"\textsuperscript{2}",
     "é": r"\'e",
     "ö": r"\"o",
