@@ -257,8 +257,8 @@ def build_report(
     the toolkit's PNG writer compresses without back-references).
     Results scored on different suites (aegis-v1, aegis-v2) are refused unless ``allow_mixed_suites``; the suite
     of one-suite results gives the default ``config``.
-    galleries: folders written by ``aegis gallery --per-condition``; each dataset's section links (md, html) or lists
-    (LaTeX) their worst and best pair per condition. A gallery of a dataset the results do not have is refused.
+    galleries: folders written by ``build_gallery(..., per_condition=True)``; each dataset's section links (md, html)
+    or lists (LaTeX) their worst and best pair per condition. A gallery of a dataset the results lack is refused.
     """
     metric = check_metric(metric)
     if html_figures not in HTML_FIGURES:

@@ -11,7 +11,7 @@ positive drop qualify; order is drop descending, then more GT lost, then conditi
 
 With ``per_condition`` the gallery also draws, for every condition, its worst pair (the same order, within the
 condition) and its best pair (``condition_extremes``: smallest drop, then more GT found, then image order), and
-``gallery.json`` lists every picture for ``aegis report --gallery``.
+``gallery.json`` lists every picture for ``build_report(..., galleries=...)``.
 """
 
 from __future__ import annotations
@@ -468,7 +468,7 @@ def build_gallery(
     Pictures go to ``out/pairs/<rank>_<condition>_<stem>.png``; with ``per_condition`` also each condition's worst
     and best pair to ``out/conditions/<condition>_{worst,best}_<stem>.png``. ``gallery.json`` indexes them with the
     model's ``label`` (default: the predictions folder's name) and the split's dataset name, for
-    ``aegis report --gallery``. Raises AegisError for a missing clean.json, an unknown requested condition, a
+    ``build_report(..., galleries=...)``. Raises AegisError for a missing clean.json, an unknown requested condition, a
     threshold given both or neither way, or unreadable frames.
     """
     from aegis_eval.protocols.predictions import load_ground_truth, load_predictions, suite_config_of
@@ -571,7 +571,7 @@ def _index_doc(
     extremes: Mapping[str, Mapping[str, tuple[GalleryPair, str] | None]],
     split: str,
 ) -> dict[str, Any]:
-    """gallery.json: what ``aegis report --gallery`` links (pictures relative to the gallery folder)."""
+    """gallery.json: what ``build_report(..., galleries=...)`` links (pictures relative to the gallery folder)."""
     doc: dict[str, Any] = {
         "schema": GALLERY_SCHEMA,
         "label": label,
@@ -631,7 +631,7 @@ def load_gallery_index(folder: str | Path) -> GalleryIndex:
     per = doc.get("per_condition")
     if not isinstance(per, dict):
         raise AegisError(
-            f"{folder} was drawn without per-condition pictures; rerun `aegis gallery` with --per-condition"
+            f"{folder} was drawn without per-condition pictures; draw it again with `per_condition` (`aegis gallery`)"
         )
     label, dataset = doc.get("label"), doc.get("dataset")
     if not isinstance(label, str) or not (dataset is None or isinstance(dataset, str)):

@@ -40,8 +40,8 @@ if TYPE_CHECKING:  # the gallery module draws with OpenCV; the report only reads
 TITLE = "AegisBench robustness report"
 GALLERY_TITLE = "Image examples: the worst and best (image, condition) pair per condition"
 GALLERY_NOTE = (
-    "From `aegis gallery --per-condition` at each model's frozen threshold: per condition the image whose recall "
-    "dropped most vs clean (worst) and the one that kept it best (best); GT found, clean → condition."
+    "From the failure gallery's per-condition pictures at each model's frozen threshold: per condition the image "
+    "whose recall dropped most vs clean (worst) and the one that kept it best (best); GT found, clean → condition."
 )
 
 

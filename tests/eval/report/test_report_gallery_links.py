@@ -75,7 +75,7 @@ def test_report_refuses_a_gallery_without_per_condition_pictures_or_of_another_d
     root, g = scored_gallery
     split, preds, thr = tiny
     plain = build_gallery(split, preds, tmp_path / "plain", threshold_file=thr, max_width=648, n=1)
-    with pytest.raises(AegisError, match="--per-condition"):
+    with pytest.raises(AegisError, match="without per-condition pictures; draw it again with `per_condition`"):
         build_report(load_results([root / "score.json"]), tmp_path / "r1", galleries=[plain.out])
     other = json.loads(g.index_json.read_text(encoding="utf-8"))
     other["dataset"] = "sard"
