@@ -179,3 +179,20 @@ def test_split_columns_keeps_key_columns_bold_cells_and_notes():
     assert "\\resizebox{\\linewidth}" in latex_table(narrow, "tab:n") and "1.12\\linewidth" in latex_table(
         narrow, "tab:n"
     )
+
+
+def test_ci_installs_what_the_pdf_tests_call():
+    """CI (.ci/run) installs the system tools these tests call, so there they run instead of skipping."""
+    from tests import REPO_ROOT
+
+    ci = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    for package in (
+        "poppler-utils",
+        "texlive-latex-base",
+        "texlive-latex-recommended",
+        "texlive-fonts-recommended",
+        "lmodern",
+    ):
+        assert re.search(rf"apt-get install [^\n]*(\\\n[^\n]*)*\b{re.escape(package)}\b", ci), package
+    # ... whenever one of them is missing, not only when the first is.
+    assert "command -v pdflatex" in ci and "command -v pdffonts" in ci and "kpsewhich lmodern.sty" in ci
