@@ -270,16 +270,6 @@ def latex_grid_file(grids: Sequence[str]) -> str:
 
 
 _FLOATS_PER_PAGE = 4
-# A heading starts a new page unless this much of the page is left, so it never sits alone at a page's foot (the
-# needspace package's test, written out: it is not in TeX Live's base or recommended packages).
-_HEADING_ROOM = "0.3\\textheight"
-_KEEP_WITH_NEXT = (
-    "\\makeatletter",
-    f"\\newcommand{{\\aegisneedspace}}{{\\par\\penalty-100\\begingroup\\setlength{{\\dimen@}}{{{_HEADING_ROOM}}}%",
-    "\\dimen@ii\\pagegoal\\advance\\dimen@ii-\\pagetotal",
-    "\\ifdim\\dimen@>\\dimen@ii\\ifdim\\dimen@ii>\\z@\\vfil\\fi\\penalty-\\@M\\fi\\endgroup}",
-    "\\makeatother",
-)
 
 
 @dataclass(frozen=True)
@@ -303,7 +293,6 @@ def latex_document(
         "\\usepackage{lmodern}",  # vector Type 1 fonts; T1 without it falls back to bitmap Type 3
         "\\usepackage{booktabs}",
         "\\usepackage{graphicx}",
-        *_KEEP_WITH_NEXT,
         "\\setlength{\\textwidth}{16cm}\\setlength{\\oddsidemargin}{0cm}\\setlength{\\evensidemargin}{0cm}",
         "\\setlength{\\textheight}{23cm}\\setlength{\\topmargin}{-1.5cm}",
         f"\\title{{{latex_escape(title)}}}",
@@ -314,7 +303,8 @@ def latex_document(
     ]
     lines += [latex_escape(n) + "\n" for n in preamble_notes]
     for name, figures, tables in sections:
-        lines.append(f"\\aegisneedspace\\section{{{latex_escape(name)}}}")
+        # Every section starts a page (the previous one ends with \\clearpage) and no page break follows its heading.
+        lines.append(f"\\section{{{latex_escape(name)}}}")
         for f in figures:
             lines += [
                 "\\begin{figure}[!htbp]",
