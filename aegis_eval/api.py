@@ -831,13 +831,15 @@ def write_report(
     metric: str = "recall",
     html_figures: str = "png",
     allow_mixed_suites: bool = False,
+    galleries: Sequence[PathLike] = (),
 ):
     """Render figures (PNG, PDF, SVG), report.md/html, LaTeX tables and report.tex from score JSONs under
     ``out_dir``: the :class:`~aegis_eval.report.build.ReportFiles` (``files``, ``notes``). ``formats``: a subset of
-    md, html, latex (default all)."""
+    md, html, latex (default all). ``galleries``: folders of ``write_gallery(..., per_condition=True)`` whose worst and
+    best pair per condition the report links."""
     from aegis_data.files.outputs import check_output_dirs
 
-    check_output_dirs({"`out_dir`": Path(out_dir)})
+    check_output_dirs({"`out_dir`": Path(out_dir)}, [Path(g) for g in galleries])
     from aegis_eval.report import build_report, load_results
 
     extra: dict[str, Any] = {} if formats is None else {"formats": formats}
@@ -847,6 +849,7 @@ def write_report(
         metric=metric,
         html_figures=html_figures,
         allow_mixed_suites=allow_mixed_suites,
+        galleries=[Path(g) for g in galleries],
         **extra,
     )
 
@@ -861,10 +864,14 @@ def write_gallery(
     conditions: str | Sequence[str] = "all",
     n: int = 8,
     max_width: int = 1600,
+    per_condition: bool = False,
+    label: str | None = None,
 ):
     """Draw the ``n`` (image, condition) pairs whose recall drops most against clean -- clean beside corrupted,
     ground truth and predictions -- from a folder of ``clean.json`` and ``<condition>.json`` results: the
-    :class:`~aegis_eval.report.gallery.GalleryFiles` (``pairs``, ``index_html``, ``notes``)."""
+    :class:`~aegis_eval.report.gallery.GalleryFiles` (``pairs``, ``index_html``, ``notes``). ``per_condition``: also
+    each condition's worst and best pair, for ``write_report(..., galleries=[out_dir])``; ``label``: the model's
+    name there (default: the predictions folder's name)."""
     from aegis_data.files.outputs import check_output_dirs
 
     check_output_dirs({"`out_dir`": Path(out_dir)}, [Path(split_dir), Path(predictions)])
@@ -879,4 +886,6 @@ def write_gallery(
         conditions=conditions,
         n=n,
         max_width=max_width,
+        per_condition=per_condition,
+        label=label,
     )

@@ -53,6 +53,16 @@ def report(
         ),
     ] = HtmlFigures.png,
     allow_mixed_suites: AllowMixedSuitesOpt = False,
+    gallery: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--gallery",
+            metavar="DIR",
+            help="A folder of `aegis gallery --per-condition` (repeatable): the report links its worst and best "
+            "pair per condition.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Render heatmaps, severity curves, family bars, localization and false-alarm plots (PNG, PDF, SVG) and
     report.md/html, LaTeX tables and report.tex from score JSONs."""
@@ -63,6 +73,7 @@ def report(
         metric=metric,
         html_figures=value(html_figures),
         allow_mixed_suites=allow_mixed_suites,
+        galleries=gallery or [],
     )
     for note in files.notes:
         warn(note)
@@ -109,6 +120,19 @@ def gallery(
     ] = "all",
     n: Annotated[int, typer.Option("--n", help="How many (image, condition) pairs to draw.")] = 8,
     max_width: Annotated[int, typer.Option("--max-width", help="Width limit of each side-by-side picture, px.")] = 1600,
+    per_condition: Annotated[
+        bool,
+        typer.Option(
+            "--per-condition",
+            help="Also draw each condition's worst and best pair (for `aegis report --gallery`).",
+        ),
+    ] = False,
+    label: Annotated[
+        str | None,
+        typer.Option(
+            "--label", help="The model's name in gallery.json (default: the PREDS folder's name).", show_default=False
+        ),
+    ] = None,
 ) -> None:
     """Draw the (image, condition) pairs whose recall drops most vs clean: clean | corrupted, GT and predictions."""
     files = api.write_gallery(
@@ -120,6 +144,8 @@ def gallery(
         conditions=conditions,
         n=n,
         max_width=max_width,
+        per_condition=per_condition,
+        label=label,
     )
     for note in files.notes:
         warn(note)

@@ -31,6 +31,7 @@ from aegis_eval.report.render import (
     HTML_FIGURES,
     TITLE,
     FigureRef,
+    example_table,
     html_report,
     markdown_report,
     named_tables,
@@ -172,6 +173,7 @@ def _latex_files(
     tables: Mapping[str, list[tuple[str, Table]]],
     common: Sequence[tuple[str, Table]],
     refs: Sequence[FigureRef],
+    examples: Mapping[str, Sequence[Any]] | None = None,
 ) -> dict[str, str]:
     """{relative path: text} of report_table.tex, every LaTeX table file and report.tex."""
     files: dict[str, str] = {}
@@ -190,6 +192,10 @@ def _latex_files(
             names.append(rel)
             if m == metric:
                 main_grids.append(files[rel])
+        if examples and examples.get(g.name):
+            rel = f"{TABLES_DIR}/{slug}_gallery.tex"
+            files[rel] = latex_table(example_table(g, examples[g.name]), table_label(slug, "gallery"))
+            names.append(rel)
         figures = [
             LatexFigure(r.relpath.rsplit(".", 1)[0] + ".pdf", f"{g.name}: {r.caption}")
             for r in refs
@@ -211,6 +217,25 @@ def _latex_files(
     return files
 
 
+def _gallery_examples(galleries: Sequence[str | Path], groups: Sequence[DatasetGroup]) -> dict[str, list[Any]]:
+    """{dataset name: per-condition gallery pictures} of the given gallery folders (AegisError for a bad one)."""
+    if not galleries:
+        return {}
+    from aegis_eval.report.gallery import load_gallery_index
+
+    names = [g.name for g in groups]
+    out: dict[str, list[Any]] = {}
+    for folder in galleries:
+        index = load_gallery_index(folder)
+        dataset = index.dataset if index.dataset is not None else "unknown"
+        if dataset not in names:
+            raise AegisError(
+                f"gallery {folder} shows dataset {dataset!r}; the score results are of {', '.join(map(repr, names))}"
+            )
+        out.setdefault(dataset, []).extend(index.examples)
+    return out
+
+
 def build_report(
     results: Sequence[Mapping[str, Any]],
     out: str | Path,
@@ -219,6 +244,7 @@ def build_report(
     config: SuiteConfig | None = None,
     html_figures: str = "png",
     allow_mixed_suites: bool = False,
+    galleries: Sequence[str | Path] = (),
 ) -> ReportFiles:
     """Write the report for validated score results (see ``load_results``) into ``out``.
 
@@ -231,6 +257,8 @@ def build_report(
     the toolkit's PNG writer compresses without back-references).
     Results scored on different suites (aegis-v1, aegis-v2) are refused unless ``allow_mixed_suites``; the suite
     of one-suite results gives the default ``config``.
+    galleries: folders written by ``build_gallery(..., per_condition=True)``; each dataset's section links (md, html)
+    or lists (LaTeX) their worst and best pair per condition. A gallery of a dataset the results lack is refused.
     """
     metric = check_metric(metric)
     if html_figures not in HTML_FIGURES:
@@ -246,6 +274,7 @@ def build_report(
     if config is None and suite in SUITE_NAMES:
         config = load_config(suite)
     groups = group_by_dataset(results, config)
+    examples = _gallery_examples(galleries, groups)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise AegisError(f"the report folder must be a directory, got an existing file: {out}")
@@ -266,12 +295,14 @@ def build_report(
     tex_tables: list[Path] = []
     if "md" in formats:
         md = out / REPORT_MD
-        write_bytes_atomic(md, markdown_report(groups, metric, refs, plain, plain_common).encode("utf-8"))
+        text = markdown_report(groups, metric, refs, plain, plain_common, examples, out)
+        write_bytes_atomic(md, text.encode("utf-8"))
     if "html" in formats:
         html = out / REPORT_HTML
-        write_bytes_atomic(html, html_report(groups, metric, refs, plain, plain_common, html_figures).encode("utf-8"))
+        text = html_report(groups, metric, refs, plain, plain_common, html_figures, examples, out)
+        write_bytes_atomic(html, text.encode("utf-8"))
     if "latex" in formats:
-        for rel, text in _latex_files(groups, slugs, metric, tables, common, refs).items():
+        for rel, text in _latex_files(groups, slugs, metric, tables, common, refs, examples).items():
             write_bytes_atomic(out / rel, text.encode("utf-8"))
             if rel == REPORT_TEX:
                 tex = out / rel

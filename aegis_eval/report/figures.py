@@ -37,8 +37,10 @@ from aegis_eval.report.results import (
     DatasetGroup,
     confidence_interval,
     degradation,
+    drop_interval,
     false_alarm_confidence,
     false_alarm_record,
+    family_drop_interval,
     localization,
     metric_value,
     per_family_drop,
@@ -138,6 +140,13 @@ def _percent(v, _pos=None) -> str:
     return f"{100 * v:.0f}"
 
 
+def data_top(ymax: float, bounded: bool) -> float:
+    """Upper y limit scaled to the data (values and interval ends) rather than a fixed 0-1 axis, so a recall of
+    0.15 fills the panel; at most just above 1 for a metric bounded to [0, 1], never a flat zero-height axis."""
+    top = max(ymax * 1.08, 0.05)
+    return min(top, 1.02) if bounded else top
+
+
 def _drop_phrase(metric: str) -> str:
     if metric in LOWER_IS_BETTER:
         return f"relative increase of {metric} vs clean (%)"
@@ -150,7 +159,8 @@ def _drop_phrase(metric: str) -> str:
 def heatmap(group: DatasetGroup, metric: str) -> FigurePlan:
     """Rows = corruptions grouped by family, columns = models x severities, cell = degradation (%).
 
-    Missing conditions are hatched; an undefined drop (clean value 0 or null) reads "n/a".
+    Missing conditions are hatched; an undefined drop (clean value 0 or null) reads "n/a"; a cell whose paired
+    bootstrap interval of the drop (``ci_drop``) includes 0 is faded, so the brightest cells cannot be noise.
     """
     rows, sevs, runs = group.corruptions, group.severities, group.runs
     n_r, n_s, n_m = len(rows), len(sevs), len(runs)
@@ -193,7 +203,7 @@ def heatmap(group: DatasetGroup, metric: str) -> FigurePlan:
 
 def _heatmap_cells(group: DatasetGroup, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """(values, state), both (corruptions, models x severities): the degradation, and 0 value / 1 missing
-    condition / 2 undefined drop."""
+    condition / 2 undefined drop / 3 value whose drop interval includes 0 (no interval: state 0)."""
     rows, sevs, runs = group.corruptions, group.severities, group.runs
     n_s = len(sevs)
     values = np.full((len(rows), len(runs) * n_s), np.nan)
@@ -208,13 +218,22 @@ def _heatmap_cells(group: DatasetGroup, metric: str) -> tuple[np.ndarray, np.nda
                 v = degradation(run.result, cond, metric)
                 if v is None:
                     state[i, j * n_s + k] = 2
-                else:
-                    values[i, j * n_s + k] = v
+                    continue
+                values[i, j * n_s + k] = v
+                ci = drop_interval(run.result, cond, metric)
+                if ci is not None and ci[0] <= 0 <= ci[1]:
+                    state[i, j * n_s + k] = _CI_HAS_ZERO
     return values, state
 
 
+_CI_HAS_ZERO = 3
+# How much of a cell's colour a white veil hides when the cell's interval includes 0 (the value stays legible).
+_FADE = 0.62
+
+
 def _heatmap_cell_marks(ax, values: np.ndarray, state: np.ndarray, cmap, norm) -> None:
-    """Hatch missing cells, "n/a" undefined ones, and print each value in a colour readable on its cell."""
+    """Hatch missing cells, "n/a" undefined ones, fade those whose interval includes 0, and print each value in a
+    colour readable on its (faded) cell."""
     for (i, col), st in np.ndenumerate(state):
         if st == 1:
             ax.add_patch(
@@ -233,6 +252,23 @@ def _heatmap_cell_marks(ax, values: np.ndarray, state: np.ndarray, cmap, norm) -
         else:
             v = values[i, col]
             r, g, b, _ = cmap(norm(v))
+            if st == _CI_HAS_ZERO:
+                ax.add_patch(
+                    Rectangle((col - 0.5, i - 0.5), 1, 1, facecolor="white", alpha=_FADE, linewidth=0, gid="ci-zero")
+                )
+                # A hatch too: faded light cells would otherwise look like any light cell, and in greyscale.
+                ax.add_patch(
+                    Rectangle(
+                        (col - 0.5, i - 0.5),
+                        1,
+                        1,
+                        fill=False,
+                        hatch=palette.UNCERTAIN_HATCH,
+                        edgecolor=palette.UNCERTAIN_EDGE,
+                        linewidth=0,
+                    )
+                )
+                r, g, b = (c + (1 - c) * _FADE for c in (r, g, b))
             dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
             ax.text(
                 col, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=7.5, color="white" if dark else "black"
@@ -300,6 +336,9 @@ def _heatmap_notes(state: np.ndarray, metric: str) -> list[str]:
         notes.append(f"hatched: condition missing from the input ({int((state == 1).sum())} cells)")
     if (state == 2).any():
         notes.append("n/a: drop undefined (clean value 0 or null)")
+    if (state == _CI_HAS_ZERO).any():
+        n_zero = int((state == _CI_HAS_ZERO).sum())
+        notes.append(f"faded, hatched (value shown): 95% CI of the drop includes 0, {n_zero} cells")
     if metric in LOWER_IS_BETTER:
         notes.append(f"larger = more {metric}")
     return notes
@@ -399,8 +438,7 @@ def severity_curves(group: DatasetGroup, metric: str) -> FigurePlan:
             ax.set_title(f"{c.replace('_', ' ')}  ·  {group.families[c]}")
             ax.set_xticks(sevs, ["clean"] + [str(s) for s in group.severities])
             ax.set_xlim(-0.25, sevs[-1] + 0.25)
-        top = 1.02 if metric not in _UNBOUNDED else max(ymax * 1.08, 0.1)
-        axes[0].set_ylim(0, top)
+        axes[0].set_ylim(0, data_top(ymax, metric not in _UNBOUNDED))
         for idx, ax in enumerate(axes):
             if idx % _PANEL_COLS == 0:
                 ax.set_ylabel(metric)
@@ -498,10 +536,18 @@ def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
     fams = group.family_order
     n_m = len(group.runs)
     flip = -1.0 if metric in LOWER_IS_BETTER else 1.0
-    vals = []
+    vals, errs = [], []
     for run in group.runs:
         fam_drop = per_family_drop(group, run, metric)
         vals.append([None if (drop := fam_drop[f]) is None else flip * drop for f in fams])
+        # The interval of the family's mean drop, sign-flipped with the value (larger = worse); None when absent.
+        cis = [family_drop_interval(run, f, metric) for f in fams]
+        errs.append(
+            [
+                None if v is None or ci is None else tuple(sorted((flip * ci[0], flip * ci[1])))
+                for v, ci in zip(vals[-1], cis)
+            ]
+        )
     width, height = family_bars_size(n_m, len(fams))
     bar_w = 0.8 / n_m
     left, right, top, bottom = 62, 14, 34 + _LEGEND_ROW_PX * _legend_rows(n_m), 44
@@ -511,7 +557,9 @@ def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
     widest_pt = max(len(t) for row in texts for t in row) * 0.64 * _BAR_LABEL_PT
     vertical = widest_pt + 2 > bar_pt
     finite = [v for row in vals for v in row if v is not None]
+    finite += [end for row in errs for ci in row if ci is not None for end in ci]
     lo, hi = min([0.0] + finite), max([0.05] + finite)
+    any_err = any(ci is not None for row in errs for ci in row)
     # Room beyond the longest bars for a label: a share of the span, larger for vertical labels.
     pad = (hi - lo) * (0.22 if vertical else 0.12)
 
@@ -534,12 +582,29 @@ def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
                 linewidth=0.6,
                 gid="bar",
             )
-            for p, v, text in zip(pos, vals[j], texts[j]):
+            ok = [k for k, ci in enumerate(errs[j]) if ci is not None]
+            if ok:
+                # Centre +- half-width draws exactly [low, high], even when the bar's value falls outside it.
+                ends = np.array([errs[j][k] for k in ok], dtype=float)
+                ax.errorbar(
+                    pos[ok],
+                    ends.mean(axis=1),
+                    yerr=(ends[:, 1] - ends[:, 0]) / 2,
+                    fmt="none",
+                    ecolor="black",
+                    elinewidth=0.9,
+                    capsize=2.5,
+                    capthick=0.9,
+                    gid="bar-ci",
+                )
+            for p, v, text, ci in zip(pos, vals[j], texts[j], errs[j]):
                 y = 0.0 if v is None else v
                 up = y >= 0
+                # The label sits past the whisker's end, so the interval never runs through the number.
+                tip = y if ci is None else (max(y, ci[1]) if up else min(y, ci[0]))
                 ax.annotate(
                     text,
-                    xy=(p, y),
+                    xy=(p, tip),
                     xytext=(0, 3 if up else -3),
                     textcoords="offset points",
                     ha="center",
@@ -563,7 +628,8 @@ def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
         ax.grid(axis="y")
         ax.set_axisbelow(True)
         fig.suptitle(
-            f"{group.name}: mean {_drop_phrase(metric)} per family",
+            # With whiskers the title names them instead of "per family" (the axis names the families): same length.
+            f"{group.name}: mean {_drop_phrase(metric)}" + (", 95% CI" if any_err else " per family"),
             fontsize=10.5,
             fontweight="bold",
             y=1 - 6 / height,
@@ -618,6 +684,7 @@ def false_alarm_shares(group: DatasetGroup) -> FigurePlan:
         )
         points.append((share, upper))
     step = 0.7 / max(n_m, 1)
+    ymax = max([0.0] + [float(np.nanmax(np.concatenate([s, u, [0.0]]))) for s, u in points])
 
     def draw(fig: Figure) -> None:
         ax = fig.add_subplot()
@@ -634,7 +701,7 @@ def false_alarm_shares(group: DatasetGroup) -> FigurePlan:
             )
         ax.set_xticks(x, [c.replace("_", " ") for c in conds], rotation=60, ha="right", rotation_mode="anchor")
         ax.set_xlim(-0.6, len(conds) - 0.4)
-        ax.set_ylim(0, 1.02)
+        ax.set_ylim(0, data_top(ymax, bounded=True))
         ax.yaxis.set_major_formatter(FuncFormatter(_percent))
         ax.set_ylabel("images with a false alarm (%)")
         ax.grid(axis="y")

@@ -8,13 +8,19 @@ bytes), then indexed in ``index.md`` and ``index.html``.
 Ranking (pure, see ``rank_pairs``): per-image recall = matched GT / GT boxes in that image, at the frozen
 threshold with the scorer's one-to-one matching (``aegis_eval.metrics.matching``). Only images with GT and a strictly
 positive drop qualify; order is drop descending, then more GT lost, then condition order, then image order.
+
+With ``per_condition`` the gallery also draws, for every condition, its worst pair (the same order, within the
+condition) and its best pair (``condition_extremes``: smallest drop, then more GT found, then image order), and
+``gallery.json`` lists every picture for ``build_report(..., galleries=...)``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import cv2
@@ -79,6 +85,13 @@ class GalleryFiles:
     index_md: Path
     index_html: Path
     notes: tuple[str, ...]
+    index_json: Path | None = None
+    # condition -> (worst, best) pair (None: no image of the condition qualifies), with ``per_condition``.
+    extremes: Mapping[str, tuple[GalleryPair | None, GalleryPair | None]] | None = None
+
+
+GALLERY_SCHEMA = "aegis-gallery/1"
+GALLERY_JSON = "gallery.json"
 
 
 def rank_pairs(
@@ -116,6 +129,35 @@ def rank_pairs(
             )
         )
     return pairs
+
+
+def condition_extremes(
+    clean: PerImageCounts, conditions: Mapping[str, PerImageCounts], gt: GroundTruth
+) -> dict[str, tuple[GalleryPair | None, GalleryPair | None]]:
+    """Per condition (in the given order) its worst pair, the largest strictly positive recall drop as in
+    ``rank_pairs`` (None when no image loses recall), and its best pair: the smallest drop (a gain counts),
+    then more GT found under the condition, then image order (None when no image has GT)."""
+    out = {}
+    n_gt = clean.n_gt.astype(np.int64)
+    rows = np.flatnonzero(n_gt > 0)
+    for cond, counts in conditions.items():
+        worst = rank_pairs(clean, {cond: counts}, gt, n=1)
+        best = None
+        if rows.size:
+            keys = [((int(clean.tp[r]) - int(counts.tp[r])) / int(n_gt[r]), -int(counts.tp[r]), int(r)) for r in rows]
+            _d, _f, row = min(keys)
+            best = GalleryPair(
+                1,
+                row,
+                int(gt.image_ids[row]),
+                gt.file_names[row],
+                cond,
+                int(n_gt[row]),
+                int(clean.tp[row]),
+                int(counts.tp[row]),
+            )
+        out[cond] = (worst[0] if worst else None, best)
+    return out
 
 
 # --- drawing ------------------------------------------------------------------------------------------------
@@ -232,11 +274,13 @@ def render_pair(
     cond_dets: Detections,
     max_width: int = DEFAULT_MAX_WIDTH,
     clean_panels: dict[int, tuple[tuple[int, ...], np.ndarray]] | None = None,
+    tag: str | None = None,
 ) -> np.ndarray:
     """Read both frames of a pair from the split and draw them (see ``draw_panel`` / ``compose_pair``).
 
     clean_panels: optional cache, GT row -> (clean frame shape, drawn clean panel), shared across the pairs of
     one gallery so an image ranked under several conditions has its clean frame decoded and drawn once.
+    tag: the header's first word instead of ``#rank`` (``worst``/``best`` for the per-condition pairs).
     """
     cached = clean_panels.get(pair.row) if clean_panels is not None else None
     if cached is None:
@@ -269,7 +313,7 @@ def render_pair(
     n_pred_clean = int(((clean_dets.det_image == pair.row) & clean.kept).sum())
     n_pred_cond = int(((cond_dets.det_image == pair.row) & cond.kept).sum())
     left = [
-        f"#{pair.rank} clean  recall {pair.found_clean}/{pair.n_gt} = {pair.recall_clean:.2f}",
+        f"{tag or f'#{pair.rank}'} clean  recall {pair.found_clean}/{pair.n_gt} = {pair.recall_clean:.2f}",
         f"{pair.file_name}   predictions: {n_pred_clean}",
     ]
     right = [
@@ -415,12 +459,17 @@ def build_gallery(
     n: int = DEFAULT_N,
     max_width: int = DEFAULT_MAX_WIDTH,
     split: str = "test",
+    per_condition: bool = False,
+    label: str | None = None,
 ) -> GalleryFiles:
     """Rank (image, condition) pairs by recall drop and write their pictures plus index.md / index.html.
 
     split_dir: a frozen split (docs/SPLITS.md); preds_dir: ``clean.json`` and ``<condition>.json`` COCO results.
-    Pictures go to ``out/pairs/<rank>_<condition>_<stem>.png``. Raises AegisError for a missing clean.json,
-    an unknown requested condition, a threshold given both or neither way, or unreadable frames.
+    Pictures go to ``out/pairs/<rank>_<condition>_<stem>.png``; with ``per_condition`` also each condition's worst
+    and best pair to ``out/conditions/<condition>_{worst,best}_<stem>.png``. ``gallery.json`` indexes them with the
+    model's ``label`` (default: the predictions folder's name) and the split's dataset name, for
+    ``build_report(..., galleries=...)``. Raises AegisError for a missing clean.json, an unknown requested condition, a
+    threshold given both or neither way, or unreadable frames.
     """
     from aegis_eval.protocols.predictions import load_ground_truth, load_predictions, suite_config_of
     from aegis_eval.protocols.scoring import prediction_files
@@ -459,9 +508,153 @@ def build_gallery(
         )
         write_png_atomic(out / rel, rgb)
         written.append((p, rel))
-    index_md, index_html = out / "index.md", out / "index.html"
+    extremes = None
+    extreme_files: dict[str, dict[str, tuple[GalleryPair, str] | None]] = {}
+    if per_condition:
+        extremes = condition_extremes(matches["clean"].counts, {c: matches[c].counts for c in chosen}, gt)
+        for cond, ends in extremes.items():
+            extreme_files[cond] = {}
+            for kind, end in zip(("worst", "best"), ends):
+                if end is None:
+                    extreme_files[cond][kind] = None
+                    continue
+                rel = f"conditions/{cond}_{kind}_{Path(end.file_name).stem}.png"
+                rgb = render_pair(
+                    split_dir,
+                    split,
+                    gt,
+                    end,
+                    matches["clean"],
+                    matches[cond],
+                    dets["clean"],
+                    dets[cond],
+                    max_width,
+                    clean_panels,
+                    tag=kind,
+                )
+                write_png_atomic(out / rel, rgb)
+                extreme_files[cond][kind] = (end, rel)
+    index_md, index_html, index_json = out / "index.md", out / "index.html", out / GALLERY_JSON
     write_bytes_atomic(index_md, _index_md(written, threshold_text, split_dir, notes).encode("utf-8"))
     write_bytes_atomic(index_html, _index_html(written, threshold_text, split_dir, notes).encode("utf-8"))
+    doc = _index_doc(label or Path(preds_dir).resolve().name, gt.dataset, value, written, extreme_files, split)
+    write_bytes_atomic(index_json, (json.dumps(doc, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
     return GalleryFiles(
-        out, value, tuple(pairs), tuple(out / rel for _, rel in written), index_md, index_html, tuple(notes)
+        out,
+        value,
+        tuple(pairs),
+        tuple(out / rel for _, rel in written),
+        index_md,
+        index_html,
+        tuple(notes),
+        index_json,
+        extremes,
     )
+
+
+def _pair_doc(p: GalleryPair, rel: str) -> dict[str, Any]:
+    return {
+        "file_name": p.file_name,
+        "condition": p.condition,
+        "n_gt": p.n_gt,
+        "found_clean": p.found_clean,
+        "found_condition": p.found_condition,
+        "picture": rel,
+    }
+
+
+def _index_doc(
+    label: str,
+    dataset: str | None,
+    threshold: float,
+    ranked: Sequence[tuple[GalleryPair, str]],
+    extremes: Mapping[str, Mapping[str, tuple[GalleryPair, str] | None]],
+    split: str,
+) -> dict[str, Any]:
+    """gallery.json: what ``build_report(..., galleries=...)`` links (pictures relative to the gallery folder)."""
+    doc: dict[str, Any] = {
+        "schema": GALLERY_SCHEMA,
+        "label": label,
+        "dataset": dataset,
+        "split": split,
+        "threshold": threshold,
+        "pairs": [{"rank": p.rank, **_pair_doc(p, rel)} for p, rel in ranked],
+    }
+    if extremes:
+        doc["per_condition"] = {
+            cond: {kind: None if got is None else _pair_doc(*got) for kind, got in ends.items()}
+            for cond, ends in extremes.items()
+        }
+    return doc
+
+
+# --- reading a gallery back (aegis report --gallery) -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GalleryExample:
+    """One per-condition picture of a gallery: the condition's worst or best (image, condition) pair."""
+
+    label: str
+    condition: str
+    kind: str  # "worst" or "best"
+    file_name: str
+    n_gt: int
+    found_clean: int
+    found_condition: int
+    picture: Path  # the gallery folder joined with the picture's relative path
+
+
+@dataclass(frozen=True)
+class GalleryIndex:
+    folder: Path
+    label: str
+    dataset: str | None
+    examples: tuple[GalleryExample, ...]
+
+
+def load_gallery_index(folder: str | Path) -> GalleryIndex:
+    """The per-condition pictures of a gallery folder written by ``build_gallery(..., per_condition=True)``.
+
+    Raises AegisError (one line) for a folder without gallery.json, a file that is not an aegis-gallery/1
+    document, or a gallery drawn without per-condition pictures."""
+    folder = Path(folder)
+    path = folder / GALLERY_JSON
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AegisError(f"{folder} holds no {GALLERY_JSON}; give a folder written by `aegis gallery`") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise AegisError(f"{path}: not a readable gallery index ({type(exc).__name__})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != GALLERY_SCHEMA:
+        raise AegisError(f"{path}: expected a {GALLERY_SCHEMA} document (written by `aegis gallery`)")
+    per = doc.get("per_condition")
+    if not isinstance(per, dict):
+        raise AegisError(
+            f"{folder} was drawn without per-condition pictures; draw it again with `per_condition` (`aegis gallery`)"
+        )
+    label, dataset = doc.get("label"), doc.get("dataset")
+    if not isinstance(label, str) or not (dataset is None or isinstance(dataset, str)):
+        raise AegisError(f"{path}: 'label' must be a string and 'dataset' a string or null")
+    examples = []
+    for cond, ends in per.items():
+        for kind in ("worst", "best"):
+            e = ends.get(kind) if isinstance(ends, dict) else None
+            if e is None:
+                continue
+            try:
+                examples.append(
+                    GalleryExample(
+                        label,
+                        str(cond),
+                        kind,
+                        str(e["file_name"]),
+                        int(e["n_gt"]),
+                        int(e["found_clean"]),
+                        int(e["found_condition"]),
+                        folder / str(e["picture"]),
+                    )
+                )
+            except (KeyError, TypeError, ValueError):
+                raise AegisError(f"{path}: per_condition[{cond!r}][{kind!r}] is malformed") from None
+    return GalleryIndex(folder, label, dataset, tuple(examples))

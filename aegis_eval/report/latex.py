@@ -1,17 +1,19 @@
 """LaTeX output of the report: booktabs tables a paper can ``\\input`` as they are, and a standalone report.tex.
 
 Every table is one file (``tables/<dataset>_<name>.tex``) holding one ``table`` float; the tables need
-``\\usepackage{booktabs}`` and ``\\usepackage{graphicx}`` (wide tables shrink to the line width with
-``\\resizebox``, never grow). ``report.tex`` is a complete ``article`` that inputs every table and includes the
-PDF figures; it compiles with pdflatex from texlive-latex-base plus booktabs. Everything returns strings;
-``build`` writes them.
+``\\usepackage{booktabs}`` and ``\\usepackage{graphicx}``. Tables stay at a readable size: long header cells wrap
+onto several lines, a tabular wider than the line turns sideways (a page-high float, graphicx's ``\\rotatebox``), and a
+table that would not fit even sideways is split into parts by columns (its key columns repeated), each its own float
+in the same file. ``report.tex`` is a complete ``article`` (Latin Modern vector fonts) that inputs every table and
+includes the PDF figures; it compiles with pdflatex from TeX Live's base, recommended and font packages. Everything
+returns strings; ``build`` writes them.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aegis_eval.report.tables import Table
 from aegis_eval.report.text import one_line
@@ -41,6 +43,7 @@ _LATEX_ESCAPES = {
     "×": r"$\times$",
     "·": r"$\cdot$",
     "∝": r"$\propto$",
+    "→": r"$\rightarrow$",
     "²": r"\textsuperscript{2}",
     "é": r"\'e",
     "ö": r"\"o",
@@ -65,25 +68,153 @@ def table_label(slug: str, name: str) -> str:
     return f"tab:aegis-{slug}-{label_key(name)}"
 
 
-# Shrink a tabular to the line width only when it is wider (graphicx's \resizebox measures it as \width).
-_FIT_OPEN = r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%"
+# Sizes, in points, of report.tex's page (16 cm x 23 cm text block) and of \\small text (lmodern at 9 pt): a
+# table's width is estimated from its longest cell per column to split it before LaTeX would have to shrink it.
+# Targets: what the float accepts (1.12 x the line; 0.95 x the page height, shrunk by 12 % at most) over 1.07, the
+# most the estimate fell short of pdflatex's width on the report's tables.
+_PAGE_PT, _UPRIGHT_PT = 0.95 * 652.0 * 1.12 / 1.07, 454.0 * 1.12 / 1.07
+_CHAR_PT, _NARROW_PT, _COLSEP_PT = 4.6, 2.6, 12.0  # a digit or letter; a space or punctuation; both column sides
+_NARROW = frozenset(" .,:;[]()'|!il-")
+_BOLD = 1.15  # bold digits are about 15 % wider
+_WIDE, _WIDE_PT = frozenset("≤≥→×Δ"), 7.8  # math symbols with their spacing
+_HEADER_WRAP = 16  # characters per header line
+
+# The float's body: the tabular in a box, set as it is when it fits the line, scaled down to the line when at most
+# 12 % too wide (9 pt text stays >= 8 pt), else sideways (a page-high float whose caption turns with it); only a
+# tabular wider than the page height is scaled further, and ``split_columns`` keeps that to estimation slack.
+# Box 0 is TeX's scratch box, local to the float's group. Needs graphicx only.
+_SIDEWAYS = "0.95\\textheight"
+_MAX_SHRINK = "1.12\\linewidth"
 
 
 def _float(caption: str, label: str, tabular: list[str], notes: Sequence[str]) -> str:
+    note = (
+        ["\\par\\smallskip", "\\parbox{\\linewidth}{\\footnotesize " + latex_escape(" ".join(notes)) + "}"]
+        if notes
+        else []
+    )
     lines = [
         "\\begin{table}[!htbp]",
         "\\centering",
         "\\small",
+        "\\sbox0{%",
+        *tabular,
+        "}%",
+        f"\\ifdim\\wd0>{_MAX_SHRINK}\\def\\aegiswidth{{{_SIDEWAYS}}}\\else\\def\\aegiswidth{{\\linewidth}}\\fi",
+        "\\sbox2{\\begin{minipage}{\\aegiswidth}\\centering",
         f"\\caption{{{caption}}}",
         f"\\label{{{label}}}",
-        _FIT_OPEN,
-        *tabular,
-        "}",
+        "\\ifdim\\wd0>\\linewidth\\resizebox{\\linewidth}{!}{\\usebox0}\\else\\usebox0\\fi",
+        *note,
+        "\\end{minipage}}%",
+        f"\\ifdim\\wd0>{_MAX_SHRINK}\\rotatebox{{90}}{{\\usebox2}}\\else\\usebox2\\fi",
+        "\\end{table}",
     ]
-    if notes:
-        lines += ["\\par\\smallskip", "\\parbox{\\linewidth}{\\footnotesize " + latex_escape(" ".join(notes)) + "}"]
-    lines.append("\\end{table}")
     return "\n".join(lines) + "\n"
+
+
+def _header_cell(h: str, align: str) -> str:
+    """A header cell; a long one wraps onto lines of about ``_HEADER_WRAP`` characters (a nested tabular;
+    ``\\relax`` after each ``\\\\`` so a line starting with "[" is not read as its optional skip)."""
+    lines = _wrap(h)
+    if len(lines) == 1:
+        return latex_escape(h)
+    return (
+        f"\\begin{{tabular}}[b]{{@{{}}{align}@{{}}}}"
+        + "\\\\\\relax ".join(latex_escape(x) for x in lines)
+        + "\\end{tabular}"
+    )
+
+
+def _wrap(text: str) -> list[str]:
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= _HEADER_WRAP:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines or [""]
+
+
+def _text_pt(text: str) -> float:
+    return sum(_NARROW_PT if ch in _NARROW else _WIDE_PT if ch in _WIDE else _CHAR_PT for ch in text)
+
+
+def _width_pt(t: Table, columns: Sequence[int], header: bool = True) -> float:
+    """Estimated width of the tabular made of ``columns`` of ``t``: longest cell (or header line) per column;
+    ``header=False`` for the grid, whose short two-level header replaces ``t.header``."""
+    total = 0.0
+    for j in columns:
+        cells = [_text_pt(row[j]) * (_BOLD if (i, j) in t.bold else 1.0) for i, row in enumerate(t.rows)]
+        heads = [_text_pt(x) for x in _wrap(t.header[j])] if header else []
+        total += max(heads + cells) + _COLSEP_PT
+    return total
+
+
+def _key_columns(t: Table) -> int:
+    """Leading text columns (condition, family, ...) that name a row: every part of a split table repeats them."""
+    if all(a == "l" for a in t.align):  # a text table (provenance: field, then one column per run)
+        return 1
+    k = 0
+    while k < len(t.align) - 1 and t.align[k] == "l":
+        k += 1
+    return max(k, 1)
+
+
+def _greedy(t: Table, keys: list[int], width_pt: float) -> list[list[int]]:
+    parts: list[list[int]] = [[]]
+    for j in range(len(keys), len(t.header)):
+        if parts[-1] and _width_pt(t, keys + parts[-1] + [j]) > width_pt:
+            parts.append([])
+        parts[-1].append(j)
+    return parts
+
+
+def _parts(t: Table, keys: list[int], width_pt: float) -> list[list[int]]:
+    """The fewest runs of columns that fit ``width_pt``, as even as that count allows (the narrowest limit that
+    still gives it), so a split does not leave one column alone in its last part."""
+    parts = _greedy(t, keys, width_pt)
+    n = len(parts)
+    if n > 1:
+        rest = _width_pt(t, range(len(keys), len(t.header)))
+        limit = _width_pt(t, keys) + rest / n
+        while limit < width_pt:
+            even = _greedy(t, keys, limit)
+            if len(even) == n:
+                return even
+            limit += 4.0
+    return parts
+
+
+def split_columns(t: Table) -> list[Table]:
+    """``t`` as one table when it fits the line, else as parts, each with the key columns first and the next run of
+    columns in order, titled "(part k of n)": parts that fit upright when that costs at most one more part than
+    parts that fit a page turned sideways, else those (one sideways table: ``t`` itself)."""
+    keys = list(range(_key_columns(t)))
+    parts = _parts(t, keys, _UPRIGHT_PT)
+    if len(parts) == 1:
+        return [t]
+    sideways = _parts(t, keys, _PAGE_PT)
+    if len(parts) > len(sideways) + 1:
+        if len(sideways) == 1:
+            return [t]
+        parts = sideways
+    out = []
+    for k, cols in enumerate(parts, start=1):
+        sel = keys + cols
+        bold = frozenset((i, sel.index(j)) for i, j in t.bold if j in sel)
+        out.append(
+            replace(
+                t,
+                title=f"{t.title} (part {k} of {len(parts)})",
+                header=tuple(t.header[j] for j in sel),
+                rows=tuple(tuple(row[j] for j in sel) for row in t.rows),
+                align=tuple(t.align[j] for j in sel),
+                bold=bold,
+                notes=t.notes if k == len(parts) else (),
+            )
+        )
+    return out
 
 
 def _body(t: Table) -> list[str]:
@@ -100,36 +231,63 @@ def _body(t: Table) -> list[str]:
 
 
 def latex_table(t: Table, label: str) -> str:
-    """A ``Table`` as one booktabs float: bold cells as ``\\textbf``, family breaks as ``\\midrule``, notes in
-    a footnote-size paragraph under the tabular."""
-    tabular = [
-        f"\\begin{{tabular}}{{{''.join(t.align)}}}",
-        "\\toprule",
-        " & ".join(latex_escape(h) for h in t.header) + " \\\\",
-        "\\midrule",
-        *_body(t),
-        "\\bottomrule",
-        "\\end{tabular}",
-    ]
-    return _float(latex_escape(t.title) + ".", label, tabular, t.notes)
+    """A ``Table`` as a booktabs float: bold cells as ``\\textbf``, family breaks as ``\\midrule``, notes in
+    a footnote-size paragraph under the tabular; split into several floats (``split_columns``) when too wide."""
+    floats = []
+    for k, part in enumerate(split_columns(t)):
+        tabular = [
+            f"\\begin{{tabular}}{{{''.join(part.align)}}}",
+            "\\toprule",
+            " & ".join(_header_cell(h, a) for h, a in zip(part.header, part.align)) + " \\\\",
+            "\\midrule",
+            *_body(part),
+            "\\bottomrule",
+            "\\end{tabular}",
+        ]
+        floats.append(_float(latex_escape(part.title) + ".", label + (f"-{k + 1}" if k else ""), tabular, part.notes))
+    return "".join(floats)
 
 
 def latex_grid(grid: Table, models: Sequence[str], metric: str, label: str) -> str:
     """The per-condition grid (``tables.grid_table``: its rows, family breaks and notes) under a two-level
-    header: per model (``models``, in column order) the metric and its relative drop in percent."""
-    n_m = len(models)
-    tabular = [
-        f"\\begin{{tabular}}{{llr{'rr' * n_m}}}",
-        "\\toprule",
-        " & & " + "".join(f" & \\multicolumn{{2}}{{c}}{{{latex_escape(m)}}}" for m in models) + " \\\\",
-        " ".join(f"\\cmidrule(lr){{{4 + 2 * j}-{5 + 2 * j}}}" for j in range(n_m)),
-        "Family & Corruption & Sev." + f" & {latex_escape(metric)} & $\\Delta$\\%" * n_m + " \\\\",
-        "\\midrule",
-        *_body(grid),
-        "\\bottomrule",
-        "\\end{tabular}",
-    ]
-    return _float(latex_escape(f"{grid.title} and relative drop vs clean (%)."), label, tabular, grid.notes)
+    header: per model (``models``, in column order) the metric and its relative drop in percent. Models go into
+    as many parts (floats) as needed to fit a page turned sideways, never split between two parts."""
+
+    def chunked(width_pt: float) -> list[list[int]]:
+        per_part = len(models)
+        while per_part > 1 and _width_pt(grid, range(3 + 2 * per_part), header=False) > width_pt:
+            per_part -= 1
+        return [list(range(k, min(k + per_part, len(models)))) for k in range(0, len(models), per_part)]
+
+    chunks, sideways = chunked(_UPRIGHT_PT), chunked(_PAGE_PT)  # as in split_columns
+    if len(chunks) > len(sideways) + 1:
+        chunks = sideways
+    floats = []
+    for k, chunk in enumerate(chunks):
+        cols = [0, 1, 2] + [c for m in chunk for c in (3 + 2 * m, 4 + 2 * m)]
+        part = replace(
+            grid,
+            rows=tuple(tuple(row[j] for j in cols) for row in grid.rows),
+            bold=frozenset((i, cols.index(j)) for i, j in grid.bold if j in cols),
+        )
+        n_m = len(chunk)
+        tabular = [
+            f"\\begin{{tabular}}{{llr{'rr' * n_m}}}",
+            "\\toprule",
+            " & & " + "".join(f" & \\multicolumn{{2}}{{c}}{{{latex_escape(models[m])}}}" for m in chunk) + " \\\\",
+            " ".join(f"\\cmidrule(lr){{{4 + 2 * j}-{5 + 2 * j}}}" for j in range(n_m)),
+            "Family & Corruption & Sev." + f" & {latex_escape(metric)} & $\\Delta$\\%" * n_m + " \\\\",
+            "\\midrule",
+            *_body(part),
+            "\\bottomrule",
+            "\\end{tabular}",
+        ]
+        title = f"{grid.title} and relative drop vs clean (%)"
+        if len(chunks) > 1:
+            title += f" (part {k + 1} of {len(chunks)})"
+        notes = grid.notes if k == len(chunks) - 1 else ()
+        floats.append(_float(latex_escape(title + "."), label + (f"-{k + 1}" if k else ""), tabular, notes))
+    return "".join(floats)
 
 
 def latex_grid_file(grids: Sequence[str]) -> str:
@@ -162,6 +320,7 @@ def latex_document(
         "% Written by `aegis report`; compile with `pdflatex report.tex` in this folder.",
         "\\documentclass[10pt]{article}",
         "\\usepackage[T1]{fontenc}",
+        "\\usepackage{lmodern}",  # vector Type 1 fonts; T1 without it falls back to bitmap Type 3
         "\\usepackage{booktabs}",
         "\\usepackage{graphicx}",
         "\\setlength{\\textwidth}{16cm}\\setlength{\\oddsidemargin}{0cm}\\setlength{\\evensidemargin}{0cm}",
@@ -174,6 +333,7 @@ def latex_document(
     ]
     lines += [latex_escape(n) + "\n" for n in preamble_notes]
     for name, figures, tables in sections:
+        # Every section starts a page (the previous one ends with \\clearpage) and no page break follows its heading.
         lines.append(f"\\section{{{latex_escape(name)}}}")
         for f in figures:
             lines += [
@@ -183,7 +343,8 @@ def latex_document(
                 f"\\caption{{{latex_escape(f.caption)}}}",
                 "\\end{figure}",
             ]
-        lines.append("\\clearpage")
+        if figures:  # never right after the heading: that would leave it alone at the bottom of a page
+            lines.append("\\clearpage")
         for k, t in enumerate(tables):  # a page break every few floats keeps LaTeX's float queue short
             lines.append(f"\\input{{{t}}}" + ("\n\\clearpage" if k % _FLOATS_PER_PAGE == _FLOATS_PER_PAGE - 1 else ""))
         lines.append("\\clearpage")

@@ -44,6 +44,9 @@ _HATCHES = ("", "//", "\\\\", "xx", "--", "||", "++", "..")
 HEATMAP_CMAP = "cividis_r"
 MISSING_HATCH = "////"
 MISSING_EDGE = "#9a9a9a"
+# Heatmap cells whose interval of the drop includes 0: faded and hatched the other way from missing cells.
+UNCERTAIN_HATCH = "\\\\"
+UNCERTAIN_EDGE = "#8a8a8a"
 
 DPI = 100  # layout unit: every figure size is given in pixels at this DPI, so its size is known in advance
 PNG_DPI = 200  # the PNGs are drawn at this DPI, i.e. at twice the layout pixel size
@@ -73,6 +76,9 @@ RC_PARAMS = {
     # SVG text stays text (editable, searchable, a fraction of the size of glyph outlines), set in DejaVu Sans
     # with the usual sans-serif fallbacks; the PDFs embed the font.
     "svg.fonttype": "none",
+    # TrueType (Type 42) in the PDFs, not matplotlib's default Type 3: many venues' font checks reject Type 3.
+    "pdf.fonttype": 42,
+    "ps.fonttype": 42,
     # Labels and names are user text: a label "$\foo$" is drawn as it is, never parsed as mathtext (and failing).
     "text.parse_math": False,
 }

@@ -7,9 +7,12 @@ Everything returns strings; ``build`` writes them. The HTML is self-contained: i
 from __future__ import annotations
 
 import base64
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from aegis_eval.metrics.result_keys import LOWER_IS_BETTER
@@ -32,7 +35,15 @@ from aegis_eval.report.tables import (
 )
 from aegis_eval.report.text import html_text, md_text
 
+if TYPE_CHECKING:  # the gallery module draws with OpenCV; the report only reads its index
+    from aegis_eval.report.gallery import GalleryExample
+
 TITLE = "AegisBench robustness report"
+GALLERY_TITLE = "Image examples: the worst and best (image, condition) pair per condition"
+GALLERY_NOTE = (
+    "From the failure gallery's per-condition pictures at each model's frozen threshold: per condition the image "
+    "whose recall dropped most vs clean (worst) and the one that kept it best (best); GT found, clean → condition."
+)
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,78 @@ def markdown_table(t: Table, heading: str = "###") -> str:
     return "\n".join(lines) + "\n"
 
 
+def example_rows(
+    g: DatasetGroup, examples: Sequence[GalleryExample]
+) -> list[tuple[str, str, dict[str, GalleryExample]]]:
+    """(condition, model, {kind: example}) in the report's condition order, then model order."""
+    by_key: dict[tuple[str, str], dict[str, GalleryExample]] = {}
+    for e in examples:
+        by_key.setdefault((e.condition, e.label), {})[e.kind] = e
+    order = {c: k for k, c in enumerate(g.grid_conditions)}
+    labels = {lab: k for k, lab in enumerate(g.labels)}
+    keys = sorted(by_key, key=lambda k: (order.get(k[0], len(order)), k[0], labels.get(k[1], len(labels)), k[1]))
+    return [(c, lab, by_key[c, lab]) for c, lab in keys]
+
+
+def example_text(e: GalleryExample | None) -> str:
+    if e is None:
+        return ""
+    return f"{e.file_name}: {e.found_clean}/{e.n_gt} → {e.found_condition}/{e.n_gt}"
+
+
+def example_table(g: DatasetGroup, examples: Sequence[GalleryExample]) -> Table:
+    """The gallery's per-condition pairs as a plain table (LaTeX: names, no pictures)."""
+    rows = tuple(
+        (c, lab, example_text(k.get("worst")), example_text(k.get("best"))) for c, lab, k in example_rows(g, examples)
+    )
+    folders = sorted({str(e.picture.parent) for e in examples})
+    return Table(
+        f"{g.name}: {GALLERY_TITLE.lower()}",
+        ("condition", "model", "worst pair", "best pair"),
+        rows,
+        ("l", "l", "l", "l"),
+        notes=(GALLERY_NOTE, f"Pictures: {', '.join(folders)}."),
+    )
+
+
+def _href(picture: Path, out: Path) -> str:
+    """The picture's path relative to the report folder, percent-encoded for a link target."""
+    return quote(Path(os.path.relpath(picture.resolve(), out.resolve())).as_posix())
+
+
+def markdown_examples(g: DatasetGroup, examples: Sequence[GalleryExample], out: Path) -> str:
+    def cell(e: GalleryExample | None) -> str:
+        return "" if e is None else f"[{md_text(example_text(e))}]({_href(e.picture, out)})"
+
+    lines = [
+        f"### {md_text(GALLERY_TITLE)}",
+        "",
+        "| condition | model | worst pair | best pair |",
+        "| :--- | :--- | :--- | :--- |",
+    ]
+    lines += [
+        f"| {md_text(c)} | {md_text(lab)} | {cell(k.get('worst'))} | {cell(k.get('best'))} |"
+        for c, lab, k in example_rows(g, examples)
+    ]
+    return "\n".join(lines + ["", f"*{md_text(GALLERY_NOTE)}*", ""])
+
+
+def html_examples(g: DatasetGroup, examples: Sequence[GalleryExample], out: Path) -> str:
+    def cell(e: GalleryExample | None) -> str:
+        return "" if e is None else f'<a href="{_e(_href(e.picture, out))}">{_e(example_text(e))}</a>'
+
+    rows = "".join(
+        f'<tr><td class="l">{_e(c)}</td><td class="l">{_e(lab)}</td><td class="l">{cell(k.get("worst"))}</td>'
+        f'<td class="l">{cell(k.get("best"))}</td></tr>'
+        for c, lab, k in example_rows(g, examples)
+    )
+    return (
+        f'<h3>{_e(GALLERY_TITLE)}</h3><table><thead><tr><th class="l">condition</th><th class="l">model</th>'
+        f'<th class="l">worst pair</th><th class="l">best pair</th></tr></thead><tbody>{rows}</tbody></table>'
+        f'<p class="note">{_e(GALLERY_NOTE)}</p>'
+    )
+
+
 def with_sample_note(t: Table, note: str) -> Table:
     return replace(t, notes=t.notes + (note,))
 
@@ -124,9 +207,12 @@ def markdown_report(
     figures: Sequence[FigureRef],
     tables: Mapping[str, Sequence[Table]],
     common: Sequence[Table],
+    examples: Mapping[str, Sequence[GalleryExample]] | None = None,
+    folder: Path | None = None,
 ) -> str:
     """report.md. tables: per dataset name its tables (``named_tables``, built once for every format); common:
-    the tables across datasets (frozen thresholds, provenance)."""
+    the tables across datasets (frozen thresholds, provenance); examples: per dataset name the gallery pictures
+    to link, relative to the report folder ``folder``."""
     out = [
         f"# {TITLE}",
         "",
@@ -144,6 +230,8 @@ def markdown_report(
         for f in (f for f in figures if f.dataset == g.name):
             out += [f"### {md_text(f.caption)}", "", f"![{md_text(f.caption)}]({f.relpath})", ""]
         out += [markdown_table(t) for t in tables[g.name]]
+        if examples and examples.get(g.name) and folder is not None:
+            out.append(markdown_examples(g, examples[g.name], folder))
         for run in g.runs:
             out += [markdown_table(with_sample_note(headline_table(g, run), sample_note(g)), heading="####")]
     out += [markdown_table(t, heading="##") for t in common]
@@ -219,8 +307,11 @@ def html_report(
     tables: Mapping[str, Sequence[Table]],
     common: Sequence[Table],
     figure_format: str = "png",
+    examples: Mapping[str, Sequence[GalleryExample]] | None = None,
+    folder: Path | None = None,
 ) -> str:
-    """report.html, self-contained; tables and common as for :func:`markdown_report`."""
+    """report.html, self-contained (but for the links to gallery pictures, when ``examples`` are given); tables,
+    common, examples and folder as for :func:`markdown_report`."""
 
     def md_inline(s: str) -> str:  # the reading guide uses *emphasis* and **strong** only
         s = _e(s)
@@ -247,6 +338,8 @@ def html_report(
                 f"<figcaption>{_e(f.caption)}</figcaption></figure>"
             )
         body += [html_table(t) for t in tables[g.name]]
+        if examples and examples.get(g.name) and folder is not None:
+            body.append(html_examples(g, examples[g.name], folder))
         for run in g.runs:
             body.append(
                 f"<details><summary>Headline metrics: {_e(run.label)}</summary>"

@@ -705,18 +705,21 @@ def _text(v: Any, short: bool = False) -> str:
 
 
 def threshold_table(groups: Sequence[DatasetGroup]) -> Table:
-    """The frozen operating point of every run."""
-    rows = []
+    """The frozen operating point of every run, with the validation sample it was frozen on and its warnings
+    (``threshold.validation`` / ``threshold.warnings``, in score JSONs that record them)."""
+    rows, warnings = [], []
     for g in groups:
         for run in g.runs:
             t = run.result.get("threshold") or {}
             value = t.get("value")
+            warnings += [f"{g.name} / {run.label}: {w}" for w in t.get("warnings") or () if isinstance(w, str)]
             rows.append(
                 (
                     g.name,
                     run.label,
                     UNDEFINED if not isinstance(value, (int, float)) else f"{value:.4g}",
                     _text(t.get("rule")) or "given value",
+                    validation_text(t.get("validation")),
                     _text(t.get("file")),
                     _text(t.get("file_sha256"), short=True),
                     _text(run.result.get("iou")),
@@ -724,10 +727,28 @@ def threshold_table(groups: Sequence[DatasetGroup]) -> Table:
             )
     return Table(
         "Frozen confidence thresholds",
-        ("dataset", "model", "threshold", "rule", "file", "sha256", "IoU"),
+        ("dataset", "model", "threshold", "rule", "validation", "file", "sha256", "IoU"),
         tuple(rows),
-        ("l", "l", "r", "l", "l", "l", "r"),
-        notes=("Each threshold was frozen once on clean validation data and applied unchanged to every condition.",),
+        ("l", "l", "r", "l", "l", "l", "l", "r"),
+        notes=(
+            "Each threshold was frozen once on clean validation data and applied unchanged to every condition."
+            + (
+                " Blank validation: the threshold file does not record its sample."
+                if any(not r[4] for r in rows)
+                else ""
+            ),
+            *(f"Warning, {w}" for w in warnings),
+        ),
+    )
+
+
+def validation_text(v: Any) -> str:
+    """``120 images, 431 GT`` from a threshold's ``validation`` block; blank when absent or malformed."""
+    if not isinstance(v, dict):
+        return ""
+    counts = [(v.get(k), unit) for k, unit in (("n_images", "images"), ("n_gt", "GT"))]
+    return ", ".join(
+        f"{_thousands(n)} {unit}" for n, unit in counts if isinstance(n, int) and not isinstance(n, bool) and n >= 0
     )
 
 

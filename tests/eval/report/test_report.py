@@ -193,11 +193,15 @@ def test_latex_partial_sweep_blank_cells_and_escaping(full_report, tmp_path):
     assert "fasterrcnn\\_v2" in tex and "fasterrcnn_v2" not in tex.replace("fasterrcnn\\_v2", "")
     body = "\n".join(l for l in tex.splitlines() if not l.startswith("%"))
     assert not re.search(r"(?<!\\)_", body), "unescaped underscore in LaTeX body"
-    heridal = tex.split("\\begin{table}")[1]
-    rows = _latex_rows(heridal)
+    # Three models are wider than a page: the grid comes in parts, a model's columns never split between two.
+    parts = [f for f in tex.split("\\begin{table}")[1:] if "caption{heridal" in f]
+    heridal = "".join(parts)
+    part = next(f for f in parts if "fasterrcnn\\_v2" in f)
+    rows = _latex_rows(part)
     assert len(rows) == 28  # the two full sweeps cover every condition
+    k = part.split("fasterrcnn\\_v2")[0].count("\\multicolumn{2}") - 1  # models before it in this part
     fire = next(r for r in rows if r[1] == "fire\\_warm\\_tint" and r[2] == "1")
-    assert fire[7:9] == ["", ""] and fire[3] and fire[5]
+    assert fire[3 + 2 * k : 5 + 2 * k] == ["", ""] and all(fire[3 : 3 + 2 * k])
     assert "13 of 28 conditions missing" in heridal
     # Only the partial run: rows are the 15 conditions it has.
     files = build_report(load_results([PARTIAL]), tmp_path, formats="latex")
@@ -498,7 +502,9 @@ def test_latex_tables_are_inputable_booktabs_and_report_tex_compiles(two_models,
     for p in files.latex_tables:
         tex = p.read_text(encoding="utf-8")
         assert _latex_problems(tex) == [], p.name
-        assert tex.count("\\begin{table}") == 1 and "\\toprule" in tex and "\\bottomrule" in tex, p.name
+        # One float, or one per part of a table too wide for a page (split_columns).
+        n = tex.count("\\begin{table}")
+        assert n >= 1 and tex.count("\\toprule") == tex.count("\\bottomrule") == n, p.name
         assert "\\documentclass" not in tex and "\\hline" not in tex
     summary = (files.out / "tables" / "synthetic_summary.tex").read_text(encoding="utf-8")
     assert re.search(r"\\textbf\{" + _CI + "}", summary)
@@ -578,7 +584,7 @@ def test_latex_labels_are_unique_when_dataset_names_differ_only_in_punctuation(t
     labels = [
         lab for p in files.latex_tables for lab in re.findall(r"\\label\{([^}]+)\}", p.read_text(encoding="utf-8"))
     ]
-    assert len(labels) == len(files.latex_tables)
+    assert len(labels) >= len(files.latex_tables)  # a table too wide for a page is split into labelled parts
     assert len(set(labels)) == len(labels), sorted(labels)
     grid = (files.out / "tables" / "sard-v1-2_grid_recall.tex").read_text(encoding="utf-8")
     assert "\\label{tab:aegis-sard-v1-2-grid-recall}" in grid
