@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from aegis_data.errors import AegisError
 from aegis_eval.report import build_report, load_results
 from aegis_eval.report.latex import latex_escape
 from tests import FIXTURES_DIR
@@ -74,15 +75,12 @@ def test_old_score_jsons_show_no_validation_column_values_and_no_warning(tmp_pat
     assert "| validation |" in md
 
 
-def test_malformed_validation_blocks_are_left_blank(tmp_path):
+def test_malformed_validation_blocks_are_refused_when_read(tmp_path):
+    # The score-doc validator checks the block when a score JSON is read: the report never shows a bad one.
     docs = _docs()
     docs[0]["threshold"]["validation"] = {"n_images": "many", "n_gt": True}
-    docs[0]["threshold"]["warnings"] = ["ok", 3]
-    files = build_report(load_results_from(docs, tmp_path), tmp_path / "r", formats="md")
-    md = files.markdown.read_text(encoding="utf-8")
-    row = next(line for line in md.splitlines() if line.startswith("| heridal-drone-2024 | yolo11n"))
-    assert "many" not in row and "True" not in row
-    assert "Warning, heridal-drone-2024 / yolo11n: ok" in md and ": 3" not in md
+    with pytest.raises(AegisError, match=r"threshold.validation must be \{n_images, n_gt\} integers >= 0"):
+        load_results_from(docs, tmp_path)
 
 
 def load_results_from(docs: list[dict], tmp_path) -> list[dict]:
