@@ -2,8 +2,9 @@
 
 Two extensions exist, each beside the NumPy code it mirrors: ``aegis_data.engine._ckernels`` (the corruption
 engine's inner loops, ``engine/kernels.py``) and ``aegis_data.files._cpng`` (the PNG writer's deflate,
-``files/png.py``). Each is built by ``pip install`` where a C compiler is present; without it the
-NumPy code runs, which writes the same bytes, more slowly. ``AEGIS_KERNELS`` chooses for both:
+``files/png.py``); the scorer's ``aegis_eval.metrics._cbootstrap`` (the AP bootstrap, beside
+``metrics/bootstrap.py``) uses the same switch. Each is built by ``pip install`` where a C compiler is present;
+without it the NumPy code runs, which writes the same bytes, more slowly. ``AEGIS_KERNELS`` chooses for both:
 ``auto`` (default: the extension when built), ``numpy`` (always the NumPy code), ``compiled`` (refuse to run
 without the extension).
 """

@@ -39,6 +39,7 @@ from aegis_data.files.imageio import write_bytes_atomic
 from aegis_eval.metrics import coco as ap_metrics
 from aegis_eval.metrics.bootstrap import (
     BootstrapOptions,
+    ResampleRows,
     bootstrap_samples,
     intervals,
     nanmean_rows,
@@ -471,7 +472,7 @@ def _score_ground_truth(
     predictions: Mapping[str, Detections],
     names: list[str],
     threshold: float,
-    weights: np.ndarray,
+    weights: ResampleRows,
     iou: float,
     confidence: float,
     config: SuiteConfig,
@@ -534,7 +535,9 @@ def evaluate(loaded: Loaded, options: ScoreOptions) -> Evaluation:
     """Score every class against its GT at its frozen threshold, every condition with the same resample rows."""
     bootstrap = options.resampling
     names = condition_order(list(loaded.detections), loaded.config)
-    weights = resample_weights(loaded.first.n_images, bootstrap, loaded.clusters)
+    # one checked weight matrix for every class and condition: the rows, their layouts and the GT-side totals are
+    # built once per score, not once per condition
+    weights = ResampleRows(resample_weights(loaded.first.n_images, bootstrap, loaded.clusters))
     per_class = {
         c: _score_ground_truth(
             gt,
