@@ -127,11 +127,12 @@ bad:
 
 /* The work of ap_precisions on checked buffers; rows is a multiple of LANES (the caller pads). */
 VECTORISED
-static void precisions(double *q, const double *wt, Py_ssize_t rows, const int64_t *det, Py_ssize_t n_det,
+static void precisions(double *q, const double *wt, Py_ssize_t rows, Py_ssize_t begin, Py_ssize_t end,
+                       const int64_t *det, Py_ssize_t n_det,
                        const int64_t *cols, Py_ssize_t n_cols, const double *need, Py_ssize_t n_rec, const Plan *plan,
                        Py_ssize_t n_thr, double *colv, double *ptp, double *pfp) {
     const double eps = 2.220446049250313e-16; /* np.spacing(1) */
-    for (Py_ssize_t r0 = 0; r0 < rows; r0 += LANES) {
+    for (Py_ssize_t r0 = begin; r0 < end; r0 += LANES) {
         double acc[LANES], tpa[LANES], iga[LANES];
         /* running count of all kept detections, read at the columns */
         memset(acc, 0, sizeof acc);
@@ -248,16 +249,17 @@ static void precisions(double *q, const double *wt, Py_ssize_t rows, const int64
     }
 }
 
-/* q(rows, T, R) interpolated precision of every resample row; see bootstrap._chunk_precisions.
+/* q(rows, T, R) interpolated precision of the resample rows [begin, end); see bootstrap._chunk_precisions. The GIL
+ * is released: callers may run disjoint row ranges of the same arrays on several threads.
  * Arguments: q (rows*T*R doubles, written), wt (images*rows doubles: weights transposed), rows, images,
  * det_image (D int64, accumulation order), columns (K int64, sorted positions whose running count is read),
- * need (rows*R doubles: required TP counts), n_recall, plans (tuple of T plan tuples). */
+ * need (rows*R doubles: required TP counts), n_recall, plans (tuple of T plan tuples), begin, end (row range). */
 static PyObject *ap_precisions(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o_q, *o_wt, *o_det, *o_cols, *o_need, *plans;
-    Py_ssize_t rows, images, n_rec;
-    if (!PyArg_ParseTuple(args, "OOnnOOOnO!", &o_q, &o_wt, &rows, &images, &o_det, &o_cols, &o_need, &n_rec,
-                          &PyTuple_Type, &plans))
+    Py_ssize_t rows, images, n_rec, begin, end;
+    if (!PyArg_ParseTuple(args, "OOnnOOOnO!nn", &o_q, &o_wt, &rows, &images, &o_det, &o_cols, &o_need, &n_rec,
+                          &PyTuple_Type, &plans, &begin, &end))
         return NULL;
     Py_ssize_t n_thr = PyTuple_GET_SIZE(plans);
     Py_ssize_t n_det = length(o_det), n_cols = length(o_cols);
@@ -297,13 +299,13 @@ static PyObject *ap_precisions(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto fail;
     }
-    if (rows % LANES) {
-        PyErr_SetString(PyExc_ValueError, "rows must be a multiple of the lane width");
+    if (rows % LANES || begin % LANES || end % LANES || begin < 0 || end < begin || end > rows) {
+        PyErr_SetString(PyExc_ValueError, "rows and the row range must be multiples of the lane width");
         free(colv), free(ptp), free(pfp);
         goto fail;
     }
     Py_BEGIN_ALLOW_THREADS;
-    precisions(q, wt, rows, det, n_det, cols, n_cols, need, n_rec, plan, n_thr, colv, ptp, pfp);
+    precisions(q, wt, rows, begin, end, det, n_det, cols, n_cols, need, n_rec, plan, n_thr, colv, ptp, pfp);
     Py_END_ALLOW_THREADS;
     free(colv), free(ptp), free(pfp);
     release(&b);

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -446,7 +447,7 @@ def _compiled_ap(
         _packed_plan(p, c, e, np.where(p.blk_start > 0, b, -1)) for p, c, e, b in zip(plans, copies, end_col, blk_col)
     )
     q = np.empty((padded, len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS)))
-    compiled.ap_precisions(
+    args = (
         q,
         weights_t,
         padded,
@@ -457,11 +458,32 @@ def _compiled_ap(
         len(RECALL_THRESHOLDS),
         packed,
     )
+    # Rows are independent and the extension releases the GIL: disjoint row ranges run on the machine's cores
+    # (the values do not depend on the split).
+    lanes = compiled.lanes()
+    n_chunks = padded // lanes
+    workers = min(n_chunks, _cores())
+    bounds = [lanes * (n_chunks * k // workers) for k in range(workers + 1)]
+    if workers <= 1:
+        compiled.ap_precisions(*args, 0, padded)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda k: compiled.ap_precisions(*args, bounds[k], bounds[k + 1]), range(workers)))
     q = q[:rows]
     t50 = np.flatnonzero(IOU_THRESHOLDS == 0.5)
     out50[live] = q[:, t50].reshape(rows, -1).mean(axis=1)
     out[live] = q.reshape(rows, -1).mean(axis=1)
     return {"map50": out50, "map50_95": out}
+
+
+def _cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no affinity call on this platform
+        return max(1, os.cpu_count() or 1)
 
 
 def _packed_plan(plan: _ThresholdPlan, copies: int, end_col: np.ndarray, blk_col: np.ndarray) -> tuple:

@@ -156,13 +156,27 @@ def test_extension_refuses_bad_plans():
     plan = (np.array([5], np.int64), np.array([0], np.int64), np.array([0], np.int64), np.array([0], np.int64))
     plan += (empty, np.array([0], np.int64)) + (empty,) * 7 + (np.zeros(1, np.int64), empty, empty, 0)
     with pytest.raises(ValueError, match="out of range"):  # TP image 5 of 2 images
-        ext.ap_precisions(q, wt, lanes, 2, det, np.array([0], np.int64), need, 3, (plan,))
-    with pytest.raises(ValueError, match="multiple of the lane width"):
-        ext.ap_precisions(np.zeros((1, 0, 3)), np.zeros((2, 1)), 1, 2, det, empty, np.zeros((1, 3)), 3, ())
+        ext.ap_precisions(q, wt, lanes, 2, det, np.array([0], np.int64), need, 3, (plan,), 0, lanes)
+    with pytest.raises(ValueError, match="multiples of the lane width"):
+        ext.ap_precisions(np.zeros((1, 0, 3)), np.zeros((2, 1)), 1, 2, det, empty, np.zeros((1, 3)), 3, (), 0, 1)
+    with pytest.raises(ValueError, match="multiples of the lane width"):  # a row range past the rows
+        ext.ap_precisions(q[:, :0], wt, lanes, 2, det, empty, need, 3, (), 0, 2 * lanes)
     with pytest.raises(ValueError, match="expected"):  # q too small for rows x T x R
-        ext.ap_precisions(np.zeros(3), wt, lanes, 2, det, empty, need, 3, ())
+        ext.ap_precisions(np.zeros(3), wt, lanes, 2, det, empty, need, 3, (), 0, lanes)
     with pytest.raises(ValueError, match="increasing"):
-        ext.ap_precisions(q[:, :0], wt, lanes, 2, det, np.array([1, 0], np.int64), need, 3, ())
+        ext.ap_precisions(q[:, :0], wt, lanes, 2, det, np.array([1, 0], np.int64), need, 3, (), 0, lanes)
+
+
+@compiled
+def test_row_ranges_on_threads_give_the_single_range_values(monkeypatch):
+    """The rows split over threads (one range per core) give the values of one range on one thread."""
+    gt, dets = crowded(50, 21, 2)
+    table = evaluate_images(gt, dets)
+    weights = resample_weights(gt.n_images, BootstrapOptions(n_bootstrap=200, seed=9))
+    monkeypatch.setattr(bs, "_cores", lambda: 3)
+    split = bootstrap_ap(weights, table)
+    monkeypatch.setattr(bs, "_cores", lambda: 1)
+    _assert_identical(split, bootstrap_ap(weights, table), "threads")
 
 
 def test_numpy_switch_runs_the_twin(monkeypatch):
