@@ -24,6 +24,15 @@ the CLI included, from its own checkout (``tree_env``), not from wherever the to
 must agree to 1e-12.
 Usage: ``python benchmarks/bench_score.py --whole-process --images 1000 [--rounds 3]
 [--baseline-repo DIR] [--write docs/perf/score_process.md]``.
+
+``--tools`` puts the four evaluators side by side, each as a whole process on the same files: pycocotools,
+faster-coco-eval and hotcoco (optional benchmark dependencies, timed when installed: ``pip install hotcoco
+faster-coco-eval``) with COCO -> loadRes -> evaluate -> accumulate -> summarize (AP only), and ``aegis score``
+(AP, thresholded metrics, the score JSON), on one condition and on the 28-condition sweep of
+:func:`write_sweep_fixture` (``aegis score`` also with B = 1000 bootstrap resamples). Wall, CPU and peak RSS per
+process; the AP values of every tool must agree to 1e-12 (exit status 1 otherwise).
+Usage: ``python benchmarks/bench_score.py --tools --images 1000 [--rounds 3] [--sweep-pycocotools]
+[--write docs/perf/score_tools.md]``.
 """
 
 from __future__ import annotations
@@ -609,6 +618,10 @@ def side_by_side(args) -> int:
         "",
     ]
     emit("\n".join(lines), args.write)
+    if args.write:
+        from benchmarks.perfdoc import assemble
+
+        assemble()
     return 0 if max(diffs.values()) <= 1e-12 and max(sweep_diffs.values()) <= 1e-12 else 1
 
 

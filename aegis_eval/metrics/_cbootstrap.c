@@ -36,8 +36,8 @@
 
 /* Rows handled together: the lane width of every walk (bounds the per-chunk buffers to points x LANES doubles). */
 #define LANES 32
-/* Five arrays and up to 16 per IoU threshold (at most 16 thresholds). */
-#define MAX_BUFFERS (5 + 16 * 16)
+/* Six arrays and seven per IoU threshold (at most 16 thresholds). */
+#define MAX_BUFFERS (6 + 16 * 7)
 
 typedef struct {
     Py_buffer views[MAX_BUFFERS];
@@ -74,115 +74,150 @@ static Py_ssize_t length(PyObject *obj) {
     return n;
 }
 
-/* One IoU threshold's static layout (bootstrap._ThresholdPlan, flattened): int64 arrays. */
-typedef struct {
-    Py_ssize_t n_tp, n_end, n_ig, n_blk, n_pt;
-    const int64_t *tp_image, *run_end, *end_col, *end_position, *ig_image, *ig_before;
-    const int64_t *blk_image, *blk_col, *blk_start, *blk_tp_before, *blk_ig_before, *blk_tp, *blk_fp;
-    const int64_t *pt_start, *pt_tp, *pt_fp;
-    int64_t copies;
-} Plan;
+/* Index of the lowest set bit of a non-zero word. */
+static inline int lowest_bit(uint64_t x) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctzll(x);
+#else
+    int i = 0;
+    while (!(x & 1)) x >>= 1, i++;
+    return i;
+#endif
+}
 
-static int parse_plan(Buffers *b, PyObject *t, Plan *p, Py_ssize_t n_images, Py_ssize_t n_cols) {
-    PyObject *o[16];
+/* One IoU threshold's mixed tie blocks (bootstrap._ThresholdPlan, flattened): int64 arrays. */
+typedef struct {
+    Py_ssize_t n_blk, n_pt;
+    const int64_t *blk_image, *blk_start, *blk_tp, *blk_fp, *pt_start, *pt_tp, *pt_fp;
+    int64_t copies;
+} Blocks;
+
+static int parse_blocks(Buffers *b, PyObject *t, Blocks *p, Py_ssize_t n_images, Py_ssize_t n_det) {
+    PyObject *o[7];
     long long copies;
-    if (!PyArg_ParseTuple(t, "OOOOOOOOOOOOOOOOL", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8],
-                          &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &copies))
+    if (!PyArg_ParseTuple(t, "OOOOOOOL", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &copies)) return -1;
+    p->n_blk = length(o[0]);
+    p->n_pt = length(o[5]);
+    if (p->n_blk < 0 || p->n_pt < 0 || copies < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad block sizes");
         return -1;
-    p->n_tp = length(o[0]);
-    p->n_end = length(o[1]);
-    p->n_ig = length(o[4]);
-    p->n_blk = length(o[6]);
-    p->n_pt = length(o[14]);
-    if (p->n_tp < 0 || p->n_end < 0 || p->n_ig < 0 || p->n_blk < 0 || p->n_pt < 0 || copies < 0) return -1;
+    }
     p->copies = copies;
-    const int64_t **dst[16] = {&p->tp_image,  &p->run_end,       &p->end_col,       &p->end_position,
-                               &p->ig_image,  &p->ig_before,     &p->blk_image,     &p->blk_col,
-                               &p->blk_start, &p->blk_tp_before, &p->blk_ig_before, &p->blk_tp,
-                               &p->blk_fp,    &p->pt_start,      &p->pt_tp,         &p->pt_fp};
-    Py_ssize_t n[16] = {p->n_tp,  p->n_end, p->n_end, p->n_end, p->n_ig, p->n_end, p->n_blk,     p->n_blk,
-                        p->n_blk, p->n_blk, p->n_blk, p->n_blk, p->n_blk, p->n_blk + 1, p->n_pt, p->n_pt};
-    for (int i = 0; i < 16; i++)
-        if (!(*dst[i] = get(b, o[i], n[i], 8, 0, "plan array"))) return -1;
+    const int64_t **dst[7] = {&p->blk_image, &p->blk_start, &p->blk_tp, &p->blk_fp, &p->pt_start, &p->pt_tp, &p->pt_fp};
+    Py_ssize_t n[7] = {p->n_blk, p->n_blk, p->n_blk, p->n_blk, p->n_blk + 1, p->n_pt, p->n_pt};
+    for (int i = 0; i < 7; i++)
+        if (!(*dst[i] = get(b, o[i], n[i], 8, 0, "block array"))) return -1;
     /* indices stay inside the arrays they index (bootstrap.py builds them so; checked, never trusted) */
-    for (Py_ssize_t i = 0; i < p->n_tp; i++)
-        if (p->tp_image[i] < 0 || p->tp_image[i] >= n_images) goto bad;
-    for (Py_ssize_t i = 0; i < p->n_ig; i++)
-        if (p->ig_image[i] < 0 || p->ig_image[i] >= n_images) goto bad;
-    for (Py_ssize_t i = 0; i < p->n_end; i++)
-        if (p->run_end[i] < 0 || p->run_end[i] >= p->n_tp || p->end_col[i] < 0 || p->end_col[i] >= n_cols ||
-            p->ig_before[i] < 0 || p->ig_before[i] > p->n_ig)
-            goto bad;
     for (Py_ssize_t i = 0; i < p->n_blk; i++)
-        if (p->blk_image[i] < 0 || p->blk_image[i] >= n_images || p->blk_col[i] < -1 || p->blk_col[i] >= n_cols ||
-            p->blk_tp_before[i] < 0 || p->blk_tp_before[i] > p->n_tp || p->blk_ig_before[i] < 0 ||
-            p->blk_ig_before[i] > p->n_ig || p->pt_start[i] < 0 || p->pt_start[i] >= p->pt_start[i + 1])
+        if (p->blk_image[i] < 0 || p->blk_image[i] >= n_images || p->blk_start[i] < 0 || p->blk_start[i] >= n_det ||
+            (i && p->blk_start[i] <= p->blk_start[i - 1]) || p->pt_start[i] < 0 || p->pt_start[i] >= p->pt_start[i + 1])
             goto bad;
-    if (p->n_blk ? p->pt_start[p->n_blk] != p->n_pt : p->pt_start[0] != 0) goto bad;
+    if (p->pt_start[p->n_blk] != p->n_pt) goto bad;
     return 0;
 bad:
-    PyErr_SetString(PyExc_ValueError, "bootstrap plan index out of range");
+    PyErr_SetString(PyExc_ValueError, "bootstrap block index out of range");
     return -1;
 }
 
-/* The work of ap_precisions on checked buffers; rows is a multiple of LANES (the caller pads). */
+/* Per threshold and lane, what the backward walk carries: the weighted TP and ignored counts at and after the
+ * current position, the envelope of the points after it, and the highest recall threshold not yet answered. */
+typedef struct {
+    double tp_after[LANES], ig_after[LANES], env[LANES], cur[LANES];
+    Py_ssize_t next[LANES];
+} Walk;
+
+/* One candidate point (its TP and FP counts per lane), taken in descending sequence order: recall thresholds whose
+ * need this point's TP count does not reach are answered with the envelope of the later points (the first point
+ * reaching a need is the one after the last that does not; TP counts never decrease along the points and needs
+ * never decrease along the thresholds), then the point's precision joins the envelope. */
+static inline void take_point(Walk *s, const double *tp, const double *fp, const double *need, Py_ssize_t n_rec,
+                              double *q, Py_ssize_t stride, Py_ssize_t n_thr) {
+    const double eps = 2.220446049250313e-16; /* np.spacing(1) */
+    int any = 0;
+    for (int j = 0; j < LANES; j++) any |= s->cur[j] > tp[j];
+    if (any)
+        for (int j = 0; j < LANES; j++) {
+            if (!(s->cur[j] > tp[j])) continue;
+            const double *nd = need + j * n_rec;
+            double *out = q + j * stride;
+            Py_ssize_t r = s->next[j];
+            for (; r >= 0 && nd[r] > tp[j]; r--) out[r] = s->env[j];
+            s->next[j] = r;
+            s->cur[j] = r >= 0 ? nd[r] : -1.0;
+        }
+    (void)n_thr;
+    for (int j = 0; j < LANES; j++) {
+        double d = fp[j] + tp[j];
+        d += eps;
+        const double pr = tp[j] / d;
+        s->env[j] = pr > s->env[j] ? pr : s->env[j];
+    }
+}
+
+/* The work of ap_precisions on checked buffers, rows [begin, end) (multiples of LANES; rows is too). */
 VECTORISED
 static void precisions(double *q, const double *wt, Py_ssize_t rows, Py_ssize_t begin, Py_ssize_t end,
-                       const int64_t *det, Py_ssize_t n_det,
-                       const int64_t *cols, Py_ssize_t n_cols, const double *need, Py_ssize_t n_rec, const Plan *plan,
-                       Py_ssize_t n_thr, double *colv, double *ptp, double *pfp) {
-    const double eps = 2.220446049250313e-16; /* np.spacing(1) */
+                       const int64_t *det, const uint64_t *flags, Py_ssize_t n_det, const double *totals,
+                       const double *need, Py_ssize_t n_rec, const Blocks *blocks, Py_ssize_t n_thr, Walk *walk) {
+    const Py_ssize_t stride = n_thr * n_rec; /* from one row's q to the next */
     for (Py_ssize_t r0 = begin; r0 < end; r0 += LANES) {
-        double acc[LANES], tpa[LANES], iga[LANES];
-        /* running count of all kept detections, read at the columns */
-        memset(acc, 0, sizeof acc);
-        Py_ssize_t k = 0;
-        for (Py_ssize_t d = 0; d < n_det && k < n_cols; d++) {
-            const double *w = wt + det[d] * rows + r0;
-            for (int j = 0; j < LANES; j++) acc[j] += w[j];
-            if (cols[k] == d) memcpy(colv + k++ * LANES, acc, sizeof acc);
-        }
+        /* totals: (1 + 2T, rows): all kept detections, then each threshold's TPs, then its ignored detections */
+        const double *tot_all = totals + r0;
+        double all_after[LANES], tp[LANES], fp[LANES];
+        Py_ssize_t m[16];
+        for (int j = 0; j < LANES; j++) all_after[j] = 0.0;
         for (Py_ssize_t t = 0; t < n_thr; t++) {
-            const Plan *p = &plan[t];
-            memset(tpa, 0, sizeof tpa);
-            memset(iga, 0, sizeof iga);
-            Py_ssize_t tpn = 0, ign = 0, e = 0, m = 0, n = 0;
-            while (e < p->n_end || m < p->n_blk) {
-                if (m >= p->n_blk || (e < p->n_end && p->end_position[e] < p->blk_start[m])) {
-                    for (; tpn <= p->run_end[e]; tpn++) {
-                        const double *w = wt + p->tp_image[tpn] * rows + r0;
-                        for (int j = 0; j < LANES; j++) tpa[j] += w[j];
-                    }
-                    for (; ign < p->ig_before[e]; ign++) {
-                        const double *w = wt + p->ig_image[ign] * rows + r0;
-                        for (int j = 0; j < LANES; j++) iga[j] += w[j];
-                    }
-                    const double *all = colv + p->end_col[e] * LANES;
-                    double *tp = ptp + n * LANES, *fp = pfp + n * LANES;
-                    for (int j = 0; j < LANES; j++) {
-                        tp[j] = tpa[j];
-                        fp[j] = all[j] - tpa[j] - iga[j];
-                    }
-                    n++, e++;
-                    continue;
+            Walk *s = &walk[t];
+            const double *nd = need + r0 * n_rec;
+            for (int j = 0; j < LANES; j++) {
+                s->tp_after[j] = s->ig_after[j] = s->env[j] = 0.0;
+                s->next[j] = n_rec - 1;
+                s->cur[j] = n_rec ? nd[j * n_rec + n_rec - 1] : -1.0;
+            }
+            m[t] = blocks[t].n_blk - 1;
+        }
+        for (Py_ssize_t d = n_det - 1; d >= 0; d--) {
+            const uint64_t code = flags[d];
+            const double *w = wt + det[d] * rows + r0;
+            /* a run end: its counts include itself, so they are taken before it joins the after-sums */
+            for (uint64_t bits = (code >> 32) & 0xFFFF; bits; bits &= bits - 1) {
+                const int t = lowest_bit(bits);
+                Walk *s = &walk[t];
+                const double *tot_tp = totals + (1 + t) * rows + r0, *tot_ig = totals + (1 + n_thr + t) * rows + r0;
+                for (int j = 0; j < LANES; j++) {
+                    tp[j] = tot_tp[j] - s->tp_after[j];
+                    fp[j] = (tot_all[j] - all_after[j]) - tp[j] - (tot_ig[j] - s->ig_after[j]);
                 }
-                for (; tpn < p->blk_tp_before[m]; tpn++) {
-                    const double *w = wt + p->tp_image[tpn] * rows + r0;
-                    for (int j = 0; j < LANES; j++) tpa[j] += w[j];
+                take_point(s, tp, fp, need + r0 * n_rec, n_rec, q + r0 * stride + t * n_rec, stride, n_thr);
+            }
+            for (int j = 0; j < LANES; j++) all_after[j] += w[j];
+            for (uint64_t bits = code & 0xFFFF; bits; bits &= bits - 1) {
+                Walk *s = &walk[lowest_bit(bits)];
+                for (int j = 0; j < LANES; j++) s->tp_after[j] += w[j];
+            }
+            for (uint64_t bits = (code >> 16) & 0xFFFF; bits; bits &= bits - 1) {
+                Walk *s = &walk[lowest_bit(bits)];
+                for (int j = 0; j < LANES; j++) s->ig_after[j] += w[j];
+            }
+            /* a mixed tie block starting here: its points, copy by copy, from the last back */
+            for (uint64_t bits = (code >> 48) & 0xFFFF; bits; bits &= bits - 1) {
+                const int t = lowest_bit(bits);
+                Walk *s = &walk[t];
+                const Blocks *p = &blocks[t];
+                const Py_ssize_t k = m[t]--;
+                const double *tot_tp = totals + (1 + t) * rows + r0, *tot_ig = totals + (1 + n_thr + t) * rows + r0;
+                const double *kw = wt + p->blk_image[k] * rows + r0;
+                const double btp = (double)p->blk_tp[k], bfp = (double)p->blk_fp[k];
+                const int64_t first = p->pt_start[k], last = p->pt_start[k + 1] - 1;
+                double t0[LANES], f0[LANES];
+                for (int j = 0; j < LANES; j++) {
+                    t0[j] = tot_tp[j] - s->tp_after[j];
+                    f0[j] = (tot_all[j] - all_after[j]) - t0[j] - (tot_ig[j] - s->ig_after[j]);
                 }
-                for (; ign < p->blk_ig_before[m]; ign++) {
-                    const double *w = wt + p->ig_image[ign] * rows + r0;
-                    for (int j = 0; j < LANES; j++) iga[j] += w[j];
-                }
-                const double *kw = wt + p->blk_image[m] * rows + r0;
-                const double btp = (double)p->blk_tp[m], bfp = (double)p->blk_fp[m];
-                const int64_t first = p->pt_start[m], last = p->pt_start[m + 1] - 1;
-                for (int64_t c = 0; c < p->copies; c++) {
-                    for (int64_t l = first; l <= last; l++) {
-                        double *tp = ptp + n * LANES, *fp = pfp + n * LANES;
+                for (int64_t c = p->copies - 1; c >= 0; c--)
+                    for (int64_t l = last; l >= first; l--) {
                         for (int j = 0; j < LANES; j++) {
-                            const double before = p->blk_col[m] >= 0 ? colv[p->blk_col[m] * LANES + j] : 0.0;
-                            const double f0 = before - tpa[j] - iga[j], kj = kw[j];
+                            const double kj = kw[j];
                             double tin = 0.0, fin = 0.0;
                             if (kj > 0.0) {
                                 if ((double)c < kj) {
@@ -193,121 +228,87 @@ static void precisions(double *q, const double *wt, Py_ssize_t rows, Py_ssize_t 
                                     fin = (kj - 1.0) * bfp + (double)p->pt_fp[last];
                                 }
                             }
-                            tp[j] = tpa[j] + tin;
-                            fp[j] = f0 + fin;
+                            tp[j] = t0[j] + tin;
+                            fp[j] = f0[j] + fin;
                         }
-                        n++;
+                        take_point(s, tp, fp, need + r0 * n_rec, n_rec, q + r0 * stride + t * n_rec, stride, n_thr);
                     }
-                }
-                m++;
-            }
-            if (n == 0) {
-                for (int j = 0; j < LANES; j++) memset(q + ((r0 + j) * n_thr + t) * n_rec, 0, sizeof(double) * n_rec);
-                continue;
-            }
-            /* One backward pass: the precision at each point, its envelope (the running maximum from the right),
-             * and the picks. Recall threshold r takes the envelope at the first point whose TP count reaches its
-             * need; the TP counts never decrease along the points and the needs never decrease along r, so walking
-             * back, r is answered at the point i where tp[i-1] < need[r] <= tp[i]. Thresholds that no point reaches
-             * get 0. Lanes are innermost, and the scalar answering runs only at points where some lane has one. */
-            double env[LANES], cur[LANES];
-            Py_ssize_t next[LANES];
-            const double *last_tp = ptp + (n - 1) * LANES;
-            for (int j = 0; j < LANES; j++) {
-                const double *nd = need + (r0 + j) * n_rec;
-                double *out = q + ((r0 + j) * n_thr + t) * n_rec;
-                Py_ssize_t r = n_rec - 1;
-                for (; r >= 0 && nd[r] > last_tp[j]; r--) out[r] = 0.0;
-                next[j] = r;
-                cur[j] = r >= 0 ? nd[r] : -1.0;
-                env[j] = 0.0;
-            }
-            for (Py_ssize_t i = n - 1; i >= 0; i--) {
-                const double *tp = ptp + i * LANES, *fp = pfp + i * LANES;
-                const double *prev = i ? tp - LANES : NULL;
-                int any = 0;
-                for (int j = 0; j < LANES; j++) {
-                    double s = fp[j] + tp[j];
-                    s += eps;
-                    const double pr = tp[j] / s;
-                    env[j] = pr > env[j] ? pr : env[j];
-                    any |= cur[j] > (prev ? prev[j] : -1.0);
-                }
-                if (!any) continue;
-                for (int j = 0; j < LANES; j++) {
-                    const double before = prev ? prev[j] : -1.0;
-                    if (!(cur[j] > before)) continue;
-                    const double *nd = need + (r0 + j) * n_rec;
-                    double *out = q + ((r0 + j) * n_thr + t) * n_rec;
-                    Py_ssize_t r = next[j];
-                    for (; r >= 0 && nd[r] > before; r--) out[r] = env[j];
-                    next[j] = r;
-                    cur[j] = r >= 0 ? nd[r] : -1.0;
-                }
             }
         }
+        /* what no point left unanswered takes the envelope of all points (0 when there are none) */
+        for (Py_ssize_t t = 0; t < n_thr; t++)
+            for (int j = 0; j < LANES; j++) {
+                double *out = q + (r0 + j) * stride + t * n_rec;
+                for (Py_ssize_t r = walk[t].next[j]; r >= 0; r--) out[r] = walk[t].env[j];
+            }
     }
 }
 
 /* q(rows, T, R) interpolated precision of the resample rows [begin, end); see bootstrap._chunk_precisions. The GIL
  * is released: callers may run disjoint row ranges of the same arrays on several threads.
  * Arguments: q (rows*T*R doubles, written), wt (images*rows doubles: weights transposed), rows, images,
- * det_image (D int64, accumulation order), columns (K int64, sorted positions whose running count is read),
- * need (rows*R doubles: required TP counts), n_recall, plans (tuple of T plan tuples), begin, end (row range). */
+ * det_image (D int64, accumulation order), flags (D uint64: per position, bit t of the four 16-bit fields says
+ * TP, ignored, run end, mixed-block start at threshold t), totals ((1 + 2T)*rows doubles), need (rows*R doubles:
+ * required TP counts), n_recall, blocks (tuple of T block tuples), begin, end (row range). */
 static PyObject *ap_precisions(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *o_q, *o_wt, *o_det, *o_cols, *o_need, *plans;
+    PyObject *o_q, *o_wt, *o_det, *o_flags, *o_tot, *o_need, *blocks;
     Py_ssize_t rows, images, n_rec, begin, end;
-    if (!PyArg_ParseTuple(args, "OOnnOOOnO!nn", &o_q, &o_wt, &rows, &images, &o_det, &o_cols, &o_need, &n_rec,
-                          &PyTuple_Type, &plans, &begin, &end))
+    if (!PyArg_ParseTuple(args, "OOnnOOOOnO!nn", &o_q, &o_wt, &rows, &images, &o_det, &o_flags, &o_tot, &o_need,
+                          &n_rec, &PyTuple_Type, &blocks, &begin, &end))
         return NULL;
-    Py_ssize_t n_thr = PyTuple_GET_SIZE(plans);
-    Py_ssize_t n_det = length(o_det), n_cols = length(o_cols);
-    if (rows < 0 || images < 0 || n_rec < 0 || n_det < 0 || n_cols < 0 || n_thr > 16) {
+    Py_ssize_t n_thr = PyTuple_GET_SIZE(blocks);
+    Py_ssize_t n_det = length(o_det);
+    if (rows < 0 || images < 0 || n_rec < 0 || n_det < 0 || n_thr > 16) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad sizes");
         return NULL;
     }
+    if (rows % LANES || begin % LANES || end % LANES || begin < 0 || end < begin || end > rows) {
+        PyErr_SetString(PyExc_ValueError, "rows and the row range must be multiples of the lane width");
+        return NULL;
+    }
     Buffers b = {.n = 0};
-    Plan plan[16];
+    Blocks blk[16];
     double *q = get(&b, o_q, rows * n_thr * n_rec, 8, 1, "q");
     const double *wt = q ? get(&b, o_wt, images * rows, 8, 0, "wt") : NULL;
     const int64_t *det = wt ? get(&b, o_det, n_det, 8, 0, "det_image") : NULL;
-    const int64_t *cols = det ? get(&b, o_cols, n_cols, 8, 0, "columns") : NULL;
-    const double *need = cols ? get(&b, o_need, rows * n_rec, 8, 0, "need") : NULL;
+    const uint64_t *flags = det ? get(&b, o_flags, n_det, 8, 0, "flags") : NULL;
+    const double *tot = flags ? get(&b, o_tot, (1 + 2 * n_thr) * rows, 8, 0, "totals") : NULL;
+    const double *need = tot ? get(&b, o_need, rows * n_rec, 8, 0, "need") : NULL;
     if (!need) goto fail;
-    for (Py_ssize_t d = 0; d < n_det; d++)
-        if (det[d] < 0 || det[d] >= images) {
-            PyErr_SetString(PyExc_ValueError, "detection image out of range");
+    for (Py_ssize_t t = 0; t < n_thr; t++)
+        if (parse_blocks(&b, PyTuple_GET_ITEM(blocks, t), &blk[t], images, n_det) < 0) goto fail;
+    /* every position's image in range, and its flags naming thresholds that exist, blocks as many as listed */
+    uint64_t allowed = (n_thr ? ((uint64_t)1 << n_thr) - 1 : 0) * 0x0001000100010001ULL;
+    Py_ssize_t starts[16] = {0};
+    for (Py_ssize_t d = 0; d < n_det; d++) {
+        if (det[d] < 0 || det[d] >= images || (flags[d] & ~allowed)) {
+            PyErr_SetString(PyExc_ValueError, "detection image or flags out of range");
             goto fail;
         }
-    for (Py_ssize_t k = 0; k < n_cols; k++)
-        if (cols[k] < 0 || cols[k] >= n_det || (k && cols[k] <= cols[k - 1])) {
-            PyErr_SetString(PyExc_ValueError, "columns must be increasing positions");
-            goto fail;
+        for (uint64_t bits = (flags[d] >> 48) & 0xFFFF; bits; bits &= bits - 1) {
+            const int t = lowest_bit(bits);
+            if (starts[t] >= blk[t].n_blk || blk[t].blk_start[starts[t]] != d) {
+                PyErr_SetString(PyExc_ValueError, "block starts disagree with the flags");
+                goto fail;
+            }
+            starts[t]++;
         }
-    Py_ssize_t max_pts = 0;
-    for (Py_ssize_t t = 0; t < n_thr; t++) {
-        if (parse_plan(&b, PyTuple_GET_ITEM(plans, t), &plan[t], images, n_cols) < 0) goto fail;
-        Py_ssize_t pts = plan[t].n_end + plan[t].n_pt * (Py_ssize_t)plan[t].copies;
-        if (pts > max_pts) max_pts = pts;
     }
-    double *colv = malloc(sizeof(double) * (size_t)(n_cols ? n_cols : 1) * LANES);
-    double *ptp = malloc(sizeof(double) * (size_t)(max_pts ? max_pts : 1) * LANES);
-    double *pfp = malloc(sizeof(double) * (size_t)(max_pts ? max_pts : 1) * LANES);
-    if (!colv || !ptp || !pfp) {
-        free(colv), free(ptp), free(pfp);
+    for (Py_ssize_t t = 0; t < n_thr; t++)
+        if (starts[t] != blk[t].n_blk) {
+            PyErr_SetString(PyExc_ValueError, "block starts disagree with the flags");
+            goto fail;
+        }
+    Walk *walk = malloc(sizeof(Walk) * (size_t)(n_thr ? n_thr : 1));
+    if (!walk) {
         PyErr_NoMemory();
         goto fail;
     }
-    if (rows % LANES || begin % LANES || end % LANES || begin < 0 || end < begin || end > rows) {
-        PyErr_SetString(PyExc_ValueError, "rows and the row range must be multiples of the lane width");
-        free(colv), free(ptp), free(pfp);
-        goto fail;
-    }
     Py_BEGIN_ALLOW_THREADS;
-    precisions(q, wt, rows, begin, end, det, n_det, cols, n_cols, need, n_rec, plan, n_thr, colv, ptp, pfp);
+    precisions(q, wt, rows, begin, end, det, flags, n_det, tot, need, n_rec, blk, n_thr, walk);
     Py_END_ALLOW_THREADS;
-    free(colv), free(ptp), free(pfp);
+    free(walk);
     release(&b);
     Py_RETURN_NONE;
 fail:

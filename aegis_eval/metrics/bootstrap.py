@@ -442,10 +442,10 @@ def _compiled_ap(
     weights_t, padded = shared.lanes(live, compiled.lanes())
     need = np.zeros((padded, len(RECALL_THRESHOLDS)))
     need[:rows] = need_live
-    columns, end_col, blk_col = _count_columns(plans)
-    packed = tuple(
-        _packed_plan(p, c, e, np.where(p.blk_start > 0, b, -1)) for p, c, e, b in zip(plans, copies, end_col, blk_col)
-    )
+    flags, per_image = _position_flags(table, plans)
+    # weighted totals per row: all kept detections, each threshold's TPs, its ignored detections (exact products)
+    totals = np.ascontiguousarray(per_image.T.astype(np.float64) @ weights_t)
+    packed = tuple(_packed_blocks(p, c) for p, c in zip(plans, copies))
     q = np.empty((padded, len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS)))
     args = (
         q,
@@ -453,7 +453,8 @@ def _compiled_ap(
         padded,
         table.n_images,
         np.ascontiguousarray(det_img, dtype=np.int64),
-        np.ascontiguousarray(columns, dtype=np.int64),
+        flags,
+        totals,
         need,
         len(RECALL_THRESHOLDS),
         packed,
@@ -486,27 +487,34 @@ def _cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _packed_plan(plan: _ThresholdPlan, copies: int, end_col: np.ndarray, blk_col: np.ndarray) -> tuple:
-    """One threshold's plan as the C extension reads it: 16 int64 arrays and the copies of mixed blocks."""
+def _position_flags(table: ApTable, plans: list[_ThresholdPlan]) -> tuple[np.ndarray, np.ndarray]:
+    """What the compiled walk reads per position of the accumulation order, and the per-image counts its totals
+    come from. flags (D,) uint64: bit t of the low 16 bits = TP at threshold t, of the next 16 = ignored, then run
+    end, then start of a mixed tie block. per_image (I, 1 + 2T) int64: kept detections, TPs per threshold, ignored
+    per threshold."""
+    order = table.order
+    n, n_thr = len(order), len(plans)
+    det_img = table.det_image[order]
+    flags = np.zeros(n, np.uint64)
+    per_image = np.zeros((table.n_images, 1 + 2 * n_thr), np.int64)
+    per_image[:, 0] = np.bincount(det_img, minlength=table.n_images)
+    for t, plan in enumerate(plans):
+        ignored = table.ignored[0][t][order]
+        tp = table.matched[0][t][order] & ~ignored
+        bit = np.uint64(1 << t)
+        flags[tp] |= bit
+        flags[ignored] |= bit << np.uint64(16)
+        flags[plan.end_position] |= bit << np.uint64(32)
+        flags[plan.blk_start] |= bit << np.uint64(48)
+        per_image[:, 1 + t] = np.bincount(det_img[tp], minlength=table.n_images)
+        per_image[:, 1 + n_thr + t] = np.bincount(det_img[ignored], minlength=table.n_images)
+    return flags, per_image
+
+
+def _packed_blocks(plan: _ThresholdPlan, copies: int) -> tuple:
+    """One threshold's mixed tie blocks as the C extension reads them: 7 int64 arrays and the copies to lay out."""
     pt_start = np.searchsorted(plan.pt_block, np.arange(len(plan.blk_image) + 1))
-    arrays = (
-        plan.tp_image,
-        plan.run_end,
-        end_col,
-        plan.end_position,
-        plan.ig_image,
-        plan.ig_before,
-        plan.blk_image,
-        blk_col,
-        plan.blk_start,
-        plan.blk_tp_before,
-        plan.blk_ig_before,
-        plan.blk_tp,
-        plan.blk_fp,
-        pt_start,
-        plan.pt_tp,
-        plan.pt_fp,
-    )
+    arrays = (plan.blk_image, plan.blk_start, plan.blk_tp, plan.blk_fp, pt_start, plan.pt_tp, plan.pt_fp)
     return (*(np.ascontiguousarray(a, dtype=np.int64) for a in arrays), int(copies))
 
 

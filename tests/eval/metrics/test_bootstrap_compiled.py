@@ -144,27 +144,39 @@ def test_shared_rows_check_the_image_count():
 
 
 @compiled
-def test_extension_refuses_bad_plans():
-    """Sizes and indices are checked at the C boundary, never trusted."""
+def test_extension_refuses_bad_inputs():
+    """Sizes, indices and flags are checked at the C boundary, never trusted."""
     ext = load_extension(EXTENSION, "AP bootstrap")
     lanes = ext.lanes()
-    empty = np.zeros(0, np.int64)
     q = np.zeros((lanes, 1, 3))
     wt = np.zeros((2, lanes))
     need = np.zeros((lanes, 3))
+    totals = np.zeros((3, lanes))
     det = np.array([0, 1], np.int64)
-    plan = (np.array([5], np.int64), np.array([0], np.int64), np.array([0], np.int64), np.array([0], np.int64))
-    plan += (empty, np.array([0], np.int64)) + (empty,) * 7 + (np.zeros(1, np.int64), empty, empty, 0)
-    with pytest.raises(ValueError, match="out of range"):  # TP image 5 of 2 images
-        ext.ap_precisions(q, wt, lanes, 2, det, np.array([0], np.int64), need, 3, (plan,), 0, lanes)
+    flags = np.zeros(2, np.uint64)
+    empty = np.zeros(0, np.int64)
+    no_blocks = (empty,) * 4 + (np.zeros(1, np.int64), empty, empty, 0)
+
+    def call(*, q=q, rows=lanes, det=det, flags=flags, totals=totals, blocks=(no_blocks,), begin=0, end=lanes):
+        ext.ap_precisions(q, wt, rows, 2, det, flags, totals, need, 3, blocks, begin, end)
+
+    call()  # the well-formed call runs
+    with pytest.raises(ValueError, match="out of range"):  # image 5 of 2
+        call(det=np.array([0, 5], np.int64))
+    with pytest.raises(ValueError, match="out of range"):  # a flag for threshold 3 of 1
+        call(flags=np.array([0, 1 << 3], np.uint64))
+    with pytest.raises(ValueError, match="block starts disagree"):  # a block start the block list lacks
+        call(flags=np.array([0, 1 << 48], np.uint64))
+    one_block = (np.array([0], np.int64), np.array([1], np.int64)) + (np.zeros(1, np.int64),) * 2
+    one_block += (np.array([0, 1], np.int64), np.ones(1, np.int64), np.zeros(1, np.int64), 1)
+    with pytest.raises(ValueError, match="block starts disagree"):  # a listed block the flags do not start
+        call(blocks=(one_block,))
     with pytest.raises(ValueError, match="multiples of the lane width"):
-        ext.ap_precisions(np.zeros((1, 0, 3)), np.zeros((2, 1)), 1, 2, det, empty, np.zeros((1, 3)), 3, (), 0, 1)
-    with pytest.raises(ValueError, match="multiples of the lane width"):  # a row range past the rows
-        ext.ap_precisions(q[:, :0], wt, lanes, 2, det, empty, need, 3, (), 0, 2 * lanes)
+        call(begin=0, end=2 * lanes)
     with pytest.raises(ValueError, match="expected"):  # q too small for rows x T x R
-        ext.ap_precisions(np.zeros(3), wt, lanes, 2, det, empty, need, 3, (), 0, lanes)
-    with pytest.raises(ValueError, match="increasing"):
-        ext.ap_precisions(q[:, :0], wt, lanes, 2, det, np.array([1, 0], np.int64), need, 3, (), 0, lanes)
+        call(q=np.zeros(3))
+    with pytest.raises(ValueError, match="expected"):  # totals of the wrong size
+        call(totals=np.zeros((2, lanes)))
 
 
 @compiled
