@@ -164,9 +164,8 @@ class ResampleRows:
     """One bootstrap weight matrix (B, I), checked once and laid out once for every table scored with it.
 
     A sweep scores every condition (and every class) on the same resample rows, against the same ground truth; this
-    holds what those scorings share instead of rebuilding it per condition: the checked int64 multiplicities, their
-    float64 copy (the weighted totals are one BLAS product, exact: every partial sum is an integer below 2**53),
-    the transposed, lane-padded copy the compiled AP bootstrap walks, and, per GT column, the weighted GT totals
+    holds what those scorings share instead of rebuilding it per condition: the checked int64 multiplicities, the
+    transposed, lane-padded float copy the compiled AP bootstrap walks, and, per GT column, the weighted GT totals
     and the TP counts each recall threshold needs. :func:`bootstrap_samples` and :func:`bootstrap_ap` take it
     wherever they take a weight matrix, with the same results.
     """
@@ -175,7 +174,6 @@ class ResampleRows:
         w = np.asarray(weights)
         self.weights = _check_weights(w, w.shape[1] if n_images is None and w.ndim == 2 else int(n_images or 0))
         self.n_rows, self.n_images = self.weights.shape
-        self._float: np.ndarray | None = None
         self._lanes: dict[tuple[int, bytes], tuple[np.ndarray, int]] = {}
         self._need: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -184,19 +182,10 @@ class ResampleRows:
             raise AegisError(f"bootstrap weights must have shape (B, {n_images}); got {self.weights.shape}")
         return self
 
-    @property
-    def as_float(self) -> np.ndarray:
-        """(B, I) float64 multiplicities."""
-        if self._float is None:
-            self._float = self.weights.astype(np.float64)
-        return self._float
-
     def totals(self, columns: np.ndarray) -> np.ndarray:
-        """(B, K) int64 weighted totals of the (I, K) integer per-image columns (exact: see the class note)."""
-        cols = np.asarray(columns)
-        if cols.size and int(np.abs(cols).max()) * max(int(self.weights.max(initial=0)), 1) * self.n_images >= 2**53:
-            return self.weights @ cols.astype(np.int64)  # too large for exact doubles: the integer product
-        return (self.as_float @ cols.astype(np.float64)).astype(np.int64)
+        """(B, K) int64 weighted totals of the (I, K) integer per-image columns: one integer product (NumPy's own
+        loop: exact, and no BLAS threads left spinning on a shared machine)."""
+        return self.weights @ np.asarray(columns, dtype=np.int64)
 
     def positives(self, n_gt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(weighted GT count per row (B,), required TP counts (B, R) of the rows that have GT), per GT column."""
@@ -443,8 +432,9 @@ def _compiled_ap(
     need = np.zeros((padded, len(RECALL_THRESHOLDS)))
     need[:rows] = need_live
     flags, per_image = _position_flags(table, plans)
-    # weighted totals per row: all kept detections, each threshold's TPs, its ignored detections (exact products)
-    totals = np.ascontiguousarray(per_image.T.astype(np.float64) @ weights_t)
+    # weighted totals per row: all kept detections, each threshold's TPs, its ignored detections
+    totals = np.zeros((per_image.shape[1], padded))
+    totals[:, :rows] = shared.totals(per_image)[live].T
     packed = tuple(_packed_blocks(p, c) for p, c in zip(plans, copies))
     q = np.empty((padded, len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS)))
     args = (
