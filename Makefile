@@ -70,6 +70,7 @@ bench: $(STAMP_ALL)
 	$(PY) benchmarks/bench_png.py --write docs/perf/png.md
 	$(PY) benchmarks/bench_score.py --write docs/perf/score.md
 	$(PY) benchmarks/bench_score.py --whole-process --images 1000 --write docs/perf/score_process.md
+	$(PY) benchmarks/bench_score.py --tools --images 1000 --write docs/perf/score_tools.md
 	$(PY) benchmarks/bench_score_sweep.py
 	$(PY) benchmarks/bench_score_classes.py --write docs/perf/classes.md
 	$(PY) benchmarks/bench_runners.py

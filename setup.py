@@ -45,6 +45,13 @@ setup(
             optional=True,
         ),
         Extension(
+            "aegis_eval.metrics._cbootstrap",
+            ["aegis_eval/metrics/_cbootstrap.c"],
+            extra_compile_args=flags,
+            libraries=libraries,
+            optional=True,
+        ),
+        Extension(
             "aegis_data.files._cpng",
             ["aegis_data/files/_cpng.c"],
             extra_compile_args=flags,

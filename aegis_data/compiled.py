@@ -1,11 +1,12 @@
 """The toolkit's optional C extensions and the one switch that chooses them.
 
-Four extensions exist, each beside the code it mirrors: ``aegis_data.engine._ckernels`` (the corruption
+Five extensions exist, each beside the code it mirrors: ``aegis_data.engine._ckernels`` (the corruption
 engine's inner loops, ``engine/kernels.py``), ``aegis_data.files._cpng`` (the PNG writer's deflate,
 ``files/png.py``), ``aegis_eval.metrics._cmatch`` (COCO matching and accumulation, ``metrics/coco.py`` and
-``matching.py``) and ``aegis_eval.protocols._cresults`` (the reader of plain results files,
-``protocols/predictions.py``). Each is built by ``pip install`` where a C compiler is present; without it the
-NumPy or Python code runs, which gives the same bytes and numbers, more slowly. ``AEGIS_KERNELS`` chooses for both:
+``matching.py``), ``aegis_eval.metrics._cbootstrap`` (the AP bootstrap, ``metrics/bootstrap.py``) and
+``aegis_eval.protocols._cresults`` (the reader of plain results files, ``protocols/predictions.py``). Each is built
+by ``pip install`` where a C compiler is present; without it the NumPy or Python code runs, which gives the same
+bytes and numbers, more slowly. ``AEGIS_KERNELS`` chooses for all of them:
 ``auto`` (default: the extension when built), ``numpy`` (always the NumPy code), ``compiled`` (refuse to run
 without the extension).
 """

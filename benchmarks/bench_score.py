@@ -24,6 +24,15 @@ the CLI included, from its own checkout (``tree_env``), not from wherever the to
 must agree to 1e-12.
 Usage: ``python benchmarks/bench_score.py --whole-process --images 1000 [--rounds 3]
 [--baseline-repo DIR] [--write docs/perf/score_process.md]``.
+
+``--tools`` puts the four evaluators side by side, each as a whole process on the same files: pycocotools,
+faster-coco-eval and hotcoco (optional benchmark dependencies, timed when installed: ``pip install hotcoco
+faster-coco-eval``) with COCO -> loadRes -> evaluate -> accumulate -> summarize (AP only), and ``aegis score``
+(AP, thresholded metrics, the score JSON), on one condition and on the 28-condition sweep of
+:func:`write_sweep_fixture` (``aegis score`` also with B = 1000 bootstrap resamples). Wall, CPU and peak RSS per
+process; the AP values of every tool must agree to 1e-12 (exit status 1 otherwise).
+Usage: ``python benchmarks/bench_score.py --tools --images 1000 [--rounds 3] [--sweep-pycocotools]
+[--write docs/perf/score_tools.md]``.
 """
 
 from __future__ import annotations
@@ -90,6 +99,50 @@ def make_condition(n_images: int, n_gt: int, n_dets: int, key: int) -> tuple[Gro
     )[clutter]
     scores = np.round(np.where(clutter, rng.uniform(0, 0.7, d), rng.uniform(0.2, 1.0, d)), 5)
     return gt, Detections(det_image=det_image, boxes=boxes, scores=scores)
+
+
+def condition_detections(gt: GroundTruth, n_dets: int, key: int, severity: int) -> Detections:
+    """Detections of one condition of the sweep fixture over ``gt``: the recipe of :func:`make_condition` (half
+    jittered GT copies, half clutter), with jitter growing and found-person scores falling with ``severity``
+    (0 = clean, 1-3), from its own keyed generator so every condition file is reproducible on its own."""
+    rng = Generator(PCG64([key, severity, 34]))
+    n_images, d = gt.n_images, gt.n_images * n_dets
+    n_gt = gt.n_boxes // n_images
+    det_image = np.repeat(np.arange(n_images, dtype=np.int64), n_dets)
+    source = det_image * n_gt + rng.integers(0, n_gt, d)
+    w, h = gt.boxes[source, 2], gt.boxes[source, 3]
+    scale = np.column_stack([w, h, w, h])
+    jitter = rng.uniform(0, 0.15 * (1 + 0.4 * severity), (d, 1))
+    boxes = gt.boxes[source] + rng.normal(0, 1, (d, 4)) * jitter * scale
+    boxes[:, 2:] = np.abs(boxes[:, 2:]) + 1.0
+    clutter = (np.arange(d) % n_dets) >= n_dets // 2
+    boxes[clutter] = np.column_stack(
+        [rng.uniform(0, 1800, d), rng.uniform(0, 1000, d), rng.uniform(8, 220, d), rng.uniform(8, 220, d)]
+    )[clutter]
+    top = 1.0 - 0.15 * severity
+    scores = np.round(np.where(clutter, rng.uniform(0, 0.7, d), rng.uniform(0.2, top, d)), 5)
+    return Detections(det_image=det_image, boxes=boxes, scores=scores)
+
+
+def write_sweep_fixture(folder: Path, n_images: int, n_gt: int, n_dets: int, key: int = 1) -> tuple[Path, Path]:
+    """The sweep fixture: ``gt.json`` and ``preds/<condition>.json`` for the conditions of the default suite (clean and
+    9 corruptions × 3 severities), the same images in every file. The clean file is :func:`make_condition`'s
+    (the one-condition fixture); the others come from :func:`condition_detections`, keyed by their position.
+    Deterministic: the same arguments write the same bytes."""
+    from aegis_data.api import load_config
+
+    gt, clean = make_condition(n_images, n_gt, n_dets, key)
+    preds = folder / "preds"
+    preds.mkdir(parents=True, exist_ok=True)
+    gt_dict, results = coco_dicts(gt, clean)
+    (folder / "gt.json").write_text(json.dumps(gt_dict))
+    (preds / "clean.json").write_text(json.dumps(results))
+    for k, cond in enumerate(load_config().conditions()):
+        if cond == "clean":
+            continue
+        dets = condition_detections(gt, n_dets, key * 1000 + k, int(cond.rsplit("_s", 1)[1]))
+        (preds / f"{cond}.json").write_text(json.dumps(coco_dicts(gt, dets)[1]))
+    return folder / "gt.json", preds
 
 
 def coco_dicts(gt: GroundTruth, dets: Detections) -> tuple[dict, list]:
@@ -404,6 +457,189 @@ def whole_process(args) -> int:
     return 0 if diff <= 1e-12 and all(same_json.values()) else 1
 
 
+# --- four tools side by side, whole processes: one condition and the sweep ------------------------------------
+# One script for the three COCOeval-shaped tools: the GT parsed once, then per condition file loadRes -> evaluate ->
+# accumulate -> summarize (AP only), the six AP values printed as JSON.
+COCO_TOOL_SCRIPT = """
+import contextlib, io, json, sys
+tool, gt_path, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+if tool == "pycocotools":
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval as Eval
+elif tool == "faster-coco-eval":
+    from faster_coco_eval import COCO
+    from faster_coco_eval import COCOeval_faster as Eval
+else:
+    from hotcoco import COCO, COCOeval as Eval
+out = {}
+with contextlib.redirect_stdout(io.StringIO()):
+    gt = COCO(gt_path)
+    for f in files:
+        ev = Eval(gt, gt.loadRes(f), "bbox")
+        ev.evaluate()
+        ev.accumulate()
+        ev.summarize()
+        out[f.rsplit("/", 1)[-1][:-5]] = [float(x) for x in list(ev.stats)[:6]]
+print(json.dumps(out))
+"""
+TOOLS = ("pycocotools", "faster-coco-eval", "hotcoco")
+TOOL_MODULES = {"pycocotools": "pycocotools", "faster-coco-eval": "faster_coco_eval", "hotcoco": "hotcoco"}
+
+
+# Runs argv[2:] and writes its wall seconds and rusage to argv[1]. A small process of its own starts each timed one:
+# Linux carries the peak RSS of a forked parent across exec, so a child forked straight from this benchmark (which
+# holds the fixture) would report at least the benchmark's own size.
+LAUNCHER = """
+import json, os, subprocess, sys, time
+t0 = time.perf_counter()
+proc = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(proc.pid, 0)
+wall = time.perf_counter() - t0
+proc.returncode = os.waitstatus_to_exitcode(status)
+with open(sys.argv[1], "w") as f:
+    json.dump({"rc": proc.returncode, "wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss}, f)
+"""
+
+
+def child(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[str, Seconds, float]:
+    """(stdout, wall and CPU seconds, peak RSS in MB) of one whole process, its own usage read by os.wait4 in a
+    small launcher process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "usage.json"
+        done = subprocess.run(
+            [sys.executable, "-c", LAUNCHER, str(report), *cmd], env=env, cwd=cwd, capture_output=True, text=True
+        )
+        usage = json.loads(report.read_text()) if report.is_file() else {"rc": done.returncode}
+        if done.returncode or usage["rc"]:
+            raise SystemExit(f"{' '.join(cmd[:4])} failed: {done.stderr.strip()[-400:]}")
+        return done.stdout, Seconds(usage["wall"], usage["cpu"]), usage["rss"] / 1024
+
+
+def run_tool(tool: str, gt_path: Path, files: list[Path]) -> tuple[dict, Seconds, float]:
+    out, t, rss = child([sys.executable, "-c", COCO_TOOL_SCRIPT, tool, str(gt_path), *map(str, files)])
+    return json.loads(out), t, rss
+
+
+def run_aegis(env: dict[str, str], gt_path: Path, preds: Path, n_boot: int, out: Path) -> tuple[dict, Seconds, float]:
+    cmd = [sys.executable, "-m", "aegis_cli.main", "score", str(preds), "--split-dir", str(gt_path)]
+    cmd += ["--threshold", str(THRESHOLD), "--bootstrap", str(n_boot), "--json", str(out)]
+    _, t, rss = child(cmd, env=env, cwd=REPO)
+    doc = json.loads(out.read_text())
+    return {c: [e[m] for m in AP_METRICS] for c, e in doc["conditions"].items()}, t, rss
+
+
+def tool_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": platform.python_version(), "numpy": np.__version__}
+    for tool in TOOLS:
+        try:
+            found[tool] = version(tool)
+        except PackageNotFoundError:
+            pass
+    return found
+
+
+def installed(tool: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(TOOL_MODULES[tool]) is not None
+
+
+def side_by_side(args) -> int:
+    """Every tool as its own process on one condition and on the sweep; medians over rounds; AP compared."""
+    load_before = os.getloadavg()
+    tools = [t for t in TOOLS if installed(t)]
+    missing = [t for t in TOOLS if t not in tools]
+    rows: dict[str, dict[str, list]] = {}
+    values: dict[str, dict[str, dict]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        gt_path, preds = write_sweep_fixture(folder, args.images, args.gt, args.dets)
+        files = sorted(preds.glob("*.json"))
+        clean = preds / "clean.json"
+        env = tree_env(REPO, folder / "tree")
+        cases = {f"{t} one": (lambda t=t: run_tool(t, gt_path, [clean])) for t in tools}
+        cases["aegis one"] = lambda: run_aegis(env, gt_path, clean, 1, folder / "one.json")
+        for t in tools:
+            if t != "pycocotools" or args.sweep_pycocotools:
+                cases[f"{t} sweep"] = lambda t=t: run_tool(t, gt_path, files)
+        cases["aegis sweep"] = lambda: run_aegis(env, gt_path, preds, 1, folder / "sweep1.json")
+        cases[f"aegis sweep B={args.boot_b}"] = lambda: run_aegis(
+            env, gt_path, preds, args.boot_b, folder / "sweepB.json"
+        )
+        run_aegis(env, gt_path, clean, 1, folder / "warm.json")  # byte-compiled modules in place before timing
+        for r in range(args.rounds):
+            for name, fn in cases.items():
+                got, t, rss = fn()
+                rows.setdefault(name, []).append((t, rss))
+                values[name] = got
+                print(f"round {r + 1}: {name}: {t:.2f} s wall, {t.cpu:.2f} s CPU, {rss:.0f} MB", flush=True)
+    load_after = os.getloadavg()
+    ref_name = "pycocotools one" if "pycocotools one" in values else next(iter(values))
+    ref = values[ref_name]["clean"]
+    diffs = {name: max(abs(a - b) for a, b in zip(v["clean"], ref)) for name, v in values.items()}
+    sweep_names = [n for n in values if "sweep" in n]
+    sweep_ref = values["aegis sweep"]
+    sweep_diffs = {
+        n: max(abs(a - b) for c in sweep_ref for a, b in zip(values[n][c], sweep_ref[c])) for n in sweep_names
+    }
+    med = {n: (_median([t for t, _ in v]), max(rss for _, rss in v)) for n, v in rows.items()}
+
+    def cell(name: str) -> str:
+        if name not in med:
+            return "—"
+        t, rss = med[name]
+        return f"{float(t):.2f} s (CPU {t.cpu:.2f}, {rss:.0f} MB)"
+
+    n_cond = len(values["aegis sweep"])
+    lines = [
+        f"## Four evaluators side by side (`benchmarks/bench_score.py --tools`) — "
+        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+        "",
+        f"Fixture: {args.images:,} images × {args.gt} GT × {args.dets} detections per image (COCO GT file and "
+        f"results files written by `write_sweep_fixture`, deterministic), one condition (`clean.json`) and the "
+        f"sweep ({n_cond} condition files of the same images). Every cell is one whole process (interpreter start, "
+        "imports, reading the files, evaluation), wall seconds as the median of "
+        f"{args.rounds} round(s) that alternate the tools, CPU seconds and peak RSS of that process. The COCOeval "
+        "tools run COCO(gt) once, then loadRes -> evaluate -> accumulate -> summarize per file: AP only. "
+        f"`aegis score` adds the thresholded metrics (t = {THRESHOLD}), the false-alarm bounds and the score JSON.",
+        "",
+        f"| evaluator | one condition | sweep, {n_cond} files | sweep with B = {args.boot_b} |",
+        "|---|---:|---:|---:|",
+    ]
+    for t in tools:
+        lines.append(f"| {t} {tool_versions().get(t, '')} (AP only) | {cell(t + ' one')} | {cell(t + ' sweep')} | — |")
+    lines.append(
+        f"| **`aegis score`** (AP + thresholded, B = 1; last column B = {args.boot_b}) | {cell('aegis one')} | "
+        f"{cell('aegis sweep')} | **{cell(f'aegis sweep B={args.boot_b}')}** |"
+    )
+    lines += [
+        "",
+        f"AP: the six values of `clean` from every process vs {ref_name.split()[0]}: max |difference| "
+        f"{max(diffs.values()):.1e}; over the sweep, every condition of every tool vs `aegis score`: "
+        f"{max(sweep_diffs.values()):.1e} (must be ≤ 1e-12). AP of clean: {ref[0]:.12f}.",
+    ]
+    if missing:
+        lines.append(f"Not installed, so not timed: {', '.join(missing)} (optional benchmark dependencies).")
+    if not args.sweep_pycocotools and "pycocotools" in tools:
+        lines.append("pycocotools was not run on the sweep (about 28× its one-condition time; `--sweep-pycocotools`).")
+    lines += [
+        f"Machine: {os.cpu_count()} cores ({cpu_name()}), {platform.system()} {platform.machine()}; "
+        + ", ".join(f"{k} {v}" for k, v in tool_versions().items())
+        + ".",
+        f"Load average before / after: {load_before[0]:.1f} / {load_after[0]:.1f} (2 cores shared with other jobs "
+        "above ~1: wall times inflate, compare within one run).",
+        "",
+    ]
+    emit("\n".join(lines), args.write)
+    if args.write:
+        from benchmarks.perfdoc import assemble
+
+        assemble()
+    return 0 if max(diffs.values()) <= 1e-12 and max(sweep_diffs.values()) <= 1e-12 else 1
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--images", type=int, default=5000)
@@ -432,7 +668,15 @@ def main(argv=None) -> int:
         help="--whole-process: also time the `aegis score` of this checkout (e.g. the code before)",
     )
     ap.add_argument("--baseline-label", help="--whole-process: how the report names the baseline checkout")
+    ap.add_argument(
+        "--tools",
+        action="store_true",
+        help="pycocotools, faster-coco-eval, hotcoco and `aegis score` as whole processes, one condition and the sweep",
+    )
+    ap.add_argument("--sweep-pycocotools", action="store_true", help="--tools: also pycocotools on the sweep (slow)")
     args = ap.parse_args(argv)
+    if args.tools:
+        return side_by_side(args)
     if args.whole_process:
         return whole_process(args)
 

@@ -22,6 +22,7 @@ ORDER = (
     "png.md",
     "score.md",
     "score_process.md",
+    "score_tools.md",
     "scoring.md",
     "runners.md",
     "report.md",

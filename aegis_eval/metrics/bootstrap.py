@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from aegis_data.compiled import load_extension
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.coco import IOU_THRESHOLDS, RECALL_THRESHOLDS, ApTable
@@ -155,6 +158,59 @@ def _check_weights(weights: np.ndarray, n_images: int) -> np.ndarray:
     if w.size and w.min() < 0:
         raise AegisError("bootstrap weights must be >= 0")
     return w.astype(np.int64)
+
+
+class ResampleRows:
+    """One bootstrap weight matrix (B, I), checked once and laid out once for every table scored with it.
+
+    A sweep scores every condition (and every class) on the same resample rows, against the same ground truth; this
+    holds what those scorings share instead of rebuilding it per condition: the checked int64 multiplicities, the
+    transposed, lane-padded float copy the compiled AP bootstrap walks, and, per GT column, the weighted GT totals
+    and the TP counts each recall threshold needs. :func:`bootstrap_samples` and :func:`bootstrap_ap` take it
+    wherever they take a weight matrix, with the same results.
+    """
+
+    def __init__(self, weights: np.ndarray, n_images: int | None = None) -> None:
+        w = np.asarray(weights)
+        self.weights = _check_weights(w, w.shape[1] if n_images is None and w.ndim == 2 else int(n_images or 0))
+        self.n_rows, self.n_images = self.weights.shape
+        self._lanes: dict[tuple[int, bytes], tuple[np.ndarray, int]] = {}
+        self._need: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+    def check(self, n_images: int) -> ResampleRows:
+        if self.n_images != n_images:
+            raise AegisError(f"bootstrap weights must have shape (B, {n_images}); got {self.weights.shape}")
+        return self
+
+    def totals(self, columns: np.ndarray) -> np.ndarray:
+        """(B, K) int64 weighted totals of the (I, K) integer per-image columns: one integer product (NumPy's own
+        loop: exact, and no BLAS threads left spinning on a shared machine)."""
+        return self.weights @ np.asarray(columns, dtype=np.int64)
+
+    def positives(self, n_gt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(weighted GT count per row (B,), required TP counts (B, R) of the rows that have GT), per GT column."""
+        key = np.ascontiguousarray(n_gt, dtype=np.int64).tobytes()
+        if key not in self._need:
+            n_pos = self.totals(np.asarray(n_gt, dtype=np.int64)[:, None])[:, 0]
+            live = n_pos > 0
+            need = _required_tp(n_pos[live]) if live.any() else np.zeros((0, len(RECALL_THRESHOLDS)), np.int64)
+            self._need[key] = (n_pos, need)
+        return self._need[key]
+
+    def lanes(self, live: np.ndarray, lane_width: int) -> tuple[np.ndarray, int]:
+        """(I, padded rows) float64 transposed weights of the ``live`` rows, padded with zero rows to whole lanes."""
+        key = (lane_width, np.packbits(live).tobytes())
+        if key not in self._lanes:
+            rows = int(live.sum())
+            padded = -(-rows // lane_width) * lane_width
+            wt = np.zeros((self.n_images, padded))
+            wt[:, :rows] = (self.weights if rows == self.n_rows else self.weights[live]).T
+            self._lanes = {key: (wt, padded)}  # one layout at a time: a sweep asks for the same one throughout
+        return self._lanes[key]
+
+
+def _rows(weights: np.ndarray | ResampleRows, n_images: int) -> ResampleRows:
+    return weights.check(n_images) if isinstance(weights, ResampleRows) else ResampleRows(weights, n_images)
 
 
 def _required_tp(n_pos: np.ndarray) -> np.ndarray:
@@ -308,7 +364,7 @@ def _block_points(
     return tp.reshape(rows, -1), fp.reshape(rows, -1)
 
 
-def bootstrap_ap(weights: np.ndarray, table: ApTable) -> dict[str, np.ndarray]:
+def bootstrap_ap(weights: np.ndarray | ResampleRows, table: ApTable) -> dict[str, np.ndarray]:
     """Per-resample AP50 and AP (IoU .50:.95), area "all", ``table.max_dets`` detections per image.
 
     weights: (B, I) non-negative ints. Returns {"map50": (B,), "map50_95": (B,)} float64, NaN for a resample
@@ -320,12 +376,16 @@ def bootstrap_ap(weights: np.ndarray, table: ApTable) -> dict[str, np.ndarray]:
     resample we need the weighted cumulative TP and FP counts at those run ends only (see ``_ThresholdPlan``);
     FP counts come from one weighted cumulative sum over all detections.
     """
-    w_all = _check_weights(weights, table.n_images)
+    shared = _rows(weights, table.n_images)
+    w_all = shared.weights
     n_rows = w_all.shape[0]
     det_img = table.det_image[table.order]
     plans = _threshold_plans(table)
     # copies to lay out for mixed tie blocks: the largest weight any of their images gets
     copies = [int(w_all[:, p.blk_image].max()) if len(p.blk_image) and n_rows else 0 for p in plans]
+    compiled = load_extension("aegis_eval.metrics._cbootstrap", "AP bootstrap")
+    if compiled is not None:
+        return _compiled_ap(compiled, shared, table, det_img, plans, copies)
     slots = _block_slots(plans, copies)
     n_pos_all = w_all @ table.n_gt[0]
     t50 = np.flatnonzero(IOU_THRESHOLDS == 0.5)
@@ -352,6 +412,100 @@ def bootstrap_ap(weights: np.ndarray, table: ApTable) -> dict[str, np.ndarray]:
         out50[target] = q[:, t50].reshape(rows, -1).mean(axis=1)
         out[target] = q.reshape(rows, -1).mean(axis=1)
     return {"map50": out50, "map50_95": out}
+
+
+def _compiled_ap(
+    compiled: Any, shared: ResampleRows, table: ApTable, det_img: np.ndarray, plans: list, copies: list[int]
+) -> dict[str, np.ndarray]:
+    """:func:`bootstrap_ap` through the C extension (``_cbootstrap.c``): the same points, counts and precisions as
+    the NumPy code below, every resample row at once, rows innermost; the means over recall thresholds are
+    NumPy's, on the same (rows, T, R) layout, so the values are identical (tests compare both)."""
+    n_rows = shared.n_rows
+    out50 = np.full(n_rows, np.nan)
+    out = np.full(n_rows, np.nan)
+    n_pos_all, need_live = shared.positives(table.n_gt[0])
+    live = n_pos_all > 0
+    rows = int(live.sum())
+    if rows == 0:
+        return {"map50": out50, "map50_95": out}
+    weights_t, padded = shared.lanes(live, compiled.lanes())
+    need = np.zeros((padded, len(RECALL_THRESHOLDS)))
+    need[:rows] = need_live
+    flags, per_image = _position_flags(table, plans)
+    # weighted totals per row: all kept detections, each threshold's TPs, its ignored detections
+    totals = np.zeros((per_image.shape[1], padded))
+    totals[:, :rows] = shared.totals(per_image)[live].T
+    packed = tuple(_packed_blocks(p, c) for p, c in zip(plans, copies))
+    q = np.empty((padded, len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS)))
+    args = (
+        q,
+        weights_t,
+        padded,
+        table.n_images,
+        np.ascontiguousarray(det_img, dtype=np.int64),
+        flags,
+        totals,
+        need,
+        len(RECALL_THRESHOLDS),
+        packed,
+    )
+    # Rows are independent and the extension releases the GIL: disjoint row ranges run on the machine's cores
+    # (the values do not depend on the split).
+    lanes = compiled.lanes()
+    n_chunks = padded // lanes
+    workers = min(n_chunks, _cores())
+    bounds = [lanes * (n_chunks * k // workers) for k in range(workers + 1)]
+    if workers <= 1:
+        compiled.ap_precisions(*args, 0, padded)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda k: compiled.ap_precisions(*args, bounds[k], bounds[k + 1]), range(workers)))
+    q = q[:rows]
+    t50 = np.flatnonzero(IOU_THRESHOLDS == 0.5)
+    out50[live] = q[:, t50].reshape(rows, -1).mean(axis=1)
+    out[live] = q.reshape(rows, -1).mean(axis=1)
+    return {"map50": out50, "map50_95": out}
+
+
+def _cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no affinity call on this platform
+        return max(1, os.cpu_count() or 1)
+
+
+def _position_flags(table: ApTable, plans: list[_ThresholdPlan]) -> tuple[np.ndarray, np.ndarray]:
+    """What the compiled walk reads per position of the accumulation order, and the per-image counts its totals
+    come from. flags (D,) uint64: bit t of the low 16 bits = TP at threshold t, of the next 16 = ignored, then run
+    end, then start of a mixed tie block. per_image (I, 1 + 2T) int64: kept detections, TPs per threshold, ignored
+    per threshold."""
+    order = table.order
+    n, n_thr = len(order), len(plans)
+    det_img = table.det_image[order]
+    flags = np.zeros(n, np.uint64)
+    per_image = np.zeros((table.n_images, 1 + 2 * n_thr), np.int64)
+    per_image[:, 0] = np.bincount(det_img, minlength=table.n_images)
+    for t, plan in enumerate(plans):
+        ignored = table.ignored[0][t][order]
+        tp = table.matched[0][t][order] & ~ignored
+        bit = np.uint64(1 << t)
+        flags[tp] |= bit
+        flags[ignored] |= bit << np.uint64(16)
+        flags[plan.end_position] |= bit << np.uint64(32)
+        flags[plan.blk_start] |= bit << np.uint64(48)
+        per_image[:, 1 + t] = np.bincount(det_img[tp], minlength=table.n_images)
+        per_image[:, 1 + n_thr + t] = np.bincount(det_img[ignored], minlength=table.n_images)
+    return flags, per_image
+
+
+def _packed_blocks(plan: _ThresholdPlan, copies: int) -> tuple:
+    """One threshold's mixed tie blocks as the C extension reads them: 7 int64 arrays and the copies to lay out."""
+    pt_start = np.searchsorted(plan.pt_block, np.arange(len(plan.blk_image) + 1))
+    arrays = (plan.blk_image, plan.blk_start, plan.blk_tp, plan.blk_fp, pt_start, plan.pt_tp, plan.pt_fp)
+    return (*(np.ascontiguousarray(a, dtype=np.int64) for a in arrays), int(copies))
 
 
 def _block_slots(plans: list, copies: list[int]) -> list[tuple[np.ndarray, np.ndarray] | None]:
@@ -439,24 +593,28 @@ def _precision_at_recalls(tp: np.ndarray, fp: np.ndarray, offset: np.ndarray, ta
     return np.where(reached, picked, 0.0)
 
 
-def bootstrap_samples(weights: np.ndarray, ap_table: ApTable, counts: PerImageCounts) -> dict[str, np.ndarray]:
+def bootstrap_samples(
+    weights: np.ndarray | ResampleRows, ap_table: ApTable, counts: PerImageCounts
+) -> dict[str, np.ndarray]:
     """Per-resample values (B,) of every CI_METRICS key (precision, recall, f1, fp_per_image, map50, map50_95).
 
     weights: (B, I) from :func:`resample_weights`. ap_table: the condition's ApTable. counts: its
     ``aegis_eval.metrics.matching.PerImageCounts`` at the frozen threshold. Thresholded metrics are
     ``threshold_rates`` of the weighted totals (NaN where undefined); AP as :func:`bootstrap_ap`.
     """
-    w = _check_weights(weights, ap_table.n_images)
+    shared = _rows(weights, ap_table.n_images)
     if counts.n_images != ap_table.n_images:
         raise AegisError(
             f"per-image counts cover {counts.n_images} images but the AP table covers "
             f"{ap_table.n_images}; both must come from the same ground truth"
         )
-    totals = {name: w @ np.asarray(getattr(counts, name), dtype=np.int64) for name in _COUNT_FIELDS}
-    images_with_fp = w @ (np.asarray(counts.fp) > 0).astype(np.int64)
-    rates = threshold_rates(n_images=w.sum(axis=1), images_with_fp=images_with_fp, **totals)
+    columns = [np.asarray(getattr(counts, name), dtype=np.int64) for name in _COUNT_FIELDS]
+    columns += [(np.asarray(counts.fp) > 0).astype(np.int64), np.ones(ap_table.n_images, np.int64)]
+    summed = shared.totals(np.column_stack(columns))
+    totals = {name: summed[:, k] for k, name in enumerate(_COUNT_FIELDS)}
+    rates = threshold_rates(n_images=summed[:, -1], images_with_fp=summed[:, -2], **totals)
     samples = {m: np.asarray(rates[m], dtype=np.float64) for m in _THRESHOLD_CI}
-    samples.update(bootstrap_ap(w, ap_table))
+    samples.update(bootstrap_ap(shared, ap_table))
     return {m: samples[m] for m in CI_METRICS}
 
 

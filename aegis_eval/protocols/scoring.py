@@ -26,6 +26,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from aegis_data.files.imageio import write_bytes_atomic
 from aegis_eval.metrics import coco as ap_metrics
 from aegis_eval.metrics.bootstrap import (
     BootstrapOptions,
+    ResampleRows,
     bootstrap_samples,
     intervals,
     nanmean_rows,
@@ -91,6 +93,7 @@ from aegis_eval.protocols.warning_groups import grouped
 
 Warn = Callable[[str], None]
 Samples = dict[str, dict[str, np.ndarray]]  # {condition: {CI metric: (B,) per-resample values}}
+Pending = dict[str, "Future[dict[str, np.ndarray]]"]  # {condition: its per-resample values, being computed}
 PERSON = "person"  # the class name of the single-class protocol (never written: its document has no classes)
 
 
@@ -499,7 +502,7 @@ def _score_ground_truth(
     predictions: Mapping[str, Detections],
     names: list[str],
     threshold: float,
-    weights: np.ndarray,
+    weights: ResampleRows,
     iou: float,
     confidence: float,
     config: SuiteConfig,
@@ -508,20 +511,28 @@ def _score_ground_truth(
     samples: dict[str, dict[str, np.ndarray]] = {}
     conditions: dict[str, dict[str, Any]] = {}
     false_alarms: dict[str, dict[str, Any]] = {}
-    for cond in names:
-        dets = predictions[cond]
-        match = match_at_threshold(gt, dets, threshold, iou)
-        table = ap_metrics.evaluate_images(gt, dets)
-        ap = ap_metrics.accumulate(table)
-        entry: dict[str, Any] = condition_labels(cond, config)
-        entry.update({m: _clean_number(ap[m]) for m in AP_METRICS})
-        tm = threshold_metrics(match)
-        for key in THRESHOLD_METRICS[:3] + COUNT_KEYS + THRESHOLD_METRICS[3:]:
-            entry[key] = tm[key]
-        samples[cond] = bootstrap_samples(weights, table, match.counts)
-        false_alarms[cond] = false_alarm_record(gt, match.counts, DEFAULT_DELTA)
-        matches[cond] = match
-        conditions[cond] = entry
+    # A condition's resamples run on a thread of their own while the next condition is matched: the compiled AP
+    # bootstrap releases the GIL, so on a machine with a core to spare the sweep's bootstrap hides behind its
+    # matching. At most _RESAMPLES_IN_FLIGHT conditions' tables wait for their turn (bounded memory); the values
+    # do not depend on the timing.
+    pending: Pending = {}
+    with ThreadPoolExecutor(1) as resampler:
+        for cond in names:
+            dets = predictions[cond]
+            match = match_at_threshold(gt, dets, threshold, iou)
+            table = ap_metrics.evaluate_images(gt, dets)
+            ap = ap_metrics.accumulate(table)
+            entry: dict[str, Any] = condition_labels(cond, config)
+            entry.update({m: _clean_number(ap[m]) for m in AP_METRICS})
+            tm = threshold_metrics(match)
+            for key in THRESHOLD_METRICS[:3] + COUNT_KEYS + THRESHOLD_METRICS[3:]:
+                entry[key] = tm[key]
+            _settle(pending, samples, _RESAMPLES_IN_FLIGHT - 1)
+            pending[cond] = resampler.submit(bootstrap_samples, weights, table, match.counts)
+            false_alarms[cond] = false_alarm_record(gt, match.counts, DEFAULT_DELTA)
+            matches[cond] = match
+            conditions[cond] = entry
+        _settle(pending, samples, 0)
 
     clean = conditions.get("clean")
     for cond in names:
@@ -549,6 +560,17 @@ def _score_ground_truth(
     )
 
 
+# Conditions whose resamples may be queued or running at once behind the matching (each holds its AP table).
+_RESAMPLES_IN_FLIGHT = 2
+
+
+def _settle(pending: Pending, samples: dict[str, dict[str, np.ndarray]], keep: int) -> None:
+    """Collect the oldest pending resamples into ``samples`` until at most ``keep`` remain (errors re-raised)."""
+    while len(pending) > keep:
+        cond = next(iter(pending))
+        samples[cond] = pending.pop(cond).result()
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """Every class scored on its own: ``names`` the conditions in canonical order, ``per_class`` {class:
@@ -562,7 +584,9 @@ def evaluate(loaded: Loaded, options: ScoreOptions) -> Evaluation:
     """Score every class against its GT at its frozen threshold, every condition with the same resample rows."""
     bootstrap = options.resampling
     names = condition_order(list(loaded.detections), loaded.config)
-    weights = resample_weights(loaded.first.n_images, bootstrap, loaded.clusters)
+    # one checked weight matrix for every class and condition: the rows, their layouts and the GT-side totals are
+    # built once per score, not once per condition
+    weights = ResampleRows(resample_weights(loaded.first.n_images, bootstrap, loaded.clusters))
     per_class = {
         c: _score_ground_truth(
             gt,

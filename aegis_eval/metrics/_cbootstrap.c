@@ -1,0 +1,332 @@
+/*
+ * Compiled inner loop of the AP bootstrap (module aegis_eval.metrics._cbootstrap, beside bootstrap.py and the NumPy
+ * code it mirrors: bootstrap_ap, _chunk_precisions, _block_points, _precision_at_recalls).
+ *
+ * For every resample row and IoU threshold it builds the same candidate points as the NumPy code (the last TP of
+ * each run, and the points of mixed tie blocks copy by copy), with the same weighted TP and FP counts, then the
+ * interpolated precision at every recall threshold. Why the values are those of the NumPy path, bit for bit:
+ *
+ *   - the counts are sums of integer multiplicities held in doubles (every partial sum < 2**53), so they are exact
+ *     whatever the order of additions;
+ *   - the precision is tp / ((fp + tp) + eps), the same three correctly rounded operations in the same order; no
+ *     contraction (the pragma below and -ffp-contract=off in setup.py), no -ffast-math;
+ *   - the envelope is a running maximum and the pick a first-index search on nondecreasing TP counts, both exact.
+ *
+ * Resample rows are the innermost dimension (the weights arrive transposed, images x rows), so the walks along the
+ * detection lists add whole vectors of rows at a time. Arrays arrive through the buffer protocol as flat,
+ * C-contiguous memory; bootstrap.py checks dtypes, shapes and index ranges, and the sizes are checked again here.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && !defined(AEGIS_NO_CLONES)
+/* Also compiled for AVX2 (wider vectors; no FMA: the avx2 target does not enable it, and contraction is off), chosen
+ * at load time by the CPU; element-wise IEEE operations give the same results at any vector width. */
+#define VECTORISED __attribute__((target_clones("avx2", "default")))
+#else
+#define VECTORISED
+#endif
+
+/* Rows handled together: the lane width of every walk (bounds the per-chunk buffers to points x LANES doubles). */
+#define LANES 32
+/* Six arrays and seven per IoU threshold (at most 16 thresholds). */
+#define MAX_BUFFERS (6 + 16 * 7)
+
+typedef struct {
+    Py_buffer views[MAX_BUFFERS];
+    int n;
+} Buffers;
+
+static void release(Buffers *b) {
+    for (int i = 0; i < b->n; i++) PyBuffer_Release(&b->views[i]);
+    b->n = 0;
+}
+
+/* A C-contiguous buffer of `count` items of `itemsize` bytes (writable if asked), or NULL with an exception set. */
+static void *get(Buffers *b, PyObject *obj, Py_ssize_t count, Py_ssize_t itemsize, int writable, const char *what) {
+    if (b->n >= MAX_BUFFERS) {
+        PyErr_SetString(PyExc_RuntimeError, "too many buffers");
+        return NULL;
+    }
+    Py_buffer *v = &b->views[b->n];
+    if (PyObject_GetBuffer(obj, v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return NULL;
+    b->n++;
+    if (count < 0 || v->itemsize != itemsize || v->len != count * itemsize) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %zd items of %zd bytes", what, count, itemsize);
+        return NULL;
+    }
+    return v->buf;
+}
+
+static Py_ssize_t length(PyObject *obj) {
+    Py_buffer v;
+    if (PyObject_GetBuffer(obj, &v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    Py_ssize_t n = v.itemsize ? v.len / v.itemsize : -1;
+    PyBuffer_Release(&v);
+    return n;
+}
+
+/* Index of the lowest set bit of a non-zero word. */
+static inline int lowest_bit(uint64_t x) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctzll(x);
+#else
+    int i = 0;
+    while (!(x & 1)) x >>= 1, i++;
+    return i;
+#endif
+}
+
+/* One IoU threshold's mixed tie blocks (bootstrap._ThresholdPlan, flattened): int64 arrays. */
+typedef struct {
+    Py_ssize_t n_blk, n_pt;
+    const int64_t *blk_image, *blk_start, *blk_tp, *blk_fp, *pt_start, *pt_tp, *pt_fp;
+    int64_t copies;
+} Blocks;
+
+static int parse_blocks(Buffers *b, PyObject *t, Blocks *p, Py_ssize_t n_images, Py_ssize_t n_det) {
+    PyObject *o[7];
+    long long copies;
+    if (!PyArg_ParseTuple(t, "OOOOOOOL", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &copies)) return -1;
+    p->n_blk = length(o[0]);
+    p->n_pt = length(o[5]);
+    if (p->n_blk < 0 || p->n_pt < 0 || copies < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad block sizes");
+        return -1;
+    }
+    p->copies = copies;
+    const int64_t **dst[7] = {&p->blk_image, &p->blk_start, &p->blk_tp, &p->blk_fp, &p->pt_start, &p->pt_tp, &p->pt_fp};
+    Py_ssize_t n[7] = {p->n_blk, p->n_blk, p->n_blk, p->n_blk, p->n_blk + 1, p->n_pt, p->n_pt};
+    for (int i = 0; i < 7; i++)
+        if (!(*dst[i] = get(b, o[i], n[i], 8, 0, "block array"))) return -1;
+    /* indices stay inside the arrays they index (bootstrap.py builds them so; checked, never trusted) */
+    for (Py_ssize_t i = 0; i < p->n_blk; i++)
+        if (p->blk_image[i] < 0 || p->blk_image[i] >= n_images || p->blk_start[i] < 0 || p->blk_start[i] >= n_det ||
+            (i && p->blk_start[i] <= p->blk_start[i - 1]) || p->pt_start[i] < 0 || p->pt_start[i] >= p->pt_start[i + 1])
+            goto bad;
+    if (p->pt_start[p->n_blk] != p->n_pt) goto bad;
+    return 0;
+bad:
+    PyErr_SetString(PyExc_ValueError, "bootstrap block index out of range");
+    return -1;
+}
+
+/* Per threshold and lane, what the backward walk carries: the weighted TP and ignored counts at and after the
+ * current position, the envelope of the points after it, and the highest recall threshold not yet answered. */
+typedef struct {
+    double tp_after[LANES], ig_after[LANES], env[LANES], cur[LANES];
+    Py_ssize_t next[LANES];
+} Walk;
+
+/* One candidate point (its TP and FP counts per lane), taken in descending sequence order: recall thresholds whose
+ * need this point's TP count does not reach are answered with the envelope of the later points (the first point
+ * reaching a need is the one after the last that does not; TP counts never decrease along the points and needs
+ * never decrease along the thresholds), then the point's precision joins the envelope. */
+static inline void take_point(Walk *s, const double *tp, const double *fp, const double *need, Py_ssize_t n_rec,
+                              double *q, Py_ssize_t stride, Py_ssize_t n_thr) {
+    const double eps = 2.220446049250313e-16; /* np.spacing(1) */
+    int any = 0;
+    for (int j = 0; j < LANES; j++) any |= s->cur[j] > tp[j];
+    if (any)
+        for (int j = 0; j < LANES; j++) {
+            if (!(s->cur[j] > tp[j])) continue;
+            const double *nd = need + j * n_rec;
+            double *out = q + j * stride;
+            Py_ssize_t r = s->next[j];
+            for (; r >= 0 && nd[r] > tp[j]; r--) out[r] = s->env[j];
+            s->next[j] = r;
+            s->cur[j] = r >= 0 ? nd[r] : -1.0;
+        }
+    (void)n_thr;
+    for (int j = 0; j < LANES; j++) {
+        double d = fp[j] + tp[j];
+        d += eps;
+        const double pr = tp[j] / d;
+        s->env[j] = pr > s->env[j] ? pr : s->env[j];
+    }
+}
+
+/* The work of ap_precisions on checked buffers, rows [begin, end) (multiples of LANES; rows is too). */
+VECTORISED
+static void precisions(double *q, const double *wt, Py_ssize_t rows, Py_ssize_t begin, Py_ssize_t end,
+                       const int64_t *det, const uint64_t *flags, Py_ssize_t n_det, const double *totals,
+                       const double *need, Py_ssize_t n_rec, const Blocks *blocks, Py_ssize_t n_thr, Walk *walk) {
+    const Py_ssize_t stride = n_thr * n_rec; /* from one row's q to the next */
+    for (Py_ssize_t r0 = begin; r0 < end; r0 += LANES) {
+        /* totals: (1 + 2T, rows): all kept detections, then each threshold's TPs, then its ignored detections */
+        const double *tot_all = totals + r0;
+        double all_after[LANES], tp[LANES], fp[LANES];
+        Py_ssize_t m[16];
+        for (int j = 0; j < LANES; j++) all_after[j] = 0.0;
+        for (Py_ssize_t t = 0; t < n_thr; t++) {
+            Walk *s = &walk[t];
+            const double *nd = need + r0 * n_rec;
+            for (int j = 0; j < LANES; j++) {
+                s->tp_after[j] = s->ig_after[j] = s->env[j] = 0.0;
+                s->next[j] = n_rec - 1;
+                s->cur[j] = n_rec ? nd[j * n_rec + n_rec - 1] : -1.0;
+            }
+            m[t] = blocks[t].n_blk - 1;
+        }
+        for (Py_ssize_t d = n_det - 1; d >= 0; d--) {
+            const uint64_t code = flags[d];
+            const double *w = wt + det[d] * rows + r0;
+            /* a run end: its counts include itself, so they are taken before it joins the after-sums */
+            for (uint64_t bits = (code >> 32) & 0xFFFF; bits; bits &= bits - 1) {
+                const int t = lowest_bit(bits);
+                Walk *s = &walk[t];
+                const double *tot_tp = totals + (1 + t) * rows + r0, *tot_ig = totals + (1 + n_thr + t) * rows + r0;
+                for (int j = 0; j < LANES; j++) {
+                    tp[j] = tot_tp[j] - s->tp_after[j];
+                    fp[j] = (tot_all[j] - all_after[j]) - tp[j] - (tot_ig[j] - s->ig_after[j]);
+                }
+                take_point(s, tp, fp, need + r0 * n_rec, n_rec, q + r0 * stride + t * n_rec, stride, n_thr);
+            }
+            for (int j = 0; j < LANES; j++) all_after[j] += w[j];
+            for (uint64_t bits = code & 0xFFFF; bits; bits &= bits - 1) {
+                Walk *s = &walk[lowest_bit(bits)];
+                for (int j = 0; j < LANES; j++) s->tp_after[j] += w[j];
+            }
+            for (uint64_t bits = (code >> 16) & 0xFFFF; bits; bits &= bits - 1) {
+                Walk *s = &walk[lowest_bit(bits)];
+                for (int j = 0; j < LANES; j++) s->ig_after[j] += w[j];
+            }
+            /* a mixed tie block starting here: its points, copy by copy, from the last back */
+            for (uint64_t bits = (code >> 48) & 0xFFFF; bits; bits &= bits - 1) {
+                const int t = lowest_bit(bits);
+                Walk *s = &walk[t];
+                const Blocks *p = &blocks[t];
+                const Py_ssize_t k = m[t]--;
+                const double *tot_tp = totals + (1 + t) * rows + r0, *tot_ig = totals + (1 + n_thr + t) * rows + r0;
+                const double *kw = wt + p->blk_image[k] * rows + r0;
+                const double btp = (double)p->blk_tp[k], bfp = (double)p->blk_fp[k];
+                const int64_t first = p->pt_start[k], last = p->pt_start[k + 1] - 1;
+                double t0[LANES], f0[LANES];
+                for (int j = 0; j < LANES; j++) {
+                    t0[j] = tot_tp[j] - s->tp_after[j];
+                    f0[j] = (tot_all[j] - all_after[j]) - t0[j] - (tot_ig[j] - s->ig_after[j]);
+                }
+                for (int64_t c = p->copies - 1; c >= 0; c--)
+                    for (int64_t l = last; l >= first; l--) {
+                        for (int j = 0; j < LANES; j++) {
+                            const double kj = kw[j];
+                            double tin = 0.0, fin = 0.0;
+                            if (kj > 0.0) {
+                                if ((double)c < kj) {
+                                    tin = (double)c * btp + (double)p->pt_tp[l];
+                                    fin = (double)c * bfp + (double)p->pt_fp[l];
+                                } else {
+                                    tin = (kj - 1.0) * btp + (double)p->pt_tp[last];
+                                    fin = (kj - 1.0) * bfp + (double)p->pt_fp[last];
+                                }
+                            }
+                            tp[j] = t0[j] + tin;
+                            fp[j] = f0[j] + fin;
+                        }
+                        take_point(s, tp, fp, need + r0 * n_rec, n_rec, q + r0 * stride + t * n_rec, stride, n_thr);
+                    }
+            }
+        }
+        /* what no point left unanswered takes the envelope of all points (0 when there are none) */
+        for (Py_ssize_t t = 0; t < n_thr; t++)
+            for (int j = 0; j < LANES; j++) {
+                double *out = q + (r0 + j) * stride + t * n_rec;
+                for (Py_ssize_t r = walk[t].next[j]; r >= 0; r--) out[r] = walk[t].env[j];
+            }
+    }
+}
+
+/* q(rows, T, R) interpolated precision of the resample rows [begin, end); see bootstrap._chunk_precisions. The GIL
+ * is released: callers may run disjoint row ranges of the same arrays on several threads.
+ * Arguments: q (rows*T*R doubles, written), wt (images*rows doubles: weights transposed), rows, images,
+ * det_image (D int64, accumulation order), flags (D uint64: per position, bit t of the four 16-bit fields says
+ * TP, ignored, run end, mixed-block start at threshold t), totals ((1 + 2T)*rows doubles), need (rows*R doubles:
+ * required TP counts), n_recall, blocks (tuple of T block tuples), begin, end (row range). */
+static PyObject *ap_precisions(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_q, *o_wt, *o_det, *o_flags, *o_tot, *o_need, *blocks;
+    Py_ssize_t rows, images, n_rec, begin, end;
+    if (!PyArg_ParseTuple(args, "OOnnOOOOnO!nn", &o_q, &o_wt, &rows, &images, &o_det, &o_flags, &o_tot, &o_need,
+                          &n_rec, &PyTuple_Type, &blocks, &begin, &end))
+        return NULL;
+    Py_ssize_t n_thr = PyTuple_GET_SIZE(blocks);
+    Py_ssize_t n_det = length(o_det);
+    if (rows < 0 || images < 0 || n_rec < 0 || n_det < 0 || n_thr > 16) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad sizes");
+        return NULL;
+    }
+    if (rows % LANES || begin % LANES || end % LANES || begin < 0 || end < begin || end > rows) {
+        PyErr_SetString(PyExc_ValueError, "rows and the row range must be multiples of the lane width");
+        return NULL;
+    }
+    Buffers b = {.n = 0};
+    Blocks blk[16];
+    double *q = get(&b, o_q, rows * n_thr * n_rec, 8, 1, "q");
+    const double *wt = q ? get(&b, o_wt, images * rows, 8, 0, "wt") : NULL;
+    const int64_t *det = wt ? get(&b, o_det, n_det, 8, 0, "det_image") : NULL;
+    const uint64_t *flags = det ? get(&b, o_flags, n_det, 8, 0, "flags") : NULL;
+    const double *tot = flags ? get(&b, o_tot, (1 + 2 * n_thr) * rows, 8, 0, "totals") : NULL;
+    const double *need = tot ? get(&b, o_need, rows * n_rec, 8, 0, "need") : NULL;
+    if (!need) goto fail;
+    for (Py_ssize_t t = 0; t < n_thr; t++)
+        if (parse_blocks(&b, PyTuple_GET_ITEM(blocks, t), &blk[t], images, n_det) < 0) goto fail;
+    /* every position's image in range, and its flags naming thresholds that exist, blocks as many as listed */
+    uint64_t allowed = (n_thr ? ((uint64_t)1 << n_thr) - 1 : 0) * 0x0001000100010001ULL;
+    Py_ssize_t starts[16] = {0};
+    for (Py_ssize_t d = 0; d < n_det; d++) {
+        if (det[d] < 0 || det[d] >= images || (flags[d] & ~allowed)) {
+            PyErr_SetString(PyExc_ValueError, "detection image or flags out of range");
+            goto fail;
+        }
+        for (uint64_t bits = (flags[d] >> 48) & 0xFFFF; bits; bits &= bits - 1) {
+            const int t = lowest_bit(bits);
+            if (starts[t] >= blk[t].n_blk || blk[t].blk_start[starts[t]] != d) {
+                PyErr_SetString(PyExc_ValueError, "block starts disagree with the flags");
+                goto fail;
+            }
+            starts[t]++;
+        }
+    }
+    for (Py_ssize_t t = 0; t < n_thr; t++)
+        if (starts[t] != blk[t].n_blk) {
+            PyErr_SetString(PyExc_ValueError, "block starts disagree with the flags");
+            goto fail;
+        }
+    Walk *walk = malloc(sizeof(Walk) * (size_t)(n_thr ? n_thr : 1));
+    if (!walk) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    precisions(q, wt, rows, begin, end, det, flags, n_det, tot, need, n_rec, blk, n_thr, walk);
+    Py_END_ALLOW_THREADS;
+    free(walk);
+    release(&b);
+    Py_RETURN_NONE;
+fail:
+    release(&b);
+    return NULL;
+}
+
+static PyObject *lanes(PyObject *self, PyObject *args) {
+    (void)self, (void)args;
+    return PyLong_FromLong(LANES);
+}
+
+static PyMethodDef methods[] = {
+    {"lanes", lanes, METH_NOARGS, "Rows handled together: ap_precisions takes a multiple of this many."},
+    {"ap_precisions", ap_precisions, METH_VARARGS, "Interpolated precision of every bootstrap row (bootstrap.py)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cbootstrap", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__cbootstrap(void) { return PyModule_Create(&module); }
