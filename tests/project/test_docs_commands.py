@@ -267,6 +267,7 @@ NOT_AEGIS = {
     ("CLI.md", "--split"): "the gone spelling, named as gone",
     ("MITIGATION.md", "--render-only"): "benchmarks/bench_mitigation.py",
     ("PERFORMANCE.md", "--per-image"): "benchmarks/bench_score_sweep.py",
+    ("PERFORMANCE.md", "--sweep-pycocotools"): "benchmarks/bench_score.py",
     ("REPRODUCIBILITY.md", "--no-deps"): "pip",
 }
 # A code span that is another program's command line (its options are that program's).
