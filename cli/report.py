@@ -259,7 +259,7 @@ def _print_paired(doc: dict, fmt_difference) -> None:
     block = doc["paired"]
     pairs = list(block["pairs"].values())
     if block["status"] == "unpaired":
-        out.print(f"paired differences: unpaired ({pairs[0]['reason']})", highlight=False, soft_wrap=True)
+        out.print(f"paired differences: unpaired ({pairs[0]['reason']})", highlight=False)
         return
     metric = doc["metric"]
     table = Table(title=f"paired differences A − B of {metric}, 95% paired intervals (bold: excludes 0)")
@@ -288,7 +288,6 @@ def _print_paired(doc: dict, fmt_difference) -> None:
         f"remain after Holm's adjustment (family-wise {block['alpha']:.0%}). Unpaired pairs: "
         + (", ".join(f"{e['a']} − {e['b']} ({e['reason']})" for e in pairs if e["status"] != "paired") or "none"),
         highlight=False,
-        soft_wrap=True,
     )
 
 

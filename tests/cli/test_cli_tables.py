@@ -188,7 +188,21 @@ def test_rank_at_80_columns(tmp_path):
             paths[-1],
         )
     result = _cli(["rank", *map(str, paths), "--bootstrap", "20"])
-    assert result.exit_code == 0 and "Kendall" in result.stdout
+    assert result.exit_code == 0 and "Kendall" in result.stdout and "unpaired" in result.stdout
+
+
+def test_paired_rank_at_80_columns(tmp_path):
+    from tests.eval.protocols.paired_fixture import make_predictions, make_split
+
+    split = make_split(tmp_path)
+    paths = []
+    for name, seed in (("a-rather-long-model-name-0", 2), ("a-rather-long-model-name-1", 7)):
+        folder = make_predictions(tmp_path, split, name, seed)
+        paths.append(str(tmp_path / f"{name}.json"))
+        args = ["score", str(folder), "--split-dir", str(split), "--threshold", "0.5", "--bootstrap", "20"]
+        assert runner.invoke(app, [*args, "--label", name, "--json", paths[-1]]).exit_code == 0
+    result = _cli(["rank", *paths, "--metric", "recall"])
+    assert result.exit_code == 0 and "remain after Holm's adjustment" in result.stdout
 
 
 def test_verify_failures_at_80_columns(tmp_path):
