@@ -172,9 +172,12 @@ class ScoreResult:
 
 def write_json(document: Mapping[str, Any], path: PathLike) -> Path:
     """Write any result document of this module (score, rank, gt-diff, referring) atomically, NaN as null:
-    the bytes the ``aegis`` commands write; returns the path."""
+    the bytes the ``aegis`` commands write; returns the path. A :class:`ScoreResult` is written as
+    ``aegis score --json`` writes it, with its samples file beside it (``ScoreResult.to_json``)."""
     from aegis_eval.protocols.scoring import write_score_json
 
+    if isinstance(document, ScoreResult):
+        return document.to_json(path)
     write_score_json(document, path)
     return Path(path)
 

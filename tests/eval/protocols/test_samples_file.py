@@ -98,3 +98,11 @@ def test_one_resample_writes_no_samples_file(data, tmp_path):
 def test_sidecar_names():
     assert sidecar_path("runs/m.json").as_posix() == "runs/m.samples.npz"
     assert sidecar_path("runs/m.score").as_posix() == "runs/m.score.samples.npz"
+
+
+def test_write_json_of_a_score_result_keeps_its_samples_file(data, tmp_path):
+    # ae.write_json(result, path) is what a script writes a score with: a report or rank of it must still pair.
+    result = ae.score(data["a"], data["split"], threshold=0.5, bootstrap=30, seed=4)
+    path = ae.write_json(result, tmp_path / "a.json")
+    assert path.read_bytes() == result.to_json(tmp_path / "b.json").read_bytes()
+    assert (tmp_path / "a.samples.npz").read_bytes() == (tmp_path / "b.samples.npz").read_bytes()
