@@ -240,11 +240,15 @@ def score_range(dets: Detections) -> tuple[float, float] | None:
     return (float(scores.min()), float(scores.max())) if scores.size else None
 
 
+_ROUND_STEPS = tuple(float(f"{m}e{e}") for e in range(0, -8, -1) for m in (5, 2, 1))  # 5, 2, 1, 0.5, ...
+
+
 def _finer_grid(lo: float, hi: float) -> str:
     """A grid text (``parse_grid``) from ``lo`` to ``hi`` (rounded outwards) in 10-25 round steps (1, 2 or 5 x 10^k)."""
     span = max(hi - lo, 1e-4) / 10
-    exponent = int(np.floor(np.log10(span)))
-    step = max(m * 10.0**exponent for m in (1, 2, 5) if m * 10.0**exponent <= span)
+    # The largest round step within the span, from parsed literals: no log10, whose last bit varies with the
+    # CPU's SIMD path and would move the threshold file's bytes at an exact power of ten.
+    step = next((s for s in _ROUND_STEPS if s <= span), _ROUND_STEPS[-1])
     start = max(0.0, np.floor(lo / step + 1e-9) * step)
     stop = min(1.0, np.ceil(hi / step - 1e-9) * step)
     return f"{start:.6g}:{stop:.6g}:{step:.6g}"
