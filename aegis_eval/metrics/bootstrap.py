@@ -23,7 +23,7 @@ import numpy as np
 from aegis_data.compiled import load_extension
 from aegis_data.engine.seeding import KeyedRandom
 from aegis_data.errors import AegisError
-from aegis_eval.metrics.coco import IOU_THRESHOLDS, RECALL_THRESHOLDS, ApTable
+from aegis_eval.metrics.coco import IOU_THRESHOLDS, RECALL_THRESHOLDS, ApTable, accumulate
 from aegis_eval.metrics.matching import PerImageCounts, threshold_rates
 from aegis_eval.metrics.result_keys import CI_METRICS
 
@@ -594,13 +594,18 @@ def _precision_at_recalls(tp: np.ndarray, fp: np.ndarray, offset: np.ndarray, ta
 
 
 def bootstrap_samples(
-    weights: np.ndarray | ResampleRows, ap_table: ApTable, counts: PerImageCounts
+    weights: np.ndarray | ResampleRows,
+    ap_table: ApTable,
+    counts: PerImageCounts,
+    point_ap: Mapping[str, float] | None = None,
 ) -> dict[str, np.ndarray]:
     """Per-resample values (B,) of every CI_METRICS key (precision, recall, f1, fp_per_image, map50, map50_95).
 
     weights: (B, I) from :func:`resample_weights`. ap_table: the condition's ApTable. counts: its
     ``aegis_eval.metrics.matching.PerImageCounts`` at the frozen threshold. Thresholded metrics are
     ``threshold_rates`` of the weighted totals (NaN where undefined); AP as :func:`bootstrap_ap`.
+    point_ap: the table's ``coco.accumulate`` values when the caller has them: the single row of ones (B = 1, the
+    point estimate) then takes them instead of walking the table again.
     """
     shared = _rows(weights, ap_table.n_images)
     if counts.n_images != ap_table.n_images:
@@ -610,12 +615,24 @@ def bootstrap_samples(
         )
     columns = [np.asarray(getattr(counts, name), dtype=np.int64) for name in _COUNT_FIELDS]
     columns += [(np.asarray(counts.fp) > 0).astype(np.int64), np.ones(ap_table.n_images, np.int64)]
-    summed = shared.totals(np.column_stack(columns))
+    point = shared.n_rows == 1 and bool((shared.weights == 1).all())
+    # the row of ones sums each column: the same exact integers as the product
+    summed = np.column_stack(columns).sum(axis=0)[None, :] if point else shared.totals(np.column_stack(columns))
     totals = {name: summed[:, k] for k, name in enumerate(_COUNT_FIELDS)}
     rates = threshold_rates(n_images=summed[:, -1], images_with_fp=summed[:, -2], **totals)
     samples = {m: np.asarray(rates[m], dtype=np.float64) for m in _THRESHOLD_CI}
-    samples.update(bootstrap_ap(shared, ap_table))
+    samples.update(_point_ap(ap_table, point_ap) if point else bootstrap_ap(shared, ap_table))
     return {m: samples[m] for m in CI_METRICS}
+
+
+def _point_ap(table: ApTable, ap: Mapping[str, float] | None) -> dict[str, np.ndarray]:
+    """:func:`bootstrap_ap` of the single row of ones: the table's own AP (the same precisions, averaged over the
+    same contiguous layout), NaN without GT as a resample without GT. tests/eval/metrics compare both."""
+    if int(np.asarray(table.n_gt[0]).sum()) == 0:
+        return {"map50": np.full(1, np.nan), "map50_95": np.full(1, np.nan)}
+    if ap is None:
+        ap = accumulate(table)
+    return {"map50": np.array([float(ap["map50"])]), "map50_95": np.array([float(ap["map50_95"])])}
 
 
 def percentile_interval(samples: np.ndarray, confidence: float = 0.95) -> tuple[float | None, float | None]:

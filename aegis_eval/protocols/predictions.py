@@ -25,7 +25,7 @@ import hashlib
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import chain
 from pathlib import Path, PurePath
 from typing import Any, NoReturn, TypeGuard
@@ -598,8 +598,19 @@ def detections_from_columns(data: bytes, gt: GroundTruth, source: Mapping[str, A
     the entries themselves (one the checks refuse, an image id only a file_name settles): the caller then reads the
     file as JSON and takes the full path, which accepts it or names the problem in the same words as always.
     Errors found on the columns (an unknown category or image id) are the full path's, raised at the same step."""
+    return _detections_from_parsed(read_columns(data), gt, source)
+
+
+def read_columns(data: bytes) -> tuple[bytes, bytes, bytes, bytes] | None:
+    """The compiled reader's columns of a results file's bytes, or None (see :func:`detections_from_columns`). The
+    reader releases the GIL, so a sweep reads its files on threads side by side."""
     reader = _results_reader()
-    columns = reader.columns(data) if reader is not None else None
+    return reader.columns(data) if reader is not None else None
+
+
+def _detections_from_parsed(
+    columns: tuple[bytes, bytes, bytes, bytes] | None, gt: GroundTruth, source: Mapping[str, Any]
+) -> Detections | None:
     if columns is None:
         return None
     image_ids, cat_arr = (np.frombuffer(c, dtype=np.int64) for c in columns[:2])
@@ -866,11 +877,36 @@ def load_predictions(path: str | Path, gt: GroundTruth, class_map: ClassMap | No
 
     ``source`` carries path, sha256 and warnings for provenance.
     """
+    return resolve_predictions(read_predictions_file(path, class_map is None), gt, class_map)
+
+
+@dataclass(frozen=True)
+class PredictionsFile:
+    """A results file read but not yet resolved against a GT: its bytes, sha256 and (when asked and the compiled
+    reader takes the file) its columns. :func:`read_predictions_file` needs no GT and releases the GIL for most of
+    its time (file read, hash, compiled parse), so a sweep reads its files on threads while the GT loads;
+    :func:`resolve_predictions` finishes each one as :func:`load_predictions` does."""
+
+    path: Path
+    data: bytes
+    sha256: str
+    columns: tuple[bytes, bytes, bytes, bytes] | None
+
+
+def read_predictions_file(path: str | Path, parse: bool = True) -> PredictionsFile:
+    """Read (and with ``parse`` read into columns) one results file; see :class:`PredictionsFile`."""
     path = Path(path)
     data = read_file_bytes(path, "predictions")
-    source = {"path": str(path), "sha256": hashlib.sha256(data).hexdigest()}
+    return PredictionsFile(path, data, hashlib.sha256(data).hexdigest(), read_columns(data) if parse else None)
+
+
+def resolve_predictions(read: PredictionsFile, gt: GroundTruth, class_map: ClassMap | None = None) -> Detections:
+    """:func:`load_predictions` of a file :func:`read_predictions_file` read."""
+    path, data = read.path, read.data
+    source = {"path": str(path), "sha256": read.sha256}
     if class_map is None:
-        dets = detections_from_columns(data, gt, source)
+        columns = read.columns if read.columns is not None else read_columns(data)
+        dets = _detections_from_parsed(columns, gt, source)
         if dets is not None:
             return dets
     obj = parse_json_bytes(data, "predictions", path)
