@@ -35,6 +35,10 @@ _THRESHOLD_CI = tuple(m for m in CI_METRICS if m not in ("map50", "map50_95"))
 # The most resamples one run takes: the weight matrix is B x images (a 10**12 request would ask for terabytes);
 # percentile intervals are stable long before (docs/SCORING.md).
 MAX_BOOTSTRAP = 100_000
+# Integers below this are exact in float64, and so is every partial sum of their products that stays below it.
+_FLOAT_EXACT = 2**53
+# Multiply-adds per block of ResampleRows.totals: below OpenBLAS's threshold for waking its threads (65,536 x 4).
+_SINGLE_THREAD_PRODUCT = 200_000
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,8 @@ class ResampleRows:
         self.weights = _check_weights(w, w.shape[1] if n_images is None and w.ndim == 2 else int(n_images or 0))
         self.n_rows, self.n_images = self.weights.shape
         self._lanes: dict[tuple[int, bytes], tuple[np.ndarray, int]] = {}
+        self._row_sum_max: int | None = None
+        self._float_weights: np.ndarray | None = None
         self._need: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
     def check(self, n_images: int) -> ResampleRows:
@@ -183,9 +189,26 @@ class ResampleRows:
         return self
 
     def totals(self, columns: np.ndarray) -> np.ndarray:
-        """(B, K) int64 weighted totals of the (I, K) integer per-image columns: one integer product (NumPy's own
-        loop: exact, and no BLAS threads left spinning on a shared machine)."""
-        return self.weights @ np.asarray(columns, dtype=np.int64)
+        """(B, K) int64 weighted totals of the (I, K) integer per-image columns, exact.
+
+        Where every total stays below 2**53 the product runs in float64, where it is exact too, in blocks of rows
+        small enough that BLAS keeps each on the calling thread (a whole-matrix call wakes BLAS threads that keep
+        spinning on a shared machine): about 9x faster than NumPy's integer loop, which runs otherwise."""
+        c = np.asarray(columns, dtype=np.int64)
+        if c.ndim != 2 or not c.size or not self.n_rows:
+            return self.weights @ c
+        if self._row_sum_max is None:
+            self._row_sum_max = int(self.weights.sum(axis=1).max())
+        if self._row_sum_max * int(np.abs(c).max()) >= _FLOAT_EXACT:
+            return self.weights @ c
+        if self._float_weights is None:
+            self._float_weights = self.weights.astype(np.float64)
+        cf = c.astype(np.float64)
+        out = np.empty((self.n_rows, c.shape[1]))
+        step = max(1, _SINGLE_THREAD_PRODUCT // (c.shape[1] * self.n_images))
+        for r in range(0, self.n_rows, step):
+            np.matmul(self._float_weights[r : r + step], cf, out=out[r : r + step])
+        return out.astype(np.int64)
 
     def positives(self, n_gt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(weighted GT count per row (B,), required TP counts (B, R) of the rows that have GT), per GT column."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain
@@ -486,6 +487,20 @@ class _IdResolver:
         return found
 
 
+# The last GT's resolver: a sweep resolves every condition against one GT (GroundTruth is frozen; a weak reference,
+# so the cache never keeps a GT alive). Built and read on the thread that resolves (scoring resolves in order).
+_LAST_RESOLVER: tuple[weakref.ref[GroundTruth], _IdResolver] | None = None
+
+
+def _resolver_of(gt: GroundTruth) -> _IdResolver:
+    global _LAST_RESOLVER
+    if _LAST_RESOLVER is not None and _LAST_RESOLVER[0]() is gt:
+        return _LAST_RESOLVER[1]
+    resolver = _IdResolver(gt)
+    _LAST_RESOLVER = (weakref.ref(gt), resolver)
+    return resolver
+
+
 def _validated_arrays(
     obj: Any, where: str, warnings: list[str]
 ) -> tuple[list, list, np.ndarray, np.ndarray, np.ndarray]:
@@ -787,7 +802,7 @@ def _resolve_image_ids(
     """(D,) GT rows of the detections' image ids; resolves each distinct id once. ``int_keys``: the ids as an int64
     array instead of ``keys`` (the compiled reader's column; without ``entries``, -2 marks a row whose id is
     ambiguous, which only an entry's file_name can settle)."""
-    resolver = _IdResolver(gt)
+    resolver = _resolver_of(gt)
     n = len(int_keys) if int_keys is not None else len(keys or ())
     rows = np.empty(n, dtype=np.int64)
     if not n:
