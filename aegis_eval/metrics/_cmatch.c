@@ -106,6 +106,8 @@ static PyObject *py_match_areas(PyObject *self, PyObject *args) {
             PyErr_NoMemory();
             goto done;
         }
+        /* the loops touch only the held buffers: other threads run meanwhile (a sweep's resamples) */
+        Py_BEGIN_ALLOW_THREADS;
         for (Py_ssize_t i = 0; i < I; i++) {
             const Py_ssize_t d0 = ds[i], nd = ds[i + 1] - ds[i], g0 = gs[i], ng = gs[i + 1] - gs[i];
             if (nd == 0 || ng == 0) continue;
@@ -173,6 +175,7 @@ static PyObject *py_match_areas(PyObject *self, PyObject *args) {
                 }
             }
         }
+        Py_END_ALLOW_THREADS;
         PyMem_Free(cand);
         PyMem_Free(sorted);
         PyMem_Free(n_cand);
@@ -238,6 +241,7 @@ static PyObject *py_match_threshold(PyObject *self, PyObject *args) {
             PyErr_NoMemory();
             goto done;
         }
+        Py_BEGIN_ALLOW_THREADS;
         for (Py_ssize_t i = 0; i < I; i++) {
             const Py_ssize_t g0 = gs[i], g1 = gs[i + 1];
             if (g0 == g1) continue;
@@ -272,6 +276,7 @@ static PyObject *py_match_threshold(PyObject *self, PyObject *args) {
                 }
             }
         }
+        Py_END_ALLOW_THREADS;
     }
     result = Py_NewRef(Py_None);
 done:
@@ -339,6 +344,7 @@ static PyObject *py_precision(PyObject *self, PyObject *args) {
             goto done;
         }
         const double eps = 2.220446049250313e-16; /* np.spacing(1) */
+        Py_BEGIN_ALLOW_THREADS;
         for (Py_ssize_t a = 0; a < A; a++) {
             if (n_pos[a] == 0) continue;
             const double npos = (double)n_pos[a];
@@ -368,6 +374,7 @@ static PyObject *py_precision(PyObject *self, PyObject *args) {
                 }
             }
         }
+        Py_END_ALLOW_THREADS;
     }
     result = Py_NewRef(Py_None);
 done:

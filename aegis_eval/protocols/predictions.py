@@ -24,8 +24,9 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import chain
 from pathlib import Path, PurePath
 from typing import Any, NoReturn, TypeGuard
@@ -486,6 +487,20 @@ class _IdResolver:
         return found
 
 
+# The last GT's resolver: a sweep resolves every condition against one GT (GroundTruth is frozen; a weak reference,
+# so the cache never keeps a GT alive). Built and read on the thread that resolves (scoring resolves in order).
+_LAST_RESOLVER: tuple[weakref.ref[GroundTruth], _IdResolver] | None = None
+
+
+def _resolver_of(gt: GroundTruth) -> _IdResolver:
+    global _LAST_RESOLVER
+    if _LAST_RESOLVER is not None and _LAST_RESOLVER[0]() is gt:
+        return _LAST_RESOLVER[1]
+    resolver = _IdResolver(gt)
+    _LAST_RESOLVER = (weakref.ref(gt), resolver)
+    return resolver
+
+
 def _validated_arrays(
     obj: Any, where: str, warnings: list[str]
 ) -> tuple[list, list, np.ndarray, np.ndarray, np.ndarray]:
@@ -598,8 +613,19 @@ def detections_from_columns(data: bytes, gt: GroundTruth, source: Mapping[str, A
     the entries themselves (one the checks refuse, an image id only a file_name settles): the caller then reads the
     file as JSON and takes the full path, which accepts it or names the problem in the same words as always.
     Errors found on the columns (an unknown category or image id) are the full path's, raised at the same step."""
+    return _detections_from_parsed(read_columns(data), gt, source)
+
+
+def read_columns(data: bytes) -> tuple[bytes, bytes, bytes, bytes] | None:
+    """The compiled reader's columns of a results file's bytes, or None (see :func:`detections_from_columns`). The
+    reader releases the GIL, so a sweep reads its files on threads side by side."""
     reader = _results_reader()
-    columns = reader.columns(data) if reader is not None else None
+    return reader.columns(data) if reader is not None else None
+
+
+def _detections_from_parsed(
+    columns: tuple[bytes, bytes, bytes, bytes] | None, gt: GroundTruth, source: Mapping[str, Any]
+) -> Detections | None:
     if columns is None:
         return None
     image_ids, cat_arr = (np.frombuffer(c, dtype=np.int64) for c in columns[:2])
@@ -776,7 +802,7 @@ def _resolve_image_ids(
     """(D,) GT rows of the detections' image ids; resolves each distinct id once. ``int_keys``: the ids as an int64
     array instead of ``keys`` (the compiled reader's column; without ``entries``, -2 marks a row whose id is
     ambiguous, which only an entry's file_name can settle)."""
-    resolver = _IdResolver(gt)
+    resolver = _resolver_of(gt)
     n = len(int_keys) if int_keys is not None else len(keys or ())
     rows = np.empty(n, dtype=np.int64)
     if not n:
@@ -866,11 +892,36 @@ def load_predictions(path: str | Path, gt: GroundTruth, class_map: ClassMap | No
 
     ``source`` carries path, sha256 and warnings for provenance.
     """
+    return resolve_predictions(read_predictions_file(path, class_map is None), gt, class_map)
+
+
+@dataclass(frozen=True)
+class PredictionsFile:
+    """A results file read but not yet resolved against a GT: its bytes, sha256 and (when asked and the compiled
+    reader takes the file) its columns. :func:`read_predictions_file` needs no GT and releases the GIL for most of
+    its time (file read, hash, compiled parse), so a sweep reads its files on threads while the GT loads;
+    :func:`resolve_predictions` finishes each one as :func:`load_predictions` does."""
+
+    path: Path
+    data: bytes
+    sha256: str
+    columns: tuple[bytes, bytes, bytes, bytes] | None
+
+
+def read_predictions_file(path: str | Path, parse: bool = True) -> PredictionsFile:
+    """Read (and with ``parse`` read into columns) one results file; see :class:`PredictionsFile`."""
     path = Path(path)
     data = read_file_bytes(path, "predictions")
-    source = {"path": str(path), "sha256": hashlib.sha256(data).hexdigest()}
+    return PredictionsFile(path, data, hashlib.sha256(data).hexdigest(), read_columns(data) if parse else None)
+
+
+def resolve_predictions(read: PredictionsFile, gt: GroundTruth, class_map: ClassMap | None = None) -> Detections:
+    """:func:`load_predictions` of a file :func:`read_predictions_file` read."""
+    path, data = read.path, read.data
+    source = {"path": str(path), "sha256": read.sha256}
     if class_map is None:
-        dets = detections_from_columns(data, gt, source)
+        columns = read.columns if read.columns is not None else read_columns(data)
+        dets = _detections_from_parsed(columns, gt, source)
         if dets is not None:
             return dets
     obj = parse_json_bytes(data, "predictions", path)

@@ -85,6 +85,8 @@ from aegis_eval.protocols.predictions import (
     load_predictions,
     load_predictions_by_class,
     read_json_file,
+    read_predictions_file,
+    resolve_predictions,
     suite_config_of,
 )
 from aegis_eval.protocols.provenance import build_provenance
@@ -392,6 +394,41 @@ def load_condition(
     )
 
 
+# Prediction files read ahead (bytes, hash, compiled parse) while the GT loads and earlier files resolve: two
+# threads, as many files held at once (bounded memory).
+_READ_THREADS = 2
+_READ_AHEAD = 4
+
+
+def _load_single(
+    files: Mapping[str, ConditionPredictions], gt: PathLike, o: ScoreOptions
+) -> tuple[GroundTruth, dict[str, dict[str, Detections]]]:
+    """The GT and {condition: {PERSON: Detections}} of a single-class score. The files are read and parsed on
+    threads (the reader, hash and compiled parse release the GIL) while the GT loads; each is resolved against the
+    GT in the given order on this thread, so the results and the first error raised are the sequential ones."""
+    paths = [(str(c), f) for c, f in files.items() if isinstance(f, (str, Path))]
+    with ThreadPoolExecutor(_READ_THREADS) as pool:
+        ahead: dict[str, Future[Any]] = {}
+
+        def read_ahead() -> None:
+            while paths and len(ahead) < _READ_AHEAD:
+                cond, f = paths.pop(0)
+                ahead[cond] = pool.submit(read_predictions_file, f, o.class_map is None)
+
+        read_ahead()
+        ground_truth = load_ground_truth(gt, o.split, o.class_map)
+        detections: dict[str, dict[str, Detections]] = {}
+        for cond, f in files.items():
+            cond = str(cond)
+            if cond in ahead:
+                read = ahead.pop(cond).result()
+                read_ahead()
+                detections[cond] = {PERSON: resolve_predictions(read, ground_truth, o.class_map)}
+            else:
+                detections[cond] = {PERSON: load_condition(f, cond, ground_truth, o.class_map)}
+    return ground_truth, detections
+
+
 @dataclass(frozen=True)
 class Loaded:
     """Every input of a score, read and checked: ``gts`` {class: GroundTruth} over one image table (the
@@ -456,11 +493,8 @@ def load(predictions: Predictions, gt: PathLike, options: ScoreOptions, on_warni
         else:
             assert o.threshold is not None  # ScoreOptions holds exactly one of threshold and threshold_file
             value, info = float(o.threshold), {}
-        ground_truth = load_ground_truth(gt, o.split, o.class_map)
+        ground_truth, detections = _load_single(files, gt, o)
         gts, thresholds = {PERSON: ground_truth}, {PERSON: value}
-        detections = {
-            str(cond): {PERSON: load_condition(f, str(cond), ground_truth, o.class_map)} for cond, f in files.items()
-        }
     first = next(iter(gts.values()))
     _warn_all("ground truth", first.warnings, on_warning)
     _warn_iou_mismatch(info, o.iou, on_warning)
@@ -516,6 +550,7 @@ def _score_ground_truth(
     # matching. At most _RESAMPLES_IN_FLIGHT conditions' tables wait for their turn (bounded memory); the values
     # do not depend on the timing.
     pending: Pending = {}
+    point_only = weights.n_rows == 1 and bool((weights.weights == 1).all())
     with ThreadPoolExecutor(1) as resampler:
         for cond in names:
             dets = predictions[cond]
@@ -527,8 +562,11 @@ def _score_ground_truth(
             tm = threshold_metrics(match)
             for key in THRESHOLD_METRICS[:3] + COUNT_KEYS + THRESHOLD_METRICS[3:]:
                 entry[key] = tm[key]
-            _settle(pending, samples, _RESAMPLES_IN_FLIGHT - 1)
-            pending[cond] = resampler.submit(bootstrap_samples, weights, table, match.counts)
+            if point_only:  # B = 1: the point values, no resampling to overlap
+                samples[cond] = bootstrap_samples(weights, table, match.counts, ap)
+            else:
+                _settle(pending, samples, _RESAMPLES_IN_FLIGHT - 1)
+                pending[cond] = resampler.submit(bootstrap_samples, weights, table, match.counts)
             false_alarms[cond] = false_alarm_record(gt, match.counts, DEFAULT_DELTA)
             matches[cond] = match
             conditions[cond] = entry
