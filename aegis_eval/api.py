@@ -172,8 +172,8 @@ class ScoreResult:
 
 def write_json(document: Mapping[str, Any], path: PathLike) -> Path:
     """Write any result document of this module (score, rank, gt-diff, referring) atomically, NaN as null:
-    the bytes the ``aegis`` commands write; returns the path. A :class:`ScoreResult` is written as
-    ``aegis score --json`` writes it, with its samples file beside it (``ScoreResult.to_json``)."""
+    the bytes the ``aegis`` commands write; returns the path. A :class:`ScoreResult` is written as the
+    score command writes it, with its samples file beside it (``ScoreResult.to_json``)."""
     from aegis_eval.protocols.scoring import write_score_json
 
     if isinstance(document, ScoreResult):
