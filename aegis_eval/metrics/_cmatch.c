@@ -41,6 +41,18 @@ static int get(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t bytes, c
     return 1;
 }
 
+/* len[k] = the byte length of objs[which[k]]'s C-contiguous buffer, for k < n: the sizes every entry point derives
+ * from the arrays it is given. -1 with the exception set when one has no such buffer. */
+static int byte_lengths(PyObject **objs, const int *which, int n, Py_ssize_t *len) {
+    for (int k = 0; k < n; k++) {
+        Py_buffer probe;
+        if (PyObject_GetBuffer(objs[which[k]], &probe, PyBUF_C_CONTIGUOUS) < 0) return -1;
+        len[k] = probe.len;
+        PyBuffer_Release(&probe);
+    }
+    return 0;
+}
+
 static PyObject *py_match_areas(PyObject *self, PyObject *args) {
     PyObject *o[11];
     double floor_iou;
@@ -52,22 +64,14 @@ static PyObject *py_match_areas(PyObject *self, PyObject *args) {
     int got = 0;
     PyObject *result = NULL;
     /* sizes from the shapes the caller promises: D from det_boxes, I from det_start, G from gt_boxes, T, A */
-    Py_buffer probe;
-    if (PyObject_GetBuffer(o[0], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    Py_ssize_t D = probe.len / 32;
-    PyBuffer_Release(&probe);
-    if (PyObject_GetBuffer(o[1], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    Py_ssize_t I = probe.len / 8 - 1;
-    PyBuffer_Release(&probe);
-    if (PyObject_GetBuffer(o[2], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    Py_ssize_t G = probe.len / 32;
-    PyBuffer_Release(&probe);
-    if (PyObject_GetBuffer(o[8], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    Py_ssize_t T = probe.len / 8;
-    PyBuffer_Release(&probe);
-    if (PyObject_GetBuffer(o[6], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    Py_ssize_t A = G ? probe.len / G : 0;
-    PyBuffer_Release(&probe);
+    static const int sized[] = {0, 1, 2, 8, 6};  /* the arrays whose lengths give the sizes */
+    Py_ssize_t len[5];
+    if (byte_lengths(o, sized, 5, len) < 0) return NULL;
+    Py_ssize_t D = len[0] / 32;
+    Py_ssize_t I = len[1] / 8 - 1;
+    Py_ssize_t G = len[2] / 32;
+    Py_ssize_t T = len[3] / 8;
+    Py_ssize_t A = G ? len[4] / G : 0;
     if (I < 0 || A <= 0 || T <= 0) {
         PyErr_SetString(PyExc_ValueError, "match_areas: empty image table, area ranges or thresholds");
         return NULL;
@@ -199,16 +203,12 @@ static PyObject *py_match_threshold(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "OOOOOdOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &floor_iou, &o[5], &o[6], &o[7]))
         return NULL;
-    Py_buffer probe;
-    if (PyObject_GetBuffer(o[0], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    Py_ssize_t D = probe.len / 32;
-    PyBuffer_Release(&probe);
-    if (PyObject_GetBuffer(o[1], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    Py_ssize_t I = probe.len / 8 - 1;
-    PyBuffer_Release(&probe);
-    if (PyObject_GetBuffer(o[2], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    Py_ssize_t G = probe.len / 32;
-    PyBuffer_Release(&probe);
+    static const int sized[] = {0, 1, 2};  /* the arrays whose lengths give the sizes */
+    Py_ssize_t len[3];
+    if (byte_lengths(o, sized, 3, len) < 0) return NULL;
+    Py_ssize_t D = len[0] / 32;
+    Py_ssize_t I = len[1] / 8 - 1;
+    Py_ssize_t G = len[2] / 32;
     if (I < 0) {
         PyErr_SetString(PyExc_ValueError, "match_threshold: empty image table");
         return NULL;
@@ -297,22 +297,14 @@ static PyObject *py_precision(PyObject *self, PyObject *args) {
     PyObject *o[6];
     (void)self;
     if (!PyArg_ParseTuple(args, "OOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5])) return NULL;
-    Py_buffer probe;
-    if (PyObject_GetBuffer(o[2], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    Py_ssize_t N = probe.len / 8;
-    PyBuffer_Release(&probe);
-    if (PyObject_GetBuffer(o[3], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    Py_ssize_t A = probe.len / 8;
-    PyBuffer_Release(&probe);
-    if (PyObject_GetBuffer(o[4], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    Py_ssize_t R = probe.len / 8;
-    PyBuffer_Release(&probe);
-    if (PyObject_GetBuffer(o[5], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    Py_ssize_t T = (A && R) ? probe.len / 8 / (A * R) : 0;
-    PyBuffer_Release(&probe);
-    if (PyObject_GetBuffer(o[0], &probe, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    Py_ssize_t D = (A && T) ? probe.len / (A * T) : 0;
-    PyBuffer_Release(&probe);
+    static const int sized[] = {2, 3, 4, 5, 0};  /* the arrays whose lengths give the sizes */
+    Py_ssize_t len[5];
+    if (byte_lengths(o, sized, 5, len) < 0) return NULL;
+    Py_ssize_t N = len[0] / 8;
+    Py_ssize_t A = len[1] / 8;
+    Py_ssize_t R = len[2] / 8;
+    Py_ssize_t T = (A && R) ? len[3] / 8 / (A * R) : 0;
+    Py_ssize_t D = (A && T) ? len[4] / (A * T) : 0;
     if (A <= 0 || T <= 0 || R <= 0) {
         PyErr_SetString(PyExc_ValueError, "precision: empty area ranges, thresholds or recall thresholds");
         return NULL;
