@@ -114,21 +114,26 @@ def rank_pairs(
             if drop > 0:
                 candidates.append((-drop, -lost, c_index, int(image_row), cond))
     candidates.sort()
-    pairs = []
-    for rank, (_d, _l, _c, row, cond) in enumerate(candidates[:n], start=1):
-        pairs.append(
-            GalleryPair(
-                rank,
-                row,
-                int(gt.image_ids[row]),
-                gt.file_names[row],
-                cond,
-                int(n_gt[row]),
-                int(clean.tp[row]),
-                int(conditions[cond].tp[row]),
-            )
-        )
-    return pairs
+    return [
+        _pair(rank, row, gt, cond, clean, conditions[cond])
+        for rank, (_d, _l, _c, row, cond) in enumerate(candidates[:n], start=1)
+    ]
+
+
+def _pair(
+    rank: int, row: int, gt: GroundTruth, cond: str, clean: PerImageCounts, counts: PerImageCounts
+) -> GalleryPair:
+    """The pair of image ``row`` under ``cond``: what the GT table and the two count tables say of it."""
+    return GalleryPair(
+        rank,
+        row,
+        int(gt.image_ids[row]),
+        gt.file_names[row],
+        cond,
+        int(clean.n_gt[row]),
+        int(clean.tp[row]),
+        int(counts.tp[row]),
+    )
 
 
 def condition_extremes(
@@ -146,16 +151,7 @@ def condition_extremes(
         if rows.size:
             keys = [((int(clean.tp[r]) - int(counts.tp[r])) / int(n_gt[r]), -int(counts.tp[r]), int(r)) for r in rows]
             _d, _f, row = min(keys)
-            best = GalleryPair(
-                1,
-                row,
-                int(gt.image_ids[row]),
-                gt.file_names[row],
-                cond,
-                int(n_gt[row]),
-                int(clean.tp[row]),
-                int(counts.tp[row]),
-            )
+            best = _pair(1, row, gt, cond, clean, counts)
         out[cond] = (worst[0] if worst else None, best)
     return out
 
