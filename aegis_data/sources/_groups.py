@@ -8,14 +8,14 @@ into one group while each frame is near-identical (``frame_hash``) to the one be
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from aegis_data.errors import AegisError
 from aegis_data.files.imageio import read_rgb
@@ -70,11 +70,25 @@ def _names_of(record: Record) -> tuple[str, ...]:
     return tuple(k for k in (record.image_id, name, Path(name).stem if name else "") if k)
 
 
-def _read_file(record: Record) -> np.ndarray:
-    return read_rgb(record.path)
+def file_hash(path: str) -> int | None:
+    """:func:`~aegis_data.sources.frame_hash.frame_hash` of an image file's decoded pixels, remembered by path, size
+    and modification time: the frames rule and the audit of one build decode each file once between them."""
+    st = os.stat(path)
+    return _file_hash(path, st.st_size, st.st_mtime_ns)
 
 
-def frame_groups(records: Sequence[Record], read: Callable[[Record], np.ndarray] = _read_file) -> dict[str, str]:
+@functools.lru_cache(maxsize=1 << 16)
+def _file_hash(path: str, size: int, mtime_ns: int) -> int | None:
+    return frame_hash(read_rgb(path))
+
+
+def _record_file_hash(record: Record) -> int | None:
+    return file_hash(record.path)
+
+
+def frame_groups(
+    records: Sequence[Record], hash_of: Callable[[Record], int | None] = _record_file_hash
+) -> dict[str, str]:
     """image id -> group by the numbered-frame rule (module doc); images the rule leaves alone are not listed.
 
     A group's key is ``<first stem>..<last stem>``. Frames without a reliable hash (flat, tiny) stay alone.
@@ -87,7 +101,7 @@ def frame_groups(records: Sequence[Record], read: Callable[[Record], np.ndarray]
     out: dict[str, str] = {}
     for prefix in sorted(by_prefix):
         frames = [r for _, r in sorted(by_prefix[prefix], key=lambda nr: (nr[0], nr[1].image_id))]
-        hashes = [frame_hash(read(r)) for r in frames]
+        hashes = [hash_of(r) for r in frames]
         chain: list[Record] = []
         for k, r in enumerate(frames):
             prev, cur = (hashes[k - 1] if k else None), hashes[k]
@@ -106,15 +120,18 @@ def _close(chain: list[Record], out: dict[str, str]) -> None:
 
 
 def apply_groups(
-    records: list[Record], spec: Any, base: Path | None, read: Callable[[Record], np.ndarray] = _read_file
+    records: list[Record],
+    spec: Any,
+    base: Path | None,
+    hash_of: Callable[[Record], int | None] = _record_file_hash,
 ) -> tuple[list[Record], str | None]:
     """``records`` with the groups of option ``groups`` (None: unchanged), and the rule in words for the source
-    description (None when no groups were given). ``read`` decodes a record for the frames rule (default: its
-    file). AegisError for a file that misses an image."""
+    description (None when no groups were given). ``hash_of`` gives a record's frame hash for the frames rule
+    (default: its file's, :func:`file_hash`). AegisError for a file that misses an image."""
     if spec is None or str(spec).strip() == "":
         return records, None
     if str(spec).strip().lower() == FRAMES_RULE:
-        found = frame_groups(records, read)
+        found = frame_groups(records, hash_of)
         rule = (
             f"numbered frames: stems ending in a number, in number order per prefix, chain while each frame's "
             f"64-bit difference hash is within {NEAR_DISTANCE} bits of the previous frame's; "

@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from aegis_data.files.imageio import file_sha256, read_rgb
+from aegis_data.files.imageio import file_sha256
+from aegis_data.sources._groups import file_hash
 from aegis_data.sources.frame_hash import COLS, EDGE_LEVELS, MIN_EDGES, NEAR_DISTANCE, ROWS, frame_hash, near_pairs
 from aegis_data.sources.records import Record
 
@@ -50,7 +51,8 @@ def content_hash(record: Record) -> str:
 
 def record_hash(record: Record) -> int | None:
     """:func:`~aegis_data.sources.frame_hash.frame_hash` of a record's decoded pixels (files, synthetic and Hugging
-    Face records alike), whatever size the record states: the hash compares content, and the build checks sizes."""
+    Face records alike), whatever size the record states: the hash compares content, and the build checks sizes.
+    A file's hash is the frames rule's (``file_hash``), decoded once for both."""
     if record.path.startswith("synthetic:"):
         from aegis_data.sources import synthetic
 
@@ -59,7 +61,7 @@ def record_hash(record: Record) -> int | None:
         from aegis_data.sources import hf
 
         return frame_hash(hf.read_image(record.path))
-    return frame_hash(read_rgb(record.path))
+    return file_hash(record.path)
 
 
 def _quantiles(values: np.ndarray) -> dict[str, float] | None:

@@ -39,6 +39,7 @@ from aegis_data.sources._common import (
 )
 from aegis_data.sources._dataset import SourceDataset, build_dataset
 from aegis_data.sources._groups import apply_groups, groups_description
+from aegis_data.sources.frame_hash import frame_hash
 from aegis_data.sources.records import Record
 from aegis_data.sources.yolo import carve_val
 
@@ -190,7 +191,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     if len({r.image_id for r in records}) < len(records) and len(plan) > 1:
         # File stems repeat across HF splits (e.g. 0001.jpg in train and test): name ids by split too.
         records = [dataclasses.replace(r, image_id=f"{safe_id(r.meta['hf_split'])}-{r.image_id}") for r in records]
-    records, group_rule = apply_groups(records, options.get("groups"), None, read=lambda r: read_image(r.path))
+    records, group_rule = apply_groups(records, options.get("groups"), None, lambda r: frame_hash(read_image(r.path)))
     if val_fraction:
         records = _carve_val(records, val_fraction)
     description = {

@@ -292,3 +292,19 @@ def test_hf_takes_groups_and_hashes_the_stored_images(tmp_path):
     ds = load_source("hf", source=str(tmp_path / "hfds"), groups="frames")
     groups = {r.image_id: r.group_key for r in ds.records()}
     assert groups["img0"] == groups["img2"] == "img0..img2" != groups["img3"] == groups["img5"] == "img3..img5"
+
+
+def test_the_frames_rule_and_the_audit_decode_each_frame_once(tmp_path, monkeypatch):
+    # Old code: 60 decodes of 30 frames (the rule's reader and the audit's each decoded every file).
+    from aegis_data.files import imageio
+
+    root = numbered_frames(tmp_path / "beach")
+    decoded: list[str] = []
+    real = imageio.decode_file_bytes
+    monkeypatch.setattr(
+        imageio, "decode_file_bytes", lambda data, path, *a: decoded.append(str(path)) or real(data, path, *a)
+    )
+    ds = load_source("yolo", source=root, groups="frames", val_fraction="0.3")
+    report = audit_dataset(ds)
+    assert report["leakage"] is False
+    assert sorted(decoded) == sorted(set(decoded)) and len(decoded) == CLIPS * PER_CLIP
