@@ -231,22 +231,17 @@ _CI_HAS_ZERO = 3
 _FADE = 0.62
 
 
+def _hatch_cell(ax, row: int, col: int, hatch: str, edge: str) -> None:
+    """A hatch over heatmap cell (row, col), no fill: missing cells and cells whose interval includes 0."""
+    ax.add_patch(Rectangle((col - 0.5, row - 0.5), 1, 1, fill=False, hatch=hatch, edgecolor=edge, linewidth=0))
+
+
 def _heatmap_cell_marks(ax, values: np.ndarray, state: np.ndarray, cmap, norm) -> None:
     """Hatch missing cells, "n/a" undefined ones, fade those whose interval includes 0, and print each value in a
     colour readable on its (faded) cell."""
     for (i, col), st in np.ndenumerate(state):
         if st == 1:
-            ax.add_patch(
-                Rectangle(
-                    (col - 0.5, i - 0.5),
-                    1,
-                    1,
-                    fill=False,
-                    hatch=palette.MISSING_HATCH,
-                    edgecolor=palette.MISSING_EDGE,
-                    linewidth=0,
-                )
-            )
+            _hatch_cell(ax, i, col, palette.MISSING_HATCH, palette.MISSING_EDGE)
         elif st == 2:
             ax.text(col, i, "n/a", ha="center", va="center", fontsize=7, color="#555555")
         else:
@@ -257,17 +252,7 @@ def _heatmap_cell_marks(ax, values: np.ndarray, state: np.ndarray, cmap, norm) -
                     Rectangle((col - 0.5, i - 0.5), 1, 1, facecolor="white", alpha=_FADE, linewidth=0, gid="ci-zero")
                 )
                 # A hatch too: faded light cells would otherwise look like any light cell, and in greyscale.
-                ax.add_patch(
-                    Rectangle(
-                        (col - 0.5, i - 0.5),
-                        1,
-                        1,
-                        fill=False,
-                        hatch=palette.UNCERTAIN_HATCH,
-                        edgecolor=palette.UNCERTAIN_EDGE,
-                        linewidth=0,
-                    )
-                )
+                _hatch_cell(ax, i, col, palette.UNCERTAIN_HATCH, palette.UNCERTAIN_EDGE)
                 r, g, b = (c + (1 - c) * _FADE for c in (r, g, b))
             dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
             ax.text(
