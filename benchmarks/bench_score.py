@@ -31,8 +31,8 @@ faster-coco-eval``) with COCO -> loadRes -> evaluate -> accumulate -> summarize 
 (AP, thresholded metrics, the score JSON), on one condition and on the 28-condition sweep of
 :func:`write_sweep_fixture` (``aegis score`` also with B = 1000 bootstrap resamples). Wall, CPU and peak RSS per
 process; the AP values of every tool must agree to 1e-12 (exit status 1 otherwise).
-Usage: ``python benchmarks/bench_score.py --tools --images 1000 [--rounds 3] [--sweep-pycocotools]
-[--write docs/perf/score_tools.md]``.
+Usage: ``python benchmarks/bench_score.py --tools --images 1000 [--rounds 3] [--one-rounds 7] [--skip-pycocotools]
+[--sweep-pycocotools] [--write docs/perf/score_tools.md]``.
 """
 
 from __future__ import annotations
@@ -549,8 +549,8 @@ def installed(tool: str) -> bool:
 def side_by_side(args) -> int:
     """Every tool as its own process on one condition and on the sweep; medians over rounds; AP compared."""
     load_before = os.getloadavg()
-    tools = [t for t in TOOLS if installed(t)]
-    missing = [t for t in TOOLS if t not in tools]
+    tools = [t for t in TOOLS if installed(t) and not (t == "pycocotools" and args.skip_pycocotools)]
+    missing = [t for t in TOOLS if not installed(t)]
     rows: dict[str, dict[str, list]] = {}
     values: dict[str, dict[str, dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -569,8 +569,13 @@ def side_by_side(args) -> int:
             env, gt_path, preds, args.boot_b, folder / "sweepB.json"
         )
         run_aegis(env, gt_path, clean, 1, folder / "warm.json")  # byte-compiled modules in place before timing
-        for r in range(args.rounds):
+        # One-condition processes take a fraction of a second, so their medians need more rounds than the sweeps';
+        # pycocotools' one condition (tens of seconds) keeps the sweeps' count.
+        n_rounds = {n: args.rounds if "sweep" in n or n.startswith("pycocotools") else args.one_rounds for n in cases}
+        for r in range(max(n_rounds.values())):
             for name, fn in cases.items():
+                if r >= n_rounds[name]:
+                    continue
                 got, t, rss = fn()
                 rows.setdefault(name, []).append((t, rss))
                 values[name] = got
@@ -585,12 +590,14 @@ def side_by_side(args) -> int:
         n: max(abs(a - b) for c in sweep_ref for a, b in zip(values[n][c], sweep_ref[c])) for n in sweep_names
     }
     med = {n: (_median([t for t, _ in v]), max(rss for _, rss in v)) for n, v in rows.items()}
+    spread = {n: (min(float(t) for t, _ in v), max(float(t) for t, _ in v)) for n, v in rows.items()}
 
     def cell(name: str) -> str:
         if name not in med:
             return "—"
         t, rss = med[name]
-        return f"{float(t):.2f} s (CPU {t.cpu:.2f}, {rss:.0f} MB)"
+        lo, hi = spread[name]
+        return f"{float(t):.2f} s ({lo:.2f}–{hi:.2f}; CPU {t.cpu:.2f}, {rss:.0f} MB)"
 
     n_cond = len(values["aegis sweep"])
     lines = [
@@ -600,8 +607,9 @@ def side_by_side(args) -> int:
         f"Fixture: {args.images:,} images × {args.gt} GT × {args.dets} detections per image (COCO GT file and "
         f"results files written by `write_sweep_fixture`, deterministic), one condition (`clean.json`) and the "
         f"sweep ({n_cond} condition files of the same images). Every cell is one whole process (interpreter start, "
-        "imports, reading the files, evaluation), wall seconds as the median of "
-        f"{args.rounds} round(s) that alternate the tools, CPU seconds and peak RSS of that process. The COCOeval "
+        "imports, reading the files, evaluation), wall seconds as the median (and range) of "
+        f"{args.one_rounds} rounds for one condition and {args.rounds} for pycocotools and the sweeps, the tools "
+        "alternating within each round; CPU seconds (median) and peak RSS of that process. The COCOeval "
         "tools run COCO(gt) once, then loadRes -> evaluate -> accumulate -> summarize per file: AP only. "
         f"`aegis score` adds the thresholded metrics (t = {THRESHOLD}), the false-alarm bounds and the score JSON.",
         "",
@@ -674,6 +682,9 @@ def main(argv=None) -> int:
         help="pycocotools, faster-coco-eval, hotcoco and `aegis score` as whole processes, one condition and the sweep",
     )
     ap.add_argument("--sweep-pycocotools", action="store_true", help="--tools: also pycocotools on the sweep (slow)")
+    ap.add_argument(
+        "--one-rounds", type=int, default=7, help="--tools: timed rounds of the short one-condition processes"
+    )
     args = ap.parse_args(argv)
     if args.tools:
         return side_by_side(args)
