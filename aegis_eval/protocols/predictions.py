@@ -145,12 +145,11 @@ def ground_truths_from_coco(
     if len(image_ids) != len(np.unique(image_ids)):
         dup = image_ids[1:][np.diff(image_ids) == 0]
         raise AegisError(f"[gt_duplicate_image_id] {where}: image ids repeat ({_first(dup.tolist())})")
-    row_of = {int(i): r for r, i in enumerate(image_ids)}
     file_names = tuple(str(im.get("file_name", im["id"])) for im in rows)
     widths = np.array([int(im.get("width") or 0) for im in rows], dtype=np.int64)
     heights = np.array([int(im.get("height") or 0) for im in rows], dtype=np.int64)
     attributes = tuple({k: v for k, v in im.items() if k not in _STANDARD_IMAGE_KEYS} for im in rows)
-    box_cat, box_image, boxes, areas, crowd, ann_ids = _gt_boxes(anns, keep, default_cat, row_of, where)
+    box_cat, box_image, boxes, areas, crowd, ann_ids = _gt_boxes(anns, keep, default_cat, image_ids, where)
 
     cat_arr = np.array(box_cat, dtype=np.int64)
     box_image_arr = np.array(box_image, dtype=np.int64)
@@ -221,14 +220,15 @@ _ABSENT = object()  # a key's default that no JSON value can equal
 
 
 def _gt_boxes(
-    anns: list, keep: set[int], default_cat: int | None, row_of: Mapping[int, int], where: str
+    anns: list, keep: set[int], default_cat: int | None, image_ids: np.ndarray, where: str
 ) -> tuple[Any, Any, Any, Any, Any, Any]:
     """(category, image row, xywh box, area, iscrowd, annotation id) of every annotation of a kept category,
     in file order, as lists or arrays (the caller makes arrays of them); other categories are skipped, malformed
     annotations refused."""
-    fast = _gt_boxes_well_formed(anns, keep, default_cat, row_of)
+    fast = _gt_boxes_well_formed(anns, keep, default_cat, image_ids)
     if fast is not None:
         return fast
+    row_of = {int(i): r for r, i in enumerate(image_ids)}
     # Something is unusual: the per-annotation checks below name the first problem (or accept the file).
     box_cat, box_image, boxes, areas, crowd, ann_ids = [], [], [], [], [], []
     for k, a in enumerate(anns):
@@ -270,11 +270,50 @@ def _gt_boxes(
     return box_cat, box_image, boxes, areas, crowd, ann_ids
 
 
-def _gt_boxes_well_formed(anns: list, keep: set[int], default_cat: int | None, row_of: Mapping[int, int]):
-    """:func:`_gt_boxes` for the common file, one pass per key instead of one check per value (a GT holds tens
-    of thousands of boxes): exact-int categories, image ids and annotation ids, lists of four int/float box
-    values, finite with w, h >= 0. Returns None for anything else; the per-annotation checks then decide, so
-    what is accepted or refused, and the values returned, do not depend on which path ran."""
+def _gt_boxes_well_formed(anns: list, keep: set[int], default_cat: int | None, image_ids: np.ndarray):
+    """:func:`_gt_boxes` for the common file, columns first and checks on whole columns (a GT holds tens of
+    thousands of boxes): exact-int categories, image ids and annotation ids, lists of four int/float box values,
+    finite with w, h >= 0, every image id listed. Returns None for anything else; the per-annotation checks then
+    decide, so what is accepted or refused, and the values returned, do not depend on which path ran."""
+    columns = _gt_columns(anns, keep, default_cat)
+    if columns is None:
+        return None
+    kept, cats, keys, boxes, given_area, crowd, ann_ids = columns
+    rows = np.searchsorted(image_ids, keys)  # image_ids: sorted and distinct
+    if len(keys) and ((rows >= len(image_ids)).any() or (image_ids[rows.clip(0, len(image_ids) - 1)] != keys).any()):
+        return None  # an image id not listed
+    if not np.isfinite(boxes).all() or (boxes[:, 2:] < 0).any():
+        return None
+    areas = np.where(np.isfinite(given_area), given_area, boxes[:, 2] * boxes[:, 3])
+    return cats, rows, boxes, areas, crowd, ann_ids
+
+
+def _inputs_kernels() -> Any:
+    """The compiled conversions of parsed inputs (``_cinputs.c``), or None (``AEGIS_KERNELS=numpy`` or not built)."""
+    return load_extension("aegis_eval.protocols._cinputs", "input conversions")
+
+
+def _gt_columns(anns: list, keep: set[int], default_cat: int | None) -> tuple[np.ndarray, ...] | None:
+    """:func:`_gt_columns_py`, compiled where built (the same arrays, without a Python object per value)."""
+    kernels = _inputs_kernels()
+    if kernels is None:
+        return _gt_columns_py(anns, keep, default_cat)
+    raw = kernels.gt_columns(anns, tuple(sorted(keep)), default_cat)
+    if raw is None:
+        return None
+    kept, cats, keys = (np.frombuffer(b, dtype=np.int64) for b in raw[:3])
+    boxes = np.frombuffer(raw[3], dtype=np.float64).reshape(-1, 4)
+    given_area = np.frombuffer(raw[4], dtype=np.float64)
+    crowd = np.frombuffer(raw[5], dtype=np.uint8).astype(bool)
+    return kept, cats, keys, boxes, given_area, crowd, np.frombuffer(raw[6], dtype=np.int64)
+
+
+def _gt_columns_py(anns: list, keep: set[int], default_cat: int | None) -> tuple[np.ndarray, ...] | None:
+    """(index in ``anns``, category, image id, xywh box, given area, iscrowd, annotation id) of the annotations of
+    a kept category, as arrays, when every annotation is a dict with an exact-int category (``default_cat`` where
+    absent) and every kept one has an exact-int image id, a list of four exact int/float box values and an
+    exact-int id or none (its index + 1 then), all inside int64 / float64; else None. The given area is NaN where
+    absent or not an int/float. The definition of the compiled ``gt_columns``."""
     try:
         if set(map(type, anns)) - {dict}:
             return None
@@ -291,7 +330,7 @@ def _gt_boxes_well_formed(anns: list, keep: set[int], default_cat: int | None, r
             return None
         if set(map(type, ids)) - {int, object} or set(map(type, chain.from_iterable(bboxes))) - {int, float}:
             return None
-        rows = list(map(row_of.get, image_keys))
+        keys = np.array(image_keys, dtype=np.int64)
         boxes = np.array(bboxes, dtype=np.float64).reshape(-1, 4)
         absent = np.array([i is _ABSENT for i in ids], dtype=bool)
         ann_ids = np.array([0 if i is _ABSENT else i for i in ids], dtype=np.int64)
@@ -300,13 +339,9 @@ def _gt_boxes_well_formed(anns: list, keep: set[int], default_cat: int | None, r
         )
     except (KeyError, OverflowError):  # a missing key; an integer beyond int64 / float64
         return None
-    if None in rows or not np.isfinite(boxes).all() or (boxes[:, 2:] < 0).any():
-        return None
-    areas = np.where(np.isfinite(given_area), given_area, boxes[:, 2] * boxes[:, 3])
     ann_ids = np.where(absent, kept + 1, ann_ids)
-    crowd = [bool(a.get("iscrowd", 0)) for a in mine]
-    # arrays, not lists: the caller makes arrays of them (the same values either way)
-    return cat_arr[kept], rows, boxes, areas, crowd, ann_ids
+    crowd = np.array([bool(a.get("iscrowd", 0)) for a in mine], dtype=bool)
+    return kept, cat_arr[kept], keys, boxes, given_area, crowd, ann_ids
 
 
 def _read_manifest(root: Path) -> dict[str, Any]:
@@ -456,7 +491,7 @@ class _IdResolver:
         self.by_num_stem: dict[int, int] = {}
         clashing: set[int] = set()
         for r, name in enumerate(gt.file_names):
-            stem = PurePath(name).stem
+            stem = _stem(name)
             self.by_stem.setdefault(stem, r)
             if stem.isdecimal():  # what int() reads; isdigit also takes "²"
                 n = int(stem)
@@ -485,6 +520,14 @@ class _IdResolver:
                 if n in self.by_num_stem and not found:
                     found.add(self.by_num_stem[n])
         return found
+
+
+def _stem(name: str) -> str:
+    """``PurePath(name).stem``, without making a path of a plain file name (a GT lists thousands of them)."""
+    if name == "." or "/" in name or "\\" in name or ":" in name:
+        return PurePath(name).stem
+    dot = name.rfind(".")
+    return name[:dot] if 0 < dot < len(name) - 1 else name
 
 
 # The last GT's resolver: a sweep resolves every condition against one GT (GroundTruth is frozen; a weak reference,
@@ -551,25 +594,40 @@ def _validated_arrays(
 
 
 def _warn_duplicates(det_image: np.ndarray, boxes: np.ndarray, scores: np.ndarray, warnings: list[str]) -> None:
-    if len(scores):
-        # Rows as opaque 48-byte records: identical detections have bitwise equal floats. A 64-bit mix of each
-        # row's words settles the common case (all mixes distinct: no two rows are equal) without sorting the
-        # records; only when mixes repeat does one sort of the records count the identical rows.
-        table = np.ascontiguousarray(np.column_stack([det_image.astype(np.float64), boxes, scores]))
-        words = table.view(np.uint64)
-        mix = np.zeros(len(table), dtype=np.uint64)
-        for k in range(words.shape[1]):
-            mix = (mix ^ words[:, k]) * np.uint64(0x9E3779B97F4A7C15)
-            mix ^= mix >> np.uint64(29)
-        mix.sort()
-        if not (mix[1:] == mix[:-1]).any():
-            return
-        n_unique = len(np.unique(table.view(np.dtype((np.void, table.shape[1] * 8))).ravel()))
-        if n_unique < len(table):
-            warnings.append(
-                f"[duplicate_detection] {len(table) - n_unique} detections repeat an identical "
-                "detection (same image, box and score); kept as given"
-            )
+    kernels = _inputs_kernels()
+    if kernels is None:
+        repeats = _duplicate_rows_py(det_image, boxes, scores)
+    else:
+        repeats = kernels.duplicate_rows(
+            np.ascontiguousarray(det_image, dtype=np.int64),
+            np.ascontiguousarray(boxes, dtype=np.float64),
+            np.ascontiguousarray(scores, dtype=np.float64),
+        )
+    if repeats:
+        warnings.append(
+            f"[duplicate_detection] {repeats} detections repeat an identical "
+            "detection (same image, box and score); kept as given"
+        )
+
+
+def _duplicate_rows_py(det_image: np.ndarray, boxes: np.ndarray, scores: np.ndarray) -> int:
+    """How many detections repeat an earlier one bit for bit (image row as a float64, box, score). The definition
+    of the compiled ``duplicate_rows``."""
+    if not len(scores):
+        return 0
+    # Rows as opaque 48-byte records: identical detections have bitwise equal floats. A 64-bit mix of each
+    # row's words settles the common case (all mixes distinct: no two rows are equal) without sorting the
+    # records; only when mixes repeat does one sort of the records count the identical rows.
+    table = np.ascontiguousarray(np.column_stack([det_image.astype(np.float64), boxes, scores]))
+    words = table.view(np.uint64)
+    mix = np.zeros(len(table), dtype=np.uint64)
+    for k in range(words.shape[1]):
+        mix = (mix ^ words[:, k]) * np.uint64(0x9E3779B97F4A7C15)
+        mix ^= mix >> np.uint64(29)
+    mix.sort()
+    if not (mix[1:] == mix[:-1]).any():
+        return 0
+    return len(table) - len(np.unique(table.view(np.dtype((np.void, table.shape[1] * 8))).ravel()))
 
 
 def detections_from_results(obj: Any, gt: GroundTruth, source: Mapping[str, Any] | None = None) -> Detections:
@@ -596,7 +654,8 @@ def _detections(
     warnings: list[str],
     source: dict[str, Any],
 ) -> Detections:
-    det_image, boxes, score_arr = det_image[keep], boxes[keep], score_arr[keep]
+    if not keep.all():  # all kept (the usual file): the arrays are the caller's own copies already
+        det_image, boxes, score_arr = det_image[keep], boxes[keep], score_arr[keep]
     _warn_duplicates(det_image, boxes, score_arr, warnings)
     source.update(warnings=warnings, n_detections=int(len(score_arr)), category_offset=offset)
     return Detections(det_image=det_image, boxes=boxes, scores=score_arr, source=source)
@@ -768,7 +827,8 @@ def _resolve_categories(cats: np.ndarray, gt: GroundTruth, where: str, warnings:
         return np.ones(0, dtype=bool), 0
     person = int(gt.category_id)
     known = set(int(c) for c in (gt.category_ids or (person,)))
-    present = set(np.unique(cats).tolist())
+    lo, hi = int(cats.min()), int(cats.max())
+    present = {lo} if lo == hi else set(np.unique(cats).tolist())  # one category: no sort
     if present == {person}:
         return np.ones(len(cats), dtype=bool), 0
     if present == {0} and person == 1 and 0 not in known:
@@ -820,8 +880,7 @@ def _resolve_image_ids(
             except OverflowError:  # ints beyond int64 cannot be GT ids; the loop below reports them as unknown
                 key_array = None
     if key_array is not None:
-        values, group = np.unique(key_array, return_inverse=True)
-        group = group.reshape(-1).astype(np.int64)
+        values, group = _distinct(key_array)
         first_of = {(kind, kind(v)): g for g, v in enumerate(values.tolist())}
     else:
         assert keys is not None
@@ -861,6 +920,23 @@ def _resolve_image_ids(
             entries[ambiguous], key, resolver.candidates(key), resolver, where, int(ambiguous)
         )
     return rows
+
+
+def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)`` (sorted distinct values, each key's index among them), for integer
+    keys spanning a small range by a table instead of a sort (a file holds 100 detections per image id)."""
+    if keys.dtype.kind == "i" and len(keys):
+        lo, hi = int(keys.min()), int(keys.max())
+        if hi - lo <= 4 * len(keys) + 1024:
+            offsets = keys - lo
+            present = np.zeros(hi - lo + 1, dtype=bool)
+            present[offsets] = True
+            distinct = np.flatnonzero(present)
+            index = np.zeros(hi - lo + 1, dtype=np.int64)
+            index[distinct] = np.arange(len(distinct), dtype=np.int64)
+            return distinct + lo, index[offsets]
+    values, group = np.unique(keys, return_inverse=True)
+    return values, group.reshape(-1).astype(np.int64)
 
 
 def _disambiguate(entry: Mapping, key: Any, found: set[int], resolver: _IdResolver, where: str, k: int) -> int:

@@ -1,0 +1,255 @@
+"""The compiled conversions of parsed inputs (aegis_eval/protocols/_cinputs.c) give exactly what their Python twins
+give (the GT's annotation columns, the duplicate-detection count) on random and adversarial inputs, and loading a
+GT or a results file gives the same arrays, warnings and errors with them and without them (AEGIS_KERNELS=numpy)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+
+from aegis_data.errors import AegisError
+from aegis_eval.protocols import predictions
+
+try:
+    from aegis_eval.protocols import _cinputs as cinputs
+except ImportError:  # no C compiler: the Python twins alone run (test_ci_builds_the_input_kernels fails in CI)
+    cinputs = None
+needs_compiled = pytest.mark.skipif(cinputs is None, reason="aegis_eval.protocols._cinputs not built (no C compiler?)")
+
+
+def test_ci_builds_the_input_kernels():
+    if os.environ.get("CI"):
+        assert cinputs is not None, "CI must build aegis_eval.protocols._cinputs (pip install -e . with a compiler)"
+
+
+def _compiled_columns(anns, keep, default_cat):
+    assert cinputs is not None
+    raw = cinputs.gt_columns(anns, tuple(sorted(keep)), default_cat)
+    if raw is None:
+        return None
+    kept, cats, keys = (np.frombuffer(b, np.int64) for b in raw[:3])
+    return (
+        kept,
+        cats,
+        keys,
+        np.frombuffer(raw[3], np.float64).reshape(-1, 4),
+        np.frombuffer(raw[4], np.float64),
+        np.frombuffer(raw[5], np.uint8).astype(bool),
+        np.frombuffer(raw[6], np.int64),
+    )
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    return all(x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes() for x, y in zip(a, b))
+
+
+_ODD_VALUES = [
+    True,
+    False,
+    None,
+    "1",
+    1.0,
+    -0.0,
+    2**63,
+    -(2**63),
+    2**63 - 1,
+    2**64 + 1,
+    10**400,
+    2**53 + 1,
+    [1, 2, 3, 4],
+    {"a": 1},
+    1e308,
+    5e-324,
+]
+
+
+def _annotation(rng: random.Random, odd: float) -> object:
+    """A GT annotation, now and then with one odd value, key or type in it."""
+    a: dict = {
+        "id": rng.randrange(0, 50),
+        "image_id": rng.randrange(1, 6),
+        "category_id": rng.choice([1, 1, 1, 2, 3]),
+        "bbox": [rng.choice([rng.random() * 100, rng.randrange(0, 100)]) for _ in range(4)],
+        "area": rng.choice([rng.random() * 1000, rng.randrange(0, 1000)]),
+        "iscrowd": rng.choice([0, 0, 1]),
+    }
+    for key in ("id", "area", "iscrowd"):
+        if rng.random() < 0.2:
+            del a[key]
+    if rng.random() < odd:
+        what = rng.randrange(6)
+        if what == 0:
+            del a[rng.choice(sorted(a))]
+        elif what == 1:
+            a[rng.choice(sorted(a))] = rng.choice(_ODD_VALUES)
+        elif what == 2:
+            a["bbox"] = list(a["bbox"])
+            a["bbox"][rng.randrange(4)] = rng.choice(_ODD_VALUES)
+        elif what == 3:
+            a["bbox"] = rng.choice([a["bbox"][:3], [*a["bbox"], 1.0], tuple(a["bbox"])])
+        elif what == 4:
+            return rng.choice([[1, 2], "x", None, 7])
+        else:
+            a["iscrowd"] = rng.choice(_ODD_VALUES)
+    return a
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(300))
+def test_gt_columns_are_the_twins(seed):
+    rng = random.Random(seed)
+    n = rng.choice([0, 1, 5, 40])
+    anns = [_annotation(rng, odd=rng.choice([0.0, 0.05, 0.3])) for _ in range(n)]
+    keep = set(rng.sample([1, 2, 3], rng.randint(1, 3)))
+    default_cat = rng.choice([None, 1, 2**70])
+    want = predictions._gt_columns_py(anns, keep, default_cat)
+    assert _same(_compiled_columns(anns, keep, default_cat), want)
+
+
+@needs_compiled
+def test_gt_columns_edge_values():
+    anns = [
+        {"image_id": 1, "category_id": 1, "bbox": [2**53 + 1, 2**64 + 1, -0.0, 1e308], "area": 2**63 + 1},
+        {"image_id": 2**63 - 1, "category_id": 1, "bbox": [0, 0, 1, 1], "area": True, "iscrowd": "no", "id": -(2**63)},
+        {"image_id": 1, "category_id": 2, "bbox": "not read: another category"},
+        {"image_id": 1, "bbox": [1, 2, 3, 4], "iscrowd": [0]},
+    ]
+    want = predictions._gt_columns_py(anns, {1}, 1)
+    assert want is not None and _same(_compiled_columns(anns, {1}, 1), want)
+    assert _compiled_columns(anns, {1}, None) is None  # a missing category without a default
+    assert _compiled_columns([{**anns[0], "bbox": [10**400, 0, 1, 1]}], {1}, 1) is None
+    assert _compiled_columns([{**anns[0], "id": 2**63}], {1}, 1) is None
+    assert _compiled_columns([{**anns[0], "category_id": 2**63}], {5}, 1) is None  # even one not kept
+    assert _compiled_columns([dict], {1}, 1) is None
+
+
+def _duplicates_twin_cases(rng: np.random.Generator):
+    for n in (0, 1, 2, 50, 3000):
+        det_image = rng.integers(0, 7, n).astype(np.int64)
+        boxes = np.round(rng.random((n, 4)) * 4) / 2
+        scores = np.round(rng.random(n) * 4) / 4
+        yield det_image, boxes, scores
+        yield det_image, rng.random((n, 4)), rng.random(n)  # all distinct
+    zeros = np.zeros((4, 4))
+    zeros[1, 0] = -0.0  # -0.0 and 0.0 differ bit for bit: not duplicates
+    yield np.zeros(4, np.int64), zeros, np.zeros(4)
+    yield np.array([2**53, 2**53 + 1], np.int64), np.zeros((2, 4)), np.zeros(2)  # equal as float64 images
+
+
+@needs_compiled
+def test_duplicate_rows_are_the_twins():
+    assert cinputs is not None
+    rng = np.random.default_rng(3)
+    for det_image, boxes, scores in _duplicates_twin_cases(rng):
+        assert cinputs.duplicate_rows(det_image, boxes, scores) == predictions._duplicate_rows_py(
+            det_image, boxes, scores
+        )
+
+
+def _gt_doc(rng: random.Random) -> dict:
+    ids = rng.sample(range(1, 40), 8)
+    images = [{"id": i, "width": 640, "height": 480, "file_name": f"img{i:03d}.png"} for i in ids]
+    anns = []
+    for _ in range(60):
+        a = _annotation(rng, odd=0.0)
+        a["image_id"] = rng.choice(images)["id"]
+        a["category_id"] = 1
+        anns.append(a)
+    return {"images": images, "annotations": anns, "categories": [{"id": 1, "name": "person"}]}
+
+
+def _outcome(fn):
+    try:
+        return fn()
+    except AegisError as exc:
+        return str(exc)
+
+
+def _gt_fields(gt):
+    return {
+        k: (v.tobytes(), v.dtype.str) if isinstance(v, np.ndarray) else v for k, v in vars(gt).items() if k != "source"
+    } | {"warnings": gt.source.get("warnings")}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_gt_and_predictions_load_the_same_without_the_kernels(seed, tmp_path, monkeypatch):
+    """Whole loads, compiled and twin: the GroundTruth's arrays, the detections and every warning or error."""
+    rng = random.Random(seed)
+    coco = _gt_doc(rng)
+    if seed % 4 == 1:  # a malformed annotation somewhere: both paths name the same problem
+        coco["annotations"][rng.randrange(60)] = _annotation(rng, odd=1.0)
+    if seed % 4 == 2:  # an unknown image id
+        coco["annotations"][rng.randrange(60)]["image_id"] = 999
+    ids = [im["id"] for im in coco["images"]]
+    dets = [
+        {
+            "image_id": rng.choice(ids),
+            "category_id": 1,
+            "bbox": [rng.random() * 50, 1.0, rng.choice([0.0, 5.5]), 4.0],
+            "score": rng.choice([0.5, 0.25, rng.random()]),
+        }
+        for _ in range(rng.choice([0, 1, 80]))
+    ]
+    dets += dets[: rng.randrange(3)]  # exact duplicates
+    gt_path, pred_path = tmp_path / "gt.json", tmp_path / "preds.json"
+    gt_path.write_text(json.dumps(coco))
+    pred_path.write_text(json.dumps(dets))
+
+    def load():
+        gt = _outcome(lambda: predictions.load_ground_truth(gt_path))
+        if isinstance(gt, str):
+            return gt
+        got = _outcome(lambda: predictions.load_predictions(pred_path, gt))
+        if isinstance(got, str):
+            return _gt_fields(gt), got
+        arrays = got.det_image.tobytes(), got.boxes.tobytes(), got.scores.tobytes()
+        return _gt_fields(gt), arrays, got.source["warnings"]
+
+    compiled = load()
+    monkeypatch.setenv("AEGIS_KERNELS", "numpy")
+    assert load() == compiled
+
+
+def test_the_duplicate_warning_counts_repeats():
+    gt = predictions.ground_truth_from_coco(
+        {
+            "images": [{"id": 1, "file_name": "a.png"}],
+            "annotations": [],
+            "categories": [{"id": 1, "name": "person"}],
+        }
+    )
+    det = {"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}
+    got = predictions.detections_from_results([det, det, {**det, "score": 0.25}, det], gt)
+    assert got.source["warnings"] == [
+        "[duplicate_detection] 2 detections repeat an identical detection (same image, box and score); kept as given"
+    ]
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        [5, 3, 5, 9, 3, 3],
+        [7],
+        [-(2**63), 2**63 - 1, 0],  # a range no table covers: the sort
+        list(range(100, 0, -1)) * 3,
+    ],
+)
+def test_distinct_is_numpys_unique(keys):
+    arr = np.array(keys, dtype=np.int64)
+    values, group = predictions._distinct(arr)
+    want_values, want_group = np.unique(arr, return_inverse=True)
+    assert values.tolist() == want_values.tolist() and group.tolist() == want_group.reshape(-1).tolist()
+    assert group.dtype == np.int64
+
+
+@pytest.mark.parametrize("name", ["a.png", "a", ".hidden", "a.", "..", ".", "", "x.tar.gz", "d/a.png", "a\\b.png"])
+def test_stem_is_pathlibs(name):
+    from pathlib import PurePath
+
+    assert predictions._stem(name) == PurePath(name).stem
