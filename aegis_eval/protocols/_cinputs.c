@@ -173,24 +173,24 @@ static void row_words(const int64_t *image, const double *boxes, const double *s
     memcpy(&w[5], &scores[i], 8);
 }
 
-/* Rows repeating an earlier one; -1 when out of memory. An open-addressing set of row indices (int32: a results
- * file holds far fewer than 2**31 detections; larger inputs are refused as out of memory by the caller's size). */
-static Py_ssize_t count_duplicates(const int64_t *image, const double *boxes, const double *scores, Py_ssize_t n) {
-    size_t size = 16;
-    while (size < (size_t)n * 2) size <<= 1;
-    int32_t *slots = malloc(size * sizeof(int32_t));
-    if (!slots) return -1;
-    memset(slots, 0xff, size * sizeof(int32_t)); /* -1: empty */
+static uint64_t row_hash(const uint64_t w[6]) {
+    uint64_t h = 0;
+    for (int k = 0; k < 6; k++) {
+        h = (h ^ w[k]) * 0x9E3779B97F4A7C15ULL;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* Rows of [start, end) repeating an earlier row of that range, with slots (size a power of 2 at least twice the
+ * range, all -1) as an open-addressing set of row indices; left all -1 again. */
+static Py_ssize_t range_duplicates(const int64_t *image, const double *boxes, const double *scores, Py_ssize_t start,
+                                   Py_ssize_t end, int32_t *slots, size_t size) {
     Py_ssize_t repeats = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = start; i < end; i++) {
         uint64_t w[6], other[6];
         row_words(image, boxes, scores, i, w);
-        uint64_t h = 0;
-        for (int k = 0; k < 6; k++) {
-            h = (h ^ w[k]) * 0x9E3779B97F4A7C15ULL;
-            h ^= h >> 29;
-        }
-        size_t s = (size_t)h & (size - 1);
+        size_t s = (size_t)row_hash(w) & (size - 1);
         for (;;) {
             int32_t j = slots[s];
             if (j < 0) {
@@ -203,6 +203,41 @@ static Py_ssize_t count_duplicates(const int64_t *image, const double *boxes, co
                 break;
             }
             s = (s + 1) & (size - 1);
+        }
+    }
+    memset(slots, 0xff, size * sizeof(int32_t)); /* empty again for the next range */
+    return repeats;
+}
+
+/* Rows repeating an earlier one; -1 when out of memory (n < 2**31, checked by the caller). Identical rows share
+ * their image, so where the images come in runs (a file lists each image's detections together) and are exact
+ * as float64 (|row| <= 2**53, so equal floats mean equal rows), each run is counted on its own in a small
+ * cache-resident table; otherwise one table holds all rows. */
+static Py_ssize_t count_duplicates(const int64_t *image, const double *boxes, const double *scores, Py_ssize_t n) {
+    int sorted = 1;
+    Py_ssize_t longest = 0, run = 0;
+    for (Py_ssize_t i = 0; i < n && sorted; i++) {
+        sorted = image[i] <= (1LL << 53) && image[i] >= -(1LL << 53) && (i == 0 || image[i] >= image[i - 1]);
+        run = i > 0 && image[i] == image[i - 1] ? run + 1 : 1;
+        if (run > longest) longest = run;
+    }
+    Py_ssize_t span = sorted ? longest : n;
+    size_t size = 16;
+    while (size < (size_t)span * 2) size <<= 1;
+    int32_t *slots = malloc(size * sizeof(int32_t));
+    if (!slots) return -1;
+    memset(slots, 0xff, size * sizeof(int32_t)); /* -1: empty */
+    Py_ssize_t repeats = 0;
+    if (!sorted) {
+        repeats = range_duplicates(image, boxes, scores, 0, n, slots, size);
+    } else {
+        for (Py_ssize_t start = 0; start < n;) {
+            Py_ssize_t end = start + 1;
+            while (end < n && image[end] == image[start]) end++;
+            size_t used = 16;
+            while (used < (size_t)(end - start) * 2) used <<= 1;
+            repeats += range_duplicates(image, boxes, scores, start, end, slots, used);
+            start = end;
         }
     }
     free(slots);

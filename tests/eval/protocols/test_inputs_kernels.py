@@ -135,11 +135,14 @@ def _duplicates_twin_cases(rng: np.random.Generator):
         boxes = np.round(rng.random((n, 4)) * 4) / 2
         scores = np.round(rng.random(n) * 4) / 4
         yield det_image, boxes, scores
+        yield np.sort(det_image), boxes, scores  # images in runs: counted run by run
         yield det_image, rng.random((n, 4)), rng.random(n)  # all distinct
     zeros = np.zeros((4, 4))
     zeros[1, 0] = -0.0  # -0.0 and 0.0 differ bit for bit: not duplicates
     yield np.zeros(4, np.int64), zeros, np.zeros(4)
     yield np.array([2**53, 2**53 + 1], np.int64), np.zeros((2, 4)), np.zeros(2)  # equal as float64 images
+    yield np.array([2**53 - 1, 2**53, 2**53 + 1], np.int64), np.zeros((3, 4)), np.zeros(3)
+    yield np.array([-1, -1, 0, 0], np.int64), np.zeros((4, 4)), np.array([0.5, 0.5, 0.5, 0.25])
 
 
 @needs_compiled
