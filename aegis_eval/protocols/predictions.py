@@ -101,23 +101,31 @@ def _person_category(categories: Any, where: str) -> tuple[int, tuple[int, ...]]
 
 
 def ground_truth_from_coco(
-    coco: Any, source: Mapping[str, Any] | None = None, category_id: int | None = None
+    coco: Any,
+    source: Mapping[str, Any] | None = None,
+    category_id: int | None = None,
+    annotation_columns: tuple[np.ndarray, ...] | None = None,
 ) -> GroundTruth:
     """A GroundTruth from a parsed COCO GT dict, keeping one category: the person category by default,
     or ``category_id`` when given.
 
     Images are sorted by id; annotations keep their file order within each image (the matching tie rule
     uses it). ``area`` comes from the annotation (COCO's size field) and falls back to w*h.
+    ``annotation_columns``: the compiled GT reader's columns standing for ``coco["annotations"]`` (see
+    :func:`_compiled_gt_doc`).
     """
     where = str((source or {}).get("path", "ground truth"))
     check_coco_shape(coco, where)
     if category_id is None:
         category_id, _ = _person_category(coco["categories"], where)
-    return ground_truths_from_coco(coco, source, (category_id,))[int(category_id)]
+    return ground_truths_from_coco(coco, source, (category_id,), annotation_columns)[int(category_id)]
 
 
 def ground_truths_from_coco(
-    coco: Any, source: Mapping[str, Any] | None, category_ids: Sequence[int]
+    coco: Any,
+    source: Mapping[str, Any] | None,
+    category_ids: Sequence[int],
+    annotation_columns: tuple[np.ndarray, ...] | None = None,
 ) -> dict[int, GroundTruth]:
     """{category id: GroundTruth} for several categories of one parsed COCO GT, in one pass over the
     annotations (what multi-class scoring needs; :func:`ground_truth_from_coco` is the one-category case).
@@ -149,7 +157,9 @@ def ground_truths_from_coco(
     widths = np.array([int(im.get("width") or 0) for im in rows], dtype=np.int64)
     heights = np.array([int(im.get("height") or 0) for im in rows], dtype=np.int64)
     attributes = tuple({k: v for k, v in im.items() if k not in _STANDARD_IMAGE_KEYS} for im in rows)
-    box_cat, box_image, boxes, areas, crowd, ann_ids = _gt_boxes(anns, keep, default_cat, image_ids, where)
+    box_cat, box_image, boxes, areas, crowd, ann_ids = _gt_boxes(
+        anns, keep, default_cat, image_ids, where, annotation_columns
+    )
 
     cat_arr = np.array(box_cat, dtype=np.int64)
     box_image_arr = np.array(box_image, dtype=np.int64)
@@ -220,14 +230,21 @@ _ABSENT = object()  # a key's default that no JSON value can equal
 
 
 def _gt_boxes(
-    anns: list, keep: set[int], default_cat: int | None, image_ids: np.ndarray, where: str
+    anns: list,
+    keep: set[int],
+    default_cat: int | None,
+    image_ids: np.ndarray,
+    where: str,
+    columns: tuple[np.ndarray, ...] | None = None,
 ) -> tuple[Any, Any, Any, Any, Any, Any]:
     """(category, image row, xywh box, area, iscrowd, annotation id) of every annotation of a kept category,
     in file order, as lists or arrays (the caller makes arrays of them); other categories are skipped, malformed
     annotations refused."""
-    fast = _gt_boxes_well_formed(anns, keep, default_cat, image_ids)
+    fast = _gt_boxes_well_formed(anns, keep, default_cat, image_ids, columns)
     if fast is not None:
         return fast
+    if columns is not None:  # anns is the [] that stood in for the array: the checks below need the entries
+        raise _FullReadNeeded
     row_of = {int(i): r for r, i in enumerate(image_ids)}
     # Something is unusual: the per-annotation checks below name the first problem (or accept the file).
     box_cat, box_image, boxes, areas, crowd, ann_ids = [], [], [], [], [], []
@@ -270,12 +287,23 @@ def _gt_boxes(
     return box_cat, box_image, boxes, areas, crowd, ann_ids
 
 
-def _gt_boxes_well_formed(anns: list, keep: set[int], default_cat: int | None, image_ids: np.ndarray):
+def _gt_boxes_well_formed(
+    anns: list,
+    keep: set[int],
+    default_cat: int | None,
+    image_ids: np.ndarray,
+    all_columns: tuple[np.ndarray, ...] | None = None,
+):
     """:func:`_gt_boxes` for the common file, columns first and checks on whole columns (a GT holds tens of
     thousands of boxes): exact-int categories, image ids and annotation ids, lists of four int/float box values,
     finite with w, h >= 0, every image id listed. Returns None for anything else; the per-annotation checks then
-    decide, so what is accepted or refused, and the values returned, do not depend on which path ran."""
-    columns = _gt_columns(anns, keep, default_cat)
+    decide, so what is accepted or refused, and the values returned, do not depend on which path ran.
+    ``all_columns``: the compiled GT reader's columns of every annotation, read instead of ``anns``."""
+    if all_columns is not None:
+        kept = np.flatnonzero(np.isin(all_columns[0], np.array(sorted(keep), dtype=np.int64)))
+        columns: tuple[np.ndarray, ...] | None = (kept, *(column[kept] for column in all_columns))
+    else:
+        columns = _gt_columns(anns, keep, default_cat)
     if columns is None:
         return None
     kept, cats, keys, boxes, given_area, crowd, ann_ids = columns
@@ -410,8 +438,46 @@ def read_ground_truth_doc(
     path: str | Path, split: str = "test", class_map: ClassMap | None = None
 ) -> tuple[Any, dict[str, Any]]:
     """(parsed COCO GT, source record) from a COCO file or a split directory, with a GT-side class map applied."""
+    coco, source, _ = _read_ground_truth(path, split, class_map, compiled=False)
+    return coco, source
+
+
+class _FullReadNeeded(Exception):
+    """The compiled reader's annotation columns cannot settle the GT (a value the checks must name): the file is
+    read again as JSON. Caught in :func:`load_ground_truth`; never leaves the module."""
+
+
+def _compiled_gt_doc(data: bytes, where: Path) -> tuple[Any, tuple[np.ndarray, ...]] | None:
+    """(the COCO GT with ``"annotations": []``, the annotations' columns) when the compiled reader takes the file's
+    annotations array (``gt_annotations`` in ``_cresults.c``: plain keys and values only) and the rest parses as
+    strict JSON; else None (the caller parses the whole file). The columns are (category, image id, box, given area
+    (NaN where absent), iscrowd, annotation id (index + 1 where absent)), what :func:`_gt_columns_py` reads."""
+    reader = _results_reader()
+    got = reader.gt_annotations(data) if reader is not None else None
+    if got is None:
+        return None
+    start, stop = got[0], got[1]
+    try:  # the array's bytes replaced by [] (a valid value there): the whole is valid JSON exactly when this is
+        coco = parse_json_bytes(data[:start] + b"[]" + data[stop:], "ground truth", where, "gt_")
+    except AegisError:  # the whole file's read names the problem with its own line and column
+        return None
+    ids, images, cats = (np.frombuffer(b, dtype=np.int64) for b in got[2:5])
+    boxes = np.frombuffer(got[5], dtype=np.float64).reshape(-1, 4)
+    areas = np.frombuffer(got[6], dtype=np.float64)
+    crowd = np.frombuffer(got[7], dtype=np.uint8).astype(bool)
+    return coco, (cats, images, boxes, areas, crowd, ids)
+
+
+def _read_ground_truth(
+    path: str | Path, split: str, class_map: ClassMap | None, compiled: bool
+) -> tuple[Any, dict[str, Any], tuple[np.ndarray, ...] | None]:
+    """:func:`read_ground_truth_doc`, with ``compiled`` (and no class map) through :func:`_compiled_gt_doc` where
+    it takes the file: then the annotations come as columns and the document holds ``"annotations": []``."""
     ann, root = resolve_gt_path(path, split)
-    coco, sha = read_json_file(ann, "ground truth", "gt_")
+    data = read_file_bytes(ann, "ground truth", "gt_")
+    fast = _compiled_gt_doc(data, ann) if compiled and class_map is None else None
+    coco, columns = fast if fast is not None else (parse_json_bytes(data, "ground truth", ann, "gt_"), None)
+    sha = hashlib.sha256(data).hexdigest()
     source: dict[str, Any] = {"path": str(ann), "sha256": sha, "split": split if root else None}
     if root is not None:
         source["split_dir"] = str(root)
@@ -420,13 +486,18 @@ def read_ground_truth_doc(
     if class_map is not None and class_map.side == "gt":
         check_coco_shape(coco, str(ann))
         coco = remap_ground_truth(coco, class_map, str(ann))
-    return coco, source
+    return coco, source, columns
 
 
 def load_ground_truth(path: str | Path, split: str = "test", class_map: ClassMap | None = None) -> GroundTruth:
     """Ground truth from a COCO JSON file, or from a split directory (``annotations/<split>.json``, with the
     split's manifest read for provenance: config_hash, manifest_root_hash, dataset)."""
-    coco, source = read_ground_truth_doc(path, split, class_map)
+    coco, source, columns = _read_ground_truth(path, split, class_map, compiled=True)
+    if columns is not None:
+        try:
+            return ground_truth_from_coco(coco, source, annotation_columns=columns)
+        except _FullReadNeeded:
+            coco, source, _ = _read_ground_truth(path, split, class_map, compiled=False)
     return ground_truth_from_coco(coco, source)
 
 

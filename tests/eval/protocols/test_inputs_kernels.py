@@ -175,9 +175,7 @@ def _outcome(fn):
 
 
 def _gt_fields(gt):
-    return {
-        k: (v.tobytes(), v.dtype.str) if isinstance(v, np.ndarray) else v for k, v in vars(gt).items() if k != "source"
-    } | {"warnings": gt.source.get("warnings")}
+    return {k: (v.tobytes(), v.dtype.str) if isinstance(v, np.ndarray) else v for k, v in vars(gt).items()}
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -256,3 +254,106 @@ def test_stem_is_pathlibs(name):
     from pathlib import PurePath
 
     assert predictions._stem(name) == PurePath(name).stem
+
+
+# --- the compiled GT reader (gt_annotations in _cresults.c) -------------------------------------------------------
+try:
+    from aegis_eval.protocols import _cresults as cresults
+except ImportError:
+    cresults = None
+
+
+def _gt_reader_twin(data: bytes):
+    """What the compiled GT reader must give when it takes a file: the document with "annotations": [] and the
+    columns _gt_columns_py reads from the whole parse (every category kept)."""
+    from aegis_data.files.readers import parse_json_bytes
+
+    doc = parse_json_bytes(data, "ground truth", "gt.json", "gt_")
+    anns = doc["annotations"]
+    cats = {a["category_id"] for a in anns}
+    columns = predictions._gt_columns_py(anns, cats, None)
+    assert columns is not None
+    return {**doc, "annotations": []}, columns[1:]
+
+
+def _gt_texts(rng: random.Random) -> bytes:
+    coco = _gt_doc(rng)
+    coco["annotations"] = [
+        {k: v for k, v in a.items() if k != "iscrowd" or rng.random() < 0.8} for a in coco["annotations"]
+    ]
+    for a in coco["annotations"]:
+        a["iscrowd"] = rng.choice([0, 1, 2, -1]) if "iscrowd" in a else None
+        if a["iscrowd"] is None:
+            del a["iscrowd"]
+        a["bbox"] = [rng.choice([v, int(v), -0.0, 1e-300, 2**53 + 1, 1.5e300]) for v in a["bbox"]]
+        if rng.random() < 0.1:
+            a["area"] = rng.choice([0, 2**60, 1e-7])
+    if rng.random() < 0.5:  # other top-level keys, before and after, with strings that hold brackets and quotes
+        coco = {"info": {"annotations": [1], "note": 'a "]}[{" b\\'}, **coco, "licenses": [[], {}, "}"]}
+    text = json.dumps(coco, indent=rng.choice([None, 0, 2]))
+    return text.encode()
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(60))
+def test_gt_reader_is_the_twin(seed):
+    assert cresults is not None
+    data = _gt_texts(random.Random(seed))
+    got = cresults.gt_annotations(data)
+    assert got is not None
+    from aegis_data.files.readers import parse_json_bytes
+
+    start, stop = got[0], got[1]
+    rest = parse_json_bytes(data[:start] + b"[]" + data[stop:], "ground truth", "gt.json", "gt_")
+    want_doc, want_columns = _gt_reader_twin(data)
+    assert rest == want_doc
+    ids, images, cats = (np.frombuffer(b, np.int64) for b in got[2:5])
+    columns = (
+        cats,
+        images,
+        np.frombuffer(got[5], np.float64).reshape(-1, 4),
+        np.frombuffer(got[6], np.float64),
+        np.frombuffer(got[7], np.uint8).astype(bool),
+        ids,
+    )
+    assert _same(columns, want_columns)
+
+
+_GT_HEAD = b'{"images": [{"id": 1, "file_name": "a.png"}], "categories": [{"id": 1, "name": "person"}], '
+_ANN = b'{"id": 3, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4]}'
+_ODD_GTS = [
+    _GT_HEAD + b'"annotations": [' + _ANN + b"]}",
+    _GT_HEAD + b'"annotations": []}',
+    _GT_HEAD + b'"annotations": [' + _ANN + b'], "annotations": []}',  # twice: the last counts
+    _GT_HEAD + b'"annot\\u0061tions": [' + _ANN + b"]}",  # an escaped key
+    _GT_HEAD + b'"annotations": [' + _ANN.replace(b"}", b', "segmentation": []}') + b"]}",
+    _GT_HEAD + b'"annotations": [' + _ANN.replace(b'"id": 3', b'"id": 3, "id": 4') + b"]}",
+    _GT_HEAD + b'"annotations": [' + _ANN.replace(b"[1, 2, 3, 4]", b"[1, 2, -3, 4]") + b"]}",
+    _GT_HEAD + b'"annotations": [' + _ANN.replace(b'"image_id": 1', b'"image_id": 9') + b"]}",
+    _GT_HEAD + b'"annotations": [' + _ANN.replace(b'"image_id": 1', b'"image_id": "1"') + b"]}",
+    _GT_HEAD + b'"annotations": [' + _ANN.replace(b"4]", b"1e999]") + b"]}",
+    _GT_HEAD + b'"annotations": [' + _ANN.replace(b'"id": 3', b'"id": 12345678901234567890') + b"]}",
+    _GT_HEAD + b'"annotations": [' + _ANN + b"],}",  # invalid JSON after the array
+    _GT_HEAD + b'"annotations": [' + _ANN + b"]} x",
+    _GT_HEAD.replace(b'"a.png"}', b'"a.png",}') + b'"annotations": [' + _ANN + b"]}",  # invalid before it
+    b"\xef\xbb\xbf" + _GT_HEAD + b'"annotations": [' + _ANN + b"]}",  # a BOM
+    _GT_HEAD + b'"annotations": [' + _ANN + b", " + _ANN.replace(b'"id": 3, ', b"") + b"]}",
+    _GT_HEAD + b'"annotations": [' + _ANN.replace(b'"id": 3, ', b'"iscrowd": 0.5, ') + b"]}",
+    _GT_HEAD + b'"annotations": [' + _ANN.replace(b"}", b', "area": null}') + b"]}",
+    _GT_HEAD + b'"annotations": {"a": 1}}',
+    b"[1, 2]",
+]
+
+
+@pytest.mark.parametrize("data", _ODD_GTS)
+def test_odd_gt_files_load_the_same_without_the_compiled_reader(data, tmp_path, monkeypatch):
+    path = tmp_path / "gt.json"
+    path.write_bytes(data)
+
+    def load():
+        got = _outcome(lambda: predictions.load_ground_truth(path))
+        return got if isinstance(got, str) else _gt_fields(got)
+
+    compiled = load()
+    monkeypatch.setenv("AEGIS_KERNELS", "numpy")
+    assert load() == compiled
