@@ -45,6 +45,7 @@ from aegis_eval.protocols.coco_doc import category_names, check_coco_shape, is_i
 
 REQUIRED_DET_KEYS = ("image_id", "category_id", "bbox", "score")
 _STANDARD_IMAGE_KEYS = ("id", "file_name", "width", "height")
+_STANDARD_KEY_SET = frozenset(_STANDARD_IMAGE_KEYS)
 
 
 # --- small helpers -------------------------------------------------------------------------------------
@@ -156,7 +157,10 @@ def ground_truths_from_coco(
     file_names = tuple(str(im.get("file_name", im["id"])) for im in rows)
     widths = np.array([int(im.get("width") or 0) for im in rows], dtype=np.int64)
     heights = np.array([int(im.get("height") or 0) for im in rows], dtype=np.int64)
-    attributes = tuple({k: v for k, v in im.items() if k not in _STANDARD_IMAGE_KEYS} for im in rows)
+    attributes = tuple(
+        {} if im.keys() <= _STANDARD_KEY_SET else {k: v for k, v in im.items() if k not in _STANDARD_IMAGE_KEYS}
+        for im in rows
+    )
     box_cat, box_image, boxes, areas, crowd, ann_ids = _gt_boxes(
         anns, keep, default_cat, image_ids, where, annotation_columns
     )
@@ -209,6 +213,23 @@ def ground_truths_from_coco(
 
 def _gt_image_rows(images: list, where: str) -> list[dict]:
     """The ``images`` entries, each checked (integer id, non-negative size), sorted by id."""
+    if not set(map(type, images)) - {dict}:  # the common file: the checks below on whole columns
+        ids = [im.get("id") for im in images]
+        sizes = [v for im in images for v in (im.get("width"), im.get("height")) if v is not None]
+        if (
+            not set(map(type, ids)) - {int}
+            and not set(map(type, sizes)) - {int}
+            and (not ids or (-(2**63) <= min(ids) and max(ids) < 2**63))
+            and (not sizes or (min(sizes) >= 0 and max(sizes) < 2**31))
+        ):
+            if all(a <= b for a, b in zip(ids, ids[1:])):
+                return list(images)  # sorted already: what the stable sort below keeps
+            return sorted(images, key=lambda im: im["id"])
+    return _gt_image_rows_each(images, where)
+
+
+def _gt_image_rows_each(images: list, where: str) -> list[dict]:
+    """:func:`_gt_image_rows` one entry at a time (the definition), naming the first problem."""
     rows = []
     for k, im in enumerate(images):
         if not isinstance(im, dict) or "id" not in im:

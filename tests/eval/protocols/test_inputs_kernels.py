@@ -357,3 +357,30 @@ def test_odd_gt_files_load_the_same_without_the_compiled_reader(data, tmp_path, 
     compiled = load()
     monkeypatch.setenv("AEGIS_KERNELS", "numpy")
     assert load() == compiled
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_image_rows_on_columns_are_the_per_entry_checks(seed):
+    rng = random.Random(seed)
+    images: list = [
+        {"id": i, "file_name": f"{i}.png", "width": rng.choice([640, None, 0]), "height": 480}
+        for i in rng.sample(range(-5, 50), rng.choice([0, 1, 6]))
+    ]
+    for _ in range(rng.choice([0, 0, 1, 2])):
+        if not images:
+            break
+        im = images[rng.randrange(len(images))]
+        key = rng.choice(["id", "width", "height"])
+        im[key] = rng.choice([True, 1.5, -1, 2**31, 2**31 - 1, 2**63, -(2**63), "7", None, 3])
+    if images and rng.random() < 0.1:
+        images[rng.randrange(len(images))] = rng.choice([[1], "x", None])
+    if rng.random() < 0.3:
+        images.sort(key=lambda im: im["id"] if isinstance(im, dict) and isinstance(im.get("id"), int) else 0)
+
+    def outcome(fn):
+        try:
+            return [id(im) for im in fn(list(images), "gt.json")]
+        except AegisError as exc:
+            return str(exc)
+
+    assert outcome(predictions._gt_image_rows) == outcome(predictions._gt_image_rows_each)
