@@ -307,8 +307,8 @@ typedef struct {
     Py_ssize_t n, cap;
 } GtColumns;
 
-static int gt_grow(GtColumns *g) {
-    Py_ssize_t cap = g->cap ? g->cap * 2 : 4096;
+/* Room for cap annotations (at least the current); 0 when out of memory. */
+static int gt_reserve(GtColumns *g, Py_ssize_t cap) {
     int64_t *ids = realloc(g->ids, (size_t)cap * sizeof(int64_t));
     if (ids) g->ids = ids;
     int64_t *images = realloc(g->images, (size_t)cap * sizeof(int64_t));
@@ -325,6 +325,8 @@ static int gt_grow(GtColumns *g) {
     g->cap = cap;
     return 1;
 }
+
+static int gt_grow(GtColumns *g) { return gt_reserve(g, g->cap ? g->cap * 2 : 4096); }
 
 /* The string at c->p, without escapes or control characters: its extent, or 0 (then not the plain form). */
 static int plain_string(Cursor *c, const char **start, size_t *len) {
@@ -451,6 +453,8 @@ static int parse_gt(Cursor *c, GtColumns *g, Py_ssize_t *start, Py_ssize_t *stop
             if (found) return 0; /* given twice: the JSON path keeps the last */
             found = 1;
             *start = c->p - base;
+            /* an annotation takes at least 48 bytes: room for all at once (pages are touched only as filled) */
+            if (!gt_reserve(g, (c->end - c->p) / 48 + 1)) return -1;
             int status = parse_annotations(c, g);
             if (status != 1) return status;
             *stop = c->p - base;
