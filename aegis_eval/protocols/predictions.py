@@ -592,6 +592,14 @@ class _IdResolver:
                 self.by_num_stem.setdefault(n, r)
         self.clashing = clashing
         self.file_names = gt.file_names
+        self._int_rows: dict[int, int] | None = None
+
+    def int_rows(self) -> dict[int, int]:
+        """{integer id: the row it resolves to, or -2 when ambiguous} for every integer id :meth:`candidates` finds
+        anything for (any other integer is unknown); made once per GT, so a sweep's files look ids up directly."""
+        if self._int_rows is None:
+            self._int_rows = {key: _resolved_row(self.candidates(key)) for key in chain(self.by_id, self.by_num_stem)}
+        return self._int_rows
 
     def candidates(self, image_id: Any) -> set[int]:
         found: set[int] = set()
@@ -973,7 +981,7 @@ def _resolve_image_ids(
                 key_array = None
     if key_array is not None:
         values, group = _distinct(key_array)
-        first_of = {(kind, kind(v)): g for g, v in enumerate(values.tolist())}
+        distinct = values.tolist()
     else:
         assert keys is not None
         group = np.empty(len(keys), dtype=np.int64)
@@ -984,20 +992,15 @@ def _resolve_image_ids(
                     "id or a file-name stem string"
                 )
             group[k] = first_of.setdefault((type(key), key), len(first_of))
-    resolved = np.empty(len(first_of), dtype=np.int64)
-    unknown: list[Any] = []
-    for (_, key), g in first_of.items():
-        found = resolver.candidates(key)
-        if len(found) == 1 and -2 not in found:
-            resolved[g] = found.pop()
-        elif not found:
-            unknown.append(key)
-            resolved[g] = -1
-        else:
-            resolved[g] = -2  # settled per entry by its file_name below
-    if unknown:
-        unknown_set = {first_of[(type(key), key)] for key in unknown}
-        n_dets = int(np.isin(group, list(unknown_set)).sum())
+        distinct = [key for _, key in first_of]
+    if kind is int and key_array is not None:  # one lookup per distinct id in the GT's table
+        table = resolver.int_rows()
+        resolved = np.array([table.get(key, -1) for key in distinct], dtype=np.int64)
+    else:  # -2: settled per entry by its file_name below
+        resolved = np.array([_resolved_row(resolver.candidates(key)) for key in distinct], dtype=np.int64)
+    if (resolved == -1).any():
+        unknown = [key for key, row in zip(distinct, resolved.tolist()) if row == -1]
+        n_dets = int(np.isin(group, np.flatnonzero(resolved == -1)).sum())
         raise AegisError(
             f"[image_id_unknown] {where}: {n_dets} detections reference {len(unknown)} image ids not "
             f"in the ground truth (first: {_first(unknown)}); expected GT image ids or "
@@ -1012,6 +1015,13 @@ def _resolve_image_ids(
             entries[ambiguous], key, resolver.candidates(key), resolver, where, int(ambiguous)
         )
     return rows
+
+
+def _resolved_row(found: set[int]) -> int:
+    """The row of an id whose :meth:`_IdResolver.candidates` are ``found``: -1 for none, -2 when ambiguous."""
+    if len(found) == 1 and -2 not in found:
+        return found.pop()
+    return -2 if found else -1
 
 
 def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -384,3 +384,20 @@ def test_image_rows_on_columns_are_the_per_entry_checks(seed):
             return str(exc)
 
     assert outcome(predictions._gt_image_rows) == outcome(predictions._gt_image_rows_each)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_int_rows_is_candidates_for_every_integer(seed):
+    """The resolver's integer table gives what candidates() decides, ids and numeric stems overlapping or clashing."""
+    rng = random.Random(seed)
+    ids = rng.sample(range(0, 30), 10)
+    names = [rng.choice([f"{rng.randrange(30)}.png", f"0{rng.randrange(30)}.jpg", f"frame{i}.png"]) for i in ids]
+    coco = {
+        "images": [{"id": i, "file_name": n} for i, n in zip(ids, names)],
+        "annotations": [],
+        "categories": [{"id": 1, "name": "person"}],
+    }
+    resolver = predictions._IdResolver(predictions.ground_truth_from_coco(coco))
+    table = resolver.int_rows()
+    for key in range(-3, 40):
+        assert table.get(key, -1) == predictions._resolved_row(resolver.candidates(key))
