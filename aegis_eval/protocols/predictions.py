@@ -493,11 +493,12 @@ def _compiled_gt_doc(data: bytes, where: Path) -> tuple[Any, tuple[np.ndarray, .
 def _read_ground_truth(
     path: str | Path, split: str, class_map: ClassMap | None, compiled: bool
 ) -> tuple[Any, dict[str, Any], tuple[np.ndarray, ...] | None]:
-    """:func:`read_ground_truth_doc`, with ``compiled`` (and no class map) through :func:`_compiled_gt_doc` where
-    it takes the file: then the annotations come as columns and the document holds ``"annotations": []``."""
+    """:func:`read_ground_truth_doc`, with ``compiled`` (and no GT-side class map) through :func:`_compiled_gt_doc`
+    where it takes the file: then the annotations come as columns and the document holds ``"annotations": []``."""
     ann, root = resolve_gt_path(path, split)
     data = read_file_bytes(ann, "ground truth", "gt_")
-    fast = _compiled_gt_doc(data, ann) if compiled and class_map is None else None
+    remaps_gt = class_map is not None and class_map.side == "gt"  # a remap rewrites the annotations: JSON path
+    fast = _compiled_gt_doc(data, ann) if compiled and not remaps_gt else None
     coco, columns = fast if fast is not None else (parse_json_bytes(data, "ground truth", ann, "gt_"), None)
     sha = hashlib.sha256(data).hexdigest()
     source: dict[str, Any] = {"path": str(ann), "sha256": sha, "split": split if root else None}

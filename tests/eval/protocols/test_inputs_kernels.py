@@ -401,3 +401,18 @@ def test_int_rows_is_candidates_for_every_integer(seed):
     table = resolver.int_rows()
     for key in range(-3, 40):
         assert table.get(key, -1) == predictions._resolved_row(resolver.candidates(key))
+
+
+@pytest.mark.parametrize("side", ["preds", "gt"])
+def test_class_maps_load_the_same_gt_without_the_compiled_reader(side, tmp_path, monkeypatch):
+    """A prediction-side map leaves the GT to the compiled reader, a GT-side map rewrites the annotations (JSON
+    path); either way the GroundTruth is the one the Python path builds."""
+    from aegis_eval.protocols.class_map import parse_class_map
+
+    coco = _gt_doc(random.Random(5))
+    path = tmp_path / "gt.json"
+    path.write_text(json.dumps(coco))
+    class_map = parse_class_map("0:1" if side == "preds" else "1:1", side=side)
+    compiled = _gt_fields(predictions.load_ground_truth(path, class_map=class_map))
+    monkeypatch.setenv("AEGIS_KERNELS", "numpy")
+    assert _gt_fields(predictions.load_ground_truth(path, class_map=class_map)) == compiled
