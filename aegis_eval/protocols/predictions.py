@@ -514,7 +514,9 @@ def _read_ground_truth(
 
 def load_ground_truth(path: str | Path, split: str = "test", class_map: ClassMap | None = None) -> GroundTruth:
     """Ground truth from a COCO JSON file, or from a split directory (``annotations/<split>.json``, with the
-    split's manifest read for provenance: config_hash, manifest_root_hash, dataset)."""
+    split's manifest read for provenance: config_hash, manifest_root_hash, dataset). The annotations go through the
+    compiled reader where it takes them; a value only the per-annotation checks can name reads the file again as
+    JSON (:class:`_FullReadNeeded`), so messages are the JSON path's."""
     coco, source, columns = _read_ground_truth(path, split, class_map, compiled=True)
     if columns is not None:
         try:
@@ -553,11 +555,17 @@ def select_classes(names: Mapping[int, str], classes: str, where: str) -> dict[s
     return {c: by_name[c] for c in wanted}
 
 
-def ground_truth_by_class(coco: Any, source: Mapping[str, Any] | None, classes: str) -> dict[str, GroundTruth]:
-    """{class name: GroundTruth of that category} for multi-class scoring; ``classes`` as :func:`select_classes`."""
+def ground_truth_by_class(
+    coco: Any,
+    source: Mapping[str, Any] | None,
+    classes: str,
+    annotation_columns: tuple[np.ndarray, ...] | None = None,
+) -> dict[str, GroundTruth]:
+    """{class name: GroundTruth of that category} for multi-class scoring; ``classes`` as :func:`select_classes`;
+    ``annotation_columns`` as in :func:`ground_truth_from_coco`."""
     where = str((source or {}).get("path", "ground truth"))
     chosen = select_classes(category_names(coco, where), classes, where)
-    by_id = ground_truths_from_coco(coco, source, list(chosen.values()))
+    by_id = ground_truths_from_coco(coco, source, list(chosen.values()), annotation_columns)
     return {name: replace(by_id[cid], source={**by_id[cid].source, "class": name}) for name, cid in chosen.items()}
 
 
@@ -565,7 +573,12 @@ def load_ground_truth_by_class(
     path: str | Path, classes: str, split: str = "test", class_map: ClassMap | None = None
 ) -> dict[str, GroundTruth]:
     """:func:`ground_truth_by_class` of a COCO file or split directory (GT-side class map applied first)."""
-    coco, source = read_ground_truth_doc(path, split, class_map)
+    coco, source, columns = _read_ground_truth(path, split, class_map, compiled=True)
+    if columns is not None:
+        try:
+            return ground_truth_by_class(coco, source, classes, columns)
+        except _FullReadNeeded:
+            coco, source, _ = _read_ground_truth(path, split, class_map, compiled=False)
     return ground_truth_by_class(coco, source, classes)
 
 

@@ -416,3 +416,26 @@ def test_class_maps_load_the_same_gt_without_the_compiled_reader(side, tmp_path,
     compiled = _gt_fields(predictions.load_ground_truth(path, class_map=class_map))
     monkeypatch.setenv("AEGIS_KERNELS", "numpy")
     assert _gt_fields(predictions.load_ground_truth(path, class_map=class_map)) == compiled
+
+
+@pytest.mark.parametrize("case", ["plain", "unknown_image", "no_category"])
+def test_gt_by_class_loads_the_same_without_the_compiled_reader(case, tmp_path, monkeypatch):
+    coco = _gt_doc(random.Random(9))
+    coco["categories"] = [{"id": 1, "name": "person"}, {"id": 2, "name": "car"}]
+    for k, a in enumerate(coco["annotations"]):
+        a["category_id"] = 1 + k % 2
+    if case == "unknown_image":
+        coco["annotations"][7]["image_id"] = 999
+    if case == "no_category":
+        del coco["annotations"][3]["category_id"]
+    path = tmp_path / "gt.json"
+    path.write_text(json.dumps(coco))
+
+    def load():
+        got = _outcome(lambda: predictions.load_ground_truth_by_class(path, "all"))
+        return got if isinstance(got, str) else {name: _gt_fields(gt) for name, gt in got.items()}
+
+    compiled = load()
+    monkeypatch.setenv("AEGIS_KERNELS", "numpy")
+    assert load() == compiled
+    assert case == "plain" or isinstance(compiled, str)
