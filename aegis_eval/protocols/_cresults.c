@@ -419,7 +419,7 @@ static int skip_value(Cursor *c) {
         char ch = *c->p;
         if (ch == '"') {
             for (c->p++; c->p < c->end && *c->p != '"'; c->p++) {
-                if (*c->p == '\\') c->p++;
+                if (*c->p == '\\' && c->p + 1 < c->end) c->p++;
             }
             if (c->p >= c->end) return 0;
             c->p++;

@@ -439,3 +439,34 @@ def test_gt_by_class_loads_the_same_without_the_compiled_reader(case, tmp_path, 
     monkeypatch.setenv("AEGIS_KERNELS", "numpy")
     assert load() == compiled
     assert case == "plain" or isinstance(compiled, str)
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_mutated_gt_files_load_the_same_without_the_compiled_reader(seed, tmp_path, monkeypatch):
+    """Random byte edits of a GT file (brackets, quotes, backslashes, digits, keys): the compiled reader either
+    declines or gives what the JSON path gives, error lines included."""
+    rng = random.Random(seed)
+    coco = _gt_doc(rng)
+    coco["annotations"] = coco["annotations"][:6]
+    coco["info"] = {"note": 'x"y\\z', "list": [1, [2, {"annotations": []}]]}
+    data = bytearray(json.dumps(coco).encode())
+    for _ in range(rng.randint(1, 3)):
+        pos = rng.randrange(len(data))
+        what = rng.randrange(3)
+        piece = rng.choice([b"[", b"]", b"{", b"}", b'"', b"\\", b",", b":", b"1", b"-", b".", b"e", b" ", b"x"])
+        if what == 0:
+            del data[pos]
+        elif what == 1:
+            data[pos:pos] = piece
+        else:
+            data[pos : pos + 1] = piece
+    path = tmp_path / "gt.json"
+    path.write_bytes(bytes(data))
+
+    def load():
+        got = _outcome(lambda: predictions.load_ground_truth(path))
+        return got if isinstance(got, str) else _gt_fields(got)
+
+    compiled = load()
+    monkeypatch.setenv("AEGIS_KERNELS", "numpy")
+    assert load() == compiled
