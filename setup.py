@@ -1,7 +1,8 @@
 """Packages (cli/ installs as aegis_cli) and the optional compiled extensions; everything else is in pyproject.toml.
 
 aegis_data.engine._ckernels holds the engine's inner loops, aegis_data.files._cpng the PNG writer's deflate,
-aegis_eval.metrics._cmatch the COCO matching, aegis_eval.protocols._cresults the reader of plain COCO results files
+aegis_eval.metrics._cmatch the COCO matching, aegis_eval.protocols._cresults the reader of plain COCO results files,
+aegis_eval.protocols._cinputs a parsed GT's annotation columns, aegis_data.files._cjson the JSON reader's screen
 (each C source sits beside the Python code it mirrors). All are optional:
 where they cannot be compiled the toolkit runs its NumPy code, which produces the same bytes, more slowly. The
 flags forbid the two things that would change the engine's results: fusing a*b+c into one FMA rounding
@@ -59,6 +60,13 @@ setup(
             optional=True,
         ),
         Extension(
+            "aegis_data.files._cjson",
+            ["aegis_data/files/_cjson.c"],
+            extra_compile_args=flags,
+            libraries=libraries,
+            optional=True,
+        ),
+        Extension(
             "aegis_eval.metrics._cmatch",
             ["aegis_eval/metrics/_cmatch.c"],
             extra_compile_args=flags,
@@ -68,6 +76,13 @@ setup(
         Extension(
             "aegis_eval.protocols._cresults",
             ["aegis_eval/protocols/_cresults.c"],
+            extra_compile_args=flags,
+            libraries=libraries,
+            optional=True,
+        ),
+        Extension(
+            "aegis_eval.protocols._cinputs",
+            ["aegis_eval/protocols/_cinputs.c"],
             extra_compile_args=flags,
             libraries=libraries,
             optional=True,

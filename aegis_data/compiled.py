@@ -1,10 +1,12 @@
 """The toolkit's optional C extensions and the one switch that chooses them.
 
-Five extensions exist, each beside the code it mirrors: ``aegis_data.engine._ckernels`` (the corruption
+Seven extensions exist, each beside the code it mirrors: ``aegis_data.engine._ckernels`` (the corruption
 engine's inner loops, ``engine/kernels.py``), ``aegis_data.files._cpng`` (the PNG writer's deflate,
 ``files/png.py``), ``aegis_eval.metrics._cmatch`` (COCO matching and accumulation, ``metrics/coco.py`` and
-``matching.py``), ``aegis_eval.metrics._cbootstrap`` (the AP bootstrap, ``metrics/bootstrap.py``) and
-``aegis_eval.protocols._cresults`` (the reader of plain results files, ``protocols/predictions.py``). Each is built
+``matching.py``), ``aegis_eval.metrics._cbootstrap`` (the AP bootstrap, ``metrics/bootstrap.py``),
+``aegis_eval.protocols._cresults`` (the reader of plain results files and GT annotations, ``protocols/predictions.py``),
+``aegis_eval.protocols._cinputs`` (a parsed GT's annotation columns and the duplicate count, same module) and
+``aegis_data.files._cjson`` (the JSON reader's long-integer screen, ``files/readers.py``). Each is built
 by ``pip install`` where a C compiler is present; without it the NumPy or Python code runs, which gives the same
 bytes and numbers, more slowly. ``AEGIS_KERNELS`` chooses for all of them:
 ``auto`` (default: the extension when built), ``numpy`` (always the NumPy code), ``compiled`` (refuse to run

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from aegis_data.compiled import load_extension
 from aegis_data.errors import AegisError
 
 try:  # a compiled parser (1.6-2x faster on a results file, 2-3x on a GT file); else the standard library's json
@@ -96,6 +97,14 @@ def _long_integer_free(folded: bytes) -> bool:
     return True
 
 
+def _plain_integers(data: bytes) -> bool:
+    """:func:`_long_integer_free` of ``data``'s folded bytes; compiled where built (one pass, no folded copy)."""
+    screen = load_extension("aegis_data.files._cjson", "JSON byte screen")
+    if screen is not None:
+        return bool(screen.long_integer_free(data))
+    return _long_integer_free(data.translate(_DIGITS_AS_ZERO, b"+"))
+
+
 def _folded_may_overflow(data: bytes, folded: bytes) -> bool:
     """Whether ``data`` (``folded``: its digits folded) might hold a number beyond float64."""
     # rfind: its skip table keys on the needle's first byte, rare here, where find's keys on a frequent '0'
@@ -124,8 +133,7 @@ def parse_json_bytes(data: bytes, what: str, path: str | Path, code_prefix: str 
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        folded = data.translate(_DIGITS_AS_ZERO, b"+")
-        if _orjson is not None and _long_integer_free(folded):
+        if _orjson is not None and _plain_integers(data):
             # orjson builds the same objects as json for every document both accept (integers of at most 18
             # digits, correctly rounded floats, the last of a repeated key); anything it refuses (NaN, a BOM, a
             # lone surrogate, deep nesting, bad syntax, a number beyond float64) is parsed again by json below,
@@ -134,6 +142,7 @@ def parse_json_bytes(data: bytes, what: str, path: str | Path, code_prefix: str 
                 return _orjson.loads(data)
             except _orjson.JSONDecodeError:
                 pass
+        folded = data.translate(_DIGITS_AS_ZERO, b"+")
         if _folded_may_overflow(data, folded):
             return json.loads(data, parse_constant=_constant, parse_float=_float, parse_int=_int)
         return json.loads(data, parse_constant=_constant)

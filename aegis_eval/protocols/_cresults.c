@@ -15,6 +15,13 @@
  * Python interface:
  *   columns(data: bytes) -> (image_ids, category_ids, boxes, scores) | None
  *     int64, int64, float64 (4 per detection, x y w h) and float64 values as native-endian bytes.
+ *   gt_annotations(data: bytes) -> (start, stop, ids, image_ids, category_ids, boxes, areas, crowd) | None
+ *     The top-level "annotations" array of a COCO GT in the same plain spirit (keys id, image_id, category_id,
+ *     bbox, area, iscrowd; the first three ids required, integers of at most 18 digits; numbers as above): its byte
+ *     range [start, stop) and int64 ids (index + 1 where absent), image ids, categories, float64 boxes, areas (NaN
+ *     where absent) and uint8 crowd flags (iscrowd != 0). The rest of the document is only skipped over: the caller
+ *     parses it as JSON with the array replaced by [], so the whole is valid exactly when that is. None for
+ *     anything else (another key, escapes in a key, "annotations" twice, a string id, a boolean).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -288,9 +295,220 @@ static PyObject *py_columns(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* --- COCO ground truth: the annotations array ------------------------------------------------------------------- */
+
+/* The annotation keys the GT reader takes; any other key (segmentation, a typo) leaves the file to the JSON path. */
+static const char *const GT_KEYS[6] = {"id", "image_id", "category_id", "bbox", "area", "iscrowd"};
+
+typedef struct {
+    int64_t *ids, *images, *cats;
+    double *boxes, *areas;
+    uint8_t *crowd;
+    Py_ssize_t n, cap;
+} GtColumns;
+
+/* Room for cap annotations (at least the current); 0 when out of memory. */
+static int gt_reserve(GtColumns *g, Py_ssize_t cap) {
+    int64_t *ids = realloc(g->ids, (size_t)cap * sizeof(int64_t));
+    if (ids) g->ids = ids;
+    int64_t *images = realloc(g->images, (size_t)cap * sizeof(int64_t));
+    if (images) g->images = images;
+    int64_t *cats = realloc(g->cats, (size_t)cap * sizeof(int64_t));
+    if (cats) g->cats = cats;
+    double *boxes = realloc(g->boxes, (size_t)cap * 4 * sizeof(double));
+    if (boxes) g->boxes = boxes;
+    double *areas = realloc(g->areas, (size_t)cap * sizeof(double));
+    if (areas) g->areas = areas;
+    uint8_t *crowd = realloc(g->crowd, (size_t)cap);
+    if (crowd) g->crowd = crowd;
+    if (!ids || !images || !cats || !boxes || !areas || !crowd) return 0;
+    g->cap = cap;
+    return 1;
+}
+
+static int gt_grow(GtColumns *g) { return gt_reserve(g, g->cap ? g->cap * 2 : 4096); }
+
+/* The string at c->p, without escapes or control characters: its extent, or 0 (then not the plain form). */
+static int plain_string(Cursor *c, const char **start, size_t *len) {
+    if (!expect(c, '"')) return 0;
+    *start = c->p;
+    while (c->p < c->end && *c->p != '"') {
+        if (*c->p == '\\' || (unsigned char)*c->p < 0x20) return 0;
+        c->p++;
+    }
+    if (c->p >= c->end) return 0;
+    *len = (size_t)(c->p - *start);
+    c->p++;
+    return 1;
+}
+
+/* The annotations array at c->p ('[' next): 1 parsed, 0 not the plain form, -1 out of memory. An annotation is an
+ * object with keys among GT_KEYS, none twice, image_id, category_id and bbox required: integer ids of at most 18
+ * digits, a bbox of four numbers, a number area, an integer iscrowd. */
+static int parse_annotations(Cursor *c, GtColumns *g) {
+    if (!expect(c, '[')) return 0;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == ']') {
+        c->p++;
+        return 1;
+    }
+    for (;;) {
+        if (g->n == g->cap && !gt_grow(g)) return -1;
+        Py_ssize_t i = g->n;
+        if (!expect(c, '{')) return 0;
+        int seen = 0;
+        g->areas[i] = NAN;
+        g->crowd[i] = 0;
+        g->ids[i] = (int64_t)i + 1;
+        for (;;) {
+            const char *name;
+            size_t len;
+            if (!plain_string(c, &name, &len)) return 0;
+            int key = -1;
+            for (int k = 0; k < 6 && key < 0; k++) {
+                if (strlen(GT_KEYS[k]) == len && memcmp(GT_KEYS[k], name, len) == 0) key = k;
+            }
+            if (key < 0 || (seen & (1 << key)) || !expect(c, ':')) return 0;
+            seen |= 1 << key;
+            skip_ws(c);
+            int ok;
+            int64_t crowd;
+            switch (key) {
+                case 0: ok = read_int(c, &g->ids[i]); break;
+                case 1: ok = read_int(c, &g->images[i]); break;
+                case 2: ok = read_int(c, &g->cats[i]); break;
+                case 4: ok = read_double(c, &g->areas[i]); break;
+                case 5:
+                    ok = read_int(c, &crowd);
+                    g->crowd[i] = crowd != 0;
+                    break;
+                default:
+                    ok = expect(c, '[');
+                    for (int k = 0; ok && k < 4; k++) {
+                        skip_ws(c);
+                        ok = read_double(c, &g->boxes[4 * i + k]) && expect(c, k < 3 ? ',' : ']');
+                    }
+            }
+            if (!ok) return 0;
+            skip_ws(c);
+            if (c->p < c->end && *c->p == ',') {
+                c->p++;
+                continue;
+            }
+            if (!expect(c, '}')) return 0;
+            break;
+        }
+        if ((seen & 14) != 14) return 0; /* image_id, category_id, bbox */
+        g->n++;
+        skip_ws(c);
+        if (c->p < c->end && *c->p == ',') {
+            c->p++;
+            continue;
+        }
+        return expect(c, ']');
+    }
+}
+
+/* Past one JSON value at c->p without checking it (the JSON parser reads everything outside the annotations):
+ * strings skipped with their escapes, brackets counted. 0 when the bytes end first or nest beyond 10,000. */
+static int skip_value(Cursor *c) {
+    int depth = 0;
+    skip_ws(c);
+    do {
+        if (c->p >= c->end) return 0;
+        char ch = *c->p;
+        if (ch == '"') {
+            for (c->p++; c->p < c->end && *c->p != '"'; c->p++) {
+                if (*c->p == '\\' && c->p + 1 < c->end) c->p++;
+            }
+            if (c->p >= c->end) return 0;
+            c->p++;
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > 10000) return 0;
+            c->p++;
+        } else if (ch == ']' || ch == '}') {
+            if (--depth < 0) return 0;
+            c->p++;
+        } else if (depth == 0) { /* a scalar at the top: up to the next delimiter */
+            while (c->p < c->end && !strchr(",]} \t\r\n", *c->p)) c->p++;
+        } else {
+            c->p++;
+        }
+    } while (depth > 0);
+    return 1;
+}
+
+/* 1: the document is an object whose one top-level "annotations" value is a plain annotations array, parsed, its
+ * byte range in *start, *stop; 0 otherwise; -1 out of memory. Touches no Python object. */
+static int parse_gt(Cursor *c, GtColumns *g, Py_ssize_t *start, Py_ssize_t *stop) {
+    const char *base = c->p;
+    int found = 0;
+    if (!expect(c, '{')) return 0;
+    for (;;) {
+        const char *name;
+        size_t len;
+        if (!plain_string(c, &name, &len) || !expect(c, ':')) return 0;
+        skip_ws(c);
+        if (len == 11 && memcmp(name, "annotations", 11) == 0) {
+            if (found) return 0; /* given twice: the JSON path keeps the last */
+            found = 1;
+            *start = c->p - base;
+            /* an annotation takes at least 48 bytes: room for all at once (pages are touched only as filled) */
+            if (!gt_reserve(g, (c->end - c->p) / 48 + 1)) return -1;
+            int status = parse_annotations(c, g);
+            if (status != 1) return status;
+            *stop = c->p - base;
+        } else if (!skip_value(c)) {
+            return 0;
+        }
+        skip_ws(c);
+        if (c->p < c->end && *c->p == ',') {
+            c->p++;
+            continue;
+        }
+        if (!expect(c, '}')) return 0;
+        skip_ws(c);
+        return found && c->p == c->end;
+    }
+}
+
+static PyObject *py_gt_annotations(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
+    GtColumns g = {NULL, NULL, NULL, NULL, NULL, NULL, 0, 0};
+    Cursor c = {(const char *)buf.buf, (const char *)buf.buf + buf.len};
+    Py_ssize_t start = 0, stop = 0;
+    int status;
+    Py_BEGIN_ALLOW_THREADS;
+    status = parse_gt(&c, &g, &start, &stop);
+    Py_END_ALLOW_THREADS;
+    PyBuffer_Release(&buf);
+    if (status == 1 && g.cap == 0 && !gt_grow(&g)) status = -1; /* an empty array: y# needs a buffer, not NULL */
+    if (status < 0) PyErr_NoMemory();
+    PyObject *out = NULL;
+    if (status == 1) {
+        Py_ssize_t n = g.n;
+        out = Py_BuildValue("(nny#y#y#y#y#y#)", start, stop, (const char *)g.ids, n * 8, (const char *)g.images, n * 8,
+                            (const char *)g.cats, n * 8, (const char *)g.boxes, n * 32, (const char *)g.areas, n * 8,
+                            (const char *)g.crowd, n);
+    } else if (status == 0) {
+        out = Py_NewRef(Py_None);
+    }
+    free(g.ids);
+    free(g.images);
+    free(g.cats);
+    free(g.boxes);
+    free(g.areas);
+    free(g.crowd);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"columns", py_columns, METH_VARARGS,
      "columns(data) -> (image_ids, category_ids, boxes, scores) as int64/int64/float64/float64 bytes, or None"},
+    {"gt_annotations", py_gt_annotations, METH_VARARGS,
+     "gt_annotations(data) -> (start, stop, ids, image_ids, category_ids, boxes, areas, crowd) or None"},
     {NULL, NULL, 0, NULL},
 };
 

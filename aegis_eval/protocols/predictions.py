@@ -45,6 +45,7 @@ from aegis_eval.protocols.coco_doc import category_names, check_coco_shape, is_i
 
 REQUIRED_DET_KEYS = ("image_id", "category_id", "bbox", "score")
 _STANDARD_IMAGE_KEYS = ("id", "file_name", "width", "height")
+_STANDARD_KEY_SET = frozenset(_STANDARD_IMAGE_KEYS)
 
 
 # --- small helpers -------------------------------------------------------------------------------------
@@ -101,23 +102,31 @@ def _person_category(categories: Any, where: str) -> tuple[int, tuple[int, ...]]
 
 
 def ground_truth_from_coco(
-    coco: Any, source: Mapping[str, Any] | None = None, category_id: int | None = None
+    coco: Any,
+    source: Mapping[str, Any] | None = None,
+    category_id: int | None = None,
+    annotation_columns: tuple[np.ndarray, ...] | None = None,
 ) -> GroundTruth:
     """A GroundTruth from a parsed COCO GT dict, keeping one category: the person category by default,
     or ``category_id`` when given.
 
     Images are sorted by id; annotations keep their file order within each image (the matching tie rule
     uses it). ``area`` comes from the annotation (COCO's size field) and falls back to w*h.
+    ``annotation_columns``: the compiled GT reader's columns standing for ``coco["annotations"]`` (see
+    :func:`_compiled_gt_doc`).
     """
     where = str((source or {}).get("path", "ground truth"))
     check_coco_shape(coco, where)
     if category_id is None:
         category_id, _ = _person_category(coco["categories"], where)
-    return ground_truths_from_coco(coco, source, (category_id,))[int(category_id)]
+    return ground_truths_from_coco(coco, source, (category_id,), annotation_columns)[int(category_id)]
 
 
 def ground_truths_from_coco(
-    coco: Any, source: Mapping[str, Any] | None, category_ids: Sequence[int]
+    coco: Any,
+    source: Mapping[str, Any] | None,
+    category_ids: Sequence[int],
+    annotation_columns: tuple[np.ndarray, ...] | None = None,
 ) -> dict[int, GroundTruth]:
     """{category id: GroundTruth} for several categories of one parsed COCO GT, in one pass over the
     annotations (what multi-class scoring needs; :func:`ground_truth_from_coco` is the one-category case).
@@ -142,15 +151,20 @@ def ground_truths_from_coco(
         raise AegisError(f"[gt_wrong_type] {where}: 'images' and 'annotations' must be lists")
     rows = _gt_image_rows(images, where)
     image_ids = np.array([im["id"] for im in rows], dtype=np.int64)
-    if len(image_ids) != len(np.unique(image_ids)):
-        dup = image_ids[1:][np.diff(image_ids) == 0]
+    steps = np.diff(image_ids)
+    if (steps == 0).any():  # sorted: a repeated id sits beside its twin (np.unique's first call imports numpy.ma)
+        dup = image_ids[1:][steps == 0]
         raise AegisError(f"[gt_duplicate_image_id] {where}: image ids repeat ({_first(dup.tolist())})")
-    row_of = {int(i): r for r, i in enumerate(image_ids)}
     file_names = tuple(str(im.get("file_name", im["id"])) for im in rows)
     widths = np.array([int(im.get("width") or 0) for im in rows], dtype=np.int64)
     heights = np.array([int(im.get("height") or 0) for im in rows], dtype=np.int64)
-    attributes = tuple({k: v for k, v in im.items() if k not in _STANDARD_IMAGE_KEYS} for im in rows)
-    box_cat, box_image, boxes, areas, crowd, ann_ids = _gt_boxes(anns, keep, default_cat, row_of, where)
+    attributes = tuple(
+        {} if im.keys() <= _STANDARD_KEY_SET else {k: v for k, v in im.items() if k not in _STANDARD_IMAGE_KEYS}
+        for im in rows
+    )
+    box_cat, box_image, boxes, areas, crowd, ann_ids = _gt_boxes(
+        anns, keep, default_cat, image_ids, where, annotation_columns
+    )
 
     cat_arr = np.array(box_cat, dtype=np.int64)
     box_image_arr = np.array(box_image, dtype=np.int64)
@@ -200,6 +214,23 @@ def ground_truths_from_coco(
 
 def _gt_image_rows(images: list, where: str) -> list[dict]:
     """The ``images`` entries, each checked (integer id, non-negative size), sorted by id."""
+    if not set(map(type, images)) - {dict}:  # the common file: the checks below on whole columns
+        ids = [im.get("id") for im in images]
+        sizes = [v for im in images for v in (im.get("width"), im.get("height")) if v is not None]
+        if (
+            not set(map(type, ids)) - {int}
+            and not set(map(type, sizes)) - {int}
+            and (not ids or (-(2**63) <= min(ids) and max(ids) < 2**63))
+            and (not sizes or (min(sizes) >= 0 and max(sizes) < 2**31))
+        ):
+            if all(a <= b for a, b in zip(ids, ids[1:])):
+                return list(images)  # sorted already: what the stable sort below keeps
+            return sorted(images, key=lambda im: im["id"])
+    return _gt_image_rows_each(images, where)
+
+
+def _gt_image_rows_each(images: list, where: str) -> list[dict]:
+    """:func:`_gt_image_rows` one entry at a time (the definition), naming the first problem."""
     rows = []
     for k, im in enumerate(images):
         if not isinstance(im, dict) or "id" not in im:
@@ -221,14 +252,22 @@ _ABSENT = object()  # a key's default that no JSON value can equal
 
 
 def _gt_boxes(
-    anns: list, keep: set[int], default_cat: int | None, row_of: Mapping[int, int], where: str
+    anns: list,
+    keep: set[int],
+    default_cat: int | None,
+    image_ids: np.ndarray,
+    where: str,
+    columns: tuple[np.ndarray, ...] | None = None,
 ) -> tuple[Any, Any, Any, Any, Any, Any]:
     """(category, image row, xywh box, area, iscrowd, annotation id) of every annotation of a kept category,
     in file order, as lists or arrays (the caller makes arrays of them); other categories are skipped, malformed
     annotations refused."""
-    fast = _gt_boxes_well_formed(anns, keep, default_cat, row_of)
+    fast = _gt_boxes_well_formed(anns, keep, default_cat, image_ids, columns)
     if fast is not None:
         return fast
+    if columns is not None:  # anns is the [] that stood in for the array: the checks below need the entries
+        raise _FullReadNeeded
+    row_of = {int(i): r for r, i in enumerate(image_ids)}
     # Something is unusual: the per-annotation checks below name the first problem (or accept the file).
     box_cat, box_image, boxes, areas, crowd, ann_ids = [], [], [], [], [], []
     for k, a in enumerate(anns):
@@ -270,11 +309,61 @@ def _gt_boxes(
     return box_cat, box_image, boxes, areas, crowd, ann_ids
 
 
-def _gt_boxes_well_formed(anns: list, keep: set[int], default_cat: int | None, row_of: Mapping[int, int]):
-    """:func:`_gt_boxes` for the common file, one pass per key instead of one check per value (a GT holds tens
-    of thousands of boxes): exact-int categories, image ids and annotation ids, lists of four int/float box
-    values, finite with w, h >= 0. Returns None for anything else; the per-annotation checks then decide, so
-    what is accepted or refused, and the values returned, do not depend on which path ran."""
+def _gt_boxes_well_formed(
+    anns: list,
+    keep: set[int],
+    default_cat: int | None,
+    image_ids: np.ndarray,
+    all_columns: tuple[np.ndarray, ...] | None = None,
+):
+    """:func:`_gt_boxes` for the common file, columns first and checks on whole columns (a GT holds tens of
+    thousands of boxes): exact-int categories, image ids and annotation ids, lists of four int/float box values,
+    finite with w, h >= 0, every image id listed. Returns None for anything else; the per-annotation checks then
+    decide, so what is accepted or refused, and the values returned, do not depend on which path ran.
+    ``all_columns``: the compiled GT reader's columns of every annotation, read instead of ``anns``."""
+    if all_columns is not None:
+        kept = np.flatnonzero(np.isin(all_columns[0], np.array(sorted(keep), dtype=np.int64)))
+        columns: tuple[np.ndarray, ...] | None = (kept, *(column[kept] for column in all_columns))
+    else:
+        columns = _gt_columns(anns, keep, default_cat)
+    if columns is None:
+        return None
+    kept, cats, keys, boxes, given_area, crowd, ann_ids = columns
+    rows = np.searchsorted(image_ids, keys)  # image_ids: sorted and distinct
+    if len(keys) and ((rows >= len(image_ids)).any() or (image_ids[rows.clip(0, len(image_ids) - 1)] != keys).any()):
+        return None  # an image id not listed
+    if not np.isfinite(boxes).all() or (boxes[:, 2:] < 0).any():
+        return None
+    areas = np.where(np.isfinite(given_area), given_area, boxes[:, 2] * boxes[:, 3])
+    return cats, rows, boxes, areas, crowd, ann_ids
+
+
+def _inputs_kernels() -> Any:
+    """The compiled conversions of parsed inputs (``_cinputs.c``), or None (``AEGIS_KERNELS=numpy`` or not built)."""
+    return load_extension("aegis_eval.protocols._cinputs", "input conversions")
+
+
+def _gt_columns(anns: list, keep: set[int], default_cat: int | None) -> tuple[np.ndarray, ...] | None:
+    """:func:`_gt_columns_py`, compiled where built (the same arrays, without a Python object per value)."""
+    kernels = _inputs_kernels()
+    if kernels is None:
+        return _gt_columns_py(anns, keep, default_cat)
+    raw = kernels.gt_columns(anns, tuple(sorted(keep)), default_cat)
+    if raw is None:
+        return None
+    kept, cats, keys = (np.frombuffer(b, dtype=np.int64) for b in raw[:3])
+    boxes = np.frombuffer(raw[3], dtype=np.float64).reshape(-1, 4)
+    given_area = np.frombuffer(raw[4], dtype=np.float64)
+    crowd = np.frombuffer(raw[5], dtype=np.uint8).astype(bool)
+    return kept, cats, keys, boxes, given_area, crowd, np.frombuffer(raw[6], dtype=np.int64)
+
+
+def _gt_columns_py(anns: list, keep: set[int], default_cat: int | None) -> tuple[np.ndarray, ...] | None:
+    """(index in ``anns``, category, image id, xywh box, given area, iscrowd, annotation id) of the annotations of
+    a kept category, as arrays, when every annotation is a dict with an exact-int category (``default_cat`` where
+    absent) and every kept one has an exact-int image id, a list of four exact int/float box values and an
+    exact-int id or none (its index + 1 then), all inside int64 / float64; else None. The given area is NaN where
+    absent or not an int/float. The definition of the compiled ``gt_columns``."""
     try:
         if set(map(type, anns)) - {dict}:
             return None
@@ -291,7 +380,7 @@ def _gt_boxes_well_formed(anns: list, keep: set[int], default_cat: int | None, r
             return None
         if set(map(type, ids)) - {int, object} or set(map(type, chain.from_iterable(bboxes))) - {int, float}:
             return None
-        rows = list(map(row_of.get, image_keys))
+        keys = np.array(image_keys, dtype=np.int64)
         boxes = np.array(bboxes, dtype=np.float64).reshape(-1, 4)
         absent = np.array([i is _ABSENT for i in ids], dtype=bool)
         ann_ids = np.array([0 if i is _ABSENT else i for i in ids], dtype=np.int64)
@@ -300,13 +389,9 @@ def _gt_boxes_well_formed(anns: list, keep: set[int], default_cat: int | None, r
         )
     except (KeyError, OverflowError):  # a missing key; an integer beyond int64 / float64
         return None
-    if None in rows or not np.isfinite(boxes).all() or (boxes[:, 2:] < 0).any():
-        return None
-    areas = np.where(np.isfinite(given_area), given_area, boxes[:, 2] * boxes[:, 3])
     ann_ids = np.where(absent, kept + 1, ann_ids)
-    crowd = [bool(a.get("iscrowd", 0)) for a in mine]
-    # arrays, not lists: the caller makes arrays of them (the same values either way)
-    return cat_arr[kept], rows, boxes, areas, crowd, ann_ids
+    crowd = np.array([bool(a.get("iscrowd", 0)) for a in mine], dtype=bool)
+    return kept, cat_arr[kept], keys, boxes, given_area, crowd, ann_ids
 
 
 def _read_manifest(root: Path) -> dict[str, Any]:
@@ -375,8 +460,47 @@ def read_ground_truth_doc(
     path: str | Path, split: str = "test", class_map: ClassMap | None = None
 ) -> tuple[Any, dict[str, Any]]:
     """(parsed COCO GT, source record) from a COCO file or a split directory, with a GT-side class map applied."""
+    coco, source, _ = _read_ground_truth(path, split, class_map, compiled=False)
+    return coco, source
+
+
+class _FullReadNeeded(Exception):
+    """The compiled reader's annotation columns cannot settle the GT (a value the checks must name): the file is
+    read again as JSON. Caught in :func:`load_ground_truth`; never leaves the module."""
+
+
+def _compiled_gt_doc(data: bytes, where: Path) -> tuple[Any, tuple[np.ndarray, ...]] | None:
+    """(the COCO GT with ``"annotations": []``, the annotations' columns) when the compiled reader takes the file's
+    annotations array (``gt_annotations`` in ``_cresults.c``: plain keys and values only) and the rest parses as
+    strict JSON; else None (the caller parses the whole file). The columns are (category, image id, box, given area
+    (NaN where absent), iscrowd, annotation id (index + 1 where absent)), what :func:`_gt_columns_py` reads."""
+    reader = _results_reader()
+    got = reader.gt_annotations(data) if reader is not None else None
+    if got is None:
+        return None
+    start, stop = got[0], got[1]
+    try:  # the array's bytes replaced by [] (a valid value there): the whole is valid JSON exactly when this is
+        coco = parse_json_bytes(data[:start] + b"[]" + data[stop:], "ground truth", where, "gt_")
+    except AegisError:  # the whole file's read names the problem with its own line and column
+        return None
+    ids, images, cats = (np.frombuffer(b, dtype=np.int64) for b in got[2:5])
+    boxes = np.frombuffer(got[5], dtype=np.float64).reshape(-1, 4)
+    areas = np.frombuffer(got[6], dtype=np.float64)
+    crowd = np.frombuffer(got[7], dtype=np.uint8).astype(bool)
+    return coco, (cats, images, boxes, areas, crowd, ids)
+
+
+def _read_ground_truth(
+    path: str | Path, split: str, class_map: ClassMap | None, compiled: bool
+) -> tuple[Any, dict[str, Any], tuple[np.ndarray, ...] | None]:
+    """:func:`read_ground_truth_doc`, with ``compiled`` (and no GT-side class map) through :func:`_compiled_gt_doc`
+    where it takes the file: then the annotations come as columns and the document holds ``"annotations": []``."""
     ann, root = resolve_gt_path(path, split)
-    coco, sha = read_json_file(ann, "ground truth", "gt_")
+    data = read_file_bytes(ann, "ground truth", "gt_")
+    remaps_gt = class_map is not None and class_map.side == "gt"  # a remap rewrites the annotations: JSON path
+    fast = _compiled_gt_doc(data, ann) if compiled and not remaps_gt else None
+    coco, columns = fast if fast is not None else (parse_json_bytes(data, "ground truth", ann, "gt_"), None)
+    sha = hashlib.sha256(data).hexdigest()
     source: dict[str, Any] = {"path": str(ann), "sha256": sha, "split": split if root else None}
     if root is not None:
         source["split_dir"] = str(root)
@@ -385,13 +509,20 @@ def read_ground_truth_doc(
     if class_map is not None and class_map.side == "gt":
         check_coco_shape(coco, str(ann))
         coco = remap_ground_truth(coco, class_map, str(ann))
-    return coco, source
+    return coco, source, columns
 
 
 def load_ground_truth(path: str | Path, split: str = "test", class_map: ClassMap | None = None) -> GroundTruth:
     """Ground truth from a COCO JSON file, or from a split directory (``annotations/<split>.json``, with the
-    split's manifest read for provenance: config_hash, manifest_root_hash, dataset)."""
-    coco, source = read_ground_truth_doc(path, split, class_map)
+    split's manifest read for provenance: config_hash, manifest_root_hash, dataset). The annotations go through the
+    compiled reader where it takes them; a value only the per-annotation checks can name reads the file again as
+    JSON (:class:`_FullReadNeeded`), so messages are the JSON path's."""
+    coco, source, columns = _read_ground_truth(path, split, class_map, compiled=True)
+    if columns is not None:
+        try:
+            return ground_truth_from_coco(coco, source, annotation_columns=columns)
+        except _FullReadNeeded:
+            coco, source, _ = _read_ground_truth(path, split, class_map, compiled=False)
     return ground_truth_from_coco(coco, source)
 
 
@@ -424,11 +555,17 @@ def select_classes(names: Mapping[int, str], classes: str, where: str) -> dict[s
     return {c: by_name[c] for c in wanted}
 
 
-def ground_truth_by_class(coco: Any, source: Mapping[str, Any] | None, classes: str) -> dict[str, GroundTruth]:
-    """{class name: GroundTruth of that category} for multi-class scoring; ``classes`` as :func:`select_classes`."""
+def ground_truth_by_class(
+    coco: Any,
+    source: Mapping[str, Any] | None,
+    classes: str,
+    annotation_columns: tuple[np.ndarray, ...] | None = None,
+) -> dict[str, GroundTruth]:
+    """{class name: GroundTruth of that category} for multi-class scoring; ``classes`` as :func:`select_classes`;
+    ``annotation_columns`` as in :func:`ground_truth_from_coco`."""
     where = str((source or {}).get("path", "ground truth"))
     chosen = select_classes(category_names(coco, where), classes, where)
-    by_id = ground_truths_from_coco(coco, source, list(chosen.values()))
+    by_id = ground_truths_from_coco(coco, source, list(chosen.values()), annotation_columns)
     return {name: replace(by_id[cid], source={**by_id[cid].source, "class": name}) for name, cid in chosen.items()}
 
 
@@ -436,7 +573,12 @@ def load_ground_truth_by_class(
     path: str | Path, classes: str, split: str = "test", class_map: ClassMap | None = None
 ) -> dict[str, GroundTruth]:
     """:func:`ground_truth_by_class` of a COCO file or split directory (GT-side class map applied first)."""
-    coco, source = read_ground_truth_doc(path, split, class_map)
+    coco, source, columns = _read_ground_truth(path, split, class_map, compiled=True)
+    if columns is not None:
+        try:
+            return ground_truth_by_class(coco, source, classes, columns)
+        except _FullReadNeeded:
+            coco, source, _ = _read_ground_truth(path, split, class_map, compiled=False)
     return ground_truth_by_class(coco, source, classes)
 
 
@@ -456,7 +598,7 @@ class _IdResolver:
         self.by_num_stem: dict[int, int] = {}
         clashing: set[int] = set()
         for r, name in enumerate(gt.file_names):
-            stem = PurePath(name).stem
+            stem = _stem(name)
             self.by_stem.setdefault(stem, r)
             if stem.isdecimal():  # what int() reads; isdigit also takes "²"
                 n = int(stem)
@@ -465,6 +607,14 @@ class _IdResolver:
                 self.by_num_stem.setdefault(n, r)
         self.clashing = clashing
         self.file_names = gt.file_names
+        self._int_rows: dict[int, int] | None = None
+
+    def int_rows(self) -> dict[int, int]:
+        """{integer id: the row it resolves to, or -2 when ambiguous} for every integer id :meth:`candidates` finds
+        anything for (any other integer is unknown); made once per GT, so a sweep's files look ids up directly."""
+        if self._int_rows is None:
+            self._int_rows = {key: _resolved_row(self.candidates(key)) for key in chain(self.by_id, self.by_num_stem)}
+        return self._int_rows
 
     def candidates(self, image_id: Any) -> set[int]:
         found: set[int] = set()
@@ -485,6 +635,14 @@ class _IdResolver:
                 if n in self.by_num_stem and not found:
                     found.add(self.by_num_stem[n])
         return found
+
+
+def _stem(name: str) -> str:
+    """``PurePath(name).stem``, without making a path of a plain file name (a GT lists thousands of them)."""
+    if name == "." or "/" in name or "\\" in name or ":" in name:
+        return PurePath(name).stem
+    dot = name.rfind(".")
+    return name[:dot] if 0 < dot < len(name) - 1 else name
 
 
 # The last GT's resolver: a sweep resolves every condition against one GT (GroundTruth is frozen; a weak reference,
@@ -551,25 +709,40 @@ def _validated_arrays(
 
 
 def _warn_duplicates(det_image: np.ndarray, boxes: np.ndarray, scores: np.ndarray, warnings: list[str]) -> None:
-    if len(scores):
-        # Rows as opaque 48-byte records: identical detections have bitwise equal floats. A 64-bit mix of each
-        # row's words settles the common case (all mixes distinct: no two rows are equal) without sorting the
-        # records; only when mixes repeat does one sort of the records count the identical rows.
-        table = np.ascontiguousarray(np.column_stack([det_image.astype(np.float64), boxes, scores]))
-        words = table.view(np.uint64)
-        mix = np.zeros(len(table), dtype=np.uint64)
-        for k in range(words.shape[1]):
-            mix = (mix ^ words[:, k]) * np.uint64(0x9E3779B97F4A7C15)
-            mix ^= mix >> np.uint64(29)
-        mix.sort()
-        if not (mix[1:] == mix[:-1]).any():
-            return
-        n_unique = len(np.unique(table.view(np.dtype((np.void, table.shape[1] * 8))).ravel()))
-        if n_unique < len(table):
-            warnings.append(
-                f"[duplicate_detection] {len(table) - n_unique} detections repeat an identical "
-                "detection (same image, box and score); kept as given"
-            )
+    kernels = _inputs_kernels()
+    if kernels is None:
+        repeats = _duplicate_rows_py(det_image, boxes, scores)
+    else:
+        repeats = kernels.duplicate_rows(
+            np.ascontiguousarray(det_image, dtype=np.int64),
+            np.ascontiguousarray(boxes, dtype=np.float64),
+            np.ascontiguousarray(scores, dtype=np.float64),
+        )
+    if repeats:
+        warnings.append(
+            f"[duplicate_detection] {repeats} detections repeat an identical "
+            "detection (same image, box and score); kept as given"
+        )
+
+
+def _duplicate_rows_py(det_image: np.ndarray, boxes: np.ndarray, scores: np.ndarray) -> int:
+    """How many detections repeat an earlier one bit for bit (image row as a float64, box, score). The definition
+    of the compiled ``duplicate_rows``."""
+    if not len(scores):
+        return 0
+    # Rows as opaque 48-byte records: identical detections have bitwise equal floats. A 64-bit mix of each
+    # row's words settles the common case (all mixes distinct: no two rows are equal) without sorting the
+    # records; only when mixes repeat does one sort of the records count the identical rows.
+    table = np.ascontiguousarray(np.column_stack([det_image.astype(np.float64), boxes, scores]))
+    words = table.view(np.uint64)
+    mix = np.zeros(len(table), dtype=np.uint64)
+    for k in range(words.shape[1]):
+        mix = (mix ^ words[:, k]) * np.uint64(0x9E3779B97F4A7C15)
+        mix ^= mix >> np.uint64(29)
+    mix.sort()
+    if not (mix[1:] == mix[:-1]).any():
+        return 0
+    return len(table) - len(np.unique(table.view(np.dtype((np.void, table.shape[1] * 8))).ravel()))
 
 
 def detections_from_results(obj: Any, gt: GroundTruth, source: Mapping[str, Any] | None = None) -> Detections:
@@ -596,7 +769,8 @@ def _detections(
     warnings: list[str],
     source: dict[str, Any],
 ) -> Detections:
-    det_image, boxes, score_arr = det_image[keep], boxes[keep], score_arr[keep]
+    if not keep.all():  # all kept (the usual file): the arrays are the caller's own copies already
+        det_image, boxes, score_arr = det_image[keep], boxes[keep], score_arr[keep]
     _warn_duplicates(det_image, boxes, score_arr, warnings)
     source.update(warnings=warnings, n_detections=int(len(score_arr)), category_offset=offset)
     return Detections(det_image=det_image, boxes=boxes, scores=score_arr, source=source)
@@ -768,7 +942,8 @@ def _resolve_categories(cats: np.ndarray, gt: GroundTruth, where: str, warnings:
         return np.ones(0, dtype=bool), 0
     person = int(gt.category_id)
     known = set(int(c) for c in (gt.category_ids or (person,)))
-    present = set(np.unique(cats).tolist())
+    lo, hi = int(cats.min()), int(cats.max())
+    present = {lo} if lo == hi else set(np.unique(cats).tolist())  # one category: no sort
     if present == {person}:
         return np.ones(len(cats), dtype=bool), 0
     if present == {0} and person == 1 and 0 not in known:
@@ -820,9 +995,8 @@ def _resolve_image_ids(
             except OverflowError:  # ints beyond int64 cannot be GT ids; the loop below reports them as unknown
                 key_array = None
     if key_array is not None:
-        values, group = np.unique(key_array, return_inverse=True)
-        group = group.reshape(-1).astype(np.int64)
-        first_of = {(kind, kind(v)): g for g, v in enumerate(values.tolist())}
+        values, group = _distinct(key_array)
+        distinct = values.tolist()
     else:
         assert keys is not None
         group = np.empty(len(keys), dtype=np.int64)
@@ -833,20 +1007,15 @@ def _resolve_image_ids(
                     "id or a file-name stem string"
                 )
             group[k] = first_of.setdefault((type(key), key), len(first_of))
-    resolved = np.empty(len(first_of), dtype=np.int64)
-    unknown: list[Any] = []
-    for (_, key), g in first_of.items():
-        found = resolver.candidates(key)
-        if len(found) == 1 and -2 not in found:
-            resolved[g] = found.pop()
-        elif not found:
-            unknown.append(key)
-            resolved[g] = -1
-        else:
-            resolved[g] = -2  # settled per entry by its file_name below
-    if unknown:
-        unknown_set = {first_of[(type(key), key)] for key in unknown}
-        n_dets = int(np.isin(group, list(unknown_set)).sum())
+        distinct = [key for _, key in first_of]
+    if kind is int and key_array is not None:  # one lookup per distinct id in the GT's table
+        table = resolver.int_rows()
+        resolved = np.array([table.get(key, -1) for key in distinct], dtype=np.int64)
+    else:  # -2: settled per entry by its file_name below
+        resolved = np.array([_resolved_row(resolver.candidates(key)) for key in distinct], dtype=np.int64)
+    if (resolved == -1).any():
+        unknown = [key for key, row in zip(distinct, resolved.tolist()) if row == -1]
+        n_dets = int(np.isin(group, np.flatnonzero(resolved == -1)).sum())
         raise AegisError(
             f"[image_id_unknown] {where}: {n_dets} detections reference {len(unknown)} image ids not "
             f"in the ground truth (first: {_first(unknown)}); expected GT image ids or "
@@ -861,6 +1030,30 @@ def _resolve_image_ids(
             entries[ambiguous], key, resolver.candidates(key), resolver, where, int(ambiguous)
         )
     return rows
+
+
+def _resolved_row(found: set[int]) -> int:
+    """The row of an id whose :meth:`_IdResolver.candidates` are ``found``: -1 for none, -2 when ambiguous."""
+    if len(found) == 1 and -2 not in found:
+        return found.pop()
+    return -2 if found else -1
+
+
+def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)`` (sorted distinct values, each key's index among them), for integer
+    keys spanning a small range by a table instead of a sort (a file holds 100 detections per image id)."""
+    if keys.dtype.kind == "i" and len(keys):
+        lo, hi = int(keys.min()), int(keys.max())
+        if hi - lo <= 4 * len(keys) + 1024:
+            offsets = keys - lo
+            present = np.zeros(hi - lo + 1, dtype=bool)
+            present[offsets] = True
+            distinct = np.flatnonzero(present)
+            index = np.zeros(hi - lo + 1, dtype=np.int64)
+            index[distinct] = np.arange(len(distinct), dtype=np.int64)
+            return distinct + lo, index[offsets]
+    values, group = np.unique(keys, return_inverse=True)
+    return values, group.reshape(-1).astype(np.int64)
 
 
 def _disambiguate(entry: Mapping, key: Any, found: set[int], resolver: _IdResolver, where: str, k: int) -> int:
