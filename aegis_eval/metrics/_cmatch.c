@@ -280,6 +280,16 @@ done:
     return result;
 }
 
+/* Asks for the boxes of the next image's n detections (rows into boxes) while this image is worked on: they lie
+ * scattered in the caller's array and would otherwise be waited for one by one. */
+static void prefetch_boxes(const double *boxes, const int64_t *rows, Py_ssize_t n) {
+#if defined(__GNUC__) || defined(__clang__)
+    for (Py_ssize_t k = 0; k < n; k++) __builtin_prefetch(boxes + 4 * rows[k]);
+#else
+    (void)boxes, (void)rows, (void)n;
+#endif
+}
+
 /* How many of x[0..n) are < v (pair_scan's prefix: the GT left of a detection's right edge). */
 static Py_ssize_t count_below(const double *x, Py_ssize_t n, double v) {
     Py_ssize_t q = 0, c = 0;
@@ -295,13 +305,15 @@ static Py_ssize_t count_below(const double *x, Py_ssize_t n, double v) {
 }
 
 /* evaluate's IoU of one detection (corners dx0, dy0, dx1, dy1, area da) with the first n GT of an image (corner and
- * area columns, gcf 1.0 for crowd): iou[q], and ok[q] = 1 where w > 0, h > 0 and iou >= floor_iou. candidate_pairs'
+ * area columns, gcf 1.0 for crowd): iou[q], and bit q of ok (words of 64, zeroed first) set where w > 0, h > 0 and
+ * iou >= floor_iou, so the callers visit the few candidates only. candidate_pairs'
  * operations: min and max as "a < b ? a : b" and "a > b ? a : b" (what SSE2's minpd(a, b) and maxpd(a, b) compute,
  * NaN included), then w * h, the union, one division; two pairs at a time where SSE2 is there. */
 static void pair_scan(double dx0, double dy0, double dx1, double dy1, double da, const double *gx0, const double *gy0,
                       const double *gx1, const double *gy1, const double *ga, const double *gcf, double floor_iou,
-                      Py_ssize_t n, double *iou, int64_t *ok) {
+                      Py_ssize_t n, double *iou, uint64_t *ok) {
     Py_ssize_t q = 0;
+    memset(ok, 0, sizeof(uint64_t) * (size_t)((n + 63) / 64));
 #ifdef __SSE2__
     const __m128d vdx0 = _mm_set1_pd(dx0), vdy0 = _mm_set1_pd(dy0), vdx1 = _mm_set1_pd(dx1), vdy1 = _mm_set1_pd(dy1);
     const __m128d vda = _mm_set1_pd(da), zero = _mm_setzero_pd(), vfloor = _mm_set1_pd(floor_iou);
@@ -316,8 +328,7 @@ static void pair_scan(double dx0, double dy0, double dx1, double dy1, double da,
         const int bits = _mm_movemask_pd(
             _mm_and_pd(_mm_and_pd(_mm_cmpgt_pd(w, zero), _mm_cmpgt_pd(h, zero)), _mm_cmpge_pd(v, vfloor)));
         _mm_storeu_pd(iou + q, v);
-        ok[q] = bits & 1;
-        ok[q + 1] = bits >> 1;
+        ok[q >> 6] |= (uint64_t)bits << (q & 63); /* q even: both bits in one word */
     }
 #endif
     for (; q < n; q++) {
@@ -326,7 +337,7 @@ static void pair_scan(double dx0, double dy0, double dx1, double dy1, double da,
         const double inter = w * h;
         const double uni = gcf[q] != 0.0 ? da : da + ga[q] - inter;
         iou[q] = inter / uni;
-        ok[q] = w > 0 && h > 0 && iou[q] >= floor_iou;
+        ok[q >> 6] |= (uint64_t)(w > 0 && h > 0 && iou[q] >= floor_iou) << (q & 63);
     }
 }
 
@@ -540,7 +551,7 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
     uint8_t *g_ign = NULL, *outside = NULL, *taken = NULL, *gflag = NULL;
     Cand *cand = NULL, *sorted = NULL;
     Py_ssize_t *n_cand = NULL, *pos = NULL;
-    int64_t *pair_ok = NULL;
+    uint64_t *pair_ok = NULL;
     double *corner = NULL, *det_corner = NULL;
     for (; got < 13; got++) {
         if (!get(o[got], &v[got], got >= 10, bytes[got], names[got])) goto done;
@@ -599,7 +610,7 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
         det_corner = PyMem_Malloc(sizeof(double) * 5 * (size_t)(max_d + 1));
         gflag = PyMem_Malloc((size_t)(2 * max_g + 1));
         pos = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(max_g + 1));
-        pair_ok = PyMem_Malloc(sizeof(int64_t) * (size_t)(max_g + 1));
+        pair_ok = PyMem_Malloc(sizeof(uint64_t) * (size_t)(max_g / 64 + 1));
         if (!cand || !sorted || !taken || !corner || !det_corner || !gflag || !pos || !pair_ok) {
             PyErr_NoMemory();
             goto done;
@@ -633,6 +644,7 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
         for (Py_ssize_t i = 0; i < I; i++) {
             const Py_ssize_t d0 = ds[i], nd = ds[i + 1] - ds[i], g0 = g_start[i], ng = g_start[i + 1] - g_start[i];
             if (nd == 0) continue;
+            prefetch_boxes(bx, di + ds[i + 1], i + 1 < I ? ds[i + 2] - ds[i + 1] : 0);
             /* the image's detections as corners (each box read once: they lie scattered in the caller's array), and
              * the defaults: not matched; ignored iff outside the range (w * h against [lo, hi]) */
             for (Py_ssize_t k = 0; k < nd; k++) {
@@ -689,8 +701,9 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
                           pair_ok);
                 Py_ssize_t n = 0;
                 Cand *mine = cand + n_has * ng;
-                for (Py_ssize_t q = 0; q < end; q++) {
-                    if (!pair_ok[q]) continue;
+                for (Py_ssize_t word = 0; word < (end + 63) / 64; word++)
+                for (uint64_t bits = pair_ok[word]; bits; bits &= bits - 1) {
+                    const Py_ssize_t q = 64 * word + lowest_bit(bits);
                     const double iou = pair_iou[q];
                     mine[n].g = pos[q];
                     mine[n].iou = iou;
@@ -797,8 +810,9 @@ static PyObject *py_threshold_match(PyObject *self, PyObject *args) {
     Py_buffer v[13];
     int got = 0;
     PyObject *result = NULL;
-    int64_t *g_order = NULL, *g_start = NULL, *pair_ok = NULL;
-    double *corner = NULL;
+    int64_t *g_order = NULL, *g_start = NULL;
+    uint64_t *pair_ok = NULL;
+    double *corner = NULL, *dc = NULL;
     Py_ssize_t *pos = NULL;
     uint8_t *taken = NULL;
     for (; got < 13; got++) {
@@ -815,11 +829,13 @@ static PyObject *py_threshold_match(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "threshold_match: det_start does not cover rows");
             goto done;
         }
+        Py_ssize_t max_d = 0;
         for (Py_ssize_t i = 0; i < I; i++) {
             if (ds[i + 1] < ds[i]) {
                 PyErr_SetString(PyExc_ValueError, "threshold_match: det_start is not offsets into rows");
                 goto done;
             }
+            if (ds[i + 1] - ds[i] > max_d) max_d = ds[i + 1] - ds[i];
         }
         for (Py_ssize_t k = 0; k < K; k++) {
             if (rows[k] < 0 || rows[k] >= N) {
@@ -847,9 +863,10 @@ static PyObject *py_threshold_match(PyObject *self, PyObject *args) {
         }
         corner = PyMem_Malloc(sizeof(double) * 7 * (size_t)(max_g + 1));
         pos = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(max_g + 1));
-        pair_ok = PyMem_Malloc(sizeof(int64_t) * (size_t)(max_g + 1));
+        pair_ok = PyMem_Malloc(sizeof(uint64_t) * (size_t)(max_g / 64 + 1));
         taken = PyMem_Malloc((size_t)(max_g + 1));
-        if (!corner || !pos || !pair_ok || !taken) {
+        dc = PyMem_Malloc(sizeof(double) * 5 * (size_t)(max_d + 1));
+        if (!corner || !pos || !pair_ok || !taken || !dc) {
             PyErr_NoMemory();
             goto done;
         }
@@ -889,16 +906,27 @@ static PyObject *py_threshold_match(PyObject *self, PyObject *args) {
                     c[(4 + 2 * bin) * I + i]++;
                 }
             }
-            for (Py_ssize_t k = ds[i]; k < ds[i + 1]; k++) {
+            /* the image's detections as corners first: a tight loop keeps their scattered loads in flight together */
+            const Py_ssize_t d0 = ds[i], nd = ds[i + 1] - ds[i];
+            prefetch_boxes(bx, rows + ds[i + 1], i + 1 < I ? ds[i + 2] - ds[i + 1] : 0);
+            for (Py_ssize_t k = 0; k < nd; k++) {
+                const double *d = bx + 4 * rows[d0 + k];
+                dc[5 * k] = d[0];
+                dc[5 * k + 1] = d[1];
+                dc[5 * k + 2] = d[2] + d[0];
+                dc[5 * k + 3] = d[3] + d[1];
+                dc[5 * k + 4] = d[2] * d[3];
+            }
+            for (Py_ssize_t k = d0; k < d0 + nd; k++) {
                 const int64_t r = rows[k];
-                const double *d = bx + 4 * r;
-                const double dx0 = d[0], dy0 = d[1], dx1 = d[2] + d[0], dy1 = d[3] + d[1], da = d[2] * d[3];
-                const Py_ssize_t end = by_left ? count_below(gx0, ng, dx1) : ng;
-                pair_scan(dx0, dy0, dx1, dy1, da, gx0, gy0, gx1, gy1, ga, gcf, iou_min, end, pair_iou, pair_ok);
+                const double *e = dc + 5 * (k - d0);
+                const Py_ssize_t end = by_left ? count_below(gx0, ng, e[2]) : ng;
+                pair_scan(e[0], e[1], e[2], e[3], e[4], gx0, gy0, gx1, gy1, ga, gcf, iou_min, end, pair_iou, pair_ok);
                 Py_ssize_t best = -1, best_pos = 0;
                 double best_iou = 0.0;
-                for (Py_ssize_t q = 0; q < end; q++) {
-                    if (!pair_ok[q]) continue;
+                for (Py_ssize_t word = 0; word < (end + 63) / 64; word++)
+                for (uint64_t bits = pair_ok[word]; bits; bits &= bits - 1) {
+                    const Py_ssize_t q = 64 * word + lowest_bit(bits);
                     const Py_ssize_t j = pos[q];
                     if (gcf[q] != 0.0) {
                         crowd_hit[r] = 1;
@@ -934,6 +962,7 @@ done:
     PyMem_Free(pos);
     PyMem_Free(pair_ok);
     PyMem_Free(taken);
+    PyMem_Free(dc);
     for (int k = 0; k < got; k++) PyBuffer_Release(&v[k]);
     return result;
 }
