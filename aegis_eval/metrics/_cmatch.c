@@ -85,12 +85,24 @@ static void transpose64(uint64_t *a) {
     }
 }
 
-static int popcount64(uint64_t x) {
+static inline int popcount64(uint64_t x) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_popcountll(x); /* one instruction in precision_by_bits' popcnt clone */
+#else
     x = x - ((x >> 1) & 0x5555555555555555ULL);
     x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
     x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
     return (int)((x * 0x0101010101010101ULL) >> 56);
+#endif
 }
+
+/* x86-64 Linux with GCC: a second build of the bit walk using the popcnt instruction, chosen at load time where the
+ * CPU has it (integer counts: the same numbers either way). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define POPCNT_CLONES __attribute__((target_clones("popcnt", "default")))
+#else
+#define POPCNT_CLONES
+#endif
 
 /* Bits of 64 flags (fewer at the end, the rest 0): tp bit q = m[q] != 0 && g[q] == 0, fp bit q = both 0. */
 static void flag_bits(const uint8_t *m, const uint8_t *g, Py_ssize_t n, uint64_t *tp, uint64_t *fp) {
@@ -113,15 +125,36 @@ static void flag_bits(const uint8_t *m, const uint8_t *g, Py_ssize_t n, uint64_t
     *fp = f;
 }
 
+/* The largest of x[0..n) (n >= 1, no NaN): "a > b ? a : b" is SSE2's maxpd(a, b). */
+static double max_of(const double *x, Py_ssize_t n) {
+    double top = x[0];
+    Py_ssize_t q = 1;
+#ifdef __SSE2__
+    if (n >= 5) {
+        __m128d m0 = _mm_loadu_pd(x + 1), m1 = _mm_loadu_pd(x + 3);
+        for (q = 5; q + 4 <= n; q += 4) {
+            m0 = _mm_max_pd(m0, _mm_loadu_pd(x + q));
+            m1 = _mm_max_pd(m1, _mm_loadu_pd(x + q + 2));
+        }
+        double two[2];
+        _mm_storeu_pd(two, _mm_max_pd(m0, m1));
+        top = top > two[0] ? top : two[0];
+        top = top > two[1] ? top : two[1];
+    }
+#endif
+    for (; q < n; q++) top = top > x[q] ? top : x[q];
+    return top;
+}
+
 /* py_precision's loop for A * T <= 64 lanes (area range, threshold), the same numbers: the true / false positive
  * flags become one bit per lane and detection (64 x 64 bit transposes), are taken in the order ``rows`` once for all
  * lanes, and are transposed back to 64 positions of one lane per word; a lane's walk then visits its true positives
  * only, the false positives before each counted from the bits. det_bits holds 2 * 64 * ceil(D / 64) words,
  * lane_bits 2 * L * ceil(N / 64), pr N. */
-static void precision_by_bits(const uint8_t *matched, const uint8_t *ignored, const int64_t *rows,
+POPCNT_CLONES static void precision_by_bits(const uint8_t *matched, const uint8_t *ignored, const int64_t *rows,
                               const int64_t *n_pos, const double *rthr, double *out, Py_ssize_t A, Py_ssize_t T,
                               Py_ssize_t R, Py_ssize_t D, Py_ssize_t N, uint64_t *det_bits, uint64_t *lane_bits,
-                              double *pr) {
+                              double *pr, Py_ssize_t *at) {
     const Py_ssize_t L = A * T, DW = (D + 63) / 64, NW = (N + 63) / 64;
     uint64_t *det_tp = det_bits, *det_fp = det_bits + 64 * DW, *lane_tp = lane_bits, *lane_fp = lane_bits + L * NW;
     uint64_t bt[64], bf[64];
@@ -165,14 +198,22 @@ static void precision_by_bits(const uint8_t *matched, const uint8_t *ignored, co
             }
             fp += popcount64(fw);
         }
-        for (Py_ssize_t k = tp - 1; k > 0; k--) {
-            if (pr[k] > pr[k - 1]) pr[k - 1] = pr[k];
-        }
-        double *q = out + j * R;
+        /* The envelope (precision made monotone from the right) is read only where each recall threshold is first
+         * reached (at[r], searchsorted(rc, thresholds, 'left') with rc[k] = (k + 1) / n_pos; thresholds rise): the
+         * maximum of pr from there on, gathered from the right segment by segment (max is exact in any order). */
         Py_ssize_t k = 0;
-        for (Py_ssize_t r = 0; r < R; r++) { /* searchsorted(rc, thresholds, 'left'), rc[k] = (k + 1) / n_pos */
+        for (Py_ssize_t r = 0; r < R; r++) {
             while (k < tp && (double)(k + 1) / npos < rthr[r]) k++;
-            if (k < tp) q[r] = pr[k];
+            at[r] = k;
+        }
+        double *q = out + j * R, top = 0.0; /* every pr is > 0 */
+        Py_ssize_t hi = tp;
+        for (Py_ssize_t r = R - 1; r >= 0; r--) {
+            if (at[r] >= tp) continue;
+            const double seg = max_of(pr + at[r], hi - at[r]);
+            top = seg > top ? seg : top;
+            hi = at[r];
+            q[r] = top;
         }
     }
 }
@@ -208,6 +249,7 @@ static PyObject *py_precision(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     double *rc = NULL, *pr = NULL;
     uint64_t *det_bits = NULL, *lane_bits = NULL;
+    Py_ssize_t *at = NULL;
     for (; got < 6; got++) {
         if (!get(o[got], &v[got], got == 5, bytes[got], names[got])) goto done;
     }
@@ -229,15 +271,16 @@ static PyObject *py_precision(PyObject *self, PyObject *args) {
         if (by_bits) {
             det_bits = PyMem_Malloc(sizeof(uint64_t) * 2 * (size_t)(64 * DW + 1));
             lane_bits = PyMem_Malloc(sizeof(uint64_t) * 2 * (size_t)(L * NW + 1));
+            at = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(R + 1));
         }
-        if (!rc || !pr || (by_bits && (!det_bits || !lane_bits))) {
+        if (!rc || !pr || (by_bits && (!det_bits || !lane_bits || !at))) {
             PyErr_NoMemory();
             goto done;
         }
         const double eps = 2.220446049250313e-16; /* np.spacing(1) */
         Py_BEGIN_ALLOW_THREADS;
         if (by_bits) {
-            precision_by_bits(matched, ignored, rows, n_pos, rthr, out, A, T, R, D, N, det_bits, lane_bits, pr);
+            precision_by_bits(matched, ignored, rows, n_pos, rthr, out, A, T, R, D, N, det_bits, lane_bits, pr, at);
         }
         for (Py_ssize_t a = 0; a < A && !by_bits; a++) {
             if (n_pos[a] == 0) continue;
@@ -276,6 +319,7 @@ done:
     PyMem_Free(pr);
     PyMem_Free(det_bits);
     PyMem_Free(lane_bits);
+    PyMem_Free(at);
     for (int k = 0; k < got; k++) PyBuffer_Release(&v[k]);
     return result;
 }
