@@ -701,7 +701,8 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
             }
             for (Py_ssize_t a = 0; a < A; a++) {
                 uint8_t *out = outside + a * D + d0;
-                for (Py_ssize_t k = 0; k < nd; k++) out[k] = dar[k] < rng[2 * a] || dar[k] > rng[2 * a + 1];
+                const double lo = rng[2 * a], hi = rng[2 * a + 1];
+                for (Py_ssize_t k = 0; k < nd; k++) out[k] = (dar[k] < lo) | (dar[k] > hi); /* no branch */
                 for (Py_ssize_t t = 0; t < T; t++) {
                     memset(matched + (a * T + t) * D + d0, 0, (size_t)nd);
                     memcpy(ignored + (a * T + t) * D + d0, out, (size_t)nd);
@@ -751,8 +752,9 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
                     const double iou = pair_iou[q];
                     mine[n].g = pos[q];
                     mine[n].iou = iou;
-                    mine[n].reach = 0;
-                    for (Py_ssize_t t = 0; t < T; t++) mine[n].reach |= (uint64_t)(iou >= thr[t]) << t;
+                    uint64_t reach = 0;
+                    for (Py_ssize_t t = 0; t < T; t++) reach |= (uint64_t)(iou >= thr[t]) << t;
+                    mine[n].reach = reach;
                     n++;
                 }
                 if (n) {
