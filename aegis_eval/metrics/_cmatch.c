@@ -440,9 +440,9 @@ static void radix_sort(uint64_t *key, int64_t *val, uint64_t *key2, int64_t *val
  *
  * The rows with scores >= min_score, grouped by image row in descending score order (ties in row order: the
  * reference's stable sort), each image cut to its first max_dets; returns their count K. by_image (N) int64: the K
- * rows first; start (I + 1) int64: each image's offset into them; image_of, rank (N) int64: the image row and the
- * position in it of each of the K; order (N) int64 or None: the K positions in descending score order, ties in
- * position order (argsort(-scores[by_image[:K]], kind="stable")). det_image (N) int64 rows in [0, I). Two stable
+ * rows first; start (I + 1) int64: each image's offset into them; image_of, rank (N) int64 (or both None): the image
+ * row and the position in it of each of the K; order (N) int64 or None: the K positions in descending score order,
+ * ties in position order (argsort(-scores[by_image[:K]], kind="stable")). det_image (N) int64 rows in [0, I). Two stable
  * counting sorts by image around one radix sort by score: (image, score, row) with no comparison sort. */
 static PyObject *py_image_order(PyObject *self, PyObject *args) {
     PyObject *o[7];
@@ -451,7 +451,7 @@ static PyObject *py_image_order(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "OOdLOOOOO", &o[0], &o[1], &min_score, &max_dets, &o[2], &o[3], &o[4], &o[5], &o[6]))
         return NULL;
-    const int want_order = o[6] != Py_None;
+    const int want_order = o[6] != Py_None, want_place = o[4] != Py_None && o[5] != Py_None;
     static const int sized[] = {0, 3};
     Py_ssize_t len[2];
     if (byte_lengths(o, sized, 2, len) < 0) return NULL;
@@ -463,19 +463,21 @@ static PyObject *py_image_order(PyObject *self, PyObject *args) {
     const Py_ssize_t bytes[7] = {N * 8, N * 8, N * 8, (I + 1) * 8, N * 8, N * 8, N * 8};
     static const char *const names[7] = {"det_image", "scores", "by_image", "start", "image_of", "rank", "order"};
     Py_buffer v[7];
-    int got = 0;
+    int got = 0, held[7] = {0};
     PyObject *result = NULL;
     int64_t *rows = NULL, *rows2 = NULL, *count = NULL, *kept_at = NULL;
     uint64_t *key = NULL, *key2 = NULL;
     Py_ssize_t *hist = NULL;
     for (; got < 7; got++) {
-        if (got == 6 && !want_order) break;
+        if ((got == 6 && !want_order) || ((got == 4 || got == 5) && !want_place)) continue;
         if (!get(o[got], &v[got], got >= 2, bytes[got], names[got])) goto done;
+        held[got] = 1;
     }
     {
         const int64_t *img = v[0].buf;
         const double *sc = v[1].buf;
-        int64_t *by_image = v[2].buf, *start = v[3].buf, *image_of = v[4].buf, *rank = v[5].buf;
+        int64_t *by_image = v[2].buf, *start = v[3].buf;
+        int64_t *image_of = want_place ? v[4].buf : NULL, *rank = want_place ? v[5].buf : NULL;
         int64_t *order = want_order ? v[6].buf : NULL;
         for (Py_ssize_t r = 0; r < N; r++) {
             if (img[r] < 0 || img[r] >= I) {
@@ -522,11 +524,12 @@ static PyObject *py_image_order(PyObject *self, PyObject *args) {
         for (Py_ssize_t i = 0; i < I; i++) {
             const Py_ssize_t end = count[i], take = end - from < max_dets ? end - from : (Py_ssize_t)max_dets;
             start[i] = K;
-            for (Py_ssize_t q = 0; q < take; q++, K++) {
-                by_image[K] = rows[from + q];
-                image_of[K] = i;
-                rank[K] = q;
+            memcpy(by_image + K, rows + from, sizeof(int64_t) * (size_t)take);
+            for (Py_ssize_t q = 0; q < take && want_place; q++) {
+                image_of[K + q] = i;
+                rank[K + q] = q;
             }
+            K += take;
             from = end;
         }
         start[I] = K;
@@ -550,7 +553,9 @@ done:
     PyMem_Free(count);
     PyMem_Free(hist);
     PyMem_Free(kept_at);
-    for (int k = 0; k < got; k++) PyBuffer_Release(&v[k]);
+    for (int k = 0; k < 7; k++) {
+        if (held[k]) PyBuffer_Release(&v[k]);
+    }
     return result;
 }
 

@@ -238,7 +238,7 @@ def _match_compiled(kernel: Any, gt: GroundTruth, dets: Detections, threshold: f
     pass with the per-image counts (threshold_match), written in the input's indexing."""
     n_img, n_gt_boxes, n_det = gt.n_images, gt.n_boxes, dets.n
     scores = np.ascontiguousarray(dets.scores, dtype=np.float64)
-    rows, image_of, rank = (np.empty(n_det, dtype=np.int64) for _ in range(3))
+    rows = np.empty(n_det, dtype=np.int64)
     det_start = np.empty(n_img + 1, dtype=np.int64)
     n_kept = kernel.image_order(
         np.ascontiguousarray(dets.det_image, dtype=np.int64),
@@ -247,8 +247,8 @@ def _match_compiled(kernel: Any, gt: GroundTruth, dets: Detections, threshold: f
         max(n_det, 1),
         rows,
         det_start,
-        image_of,
-        rank,
+        None,
+        None,
         None,
     )
     matched_gt = np.full(n_det, -1, dtype=np.int64)
