@@ -405,7 +405,9 @@ static void radix_sort(uint64_t *key, int64_t *val, uint64_t *key2, int64_t *val
     memset(hist, 0, sizeof(Py_ssize_t) * RADIX_PASSES * RADIX_BUCKETS);
     for (Py_ssize_t i = 0; i < n; i++) {
         const uint64_t k = key[i];
-        for (int p = 0; p < RADIX_PASSES; p++) hist[p * RADIX_BUCKETS + ((k >> (p * RADIX_BITS)) & (RADIX_BUCKETS - 1))]++;
+        for (int p = 0; p < RADIX_PASSES; p++) {
+            hist[p * RADIX_BUCKETS + ((k >> (p * RADIX_BITS)) & (RADIX_BUCKETS - 1))]++;
+        }
     }
     uint64_t *ks = key, *kd = key2;
     int64_t *vs = val, *vd = val2;
@@ -442,8 +444,8 @@ static void radix_sort(uint64_t *key, int64_t *val, uint64_t *key2, int64_t *val
  * reference's stable sort), each image cut to its first max_dets; returns their count K. by_image (N) int64: the K
  * rows first; start (I + 1) int64: each image's offset into them; image_of, rank (N) int64 (or both None): the image
  * row and the position in it of each of the K; order (N) int64 or None: the K positions in descending score order,
- * ties in position order (argsort(-scores[by_image[:K]], kind="stable")). det_image (N) int64 rows in [0, I). Two stable
- * counting sorts by image around one radix sort by score: (image, score, row) with no comparison sort. */
+ * ties in position order (argsort(-scores[by_image[:K]], kind="stable")). det_image (N) int64 rows in [0, I).
+ * Two stable counting sorts by image around one radix sort by score: (image, score, row), no comparison sort. */
 static PyObject *py_image_order(PyObject *self, PyObject *args) {
     PyObject *o[7];
     double min_score;
