@@ -561,6 +561,63 @@ done:
     return result;
 }
 
+/* evaluate's optional threshold match (match_at_threshold's greedy pass and counts, as threshold_match computes them)
+ * on the candidates evaluate found: the same pairs, since iou >= floor. */
+typedef struct {
+    const double *scores, *garea;
+    double score, iou, small_max, medium_max;
+    int64_t *det_gt, *gt_det, *counts;
+    double *det_iou, *gt_iou;
+    uint8_t *crowd_hit, *taken;
+    Py_ssize_t I;
+} AtThreshold;
+
+/* One image: its detections rows[0..nd) in score order, those with score >= th->score a prefix; has[0..n_has) the
+ * ones with candidates (cand + h * ng, n_cand[h] each: position j in the image's loaded GT, IoU), gcr the GT's
+ * crowd flags by j, g_order the GT indices by j. Returns how many detections reached the score. */
+static Py_ssize_t threshold_image(const AtThreshold *th, Py_ssize_t i, const int64_t *rows, Py_ssize_t nd,
+                                  const int64_t *has, Py_ssize_t n_has, Py_ssize_t ng, const Py_ssize_t *n_cand,
+                                  const Cand *cand, const uint8_t *gcr, const int64_t *g_order) {
+    const Py_ssize_t I = th->I;
+    int64_t *c = th->counts;
+    memset(th->taken, 0, (size_t)ng);
+    Py_ssize_t k = 0, h = 0;
+    for (; k < nd && th->scores[rows[k]] >= th->score; k++) {
+        const int64_t r = rows[k];
+        Py_ssize_t best = -1;
+        double best_iou = 0.0;
+        if (h < n_has && has[h] == k) {
+            const Cand *mine = cand + h * ng;
+            for (Py_ssize_t q = 0; q < n_cand[h]; q++) {
+                const Py_ssize_t j = mine[q].g;
+                const double iou = mine[q].iou;
+                if (!(iou >= th->iou)) continue;
+                if (gcr[j]) {
+                    th->crowd_hit[r] = 1;
+                } else if (!th->taken[j] && (best < 0 || iou > best_iou || (iou == best_iou && j < best))) {
+                    best = j;
+                    best_iou = iou;
+                }
+            }
+            h++;
+        }
+        if (best >= 0) {
+            const int64_t g = g_order[best];
+            th->taken[best] = 1;
+            th->det_gt[r] = g;
+            th->det_iou[r] = best_iou;
+            th->gt_det[g] = r;
+            th->gt_iou[g] = best_iou;
+            c[i]++;
+            const int bin = th->garea[g] < th->small_max ? 0 : th->garea[g] < th->medium_max ? 1 : 2;
+            c[(3 + 2 * bin) * I + i]++;
+        } else if (!th->crowd_hit[r]) {
+            c[I + i]++;
+        }
+    }
+    return k;
+}
+
 /* evaluate(boxes, det_index, det_start, gt_boxes, gt_image, gt_area, gt_crowd, ann_nonzero, area_ranges, thresholds,
  *          floor, matched, ignored, n_gt) -> None
  *
@@ -575,12 +632,18 @@ done:
  * over the detections that have any. A GT is ignored in a range when crowd or area < lo or area > hi; the GT order
  * of a range is regular first, then as loaded (a stable partition: candidates are found in loaded order). */
 static PyObject *py_evaluate(PyObject *self, PyObject *args) {
-    PyObject *o[13];
-    double floor_iou;
+    PyObject *o[20] = {NULL};
+    double floor_iou, at_score = 0.0, at_iou = 0.0, small_max = 0.0, medium_max = 0.0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOdOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8],
-                          &o[9], &floor_iou, &o[10], &o[11], &o[12]))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOdOOO|OddddOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                          &o[8], &o[9], &floor_iou, &o[10], &o[11], &o[12], &o[13], &at_score, &at_iou, &small_max,
+                          &medium_max, &o[14], &o[15], &o[16], &o[17], &o[18], &o[19]))
         return NULL;
+    const int at = o[13] != NULL && o[19] != NULL; /* the threshold match too */
+    if (at && !(at_iou >= floor_iou)) {
+        PyErr_SetString(PyExc_ValueError, "evaluate: the threshold match needs iou >= floor (its candidates)");
+        return NULL;
+    }
     static const int sized[] = {0, 1, 2, 3, 8, 9};
     Py_ssize_t len[6];
     if (byte_lengths(o, sized, 6, len) < 0) return NULL;
@@ -590,22 +653,24 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "evaluate: empty image table, area ranges or thresholds, or over 64 of them");
         return NULL;
     }
-    const Py_ssize_t bytes[13] = {N * 32, D * 8, (I + 1) * 8, G * 32, G * 8, G * 8, G, G, A * 16, T * 8,
-                                  A * T * D, A * T * D, A * I * 8};
-    static const char *const names[13] = {"boxes",       "det_index",   "det_start", "gt_boxes", "gt_image",
-                                           "gt_area",     "gt_crowd",    "ann_nonzero", "area_ranges", "thresholds",
-                                           "matched",     "ignored",     "n_gt"};
-    Py_buffer v[13];
+    const Py_ssize_t bytes[20] = {N * 32, D * 8, (I + 1) * 8, G * 32, G * 8, G * 8, G, G, A * 16, T * 8,
+                                  A * T * D, A * T * D, A * I * 8, N * 8, N * 8, N * 8, N, G * 8, G * 8, 9 * I * 8};
+    static const char *const names[20] = {
+        "boxes",   "det_index", "det_start", "gt_boxes", "gt_image", "gt_area", "gt_crowd",  "ann_nonzero", "area_ranges",
+        "thresholds", "matched", "ignored",  "n_gt",     "scores",   "det_gt",  "det_iou",   "crowd_hit",   "gt_det",
+        "gt_iou",  "counts"};
+    Py_buffer v[20];
     int got = 0;
     PyObject *result = NULL;
     int64_t *g_order = NULL, *g_start = NULL, *has = NULL;
-    uint8_t *g_ign = NULL, *outside = NULL, *taken = NULL, *gflag = NULL;
+    uint8_t *g_ign = NULL, *outside = NULL, *taken = NULL, *gflag = NULL, *at_taken = NULL;
+    Py_ssize_t covered = 0;
     Cand *cand = NULL, *sorted = NULL;
     Py_ssize_t *n_cand = NULL, *pos = NULL;
     uint64_t *pair_ok = NULL;
     double *corner = NULL, *det_corner = NULL;
-    for (; got < 13; got++) {
-        if (!get(o[got], &v[got], got >= 10, bytes[got], names[got])) goto done;
+    for (; got < (at ? 20 : 13); got++) {
+        if (!get(o[got], &v[got], got >= 10 && got != 13, bytes[got], names[got])) goto done;
     }
     {
         const double *bx = v[0].buf, *gb = v[3].buf, *garea = v[5].buf, *rng = v[8].buf, *thr = v[9].buf;
@@ -613,6 +678,12 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
         const uint8_t *crowd = v[6].buf, *nonzero = v[7].buf;
         uint8_t *matched = v[10].buf, *ignored = v[11].buf;
         int64_t *n_gt = v[12].buf;
+        AtThreshold th = {0};
+        if (at) {
+            th.scores = v[13].buf, th.score = at_score, th.iou = at_iou, th.det_gt = v[14].buf, th.det_iou = v[15].buf;
+            th.crowd_hit = v[16].buf, th.gt_det = v[17].buf, th.gt_iou = v[18].buf, th.counts = v[19].buf, th.I = I;
+            th.garea = garea, th.small_max = small_max, th.medium_max = medium_max;
+        }
         Py_ssize_t max_d = 0;
         for (Py_ssize_t i = 0; i < I; i++) {
             if (ds[i] < 0 || ds[i + 1] < ds[i] || ds[i + 1] > D) {
@@ -657,16 +728,26 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
         cand = PyMem_Malloc(sizeof(Cand) * (size_t)(max_d * max_g + 1));
         sorted = PyMem_Malloc(sizeof(Cand) * (size_t)(max_g + 1));
         taken = PyMem_Malloc(sizeof(uint64_t) * (size_t)(max_g + 1));
+        th.taken = at_taken = PyMem_Malloc((size_t)(max_g + 1));
         corner = PyMem_Malloc(sizeof(double) * 7 * (size_t)(max_g + 1));
         det_corner = PyMem_Malloc(sizeof(double) * 5 * (size_t)(max_d + 1));
         gflag = PyMem_Malloc((size_t)(2 * max_g + 1));
         pos = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(max_g + 1));
         pair_ok = PyMem_Malloc(sizeof(uint64_t) * (size_t)(max_g / 64 + 1));
-        if (!cand || !sorted || !taken || !corner || !det_corner || !gflag || !pos || !pair_ok) {
+        if (!cand || !sorted || !taken || !at_taken || !corner || !det_corner || !gflag || !pos || !pair_ok) {
             PyErr_NoMemory();
             goto done;
         }
         Py_BEGIN_ALLOW_THREADS;
+        if (at) { /* the threshold match's GT counts: non-crowd per image and per size bin */
+            memset(th.counts, 0, sizeof(int64_t) * 9 * (size_t)I);
+            for (Py_ssize_t g = 0; g < G; g++) {
+                if (crowd[g]) continue;
+                const int bin = garea[g] < small_max ? 0 : garea[g] < medium_max ? 1 : 2;
+                th.counts[2 * I + gimg[g]]++;
+                th.counts[(4 + 2 * bin) * I + gimg[g]]++;
+            }
+        }
         for (Py_ssize_t g = 0; g < G; g++) g_order[g_start[gimg[g]]++] = g;
         for (Py_ssize_t i = I; i > 0; i--) g_start[i] = g_start[i - 1];
         g_start[0] = 0;
@@ -715,7 +796,10 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
                     memcpy(ignored + (a * T + t) * D + d0, out, (size_t)nd);
                 }
             }
-            if (ng == 0) continue;
+            if (ng == 0) {
+                if (at) covered += threshold_image(&th, i, di + d0, nd, NULL, 0, 0, NULL, NULL, NULL, NULL);
+                continue;
+            }
             /* the image's GT as corners (candidate_pairs' sums), stored by left edge (insertion sort; as loaded when
              * an edge is NaN); pos: each one's position in the image's loaded order */
             int by_left = 1;
@@ -769,6 +853,9 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
                     n_cand[n_has++] = n;
                 }
             }
+            if (at) {
+                covered += threshold_image(&th, i, di + d0, nd, has, n_has, ng, n_cand, cand, gcr, g_order + g0);
+            }
             if (n_has == 0) continue;
             /* The reference's loop for one threshold takes, among the candidates not yet taken (crowd ones always
              * free) whose IoU reaches the threshold, the regular one of highest IoU (the later on a tie), else the
@@ -809,7 +896,7 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
         }
         Py_END_ALLOW_THREADS;
     }
-    result = Py_NewRef(Py_None);
+    result = at ? PyLong_FromSsize_t(covered) : Py_NewRef(Py_None);
 done:
     PyMem_Free(g_order);
     PyMem_Free(g_start);
@@ -820,6 +907,7 @@ done:
     PyMem_Free(cand);
     PyMem_Free(sorted);
     PyMem_Free(taken);
+    PyMem_Free(at_taken);
     PyMem_Free(corner);
     PyMem_Free(det_corner);
     PyMem_Free(gflag);

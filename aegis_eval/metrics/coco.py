@@ -118,7 +118,8 @@ def box_iou_coco(dets_xywh: np.ndarray, gts_xywh: np.ndarray, gt_crowd: np.ndarr
     return np.where(overlap, iou, 0.0)
 
 
-def _check_inputs(gt: GroundTruth, dets: Detections, max_dets: int) -> None:
+def check_inputs(gt: GroundTruth, dets: Detections, max_dets: int) -> None:
+    """evaluate_images' checks of its arguments (AegisError on the first that fails)."""
     if isinstance(max_dets, bool) or not isinstance(max_dets, (int, np.integer)) or max_dets < 1:
         raise AegisError(f"`max_dets` must be a positive integer; got {max_dets!r}", param="max_dets")
     n_img = gt.n_images
@@ -280,10 +281,10 @@ def evaluate_images(gt: GroundTruth, dets: Detections, max_dets: int = DEFAULT_M
     max_dets: keep the best ``max_dets`` detections per image (COCO's headline numbers use 100).
     Raises AegisError on inconsistent arrays, image rows out of range or non-finite values.
     """
-    _check_inputs(gt, dets, max_dets)
+    check_inputs(gt, dets, max_dets)
     kernel = match_kernel()
     if kernel is not None:
-        return _evaluate_compiled(kernel, gt, dets, int(max_dets))
+        return evaluate_compiled(kernel, gt, dets, int(max_dets))[0]
     n_img = gt.n_images
     det_image_all = np.asarray(dets.det_image, dtype=np.int64)
     scores_all = np.asarray(dets.scores, dtype=np.float64)
@@ -341,10 +342,13 @@ def evaluate_images(gt: GroundTruth, dets: Detections, max_dets: int = DEFAULT_M
     )
 
 
-def _evaluate_compiled(kernel: Any, gt: GroundTruth, dets: Detections, max_dets: int) -> ApTable:
+def evaluate_compiled(
+    kernel: Any, gt: GroundTruth, dets: Detections, max_dets: int, at_threshold: tuple = ()
+) -> tuple[ApTable, Any]:
     """evaluate_images in _cmatch.c: the score order by radix and counting sorts (image_order), then per image the
     candidates, the greedy matching of every area range and threshold, the ignored flags and the GT counts
-    (evaluate), written straight into the table's arrays."""
+    (evaluate), written straight into the table's arrays. at_threshold: the kernel's optional threshold-match
+    arguments (matching.match_and_evaluate); returns the table and the kernel's answer (None without them)."""
     n_img, n_all = gt.n_images, dets.n
     scores_all = np.ascontiguousarray(dets.scores, dtype=np.float64)
     by_image, image_of, rank, order = (np.empty(n_all, dtype=np.int64) for _ in range(4))
@@ -364,7 +368,7 @@ def _evaluate_compiled(kernel: Any, gt: GroundTruth, dets: Detections, max_dets:
     shape = (len(AREA_RANGES), len(IOU_THRESHOLDS), n_det)
     matched, ignored = np.empty(shape, dtype=np.uint8), np.empty(shape, dtype=np.uint8)
     n_gt = np.empty((len(AREA_RANGES), n_img), dtype=np.int64)
-    kernel.evaluate(
+    answer = kernel.evaluate(
         np.ascontiguousarray(dets.boxes, dtype=np.float64),
         det_index,
         det_start,
@@ -379,8 +383,9 @@ def _evaluate_compiled(kernel: Any, gt: GroundTruth, dets: Detections, max_dets:
         matched,
         ignored,
         n_gt,
+        *at_threshold,
     )
-    return ApTable(
+    table = ApTable(
         det_index=det_index,
         det_image=image_of[:n_det],
         det_rank=rank[:n_det],
@@ -391,6 +396,7 @@ def _evaluate_compiled(kernel: Any, gt: GroundTruth, dets: Detections, max_dets:
         order=order[:n_det],
         max_dets=max_dets,
     )
+    return table, answer
 
 
 def precision_at_recall(tp: np.ndarray, fp: np.ndarray, n_pos: int) -> np.ndarray:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from aegis_data.errors import AegisError
+from aegis_eval.metrics import coco
 from aegis_eval.metrics.coco import box_iou_coco, candidate_pairs, match_kernel, segment_starts
 from aegis_eval.metrics.types import Detections, GroundTruth
 
@@ -251,12 +252,9 @@ def _match_compiled(kernel: Any, gt: GroundTruth, dets: Detections, threshold: f
         None,
         None,
     )
-    matched_gt = np.full(n_det, -1, dtype=np.int64)
-    matched_iou = np.full(n_det, np.nan)
-    crowd_hit = np.zeros(n_det, dtype=np.uint8)
-    gt_matched_det = np.full(n_gt_boxes, -1, dtype=np.int64)
-    gt_matched_iou = np.full(n_gt_boxes, np.nan)
-    counts = np.empty((len(_COUNT_FIELDS), n_img), dtype=np.int64)
+    matched_gt, matched_iou, crowd_hit, gt_matched_det, gt_matched_iou, counts = _threshold_outputs(
+        n_det, n_gt_boxes, n_img
+    )
     kernel.threshold_match(
         np.ascontiguousarray(dets.boxes, dtype=np.float64),
         rows[:n_kept],
@@ -275,6 +273,34 @@ def _match_compiled(kernel: Any, gt: GroundTruth, dets: Detections, threshold: f
         gt_matched_iou,
         counts,
     )
+    return _threshold_result(
+        threshold, iou, scores, matched_gt, matched_iou, crowd_hit, gt_matched_det, gt_matched_iou, counts
+    )
+
+
+def _threshold_outputs(n_det: int, n_gt_boxes: int, n_img: int) -> tuple[np.ndarray, ...]:
+    """The compiled threshold match's output arrays, preset: matched GT -1, IoU NaN, no crowd hit; counts written."""
+    return (
+        np.full(n_det, -1, dtype=np.int64),
+        np.full(n_det, np.nan),
+        np.zeros(n_det, dtype=np.uint8),
+        np.full(n_gt_boxes, -1, dtype=np.int64),
+        np.full(n_gt_boxes, np.nan),
+        np.empty((len(_COUNT_FIELDS), n_img), dtype=np.int64),
+    )
+
+
+def _threshold_result(
+    threshold: float,
+    iou: float,
+    scores: np.ndarray,
+    matched_gt: np.ndarray,
+    matched_iou: np.ndarray,
+    crowd_hit: np.ndarray,
+    gt_matched_det: np.ndarray,
+    gt_matched_iou: np.ndarray,
+    counts: np.ndarray,
+) -> ThresholdMatch:
     is_tp = matched_gt >= 0
     # An unmatched detection inside a crowd region is ignored (crowd_hit is only set for kept ones).
     ignored = crowd_hit.view(bool) & ~is_tp
@@ -290,6 +316,30 @@ def _match_compiled(kernel: Any, gt: GroundTruth, dets: Detections, threshold: f
         gt_matched_iou,
         PerImageCounts(*counts),
     )
+
+
+def match_and_evaluate(
+    gt: GroundTruth, dets: Detections, threshold: float, iou: float = DEFAULT_IOU, max_dets: int = coco.DEFAULT_MAX_DETS
+) -> tuple[ThresholdMatch, coco.ApTable]:
+    """``(match_at_threshold(gt, dets, threshold, iou), evaluate_images(gt, dets, max_dets))``, the same values and
+    the same first error. Compiled, one pass per image serves both where it can: when ``iou`` reaches the lowest AP
+    threshold (the threshold's pairs are then among the AP candidates) and every detection with ``score >=
+    threshold`` is among its image's ``max_dets`` best; otherwise the threshold match runs on its own."""
+    threshold = float(threshold)
+    iou = float(iou)
+    kernel = match_kernel()
+    if kernel is None or not iou >= float(coco.IOU_THRESHOLDS.min()):
+        return match_at_threshold(gt, dets, threshold, iou), coco.evaluate_images(gt, dets, max_dets)
+    _check_inputs(gt, dets, threshold, iou)
+    coco.check_inputs(gt, dets, max_dets)
+    scores = np.ascontiguousarray(dets.scores, dtype=np.float64)
+    outputs = _threshold_outputs(dets.n, gt.n_boxes, gt.n_images)
+    table, covered = coco.evaluate_compiled(
+        kernel, gt, dets, int(max_dets), (scores, threshold, iou, SMALL_MAX_AREA, MEDIUM_MAX_AREA, *outputs)
+    )
+    if covered != np.count_nonzero(scores >= threshold):  # a detection at the threshold lies past max_dets
+        return _match_compiled(kernel, gt, dets, threshold, iou), table
+    return _threshold_result(threshold, iou, scores, *outputs), table
 
 
 def _greedy_by_rank(

@@ -13,6 +13,7 @@ from numpy.random import PCG64, Generator
 from aegis_eval.metrics import coco, matching
 from aegis_eval.metrics.types import Detections, GroundTruth
 from tests.eval.metrics.test_cmatch import FIELDS, MATCH_FIELDS, _assert_same, needs_compiled
+from tests.eval.metrics.test_metrics_parity import make_fixture
 
 COUNT_FIELDS = ("tp", "fp", "n_gt", "tp_small", "gt_small", "tp_medium", "gt_medium", "tp_large", "gt_large")
 
@@ -152,3 +153,39 @@ def test_nan_gt_edge_and_empty_sides(monkeypatch):
             assert getattr(m[0], name).tobytes() == getattr(m[1], name).tobytes(), name
         for name in COUNT_FIELDS:
             assert getattr(m[0].counts, name).tobytes() == getattr(m[1].counts, name).tobytes(), name
+
+
+@needs_compiled
+@pytest.mark.parametrize("key", range(10))
+@pytest.mark.parametrize("threshold,iou,max_dets", [(0.25, 0.5, 100), (0.0, 0.75, 100), (0.5, 1.0, 7), (0.9, 0.3, 100)])
+def test_match_and_evaluate_is_both_calls(key, threshold, iou, max_dets, monkeypatch):
+    """One shared pass (iou >= 0.5 and every detection at the threshold among its image's max_dets best), the fallback
+    when a kept detection lies past max_dets (max_dets 7 at threshold 0.5), and iou below the AP candidates' 0.5: the
+    same arrays as the two calls, compiled and NumPy."""
+    gt, dets = _crowded(key) if key % 2 else make_fixture(key)
+    want_match = None
+    for mode in ("numpy", "compiled"):
+        monkeypatch.setenv("AEGIS_KERNELS", mode)
+        match, table = matching.match_and_evaluate(gt, dets, threshold, iou, max_dets)
+        if want_match is None:
+            want_match = matching.match_at_threshold(gt, dets, threshold, iou)
+            want_table = coco.evaluate_images(gt, dets, max_dets)
+        _assert_same(table, want_table)
+        for name in MATCH_FIELDS:
+            x, y = getattr(match, name), getattr(want_match, name)
+            assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), (mode, name)
+        for name in COUNT_FIELDS:
+            assert getattr(match.counts, name).tobytes() == getattr(want_match.counts, name).tobytes(), (mode, name)
+        assert (match.threshold, match.iou) == (threshold, iou)
+
+
+def test_match_and_evaluate_reports_the_first_error_of_the_two_calls(monkeypatch):
+    from aegis_data.errors import AegisError
+
+    gt, dets = _crowded(0, n_img=2, n_gt=3, n_det=4)
+    for mode in ("numpy", "compiled", "auto"):
+        monkeypatch.setenv("AEGIS_KERNELS", mode)
+        with pytest.raises(AegisError, match="threshold"):
+            matching.match_and_evaluate(gt, dets, 1.5, 0.5, 0)
+        with pytest.raises(AegisError, match="max_dets"):
+            matching.match_and_evaluate(gt, dets, 0.5, 0.5, 0)
