@@ -54,6 +54,7 @@ def match_kernel() -> Any:
 
 # The reference clamps the starting IoU to just below 1 so a perfect overlap still matches.
 _MAX_IOU_START = 1.0 - 1e-10
+_THRESHOLDS_CLAMPED = np.minimum(IOU_THRESHOLDS, _MAX_IOU_START)
 # (detection, GT) pairs per chunk when computing IoU, to bound memory (a few arrays of this many float64).
 _PAIR_CHUNK = 1_000_000
 
@@ -117,7 +118,8 @@ def box_iou_coco(dets_xywh: np.ndarray, gts_xywh: np.ndarray, gt_crowd: np.ndarr
     return np.where(overlap, iou, 0.0)
 
 
-def _check_inputs(gt: GroundTruth, dets: Detections, max_dets: int) -> None:
+def check_inputs(gt: GroundTruth, dets: Detections, max_dets: int) -> None:
+    """evaluate_images' checks of its arguments (AegisError on the first that fails)."""
     if isinstance(max_dets, bool) or not isinstance(max_dets, (int, np.integer)) or max_dets < 1:
         raise AegisError(f"`max_dets` must be a positive integer; got {max_dets!r}", param="max_dets")
     n_img = gt.n_images
@@ -279,7 +281,10 @@ def evaluate_images(gt: GroundTruth, dets: Detections, max_dets: int = DEFAULT_M
     max_dets: keep the best ``max_dets`` detections per image (COCO's headline numbers use 100).
     Raises AegisError on inconsistent arrays, image rows out of range or non-finite values.
     """
-    _check_inputs(gt, dets, max_dets)
+    check_inputs(gt, dets, max_dets)
+    kernel = match_kernel()
+    if kernel is not None:
+        return evaluate_compiled(kernel, gt, dets, int(max_dets))[0]
     n_img = gt.n_images
     det_image_all = np.asarray(dets.det_image, dtype=np.int64)
     scores_all = np.asarray(dets.scores, dtype=np.float64)
@@ -315,32 +320,10 @@ def evaluate_images(gt: GroundTruth, dets: Detections, max_dets: int = DEFAULT_M
     gt_pos = np.empty((n_area, gt.n_boxes), dtype=np.int64)
     for a in range(n_area):
         gt_pos[a, np.lexsort((position_in_file, gt_ignore[a]))] = np.arange(gt.n_boxes)
-    kernel = match_kernel()
-    if kernel is not None:
-        # the same matching, run per image over each detection's candidates (_cmatch.c); GT arrays in gt_order
-        matched = np.zeros((n_area, len(IOU_THRESHOLDS), n_det), dtype=np.uint8)
-        match_ignored = np.zeros_like(matched)
-        if n_det and gt.n_boxes:  # else nothing matches
-            kernel.match_areas(
-                np.ascontiguousarray(det_boxes),
-                det_start.astype(np.int64),
-                np.ascontiguousarray(gt.boxes[gt_order], dtype=np.float64),
-                gt_start.astype(np.int64),
-                crowd[gt_order].astype(np.uint8),
-                ann_nonzero[gt_order].astype(np.uint8),
-                np.ascontiguousarray(gt_ignore[:, gt_order], dtype=np.uint8),
-                np.ascontiguousarray(gt_pos[:, gt_order]),
-                np.minimum(IOU_THRESHOLDS, _MAX_IOU_START),
-                float(IOU_THRESHOLDS.min()),
-                matched,
-                match_ignored,
-            )
-        matched, match_ignored = matched.view(bool), match_ignored.view(bool)
-    else:
-        pair_det, pair_gt, pair_iou = candidate_pairs(gt, gt_order, gt_start, det_boxes, det_start)
-        matched, match_ignored = _match_areas(
-            pair_det, pair_gt, pair_iou, det_rank, gt_ignore, gt_pos, crowd, ann_nonzero, n_det
-        )
+    pair_det, pair_gt, pair_iou = candidate_pairs(gt, gt_order, gt_start, det_boxes, det_start)
+    matched, match_ignored = _match_areas(
+        pair_det, pair_gt, pair_iou, det_rank, gt_ignore, gt_pos, crowd, ann_nonzero, n_det
+    )
     outside = (det_area[None, :] < lo) | (det_area[None, :] > hi)  # (A, D)
     ignored = match_ignored | (~matched & outside[:, None, :])
     n_gt = np.stack([np.bincount(box_image[~gt_ignore[a]], minlength=n_img) for a in range(n_area)]).astype(np.int64)
@@ -357,6 +340,63 @@ def evaluate_images(gt: GroundTruth, dets: Detections, max_dets: int = DEFAULT_M
         order=order.astype(np.int64),
         max_dets=int(max_dets),
     )
+
+
+def evaluate_compiled(
+    kernel: Any, gt: GroundTruth, dets: Detections, max_dets: int, at_threshold: tuple = ()
+) -> tuple[ApTable, Any]:
+    """evaluate_images in _cmatch.c: the score order by radix and counting sorts (image_order), then per image the
+    candidates, the greedy matching of every area range and threshold, the ignored flags and the GT counts
+    (evaluate), written straight into the table's arrays. at_threshold: the kernel's optional threshold-match
+    arguments (matching.match_and_evaluate); returns the table and the kernel's answer (None without them)."""
+    n_img, n_all = gt.n_images, dets.n
+    scores_all = np.ascontiguousarray(dets.scores, dtype=np.float64)
+    by_image, image_of, rank, order = (np.empty(n_all, dtype=np.int64) for _ in range(4))
+    det_start = np.empty(n_img + 1, dtype=np.int64)
+    n_det = kernel.image_order(
+        np.ascontiguousarray(dets.det_image, dtype=np.int64),
+        scores_all,
+        -np.inf,
+        max_dets,
+        by_image,
+        det_start,
+        image_of,
+        rank,
+        order,
+    )
+    det_index = by_image[:n_det]
+    shape = (len(AREA_RANGES), len(IOU_THRESHOLDS), n_det)
+    matched, ignored = np.empty(shape, dtype=np.uint8), np.empty(shape, dtype=np.uint8)
+    n_gt = np.empty((len(AREA_RANGES), n_img), dtype=np.int64)
+    answer = kernel.evaluate(
+        np.ascontiguousarray(dets.boxes, dtype=np.float64),
+        det_index,
+        det_start,
+        np.ascontiguousarray(gt.boxes, dtype=np.float64),
+        np.ascontiguousarray(gt.box_image, dtype=np.int64),
+        np.ascontiguousarray(gt.areas, dtype=np.float64),
+        np.asarray(gt.iscrowd, dtype=bool).astype(np.uint8),
+        (np.asarray(gt.ann_ids) != 0).astype(np.uint8),
+        AREA_RANGES,
+        _THRESHOLDS_CLAMPED,
+        float(IOU_THRESHOLDS.min()),
+        matched,
+        ignored,
+        n_gt,
+        *at_threshold,
+    )
+    table = ApTable(
+        det_index=det_index,
+        det_image=image_of[:n_det],
+        det_rank=rank[:n_det],
+        scores=scores_all[det_index],
+        matched=matched.view(bool),
+        ignored=ignored.view(bool),
+        n_gt=n_gt,
+        order=order[:n_det],
+        max_dets=max_dets,
+    )
+    return table, answer
 
 
 def precision_at_recall(tp: np.ndarray, fp: np.ndarray, n_pos: int) -> np.ndarray:

@@ -51,7 +51,8 @@ def _log_sum_exp(log_terms: np.ndarray) -> float:
 
 def _log_factorials(values: np.ndarray) -> np.ndarray:
     """log j! for each j of ``values``, each from lgamma (no accumulated rounding, unlike a cumulative sum)."""
-    return np.array([math.lgamma(float(j) + 1.0) for j in values], dtype=np.float64)
+    # j + 1.0 in float64 is float(j) + 1.0 exactly (j < 2**53); map over Python floats skips per-element numpy scalars
+    return np.fromiter(map(math.lgamma, (np.asarray(values) + 1.0).tolist()), dtype=np.float64, count=len(values))
 
 
 def _kept_terms(k: int) -> np.ndarray:

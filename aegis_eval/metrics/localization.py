@@ -53,12 +53,15 @@ def localization_stability(
     Both matches must come from ``match_at_threshold`` on the same ``gt``.
     """
     both = np.flatnonzero((clean_match.gt_matched_det >= 0) & (cond_match.gt_matched_det >= 0))
-    box_clean = clean_dets.boxes[clean_match.gt_matched_det[both]]
-    box_cond = cond_dets.boxes[cond_match.gt_matched_det[both]]
-    gt_boxes = gt.boxes[both]
+    # np.take copies whole rows (several times faster than fancy indexing of a 2-D array; the same values)
+    box_clean = np.take(clean_dets.boxes, clean_match.gt_matched_det[both], axis=0)
+    box_cond = np.take(cond_dets.boxes, cond_match.gt_matched_det[both], axis=0)
+    gt_boxes = np.take(gt.boxes, both, axis=0)
     diag = np.hypot(gt_boxes[:, 2], gt_boxes[:, 3])
     # A matched GT has IoU >= iou > 0, hence positive area and a positive diagonal.
-    shift = np.linalg.norm(_centres(box_clean) - _centres(box_cond), axis=1) / diag
+    offset = _centres(box_clean) - _centres(box_cond)
+    # linalg.norm's sqrt of the row's sum of squares, spelled out (two terms: the same sum, without its overhead)
+    shift = np.sqrt(offset[:, 0] * offset[:, 0] + offset[:, 1] * offset[:, 1]) / diag
     return {
         "n_matched": int(len(both)),
         "iou_clean_vs_condition": _mean(paired_iou_xywh(box_clean, box_cond)),

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from aegis_data.errors import AegisError
+from aegis_eval.metrics import coco
 from aegis_eval.metrics.coco import box_iou_coco, candidate_pairs, match_kernel, segment_starts
 from aegis_eval.metrics.types import Detections, GroundTruth
 
@@ -189,6 +190,9 @@ def match_at_threshold(gt: GroundTruth, dets: Detections, threshold: float, iou:
     threshold = float(threshold)
     iou = float(iou)
     _check_inputs(gt, dets, threshold, iou)
+    kernel = match_kernel()
+    if kernel is not None:
+        return _match_compiled(kernel, gt, dets, threshold, iou)
     n_img, n_gt_boxes, n_det = gt.n_images, gt.n_boxes, dets.n
 
     kept = np.asarray(dets.scores, dtype=np.float64) >= threshold
@@ -208,32 +212,12 @@ def match_at_threshold(gt: GroundTruth, dets: Detections, threshold: float, iou:
     g_bounds = segment_starts(gt.box_image[gt_order], n_img)
     crowd = np.asarray(gt.iscrowd, dtype=bool)
     boxes = np.asarray(dets.boxes, dtype=np.float64)[order]
-    kernel = match_kernel()
-    if kernel is not None and n_gt_boxes:
-        # the same greedy pass per image in C (_cmatch.c), on the GT arrays in gt_order
-        row_gt = np.full(len(order), -1, dtype=np.int64)
-        row_iou = np.full(len(order), np.nan)
-        crowd_hit = np.zeros(len(order), dtype=np.uint8)
-        kernel.match_threshold(
-            np.ascontiguousarray(boxes),
-            d_bounds.astype(np.int64),
-            np.ascontiguousarray(gt.boxes[gt_order], dtype=np.float64),
-            g_bounds.astype(np.int64),
-            crowd[gt_order].astype(np.uint8),
-            iou,
-            row_gt,
-            row_iou,
-            crowd_hit,
-        )
-        row_gt = np.where(row_gt >= 0, gt_order[np.maximum(row_gt, 0)], -1)
-        crowd_rows = np.flatnonzero(crowd_hit)
-    else:
-        # Every (kept detection, GT) pair of an image that reaches ``iou``: only these can match or be ignored.
-        pair_row, pair_gt, pair_iou = candidate_pairs(gt, gt_order, g_bounds, boxes, d_bounds, floor=iou)
-        rank = np.arange(len(order)) - d_bounds[dets.det_image[order]]
-        regular = ~crowd[pair_gt]
-        row_gt, row_iou = _greedy_by_rank(pair_row[regular], pair_gt[regular], pair_iou[regular], rank, n_gt_boxes)
-        crowd_rows = pair_row[~regular]
+    # Every (kept detection, GT) pair of an image that reaches ``iou``: only these can match or be ignored.
+    pair_row, pair_gt, pair_iou = candidate_pairs(gt, gt_order, g_bounds, boxes, d_bounds, floor=iou)
+    rank = np.arange(len(order)) - d_bounds[dets.det_image[order]]
+    regular = ~crowd[pair_gt]
+    row_gt, row_iou = _greedy_by_rank(pair_row[regular], pair_gt[regular], pair_iou[regular], rank, n_gt_boxes)
+    crowd_rows = pair_row[~regular]
     hit = np.flatnonzero(row_gt >= 0)
     d, g = order[hit], row_gt[hit]
     is_tp[d] = True
@@ -248,6 +232,114 @@ def match_at_threshold(gt: GroundTruth, dets: Detections, threshold: float, iou:
     return ThresholdMatch(
         threshold, iou, kept, is_tp, ignored, matched_gt, matched_iou, gt_matched_det, gt_matched_iou, counts
     )
+
+
+def _match_compiled(kernel: Any, gt: GroundTruth, dets: Detections, threshold: float, iou: float) -> ThresholdMatch:
+    """match_at_threshold in _cmatch.c: the kept detections in score order per image (image_order), then the greedy
+    pass with the per-image counts (threshold_match), written in the input's indexing."""
+    n_img, n_gt_boxes, n_det = gt.n_images, gt.n_boxes, dets.n
+    scores = np.ascontiguousarray(dets.scores, dtype=np.float64)
+    rows = np.empty(n_det, dtype=np.int64)
+    det_start = np.empty(n_img + 1, dtype=np.int64)
+    n_kept = kernel.image_order(
+        np.ascontiguousarray(dets.det_image, dtype=np.int64),
+        scores,
+        threshold,
+        max(n_det, 1),
+        rows,
+        det_start,
+        None,
+        None,
+        None,
+    )
+    matched_gt, matched_iou, crowd_hit, gt_matched_det, gt_matched_iou, counts = _threshold_outputs(
+        n_det, n_gt_boxes, n_img
+    )
+    kernel.threshold_match(
+        np.ascontiguousarray(dets.boxes, dtype=np.float64),
+        rows[:n_kept],
+        det_start,
+        np.ascontiguousarray(gt.boxes, dtype=np.float64),
+        np.ascontiguousarray(gt.box_image, dtype=np.int64),
+        np.asarray(gt.iscrowd, dtype=bool).astype(np.uint8),
+        np.ascontiguousarray(gt.areas, dtype=np.float64),
+        iou,
+        SMALL_MAX_AREA,
+        MEDIUM_MAX_AREA,
+        matched_gt,
+        matched_iou,
+        crowd_hit,
+        gt_matched_det,
+        gt_matched_iou,
+        counts,
+    )
+    return _threshold_result(
+        threshold, iou, scores, matched_gt, matched_iou, crowd_hit, gt_matched_det, gt_matched_iou, counts
+    )
+
+
+def _threshold_outputs(n_det: int, n_gt_boxes: int, n_img: int) -> tuple[np.ndarray, ...]:
+    """The compiled threshold match's output arrays, preset: matched GT -1, IoU NaN, no crowd hit; counts written."""
+    return (
+        np.full(n_det, -1, dtype=np.int64),
+        np.full(n_det, np.nan),
+        np.zeros(n_det, dtype=np.uint8),
+        np.full(n_gt_boxes, -1, dtype=np.int64),
+        np.full(n_gt_boxes, np.nan),
+        np.empty((len(_COUNT_FIELDS), n_img), dtype=np.int64),
+    )
+
+
+def _threshold_result(
+    threshold: float,
+    iou: float,
+    scores: np.ndarray,
+    matched_gt: np.ndarray,
+    matched_iou: np.ndarray,
+    crowd_hit: np.ndarray,
+    gt_matched_det: np.ndarray,
+    gt_matched_iou: np.ndarray,
+    counts: np.ndarray,
+) -> ThresholdMatch:
+    is_tp = matched_gt >= 0
+    # An unmatched detection inside a crowd region is ignored (crowd_hit is only set for kept ones).
+    ignored = crowd_hit.view(bool) & ~is_tp
+    return ThresholdMatch(
+        threshold,
+        iou,
+        scores >= threshold,
+        is_tp,
+        ignored,
+        matched_gt,
+        matched_iou,
+        gt_matched_det,
+        gt_matched_iou,
+        PerImageCounts(*counts),
+    )
+
+
+def match_and_evaluate(
+    gt: GroundTruth, dets: Detections, threshold: float, iou: float = DEFAULT_IOU, max_dets: int = coco.DEFAULT_MAX_DETS
+) -> tuple[ThresholdMatch, coco.ApTable]:
+    """``(match_at_threshold(gt, dets, threshold, iou), evaluate_images(gt, dets, max_dets))``, the same values and
+    the same first error. Compiled, one pass per image serves both where it can: when ``iou`` reaches the lowest AP
+    threshold (the threshold's pairs are then among the AP candidates) and every detection with ``score >=
+    threshold`` is among its image's ``max_dets`` best; otherwise the threshold match runs on its own."""
+    threshold = float(threshold)
+    iou = float(iou)
+    kernel = match_kernel()
+    if kernel is None or not iou >= float(coco.IOU_THRESHOLDS.min()):
+        return match_at_threshold(gt, dets, threshold, iou), coco.evaluate_images(gt, dets, max_dets)
+    _check_inputs(gt, dets, threshold, iou)
+    coco.check_inputs(gt, dets, max_dets)
+    scores = np.ascontiguousarray(dets.scores, dtype=np.float64)
+    outputs = _threshold_outputs(dets.n, gt.n_boxes, gt.n_images)
+    table, covered = coco.evaluate_compiled(
+        kernel, gt, dets, int(max_dets), (scores, threshold, iou, SMALL_MAX_AREA, MEDIUM_MAX_AREA, *outputs)
+    )
+    if covered != np.count_nonzero(scores >= threshold):  # a detection at the threshold lies past max_dets
+        return _match_compiled(kernel, gt, dets, threshold, iou), table
+    return _threshold_result(threshold, iou, scores, *outputs), table
 
 
 def _greedy_by_rank(

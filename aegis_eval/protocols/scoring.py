@@ -54,7 +54,7 @@ from aegis_eval.metrics.matching import (
     DEFAULT_IOU,
     PerImageCounts,
     ThresholdMatch,
-    match_at_threshold,
+    match_and_evaluate,
     rates_from_counts,
     sum_counts,
     threshold_metrics,
@@ -554,8 +554,7 @@ def _score_ground_truth(
     with ThreadPoolExecutor(1) as resampler:
         for cond in names:
             dets = predictions[cond]
-            match = match_at_threshold(gt, dets, threshold, iou)
-            table = ap_metrics.evaluate_images(gt, dets)
+            match, table = match_and_evaluate(gt, dets, threshold, iou)  # one pass where the two share their pairs
             ap = ap_metrics.accumulate(table)
             entry: dict[str, Any] = condition_labels(cond, config)
             entry.update({m: _clean_number(ap[m]) for m in AP_METRICS})
