@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import typer
-
-from aegis_data.api import __version__
+if TYPE_CHECKING:
+    import typer
 
 # The command group modules in help order, with the top-level commands each one registers. `aegis <command> ...`
 # imports and registers only that command's module (the others cost start-up time: Rich's progress bars, the
@@ -25,19 +24,25 @@ COMMAND_MODULES = {
 
 
 def _version(value: bool) -> None:
+    import typer
+
+    from aegis_data.api import __version__
+
     if value:
         typer.echo(f"aegis {__version__}")
         raise typer.Exit()
 
 
-def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
-) -> None:
-    """AegisBench toolkit."""
-
-
 def build_app(modules: tuple[str, ...] = tuple(COMMAND_MODULES)) -> typer.Typer:
-    """The ``aegis`` app with the commands of ``modules`` (all of them by default)."""
+    """The ``aegis`` app with the commands of ``modules`` (all of them by default). Typer is imported here, not
+    with this module: a plain `aegis score` line (cli/plain_score.py) never loads it."""
+    import typer
+
+    def _root(
+        version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    ) -> None:
+        """AegisBench toolkit."""
+
     app = typer.Typer(
         name="aegis",
         help="AegisBench: frozen disaster-corruption benchmarks for aerial person detection, and one shared scorer.",
