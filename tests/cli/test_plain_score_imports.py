@@ -1,6 +1,7 @@
 """A plain `aegis score` line loads what it needs when it needs it: never Typer (nor pydantic) on success, Rich only
 once the score is written (to print its tables), and the predictions file read on a thread started before NumPy is
-imported (cli/score_run.py, aegis_eval/protocols/results_file.py)."""
+imported (cli/score_run.py, aegis_eval/protocols/results_file.py), and the cycle collector not walking the process's
+long-lived objects again and again (cli/main.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from tests.cli.test_cli_scoring import gt_doc, preds_doc
 
 # Runs `aegis score` in a fresh interpreter. An audit hook notes which of the watched modules are loaded when the
 # score JSON is put in place (the atomic write's rename), and which read-ahead threads had started when NumPy began
-# to import; the last line is a JSON record of both and of the modules loaded at the end.
+# to import; a gc callback counts the collector's passes while main() runs. The last line is a JSON record of these,
+# of the modules loaded at the end and of the objects frozen out of the exit's last collection.
 PROBE = """
 import json, sys
 WATCHED = ("typer", "rich", "pydantic", "numpy")
@@ -31,11 +33,16 @@ def hook(event, args):
 sys.addaudithook(hook)
 sys.argv = ["aegis", *sys.argv[1:]]
 from aegis_cli.main import main
+import gc
+collections = []
+gc.callbacks.append(lambda phase, info: collections.append(info["generation"]) if phase == "start" else None)
 try:
     main()
 except SystemExit as exc:
     seen["exit"] = exc.code
 seen["end"] = sorted(m for m in WATCHED if m in sys.modules)
+seen["collections"] = len(collections)
+seen["frozen"] = gc.get_freeze_count()
 print(json.dumps(seen))
 """
 
@@ -71,3 +78,6 @@ def test_a_plain_score_loads_rich_only_to_print_and_never_typer(tmp_path):
     assert "rich" in seen["end"] and "typer" not in seen["end"] and "pydantic" not in seen["end"], seen
     # the predictions file's read was started on a thread before NumPy began to import
     assert seen["numpy_import"] == ["read-ahead clean.json"], seen
+    # the collector does not walk the imported modules and the parsed inputs over and over (~60 passes by default),
+    # nor all of them once more as the process ends
+    assert seen["collections"] <= 1 and seen["frozen"] > 10_000, seen
