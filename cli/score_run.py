@@ -1,6 +1,7 @@
 """What `aegis score` does once its options are read (by Typer, or by cli/plain_score.py for a plain line):
 score, write the files, print. Importing this module loads neither Typer nor Rich nor NumPy; the predictions file
-is read on a thread while the scorer loads, and Rich is imported only to print the tables."""
+is read on a thread while the scorer loads, and Rich is imported only to draw the tables on a terminal
+(cli/plain_tables.py writes them elsewhere)."""
 
 from __future__ import annotations
 
@@ -90,12 +91,11 @@ def run_score(
         written.insert(0, samples_file)
     if csv_out is not None:
         written.append(result.to_csv(csv_out))
-    from .score_tables import print_score, print_threshold_notes  # Rich loads here, once the score is written
+    from .score_tables import emit, print_score, print_threshold_notes  # Rich loads only to draw on a terminal
 
     print_score(result.document)
     print_threshold_notes(result.document["threshold"])
-    for path in written:
-        common.out.print(f"wrote {path}", highlight=False, soft_wrap=True)
+    emit([f"wrote {path}" for path in written])
 
 
 def _score_referring(

@@ -1,17 +1,24 @@
 """The tables and lines `aegis score` prints: conditions, false alarms, the recall matrix, classes, GT versions,
-referring detection. Only a score that prints loads this module, and Rich with it (cli/score_run.py)."""
+referring detection. Each table is built as a :class:`~cli.plain_tables.TableSpec`; on a terminal Rich draws it
+(``conditions_table`` etc. give the Rich ``Table``), elsewhere (a pipe, a file) cli/plain_tables.py writes the same
+characters without importing Rich."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
-from typing import Any
-
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from aegis_data.api import SEVERITIES
 
-from .common import in_flags, out, styled, warn
-from .tables import fit
+from . import common
+from .common import in_flags, warn
+from .plain_tables import TableSpec, plain_line, plain_text, plain_width, rich_table
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+Block = tuple[TableSpec, int] | str  # a table and the leading columns its parts repeat, or a line
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
@@ -34,10 +41,10 @@ def _threshold_text(result: Mapping[str, Any]) -> str:
     return "per class" if value is None else f"{value:g}"
 
 
-def conditions_table(result: Mapping[str, Any]) -> Table:
+def conditions_spec(result: Mapping[str, Any]) -> TableSpec:
     """One row per condition: AP, AP50, P, R, F1, FP/img (with 95% CIs) and recall by size."""
     conf = _threshold_text(result)
-    table = Table(
+    table = TableSpec(
         title=f"{result.get('label') or 'predictions'} @ threshold {conf} (IoU {result['iou']:g}); "
         "(lo–hi) = 95% bootstrap CI"
     )
@@ -59,14 +66,14 @@ def conditions_table(result: Mapping[str, Any]) -> Table:
     return table
 
 
-def false_alarm_table(result: Mapping[str, Any]) -> Table | None:
+def false_alarm_spec(result: Mapping[str, Any]) -> TableSpec | None:
     """One row per condition: FP count and exposure, FP/img, FP/MP and the image share, each with its exact
     one-sided upper bound; None for a result without the false-alarm block."""
     block = result.get("false_alarm")
     if not block:
         return None
     conf = f"{100 * block['confidence']:g}%"
-    table = Table(
+    table = TableSpec(
         title=f"false alarms @ threshold {_threshold_text(result)}; (≤ x) = exact one-sided "
         f"{conf} upper bound (Garwood for counts, Clopper–Pearson for the share)"
     )
@@ -103,7 +110,7 @@ def _drop_style(drop: float | None) -> str:
     return "bold red"
 
 
-def recall_matrix(result: Mapping[str, Any], metric: str = "recall") -> Table | None:
+def recall_spec(result: Mapping[str, Any], metric: str = "recall") -> TableSpec | None:
     """Corruption x severity matrix of ``metric``, coloured by relative drop vs clean; None without a sweep."""
     conds = result["conditions"]
     # Corruptions and families as the scorer labelled them, in its (the split's suite config) order.
@@ -112,7 +119,7 @@ def recall_matrix(result: Mapping[str, Any], metric: str = "recall") -> Table | 
     if not names:
         return None
     clean = conds.get("clean", {}).get(metric)
-    table = Table(
+    table = TableSpec(
         title=f"{metric} by corruption and severity (clean {_fmt(clean)})",
         caption="colour = relative drop vs clean: green < 5%, yellow < 20%, orange < 50%, red >= 50%",
     )
@@ -127,10 +134,10 @@ def recall_matrix(result: Mapping[str, Any], metric: str = "recall") -> Table | 
         for s in SEVERITIES:
             e = conds.get(f"{n}_s{s}")
             if e is None:
-                cells.append(styled(("missing", "dim")))
+                cells.append(("missing", "dim"))
                 continue
             drop = e["rel_drop"].get(metric)
-            cells.append(styled((_fmt(e.get(metric)), _drop_style(drop))))
+            cells.append((_fmt(e.get(metric)), _drop_style(drop)))
         mean_drop = per_corruption.get(n, {}).get(metric)
         table.add_row(n, family_of[n] or "–", *cells, "–" if mean_drop is None else f"{100 * mean_drop:.1f}%")
     return table
@@ -146,12 +153,12 @@ def _summary_line(result: Mapping[str, Any]) -> str:
     return " | ".join(parts) + tail
 
 
-def classes_table(result: Mapping[str, Any]) -> Table | None:
+def classes_spec(result: Mapping[str, Any]) -> TableSpec | None:
     """Multi-class runs: one row per (class, condition) with the class's threshold, AP, AP50, P, R, F1, FP/img."""
     classes = result.get("classes")
     if not classes:
         return None
-    table = Table(title="per class (each at its frozen threshold); the condition table above holds macro means")
+    table = TableSpec(title="per class (each at its frozen threshold); the condition table above holds macro means")
     for col in ("class", "threshold", "condition", "AP", "AP50", "P", "R", "F1", "FP/img"):
         table.add_column(col, justify="left" if col in ("class", "condition") else "right", no_wrap=True)
     for name, block in classes.items():
@@ -170,7 +177,7 @@ def classes_table(result: Mapping[str, Any]) -> Table | None:
     return table
 
 
-def versions_table(result: Mapping[str, Any]) -> Table | None:
+def versions_spec(result: Mapping[str, Any]) -> TableSpec | None:
     """Cross-version runs: per condition and metric, the value under each GT version and each version's
     difference to the first with its paired 95% interval."""
     block = result.get("versions")
@@ -178,7 +185,7 @@ def versions_table(result: Mapping[str, Any]) -> Table | None:
         return None
     names = list(block["gt"])
     ref = block["reference"]
-    table = Table(
+    table = TableSpec(
         title=f"the same predictions against {len(names)} GT versions; Δ = version − {ref} "
         "(paired 95% bootstrap CI, the same images resampled for every version)"
     )
@@ -200,46 +207,70 @@ def versions_table(result: Mapping[str, Any]) -> Table | None:
     return table
 
 
-def print_score(result: Mapping[str, Any]) -> None:
-    """The score's tables on stdout: conditions, then whatever the options added (cross-check, classes, false
+def score_blocks(result: Mapping[str, Any]) -> list[Block]:
+    """What :func:`print_score` prints: conditions, then whatever the options added (cross-check, classes, false
     alarms, the recall matrix, the robustness summary, GT versions)."""
-    out.print(fit(conditions_table(result)))
+    blocks: list[Block] = [(conditions_spec(result), 1)]
     checked = result["provenance"].get("cross_check")
     if checked:
-        out.print(
+        blocks.append(
             f"cross-check: {checked['tool']} {checked['version'] or ''} agrees on {checked['conditions']} "
             f"condition(s) x 6 AP metrics (max |difference| {checked['max_abs_diff']:.3g} <= "
-            f"{checked['tolerance']:g})",
-            highlight=False,
-            soft_wrap=True,
+            f"{checked['tolerance']:g})"
         )
-    for table, keys in ((classes_table(result), 3), (false_alarm_table(result), 1), (recall_matrix(result), 2)):
+    for table, keys in ((classes_spec(result), 3), (false_alarm_spec(result), 1), (recall_spec(result), 2)):
         if table is not None:
-            out.print(fit(table, keys))
+            blocks.append((table, keys))
     if len(result["conditions"]) > 1:
-        out.print(_summary_line(result), highlight=False, soft_wrap=True)
-    versions = versions_table(result)
+        blocks.append(_summary_line(result))
+    versions = versions_spec(result)
     if versions is not None:
-        out.print(fit(versions, 2))
+        blocks.append((versions, 2))
+    return blocks
+
+
+def emit(blocks: list[Block]) -> None:
+    """Print ``blocks`` on stdout: a table as ``fit`` draws it (cli/tables.py), a line as it is. Output that is no
+    terminal is written by cli/plain_tables.py (the same characters, without importing Rich) unless something in
+    ``blocks`` is outside what it draws exactly; then, and on a terminal, Rich draws all of them."""
+    width = plain_width()
+    if width is not None:
+        texts = [plain_line(b) if isinstance(b, str) else plain_text(b[0], b[1], width) for b in blocks]
+        if all(t is not None for t in texts):
+            sys.stdout.write("".join(t for t in texts if t is not None))
+            sys.stdout.flush()  # as Rich does after each print: stdout and stderr lines stay in order
+            return
+    from .tables import fit
+
+    for block in blocks:
+        if isinstance(block, str):
+            common.out.print(block, highlight=False, soft_wrap=True)
+        else:
+            common.out.print(fit(rich_table(block[0]), block[1]))
+
+
+def print_score(result: Mapping[str, Any]) -> None:
+    """The score's tables and lines on stdout (:func:`score_blocks`)."""
+    emit(score_blocks(result))
 
 
 def print_threshold_notes(threshold: Mapping[str, Any]) -> None:
     """What the threshold file says of its own choice: the validation set's size and its warnings."""
     validation = threshold.get("validation")
     if validation:
-        out.print(
-            f"threshold frozen on {validation['n_images']} validation images, {validation['n_gt']} GT boxes "
-            f"({threshold.get('file')})",
-            highlight=False,
-            soft_wrap=True,
+        emit(
+            [
+                f"threshold frozen on {validation['n_images']} validation images, {validation['n_gt']} GT boxes "
+                f"({threshold.get('file')})"
+            ]
         )
     for w in threshold.get("warnings") or ():
         warn(f"threshold file: {in_flags(w)}")
 
 
-def referring_table(doc: Mapping[str, Any]) -> Table:
+def referring_spec(doc: Mapping[str, Any]) -> TableSpec:
     """One row per split and one overall: expressions, missing, P@θ and mP with 95% intervals."""
-    table = Table(
+    table = TableSpec(
         title=f"{doc['label']}: referring detection, correct iff IoU > θ (strict); (lo–hi) = 95% bootstrap CI"
     )
     for col in ("split", "expressions", "missing", "P@0.5", "P@0.6", "P@0.7", "P@0.8", "mP"):
@@ -253,3 +284,32 @@ def referring_table(doc: Mapping[str, Any]) -> Table:
             *(_with_ci(e, k) for k in ("p_at_50", "p_at_60", "p_at_70", "p_at_80", "mp")),
         )
     return table
+
+
+# The Rich tables (a terminal's, and what other commands and the tests take).
+def conditions_table(result: Mapping[str, Any]) -> Table:
+    return rich_table(conditions_spec(result))
+
+
+def false_alarm_table(result: Mapping[str, Any]) -> Table | None:
+    spec = false_alarm_spec(result)
+    return None if spec is None else rich_table(spec)
+
+
+def recall_matrix(result: Mapping[str, Any], metric: str = "recall") -> Table | None:
+    spec = recall_spec(result, metric)
+    return None if spec is None else rich_table(spec)
+
+
+def classes_table(result: Mapping[str, Any]) -> Table | None:
+    spec = classes_spec(result)
+    return None if spec is None else rich_table(spec)
+
+
+def versions_table(result: Mapping[str, Any]) -> Table | None:
+    spec = versions_spec(result)
+    return None if spec is None else rich_table(spec)
+
+
+def referring_table(doc: Mapping[str, Any]) -> Table:
+    return rich_table(referring_spec(doc))
