@@ -99,23 +99,23 @@ def test_plain_width_follows_rich(monkeypatch):
         assert plain_width() is None
 
 
-def _score_docs() -> list[Path]:
-    root = Path("/tmp/before38")
-    return sorted(p for p in root.glob("*.json") if "thr" not in p.name) if root.is_dir() else []
-
-
-def _made_doc() -> dict:
+def _made_docs() -> list[dict]:
+    """A four-condition score (conditions, false alarms, the recall matrix, the summary line) and the same
+    predictions against two GT versions (the versions table, with its Δ and − signs)."""
     import tempfile
 
+    import aegis_eval as ae
     from tests.cli.test_cli_scoring import gt_doc, preds_doc
-    from tests.eval.protocols.scoring_memory import score_paths
 
     root = Path(tempfile.mkdtemp())
     (root / "gt.json").write_text(json.dumps(gt_doc(10)))
     (root / "preds").mkdir()
     for name, found in (("clean", 9), ("low_light_s1", 7), ("low_light_s3", 3), ("water_glare_s2", 8)):
         (root / "preds" / f"{name}.json").write_text(json.dumps(preds_doc(10, found)))
-    return score_paths(root / "preds", root / "gt.json", threshold=0.5, bootstrap=20, seed=0, label="run 1")
+    options = {"threshold": 0.5, "bootstrap": 20, "label": "run 1"}
+    sweep = ae.score(root / "preds", root / "gt.json", **options).to_dict()
+    versions = ae.score(root / "preds", [root / "gt.json", root / "gt.json"], **options).to_dict()
+    return [sweep, versions]
 
 
 @pytest.mark.parametrize("width", [40, 80, 120, 200])
@@ -123,8 +123,7 @@ def test_a_score_prints_as_rich_printed_it(width, monkeypatch):
     monkeypatch.setenv("COLUMNS", str(width))
     monkeypatch.delenv("FORCE_COLOR", raising=False)
     monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
-    docs = [_made_doc()] + [json.loads(p.read_text()) for p in _score_docs()]
-    for doc in docs:
+    for doc in _made_docs():
         blocks = score_tables.score_blocks(doc)
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
