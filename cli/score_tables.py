@@ -237,8 +237,9 @@ def emit(blocks: list[Block]) -> None:
     if width is not None:
         texts = [plain_line(b) if isinstance(b, str) else plain_text(b[0], b[1], width) for b in blocks]
         if all(t is not None for t in texts):
-            sys.stdout.write("".join(t for t in texts if t is not None))
-            sys.stdout.flush()  # as Rich does after each print: stdout and stderr lines stay in order
+            for text in texts:  # one write and flush per block, as Rich's print: stdout and stderr stay in order
+                sys.stdout.write(text or "")
+                sys.stdout.flush()
             return
     from .tables import fit
 
