@@ -40,7 +40,12 @@ from aegis_data.split.reader import config_for
 from aegis_eval.metrics.types import Detections, GroundTruth
 from aegis_eval.protocols.class_map import ClassMap, remap_ground_truth, remap_predictions
 from aegis_eval.protocols.coco_doc import category_names, check_coco_shape, is_int64
-from aegis_eval.protocols.results_file import PredictionsFile, read_columns, read_predictions_file
+from aegis_eval.protocols.results_file import (  # noqa: F401 -- _results_reader: callers keep its name here
+    PredictionsFile,
+    _results_reader,
+    read_columns,
+    read_predictions_file,
+)
 
 REQUIRED_DET_KEYS = ("image_id", "category_id", "bbox", "score")
 _STANDARD_IMAGE_KEYS = ("id", "file_name", "width", "height")
