@@ -255,6 +255,16 @@ def score(
     return ScoreResult(with_samples_hash(scored.result, samples_bytes(samples)), samples)
 
 
+def read_ahead_predictions(predictions: PathLike) -> None:
+    """Start reading a predictions file (bytes, SHA-256, the compiled reader's columns) on a thread, for a
+    :func:`score` of it that follows in this process: the read overlaps what comes before (the scorer's imports).
+    The score takes that read; anything that went wrong there (a missing file, a folder) is left to the score,
+    which reads again and reports it as always."""
+    from aegis_eval.protocols.results_file import read_ahead
+
+    read_ahead(predictions)
+
+
 def _class_map(spec: str | ClassMap | None, side: str, allow_merge: bool) -> ClassMap | None:
     """The remap a score or a freeze applies: None without ``spec`` (then the side and merge stay defaults)."""
     from aegis_eval.protocols.class_map import ClassMap, parse_class_map

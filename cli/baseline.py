@@ -260,7 +260,7 @@ def sweep_cmd(
     allow_download: DownloadOpt = False,
 ) -> None:
     """Predict clean val, freeze the threshold once, predict all test conditions, score with bootstrap CIs."""
-    from .scoring import conditions_table, recall_matrix
+    from .score_tables import conditions_table, recall_matrix
 
     result = api.sweep(
         split,

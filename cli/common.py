@@ -8,38 +8,59 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
-
-import typer
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aegis_data import api
 from aegis_data.errors import AegisError
 from aegis_data.extras import MissingExtra
 
-# Results go to stdout, diagnostics to stderr. Markup and emoji codes are off: labels, dataset and class names,
-# paths and messages are user text ("m[/]", "yolo[v8]", ":smile:") and print as they are; the few styled words
-# are Text objects (``styled``), never markup strings.
-out = Console(markup=False, emoji=False)
-err = Console(stderr=True, markup=False, emoji=False)
+if TYPE_CHECKING:
+    import typer
+    from rich.console import Console
+    from rich.text import Text
+
+    out: Console
+    err: Console
 
 F = TypeVar("F", bound=Callable)
 
 
+# Results go to stdout (``out``), diagnostics to stderr (``err``). Markup and emoji codes are off: labels, dataset and
+# class names, paths and messages are user text ("m[/]", "yolo[v8]", ":smile:") and print as they are; the few styled
+# words are Text objects (``styled``), never markup strings. The two consoles (and Rich) load on first use, so a
+# plain `aegis score` scores before it imports Rich, and Typer only for an error's exit.
+@functools.cache
+def _consoles() -> dict[str, Console]:
+    from rich.console import Console
+
+    made = {"out": Console(markup=False, emoji=False), "err": Console(stderr=True, markup=False, emoji=False)}
+    globals().update(made)  # later lookups find them without __getattr__
+    return made
+
+
+def __getattr__(name: str) -> Any:  # `from .common import out`, `common.err`: the consoles, made on first use
+    if name in ("out", "err"):
+        return _consoles()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def styled(*parts: str | tuple[str, str]) -> Text:
     """A line of plain strings and (text, style) pairs: styling without markup, so no part is ever parsed."""
+    from rich.text import Text
+
     return Text.assemble(*parts)
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print one error line to stderr and return the Exit to raise."""
-    err.print(styled(("error:", "bold red"), " ", message), highlight=False, soft_wrap=True)
+    import typer
+
+    _consoles()["err"].print(styled(("error:", "bold red"), " ", message), highlight=False, soft_wrap=True)
     return typer.Exit(code=code)
 
 
 def warn(message: str) -> None:
-    err.print(styled(("warning:", "yellow"), " ", message), highlight=False, soft_wrap=True)
+    _consoles()["err"].print(styled(("warning:", "yellow"), " ", message), highlight=False, soft_wrap=True)
 
 
 # The one place a library parameter becomes a flag. A parameter not listed here is spelled as its flag by the
@@ -99,7 +120,7 @@ def handle_errors(fn: F) -> F:
                 raise
             raise fail(message, code=2) from None
         except KeyboardInterrupt:
-            err.print("interrupted", highlight=False)
+            _consoles()["err"].print("interrupted", highlight=False)
             sys.exit(130)
 
     return wrapper  # type: ignore[return-value]

@@ -1,29 +1,29 @@
 """`aegis score` on a plain command line, without Typer's option parsing.
 
 Typer builds a pydantic validator for every option of the command it runs, which imports pydantic: about a tenth
-of a one-condition `aegis score`. :func:`plain_score_args` reads only a plain `aegis score` line: one PREDS path and
-options of :data:`FLAGS`, each a plain value (an unsigned decimal number, a path or label that does not start with
-'-'), no option twice but --split-dir. Anything else (--help, another option, an unusual value) returns None, and
-Typer parses the line as always. tests/cli/test_plain_score.py checks that both give the command the same arguments.
+of a one-condition `aegis score`; importing Typer (and Rich, which it loads) costs as much again. So this module and
+what it runs (cli/score_run.py) import neither: Rich loads to print the tables, Typer only for an error's exit.
+
+:func:`plain_score_args` reads only a plain `aegis score` line: one PREDS path and options of :data:`FLAGS`, each
+a plain value (an unsigned decimal number, a path or label that does not start with '-'), no option twice but
+--split-dir. Anything else (--help, another option, an unusual value) returns None, and Typer parses the line as
+always. tests/cli/test_plain_score.py checks that both give the command the same arguments.
 """
 
 from __future__ import annotations
 
-import inspect
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
-import typer
-
-from . import scoring
 from .common import handle_errors
+from .score_run import run_score
 
 _FLOAT = re.compile(r"[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 _INT = re.compile(r"[0-9]{1,9}")
 
-# flag -> (parameter of score_cmd, how its value reads)
+# flag -> (parameter of score_cmd and run_score, how its value reads)
 FLAGS = {
     "--split-dir": ("gt", "path"),
     "--threshold": ("threshold", "float"),
@@ -82,8 +82,7 @@ def plain_score_args(argv: list[str]) -> dict[str, Any] | None:
             given[name] = value
     if len(preds) != 1 or not gts:
         return None
-    params = inspect.signature(scoring.score_cmd).parameters
-    kwargs = {name: p.default for name, p in params.items() if p.default is not inspect.Parameter.empty}
+    kwargs = dict(run_score.__kwdefaults__ or {})  # score_cmd's defaults (the tests hold them equal)
     kwargs.update(given, preds=Path(preds[0]), gt=gts)
     return kwargs
 
@@ -94,7 +93,10 @@ def run(argv: list[str]) -> bool:
     if kwargs is None:
         return False
     try:  # wrapped as add_command wraps every command: library errors end as one line and an exit status
-        handle_errors(scoring.score_cmd)(**kwargs)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        handle_errors(run_score)(**kwargs)
+    except Exception as exc:
+        typer = sys.modules.get("typer")  # an error line's exit is a typer.Exit (common.fail imported it)
+        if typer is not None and isinstance(exc, typer.Exit):
+            sys.exit(exc.exit_code)
+        raise
     return True

@@ -20,10 +20,11 @@ class FittedTable:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
-        if _natural_width(self.table, console, options) <= width:
+        columns = _column_widths(self.table, console, options)
+        if _width_of(self.table, columns) <= width:
             yield self.table
             return
-        groups = _column_groups(self.table, self.keys, console, options)
+        groups = _column_groups(self.table, self.keys, columns, width)
         for i, group in enumerate(groups):
             yield _part(self.table, [*range(min(self.keys, len(self.table.columns))), *group], i, len(groups))
 
@@ -41,15 +42,38 @@ def _natural_width(table: Table, console: Console, options: ConsoleOptions) -> i
     return Measurement.get(console, options.update_width(1 << 20), table).maximum
 
 
-def _column_groups(table: Table, keys: int, console: Console, options: ConsoleOptions) -> list[list[int]]:
+def _borders(table: Table, n_columns: int, part: bool = False) -> int:
+    """The columns a box takes beside the cells (Rich's rule): both edges (unless the table hides them; a part
+    always draws them: :func:`_part` keeps the box, not ``show_edge``) and one rule between columns; none without a
+    box."""
+    if not table.box:
+        return 0
+    return (2 if part or table.show_edge else 0) + n_columns - 1
+
+
+def _column_widths(table: Table, console: Console, options: ConsoleOptions) -> list[int]:
+    """Each column's natural width (its widest cell, padding included), measured once on its own. A table's natural
+    width is the sum of its columns' plus its borders (Rich measures each column alone), so a part's width follows
+    from these without measuring every candidate part again (which cost a 28-condition score 0.2 s)."""
+    return [
+        _natural_width(_part(table, [i], 0, 1), console, options) - _borders(table, 1, part=True)
+        for i in range(len(table.columns))
+    ]
+
+
+def _width_of(table: Table, widths: list[int], part: bool = False) -> int:
+    """The natural width of ``table`` with columns of ``widths``, or (``part``) of a part of it with those columns."""
+    return sum(widths) + _borders(table, len(widths), part)
+
+
+def _column_groups(table: Table, keys: int, widths: list[int], width: int) -> list[list[int]]:
     """The non-key column indices packed greedily, in order, into parts whose widest rendering fits."""
-    width = options.max_width
     key_cols = list(range(min(keys, len(table.columns))))
     groups: list[list[int]] = []
     current: list[int] = []
     for index in range(len(key_cols), len(table.columns)):
-        trial = _part(table, [*key_cols, *current, index], 0, 1)
-        if current and _natural_width(trial, console, options) > width:
+        trial = [*key_cols, *current, index]
+        if current and _width_of(table, [widths[i] for i in trial], part=True) > width:
             groups.append(current)
             current = []
         current.append(index)

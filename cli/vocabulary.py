@@ -10,76 +10,21 @@ from typing import Annotated, Any
 import typer
 
 from .common import handle_errors
-
-
-# --- modes: the accepted values of each mode option, shown in --help --------------------------------------
-# The values mirror the library's own tuples (tests/cli/test_cli_vocabulary.py checks they agree); they are spelled
-# here so that `aegis --help` imports no runner, report or scoring module.
-class Task(str, Enum):
-    detection = "detection"
-    referring = "referring"
-
-
-class RankBy(str, Enum):
-    condition = "condition"
-    version = "version"
-
-
-class RemapSide(str, Enum):
-    gt = "gt"
-    preds = "preds"
-
-
-class ClassThresholds(str, Enum):
-    per_class = "per-class"
-    shared = "shared"
-
-
-class SplitName(str, Enum):
-    test = "test"
-    val = "val"
-    train = "train"
-
-
-class ListFormat(str, Enum):
-    table = "table"
-    json = "json"
-
-
-class HtmlFigures(str, Enum):
-    png = "png"
-    svg = "svg"
-
-
-class CrossCheck(str, Enum):
-    pycocotools = "pycocotools"
-
-
-class Dataset(str, Enum):
-    synthetic = "synthetic"
-    heridal = "heridal"
-    sard = "sard"
-    coco = "coco"
-    yolo = "yolo"
-    voc = "voc"
-    hf = "hf"
-
-
-class Model(str, Enum):
-    yolo11 = "yolo11"
-    rtdetr = "rtdetr"
-    fasterrcnn = "fasterrcnn"
-
-
-class Arch(str, Enum):
-    resnet50_v2 = "resnet50_v2"
-    mobilenet_v3 = "mobilenet_v3"
-
-
-class Optimizer(str, Enum):
-    SGD = "SGD"
-    AdamW = "AdamW"
-
+from .modes import (
+    Arch,
+    ClassThresholds,
+    CrossCheck,
+    Dataset,
+    HtmlFigures,
+    ListFormat,
+    Model,
+    Optimizer,
+    RankBy,
+    RemapSide,
+    SplitName,
+    Task,
+    value,
+)
 
 REPORT_FORMATS = ("md", "html", "latex")
 
@@ -103,11 +48,6 @@ def mode(enum: type[Enum], *decls: str, help: str, **kwargs: Any) -> Any:
     """A typer.Option for a mode: its choices in the metavar, parsed to ``enum``."""
     choices = "|".join(str(m.value) for m in enum)
     return typer.Option(*decls, help=help, parser=_lenient(enum), metavar=f"[{choices}]", **kwargs)
-
-
-def value(mode_value: Any) -> Any:
-    """The plain string of a parsed mode (a member's value; an unknown string or None unchanged)."""
-    return mode_value.value if isinstance(mode_value, Enum) else mode_value
 
 
 # --- the scale options, shared by build-splits, list, corrupt and calibrate ----------------------------------

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 from functools import lru_cache
-from statistics import NormalDist
 
 import numpy as np
 
@@ -72,6 +71,8 @@ def normal_table() -> np.ndarray:
     the fixed-point grid; the build refuses if any value lies within ``NORMAL_TABLE_MARGIN`` of a rounding
     boundary, so the table is identical wherever libm errs by an ulp. Its SHA-256 is pinned by a test.
     """
+    from statistics import NormalDist  # here: the scorer imports this module and never draws a normal
+
     n = 1 << NORMAL_TABLE_BITS
     inv = NormalDist().inv_cdf
     scale = float(1 << NORMAL_FRAC_BITS)

@@ -21,27 +21,38 @@ number as its GT id (docs/DATA.md, "Image ids"), so on them the two conventions 
 
 from __future__ import annotations
 
-import hashlib
+import hashlib  # noqa: F401 -- the GT reader merged from the load branch hashes here
 import math
 import os
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import chain
 from pathlib import Path, PurePath
 from typing import Any, NoReturn, TypeGuard
 
 import numpy as np
 
-from aegis_data.compiled import load_extension
+from aegis_data.compiled import load_extension  # noqa: F401 -- used by the load branch's compiled GT reader
 from aegis_data.engine.config import SuiteConfig
 from aegis_data.errors import AegisError
 from aegis_data.files.layout import annotation_path
-from aegis_data.files.readers import image_name_problem, parse_json_bytes, read_file_bytes, read_json
+from aegis_data.files.readers import (  # noqa: F401 -- read_file_bytes: the load branch's GT reader
+    image_name_problem,
+    parse_json_bytes,
+    read_file_bytes,
+    read_json,
+)
 from aegis_data.split.reader import config_for
 from aegis_eval.metrics.types import Detections, GroundTruth
 from aegis_eval.protocols.class_map import ClassMap, remap_ground_truth, remap_predictions
 from aegis_eval.protocols.coco_doc import category_names, check_coco_shape, is_int64
+from aegis_eval.protocols.results_file import (  # noqa: F401 -- _results_reader: the load branch's GT reader
+    PredictionsFile,
+    _results_reader,
+    read_columns,
+    read_predictions_file,
+)
 
 REQUIRED_DET_KEYS = ("image_id", "category_id", "bbox", "score")
 _STANDARD_IMAGE_KEYS = ("id", "file_name", "width", "height")
@@ -776,11 +787,6 @@ def _detections(
     return Detections(det_image=det_image, boxes=boxes, scores=score_arr, source=source)
 
 
-def _results_reader() -> Any:
-    """The compiled reader of plain results files (``_cresults.c``), or None (``AEGIS_KERNELS=numpy`` or not built)."""
-    return load_extension("aegis_eval.protocols._cresults", "results reader")
-
-
 def detections_from_columns(data: bytes, gt: GroundTruth, source: Mapping[str, Any]) -> Detections | None:
     """:func:`detections_from_results` of a results file's bytes, read by the compiled reader straight into
     columns; None when the compiled reader is absent, the file is not in the plain form it reads, or a value needs
@@ -788,13 +794,6 @@ def detections_from_columns(data: bytes, gt: GroundTruth, source: Mapping[str, A
     file as JSON and takes the full path, which accepts it or names the problem in the same words as always.
     Errors found on the columns (an unknown category or image id) are the full path's, raised at the same step."""
     return _detections_from_parsed(read_columns(data), gt, source)
-
-
-def read_columns(data: bytes) -> tuple[bytes, bytes, bytes, bytes] | None:
-    """The compiled reader's columns of a results file's bytes, or None (see :func:`detections_from_columns`). The
-    reader releases the GIL, so a sweep reads its files on threads side by side."""
-    reader = _results_reader()
-    return reader.columns(data) if reader is not None else None
 
 
 def _detections_from_parsed(
@@ -1086,26 +1085,6 @@ def load_predictions(path: str | Path, gt: GroundTruth, class_map: ClassMap | No
     ``source`` carries path, sha256 and warnings for provenance.
     """
     return resolve_predictions(read_predictions_file(path, class_map is None), gt, class_map)
-
-
-@dataclass(frozen=True)
-class PredictionsFile:
-    """A results file read but not yet resolved against a GT: its bytes, sha256 and (when asked and the compiled
-    reader takes the file) its columns. :func:`read_predictions_file` needs no GT and releases the GIL for most of
-    its time (file read, hash, compiled parse), so a sweep reads its files on threads while the GT loads;
-    :func:`resolve_predictions` finishes each one as :func:`load_predictions` does."""
-
-    path: Path
-    data: bytes
-    sha256: str
-    columns: tuple[bytes, bytes, bytes, bytes] | None
-
-
-def read_predictions_file(path: str | Path, parse: bool = True) -> PredictionsFile:
-    """Read (and with ``parse`` read into columns) one results file; see :class:`PredictionsFile`."""
-    path = Path(path)
-    data = read_file_bytes(path, "predictions")
-    return PredictionsFile(path, data, hashlib.sha256(data).hexdigest(), read_columns(data) if parse else None)
 
 
 def resolve_predictions(read: PredictionsFile, gt: GroundTruth, class_map: ClassMap | None = None) -> Detections:

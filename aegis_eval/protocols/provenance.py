@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,9 +31,42 @@ def _git(args: list[str], cwd: Path) -> str | None:
 def git_state(root: str | Path = REPO_ROOT) -> tuple[str | None, bool | None]:
     """(HEAD commit SHA, dirty flag) of the checkout the toolkit runs from; (None, None) when not in git.
 
-    Dirty means tracked files differ from HEAD (untracked files do not count).
+    Dirty means tracked files differ from HEAD (untracked files do not count). An answer :func:`git_state_ahead`
+    started for ``root`` is taken (once) instead of asking git again.
     """
-    root = Path(root)
+    with _GIT_AHEAD_LOCK:
+        ahead = _GIT_AHEAD.pop(str(root), None)
+    if ahead is not None:
+        ahead.join()
+        return ahead.state
+    return _git_state(Path(root))
+
+
+class _GitAhead(threading.Thread):
+    def __init__(self, root: Path) -> None:
+        super().__init__(name="git-state", daemon=True)
+        self.root = root
+        self.state: tuple[str | None, bool | None] = (None, None)
+
+    def run(self) -> None:
+        self.state = _git_state(self.root)
+
+
+_GIT_AHEAD: dict[str, _GitAhead] = {}
+_GIT_AHEAD_LOCK = threading.Lock()
+
+
+def git_state_ahead(root: str | Path = REPO_ROOT) -> None:
+    """Ask git for :func:`git_state` on a thread: the two git processes run while the caller scores (the thread
+    only waits on them), and the provenance written at the end takes their answer."""
+    with _GIT_AHEAD_LOCK:
+        if str(root) in _GIT_AHEAD:
+            return
+        job = _GIT_AHEAD[str(root)] = _GitAhead(Path(root))
+    job.start()
+
+
+def _git_state(root: Path) -> tuple[str | None, bool | None]:
     sha = _git(["rev-parse", "HEAD"], root)
     if sha is None:
         return None, None
@@ -61,7 +95,11 @@ def utc_timestamp() -> str:
 
 
 def shipped_suite(config_hash: Any) -> SuiteConfig | None:
-    """The shipped suite whose config hash this is (current or pre-0.3 form), else None."""
+    """The shipped suite whose config hash this is (current or pre-0.3 form), else None. The default suite (the
+    first of :func:`installed_suites`) is asked first, so a score of it parses no other suite file."""
+    default = load_config()
+    if config_hash in (default.config_hash, default.bytes_hash):
+        return default
     return next((s for s in installed_suites() if config_hash in (s.config_hash, s.bytes_hash)), None)
 
 

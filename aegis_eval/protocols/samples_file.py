@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,6 +108,8 @@ def samples_bytes(s: ScoreSamples) -> bytes:
                 values[i, j] = s.samples[c][m]
     meta = {"schema": SAMPLES_SCHEMA, "plan": dict(s.plan), "conditions": conditions, "metrics": metrics}
     meta_bytes = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)
+    import zipfile  # here, not at import: a score with B = 1 writes no samples file
+
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as z:
         for name, arr in (("values.npy", values.astype("<f8")), ("meta.npy", meta_bytes)):

@@ -89,7 +89,7 @@ from aegis_eval.protocols.predictions import (
     resolve_predictions,
     suite_config_of,
 )
-from aegis_eval.protocols.provenance import build_provenance
+from aegis_eval.protocols.provenance import build_provenance, git_state_ahead
 from aegis_eval.protocols.threshold import read_class_thresholds, read_threshold_file, threshold_notes
 from aegis_eval.protocols.warning_groups import grouped
 
@@ -868,6 +868,7 @@ def score(predictions: Predictions, gt: PathLike, options: ScoreOptions) -> Scor
     ``options.on_warning`` as one line (``aegis_eval.protocols.warning_groups``). With ``cross_check``, COCO AP
     is recomputed by that tool on the same inputs (``aegis_eval.protocols.crosscheck``) and its summary goes to
     ``provenance.cross_check``."""
+    git_state_ahead()  # the provenance's git processes run while the score is computed
     with grouped(options.on_warning) as collect:
         loaded = load(predictions, gt, options, on_warning=collect)
         evaluation = evaluate(loaded, options)

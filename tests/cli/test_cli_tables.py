@@ -83,7 +83,7 @@ def score_result():
 
 
 def test_score_tables(score_result):
-    from aegis_cli.scoring import conditions_table, false_alarm_table, recall_matrix
+    from aegis_cli.score_tables import conditions_table, false_alarm_table, recall_matrix
 
     assert_readable(conditions_table(score_result))
     assert_readable(false_alarm_table(score_result))

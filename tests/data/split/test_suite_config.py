@@ -159,7 +159,7 @@ def test_verify_flags_an_edited_split_config(splits, suite, tmp_path):
 
 
 def test_report_and_cli_tables_use_the_labels_the_scorer_took_from_the_split(splits, tmp_path):
-    from aegis_cli.scoring import recall_matrix
+    from aegis_cli.score_tables import recall_matrix
     from aegis_eval.report.results import group_by_dataset
 
     result = score_paths(_preds(tmp_path, splits["modified"]), splits["modified"], threshold=0.5, bootstrap=1)

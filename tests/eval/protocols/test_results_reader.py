@@ -16,7 +16,7 @@ import pytest
 
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.types import GroundTruth
-from aegis_eval.protocols import predictions
+from aegis_eval.protocols import predictions, results_file
 
 try:
     from aegis_eval.protocols import _cresults as cresults
@@ -228,7 +228,7 @@ def test_the_columns_path_is_taken(tmp_path, monkeypatch):
     path.write_text(json.dumps(results))
     monkeypatch.setenv("AEGIS_KERNELS", "numpy")
     python = predictions.load_predictions(path, _gt())
-    monkeypatch.setattr(predictions, "_results_reader", lambda: StandIn)
+    monkeypatch.setattr(results_file, "_results_reader", lambda: StandIn)
     columns = predictions.load_predictions(path, _gt())
     assert calls == [path.stat().st_size]
     assert columns.source == python.source and len(python.source["warnings"]) == 2
