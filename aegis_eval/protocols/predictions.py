@@ -21,7 +21,7 @@ number as its GT id (docs/DATA.md, "Image ids"), so on them the two conventions 
 
 from __future__ import annotations
 
-import hashlib  # noqa: F401 -- the GT reader merged from the load branch hashes here
+import hashlib
 import math
 import os
 import weakref
@@ -33,11 +33,11 @@ from typing import Any, NoReturn, TypeGuard
 
 import numpy as np
 
-from aegis_data.compiled import load_extension  # noqa: F401 -- used by the load branch's compiled GT reader
+from aegis_data.compiled import load_extension
 from aegis_data.engine.config import SuiteConfig
 from aegis_data.errors import AegisError
 from aegis_data.files.layout import annotation_path
-from aegis_data.files.readers import (  # noqa: F401 -- read_file_bytes: the load branch's GT reader
+from aegis_data.files.readers import (
     image_name_problem,
     parse_json_bytes,
     read_file_bytes,
@@ -47,7 +47,7 @@ from aegis_data.split.reader import config_for
 from aegis_eval.metrics.types import Detections, GroundTruth
 from aegis_eval.protocols.class_map import ClassMap, remap_ground_truth, remap_predictions
 from aegis_eval.protocols.coco_doc import category_names, check_coco_shape, is_int64
-from aegis_eval.protocols.results_file import (  # noqa: F401 -- _results_reader: the load branch's GT reader
+from aegis_eval.protocols.results_file import (
     PredictionsFile,
     _results_reader,
     read_columns,
