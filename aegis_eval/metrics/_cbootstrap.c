@@ -12,9 +12,9 @@
  *     contraction (the pragma below and -ffp-contract=off in setup.py), no -ffast-math;
  *   - the envelope is a running maximum and the pick a first-index search on nondecreasing TP counts, both exact.
  *
- * Resample rows are the innermost dimension (the weights arrive transposed, images x rows), so the walks along the
- * detection lists add whole vectors of rows at a time. Arrays arrive through the buffer protocol as flat,
- * C-contiguous memory; bootstrap.py checks dtypes, shapes and index ranges, and the sizes are checked again here.
+ * Resample rows are the innermost dimension (the weights arrive as groups of LANES rows, each transposed to images x
+ * LANES and contiguous), so the walks along the detection lists add whole vectors of rows at a time. Arrays arrive
+ * through the buffer protocol as flat, C-contiguous memory; bootstrap.py checks dtypes, shapes and index ranges, and the sizes are checked again here.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,9 +27,9 @@
 #endif
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && !defined(AEGIS_NO_CLONES)
-/* Also compiled for AVX2 (wider vectors; no FMA: the avx2 target does not enable it, and contraction is off), chosen
- * at load time by the CPU; element-wise IEEE operations give the same results at any vector width. */
-#define VECTORISED __attribute__((target_clones("avx2", "default")))
+/* Also compiled for AVX2 and AVX-512F (wider vectors; no FMA: neither target enables it, and contraction is off),
+ * chosen at load time by the CPU; element-wise IEEE operations give the same results at any vector width. */
+#define VECTORISED __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define VECTORISED
 #endif
@@ -119,85 +119,126 @@ bad:
     return -1;
 }
 
-/* Per threshold and lane, what the backward walk carries: the weighted TP and ignored counts at and after the
- * current position, the envelope of the points after it, and the highest recall threshold not yet answered. */
+/* Per threshold and lane, what the backward walk carries: the weighted TP and ignored counts before and at the
+ * current position (the totals less what the walk has passed), the envelope of the points after it, and the highest
+ * recall threshold not yet answered.
+ *
+ * The envelope is kept as the point that attains it (its TP count et and its TP + FP count en), not as its precision.
+ * Every point's precision tp / (n + eps) is a correctly rounded, hence monotone, function of its exact ratio, so the
+ * largest rounded precision is the rounding of the largest exact ratio, and that point's precision, divided once when
+ * a recall threshold takes it, is the NumPy path's envelope bit for bit. Below 2**26 counts have exact cross products
+ * in doubles, so comparing tp * en with et * n compares the exact ratios without a division per point (exact = 1).
+ * Adding eps leaves n unchanged for n >= 2 and turns n = 1 into 1 + eps, whose ratio 1 / (1 + eps) lies above every
+ * tp / n < 1 and below 1, where the cross products rank it like 1 / 1; but points arrive with non-increasing n (the
+ * walk goes backwards), so on equal cross products the envelope keeps the later point, which has the larger n: the
+ * right choice for 1 / 1 against k / k, and the same precision otherwise. Larger counts (exact = 0) divide per point
+ * as the NumPy path does. */
 typedef struct {
-    double tp_after[LANES], ig_after[LANES], env[LANES], cur[LANES];
+    double tp_rem[LANES], ig_rem[LANES], et[LANES], en[LANES], env[LANES], cur[LANES];
     Py_ssize_t next[LANES];
+    int has_ignored;
 } Walk;
 
-/* One candidate point (its TP and FP counts per lane), taken in descending sequence order: recall thresholds whose
- * need this point's TP count does not reach are answered with the envelope of the later points (the first point
- * reaching a need is the one after the last that does not; TP counts never decrease along the points and needs
- * never decrease along the thresholds), then the point's precision joins the envelope. */
-static inline void take_point(Walk *s, const double *tp, const double *fp, const double *need, Py_ssize_t n_rec,
-                              double *q, Py_ssize_t stride, Py_ssize_t n_thr) {
-    const double eps = 2.220446049250313e-16; /* np.spacing(1) */
+static const double EPS = 2.220446049250313e-16; /* np.spacing(1) */
+
+#if LANES > 64
+#error "the lane mask is 64 bits"
+#endif
+
+/* One candidate point (its TP count and TP + FP count per lane), taken in descending sequence order: recall
+ * thresholds whose need this point's TP count does not reach are answered with the envelope of the later points
+ * (the first point reaching a need is the one after the last that does not; TP counts never decrease along the
+ * points and needs never decrease along the thresholds), then the point joins the envelope. */
+static inline void take_point(Walk *s, const double *tp, const double *n, const double *need, Py_ssize_t n_rec,
+                              double *q, Py_ssize_t stride, int exact) {
     int any = 0;
     for (int j = 0; j < LANES; j++) any |= s->cur[j] > tp[j];
+    uint64_t lanes = 0; /* the lanes with a threshold to answer: few, so they are visited one by one */
     if (any)
-        for (int j = 0; j < LANES; j++) {
-            if (!(s->cur[j] > tp[j])) continue;
-            const double *nd = need + j * n_rec;
-            double *out = q + j * stride;
-            Py_ssize_t r = s->next[j];
-            for (; r >= 0 && nd[r] > tp[j]; r--) out[r] = s->env[j];
-            s->next[j] = r;
-            s->cur[j] = r >= 0 ? nd[r] : -1.0;
-        }
-    (void)n_thr;
-    for (int j = 0; j < LANES; j++) {
-        double d = fp[j] + tp[j];
-        d += eps;
-        const double pr = tp[j] / d;
-        s->env[j] = pr > s->env[j] ? pr : s->env[j];
+        for (int j = 0; j < LANES; j++) lanes |= (uint64_t)(s->cur[j] > tp[j]) << j;
+    for (; lanes; lanes &= lanes - 1) {
+        const int j = lowest_bit(lanes);
+        const double *nd = need + j * n_rec;
+        double *out = q + j * stride;
+        const double v = exact ? s->et[j] / (s->en[j] + EPS) : s->env[j];
+        Py_ssize_t r = s->next[j];
+        for (; r >= 0 && nd[r] > tp[j]; r--) out[r] = v;
+        s->next[j] = r;
+        s->cur[j] = r >= 0 ? nd[r] : -1.0;
     }
+    if (exact)
+        for (int j = 0; j < LANES; j++) {
+            const int take = tp[j] * s->en[j] > s->et[j] * n[j];
+            s->et[j] = take ? tp[j] : s->et[j];
+            s->en[j] = take ? n[j] : s->en[j];
+        }
+    else
+        for (int j = 0; j < LANES; j++) {
+            double d = n[j];
+            d += EPS;
+            const double pr = tp[j] / d;
+            s->env[j] = pr > s->env[j] ? pr : s->env[j];
+        }
 }
+
+/* Prefetch distance, in detections, of the weights the walk reads next (they sit at random images). */
+#define AHEAD 8
 
 /* The work of ap_precisions on checked buffers, rows [begin, end) (multiples of LANES; rows is too). */
 VECTORISED
-static void precisions(double *q, const double *wt, Py_ssize_t rows, Py_ssize_t begin, Py_ssize_t end,
-                       const int64_t *det, const uint64_t *flags, Py_ssize_t n_det, const double *totals,
-                       const double *need, Py_ssize_t n_rec, const Blocks *blocks, Py_ssize_t n_thr, Walk *walk) {
+static void precisions(double *q, const double *wt, Py_ssize_t rows, Py_ssize_t images, Py_ssize_t begin,
+                       Py_ssize_t end, const int64_t *det, const uint64_t *flags, Py_ssize_t n_det,
+                       const double *totals, const double *need, Py_ssize_t n_rec, const Blocks *blocks,
+                       Py_ssize_t n_thr, int exact, uint64_t ignored_thresholds, Walk *walk) {
     const Py_ssize_t stride = n_thr * n_rec; /* from one row's q to the next */
     for (Py_ssize_t r0 = begin; r0 < end; r0 += LANES) {
+        /* this lane group's weights: images x LANES, contiguous */
+        const double *wl = wt + r0 * images;
+        const double *nd0 = need + r0 * n_rec;
+        double *q0 = q + r0 * stride;
         /* totals: (1 + 2T, rows): all kept detections, then each threshold's TPs, then its ignored detections */
-        const double *tot_all = totals + r0;
-        double all_after[LANES], tp[LANES], fp[LANES];
+        double all_rem[LANES], n[LANES];
         Py_ssize_t m[16];
-        for (int j = 0; j < LANES; j++) all_after[j] = 0.0;
+        for (int j = 0; j < LANES; j++) all_rem[j] = totals[r0 + j];
         for (Py_ssize_t t = 0; t < n_thr; t++) {
             Walk *s = &walk[t];
-            const double *nd = need + r0 * n_rec;
             for (int j = 0; j < LANES; j++) {
-                s->tp_after[j] = s->ig_after[j] = s->env[j] = 0.0;
+                s->tp_rem[j] = totals[(1 + t) * rows + r0 + j];
+                s->ig_rem[j] = totals[(1 + n_thr + t) * rows + r0 + j];
+                s->et[j] = s->env[j] = 0.0;
+                s->en[j] = 1.0; /* the empty envelope: 0 / (1 + eps) = 0 */
                 s->next[j] = n_rec - 1;
-                s->cur[j] = n_rec ? nd[j * n_rec + n_rec - 1] : -1.0;
+                s->cur[j] = n_rec ? nd0[j * n_rec + n_rec - 1] : -1.0;
             }
+            s->has_ignored = (int)((ignored_thresholds >> t) & 1);
             m[t] = blocks[t].n_blk - 1;
         }
         for (Py_ssize_t d = n_det - 1; d >= 0; d--) {
             const uint64_t code = flags[d];
-            const double *w = wt + det[d] * rows + r0;
-            /* a run end: its counts include itself, so they are taken before it joins the after-sums */
+            const double *w = wl + det[d] * LANES;
+            if (AHEAD && d >= AHEAD) {
+                const char *ahead = (const char *)(wl + det[d - AHEAD] * LANES);
+                for (size_t k = 0; k < LANES * sizeof(double); k += 64) __builtin_prefetch(ahead + k);
+            }
+            /* a run end: its counts include itself, so they are taken before the walk passes it */
             for (uint64_t bits = (code >> 32) & 0xFFFF; bits; bits &= bits - 1) {
                 const int t = lowest_bit(bits);
                 Walk *s = &walk[t];
-                const double *tot_tp = totals + (1 + t) * rows + r0, *tot_ig = totals + (1 + n_thr + t) * rows + r0;
-                for (int j = 0; j < LANES; j++) {
-                    tp[j] = tot_tp[j] - s->tp_after[j];
-                    fp[j] = (tot_all[j] - all_after[j]) - tp[j] - (tot_ig[j] - s->ig_after[j]);
+                const double *nn = all_rem;
+                if (s->has_ignored) {
+                    for (int j = 0; j < LANES; j++) n[j] = all_rem[j] - s->ig_rem[j];
+                    nn = n;
                 }
-                take_point(s, tp, fp, need + r0 * n_rec, n_rec, q + r0 * stride + t * n_rec, stride, n_thr);
+                take_point(s, s->tp_rem, nn, nd0, n_rec, q0 + t * n_rec, stride, exact);
             }
-            for (int j = 0; j < LANES; j++) all_after[j] += w[j];
+            for (int j = 0; j < LANES; j++) all_rem[j] -= w[j];
             for (uint64_t bits = code & 0xFFFF; bits; bits &= bits - 1) {
                 Walk *s = &walk[lowest_bit(bits)];
-                for (int j = 0; j < LANES; j++) s->tp_after[j] += w[j];
+                for (int j = 0; j < LANES; j++) s->tp_rem[j] -= w[j];
             }
             for (uint64_t bits = (code >> 16) & 0xFFFF; bits; bits &= bits - 1) {
                 Walk *s = &walk[lowest_bit(bits)];
-                for (int j = 0; j < LANES; j++) s->ig_after[j] += w[j];
+                for (int j = 0; j < LANES; j++) s->ig_rem[j] -= w[j];
             }
             /* a mixed tie block starting here: its points, copy by copy, from the last back */
             for (uint64_t bits = (code >> 48) & 0xFFFF; bits; bits &= bits - 1) {
@@ -205,14 +246,13 @@ static void precisions(double *q, const double *wt, Py_ssize_t rows, Py_ssize_t 
                 Walk *s = &walk[t];
                 const Blocks *p = &blocks[t];
                 const Py_ssize_t k = m[t]--;
-                const double *tot_tp = totals + (1 + t) * rows + r0, *tot_ig = totals + (1 + n_thr + t) * rows + r0;
-                const double *kw = wt + p->blk_image[k] * rows + r0;
+                const double *kw = wl + p->blk_image[k] * LANES;
                 const double btp = (double)p->blk_tp[k], bfp = (double)p->blk_fp[k];
                 const int64_t first = p->pt_start[k], last = p->pt_start[k + 1] - 1;
-                double t0[LANES], f0[LANES];
+                double t0[LANES], f0[LANES], tp[LANES];
                 for (int j = 0; j < LANES; j++) {
-                    t0[j] = tot_tp[j] - s->tp_after[j];
-                    f0[j] = (tot_all[j] - all_after[j]) - t0[j] - (tot_ig[j] - s->ig_after[j]);
+                    t0[j] = s->tp_rem[j];
+                    f0[j] = (all_rem[j] - s->ig_rem[j]) - t0[j];
                 }
                 for (int64_t c = p->copies - 1; c >= 0; c--)
                     for (int64_t l = last; l >= first; l--) {
@@ -229,33 +269,37 @@ static void precisions(double *q, const double *wt, Py_ssize_t rows, Py_ssize_t 
                                 }
                             }
                             tp[j] = t0[j] + tin;
-                            fp[j] = f0[j] + fin;
+                            n[j] = (f0[j] + fin) + tp[j];
                         }
-                        take_point(s, tp, fp, need + r0 * n_rec, n_rec, q + r0 * stride + t * n_rec, stride, n_thr);
+                        take_point(s, tp, n, nd0, n_rec, q0 + t * n_rec, stride, exact);
                     }
             }
         }
         /* what no point left unanswered takes the envelope of all points (0 when there are none) */
         for (Py_ssize_t t = 0; t < n_thr; t++)
             for (int j = 0; j < LANES; j++) {
-                double *out = q + (r0 + j) * stride + t * n_rec;
-                for (Py_ssize_t r = walk[t].next[j]; r >= 0; r--) out[r] = walk[t].env[j];
+                double *out = q0 + j * stride + t * n_rec;
+                const Walk *s = &walk[t];
+                const double v = exact ? s->et[j] / (s->en[j] + EPS) : s->env[j];
+                for (Py_ssize_t r = s->next[j]; r >= 0; r--) out[r] = v;
             }
     }
 }
 
 /* q(rows, T, R) interpolated precision of the resample rows [begin, end); see bootstrap._chunk_precisions. The GIL
  * is released: callers may run disjoint row ranges of the same arrays on several threads.
- * Arguments: q (rows*T*R doubles, written), wt (images*rows doubles: weights transposed), rows, images,
- * det_image (D int64, accumulation order), flags (D uint64: per position, bit t of the four 16-bit fields says
- * TP, ignored, run end, mixed-block start at threshold t), totals ((1 + 2T)*rows doubles), need (rows*R doubles:
- * required TP counts), n_recall, blocks (tuple of T block tuples), begin, end (row range). */
+ * Arguments: q (rows*T*R doubles, written), wt (rows*images doubles: per group of LANES rows, images x LANES), rows,
+ * images, det_image (D int64, accumulation order), flags (D uint64: per position, bit t of the four 16-bit fields
+ * says TP, ignored, run end, mixed-block start at threshold t), totals ((1 + 2T)*rows doubles), need (rows*R doubles:
+ * required TP counts), n_recall, blocks (tuple of T block tuples), begin, end (row range), exact (every count below
+ * 2**26: the envelope by cross products, see Walk). */
 static PyObject *ap_precisions(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o_q, *o_wt, *o_det, *o_flags, *o_tot, *o_need, *blocks;
     Py_ssize_t rows, images, n_rec, begin, end;
-    if (!PyArg_ParseTuple(args, "OOnnOOOOnO!nn", &o_q, &o_wt, &rows, &images, &o_det, &o_flags, &o_tot, &o_need,
-                          &n_rec, &PyTuple_Type, &blocks, &begin, &end))
+    int exact;
+    if (!PyArg_ParseTuple(args, "OOnnOOOOnO!nnp", &o_q, &o_wt, &rows, &images, &o_det, &o_flags, &o_tot, &o_need,
+                          &n_rec, &PyTuple_Type, &blocks, &begin, &end, &exact))
         return NULL;
     Py_ssize_t n_thr = PyTuple_GET_SIZE(blocks);
     Py_ssize_t n_det = length(o_det);
@@ -281,7 +325,9 @@ static PyObject *ap_precisions(PyObject *self, PyObject *args) {
     /* every position's image in range, and its flags naming thresholds that exist, blocks as many as listed */
     uint64_t allowed = (n_thr ? ((uint64_t)1 << n_thr) - 1 : 0) * 0x0001000100010001ULL;
     Py_ssize_t starts[16] = {0};
+    uint64_t ignored = 0; /* thresholds with an ignored detection */
     for (Py_ssize_t d = 0; d < n_det; d++) {
+        ignored |= (flags[d] >> 16) & 0xFFFF;
         if (det[d] < 0 || det[d] >= images || (flags[d] & ~allowed)) {
             PyErr_SetString(PyExc_ValueError, "detection image or flags out of range");
             goto fail;
@@ -306,7 +352,7 @@ static PyObject *ap_precisions(PyObject *self, PyObject *args) {
         goto fail;
     }
     Py_BEGIN_ALLOW_THREADS;
-    precisions(q, wt, rows, begin, end, det, flags, n_det, tot, need, n_rec, blk, n_thr, walk);
+    precisions(q, wt, rows, images, begin, end, det, flags, n_det, tot, need, n_rec, blk, n_thr, exact, ignored, walk);
     Py_END_ALLOW_THREADS;
     free(walk);
     release(&b);

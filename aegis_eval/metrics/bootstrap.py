@@ -39,6 +39,9 @@ MAX_BOOTSTRAP = 100_000
 _FLOAT_EXACT = 2**53
 # Multiply-adds per block of ResampleRows.totals: below OpenBLAS's threshold for waking its threads (65,536 x 4).
 _SINGLE_THREAD_PRODUCT = 200_000
+# Counts below this have exact products in float64 (their square is below 2**53): the compiled walk then ranks
+# precisions by cross products instead of dividing at every point (_cbootstrap.c, "Walk").
+_EXACT_RATIO = 2**26
 
 
 @dataclass(frozen=True)
@@ -221,13 +224,16 @@ class ResampleRows:
         return self._need[key]
 
     def lanes(self, live: np.ndarray, lane_width: int) -> tuple[np.ndarray, int]:
-        """(I, padded rows) float64 transposed weights of the ``live`` rows, padded with zero rows to whole lanes."""
+        """(padded rows / lane_width, I, lane_width) float64 weights of the ``live`` rows, padded with zero rows to
+        whole lanes: each group of lane_width rows transposed into one contiguous block (the compiled walk reads one
+        group at a time)."""
         key = (lane_width, np.packbits(live).tobytes())
         if key not in self._lanes:
             rows = int(live.sum())
             padded = -(-rows // lane_width) * lane_width
-            wt = np.zeros((self.n_images, padded))
-            wt[:, :rows] = (self.weights if rows == self.n_rows else self.weights[live]).T
+            w = np.zeros((padded, self.n_images))
+            w[:rows] = self.weights if rows == self.n_rows else self.weights[live]
+            wt = np.ascontiguousarray(w.reshape(padded // lane_width, lane_width, self.n_images).transpose(0, 2, 1))
             self._lanes = {key: (wt, padded)}  # one layout at a time: a sweep asks for the same one throughout
         return self._lanes[key]
 
@@ -460,6 +466,8 @@ def _compiled_ap(
     totals[:, :rows] = shared.totals(per_image)[live].T
     packed = tuple(_packed_blocks(p, c) for p, c in zip(plans, copies))
     q = np.empty((padded, len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS)))
+    # every count is at most the row's weighted total of kept detections: below 2**26.5 their cross products are exact
+    exact = bool(totals[0].max(initial=0.0) < _EXACT_RATIO)
     args = (
         q,
         weights_t,
@@ -479,12 +487,12 @@ def _compiled_ap(
     workers = min(n_chunks, _cores())
     bounds = [lanes * (n_chunks * k // workers) for k in range(workers + 1)]
     if workers <= 1:
-        compiled.ap_precisions(*args, 0, padded)
+        compiled.ap_precisions(*args, 0, padded, exact)
     else:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(lambda k: compiled.ap_precisions(*args, bounds[k], bounds[k + 1]), range(workers)))
+            list(pool.map(lambda k: compiled.ap_precisions(*args, bounds[k], bounds[k + 1], exact), range(workers)))
     q = q[:rows]
     t50 = np.flatnonzero(IOU_THRESHOLDS == 0.5)
     out50[live] = q[:, t50].reshape(rows, -1).mean(axis=1)
