@@ -362,6 +362,214 @@ fail:
     return NULL;
 }
 
+/* --- what the walk reads, from the table (bootstrap._walk_inputs is the NumPy definition) ---------------------- */
+
+/* A growable int64 list (the mixed tie blocks of one threshold and field: few). */
+typedef struct {
+    int64_t *v;
+    Py_ssize_t n, cap;
+} List;
+
+static int push(List *l, int64_t x) {
+    if (l->n == l->cap) {
+        Py_ssize_t cap = l->cap ? 2 * l->cap : 16;
+        int64_t *v = realloc(l->v, (size_t)cap * sizeof(int64_t));
+        if (!v) return -1;
+        l->v = v, l->cap = cap;
+    }
+    l->v[l->n++] = x;
+    return 0;
+}
+
+/* Per threshold: the last counted (not ignored) position not yet classified, and the block counts it needs. */
+typedef struct {
+    Py_ssize_t pos;   /* -1: none */
+    int tp, mixed;    /* whether it is a TP, and in a mixed block */
+    Py_ssize_t block; /* its tie block */
+    int64_t mixed_block;  /* its block's index among the mixed blocks */
+    int64_t in_tp, in_fp; /* TPs of its block up to and including it, FPs of its block before it */
+    int64_t blk_tp, blk_fp; /* running TP and FP counts of the current block */
+    List f[7];        /* blk_image, blk_start, blk_tp, blk_fp, pt_start, pt_tp, pt_fp */
+    List pt_block;    /* the mixed block of each point */
+} Pending;
+
+/* Classify a threshold's pending position now that the next counted one is known (next_tp: it is a TP; next_mixed:
+ * in a mixed block; next_block: its block; has_next = 0 at the end): a run end or a mixed-block point. */
+static int settle(Pending *p, uint64_t *flags, int t, int has_next, int next_tp, int next_mixed, Py_ssize_t next_block) {
+    if (p->pos < 0 || !p->tp) return 0;
+    if (!p->mixed) {
+        if (!(has_next && next_tp && !next_mixed)) flags[p->pos] |= (uint64_t)1 << (32 + t);
+        return 0;
+    }
+    if (has_next && next_tp && next_block == p->block) return 0;
+    if (push(&p->f[5], p->in_tp) < 0 || push(&p->f[6], p->in_fp) < 0 || push(&p->pt_block, p->mixed_block) < 0)
+        return -1;
+    return 0;
+}
+
+/* walk_inputs(order (D int64), det_image (D int64), scores (D float64), matched (T*D uint8), ignored (T*D uint8), T,
+ * n_images, det_out (D int64), flags_out (D uint64), per_image_out (I*(1+2T) int64, zeroed)) -> T tuples of 7 bytes
+ * (int64 arrays: blk_image, blk_start, blk_tp, blk_fp, pt_start, pt_tp, pt_fp). */
+static PyObject *walk_inputs(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_order, *o_img, *o_sc, *o_m, *o_ig, *o_det, *o_flags, *o_pi;
+    Py_ssize_t n_thr, n_images;
+    if (!PyArg_ParseTuple(args, "OOOOOnnOOO", &o_order, &o_img, &o_sc, &o_m, &o_ig, &n_thr, &n_images, &o_det,
+                          &o_flags, &o_pi))
+        return NULL;
+    Py_ssize_t n = length(o_order);
+    if (n < 0 || n_images < 0 || n_thr < 0 || n_thr > 16) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad sizes (at most 16 thresholds)");
+        return NULL;
+    }
+    const Py_ssize_t nm = n_thr * n;
+    const Py_ssize_t width = 1 + 2 * n_thr;
+    Buffers b = {.n = 0};
+    const int64_t *order = get(&b, o_order, n, 8, 0, "order");
+    const int64_t *img = order ? get(&b, o_img, n, 8, 0, "det_image") : NULL;
+    const double *sc = img ? get(&b, o_sc, n, 8, 0, "scores") : NULL;
+    const uint8_t *mt = sc ? get(&b, o_m, nm, 1, 0, "matched") : NULL;
+    const uint8_t *ig = mt ? get(&b, o_ig, nm, 1, 0, "ignored") : NULL;
+    int64_t *det = ig ? get(&b, o_det, n, 8, 1, "det_out") : NULL;
+    uint64_t *flags = det ? get(&b, o_flags, n, 8, 1, "flags_out") : NULL;
+    int64_t *per_image = flags ? get(&b, o_pi, n_images * width, 8, 1, "per_image_out") : NULL;
+    if (!per_image) {
+        release(&b);
+        return NULL;
+    }
+    for (Py_ssize_t p = 0; p < n; p++)
+        if (order[p] < 0 || order[p] >= n || img[order[p]] < 0 || img[order[p]] >= n_images) {
+            release(&b);
+            PyErr_SetString(PyExc_ValueError, "order or detection image out of range");
+            return NULL;
+        }
+    Pending pend[16];
+    memset(pend, 0, sizeof(pend));
+    /* per detection, then per position of the order: bit t = matched at threshold t, bit 16 + t = ignored; and the
+     * scores in the order (the table's arrays are read in their own order once, then gathered once) */
+    uint32_t *bits = calloc((size_t)(n ? n : 1), sizeof(uint32_t)), *code = malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
+    double *score = malloc((size_t)(n ? n : 1) * sizeof(double));
+    if (!bits || !code || !score) {
+        free(bits), free(code), free(score);
+        release(&b);
+        return PyErr_NoMemory();
+    }
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t t = 0; t < n_thr; t++)
+        for (Py_ssize_t o = 0; o < n; o++)
+            bits[o] |= (uint32_t)(mt[t * n + o] != 0) << t | (uint32_t)(ig[t * n + o] != 0) << (16 + t);
+    for (Py_ssize_t p = 0; p < n; p++) {
+        const int64_t o = order[p];
+        code[p] = bits[o];
+        det[p] = img[o];
+        score[p] = sc[o];
+    }
+    for (Py_ssize_t t = 0; t < n_thr; t++) pend[t].pos = -1;
+    Py_ssize_t block = -1;
+    for (Py_ssize_t s = 0; s < n && !failed;) {
+        /* one tie block [s, e): equal score and image in the accumulation order */
+        const int64_t im = det[s];
+        Py_ssize_t e = s + 1;
+        while (e < n && score[e] == score[s] && det[e] == im) e++;
+        block++;
+        per_image[im * width] += e - s;
+        for (Py_ssize_t t = 0; t < n_thr && !failed; t++) {
+            int any_tp = 0, any_fp = 0;
+            for (Py_ssize_t p = s + 1; p < e; p++) { /* a block of one detection is never mixed */
+                const int g = (code[p] >> (16 + t)) & 1, m = (code[p] >> t) & 1;
+                any_tp |= m && !g;
+                any_fp |= !m && !g;
+            }
+            if (e > s + 1) {
+                const int g = (code[s] >> (16 + t)) & 1, m = (code[s] >> t) & 1;
+                any_tp |= m && !g;
+                any_fp |= !m && !g;
+            }
+            const int mixed = any_tp && any_fp;
+            Pending *pd = &pend[t];
+            pd->blk_tp = pd->blk_fp = 0;
+            if (mixed) {
+                int64_t cnt_tp = 0, cnt_fp = 0;
+                for (Py_ssize_t p = s; p < e; p++) {
+                    const int g = (code[p] >> (16 + t)) & 1, m = (code[p] >> t) & 1;
+                    cnt_tp += m && !g;
+                    cnt_fp += !m && !g;
+                }
+                if (push(&pd->f[0], im) < 0 || push(&pd->f[1], s) < 0 || push(&pd->f[2], cnt_tp) < 0 ||
+                    push(&pd->f[3], cnt_fp) < 0) {
+                    failed = 1;
+                    break;
+                }
+                flags[s] |= (uint64_t)1 << (48 + t);
+            }
+            for (Py_ssize_t p = s; p < e; p++) {
+                const int g = (code[p] >> (16 + t)) & 1, m = (code[p] >> t) & 1;
+                if (g) {
+                    flags[p] |= (uint64_t)1 << (16 + t);
+                    per_image[im * width + 1 + n_thr + t]++;
+                    continue;
+                }
+                const int is_tp = m;
+                if (settle(pd, flags, (int)t, 1, is_tp, mixed, block) < 0) {
+                    failed = 1;
+                    break;
+                }
+                if (is_tp) {
+                    flags[p] |= (uint64_t)1 << t;
+                    per_image[im * width + 1 + t]++;
+                }
+                pd->pos = p, pd->tp = is_tp, pd->mixed = mixed, pd->block = block;
+                pd->mixed_block = pd->f[0].n - 1;
+                pd->blk_tp += is_tp;
+                pd->in_tp = pd->blk_tp, pd->in_fp = pd->blk_fp;
+                pd->blk_fp += !is_tp;
+            }
+        }
+        s = e;
+    }
+    for (Py_ssize_t t = 0; t < n_thr && !failed; t++) {
+        Pending *pd = &pend[t];
+        if (settle(pd, flags, (int)t, 0, 0, 0, 0) < 0) {
+            failed = 1;
+            break;
+        }
+        /* pt_start (M + 1): where each mixed block's points begin (points come in block order), then their count */
+        Py_ssize_t k = 0;
+        for (Py_ssize_t m = 0; m <= pd->f[0].n && !failed; m++) {
+            while (k < pd->pt_block.n && pd->pt_block.v[k] < m) k++;
+            failed = push(&pd->f[4], k) < 0;
+        }
+    }
+    Py_END_ALLOW_THREADS;
+    free(bits), free(code), free(score);
+    release(&b);
+    PyObject *out = failed ? NULL : PyTuple_New(n_thr);
+    for (Py_ssize_t t = 0; out && t < n_thr; t++) {
+        PyObject *fields = PyTuple_New(7);
+        if (!fields) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyTuple_SET_ITEM(out, t, fields);
+        for (int k = 0; k < 7; k++) {
+            PyObject *bytes = PyBytes_FromStringAndSize((const char *)pend[t].f[k].v,
+                                                        pend[t].f[k].n * (Py_ssize_t)sizeof(int64_t));
+            if (!bytes) {
+                Py_CLEAR(out);
+                break;
+            }
+            PyTuple_SET_ITEM(fields, k, bytes);
+        }
+    }
+    for (Py_ssize_t t = 0; t < 16; t++) {
+        for (int k = 0; k < 7; k++) free(pend[t].f[k].v);
+        free(pend[t].pt_block.v);
+    }
+    if (failed) PyErr_NoMemory();
+    return out;
+}
+
 static PyObject *lanes(PyObject *self, PyObject *args) {
     (void)self, (void)args;
     return PyLong_FromLong(LANES);
@@ -370,6 +578,7 @@ static PyObject *lanes(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"lanes", lanes, METH_NOARGS, "Rows handled together: ap_precisions takes a multiple of this many."},
     {"ap_precisions", ap_precisions, METH_VARARGS, "Interpolated precision of every bootstrap row (bootstrap.py)."},
+    {"walk_inputs", walk_inputs, METH_VARARGS, "Flags, per-image counts and mixed tie blocks the walk reads."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -38,3 +38,46 @@ def test_both_envelope_modes_give_the_numpy_values(monkeypatch, exact):
     if not exact:  # every count counts as too large for exact cross products: the walk divides per point
         monkeypatch.setattr(bs, "_EXACT_RATIO", 0)
     _both(monkeypatch, weights, table)
+
+
+def _assert_same_inputs(table):
+    ext = load_extension("aegis_eval.metrics._cbootstrap", "AP bootstrap")
+    ours, twin = bs._walk_inputs(table, ext), bs._walk_inputs(table)
+    for a, b, name in zip(ours[:3], twin[:3], ("det_img", "flags", "per_image")):
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    assert len(ours[3]) == len(twin[3])
+    for t, (a, b) in enumerate(zip(ours[3], twin[3])):
+        for k in range(7):
+            assert a[k].dtype == b[k].dtype == np.int64 and np.array_equal(a[k], b[k]), (t, k)
+
+
+@compiled
+@pytest.mark.parametrize("decimals", [0, 1, 2, 5])
+def test_walk_inputs_equal_the_numpy_plans(decimals):
+    """Flags, per-image counts and mixed tie blocks built in C equal the NumPy plans' (ties, crowds, empty images)."""
+    gt, dets = crowded(60, 40 + decimals, decimals)
+    table = evaluate_images(gt, dets)
+    assert any(len(b[0]) for b in bs._walk_inputs(table)[3]) or decimals == 5, "the fixture must hold mixed blocks"
+    _assert_same_inputs(table)
+
+
+@compiled
+def test_walk_inputs_without_detections():
+    gt, dets = crowded(5, 1, 2)
+    none = type(dets)(det_image=np.zeros(0, np.int64), boxes=np.zeros((0, 4)), scores=np.zeros(0))
+    _assert_same_inputs(evaluate_images(gt, none))
+
+
+@compiled
+def test_walk_inputs_refuse_bad_indices():
+    ext = load_extension("aegis_eval.metrics._cbootstrap", "AP bootstrap")
+    z = np.zeros(2, np.int64)
+    flags = np.zeros(2, np.uint64)
+    per_image = np.zeros((2, 3), np.int64)
+    m = np.zeros(2, np.uint8)
+    with pytest.raises(ValueError, match="out of range"):
+        ext.walk_inputs(np.array([0, 2], np.int64), z, np.zeros(2), m, m, 1, 2, z.copy(), flags, per_image)
+    with pytest.raises(ValueError, match="out of range"):
+        ext.walk_inputs(np.array([0, 1], np.int64), np.array([0, 5]), np.zeros(2), m, m, 1, 2, z, flags, per_image)
+    with pytest.raises(ValueError, match="expected"):  # matched is not T x D
+        ext.walk_inputs(np.array([0, 1], np.int64), z, np.zeros(2), np.zeros(3, np.uint8), m, 1, 2, z, flags, per_image)
