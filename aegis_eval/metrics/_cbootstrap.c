@@ -166,11 +166,12 @@ static inline void take_point(Walk *s, const double *tp, const double *n, const 
         s->next[j] = r;
         s->cur[j] = r >= 0 ? nd[r] : -1.0;
     }
-    if (exact)
+    if (exact) /* the update as arithmetic on exact integers (k = 0 or 1): a select compiles to a branch per vector */
         for (int j = 0; j < LANES; j++) {
-            const int take = tp[j] * s->en[j] > s->et[j] * n[j];
-            s->et[j] = take ? tp[j] : s->et[j];
-            s->en[j] = take ? n[j] : s->en[j];
+            const double et = s->et[j], en = s->en[j];
+            const double k = (double)(tp[j] * en > et * n[j]);
+            s->et[j] = et + k * (tp[j] - et);
+            s->en[j] = en + k * (n[j] - en);
         }
     else
         for (int j = 0; j < LANES; j++) {
