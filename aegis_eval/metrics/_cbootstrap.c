@@ -141,6 +141,7 @@ typedef struct {
 } Walk;
 
 static const double EPS = 2.220446049250313e-16; /* np.spacing(1) */
+static uint64_t LANE_BIT[LANES]; /* 1 << j, set when the module loads */
 
 #if LANES > 64
 #error "the lane mask is 64 bits"
@@ -152,11 +153,9 @@ static const double EPS = 2.220446049250313e-16; /* np.spacing(1) */
  * points and needs never decrease along the thresholds), then the point joins the envelope. */
 static inline void take_point(Walk *s, const double *tp, const double *n, const double *need, Py_ssize_t n_rec,
                               double *q, Py_ssize_t stride, int exact) {
-    int any = 0;
-    for (int j = 0; j < LANES; j++) any |= s->cur[j] > tp[j];
-    uint64_t lanes = 0; /* the lanes with a threshold to answer: few, so they are visited one by one */
-    if (any)
-        for (int j = 0; j < LANES; j++) lanes |= (uint64_t)(s->cur[j] > tp[j]) << j;
+    /* the lanes with a threshold to answer (few: visited one by one); OR of table bits, which vectorises */
+    uint64_t lanes = 0;
+    for (int j = 0; j < LANES; j++) lanes |= s->cur[j] > tp[j] ? LANE_BIT[j] : 0;
     for (; lanes; lanes &= lanes - 1) {
         const int j = lowest_bit(lanes);
         const double *nd = need + j * n_rec;
@@ -586,4 +585,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cbootstrap", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__cbootstrap(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__cbootstrap(void) {
+    for (int j = 0; j < LANES; j++) LANE_BIT[j] = (uint64_t)1 << j;
+    return PyModule_Create(&module);
+}
