@@ -14,7 +14,8 @@
  *
  * Resample rows are the innermost dimension (the weights arrive as groups of LANES rows, each transposed to images x
  * LANES and contiguous), so the walks along the detection lists add whole vectors of rows at a time. Arrays arrive
- * through the buffer protocol as flat, C-contiguous memory; bootstrap.py checks dtypes, shapes and index ranges, and the sizes are checked again here.
+ * through the buffer protocol as flat, C-contiguous memory; bootstrap.py checks dtypes, shapes and index ranges, and
+ * the sizes are checked again here.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -396,7 +397,8 @@ typedef struct {
 
 /* Classify a threshold's pending position now that the next counted one is known (next_tp: it is a TP; next_mixed:
  * in a mixed block; next_block: its block; has_next = 0 at the end): a run end or a mixed-block point. */
-static int settle(Pending *p, uint64_t *flags, int t, int has_next, int next_tp, int next_mixed, Py_ssize_t next_block) {
+static int settle(Pending *p, uint64_t *flags, int t, int has_next, int next_tp, int next_mixed,
+                  Py_ssize_t next_block) {
     if (p->pos < 0 || !p->tp) return 0;
     if (!p->mixed) {
         if (!(has_next && next_tp && !next_mixed)) flags[p->pos] |= (uint64_t)1 << (32 + t);
@@ -448,8 +450,9 @@ static PyObject *walk_inputs(PyObject *self, PyObject *args) {
     memset(pend, 0, sizeof(pend));
     /* per detection, then per position of the order: bit t = matched at threshold t, bit 16 + t = ignored; and the
      * scores in the order (the table's arrays are read in their own order once, then gathered once) */
-    uint32_t *bits = calloc((size_t)(n ? n : 1), sizeof(uint32_t)), *code = malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
-    double *score = malloc((size_t)(n ? n : 1) * sizeof(double));
+    const size_t cells = (size_t)(n ? n : 1);
+    uint32_t *bits = calloc(cells, sizeof(uint32_t)), *code = malloc(cells * sizeof(uint32_t));
+    double *score = malloc(cells * sizeof(double));
     if (!bits || !code || !score) {
         free(bits), free(code), free(score);
         release(&b);
@@ -467,6 +470,9 @@ static PyObject *walk_inputs(PyObject *self, PyObject *args) {
         score[p] = sc[o];
     }
     for (Py_ssize_t t = 0; t < n_thr; t++) pend[t].pos = -1;
+    /* thresholds whose pending position is a TP outside / inside a mixed block (mirrors pend[t].tp and .mixed) */
+    uint32_t plain_tp = 0, mixed_tp = 0;
+    const uint32_t all = n_thr ? (uint32_t)(((uint64_t)1 << n_thr) - 1) : 0;
     Py_ssize_t block = -1;
     for (Py_ssize_t s = 0; s < n && !failed;) {
         /* one tie block [s, e): equal score and image in the accumulation order */
@@ -475,6 +481,24 @@ static PyObject *walk_inputs(PyObject *self, PyObject *args) {
         while (e < n && score[e] == score[s] && det[e] == im) e++;
         block++;
         per_image[im * width] += e - s;
+        if (e == s + 1) { /* one detection (most blocks): never mixed, every threshold at once */
+            const uint32_t g = (code[s] >> 16) & all, counted = all & ~g, m = code[s] & counted;
+            for (uint32_t x = counted & plain_tp & ~m; x; x &= x - 1) /* run ends: the next counted is no TP */
+                flags[pend[lowest_bit(x)].pos] |= (uint64_t)1 << (32 + lowest_bit(x));
+            for (uint32_t x = counted & mixed_tp; x && !failed; x &= x - 1) /* a mixed block's last TP: a point */
+                failed = settle(&pend[lowest_bit(x)], flags, lowest_bit(x), 1, (m >> lowest_bit(x)) & 1, 0, block) < 0;
+            for (uint32_t x = counted; x; x &= x - 1) {
+                Pending *pd = &pend[lowest_bit(x)];
+                pd->pos = s, pd->tp = (m >> lowest_bit(x)) & 1, pd->mixed = 0, pd->block = block;
+            }
+            plain_tp = (plain_tp & ~counted) | m;
+            mixed_tp &= ~counted;
+            flags[s] |= (uint64_t)m | (uint64_t)g << 16;
+            for (uint32_t x = m; x; x &= x - 1) per_image[im * width + 1 + lowest_bit(x)]++;
+            for (uint32_t x = g; x; x &= x - 1) per_image[im * width + 1 + n_thr + lowest_bit(x)]++;
+            s = e;
+            continue;
+        }
         for (Py_ssize_t t = 0; t < n_thr && !failed; t++) {
             int any_tp = 0, any_fp = 0;
             for (Py_ssize_t p = s + 1; p < e; p++) { /* a block of one detection is never mixed */
@@ -522,6 +546,9 @@ static PyObject *walk_inputs(PyObject *self, PyObject *args) {
                 }
                 pd->pos = p, pd->tp = is_tp, pd->mixed = mixed, pd->block = block;
                 pd->mixed_block = pd->f[0].n - 1;
+                const uint32_t bit = (uint32_t)1 << t;
+                plain_tp = is_tp && !mixed ? plain_tp | bit : plain_tp & ~bit;
+                mixed_tp = is_tp && mixed ? mixed_tp | bit : mixed_tp & ~bit;
                 pd->blk_tp += is_tp;
                 pd->in_tp = pd->blk_tp, pd->in_fp = pd->blk_fp;
                 pd->blk_fp += !is_tp;
