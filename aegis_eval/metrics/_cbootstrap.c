@@ -185,6 +185,11 @@ static inline void take_point(Walk *s, const double *tp, const double *n, const 
 
 /* Prefetch distance, in detections, of the weights the walk reads next (they sit at random images). */
 #define AHEAD 8
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
 
 /* The work of ap_precisions on checked buffers, rows [begin, end) (multiples of LANES; rows is too). */
 VECTORISED
@@ -218,9 +223,9 @@ static void precisions(double *q, const double *wt, Py_ssize_t rows, Py_ssize_t 
         for (Py_ssize_t d = n_det - 1; d >= 0; d--) {
             const uint64_t code = flags[d];
             const double *w = wl + det[d] * LANES;
-            if (AHEAD && d >= AHEAD) {
+            if (d >= AHEAD) {
                 const char *ahead = (const char *)(wl + det[d - AHEAD] * LANES);
-                for (size_t k = 0; k < LANES * sizeof(double); k += 64) __builtin_prefetch(ahead + k);
+                for (size_t k = 0; k < LANES * sizeof(double); k += 64) PREFETCH(ahead + k);
             }
             /* a run end: its counts include itself, so they are taken before the walk passes it */
             for (uint64_t bits = (code >> 32) & 0xFFFF; bits; bits &= bits - 1) {
