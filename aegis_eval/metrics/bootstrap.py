@@ -39,6 +39,9 @@ MAX_BOOTSTRAP = 100_000
 _FLOAT_EXACT = 2**53
 # Multiply-adds per block of ResampleRows.totals: below OpenBLAS's threshold for waking its threads (65,536 x 4).
 _SINGLE_THREAD_PRODUCT = 200_000
+# Counts below this have exact products in float64 (their square is below 2**53): the compiled walk then ranks
+# precisions by cross products instead of dividing at every point (_cbootstrap.c, "Walk").
+_EXACT_RATIO = 2**26
 
 
 @dataclass(frozen=True)
@@ -221,13 +224,16 @@ class ResampleRows:
         return self._need[key]
 
     def lanes(self, live: np.ndarray, lane_width: int) -> tuple[np.ndarray, int]:
-        """(I, padded rows) float64 transposed weights of the ``live`` rows, padded with zero rows to whole lanes."""
+        """(padded rows / lane_width, I, lane_width) float64 weights of the ``live`` rows, padded with zero rows to
+        whole lanes: each group of lane_width rows transposed into one contiguous block (the compiled walk reads one
+        group at a time)."""
         key = (lane_width, np.packbits(live).tobytes())
         if key not in self._lanes:
             rows = int(live.sum())
             padded = -(-rows // lane_width) * lane_width
-            wt = np.zeros((self.n_images, padded))
-            wt[:, :rows] = (self.weights if rows == self.n_rows else self.weights[live]).T
+            w = np.zeros((padded, self.n_images))
+            w[:rows] = self.weights if rows == self.n_rows else self.weights[live]
+            wt = np.ascontiguousarray(w.reshape(padded // lane_width, lane_width, self.n_images).transpose(0, 2, 1))
             self._lanes = {key: (wt, padded)}  # one layout at a time: a sweep asks for the same one throughout
         return self._lanes[key]
 
@@ -402,13 +408,12 @@ def bootstrap_ap(weights: np.ndarray | ResampleRows, table: ApTable) -> dict[str
     shared = _rows(weights, table.n_images)
     w_all = shared.weights
     n_rows = w_all.shape[0]
-    det_img = table.det_image[table.order]
-    plans = _threshold_plans(table)
-    # copies to lay out for mixed tie blocks: the largest weight any of their images gets
-    copies = [int(w_all[:, p.blk_image].max()) if len(p.blk_image) and n_rows else 0 for p in plans]
     compiled = load_extension("aegis_eval.metrics._cbootstrap", "AP bootstrap")
     if compiled is not None:
-        return _compiled_ap(compiled, shared, table, det_img, plans, copies)
+        return _compiled_ap(compiled, shared, table)
+    det_img = table.det_image[table.order]
+    plans = _threshold_plans(table)
+    copies = _copies(w_all, [p.blk_image for p in plans])
     slots = _block_slots(plans, copies)
     n_pos_all = w_all @ table.n_gt[0]
     t50 = np.flatnonzero(IOU_THRESHOLDS == 0.5)
@@ -437,9 +442,12 @@ def bootstrap_ap(weights: np.ndarray | ResampleRows, table: ApTable) -> dict[str
     return {"map50": out50, "map50_95": out}
 
 
-def _compiled_ap(
-    compiled: Any, shared: ResampleRows, table: ApTable, det_img: np.ndarray, plans: list, copies: list[int]
-) -> dict[str, np.ndarray]:
+def _copies(weights: np.ndarray, block_images: list[np.ndarray]) -> list[int]:
+    """Copies to lay out per threshold for its mixed tie blocks: the largest weight any of their images gets."""
+    return [int(weights[:, b].max()) if len(b) and len(weights) else 0 for b in block_images]
+
+
+def _compiled_ap(compiled: Any, shared: ResampleRows, table: ApTable) -> dict[str, np.ndarray]:
     """:func:`bootstrap_ap` through the C extension (``_cbootstrap.c``): the same points, counts and precisions as
     the NumPy code below, every resample row at once, rows innermost; the means over recall thresholds are
     NumPy's, on the same (rows, T, R) layout, so the values are identical (tests compare both)."""
@@ -454,12 +462,15 @@ def _compiled_ap(
     weights_t, padded = shared.lanes(live, compiled.lanes())
     need = np.zeros((padded, len(RECALL_THRESHOLDS)))
     need[:rows] = need_live
-    flags, per_image = _position_flags(table, plans)
+    det_img, flags, per_image, blocks = _walk_inputs(table, compiled)
     # weighted totals per row: all kept detections, each threshold's TPs, its ignored detections
     totals = np.zeros((per_image.shape[1], padded))
     totals[:, :rows] = shared.totals(per_image)[live].T
-    packed = tuple(_packed_blocks(p, c) for p, c in zip(plans, copies))
+    copies = _copies(shared.weights, [b[0] for b in blocks])
+    packed = tuple((*b, c) for b, c in zip(blocks, copies))
     q = np.empty((padded, len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS)))
+    # every count is at most the row's weighted total of kept detections: below 2**26.5 their cross products are exact
+    exact = bool(totals[0].max(initial=0.0) < _EXACT_RATIO)
     args = (
         q,
         weights_t,
@@ -479,12 +490,12 @@ def _compiled_ap(
     workers = min(n_chunks, _cores())
     bounds = [lanes * (n_chunks * k // workers) for k in range(workers + 1)]
     if workers <= 1:
-        compiled.ap_precisions(*args, 0, padded)
+        compiled.ap_precisions(*args, 0, padded, exact)
     else:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(lambda k: compiled.ap_precisions(*args, bounds[k], bounds[k + 1]), range(workers)))
+            list(pool.map(lambda k: compiled.ap_precisions(*args, bounds[k], bounds[k + 1], exact), range(workers)))
     q = q[:rows]
     t50 = np.flatnonzero(IOU_THRESHOLDS == 0.5)
     out50[live] = q[:, t50].reshape(rows, -1).mean(axis=1)
@@ -524,11 +535,43 @@ def _position_flags(table: ApTable, plans: list[_ThresholdPlan]) -> tuple[np.nda
     return flags, per_image
 
 
-def _packed_blocks(plan: _ThresholdPlan, copies: int) -> tuple:
-    """One threshold's mixed tie blocks as the C extension reads them: 7 int64 arrays and the copies to lay out."""
+def _packed_blocks(plan: _ThresholdPlan) -> tuple[np.ndarray, ...]:
+    """One threshold's mixed tie blocks as the C extension reads them: 7 int64 arrays (blk_image, blk_start, blk_tp,
+    blk_fp, pt_start (M + 1: where each block's points begin, then their count), pt_tp, pt_fp)."""
     pt_start = np.searchsorted(plan.pt_block, np.arange(len(plan.blk_image) + 1))
     arrays = (plan.blk_image, plan.blk_start, plan.blk_tp, plan.blk_fp, pt_start, plan.pt_tp, plan.pt_fp)
-    return (*(np.ascontiguousarray(a, dtype=np.int64) for a in arrays), int(copies))
+    return tuple(np.ascontiguousarray(a, dtype=np.int64) for a in arrays)
+
+
+def _walk_inputs(
+    table: ApTable, compiled: Any = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[np.ndarray, ...]]]:
+    """What the compiled walk reads: (D,) image of each position of the accumulation order, the (D,) flags and
+    (I, 1 + 2T) per-image counts of :func:`_position_flags`, and per threshold its mixed tie blocks
+    (:func:`_packed_blocks`). Defined by the NumPy code (``compiled`` None); the extension's ``walk_inputs`` builds
+    the same arrays in one pass over the table (tests/eval/metrics/test_bootstrap_walk.py compares them)."""
+    order = np.ascontiguousarray(table.order, dtype=np.int64)
+    if compiled is None:
+        plans = _threshold_plans(table)
+        flags, per_image = _position_flags(table, plans)
+        return table.det_image[order], flags, per_image, [_packed_blocks(p) for p in plans]
+    n_thr = table.matched.shape[1]
+    det_img = np.empty(len(order), np.int64)
+    flags = np.zeros(len(order), np.uint64)
+    per_image = np.zeros((table.n_images, 1 + 2 * n_thr), np.int64)
+    blocks = compiled.walk_inputs(
+        order,
+        np.ascontiguousarray(table.det_image, dtype=np.int64),
+        np.ascontiguousarray(table.scores, dtype=np.float64),
+        np.ascontiguousarray(table.matched[0], dtype=bool).view(np.uint8),
+        np.ascontiguousarray(table.ignored[0], dtype=bool).view(np.uint8),
+        n_thr,
+        table.n_images,
+        det_img,
+        flags,
+        per_image,
+    )
+    return det_img, flags, per_image, [tuple(np.frombuffer(a, np.int64) for a in b) for b in blocks]
 
 
 def _block_slots(plans: list, copies: list[int]) -> list[tuple[np.ndarray, np.ndarray] | None]:

@@ -167,7 +167,7 @@ def test_extension_refuses_bad_inputs():
     no_blocks = (empty,) * 4 + (np.zeros(1, np.int64), empty, empty, 0)
 
     def call(*, q=q, rows=lanes, det=det, flags=flags, totals=totals, blocks=(no_blocks,), begin=0, end=lanes):
-        ext.ap_precisions(q, wt, rows, 2, det, flags, totals, need, 3, blocks, begin, end)
+        ext.ap_precisions(q, wt, rows, 2, det, flags, totals, need, 3, blocks, begin, end, True)
 
     call()  # the well-formed call runs
     with pytest.raises(ValueError, match="out of range"):  # image 5 of 2
