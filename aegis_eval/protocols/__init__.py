@@ -2,7 +2,7 @@
 frozen thresholds, scoring a sweep, ranking models, GT revisions, referring detection, cross-checks,
 mitigation studies and provenance.
 
-Lives here: ``predictions`` (with ``results_file``), ``class_map``, ``threshold``, ``scoring``, ``ranking``, ``gt_diff``,
-``referring``, ``crosscheck``, ``mitigation``, ``provenance``, ``versions``, ``warning_groups``.
+Lives here: ``predictions`` (with ``results_file``), ``class_map``, ``threshold``, ``scoring``, ``ranking``,
+``gt_diff``, ``referring``, ``crosscheck``, ``mitigation``, ``provenance``, ``versions``, ``warning_groups``.
 May import: ``aegis_data``, ``aegis_eval.metrics`` and each other. Never ``runners`` or ``report``.
 """

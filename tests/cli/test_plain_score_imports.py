@@ -1,7 +1,7 @@
 """A plain `aegis score` line loads what it needs when it needs it: never Typer (nor pydantic) on success, Rich only
-once the score is written, to draw its tables on a terminal (never for a pipe), and the predictions file read on a thread started before NumPy is
-imported (cli/score_run.py, aegis_eval/protocols/results_file.py), and the cycle collector not walking the process's
-long-lived objects again and again (cli/main.py)."""
+once the score is written, to draw its tables on a terminal (never for a pipe), and the predictions file read on a
+thread started before NumPy is imported (cli/score_run.py, aegis_eval/protocols/results_file.py), and the cycle
+collector not walking the process's long-lived objects again and again (cli/main.py)."""
 
 from __future__ import annotations
 
