@@ -36,6 +36,14 @@ def _with_ci(entry: Mapping[str, Any], key: str, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
+def _ci_cells(e: Mapping[str, Any]) -> list[str]:
+    """AP, AP50, P, R, F1 and FP/img of one condition entry, each with its interval."""
+    return [
+        _with_ci(e, m, 2 if m == "fp_per_image" else 3)
+        for m in ("map50_95", "map50", "precision", "recall", "f1", "fp_per_image")
+    ]
+
+
 def _threshold_text(result: Mapping[str, Any]) -> str:
     value = result["threshold"]["value"]
     return "per class" if value is None else f"{value:g}"
@@ -53,12 +61,7 @@ def conditions_spec(result: Mapping[str, Any]) -> TableSpec:
     for cond, e in result["conditions"].items():
         table.add_row(
             cond,
-            _with_ci(e, "map50_95"),
-            _with_ci(e, "map50"),
-            _with_ci(e, "precision"),
-            _with_ci(e, "recall"),
-            _with_ci(e, "f1"),
-            _with_ci(e, "fp_per_image", 2),
+            *_ci_cells(e),
             _fmt(e.get("recall_small")),
             _fmt(e.get("recall_medium")),
             _fmt(e.get("recall_large")),
@@ -167,12 +170,7 @@ def classes_spec(result: Mapping[str, Any]) -> TableSpec | None:
                 name,
                 f"{block['threshold']:g}",
                 cond,
-                _with_ci(e, "map50_95"),
-                _with_ci(e, "map50"),
-                _with_ci(e, "precision"),
-                _with_ci(e, "recall"),
-                _with_ci(e, "f1"),
-                _with_ci(e, "fp_per_image", 2),
+                *_ci_cells(e),
             )
     return table
 

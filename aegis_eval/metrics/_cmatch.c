@@ -348,6 +348,34 @@ static Py_ssize_t count_below(const double *x, Py_ssize_t n, double v) {
     return c;
 }
 
+/* One image's GT (indices order[0..n)) as corner and area columns (candidate_pairs' sums; gcf 1.0 for crowd), stored
+ * by left edge with an insertion sort, pos[q] the loaded position of the GT stored at q. A NaN edge has no place in
+ * that order: from it on the GT are stored as they come, and 0 is returned (the callers then scan every GT of the
+ * image); 1 when the columns are sorted by left edge. */
+static int image_gt_by_left(const int64_t *order, Py_ssize_t n, const double *gb, const uint8_t *crowd, double *gx0,
+                            double *gy0, double *gx1, double *gy1, double *ga, double *gcf, Py_ssize_t *pos) {
+    int by_left = 1;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        const int64_t g = order[j];
+        const double *b = gb + 4 * g;
+        Py_ssize_t q = j;
+        if (b[0] != b[0]) by_left = 0;
+        while (by_left && q > 0 && gx0[q - 1] > b[0]) {
+            gx0[q] = gx0[q - 1], gy0[q] = gy0[q - 1], gx1[q] = gx1[q - 1], gy1[q] = gy1[q - 1];
+            ga[q] = ga[q - 1], gcf[q] = gcf[q - 1], pos[q] = pos[q - 1];
+            q--;
+        }
+        gx0[q] = b[0];
+        gy0[q] = b[1];
+        gx1[q] = b[2] + b[0];
+        gy1[q] = b[3] + b[1];
+        ga[q] = b[2] * b[3];
+        gcf[q] = crowd[g] ? 1.0 : 0.0;
+        pos[q] = j;
+    }
+    return by_left;
+}
+
 /* evaluate's IoU of one detection (corners dx0, dy0, dx1, dy1, area da) with the first n GT of an image (corner and
  * area columns, gcf 1.0 for crowd): iou[q], and bit q of ok (words of 64, zeroed first) set where w > 0, h > 0 and
  * iou >= floor_iou, so the callers visit the few candidates only. candidate_pairs'
@@ -802,24 +830,9 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
             }
             /* the image's GT as corners (candidate_pairs' sums), stored by left edge (insertion sort; as loaded when
              * an edge is NaN); pos: each one's position in the image's loaded order */
-            int by_left = 1;
+            const int by_left = image_gt_by_left(g_order + g0, ng, gb, crowd, gx0, gy0, gx1, gy1, ga, gcf, pos);
             for (Py_ssize_t j = 0; j < ng; j++) {
                 const int64_t g = g_order[g0 + j];
-                const double *b = gb + 4 * g;
-                Py_ssize_t q = j;
-                if (b[0] != b[0]) by_left = 0;
-                while (by_left && q > 0 && gx0[q - 1] > b[0]) {
-                    gx0[q] = gx0[q - 1], gy0[q] = gy0[q - 1], gx1[q] = gx1[q - 1], gy1[q] = gy1[q - 1];
-                    ga[q] = ga[q - 1], gcf[q] = gcf[q - 1], pos[q] = pos[q - 1];
-                    q--;
-                }
-                gx0[q] = b[0];
-                gy0[q] = b[1];
-                gx1[q] = b[2] + b[0];
-                gy1[q] = b[3] + b[1];
-                ga[q] = b[2] * b[3];
-                gcf[q] = crowd[g] ? 1.0 : 0.0;
-                pos[q] = j;
                 gcr[j] = crowd[g];
                 gnz[j] = nonzero[g];
             }
@@ -1022,24 +1035,9 @@ static PyObject *py_threshold_match(PyObject *self, PyObject *args) {
             const Py_ssize_t g0 = g_start[i], ng = g_start[i + 1] - g_start[i];
             int64_t *c = counts;
             /* the image's GT by left edge, as in evaluate (pos: the position as loaded) */
-            int by_left = 1;
+            const int by_left = image_gt_by_left(g_order + g0, ng, gb, crowd, gx0, gy0, gx1, gy1, ga, gcf, pos);
             for (Py_ssize_t j = 0; j < ng; j++) {
                 const int64_t g = g_order[g0 + j];
-                const double *b = gb + 4 * g;
-                Py_ssize_t q = j;
-                if (b[0] != b[0]) by_left = 0;
-                while (by_left && q > 0 && gx0[q - 1] > b[0]) {
-                    gx0[q] = gx0[q - 1], gy0[q] = gy0[q - 1], gx1[q] = gx1[q - 1], gy1[q] = gy1[q - 1];
-                    ga[q] = ga[q - 1], gcf[q] = gcf[q - 1], pos[q] = pos[q - 1];
-                    q--;
-                }
-                gx0[q] = b[0];
-                gy0[q] = b[1];
-                gx1[q] = b[2] + b[0];
-                gy1[q] = b[3] + b[1];
-                ga[q] = b[2] * b[3];
-                gcf[q] = crowd[g] ? 1.0 : 0.0;
-                pos[q] = j;
                 taken[j] = 0;
                 if (!crowd[g]) {
                     const int bin = garea[g] < small_max ? 0 : garea[g] < medium_max ? 1 : 2;

@@ -183,6 +183,16 @@ static int expect(Cursor *c, char ch) {
     return 1;
 }
 
+/* A bbox: '[' four numbers ']' (whitespace between tokens), into out[0..4); 0 when it is anything else. */
+static int read_box(Cursor *c, double *out) {
+    if (!expect(c, '[')) return 0;
+    for (int k = 0; k < 4; k++) {
+        skip_ws(c);
+        if (!read_double(c, &out[k]) || !expect(c, k < 3 ? ',' : ']')) return 0;
+    }
+    return 1;
+}
+
 /* Which of the four keys the string at c->p names (0..3), or -1. */
 static int read_key(Cursor *c) {
     static const char *const names[4] = {"image_id", "category_id", "bbox", "score"};
@@ -238,11 +248,7 @@ static int parse(Cursor *c, Columns *cols) {
             } else if (key == 3) {
                 ok = read_double(c, &cols->scores[i]);
             } else {
-                ok = expect(c, '[');
-                for (int k = 0; ok && k < 4; k++) {
-                    skip_ws(c);
-                    ok = read_double(c, &cols->boxes[4 * i + k]) && expect(c, k < 3 ? ',' : ']');
-                }
+                ok = read_box(c, &cols->boxes[4 * i]);
             }
             if (!ok) return 0;
             skip_ws(c);
@@ -383,11 +389,7 @@ static int parse_annotations(Cursor *c, GtColumns *g) {
                     g->crowd[i] = crowd != 0;
                     break;
                 default:
-                    ok = expect(c, '[');
-                    for (int k = 0; ok && k < 4; k++) {
-                        skip_ws(c);
-                        ok = read_double(c, &g->boxes[4 * i + k]) && expect(c, k < 3 ? ',' : ']');
-                    }
+                    ok = read_box(c, &g->boxes[4 * i]);
             }
             if (!ok) return 0;
             skip_ws(c);
