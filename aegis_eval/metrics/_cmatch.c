@@ -600,14 +600,91 @@ typedef struct {
     Py_ssize_t I;
 } AtThreshold;
 
+/* The checks evaluate and threshold_match (fn) make of their layout: det_start (I + 1) offsets from 0 to D into rows
+ * (D; rows_name in the message), each an index of the N boxes, and each GT's image in [0, I). Returns the most
+ * detections of one image, or -1 with the error set. */
+static Py_ssize_t check_layout(const char *fn, const char *rows_name, const int64_t *ds, Py_ssize_t I,
+                               const int64_t *rows, Py_ssize_t D, Py_ssize_t N, const int64_t *gimg, Py_ssize_t G) {
+    if (ds[0] != 0 || ds[I] != D) {
+        PyErr_Format(PyExc_ValueError, "%s: det_start does not cover %s", fn, rows_name);
+        return -1;
+    }
+    Py_ssize_t max_d = 0;
+    for (Py_ssize_t i = 0; i < I; i++) {
+        if (ds[i + 1] < ds[i]) {
+            PyErr_Format(PyExc_ValueError, "%s: det_start is not offsets into %s", fn, rows_name);
+            return -1;
+        }
+        if (ds[i + 1] - ds[i] > max_d) max_d = ds[i + 1] - ds[i];
+    }
+    for (Py_ssize_t k = 0; k < D; k++) {
+        if (rows[k] < 0 || rows[k] >= N) {
+            PyErr_Format(PyExc_ValueError, "%s: %s outside the boxes", fn, rows_name);
+            return -1;
+        }
+    }
+    for (Py_ssize_t g = 0; g < G; g++) {
+        if (gimg[g] < 0 || gimg[g] >= I) {
+            PyErr_Format(PyExc_ValueError, "%s: gt_image outside [0, I)", fn);
+            return -1;
+        }
+    }
+    return max_d;
+}
+
+/* GT stably by image (a counting sort of the checked gt_image): image i's GT in loaded order are g_order[g_start[i]
+ * .. g_start[i + 1]) (g_start: I + 2, zeroed by the caller). Returns the most GT of one image. */
+static Py_ssize_t gt_by_image(const int64_t *gimg, Py_ssize_t G, Py_ssize_t I, int64_t *g_order, int64_t *g_start) {
+    for (Py_ssize_t g = 0; g < G; g++) g_start[gimg[g] + 1]++;
+    Py_ssize_t max_g = 0;
+    for (Py_ssize_t i = 0; i < I; i++) {
+        if (g_start[i + 1] > max_g) max_g = g_start[i + 1];
+        g_start[i + 1] += g_start[i];
+    }
+    for (Py_ssize_t g = 0; g < G; g++) g_order[g_start[gimg[g]]++] = g;
+    for (Py_ssize_t i = I; i > 0; i--) g_start[i] = g_start[i - 1];
+    g_start[0] = 0;
+    return max_g;
+}
+
+/* The size bin of GT g in PerImageCounts: 0 small, 1 medium, 2 large. */
+static int size_bin(const AtThreshold *th, int64_t g) {
+    return th->garea[g] < th->small_max ? 0 : th->garea[g] < th->medium_max ? 1 : 2;
+}
+
+/* The threshold match's GT counts (th->counts, all 9 rows zeroed first): non-crowd GT per image and per size bin. */
+static void threshold_gt_counts(const AtThreshold *th, const int64_t *gimg, const uint8_t *crowd, Py_ssize_t G) {
+    const Py_ssize_t I = th->I;
+    memset(th->counts, 0, sizeof(int64_t) * 9 * (size_t)I);
+    for (Py_ssize_t g = 0; g < G; g++) {
+        if (crowd[g]) continue;
+        th->counts[2 * I + gimg[g]]++;
+        th->counts[(4 + 2 * size_bin(th, g)) * I + gimg[g]]++;
+    }
+}
+
+/* The outcome of detection r of image i in the threshold match: matched to GT g (>= 0) at IoU iou, or a false
+ * positive unless it hit a crowd region. */
+static void threshold_outcome(const AtThreshold *th, Py_ssize_t i, int64_t r, int64_t g, double iou) {
+    const Py_ssize_t I = th->I;
+    if (g >= 0) {
+        th->det_gt[r] = g;
+        th->det_iou[r] = iou;
+        th->gt_det[g] = r;
+        th->gt_iou[g] = iou;
+        th->counts[i]++;
+        th->counts[(3 + 2 * size_bin(th, g)) * I + i]++;
+    } else if (!th->crowd_hit[r]) {
+        th->counts[I + i]++;
+    }
+}
+
 /* One image: its detections rows[0..nd) in score order, those with score >= th->score a prefix; has[0..n_has) the
  * ones with candidates (cand + h * ng, n_cand[h] each: position j in the image's loaded GT, IoU), gcr the GT's
  * crowd flags by j, g_order the GT indices by j. Returns how many detections reached the score. */
 static Py_ssize_t threshold_image(const AtThreshold *th, Py_ssize_t i, const int64_t *rows, Py_ssize_t nd,
                                   const int64_t *has, Py_ssize_t n_has, Py_ssize_t ng, const Py_ssize_t *n_cand,
                                   const Cand *cand, const uint8_t *gcr, const int64_t *g_order) {
-    const Py_ssize_t I = th->I;
-    int64_t *c = th->counts;
     memset(th->taken, 0, (size_t)ng);
     Py_ssize_t k = 0, h = 0;
     for (; k < nd && th->scores[rows[k]] >= th->score; k++) {
@@ -629,19 +706,8 @@ static Py_ssize_t threshold_image(const AtThreshold *th, Py_ssize_t i, const int
             }
             h++;
         }
-        if (best >= 0) {
-            const int64_t g = g_order[best];
-            th->taken[best] = 1;
-            th->det_gt[r] = g;
-            th->det_iou[r] = best_iou;
-            th->gt_det[g] = r;
-            th->gt_iou[g] = best_iou;
-            c[i]++;
-            const int bin = th->garea[g] < th->small_max ? 0 : th->garea[g] < th->medium_max ? 1 : 2;
-            c[(3 + 2 * bin) * I + i]++;
-        } else if (!th->crowd_hit[r]) {
-            c[I + i]++;
-        }
+        if (best >= 0) th->taken[best] = 1;
+        threshold_outcome(th, i, r, best >= 0 ? g_order[best] : -1, best_iou);
     }
     return k;
 }
@@ -712,30 +778,8 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
             th.crowd_hit = v[16].buf, th.gt_det = v[17].buf, th.gt_iou = v[18].buf, th.counts = v[19].buf, th.I = I;
             th.garea = garea, th.small_max = small_max, th.medium_max = medium_max;
         }
-        Py_ssize_t max_d = 0;
-        for (Py_ssize_t i = 0; i < I; i++) {
-            if (ds[i] < 0 || ds[i + 1] < ds[i] || ds[i + 1] > D) {
-                PyErr_SetString(PyExc_ValueError, "evaluate: det_start is not offsets into det_index");
-                goto done;
-            }
-            if (ds[i + 1] - ds[i] > max_d) max_d = ds[i + 1] - ds[i];
-        }
-        if (ds[0] != 0 || ds[I] != D) {
-            PyErr_SetString(PyExc_ValueError, "evaluate: det_start does not cover det_index");
-            goto done;
-        }
-        for (Py_ssize_t k = 0; k < D; k++) {
-            if (di[k] < 0 || di[k] >= N) {
-                PyErr_SetString(PyExc_ValueError, "evaluate: det_index outside the boxes");
-                goto done;
-            }
-        }
-        for (Py_ssize_t g = 0; g < G; g++) {
-            if (gimg[g] < 0 || gimg[g] >= I) {
-                PyErr_SetString(PyExc_ValueError, "evaluate: gt_image outside [0, I)");
-                goto done;
-            }
-        }
+        const Py_ssize_t max_d = check_layout("evaluate", "det_index", ds, I, di, D, N, gimg, G);
+        if (max_d < 0) goto done;
         g_order = PyMem_Malloc(sizeof(int64_t) * (size_t)(G + 1));
         g_start = PyMem_Calloc((size_t)I + 2, sizeof(int64_t));
         g_ign = PyMem_Malloc((size_t)(A * G + 1));
@@ -746,13 +790,7 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
             PyErr_NoMemory();
             goto done;
         }
-        /* GT stably by image (counting sort): each image's GT in loaded order */
-        for (Py_ssize_t g = 0; g < G; g++) g_start[gimg[g] + 1]++;
-        Py_ssize_t max_g = 0;
-        for (Py_ssize_t i = 0; i < I; i++) {
-            if (g_start[i + 1] > max_g) max_g = g_start[i + 1];
-            g_start[i + 1] += g_start[i];
-        }
+        const Py_ssize_t max_g = gt_by_image(gimg, G, I, g_order, g_start);
         cand = PyMem_Malloc(sizeof(Cand) * (size_t)(max_d * max_g + 1));
         sorted = PyMem_Malloc(sizeof(Cand) * (size_t)(max_g + 1));
         taken = PyMem_Malloc(sizeof(uint64_t) * (size_t)(max_g + 1));
@@ -767,18 +805,7 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
             goto done;
         }
         Py_BEGIN_ALLOW_THREADS;
-        if (at) { /* the threshold match's GT counts: non-crowd per image and per size bin */
-            memset(th.counts, 0, sizeof(int64_t) * 9 * (size_t)I);
-            for (Py_ssize_t g = 0; g < G; g++) {
-                if (crowd[g]) continue;
-                const int bin = garea[g] < small_max ? 0 : garea[g] < medium_max ? 1 : 2;
-                th.counts[2 * I + gimg[g]]++;
-                th.counts[(4 + 2 * bin) * I + gimg[g]]++;
-            }
-        }
-        for (Py_ssize_t g = 0; g < G; g++) g_order[g_start[gimg[g]]++] = g;
-        for (Py_ssize_t i = I; i > 0; i--) g_start[i] = g_start[i - 1];
-        g_start[0] = 0;
+        if (at) threshold_gt_counts(&th, gimg, crowd, G);
         /* per range: ignored GT (indexed by sorted position) and the regular count per image */
         for (Py_ssize_t a = 0; a < A; a++) {
             const double lo = rng[2 * a], hi = rng[2 * a + 1];
@@ -841,11 +868,7 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
              * the GT by left edge, a prefix; its IoU is computed without branches (vectorised), then filtered. */
             Py_ssize_t n_has = 0;
             for (Py_ssize_t k = 0; k < nd; k++) {
-                Py_ssize_t end = ng;
-                if (by_left) {
-                    end = 0;
-                    end = count_below(gx0, ng, dx1[k]);
-                }
+                const Py_ssize_t end = by_left ? count_below(gx0, ng, dx1[k]) : ng;
                 pair_scan(dx0[k], dy0[k], dx1[k], dy1[k], dar[k], gx0, gy0, gx1, gy1, ga, gcf, floor_iou, end, pair_iou,
                           pair_ok);
                 Py_ssize_t n = 0;
@@ -976,45 +999,18 @@ static PyObject *py_threshold_match(PyObject *self, PyObject *args) {
         const double *bx = v[0].buf, *gb = v[3].buf, *garea = v[6].buf;
         const int64_t *rows = v[1].buf, *ds = v[2].buf, *gimg = v[4].buf;
         const uint8_t *crowd = v[5].buf;
-        int64_t *det_gt = v[7].buf, *gt_det = v[10].buf, *counts = v[12].buf;
-        double *det_iou = v[8].buf, *gt_iou = v[11].buf;
-        uint8_t *crowd_hit = v[9].buf;
-        if (ds[0] != 0 || ds[I] != K) {
-            PyErr_SetString(PyExc_ValueError, "threshold_match: det_start does not cover rows");
-            goto done;
-        }
-        Py_ssize_t max_d = 0;
-        for (Py_ssize_t i = 0; i < I; i++) {
-            if (ds[i + 1] < ds[i]) {
-                PyErr_SetString(PyExc_ValueError, "threshold_match: det_start is not offsets into rows");
-                goto done;
-            }
-            if (ds[i + 1] - ds[i] > max_d) max_d = ds[i + 1] - ds[i];
-        }
-        for (Py_ssize_t k = 0; k < K; k++) {
-            if (rows[k] < 0 || rows[k] >= N) {
-                PyErr_SetString(PyExc_ValueError, "threshold_match: rows outside the boxes");
-                goto done;
-            }
-        }
-        for (Py_ssize_t g = 0; g < G; g++) {
-            if (gimg[g] < 0 || gimg[g] >= I) {
-                PyErr_SetString(PyExc_ValueError, "threshold_match: gt_image outside [0, I)");
-                goto done;
-            }
-        }
+        const AtThreshold th = {.garea = garea, .small_max = small_max, .medium_max = medium_max, .det_gt = v[7].buf,
+                                .det_iou = v[8].buf, .crowd_hit = v[9].buf, .gt_det = v[10].buf, .gt_iou = v[11].buf,
+                                .counts = v[12].buf, .I = I};
+        const Py_ssize_t max_d = check_layout("threshold_match", "rows", ds, I, rows, K, N, gimg, G);
+        if (max_d < 0) goto done;
         g_order = PyMem_Malloc(sizeof(int64_t) * (size_t)(G + 1));
         g_start = PyMem_Calloc((size_t)I + 2, sizeof(int64_t));
         if (!g_order || !g_start) {
             PyErr_NoMemory();
             goto done;
         }
-        for (Py_ssize_t g = 0; g < G; g++) g_start[gimg[g] + 1]++;
-        Py_ssize_t max_g = 0;
-        for (Py_ssize_t i = 0; i < I; i++) {
-            if (g_start[i + 1] > max_g) max_g = g_start[i + 1];
-            g_start[i + 1] += g_start[i];
-        }
+        const Py_ssize_t max_g = gt_by_image(gimg, G, I, g_order, g_start);
         corner = PyMem_Malloc(sizeof(double) * 7 * (size_t)(max_g + 1));
         pos = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(max_g + 1));
         pair_ok = PyMem_Malloc(sizeof(uint64_t) * (size_t)(max_g / 64 + 1));
@@ -1027,24 +1023,12 @@ static PyObject *py_threshold_match(PyObject *self, PyObject *args) {
         double *gx0 = corner, *gy0 = corner + max_g, *gx1 = corner + 2 * max_g, *gy1 = corner + 3 * max_g,
                *ga = corner + 4 * max_g, *gcf = corner + 5 * max_g, *pair_iou = corner + 6 * max_g;
         Py_BEGIN_ALLOW_THREADS;
-        for (Py_ssize_t g = 0; g < G; g++) g_order[g_start[gimg[g]]++] = g;
-        for (Py_ssize_t i = I; i > 0; i--) g_start[i] = g_start[i - 1];
-        g_start[0] = 0;
-        memset(counts, 0, sizeof(int64_t) * 9 * (size_t)I);
+        threshold_gt_counts(&th, gimg, crowd, G);
         for (Py_ssize_t i = 0; i < I; i++) {
             const Py_ssize_t g0 = g_start[i], ng = g_start[i + 1] - g_start[i];
-            int64_t *c = counts;
             /* the image's GT by left edge, as in evaluate (pos: the position as loaded) */
             const int by_left = image_gt_by_left(g_order + g0, ng, gb, crowd, gx0, gy0, gx1, gy1, ga, gcf, pos);
-            for (Py_ssize_t j = 0; j < ng; j++) {
-                const int64_t g = g_order[g0 + j];
-                taken[j] = 0;
-                if (!crowd[g]) {
-                    const int bin = garea[g] < small_max ? 0 : garea[g] < medium_max ? 1 : 2;
-                    c[2 * I + i]++;
-                    c[(4 + 2 * bin) * I + i]++;
-                }
-            }
+            memset(taken, 0, (size_t)ng);
             /* the image's detections as corners first: a tight loop keeps their scattered loads in flight together */
             const Py_ssize_t d0 = ds[i], nd = ds[i + 1] - ds[i];
             prefetch_boxes(bx, rows + ds[i + 1], i + 1 < I ? ds[i + 2] - ds[i + 1] : 0);
@@ -1068,7 +1052,7 @@ static PyObject *py_threshold_match(PyObject *self, PyObject *args) {
                     const Py_ssize_t q = 64 * word + lowest_bit(bits);
                     const Py_ssize_t j = pos[q];
                     if (gcf[q] != 0.0) {
-                        crowd_hit[r] = 1;
+                        th.crowd_hit[r] = 1;
                     } else if (!taken[j] && (best < 0 || pair_iou[q] > best_iou ||
                                              (pair_iou[q] == best_iou && j < best_pos))) {
                         best = q;
@@ -1076,19 +1060,8 @@ static PyObject *py_threshold_match(PyObject *self, PyObject *args) {
                         best_iou = pair_iou[q];
                     }
                 }
-                if (best >= 0) {
-                    const int64_t g = g_order[g0 + best_pos];
-                    taken[best_pos] = 1;
-                    det_gt[r] = g;
-                    det_iou[r] = best_iou;
-                    gt_det[g] = r;
-                    gt_iou[g] = best_iou;
-                    c[i]++;
-                    const int bin = garea[g] < small_max ? 0 : garea[g] < medium_max ? 1 : 2;
-                    c[(3 + 2 * bin) * I + i]++;
-                } else if (!crowd_hit[r]) {
-                    c[I + i]++;
-                }
+                if (best >= 0) taken[best_pos] = 1;
+                threshold_outcome(&th, i, r, best >= 0 ? g_order[g0 + best_pos] : -1, best_iou);
             }
         }
         Py_END_ALLOW_THREADS;

@@ -111,3 +111,38 @@ def test_compiled_and_numpy_accumulate_agree(key, monkeypatch):
             monkeypatch.setenv("AEGIS_KERNELS", mode)
             out.append(coco.accumulate(table, w))
         assert out[0] == out[1]
+
+
+@needs_compiled
+def test_extension_refuses_bad_layouts():
+    """evaluate and threshold_match check their layout at the C boundary (one check serves both): offsets that do
+    not cover the rows or run backwards, rows outside the boxes, GT of an image outside the table."""
+    boxes = np.array([[0, 0, 10, 10], [0, 0, 5, 5]], float)
+    gt_boxes = np.array([[0, 0, 10, 10]], float)
+    area, crowd, nonzero = np.array([100.0]), np.zeros(1, np.uint8), np.ones(1, np.uint8)
+    ranges, thresholds = coco.AREA_RANGES[:1], np.array([0.5])
+
+    def evaluate(rows, det_start, gt_image):
+        d, n_img = len(rows), len(det_start) - 1
+        flags = np.zeros((1, 1, d), np.uint8)
+        args = (boxes, rows, det_start, gt_boxes, gt_image, area, crowd, nonzero, ranges, thresholds, 0.5)
+        _cmatch.evaluate(*args, flags, flags.copy(), np.zeros((1, n_img), np.int64))
+
+    def threshold_match(rows, det_start, gt_image):
+        n_img = len(det_start) - 1
+        outputs = (np.full(2, -1), np.full(2, np.nan), np.zeros(2, np.uint8), np.full(1, -1), np.full(1, np.nan))
+        args = (boxes, rows, det_start, gt_boxes, gt_image, crowd, area, 0.5, 32.0**2, 96.0**2)
+        _cmatch.threshold_match(*args, *outputs, np.zeros((9, n_img), np.int64))
+
+    good = (np.array([0, 1], np.int64), np.array([0, 1, 2], np.int64), np.array([1], np.int64))
+    bad = [
+        ((good[0], np.array([0, 1, 1], np.int64), good[2]), "det_start does not cover"),
+        ((good[0], np.array([0, 3, 2], np.int64), good[2]), "det_start is not offsets"),
+        ((np.array([0, 2], np.int64), good[1], good[2]), "outside the boxes"),
+        ((good[0], good[1], np.array([2], np.int64)), r"gt_image outside \[0, I\)"),
+    ]
+    for call in (evaluate, threshold_match):
+        call(*good)  # the well-formed call runs
+        for args, message in bad:
+            with pytest.raises(ValueError, match=f"^{call.__name__}: .*{message}"):
+                call(*args)
