@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -53,18 +54,7 @@ def crowded(n_images: int, key: int, decimals: int) -> tuple[GroundTruth, Detect
     gt, dets = scene(n_images, key)
     rng = Generator(PCG64(key + 100))
     crowd = rng.random(gt.n_boxes) < 0.15
-    gt = GroundTruth(
-        image_ids=gt.image_ids,
-        file_names=gt.file_names,
-        widths=gt.widths,
-        heights=gt.heights,
-        box_image=gt.box_image,
-        boxes=gt.boxes,
-        areas=gt.areas,
-        iscrowd=crowd,
-        ann_ids=gt.ann_ids,
-    )
-    return gt, Detections(det_image=dets.det_image, boxes=dets.boxes, scores=np.round(dets.scores, decimals))
+    return replace(gt, iscrowd=crowd), replace(dets, scores=np.round(dets.scores, decimals))
 
 
 @compiled
