@@ -108,35 +108,14 @@ def summary_cells(
     summary_*: the point summaries (``summarize_robustness`` blocks); samples_*: their per-resample twins
     (``aegis_eval.metrics.robustness.summary_samples``) or None. Families present in either summary are listed."""
 
-    def arr(samples: Mapping[str, Any] | None, section: str, key: str | None = None) -> np.ndarray | None:
-        if samples is None:
-            return None
-        node = samples.get(section) or {}
-        node = node.get(key) or {} if key is not None else node
-        value = node.get(metric)
-        return None if value is None else np.asarray(value, dtype=np.float64)
-
-    def point(summary: Mapping[str, Any], section: str, key: str | None = None) -> Any:
-        node = summary.get(section) or {}
+    def at(node: Mapping[str, Any] | None, section: str, key: str | None) -> Any:
+        node = (node or {}).get(section) or {}
         node = node.get(key) or {} if key is not None else node
         return node.get(metric)
 
-    out: dict[str, Any] = {
-        "mpc": paired_cell(
-            point(summary_a, "mpc"), point(summary_b, "mpc"), arr(samples_a, "mpc"), arr(samples_b, "mpc"), confidence
-        ),
-        "rpc": paired_cell(
-            point(summary_a, "rpc"), point(summary_b, "rpc"), arr(samples_a, "rpc"), arr(samples_b, "rpc"), confidence
-        ),
-        "per_family": {},
-    }
+    def cell(section: str, key: str | None = None) -> dict[str, Any]:
+        points = at(summary_a, section, key), at(summary_b, section, key)
+        return paired_cell(*points, at(samples_a, section, key), at(samples_b, section, key), confidence)
+
     families = list(dict.fromkeys([*(summary_a.get("per_family") or {}), *(summary_b.get("per_family") or {})]))
-    for fam in families:
-        out["per_family"][fam] = paired_cell(
-            point(summary_a, "per_family", fam),
-            point(summary_b, "per_family", fam),
-            arr(samples_a, "per_family", fam),
-            arr(samples_b, "per_family", fam),
-            confidence,
-        )
-    return out
+    return {"mpc": cell("mpc"), "rpc": cell("rpc"), "per_family": {fam: cell("per_family", fam) for fam in families}}
