@@ -253,7 +253,7 @@ def _match_areas(
         key[a] = position[base]
     p_det, p_gt, p_iou = pair_det[base], pair_gt[base], pair_iou[base]
     p_crowd = gt_crowd[p_gt]
-    thr = np.minimum(IOU_THRESHOLDS, _MAX_IOU_START)[None, :, None]
+    thr = _THRESHOLDS_CLAMPED[None, :, None]
     taken = np.zeros((n_area, n_thr, n_gt), dtype=bool)
     bounds = np.flatnonzero(np.diff(det_rank[p_det])) + 1
     for s, e in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(p_det)]])):
