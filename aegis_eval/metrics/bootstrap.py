@@ -196,7 +196,8 @@ class ResampleRows:
 
         Where every total stays below 2**53 the product runs in float64, where it is exact too, in blocks of rows
         small enough that BLAS keeps each on the calling thread (a whole-matrix call wakes BLAS threads that keep
-        spinning on a shared machine): about 9x faster than NumPy's integer loop, which runs otherwise."""
+        spinning on a shared machine): 3-6x faster than NumPy's integer loop, which runs otherwise (measured with
+        B = 200-1000, 300-3000 images, 7-11 columns)."""
         c = np.asarray(columns, dtype=np.int64)
         if c.ndim != 2 or not c.size or not self.n_rows:
             return self.weights @ c
