@@ -300,15 +300,5 @@ def recall_matrix(result: Mapping[str, Any], metric: str = "recall") -> Table | 
     return None if spec is None else rich_table(spec)
 
 
-def classes_table(result: Mapping[str, Any]) -> Table | None:
-    spec = classes_spec(result)
-    return None if spec is None else rich_table(spec)
-
-
-def versions_table(result: Mapping[str, Any]) -> Table | None:
-    spec = versions_spec(result)
-    return None if spec is None else rich_table(spec)
-
-
 def referring_table(doc: Mapping[str, Any]) -> Table:
     return rich_table(referring_spec(doc))
