@@ -29,7 +29,7 @@ class Clock:
         return self.now
 
 
-def _view(total_s_per_item: float, workers: int = 1, terminal: bool = False, every: int | None = None):
+def _view(workers: int = 1, terminal: bool = False, every: int | None = None):
     sink = io.StringIO()
     console = Console(file=sink, width=60, force_terminal=terminal, markup=False)
     clock = Clock()
@@ -38,7 +38,7 @@ def _view(total_s_per_item: float, workers: int = 1, terminal: bool = False, eve
 
 
 def test_plain_lines_every_n_items_and_after_the_last_never_cut():
-    view, clock, sink = _view(1.0, every=3)
+    view, clock, sink = _view(every=3)
     for done in range(1, 8):
         clock.now += 1.0
         view(Report(done, 7, megapixels=2.0 * done))
@@ -50,7 +50,7 @@ def test_plain_lines_every_n_items_and_after_the_last_never_cut():
 
 
 def test_the_default_step_is_five_percent():
-    view, clock, sink = _view(1.0)
+    view, clock, sink = _view()
     for done in range(1, 201):
         clock.now += 0.1
         view(Report(done, 200))
@@ -58,7 +58,7 @@ def test_the_default_step_is_five_percent():
 
 
 def test_a_long_build_prints_its_estimate_after_the_first_wave():
-    view, clock, sink = _view(10.0, workers=4)
+    view, clock, sink = _view(workers=4)
     for done in range(1, 5):  # the first wave: 4 workers, 40 s
         clock.now += 10.0
         view(Report(done, 400))
@@ -74,12 +74,12 @@ def test_a_long_build_prints_its_estimate_after_the_first_wave():
 
 
 def test_a_short_build_prints_no_estimate_and_a_terminal_gets_the_bar():
-    view, clock, sink = _view(1.0, workers=2)
+    view, clock, sink = _view(workers=2)
     for done in range(1, 11):
         clock.now += 0.5
         view(Report(done, 10))
     assert "estimate:" not in sink.getvalue()
-    view, clock, sink = _view(1.0, terminal=True)
+    view, clock, sink = _view(terminal=True)
     for done in range(1, 3):
         clock.now += 40.0
         view(Report(done, 3))
