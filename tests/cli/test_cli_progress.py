@@ -104,3 +104,30 @@ def test_build_splits_in_a_log_prints_plain_lines(tmp_path):
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("building ")]
     assert [ln.split(": ")[1].split()[0] for ln in lines] == ["1/4", "2/4", "3/4", "4/4"]
     assert r.stderr == ""  # no bar frame
+
+
+def test_the_estimate_waits_for_the_workers_the_build_runs(tmp_path, monkeypatch):
+    """Without --workers the first wave is as many images as the build runs at once: the cores this process may use
+    (the library's default), not every core of the machine (os.cpu_count ignores CPU affinity: a container or a
+    batch job limited to one core would wait for a 64-image "wave" before its estimate)."""
+    import os
+
+    from aegis_cli import splits
+
+    seen = []
+
+    class Recording(BuildProgressView):
+        def __init__(self, *args, **kwargs):
+            seen.append(kwargs["workers"])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(splits, "BuildProgressView", Recording)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    src = yolo_source(tmp_path / "src", n=2)
+    r = invoke(
+        "build-splits", "--dataset", "yolo", "--source", src, "--out-dir", tmp_path / "out",
+        "--corruptions", "low_light", "--severities", "1",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert seen == [1]
