@@ -81,6 +81,7 @@ _EXPORTS = {
     "VISIBILITY_FLOOR": "aegis_data.engine.calibration",
     "DISTANCES": "aegis_data.engine.realism",
     "DEFAULT_MAX_PIXELS": "aegis_data.files.imageio",
+    "default_workers": "aegis_data.executors",
     "write_bytes_atomic": "aegis_data.files.imageio",
     "write_error": "aegis_data.files.imageio",
 }

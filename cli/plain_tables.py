@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -145,6 +145,23 @@ def _draw(spec: TableSpec, columns: Sequence[int], title: str | None, caption: s
     return lines
 
 
+def column_groups(n: int, keys: int, width_of: Callable[[list[int]], int], width: int) -> list[list[int]]:
+    """The non-key column indices of an ``n``-column table packed greedily, in order, into parts whose width
+    (``width_of`` the part's column indices, the ``keys`` leading ones included) fits ``width``: cli/tables.py's
+    packing for Rich and :func:`plain_text`'s."""
+    key_cols = list(range(min(keys, n)))
+    groups: list[list[int]] = []
+    current: list[int] = []
+    for index in range(len(key_cols), n):
+        if current and width_of([*key_cols, *current, index]) > width:
+            groups.append(current)
+            current = []
+        current.append(index)
+    if current or not groups:
+        groups.append(current)
+    return groups
+
+
 def plain_text(spec: TableSpec, keys: int, width: int) -> str | None:
     """What ``out.print(fit(rich_table(spec), keys))`` writes on a console ``width`` wide that is no terminal
     (cli/tables.py: the whole table when it fits, else parts that repeat the ``keys`` leading columns); None where
@@ -161,18 +178,9 @@ def plain_text(spec: TableSpec, keys: int, width: int) -> str | None:
 
     if width_of(range(n)) <= width:
         parts = [list(range(n))]
-    else:  # cli/tables.py's packing
+    else:
         key_cols = list(range(min(keys, n)))
-        groups: list[list[int]] = []
-        current: list[int] = []
-        for index in range(len(key_cols), n):
-            if current and width_of([*key_cols, *current, index]) > width:
-                groups.append(current)
-                current = []
-            current.append(index)
-        if current or not groups:
-            groups.append(current)
-        parts = [[*key_cols, *group] for group in groups]
+        parts = [[*key_cols, *group] for group in column_groups(n, keys, width_of, width)]
         if any(width_of(part) > width for part in parts):
             return None  # Rich wraps cells here
     lines: list[str] = []

@@ -59,7 +59,6 @@ class BuildProgressView:
         every: int | None = None,
         terminal: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
-        unit: str = "source images",
     ) -> None:
         self.description = description
         self.console = console
@@ -69,7 +68,6 @@ class BuildProgressView:
         self.terminal = console.is_terminal if terminal is None else terminal
         self.lines = console if self.terminal else self.plain  # the estimate goes above the bar, or with the lines
         self.clock = clock
-        self.unit = unit
         self.started = clock()
         self.estimated = False
         self.printed_at = 0  # items done at the last plain line
@@ -111,7 +109,7 @@ class BuildProgressView:
         if whole <= ESTIMATE_ABOVE_S:
             return
         self.lines.print(
-            f"estimate: the build takes about {duration_text(whole)} for {p.total} {self.unit} "
+            f"estimate: the build takes about {duration_text(whole)} for {p.total} source images "
             f"({duration_text(max(0.0, whole - elapsed))} left; measured on the first {p.done} "
             f"with {self.workers} worker(s) in {clock_text(elapsed)})",
             highlight=False,
@@ -126,7 +124,7 @@ class BuildProgressView:
         share = f" ({100 * p.done / p.total:.0f}%)" if p.total else ""
         left = elapsed / p.done * (p.total - p.done) if p.done else 0.0
         self.plain.print(
-            f"{self.description}: {p.done}/{p.total} {self.unit}{share}  {rate}  "
+            f"{self.description}: {p.done}/{p.total} source images{share}  {rate}  "
             f"elapsed {clock_text(elapsed)}  ETA {clock_text(left)}",
             highlight=False,
             soft_wrap=True,

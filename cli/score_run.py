@@ -10,7 +10,6 @@ from pathlib import Path
 from aegis_data.api import check_outputs
 from aegis_data.errors import AegisError
 
-from . import common
 from .common import warn
 from .modes import CrossCheck, RemapSide, SplitName, Task, value
 
@@ -103,14 +102,13 @@ def _score_referring(
 ) -> None:
     from aegis_eval.api import score_referring, write_json
 
-    from .score_tables import referring_table
-    from .tables import fit
+    from .score_tables import emit, referring_spec  # printed as the detection score is: Rich only on a terminal
 
     doc = score_referring(preds, refs, bootstrap=bootstrap, seed=seed, cluster_by=cluster_by, label=label)
-    common.out.print(fit(referring_table(doc)))
+    emit([(referring_spec(doc), 1)])
     if doc["missing"]:
         shown = ", ".join(doc["missing"][:8]) + (", ..." if len(doc["missing"]) > 8 else "")
         warn(f"[ref_pred_missing] {len(doc['missing'])} expressions have no prediction (counted as wrong): {shown}")
     if json_out is not None:
         write_json(doc, json_out)
-        common.out.print(f"wrote {json_out}", highlight=False, soft_wrap=True)
+        emit([f"wrote {json_out}"])

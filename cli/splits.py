@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -183,7 +182,7 @@ def build_command(
     target = out_dir or Path("aegis-splits") / f"{name or ds.default_name}-c"
     check_output_dirs({"--out-dir": target})
     # A bar on a terminal, plain lines in a log, and an estimate of a long build (cli/progress.py).
-    view = BuildProgressView(f"building {target}", err, out, workers=workers or os.cpu_count() or 1)
+    view = BuildProgressView(f"building {target}", err, out, workers=workers or api.default_workers())
     try:
         result = api.build_splits(
             ds,

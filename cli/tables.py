@@ -10,6 +10,8 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
 from rich.table import Column, Table
 
+from .plain_tables import column_groups
+
 
 class FittedTable:
     """Render ``table`` whole when it fits the console's width, else as parts of whole columns."""
@@ -68,18 +70,9 @@ def _width_of(table: Table, widths: list[int], part: bool = False) -> int:
 
 def _column_groups(table: Table, keys: int, widths: list[int], width: int) -> list[list[int]]:
     """The non-key column indices packed greedily, in order, into parts whose widest rendering fits."""
-    key_cols = list(range(min(keys, len(table.columns))))
-    groups: list[list[int]] = []
-    current: list[int] = []
-    for index in range(len(key_cols), len(table.columns)):
-        trial = [*key_cols, *current, index]
-        if current and _width_of(table, [widths[i] for i in trial], part=True) > width:
-            groups.append(current)
-            current = []
-        current.append(index)
-    if current or not groups:
-        groups.append(current)
-    return groups
+    return column_groups(
+        len(table.columns), keys, lambda part: _width_of(table, [widths[i] for i in part], part=True), width
+    )
 
 
 def _part(table: Table, columns: list[int], index: int, count: int) -> Table:

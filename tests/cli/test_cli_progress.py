@@ -29,7 +29,7 @@ class Clock:
         return self.now
 
 
-def _view(total_s_per_item: float, workers: int = 1, terminal: bool = False, every: int | None = None):
+def _view(workers: int = 1, terminal: bool = False, every: int | None = None):
     sink = io.StringIO()
     console = Console(file=sink, width=60, force_terminal=terminal, markup=False)
     clock = Clock()
@@ -38,7 +38,7 @@ def _view(total_s_per_item: float, workers: int = 1, terminal: bool = False, eve
 
 
 def test_plain_lines_every_n_items_and_after_the_last_never_cut():
-    view, clock, sink = _view(1.0, every=3)
+    view, clock, sink = _view(every=3)
     for done in range(1, 8):
         clock.now += 1.0
         view(Report(done, 7, megapixels=2.0 * done))
@@ -50,7 +50,7 @@ def test_plain_lines_every_n_items_and_after_the_last_never_cut():
 
 
 def test_the_default_step_is_five_percent():
-    view, clock, sink = _view(1.0)
+    view, clock, sink = _view()
     for done in range(1, 201):
         clock.now += 0.1
         view(Report(done, 200))
@@ -58,7 +58,7 @@ def test_the_default_step_is_five_percent():
 
 
 def test_a_long_build_prints_its_estimate_after_the_first_wave():
-    view, clock, sink = _view(10.0, workers=4)
+    view, clock, sink = _view(workers=4)
     for done in range(1, 5):  # the first wave: 4 workers, 40 s
         clock.now += 10.0
         view(Report(done, 400))
@@ -74,12 +74,12 @@ def test_a_long_build_prints_its_estimate_after_the_first_wave():
 
 
 def test_a_short_build_prints_no_estimate_and_a_terminal_gets_the_bar():
-    view, clock, sink = _view(1.0, workers=2)
+    view, clock, sink = _view(workers=2)
     for done in range(1, 11):
         clock.now += 0.5
         view(Report(done, 10))
     assert "estimate:" not in sink.getvalue()
-    view, clock, sink = _view(1.0, terminal=True)
+    view, clock, sink = _view(terminal=True)
     for done in range(1, 3):
         clock.now += 40.0
         view(Report(done, 3))
@@ -104,3 +104,30 @@ def test_build_splits_in_a_log_prints_plain_lines(tmp_path):
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("building ")]
     assert [ln.split(": ")[1].split()[0] for ln in lines] == ["1/4", "2/4", "3/4", "4/4"]
     assert r.stderr == ""  # no bar frame
+
+
+def test_the_estimate_waits_for_the_workers_the_build_runs(tmp_path, monkeypatch):
+    """Without --workers the first wave is as many images as the build runs at once: the cores this process may use
+    (the library's default), not every core of the machine (os.cpu_count ignores CPU affinity: a container or a
+    batch job limited to one core would wait for a 64-image "wave" before its estimate)."""
+    import os
+
+    from aegis_cli import splits
+
+    seen = []
+
+    class Recording(BuildProgressView):
+        def __init__(self, *args, **kwargs):
+            seen.append(kwargs["workers"])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(splits, "BuildProgressView", Recording)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    src = yolo_source(tmp_path / "src", n=2)
+    r = invoke(
+        "build-splits", "--dataset", "yolo", "--source", src, "--out-dir", tmp_path / "out",
+        "--corruptions", "low_light", "--severities", "1",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert seen == [1]

@@ -5,13 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import typer
 
 from aegis_cli import main as cli_main
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _names(app: typer.Typer) -> list[str]:

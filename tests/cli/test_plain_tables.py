@@ -7,7 +7,6 @@ import contextlib
 import io
 import json
 import random
-from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -99,15 +98,14 @@ def test_plain_width_follows_rich(monkeypatch):
         assert plain_width() is None
 
 
-def _made_docs() -> list[dict]:
+@pytest.fixture(scope="module")
+def made_docs(tmp_path_factory) -> list[dict]:
     """A four-condition score (conditions, false alarms, the recall matrix, the summary line) and the same
-    predictions against two GT versions (the versions table, with its Δ and − signs)."""
-    import tempfile
-
+    predictions against two GT versions (the versions table, with its Δ and − signs); scored once for every width."""
     import aegis_eval as ae
     from tests.cli.test_cli_scoring import gt_doc, preds_doc
 
-    root = Path(tempfile.mkdtemp())
+    root = tmp_path_factory.mktemp("plain_tables")
     (root / "gt.json").write_text(json.dumps(gt_doc(10)))
     (root / "preds").mkdir()
     for name, found in (("clean", 9), ("low_light_s1", 7), ("low_light_s3", 3), ("water_glare_s2", 8)):
@@ -119,11 +117,11 @@ def _made_docs() -> list[dict]:
 
 
 @pytest.mark.parametrize("width", [40, 80, 120, 200])
-def test_a_score_prints_as_rich_printed_it(width, monkeypatch):
+def test_a_score_prints_as_rich_printed_it(width, made_docs, monkeypatch):
     monkeypatch.setenv("COLUMNS", str(width))
     monkeypatch.delenv("FORCE_COLOR", raising=False)
     monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
-    for doc in _made_docs():
+    for doc in made_docs:
         blocks = score_tables.score_blocks(doc)
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):

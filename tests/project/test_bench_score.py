@@ -1,14 +1,17 @@
-"""benchmarks/bench_score.py --whole-process times `aegis score` of a given checkout: every package it imports,
+"""benchmarks/bench_score.py: --whole-process times `aegis score` of a given checkout, so every package it imports,
 the CLI included, must come from that checkout (the CLI installs as aegis_cli, so the working directory alone
-does not decide which tree's CLI runs)."""
+does not decide which tree's CLI runs); --tools; the sweep fixture."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+from aegis_data.api import load_config
 from tests import REPO_ROOT
 
 REPO = REPO_ROOT
@@ -56,3 +59,26 @@ def test_side_by_side_times_short_processes_more_often_and_skips_pycocotools_on_
     assert not any("pycocotools" in line for line in rounds)
     row = next(line for line in done.stdout.splitlines() if line.startswith("| **`aegis score`**"))
     assert row.count("–") == 3  # one condition, sweep, sweep with B: each a median with its range
+
+
+def _digest(folder):
+    files = folder.rglob("*.json")
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+def test_sweep_fixture_is_deterministic_and_complete(tmp_path):
+    """The sweep fixture: the same files every time (the benchmark's numbers compare runs and tools on identical
+    inputs), one results file per condition of the default suite over one GT, clean = the one-condition fixture."""
+    bench = _bench()
+    gt_a, preds_a = bench.write_sweep_fixture(tmp_path / "a", 6, 3, 8)
+    bench.write_sweep_fixture(tmp_path / "b", 6, 3, 8)
+    assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
+    assert sorted(p.stem for p in preds_a.glob("*.json")) == sorted(load_config().conditions())
+    gt, clean = bench.make_condition(6, 3, 8, 1)
+    assert json.loads((preds_a / "clean.json").read_text()) == bench.coco_dicts(gt, clean)[1]
+    doc = json.loads(gt_a.read_text())
+    assert len(doc["images"]) == 6 and len(doc["annotations"]) == 18
+    counts = {p.stem: len(json.loads(p.read_text())) for p in preds_a.glob("*.json")}
+    assert set(counts.values()) == {48}  # every condition: 8 detections on each of the 6 images
+    # the conditions differ from one another (each keyed on its own)
+    assert len({_digest(tmp_path / "a")[f"preds/{c}.json"] for c in counts}) == len(counts)
