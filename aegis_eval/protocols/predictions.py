@@ -50,7 +50,6 @@ from aegis_eval.protocols.coco_doc import category_names, check_coco_shape, is_i
 from aegis_eval.protocols.results_file import (
     PredictionsFile,
     _results_reader,
-    read_columns,
     read_predictions_file,
 )
 
@@ -787,18 +786,14 @@ def _detections(
     return Detections(det_image=det_image, boxes=boxes, scores=score_arr, source=source)
 
 
-def detections_from_columns(data: bytes, gt: GroundTruth, source: Mapping[str, Any]) -> Detections | None:
-    """:func:`detections_from_results` of a results file's bytes, read by the compiled reader straight into
-    columns; None when the compiled reader is absent, the file is not in the plain form it reads, or a value needs
-    the entries themselves (one the checks refuse, an image id only a file_name settles): the caller then reads the
-    file as JSON and takes the full path, which accepts it or names the problem in the same words as always.
-    Errors found on the columns (an unknown category or image id) are the full path's, raised at the same step."""
-    return _detections_from_parsed(read_columns(data), gt, source)
-
-
 def _detections_from_parsed(
     columns: tuple[bytes, bytes, bytes, bytes] | None, gt: GroundTruth, source: Mapping[str, Any]
 ) -> Detections | None:
+    """:func:`detections_from_results` of a results file's columns (the compiled reader's); None when there are
+    none (the reader is absent or the file is not in the plain form it reads) or a value needs the entries
+    themselves (one the checks refuse, an image id only a file_name settles): the caller then reads the file as
+    JSON and takes the full path, which accepts it or names the problem in the same words as always. Errors found
+    on the columns (an unknown category or image id) are the full path's, raised at the same step."""
     if columns is None:
         return None
     image_ids, cat_arr = (np.frombuffer(c, dtype=np.int64) for c in columns[:2])
@@ -1088,12 +1083,12 @@ def load_predictions(path: str | Path, gt: GroundTruth, class_map: ClassMap | No
 
 
 def resolve_predictions(read: PredictionsFile, gt: GroundTruth, class_map: ClassMap | None = None) -> Detections:
-    """:func:`load_predictions` of a file :func:`read_predictions_file` read."""
+    """:func:`load_predictions` of a file :func:`read_predictions_file` read (with ``parse`` when ``class_map`` is
+    None: the columns it then holds, or None when the compiled reader declined the file, are not parsed again)."""
     path, data = read.path, read.data
     source = {"path": str(path), "sha256": read.sha256}
     if class_map is None:
-        columns = read.columns if read.columns is not None else read_columns(data)
-        dets = _detections_from_parsed(columns, gt, source)
+        dets = _detections_from_parsed(read.columns, gt, source)
         if dets is not None:
             return dets
     obj = parse_json_bytes(data, "predictions", path)
