@@ -105,24 +105,13 @@ def _plain_integers(data: bytes) -> bool:
     return _long_integer_free(data.translate(_DIGITS_AS_ZERO, b"+"))
 
 
-def _folded_may_overflow(data: bytes, folded: bytes) -> bool:
-    """Whether ``data`` (``folded``: its digits folded) might hold a number beyond float64."""
+def _may_overflow(data: bytes) -> bool:
+    """Whether ``data`` holds a number that might not fit a float64 (:data:`_MAYBE_OVERFLOW` matches)."""
+    folded = data.translate(_DIGITS_AS_ZERO, b"+")
     # rfind: its skip table keys on the needle's first byte, rare here, where find's keys on a frequent '0'
     if folded.rfind(b"0" * 200) < 0 and folded.rfind(b"e000") < 0:
         return False
     return _MAYBE_OVERFLOW.search(data) is not None
-
-
-def _number_screen(data: bytes) -> tuple[bool, bool]:
-    """(may overflow: ``data`` might hold a number beyond float64, :data:`_MAYBE_OVERFLOW` matches; plain: no
-    integer of 19 or more digits, so orjson, where installed, reads every number as json does)."""
-    folded = data.translate(_DIGITS_AS_ZERO, b"+")
-    return _folded_may_overflow(data, folded), _long_integer_free(folded)
-
-
-def _may_overflow(data: bytes) -> bool:
-    """Whether ``data`` holds a number that might not fit a float64 (:data:`_MAYBE_OVERFLOW` matches)."""
-    return _number_screen(data)[0]
 
 
 def parse_json_bytes(data: bytes, what: str, path: str | Path, code_prefix: str = "") -> Any:
@@ -142,8 +131,7 @@ def parse_json_bytes(data: bytes, what: str, path: str | Path, code_prefix: str 
                 return _orjson.loads(data)
             except _orjson.JSONDecodeError:
                 pass
-        folded = data.translate(_DIGITS_AS_ZERO, b"+")
-        if _folded_may_overflow(data, folded):
+        if _may_overflow(data):
             return json.loads(data, parse_constant=_constant, parse_float=_float, parse_int=_int)
         return json.loads(data, parse_constant=_constant)
     except _Refused as exc:

@@ -193,22 +193,40 @@ static int read_box(Cursor *c, double *out) {
     return 1;
 }
 
-/* Which of the four keys the string at c->p names (0..3), or -1. */
-static int read_key(Cursor *c) {
-    static const char *const names[4] = {"image_id", "category_id", "bbox", "score"};
-    if (!expect(c, '"')) return -1;
-    const char *start = c->p;
+/* The string at c->p, without escapes or control characters: its extent, or 0 (then not the plain form). */
+static int plain_string(Cursor *c, const char **start, size_t *len) {
+    if (!expect(c, '"')) return 0;
+    *start = c->p;
     while (c->p < c->end && *c->p != '"') {
-        if (*c->p == '\\' || (unsigned char)*c->p < 0x20) return -1;
+        if (*c->p == '\\' || (unsigned char)*c->p < 0x20) return 0;
         c->p++;
     }
-    if (c->p >= c->end) return -1;
-    size_t len = (size_t)(c->p - start);
+    if (c->p >= c->end) return 0;
+    *len = (size_t)(c->p - *start);
     c->p++;
-    for (int k = 0; k < 4; k++) {
-        if (strlen(names[k]) == len && memcmp(names[k], start, len) == 0) return k;
+    return 1;
+}
+
+/* Which of names[0..count) the plain string at c->p is, or -1 (another name, or not a plain string). */
+static int key_index(Cursor *c, const char *const *names, int count) {
+    const char *name;
+    size_t len;
+    if (!plain_string(c, &name, &len)) return -1;
+    for (int k = 0; k < count; k++) {
+        if (strlen(names[k]) == len && memcmp(names[k], name, len) == 0) return k;
     }
     return -1;
+}
+
+/* After a member or an element: 1 when a ',' follows (another comes), 0 when `close` does (consumed), -1 for
+ * anything else. */
+static int next_item(Cursor *c, char close) {
+    skip_ws(c);
+    if (c->p < c->end && *c->p == ',') {
+        c->p++;
+        return 1;
+    }
+    return expect(c, close) ? 0 : -1;
 }
 
 static int grow(Columns *cols) {
@@ -227,16 +245,20 @@ static int grow(Columns *cols) {
     return 1;
 }
 
+/* The four keys of a detection (their bits in `seen`: 1, 2, 4, 8). */
+static const char *const RESULT_KEYS[4] = {"image_id", "category_id", "bbox", "score"};
+
 /* 1: parsed; 0: not the plain form; -1: out of memory. Touches no Python object: it runs without the GIL. */
 static int parse(Cursor *c, Columns *cols) {
     if (!expect(c, '[')) return 0;
-    for (;;) {
+    int more_items;
+    do {
         if (cols->n == cols->cap && !grow(cols)) return -1;
         Py_ssize_t i = cols->n;
         if (!expect(c, '{')) return 0;
-        int seen = 0;
-        for (;;) {
-            int key = read_key(c);
+        int seen = 0, more_members;
+        do {
+            int key = key_index(c, RESULT_KEYS, 4);
             if (key < 0 || (seen & (1 << key)) || !expect(c, ':')) return 0;
             seen |= 1 << key;
             skip_ws(c);
@@ -250,26 +272,14 @@ static int parse(Cursor *c, Columns *cols) {
             } else {
                 ok = read_box(c, &cols->boxes[4 * i]);
             }
-            if (!ok) return 0;
-            skip_ws(c);
-            if (c->p < c->end && *c->p == ',') {
-                c->p++;
-                continue;
-            }
-            if (!expect(c, '}')) return 0;
-            break;
-        }
+            if (!ok || (more_members = next_item(c, '}')) < 0) return 0;
+        } while (more_members);
         if (seen != 15) return 0;
         cols->n++;
-        skip_ws(c);
-        if (c->p < c->end && *c->p == ',') {
-            c->p++;
-            continue;
-        }
-        if (!expect(c, ']')) return 0;
-        skip_ws(c);
-        return c->p == c->end;
-    }
+        if ((more_items = next_item(c, ']')) < 0) return 0;
+    } while (more_items);
+    skip_ws(c);
+    return c->p == c->end;
 }
 
 static PyObject *py_columns(PyObject *self, PyObject *args) {
@@ -334,20 +344,6 @@ static int gt_reserve(GtColumns *g, Py_ssize_t cap) {
 
 static int gt_grow(GtColumns *g) { return gt_reserve(g, g->cap ? g->cap * 2 : 4096); }
 
-/* The string at c->p, without escapes or control characters: its extent, or 0 (then not the plain form). */
-static int plain_string(Cursor *c, const char **start, size_t *len) {
-    if (!expect(c, '"')) return 0;
-    *start = c->p;
-    while (c->p < c->end && *c->p != '"') {
-        if (*c->p == '\\' || (unsigned char)*c->p < 0x20) return 0;
-        c->p++;
-    }
-    if (c->p >= c->end) return 0;
-    *len = (size_t)(c->p - *start);
-    c->p++;
-    return 1;
-}
-
 /* The annotations array at c->p ('[' next): 1 parsed, 0 not the plain form, -1 out of memory. An annotation is an
  * object with keys among GT_KEYS, none twice, image_id, category_id and bbox required: integer ids of at most 18
  * digits, a bbox of four numbers, a number area, an integer iscrowd. */
@@ -358,22 +354,17 @@ static int parse_annotations(Cursor *c, GtColumns *g) {
         c->p++;
         return 1;
     }
-    for (;;) {
+    int more_items;
+    do {
         if (g->n == g->cap && !gt_grow(g)) return -1;
         Py_ssize_t i = g->n;
         if (!expect(c, '{')) return 0;
-        int seen = 0;
+        int seen = 0, more_members;
         g->areas[i] = NAN;
         g->crowd[i] = 0;
         g->ids[i] = (int64_t)i + 1;
-        for (;;) {
-            const char *name;
-            size_t len;
-            if (!plain_string(c, &name, &len)) return 0;
-            int key = -1;
-            for (int k = 0; k < 6 && key < 0; k++) {
-                if (strlen(GT_KEYS[k]) == len && memcmp(GT_KEYS[k], name, len) == 0) key = k;
-            }
+        do {
+            int key = key_index(c, GT_KEYS, 6);
             if (key < 0 || (seen & (1 << key)) || !expect(c, ':')) return 0;
             seen |= 1 << key;
             skip_ws(c);
@@ -391,24 +382,13 @@ static int parse_annotations(Cursor *c, GtColumns *g) {
                 default:
                     ok = read_box(c, &g->boxes[4 * i]);
             }
-            if (!ok) return 0;
-            skip_ws(c);
-            if (c->p < c->end && *c->p == ',') {
-                c->p++;
-                continue;
-            }
-            if (!expect(c, '}')) return 0;
-            break;
-        }
+            if (!ok || (more_members = next_item(c, '}')) < 0) return 0;
+        } while (more_members);
         if ((seen & 14) != 14) return 0; /* image_id, category_id, bbox */
         g->n++;
-        skip_ws(c);
-        if (c->p < c->end && *c->p == ',') {
-            c->p++;
-            continue;
-        }
-        return expect(c, ']');
-    }
+        if ((more_items = next_item(c, ']')) < 0) return 0;
+    } while (more_items);
+    return 1;
 }
 
 /* Past one JSON value at c->p without checking it (the JSON parser reads everything outside the annotations):
@@ -446,7 +426,8 @@ static int parse_gt(Cursor *c, GtColumns *g, Py_ssize_t *start, Py_ssize_t *stop
     const char *base = c->p;
     int found = 0;
     if (!expect(c, '{')) return 0;
-    for (;;) {
+    int more_members;
+    do {
         const char *name;
         size_t len;
         if (!plain_string(c, &name, &len) || !expect(c, ':')) return 0;
@@ -463,15 +444,10 @@ static int parse_gt(Cursor *c, GtColumns *g, Py_ssize_t *start, Py_ssize_t *stop
         } else if (!skip_value(c)) {
             return 0;
         }
-        skip_ws(c);
-        if (c->p < c->end && *c->p == ',') {
-            c->p++;
-            continue;
-        }
-        if (!expect(c, '}')) return 0;
-        skip_ws(c);
-        return found && c->p == c->end;
-    }
+        if ((more_members = next_item(c, '}')) < 0) return 0;
+    } while (more_members);
+    skip_ws(c);
+    return found && c->p == c->end;
 }
 
 static PyObject *py_gt_annotations(PyObject *self, PyObject *args) {

@@ -50,7 +50,6 @@ from aegis_eval.protocols.coco_doc import category_names, check_coco_shape, is_i
 from aegis_eval.protocols.results_file import (
     PredictionsFile,
     _results_reader,
-    read_columns,
     read_predictions_file,
 )
 
@@ -471,13 +470,13 @@ def read_ground_truth_doc(
     path: str | Path, split: str = "test", class_map: ClassMap | None = None
 ) -> tuple[Any, dict[str, Any]]:
     """(parsed COCO GT, source record) from a COCO file or a split directory, with a GT-side class map applied."""
-    coco, source, _ = _read_ground_truth(path, split, class_map, compiled=False)
+    coco, source, _, _ = _read_ground_truth(path, split, class_map, compiled=False)
     return coco, source
 
 
 class _FullReadNeeded(Exception):
-    """The compiled reader's annotation columns cannot settle the GT (a value the checks must name): the file is
-    read again as JSON. Caught in :func:`load_ground_truth`; never leaves the module."""
+    """The compiled reader's annotation columns cannot settle the GT (a value the checks must name): the file's
+    bytes are parsed again as JSON. Caught in :func:`load_ground_truth`; never leaves the module."""
 
 
 def _compiled_gt_doc(data: bytes, where: Path) -> tuple[Any, tuple[np.ndarray, ...]] | None:
@@ -503,9 +502,10 @@ def _compiled_gt_doc(data: bytes, where: Path) -> tuple[Any, tuple[np.ndarray, .
 
 def _read_ground_truth(
     path: str | Path, split: str, class_map: ClassMap | None, compiled: bool
-) -> tuple[Any, dict[str, Any], tuple[np.ndarray, ...] | None]:
-    """:func:`read_ground_truth_doc`, with ``compiled`` (and no GT-side class map) through :func:`_compiled_gt_doc`
-    where it takes the file: then the annotations come as columns and the document holds ``"annotations": []``."""
+) -> tuple[Any, dict[str, Any], tuple[np.ndarray, ...] | None, bytes]:
+    """:func:`read_ground_truth_doc` and the file's bytes, with ``compiled`` (and no GT-side class map) through
+    :func:`_compiled_gt_doc` where it takes the file: then the annotations come as columns and the document holds
+    ``"annotations": []`` (:func:`_parsed_whole` parses the bytes whole when the columns cannot settle the GT)."""
     ann, root = resolve_gt_path(path, split)
     data = read_file_bytes(ann, "ground truth", "gt_")
     remaps_gt = class_map is not None and class_map.side == "gt"  # a remap rewrites the annotations: JSON path
@@ -520,7 +520,13 @@ def _read_ground_truth(
     if class_map is not None and class_map.side == "gt":
         check_coco_shape(coco, str(ann))
         coco = remap_ground_truth(coco, class_map, str(ann))
-    return coco, source, columns
+    return coco, source, columns, data
+
+
+def _parsed_whole(data: bytes, source: Mapping[str, Any]) -> Any:
+    """The GT document of :func:`_read_ground_truth`'s bytes parsed whole, annotations included (columns were
+    read only without a GT-side class map, and the split's image names were checked on the same images)."""
+    return parse_json_bytes(data, "ground truth", source["path"], "gt_")
 
 
 def load_ground_truth(path: str | Path, split: str = "test", class_map: ClassMap | None = None) -> GroundTruth:
@@ -528,12 +534,12 @@ def load_ground_truth(path: str | Path, split: str = "test", class_map: ClassMap
     split's manifest read for provenance: config_hash, manifest_root_hash, dataset). The annotations go through the
     compiled reader where it takes them; a value only the per-annotation checks can name reads the file again as
     JSON (:class:`_FullReadNeeded`), so messages are the JSON path's."""
-    coco, source, columns = _read_ground_truth(path, split, class_map, compiled=True)
+    coco, source, columns, data = _read_ground_truth(path, split, class_map, compiled=True)
     if columns is not None:
         try:
             return ground_truth_from_coco(coco, source, annotation_columns=columns)
         except _FullReadNeeded:
-            coco, source, _ = _read_ground_truth(path, split, class_map, compiled=False)
+            coco = _parsed_whole(data, source)
     return ground_truth_from_coco(coco, source)
 
 
@@ -584,12 +590,12 @@ def load_ground_truth_by_class(
     path: str | Path, classes: str, split: str = "test", class_map: ClassMap | None = None
 ) -> dict[str, GroundTruth]:
     """:func:`ground_truth_by_class` of a COCO file or split directory (GT-side class map applied first)."""
-    coco, source, columns = _read_ground_truth(path, split, class_map, compiled=True)
+    coco, source, columns, data = _read_ground_truth(path, split, class_map, compiled=True)
     if columns is not None:
         try:
             return ground_truth_by_class(coco, source, classes, columns)
         except _FullReadNeeded:
-            coco, source, _ = _read_ground_truth(path, split, class_map, compiled=False)
+            coco = _parsed_whole(data, source)
     return ground_truth_by_class(coco, source, classes)
 
 
@@ -787,18 +793,14 @@ def _detections(
     return Detections(det_image=det_image, boxes=boxes, scores=score_arr, source=source)
 
 
-def detections_from_columns(data: bytes, gt: GroundTruth, source: Mapping[str, Any]) -> Detections | None:
-    """:func:`detections_from_results` of a results file's bytes, read by the compiled reader straight into
-    columns; None when the compiled reader is absent, the file is not in the plain form it reads, or a value needs
-    the entries themselves (one the checks refuse, an image id only a file_name settles): the caller then reads the
-    file as JSON and takes the full path, which accepts it or names the problem in the same words as always.
-    Errors found on the columns (an unknown category or image id) are the full path's, raised at the same step."""
-    return _detections_from_parsed(read_columns(data), gt, source)
-
-
 def _detections_from_parsed(
     columns: tuple[bytes, bytes, bytes, bytes] | None, gt: GroundTruth, source: Mapping[str, Any]
 ) -> Detections | None:
+    """:func:`detections_from_results` of a results file's columns (the compiled reader's); None when there are
+    none (the reader is absent or the file is not in the plain form it reads) or a value needs the entries
+    themselves (one the checks refuse, an image id only a file_name settles): the caller then reads the file as
+    JSON and takes the full path, which accepts it or names the problem in the same words as always. Errors found
+    on the columns (an unknown category or image id) are the full path's, raised at the same step."""
     if columns is None:
         return None
     image_ids, cat_arr = (np.frombuffer(c, dtype=np.int64) for c in columns[:2])
@@ -1088,12 +1090,12 @@ def load_predictions(path: str | Path, gt: GroundTruth, class_map: ClassMap | No
 
 
 def resolve_predictions(read: PredictionsFile, gt: GroundTruth, class_map: ClassMap | None = None) -> Detections:
-    """:func:`load_predictions` of a file :func:`read_predictions_file` read."""
+    """:func:`load_predictions` of a file :func:`read_predictions_file` read (with ``parse`` when ``class_map`` is
+    None: the columns it then holds, or None when the compiled reader declined the file, are not parsed again)."""
     path, data = read.path, read.data
     source = {"path": str(path), "sha256": read.sha256}
     if class_map is None:
-        columns = read.columns if read.columns is not None else read_columns(data)
-        dets = _detections_from_parsed(columns, gt, source)
+        dets = _detections_from_parsed(read.columns, gt, source)
         if dets is not None:
             return dets
     obj = parse_json_bytes(data, "predictions", path)

@@ -44,7 +44,7 @@ from aegis_eval.metrics.result_keys import AP_METRICS, LOWER_IS_BETTER, THRESHOL
 from aegis_eval.metrics.robustness import defined, summarize_robustness, summary_samples
 from aegis_eval.protocols.predictions import read_json_file
 from aegis_eval.protocols.provenance import check_one_suite
-from aegis_eval.protocols.samples_file import ScoreSamples, read_samples
+from aegis_eval.protocols.samples_file import PLAN_KEYS, ScoreSamples, read_samples
 from aegis_eval.protocols.score_doc import validate_result
 
 RANK_SCHEMA = "aegis-rank/1"
@@ -228,11 +228,7 @@ def suite_config(suite: str | None) -> Any:
 def _check_same_plan(a: ScoreSamples, b: ScoreSamples, name_a: str, name_b: str) -> None:
     if a.fingerprint == b.fingerprint:
         return
-    differ = [
-        k
-        for k in ("n_bootstrap", "seed", "n_images", "image_ids_sha256", "clusters_sha256", "gt_sha256")
-        if a.plan.get(k) != b.plan.get(k)
-    ]
+    differ = [k for k in PLAN_KEYS if a.plan.get(k) != b.plan.get(k)]
     raise AegisError(
         f"[rank_unpaired_plans] {name_a!r} and {name_b!r} were bootstrapped with different resampling plans "
         f"({', '.join(differ)} differ), so their resamples are not the same images; score both on the same split "
@@ -293,7 +289,7 @@ def paired_block(
                 )
             conds: dict[str, Any] = {}
             for col in columns:
-                va, vb = (defined((results[k].get("conditions") or {}).get(col, {}).get(metric)) for k in (i, j))
+                va, vb = (defined(conditions[k].get(col, {}).get(metric)) for k in (i, j))
                 xa = sa.samples.get(col, {}).get(metric) if both and sa is not None else None
                 xb = sb.samples.get(col, {}).get(metric) if both and sb is not None else None
                 conds[col] = paired_cell(va, vb, xa, xb)

@@ -35,7 +35,7 @@ def _results_reader() -> Any:
 
 
 def read_columns(data: bytes) -> tuple[bytes, bytes, bytes, bytes] | None:
-    """The compiled reader's columns of a results file's bytes, or None (``predictions.detections_from_columns``).
+    """The compiled reader's columns of a results file's bytes, or None (``predictions.resolve_predictions``).
     The reader releases the GIL, so a sweep reads its files on threads side by side."""
     reader = _results_reader()
     return reader.columns(data) if reader is not None else None

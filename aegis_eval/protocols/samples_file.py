@@ -21,6 +21,7 @@ import io
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,10 @@ class ScoreSamples:
         """A short identity of the plan: equal fingerprints, same resample rows."""
         key = json.dumps({k: self.plan.get(k) for k in PLAN_KEYS}, sort_keys=True)
         return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+    @cached_property
+    def _npz(self) -> bytes:
+        return _build_npz(self)
 
 
 def _partition_sha256(clusters: np.ndarray | None) -> str | None:
@@ -97,7 +102,12 @@ def _npy(array: np.ndarray) -> bytes:
 
 
 def samples_bytes(s: ScoreSamples) -> bytes:
-    """The ``.npz`` bytes of ``s`` (deterministic)."""
+    """The ``.npz`` bytes of ``s`` (deterministic), built once per ``s``: the hash a score records
+    (:func:`with_samples_hash`) and the file ``ScoreResult.to_json`` writes later are the same bytes."""
+    return s._npz
+
+
+def _build_npz(s: ScoreSamples) -> bytes:
     conditions = list(s.samples)
     metrics = list(dict.fromkeys(m for c in conditions for m in s.samples[c]))
     b = int(s.plan["n_bootstrap"])

@@ -178,6 +178,16 @@ def _gt_fields(gt):
     return {k: (v.tobytes(), v.dtype.str) if isinstance(v, np.ndarray) else v for k, v in vars(gt).items()}
 
 
+def _assert_gt_loads_the_same_without_the_kernels(path, monkeypatch):
+    def load():
+        got = _outcome(lambda: predictions.load_ground_truth(path))
+        return got if isinstance(got, str) else _gt_fields(got)
+
+    compiled = load()
+    monkeypatch.setenv("AEGIS_KERNELS", "numpy")
+    assert load() == compiled
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_gt_and_predictions_load_the_same_without_the_kernels(seed, tmp_path, monkeypatch):
     """Whole loads, compiled and twin: the GroundTruth's arrays, the detections and every warning or error."""
@@ -350,13 +360,7 @@ def test_odd_gt_files_load_the_same_without_the_compiled_reader(data, tmp_path, 
     path = tmp_path / "gt.json"
     path.write_bytes(data)
 
-    def load():
-        got = _outcome(lambda: predictions.load_ground_truth(path))
-        return got if isinstance(got, str) else _gt_fields(got)
-
-    compiled = load()
-    monkeypatch.setenv("AEGIS_KERNELS", "numpy")
-    assert load() == compiled
+    _assert_gt_loads_the_same_without_the_kernels(path, monkeypatch)
 
 
 @pytest.mark.parametrize("seed", range(200))
@@ -463,10 +467,4 @@ def test_mutated_gt_files_load_the_same_without_the_compiled_reader(seed, tmp_pa
     path = tmp_path / "gt.json"
     path.write_bytes(bytes(data))
 
-    def load():
-        got = _outcome(lambda: predictions.load_ground_truth(path))
-        return got if isinstance(got, str) else _gt_fields(got)
-
-    compiled = load()
-    monkeypatch.setenv("AEGIS_KERNELS", "numpy")
-    assert load() == compiled
+    _assert_gt_loads_the_same_without_the_kernels(path, monkeypatch)

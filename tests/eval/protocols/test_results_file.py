@@ -21,7 +21,7 @@ def test_importing_it_loads_no_numpy():
 
 
 def test_predictions_re_exports_the_reader():
-    for name in ("PredictionsFile", "read_predictions_file", "read_columns"):
+    for name in ("PredictionsFile", "read_predictions_file"):
         assert getattr(predictions, name) is getattr(results_file, name)
 
 
@@ -54,3 +54,20 @@ def test_a_failed_read_ahead_leaves_the_error_to_the_plain_read(tmp_path):
         with pytest.raises(AegisError) as plain:
             results_file.read_predictions_file(target)
         assert str(caught.value) == str(plain.value)
+
+
+def test_a_file_the_compiled_reader_declines_is_offered_to_it_once(tmp_path, monkeypatch):
+    # load_predictions reads with parse; resolving must not hand the same bytes to the reader a second time.
+    calls = []
+    monkeypatch.setattr(results_file, "_results_reader", lambda: type("R", (), {"columns": calls.append})())
+    gt = predictions.ground_truth_from_coco(
+        {
+            "images": [{"id": 1, "file_name": "a.jpg", "width": 10, "height": 10}],
+            "annotations": [],
+            "categories": [{"id": 1, "name": "person"}],
+        }
+    )
+    path = tmp_path / "preds.json"
+    path.write_text(json.dumps([{"image_id": 1, "category_id": 1, "bbox": [0, 0, 2, 2], "score": 0.5}]))
+    dets = predictions.load_predictions(path, gt)
+    assert len(dets.scores) == 1 and len(calls) == 1

@@ -290,3 +290,24 @@ def test_long_significands_read_correctly_rounded():
     assert got is not None
     want = np.array([[float(t) for t in r] for r in rows])
     assert got[2].tobytes() == want.tobytes()
+
+
+@needs_compiled
+def test_a_gt_its_columns_cannot_settle_is_read_from_disk_once(tmp_path, monkeypatch):
+    # A negative box width: the compiled reader takes the value, the column checks leave it to the per-annotation
+    # ones, which parse the same bytes whole (not the file again) and name it.
+    coco = {
+        "images": [{"id": 1, "file_name": "a.jpg", "width": 10, "height": 10}],
+        "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, -2, 2], "area": 4, "iscrowd": 0}],
+        "categories": [{"id": 1, "name": "person"}],
+    }
+    path = tmp_path / "gt.json"
+    path.write_text(json.dumps(coco))
+    reads = []
+    real = predictions.read_file_bytes
+    monkeypatch.setattr(predictions, "read_file_bytes", lambda *a: reads.append(a) or real(*a))
+    for load in (predictions.load_ground_truth, lambda p: predictions.load_ground_truth_by_class(p, "all")):
+        reads.clear()
+        with pytest.raises(AegisError, match=r"^\[gt_") as info:
+            load(path)
+        assert "gt.json" in str(info.value) and len(reads) == 1

@@ -13,6 +13,7 @@ import pytest
 import aegis_eval.api as ae
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.bootstrap import percentile_interval
+from aegis_eval.protocols import samples_file
 from aegis_eval.protocols.samples_file import (
     PLAN_KEYS,
     parse_samples,
@@ -106,3 +107,13 @@ def test_write_json_of_a_score_result_keeps_its_samples_file(data, tmp_path):
     path = ae.write_json(result, tmp_path / "a.json")
     assert path.read_bytes() == result.to_json(tmp_path / "b.json").read_bytes()
     assert (tmp_path / "a.samples.npz").read_bytes() == (tmp_path / "b.samples.npz").read_bytes()
+
+
+def test_score_and_to_json_build_the_file_once(data, tmp_path, monkeypatch):
+    # The hash ae.score records and the file to_json writes are one build of the bytes (each build writes 2 arrays).
+    built = []
+    real = samples_file._npy
+    monkeypatch.setattr(samples_file, "_npy", lambda array: built.append(1) or real(array))
+    result = ae.score(data["a"], data["split"], threshold=0.5, bootstrap=20, seed=1)
+    result.to_json(tmp_path / "a.json")
+    assert len(built) == 2
