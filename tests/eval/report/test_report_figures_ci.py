@@ -172,17 +172,21 @@ def pdf_font_types(pdf: bytes, tmp_path) -> list[str]:
 
 
 def test_figure_pdfs_embed_truetype_fonts_never_type3(tmp_path):
+    import matplotlib
+
     doc = _doc()
     group = _group(doc)
-    for plan in (F.heatmap(group, "recall"), F.severity_curves(group, "recall"), F.family_bars(group, "recall")):
-        types = pdf_font_types(F.render(plan).pdf, tmp_path)
-        assert types and all(t in ("TrueType", "CID TrueType") for t in types), types
+    with matplotlib.rc_context({"pdf.fonttype": 3}):
+        for plan in (F.heatmap(group, "recall"), F.severity_curves(group, "recall"), F.family_bars(group, "recall")):
+            types = pdf_font_types(F.render(plan).pdf, tmp_path)
+            assert types and all(t in ("TrueType", "CID TrueType") for t in types), types
+        # The report's settings (42) apply inside render only: the caller's Type 3 is back.
+        assert matplotlib.rcParams["pdf.fonttype"] == 3
     assert palette.RC_PARAMS["pdf.fonttype"] == 42
 
 
 def test_the_font_check_catches_type3(tmp_path):
     """Negative control: matplotlib's default (Type 3) is what the check above rejects."""
-    import matplotlib
 
     rc = copy.deepcopy(palette.RC_PARAMS)
     rc["pdf.fonttype"] = 3
@@ -190,7 +194,6 @@ def test_the_font_check_catches_type3(tmp_path):
         mp.setattr(palette, "RC_PARAMS", rc)
         pdf = F.render(F.family_bars(_group(_doc()), "recall")).pdf
     assert "Type 3" in pdf_font_types(pdf, tmp_path)
-    assert matplotlib.rcParams["pdf.fonttype"] == 3  # the caller's settings were restored (default 3)
 
 
 def test_svg_figures_keep_text_as_text():
