@@ -74,6 +74,16 @@ def _hash_by_the_letter(img: np.ndarray) -> int | None:
     return sum(1 << k for k, (a, b) in enumerate(pairs) if a > b)
 
 
+def test_data_md_states_the_gray_level_the_hash_computes():
+    # Old docs/DATA.md rounded each pixel's gray, (299 R + 587 G + 114 B + 500) // 1000, before the cell mean: a
+    # different hash (6 of 200 noisy 40x45 frames) from the code's and _hash_by_the_letter's single floor per cell.
+    from tests import REPO_ROOT
+
+    text = " ".join((REPO_ROOT / "docs" / "DATA.md").read_text(encoding="utf-8").split())
+    assert "(299 R + 587 G + 114 B) summed over its pixels, // (1000 × its pixel count)" in text
+    assert "+ 500) // 1000" not in text
+
+
 @pytest.mark.parametrize("shape", [(23, 31), (8, 9), (120, 160), (61, 17)])
 def test_frame_hash_follows_its_documented_definition(shape):
     img = np.random.default_rng(shape[0]).integers(0, 256, (*shape, 3), dtype=np.uint8)
