@@ -178,6 +178,7 @@ def test_ci_installs_what_the_pdf_tests_call():
         "texlive-fonts-recommended",
         "lmodern",
     ):
-        assert re.search(rf"apt-get install [^\n]*(\\\n[^\n]*)*\b{re.escape(package)}\b", ci), package
+        assert re.search(rf"\n\s+apt_install [^\n]*(\\\n[^\n]*)*\b{re.escape(package)}\b", ci), package
+    assert re.search(r"apt_install\(\) \{[^}]*apt-get install -y -qq \"\$@\"", ci), "apt_install installs its arguments"
     # ... whenever one of them is missing, not only when the first is.
     assert "command -v pdflatex" in ci and "command -v pdffonts" in ci and "kpsewhich lmodern.sty" in ci
