@@ -52,7 +52,7 @@ def content_hash(record: Record) -> str:
 def record_hash(record: Record) -> int | None:
     """:func:`~aegis_data.sources.frame_hash.frame_hash` of a record's decoded pixels (files, synthetic and Hugging
     Face records alike), whatever size the record states: the hash compares content, and the build checks sizes.
-    A file's hash is the frames rule's (``file_hash``), decoded once for both."""
+    A file's or HF image's hash is the frames rule's (``file_hash``, ``hf.image_frame_hash``), decoded once for both."""
     if record.path.startswith("synthetic:"):
         from aegis_data.sources import synthetic
 
@@ -60,7 +60,7 @@ def record_hash(record: Record) -> int | None:
     if record.path.startswith("hf:"):
         from aegis_data.sources import hf
 
-        return frame_hash(hf.read_image(record.path))
+        return hf.image_frame_hash(record.path)
     return file_hash(record.path)
 
 

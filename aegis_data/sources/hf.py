@@ -168,6 +168,14 @@ def read_image(uri: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     return decode_image_bytes(image_bytes(uri), what=uri, max_pixels=max_pixels)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def image_frame_hash(uri: str) -> int | None:
+    """:func:`~aegis_data.sources.frame_hash.frame_hash` of an HF record's image, remembered per record path (its
+    split is cached per process too): the frames rule and the audit of one build decode each image once between
+    them."""
+    return frame_hash(read_image(uri))
+
+
 def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     check_options(NAME, options, OPTIONS)
     src = str(source)
@@ -191,7 +199,7 @@ def load(source: Any, options: Mapping[str, Any]) -> SourceDataset:
     if len({r.image_id for r in records}) < len(records) and len(plan) > 1:
         # File stems repeat across HF splits (e.g. 0001.jpg in train and test): name ids by split too.
         records = [dataclasses.replace(r, image_id=f"{safe_id(r.meta['hf_split'])}-{r.image_id}") for r in records]
-    records, group_rule = apply_groups(records, options.get("groups"), None, lambda r: frame_hash(read_image(r.path)))
+    records, group_rule = apply_groups(records, options.get("groups"), None, lambda r: image_frame_hash(r.path))
     if val_fraction:
         records = _carve_val(records, val_fraction)
     description = {

@@ -487,7 +487,8 @@ def build_gallery(
     if len(pairs) < n:
         notes.append(f"only {len(pairs)} (image, condition) pairs lose recall vs clean; asked for {n}")
     written: list[tuple[GalleryPair, str]] = []
-    clean_panels: dict[int, tuple[tuple[int, ...], np.ndarray]] = {}  # small drawn panels, at most n
+    # Small drawn panels: at most n, and two more per condition with per_condition.
+    clean_panels: dict[int, tuple[tuple[int, ...], np.ndarray]] = {}
     for p in pairs:
         rel = f"pairs/{p.rank:03d}_{p.condition}_{Path(p.file_name).stem}.png"
         rgb = render_pair(

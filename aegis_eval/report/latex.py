@@ -202,19 +202,25 @@ def split_columns(t: Table) -> list[Table]:
     out = []
     for k, cols in enumerate(parts, start=1):
         sel = keys + cols
-        bold = frozenset((i, sel.index(j)) for i, j in t.bold if j in sel)
         out.append(
             replace(
-                t,
+                _select(t, sel),
                 title=f"{t.title} (part {k} of {len(parts)})",
                 header=tuple(t.header[j] for j in sel),
-                rows=tuple(tuple(row[j] for j in sel) for row in t.rows),
                 align=tuple(t.align[j] for j in sel),
-                bold=bold,
                 notes=t.notes if k == len(parts) else (),
             )
         )
     return out
+
+
+def _select(t: Table, columns: Sequence[int]) -> Table:
+    """``t``'s rows cut to ``columns`` (in that order), its bold markers renumbered to match."""
+    return replace(
+        t,
+        rows=tuple(tuple(row[j] for j in columns) for row in t.rows),
+        bold=frozenset((i, columns.index(j)) for i, j in t.bold if j in columns),
+    )
 
 
 def _body(t: Table) -> list[str]:
@@ -265,11 +271,7 @@ def latex_grid(grid: Table, models: Sequence[str], metric: str, label: str) -> s
     floats = []
     for k, chunk in enumerate(chunks):
         cols = [0, 1, 2] + [c for m in chunk for c in (3 + 2 * m, 4 + 2 * m)]
-        part = replace(
-            grid,
-            rows=tuple(tuple(row[j] for j in cols) for row in grid.rows),
-            bold=frozenset((i, cols.index(j)) for i, j in grid.bold if j in cols),
-        )
+        part = _select(grid, cols)
         n_m = len(chunk)
         tabular = [
             f"\\begin{{tabular}}{{llr{'rr' * n_m}}}",

@@ -74,6 +74,16 @@ def _hash_by_the_letter(img: np.ndarray) -> int | None:
     return sum(1 << k for k, (a, b) in enumerate(pairs) if a > b)
 
 
+def test_data_md_states_the_gray_level_the_hash_computes():
+    # Old docs/DATA.md rounded each pixel's gray, (299 R + 587 G + 114 B + 500) // 1000, before the cell mean: a
+    # different hash (6 of 200 noisy 40x45 frames) from the code's and _hash_by_the_letter's single floor per cell.
+    from tests import REPO_ROOT
+
+    text = " ".join((REPO_ROOT / "docs" / "DATA.md").read_text(encoding="utf-8").split())
+    assert "(299 R + 587 G + 114 B) summed over its pixels, // (1000 × its pixel count)" in text
+    assert "+ 500) // 1000" not in text
+
+
 @pytest.mark.parametrize("shape", [(23, 31), (8, 9), (120, 160), (61, 17)])
 def test_frame_hash_follows_its_documented_definition(shape):
     img = np.random.default_rng(shape[0]).integers(0, 256, (*shape, 3), dtype=np.uint8)
@@ -268,8 +278,10 @@ def test_build_refuses_a_group_in_two_splits(tmp_path):
     assert info.value.param == "groups"
 
 
-def test_hf_takes_groups_and_hashes_the_stored_images(tmp_path):
+def test_hf_takes_groups_and_hashes_the_stored_images(tmp_path, monkeypatch):
     import datasets
+
+    from aegis_data.sources import hf as hf_source
 
     frames = clip_frames(0, 3) + clip_frames(1, 3)
     paths = []
@@ -289,9 +301,17 @@ def test_hf_takes_groups_and_hashes_the_stored_images(tmp_path):
     objects = [{"bbox": [[1, 2, 10, 12]], "category": [0]}] * len(paths)
     hf = datasets.Dataset.from_dict({"image": paths, "objects": objects}, features=features)
     datasets.DatasetDict({"test": hf}).save_to_disk(str(tmp_path / "hfds"))
+    decoded: list[str] = []
+    real = hf_source.decode_image_bytes
+    monkeypatch.setattr(
+        hf_source, "decode_image_bytes", lambda data, what, **kw: decoded.append(what) or real(data, what=what, **kw)
+    )
     ds = load_source("hf", source=str(tmp_path / "hfds"), groups="frames")
     groups = {r.image_id: r.group_key for r in ds.records()}
     assert groups["img0"] == groups["img2"] == "img0..img2" != groups["img3"] == groups["img5"] == "img3..img5"
+    # The rule and the audit share each image's hash (old code: 12 decodes of 6 images, the audit's a second time).
+    assert audit_dataset(ds)["leakage"] is False
+    assert sorted(decoded) == sorted(set(decoded)) and len(decoded) == len(frames)
 
 
 def test_the_frames_rule_and_the_audit_decode_each_frame_once(tmp_path, monkeypatch):

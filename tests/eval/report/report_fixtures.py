@@ -1,8 +1,13 @@
-"""Score JSONs of two models written by the real scorer, for the report tests (test_report, test_report_browser)."""
+"""Score JSONs of two models written by the real scorer, for the report tests (test_report, test_report_browser),
+and report.tex compiled by pdflatex."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from aegis_data.engine.config import load_config
 from aegis_eval.metrics.bootstrap import BootstrapOptions
@@ -42,3 +47,26 @@ def score_two_models(root: Path, n_images: int = 24, n_bootstrap: int = 40) -> l
         write_score_json(res, root / f"{label}.json")
         paths.append(root / f"{label}.json")
     return paths
+
+
+def compile_report_tex(report_dir: Path, tmp_path: Path, ran: str, passes: int = 1) -> Path:
+    """report.pdf of ``report_dir``'s report.tex, compiled ``passes`` times by pdflatex (two let references settle)
+    in a copy at ``tmp_path / "tex"``; skipped, saying what ``ran`` before, when pdflatex is not installed (in CI a
+    skip fails: tests/conftest.py)."""
+    if shutil.which("pdflatex") is None:
+        pytest.skip(
+            f"pdflatex not installed (apt-get install texlive-latex-base texlive-latex-recommended "
+            f"texlive-fonts-recommended; .ci/run installs it); {ran}"
+        )
+    work = tmp_path / "tex"
+    shutil.copytree(report_dir, work)
+    for _ in range(passes):
+        run = subprocess.run(
+            ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "report.tex"],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert run.returncode == 0, run.stdout[-3000:]
+    return work / "report.pdf"

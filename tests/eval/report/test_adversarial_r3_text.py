@@ -274,7 +274,7 @@ def test_report_html_holds_no_markup_from_user_strings(hostile_report):
 
 
 def test_report_latex_of_names_with_blank_lines_and_control_characters_compiles(hostile_report, tmp_path):
-    from tests.eval.report.test_report import compile_report_tex
+    from tests.eval.report.report_fixtures import compile_report_tex
 
     for p in [hostile_report.latex_document, *hostile_report.latex_tables]:
         tex = p.read_text(encoding="utf-8")

@@ -29,6 +29,7 @@ from aegis_eval.report.results import (
     robustness_summary,
 )
 from tests import FIXTURES_DIR
+from tests.eval.report.report_fixtures import compile_report_tex
 
 FIXTURES = FIXTURES_DIR
 YOLO = FIXTURES / "score_heridal_yolo11n.json"
@@ -516,27 +517,6 @@ def test_latex_tables_are_inputable_booktabs_and_report_tex_compiles(two_models,
     assert _latex_problems("\\begin{table}a_b{") != []
     pdf = compile_report_tex(files.out, tmp_path, "the structural checks above ran")
     assert pdf.stat().st_size > 10_000
-
-
-def compile_report_tex(report_dir: Path, tmp_path: Path, ran: str) -> Path:
-    """report.pdf of ``report_dir``'s report.tex, compiled by pdflatex in a copy under ``tmp_path``; the test is
-    skipped (saying what ``ran`` before) when pdflatex is not installed."""
-    import shutil
-    import subprocess
-
-    if shutil.which("pdflatex") is None:
-        pytest.skip(f"pdflatex not installed; {ran}")
-    work = tmp_path / "tex"
-    shutil.copytree(report_dir, work)
-    run = subprocess.run(
-        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "report.tex"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stdout[-3000:]
-    return work / "report.pdf"
 
 
 def _overlaps(boxes: list) -> list[tuple[int, int]]:

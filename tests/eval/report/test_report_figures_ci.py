@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ from aegis_eval.report import figures as F
 from aegis_eval.report import palette
 from aegis_eval.report.results import family_drop_interval, group_by_dataset
 from tests import FIXTURES_DIR
+from tests.eval.report.test_report_pdf import font_types
 
 YOLO = FIXTURES_DIR / "score_heridal_yolo11n.json"
 
@@ -150,39 +149,29 @@ def test_false_alarm_axis_is_scaled_to_the_upper_bounds():
 
 
 def pdf_font_types(pdf: bytes, tmp_path) -> list[str]:
-    """The font types poppler's ``pdffonts`` lists for a PDF (``Type 3``, ``CID TrueType``, ...); skipped (a
-    failure in CI, tests/conftest.py) when poppler-utils is not installed."""
-    exe = shutil.which("pdffonts")
-    if exe is None:
-        pytest.skip("pdffonts not installed (apt-get install poppler-utils; .ci/run installs it)")
+    """The font types poppler's ``pdffonts`` lists for a PDF (``Type 3``, ``CID TrueType``, ...), read by
+    test_report_pdf's parser; skipped (a failure in CI, tests/conftest.py) when poppler-utils is not installed."""
     path = tmp_path / "f.pdf"
     path.write_bytes(pdf)
-    run = subprocess.run([exe, str(path)], capture_output=True, text=True, timeout=60, check=True)
-    rows = run.stdout.splitlines()[2:]  # two header lines
-    # Columns: name, type (may hold a space), encoding, emb, sub, uni, object, ID: the type sits before the encoding.
-    types = []
-    for row in rows:
-        for kind in ("CID TrueType", "TrueType", "Type 3", "Type 1C", "Type 1", "CID Type 0C", "CID Type 0"):
-            if f" {kind} " in row:
-                types.append(kind)
-                break
-        else:
-            types.append(row)
-    return types
+    return [kind for _name, kind in font_types(path)]
 
 
 def test_figure_pdfs_embed_truetype_fonts_never_type3(tmp_path):
+    import matplotlib
+
     doc = _doc()
     group = _group(doc)
-    for plan in (F.heatmap(group, "recall"), F.severity_curves(group, "recall"), F.family_bars(group, "recall")):
-        types = pdf_font_types(F.render(plan).pdf, tmp_path)
-        assert types and all(t in ("TrueType", "CID TrueType") for t in types), types
+    with matplotlib.rc_context({"pdf.fonttype": 3}):
+        for plan in (F.heatmap(group, "recall"), F.severity_curves(group, "recall"), F.family_bars(group, "recall")):
+            types = pdf_font_types(F.render(plan).pdf, tmp_path)
+            assert types and all(t in ("TrueType", "CID TrueType") for t in types), types
+        # The report's settings (42) apply inside render only: the caller's Type 3 is back.
+        assert matplotlib.rcParams["pdf.fonttype"] == 3
     assert palette.RC_PARAMS["pdf.fonttype"] == 42
 
 
 def test_the_font_check_catches_type3(tmp_path):
     """Negative control: matplotlib's default (Type 3) is what the check above rejects."""
-    import matplotlib
 
     rc = copy.deepcopy(palette.RC_PARAMS)
     rc["pdf.fonttype"] = 3
@@ -190,7 +179,6 @@ def test_the_font_check_catches_type3(tmp_path):
         mp.setattr(palette, "RC_PARAMS", rc)
         pdf = F.render(F.family_bars(_group(_doc()), "recall")).pdf
     assert "Type 3" in pdf_font_types(pdf, tmp_path)
-    assert matplotlib.rcParams["pdf.fonttype"] == 3  # the caller's settings were restored (default 3)
 
 
 def test_svg_figures_keep_text_as_text():

@@ -20,6 +20,7 @@ import pytest
 from aegis_eval.report import build_report, load_results
 from aegis_eval.report.latex import latex_table, split_columns
 from aegis_eval.report.tables import Table
+from tests.eval.report.report_fixtures import compile_report_tex
 
 
 def _tool(name: str, package: str) -> str:
@@ -27,22 +28,6 @@ def _tool(name: str, package: str) -> str:
     if exe is None:
         pytest.skip(f"{name} not installed (apt-get install {package}; .ci/run installs it)")
     return exe
-
-
-def compile_pdf(report_dir: Path, work: Path) -> Path:
-    """report.pdf of ``report_dir``'s report.tex, compiled twice (references settle) in a copy at ``work``."""
-    exe = _tool("pdflatex", "texlive-latex-base texlive-latex-recommended texlive-fonts-recommended")
-    shutil.copytree(report_dir, work)
-    for _ in range(2):
-        run = subprocess.run(
-            [exe, "-interaction=nonstopmode", "-halt-on-error", "report.tex"],
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert run.returncode == 0, run.stdout[-3000:]
-    return work / "report.pdf"
 
 
 def font_types(pdf: Path) -> list[tuple[str, str]]:
@@ -91,7 +76,7 @@ def two_models(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("pdf-two")
     files = build_report(load_results(score_two_models(root)), root / "report", formats=("latex",))
-    return files, compile_pdf(files.out, root / "tex")
+    return files, compile_report_tex(files.out, root, "the PDF checks need it", passes=2)
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +93,7 @@ def five_models(tmp_path_factory):
         doc["label"] = f"model_{k}_long_label"
         results.append(doc)
     files = build_report(results, root / "report", formats=("latex",))
-    return files, compile_pdf(files.out, root / "tex")
+    return files, compile_report_tex(files.out, root, "the PDF checks need it", passes=2)
 
 
 def test_report_pdf_has_only_embedded_vector_fonts_no_type3(two_models):
@@ -193,6 +178,7 @@ def test_ci_installs_what_the_pdf_tests_call():
         "texlive-fonts-recommended",
         "lmodern",
     ):
-        assert re.search(rf"apt-get install [^\n]*(\\\n[^\n]*)*\b{re.escape(package)}\b", ci), package
+        assert re.search(rf"\n\s+apt_install [^\n]*(\\\n[^\n]*)*\b{re.escape(package)}\b", ci), package
+    assert re.search(r"apt_install\(\) \{[^}]*apt-get install -y -qq \"\$@\"", ci), "apt_install installs its arguments"
     # ... whenever one of them is missing, not only when the first is.
     assert "command -v pdflatex" in ci and "command -v pdffonts" in ci and "kpsewhich lmodern.sty" in ci
