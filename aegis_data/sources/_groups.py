@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from aegis_data.errors import AegisError
+from aegis_data.executors import Placement, map_units
 from aegis_data.files.imageio import read_rgb
 from aegis_data.files.readers import read_json
 from aegis_data.sources._sard_csv import read_csv_records
@@ -101,7 +102,8 @@ def frame_groups(
     out: dict[str, str] = {}
     for prefix in sorted(by_prefix):
         frames = [r for _, r in sorted(by_prefix[prefix], key=lambda nr: (nr[0], nr[1].image_id))]
-        hashes = [hash_of(r) for r in frames]
+        # decoding releases the GIL: a thread per core, hashes in frame order
+        hashes = [h for _, h in map_units(hash_of, frames, Placement(threads=True))]
         chain: list[Record] = []
         for k, r in enumerate(frames):
             prev, cur = (hashes[k - 1] if k else None), hashes[k]

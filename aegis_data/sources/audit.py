@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from aegis_data.executors import Placement, map_units
 from aegis_data.files.imageio import file_sha256
 from aegis_data.sources._groups import file_hash
 from aegis_data.sources.frame_hash import COLS, EDGE_LEVELS, MIN_EDGES, NEAR_DISTANCE, ROWS, frame_hash, near_pairs
@@ -168,18 +169,22 @@ def audit_dataset(ds, hash_files: bool = True) -> dict[str, Any]:
     return report
 
 
+def _split_record_hash(item: tuple[str, Record]) -> int | None:
+    return record_hash(item[1])
+
+
 def near_duplicates(splits: Mapping[str, list[Record]], digest_of: Mapping[str, str]) -> dict[str, Any]:
     """Near-identical image pairs across splits: ``{"pairs": [{"images", "splits", "distance_bits"}, ...], "flat":
     images without a reliable hash}``. Pairs of byte-identical content are the duplicates' finding, not this."""
     hashes: dict[str, list[tuple[int, Record]]] = {}
     flat = 0
-    for s, rs in splits.items():
-        for r in rs:
-            h = record_hash(r)
-            if h is None:
-                flat += 1
-            else:
-                hashes.setdefault(s, []).append((h, r))
+    items = [(s, r) for s, rs in splits.items() for r in rs]
+    # Decoding dominates (0.2 s for a 12 MP JPEG) and releases the GIL: one thread per core, results in item order.
+    for (s, r), h in map_units(_split_record_hash, items, Placement(threads=True)):
+        if h is None:
+            flat += 1
+        else:
+            hashes.setdefault(s, []).append((h, r))
     pairs: list[dict[str, Any]] = []
     names = sorted(hashes)
     for i, a in enumerate(names):
