@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import ipaddress
 import os
 import shutil
@@ -13,6 +14,9 @@ import pytest
 
 # --- Offline settings, before anything imports ultralytics or huggingface ---------------------------------
 _TMP_HOME = Path(tempfile.mkdtemp(prefix="aegis-test-home-"))
+# Removed when the run ends: one was left per run (1.6 MB each, 1,500 of them on one machine), and a full disk fails
+# the run late, in coverage's own data file.
+atexit.register(shutil.rmtree, _TMP_HOME, ignore_errors=True)
 os.environ.update(
     YOLO_OFFLINE="1",
     YOLO_AUTOINSTALL="0",
