@@ -15,6 +15,7 @@ from rich.table import Table
 
 from aegis_eval import api
 
+from . import usage
 from .common import err, out, warn
 from .tables import fit
 from .vocabulary import Arch, Model, Optimizer, SplitName, SuiteOpt, add_command, mode, value
@@ -24,6 +25,7 @@ baseline_app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,
+    cls=usage.Group,
 )
 
 # Shared option declarations (None = not given: the config file or the default decides).

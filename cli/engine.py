@@ -66,6 +66,8 @@ def list_cmd(
     With --scale object (--person-px N or --gsd G), or --long-side L under frame scale, also the effective
     pixel values of every length, density and texture parameter.
     """
+    if not isinstance(output_format, ListFormat):  # the one mode only the command reads: no library refuses it
+        raise fail(f"unknown format {output_format!r}; expected one of {', '.join(f.value for f in ListFormat)}")
     desc = api.list_suite(suite, scale=value(scale), person_px=person_px, gsd_cm_per_px=gsd, long_side=long_side)
     if output_format is ListFormat.json:
         out.print_json(json.dumps(desc))

@@ -39,6 +39,8 @@ def build_app(modules: tuple[str, ...] = tuple(COMMAND_MODULES)) -> typer.Typer:
     with this module: a plain `aegis score` line (cli/plain_score.py) never loads it."""
     import typer
 
+    from . import usage
+
     def _root(
         version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
     ) -> None:
@@ -51,6 +53,7 @@ def build_app(modules: tuple[str, ...] = tuple(COMMAND_MODULES)) -> typer.Typer:
         add_completion=False,
         pretty_exceptions_show_locals=False,
         rich_markup_mode=None,
+        cls=usage.Group,
     )
     app.callback()(_root)
     for name in modules:

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from . import usage
 from .common import handle_errors
 from .modes import (
     Arch,
@@ -110,8 +111,9 @@ GsdOpt = Annotated[
 
 
 def add_command(app: typer.Typer, name: str, fn: Callable[..., Any]) -> None:
-    """Register ``fn`` as ``name`` the one way every command is registered: library errors end as one line."""
-    app.command(name)(handle_errors(fn))
+    """Register ``fn`` as ``name`` the one way every command is registered: library errors and command-line
+    mistakes end as one line."""
+    app.command(name, cls=usage.Command)(handle_errors(fn))
 
 
 __all__ = [

@@ -240,3 +240,57 @@ def test_library_refusals_name_the_folder_option_as_it_is_spelled_now(tmp_path):
         runner.invoke(app, ["build-splits", "--n", "1", "--out-dir", str(tmp_path / "full")]),
         "choose an empty or new --out-dir",
     )
+
+
+@pytest.mark.parametrize(
+    "argv,fragments",
+    [
+        (["score", "p.json", "--bogus"], ("No such option: --bogus", "see 'aegis score --help'.")),
+        (["nosuch"], ("No such command 'nosuch'", "see 'aegis --help'.")),
+        (["--bogus"], ("No such option: --bogus", "see 'aegis --help'.")),
+        (["verify"], ("Missing argument 'SPLIT_DIR'", "see 'aegis verify --help'.")),
+        (["score", "p.json", "--iou", "abc"], ("Invalid value for '--iou'",)),
+        (["baseline", "nosuch"], ("No such command 'nosuch'", "see 'aegis baseline --help'.")),
+        (["baseline", "predict", "--bogus"], ("No such option: --bogus", "see 'aegis baseline predict --help'.")),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else "",
+)
+def test_a_mistyped_command_line_is_one_error_line_with_exit_2(argv, fragments):
+    """Click's usage block (usage, hint, blank line, message) is one line like every other refusal (cli/usage.py)."""
+    from tests.conftest import assert_one_line_error
+
+    assert_one_line_error(runner.invoke(app, argv, prog_name="aegis"), *fragments, exit_code=2)
+
+
+def test_a_bare_group_still_prints_its_help():
+    result = runner.invoke(app, ["baseline"], prog_name="aegis")
+    assert "Usage: aegis baseline" in result.output and "predict" in result.output
+    assert "error:" not in result.output
+
+
+def test_the_console_script_prints_one_line_for_a_mistyped_option():
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.argv[0] = 'aegis'; from aegis_cli.main import main; main()",
+            "list",
+            "--bogus",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2 and run.stdout == ""
+    line = run.stderr.strip()
+    assert "\n" not in line and line.startswith("error: No such option: --bogus"), run.stderr
+    assert line.endswith("; see 'aegis list --help'."), run.stderr
+
+
+def test_list_refuses_an_unknown_format():
+    from tests.conftest import assert_one_line_error
+
+    assert_one_line_error(runner.invoke(app, ["list", "--format", "yaml"]), "unknown format 'yaml'", "table, json")
