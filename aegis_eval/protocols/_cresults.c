@@ -4,17 +4,23 @@
  *
  * A results file is a JSON list of detections. This reader takes only the plain form a detector writes: a top-level
  * array of objects, each with exactly the four keys image_id, category_id (integers of at most 18 digits), bbox (an
- * array of four numbers) and score (a number), in any order, keys without escapes, no key twice. It turns that into
- * four columns without building a Python object per value. Anything else (another key, a string id, a boolean, a
- * number out of float64 range, an empty list, bad syntax, a BOM) returns None, and the caller reads the file with the
+ * array of four numbers) and score (a number), in any order, keys without escapes, no key twice, and optionally a
+ * fifth key file_name (a string, which the columns leave out: only an ambiguous id needs it, and the JSON path
+ * settles those). The image ids may instead all be strings (file-name stems: Ultralytics writes the stem of a name
+ * that is not a number, and file_name beside it). It turns that into columns without building a Python object per
+ * value. Anything else (another key, integer and string ids in one file, a string with an escape, a control
+ * character or invalid UTF-8, a boolean, a number out of float64 range, an empty list, bad syntax, a BOM) returns
+ * None, and the caller reads the file with the
  * strict JSON reader and the Python checks, which accept it or name the problem; so the columns, when given, are
  * exactly the values that path reads. Numbers are read correctly rounded, as Python's float() reads them (see
  * read_double); a token the C library's strtod does not consume whole (a locale with another decimal point) or
  * reads as out of range returns None too.
  *
  * Python interface:
- *   columns(data: bytes) -> (image_ids, category_ids, boxes, scores) | None
- *     int64, int64, float64 (4 per detection, x y w h) and float64 values as native-endian bytes.
+ *   columns(data: bytes) -> (image_ids, category_ids, boxes, scores, names) | None
+ *     int64, int64, float64 (4 per detection, x y w h) and float64 values as native-endian bytes; names is None when
+ *     the ids are integers, else the list of distinct string ids in order of first appearance, and image_ids holds
+ *     each detection's index into it.
  *   gt_annotations(data: bytes) -> (start, stop, ids, image_ids, category_ids, boxes, areas, crowd) | None
  *     The top-level "annotations" array of a COCO GT in the same plain spirit (keys id, image_id, category_id,
  *     bbox, area, iscrowd; the first three ids required, integers of at most 18 digits; numbers as above): its byte
@@ -39,7 +45,10 @@ typedef struct {
 typedef struct {
     int64_t *ids, *cats;
     double *boxes, *scores;
+    int64_t *lens; /* string ids: ids holds each string's offset from base, lens its length in bytes */
     Py_ssize_t n, cap;
+    const char *base;
+    int id_kind; /* 0 none read yet, 1 integers, 2 strings */
 } Columns;
 
 static void skip_ws(Cursor *c) {
@@ -240,13 +249,107 @@ static int grow(Columns *cols) {
     if (boxes) cols->boxes = boxes;
     double *scores = realloc(cols->scores, (size_t)cap * sizeof(double));
     if (scores) cols->scores = scores;
-    if (!ids || !cats || !boxes || !scores) return 0;
+    int64_t *lens = realloc(cols->lens, (size_t)cap * sizeof(int64_t));
+    if (lens) cols->lens = lens;
+    if (!ids || !cats || !boxes || !scores || !lens) return 0;
     cols->cap = cap;
     return 1;
 }
 
-/* The four keys of a detection (their bits in `seen`: 1, 2, 4, 8). */
-static const char *const RESULT_KEYS[4] = {"image_id", "category_id", "bbox", "score"};
+/* The keys of a detection (their bits in `seen`: 1, 2, 4, 8 required, 16 optional). */
+static const char *const RESULT_KEYS[5] = {"image_id", "category_id", "bbox", "score", "file_name"};
+
+/* Whether p[0..len) is UTF-8 as Python's strict decoder takes it: no overlong form, no surrogate, nothing above
+ * U+10FFFF. A string the reader skips must be one the JSON path would read. */
+static int utf8_valid(const char *text, size_t len) {
+    const unsigned char *p = (const unsigned char *)text, *end = p + len;
+    while (p < end) {
+        unsigned char b = *p;
+        size_t n;
+        uint32_t cp;
+        if (b < 0x80) {
+            p++;
+            continue;
+        } else if (b >= 0xC2 && b <= 0xDF) {
+            n = 1, cp = b & 0x1F;
+        } else if (b >= 0xE0 && b <= 0xEF) {
+            n = 2, cp = b & 0x0F;
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            n = 3, cp = b & 0x07;
+        } else {
+            return 0;
+        }
+        if ((size_t)(end - p) <= n) return 0;
+        for (size_t k = 1; k <= n; k++) {
+            if ((p[k] & 0xC0) != 0x80) return 0;
+            cp = (cp << 6) | (p[k] & 0x3F);
+        }
+        if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return 0;
+        p += n + 1;
+    }
+    return 1;
+}
+
+/* Detection i's image_id at c->p: an integer, or a plain string when every id of the file is one (recorded as its
+ * extent; distinct_strings numbers them). 0 when it is neither, or not of the kind the first id was. */
+static int read_image_id(Cursor *c, Columns *cols, Py_ssize_t i) {
+    int kind = c->p < c->end && *c->p == '"' ? 2 : 1;
+    if (cols->id_kind && cols->id_kind != kind) return 0;
+    cols->id_kind = kind;
+    if (kind == 1) return read_int(c, &cols->ids[i]);
+    const char *start;
+    size_t len;
+    if (!plain_string(c, &start, &len)) return 0;
+    cols->ids[i] = (int64_t)(start - cols->base);
+    cols->lens[i] = (int64_t)len;
+    return 1;
+}
+
+static uint64_t fnv1a(const char *p, int64_t len) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int64_t k = 0; k < len; k++) h = (h ^ (unsigned char)p[k]) * 0x100000001b3ULL;
+    return h;
+}
+
+/* String ids: each detection's extent (ids, lens) becomes the index of its string among the distinct ones, numbered
+ * in order of first appearance; their extents go to starts[0..*count) and lens[0..*count). 1, or -1 out of memory.
+ * A hash table of distinct indexes; consecutive detections of one image skip it. No Python object: no GIL needed. */
+static int distinct_strings(Columns *cols, int64_t *starts, Py_ssize_t *count) {
+    Py_ssize_t size = 16;
+    while (size < 2 * cols->n) size *= 2;
+    Py_ssize_t *slots = malloc((size_t)size * sizeof(Py_ssize_t)); /* distinct index + 1; 0 empty */
+    if (!slots) return -1;
+    memset(slots, 0, (size_t)size * sizeof(Py_ssize_t));
+    Py_ssize_t m = 0;
+    int64_t prev_start = -1, prev_len = -1, prev_index = -1;
+    for (Py_ssize_t i = 0; i < cols->n; i++) {
+        int64_t start = cols->ids[i], len = cols->lens[i];
+        const char *p = cols->base + start;
+        if (len == prev_len && memcmp(p, cols->base + prev_start, (size_t)len) == 0) {
+            cols->ids[i] = prev_index;
+            continue;
+        }
+        Py_ssize_t slot = (Py_ssize_t)(fnv1a(p, len) & (uint64_t)(size - 1));
+        for (;; slot = (slot + 1) & (size - 1)) {
+            Py_ssize_t d = slots[slot] - 1;
+            if (d < 0) { /* a new string; lens[0..m) is free: every entry below i was read already */
+                slots[slot] = m + 1;
+                starts[m] = start;
+                cols->lens[m] = len;
+                d = m++;
+            } else if (cols->lens[d] != len || memcmp(cols->base + starts[d], p, (size_t)len) != 0) {
+                continue;
+            }
+            prev_start = start, prev_len = len, prev_index = d;
+            cols->ids[i] = d;
+            break;
+        }
+    }
+    free(slots);
+    *count = m;
+    return 1;
+}
 
 /* 1: parsed; 0: not the plain form; -1: out of memory. Touches no Python object: it runs without the GIL. */
 static int parse(Cursor *c, Columns *cols) {
@@ -258,23 +361,27 @@ static int parse(Cursor *c, Columns *cols) {
         if (!expect(c, '{')) return 0;
         int seen = 0, more_members;
         do {
-            int key = key_index(c, RESULT_KEYS, 4);
+            int key = key_index(c, RESULT_KEYS, 5);
             if (key < 0 || (seen & (1 << key)) || !expect(c, ':')) return 0;
             seen |= 1 << key;
             skip_ws(c);
             int ok;
             if (key == 0) {
-                ok = read_int(c, &cols->ids[i]);
+                ok = read_image_id(c, cols, i);
             } else if (key == 1) {
                 ok = read_int(c, &cols->cats[i]);
             } else if (key == 3) {
                 ok = read_double(c, &cols->scores[i]);
+            } else if (key == 4) {
+                const char *name;
+                size_t len;
+                ok = plain_string(c, &name, &len) && utf8_valid(name, len);
             } else {
                 ok = read_box(c, &cols->boxes[4 * i]);
             }
             if (!ok || (more_members = next_item(c, '}')) < 0) return 0;
         } while (more_members);
-        if (seen != 15) return 0;
+        if ((seen & 15) != 15) return 0;
         cols->n++;
         if ((more_items = next_item(c, ']')) < 0) return 0;
     } while (more_items);
@@ -282,32 +389,63 @@ static int parse(Cursor *c, Columns *cols) {
     return c->p == c->end;
 }
 
+/* The distinct string ids as a list of str; NULL with no exception when one is not valid UTF-8 (the JSON path
+ * then names the problem), NULL with one when out of memory. */
+static PyObject *string_list(const char *base, const int64_t *starts, const int64_t *lens, Py_ssize_t count) {
+    PyObject *names = PyList_New(count);
+    if (!names) return NULL;
+    for (Py_ssize_t d = 0; d < count; d++) {
+        PyObject *name = PyUnicode_DecodeUTF8(base + starts[d], (Py_ssize_t)lens[d], "strict");
+        if (!name) {
+            Py_DECREF(names);
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) PyErr_Clear();
+            return NULL;
+        }
+        PyList_SET_ITEM(names, d, name);
+    }
+    return names;
+}
+
 static PyObject *py_columns(PyObject *self, PyObject *args) {
     Py_buffer buf;
     (void)self;
     if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
-    Columns cols = {NULL, NULL, NULL, NULL, 0, 0};
+    Columns cols = {NULL, NULL, NULL, NULL, NULL, 0, 0, (const char *)buf.buf, 0};
     Cursor c = {(const char *)buf.buf, (const char *)buf.buf + buf.len};
+    int64_t *starts = NULL;
+    Py_ssize_t count = 0;
     int status;
     /* the buffer stays held while the GIL is released, so a sweep's files parse side by side on threads */
     Py_BEGIN_ALLOW_THREADS;
     status = parse(&c, &cols);
+    if (status == 1 && cols.id_kind == 2) {
+        starts = malloc((size_t)cols.n * sizeof(int64_t));
+        status = starts ? distinct_strings(&cols, starts, &count) : -1;
+    }
     Py_END_ALLOW_THREADS;
+    PyObject *names = Py_NewRef(Py_None);
+    if (status == 1 && cols.id_kind == 2) {
+        Py_SETREF(names, string_list(cols.base, starts, cols.lens, count));
+        if (!names) status = PyErr_Occurred() ? -2 : 0;
+    }
     PyBuffer_Release(&buf);
-    if (status < 0) PyErr_NoMemory();
+    if (status == -1) PyErr_NoMemory();
     PyObject *out = NULL;
     if (status == 1) {
-        out = Py_BuildValue("(y#y#y#y#)", (const char *)cols.ids, cols.n * (Py_ssize_t)sizeof(int64_t),
+        out = Py_BuildValue("(y#y#y#y#O)", (const char *)cols.ids, cols.n * (Py_ssize_t)sizeof(int64_t),
                             (const char *)cols.cats, cols.n * (Py_ssize_t)sizeof(int64_t), (const char *)cols.boxes,
                             cols.n * 4 * (Py_ssize_t)sizeof(double), (const char *)cols.scores,
-                            cols.n * (Py_ssize_t)sizeof(double));
+                            cols.n * (Py_ssize_t)sizeof(double), names);
     } else if (status == 0) {
         out = Py_NewRef(Py_None);
     }
+    Py_XDECREF(names);
+    free(starts);
     free(cols.ids);
     free(cols.cats);
     free(cols.boxes);
     free(cols.scores);
+    free(cols.lens);
     return out;
 }
 
@@ -484,7 +622,8 @@ static PyObject *py_gt_annotations(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"columns", py_columns, METH_VARARGS,
-     "columns(data) -> (image_ids, category_ids, boxes, scores) as int64/int64/float64/float64 bytes, or None"},
+     "columns(data) -> (image_ids, category_ids, boxes, scores, names): int64/int64/float64/float64 bytes and None "
+     "or the distinct string ids; or None"},
     {"gt_annotations", py_gt_annotations, METH_VARARGS,
      "gt_annotations(data) -> (start, stop, ids, image_ids, category_ids, boxes, areas, crowd) or None"},
     {NULL, NULL, 0, NULL},

@@ -48,6 +48,7 @@ from aegis_eval.metrics.types import Detections, GroundTruth
 from aegis_eval.protocols.class_map import ClassMap, remap_ground_truth, remap_predictions
 from aegis_eval.protocols.coco_doc import category_names, check_coco_shape, is_int64
 from aegis_eval.protocols.results_file import (
+    Columns,
     PredictionsFile,
     _results_reader,
     read_predictions_file,
@@ -794,7 +795,7 @@ def _detections(
 
 
 def _detections_from_parsed(
-    columns: tuple[bytes, bytes, bytes, bytes] | None, gt: GroundTruth, source: Mapping[str, Any]
+    columns: Columns | None, gt: GroundTruth, source: Mapping[str, Any]
 ) -> Detections | None:
     """:func:`detections_from_results` of a results file's columns (the compiled reader's); None when there are
     none (the reader is absent or the file is not in the plain form it reads) or a value needs the entries
@@ -816,7 +817,15 @@ def _detections_from_parsed(
     if zero:
         warnings.append(f"[bbox_degenerate] {zero} boxes have zero width or height; they can never match")
     keep, offset = _resolve_categories(cat_arr, gt, where, warnings)
-    det_image = _resolve_image_ids(None, None, gt, where, int_keys=image_ids)
+    names = columns[4]
+    if names is None:
+        det_image = _resolve_image_ids(None, None, gt, where, int_keys=image_ids)
+    else:  # file-name stems: the column indexes the distinct names
+        resolver = _resolver_of(gt)
+        rows = np.array([_resolved_row(resolver.candidates(name)) for name in names], dtype=np.int64)
+        if (rows < 0).any():  # an unknown or ambiguous name: the full path names it in its own words
+            return None
+        det_image = rows[image_ids]
     if (det_image == -2).any():
         return None
     return _detections(det_image, keep, offset, boxes.copy(), score_arr.copy(), warnings, source)

@@ -16,6 +16,12 @@ from typing import Any
 from aegis_data.compiled import load_extension
 
 
+# The compiled reader's columns: image ids, category ids, boxes (x y w h) and scores as int64, int64, float64 and
+# float64 bytes, and None when the image ids are integers, else the distinct string ids (file-name stems), which
+# the image id column then indexes.
+Columns = tuple[bytes, bytes, bytes, bytes, "list[str] | None"]
+
+
 @dataclass(frozen=True)
 class PredictionsFile:
     """A results file read but not yet resolved: its bytes, sha256 and (when asked and the compiled reader takes
@@ -26,7 +32,7 @@ class PredictionsFile:
     path: Path
     data: bytes
     sha256: str
-    columns: tuple[bytes, bytes, bytes, bytes] | None
+    columns: Columns | None
 
 
 def _results_reader() -> Any:
@@ -34,7 +40,7 @@ def _results_reader() -> Any:
     return load_extension("aegis_eval.protocols._cresults", "results reader")
 
 
-def read_columns(data: bytes) -> tuple[bytes, bytes, bytes, bytes] | None:
+def read_columns(data: bytes) -> Columns | None:
     """The compiled reader's columns of a results file's bytes, or None (``predictions.resolve_predictions``).
     The reader releases the GIL, so a sweep reads its files on threads side by side."""
     reader = _results_reader()

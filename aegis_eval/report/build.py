@@ -39,6 +39,7 @@ from aegis_eval.report.render import (
 )
 from aegis_eval.report.results import (
     SOURCE_KEY,
+    UNKNOWN_DATASET,
     DatasetGroup,
     check_metric,
     group_by_dataset,
@@ -227,7 +228,7 @@ def _gallery_examples(galleries: Sequence[str | Path], groups: Sequence[DatasetG
     out: dict[str, list[Any]] = {}
     for folder in galleries:
         index = load_gallery_index(folder)
-        dataset = index.dataset if index.dataset is not None else "unknown"
+        dataset = index.dataset if index.dataset is not None else UNKNOWN_DATASET
         if dataset not in names:
             raise AegisError(
                 f"gallery {folder} shows dataset {dataset!r}; the score results are of {', '.join(map(repr, names))}"

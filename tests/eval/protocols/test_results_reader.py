@@ -38,6 +38,7 @@ def _columns(text: str):
     if out is None:
         return None
     ids, cats = (np.frombuffer(c, np.int64) for c in out[:2])
+    assert out[4] is None
     return ids, cats, np.frombuffer(out[2], np.float64).reshape(-1, 4), np.frombuffer(out[3], np.float64)
 
 
@@ -108,8 +109,19 @@ def test_numbers_read_bitwise_as_python_reads_them():
     [
         "[]",
         '{"annotations": []}',
-        '[{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5, "file_name": "a.png"}]',
-        '[{"image_id": "1", "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}]',
+        '[{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5, "segmentation": []}]',
+        '[{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5, "file_name": 3}]',
+        '[{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5, "file_name": "a\\u0062.png"}]',
+        '[{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5, "file_name": "a", "file_name": "a"}]',
+        '[{"image_id": 1, "category_id": 1, "file_name": "a.png", "bbox": [1, 2, 3, 4]}]',
+        '[{"image_id": "1", "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}, '
+        '{"image_id": 2, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}]',
+        '[{"image_id": 2, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}, '
+        '{"image_id": "1", "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}]',
+        '[{"image_id": "a\\u0062", "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}]',
+        '[{"image_id": "a\tb", "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}]',
+        '[{"image_id": "ab, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}]',
+        '[{"image_id": ["a"], "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}]',
         '[{"image_id": 1.0, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}]',
         '[{"image_id": 1, "category_id": true, "bbox": [1, 2, 3, 4], "score": 0.5}]',
         '[{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3], "score": 0.5}]',
@@ -134,6 +146,45 @@ def test_numbers_read_bitwise_as_python_reads_them():
 def test_anything_but_the_plain_form_is_left_to_the_json_path(doc):
     assert cresults is not None
     assert cresults.columns(doc.encode()) is None
+
+
+@needs_compiled
+def test_a_string_id_with_invalid_utf8_is_left_to_the_json_path():
+    assert cresults is not None
+    doc = b'[{"image_id": "a\xff", "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}]'
+    assert cresults.columns(doc) is None
+    for name in (b"a\xff.png", b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80"):  # a surrogate, overlong, > U+10FFFF
+        doc = b'[{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5, "file_name": "' + name + b'"}]'
+        assert cresults.columns(doc) is None, name
+    doc = '[{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5, "file_name": "日本 é.png"}]'
+    assert cresults.columns(doc.encode()) is not None
+
+
+@needs_compiled
+def test_string_ids_read_as_distinct_names_in_order_of_first_appearance():
+    """File-name stems (Ultralytics' ids for names that are not numbers): the column indexes the distinct names. Many
+    names, non-ASCII ones, names that share a prefix and runs of one image exercise the table of distinct names."""
+    assert cresults is not None
+    rng = random.Random(7)
+    pool = [f"frame_{k:05d}" for k in range(600)] + ["ZRI_2026", "zri_2026", "é", "日本", "a b", "", "1", "01"]
+    keys = [rng.choice(pool) for _ in range(3000)]
+    keys = [k for k in keys for _ in range(rng.randint(1, 4))]
+    dets = [_det(k, score=rng.random()) for k in keys]
+    dets = [{**d, "file_name": f"{d['image_id']}.jpg"} if rng.random() < 0.5 else d for d in dets]
+    text = json.dumps(dets, ensure_ascii=False)
+    out = cresults.columns(text.encode("utf-8"))
+    assert out is not None
+    ids, names = np.frombuffer(out[0], np.int64), out[4]
+    assert names == list(dict.fromkeys(keys))
+    assert [names[i] for i in ids.tolist()] == keys
+    ref = _reference(json.dumps([{**d, "image_id": 0} for d in dets], ensure_ascii=False))
+    got = (
+        np.zeros(len(ids), np.int64),
+        np.frombuffer(out[1], np.int64),
+        np.frombuffer(out[2], np.float64).reshape(-1, 4),
+        np.frombuffer(out[3], np.float64),
+    )
+    assert _same(got, ref)
 
 
 @needs_compiled
@@ -188,7 +239,14 @@ CASES = {
     "unknown image id": [_det(1), _det(99), _det(98)],
     "negative width": [_det(1, box=(1.0, 2.0, -3.0, 4.0))],
     "score above 1": [_det(1, score=1.5)],
-    "not the plain form": [{**_det(1), "file_name": "img_0.png"}, _det(2)],
+    "not the plain form": [{**_det(1), "segmentation": []}, _det(2)],
+    "file_name keys": [{**_det(1), "file_name": "img_0.png"}, _det(2)],
+    "Ultralytics stems": [{**_det(f"img_{k % 4}"), "file_name": f"img_{k % 4}.png"} for k in range(6)],
+    "file-name stems": [_det(f"img_{k % 4}", score=round(0.1 * k, 5)) for k in range(10)],
+    "numbers as strings": [_det("1"), _det("3"), _det("img_2")],
+    "unknown stems": [_det("img_1"), _det("img_9"), _det("nope")],
+    "stems with an unknown category": [_det("img_1", cat=7)],
+    "stems and a negative width": [_det("img_1", box=(1.0, 2.0, -3.0, 4.0))],
 }
 
 
@@ -209,6 +267,26 @@ def test_ambiguous_ids_are_settled_by_the_json_path(tmp_path, monkeypatch):
     plain = [_det(2), _det(3)]
     compiled, python = _load_both(tmp_path, monkeypatch, plain, gt)
     assert compiled == python and compiled[0] == "error" and "[image_id_ambiguous]" in compiled[1]
+    compiled, python = _load_both(tmp_path, monkeypatch, [_det("b"), _det("2")], gt)  # a stem and an id
+    assert compiled == python and compiled[0] == "error" and "[image_id_ambiguous]" in compiled[1]
+
+
+@needs_compiled
+def test_file_name_stems_are_resolved_from_the_columns(tmp_path, monkeypatch):
+    """A file of stem ids is not parsed as JSON: its columns resolve (the JSON path is switched off here)."""
+    path = tmp_path / "clean.json"
+    path.write_text(json.dumps(CASES["file-name stems"]))
+    monkeypatch.setenv("AEGIS_KERNELS", "numpy")
+    python = predictions.load_predictions(path, _gt())
+    monkeypatch.setenv("AEGIS_KERNELS", "auto")
+
+    def no_json(*args, **kwargs):
+        raise AssertionError("the JSON path ran")
+
+    monkeypatch.setattr(predictions, "parse_json_bytes", no_json)
+    compiled = predictions.load_predictions(path, _gt())
+    assert compiled.det_image.tolist() == python.det_image.tolist() == [k % 4 for k in range(10)]
+    assert compiled.source == python.source
 
 
 def test_the_columns_path_is_taken(tmp_path, monkeypatch):
@@ -222,7 +300,7 @@ def test_the_columns_path_is_taken(tmp_path, monkeypatch):
         @staticmethod
         def columns(data):
             calls.append(len(data))
-            return tuple(a.tobytes() for a in ref)
+            return (*(a.tobytes() for a in ref), None)
 
     path = tmp_path / "clean.json"
     path.write_text(json.dumps(results))
