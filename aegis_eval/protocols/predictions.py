@@ -794,9 +794,7 @@ def _detections(
     return Detections(det_image=det_image, boxes=boxes, scores=score_arr, source=source)
 
 
-def _detections_from_parsed(
-    columns: Columns | None, gt: GroundTruth, source: Mapping[str, Any]
-) -> Detections | None:
+def _detections_from_parsed(columns: Columns | None, gt: GroundTruth, source: Mapping[str, Any]) -> Detections | None:
     """:func:`detections_from_results` of a results file's columns (the compiled reader's); None when there are
     none (the reader is absent or the file is not in the plain form it reads) or a value needs the entries
     themselves (one the checks refuse, an image id only a file_name settles): the caller then reads the file as

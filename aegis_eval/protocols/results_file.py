@@ -15,7 +15,6 @@ from typing import Any
 
 from aegis_data.compiled import load_extension
 
-
 # The compiled reader's columns: image ids, category ids, boxes (x y w h) and scores as int64, int64, float64 and
 # float64 bytes, and None when the image ids are integers, else the distinct string ids (file-name stems), which
 # the image id column then indexes.
