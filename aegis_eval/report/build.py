@@ -18,6 +18,7 @@ from aegis_data.errors import AegisError
 from aegis_data.files.imageio import write_bytes_atomic
 from aegis_eval.protocols.provenance import check_one_suite
 from aegis_eval.protocols.score_doc import validate_result
+from aegis_eval.report import palette
 from aegis_eval.report.latex import (
     LatexFigure,
     label_key,
@@ -139,7 +140,9 @@ def render_figures(groups: Sequence[DatasetGroup], slugs: Sequence[str], metric:
             )
         for kind, caption, name, plan in plans:
             r = F.render(plan)
-            refs.append(FigureRef(g.name, kind, caption, f"{rel}_{name}.png", r.png, r.pdf, r.svg, plan.width))
+            refs.append(
+                FigureRef(g.name, kind, caption, f"{rel}_{name}.png", r.png, r.pdf, r.svg, plan.width, plan.height)
+            )
     return refs
 
 
@@ -198,7 +201,7 @@ def _latex_files(
             files[rel] = latex_table(example_table(g, examples[g.name]), table_label(slug, "gallery"))
             names.append(rel)
         figures = [
-            LatexFigure(r.relpath.rsplit(".", 1)[0] + ".pdf", f"{g.name}: {r.caption}")
+            LatexFigure(r.relpath.rsplit(".", 1)[0] + ".pdf", f"{g.name}: {r.caption}", *_pdf_size(r))
             for r in refs
             if r.dataset == g.name and r.pdf
         ]
@@ -216,6 +219,13 @@ def _latex_files(
         [f"Metric: {metric} at each model's frozen confidence threshold (IoU 0.5, one-to-one matching)."],
     )
     return files
+
+
+def _pdf_size(ref: FigureRef) -> tuple[float | None, float | None]:
+    """A figure PDF's page size in points: its layout pixels at ``palette.DPI`` (figures.render draws it so)."""
+    if ref.width is None or ref.height is None:
+        return None, None
+    return ref.width * 72 / palette.DPI, ref.height * 72 / palette.DPI
 
 
 def _gallery_examples(galleries: Sequence[str | Path], groups: Sequence[DatasetGroup]) -> dict[str, list[Any]]:

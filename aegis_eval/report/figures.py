@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import cast
@@ -25,8 +25,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.backends.backend_pdf import FigureCanvasPdf
 from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.text import Text
+from matplotlib.textpath import TextToPath
 from matplotlib.ticker import FuncFormatter
 
 from aegis_data.conditions import condition_id
@@ -53,8 +56,11 @@ _PANEL_COLS = 3
 # Heatmap geometry, pixels.
 _HM_LEFT, _HM_RIGHT, _HM_TOP, _HM_BOTTOM = 215, 100, 78, 46
 _HM_CELL_W, _HM_CELL_H = 46, 34
-# Small-multiple geometry, pixels.
-_PANEL_W, _PANEL_H, _SM_EXTRA_W, _SM_EXTRA_H = 300, 210, 60, 100
+# Small-multiple geometry, pixels: three panels make 720 px (7.2 in), which report.pdf shows at 0.88 of its size
+# on a 16 cm line, so 8 pt tick labels print at 7 pt (960 px printed them at 5.3 pt).
+_PANEL_W, _PANEL_H, _SM_EXTRA_W, _SM_EXTRA_H = 220, 165, 60, 100
+# Height of one more legend row, pixels (8 pt text and matplotlib's label spacing at 100 DPI).
+_LEGEND_ROW_PX = 18
 
 
 def heatmap_size(n_models: int, n_corruptions: int, n_severities: int = 3) -> tuple[int, int]:
@@ -65,10 +71,95 @@ def heatmap_size(n_models: int, n_corruptions: int, n_severities: int = 3) -> tu
     )
 
 
-def small_multiples_size(n_corruptions: int) -> tuple[int, int]:
-    """(width, height) in layout pixels of the severity-curve and localization figures (3 panels per row)."""
+def small_multiples_size(n_corruptions: int, labels: Sequence[str] = (), title: str = "") -> tuple[int, int]:
+    """(width, height) in layout pixels of the severity-curve and localization figures (3 panels per row), with
+    room for a legend of ``labels`` below them (one row when none are given) and for ``title`` above."""
     rows = max(1, math.ceil(n_corruptions / _PANEL_COLS))
-    return _PANEL_COLS * _PANEL_W + _SM_EXTRA_W, rows * _PANEL_H + _SM_EXTRA_H
+    return _with_legend(_PANEL_COLS * _PANEL_W + _SM_EXTRA_W, rows * _PANEL_H + _SM_EXTRA_H, labels, title)
+
+
+_TEXT_PATHS = TextToPath()
+_TITLE_PT, _MIN_TITLE_PT = 10.5, 6.0
+_LEGEND_MAX_COLS = 6
+
+
+def text_width_px(text: str, size_pt: float, bold: bool = False) -> float:
+    """Width in layout pixels of one line of ``text`` in the report's font: the advance widths the PNG, PDF and SVG
+    backends lay it out with (within a pixel of what Agg measures)."""
+    prop = FontProperties(family=palette.FONT_FAMILY, size=size_pt, weight="bold" if bold else "normal")
+    return float(_TEXT_PATHS.get_text_width_height_descent(text, prop, ismath=False)[0]) / _PT
+
+
+_TITLE_LINE_PX = 16  # one more line of a 10.5 pt title
+
+
+def title_lines(title: str, width_px: float) -> str:
+    """``title`` as a figure of ``width_px`` shows it: on as many lines as it takes at 10.5 pt, each filled with
+    words while it fits (:func:`fit_title` shrinks a line that is one word too long)."""
+    room = width_px - 16
+    lines: list[str] = []
+    for word in title.split(" "):
+        if lines and text_width_px(f"{lines[-1]} {word}", _TITLE_PT, bold=True) <= room:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return "\n".join(lines)
+
+
+def title_extra_px(title: str, width_px: float) -> int:
+    """The height a title takes beyond one line in a figure of ``width_px``."""
+    return _TITLE_LINE_PX * title_lines(title, width_px).count("\n")
+
+
+def fit_title(fig: Figure, title: str, y: float) -> Text:
+    """The figure's bold title at ``y`` (top aligned), on the lines :func:`title_lines` gives: 10.5 pt, or smaller
+    (not below 6 pt) when a line would be wider than the figure less 8 px a side. Measured as drawn by the figure's
+    Agg canvas, whose hinted glyphs come out a little wider than the PDF's and SVG's at small sizes."""
+    text_lines = title_lines(title, fig.get_figwidth() * palette.DPI)
+    text = fig.suptitle(text_lines, fontsize=_TITLE_PT, fontweight="bold", y=y, va="top")
+    renderer = cast(FigureCanvasAgg, fig.canvas).get_renderer()  # drawn() gave the figure an Agg canvas
+    room = fig.bbox.width * (1 - 16 / (fig.get_figwidth() * palette.DPI))
+    size = _TITLE_PT
+    for _ in range(4):  # the width is nearly proportional to the size: a step or two settles it
+        need = text.get_window_extent(renderer).width
+        if need <= room or size <= _MIN_TITLE_PT:
+            break
+        size = max(_MIN_TITLE_PT, size * room / need * 0.995)
+        text.set_fontsize(size)
+    return text
+
+
+def _legend_width_px(labels: Sequence[str], cols: int) -> float:
+    """Width of a legend of ``labels`` in ``cols`` columns, each as wide as the widest entry (matplotlib's handle
+    length, handle padding, column spacing and border padding at the legend's font size), plus 8 px of margin."""
+    em = palette.LEGEND_PT / _PT  # px
+    entry = (2.0 + 0.8) * em + max(text_width_px(label, palette.LEGEND_PT) for label in labels)
+    return cols * entry + (cols - 1) * 2.0 * em + 0.8 * em + 8
+
+
+def legend_grid(labels: Sequence[str], width_px: float, max_cols: int = _LEGEND_MAX_COLS) -> tuple[int, int]:
+    """(columns, rows) of a figure legend of ``labels`` that fits ``width_px``: as many columns as fit (at most
+    ``max_cols``; one even when that does not fit)."""
+    cols = min(len(labels), max_cols)
+    while cols > 1 and _legend_width_px(labels, cols) > width_px:
+        cols -= 1
+    return cols, math.ceil(len(labels) / cols)
+
+
+def _with_legend(
+    width: int, height: int, labels: Sequence[str], title: str = "", max_cols: int = _LEGEND_MAX_COLS
+) -> tuple[int, int]:
+    """A figure's (width, height) with room for its legend of ``labels`` and its ``title``: at least one legend
+    entry wide, one legend row higher for each row beyond the first and one title line higher for a title on two
+    (``height`` has room for one of each)."""
+    if labels:
+        width = max(width, math.ceil(_legend_width_px(labels, 1)))
+        height += _LEGEND_ROW_PX * (legend_grid(labels, width, max_cols)[1] - 1)
+    return width, height + title_extra_px(title, width)
+
+
+def _legend_labels(group: DatasetGroup) -> list[str]:
+    return [_short(run.label, 40) for run in group.runs]
 
 
 # Points per layout pixel: offsets are given in points so that they scale with the output DPI.
@@ -334,7 +425,7 @@ def _heatmap_notes(state: np.ndarray, metric: str) -> list[str]:
 
 def _legend_handles(group: DatasetGroup) -> list[Line2D]:
     handles = []
-    for j, run in enumerate(group.runs):
+    for j, label in enumerate(_legend_labels(group)):
         st = palette.model_style(j)
         handles.append(
             Line2D(
@@ -345,7 +436,7 @@ def _legend_handles(group: DatasetGroup) -> list[Line2D]:
                 linestyle=st.dash,
                 linewidth=1.6,
                 markersize=5,
-                label=_short(run.label, 40),
+                label=label,
             )
         )
     return handles
@@ -358,18 +449,20 @@ def _margins(fig: Figure, left: int, right: int, top: int, bottom: int, **spacin
     fig.subplots_adjust(left=left / w, right=1 - right / w, top=1 - top / h, bottom=bottom / h, **spacing)
 
 
-def _suptitle_and_legend(fig: Figure, title: str, handles: list) -> None:
+def _suptitle_and_legend(fig: Figure, title: str, handles: list, ncols: int) -> None:
+    """The title on top (smaller when it would not fit) and the legend below, in ``ncols`` columns
+    (:func:`legend_grid`; the size function made room for its rows)."""
     w, h = fig.get_size_inches() * palette.DPI
-    fig.suptitle(title, fontsize=10.5, fontweight="bold", y=1 - 8 / h, va="top")
-    fig.legend(
-        handles=handles, loc="lower center", bbox_to_anchor=(0.5, 4 / h), ncols=min(len(handles), 6), frameon=False
-    )
+    fit_title(fig, title, 1 - 8 / h)
+    fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 4 / h), ncols=ncols, frameon=False)
 
 
-def _panels(fig: Figure, n: int):
+def _panels(fig: Figure, n: int, legend_rows: int, title: str):
     rows = max(1, math.ceil(n / _PANEL_COLS))
     axes = fig.subplots(rows, _PANEL_COLS, sharex=True, sharey=True, squeeze=False)
-    _margins(fig, left=62, right=14, top=48, bottom=84, wspace=0.12, hspace=0.42)
+    bottom = 84 + _LEGEND_ROW_PX * (legend_rows - 1)
+    top = 48 + title_extra_px(title, fig.get_figwidth() * palette.DPI)
+    _margins(fig, left=62, right=14, top=top, bottom=bottom, wspace=0.12, hspace=0.42)
     flat = [ax for row in axes for ax in row]
     for ax in flat[n:]:
         ax.set_visible(False)
@@ -385,7 +478,6 @@ def severity_curves(group: DatasetGroup, metric: str) -> FigurePlan:
     """Metric vs severity (0 = clean, 1-3), one panel per corruption, one line per model, CI bands when
     the scorer wrote ``ci`` for the metric."""
     sevs = (0,) + tuple(group.severities)
-    width, height = small_multiples_size(len(group.corruptions))
     any_band = False
     ymax = 0.0
     series = {}
@@ -399,9 +491,12 @@ def severity_curves(group: DatasetGroup, metric: str) -> FigurePlan:
             any_band = any_band or bool(np.isfinite(hi).any())
             ymax = max(ymax, float(np.nanmax(np.concatenate([ys, hi, [0.0]]))))
             series[c, j] = (ys, lo, hi)
+    title = f"{group.name}: {metric} vs severity" + (" (bands: bootstrap 95% CI)" if any_band else "")
+    width, height = small_multiples_size(len(group.corruptions), _legend_labels(group), title)
+    legend_cols, legend_rows = legend_grid(_legend_labels(group), width)
 
     def draw(fig: Figure) -> None:
-        axes = _panels(fig, len(group.corruptions))
+        axes = _panels(fig, len(group.corruptions), legend_rows, title)
         for ax, c in zip(axes, group.corruptions):
             for j, _run in enumerate(group.runs):
                 st = palette.model_style(j)
@@ -429,10 +524,7 @@ def severity_curves(group: DatasetGroup, metric: str) -> FigurePlan:
                 ax.set_ylabel(metric)
             if idx >= len(axes) - _PANEL_COLS:
                 ax.set_xlabel("severity")
-        title = f"{group.name}: {metric} vs severity"
-        if any_band:
-            title += " (bands: bootstrap 95% CI)"
-        _suptitle_and_legend(fig, title, _legend_handles(group))
+        _suptitle_and_legend(fig, title, _legend_handles(group), legend_cols)
 
     return FigurePlan(width, height, draw)
 
@@ -444,7 +536,6 @@ def has_localization(group: DatasetGroup) -> bool:
 def localization_plot(group: DatasetGroup) -> FigurePlan:
     """Mean IoU between a GT's clean and corrupted matched boxes vs severity; point area ∝ matched count."""
     sevs = (0,) + tuple(group.severities)
-    width, height = small_multiples_size(len(group.corruptions))
     n_m = len(group.runs)
     points = {}
     n_max, y_min = 1, 1.0
@@ -459,9 +550,12 @@ def localization_plot(group: DatasetGroup) -> FigurePlan:
                 y_min = min(y_min, float(np.nanmin(ys)))
             points[c, j] = (ys, ns)
     bottom = max(0.0, math.floor((y_min - 0.02) * 20) / 20)
+    title = f"{group.name}: localization stability (point area ∝ GT matched in both, max {n_max})"
+    width, height = small_multiples_size(len(group.corruptions), _legend_labels(group), title)
+    legend_cols, legend_rows = legend_grid(_legend_labels(group), width)
 
     def draw(fig: Figure) -> None:
-        axes = _panels(fig, len(group.corruptions))
+        axes = _panels(fig, len(group.corruptions), legend_rows, title)
         for ax, c in zip(axes, group.corruptions):
             for j in range(n_m):
                 st = palette.model_style(j)
@@ -485,16 +579,12 @@ def localization_plot(group: DatasetGroup) -> FigurePlan:
             ax.set_xticks(sevs, ["clean"] + [str(s) for s in group.severities])
             ax.set_xlim(-0.3, sevs[-1] + 0.3)
         axes[0].set_ylim(bottom, 1.01)
-        for idx, ax in enumerate(axes):
-            if idx % _PANEL_COLS == 0:
-                ax.set_ylabel("IoU, clean vs corrupted box")
-            if idx >= len(axes) - _PANEL_COLS:
-                ax.set_xlabel("severity")
-        _suptitle_and_legend(
-            fig,
-            f"{group.name}: localization stability (point area ∝ GT matched in both, max {n_max})",
-            _legend_handles(group),
-        )
+        for ax in axes[-_PANEL_COLS:]:
+            ax.set_xlabel("severity")
+        # One label for all rows: a panel row is shorter than the phrase.
+        y0, y1 = min(ax.get_position().y0 for ax in axes), max(ax.get_position().y1 for ax in axes)
+        fig.supylabel("IoU, clean vs corrupted box", x=4 / width, ha="left", y=(y0 + y1) / 2, fontsize=9.0)
+        _suptitle_and_legend(fig, title, _legend_handles(group), legend_cols)
 
     return FigurePlan(width, height, draw)
 
@@ -502,16 +592,16 @@ def localization_plot(group: DatasetGroup) -> FigurePlan:
 # --- family summary -----------------------------------------------------------------------------------------
 
 _BAR_LABEL_PT = 7.5
-_LEGEND_ROW_PX = 18
+_BAR_LEGEND_MAX_COLS = 4
 
 
-def _legend_rows(n_models: int) -> int:
-    return math.ceil(n_models / 4)
-
-
-def family_bars_size(n_models: int, n_families: int) -> tuple[int, int]:
-    """(width, height) in layout pixels of the family bar chart (the PNG is twice as large)."""
-    return 160 + n_families * (70 + 36 * n_models), 420 + _LEGEND_ROW_PX * _legend_rows(n_models)
+def family_bars_size(n_models: int, n_families: int, labels: Sequence[str] = (), title: str = "") -> tuple[int, int]:
+    """(width, height) in layout pixels of the family bar chart (the PNG is twice as large), with room for a legend
+    of ``labels`` above the axes (without labels: four models a row) and for ``title`` above it."""
+    width = 160 + n_families * (70 + 36 * n_models)
+    if labels:
+        return _with_legend(width, 420 + _LEGEND_ROW_PX, labels, title, max_cols=_BAR_LEGEND_MAX_COLS)
+    return width, 420 + _LEGEND_ROW_PX * math.ceil(n_models / _BAR_LEGEND_MAX_COLS) + title_extra_px(title, width)
 
 
 def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
@@ -533,9 +623,14 @@ def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
                 for v, ci in zip(vals[-1], cis)
             ]
         )
-    width, height = family_bars_size(n_m, len(fams))
+    any_err = any(ci is not None for row in errs for ci in row)
+    # With whiskers the title names them instead of "per family" (the axis names the families): same length.
+    title = f"{group.name}: mean {_drop_phrase(metric)}" + (", 95% CI" if any_err else " per family")
+    width, height = family_bars_size(n_m, len(fams), _legend_labels(group), title)
+    legend_cols, legend_rows = legend_grid(_legend_labels(group), width, _BAR_LEGEND_MAX_COLS)
+    legend_top = 28 + title_extra_px(title, width)  # below the title
     bar_w = 0.8 / n_m
-    left, right, top, bottom = 62, 14, 34 + _LEGEND_ROW_PX * _legend_rows(n_m), 44
+    left, right, top, bottom = 62, 14, legend_top + 10 + _LEGEND_ROW_PX * legend_rows, 44  # the legend clears the axes
     texts = [["n/a" if v is None else f"{100 * v:.0f}" for v in row] for row in vals]
     # A DejaVu Sans digit or minus is about 0.64 em wide; the bar's width in points follows from the layout.
     bar_pt = bar_w * 0.92 * (width - left - right) / len(fams) * _PT
@@ -544,7 +639,6 @@ def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
     finite = [v for row in vals for v in row if v is not None]
     finite += [end for row in errs for ci in row if ci is not None for end in ci]
     lo, hi = min([0.0] + finite), max([0.05] + finite)
-    any_err = any(ci is not None for row in errs for ci in row)
     # Room beyond the longest bars for a label: a share of the span, larger for vertical labels.
     pad = (hi - lo) * (0.22 if vertical else 0.12)
 
@@ -553,7 +647,7 @@ def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
         _margins(fig, left=left, right=right, top=top, bottom=bottom)
         x = np.arange(len(fams), dtype=float)
         handles = []
-        for j, run in enumerate(group.runs):
+        for j, label in enumerate(_legend_labels(group)):
             st = palette.model_style(j)
             pos = x + (j - (n_m - 1) / 2) * bar_w
             heights = np.array([0.0 if v is None else v for v in vals[j]])
@@ -598,11 +692,7 @@ def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
                     rotation=90 if vertical else 0,
                     gid="bar-label",
                 )
-            handles.append(
-                Patch(
-                    facecolor=st.colour, hatch=st.hatch, edgecolor="black", linewidth=0.6, label=_short(run.label, 40)
-                )
-            )
+            handles.append(Patch(facecolor=st.colour, hatch=st.hatch, edgecolor="black", linewidth=0.6, label=label))
         ax.axhline(0, color="black", linewidth=0.8)
         counts = [len(group.family_members(f)) for f in fams]
         ax.set_xticks(x, [f"{f}\n({n} corruption{'s' if n != 1 else ''})" for f, n in zip(fams, counts)])
@@ -612,17 +702,9 @@ def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
         ax.set_ylim(lo - pad if lo < 0 else 0, hi + pad)
         ax.grid(axis="y")
         ax.set_axisbelow(True)
-        fig.suptitle(
-            # With whiskers the title names them instead of "per family" (the axis names the families): same length.
-            f"{group.name}: mean {_drop_phrase(metric)}" + (", 95% CI" if any_err else " per family"),
-            fontsize=10.5,
-            fontweight="bold",
-            y=1 - 6 / height,
-            va="top",
-        )
-        fig.legend(
-            handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 28 / height), ncols=min(n_m, 4), frameon=False
-        )
+        fit_title(fig, title, 1 - 6 / height)
+        anchor = (0.5, 1 - legend_top / height)
+        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=anchor, ncols=legend_cols, frameon=False)
 
     return FigurePlan(width, height, draw)
 
@@ -630,9 +712,10 @@ def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
 # --- false alarms ---------------------------------------------------------------------------------------------
 
 
-def false_alarm_size(n_conditions: int) -> tuple[int, int]:
-    """(width, height) in layout pixels of the false-alarm share figure (the PNG is twice as large)."""
-    return 140 + 30 * max(n_conditions, 4), 460
+def false_alarm_size(n_conditions: int, labels: Sequence[str] = (), title: str = "") -> tuple[int, int]:
+    """(width, height) in layout pixels of the false-alarm share figure (the PNG is twice as large), with room for
+    a legend of ``labels`` below it (one row when none are given) and for ``title`` above."""
+    return _with_legend(140 + 30 * max(n_conditions, 4), 460, labels, title)
 
 
 def has_false_alarms(group: DatasetGroup) -> bool:
@@ -646,8 +729,14 @@ def false_alarm_shares(group: DatasetGroup) -> FigurePlan:
         c for c in group.present_conditions if any(false_alarm_record(r.result, c) is not None for r in group.runs)
     ]
     n_m = len(group.runs)
-    width, height = false_alarm_size(len(conds))
     conf = next((false_alarm_confidence(r.result) for r in group.runs if false_alarm_confidence(r.result)), None)
+    bound = f"{100 * conf:.0f}% " if conf else ""
+    title = (
+        f"{group.name}: share of images with a false alarm (marker) and its exact "
+        f"{bound}upper bound (Clopper–Pearson, line top)"
+    )
+    width, height = false_alarm_size(len(conds), _legend_labels(group), title)
+    legend_cols, legend_rows = legend_grid(_legend_labels(group), width)
     points = []
     for run in group.runs:
         recs = [false_alarm_record(run.result, c) for c in conds]
@@ -673,7 +762,8 @@ def false_alarm_shares(group: DatasetGroup) -> FigurePlan:
 
     def draw(fig: Figure) -> None:
         ax = fig.add_subplot()
-        _margins(fig, left=62, right=14, top=48, bottom=150)
+        top = 48 + title_extra_px(title, width)
+        _margins(fig, left=62, right=14, top=top, bottom=150 + _LEGEND_ROW_PX * (legend_rows - 1))
         x = np.arange(len(conds), dtype=float)
         for j, (share, upper) in enumerate(points):
             st = palette.model_style(j)
@@ -691,12 +781,6 @@ def false_alarm_shares(group: DatasetGroup) -> FigurePlan:
         ax.set_ylabel("images with a false alarm (%)")
         ax.grid(axis="y")
         ax.set_axisbelow(True)
-        bound = f"{100 * conf:.0f}% " if conf else ""
-        _suptitle_and_legend(
-            fig,
-            f"{group.name}: share of images with a false alarm (marker) and its exact "
-            f"{bound}upper bound (Clopper–Pearson, line top)",
-            _legend_handles(group),
-        )
+        _suptitle_and_legend(fig, title, _legend_handles(group), legend_cols)
 
     return FigurePlan(width, height, draw)

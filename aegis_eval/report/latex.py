@@ -5,8 +5,9 @@ Every table is one file (``tables/<dataset>_<name>.tex``) holding one ``table`` 
 onto several lines, a tabular wider than the line turns sideways (a page-high float, graphicx's ``\\rotatebox``), and a
 table that would not fit even sideways is split into parts by columns (its key columns repeated), each its own float
 in the same file. ``report.tex`` is a complete ``article`` (Latin Modern vector fonts) that inputs every table and
-includes the PDF figures; it compiles with pdflatex from TeX Live's base, recommended and font packages. Everything
-returns strings; ``build`` writes them.
+includes the PDF figures, each at its own size or shrunk to the line, and turned sideways like a wide table when that
+shows it larger (a figure shrunk below 80 %); it compiles with pdflatex from TeX Live's base, recommended and font
+packages. Everything returns strings; ``build`` writes them.
 """
 
 from __future__ import annotations
@@ -306,10 +307,46 @@ _FLOATS_PER_PAGE = 4
 
 @dataclass(frozen=True)
 class LatexFigure:
-    """A figure for report.tex: its PDF path relative to the report folder and its caption."""
+    """A figure for report.tex: its PDF path relative to the report folder, its caption and the PDF's page size in
+    PostScript points, 1/72 in (None: shown at the line's width)."""
 
     pdf: str
     caption: str
+    width_pt: float | None = None
+    height_pt: float | None = None
+
+
+# report.tex's text block (the preamble sets it from these) and the room a caption takes below a figure, in
+# PostScript points (1/72 in, a PDF's unit; TeX's bp).
+_LINE_CM, _TEXT_HEIGHT_CM = 16, 23
+_CM_PT = 72 / 2.54
+_CAPTION_PT = 40.0
+# A figure shrunk below this share of its size (8 pt text below 6.4 pt) turns sideways when that shows it larger.
+_MIN_UPRIGHT_SCALE = 0.8
+
+
+def figure_placement(width_pt: float, height_pt: float, may_turn: bool = True) -> tuple[float, bool]:
+    """(scale, sideways) of a figure of this size in report.tex: its own size where it fits (never enlarged), else
+    shrunk to the text block; turned sideways (a page-high float, like a wide table) when ``may_turn``, upright would
+    shrink it below 80 % and sideways shows it at least 15 % larger."""
+    line, height = _LINE_CM * _CM_PT, _TEXT_HEIGHT_CM * _CM_PT
+    upright = min(1.0, line / width_pt, (height - _CAPTION_PT) / height_pt)
+    sideways = min(1.0, 0.95 * height / width_pt, (line - _CAPTION_PT) / height_pt)  # 0.95: as a sideways table
+    if may_turn and upright < _MIN_UPRIGHT_SCALE and sideways > 1.15 * upright:
+        return sideways, True
+    return upright, False
+
+
+def _figure(f: LatexFigure, may_turn: bool) -> list[str]:
+    sideways = False
+    width = "\\linewidth"
+    if f.width_pt is not None and f.height_pt is not None:
+        scale, sideways = figure_placement(f.width_pt, f.height_pt, may_turn)
+        width = f"{scale * f.width_pt:.1f}bp"
+    body = [f"\\includegraphics[width={width}]{{{f.pdf}}}", f"\\caption{{{latex_escape(f.caption)}}}"]
+    if sideways:
+        body = [f"\\rotatebox{{90}}{{\\begin{{minipage}}{{{width}}}\\centering", *body, "\\end{minipage}}"]
+    return ["\\begin{figure}[!htbp]", "\\centering", *body, "\\end{figure}"]
 
 
 def latex_document(
@@ -325,8 +362,9 @@ def latex_document(
         "\\usepackage{lmodern}",  # vector Type 1 fonts; T1 without it falls back to bitmap Type 3
         "\\usepackage{booktabs}",
         "\\usepackage{graphicx}",
-        "\\setlength{\\textwidth}{16cm}\\setlength{\\oddsidemargin}{0cm}\\setlength{\\evensidemargin}{0cm}",
-        "\\setlength{\\textheight}{23cm}\\setlength{\\topmargin}{-1.5cm}",
+        f"\\setlength{{\\textwidth}}{{{_LINE_CM}cm}}\\setlength{{\\oddsidemargin}}{{0cm}}"
+        "\\setlength{\\evensidemargin}{0cm}",
+        f"\\setlength{{\\textheight}}{{{_TEXT_HEIGHT_CM}cm}}\\setlength{{\\topmargin}}{{-1.5cm}}",
         f"\\title{{{latex_escape(title)}}}",
         "\\author{}",
         "\\date{}",
@@ -337,14 +375,8 @@ def latex_document(
     for name, figures, tables in sections:
         # Every section starts a page (the previous one ends with \\clearpage) and no page break follows its heading.
         lines.append(f"\\section{{{latex_escape(name)}}}")
-        for f in figures:
-            lines += [
-                "\\begin{figure}[!htbp]",
-                "\\centering",
-                f"\\includegraphics[width=\\linewidth]{{{f.pdf}}}",
-                f"\\caption{{{latex_escape(f.caption)}}}",
-                "\\end{figure}",
-            ]
+        for k, f in enumerate(figures):  # the first stays upright: a page-high float would leave the heading alone
+            lines += _figure(f, may_turn=k > 0)
         if figures:  # never right after the heading: that would leave it alone at the bottom of a page
             lines.append("\\clearpage")
         for k, t in enumerate(tables):  # a page break every few floats keeps LaTeX's float queue short

@@ -51,6 +51,7 @@ UNCERTAIN_EDGE = "#8a8a8a"
 DPI = 100  # layout unit: every figure size is given in pixels at this DPI, so its size is known in advance
 PNG_DPI = 200  # the PNGs are drawn at this DPI, i.e. at twice the layout pixel size
 FONT_FAMILY = "DejaVu Sans"
+LEGEND_PT = 8.0  # legend text (figures.legend_grid sizes legends with it)
 
 # Gallery drawing colours as RGB tuples (cv2 draws on RGB arrays here).
 GT_RGB = (0, 158, 115)  # bluish green: ground truth
@@ -65,7 +66,7 @@ RC_PARAMS = {
     "axes.labelsize": 9.0,
     "xtick.labelsize": 8.0,
     "ytick.labelsize": 8.0,
-    "legend.fontsize": 8.0,
+    "legend.fontsize": LEGEND_PT,
     "axes.spines.top": False,
     "axes.spines.right": False,
     "axes.grid": False,

@@ -60,6 +60,7 @@ class FigureRef:
     pdf: bytes | None = None
     svg: bytes | None = None
     width: int | None = None  # layout width in CSS pixels: the 200-DPI PNG shows at half its pixel width
+    height: int | None = None  # layout height in CSS pixels
 
     def files(self) -> dict[str, bytes]:
         """{relative path: bytes} of every format rendered."""

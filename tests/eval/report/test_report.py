@@ -74,8 +74,8 @@ def test_every_figure_is_a_png_of_the_declared_size(full_report):
     # are drawn at 200 DPI: twice the layout size.
     assert _png_shape(fig_dir / "heridal_heatmap_recall.png") == (1458, 860)  # 3 models x 3 severities, 9 rows
     assert _png_shape(fig_dir / "sard_heatmap_recall.png") == (906, 860)
-    assert _png_shape(fig_dir / "heridal_curves_recall.png") == (1920, 1460)  # 3 x 3 panels
-    assert _png_shape(fig_dir / "heridal_localization.png") == (1920, 1460)
+    assert _png_shape(fig_dir / "heridal_curves_recall.png") == (1440, 1190)  # 3 x 3 panels
+    assert _png_shape(fig_dir / "heridal_localization.png") == (1440, 1190)
     assert _png_shape(fig_dir / "heridal_families_recall.png") == (2 * (160 + 4 * (70 + 36 * 3)), 2 * (420 + 18))
     assert _png_shape(fig_dir / "sard_families_recall.png") == tuple(2 * v for v in F.family_bars_size(1, 4))
     for p in full_report.figures:
@@ -554,6 +554,70 @@ def test_bar_labels_overlap_neither_each_other_nor_the_bars():
     with F.drawn(F.FigurePlan(200, 100, lambda fig: [fig.text(0.5, 0.5, "-40"), fig.text(0.51, 0.5, "-40")])) as fig:
         boxes = [t.get_window_extent(fig.canvas.get_renderer()) for t in fig.texts]
     assert _overlaps(boxes) == [(0, 1)]
+
+
+LONG_LABELS = (
+    "yolo11m-finetuned-heridal-lr0.01-ep100-seedA",
+    "rtdetr-l-finetuned-heridal-augmented-v2",
+    "fasterrcnn-resnet50-v2-tiled-1024-overlap256",
+    "yolo11n",
+    "a detector with a rather long descriptive name",
+)
+
+
+@pytest.mark.parametrize("n_models", [1, 2, 5])
+def test_titles_and_legends_stay_inside_every_figure(n_models):
+    """Long model labels and a long dataset name: every legend fits its figure in as many rows as it needs (the
+    figure grows for them), every title shrinks to fit, and neither covers an axes. Five such labels did not fit
+    one row of the 960 px severity curves, nor four to a row of the family bars."""
+    (res,) = load_results([SARD])
+    runs = []
+    for label in LONG_LABELS[:n_models]:
+        r = copy.deepcopy(res)
+        r["label"], r["dataset"] = label, "heridal-c-v2-object-scale-with-a-long-name"
+        runs.append(r)
+    (g,) = group_by_dataset(runs)
+    plans = {
+        "curves": F.severity_curves(g, "recall"),
+        "localization": F.localization_plot(g),
+        "families": F.family_bars(g, "recall"),
+        "false alarms": F.false_alarm_shares(g),
+    }
+    for name, plan in plans.items():
+        with F.drawn(plan) as fig:
+            renderer = fig.canvas.get_renderer()
+            frame = fig.bbox
+            legend = fig.legends[0].get_window_extent(renderer)
+            title = fig._suptitle.get_window_extent(renderer)
+            axes = [ax.get_window_extent(renderer) for ax in fig.axes if ax.get_visible()]
+        for box in (legend, title):
+            assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1, name
+            assert not any(box.overlaps(ax) for ax in axes), name
+        assert len(fig.legends[0].get_texts()) == n_models
+
+
+def test_legend_grid_takes_the_columns_that_fit():
+    short = ["a", "b", "c", "d", "e", "f", "g"]
+    assert F.legend_grid(short, 720) == (6, 2)  # at most six columns
+    assert F.legend_grid(short, 720, max_cols=4) == (4, 2)
+    cols, rows = F.legend_grid(list(LONG_LABELS), 720)
+    assert (cols, rows) == (2, 3)
+    widest = max(F.text_width_px(t, 8.0) for t in LONG_LABELS)
+    assert 250 < widest < 290  # 44 characters of 8 pt DejaVu Sans at 100 px per inch
+    assert F.legend_grid(["x" * 40], 100) == (1, 1)  # one column even when it cannot fit
+
+
+def test_a_title_shrinks_to_fit_but_not_below_6_pt():
+    def titled(text):
+        return F.FigurePlan(720, 100, lambda fig: F.fit_title(fig, text, 0.9))
+
+    for text, lo, hi in (("short", 10.5, 10.5), ("d" * 80, 6.0, 10.5), ("d" * 400, 6.0, 6.0)):
+        with F.drawn(titled(text)) as fig:
+            size = fig._suptitle.get_fontsize()
+            width = fig._suptitle.get_window_extent(fig.canvas.get_renderer()).width / 2  # layout px
+        assert lo <= size <= hi, text
+        if lo < size < hi:
+            assert 0.95 * (720 - 16) < width <= 720 - 16, (size, width)
 
 
 def test_latex_labels_are_unique_when_dataset_names_differ_only_in_punctuation(tmp_path):

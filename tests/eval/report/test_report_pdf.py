@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from aegis_eval.report import build_report, load_results
-from aegis_eval.report.latex import latex_table, split_columns
+from aegis_eval.report.latex import LatexFigure, figure_placement, latex_document, latex_table, split_columns
 from aegis_eval.report.tables import Table
 from tests.eval.report.report_fixtures import compile_report_tex
 
@@ -121,14 +121,19 @@ def test_no_section_heading_is_the_last_line_of_a_page(two_models, five_models):
             assert not any(re.fullmatch(rf"\d+ {re.escape(h)}", last) for h in headings), (n, last)
 
 
+def smallest_word(pdf: Path, want: str, avoid: str, min_pages: int, min_words: int) -> tuple[float, str]:
+    """The smallest word box (its size in points, the word) on the pages whose text holds ``want`` but not
+    ``avoid``; asserts there are at least ``min_pages`` such pages and ``min_words`` words on them."""
+    pages = [n for n, text in enumerate(page_texts(pdf), start=1) if want in text and avoid not in text]
+    assert len(pages) >= min_pages
+    sizes = word_sizes(pdf, pages)
+    assert len(sizes) > min_words
+    return min(sizes)
+
+
 def test_table_text_stays_readable_with_five_models(five_models):
     files, pdf = five_models
-    pages = page_texts(pdf)
-    table_pages = [n for n, text in enumerate(pages, start=1) if "Table" in text and "Figure" not in text]
-    assert len(table_pages) >= 4
-    sizes = word_sizes(pdf, table_pages)
-    assert len(sizes) > 500
-    smallest = min(sizes)
+    smallest = smallest_word(pdf, "Table", "Figure", min_pages=4, min_words=500)
     # \small is 9 pt and notes are \footnotesize (8 pt); a word box is about 1.1x the font size, so 6.5 pt leaves
     # room for the 12 % shrink allowed before a table turns sideways, and catches the old fit-to-width (~4 pt).
     assert smallest[0] >= 6.5, smallest
@@ -136,6 +141,32 @@ def test_table_text_stays_readable_with_five_models(five_models):
     grid = (files.out / "tables" / "synthetic_grid_recall.tex").read_text(encoding="utf-8")
     assert grid.count("\\begin{table}") >= 2 and "part 1 of" in grid
     assert all(f"model\\_{k}\\_long\\_label" in grid for k in range(5)), "every model in some part"
+
+
+def test_figure_text_prints_at_7_pt_or_more(two_models):
+    """Figures are drawn for the 16 cm line (720 px small multiples) and a wide one turns sideways, so their 8 pt
+    labels print at 7 pt or more; the 960 px small multiples, shrunk to the line, printed them at about 5.3 pt."""
+    smallest = smallest_word(two_models[1], "Figure", "Table", min_pages=4, min_words=100)
+    assert smallest[0] >= 7.0, smallest
+
+
+def test_a_figure_keeps_its_size_shrinks_to_the_line_or_turns_sideways():
+    line, height = 16 * 72 / 2.54, 23 * 72 / 2.54  # report.tex's text block, PostScript points
+    assert figure_placement(425.5, 309.6) == (1.0, False)  # fits: its own size, never enlarged
+    scale, sideways = figure_placement(518.4, 428.4)  # 12.5 % too wide: shrunk to the line
+    assert not sideways and scale == pytest.approx(line / 518.4)
+    scale, sideways = figure_placement(705.6, 331.2)  # would shrink to 64 %: sideways at 92 %
+    assert sideways and scale == pytest.approx(0.95 * height / 705.6)
+    assert figure_placement(705.6, 331.2, may_turn=False) == (pytest.approx(line / 705.6), False)
+    assert figure_placement(400.0, 900.0) == (pytest.approx((height - 40) / 900), False)  # too tall: by height
+    doc = latex_document(
+        "t",
+        [("d", [LatexFigure("a.pdf", "first", 705.6, 331.2), LatexFigure("b.pdf", "second", 705.6, 331.2)], [])],
+        [],
+    )
+    first, second = doc.split("\\begin{figure}")[1:]
+    assert "\\rotatebox" not in first and "width=453.5bp" in first  # a section's first figure stays upright
+    assert "\\rotatebox{90}" in second and f"width={0.95 * height:.1f}bp" in second
 
 
 def test_split_columns_keeps_key_columns_bold_cells_and_notes():
