@@ -59,6 +59,10 @@ def test_side_by_side_times_short_processes_more_often_and_skips_pycocotools_on_
     assert not any("pycocotools" in line for line in rounds)
     row = next(line for line in done.stdout.splitlines() if line.startswith("| **`aegis score`**"))
     assert row.count("–") == 3  # one condition, sweep, sweep with B: each a median with its range
+    # The Ultralytics form (stem ids and file_name) is timed like a one-condition process, and its AP is among the
+    # values the exit status compares.
+    assert sum(": aegis one, stem ids:" in line for line in rounds) == 2
+    assert any(line.startswith("The same condition as Ultralytics writes it") for line in done.stdout.splitlines())
 
 
 def _digest(folder):
