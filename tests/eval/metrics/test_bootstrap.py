@@ -13,6 +13,7 @@ from aegis_eval.metrics.bootstrap import (
     bootstrap_ap,
     bootstrap_samples,
     intervals,
+    linear_quantiles,
     paired_drop_intervals,
     percentile_interval,
     resample_weights,
@@ -249,6 +250,43 @@ def test_percentile_interval_rules():
     assert percentile_interval(np.full(5, np.nan)) == (None, None)
     with pytest.raises(AegisError, match="confidence"):
         percentile_interval(np.arange(3.0), 1.5)
+
+
+def _quantile_cases():
+    """Arrays the intervals meet: resampled rates (ties, exact zeros, both signs of zero), drops, counts, tiny and
+    huge magnitudes, infinities, one value; and every confidence the report or a user might ask for."""
+    rng = Generator(PCG64(11))
+    cases = [np.array([0.5]), np.array([-0.0, 0.0]), np.array([0.0, -0.0, 0.0]), np.array([np.inf, 1.0, -np.inf])]
+    cases += [np.array([-np.inf, -np.inf]), np.array([1.0, np.inf]), np.arange(101.0), np.arange(1000.0)[::-1]]
+    for n in (2, 3, 7, 10, 39, 40, 41, 100, 200, 999, 1000, 1001, 5000):
+        cases += [
+            rng.random(n),
+            np.round(rng.random(n), 2),  # many ties
+            rng.integers(0, 30, n) / 30.0,  # a resampled rate
+            rng.normal(0, 1e-3, n) - rng.normal(0, 1e-3, n),  # paired differences around zero
+            rng.choice([-0.0, 0.0, 0.25], n),
+            rng.normal(0, 1, n) * 10.0 ** rng.integers(-300, 300, n),
+        ]
+    return cases
+
+
+def test_linear_quantiles_are_numpys_percentile_bit_for_bit():
+    """The intervals' quantiles (written out so that a score need not import numpy.ma) give np.percentile's bits."""
+    confidences = (0.5, 0.8, 0.9, 0.95, 0.99, 0.999, 1e-9, 1 - 1e-9, 0.6827)
+    with np.errstate(invalid="ignore"):  # inf - inf: both give NaN, and the bytes are compared
+        _compare_quantiles(confidences)
+
+
+def _compare_quantiles(confidences) -> None:
+    for values in _quantile_cases():
+        for c in confidences:
+            q = [50.0 * (1.0 - c), 50.0 * (1.0 + c)]
+            want = np.percentile(values, q)
+            got = linear_quantiles(values, np.array(q) / 100)
+            assert got.tobytes() == want.tobytes(), (values[:5], c, got, want)
+            assert np.array(percentile_interval(values, c)).tobytes() == want.tobytes()
+        for q in (0.0, 0.5, 1.0, 0.123456789):
+            assert linear_quantiles(values, np.array([q])).tobytes() == np.quantile(values, [q]).tobytes()
 
 
 def test_paired_drop_intervals():
