@@ -67,14 +67,11 @@ def test_a_table_that_fits_is_printed_unchanged():
 
 
 @pytest.fixture(scope="module")
-def score_result():
-    import tempfile
-    from pathlib import Path
-
+def score_result(tmp_path_factory):
     from tests.cli.test_cli_scoring import gt_doc, preds_doc
     from tests.eval.protocols.scoring_memory import score_paths
 
-    root = Path(tempfile.mkdtemp())
+    root = tmp_path_factory.mktemp("score-tables")  # pytest's base folder, pruned like every test's
     (root / "gt.json").write_text(json.dumps(gt_doc(10)))
     (root / "preds").mkdir()
     for name, found in (("clean", 9), ("low_light_s1", 7), ("low_light_s3", 3), ("water_glare_s2", 8)):
