@@ -6,8 +6,9 @@ onto several lines, a tabular wider than the line turns sideways (a page-high fl
 table that would not fit even sideways is split into parts by columns (its key columns repeated), each its own float
 in the same file. ``report.tex`` is a complete ``article`` (Latin Modern vector fonts) that inputs every table and
 includes the PDF figures, each at its own size or shrunk to the line, and turned sideways like a wide table when that
-shows it larger (a figure shrunk below 80 %); it compiles with pdflatex from TeX Live's base, recommended and font
-packages. Everything returns strings; ``build`` writes them.
+shows it larger (a figure shrunk below 80 %; a section's first figure then sits below the heading); it compiles
+with pdflatex from TeX Live's base, recommended and font packages. Everything returns strings; ``build`` writes
+them.
 """
 
 from __future__ import annotations
@@ -325,28 +326,37 @@ _CAPTION_PT = 40.0
 _MIN_UPRIGHT_SCALE = 0.8
 
 
-def figure_placement(width_pt: float, height_pt: float, may_turn: bool = True) -> tuple[float, bool]:
+def figure_placement(width_pt: float, height_pt: float, first: bool = False) -> tuple[float, bool]:
     """(scale, sideways) of a figure of this size in report.tex: its own size where it fits (never enlarged), else
-    shrunk to the text block; turned sideways (a page-high float, like a wide table) when ``may_turn``, upright would
-    shrink it below 80 % and sideways shows it at least 15 % larger."""
+    shrunk to the text block; turned sideways (a page-high float, like a wide table) when upright would shrink it
+    below 80 % and sideways shows it at least 15 % larger. A section's ``first`` figure shares its page with the
+    heading, so sideways it is kept to 88 % of the page's height (set below the heading, never on a page of its
+    own, which would leave the heading alone)."""
     line, height = _LINE_CM * _CM_PT, _TEXT_HEIGHT_CM * _CM_PT
     upright = min(1.0, line / width_pt, (height - _CAPTION_PT) / height_pt)
-    sideways = min(1.0, 0.95 * height / width_pt, (line - _CAPTION_PT) / height_pt)  # 0.95: as a sideways table
-    if may_turn and upright < _MIN_UPRIGHT_SCALE and sideways > 1.15 * upright:
+    room = 0.88 if first else 0.95  # 0.95: as a sideways table
+    sideways = min(1.0, room * height / width_pt, (line - _CAPTION_PT) / height_pt)
+    if upright < _MIN_UPRIGHT_SCALE and sideways > 1.15 * upright:
         return sideways, True
     return upright, False
 
 
-def _figure(f: LatexFigure, may_turn: bool) -> list[str]:
+def _figure(f: LatexFigure, first: bool) -> list[str]:
     sideways = False
     width = "\\linewidth"
     if f.width_pt is not None and f.height_pt is not None:
-        scale, sideways = figure_placement(f.width_pt, f.height_pt, may_turn)
+        scale, sideways = figure_placement(f.width_pt, f.height_pt, first)
         width = f"{scale * f.width_pt:.1f}bp"
     body = [f"\\includegraphics[width={width}]{{{f.pdf}}}", f"\\caption{{{latex_escape(f.caption)}}}"]
     if sideways:
         body = [f"\\rotatebox{{90}}{{\\begin{{minipage}}{{{width}}}\\centering", *body, "\\end{minipage}}"]
-    return ["\\begin{figure}[!htbp]", "\\centering", *body, "\\end{figure}"]
+    # A section's first figure, sideways, goes below its heading ("!": whatever share of the page it takes).
+    where = "[!b]" if first and sideways else "[!htbp]"
+    return [f"\\begin{{figure}}{where}", "\\centering", *body, "\\end{figure}"]
+
+
+def _sideways_first(f: LatexFigure) -> bool:
+    return f.width_pt is not None and f.height_pt is not None and figure_placement(f.width_pt, f.height_pt, True)[1]
 
 
 def latex_document(
@@ -373,10 +383,13 @@ def latex_document(
     ]
     lines += [latex_escape(n) + "\n" for n in preamble_notes]
     for name, figures, tables in sections:
-        # Every section starts a page (the previous one ends with \\clearpage) and no page break follows its heading.
+        # Every section starts a page (the previous one ends with \\clearpage) and no page break follows its heading;
+        # the first section too when its first figure turns sideways, which needs the page below the heading.
+        if figures and _sideways_first(figures[0]):
+            lines.append("\\clearpage")
         lines.append(f"\\section{{{latex_escape(name)}}}")
-        for k, f in enumerate(figures):  # the first stays upright: a page-high float would leave the heading alone
-            lines += _figure(f, may_turn=k > 0)
+        for k, f in enumerate(figures):
+            lines += _figure(f, first=k == 0)
         if figures:  # never right after the heading: that would leave it alone at the bottom of a page
             lines.append("\\clearpage")
         for k, t in enumerate(tables):  # a page break every few floats keeps LaTeX's float queue short

@@ -143,6 +143,17 @@ def test_table_text_stays_readable_with_five_models(five_models):
     assert all(f"model\\_{k}\\_long\\_label" in grid for k in range(5)), "every model in some part"
 
 
+def test_a_wide_first_figure_turns_below_its_heading(five_models):
+    """Five models make the heatmap (a section's first figure) too wide for the line: it turns sideways on the page
+    that starts with the section's heading, so that page holds the figure, not the heading alone."""
+    files, pdf = five_models
+    doc = files.latex_document.read_text(encoding="utf-8")
+    assert "\\clearpage\n\\section{synthetic}\n\\begin{figure}[!b]\n\\centering\n\\rotatebox{90}" in doc
+    pages = page_texts(pdf)
+    assert "synthetic" not in pages[0]  # the title page: the title and the reading notes
+    assert "Figure 1:" in pages[1] and re.search(r"^\s*(1\s+)?synthetic\s*$", pages[1], re.M)  # heading and figure
+
+
 def test_figure_text_prints_at_7_pt_or_more(two_models):
     """Figures are drawn for the 16 cm line (720 px small multiples) and a wide one turns sideways, so their 8 pt
     labels print at 7 pt or more; the 960 px small multiples, shrunk to the line, printed them at about 5.3 pt."""
@@ -157,16 +168,20 @@ def test_a_figure_keeps_its_size_shrinks_to_the_line_or_turns_sideways():
     assert not sideways and scale == pytest.approx(line / 518.4)
     scale, sideways = figure_placement(705.6, 331.2)  # would shrink to 64 %: sideways at 92 %
     assert sideways and scale == pytest.approx(0.95 * height / 705.6)
-    assert figure_placement(705.6, 331.2, may_turn=False) == (pytest.approx(line / 705.6), False)
+    # A section's first figure shares its page with the heading: sideways, at most 88 % of the page's height.
+    assert figure_placement(705.6, 331.2, first=True) == (pytest.approx(0.88 * height / 705.6), True)
+    assert figure_placement(550.0, 331.2, first=True) == (pytest.approx(line / 550), False)  # 82 %: stays upright
     assert figure_placement(400.0, 900.0) == (pytest.approx((height - 40) / 900), False)  # too tall: by height
     doc = latex_document(
         "t",
         [("d", [LatexFigure("a.pdf", "first", 705.6, 331.2), LatexFigure("b.pdf", "second", 705.6, 331.2)], [])],
         [],
     )
-    first, second = doc.split("\\begin{figure}")[1:]
-    assert "\\rotatebox" not in first and "width=453.5bp" in first  # a section's first figure stays upright
-    assert "\\rotatebox{90}" in second and f"width={0.95 * height:.1f}bp" in second
+    head, first, second = doc.split("\\begin{figure}")
+    assert head.endswith("\\clearpage\n\\section{d}\n")  # the heading starts the page the figure needs
+    assert first.startswith("[!b]") and f"width={0.88 * height:.1f}bp" in first  # below the heading
+    assert second.startswith("[!htbp]") and f"width={0.95 * height:.1f}bp" in second  # a float page of its own
+    assert "\\clearpage\n\\section" not in latex_document("t", [("d", [LatexFigure("c.pdf", "c", 400, 300)], [])], [])
 
 
 def test_split_columns_keeps_key_columns_bold_cells_and_notes():
