@@ -4,24 +4,15 @@ errors with it and without it (AEGIS_KERNELS=numpy)."""
 
 from __future__ import annotations
 
-import os
 import random
 
 import pytest
 
 from aegis_data.errors import AegisError
 from aegis_data.files import readers
+from tests.compiled import extension
 
-try:
-    from aegis_data.files import _cjson as cjson
-except ImportError:  # no C compiler: the Python twin alone runs (test_ci_builds_the_screen fails in CI)
-    cjson = None
-needs_compiled = pytest.mark.skipif(cjson is None, reason="aegis_data.files._cjson not built (no C compiler?)")
-
-
-def test_ci_builds_the_screen():
-    if os.environ.get("CI"):
-        assert cjson is not None, "CI must build aegis_data.files._cjson (pip install -e . with a compiler)"
+cjson, needs_compiled = extension("aegis_data.files._cjson")
 
 
 def _twin(data: bytes) -> bool:

@@ -3,27 +3,17 @@ on the parity fixtures (crowd GT, annotation id 0, tied scores and IoUs, areas o
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
 from aegis_eval.metrics import coco, matching
 from aegis_eval.metrics.types import Detections, GroundTruth
+from tests.compiled import extension
 from tests.eval.metrics.test_metrics_parity import make_fixture
 
-try:
-    from aegis_eval.metrics import _cmatch
-except ImportError:  # no C compiler: the NumPy code alone runs (test_ci_builds_the_matching fails in CI)
-    _cmatch = None
-needs_compiled = pytest.mark.skipif(_cmatch is None, reason="aegis_eval.metrics._cmatch not built (no compiler?)")
+_cmatch, needs_compiled = extension("aegis_eval.metrics._cmatch")
 
 FIELDS = ("det_index", "det_image", "det_rank", "scores", "matched", "ignored", "n_gt", "order")
-
-
-def test_ci_builds_the_matching():
-    if os.environ.get("CI"):
-        assert _cmatch is not None, "CI must build aegis_eval.metrics._cmatch (pip install -e . with a compiler)"
 
 
 def _tables(gt: GroundTruth, dets: Detections, monkeypatch, max_dets: int = 100):

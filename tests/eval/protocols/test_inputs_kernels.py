@@ -5,7 +5,6 @@ GT or a results file gives the same arrays, warnings and errors with them and wi
 from __future__ import annotations
 
 import json
-import os
 import random
 
 import numpy as np
@@ -13,17 +12,9 @@ import pytest
 
 from aegis_data.errors import AegisError
 from aegis_eval.protocols import predictions
+from tests.compiled import extension
 
-try:
-    from aegis_eval.protocols import _cinputs as cinputs
-except ImportError:  # no C compiler: the Python twins alone run (test_ci_builds_the_input_kernels fails in CI)
-    cinputs = None
-needs_compiled = pytest.mark.skipif(cinputs is None, reason="aegis_eval.protocols._cinputs not built (no C compiler?)")
-
-
-def test_ci_builds_the_input_kernels():
-    if os.environ.get("CI"):
-        assert cinputs is not None, "CI must build aegis_eval.protocols._cinputs (pip install -e . with a compiler)"
+cinputs, needs_compiled = extension("aegis_eval.protocols._cinputs")
 
 
 def _compiled_columns(anns, keep, default_cat):
@@ -267,10 +258,7 @@ def test_stem_is_pathlibs(name):
 
 
 # --- the compiled GT reader (gt_annotations in _cresults.c) -------------------------------------------------------
-try:
-    from aegis_eval.protocols import _cresults as cresults
-except ImportError:
-    cresults = None
+cresults = extension("aegis_eval.protocols._cresults")[0]
 
 
 def _gt_reader_twin(data: bytes):

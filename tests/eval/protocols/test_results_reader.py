@@ -7,7 +7,6 @@ from __future__ import annotations
 import decimal
 import json
 import math
-import os
 import random
 import struct
 
@@ -17,19 +16,9 @@ import pytest
 from aegis_data.errors import AegisError
 from aegis_eval.metrics.types import GroundTruth
 from aegis_eval.protocols import predictions, results_file
+from tests.compiled import extension
 
-try:
-    from aegis_eval.protocols import _cresults as cresults
-except ImportError:  # no C compiler: the JSON path alone runs (test_ci_builds_the_results_reader fails in CI)
-    cresults = None
-needs_compiled = pytest.mark.skipif(
-    cresults is None, reason="aegis_eval.protocols._cresults not built (no C compiler?)"
-)
-
-
-def test_ci_builds_the_results_reader():
-    if os.environ.get("CI"):
-        assert cresults is not None, "CI must build aegis_eval.protocols._cresults (pip install -e . with a compiler)"
+cresults, needs_compiled = extension("aegis_eval.protocols._cresults")
 
 
 def _columns(text: str):
