@@ -30,24 +30,22 @@ def _one_line(exc: UsageError) -> UsageError:
     return UsageLine(exc.format_message(), exc.ctx)
 
 
-class Command(typer.core.TyperCommand):
+class _OneLineUsage:
+    """The parser step of a command or group, its usage errors turned into :class:`UsageLine`."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)  # type: ignore[misc]  # the Typer class follows in the MRO
+        except UsageError as exc:
+            raise _one_line(exc) from None
+
+
+class Command(_OneLineUsage, typer.core.TyperCommand):
     """Every ``aegis`` command (cli/vocabulary.py add_command registers it with this class)."""
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except UsageError as exc:
-            raise _one_line(exc) from None
 
-
-class Group(typer.core.TyperGroup):
+class Group(_OneLineUsage, typer.core.TyperGroup):
     """``aegis`` and ``aegis baseline``: an unknown command, or an option of theirs, is one line too."""
-
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except UsageError as exc:
-            raise _one_line(exc) from None
 
     def resolve_command(self, ctx: typer.Context, args: list[str]) -> tuple[str | None, Any, list[str]]:
         try:
