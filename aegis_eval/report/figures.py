@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import cast
 
 import matplotlib
@@ -83,6 +84,7 @@ _TITLE_PT, _MIN_TITLE_PT = 10.5, 6.0
 _LEGEND_MAX_COLS = 6
 
 
+@lru_cache(maxsize=4096)  # a plan sizes its title and legend, and draws them: each string is measured once
 def text_width_px(text: str, size_pt: float, bold: bool = False) -> float:
     """Width in layout pixels of one line of ``text`` in the report's font: the advance widths the PNG, PDF and SVG
     backends lay it out with (within a pixel of what Agg measures)."""
@@ -93,6 +95,7 @@ def text_width_px(text: str, size_pt: float, bold: bool = False) -> float:
 _TITLE_LINE_PX = 16  # one more line of a 10.5 pt title
 
 
+@lru_cache(maxsize=256)
 def title_lines(title: str, width_px: float) -> str:
     """``title`` as a figure of ``width_px`` shows it: on as many lines as it takes at 10.5 pt, each filled with
     words while it fits (:func:`fit_title` shrinks a line that is one word too long)."""

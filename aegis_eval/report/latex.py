@@ -341,7 +341,8 @@ def figure_placement(width_pt: float, height_pt: float, first: bool = False) -> 
     return upright, False
 
 
-def _figure(f: LatexFigure, first: bool) -> list[str]:
+def _figure(f: LatexFigure, first: bool) -> tuple[list[str], bool]:
+    """The figure's lines in report.tex, and whether it is turned sideways."""
     sideways = False
     width = "\\linewidth"
     if f.width_pt is not None and f.height_pt is not None:
@@ -352,11 +353,7 @@ def _figure(f: LatexFigure, first: bool) -> list[str]:
         body = [f"\\rotatebox{{90}}{{\\begin{{minipage}}{{{width}}}\\centering", *body, "\\end{minipage}}"]
     # A section's first figure, sideways, goes below its heading ("!": whatever share of the page it takes).
     where = "[!b]" if first and sideways else "[!htbp]"
-    return [f"\\begin{{figure}}{where}", "\\centering", *body, "\\end{figure}"]
-
-
-def _sideways_first(f: LatexFigure) -> bool:
-    return f.width_pt is not None and f.height_pt is not None and figure_placement(f.width_pt, f.height_pt, True)[1]
+    return [f"\\begin{{figure}}{where}", "\\centering", *body, "\\end{figure}"], sideways
 
 
 def latex_document(
@@ -385,11 +382,12 @@ def latex_document(
     for name, figures, tables in sections:
         # Every section starts a page (the previous one ends with \\clearpage) and no page break follows its heading;
         # the first section too when its first figure turns sideways, which needs the page below the heading.
-        if figures and _sideways_first(figures[0]):
+        placed = [_figure(f, first=k == 0) for k, f in enumerate(figures)]
+        if placed and placed[0][1]:
             lines.append("\\clearpage")
         lines.append(f"\\section{{{latex_escape(name)}}}")
-        for k, f in enumerate(figures):
-            lines += _figure(f, first=k == 0)
+        for figure_lines, _ in placed:
+            lines += figure_lines
         if figures:  # never right after the heading: that would leave it alone at the bottom of a page
             lines.append("\\clearpage")
         for k, t in enumerate(tables):  # a page break every few floats keeps LaTeX's float queue short
