@@ -426,9 +426,9 @@ def _heatmap_notes(state: np.ndarray, metric: str) -> list[str]:
 # --- severity curves and localization: one panel per corruption -----------------------------------------
 
 
-def _legend_handles(group: DatasetGroup) -> list[Line2D]:
+def _legend_handles(labels: Sequence[str]) -> list[Line2D]:
     handles = []
-    for j, label in enumerate(_legend_labels(group)):
+    for j, label in enumerate(labels):
         st = palette.model_style(j)
         handles.append(
             Line2D(
@@ -495,8 +495,9 @@ def severity_curves(group: DatasetGroup, metric: str) -> FigurePlan:
             ymax = max(ymax, float(np.nanmax(np.concatenate([ys, hi, [0.0]]))))
             series[c, j] = (ys, lo, hi)
     title = f"{group.name}: {metric} vs severity" + (" (bands: bootstrap 95% CI)" if any_band else "")
-    width, height = small_multiples_size(len(group.corruptions), _legend_labels(group), title)
-    legend_cols, legend_rows = legend_grid(_legend_labels(group), width)
+    labels = _legend_labels(group)
+    width, height = small_multiples_size(len(group.corruptions), labels, title)
+    legend_cols, legend_rows = legend_grid(labels, width)
 
     def draw(fig: Figure) -> None:
         axes = _panels(fig, len(group.corruptions), legend_rows, title)
@@ -527,7 +528,7 @@ def severity_curves(group: DatasetGroup, metric: str) -> FigurePlan:
                 ax.set_ylabel(metric)
             if idx >= len(axes) - _PANEL_COLS:
                 ax.set_xlabel("severity")
-        _suptitle_and_legend(fig, title, _legend_handles(group), legend_cols)
+        _suptitle_and_legend(fig, title, _legend_handles(labels), legend_cols)
 
     return FigurePlan(width, height, draw)
 
@@ -554,8 +555,9 @@ def localization_plot(group: DatasetGroup) -> FigurePlan:
             points[c, j] = (ys, ns)
     bottom = max(0.0, math.floor((y_min - 0.02) * 20) / 20)
     title = f"{group.name}: localization stability (point area ∝ GT matched in both, max {n_max})"
-    width, height = small_multiples_size(len(group.corruptions), _legend_labels(group), title)
-    legend_cols, legend_rows = legend_grid(_legend_labels(group), width)
+    labels = _legend_labels(group)
+    width, height = small_multiples_size(len(group.corruptions), labels, title)
+    legend_cols, legend_rows = legend_grid(labels, width)
 
     def draw(fig: Figure) -> None:
         axes = _panels(fig, len(group.corruptions), legend_rows, title)
@@ -587,7 +589,7 @@ def localization_plot(group: DatasetGroup) -> FigurePlan:
         # One label for all rows: a panel row is shorter than the phrase.
         y0, y1 = min(ax.get_position().y0 for ax in axes), max(ax.get_position().y1 for ax in axes)
         fig.supylabel("IoU, clean vs corrupted box", x=4 / width, ha="left", y=(y0 + y1) / 2, fontsize=9.0)
-        _suptitle_and_legend(fig, title, _legend_handles(group), legend_cols)
+        _suptitle_and_legend(fig, title, _legend_handles(labels), legend_cols)
 
     return FigurePlan(width, height, draw)
 
@@ -600,11 +602,9 @@ _BAR_LEGEND_MAX_COLS = 4
 
 def family_bars_size(n_models: int, n_families: int, labels: Sequence[str] = (), title: str = "") -> tuple[int, int]:
     """(width, height) in layout pixels of the family bar chart (the PNG is twice as large), with room for a legend
-    of ``labels`` above the axes (without labels: four models a row) and for ``title`` above it."""
+    of ``labels`` above the axes (one row when none are given) and for ``title`` above it."""
     width = 160 + n_families * (70 + 36 * n_models)
-    if labels:
-        return _with_legend(width, 420 + _LEGEND_ROW_PX, labels, title, max_cols=_BAR_LEGEND_MAX_COLS)
-    return width, 420 + _LEGEND_ROW_PX * math.ceil(n_models / _BAR_LEGEND_MAX_COLS) + title_extra_px(title, width)
+    return _with_legend(width, 420 + _LEGEND_ROW_PX, labels, title, max_cols=_BAR_LEGEND_MAX_COLS)
 
 
 def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
@@ -629,8 +629,9 @@ def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
     any_err = any(ci is not None for row in errs for ci in row)
     # With whiskers the title names them instead of "per family" (the axis names the families): same length.
     title = f"{group.name}: mean {_drop_phrase(metric)}" + (", 95% CI" if any_err else " per family")
-    width, height = family_bars_size(n_m, len(fams), _legend_labels(group), title)
-    legend_cols, legend_rows = legend_grid(_legend_labels(group), width, _BAR_LEGEND_MAX_COLS)
+    labels = _legend_labels(group)
+    width, height = family_bars_size(n_m, len(fams), labels, title)
+    legend_cols, legend_rows = legend_grid(labels, width, _BAR_LEGEND_MAX_COLS)
     legend_top = 28 + title_extra_px(title, width)  # below the title
     bar_w = 0.8 / n_m
     left, right, top, bottom = 62, 14, legend_top + 10 + _LEGEND_ROW_PX * legend_rows, 44  # the legend clears the axes
@@ -650,7 +651,7 @@ def family_bars(group: DatasetGroup, metric: str) -> FigurePlan:
         _margins(fig, left=left, right=right, top=top, bottom=bottom)
         x = np.arange(len(fams), dtype=float)
         handles = []
-        for j, label in enumerate(_legend_labels(group)):
+        for j, label in enumerate(labels):
             st = palette.model_style(j)
             pos = x + (j - (n_m - 1) / 2) * bar_w
             heights = np.array([0.0 if v is None else v for v in vals[j]])
@@ -738,8 +739,9 @@ def false_alarm_shares(group: DatasetGroup) -> FigurePlan:
         f"{group.name}: share of images with a false alarm (marker) and its exact "
         f"{bound}upper bound (Clopper–Pearson, line top)"
     )
-    width, height = false_alarm_size(len(conds), _legend_labels(group), title)
-    legend_cols, legend_rows = legend_grid(_legend_labels(group), width)
+    labels = _legend_labels(group)
+    width, height = false_alarm_size(len(conds), labels, title)
+    legend_cols, legend_rows = legend_grid(labels, width)
     points = []
     for run in group.runs:
         recs = [false_alarm_record(run.result, c) for c in conds]
@@ -784,6 +786,6 @@ def false_alarm_shares(group: DatasetGroup) -> FigurePlan:
         ax.set_ylabel("images with a false alarm (%)")
         ax.grid(axis="y")
         ax.set_axisbelow(True)
-        _suptitle_and_legend(fig, title, _legend_handles(group), legend_cols)
+        _suptitle_and_legend(fig, title, _legend_handles(labels), legend_cols)
 
     return FigurePlan(width, height, draw)
