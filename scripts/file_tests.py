@@ -23,7 +23,7 @@ PACKAGES = {"aegis_data": "data", "aegis_eval": "eval", "cli": "cli", "aegis_cli
 # Folders of tests/ that mirror no package folder but are part of the layout.
 SHARED = {"project", "fixtures", "golden"}
 # Modules at the top of tests/ that are shared helpers, not tests.
-TOP_HELPERS = {"__init__.py", "conftest.py", "adversarial.py"}
+TOP_HELPERS = {"__init__.py", "conftest.py", "adversarial.py", "compiled.py"}
 
 
 def folder_for(target: str) -> Path:
